@@ -1,0 +1,3 @@
+"""jaxkit: JAX-accelerated numerical toolkit for research code."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,57 @@
+"""Input checks shared by the kernels.
+
+Shape checks are static, so they run in Python at trace time and raise ``ValueError``.
+Value checks (NaN/inf, constant columns) need the data: on concrete arrays they raise
+``ValueError`` before any computation; on traced arrays (inside ``jit``/``vmap``) they
+become :func:`equinox.error_if` checks, which raise at run time with the same message.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["check_data_matrix", "check_finite", "is_traced"]
+
+
+def is_traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _fail(x, bad, msg: str):
+    """Raise now when ``bad`` is concrete, else attach a run-time check to ``x``."""
+    if is_traced(bad) or is_traced(x):
+        return eqx.error_if(x, bad, msg)
+    if bool(np.asarray(bad)):
+        raise ValueError(msg)
+    return x
+
+
+def check_finite(x, name: str):
+    """Error naming ``name`` if ``x`` holds NaN or inf."""
+    return _fail(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` contains NaN or inf values")
+
+
+def check_data_matrix(x, name: str = "x", *, min_rows: int | None = None, constant: bool = True):
+    """Validate an (n, d) data matrix: rank 2, floating, finite, n >= min_rows, no
+    constant column. Returns ``x`` (with run-time checks attached when traced)."""
+    if not hasattr(x, "ndim") or x.ndim != 2:
+        shape = getattr(x, "shape", None)
+        raise ValueError(f"`{name}` must be a 2-D array of shape (n_samples, n_features); "
+                         f"got shape {shape}")
+    n, d = x.shape
+    if d < 1 or n < 2:
+        raise ValueError(f"`{name}` needs at least 2 samples and 1 feature; got shape {x.shape}")
+    if min_rows is not None and n < min_rows:
+        raise ValueError(f"`{name}` has fewer samples ({n}) than required ({min_rows}); "
+                         f"need at least as many samples as variables")
+    x = check_finite(x, name)
+    if constant:
+        spread = jnp.max(x, axis=0) - jnp.min(x, axis=0)
+        scale = jnp.maximum(jnp.max(jnp.abs(x), axis=0), 1.0)
+        const = spread <= 10 * jnp.finfo(x.dtype).eps * scale
+        x = _fail(x, jnp.any(const), f"`{name}` has a constant column (zero variance); "
+                  f"drop it before fitting")
+    return x

@@ -32,8 +32,6 @@ __all__ = [
     "sym_decorrelation",
     "fixed_point_update",
     "amari_distance",
-    "ica_lingam",
-    "direct_lingam",
 ]
 
 Fun = Literal["logcosh", "exp", "cube"]

@@ -1,0 +1,195 @@
+"""The ``jaxkit`` command line: ``info``, ``run``, ``bench`` and the family commands."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+app = typer.Typer(help="jaxkit: JAX kernels and research pipelines.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+lingam_app = typer.Typer(help="LiNGAM causal discovery on your own data.", no_args_is_help=True)
+app.add_typer(lingam_app, name="lingam")
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _fail(msg: str, code: int = 2):
+    err_console.print(f"[bold red]error:[/] {msg}")
+    raise typer.Exit(code)
+
+
+def _progress() -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"),
+                    BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                    TimeElapsedColumn(), console=err_console, transient=True)
+
+
+@app.callback()
+def _main(
+    distributed: Annotated[bool, typer.Option(
+        help="Initialise multi-host JAX from JAXKIT_COORDINATOR / JAXKIT_NUM_PROCESSES / "
+             "JAXKIT_PROCESS_ID (or JAXKIT_DISTRIBUTED=auto) before anything else.")] = False,
+):
+    if distributed:
+        from . import distributed as jd
+
+        if not jd.initialize():
+            _fail("--distributed given but no JAXKIT_COORDINATOR or JAXKIT_DISTRIBUTED=auto")
+
+
+@app.command()
+def info():
+    """JAX version, backend, devices and process count."""
+    import jax
+
+    from . import __version__
+
+    devs = jax.devices()
+    t = Table(title="jaxkit environment", show_header=False)
+    t.add_row("jaxkit", __version__)
+    t.add_row("jax / jaxlib", f"{jax.__version__} / {jax.lib.__version__}")
+    t.add_row("python", sys.version.split()[0])
+    t.add_row("backend", jax.default_backend())
+    t.add_row("devices", f"{len(devs)} x {devs[0].device_kind} "
+                         f"({jax.local_device_count()} local)")
+    t.add_row("processes", f"{jax.process_count()} (this is {jax.process_index()})")
+    t.add_row("x64", str(jax.config.jax_enable_x64))
+    console.print(t)
+
+
+@app.command()
+def run(
+    name: Annotated[str, typer.Argument(help="pipeline name, or 'all'")],
+    quick: Annotated[bool, typer.Option(help="small, fast configuration")] = False,
+    out: Annotated[Path | None, typer.Option(help="output folder (default runs/NAME)")] = None,
+    seed: Annotated[int, typer.Option(help="base PRNG seed")] = 0,
+):
+    """Run a pipeline (or all of them) and write report.md plus PNG figures."""
+    from . import pipelines
+    from .distributed import make_mesh
+    from .report import write_report
+
+    todo = pipelines.names() if name == "all" else [name]
+    for n in todo:
+        try:
+            pipelines.get(n)
+        except KeyError as e:
+            _fail(str(e.args[0]))
+    out_dir = out or Path("runs") / name
+    mesh = make_mesh({"data": -1})
+    results = []
+    with _progress() as progress:
+        for n in todo:
+            ctx = pipelines.RunContext(out_dir=out_dir / n if name == "all" else out_dir,
+                                       quick=quick, seed=seed, mesh=mesh, progress=progress)
+            ctx.out_dir.mkdir(parents=True, exist_ok=True)
+            t0 = time.perf_counter()
+            res = pipelines.get(n)(ctx)
+            res.metrics.setdefault("wall_s", time.perf_counter() - t0)
+            results.append(res)
+            for w in res.warnings:
+                err_console.print(f"[yellow]warning ({n}):[/] {w}")
+            console.print(f"[green]done[/] {n} in {time.perf_counter() - t0:.1f}s")
+    report = write_report(out_dir, results, quick=quick)
+    console.print(f"report: {report}")
+
+
+def _benchmarks_dir() -> Path | None:
+    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        d = base / "benchmarks"
+        if d.is_dir() and any(d.glob("bench_*.py")):
+            return d
+    return None
+
+
+@app.command()
+def bench(
+    name: Annotated[str, typer.Argument(help="benchmark name, e.g. 'ica'")],
+    json_out: Annotated[Path | None, typer.Option("--json", help="write numbers here")] = None,
+    quick: Annotated[bool, typer.Option(help="small sizes")] = False,
+):
+    """Run a benchmark from the source checkout's benchmarks/ folder (jaxkit vs peers)."""
+    d = _benchmarks_dir()
+    if d is None:
+        _fail("benchmarks/ not found: benchmarks ship with the source checkout; run from it")
+    path = d / f"bench_{name}.py"
+    if not path.is_file():
+        avail = sorted(p.stem.removeprefix("bench_") for p in d.glob("bench_*.py"))
+        _fail(f"unknown benchmark {name!r}; available: {', '.join(avail)}")
+    spec = importlib.util.spec_from_file_location(f"jaxkit_bench_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    argv = (["--json", str(json_out)] if json_out else []) + (["--quick"] if quick else [])
+    raise typer.Exit(int(mod.main(argv) or 0))
+
+
+@lingam_app.command("fit")
+def lingam_fit(
+    data: Annotated[Path, typer.Argument(help="CSV with a header row, one column a variable")],
+    method: Annotated[str, typer.Option(help="ica or direct")] = "ica",
+    prune: Annotated[bool, typer.Option(help="adaptive-lasso pruning")] = True,
+    seed: Annotated[int, typer.Option(help="PRNG seed (ICA initialisation)")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the graph as JSON")]
+    = None,
+    x64: Annotated[bool, typer.Option(help="compute in float64")] = True,
+):
+    """Fit ICA-LiNGAM or DirectLiNGAM to one dataset and print the weighted graph."""
+    import jax
+
+    if x64:
+        jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    from .io import DataError, read_csv_matrix
+    from .kernels import lingam
+
+    if method not in ("ica", "direct"):
+        _fail(f"--method must be 'ica' or 'direct'; got {method!r}")
+    try:
+        x, names = read_csv_matrix(data)
+    except DataError as e:
+        _fail(str(e))
+    try:
+        if method == "ica":
+            res = lingam.ica_lingam(jax.random.key(seed), jnp.asarray(x), prune=prune)
+        else:
+            res = lingam.direct_lingam(jnp.asarray(x), prune=prune)
+        res = jax.block_until_ready(res)
+    except ValueError as e:
+        _fail(f"{data}: {e}")
+    adj = jax.device_get(res.adjacency)
+    order = [names[i] for i in jax.device_get(res.causal_order)]
+    converged = bool(res.converged)
+    if not converged:
+        err_console.print(f"[yellow]warning:[/] FastICA did not converge in "
+                          f"{int(res.n_iter)} iterations; the graph may be unreliable")
+    edges = [{"cause": names[j], "effect": names[i], "weight": float(adj[i, j])}
+             for i in range(len(names)) for j in range(len(names)) if adj[i, j] != 0]
+    if json_out:
+        payload = {"method": method, "variables": names, "causal_order": order,
+                   "adjacency": adj.tolist(), "adjacency_convention": "[effect, cause]",
+                   "edges": edges, "converged": converged, "n_samples": int(x.shape[0])}
+        tmp = json_out.with_suffix(json_out.suffix + ".tmp")
+        tmp.write_text(json.dumps(payload, indent=2) + "\n")
+        tmp.replace(json_out)
+    t = Table(title=f"{'ICA' if method == 'ica' else 'Direct'}LiNGAM: {len(edges)} edges "
+                    f"(n={x.shape[0]}, d={x.shape[1]})")
+    for col in ("cause", "effect", "weight"):
+        t.add_column(col, justify="right" if col == "weight" else "left")
+    for e in sorted(edges, key=lambda e: -abs(e["weight"])):
+        t.add_row(e["cause"], e["effect"], f"{e['weight']:+.4f}")
+    console.print(t)
+    console.print("causal order: " + " -> ".join(order))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,170 @@
+"""One code path from one CPU to a pod: meshes, multi-host start-up, global batches.
+
+Sharding is data, not code paths: a pipeline takes a :class:`jax.sharding.Mesh` and puts
+its batch axis on the mesh's ``"data"`` axis; the same jitted function then runs on one
+CPU, on 8 local devices, or on many hosts (``jax.distributed``), with XLA inserting the
+collectives.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+__all__ = [
+    "initialize",
+    "make_mesh",
+    "data_sharding",
+    "replicated",
+    "global_batch",
+    "pad_batch",
+    "shard_batch",
+    "sharded_vmap",
+]
+
+DATA = "data"
+
+
+def initialize(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    *,
+    local_device_ids: Sequence[int] | None = None,
+    cpu_collectives: str | None = "gloo",
+) -> bool:
+    """Start multi-host JAX (``jax.distributed.initialize``) when asked.
+
+    Asked means: a ``coordinator_address`` is given, or the environment names one
+    (``JAXKIT_COORDINATOR``, with ``JAXKIT_NUM_PROCESSES`` and ``JAXKIT_PROCESS_ID``), or
+    a cluster JAX auto-detects (TPU pod, Slurm, OpenMPI) is signalled by
+    ``JAXKIT_DISTRIBUTED=auto``. Otherwise this is a no-op and the run is single-process.
+    Must be called before any other JAX operation. On CPU, ``cpu_collectives`` selects
+    the cross-process collective implementation (gloo). Returns True when multi-host
+    JAX was initialised.
+    """
+    env = os.environ
+    if coordinator_address is None and "JAXKIT_COORDINATOR" in env:
+        coordinator_address = env["JAXKIT_COORDINATOR"]
+        num_processes = num_processes or int(env["JAXKIT_NUM_PROCESSES"])
+        if process_id is None:
+            process_id = int(env["JAXKIT_PROCESS_ID"])
+    auto = env.get("JAXKIT_DISTRIBUTED", "").lower() == "auto"
+    if coordinator_address is None and not auto:
+        return False
+    if coordinator_address is not None and (num_processes is None or process_id is None):
+        raise ValueError("`num_processes` and `process_id` are required with "
+                         "`coordinator_address`")
+    if cpu_collectives:
+        jax.config.update("jax_cpu_collectives_implementation", cpu_collectives)
+    jax.distributed.initialize(
+        coordinator_address=coordinator_address,
+        num_processes=num_processes,
+        process_id=process_id,
+        local_device_ids=local_device_ids,
+    )
+    return True
+
+
+def make_mesh(
+    axes: Mapping[str, int] | None = None, *, devices: Sequence[Any] | None = None
+) -> Mesh:
+    """A device mesh from named axis sizes, e.g. ``{"data": -1}`` (all devices on one
+    data axis, the default) or ``{"data": 4, "model": 2}``. One axis may be ``-1`` and
+    is filled with the remaining devices; the product must equal the device count.
+    Works the same on one CPU, 8 simulated devices, and every device of a pod."""
+    axes = dict(axes or {DATA: -1})
+    devices = list(jax.devices() if devices is None else devices)
+    n = len(devices)
+    names = tuple(axes)
+    sizes = [int(v) for v in axes.values()]
+    if sum(s == -1 for s in sizes) > 1:
+        raise ValueError(f"`axes` may contain at most one -1; got {axes}")
+    if any(s == 0 or s < -1 for s in sizes):
+        raise ValueError(f"`axes` sizes must be positive or -1; got {axes}")
+    known = math.prod(s for s in sizes if s != -1)
+    if -1 in sizes:
+        if n % known:
+            raise ValueError(f"{n} devices cannot be split into axes {axes}")
+        sizes[sizes.index(-1)] = n // known
+    if math.prod(sizes) != n:
+        raise ValueError(f"mesh axes {dict(zip(names, sizes, strict=True))} need "
+                         f"{math.prod(sizes)} devices, but {n} are available")
+    arr = np.asarray(devices, dtype=object).reshape(sizes)
+    return Mesh(arr, names)
+
+
+def data_sharding(mesh: Mesh, ndim: int = 1, axis: str = DATA) -> NamedSharding:
+    """Leading dimension split over ``axis``, the rest replicated."""
+    return NamedSharding(mesh, PartitionSpec(axis, *([None] * (ndim - 1))))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def global_batch(local_data, mesh: Mesh, axis: str = DATA):
+    """Assemble a global array (a pytree of them) from each process's local rows.
+
+    Every process passes its own slice (leading dimension = its share of the batch);
+    the result is one global ``jax.Array`` sharded along ``axis``
+    (``jax.make_array_from_process_local_data``). Single-process, this is
+    ``jax.device_put`` with the data sharding.
+    """
+
+    def one(x):
+        x = np.asarray(x)
+        return jax.make_array_from_process_local_data(data_sharding(mesh, x.ndim, axis), x)
+
+    return jax.tree.map(one, local_data)
+
+
+def pad_batch(tree, multiple: int):
+    """Pad the leading axis of every leaf to a multiple of ``multiple`` by repeating the
+    last entry (real data, so input checks and solvers behave); returns (padded, n)."""
+    leaves = jax.tree.leaves(tree)
+    if not leaves:
+        raise ValueError("`tree` has no arrays to pad")
+    n = leaves[0].shape[0]
+    pad = (-n) % multiple
+
+    def one(x):
+        if pad == 0:
+            return x
+        return jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)], axis=0)
+
+    return jax.tree.map(one, tree), n
+
+
+def shard_batch(tree, mesh: Mesh, axis: str = DATA):
+    """Pad a batch (leading axis) to the ``axis`` size and place it on the mesh.
+    Returns (sharded tree, number of real entries)."""
+    padded, n = pad_batch(tree, mesh.shape[axis])
+    placed = jax.tree.map(lambda x: jax.device_put(x, data_sharding(mesh, x.ndim, axis)), padded)
+    return placed, n
+
+
+def sharded_vmap(fn: Callable, mesh: Mesh | None = None, axis: str = DATA) -> Callable:
+    """``jit(vmap(fn))`` whose batch axis is split over the mesh's ``axis``.
+
+    The returned callable takes batched arguments (leading axis = datasets), pads them
+    to a multiple of the axis size, runs every dataset on the device that holds it,
+    and returns the outputs for the real datasets only. ``mesh=None`` uses all local
+    devices on one data axis.
+    """
+    mesh = make_mesh() if mesh is None else mesh
+    batched = jax.jit(jax.vmap(fn))
+
+    def call(*args):
+        placed, n = shard_batch(args, mesh, axis)
+        out = batched(*placed)
+        return jax.tree.map(lambda x: x[:n], out)
+
+    return call

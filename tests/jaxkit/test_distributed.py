@@ -1,0 +1,108 @@
+"""jaxkit.distributed: meshes, padding, 1-vs-8-device agreement, and a 2-process run."""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxkit.kernels.ica import fastica
+
+from jaxkit import distributed as jd
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from mp_data import datasets  # noqa: E402
+
+
+def test_eight_simulated_devices():
+    assert jax.device_count() == 8
+
+
+def test_make_mesh_shapes_and_errors():
+    assert dict(jd.make_mesh().shape) == {"data": 8}
+    assert dict(jd.make_mesh({"data": -1, "model": 2}).shape) == {"data": 4, "model": 2}
+    assert dict(jd.make_mesh({"data": 1}, devices=jax.devices()[:1]).shape) == {"data": 1}
+    with pytest.raises(ValueError, match="need 6 devices"):
+        jd.make_mesh({"data": 3, "model": 2})
+    with pytest.raises(ValueError, match="at most one -1"):
+        jd.make_mesh({"data": -1, "model": -1})
+    with pytest.raises(ValueError, match="cannot be split"):
+        jd.make_mesh({"data": -1, "model": 3})
+
+
+def test_pad_batch_repeats_last_entry():
+    x = jnp.arange(10.0).reshape(5, 2)
+    p, n = jd.pad_batch({"x": x}, 4)
+    assert n == 5 and p["x"].shape == (8, 2)
+    np.testing.assert_array_equal(np.asarray(p["x"][5:]), np.tile(np.asarray(x[-1]), (3, 1)))
+
+
+def _fit(x, w):
+    r = fastica(None, x, w_init=w)
+    return r.components, r.n_iter
+
+
+def test_one_device_and_eight_devices_agree():
+    xs, ws = datasets(n_sets=10)  # 10 is not a multiple of 8: exercises padding
+    xs, ws = jnp.asarray(xs), jnp.asarray(ws)
+    one = jd.sharded_vmap(_fit, jd.make_mesh({"data": 1}, devices=jax.devices()[:1]))
+    eight = jd.sharded_vmap(_fit, jd.make_mesh({"data": 8}))
+    c1, it1 = one(xs, ws)
+    c8, it8 = eight(xs, ws)
+    assert c8.shape == (10, 3, 3)
+    np.testing.assert_allclose(np.asarray(c8), np.asarray(c1), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(np.asarray(it8), np.asarray(it1))
+
+
+def test_shard_batch_spreads_datasets_over_devices():
+    xs, _ = datasets(n_sets=10)
+    (placed,), n = jd.shard_batch((jnp.asarray(xs),), jd.make_mesh())
+    assert n == 10 and placed.shape[0] == 16
+    assert len(placed.sharding.device_set) == 8
+    assert {s.data.shape[0] for s in placed.addressable_shards} == {2}
+
+
+def test_global_batch_single_process_is_sharded_device_put():
+    xs, _ = datasets()
+    mesh = jd.make_mesh()
+    g = jd.global_batch(xs, mesh)
+    assert g.shape == xs.shape
+    assert g.sharding.spec == jax.sharding.PartitionSpec("data", None, None)
+    np.testing.assert_array_equal(np.asarray(g), xs)
+
+
+def test_initialize_is_noop_unless_asked(monkeypatch):
+    for k in ("JAXKIT_COORDINATOR", "JAXKIT_DISTRIBUTED"):
+        monkeypatch.delenv(k, raising=False)
+    assert jd.initialize() is False
+    with pytest.raises(ValueError, match="num_processes"):
+        jd.initialize("localhost:1234")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_match_single_process(tmp_path):
+    """jax.distributed on localhost (gloo CPU collectives): 2 processes x 2 devices fit
+    a global batch assembled from per-process rows; equals one process fitting all."""
+    port, out = _free_port(), tmp_path / "comps.npy"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    procs = [subprocess.Popen([sys.executable, str(HERE / "mp_worker.py"), str(i), "2",
+                               str(port), str(out)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for i in range(2)]
+    logs = [p.communicate(timeout=240)[0].decode() for p in procs]
+    for p, log in zip(procs, logs, strict=True):
+        assert p.returncode == 0, log[-3000:]
+    xs, ws = datasets()
+    ref = jax.vmap(lambda x, w: fastica(None, x, w_init=w).components)(jnp.asarray(xs),
+                                                                      jnp.asarray(ws))
+    np.testing.assert_allclose(np.load(out), np.asarray(ref), rtol=1e-10, atol=1e-12)

@@ -1,0 +1,61 @@
+"""The wheel installs kernels/ as jaxkit.kernels, ships data and py.typed, and never
+installs a top-level `kernels` package (HuggingFace's `kernels` owns that name)."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    build = tmp_path_factory.mktemp("build")
+    # --no-isolation: use the installed setuptools, no network; build in a scratch copy
+    # so the checkout gets no build/ or egg-info residue.
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard",
+                            "-z"], check=True, capture_output=True).stdout.split(b"\0")
+    for f in filter(None, files):
+        src, dst = ROOT / f.decode(), build / f.decode()
+        if src.is_file():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(src.read_bytes())
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation",
+                    "--outdir", str(out), str(build)], check=True, capture_output=True)
+    (whl,) = out.glob("jaxkit-*.whl")
+    return whl
+
+
+def test_wheel_file_list(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    for required in ["jaxkit/__init__.py", "jaxkit/cli.py", "jaxkit/py.typed",
+                     "jaxkit/kernels/__init__.py", "jaxkit/kernels/ica.py",
+                     "jaxkit/kernels/py.typed", "jaxkit/pipelines/__init__.py"]:
+        assert required in names, required
+    assert not [n for n in names if n.startswith("kernels/")]
+    assert not [n for n in names if n.startswith(("tests/", "benchmarks/"))]
+    top = [n for n in names if n.endswith("top_level.txt")]
+    if top:
+        assert zipfile.ZipFile(wheel).read(top[0]).decode().split() == ["jaxkit"]
+
+
+def test_installed_wheel_imports_kernels(wheel, tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
+                    "--target", str(target), str(wheel)], check=True, capture_output=True)
+    assert (target / "jaxkit" / "kernels" / "ica.py").is_file()
+    assert not (target / "kernels").exists()
+    code = ("import jaxkit.kernels.ica as m, jaxkit; "
+            "print(m.__file__); import importlib.util as u; print(u.find_spec('kernels'))")
+    # run from an empty folder with only the installed copy on the path
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True,
+                       capture_output=True, text=True,
+                       env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin",
+                            "JAX_PLATFORMS": "cpu"})
+    mod_file, kernels_spec = r.stdout.split()
+    assert Path(mod_file).is_relative_to(target)
+    assert kernels_spec == "None"

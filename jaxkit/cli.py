@@ -150,7 +150,6 @@ def lingam_fit(
     import jax.numpy as jnp
 
     from .io import DataError, read_csv_matrix
-    from .kernels import lingam
 
     if method not in ("ica", "direct"):
         _fail(f"--method must be 'ica' or 'direct'; got {method!r}")
@@ -158,6 +157,8 @@ def lingam_fit(
         x, names = read_csv_matrix(data)
     except DataError as e:
         _fail(str(e))
+    from .kernels import lingam
+
     try:
         if method == "ica":
             res = lingam.ica_lingam(jax.random.key(seed), jnp.asarray(x), prune=prune)

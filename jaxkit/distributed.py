@@ -152,19 +152,29 @@ def shard_batch(tree, mesh: Mesh, axis: str = DATA):
 
 
 def sharded_vmap(fn: Callable, mesh: Mesh | None = None, axis: str = DATA) -> Callable:
-    """``jit(vmap(fn))`` whose batch axis is split over the mesh's ``axis``.
+    """``vmap(fn)`` over a batch whose leading axis is split over the mesh's ``axis``.
 
-    The returned callable takes batched arguments (leading axis = datasets), pads them
-    to a multiple of the axis size, runs every dataset on the device that holds it,
-    and returns the outputs for the real datasets only. ``mesh=None`` uses all local
-    devices on one data axis.
+    Each device runs ``vmap(fn)`` on the datasets it holds (``jax.shard_map``), so no
+    collective is needed and a kernel whose batching rule loops over its members (as
+    FastICA's does on CPU) stays local to each device. The returned callable takes
+    batched arguments (leading axis = datasets), pads them to a multiple of the axis
+    size, and returns the outputs for the real datasets only. Multi-process: pass global
+    arrays built with :func:`global_batch` (leading axis already a multiple of the axis
+    size); they are used as they are. ``mesh=None`` uses all devices on one data axis.
     """
     mesh = make_mesh() if mesh is None else mesh
-    batched = jax.jit(jax.vmap(fn))
+    spec = PartitionSpec(axis)
+    # check_vma=False: kernels carry per-dataset while_loops and error checks whose
+    # carries start replicated; every output here is per-device by construction.
+    inner = jax.jit(jax.shard_map(jax.vmap(fn), mesh=mesh, in_specs=spec, out_specs=spec,
+                                  check_vma=False))
 
     def call(*args):
+        leaves = jax.tree.leaves(args)
+        if any(isinstance(a, jax.Array) and not a.is_fully_addressable for a in leaves):
+            return inner(*args)
         placed, n = shard_batch(args, mesh, axis)
-        out = batched(*placed)
-        return jax.tree.map(lambda x: x[:n], out)
+        return jax.tree.map(lambda x: x[:n], inner(*placed))
 
+    call.global_fn = inner  # the jitted function on already-placed global arrays
     return call

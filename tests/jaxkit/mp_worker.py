@@ -35,7 +35,7 @@ mesh = jd.make_mesh({"data": -1})
 local = (xs[pid * per:(pid + 1) * per], ws[pid * per:(pid + 1) * per])
 gx, gw = jd.global_batch(local, mesh)
 assert gx.shape == xs.shape  # global shape assembled from per-process rows
-fit = jax.jit(jax.vmap(lambda x, w: fastica(None, x, w_init=w).components))
+fit = jd.sharded_vmap(lambda x, w: fastica(None, x, w_init=w).components, mesh)
 comps = multihost_utils.process_allgather(fit(gx, gw), tiled=True)
 if pid == 0:
     np.save(out, np.asarray(comps))

@@ -7,8 +7,9 @@ the same ``w_init`` the float64 results agree with scikit-learn to ~1e-6.
 
 Everything here is a pure function of arrays: it runs eagerly, under ``jit``, and under
 ``vmap`` over a batch of same-shaped datasets, where each dataset stops at its own
-tolerance (the batched ``while_loop`` freezes converged members) and non-convergence is a
-per-dataset flag, never an exception.
+tolerance (on CPU ``vmap`` maps the members through the iteration one after another, see
+:func:`jaxkit.kernels._batching.map_over_batch`) and non-convergence is a per-dataset
+flag, never an exception.
 
 ICA-LiNGAM and DirectLiNGAM live in :mod:`jaxkit.kernels.lingam`; they are re-exported
 here so ``jaxkit.kernels.ica`` is the family's single entry point.
@@ -22,7 +23,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from ._checks import check_data_matrix, check_finite
+from ._batching import map_over_batch
+from ._checks import check_data_matrix, check_finite, is_traced
 
 __all__ = [
     "WhitenResult",
@@ -76,6 +78,13 @@ def whiten(
     k = _n_components(n_components, d)
     mean = jnp.mean(x, axis=0)
     xc = x - mean
+    whitening = _whitening_matrix(xc, k, solver)
+    return WhitenResult(z=xc @ whitening.T, whitening=whitening, mean=mean)
+
+
+def _whitening_matrix(xc: Float[Array, "n d"], k: int, solver: str) -> Float[Array, "k d"]:
+    """The (k, d) PCA-sphering matrix of centred data ``xc`` (see :func:`whiten`)."""
+    n = xc.shape[0]
     if solver == "svd":
         u, s, _ = jnp.linalg.svd(xc.T, full_matrices=False)
     elif solver == "eigh":
@@ -87,8 +96,7 @@ def whiten(
         raise ValueError(f"`solver` must be 'svd' or 'eigh'; got {solver!r}")
     sign = jnp.where(u[0] < 0, -1.0, 1.0).astype(u.dtype)
     u = u * sign
-    whitening = (u / s).T[:k] * jnp.sqrt(jnp.asarray(n, x.dtype))
-    return WhitenResult(z=xc @ whitening.T, whitening=whitening, mean=mean)
+    return (u / s).T[:k] * jnp.sqrt(jnp.asarray(n, xc.dtype))
 
 
 def sym_decorrelation(w: Float[Array, "k k"]) -> Float[Array, "k k"]:
@@ -102,7 +110,7 @@ def _contrast(fun: Fun, y, alpha):
     """Return g(y) and the sample mean of g'(y) for the negentropy contrast ``fun``."""
     if fun == "logcosh":
         gy = jnp.tanh(alpha * y)
-        return gy, jnp.mean(alpha * (1 - gy * gy), axis=-1)
+        return gy, alpha * (1 - jnp.mean(gy * gy, axis=-1))
     if fun == "exp":
         e = jnp.exp(-0.5 * y * y)
         return y * e, jnp.mean((1 - y * y) * e, axis=-1)
@@ -145,7 +153,8 @@ def fastica(
     With ``whiten_mode="unit-variance"`` the sources have unit variance and
     ``components`` is rescaled accordingly (scikit-learn's default).
     """
-    x = check_data_matrix(x, "x")
+    if getattr(x, "ndim", None) != 2 or x.shape[0] < 2 or x.shape[1] < 1:
+        check_data_matrix(x, "x")  # raises the standard shape error
     n, d = x.shape
     k = _n_components(n_components, d)
     if n < d:
@@ -156,10 +165,13 @@ def fastica(
         raise ValueError(f"`tol` must be positive; got {tol}")
     if not 1.0 <= alpha <= 2.0:
         raise ValueError(f"`alpha` must lie in [1, 2]; got {alpha}")
-    _contrast(fun, jnp.zeros((1, 1), x.dtype), alpha)  # validates `fun` eagerly
+    if whiten_solver not in ("svd", "eigh"):
+        raise ValueError(f"`solver` must be 'svd' or 'eigh'; got {whiten_solver!r}")
     if whiten_mode not in ("unit-variance", "arbitrary-variance"):
         raise ValueError(f"`whiten_mode` must be 'unit-variance' or 'arbitrary-variance'; "
                          f"got {whiten_mode!r}")
+    x = jnp.asarray(x)
+    _contrast(fun, jnp.zeros((1, 1), x.dtype), alpha)  # validates `fun` eagerly
     if w_init is None:
         if key is None:
             raise ValueError("pass a PRNG `key` or an explicit `w_init`")
@@ -168,12 +180,37 @@ def fastica(
         w_init = jnp.asarray(w_init, x.dtype)
         if w_init.shape != (k, k):
             raise ValueError(f"`w_init` must have shape ({k}, {k}); got {w_init.shape}")
-        w_init = check_finite(w_init, "w_init")
 
-    wr = whiten(x, k, solver=whiten_solver)
-    z = wr.z
+    def core(x, w_init):
+        return _fastica_core(x, w_init, k=k, fun=fun, alpha=alpha, max_iter=max_iter, tol=tol,
+                             whiten_solver=whiten_solver, whiten_mode=whiten_mode)
+
+    if not (is_traced(x) or is_traced(w_init)):
+        return core(x, w_init)  # eager: bad values raise ValueError right away
+    return map_over_batch(core)(x, w_init)
+
+
+def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whiten_mode):
+    """Array part of :func:`fastica` for one dataset (arguments already validated).
+
+    Works in the transposed, sample-last layout ``zt = K (x - mean)^T`` (k, n) and keeps
+    a row-major copy ``z = zt^T`` (n, k) as well, so that both matrix products of a step,
+    ``W zt`` and ``g(W zt) z``, are plain (non-transposed) GEMMs; ``E[g']`` comes out of
+    the same fused pass as ``g``, and the sources are formed once, after the loop.
+    """
+    x = check_data_matrix(x, "x")
+    w_init = check_finite(w_init, "w_init")
+    n = x.shape[0]
+    mean = jnp.mean(x, axis=0)
+    xc = x - mean
+    whitening = _whitening_matrix(xc, k, whiten_solver)
+    zt = whitening @ xc.T  # (k, n) whitened data, sample-last
+    # (n, k) copy for the second product of each step; the barrier keeps XLA from
+    # folding it back into a transposed operand of that product
+    z = jax.lax.optimization_barrier(zt.T)
     w0 = sym_decorrelation(w_init)
     inf = jnp.asarray(jnp.inf, x.dtype)
+    inv_n = jnp.asarray(1.0 / n, x.dtype)
 
     def cond(carry):
         _, it, lim = carry
@@ -181,27 +218,29 @@ def fastica(
 
     def body(carry):
         w, it, _ = carry
-        w_new, lim = fixed_point_update(w, z, fun=fun, alpha=alpha)
+        gy, dg = _contrast(fun, w @ zt, alpha)
+        w_new = sym_decorrelation((gy @ z) * inv_n - dg[:, None] * w)
+        lim = jnp.max(jnp.abs(jnp.abs(jnp.sum(w_new * w, axis=1)) - 1))
         return w_new, it + 1, lim
 
     w, n_iter, lim = jax.lax.while_loop(cond, body, (w0, jnp.asarray(0, jnp.int32), inf))
 
-    s = z @ w.T  # sources in whitened units: unit variance already
-    comps = w @ wr.whitening
+    st = w @ zt  # (k, n) sources in whitened units: unit variance already
+    comps = w @ whitening
     if whiten_mode == "unit-variance":
-        std = jnp.std(s, axis=0)
-        s = s / std
+        std = jnp.std(st, axis=1)
+        st = st / std[:, None]
         comps = comps / std[:, None]
     else:  # scikit-learn's 'arbitrary-variance' scale (no sqrt(n) in the whitening)
         root_n = jnp.sqrt(jnp.asarray(n, x.dtype))
-        s = s / root_n
+        st = st / root_n
         comps = comps / root_n
     return FastICAResult(
         components=comps,
         mixing=jnp.linalg.pinv(comps),
-        mean=wr.mean,
-        sources=s,
-        whitening=wr.whitening,
+        mean=mean,
+        sources=st.T,
+        whitening=whitening,
         unmixing=w,
         n_iter=n_iter,
         converged=lim < tol,

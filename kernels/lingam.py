@@ -28,6 +28,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from ._batching import map_over_batch
 from ._checks import check_data_matrix, is_traced
 from .ica import fastica
 
@@ -316,6 +317,12 @@ def _lasso_path_support(corr, theta, pred, n, gamma, criterion):
 
 
 def _prune(x, order, gamma, criterion, prune: bool):
+    # one dataset at a time under vmap on CPU (see map_over_batch)
+    return map_over_batch(lambda x, order: _prune_one(x, order, gamma, criterion, prune))(
+        x, order)
+
+
+def _prune_one(x, order, gamma, criterion, prune: bool):
     n, d = x.shape
     corr, sd = _moments(x)
     pos = jnp.zeros(d, jnp.int32).at[order].set(jnp.arange(d, dtype=jnp.int32))
@@ -500,7 +507,7 @@ def direct_lingam(
     """
     x = _check_x(x)
     _check_prune_args(gamma, criterion)
-    order = _direct_order(x)
+    order = map_over_batch(_direct_order)(x)
     adjacency, unpruned = _prune(x, order, gamma, criterion, prune)
     return LiNGAMResult(adjacency, unpruned, order, jnp.asarray(True),
                         jnp.asarray(0, jnp.int32))

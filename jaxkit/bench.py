@@ -1,0 +1,360 @@
+"""Benchmark harness shared by the kernel families (``benchmarks/bench_*.py``).
+
+Conventions (see the benchmarking notes):
+
+* JAX functions are compiled ahead of time, ``jax.jit(fn).lower(*args).compile()``, and
+  that compile time is reported on its own, with XLA's ``cost_analysis()`` flops when the
+  backend provides them;
+* steady state is then timed over ``n_runs`` calls of the compiled executable after
+  ``warmup`` calls, each call ended by ``jax.block_until_ready`` (async dispatch), with the
+  garbage collector paused; we report the median and the 10th/90th percentiles;
+* peers (NumPy, scikit-learn, ...) go through :func:`time_python`, which returns the same
+  record with ``compile_s=None``;
+* every result file carries :func:`environment` (versions, backend, devices, CPUs).
+
+Only the standard library, NumPy, JAX and rich are imported here; peers are imported by
+the benchmark scripts themselves.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+__all__ = [
+    "TimingRecord",
+    "record_from_times",
+    "time_jax",
+    "time_python",
+    "environment",
+    "speedup",
+    "print_table",
+    "table_markdown",
+    "write_json",
+]
+
+DEFAULT_PEERS = ("numpy", "scipy", "scikit-learn", "threadpoolctl", "jaxlib", "rich")
+
+
+@dataclass
+class TimingRecord:
+    """Steady-state timing of one benchmarked call (all times in seconds).
+
+    ``items`` is the number of work items one call processes (e.g. datasets in a batch);
+    ``items_per_s = items / median_s``. ``compile_s`` is the ahead-of-time compile time
+    (``None`` for peers); ``flops`` is XLA's cost-analysis estimate for one call, when
+    known, and ``flops_per_s`` the resulting rate at the median time.
+    """
+
+    name: str
+    median_s: float
+    p10_s: float
+    p90_s: float
+    mean_s: float
+    min_s: float
+    n_runs: int
+    warmup: int
+    items: int
+    items_per_s: float
+    compile_s: float | None = None
+    flops: float | None = None
+    flops_per_s: float | None = None
+    times_s: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def record_from_times(name: str, times, *, warmup: int = 0, items: int = 1,
+                      compile_s: float | None = None, flops: float | None = None
+                      ) -> TimingRecord:
+    """A :class:`TimingRecord` from already measured per-call times (e.g. reported back
+    by a peer running in another process)."""
+    t = np.asarray(times, dtype=float)
+    med = float(np.median(t))
+    return TimingRecord(
+        name=name,
+        median_s=med,
+        p10_s=float(np.percentile(t, 10)),
+        p90_s=float(np.percentile(t, 90)),
+        mean_s=float(np.mean(t)),
+        min_s=float(np.min(t)),
+        n_runs=int(t.size),
+        warmup=int(warmup),
+        items=int(items),
+        items_per_s=items / med if med > 0 else math.inf,
+        compile_s=compile_s,
+        flops=flops,
+        flops_per_s=(flops / med) if (flops is not None and med > 0) else None,
+        times_s=[float(v) for v in t],
+    )
+
+
+def _check_counts(n_runs: int, warmup: int) -> None:
+    if n_runs < 1:
+        raise ValueError(f"`n_runs` must be >= 1; got {n_runs}")
+    if warmup < 0:
+        raise ValueError(f"`warmup` must be >= 0; got {warmup}")
+
+
+def _xla_flops(compiled) -> float | None:
+    """Total flops from ``compiled.cost_analysis()`` (a dict, or a list of per-program
+    dicts on older JAX); ``None`` when the backend does not report them."""
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # noqa: BLE001 - optional diagnostics only
+        return None
+    if cost is None:
+        return None
+    if isinstance(cost, Mapping):
+        cost = [cost]
+    total, seen = 0.0, False
+    for c in cost:
+        if c and "flops" in c:
+            total += float(c["flops"])
+            seen = True
+    return total if seen and total >= 0 else None
+
+
+def _run_timed(call: Callable[[], Any], n_runs: int, warmup: int, sync) -> list[float]:
+    for _ in range(warmup):
+        sync(call())
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        times = []
+        for _ in range(n_runs):
+            t0 = time.perf_counter()
+            sync(call())
+            times.append(time.perf_counter() - t0)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return times
+
+
+def time_jax(
+    fn: Callable,
+    *args,
+    n_runs: int = 20,
+    warmup: int = 2,
+    items: int = 1,
+    name: str | None = None,
+) -> TimingRecord:
+    """Time a JAX function: AOT compile time, then steady state of the executable.
+
+    ``fn`` may already be jitted (with its own shardings or static arguments bound);
+    ``args`` are arrays or pytrees of arrays (static configuration belongs in a
+    ``functools.partial``). NumPy leaves are moved to the default device once, before
+    timing, so the host-to-device copy (tens of ms for a 40 MB batch on CPU) is not
+    charged to every call; arrays already on a device (e.g. sharded) are left as they are.
+    Every call is ended by ``jax.block_until_ready``.
+    """
+    _check_counts(n_runs, warmup)
+    args = jax.tree.map(lambda a: jax.device_put(a) if isinstance(a, np.ndarray | np.generic)
+                        else a, args)
+    jax.block_until_ready(args)
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    t0 = time.perf_counter()
+    compiled = jitted.lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    flops = _xla_flops(compiled)
+    times = _run_timed(lambda: compiled(*args), n_runs, warmup, jax.block_until_ready)
+    return record_from_times(name or getattr(fn, "__name__", "jax"), times, warmup=warmup,
+                             items=items, compile_s=compile_s, flops=flops)
+
+
+def time_python(
+    fn: Callable,
+    *args,
+    n_runs: int = 5,
+    warmup: int = 1,
+    items: int = 1,
+    name: str | None = None,
+) -> TimingRecord:
+    """Time a plain Python callable (a NumPy / scikit-learn peer); same record as
+    :func:`time_jax` with ``compile_s=None``."""
+    _check_counts(n_runs, warmup)
+    times = _run_timed(lambda: fn(*args), n_runs, warmup, lambda out: out)
+    return record_from_times(name or getattr(fn, "__name__", "python"), times, warmup=warmup,
+                             items=items)
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def environment(peers: Sequence[str] = DEFAULT_PEERS) -> dict[str, Any]:
+    """Where the numbers come from: JAX version/backend/devices, CPUs, peer versions."""
+    devices = jax.devices()
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = None
+    return {
+        "date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "device_kind": devices[0].device_kind if devices else None,
+        "device_count": jax.device_count(),
+        "local_device_count": jax.local_device_count(),
+        "process_count": jax.process_count(),
+        "jax_enable_x64": bool(jax.config.read("jax_enable_x64")),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": affinity,
+        "cpu_model": _cpu_model(),
+        "peers": {p: _version(p) for p in peers},
+    }
+
+
+def speedup(jax_rec, peer_rec) -> float | None:
+    """``peer median / jaxkit median`` (> 1: jaxkit is faster); records or dicts."""
+    if jax_rec is None or peer_rec is None:
+        return None
+    j, p = _get(jax_rec, "median_s"), _get(peer_rec, "median_s")
+    if not j or p is None:
+        return None
+    return p / j
+
+
+def _get(rec, key):
+    if rec is None:
+        return None
+    if isinstance(rec, Mapping):
+        return rec.get(key)
+    return getattr(rec, key, None)
+
+
+def _fmt_time(s) -> str:
+    if s is None or (isinstance(s, float) and math.isnan(s)):
+        return "-"
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} us"
+
+
+def _fmt_num(v, fmt: str = "{:.3g}") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    return fmt.format(v) if isinstance(v, int | float) else str(v)
+
+
+TABLE_COLUMNS = ("case", "dtype", "jaxkit median", "p10", "p90", "peer", "peer median",
+                 "speed-up", "compile", "accuracy jaxkit", "accuracy peer")
+
+
+def _table_cells(row: Mapping[str, Any]) -> list[str]:
+    """One row -> the display cells. ``row`` keys: ``case``, ``dtype``, ``jax`` (record),
+    ``peer`` (record or None), ``peer_name``, ``acc_jax``, ``acc_peer`` (strings), or
+    ``skipped`` (a reason) instead of the records."""
+    if row.get("skipped"):
+        return [str(row.get("case", "")), str(row.get("dtype", "")), "skipped", "", "", "",
+                "", "", "", str(row["skipped"]), ""]
+    j, p = row.get("jax"), row.get("peer")
+    su = speedup(j, p) if p is not None else None
+    return [
+        str(row.get("case", "")),
+        str(row.get("dtype", "")),
+        _fmt_time(_get(j, "median_s")),
+        _fmt_time(_get(j, "p10_s")),
+        _fmt_time(_get(j, "p90_s")),
+        str(row.get("peer_name", "-")),
+        _fmt_time(_get(p, "median_s")),
+        "-" if su is None else f"{su:.2f}x",
+        _fmt_time(_get(j, "compile_s")),
+        str(row.get("acc_jax", "")),
+        str(row.get("acc_peer", "")),
+    ]
+
+
+def print_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = None,
+                console=None):
+    """Print the comparison table with rich and return the ``rich.table.Table``.
+
+    Each row: jaxkit median/p10/p90, the peer's median, the speed-up (peer/jaxkit),
+    the AOT compile time and free-form accuracy strings for both sides.
+    """
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False)
+    for col in TABLE_COLUMNS:
+        table.add_column(col, justify="left" if col in ("case", "peer", "dtype")
+                         or col.startswith("accuracy") else "right",
+                         overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(c) for c in _table_cells(row)))
+    (console or Console(width=200)).print(table)
+    return table
+
+
+def table_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The same table as GitHub-flavoured Markdown (for RESULTS.md)."""
+    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |",
+             "|" + "|".join("---" for _ in TABLE_COLUMNS) + "|"]
+    for row in rows:
+        cells = [c.replace("|", "\\|") for c in _table_cells(row)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _to_jsonable(obj):
+    if isinstance(obj, TimingRecord):
+        return obj.to_dict()
+    if isinstance(obj, Mapping):
+        return {str(k): _to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_to_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray | jax.Array):
+        return np.asarray(obj).tolist()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def write_json(path: str | os.PathLike, payload) -> Path:
+    """Write ``payload`` (records, dicts, arrays, NumPy scalars) as indented JSON."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_to_jsonable(payload), indent=2, allow_nan=False) + "\n")
+    return path

@@ -69,9 +69,9 @@ def whiten(
     """Centre and whiten (PCA-sphere) the data.
 
     ``solver="svd"`` takes the thin SVD of the centred data; ``"eigh"`` eigendecomposes
-    the d x d scatter matrix (cheaper for n >> d; eigenvalues below 10 eps are clamped,
-    as in scikit-learn). Singular vectors are sign-normalised so their first entry is
-    positive (scikit-learn >= 1.9 convention).
+    the d x d scatter matrix (cheaper for n >> d; eigenvalues below 10 eps times the
+    largest are clamped, where scikit-learn clamps below an absolute 10 eps). Singular
+    vectors are sign-normalised so their first entry is positive (scikit-learn >= 1.9).
     """
     x = check_data_matrix(x, "x", constant=False)
     n, d = x.shape
@@ -89,8 +89,13 @@ def _whitening_matrix(xc: Float[Array, "n d"], k: int, solver: str) -> Float[Arr
         u, s, _ = jnp.linalg.svd(xc.T, full_matrices=False)
     elif solver == "eigh":
         evals, u = jnp.linalg.eigh(xc.T @ xc)
-        eps = 10 * jnp.finfo(evals.dtype).eps
-        s = jnp.sqrt(jnp.maximum(evals, eps))[::-1]
+        # scikit-learn clamps eigenvalues below 10 eps (absolute); we clamp relative to
+        # the largest one, so an ill-conditioned scatter matrix in float32 (whose small
+        # eigenvalues are rounding noise, even negative) cannot blow one whitened
+        # component up by orders of magnitude. Identical whenever the spectrum is
+        # resolved (the float64 parity tests).
+        floor = 10 * jnp.finfo(evals.dtype).eps * jnp.maximum(evals[-1], 1.0)
+        s = jnp.sqrt(jnp.maximum(evals, floor))[::-1]
         u = u[:, ::-1]
     else:
         raise ValueError(f"`solver` must be 'svd' or 'eigh'; got {solver!r}")

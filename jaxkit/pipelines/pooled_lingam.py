@@ -8,8 +8,8 @@ recovers the DAG, matching label-aware methods.
 
 Experiments (all simulated datasets of one configuration form one batch, ``jax.jit``-ed
 once per shape: simulation and metrics are ``jax.vmap``-ed over seeds, the LiNGAM fits
-are ``lax.map``-ped over them (see the note at ``_fit_ica``); with a mesh the batch is
-sharded along its ``"data"`` axis):
+are ``vmap``-ped kernels too (see the note at ``_ica_fit``); with a mesh the batch is
+sharded along its ``"data"`` axis by :func:`jaxkit.distributed.sharded_vmap`):
 
 * F1 / SHD vs number of variables, number of environments, samples per environment,
   intervention strength, plus an ablation table (intervention kind, multi-node, all-node
@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxkit import distributed as jd
 from jaxkit.kernels import graph as gm
 from jaxkit.kernels import lingam, sem
 
@@ -133,41 +134,33 @@ def _simulate_batch(keys, strength, cfg: TrialConfig):
     return jax.vmap(lambda k: _simulate_one(k, strength, cfg))(keys)
 
 
-# The LiNGAM fits loop over the datasets of a batch with ``lax.map`` rather than
-# ``vmap``: under ``vmap`` their linear solves / decompositions become *batched* LAPACK
-# custom calls, which jaxlib 0.10.2 fans out over the CPU intra-op thread pool and then
-# blocks on; with as many concurrent calls as pool threads (2 on a 2-core machine) the
-# pool deadlocks (observed here: both pool threads in ``ParallelBatchMap`` under
-# ``lapack_dtrsm_ffi``). One dataset at a time keeps every LAPACK call unbatched. Each
-# ICA fit then also stops at its own convergence. With a mesh, ``shard_map`` gives
-# every device its slice of the batch (data parallel), mapped the same way.
+# The LiNGAM fits are ``vmap``-ped kernels: on CPU their batching rule maps the
+# datasets one at a time (each ICA fit stops at its own convergence, and no batched
+# LAPACK call reaches jaxlib 0.10.2's CPU thread-pool stall); on accelerators they
+# batch. With a mesh, ``jaxkit.distributed.sharded_vmap`` gives every device its slice
+# of the batch (data parallel, no collectives).
 
 
-def _ica_local(keys, x):
-    return jax.lax.map(lambda a: lingam.ica_lingam(a[0], a[1]), (keys, x))
+def _ica_fit(key, x):
+    return lingam.ica_lingam(key, x)
 
 
-def _direct_local(x):
-    return jax.lax.map(lingam.direct_lingam, x)
-
-
-_fit_ica_1 = jax.jit(_ica_local)
-_fit_direct_1 = jax.jit(_direct_local)
+def _direct_fit(key, x):
+    return lingam.direct_lingam(x)
 
 
 @functools.lru_cache(maxsize=16)
-def _sharded(fn, mesh):
-    spec = jax.sharding.PartitionSpec("data")
-    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec,
-                                 check_vma=False))
+def _fitter(method: str, mesh):
+    fn = _direct_fit if method == "direct" else _ica_fit
+    return jax.jit(jax.vmap(fn)) if mesh is None else jd.sharded_vmap(fn, mesh).global_fn
 
 
 def _fit_ica(keys, x, mesh=None):
-    return _fit_ica_1(keys, x) if mesh is None else _sharded(_ica_local, mesh)(keys, x)
+    return _fitter("ica", mesh)(keys, x)
 
 
 def _fit_direct(x, mesh=None):
-    return _fit_direct_1(x) if mesh is None else _sharded(_direct_local, mesh)(x)
+    return _fitter("direct", mesh)(jnp.zeros(x.shape[0]), x)
 
 
 def _score_one(true, est, scores):
@@ -216,17 +209,10 @@ def _mesh_size(mesh) -> int:
 def _pad_shard(tree, size: int, mesh):
     """Pad every leaf along axis 0 to ``size`` (repeating the last row) and shard that
     axis over the mesh's ``"data"`` axis."""
-
-    def pad(a):
-        n = a.shape[0]
-        if n < size:
-            a = jnp.concatenate([a, jnp.repeat(a[-1:], size - n, axis=0)], axis=0)
-        if mesh is not None:
-            spec = jax.sharding.PartitionSpec("data")
-            a = jax.device_put(a, jax.sharding.NamedSharding(mesh, spec))
-        return a
-
-    return jax.tree.map(pad, tree)
+    padded, _ = jd.pad_batch(tree, size)
+    if mesh is None:
+        return padded
+    return jax.tree.map(lambda a: jax.device_put(a, jd.data_sharding(mesh, a.ndim)), padded)
 
 
 def _chunk_size(cfg: TrialConfig, n_seeds: int, msize: int, mem_bytes: float = 1.5e9) -> int:

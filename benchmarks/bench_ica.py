@@ -422,9 +422,12 @@ def case_lingam(args, rows, results):
         batched = bench.time_jax(batched_fn, *data, n_runs=max(3, args.runs // 2),
                                  items=n_sets, name=f"jaxkit {label}, vmap x{n_sets}")
         recs = {"1 dataset": single, f"vmap x{n_sets}, 1 device": batched}
-        # No shard_map row here: at these sizes the jitted LiNGAM programs deadlock when
-        # run as one shard per CPU device (jax 0.10.2; every thread parked, see
-        # benchmarks/RESULTS.md), so the batched LiNGAM numbers use one device (one core).
+        ndev = jax.device_count()
+        if ndev > 1:
+            sharded, placed = _sharded(one, data)
+            recs[f"sharded x{n_sets}, {ndev} devices"] = bench.time_jax(
+                sharded, *placed, n_runs=max(3, args.runs // 2), items=n_sets,
+                name=f"jaxkit {label}, sharded_vmap x{n_sets} over {ndev} devices")
         out = jax.jit(batched_fn)(*(jnp.asarray(v) for v in data))
         adj = np.asarray(out[0] if isinstance(out, tuple) else out)
         extra = ""

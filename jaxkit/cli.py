@@ -138,6 +138,7 @@ def lingam_fit(
     method: Annotated[str, typer.Option(help="ica or direct")] = "ica",
     prune: Annotated[bool, typer.Option(help="adaptive-lasso pruning")] = True,
     seed: Annotated[int, typer.Option(help="PRNG seed (ICA initialisation)")] = 0,
+    max_iter: Annotated[int, typer.Option(help="FastICA iteration budget (ica)")] = 1000,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the graph as JSON")]
     = None,
     x64: Annotated[bool, typer.Option(help="compute in float64")] = True,
@@ -161,7 +162,8 @@ def lingam_fit(
 
     try:
         if method == "ica":
-            res = lingam.ica_lingam(jax.random.key(seed), jnp.asarray(x), prune=prune)
+            res = lingam.ica_lingam(jax.random.key(seed), jnp.asarray(x), prune=prune,
+                                    max_iter=max_iter)
         else:
             res = lingam.direct_lingam(jnp.asarray(x), prune=prune)
         res = jax.block_until_ready(res)

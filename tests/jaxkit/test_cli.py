@@ -86,3 +86,12 @@ def test_lingam_fit_missing_file_and_bad_method(tmp_path):
     assert r.exit_code == 2 and "no such file" in _out(r)
     r = runner.invoke(app, ["lingam", "fit", str(tmp_path / "nope.csv"), "--method", "pc"])
     assert r.exit_code == 2 and "--method must be" in _out(r)
+
+
+def test_lingam_fit_nonconvergence_is_a_warning_not_a_crash(tmp_path):
+    csv, out = tmp_path / "chain.csv", tmp_path / "g.json"
+    _chain_csv(csv)
+    r = runner.invoke(app, ["lingam", "fit", str(csv), "--max-iter", "1", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "did not converge in 1 iterations" in _out(r)
+    assert json.loads(out.read_text())["converged"] is False

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int, Num
 
 __all__ = ["shd", "edge_metrics", "auroc", "auprc"]
 
@@ -40,7 +40,8 @@ def _binary_offdiag(true, est, threshold) -> tuple[Bool[Array, "d d"], Bool[Arra
     return (true != 0) & off, (jnp.abs(est) > threshold) & off
 
 
-def shd(true, est, *, threshold: float = 0.0) -> Int[Array, ""]:
+def shd(true: Num[Array, "d d"], est: Num[Array, "d d"], *, threshold: float = 0.0
+        ) -> Int[Array, ""]:
     """Structural Hamming distance between a binary truth and a thresholded estimate.
 
     Counts the node pairs ``{i, j}`` whose edge configuration differs: a missing edge,
@@ -55,7 +56,8 @@ def shd(true, est, *, threshold: float = 0.0) -> Int[Array, ""]:
     return (jnp.sum(pair_diff) // 2).astype(jnp.int32)
 
 
-def edge_metrics(true, est, *, threshold: float = 0.0) -> dict[str, Array]:
+def edge_metrics(true: Num[Array, "d d"], est: Num[Array, "d d"], *,
+                 threshold: float = 0.0) -> dict[str, Array]:
     """Directed-edge precision, recall, F1 plus SHD and edge counts.
 
     An estimated edge ``j -> i`` is a true positive only when ``true[i, j] != 0``; a
@@ -98,7 +100,7 @@ def _offdiag_labels_scores(true, scores):
     return y, s
 
 
-def auroc(true, scores) -> Float[Array, ""]:
+def auroc(true: Num[Array, "d d"], scores: Num[Array, "d d"]) -> Float[Array, ""]:
     """Area under the ROC curve of ``scores`` (e.g. ``|adjacency|``) for the binary
     truth, over the off-diagonal entries.
 
@@ -118,7 +120,7 @@ def auroc(true, scores) -> Float[Array, ""]:
     return jnp.where(ok, u / jnp.where(ok, n_pos * n_neg, 1.0), jnp.nan)
 
 
-def auprc(true, scores) -> Float[Array, ""]:
+def auprc(true: Num[Array, "d d"], scores: Num[Array, "d d"]) -> Float[Array, ""]:
     """Average precision of ``scores`` for the binary truth, over the off-diagonal
     entries: ``AP = sum_k (R_k - R_{k-1}) P_k`` over the distinct score thresholds in
     decreasing order, exactly ``sklearn.metrics.average_precision_score`` (no

@@ -72,8 +72,13 @@ def run(
     quick: Annotated[bool, typer.Option(help="small, fast configuration")] = False,
     out: Annotated[Path | None, typer.Option(help="output folder (default runs/NAME)")] = None,
     seed: Annotated[int, typer.Option(help="base PRNG seed")] = 0,
+    fresh: Annotated[bool, typer.Option(
+        help="recompute every stage instead of resuming a killed run's saved stages")] = False,
 ):
-    """Run a pipeline (or all of them) and write report.md plus PNG figures."""
+    """Run a pipeline (or all of them) and write report.md plus PNG figures.
+
+    Each finished stage is saved (atomically) in the output folder, so a killed run
+    resumes where it stopped when started again with the same configuration."""
     from . import pipelines
     from .distributed import make_mesh
     from .report import write_report
@@ -90,7 +95,8 @@ def run(
     with _progress() as progress:
         for n in todo:
             ctx = pipelines.RunContext(out_dir=out_dir / n if name == "all" else out_dir,
-                                       quick=quick, seed=seed, mesh=mesh, progress=progress)
+                                       quick=quick, seed=seed, mesh=mesh, progress=progress,
+                                       resume=not fresh)
             ctx.out_dir.mkdir(parents=True, exist_ok=True)
             t0 = time.perf_counter()
             res = pipelines.get(n)(ctx)

@@ -8,7 +8,10 @@ Markdown section that :func:`jaxkit.report.write_report` assembles into ``report
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import os
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,31 @@ class RunContext:
     seed: int = 0
     mesh: Any = None  # jax.sharding.Mesh with a "data" axis, or None for the default
     progress: Any = None  # rich.progress.Progress, or None when silent
+    resume: bool = True  # reuse stages a previous (killed) run of the same config saved
+    reloaded: list[str] = field(default_factory=list)  # stages reloaded, not recomputed
+
+    def stage(self, name: str, fn: Callable[[], Any], *, config: Any = None) -> Any:
+        """Run one stage of a pipeline, or reload it from an earlier run.
+
+        The result is pickled to ``out_dir/.stages/NAME-HASH.pkl`` (HASH over ``name``,
+        ``config``, ``seed`` and ``quick``), written to a temporary file and renamed, so
+        a file is either complete or absent. A run killed part-way restarts at its first
+        unfinished stage; a changed configuration never reuses a stale result.
+        """
+        digest = hashlib.sha256(repr((name, config, self.seed, self.quick)).encode())
+        path = Path(self.out_dir) / ".stages" / f"{name}-{digest.hexdigest()[:16]}.pkl"
+        if self.resume and path.is_file():
+            with path.open("rb") as fh:
+                result = pickle.load(fh)
+            self.reloaded.append(name)
+            return result
+        result = fn()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        with tmp.open("wb") as fh:
+            pickle.dump(result, fh)
+        tmp.replace(path)
+        return result
 
     def track(self, iterable, description: str, total: int | None = None):
         """Iterate with a progress bar when a Progress is attached."""

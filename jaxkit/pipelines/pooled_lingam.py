@@ -689,7 +689,13 @@ def _run(ctx: RunContext, S: dict[str, Any]) -> PipelineResult:
     warnings: list[str] = []
 
     # 1. number of variables
-    d_rows = run_sweep(k_d, ds=S["ds"], n_per_env=S["n_per_env"], **common)
+    cfg_key = tuple(sorted((k, repr(v)) for k, v in S.items()))
+
+    def stage(name, fn):
+        return ctx.stage(name, fn, config=cfg_key)
+
+    d_rows = stage("d", lambda: run_sweep(k_d, ds=S["ds"], n_per_env=S["n_per_env"],
+                                          **common))
     for metric in ("f1", "shd"):
         fig, ax = new_figure()
         _plot_metric(ax[0, 0], d_rows, "d", metric)
@@ -698,11 +704,13 @@ def _run(ctx: RunContext, S: dict[str, Any]) -> PipelineResult:
         figures.append(save_figure(fig, out / f"pooled_lingam_{metric}_vs_d.png"))
 
     # 2.-4. environments (fixed total rows), samples per environment, strength
-    env_rows = sweep(k_env, "n_envs", S["env_values"],
-                     base=dataclasses.replace(base, n_total=(d0 + 1) * S["n_per_env"]),
-                     **common)
-    npe_rows = sweep(k_npe, "n_per_env", S["samples_values"], base=base, **common)
-    str_rows = sweep(k_str, "strength", S["strengths"], base=base, **common)
+    env_rows = stage("n_envs", lambda: sweep(
+        k_env, "n_envs", S["env_values"],
+        base=dataclasses.replace(base, n_total=(d0 + 1) * S["n_per_env"]), **common))
+    npe_rows = stage("n_per_env", lambda: sweep(k_npe, "n_per_env", S["samples_values"],
+                                                base=base, **common))
+    str_rows = stage("strength", lambda: sweep(k_str, "strength", S["strengths"], base=base,
+                                               **common))
     for rows, param, logx, xlabel in (
         (env_rows, "n_envs", True, f"interventional environments (d={d0}, fixed total rows)"),
         (npe_rows, "n_per_env", True, f"samples per environment (d={d0})"),
@@ -716,17 +724,22 @@ def _run(ctx: RunContext, S: dict[str, Any]) -> PipelineResult:
         figures.append(save_figure(fig, out / f"pooled_lingam_{param}_sweep.png"))
 
     # 5. ablations at d0, n_envs = d0
-    abl_rows: list[dict] = []
-    for name, over in ctx.track(_ablations(d0) if S["ablations"] else [],
-                                "pooled-lingam: ablations"):
-        cfg = dataclasses.replace(base, **over)
-        res = evaluate(k_abl, cfg, n_seeds=S["n_seeds"], mesh=ctx.mesh,
-                       gies_seeds=S["gies_seeds"], gies_max_d=S["gies_max_d"])
-        abl_rows += _summarise(res, {"setting": name, "n_samples": cfg.n_samples})
+    def ablations():
+        rows: list[dict] = []
+        for name, over in ctx.track(_ablations(d0) if S["ablations"] else [],
+                                    "pooled-lingam: ablations"):
+            cfg = dataclasses.replace(base, **over)
+            res = evaluate(k_abl, cfg, n_seeds=S["n_seeds"], mesh=ctx.mesh,
+                           gies_seeds=S["gies_seeds"], gies_max_d=S["gies_max_d"])
+            rows += _summarise(res, {"setting": name, "n_samples": cfg.n_samples})
+        return rows
+
+    abl_rows = stage("ablations", ablations)
 
     # 6. theory check
-    th = theory_check(k_th, ds=S["theory_ds"], strengths=S["theory_strengths"],
-                      n_per_env=S["theory_npe"], n_seeds=S["theory_seeds"], track=ctx.track)
+    th = stage("theory", lambda: theory_check(
+        k_th, ds=S["theory_ds"], strengths=S["theory_strengths"], n_per_env=S["theory_npe"],
+        n_seeds=S["theory_seeds"], track=ctx.track))
     fig, ax = new_figure(ncols=2)
     for j, (name, ylab) in enumerate((("kurtosis", "mean excess kurtosis"),
                                       ("dependence", "-mean corr(e_i^2, e_j^2)"))):
@@ -748,7 +761,7 @@ def _run(ctx: RunContext, S: dict[str, Any]) -> PipelineResult:
     figures.append(save_figure(fig, out / "pooled_lingam_theory_slopes.png"))
 
     # 7. Sachs
-    sachs_rows = sachs_eval(k_sachs, n_restarts=S["sachs_restarts"])
+    sachs_rows = stage("sachs", lambda: sachs_eval(k_sachs, n_restarts=S["sachs_restarts"]))
 
     # ---------------------------------------------------------------- markdown
     verdict, holds = _verdict(d_rows, S["ds"], S["gies_max_d"])
@@ -843,6 +856,9 @@ def _run(ctx: RunContext, S: dict[str, Any]) -> PipelineResult:
            "is run on Sachs: the shipped file has no environment labels."]
     md += ["", f"Total pipeline time: {time.perf_counter() - t_start:.0f} s "
            "(CPU compile time included)."]
+    if ctx.reloaded:
+        md.append(f"Stages reloaded from an earlier run of this configuration (their time "
+                  f"is not included): {', '.join(ctx.reloaded)}.")
 
     if not holds:
         warnings.append("pooled ICA-LiNGAM did not meet every synthetic criterion; "

@@ -4,6 +4,7 @@ import json
 
 import jax
 import numpy as np
+import pytest
 
 from jaxkit.pipelines import PipelineResult, RunContext, get
 from jaxkit.pipelines import pooled_lingam as pl
@@ -94,3 +95,34 @@ def test_pipeline_tiny_run(tmp_path):
     report = write_report(tmp_path, [res], quick=True)
     assert "pooled_lingam_f1_vs_d.png" in report.read_text()
     json.loads((tmp_path / "metrics.json").read_text())
+
+
+def test_killed_run_resumes_from_saved_stages(tmp_path, monkeypatch):
+    """A run killed in the theory stage keeps its finished sweeps; the rerun reloads
+    them (recomputing them would fail here) and computes only what is left."""
+    real_theory = pl.theory_check
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pl, "theory_check", killed)
+    with pytest.raises(KeyboardInterrupt):
+        pl.run(RunContext(out_dir=tmp_path, quick=True, seed=0), settings=_TINY)
+    saved = sorted(p.name.split("-")[0] for p in (tmp_path / ".stages").glob("*.pkl"))
+    assert saved == ["ablations", "d", "n_envs", "n_per_env", "strength"]
+    assert not list((tmp_path / ".stages").glob("*.tmp*"))
+
+    def must_not_run(*a, **k):
+        raise AssertionError("a finished stage was recomputed")
+
+    monkeypatch.setattr(pl, "theory_check", real_theory)
+    monkeypatch.setattr(pl, "run_sweep", must_not_run)
+    monkeypatch.setattr(pl, "sweep", must_not_run)
+    ctx = RunContext(out_dir=tmp_path, quick=True, seed=0)
+    res = pl.run(ctx, settings=_TINY)
+    assert ctx.reloaded == ["d", "n_envs", "n_per_env", "strength", "ablations"]
+    assert "reloaded from an earlier run" in res.markdown
+    # a different configuration does not reuse them
+    ctx2 = RunContext(out_dir=tmp_path, quick=True, seed=1)
+    with pytest.raises(AssertionError, match="recomputed"):
+        pl.run(ctx2, settings=_TINY)

@@ -266,14 +266,6 @@ def _fmt_time(s) -> str:
     return f"{s * 1e6:.3g} us"
 
 
-def _fmt_num(v, fmt: str = "{:.3g}") -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float) and math.isnan(v):
-        return "nan"
-    return fmt.format(v) if isinstance(v, int | float) else str(v)
-
-
 TABLE_COLUMNS = ("case", "dtype", "jaxkit median", "p10", "p90", "peer", "peer median",
                  "speed-up", "compile", "accuracy jaxkit", "accuracy peer")
 
@@ -326,12 +318,10 @@ def print_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = None,
 
 def table_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """The same table as GitHub-flavoured Markdown (for RESULTS.md)."""
-    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |",
-             "|" + "|".join("---" for _ in TABLE_COLUMNS) + "|"]
-    for row in rows:
-        cells = [c.replace("|", "\\|") for c in _table_cells(row)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    from .report import markdown_table
+
+    return markdown_table(TABLE_COLUMNS, [[c.replace("|", "\\|") for c in _table_cells(r)]
+                                          for r in rows])
 
 
 def _to_jsonable(obj):

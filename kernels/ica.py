@@ -131,9 +131,14 @@ def fixed_point_update(
 
     Returns the new unmixing and the convergence measure ``max_i | |<w+_i, w_i>| - 1 |``.
     """
-    y = w @ z.T  # (k, n)
-    gy, dg = _contrast(fun, y, alpha)
-    w_new = sym_decorrelation(gy @ z / z.shape[0] - dg[:, None] * w)
+    return _step(w, z.T, z, fun, alpha)
+
+
+def _step(w, zt, z, fun, alpha):
+    """The fixed-point step on whitened data given both as ``zt`` (k, n) and ``z``
+    (n, k), so that both matrix products are plain GEMMs."""
+    gy, dg = _contrast(fun, w @ zt, alpha)
+    w_new = sym_decorrelation((gy @ z) * (1.0 / z.shape[0]) - dg[:, None] * w)
     lim = jnp.max(jnp.abs(jnp.abs(jnp.sum(w_new * w, axis=1)) - 1))
     return w_new, lim
 
@@ -215,7 +220,6 @@ def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whi
     z = jax.lax.optimization_barrier(zt.T)
     w0 = sym_decorrelation(w_init)
     inf = jnp.asarray(jnp.inf, x.dtype)
-    inv_n = jnp.asarray(1.0 / n, x.dtype)
 
     def cond(carry):
         _, it, lim = carry
@@ -223,9 +227,7 @@ def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whi
 
     def body(carry):
         w, it, _ = carry
-        gy, dg = _contrast(fun, w @ zt, alpha)
-        w_new = sym_decorrelation((gy @ z) * inv_n - dg[:, None] * w)
-        lim = jnp.max(jnp.abs(jnp.abs(jnp.sum(w_new * w, axis=1)) - 1))
+        w_new, lim = _step(w, zt, z, fun, alpha)
         return w_new, it + 1, lim
 
     w, n_iter, lim = jax.lax.while_loop(cond, body, (w0, jnp.asarray(0, jnp.int32), inf))

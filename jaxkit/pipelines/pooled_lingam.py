@@ -8,7 +8,7 @@ recovers the DAG, matching label-aware methods.
 
 Experiments (all simulated datasets of one configuration form one batch, ``jax.jit``-ed
 once per shape: simulation and metrics are ``jax.vmap``-ed over seeds, the LiNGAM fits
-are ``vmap``-ped kernels too (see the note at ``_ica_fit``); with a mesh the batch is
+are ``vmap``-ped kernels too (see the note above ``_fitter``); with a mesh the batch is
 sharded along its ``"data"`` axis by :func:`jaxkit.distributed.sharded_vmap`):
 
 * F1 / SHD vs number of variables, number of environments, samples per environment,
@@ -141,26 +141,21 @@ def _simulate_batch(keys, strength, cfg: TrialConfig):
 # of the batch (data parallel, no collectives).
 
 
-def _ica_fit(key, x):
-    return lingam.ica_lingam(key, x)
-
-
-def _direct_fit(key, x):
+def _direct_fit(x):
     return lingam.direct_lingam(x)
 
 
 @functools.lru_cache(maxsize=16)
-def _fitter(method: str, mesh):
-    fn = _direct_fit if method == "direct" else _ica_fit
+def _fitter(fn, mesh):
     return jax.jit(jax.vmap(fn)) if mesh is None else jd.sharded_vmap(fn, mesh).global_fn
 
 
 def _fit_ica(keys, x, mesh=None):
-    return _fitter("ica", mesh)(keys, x)
+    return _fitter(lingam.ica_lingam, mesh)(keys, x)
 
 
 def _fit_direct(x, mesh=None):
-    return _fitter("direct", mesh)(jnp.zeros(x.shape[0]), x)
+    return _fitter(_direct_fit, mesh)(x)
 
 
 def _score_one(true, est, scores):

@@ -34,7 +34,9 @@ def test_wheel_file_list(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     for required in ["jaxkit/__init__.py", "jaxkit/cli.py", "jaxkit/py.typed",
                      "jaxkit/kernels/__init__.py", "jaxkit/kernels/ica.py",
-                     "jaxkit/kernels/py.typed", "jaxkit/pipelines/__init__.py"]:
+                     "jaxkit/kernels/py.typed", "jaxkit/pipelines/__init__.py",
+                     "jaxkit/kernels/bandit.py", "jaxkit/pipelines/ballad.py",
+                     "jaxkit/ballad/search.py", "jaxkit/ballad/_sandbox_worker.py"]:
         assert required in names, required
     assert not [n for n in names if n.startswith("kernels/")]
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/"))]

@@ -1,0 +1,299 @@
+"""The heuristic-discovery loop with routing over a pool of proposers (LLMs).
+
+One loop serves both representations: candidates with a parameter vector (evaluated by
+a jitted JAX problem, all runs of a step in one vmapped call) and candidates with Python
+source (evaluated in the subprocess sandbox). Many independent runs (routers x seeds)
+advance in lockstep so that the bandit states of a router are one batched pytree
+(``vmap`` over seeds) and one evaluation call scores every run's child.
+
+Each step of each run: the router picks a proposer; parents are drawn from one island
+of the run's :class:`~jaxkit.ballad.population.Population`; the proposer returns a
+child (or fails: an :class:`~jaxkit.ballad.llm.LLMError`, a crash or timeout in the
+sandbox); the child is evaluated and added to the genealogy (failures too, so nothing
+is lost and the cost is counted); the router is rewarded with the child's rank among
+everything the run has evaluated so far (the empirical CDF of its score, 0 for a
+failure), which is scale-free across problems.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxkit.kernels import bandit
+
+from .llm import Candidate, LLMError
+from .population import Genealogy, Population
+
+__all__ = ["Router", "RunLog", "EvalOutcome", "theta_evaluator", "source_evaluator",
+           "standard_routers", "search"]
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    ok: bool
+    score: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Router:
+    """How a run picks its proposer: ``fixed`` (always ``arm``), ``uniform``, or a
+    bandit ``policy`` from :mod:`jaxkit.kernels.bandit` over the pool."""
+
+    name: str
+    kind: str = "policy"
+    arm: int = 0
+    policy: bandit.Policy | None = None
+
+    def __post_init__(self):
+        if self.kind not in ("fixed", "uniform", "policy"):
+            raise ValueError(f"`kind` must be 'fixed', 'uniform' or 'policy'; got {self.kind!r}")
+        if self.kind == "policy" and self.policy is None:
+            raise ValueError(f"router {self.name!r}: kind='policy' needs a `policy`")
+
+
+@dataclass
+class RunLog:
+    router: str
+    seed: int
+    genealogy: Genealogy
+    best: np.ndarray  # (n_calls,) best score after each call
+    cost: np.ndarray  # (n_calls,) cumulative cost after each call
+    arms: np.ndarray  # (n_calls,) proposer index of each call
+    failures: int = 0
+    errors: list[str] = field(default_factory=list)
+    policy_state: object = None  # the router's final bandit state (policy routers)
+
+
+def theta_evaluator(score_fn: Callable, instances, n_runs: int, fallback) -> Callable:
+    """Evaluate parameter-vector candidates: mean of ``score_fn(theta, instances)``
+    for every run's child in one ``jit(vmap)`` call of fixed batch size ``n_runs``
+    (missing candidates are padded with ``fallback`` and ignored)."""
+    fallback = np.asarray(fallback, np.float64)
+    batched = jax.jit(jax.vmap(lambda th: jnp.mean(score_fn(th, instances))))
+
+    def evaluate(cands: Sequence[Candidate | None]) -> list[EvalOutcome | None]:
+        if len(cands) > n_runs:
+            raise ValueError(f"at most {n_runs} candidates per call; got {len(cands)}")
+        thetas = np.tile(fallback, (n_runs, 1))
+        bad: dict[int, str] = {}
+        for i, c in enumerate(cands):
+            if c is None:
+                continue
+            th = None if c.theta is None else np.asarray(c.theta, np.float64)
+            if th is None or th.shape != fallback.shape:
+                bad[i] = f"candidate needs theta of shape {fallback.shape}"
+            elif not np.all(np.isfinite(th)):
+                bad[i] = "candidate theta has NaN or inf"
+            else:
+                thetas[i] = th
+        scores = np.asarray(batched(jnp.asarray(thetas)))
+        out: list[EvalOutcome | None] = []
+        for i, c in enumerate(cands):
+            if c is None:
+                out.append(None)
+            elif i in bad:
+                out.append(EvalOutcome(False, -math.inf, bad[i]))
+            elif not math.isfinite(scores[i]):
+                out.append(EvalOutcome(False, -math.inf, "score is not finite"))
+            else:
+                out.append(EvalOutcome(True, float(scores[i])))
+        return out
+
+    return evaluate
+
+
+def source_evaluator(items: np.ndarray, capacity: float, *, timeout: float = 10.0,
+                     max_workers: int | None = None) -> Callable:
+    """Evaluate Python-source bin-packing heuristics in the sandbox (in parallel)."""
+    from .sandbox import evaluate_many
+
+    def evaluate(cands: Sequence[Candidate | None]) -> list[EvalOutcome | None]:
+        idx = [i for i, c in enumerate(cands) if c is not None]
+        out: list[EvalOutcome | None] = [None] * len(cands)
+        missing = [i for i in idx if not cands[i].source]
+        for i in missing:
+            out[i] = EvalOutcome(False, -math.inf, "candidate has no source")
+        todo = [i for i in idx if i not in missing]
+        if todo:
+            res = evaluate_many([cands[i].source for i in todo], items, capacity,
+                                timeout=timeout, max_workers=max_workers)
+            for i, r in zip(todo, res, strict=True):
+                out[i] = EvalOutcome(r.ok, r.score if r.ok else -math.inf, r.error)
+        return out
+
+    return evaluate
+
+
+def standard_routers(n_arms: int, capacity: int, names: Sequence[str] | None = None
+                     ) -> list[Router]:
+    """Every single proposer alone, uniform routing, UCB1, Ballad and Ballad without
+    each of its three parts (extreme-value index, DAG credit, discounting)."""
+    names = list(names) if names is not None else [f"arm{k}" for k in range(n_arms)]
+    kw = dict(capacity=capacity, max_parents=2)
+    return ([Router(f"only {names[k]}", "fixed", arm=k) for k in range(n_arms)]
+            + [Router("uniform", "uniform"),
+               Router("ucb1", policy=bandit.ucb1(n_arms, alpha=0.5)),
+               Router("ballad", policy=bandit.ballad(n_arms, **kw)),
+               Router("ballad -extreme", policy=bandit.ballad(n_arms, extreme=False, **kw)),
+               Router("ballad -credit", policy=bandit.ballad(n_arms, credit=False, **kw)),
+               Router("ballad -discount", policy=bandit.ballad(n_arms, discount=False, **kw))])
+
+
+def _rank(score: float, previous: list[float]) -> float:
+    """Empirical CDF of ``score`` among earlier successful scores (ties count half)."""
+    if not previous:
+        return 0.5
+    prev = np.asarray(previous)
+    return float((np.sum(prev < score) + 0.5 * np.sum(prev == score)) / prev.size)
+
+
+_fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
+
+
+class _BatchedPolicy:
+    """One policy's states for all seeds of a router, stepped with jit(vmap)."""
+
+    def __init__(self, policy: bandit.Policy, n: int, root_scores: np.ndarray | None):
+        self.policy = policy
+        states = jax.vmap(lambda _: policy.init())(jnp.arange(n))
+        self.is_ballad = isinstance(states, bandit.BalladState)
+        if self.is_ballad and root_scores is not None:
+            states = jax.vmap(bandit.ballad_add_roots, in_axes=(0, None))(
+                states, jnp.asarray(root_scores, states.score.dtype))
+        self.states = states
+        self._select = jax.jit(jax.vmap(policy.select))
+        if self.is_ballad:
+            self._update = jax.jit(jax.vmap(policy.update))
+        else:
+            self._update = jax.jit(jax.vmap(lambda s, a, r, p: policy.update(s, a, r)))
+
+    def select(self, keys) -> np.ndarray:
+        return np.asarray(self._select(keys, self.states))
+
+    def update(self, arms, rewards, parents) -> None:
+        self.states = self._update(self.states, jnp.asarray(arms, jnp.int32),
+                                   jnp.asarray(rewards, jnp.float32),
+                                   jnp.asarray(parents, jnp.int32))
+
+
+def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
+           seeds: Sequence[int], *, init: Sequence[Candidate], n_calls: int,
+           n_islands: int = 2, island_size: int = 6, reset_every: int = 0,
+           n_examples: int = 4, context: dict | None = None,
+           progress: Callable[[int], None] | None = None) -> list[RunLog]:
+    """Run every (router, seed) for ``n_calls`` proposer calls in lockstep.
+
+    ``evaluate(list[Candidate | None]) -> list[EvalOutcome | None]`` scores one child per
+    run (None = that run has no child this step). ``init`` is the initial population
+    (evaluated once; identical for every run). ``context`` is passed to every proposer
+    call, plus ``rng``, ``step``, ``budget``, ``examples`` ((theta, score) of island
+    members) and ``scores`` (of the parents). Returns one :class:`RunLog` per run,
+    routers outer, seeds inner."""
+    if n_calls < 1:
+        raise ValueError(f"`n_calls` must be >= 1; got {n_calls}")
+    if not init:
+        raise ValueError("`init` must hold at least one candidate")
+    n_arms = len(pool)
+    for r in routers:
+        if r.kind == "fixed" and not 0 <= r.arm < n_arms:
+            raise ValueError(f"router {r.name!r}: arm {r.arm} out of range [0, {n_arms})")
+        if r.kind == "policy" and r.policy.n_arms != n_arms:
+            raise ValueError(f"router {r.name!r}: policy has {r.policy.n_arms} arms, "
+                             f"pool has {n_arms}")
+    runs = [(ri, s) for ri in range(len(routers)) for s in seeds]
+    init_scores = [o for o in evaluate(list(init))[: len(init)]]
+    for o in init_scores:
+        if o is None or not o.ok:
+            raise ValueError(f"an initial candidate failed to evaluate: {o}")
+    root_scores = [o.score for o in init_scores]
+    root_ranks = np.asarray([_rank(s, root_scores[:i] + root_scores[i + 1:])
+                             for i, s in enumerate(root_scores)])
+
+    gens, pops, rngs, ok_scores, logs = [], [], [], [], []
+    for ri, s in runs:
+        g = Genealogy()
+        ids = [g.add(c, o.score).id for c, o in zip(init, init_scores, strict=True)]
+        pop = Population(g, n_islands=n_islands, island_size=island_size,
+                         reset_every=reset_every)
+        pop.seed(ids)
+        gens.append(g)
+        pops.append(pop)
+        rngs.append(np.random.default_rng([int(s), ri, 7]))
+        ok_scores.append(list(root_scores))
+        logs.append(RunLog(routers[ri].name, int(s), g, np.zeros(n_calls), np.zeros(n_calls),
+                           np.zeros(n_calls, np.int32)))
+    policies = {ri: _BatchedPolicy(routers[ri].policy, len(seeds), root_ranks)
+                for ri, r in enumerate(routers) if r.kind == "policy"}
+    keys = {ri: jax.random.split(jax.random.key(int(1000 + ri)), len(seeds))
+            for ri in policies}
+    spent = np.zeros(len(runs))
+    ctx = dict(context or {})
+
+    for t in range(n_calls):
+        arms = np.zeros(len(runs), np.int32)
+        for ri, bp in policies.items():
+            step_keys = _fold(keys[ri], t)
+            chosen = bp.select(step_keys)
+            for j in range(len(seeds)):
+                arms[ri * len(seeds) + j] = chosen[j]
+        cands: list[Candidate | None] = []
+        meta = []
+        for i, (ri, _) in enumerate(runs):
+            r, rng, pop, g = routers[ri], rngs[i], pops[i], gens[i]
+            if r.kind == "fixed":
+                arms[i] = r.arm
+            elif r.kind == "uniform":
+                arms[i] = rng.integers(n_arms)
+            island, parents = pop.select_parents(rng, 2 if rng.random() < 0.5 else 1)
+            members = pop.islands[island][:n_examples]
+            call_ctx = dict(ctx, rng=rng, step=t, budget=n_calls,
+                            scores=[g.nodes[p].score for p in parents],
+                            examples=[(g.nodes[m].candidate.theta, g.nodes[m].score)
+                                      for m in members
+                                      if g.nodes[m].candidate.theta is not None])
+            try:
+                proposed, cost = pool[arms[i]].propose(
+                    [g.nodes[p].candidate for p in parents], call_ctx)
+                cands.append(proposed[0])
+                meta.append((island, parents, float(cost), None))
+            except LLMError as err:
+                cands.append(None)
+                meta.append((island, parents, float(getattr(err, "cost", 0.0)), str(err)))
+        outcomes = evaluate(cands)
+        rewards = np.zeros(len(runs))
+        parent_mat = np.full((len(runs), 2), -1, np.int32)
+        for i in range(len(runs)):
+            island, parents, cost, err = meta[i]
+            g, log = gens[i], logs[i]
+            out = outcomes[i] if err is None else EvalOutcome(False, -math.inf, err)
+            node = g.add(cands[i], out.score, ok=out.ok, parents=parents, model=int(arms[i]),
+                         step=t, cost=cost, error=out.error)
+            if out.ok:
+                rewards[i] = _rank(out.score, ok_scores[i])
+                ok_scores[i].append(out.score)
+                pops[i].add(node.id, island)
+            else:
+                log.failures += 1
+                log.errors.append(out.error or "unknown failure")
+            parent_mat[i, : len(parents)] = parents[:2]
+            spent[i] += cost
+            log.best[t] = max(ok_scores[i])
+            log.cost[t] = spent[i]
+            log.arms[t] = arms[i]
+        for ri, bp in policies.items():
+            sl = slice(ri * len(seeds), (ri + 1) * len(seeds))
+            bp.update(arms[sl], rewards[sl], parent_mat[sl])
+        if progress is not None:
+            progress(t)
+    for ri, bp in policies.items():
+        for j in range(len(seeds)):
+            logs[ri * len(seeds) + j].policy_state = jax.tree.map(lambda x, j=j: x[j],
+                                                                  bp.states)
+    return logs

@@ -1,0 +1,247 @@
+"""Ballad's population, offline pool, discovery loop and pipeline."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+from jaxkit.kernels import bandit
+
+from jaxkit.ballad import search as S
+from jaxkit.ballad.llm import Candidate, LLMError
+from jaxkit.ballad.pool import SimulatedLLM, default_pool
+from jaxkit.ballad.population import Genealogy, Population
+
+TARGET = np.array([1.0, -2.0, 0.5])
+
+
+def quad_evaluate(cands):
+    """score = -||theta - TARGET||^2 in NumPy; a theta with a NaN fails."""
+    out = []
+    for c in cands:
+        if c is None:
+            out.append(None)
+        elif not np.all(np.isfinite(c.theta)):
+            out.append(S.EvalOutcome(False, -math.inf, "theta has NaN"))
+        else:
+            out.append(S.EvalOutcome(True, -float(np.sum((c.theta - TARGET) ** 2))))
+    return out
+
+
+def init_pop(n=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return [Candidate(theta=rng.standard_normal(3)) for _ in range(n)]
+
+
+# ----------------------------------------------------------------- genealogy, population
+
+
+def test_genealogy_order_and_failures():
+    g = Genealogy()
+    a = g.add(Candidate(theta=np.zeros(1)), 1.0)
+    b = g.add(None, float("nan"), ok=False, parents=[a.id], model=2, error="boom")
+    assert b.score == -math.inf and b.error == "boom" and b.parents == (0,)
+    with pytest.raises(ValueError, match="not an earlier node"):
+        g.add(None, 0.0, parents=[5])
+    with pytest.raises(ValueError, match="not an earlier node"):
+        g.add(None, 0.0, parents=[2])  # itself: a cycle
+    with pytest.raises(ValueError, match="finite score"):
+        g.add(None, float("nan"))
+    np.testing.assert_array_equal(g.parent_matrix(2), [[-1, -1], [0, -1]])
+    assert g.best().id == 0
+
+
+def test_population_survival_and_selection():
+    g = Genealogy()
+    ids = [g.add(Candidate(theta=np.zeros(1)), s).id for s in [1.0, 5.0, 3.0, 3.0]]
+    pop = Population(g, n_islands=1, island_size=2)
+    pop.seed(ids)
+    assert pop.islands[0] == [1, 2]  # best two, duplicate score 3.0 rejected
+    worse = g.add(None, 0.5, parents=[1]).id
+    assert not pop.add(worse)
+    fail = g.add(None, 0.0, ok=False, parents=[1]).id
+    assert not pop.add(fail)
+    better = g.add(None, 9.0, parents=[1]).id
+    assert pop.add(better) and pop.islands[0] == [better, 1]
+    # EoH rank weights 1/(r + n): with n = 2, P(best) = (1/2) / (1/2 + 1/3) = 0.6
+    rng = np.random.default_rng(0)
+    picks = [pop.select_parents(rng, 1)[1][0] for _ in range(4000)]
+    assert abs(np.mean(np.array(picks) == better) - 0.6) < 0.03
+
+
+def test_population_islands_reset():
+    g = Genealogy()
+    ids = [g.add(None, s).id for s in [1.0, 10.0, 2.0, 20.0]]
+    pop = Population(g, n_islands=2, island_size=3, reset_every=1)
+    pop.seed(ids)  # island 0: scores 1, 2; island 1: 10, 20
+    child = g.add(None, 3.0, parents=[0]).id
+    pop.add(child, 0)
+    # after the reset the worse island restarts from the better island's best node
+    assert pop.islands[0] == [3] and pop.islands[1] == [3, 1]
+
+
+# ----------------------------------------------------------------- simulated pool
+
+
+def test_simulated_llm_is_reproducible_and_fails_with_cost():
+    m = SimulatedLLM("m", cost=0.3, step=0.5, tail_df=2.0, insight=0.5)
+    parents = [Candidate(theta=np.ones(3))]
+    ctx = dict(step=0, budget=10, examples=[(np.zeros(3), 1.0), (np.ones(3), 0.0)])
+    a, cost = m.propose(parents, dict(ctx, rng=np.random.default_rng(1)))
+    b, _ = m.propose(parents, dict(ctx, rng=np.random.default_rng(1)))
+    np.testing.assert_array_equal(a[0].theta, b[0].theta)
+    assert cost == 0.3 and not np.allclose(a[0].theta, 1.0)
+    broken = SimulatedLLM("broken", cost=2.0, step=0.1, fail_prob=1.0)
+    with pytest.raises(LLMError, match="no parsable code") as err:
+        broken.propose(parents, dict(ctx, rng=np.random.default_rng(0)))
+    assert err.value.cost == 2.0
+    with pytest.raises(LLMError, match="theta"):
+        m.propose([Candidate(source="def priority(i, b): return b")],
+                  dict(ctx, rng=np.random.default_rng(0)))
+
+
+def test_simulated_llm_drift_and_insight():
+    m = SimulatedLLM("m", cost=1.0, step=0.0, insight=1.0, drift=((0.5, 0.0, 1.0),))
+    parents = [Candidate(theta=np.zeros(2))]
+    ex = [(np.array([2.0, 2.0]), 1.0), (np.array([1.0, 1.0]), 0.5)]
+    early, _ = m.propose(parents, dict(rng=np.random.default_rng(0), step=1, budget=10,
+                                       examples=ex))
+    late, _ = m.propose(parents, dict(rng=np.random.default_rng(0), step=6, budget=10,
+                                      examples=ex))
+    assert np.all(early[0].theta > 0)  # moved toward the better examples
+    np.testing.assert_array_equal(late[0].theta, 0.0)  # insight switched off after drift
+
+
+# ----------------------------------------------------------------- the loop
+
+
+POOL = [SimulatedLLM("careful", cost=1.0, step=0.1, insight=0.5),
+        SimulatedLLM("wild", cost=0.1, step=1.0, tail_df=1.5),
+        SimulatedLLM("broken", cost=0.5, step=0.1, fail_prob=1.0)]
+
+
+@pytest.fixture(scope="module")
+def loop_logs():
+    init = init_pop()
+    routers = S.standard_routers(len(POOL), len(init) + 30, [m.name for m in POOL])
+    logs = S.search(quad_evaluate, POOL, routers, [0, 1], init=init, n_calls=30)
+    return routers, logs
+
+
+def test_search_records_every_call(loop_logs):
+    routers, logs = loop_logs
+    assert len(logs) == len(routers) * 2
+    for log in logs:
+        g = log.genealogy
+        assert len(g) == 4 + 30  # every call is a node, failures included
+        calls = g.nodes[4:]
+        assert [n.model for n in calls] == list(log.arms)
+        assert all(0 <= p < n.id for n in calls for p in n.parents)
+        fails = [n for n in calls if not n.ok]
+        assert len(fails) == log.failures
+        assert all(n.model == 2 and "no parsable code" in n.error for n in fails)
+        cost = np.cumsum([POOL[n.model].cost for n in calls])
+        np.testing.assert_allclose(log.cost, cost)
+        assert np.all(np.diff(log.best) >= 0)
+        assert log.best[-1] == max(n.score for n in g.nodes if n.ok)
+
+
+def test_search_routers(loop_logs):
+    routers, logs = loop_logs
+    by = {}
+    for log in logs:
+        by.setdefault(log.router, []).append(log)
+    for k, m in enumerate(POOL):
+        assert all(np.all(lg.arms == k) for lg in by[f"only {m.name}"])
+    assert all(lg.failures == 30 for lg in by["only broken"])
+    assert all(lg.best[-1] == lg.best[0] for lg in by["only broken"])
+    uni = np.concatenate([lg.arms for lg in by["uniform"]])
+    assert set(uni.tolist()) == {0, 1, 2}
+    # a bandit learns to avoid the proposer that always fails
+    for name in ("ballad", "ucb1"):
+        arms = np.concatenate([lg.arms for lg in by[name]])
+        assert np.mean(arms == 2) < 0.25, name
+    # and the search makes progress
+    assert np.mean([lg.best[-1] for lg in by["ballad"]]) > logs[0].best[0] - 1e-9
+
+
+def test_search_ballad_state_mirrors_genealogy():
+    init = init_pop()
+    pol = bandit.ballad(len(POOL), capacity=len(init) + 8)
+    logs = S.search(quad_evaluate, POOL, [S.Router("b", policy=pol)], [3, 4], init=init,
+                    n_calls=8)
+    for log in logs:
+        g, st = log.genealogy, log.policy_state
+        assert int(st.n_nodes) == len(g) == 12 and int(st.t) == 8
+        np.testing.assert_array_equal(st.arm[4:], log.arms)
+        np.testing.assert_array_equal(st.arm[:4], -1)
+        np.testing.assert_array_equal(st.parents, g.parent_matrix(2))
+        np.testing.assert_array_equal(np.asarray(st.pulls), np.bincount(log.arms, minlength=3))
+        # rewards are ranks in [0, 1]; failures score 0
+        fails = np.array([not n.ok for n in g.nodes[4:]])
+        assert np.all(np.asarray(st.score)[4:][fails] == 0)
+        assert np.all((np.asarray(st.score) >= 0) & (np.asarray(st.score) <= 1))
+
+
+def test_search_bad_input():
+    init = init_pop()
+    with pytest.raises(ValueError, match="arm 5 out of range"):
+        S.search(quad_evaluate, POOL, [S.Router("x", "fixed", arm=5)], [0], init=init,
+                 n_calls=1)
+    with pytest.raises(ValueError, match="policy has 2 arms"):
+        S.search(quad_evaluate, POOL, [S.Router("x", policy=bandit.ucb1(2))], [0],
+                 init=init, n_calls=1)
+    with pytest.raises(ValueError, match="initial candidate failed"):
+        S.search(quad_evaluate, POOL, [S.Router("u", "uniform")], [0],
+                 init=[Candidate(theta=np.full(3, np.nan))], n_calls=1)
+    with pytest.raises(ValueError, match="needs a `policy`"):
+        S.Router("x", "policy")
+    with pytest.raises(ValueError, match="`kind`"):
+        S.Router("x", "greedy")
+
+
+def test_theta_evaluator_failures():
+    score = jax.jit(lambda th, inst: -((inst - th.sum()) ** 2))
+    ev = S.theta_evaluator(score, np.arange(3.0), 4, np.zeros(2))
+    out = ev([Candidate(theta=np.array([1.0, 0.0])), None,
+              Candidate(theta=np.array([np.nan, 0.0])), Candidate(theta=np.zeros(3))])
+    assert out[0].ok and out[0].score == pytest.approx(-np.mean((np.arange(3.0) - 1) ** 2))
+    assert out[1] is None
+    assert not out[2].ok and "NaN" in out[2].error
+    assert not out[3].ok and "shape" in out[3].error
+    with pytest.raises(ValueError, match="at most 4"):
+        ev([None] * 5)
+
+
+def test_default_pool_prices_and_names():
+    pool = default_pool()
+    assert len({m.name for m in pool}) == 4
+    costs = [m.cost for m in pool]
+    assert costs == sorted(costs, reverse=True)  # the strongest is the most expensive
+
+
+# ----------------------------------------------------------------- pipeline
+
+
+def test_pipeline_quick_and_resume(tmp_path):
+    from jaxkit.pipelines import RunContext, ballad
+
+    settings = dict(problems=("tsp",), seeds=2, calls=6, train_instances=2, test_instances=2,
+                    n_init=3)
+    ctx = RunContext(out_dir=tmp_path, quick=True)
+    res = ballad.run(ctx, settings)
+    rows = res.metrics["tsp"]
+    assert [r["router"] for r in rows][:4] == [f"only {m.name}" for m in default_pool()]
+    ref = next(r for r in rows if r["router"] == "only frontier")
+    assert ref["saving"] == 0.0 and ref["cost"] == pytest.approx(6.0)
+    assert next(r for r in rows if r["router"] == "only open-weight")["saving"] == \
+        pytest.approx(0.99)
+    for r in rows:
+        assert abs(sum(r["share"]) - 1) < 1e-9
+        assert r["test"][0] > 0  # a tour length
+    assert "| ballad |" in res.markdown and "best single model" in res.markdown
+    assert (tmp_path / "ballad_best_vs_budget.png").stat().st_size > 1000
+    ctx2 = RunContext(out_dir=tmp_path, quick=True)
+    res2 = ballad.run(ctx2, settings)
+    assert ctx2.reloaded == ["ballad-tsp"]
+    assert res2.metrics == res.metrics

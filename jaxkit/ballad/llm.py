@@ -62,10 +62,13 @@ class Candidate:
 
 
 class LLMError(RuntimeError):
-    """A failed LLM call; ``model``, ``url``, ``status`` (HTTP code or None), ``reason``."""
+    """A failed LLM call; ``model``, ``url``, ``status`` (HTTP code or None), ``reason``,
+    ``cost``."""
 
-    def __init__(self, model: str, url: str, reason: str, status: int | None = None):
+    def __init__(self, model: str, url: str, reason: str, status: int | None = None,
+                 cost: float = 0.0):
         self.model, self.url, self.reason, self.status = model, url, reason, status
+        self.cost = cost  # dollars the failed call still cost (tokens of a useless reply)
         code = f"HTTP {status}: " if status is not None else ""
         super().__init__(f"LLM {model!r} at {url}: {code}{reason}")
 
@@ -255,7 +258,8 @@ class OpenAIChat:
             if found:
                 candidates.append(Candidate(source=found[-1], note=self.model))
         if not candidates:
-            raise LLMError(self.model, self.url, "no parsable code in response")
+            raise LLMError(self.model, self.url, "no parsable code in response",
+                           cost=self.cost(data.get("usage")))
         return candidates, self.cost(data.get("usage"))
 
 

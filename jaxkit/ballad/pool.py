@@ -58,9 +58,8 @@ class SimulatedLLM:
         if not parents or any(p.theta is None for p in parents):
             raise LLMError(self.name, "offline", "parents need a parameter vector theta")
         if rng.random() < self.fail_prob:
-            err = LLMError(self.name, "offline", "no parsable code in response")
-            err.cost = self.cost
-            raise err
+            raise LLMError(self.name, "offline", "no parsable code in response",
+                           cost=self.cost)
         frac = float(context.get("step", 0)) / max(float(context.get("budget", 1)), 1.0)
         m_ins, m_step = self._multipliers(frac)
         base = np.asarray(parents[0].theta, np.float64)

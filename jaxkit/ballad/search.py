@@ -71,12 +71,21 @@ class RunLog:
     policy_state: object = None  # the router's final bandit state (policy routers)
 
 
-def theta_evaluator(score_fn: Callable, instances, n_runs: int, fallback) -> Callable:
+def theta_evaluator(score_fn: Callable, instances, n_runs: int, fallback, *,
+                    mesh=None) -> Callable:
     """Evaluate parameter-vector candidates: mean of ``score_fn(theta, instances)``
     for every run's child in one ``jit(vmap)`` call of fixed batch size ``n_runs``
-    (missing candidates are padded with ``fallback`` and ignored)."""
+    (missing candidates are padded with ``fallback`` and ignored). With a ``mesh`` the
+    candidates are split over its ``data`` axis
+    (:func:`jaxkit.distributed.sharded_vmap`); the scores are the same."""
     fallback = np.asarray(fallback, np.float64)
-    batched = jax.jit(jax.vmap(lambda th: jnp.mean(score_fn(th, instances))))
+    one = lambda th: jnp.mean(score_fn(th, instances))
+    if mesh is None:
+        batched = jax.jit(jax.vmap(one))
+    else:
+        from jaxkit.distributed import sharded_vmap
+
+        batched = sharded_vmap(one, mesh)
 
     def evaluate(cands: Sequence[Candidate | None]) -> list[EvalOutcome | None]:
         if len(cands) > n_runs:
@@ -231,8 +240,9 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
                            np.zeros(n_calls, np.int32)))
     policies = {ri: _BatchedPolicy(routers[ri].policy, len(seeds), root_ranks)
                 for ri, r in enumerate(routers) if r.kind == "policy"}
-    keys = {ri: jax.random.split(jax.random.key(int(1000 + ri)), len(seeds))
-            for ri in policies}
+    seed_arr = jnp.asarray([int(s) for s in seeds], jnp.uint32)
+    keys = {ri: jax.vmap(lambda s, ri=ri: jax.random.fold_in(jax.random.key(s), 1000 + ri))(
+        seed_arr) for ri in policies}
     spent = np.zeros(len(runs))
     ctx = dict(context or {})
 

@@ -61,7 +61,7 @@ def initial_population(problem, n: int, seed: int):
         for _ in range(n - 1)]
 
 
-def search_problem(name: str, S: dict, seed: int, track=None) -> dict:
+def search_problem(name: str, S: dict, seed: int, track=None, mesh=None) -> dict:
     """Run every router x seed on one problem; returns arrays (picklable) for the report."""
     import jax
     import jax.numpy as jnp
@@ -81,7 +81,7 @@ def search_problem(name: str, S: dict, seed: int, track=None) -> dict:
     routers = S_.standard_routers(len(pool), len(init) + S["calls"], [m.name for m in pool])
     seeds = [seed * 1000 + i for i in range(S["seeds"])]
     n_runs = len(routers) * len(seeds)
-    evaluate = S_.theta_evaluator(prob.score, train, n_runs, prob.baseline)
+    evaluate = S_.theta_evaluator(prob.score, train, n_runs, prob.baseline, mesh=mesh)
     steps = range(S["calls"])
     bar = iter(track(steps, f"ballad {name}", total=S["calls"])) if track else None
     logs = S_.search(evaluate, pool, routers, seeds, init=init, n_calls=S["calls"],
@@ -135,7 +135,8 @@ def summarise(res: dict) -> list[dict]:
             saving=float(1 - cost[r, :, -1].mean() / ref_cost),
             reach=float(np.mean(first >= 0)),
             cost_to_target=float(np.nanmedian(cost_to)) if np.any(first >= 0) else math.nan,
-            share=share.tolist(), failures=float(fails[r].mean())))
+            share=share.tolist(), failures=float(fails[r].mean()),
+            test_values=test[r].tolist()))
     return rows
 
 
@@ -179,7 +180,8 @@ def run(ctx: RunContext, settings: dict[str, Any] | None = None) -> PipelineResu
         cfg = {k: S[k] for k in ("seeds", "calls", "train_instances", "test_instances",
                                  "full_test", "n_init")}
         results.append(ctx.stage(f"ballad-{name}",
-                                 lambda name=name: search_problem(name, S, ctx.seed, ctx.track),
+                                 lambda name=name: search_problem(name, S, ctx.seed, ctx.track,
+                                                                 ctx.mesh),
                                  config=(name, cfg)))
     figures = [_plot(results, out)]
 
@@ -219,15 +221,32 @@ def _verdict(res: dict, rows: list[dict]) -> str:
     ballad = next(r for r in rows if r["router"] == "ballad")
     pick = min if lower else max
     best_single = pick(singles, key=lambda r: r["test"][0])
-    diff = ballad["test"][0] - best_single["test"][0]
+    diff, half = _welch(ballad["test_values"], best_single["test_values"])
     better = diff < 0 if lower else diff > 0
-    half = ballad["test"][1]
-    within = math.isfinite(half) and abs(diff) <= half
+    within = not math.isfinite(half) or abs(diff) <= half
     status = ("beats" if better and not within else
-              "matches (within the interval)" if within else "falls short of")
+              "is statistically indistinguishable from" if within else "falls short of")
     saving = ballad["saving"]
     cost = (f"{100 * saving:.0f}% lower cost than" if saving >= 0
             else f"{-100 * saving:.0f}% higher cost than")
-    return (f"Ballad {status} the best single model in hindsight ({best_single['router']}: "
-            f"{best_single['test'][0]:.4g}; Ballad {ballad['test'][0]:.4g}), at {cost} "
-            f"always calling the most expensive model.")
+    return (f"On the test set Ballad {status} the best single model in hindsight "
+            f"({best_single['router']}: {best_single['test'][0]:.4g}; Ballad "
+            f"{ballad['test'][0]:.4g}; difference {diff:+.3g} ± {half:.2g}, 95% Welch "
+            f"interval), at {cost} always calling the most expensive model.")
+
+
+def _welch(a, b) -> tuple[float, float]:
+    """Difference of means ``mean(a) - mean(b)`` and the half-width of its 95% Welch
+    t-interval (nan with fewer than two values on a side)."""
+    from scipy import stats
+
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    diff = float(a.mean() - b.mean())
+    if a.size < 2 or b.size < 2:
+        return diff, math.nan
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return diff, 0.0
+    dof = se**4 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    return diff, float(stats.t.ppf(0.975, dof) * se)

@@ -99,6 +99,14 @@ def test_failures_raise_llm_error(server, model, status, reason):
     assert model in msg and llm.url in msg and reason in msg
     if status is not None:
         assert f"HTTP {status}" in msg
+        assert err.cost == 0.0
+
+
+def test_reply_without_code_still_costs_its_tokens(server):
+    llm = _client(server, "chatty-model", price_in=1.0, price_out=4.0)
+    with pytest.raises(LLMError, match="no parsable code") as info:
+        llm.propose([Candidate(source=PARENT)], CONTEXT)
+    assert info.value.cost == pytest.approx((900 * 1.0 + 40 * 4.0) / 1e6)
 
 
 def test_client_timeout(server):

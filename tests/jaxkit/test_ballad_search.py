@@ -213,6 +213,23 @@ def test_theta_evaluator_failures():
         ev([None] * 5)
 
 
+def test_theta_evaluator_8_devices_equal_one():
+    from jaxkit.ballad import problems
+    from jaxkit.distributed import make_mesh
+
+    assert jax.device_count() == 8
+    prob = problems.make("tsp", 8)
+    inst = prob.generate(jax.random.key(0), 2)
+    rng = np.random.default_rng(0)
+    cands = [Candidate(theta=prob.baseline + rng.standard_normal(prob.baseline.size))
+             for _ in range(5)] + [None]
+    one = S.theta_evaluator(prob.score, inst, 6, prob.baseline)(cands)
+    many = S.theta_evaluator(prob.score, inst, 6, prob.baseline, mesh=make_mesh())(cands)
+    assert one[-1] is None and many[-1] is None
+    np.testing.assert_allclose([o.score for o in many[:5]], [o.score for o in one[:5]],
+                               rtol=1e-12)
+
+
 def test_default_pool_prices_and_names():
     pool = default_pool()
     assert len({m.name for m in pool}) == 4

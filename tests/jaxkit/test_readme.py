@@ -17,3 +17,15 @@ def test_readme_kernel_tour_runs():
     assert "'f1'" in lines[0]
     assert float(lines[-2]) > 0.9  # fraction of the 64 FastICA runs that converged
     assert float(lines[-1]) > 0.8  # mean F1 of pooled ICA-LiNGAM over the 64 graphs
+
+
+def test_readme_bandit_tour_runs():
+    block = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[1]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {})
+    reward, credit = out.getvalue().strip().split("\n", 1)
+    assert 0.55 < float(reward) < 0.9  # beats uniform play (0.5), never the best arm (0.9)
+    # c3 = 2, c2 = 0 + 0.5 * 2 = 1, c1 = 1 + 0.5 * (1 / 2) = 1.25, c0 = 0.5 * (1.25 + 0.5)
+    nums = [float(v) for v in re.findall(r"[-\d.]+", credit)]
+    assert nums == [0.875, 1.25, 1.0, 2.0]

@@ -180,7 +180,9 @@ def discounted_ucb(n_arms: int, *, gamma: float = 0.99, alpha: float = 1.0,
         del key
         n = jnp.maximum(jnp.sum(state.counts), 1)
         bonus = jnp.sqrt(2 * alpha * jnp.log(n) * _safe_div(1.0, state.counts))
-        return jnp.where(state.pulls > 0, _safe_div(state.sums, state.counts) + bonus, jnp.inf)
+        # a count that decayed to exactly 0 (float underflow) has an infinite bonus
+        seen = (state.pulls > 0) & (state.counts > 0)
+        return jnp.where(seen, _safe_div(state.sums, state.counts) + bonus, jnp.inf)
 
     return Policy(_count_init(n_arms, dtype), index, _make_select(index),
                   _count_update(n_arms, gamma, dtype), n_arms)
@@ -429,10 +431,9 @@ def cost_aware(policy: Policy, costs, *, budget: float | None = None,
         return jnp.where(jnp.any(idx > -jnp.inf), _argmax(idx), cheapest)
 
     def update(state: CostState, arm, reward) -> CostState:
-        arm = jnp.asarray(arm)
-        r = reward * scale[jnp.clip(arm, 0, policy.n_arms - 1)] if per_unit_cost else reward
-        inner = policy.update(state.inner, arm, r)
-        return CostState(inner, state.spent + costs_np[jnp.clip(arm, 0, policy.n_arms - 1)])
+        arm, reward = _check_observation(policy.n_arms, arm, reward, jnp.result_type(reward))
+        r = reward * scale[arm].astype(reward.dtype) if per_unit_cost else reward
+        return CostState(policy.update(state.inner, arm, r), state.spent + costs_np[arm])
 
     return Policy(init, index, select, update, policy.n_arms)
 
@@ -527,7 +528,8 @@ def _weighted_quantile(values, weights, q):
     v = values[order]
     cw = jnp.cumsum(weights[:, order], axis=1)
     total = cw[:, -1:]
-    first = jnp.argmax(cw >= q * total - 1e-12 * total, axis=1)
+    own = weights[:, order] > 0  # cw only grows at the arm's own nodes; q = 0 needs this
+    first = jnp.argmax((cw >= q * total - 1e-12 * total) & own, axis=1)
     return jnp.where(total[:, 0] > 0, v[first], 0)
 
 

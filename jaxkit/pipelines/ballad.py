@@ -29,11 +29,13 @@ from . import PipelineResult, RunContext, register
 
 QUICK: dict[str, Any] = dict(problems=("binpacking_weibull", "tsp", "cvrp"), seeds=3,
                              calls=40, train_instances=4, test_instances=4, full_test=False,
-                             n_init=6)
+                             train_full=(), n_init=6)
 FULL: dict[str, Any] = dict(problems=("binpacking_or", "binpacking_weibull", "tsp", "knapsack",
                                       "cvrp"),
                             seeds=10, calls=150, train_instances=4, test_instances=5,
-                            full_test=True, n_init=6)
+                            full_test=True, n_init=6,
+                            # searched at full size; Weibull (5000 items) on 1000-item cells
+                            train_full=("binpacking_or", "tsp", "knapsack", "cvrp"))
 
 
 def _interval(x: np.ndarray) -> tuple[float, float]:
@@ -70,8 +72,7 @@ def search_problem(name: str, S: dict, seed: int, track=None, mesh=None) -> dict
     from jaxkit.ballad import problems
     from jaxkit.ballad import search as S_
 
-    quick_sizes = True  # search on small instances; test on full-size ones (full run)
-    prob = problems.get(name, quick=quick_sizes)
+    prob = problems.get(name, quick=name not in S.get("train_full", ()))
     test_prob = problems.get(name, quick=not S["full_test"])
     key = jax.random.key(seed)
     train = prob.generate(jax.random.fold_in(key, 1), S["train_instances"])
@@ -178,18 +179,21 @@ def run(ctx: RunContext, settings: dict[str, Any] | None = None) -> PipelineResu
     results = []
     for name in S["problems"]:
         cfg = {k: S[k] for k in ("seeds", "calls", "train_instances", "test_instances",
-                                 "full_test", "n_init")}
+                                 "full_test", "n_init", "train_full")}
         results.append(ctx.stage(f"ballad-{name}",
                                  lambda name=name: search_problem(name, S, ctx.seed, ctx.track,
                                                                  ctx.mesh),
                                  config=(name, cfg)))
     figures = [_plot(results, out)]
 
+    train_sizes = ("full-size for " + ", ".join(S["train_full"]) + ", small for the rest"
+                   if S["train_full"] else "small sizes")
     md = [f"Mode: {'quick' if ctx.quick else 'full'}; seed {ctx.seed}; {S['seeds']} seeds x "
           f"{S['calls']} LLM calls per router; offline pool of simulated models "
           f"(`jaxkit.ballad.pool.default_pool`). Search on {S['train_instances']} training "
-          f"instances; the best heuristic of each run is scored on {S['test_instances']} "
-          f"held-out {'full-size ' if S['full_test'] else ''}test instances. Intervals: 95% "
+          f"instances ({train_sizes}); the best heuristic of each run "
+          f"is scored on {S['test_instances']} held-out "
+          f"{'full-size ' if S['full_test'] else ''}test instances. Intervals: 95% "
           f"t-intervals over seeds. Saving: 1 - cost / cost of always calling the most "
           f"expensive model (same number of calls).", ""]
     metrics: dict[str, Any] = {}
@@ -229,10 +233,14 @@ def _verdict(res: dict, rows: list[dict]) -> str:
     saving = ballad["saving"]
     cost = (f"{100 * saving:.0f}% lower cost than" if saving >= 0
             else f"{-100 * saving:.0f}% higher cost than")
+    uni = next(r for r in rows if r["router"] == "uniform")
+    d_u, h_u = _welch(ballad["test_values"], uni["test_values"])
     return (f"On the test set Ballad {status} the best single model in hindsight "
             f"({best_single['router']}: {best_single['test'][0]:.4g}; Ballad "
             f"{ballad['test'][0]:.4g}; difference {diff:+.3g} ± {half:.2g}, 95% Welch "
-            f"interval), at {cost} always calling the most expensive model.")
+            f"interval), at {cost} always calling the most expensive model. Against uniform "
+            f"random routing ({uni['test'][0]:.4g}, {100 * uni['saving']:.0f}% saving) the "
+            f"difference is {d_u:+.3g} ± {h_u:.2g}.")
 
 
 def _welch(a, b) -> tuple[float, float]:

@@ -266,47 +266,25 @@ def _jax_one_run(name: str, dtype, n_steps: int):
 # ---------------------------------------------------------------------------- peers
 
 
-def _pip_env() -> dict:
-    return {k: v for k, v in os.environ.items()
-            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "XLA_FLAGS")}
-
-
 def ensure_peer_venv(name: str, timeout: float = 1800) -> Path:
     """Create (once) the isolated venv of peer ``name`` ("mabwiser" or "smpybandits") and
-    return its python. Raises ``RuntimeError`` with the reason when that is impossible
-    (e.g. offline)."""
+    return its python (see :func:`jaxkit.bench.ensure_peer_venv`)."""
+    from jaxkit.bench import ensure_peer_venv as ensure
+
     cfg = PEER_ENVS[name]
-    venv = cfg["venv"]
-    py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    check = [str(py), "-c", cfg["check"]]
-    env = _pip_env()
-    if py.exists() and subprocess.run(check, env=env, capture_output=True).returncode == 0:
-        return py
-    steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
-             [str(py), "-m", "pip", "install", "--quiet", *cfg["specs"]]]
-    print(f"creating {venv} with {' '.join(cfg['specs'])} (one-off) ...", flush=True)
-    for cmd in steps:
-        try:
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise RuntimeError(f"`{' '.join(cmd[:4])} ...` failed: {e}") from e
-        if p.returncode != 0:
-            tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-            raise RuntimeError(f"`{' '.join(cmd[:4])} ...` exited {p.returncode}: "
-                               + " | ".join(tail))
-    if subprocess.run(check, env=env, capture_output=True).returncode != 0:
-        raise RuntimeError(f"{venv} was created but the peer check fails there")
-    return py
+    return ensure(cfg["venv"], cfg["specs"], cfg["check"], timeout=timeout)
 
 
 def run_bandit_worker(py: Path, table: np.ndarray, policy: str, variants: list[str]) -> dict:
     """Run ``peers/bandit_worker.py`` in a peer venv on ``table`` (P, T, K)."""
+    from jaxkit.bench import peer_env
+
     with tempfile.TemporaryDirectory() as tmp:
         data, out = Path(tmp) / "data.npz", Path(tmp) / "out.json"
         np.savez(data, table=table, alpha=ALPHA, gamma=GAMMA)
         cmd = [str(py), str(WORKER), str(data), str(out), "--policy", policy,
                "--variants", ",".join(variants)]
-        p = subprocess.run(cmd, env=_pip_env(), capture_output=True, text=True)
+        p = subprocess.run(cmd, env=peer_env(), capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"{policy} worker exited {p.returncode}: "
                                + " | ".join(p.stderr.strip().splitlines()[-3:]))

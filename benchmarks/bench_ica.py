@@ -312,46 +312,27 @@ def case_large(args, rows, results):
                       max_rel_diff_components=_rel_diff(comps, sk_comps)))
 
 
-def _pip_env() -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "XLA_FLAGS")}
-    return env
-
-
 def ensure_lingam_venv(venv: Path = VENV, timeout: float = 1800) -> Path:
     """Create (once) the isolated venv with ``lingam==1.13.0``; return its python.
     Raises ``RuntimeError`` with the reason when that is impossible (e.g. offline)."""
-    py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    check = [str(py), "-c", "import lingam, threadpoolctl; assert lingam.__version__ == '1.13.0'"]
-    env = _pip_env()
-    if py.exists() and subprocess.run(check, env=env, capture_output=True).returncode == 0:
-        return py
-    steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
-             [str(py), "-m", "pip", "install", "--quiet", LINGAM_SPEC, "threadpoolctl"]]
-    print(f"creating {venv} with {LINGAM_SPEC} (one-off) ...", flush=True)
-    for cmd in steps:
-        try:
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise RuntimeError(f"`{' '.join(cmd[:4])} ...` failed: {e}") from e
-        if p.returncode != 0:
-            tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-            raise RuntimeError(f"`{' '.join(cmd[:4])} ...` exited {p.returncode}: "
-                               + " | ".join(tail))
-    if subprocess.run(check, env=env, capture_output=True).returncode != 0:
-        raise RuntimeError(f"{venv} was created but `import lingam` (1.13.0) fails there")
-    return py
+    from jaxkit.bench import ensure_peer_venv
+
+    return ensure_peer_venv(
+        venv, [LINGAM_SPEC, "threadpoolctl"],
+        "import lingam, threadpoolctl; assert lingam.__version__ == '1.13.0'", timeout=timeout)
 
 
 def run_lingam_worker(py: Path, x, seeds, methods, runs: int) -> dict:
     import json
+
+    from jaxkit.bench import peer_env
 
     with tempfile.TemporaryDirectory() as tmp:
         data, out = Path(tmp) / "data.npz", Path(tmp) / "out.json"
         np.savez(data, x=x, seeds=seeds)
         cmd = [str(py), str(WORKER), str(data), str(out), "--methods", ",".join(methods),
                "--runs", str(runs)]
-        p = subprocess.run(cmd, env=_pip_env(), capture_output=True, text=True)
+        p = subprocess.run(cmd, env=peer_env(), capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"lingam worker exited {p.returncode}: "
                                + " | ".join(p.stderr.strip().splitlines()[-3:]))

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +37,8 @@ import jax
 import numpy as np
 
 __all__ = [
+    "peer_env",
+    "ensure_peer_venv",
     "TimingRecord",
     "record_from_times",
     "time_jax",
@@ -348,3 +351,41 @@ def write_json(path: str | os.PathLike, payload) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(_to_jsonable(payload), indent=2, allow_nan=False) + "\n")
     return path
+
+
+def peer_env() -> dict:
+    """The environment for a peer's virtual env: ours without the variables that would
+    make its Python import our packages or configure JAX."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "XLA_FLAGS")}
+
+
+def ensure_peer_venv(venv: Path, specs: Sequence[str], check: str, *,
+                     timeout: float = 1800) -> Path:
+    """Create (once) an isolated virtual env at ``venv`` with the pip ``specs`` of a peer
+    library whose pins clash with ours, and return its python. ``check`` is Python code
+    that must run there (e.g. import the peer and assert its version); an existing venv
+    that passes it is reused. Raises ``RuntimeError`` with the reason when the venv
+    cannot be made (e.g. offline)."""
+    venv = Path(venv)
+    py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    env = peer_env()
+    ok = lambda: subprocess.run([str(py), "-c", check], env=env,  # noqa: E731
+                                capture_output=True).returncode == 0
+    if py.exists() and ok():
+        return py
+    steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
+             [str(py), "-m", "pip", "install", "--quiet", *specs]]
+    print(f"creating {venv} with {' '.join(specs)} (one-off) ...", flush=True)
+    for cmd in steps:
+        try:
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise RuntimeError(f"`{' '.join(cmd[:4])} ...` failed: {e}") from e
+        if p.returncode != 0:
+            tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+            raise RuntimeError(f"`{' '.join(cmd[:4])} ...` exited {p.returncode}: "
+                               + " | ".join(tail))
+    if not ok():
+        raise RuntimeError(f"{venv} was created but the peer check fails there: {check}")
+    return py

@@ -210,9 +210,9 @@ def _numpy_run(table_trk: np.ndarray, gamma: float | None, alpha: float, dtype):
                 idx = ducb_index_np(sums, counts, alpha)
         elif gamma is None:  # every arm pulled once (+inf ties -> arm t at step t < K)
             idx = sums / counts + a_ * np.sqrt(two * np.log(dt(t)) * (one / counts))
-        else:
-            n = counts.sum(axis=1)
-            idx = sums / counts + np.sqrt(c2a * np.log(n)[:, None] * (one / counts))
+        else:  # sum_k N_k = sum_{i<t} gamma^i: one scalar for every run (as in jaxkit)
+            n = (one - g ** dt(t)) / (one - g)
+            idx = sums / counts + np.sqrt(c2a * np.log(n) * (one / counts))
         a = idx.argmax(axis=1)
         flat = base + a
         r = table_trk[t].reshape(-1)[flat]

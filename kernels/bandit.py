@@ -150,6 +150,16 @@ def _count_update(n_arms: int, gamma: float, dtype):
     return update
 
 
+def _discounted_total(t, gamma: float, dtype):
+    """``sum_k N_k`` after ``t`` discounted updates, ``sum_{i<t} gamma^i``, in closed form:
+    every step adds 1 to one arm and decays all, so no reduction over the arms is needed
+    (a reduction over a short axis costs as much as the rest of the step on XLA:CPU)."""
+    t = t.astype(dtype)
+    if gamma == 1.0:
+        return t
+    return -jnp.expm1(t * jnp.log(jnp.asarray(gamma, dtype))) / (1 - gamma)
+
+
 def ucb1(n_arms: int, *, alpha: float = 1.0, dtype=jnp.float32) -> Policy:
     """UCB1: ``index_k = X_k/N_k + alpha * sqrt(2 ln n / N_k)`` with ``n`` the total number
     of pulls (MABWiser's ``UCB1(alpha)`` form; Auer et al. 2002 with ``alpha = 1``)."""
@@ -158,7 +168,7 @@ def ucb1(n_arms: int, *, alpha: float = 1.0, dtype=jnp.float32) -> Policy:
 
     def index(key, state: CountState) -> Float[Array, " K"]:
         del key
-        n = jnp.maximum(jnp.sum(state.counts), 1)
+        n = jnp.maximum(state.t, 1).astype(state.counts.dtype)  # = sum_k N_k, no reduction
         bonus = alpha * jnp.sqrt(2 * jnp.log(n) * _safe_div(1.0, state.counts))
         return jnp.where(state.pulls > 0, _safe_div(state.sums, state.counts) + bonus, jnp.inf)
 
@@ -178,7 +188,7 @@ def discounted_ucb(n_arms: int, *, gamma: float = 0.99, alpha: float = 1.0,
 
     def index(key, state: CountState) -> Float[Array, " K"]:
         del key
-        n = jnp.maximum(jnp.sum(state.counts), 1)
+        n = jnp.maximum(_discounted_total(state.t, gamma, state.counts.dtype), 1)
         bonus = jnp.sqrt(2 * alpha * jnp.log(n) * _safe_div(1.0, state.counts))
         # a count that decayed to exactly 0 (float underflow) has an infinite bonus
         seen = (state.pulls > 0) & (state.counts > 0)

@@ -13,22 +13,14 @@ with :func:`~jaxkit.ballad.search.source_evaluator`, starting from best fit (or,
 All three are rewritten atomically (temporary file + ``os.replace``) after the initial
 evaluation and after EVERY step, so a killed run loses at most the call in flight.
 
-How the per-step save works without touching ``search()``: ``search()`` only reports the
-step index to its ``progress`` callback and returns the genealogy at the end, so each
-proposer is wrapped in a recorder (which model was called, with which parent candidates,
-what it returned or why it failed, at what cost) and the evaluator is wrapped too (the
-child's outcome). Parent ids come from the identity of the parent ``Candidate`` objects
-``search()`` hands to the proposer (they are the genealogy's own objects). The
-``progress`` callback turns the step's record into a node and saves. When ``search()``
-returns, the final file is rebuilt from its genealogy (the authoritative copy; it equals
-the recorded one).
+The files are written from ``search()``'s genealogy through its ``on_step`` hook, which
+runs after the initial evaluation and after every call.
 
 Failures never stop the loop: HTTP errors, timeouts and replies without parsable code
-(:class:`~jaxkit.ballad.llm.LLMError`, and any other exception a proposer raises, which
-the recorder converts to one) and sandbox failures (crash, timeout, bad output) become
-failed nodes with their reason and cost. (A failed call costs what its ``LLMError``'s
-``cost`` attribute says, else 0: ``OpenAIChat`` does not attach the usage of a reply
-without parsable code, so such calls are counted as free.)
+(:class:`~jaxkit.ballad.llm.LLMError`; any other exception a proposer raises is recorded
+the same way) and sandbox failures (crash, timeout, bad output) become failed nodes with
+their reason and cost (a reply without parsable code still costs its tokens; an HTTP
+error costs nothing).
 
 A fresh run refuses an ``out_dir`` that already holds ``population.json`` (no silent
 overwrite); pass ``resume=True`` to continue it.
@@ -45,7 +37,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import tempfile
 import time
@@ -57,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from . import search as _search
-from .llm import Candidate, LLMError
+from .llm import Candidate
 from .search import Router, source_evaluator, standard_routers
 
 __all__ = [
@@ -229,36 +220,6 @@ def _save(state: dict, out_dir: Path) -> dict:
     return summary
 
 
-class _Recorder:
-    """Wraps one proposer: records each call into ``sink['call']`` and turns any failure
-    into an :class:`LLMError` (with its cost) so that ``search()`` records it."""
-
-    def __init__(self, proposer, sink: dict):
-        self.proposer, self.sink = proposer, sink
-        self.name = str(getattr(proposer, "name", type(proposer).__name__))
-
-    def propose(self, parents, context):
-        rec = {"model": self.name, "parents": list(parents), "candidate": None,
-               "cost": 0.0, "error": None}
-        self.sink["call"] = rec
-        url = str(getattr(self.proposer, "url", "local"))
-        try:
-            cands, cost = self.proposer.propose(parents, context)
-            cost = float(cost)
-            if not cands or not isinstance(cands[0], Candidate):
-                raise LLMError(self.name, url, "proposer returned no candidate", cost=cost)
-        except LLMError as exc:
-            rec["cost"] = float(getattr(exc, "cost", 0.0))
-            rec["error"] = str(exc)
-            raise
-        except Exception as exc:  # a proposer bug must not end the run
-            err = LLMError(self.name, url, f"{type(exc).__name__}: {exc}")
-            rec["error"] = str(err)
-            raise err from exc
-        rec["candidate"], rec["cost"] = cands[0], cost
-        return [cands[0]], cost
-
-
 def discover(proposers: Sequence, *, router: str | Router = "ballad", calls: int = 20,
              seed: int = 0, items: np.ndarray, capacity: float = 100.0,
              timeout: float = 30.0, out_dir: str | Path, resume: bool = False,
@@ -324,66 +285,39 @@ def discover(proposers: Sequence, *, router: str | Router = "ballad", calls: int
     rt = make_router(router, names, capacity_nodes)
     seg["router"] = rt.name
 
-    sink: dict[str, Any] = {}
-    wrapped = [_Recorder(p, sink) for p in proposers]
-    local_of: dict[int, int] = {id(c): i for i, c in enumerate(init)}  # candidate -> local id
-    keep_alive: list[Candidate] = list(init)
-
     def to_global(local: int) -> int:
         return init_global[local] if local < len(init) else base + local - len(init)
 
-    inner_eval = source_evaluator(items, capacity, timeout=timeout)
+    def saved(nd) -> dict:
+        out = _search.EvalOutcome(nd.ok, nd.score, nd.error)
+        return _node(to_global(nd.id), tuple(to_global(p) for p in nd.parents),
+                     names[nd.model] if nd.model >= 0 else None,
+                     step0 + nd.step if nd.step >= 0 else -1, out, nd.cost, nd.error,
+                     nd.candidate.source if nd.candidate is not None else None)
 
-    def evaluate(cands):
-        outs = inner_eval(cands)
-        if "roots" not in sink:  # the initial population, evaluated once before step 0
-            sink["roots"] = outs
-            bad = [o.error if o is not None else "no outcome" for o in outs
-                   if o is None or not o.ok]
-            if bad:
-                raise ValueError(f"an initial heuristic failed in the sandbox: {bad[0]} "
-                                 "(check --timeout)")
+    def on_step(t: int, logs) -> None:
+        g = logs[0].genealogy
+        if t < 0:  # the initial population is evaluated: save it before the first call
             if not resume:
-                state["nodes"].append(_node(0, (), None, -1, outs[0], 0.0, None,
-                                            BEST_FIT_SOURCE))
+                state["nodes"].append(saved(g.nodes[0]))
             state["segments"].append(seg)
             _save(state, out_dir)
-        else:
-            sink["outcome"] = outs[0]
-        return outs
-
-    def on_step(t: int) -> None:
-        rec = sink.pop("call")
-        out = sink.pop("outcome", None)
-        gid = base + t
-        cand = rec["candidate"]
-        if cand is not None:
-            local_of[id(cand)] = len(init) + t
-            keep_alive.append(cand)
-        parents = tuple(to_global(local_of[id(p)]) for p in rec["parents"])
-        if rec["error"] is not None or out is None:
-            out = _search.EvalOutcome(False, -math.inf, rec["error"] or "no outcome")
-        node = _node(gid, parents, rec["model"], step0 + t, out, rec["cost"], out.error,
-                     cand.source if cand is not None else None)
+            return
+        node = saved(g.nodes[len(init) + t])
         state["nodes"].append(node)
         seg["done"] = t + 1
         _save(state, out_dir)
         if progress is not None:
             progress(t, node)
 
-    logs = _search.search(evaluate, wrapped, [rt], [int(seed) + segment], init=init,
-                          n_calls=calls, n_islands=N_ISLANDS, island_size=ISLAND_SIZE,
-                          progress=on_step)
-    # Rebuild this segment's nodes from the returned genealogy (authoritative; equal to
-    # what was recorded step by step).
-    g = logs[0].genealogy
-    rebuilt = []
-    for nd in g.nodes[len(init):]:
-        out = _search.EvalOutcome(nd.ok, nd.score, nd.error)
-        rebuilt.append(_node(to_global(nd.id), tuple(to_global(p) for p in nd.parents),
-                             names[nd.model], step0 + nd.step, out, nd.cost, nd.error,
-                             nd.candidate.source if nd.candidate is not None else None))
-    state["nodes"][base:] = rebuilt
+    try:
+        _search.search(source_evaluator(items, capacity, timeout=timeout), proposers, [rt],
+                       [int(seed) + segment], init=init, n_calls=calls, n_islands=N_ISLANDS,
+                       island_size=ISLAND_SIZE, on_step=on_step)
+    except ValueError as exc:
+        if "initial candidate" in str(exc):
+            raise ValueError(f"{exc} (check --timeout)") from exc
+        raise
     seg["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return _save(state, out_dir)
 

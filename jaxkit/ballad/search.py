@@ -196,15 +196,20 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
            seeds: Sequence[int], *, init: Sequence[Candidate], n_calls: int,
            n_islands: int = 2, island_size: int = 6, reset_every: int = 0,
            n_examples: int = 4, context: dict | None = None,
-           progress: Callable[[int], None] | None = None) -> list[RunLog]:
+           progress: Callable[[int], None] | None = None,
+           on_step: Callable[[int, list[RunLog]], None] | None = None) -> list[RunLog]:
     """Run every (router, seed) for ``n_calls`` proposer calls in lockstep.
 
     ``evaluate(list[Candidate | None]) -> list[EvalOutcome | None]`` scores one child per
     run (None = that run has no child this step). ``init`` is the initial population
     (evaluated once; identical for every run). ``context`` is passed to every proposer
     call, plus ``rng``, ``step``, ``budget``, ``examples`` ((theta, score) of island
-    members) and ``scores`` (of the parents). Returns one :class:`RunLog` per run,
-    routers outer, seeds inner."""
+    members) and ``scores`` (of the parents). A proposer that raises (an
+    :class:`~jaxkit.ballad.llm.LLMError` or any other exception) or returns no candidate
+    makes a failed node with the reason and the cost of the call (``LLMError.cost``); the
+    loop goes on. ``on_step(t, logs)`` is called once the initial population is in every
+    genealogy (``t = -1``) and after every step, with the genealogies up to date (e.g. to
+    save them). Returns one :class:`RunLog` per run, routers outer, seeds inner."""
     if n_calls < 1:
         raise ValueError(f"`n_calls` must be >= 1; got {n_calls}")
     if not init:
@@ -218,9 +223,10 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
                              f"pool has {n_arms}")
     runs = [(ri, s) for ri in range(len(routers)) for s in seeds]
     init_scores = [o for o in evaluate(list(init))[: len(init)]]
-    for o in init_scores:
+    for i, o in enumerate(init_scores):
         if o is None or not o.ok:
-            raise ValueError(f"an initial candidate failed to evaluate: {o}")
+            why = "no outcome" if o is None else o.error
+            raise ValueError(f"initial candidate {i} failed to evaluate: {why}")
     root_scores = [o.score for o in init_scores]
     root_ranks = np.asarray([_rank(s, root_scores[:i] + root_scores[i + 1:])
                              for i, s in enumerate(root_scores)])
@@ -245,6 +251,8 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
         seed_arr) for ri in policies}
     spent = np.zeros(len(runs))
     ctx = dict(context or {})
+    if on_step is not None:
+        on_step(-1, logs)
 
     for t in range(n_calls):
         arms = np.zeros(len(runs), np.int32)
@@ -271,11 +279,17 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
             try:
                 proposed, cost = pool[arms[i]].propose(
                     [g.nodes[p].candidate for p in parents], call_ctx)
+                if not proposed or not isinstance(proposed[0], Candidate):
+                    raise LLMError(getattr(pool[arms[i]], "name", str(arms[i])), "local",
+                                   "proposer returned no candidate", cost=float(cost))
                 cands.append(proposed[0])
                 meta.append((island, parents, float(cost), None))
             except LLMError as err:
                 cands.append(None)
-                meta.append((island, parents, float(getattr(err, "cost", 0.0)), str(err)))
+                meta.append((island, parents, float(err.cost), str(err)))
+            except Exception as err:  # a proposer's bug is a failed node, not a lost run
+                cands.append(None)
+                meta.append((island, parents, 0.0, f"{type(err).__name__}: {err}"))
         outcomes = evaluate(cands)
         rewards = np.zeros(len(runs))
         parent_mat = np.full((len(runs), 2), -1, np.int32)
@@ -302,6 +316,8 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
             bp.update(arms[sl], rewards[sl], parent_mat[sl])
         if progress is not None:
             progress(t)
+        if on_step is not None:
+            on_step(t, logs)
     for ri, bp in policies.items():
         for j in range(len(seeds)):
             logs[ri * len(seeds) + j].policy_state = jax.tree.map(lambda x, j=j: x[j],

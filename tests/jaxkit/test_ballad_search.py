@@ -191,7 +191,7 @@ def test_search_bad_input():
     with pytest.raises(ValueError, match="policy has 2 arms"):
         S.search(quad_evaluate, POOL, [S.Router("x", policy=bandit.ucb1(2))], [0],
                  init=init, n_calls=1)
-    with pytest.raises(ValueError, match="initial candidate failed"):
+    with pytest.raises(ValueError, match="initial candidate 0 failed to evaluate: theta has NaN"):
         S.search(quad_evaluate, POOL, [S.Router("u", "uniform")], [0],
                  init=[Candidate(theta=np.full(3, np.nan))], n_calls=1)
     with pytest.raises(ValueError, match="needs a `policy`"):
@@ -262,3 +262,34 @@ def test_pipeline_quick_and_resume(tmp_path):
     res2 = ballad.run(ctx2, settings)
     assert ctx2.reloaded == ["ballad-tsp"]
     assert res2.metrics == res.metrics
+
+
+class _Raises:
+    name = "raises"
+
+    def propose(self, parents, context):
+        raise ZeroDivisionError("bug")
+
+
+class _Empty:
+    name = "empty"
+
+    def propose(self, parents, context):
+        return [], 0.5
+
+
+def test_search_survives_proposer_bugs_and_reports_each_step():
+    seen = []
+
+    def on_step(t, logs):
+        seen.append((t, len(logs[0].genealogy)))
+
+    logs = S.search(quad_evaluate, [_Raises(), _Empty()], [S.Router("u", "uniform")], [0],
+                    init=init_pop(2), n_calls=6, on_step=on_step)
+    assert seen == [(-1, 2)] + [(t, 3 + t) for t in range(6)]
+    g = logs[0].genealogy
+    errors = {g.nodes[i].model: g.nodes[i].error for i in range(2, 8)}
+    assert errors[0] == "ZeroDivisionError: bug"
+    assert "proposer returned no candidate" in errors[1]
+    np.testing.assert_allclose(logs[0].cost[-1], 0.5 * sum(n.model == 1 for n in g.nodes))
+    assert logs[0].failures == 6

@@ -84,24 +84,144 @@ def _binpack_features(item, bins, capacity):
     ]
 
 
+# The greedy step only needs bins [0, n_open]: every bin past the open ones is still empty, so
+# all fresh bins score the same and the first one (index n_open) wins their ties. The search
+# walks the bins in blocks up to the one holding n_open (a while loop, so the cost grows with
+# the bins opened so far, not with len(items)), keeping the first maximum; under vmap one loop
+# serves the whole batch, running to the batch's largest n_open (``jax.custom_batching``), and
+# the block layout is chosen from the batch size (measured on a 2-core CPU):
+# - small batches keep a per-lane running best (one elementwise fusion per block, reduced
+#   once at the end), in blocks small enough (batch * block <= 512 bins) that XLA runs them on
+#   one thread instead of paying a split over the intra-op thread pool at every block;
+# - large batches reduce each block to its best (priority, index) at once, which XLA
+#   splits over threads with enough work per block to pay for it.
+_SEARCH_BLOCK = 128  # bins per block for large batches; the bins array is padded to it
+_LANE_BATCH = 16  # largest batch searched with per-lane running bests
+_LANE_BINS = 512  # batch * block bound for the per-lane blocks
+
+
+def _binpack_priority(item, bins, capacity, theta):
+    """Priorities of ``bins`` (rows, block) for ``item`` (rows, 1), ``-inf`` where it does not
+    fit; ``theta`` is (rows, 6). The same arithmetic as ``_linear(_binpack_features(...))``."""
+    theta = [theta[:, k : k + 1] for k in range(theta.shape[1])]
+    p = _linear(_binpack_features(item, bins, capacity), theta)
+    return jnp.where(bins - item >= 0, p, -jnp.inf)
+
+
+def _block_priority(bins, i, item, theta, capacity, block):
+    """Priorities of block ``i`` (bins ``i * block`` onwards) of every row of ``bins``."""
+    b = lax.dynamic_slice_in_dim(bins, i * block, block, 1)
+    return _binpack_priority(item, b, capacity, theta)
+
+
+def _first_max_per_lane(bins, nblk, item, theta, capacity, block):
+    """Index of the first maximal priority among the first ``nblk`` blocks of each row,
+    through per-lane running bests (ties keep the earlier block; NaN wins, as in argmax)."""
+    rows, size = bins.shape
+
+    def priority(i):
+        return _block_priority(bins, i, item, theta, capacity, block)
+
+    def body(c):
+        i, bp, bk = c
+        p = priority(i)
+        better = (p > bp) | ((p != p) & (bp == bp))
+        return i + 1, jnp.where(better, p, bp), jnp.where(better, i, bk)
+
+    dtype = jax.eval_shape(priority, 0).dtype  # wider than bins' with a wider capacity
+    init = (jnp.int32(0), jnp.full((rows, block), -jnp.inf, dtype),
+            jnp.zeros((rows, block), jnp.int32))
+    _, bp, bk = lax.while_loop(lambda c: c[0] < nblk, body, init)
+    m = jnp.max(bp, axis=1, keepdims=True)
+    index = bk * block + lax.iota(jnp.int32, block)
+    return jnp.min(jnp.where((bp == m) | (bp != bp), index, jnp.int32(size)), axis=1)
+
+
+def _first_max_per_block(bins, nblk, item, theta, capacity, block):
+    """As ``_first_max_per_lane``, reducing every block to its first maximum."""
+    rows = bins.shape[0]
+    lane = lax.iota(jnp.int32, block)
+
+    def priority(i):
+        return _block_priority(bins, i, item, theta, capacity, block)
+
+    def body(c):
+        i, bp, bi = c
+        p = priority(i)
+        pj = jnp.max(p, axis=1)
+        j = jnp.min(jnp.where((p == pj[:, None]) | (p != p), lane, jnp.int32(block)), axis=1)
+        better = (pj > bp) | ((pj != pj) & (bp == bp))
+        return i + 1, jnp.where(better, pj, bp), jnp.where(better, i * block + j, bi)
+
+    dtype = jax.eval_shape(priority, 0).dtype
+    init = (jnp.int32(0), jnp.full((rows,), -jnp.inf, dtype), jnp.zeros((rows,), jnp.int32))
+    return lax.while_loop(lambda c: c[0] < nblk, body, init)[2]
+
+
+@functools.lru_cache(maxsize=None, typed=True)
+def _bin_search(capacity):
+    """``search(bins, n_open, item, theta, cap) -> best`` over rows (leading axis) of bins;
+    vmap folds its axis into the rows, so nested vmaps share one loop. The capacity is the
+    constant ``capacity`` (as the features had it before), or with ``None`` the operand
+    ``cap`` (one per row, for a traced capacity)."""
+
+    @jax.custom_batching.custom_vmap
+    def search(bins, n_open, item, theta, cap):
+        rows, size = bins.shape
+        c = cap[:, None] if capacity is None else capacity
+        if rows <= _LANE_BATCH:
+            block = min(_SEARCH_BLOCK, max(_LANE_BINS // rows, 8))
+            block = 1 << (block.bit_length() - 1)  # a power of two, so it divides size
+            first_max = _first_max_per_lane
+        else:
+            block, first_max = _SEARCH_BLOCK, _first_max_per_block
+        nblk = jnp.max(n_open) // block + 1  # the blocks up to the first fresh bin
+        return first_max(bins, nblk, item[:, None], theta, c, block)
+
+    @search.def_vmap
+    def _(axis_size, in_batched, *args):
+        args = [a if b else jnp.broadcast_to(a, (axis_size, *a.shape))
+                for a, b in zip(args, in_batched, strict=True)]
+        rows = args[0].shape[1]
+        best = search(*[a.reshape(axis_size * rows, *a.shape[2:]) for a in args])
+        return best.reshape(axis_size, rows), True
+
+    return search
+
+
 def binpack_bins(theta, items, capacity: float):
     """Bins used when packing ``items`` online with the linear priority ``theta``.
 
     ``len(items)`` bins are preallocated; each item goes to the feasible bin of highest
     priority (ties to the lowest index, so a fresh bin is the first unused one).
     """
+    return jnp.sum(_binpack_levels(theta, items, capacity) != capacity)
+
+
+def _binpack_levels(theta, items, capacity):
+    """Room left in each of the ``len(items)`` preallocated bins after packing ``items``."""
     items = jnp.asarray(items)
     theta = jnp.asarray(theta, items.dtype)
-    bins0 = jnp.full(items.shape, capacity, items.dtype)
+    n = items.shape[0]
+    size = -(-n // _SEARCH_BLOCK) * _SEARCH_BLOCK
+    if isinstance(capacity, (int, float, np.integer, np.floating)):
+        search, cap = _bin_search(capacity), jnp.zeros((1,), items.dtype)
+    else:  # an array (e.g. traced) capacity
+        search, cap = _bin_search(None), jnp.reshape(jnp.asarray(capacity), (1,))
+    # the choice is piecewise constant in theta and the items (custom_vmap has no reverse mode)
+    theta_sg = lax.stop_gradient(theta)
 
-    def step(bins, item):
-        p = _linear(_binpack_features(item, bins, capacity), theta)
-        p = jnp.where(bins - item >= 0, p, -jnp.inf)
-        best = jnp.argmax(p)
-        return bins.at[best].add(-item), None
+    def step(carry, item):
+        bins, n_open = carry  # bins[n_open:] are all fresh
+        args = lax.stop_gradient((bins[None], item[None]))
+        best = search(args[0], n_open[None], args[1], theta_sg[None], cap)[0]
+        # a fresh bin can only win at index n_open (their ties go to the lowest index)
+        n_open = n_open + (best == n_open).astype(n_open.dtype)
+        return (bins.at[best].add(-item), n_open), None
 
-    bins, _ = lax.scan(step, bins0, items)
-    return jnp.sum(bins != capacity)
+    bins0 = jnp.full((size,), capacity, items.dtype)
+    (bins, _), _ = lax.scan(step, (bins0, jnp.int32(0)), items)
+    return bins[:n]
 
 
 def _binpack_score(theta, instances, capacity):

@@ -179,3 +179,47 @@ def test_linear_features_can_beat_best_fit():
     inst = prob.generate(jax.random.key(3), 4)
     tuned = np.array([-0.9, 3.45, 5.38, -1.08, 0.09, 0.94])
     assert float(prob.score(tuned, inst).mean()) > float(prob.score(prob.baseline, inst).mean())
+
+
+def _scan_all_bins(theta, items, capacity):
+    """The plain evaluator: every step scores all ``len(items)`` bins (final bin levels)."""
+    items = jnp.asarray(items)
+    theta = jnp.asarray(theta, items.dtype)
+
+    def step(bins, item):
+        p = P._linear(P._binpack_features(item, bins, capacity), theta)
+        return bins.at[jnp.argmax(jnp.where(bins - item >= 0, p, -jnp.inf))].add(-item), None
+
+    return jax.lax.scan(step, jnp.full(items.shape, capacity, items.dtype), items)[0]
+
+
+@pytest.mark.parametrize("n_inst", [1, 7, 12, 20])
+def test_blocked_bin_search_equals_full_scan(n_inst):
+    """The search over open bins only (per-lane or per-block, by batch size; items past a
+    block boundary) leaves every bin exactly as scoring all bins does, ties included."""
+    rng = np.random.default_rng(n_inst)
+    items = jnp.asarray(rng.integers(1, 101, size=(n_inst, 300)).astype(float))
+    items = items.at[0, :150].set(50.0)  # exact fits and many equal bins
+    thetas = np.vstack([np.zeros(6), np.eye(6)[3], -np.eye(6)[0], rng.normal(size=(2, 6))])
+    levels = jax.jit(jax.vmap(jax.vmap(lambda t, x: P._binpack_levels(t, x, 100.0),
+                                       in_axes=(None, 0)), in_axes=(0, None)))
+    full = jax.jit(jax.vmap(jax.vmap(lambda t, x: _scan_all_bins(t, x, 100.0),
+                                     in_axes=(None, 0)), in_axes=(0, None)))
+    np.testing.assert_array_equal(levels(thetas, items), full(thetas, items))
+    one = np.asarray(_BINS(jnp.zeros(6), items[0]))
+    assert one == R.online_binpack(lambda i, b: -np.arange(len(b)), np.asarray(items[0]), 150.0)
+
+
+def test_binpack_bins_traced_capacity_float32_and_grad():
+    items = jnp.asarray([30.0, 80.0, 70.0, 20.0, 100.0, 1.0])
+    theta = jnp.asarray(P.get("binpacking_or").baseline)
+    caps = jnp.asarray([100.0, 150.0])
+    got = jax.jit(jax.vmap(P.binpack_bins, in_axes=(None, None, 0)))(theta, items, caps)
+    want = [R.online_binpack(R.best_fit_priority, np.asarray(items), c) for c in (100, 150)]
+    assert got.tolist() == want
+    x32 = items.astype(jnp.float32)
+    assert int(P.binpack_bins(theta.astype(jnp.float32), x32, 100.0)) == want[0]
+    prob = P.make("binpacking_or", 16)
+    inst = prob.generate(jax.random.key(0), 2)
+    grad = jax.grad(lambda t: prob.score(t, inst).sum())(theta)  # piecewise constant: zero
+    np.testing.assert_array_equal(grad, np.zeros(6))

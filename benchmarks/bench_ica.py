@@ -24,7 +24,6 @@ says float32. Accuracy (Amari distance, n_iter, SHD/F1 via
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -41,20 +40,9 @@ CASES = ("batched", "batched32", "large", "lingam")
 
 
 def _configure_jax() -> int:
-    """One CPU device per core (so a batch can be sharded over cores) and float64.
+    from jaxkit.bench import configure_cpu_devices
 
-    The device count only takes effect if JAX has not initialised its backend yet (when
-    called through the CLI after other JAX work the devices stay as they are)."""
-    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    ncpu = max(1, int(ncpu or 1))
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_force_host_platform_device_count" not in flags:
-        os.environ["XLA_FLAGS"] = (flags + f" --xla_force_host_platform_device_count={ncpu}"
-                                   ).strip()
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    return ncpu
+    return configure_cpu_devices()
 
 
 # ----------------------------------------------------------------------------- data

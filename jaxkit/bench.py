@@ -37,6 +37,7 @@ import jax
 import numpy as np
 
 __all__ = [
+    "configure_cpu_devices",
     "peer_env",
     "ensure_peer_venv",
     "TimingRecord",
@@ -389,3 +390,17 @@ def ensure_peer_venv(venv: Path, specs: Sequence[str], check: str, *,
     if not ok():
         raise RuntimeError(f"{venv} was created but the peer check fails there: {check}")
     return py
+
+
+def configure_cpu_devices(*, x64: bool = True) -> int:
+    """Ask XLA for one CPU device per core (so a batch can be sharded over the cores) and
+    enable float64. Returns the core count. The device count only takes effect if JAX has
+    not initialised its backend yet (``import jax`` alone does not)."""
+    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    ncpu = max(1, int(ncpu or 1))
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = (flags + f" --xla_force_host_platform_device_count={ncpu}"
+                                   ).strip()
+    jax.config.update("jax_enable_x64", x64)
+    return ncpu

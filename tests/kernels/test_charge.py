@@ -1,0 +1,474 @@
+"""Charge-balance kernel: conditional-Gaussian noise (constraint and covariance), the soft
+projection against KKT conditions and SLSQP, idempotence and masks, the exact discrete DP
+against brute force (feasible and infeasible cells, allowed masks for Fe2+/Fe3+) and
+against scipy's MILP (HiGHS) on larger cells, the Lagrangian route (balanced, never below
+the optimum, dual bound below it), jit/vmap against a loop, bad input, and the
+oxidation-state table."""
+
+import functools
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jaxkit.kernels import charge as ch
+from scipy import optimize
+
+from jaxkit.data import oxidation as ox
+
+F64 = jnp.float64
+GLASS = ["Si", "B", "Al", "P", "Li", "Na", "K", "Ca", "Mg", "Zn", "O"]  # 11 species
+GLASS_Q = np.array([4, 3, 3, 5, 1, 1, 1, 2, 2, 2, -2])
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@functools.cache
+def _soft(q: tuple, **kw):
+    return jax.jit(lambda p, m: ch.project_soft(p, np.asarray(q, float), mask=m, **kw))
+
+
+@functools.cache
+def _exact(q: tuple):
+    return jax.jit(lambda c, m, a: ch.project_discrete(c, np.asarray(q), mask=m, allowed=a))
+
+
+@functools.cache
+def _approx(q: tuple):
+    return jax.jit(lambda c, m, a: ch.project_discrete_approx(c, np.asarray(q), mask=m,
+                                                              allowed=a))
+
+
+@functools.cache
+def _bound(q: tuple):
+    return jax.jit(lambda c, m, a: ch.lagrangian_bound(c, np.asarray(q), mask=m, allowed=a))
+
+
+def _ones(n, k=None):
+    return np.ones(n if k is None else (n, k), bool)
+
+
+def brute_force(cost, q, mask, allowed):
+    """(optimal cost or inf, optimal assignment or None) by enumerating all assignments."""
+    act = np.flatnonzero(mask)
+    k = cost.shape[1]
+    if len(act) == 0:
+        return np.inf, None
+    combos = np.array(list(itertools.product(range(k), repeat=len(act))))
+    ok = (q[combos].sum(1) == 0) & allowed[act[None, :], combos].all(1)
+    if not ok.any():
+        return np.inf, None
+    totals = cost[act[None, :], combos].sum(1)
+    totals[~ok] = np.inf
+    best = int(np.argmin(totals))
+    return totals[best], combos[best]
+
+
+def milp_optimum(cost, q, allowed):
+    """Optimal balanced cost by scipy's MILP (HiGHS): x[i, k] binary, one per atom."""
+    n, k = cost.shape
+    c = np.where(allowed, cost, 0).ravel()
+    one = np.kron(np.eye(n), np.ones(k))
+    bal = np.tile(q, n)[None, :]
+    cons = [optimize.LinearConstraint(one, 1, 1), optimize.LinearConstraint(bal, 0, 0)]
+    bounds = optimize.Bounds(0, allowed.ravel().astype(float))
+    res = optimize.milp(c, constraints=cons, integrality=np.ones(n * k), bounds=bounds,
+                        options={"mip_rel_gap": 1e-12})
+    return res.fun if res.status == 0 else np.inf
+
+
+def check_kkt(y, q, mask, res, atol=1e-9):
+    """Independent optimality check of a soft projection: primal feasibility, and for each
+    unmasked row p = max(y - mu q - tau, 0) with one tau: equal shifted values on the
+    support (stationarity with the simplex multiplier) and no larger value off it
+    (dual feasibility / complementary slackness)."""
+    p, mu = np.asarray(res.p), float(res.mu)
+    assert np.all(p[mask] >= -atol)
+    np.testing.assert_allclose(p[mask].sum(1), 1, atol=atol)
+    assert abs(float(np.sum(p[mask] @ q))) <= atol * max(1, mask.sum())
+    z = y - mu * q
+    for i in np.flatnonzero(mask):
+        sup = p[i] > atol
+        tau = z[i, sup] - p[i, sup]
+        np.testing.assert_allclose(tau, tau.mean(), atol=1e-8)
+        assert np.all(z[i, ~sup] <= tau.mean() + 1e-8)
+    np.testing.assert_array_equal(p[~mask], y[~mask])
+
+
+# --------------------------------------------------------------------------- noise
+
+
+def test_balanced_noise_constraint_and_masked_rows(key):
+    q = np.array([4.0, -2.0, 1.0])
+    mask = np.array([True, False, True, True])
+    for dtype, tol in [(jnp.float32, 1e-5), (F64, 1e-13)]:
+        x = ch.balanced_noise(key, (4, 3), q, mask=mask, dtype=dtype)
+        assert x.dtype == dtype and x.shape == (4, 3)
+        assert abs(float(jnp.sum(x @ jnp.asarray(q, dtype)))) < tol * float(jnp.sum(x * x))
+        np.testing.assert_array_equal(np.asarray(x[1]), 0)
+
+
+def test_balanced_noise_is_the_conditional_gaussian(key):
+    q = np.array([2.0, -1.0, 3.0])
+    mask = np.array([True, True, False])
+    keys = jax.random.split(key, 40_000)
+    draw = jax.jit(jax.vmap(lambda k: ch.balanced_noise(k, (3, 3), q, mask=mask, dtype=F64)))
+    x = np.asarray(draw(keys)).reshape(len(keys), -1)
+    v = (mask[:, None] * q[None, :]).ravel()
+    act = np.repeat(mask, 3)
+    want = np.diag(act.astype(float)) - np.outer(v, v) / (v @ v)
+    np.testing.assert_allclose(x.mean(0), 0, atol=0.03)
+    np.testing.assert_allclose(np.cov(x.T), want, atol=0.03)
+    # variance along the charge direction is zero, along orthogonal directions one
+    assert np.var(x @ v) < 1e-20
+    w = np.where(act, np.arange(9.0) - 4, 0)
+    w -= (w @ v) / (v @ v) * v
+    w /= np.linalg.norm(w)
+    assert abs(np.var(x @ w) - 1) < 0.03
+
+
+# --------------------------------------------------------------------------- soft
+
+
+@settings(max_examples=40, deadline=None)
+@given(k=st.sampled_from([2, 3, 4]), seed=st.integers(0, 2**31 - 1),
+       n_mask=st.integers(0, 2))
+def test_project_soft_satisfies_kkt(k, seed, n_mask):
+    rng = np.random.default_rng(seed)
+    qs = {2: (2, -1), 3: (4, -2, 1), 4: (3, 0, -2, 1)}[k]
+    q = np.asarray(qs, float)
+    y = rng.normal(size=(5, k)) * rng.choice([0.3, 1.0, 5.0])
+    mask = np.ones(5, bool)
+    mask[rng.choice(5, n_mask, replace=False)] = False
+    res = _soft(qs)(jnp.asarray(y), mask)
+    assert bool(res.feasible)
+    check_kkt(y, q, mask, res)
+
+
+def test_project_soft_matches_slsqp():
+    rng = np.random.default_rng(1)
+    q = np.array([4.0, -2.0, 1.0, 3.0])
+    for _ in range(3):
+        y = rng.normal(size=(4, 4))
+        res = _soft(tuple(q))(jnp.asarray(y), _ones(4))
+        cons = [{"type": "eq", "fun": lambda x: x.reshape(4, 4).sum(1) - 1},
+                {"type": "eq", "fun": lambda x: np.array([x.reshape(4, 4).sum(0) @ q])}]
+        yv = y.ravel()
+        ref = optimize.minimize(lambda x, yv=yv: 0.5 * np.sum((x - yv) ** 2), np.full(16, .25),
+                                jac=lambda x, yv=yv: x - yv, method="SLSQP", constraints=cons,
+                                bounds=[(0, None)] * 16, options={"ftol": 1e-14, "maxiter": 500})
+        assert ref.success
+        np.testing.assert_allclose(np.asarray(res.p).ravel(), ref.x, atol=1e-6)
+        np.testing.assert_allclose(0.5 * np.sum((np.asarray(res.p) - y) ** 2), ref.fun,
+                                   rtol=1e-8, atol=1e-10)
+
+
+def test_project_soft_idempotent_and_masked_rows_excluded():
+    rng = np.random.default_rng(2)
+    q = (4, -2, 1)
+    y = rng.normal(size=(6, 3))
+    y[4] = np.nan  # padding may hold anything
+    mask = np.array([True, True, True, False, False, True])
+    res = _soft(q)(jnp.asarray(y), mask)
+    assert bool(res.feasible)
+    again = _soft(q)(res.p, mask)
+    np.testing.assert_allclose(np.asarray(again.p), np.asarray(res.p), atol=1e-12)
+    assert abs(float(again.mu)) < 1e-9
+    # masked rows unchanged, and the unmasked rows equal the projection of those rows alone
+    np.testing.assert_array_equal(np.asarray(res.p)[~mask], y[~mask])
+    alone = _soft(q)(jnp.asarray(y[mask]), _ones(4))
+    np.testing.assert_allclose(np.asarray(res.p)[mask], np.asarray(alone.p), atol=1e-12)
+
+
+def test_project_soft_float32_and_large_cell():
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(800, 11)) * 2
+    logits[:, -1] += 3
+    p = jax.nn.softmax(jnp.asarray(logits, jnp.float32), -1)
+    res = jax.jit(lambda p: ch.project_soft(p, GLASS_Q))(p)
+    assert res.p.dtype == jnp.float32 and bool(res.feasible)
+    assert abs(float(res.residual)) <= 16 * np.finfo(np.float32).eps * 800 * 5
+    assert int(res.n_iter) < 30
+
+
+def test_relax_interpolates():
+    rng = np.random.default_rng(4)
+    q = (4, -2, 1)
+    y = jnp.asarray(rng.normal(size=(5, 3)))
+    mask = np.array([True, True, False, True, True])
+    proj = _soft(q)(y, mask).p
+    step = jax.jit(lambda p, e: ch.relax(p, np.asarray(q, float), e, mask=mask))
+    np.testing.assert_allclose(step(y, 0.0), y)
+    np.testing.assert_allclose(step(y, 1.0), proj, atol=1e-14)
+    half = step(y, 0.5)
+    np.testing.assert_allclose(half, 0.5 * (y + proj), atol=1e-14)
+    np.testing.assert_array_equal(np.asarray(half)[2], np.asarray(y)[2])
+    with pytest.raises(ValueError, match="eta"):
+        ch.relax(y, q, 1.5)
+
+
+def test_project_soft_infeasible_is_reported():
+    y = jnp.asarray(np.random.default_rng(5).normal(size=(3, 2)))
+    with pytest.raises(ValueError, match="all charges in `q` are > 0"):
+        ch.project_soft(y, np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="all charges in `q` are < 0"):
+        ch.project_soft(y, np.array([-1.0, -2.0]))
+    # traced q: no eager error, feasible=False, rows still on the simplex
+    res = jax.jit(ch.project_soft)(y, jnp.array([1.0, 2.0]))
+    assert not bool(res.feasible)
+    np.testing.assert_allclose(np.asarray(res.p).sum(1), 1)
+    # no unmasked atom: infeasible, nothing changed
+    res = _soft((1, -1))(y, np.zeros(3, bool))
+    assert not bool(res.feasible)
+    np.testing.assert_array_equal(np.asarray(res.p), np.asarray(y))
+    # neutral species only balance: feasible, all mass on the neutral species
+    res = _soft((0, 2))(y, _ones(3))
+    assert bool(res.feasible)
+    np.testing.assert_allclose(np.asarray(res.p), [[1, 0]] * 3, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- discrete
+
+
+Q_SMALL = [(4, -2), (-2, 1, 3), (2, -1, 0, 3), (5, -3, 1, -2)]
+
+
+@pytest.mark.parametrize("q", Q_SMALL)
+def test_project_discrete_matches_brute_force(q):
+    rng = np.random.default_rng(sum(q) + 10 * len(q))
+    qa = np.asarray(q)
+    k = len(q)
+    n_feasible = n_infeasible = 0
+    for trial in range(25):
+        cost = rng.exponential(size=(6, k))
+        if trial % 5 == 0:
+            cost = np.round(cost)  # ties
+        mask = rng.random(6) < 0.75
+        allowed = rng.random((6, k)) < 0.85 if trial % 3 == 0 else _ones(6, k)
+        want, _ = brute_force(cost, qa, mask, allowed)
+        res = _exact(q)(jnp.asarray(cost), mask, allowed)
+        a = np.asarray(res.assignment)
+        np.testing.assert_array_equal(a[~mask], -1)
+        if np.isfinite(want):
+            n_feasible += 1
+            assert bool(res.feasible)
+            assert qa[a[mask]].sum() == 0 and allowed[mask, a[mask]].all()
+            np.testing.assert_allclose(float(res.cost), want, rtol=1e-12)
+            np.testing.assert_allclose(cost[mask, a[mask]].sum(), want, rtol=1e-12)
+            appr = _approx(q)(jnp.asarray(cost), mask, allowed)
+            if bool(appr.feasible):
+                b = np.asarray(appr.assignment)
+                assert qa[b[mask]].sum() == 0 and allowed[mask, b[mask]].all()
+                assert float(appr.cost) >= want - 1e-12
+            bound = _bound(q)(jnp.asarray(cost), mask, allowed)
+            assert float(bound.bound) <= want + 1e-9
+        else:
+            n_infeasible += 1
+            assert not bool(res.feasible)
+            assert not bool(_approx(q)(jnp.asarray(cost), mask, allowed).feasible)
+            # the documented fallback: unconstrained argmin over allowed species
+            c = np.where(allowed, cost, np.inf)
+            for i in np.flatnonzero(mask):
+                if np.isfinite(c[i]).any():
+                    assert c[i, a[i]] == c[i].min()
+    assert n_feasible >= 5
+    if q == (4, -2):
+        assert n_infeasible >= 1
+
+
+def test_project_discrete_sio2_divisibility():
+    q = (4, -2)  # Si4+, O2-: balanced iff #Si : #O = 1 : 2, i.e. N divisible by 3
+    cost = jnp.asarray(np.random.default_rng(6).random((7, 2)))
+    for n_active, ok in [(6, True), (5, False), (4, False), (3, True), (7, False)]:
+        mask = np.arange(7) < n_active
+        res = _exact(q)(cost, mask, _ones(7, 2))
+        assert bool(res.feasible) == ok, n_active
+        a = np.asarray(res.assignment)[:n_active]
+        if ok:
+            assert (a == 0).sum() * 2 == (a == 1).sum()
+        else:
+            np.testing.assert_array_equal(a, np.argmin(np.asarray(cost)[:n_active], 1))
+            np.testing.assert_allclose(float(res.cost),
+                                       np.asarray(cost)[:n_active].min(1).sum())
+
+
+def test_allowed_fixes_elements_and_chooses_fe_oxidation_state():
+    names, q = ox.species(["Si", "O", "Fe"])
+    assert names == ["Si4+", "O2-", "Fe2+", "Fe3+"]
+    cells = [["Fe", "Fe", "Fe", "O", "O", "O", "O"],  # Fe3O4: one Fe2+, two Fe3+
+             ["Fe", "O", "Fe", "O", "O"],  # Fe2O3 (+ 2 padding atoms)
+             ["Si", "O", "Fe", "O", "O"],  # FeSiO3: Fe2+
+             ["Fe", "Fe", "O", "O", "O", "O", "O"]]  # infeasible (needs 10 from 2 Fe)
+    rng = np.random.default_rng(7)
+    fe2 = fe3 = 0
+    for trial in range(16):
+        atoms = list(rng.permutation(cells[trial % 4]))
+        mask = np.arange(7) < len(atoms)
+        atoms += ["O"] * (7 - len(atoms))
+        allowed = ox.species_allowed(atoms, ["Si", "O", "Fe"])
+        cost = rng.exponential(size=(7, 4))
+        want, _ = brute_force(cost, q, mask, allowed)
+        res = _exact(tuple(q))(jnp.asarray(cost), mask, allowed)
+        assert bool(res.feasible) == bool(np.isfinite(want)) == (trial % 4 != 3)
+        if np.isfinite(want):
+            a = np.asarray(res.assignment)[mask]
+            np.testing.assert_allclose(float(res.cost), want, rtol=1e-12)
+            assert [names[j].rstrip("0123456789+-") for j in a] == atoms[:mask.sum()]
+            fe2 += int(np.sum(a == 2))
+            fe3 += int(np.sum(a == 3))
+            if trial % 4 == 0:
+                assert (a == 2).sum() == 1 and (a == 3).sum() == 2
+    assert fe2 > 0 and fe3 > 0
+
+
+@pytest.mark.parametrize("n, k", [(40, 5), (100, 11)])
+def test_project_discrete_matches_milp(n, k):
+    rng = np.random.default_rng(n + k)
+    q = tuple(int(v) for v in GLASS_Q[np.r_[0:k - 1, 10]])
+    qa = np.asarray(q)
+    for trial in range(2):
+        logits = rng.normal(size=(n, k)) * 2
+        logits[:, -1] += 2
+        cost = -np.asarray(jax.nn.log_softmax(jnp.asarray(logits), -1))
+        allowed = rng.random((n, k)) < 0.8 if trial else _ones(n, k)
+        allowed[:, -1] |= rng.random(n) < 0.5
+        want = milp_optimum(cost, qa, allowed)
+        res = _exact(q)(jnp.asarray(cost), _ones(n), allowed)
+        assert np.isfinite(want) and bool(res.feasible)
+        a = np.asarray(res.assignment)
+        assert qa[a].sum() == 0 and allowed[np.arange(n), a].all()
+        np.testing.assert_allclose(float(res.cost), want, rtol=1e-9)
+        appr = _approx(q)(jnp.asarray(cost), _ones(n), allowed)
+        assert bool(appr.feasible)
+        assert qa[np.asarray(appr.assignment)].sum() == 0
+        assert float(appr.cost) >= want - 1e-9
+        assert float(_bound(q)(jnp.asarray(cost), _ones(n), allowed).bound) <= want + 1e-9
+
+
+def test_approx_handles_ties_everywhere():
+    # uniform probabilities: every species ties at lam = 0, the argmin charge is far from 0
+    q = tuple(int(v) for v in GLASS_Q)
+    cost = jnp.zeros((30, 11))
+    appr = _approx(q)(cost, _ones(30), _ones(30, 11))
+    exact = _exact(q)(cost, _ones(30), _ones(30, 11))
+    assert bool(appr.feasible) and bool(exact.feasible)
+    assert float(appr.cost) == float(exact.cost) == 0.0
+    assert GLASS_Q[np.asarray(appr.assignment)].sum() == 0
+
+
+def test_dp_width_bounds_the_state_space():
+    assert ch.dp_width(800, GLASS_Q) < 800 * 7 + 1
+    assert ch.dp_width(800, GLASS_Q) == 1601
+    assert ch.dp_width(5, [4, -2]) <= 5 * 6 + 1
+    assert ch.dp_width(3, [0, 2]) == 1
+
+
+def test_jit_vmap_equals_loop():
+    rng = np.random.default_rng(8)
+    q = (4, -2, 1, 3)
+    cost = rng.exponential(size=(5, 12, 4))
+    mask = rng.random((5, 12)) < 0.8
+    allowed = _ones(12, 4)
+    for fn in (_exact(q), _approx(q)):
+        batch = jax.jit(jax.vmap(fn, in_axes=(0, 0, None)))(jnp.asarray(cost), mask, allowed)
+        for b in range(5):
+            one = fn(jnp.asarray(cost[b]), mask[b], allowed)
+            for got, want in zip(batch, one, strict=True):
+                np.testing.assert_array_equal(np.asarray(got[b]), np.asarray(want))
+    y = rng.normal(size=(5, 12, 4))
+    soft = jax.jit(jax.vmap(_soft(q)))(jnp.asarray(y), mask)
+    for b in range(5):
+        one = _soft(q)(jnp.asarray(y[b]), mask[b])
+        np.testing.assert_allclose(np.asarray(soft.p[b]), np.asarray(one.p), atol=1e-12)
+        assert bool(soft.feasible[b]) == bool(one.feasible)
+    noise = jax.vmap(lambda k, m: ch.balanced_noise(k, (12, 4), q, mask=m, dtype=F64))
+    keys = jax.random.split(jax.random.key(1), 5)
+    out = jax.jit(noise)(keys, mask)
+    np.testing.assert_allclose(out[3], ch.balanced_noise(keys[3], (12, 4), q, mask=mask[3],
+                                                         dtype=F64), atol=1e-14)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_discrete_bad_input():
+    cost = jnp.ones((4, 2))
+    with pytest.raises(ValueError, match="all charges in `q` are > 0"):
+        ch.project_discrete(cost, [1, 2])
+    with pytest.raises(ValueError, match="all charges in `q` are < 0"):
+        ch.project_discrete_approx(cost, [-1, -2])
+    with pytest.raises(ValueError, match="integer charges"):
+        ch.project_discrete(cost, [1.5, -1])
+    with pytest.raises(ValueError, match="must be concrete"):
+        jax.jit(ch.project_discrete)(cost, jnp.array([1, -1]))
+    with pytest.raises(ValueError, match=r"`cost` must be a 2-D array of shape \(N, 2\)"):
+        ch.project_discrete(jnp.ones((4, 3)), [1, -1])
+    with pytest.raises(ValueError, match="`mask` must have shape"):
+        ch.project_discrete(cost, [1, -1], mask=np.ones(3, bool))
+    with pytest.raises(ValueError, match="`allowed` must have shape"):
+        ch.project_discrete(cost, [1, -1], allowed=np.ones((4, 3), bool))
+    nan = cost.at[1, 0].set(jnp.nan)
+    with pytest.raises(ValueError, match="`cost` contains NaN"):
+        ch.project_discrete(nan, [1, -1])
+    with pytest.raises(Exception, match="`cost` contains NaN"):
+        _exact((1, -1))(nan, _ones(4), _ones(4, 2))
+    # NaN on a masked (padding) row is ignored; +inf forbids a species
+    res = _exact((1, -1))(nan, np.array([True, False, True, False]), _ones(4, 2))
+    assert bool(res.feasible)
+    res = _exact((1, -1))(cost.at[:, 1].set(jnp.inf), _ones(4), _ones(4, 2))
+    assert not bool(res.feasible)
+    # no unmasked atom
+    for fn in (_exact((1, -1)), _approx((1, -1))):
+        res = fn(cost, np.zeros(4, bool), _ones(4, 2))
+        assert not bool(res.feasible)
+        np.testing.assert_array_equal(np.asarray(res.assignment), -1)
+    # an atom with no allowed species
+    allowed = _ones(4, 2)
+    allowed[2] = False
+    res = _exact((1, -1))(cost, _ones(4), allowed)
+    assert not bool(res.feasible) and int(res.assignment[2]) == -1
+
+
+def test_soft_and_noise_bad_input(key):
+    with pytest.raises(ValueError, match="`p` contains NaN"):
+        ch.project_soft(jnp.array([[0.5, jnp.nan]]), [1.0, -1.0])
+    with pytest.raises(Exception, match="`p` contains NaN"):
+        _soft((1, -1))(jnp.array([[0.5, jnp.nan]]), _ones(1))
+    with pytest.raises(ValueError, match="`p` has 2 species columns but `q` has 3"):
+        ch.project_soft(jnp.ones((3, 2)), [1.0, -1.0, 0.0])
+    with pytest.raises(ValueError, match="`p` must be a 2-D array"):
+        ch.project_soft(jnp.ones(3), [1.0, -1.0, 0.0])
+    with pytest.raises(ValueError, match="`q` contains NaN"):
+        ch.project_soft(jnp.ones((3, 2)), [np.nan, -1.0])
+    with pytest.raises(ValueError, match="shape"):
+        ch.balanced_noise(key, (3, 2), [1.0, -1.0, 2.0])
+
+
+# --------------------------------------------------------------------------- table
+
+
+def test_oxidation_table():
+    table = ox.oxidation_table()
+    assert table["Fe"] == (2, 3)
+    assert all(len(v) == 1 for el, v in table.items() if el != "Fe")
+    names, q = ox.species(GLASS + ["Ba", "Ti", "Fe"])
+    assert names[:11] == ["Si4+", "B3+", "Al3+", "P5+", "Li+", "Na+", "K+", "Ca2+", "Mg2+",
+                          "Zn2+", "O2-"]
+    assert names[11:] == ["Ba2+", "Ti4+", "Fe2+", "Fe3+"]
+    np.testing.assert_array_equal(q[:11], GLASS_Q)
+    assert q.dtype == np.int64
+    assert ox.species(["F"])[0] == ["F-"]
+    with pytest.raises(ValueError, match="unknown element symbol 'Xx'"):
+        ox.species(["Si", "Xx"])
+    with pytest.raises(ValueError, match="did you mean 'Fe'"):
+        ox.species(["fe"])
+    with pytest.raises(ValueError, match="listed twice"):
+        ox.species(["O", "O"])
+    with pytest.raises(ValueError, match="sequence of element symbols"):
+        ox.species("SiO")
+    with pytest.raises(ValueError, match="not in `elements`"):
+        ox.species_allowed(["Si", "Na"], ["Si", "O"])

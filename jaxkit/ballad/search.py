@@ -75,7 +75,8 @@ def theta_evaluator(score_fn: Callable, instances, n_runs: int, fallback, *,
                     mesh=None) -> Callable:
     """Evaluate parameter-vector candidates: mean of ``score_fn(theta, instances)``
     for every run's child in one ``jit(vmap)`` call of fixed batch size ``n_runs``
-    (missing candidates are padded with ``fallback`` and ignored). With a ``mesh`` the
+    (missing candidates are padded with ``fallback`` and ignored; longer lists go in
+    chunks of ``n_runs``). With a ``mesh`` the
     candidates are split over its ``data`` axis
     (:func:`jaxkit.distributed.sharded_vmap`); the scores are the same."""
     fallback = np.asarray(fallback, np.float64)
@@ -88,8 +89,9 @@ def theta_evaluator(score_fn: Callable, instances, n_runs: int, fallback, *,
         batched = sharded_vmap(one, mesh)
 
     def evaluate(cands: Sequence[Candidate | None]) -> list[EvalOutcome | None]:
-        if len(cands) > n_runs:
-            raise ValueError(f"at most {n_runs} candidates per call; got {len(cands)}")
+        if len(cands) > n_runs:  # more than one batch: the same compiled call per chunk
+            return [o for k in range(0, len(cands), n_runs)
+                    for o in evaluate(cands[k:k + n_runs])]
         thetas = np.tile(fallback, (n_runs, 1))
         bad: dict[int, str] = {}
         for i, c in enumerate(cands):

@@ -74,6 +74,7 @@ __all__ = [
     "OXIDES",
     "Cell",
     "Oxide",
+    "mass_density",
     "additive_density",
     "bond_angles",
     "cell_from_counts",
@@ -296,6 +297,12 @@ def draw_composition(
                      "widen the range")
 
 
+def mass_density(elements: np.ndarray, box: float) -> float:
+    """Mass density (g/cm^3) of atoms with element indices ``elements`` (into
+    :data:`ELEMENTS`) in a cubic box of edge ``box`` Angstrom."""
+    return float(_MASS[np.asarray(elements)].sum() / _AVOGADRO / (box * 1e-8) ** 3)
+
+
 def additive_density(counts: np.ndarray) -> float:
     """Ideal-mixing density estimate (g/cm^3): total mass over summed partial volumes."""
     counts = np.asarray(counts, dtype=np.float64)
@@ -348,7 +355,7 @@ class Cell:
     @property
     def density(self) -> float:
         """Mass density of the cell, g/cm^3."""
-        return float(_MASS[self.elements].sum() / _AVOGADRO / (self.box * 1e-8) ** 3)
+        return mass_density(self.elements, self.box)
 
     def mask(self, *symbols: str) -> np.ndarray:
         """Boolean (N,) mask of the atoms of the given element symbols."""

@@ -20,7 +20,8 @@ from typing import Any
 __all__ = ["RunContext", "PipelineResult", "register", "get", "names"]
 
 # Modules that define pipelines; imported lazily so `jaxkit info` stays fast.
-_MODULES = ["jaxkit.pipelines.pooled_lingam", "jaxkit.pipelines.ballad"]
+_MODULES = ["jaxkit.pipelines.pooled_lingam", "jaxkit.pipelines.ballad",
+            "jaxkit.pipelines.amgenc"]
 
 
 @dataclass

@@ -1,0 +1,205 @@
+"""AMGenC model and pipeline: symmetries of the periodic graph denoiser (rotations of the
+displacements, cubic lattice symmetries, atom permutations, lattice and periodic
+translations), padding independence, exact charge balance with the final discrete
+projection, a tiny pipeline run with its table and extended-XYZ output, and resume."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from jaxkit.amgenc import model as M
+from jaxkit.pipelines import RunContext
+
+K = 12
+N = 24
+N_REAL = 20
+BOX = 6.0
+
+
+@pytest.fixture(scope="module")
+def setup():
+    _, q = M.species_charges()
+    net = M.Denoiser(K, 3, key=jax.random.key(0), hidden=16, layers=2, k_nbr=8)
+    k1, k2 = jax.random.split(jax.random.key(1))
+    x = jax.random.uniform(k1, (N, 3))
+    h = jax.random.normal(k2, (N, K))
+    mask = jnp.arange(N) < N_REAL
+    cond = jnp.array([0.3, -0.1, 0.5])
+    return net, q, x, h, mask, cond
+
+
+def _call(net, x, h, mask, cond, t=0.4):
+    return net(x, h, mask, BOX, cond, t)
+
+
+def test_species_match_glass():
+    names, q = M.species_charges()
+    assert names[0] == "Si4+" and names[-1] == "O2-" and q.tolist()[-1] == -2
+
+
+def test_rotation_of_displacements_equivariant(setup):
+    net, _, x, h, mask, cond = setup
+    idx, disp, valid = M.neighbours(x, BOX, mask, net.k_nbr)
+    vec, hv = net.core(h, disp, idx, valid, mask, 0.3, cond)
+    rot = jnp.asarray(Rotation.random(random_state=3).as_matrix(), jnp.float32)
+    vec_r, hv_r = net.core(h, disp @ rot.T, idx, valid, mask, 0.3, cond)
+    np.testing.assert_allclose(vec_r, vec @ rot.T, atol=1e-5)
+    np.testing.assert_allclose(hv_r, hv, atol=1e-5)
+    # reflections too (E(3))
+    vec_m, hv_m = net.core(h, -disp, idx, valid, mask, 0.3, cond)
+    np.testing.assert_allclose(vec_m, -vec, atol=1e-5)
+    np.testing.assert_allclose(hv_m, hv, atol=1e-5)
+
+
+def test_cubic_symmetry_of_full_model(setup):
+    net, _, x, h, mask, cond = setup
+    # an axis permutation with a sign flip maps the cubic torus onto itself
+    r = jnp.array([[0.0, 1, 0], [0, 0, -1], [1, 0, 0]])
+    vx, vh = _call(net, x, h, mask, cond)
+    vx2, vh2 = _call(net, jnp.mod(x @ r.T, 1.0), h, mask, cond)
+    np.testing.assert_allclose(vx2, vx @ r.T, atol=1e-5)
+    np.testing.assert_allclose(vh2, vh, atol=1e-5)
+
+
+def test_translations_invariant(setup):
+    net, _, x, h, mask, cond = setup
+    vx, vh = _call(net, x, h, mask, cond)
+    for shift in (jnp.array([1.0, 0.0, -2.0]), jnp.array([0.37, 0.81, 0.05])):
+        vx2, vh2 = _call(net, jnp.mod(x + shift, 1.0), h, mask, cond)
+        np.testing.assert_allclose(vx2, vx, atol=1e-5)
+        np.testing.assert_allclose(vh2, vh, atol=1e-5)
+
+
+def test_permutation_equivariant(setup):
+    net, _, x, h, mask, cond = setup
+    perm = np.random.default_rng(0).permutation(N)
+    vx, vh = _call(net, x, h, mask, cond)
+    vx2, vh2 = _call(net, x[perm], h[perm], mask[perm], cond)
+    np.testing.assert_allclose(vx2, vx[perm], atol=1e-5)
+    np.testing.assert_allclose(vh2, vh[perm], atol=1e-5)
+
+
+def test_padding_does_not_affect_real_atoms(setup):
+    net, _, x, h, mask, cond = setup
+    vx, vh = _call(net, x, h, mask, cond)
+    x2 = x.at[N_REAL:].set(jax.random.uniform(jax.random.key(9), (N - N_REAL, 3)))
+    h2 = h.at[N_REAL:].set(100.0)
+    vx2, vh2 = _call(net, x2, h2, mask, cond)
+    np.testing.assert_allclose(vx2[:N_REAL], vx[:N_REAL], atol=1e-6)
+    np.testing.assert_allclose(vh2[:N_REAL], vh[:N_REAL], atol=1e-6)
+    assert np.all(np.asarray(vx2[N_REAL:]) == 0) and np.all(np.asarray(vh2[N_REAL:]) == 0)
+
+
+def test_loss_finite_and_differentiable(setup):
+    import equinox as eqx
+
+    net, q, x, h, mask, cond = setup
+    h1 = jax.nn.one_hot(jnp.arange(N) % K, K)
+    batch = M.Batch(x[None], h1[None], mask[None], jnp.array([BOX]), cond[None])
+    val, grads = eqx.filter_value_and_grad(M.loss)(net, batch, jax.random.key(2), q)
+    assert np.isfinite(float(val))
+    assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grads))
+
+
+def test_final_projection_balances_every_cell(setup):
+    net, q, _, _, _, cond = setup
+    b = 6
+    masks = jnp.stack([jnp.arange(N) < n for n in (20, 21, 22, 23, 24, 19)])
+    keys = jax.random.split(jax.random.key(5), b)
+    for balanced, eta, target in ((False, 0.0, "endpoint"), (True, 1.0, "endpoint"),
+                                  (False, 0.5, "state")):
+        run = functools.partial(M.sample, net, box=BOX, cond=cond, q=q, steps=4,
+                                balanced=balanced, soft_eta=eta, soft_target=target)
+        x, h = jax.vmap(lambda k, m, run=run: run(k, m))(keys, masks)
+        assert np.all((np.asarray(x) >= 0) & (np.asarray(x) < 1))
+        sp, feas = M.final_species(h, masks, q, discrete=True)
+        assert feas.all()
+        for i in range(b):
+            m = np.asarray(masks[i])
+            assert np.all(sp[i][m] >= 0) and np.all(sp[i][~m] == -1)
+            assert int(q[sp[i][m]].sum()) == 0
+
+
+def test_soft_projection_reduces_probability_charge(setup):
+    net, q, _, _, mask, cond = setup
+    keys = jax.random.split(jax.random.key(7), 4)
+
+    def charge_of(eta):
+        _, h = jax.vmap(lambda k: M.sample(net, k, mask, BOX, cond, q, steps=6,
+                                           soft_eta=eta))(keys)
+        p = np.asarray(M.probabilities(h))[:, np.asarray(mask)]
+        return np.abs(p @ q).sum(-1).mean()
+
+    # untrained net: the endpoint is far from the simplex, so only a partial reduction
+    assert charge_of(1.0) < 0.8 * charge_of(0.0)
+
+
+def test_balanced_noise_start_is_balanced(setup):
+    net, q, _, _, mask, cond = setup
+    # mechanism 1: the initial element noise has zero total charge, padding rows zero
+    from jaxkit.amgenc.model import _element_noise
+
+    h0 = _element_noise(jax.random.key(3), mask, jnp.asarray(q, jnp.float32), True)
+    assert abs(float(jnp.sum(h0 @ jnp.asarray(q, jnp.float32)))) < 1e-3
+    assert np.all(np.asarray(h0[~mask]) == 0)
+
+
+def read_xyz(path):
+    """Tiny extended-XYZ reader: list of (symbols, positions, lattice (3, 3))."""
+    lines = path.read_text().splitlines()
+    frames, i = [], 0
+    while i < len(lines):
+        n = int(lines[i])
+        header = lines[i + 1]
+        assert "Properties=species:S:1:pos:R:3" in header
+        lat = header.split('Lattice="')[1].split('"')[0]
+        lattice = np.array(lat.split(), float).reshape(3, 3)
+        rows = [ln.split() for ln in lines[i + 2:i + 2 + n]]
+        assert all(len(r) == 4 for r in rows)
+        frames.append(([r[0] for r in rows], np.array([r[1:] for r in rows], float), lattice))
+        i += 2 + n
+    return frames
+
+
+TINY = dict(n_train=4, n_test=2, relax_steps=60, min_steps=20, hidden=16, layers=1,
+            train_steps=15, batch=4, samples_per_target=1, sample_steps=4)
+
+
+def test_tiny_pipeline_and_resume(tmp_path):
+    from jaxkit.amgenc import glass
+    from jaxkit.pipelines import amgenc
+
+    ctx = RunContext(out_dir=tmp_path, quick=True)
+    res = amgenc.run(ctx, TINY)
+    assert ctx.reloaded == []
+    md = res.markdown
+    for name, *_ in amgenc.ARMS:
+        assert f"| {name} |" in md
+    assert "balanced" in md and "RDF L1" in md
+    arms = res.metrics["arms"]
+    assert arms["final discrete only"]["balanced"] == 1.0
+    assert arms["all three (AMGenC)"]["balanced"] == 1.0
+    assert res.metrics["claim_ok"] and not res.warnings
+    assert all(p.is_file() for p in res.figures)
+    files = sorted(tmp_path.glob("amgenc_*.xyz"))
+    assert len(files) == 4
+    _, q = M.species_charges()
+    charge_of = dict(zip(glass.ELEMENTS, q.tolist(), strict=True))
+    for f in files:
+        frames = read_xyz(f)
+        assert len(frames) == 2
+        for symbols, pos, lat in frames:
+            box = lat[0, 0]
+            assert np.allclose(lat, box * np.eye(3))
+            assert np.all((pos >= 0) & (pos <= box + 1e-5))
+            if "discrete" in f.name or "all_three" in f.name:
+                assert sum(charge_of[s] for s in symbols) == 0
+
+    ctx2 = RunContext(out_dir=tmp_path, quick=True)
+    res2 = amgenc.run(ctx2, TINY)
+    assert ctx2.reloaded == ["amgenc-data", "amgenc-model", "amgenc-samples"]
+    assert res2.metrics["arms"]["none"]["balanced"] == arms["none"]["balanced"]

@@ -625,11 +625,7 @@ def main(argv: list[str] | None = None) -> int:
                                   "(speed-up = peer time / jaxkit time for the same work)")
     if summary:
         print_summary(summary)
-    load_end = os.getloadavg() if hasattr(os, "getloadavg") else None
-    print(f"environment: jax {env['jax']} {env['backend']} x{env['device_count']} devices, "
-          f"{env['cpu_count']} CPUs ({env['cpu_model']}); load average at start "
-          f"{env['loadavg_at_start']}, at end {load_end} (other work on the host skews "
-          f"times); wall {time.perf_counter() - t0:.0f} s")
+    print(bench.environment_line(env, time.perf_counter() - t0))
     if args.json:
         path = bench.write_json(args.json, dict(
             environment=env, argv=sys.argv if argv is None else argv, quick=args.quick,

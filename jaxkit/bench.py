@@ -37,6 +37,7 @@ import jax
 import numpy as np
 
 __all__ = [
+    "environment_line",
     "configure_cpu_devices",
     "peer_env",
     "ensure_peer_venv",
@@ -404,3 +405,13 @@ def configure_cpu_devices(*, x64: bool = True) -> int:
                                    ).strip()
     jax.config.update("jax_enable_x64", x64)
     return ncpu
+
+
+def environment_line(env: Mapping[str, Any], wall_s: float) -> str:
+    """One closing line for a benchmark: JAX, devices, CPU, the load average at the start
+    (from :func:`environment`) and now, and the wall time."""
+    load_end = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return (f"environment: jax {env['jax']} {env['backend']} x{env['device_count']} devices, "
+            f"{env['cpu_count']} CPUs ({env['cpu_model']}); load average at start "
+            f"{env['loadavg_at_start']}, at end {load_end} (other work on the host skews "
+            f"times); wall {wall_s:.0f} s")

@@ -348,19 +348,19 @@ def evaluate(S: dict, data: dict, samples: dict, norm: dict) -> dict:
 # ------------------------------------------------------------------------ output
 
 
-def write_xyz(path: Path, frames: list[tuple[list[str], np.ndarray, float, str]]) -> Path:
-    """Extended XYZ (one frame per cell): count line; ``Lattice="L 0 0 0 L 0 0 0 L"
-    Properties=species:S:1:pos:R:3 pbc="T T T"`` plus a comment; one row per atom."""
-    lines = []
-    for symbols, pos, box, comment in frames:
-        lines.append(str(len(symbols)))
-        lat = f"{box:.6f} 0 0 0 {box:.6f} 0 0 0 {box:.6f}"
-        lines.append(f'Lattice="{lat}" Properties=species:S:1:pos:R:3 pbc="T T T" '
-                     f'comment="{comment}"')
-        lines += [f"{s} {p[0]:.6f} {p[1]:.6f} {p[2]:.6f}" for s, p in zip(symbols, pos,
-                                                                          strict=True)]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+def write_cells(stem: Path, frames: list[tuple[list[str], np.ndarray, float, str]]
+                ) -> list[Path]:
+    """Write generated cells with ase: ``STEM.xyz`` (extended XYZ, one frame per cell,
+    periodic cubic lattice) and ``STEM.cif`` (one data block per cell)."""
+    from ase import Atoms
+    from ase.io import write
+
+    atoms = [Atoms(symbols=symbols, positions=pos, cell=[box, box, box], pbc=True,
+                   info={"comment": comment}) for symbols, pos, box, comment in frames]
+    paths = [stem.with_suffix(".xyz"), stem.with_suffix(".cif")]
+    write(paths[0], atoms, format="extxyz")
+    write(paths[1], atoms, format="cif")
+    return paths
 
 
 def _pcts(rows: list[dict]) -> str:
@@ -428,7 +428,7 @@ def run(ctx: RunContext, settings: dict[str, Any] | None = None) -> PipelineResu
             frames.append(([symbols[s] if s >= 0 else "X" for s in sp], arm["x"][i][m] * box,
                            box, f"arm={_slug(name)} target={int(t)} "
                                 f"charge={int(q[np.maximum(sp, 0)].sum())}"))
-        files.append(write_xyz(out / f"amgenc_{_slug(name)}.xyz", frames))
+        files += write_cells(out / f"amgenc_{_slug(name)}", frames)
     figures = [_plot(ev, trained, out)]
 
     rows = []
@@ -499,7 +499,8 @@ def run(ctx: RunContext, settings: dict[str, Any] | None = None) -> PipelineResu
         "the generated composition's mass. Valid composition: balanced, has O and a "
         "network former, O/cation ratio inside the training range. The bond-angle "
         "distance of the issue is not reported here.", "",
-        "Generated cells: " + ", ".join(f"`{p.name}`" for p in files) + " (extended XYZ).",
+        "Generated cells (extended XYZ and CIF, written with ase): "
+        + ", ".join(f"`{p.name}`" for p in files) + ".",
     ]
     metrics = {"arms": ev["rows"], "baselines": b, "overhead": ov,
                "train_seconds": trained["seconds"],

@@ -198,6 +198,16 @@ def test_tiny_pipeline_and_resume(tmp_path):
             assert np.all((pos >= 0) & (pos <= box + 1e-5))
             if "discrete" in f.name or "all_three" in f.name:
                 assert sum(charge_of[s] for s in symbols) == 0
+        # the CIF twin holds the same cells (read back with ase)
+        from ase.io import read
+
+        cif = read(f.with_suffix(".cif"), index=":")
+        assert len(cif) == len(frames)
+        for atoms, (symbols, pos, lat) in zip(cif, frames, strict=True):
+            assert atoms.get_chemical_symbols() == symbols
+            assert np.allclose(atoms.cell.lengths(), np.diag(lat), atol=1e-4)
+            assert np.allclose(atoms.get_scaled_positions(wrap=True) * lat[0, 0] % lat[0, 0],
+                               pos % lat[0, 0], atol=1e-3)
 
     ctx2 = RunContext(out_dir=tmp_path, quick=True)
     res2 = amgenc.run(ctx2, TINY)

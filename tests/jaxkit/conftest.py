@@ -71,3 +71,20 @@ def llm_server():
 def server(llm_server):
     """Alias of ``llm_server``."""
     return llm_server
+
+
+@pytest.fixture(scope="module")
+def load_benchmark():
+    """Import ``benchmarks/bench_NAME.py`` (not a package) as a module: ``load_benchmark(NAME)``."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+
+    def load(name: str):
+        path = root / "benchmarks" / f"bench_{name}.py"
+        spec = importlib.util.spec_from_file_location(f"jaxkit_bench_{name}_test", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    return load

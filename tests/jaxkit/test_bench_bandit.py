@@ -1,24 +1,16 @@
 """benchmarks/bench_bandit.py: the NumPy baselines' index formulas, regret, and a quick
 end-to-end run without the peer libraries (no virtual environments are created here)."""
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def bb():
-    path = ROOT / "benchmarks" / "bench_bandit.py"
-    spec = importlib.util.spec_from_file_location("jaxkit_bench_bandit_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def bb(load_benchmark):
+    return load_benchmark("bandit")
 
 
 def test_ucb1_index_hand_computed(bb):

@@ -2,24 +2,16 @@
 against brute force, and a quick end-to-end run without cvxpy (no virtual environment is
 created here; the MILP runs in this environment through scipy)."""
 
-import importlib.util
 import itertools
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def bc():
-    path = ROOT / "benchmarks" / "bench_charge.py"
-    spec = importlib.util.spec_from_file_location("jaxkit_bench_charge_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def bc(load_benchmark):
+    return load_benchmark("charge")
 
 
 def test_element_probs_rows_on_simplex(bc):

@@ -49,20 +49,9 @@ import platform
 import sys
 import time
 import warnings
-from importlib import metadata
 
 import numpy as np
-
-
-def _versions(names):
-    out = {}
-    for n in names:
-        try:
-            out[n] = metadata.version(n)
-        except metadata.PackageNotFoundError:
-            out[n] = None
-    return out
-
+from _common import versions as peer_versions
 
 # ------------------------------------------------------------------------ MABWiser UCB1
 
@@ -157,9 +146,9 @@ def main(argv=None) -> int:
     alpha, gamma = float(d["alpha"]), float(d["gamma"])
     n_runs = table.shape[0]
     if a.policy == "ucb1":
-        versions = _versions(("mabwiser", "numpy", "joblib"))
+        versions = peer_versions(("mabwiser", "numpy", "joblib"))
     else:
-        versions = _versions(("SMPyBandits", "numpy", "scipy"))
+        versions = peer_versions(("SMPyBandits", "numpy", "scipy"))
     out = {"versions": versions, "python": sys.version.split()[0],
            "platform": platform.platform(), "policy": a.policy, "results": {}}
     for variant in a.variants.split(","):

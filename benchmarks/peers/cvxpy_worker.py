@@ -31,9 +31,9 @@ import json
 import platform
 import sys
 import time
-from importlib import metadata
 
 import numpy as np
+from _common import versions
 
 SOLVER_OPTS = {
     "CLARABEL": dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10),
@@ -41,14 +41,6 @@ SOLVER_OPTS = {
 }
 
 
-def _versions(names):
-    out = {}
-    for n in names:
-        try:
-            out[n] = metadata.version(n)
-        except metadata.PackageNotFoundError:
-            out[n] = None
-    return out
 
 
 def build_problem(n: int, q: np.ndarray):
@@ -101,7 +93,7 @@ def main(argv=None) -> int:
         print(f"cvxpy {s}: {y_cells.shape[0]} cells of {y_cells.shape[1]} atoms, median "
               f"{np.median(wall) * 1e3:.1f} ms/cell (solver {np.nanmedian(st) * 1e3:.1f} ms)",
               flush=True)
-    meta = dict(versions=_versions(["cvxpy", "clarabel", "osqp", "numpy", "scipy"]),
+    meta = dict(versions=versions(["cvxpy", "clarabel", "osqp", "numpy", "scipy"]),
                 python=sys.version.split()[0], platform=platform.platform(),
                 solver_options=SOLVER_OPTS)
     np.savez(args.out, meta=json.dumps(meta), **res)

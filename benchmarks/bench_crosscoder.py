@@ -1,0 +1,607 @@
+"""Crosscoder / SAE training-step throughput: jaxkit against SAELens and eai-sparsify (CPU).
+
+Run ``python benchmarks/bench_crosscoder.py [--quick] [--json FILE] [--no-peers]
+[--only CASES] [--runs R] [--warmup W] [--threads N]`` (or ``jaxkit bench crosscoder``).
+Cases (``--only`` takes a comma list):
+
+* ``topk`` -- TopK SAE (Gao et al. 2024): jaxkit ``make_train_step(activation="topk")``
+  against SAELens ``TopKTrainingSAE`` and eai-sparsify ``SparseCoder`` (TopK).
+* ``batchtopk`` -- BatchTopK SAE (Bussmann et al. 2024): jaxkit ``activation="batch_topk"``
+  against SAELens ``BatchTopKTrainingSAE`` (sparsify has no BatchTopK).
+* ``temporal`` -- temporal crosscoder, ``site=(T,)`` with T = 5: jaxkit against
+  ``benchmarks/peers/torch_temporal.py`` (PyTorch, written from the equations; no released
+  package trains one).
+
+Config (the defaults; ``--quick``: d 64, F 512, batch 256): d_in 768, F = 16,384 latents,
+k 32, batch 4,096 tokens (temporal: 819 windows of T = 5 positions, 4,095 tokens, the
+same d and F per window, so the encoder and decoder are 5x larger), float32, Adam
+(lr 2e-4, betas 0.9/0.999, eps 1e-8), unit-norm decoder atoms, AuxK off on every side.
+jaxkit's step is FVU loss, gradients, decoder-parallel gradient removal, Adam, decoder
+renormalisation, dead-latent counters (and the BatchTopK threshold EMA). Each peer runs the
+step its own trainer runs (see ``benchmarks/peers/crosscoder_worker.py``): SAELens
+``SAETrainer._train_step`` (MSE summed over d, mean over the batch; its way of keeping
+unit-norm atoms is ``rescale_acts_by_decoder_norm``; gradient-norm clipping at 1.0, hard
+coded in its trainer; firing bookkeeping), sparsify ``Trainer`` (decoder renormalised,
+FVU, parallel-gradient removal, Adam; its Triton decoder disabled, so it runs its eager
+``embedding_bag`` sparse decoder and its index_add encoder backward), torch_temporal
+(exactly jaxkit's step in PyTorch, dense decoder).
+
+Data: one synthetic batch from a fixed seed (a sparse combination of random unit
+directions plus an offset and noise); every side trains on the same batch. jaxkit's
+initial parameters (``jaxkit.kernels.crosscoder.init``: unit-norm decoder, tied encoder,
+``b_dec`` = geometric median of the batch) are exported to the peers, which load them.
+
+Measured: the median of ``--runs`` timed steps (default 5; ``--quick`` 5) after
+``--warmup`` untimed ones (default 2) on the same batch; jaxkit's AOT compile time apart
+(:func:`jaxkit.bench.time_jax`, ``block_until_ready`` after each call). Rates are
+tokens/s; "speed-up" = peer time / jaxkit time = jaxkit tokens/s / peer tokens/s. GFLOP/s
+are model FLOPs / median time, with model FLOPs = 3 x forward FLOPs, forward = encoder
+matmul ``2 B D F`` + decoder as the side implements it: dense ``2 B F D`` (jaxkit, SAELens,
+torch_temporal) or sparse ``2 B k D`` (sparsify's embedding_bag); ``D = T d``. XLA's
+cost-analysis FLOPs of the jaxkit step are in the JSON too. Threads: both sides get
+``--threads`` (default 2) -- torch by ``torch.set_num_threads``, XLA by the process's CPU
+affinity (this script pins itself to the first N cores when it has more; the peer process
+inherits it).
+
+Step-1 agreement: each peer's reconstruction of the batch from the shared initial weights
+is compared with jaxkit's like for like -- plain MSE and FVU computed in float64 NumPy
+from each side's ``x_hat`` (:func:`recon_metrics`) -- and with a float64 NumPy reference
+(:func:`numpy_forward`); the parameters after one step are compared too (relative to the
+size of the update), which checks the whole step, not only the loss.
+
+The peers live in ``benchmarks/.peer-venv-crosscoder`` (created on first use with
+:data:`PEER_SPECS`; ``torch==2.13.0`` resolves to the CPU-only wheel where a local wheel
+directory provides it, else PyPI's default wheel with its CUDA dependencies). Targets
+(issue): jaxkit >= 1.5x the fastest peer's tokens/s for TopK, BatchTopK and temporal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "peers" / "crosscoder_worker.py"
+CASES = ("topk", "batchtopk", "temporal")
+PEER_VENV = HERE / ".peer-venv-crosscoder"
+PEER_SPECS = ["torch==2.13.0", "sae-lens==6.54.12", "eai-sparsify==1.3.3"]
+PEER_CHECK = ("from importlib.metadata import version as v; import torch, sae_lens, sparsify; "
+              "assert v('sae-lens') == '6.54.12' and v('eai-sparsify') == '1.3.3' "
+              "and torch.__version__.startswith('2.13.0')")
+PEERS = {  # case -> [(worker impl, display name, decoder kind for model FLOPs)]
+    "topk": [("saelens-topk", "SAELens TopKTrainingSAE", "dense"),
+             ("sparsify-topk", "eai-sparsify SparseCoder (TopK)", "sparse")],
+    "batchtopk": [("saelens-batchtopk", "SAELens BatchTopKTrainingSAE", "dense")],
+    "temporal": [("torch-temporal", "torch_temporal (PyTorch reference)", "dense")],
+}
+LR = 2e-4
+TARGET = 1.5
+
+
+# ------------------------------------------------------------------------------ data
+
+
+def synthetic_batch(n: int, site: tuple[int, ...], d: int, *, seed: int = 0,
+                    n_true: int = 1024, k_true: int = 8) -> np.ndarray:
+    """A float32 batch ``(n, *site, d)``: each row is ``k_true`` of ``n_true`` random unit
+    directions (over ``(*site, d)``) with exponential weights, plus a fixed offset and
+    small Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    D = math.prod(site) * d
+    dirs = rng.standard_normal((n_true, D)).astype(np.float32)
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    idx = np.argsort(rng.random((n, n_true)), axis=1)[:, :k_true]
+    w = rng.exponential(1.0, (n, k_true)).astype(np.float32)
+    x = np.einsum("nk,nkd->nd", w, dirs[idx])
+    x += rng.standard_normal(D).astype(np.float32) / math.sqrt(D)  # offset, norm ~1
+    x += 0.02 * rng.standard_normal((n, D)).astype(np.float32)
+    return x.reshape(n, *site, d).astype(np.float32)
+
+
+# ------------------------------------------------------------------ NumPy reference
+
+
+def numpy_forward(W_enc, b_enc, W_dec, b_dec, x, k: int, *, batch: bool = False):
+    """Float64 forward pass of the (temporal) TopK crosscoder, the equations of
+    ``peers/torch_temporal.py`` (and of SAELens / sparsify for ``site = ()``)::
+
+        pre   = einsum("b...,...f->bf", x, W_enc) + b_enc
+        z     = ReLU(TopK_k(pre)) per row   (batch=True: the k*B largest of the batch)
+        x_hat = einsum("bf,f...->b...", z, W_dec) + b_dec
+
+    Returns ``(pre, idx, vals, x_hat)`` with the kept (row, latent) pairs as ``idx``
+    (rows, latents) and their ReLU'd values ``vals``; the decoder is applied as a sparse
+    (scipy CSR) product, so no dense ``(B, F)`` code is made in float64."""
+    x = np.asarray(x, np.float64)
+    B, F = x.shape[0], W_enc.shape[-1]
+    We = np.asarray(W_enc, np.float64).reshape(-1, F)
+    Wd = np.asarray(W_dec, np.float64).reshape(F, -1)
+    pre = x.reshape(B, -1) @ We + np.asarray(b_enc, np.float64)
+    if batch:
+        n = min(k * B, pre.size)
+        flat = np.argpartition(pre.ravel(), pre.size - n)[pre.size - n:]
+        rows, cols = np.divmod(flat, F)
+    else:
+        cols = np.argpartition(pre, F - k, axis=1)[:, F - k:]
+        rows = np.repeat(np.arange(B), k)
+        cols = cols.ravel()
+    vals = np.maximum(pre[rows, cols], 0.0)
+    z = scipy.sparse.csr_matrix((vals, (rows, cols)), shape=(B, F))
+    x_hat = z @ Wd + np.asarray(b_dec, np.float64).reshape(1, -1)
+    return pre, (rows, cols), vals, x_hat.reshape(x.shape)
+
+
+def recon_metrics(x, x_hat) -> dict:
+    """Like-for-like reconstruction metrics in float64 from any side's ``x_hat``:
+    ``mse`` = mean of ``(x - x_hat)^2`` over all elements, ``mse_sum_d`` = the batch mean of
+    ``||x - x_hat||^2`` (SAELens' ``mse_loss``), ``fvu`` = ``sum ||x - x_hat||^2 /
+    sum ||x - mean_B(x)||^2`` (jaxkit's and sparsify's loss)."""
+    x = np.asarray(x, np.float64).reshape(len(x), -1)
+    e = x - np.asarray(x_hat, np.float64).reshape(x.shape)
+    sq = float(np.sum(e * e))
+    den = float(np.sum((x - x.mean(axis=0)) ** 2))
+    return dict(mse=sq / e.size, mse_sum_d=sq / x.shape[0], fvu=sq / max(den, 1e-300))
+
+
+def numpy_train_step(params: dict, x, k: int, lr: float, *, b1: float = 0.9,
+                     b2: float = 0.999, eps: float = 1e-8) -> tuple[dict, float]:
+    """One float64 training step of ``peers/torch_temporal.py`` from fresh Adam moments:
+    FVU loss, its gradient for the kept latents (TopK + ReLU), decoder-parallel gradient
+    removal (jointly over ``(*site, d)``), the first Adam update
+    ``-lr * ghat / (sqrt(vhat) + eps)`` and unit-norm atoms. Returns ``(params, fvu)``."""
+    W_enc, b_enc = np.asarray(params["W_enc"], np.float64), np.asarray(params["b_enc"],
+                                                                       np.float64)
+    W_dec, b_dec = np.asarray(params["W_dec"], np.float64), np.asarray(params["b_dec"],
+                                                                       np.float64)
+    B, F = x.shape[0], W_enc.shape[-1]
+    xf = np.asarray(x, np.float64).reshape(B, -1)
+    We, Wd = W_enc.reshape(-1, F), W_dec.reshape(F, -1)
+    pre = xf @ We + b_enc
+    keep = np.zeros_like(pre, bool)
+    np.put_along_axis(keep, np.argpartition(pre, F - k, axis=1)[:, F - k:], True, axis=1)
+    keep &= pre > 0
+    z = np.where(keep, pre, 0.0)
+    x_hat = z @ Wd + b_dec.reshape(-1)
+    den = np.sum((xf - xf.mean(0)) ** 2)
+    e = x_hat - xf
+    loss = float(np.sum(e * e) / den)
+    g_xhat = 2 * e / den
+    g = {"W_dec": z.T @ g_xhat, "b_dec": g_xhat.sum(0)}
+    g_pre = np.where(keep, g_xhat @ Wd.T, 0.0)
+    g["W_enc"], g["b_enc"] = xf.T @ g_pre, g_pre.sum(0)
+    Gd = g["W_dec"]
+    Gd -= np.sum(Gd * Wd, 1, keepdims=True) / np.sum(Wd * Wd, 1, keepdims=True) * Wd
+    cur = {"W_enc": We, "b_enc": b_enc, "W_dec": Wd, "b_dec": b_dec.reshape(-1)}
+    new = {}
+    for name, p in cur.items():
+        m = (1 - b1) * g[name] / (1 - b1)  # bias-corrected first moment at step 1
+        v = (1 - b2) * g[name] ** 2 / (1 - b2)
+        new[name] = p - lr * m / (np.sqrt(v) + eps)
+    new["W_dec"] /= np.linalg.norm(new["W_dec"], axis=1, keepdims=True)
+    shapes = {n: np.shape(params[n]) for n in cur}
+    return {n: v.reshape(shapes[n]) for n, v in new.items()}, loss
+
+
+def model_flops(tokens_or_rows: int, D: int, F: int, k: int, decoder: str) -> float:
+    """Model FLOPs of one training step: 3 x (encoder ``2 B D F`` + decoder ``2 B F D``
+    dense or ``2 B k D`` sparse). ``B`` counts rows (windows for the temporal case)."""
+    if decoder not in ("dense", "sparse"):
+        raise ValueError(f"`decoder` must be 'dense' or 'sparse'; got {decoder!r}")
+    B = tokens_or_rows
+    dec = 2.0 * B * F * D if decoder == "dense" else 2.0 * B * k * D
+    return 3.0 * (2.0 * B * D * F + dec)
+
+
+def rel(a: float, b: float) -> float:
+    """``|a - b| / |b|``."""
+    return abs(a - b) / max(abs(b), 1e-300)
+
+
+def update_rel_diff(after: np.ndarray, ref_after: np.ndarray, before: np.ndarray) -> float:
+    """``||after - ref_after|| / ||ref_after - before||``: how far one side's parameters
+    after step 1 are from the reference's, relative to the size of the update."""
+    a, r, b = (np.asarray(v, np.float64).ravel() for v in (after, ref_after, before))
+    return float(np.linalg.norm(a - r) / max(np.linalg.norm(r - b), 1e-300))
+
+
+# ------------------------------------------------- prototype: sparse formulation
+
+
+def proto_sparse_train_step(*, activation: str, k: int, optimizer):
+    """PROTOTYPE of a proposed change to ``jaxkit.kernels.crosscoder.make_train_step``
+    (not part of jaxkit's API; here as measured evidence): the same step -- FVU, parallel
+    gradient removal, optimizer, renormalisation, dead-latent counters, BatchTopK
+    threshold EMA -- with the gradients computed sparsely, as sparsify does.
+
+    The pre-activations are computed densely only to *select* the kept (row, latent)
+    pairs (``stop_gradient``, ``lax.top_k``); the kept values are then recomputed
+    differentiably from gathered rows, ``pre[b, f] = <x_b, W_enc[:, f]> + b_enc[f]``, and
+    the decoder is a segment sum of the kept atoms, ``x_hat_b = sum_f z_bf W_dec[f] +
+    b_dec``. Autodiff of these gathers gives scatter-adds into the ``k B`` touched rows of
+    ``W_enc^T`` and ``W_dec`` instead of the three dense ``B x D x F`` matmuls of the
+    dense formulation (encoder-weight gradient, decoder forward, decoder-weight gradient).
+    Returns ``step(state, x) -> (state, fvu)`` on the kernel's ``TrainState``."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from jaxkit.kernels import crosscoder as cc
+
+    batch = activation == "batch_topk"
+
+    def loss(params, x, rows, cols):
+        B, F = x.shape[0], params.W_enc.shape[-1]
+        xf = x.reshape(B, -1)
+        WeT = params.W_enc.reshape(-1, F).T
+        Wd = params.W_dec.reshape(F, -1)
+        vals = jnp.maximum(jnp.sum(xf[rows] * WeT[cols], -1) + params.b_enc[cols], 0)
+        x_hat = jax.ops.segment_sum(vals[:, None] * Wd[cols], rows, num_segments=B,
+                                    indices_are_sorted=not batch)
+        x_hat = x_hat + params.b_dec.reshape(-1)
+        return cc.fvu(xf, x_hat), vals
+
+    def step(state, x):
+        params = state.params
+        B, F = x.shape[0], params.W_enc.shape[-1]
+        pre = jax.lax.stop_gradient(x.reshape(B, -1) @ params.W_enc.reshape(-1, F)
+                                    + params.b_enc)
+        if batch:
+            kept, flat = jax.lax.top_k(pre.reshape(-1), k * B)
+            rows, cols = flat // F, flat % F
+            m = jnp.min(jnp.where(kept > 0, kept, jnp.inf))
+        else:
+            _, idx = jax.lax.top_k(pre, k)
+            rows, cols = jnp.repeat(jnp.arange(B), k), idx.reshape(-1)
+        (fvu, vals), g = jax.value_and_grad(loss, has_aux=True)(params, x, rows, cols)
+        g = g._replace(W_dec=cc.remove_parallel_grad(params.W_dec, g.W_dec))
+        updates, opt_state = optimizer.update(g, state.opt_state, params)
+        new = cc.normalize_decoder(optax.apply_updates(params, updates))
+        fired = jnp.zeros((F,), bool).at[cols].max(vals != 0)
+        ssf = jnp.where(fired, 0, state.steps_since_fired + 1).astype(jnp.int32)
+        thr = state.threshold
+        if batch:
+            ema = jnp.where(state.step == 0, m, 0.99 * thr + 0.01 * m).astype(thr.dtype)
+            thr = jnp.where(jnp.isfinite(m), ema, thr)
+        return state._replace(params=new, opt_state=opt_state, step=state.step + 1,
+                              steps_since_fired=ssf, threshold=thr), fvu
+
+    return step
+
+
+# --------------------------------------------------------------------------- config
+
+
+def case_config(case: str, args) -> dict:
+    T = args.T if case == "temporal" else 1
+    site = (T,) if case == "temporal" else ()
+    rows = args.batch // T
+    return dict(case=case, d=args.d, F=args.latents, k=args.k, site=site, T=T, rows=rows,
+                tokens=rows * T, D=T * args.d, lr=LR,
+                activation="batch_topk" if case == "batchtopk" else "topk")
+
+
+def _pin_threads(n: int):
+    """Restrict this process (and the peers it starts) to ``n`` cores; returns the old
+    affinity (to restore) or None when nothing changed."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    old = os.sched_getaffinity(0)
+    if len(old) <= n:
+        return None
+    os.sched_setaffinity(0, sorted(old)[:n])
+    return old
+
+
+# ----------------------------------------------------------------------------- peers
+
+
+def ensure_peer_venv(timeout: float = 1800) -> Path:
+    """Create (once) ``benchmarks/.peer-venv-crosscoder`` with :data:`PEER_SPECS` and
+    return its python (see :func:`jaxkit.bench.ensure_peer_venv`)."""
+    from jaxkit.bench import ensure_peer_venv as ensure
+
+    return ensure(PEER_VENV, PEER_SPECS, PEER_CHECK, timeout=timeout)
+
+
+def run_worker(py: Path, data: dict, impls: list[str], *, warmup: int, runs: int,
+               threads: int, timeout: float = 3600) -> tuple[dict, dict]:
+    """Run ``peers/crosscoder_worker.py`` on ``data`` (x, params, k, lr); returns its
+    JSON and ``{impl: arrays}`` (x_hat0, parameters after step 1)."""
+    from jaxkit.bench import peer_env
+
+    env = peer_env()
+    env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               SPARSIFY_DISABLE_TRITON="1")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        np.savez(tmp / "data.npz", **data)
+        cmd = [str(py), str(WORKER), str(tmp / "data.npz"), str(tmp / "out.json"), str(tmp),
+               "--impls", ",".join(impls), "--warmup", str(warmup), "--runs", str(runs),
+               "--threads", str(threads)]
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0:
+            raise RuntimeError(f"crosscoder worker exited {p.returncode}: "
+                               + " | ".join(p.stderr.strip().splitlines()[-3:]))
+        for line in p.stdout.splitlines():
+            if line.split(":")[0] in impls:
+                print("  peer " + line, flush=True)
+        out = json.loads((tmp / "out.json").read_text())
+        arrays = {i: dict(np.load(tmp / f"{i}.npz")) for i in impls}
+    return out, arrays
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+def _fmt_rate(r: float) -> str:
+    return f"{r:,.0f} tok/s"
+
+
+def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py) -> None:
+    import jax
+    import optax
+
+    from jaxkit import bench
+
+    try:
+        from jaxkit.kernels import crosscoder as cc
+    except ImportError as e:  # the kernel is not there
+        rows.append(dict(case=case, dtype="", skipped=f"jaxkit.kernels.crosscoder: {e}"))
+        results[case] = dict(skipped=str(e))
+        return
+    cfg = case_config(case, args)
+    B, D, F, k = cfg["rows"], cfg["D"], cfg["F"], cfg["k"]
+    x = synthetic_batch(B, cfg["site"], cfg["d"], seed=args.seed)
+    params = cc.init(jax.random.key(args.seed), cfg["d"], F, site=cfg["site"],
+                     sample=x[: min(B, 1024)])
+    init_state, step = cc.make_train_step(activation=cfg["activation"], k=k,
+                                          optimizer=optax.adam(LR))
+    state = init_state(jax.random.key(args.seed + 1), params)
+    label = {"topk": "TopK SAE", "batchtopk": "BatchTopK SAE",
+             "temporal": f"temporal crosscoder T={cfg['T']}"}[case]
+    desc = (f"{label}, d {cfg['d']}, F {F}, k {k}, "
+            + (f"{B} windows x {cfg['T']} = {cfg['tokens']} tokens" if case == "temporal"
+               else f"batch {B}"))
+    print(f"{desc} ...", flush=True)
+
+    jstep = jax.jit(step)
+    x_dev = jax.device_put(x)
+    rec = bench.time_jax(jstep, state, x_dev, n_runs=args.runs, warmup=args.warmup,
+                         items=cfg["tokens"], name=f"jaxkit {case}")  # compiles afresh
+    jflops = model_flops(B, D, F, k, "dense")
+    jgflops = jflops / rec.median_s / 1e9
+    impls = {"jaxkit": dict(kind="jaxkit", record=rec, tokens_per_s=rec.items_per_s,
+                            model_flops=jflops, model_gflops_per_s=jgflops, decoder="dense",
+                            xla_flops=rec.flops)}
+    summary.append(dict(case=case, impl="jaxkit make_train_step (jit)", record=rec,
+                        rate=rec.items_per_s, gflops=jgflops, decoder="dense"))
+
+    # step 1 from the shared initial weights (jaxkit side)
+    names = ("W_enc", "b_enc", "W_dec", "b_dec")
+    x_hat0_j = np.asarray(cc.forward(params, x_dev, activation=cfg["activation"], k=k)[2])
+    state1, info1 = jstep(state, x_dev)
+    after_j = {n: np.asarray(getattr(state1.params, n)) for n in names}
+    p0 = {n: np.asarray(getattr(params, n)) for n in names}
+    del state1
+    ref = numpy_forward(p0["W_enc"], p0["b_enc"], p0["W_dec"], p0["b_dec"], x, k,
+                        batch=case == "batchtopk")[3]
+    m_ref = recon_metrics(x, ref)
+    m_j = recon_metrics(x, x_hat0_j)
+    step1 = {"reference_float64": m_ref,
+             "jaxkit": dict(m_j, loss_step1=float(info1.fvu),
+                            fvu_rel_to_reference=rel(m_j["fvu"], m_ref["fvu"]),
+                            loss_rel_to_reference=rel(float(info1.fvu), m_ref["fvu"]))}
+    acc_j = (f"FVU@1 {m_j['fvu']:.5f} (rel. to f64 ref "
+             f"{step1['jaxkit']['fvu_rel_to_reference']:.1e}); {_fmt_rate(rec.items_per_s)}; "
+             f"{jgflops:.0f} GFLOP/s")
+
+    if args.proto:  # evidence for a kernel change: the same step, sparse gradients
+        pstep = jax.jit(proto_sparse_train_step(activation=cfg["activation"], k=k,
+                                                optimizer=optax.adam(LR)))
+        prec = bench.time_jax(pstep, state, x_dev, n_runs=args.runs, warmup=args.warmup,
+                              items=cfg["tokens"], name=f"prototype sparse {case}")
+        pflops = model_flops(B, D, F, k, "sparse")
+        st1p, fvu1p = pstep(state, x_dev)
+        agree = {n: update_rel_diff(np.asarray(getattr(st1p.params, n)), after_j[n], p0[n])
+                 for n in names}
+        del st1p
+        impls["prototype_sparse"] = dict(
+            kind="prototype", record=prec, tokens_per_s=prec.items_per_s, model_flops=pflops,
+            model_gflops_per_s=pflops / prec.median_s / 1e9, decoder="sparse",
+            xla_flops=prec.flops, loss_step1=float(fvu1p),
+            params_after_step1_rel_to_jaxkit_update=agree,
+            speedup_vs_jaxkit=rec.median_s / prec.median_s)
+        summary.append(dict(case=case, impl="prototype: sparse-gradient step (proposed)",
+                            record=prec, rate=prec.items_per_s,
+                            gflops=pflops / prec.median_s / 1e9, decoder="sparse"))
+    del state
+    res = dict(config=dict(cfg, dtype="float32", runs=args.runs, warmup=args.warmup,
+                           threads=args.threads, optimizer="adam", auxk="off"),
+               description=desc, implementations=impls, step1=step1)
+    results[case] = res
+
+    if peer_py is None or isinstance(peer_py, str):
+        note = "peers skipped: " + (peer_py or "--no-peers")
+        res["peer_note"] = note
+        rows.append(dict(case=desc, dtype="float32", jax=rec, peer=None, peer_name="-",
+                         acc_jax=acc_j, acc_peer=note))
+        return
+    data = dict(x=x, k=np.int64(k), lr=np.float64(LR), **p0)
+    peer_list = PEERS[case]
+    try:
+        out, arrays = run_worker(peer_py, data, [p[0] for p in peer_list], warmup=args.warmup,
+                                 runs=args.runs, threads=args.threads)
+    except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
+        note = f"peers failed: {e}"
+        res["peer_note"] = note
+        rows.append(dict(case=desc, dtype="float32", jax=rec, peer=None, peer_name="-",
+                         acc_jax=acc_j, acc_peer=note))
+        return
+    res["peer_versions"] = out["versions"]
+    res["peer_torch_threads"] = out["torch_threads"]
+    for impl, name, decoder in peer_list:
+        r = out["results"][impl]
+        prec = bench.record_from_times(name, r["times_s"], warmup=r["warmup"],
+                                       items=cfg["tokens"],
+                                       flops=model_flops(B, D, F, k, decoder))
+        arr = arrays[impl]
+        m_p = recon_metrics(x, arr["x_hat0"])
+        own_ref = m_ref["mse_sum_d"] if impl.startswith("saelens") else m_ref["fvu"]
+        after = {n: update_rel_diff(arr[f"after1_{n}"], after_j[n], p0[n])
+                 for n in ("W_enc", "W_dec", "b_enc", "b_dec")}
+        s1 = dict(m_p, fvu_rel_to_jaxkit=rel(m_p["fvu"], m_j["fvu"]),
+                  mse_rel_to_jaxkit=rel(m_p["mse"], m_j["mse"]),
+                  fvu_rel_to_reference=rel(m_p["fvu"], m_ref["fvu"]),
+                  own_loss_step1=r["loss_step1"], own_loss_definition=r["loss_definition"],
+                  own_loss_rel_to_reference=rel(r["loss_step1"], own_ref),
+                  params_after_step1_rel_to_jaxkit_update=after)
+        step1[impl] = s1
+        gf = prec.flops_per_s / 1e9
+        impls[impl] = dict(kind="peer", name=name, record=prec, tokens_per_s=prec.items_per_s,
+                           model_flops=prec.flops, model_gflops_per_s=gf, decoder=decoder,
+                           first_step_s=r["first_step_s"])
+        summary.append(dict(case=case, impl=name, record=prec, rate=prec.items_per_s,
+                            gflops=gf, decoder=decoder))
+        rows.append(dict(
+            case=desc, dtype="float32", jax=rec, peer=prec, peer_name=name, acc_jax=acc_j,
+            acc_peer=(f"FVU@1 {m_p['fvu']:.5f} (rel. diff to jaxkit {s1['fvu_rel_to_jaxkit']:.1e},"
+                      f" MSE {s1['mse_rel_to_jaxkit']:.1e}); W_dec after step 1 off by "
+                      f"{after['W_dec']:.1e} of the update; {_fmt_rate(prec.items_per_s)}; "
+                      f"{gf:.0f} GFLOP/s ({decoder} decoder)")))
+    peer_rates = {i: impls[i]["tokens_per_s"] for i, _, _ in peer_list}
+    fastest = max(peer_rates, key=peer_rates.get)
+    ratio = rec.items_per_s / peer_rates[fastest]
+    res["vs_fastest_peer"] = dict(peer=fastest, ratio=ratio, target=TARGET,
+                                  met=bool(ratio >= TARGET))
+    if "prototype_sparse" in impls:
+        res["vs_fastest_peer"]["prototype_ratio"] = (
+            impls["prototype_sparse"]["tokens_per_s"] / peer_rates[fastest])
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def print_summary(summary, console=None):
+    """Tokens/s, model GFLOP/s and the ratio to jaxkit, one line per implementation."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="training-step throughput (ratio = jaxkit tokens/s / this tokens/s)")
+    for col in ("case", "implementation", "median step", "p10-p90", "compile", "tokens/s",
+                "model GFLOP/s", "decoder", "jaxkit / this"):
+        t.add_column(col, justify="left" if col in ("case", "implementation", "decoder")
+                     else "right", overflow="fold")
+    jrate = {s["case"]: s["rate"] for s in summary if s["impl"].startswith("jaxkit")}
+
+    for s in summary:
+        r = s["record"]
+        t.add_row(*(escape(c) for c in (
+            s["case"], s["impl"], f"{r.median_s:.3g} s", f"{r.p10_s:.3g}-{r.p90_s:.3g} s",
+            "-" if r.compile_s is None else f"{r.compile_s:.2g} s", f"{s['rate']:,.0f}",
+            f"{s['gflops']:.0f}", s["decoder"], f"{jrate[s['case']] / s['rate']:.2f}x")))
+    (console or Console(width=200)).print(t)
+    return t
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench_crosscoder", description=__doc__.splitlines()[0])
+    p.add_argument("--json", metavar="FILE", help="write all numbers + environment here")
+    p.add_argument("--quick", action="store_true", help="small sizes: d 64, F 512, batch 256")
+    p.add_argument("--no-peers", action="store_true",
+                   help="skip SAELens / sparsify / torch_temporal (no virtual environment)")
+    p.add_argument("--only", default=",".join(CASES),
+                   help=f"comma-separated cases out of {','.join(CASES)}")
+    p.add_argument("--d", type=int, default=None, help="input width (default 768; quick 64)")
+    p.add_argument("--latents", type=int, default=None,
+                   help="latents F (default 16384; quick 512)")
+    p.add_argument("--k", type=int, default=32, help="active latents per row (default 32)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="tokens per step (default 4096; quick 256); temporal: batch // T "
+                        "windows")
+    p.add_argument("--T", type=int, default=5, help="temporal window (default 5)")
+    p.add_argument("--runs", type=int, default=5, help="timed steps per side (default 5)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
+    p.add_argument("--threads", type=int, default=2,
+                   help="threads for both sides (torch threads; XLA via CPU affinity)")
+    p.add_argument("--no-proto", dest="proto", action="store_false",
+                   help="skip the prototype sparse-gradient step (evidence for a kernel "
+                        "change; see proto_sparse_train_step)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    q = args.quick
+    args.d = args.d or (64 if q else 768)
+    args.latents = args.latents or (512 if q else 16384)
+    args.batch = args.batch or (256 if q else 4096)
+    cases = [c.strip() for c in args.only.split(",") if c.strip()]
+    bad = sorted(set(cases) - set(CASES))
+    if bad:
+        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    if min(args.d, args.latents, args.k, args.batch, args.T, args.runs, args.threads) < 1:
+        p.error("--d, --latents, --k, --batch, --T, --runs, --threads must be >= 1")
+    if args.warmup < 1:
+        p.error("--warmup must be >= 1 (the first step is the step-1 check)")
+    if args.k >= args.latents:
+        p.error(f"--k must be < --latents ({args.latents}); got {args.k}")
+    if "temporal" in cases and args.batch < args.T:
+        p.error(f"--batch must be >= --T ({args.T}) for the temporal case")
+
+    old_affinity = _pin_threads(args.threads)
+    try:
+        from jaxkit import bench
+
+        env = bench.environment(peers=("numpy", "jaxlib", "optax", "rich"))
+        env["loadavg_at_start"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+        env["threads"] = args.threads
+        t0 = time.perf_counter()
+        peer_py = "--no-peers" if args.no_peers else None
+        venv_note = None
+        if not args.no_peers:
+            tv = time.perf_counter()
+            try:
+                peer_py = ensure_peer_venv()
+                venv_note = f"peer venv ready in {time.perf_counter() - tv:.1f} s"
+            except RuntimeError as e:
+                peer_py = f"peer venv unavailable: {e}"
+                venv_note = peer_py
+            print(venv_note, flush=True)
+        env["peer_venv"] = dict(path=str(PEER_VENV), specs=PEER_SPECS, note=venv_note)
+        rows, results, summary = [], {}, []
+        for c in CASES:
+            if c in cases:
+                run_case(args, c, rows, results, summary, peer_py)
+        bench.print_table(rows, title="jaxkit crosscoder training step vs PyTorch peers, CPU "
+                                      "(speed-up = peer time / jaxkit time for the same tokens)")
+        if summary:
+            print_summary(summary)
+        for c in cases:
+            v = results.get(c, {}).get("vs_fastest_peer")
+            if v:
+                proto = (f"; prototype sparse step {v['prototype_ratio']:.2f}x"
+                         if "prototype_ratio" in v else "")
+                print(f"{c}: jaxkit / fastest peer ({v['peer']}) = {v['ratio']:.2f}x "
+                      f"(target {TARGET}x: {'met' if v['met'] else 'NOT met'}){proto}")
+        print(bench.environment_line(env, time.perf_counter() - t0))
+        if args.json:
+            path = bench.write_json(args.json, dict(
+                environment=env, argv=sys.argv if argv is None else argv, quick=q,
+                results=results, rows=rows, summary=summary,
+                table_markdown=bench.table_markdown(rows)))
+            print(f"wrote {path}")
+    finally:
+        if old_affinity is not None:
+            os.sched_setaffinity(0, old_affinity)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

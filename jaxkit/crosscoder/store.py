@@ -1,0 +1,303 @@
+"""Activation store: shuffled, resumable, per-process batches of activation windows.
+
+A store is one ``.npy`` / ``.safetensors`` file or a directory of them (shards, read in
+sorted file-name order). Each shard holds token-level activations of shape
+``(n_tokens, d)`` (one document per shard) or ``(n_docs, n_tokens, d)`` (documents of
+equal length). Nothing is loaded up front: ``.npy`` shards are memory-mapped
+(``np.load(mmap_mode="r")``) and ``.safetensors`` shards are read slice by slice
+(``safe_open(..., framework="numpy").get_slice``), so the shards together may be far
+larger than memory.
+
+Items are windows of ``window`` consecutive tokens that never cross a shard or document
+boundary (``window=None``: single token rows). A batch is ``(batch_size, window, d)``
+(or ``(batch_size, d)``). The order of windows is a permutation drawn from
+``(seed, epoch)``, so a run is deterministic and its position is two integers,
+:class:`StorePosition` ``(epoch, cursor)``, saved in the checkpoint. Multi-process: the
+global batch ``b`` is the same on every process and process ``i`` of ``n`` reads only
+its rows ``[i * B / n, (i + 1) * B / n)`` (or the rows the caller asks for), so the
+processes read disjoint parts and the assembled global batch equals the single-process
+one. See ``ACTIVATIONS.md`` for how to write shards from a PyTorch model.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["ActivationStore", "StorePosition", "SUFFIXES", "write_shards"]
+
+SUFFIXES = (".npy", ".safetensors")
+
+
+class StorePosition(NamedTuple):
+    """Where the stream stands: ``cursor`` batches of epoch ``epoch`` are consumed."""
+
+    epoch: int = 0
+    cursor: int = 0
+
+
+class _Shard(NamedTuple):
+    path: Path
+    kind: str  # "npy" | "safetensors"
+    tensor: str | None  # safetensors tensor name
+    n_docs: int
+    doc_len: int
+    d: int
+    three_d: bool
+    dtype: str
+
+
+def _list_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.is_file())
+        if not files:
+            raise ValueError(f"`path` {str(path)!r} contains no .npy or .safetensors shards")
+        return files
+    if not path.exists():
+        raise ValueError(f"`path` {str(path)!r} does not exist")
+    if path.suffix not in SUFFIXES:
+        raise ValueError(f"`path` {str(path)!r} must be a directory, a .npy or a .safetensors "
+                         f"file")
+    return [path]
+
+
+def _open_shard(p: Path, tensor: str | None) -> _Shard:
+    if p.suffix == ".npy":
+        arr = np.load(p, mmap_mode="r")
+        shape, dtype, name, kind = arr.shape, str(arr.dtype), None, "npy"
+    else:
+        from safetensors import safe_open
+
+        with safe_open(str(p), framework="numpy") as f:
+            names = list(f.keys())
+            if tensor is not None:
+                if tensor not in names:
+                    raise ValueError(f"`tensor` {tensor!r} not in shard {str(p)!r} "
+                                     f"(has {names})")
+                name = tensor
+            elif len(names) == 1:
+                name = names[0]
+            elif "activations" in names:
+                name = "activations"
+            else:
+                raise ValueError(f"shard {str(p)!r} holds several tensors {names}; pass "
+                                 f"`tensor` to choose one")
+            sl = f.get_slice(name)
+            shape, dtype, kind = tuple(sl.get_shape()), str(sl.get_dtype()), "safetensors"
+    if len(shape) not in (2, 3):
+        raise ValueError(f"shard {str(p)!r} has shape {shape}; expected (n_tokens, d) or "
+                         f"(n_docs, n_tokens, d)")
+    if len(shape) == 2:
+        return _Shard(p, kind, name, 1, int(shape[0]), int(shape[1]), False, dtype)
+    return _Shard(p, kind, name, int(shape[0]), int(shape[1]), int(shape[2]), True, dtype)
+
+
+class ActivationStore:
+    """Stream shuffled fixed-size batches of activation windows from disk.
+
+    Args:
+      path: a ``.npy`` / ``.safetensors`` file or a directory of such shards.
+      batch_size: global batch size ``B`` (all processes together).
+      window: tokens per window ``W`` (``None``: single token rows of shape ``(d,)``).
+      stride: token step between window starts within a document (default ``W``:
+        non-overlapping windows).
+      seed: shuffle seed; the epoch-``e`` order is a permutation drawn from ``(seed, e)``.
+      tensor: safetensors tensor name (default: the only tensor, or ``"activations"``).
+      dtype: dtype of the returned batches.
+      process_index, process_count: this process's share of every global batch (default
+        ``jax.process_index()`` / ``jax.process_count()``).
+      check_finite: raise ``ValueError`` naming the shard when a batch holds NaN/inf.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, batch_size: int, window: int | None = None,
+                 stride: int | None = None, seed: int = 0, tensor: str | None = None,
+                 dtype=np.float32, process_index: int | None = None,
+                 process_count: int | None = None, check_finite: bool = True):
+        self.path = Path(path)
+        if process_index is None or process_count is None:
+            import jax
+
+            process_index = jax.process_index() if process_index is None else process_index
+            process_count = jax.process_count() if process_count is None else process_count
+        if window is not None and (int(window) != window or window < 1):
+            raise ValueError(f"`window` must be a positive integer or None; got {window!r}")
+        if int(batch_size) != batch_size or batch_size < 1:
+            raise ValueError(f"`batch_size` must be a positive integer; got {batch_size!r}")
+        if process_count < 1 or not 0 <= process_index < process_count:
+            raise ValueError(f"`process_index` {process_index} must lie in "
+                             f"[0, process_count={process_count})")
+        if batch_size % process_count:
+            raise ValueError(f"`batch_size` {batch_size} must be a multiple of the process "
+                             f"count {process_count}")
+        self.window = None if window is None else int(window)
+        w = 1 if window is None else int(window)
+        self.stride = w if stride is None else int(stride)
+        if self.stride < 1:
+            raise ValueError(f"`stride` must be positive; got {stride!r}")
+        self.batch_size, self.seed = int(batch_size), int(seed)
+        self.dtype = np.dtype(dtype)
+        self.process_index, self.process_count = int(process_index), int(process_count)
+        self.check_finite = check_finite
+        shards = [_open_shard(p, tensor) for p in _list_files(self.path)]
+        self.shards = [s for s in shards if s.n_docs * s.doc_len > 0]  # skip empty shards
+        if not self.shards:
+            raise ValueError(f"`path` {str(self.path)!r} holds no activations (empty shards)")
+        ds = {s.d for s in self.shards}
+        if len(ds) != 1:
+            by_d = {s.d: s.path.name for s in self.shards}
+            raise ValueError(f"`path` shards disagree on the feature size d: "
+                             f"{', '.join(f'{n} has d={d}' for d, n in sorted(by_d.items()))}")
+        self.d = ds.pop()
+        for s in self.shards:
+            if s.doc_len < w:
+                what = "document" if s.three_d else "shard"
+                raise ValueError(f"`window` {w} is longer than the {what} length {s.doc_len} "
+                                 f"of shard {str(s.path)!r}")
+        # windows per document and the global window-id offset of each shard
+        self._wpd = np.array([(s.doc_len - w) // self.stride + 1 for s in self.shards],
+                             dtype=np.int64)
+        counts = self._wpd * np.array([s.n_docs for s in self.shards], dtype=np.int64)
+        self._offsets = np.concatenate([[0], np.cumsum(counts)])
+        self.n_windows = int(self._offsets[-1])
+        if self.n_windows == 0:
+            raise ValueError(f"`path` {str(self.path)!r} holds no activations (empty shards)")
+        if self.batch_size > self.n_windows:
+            raise ValueError(f"`batch_size` {self.batch_size} exceeds the number of windows "
+                             f"in the store ({self.n_windows})")
+        self.batches_per_epoch = self.n_windows // self.batch_size  # remainder dropped
+        self._perm_epoch, self._perm = None, None
+        self._mmaps: dict[int, np.ndarray] = {}
+
+    # -- description -------------------------------------------------------------------
+    @property
+    def item_shape(self) -> tuple[int, ...]:
+        return (self.d,) if self.window is None else (self.window, self.d)
+
+    @property
+    def local_batch_size(self) -> int:
+        return self.batch_size // self.process_count
+
+    def config(self) -> dict:
+        """What a checkpoint must agree on to resume this stream."""
+        return {"d": self.d, "window": self.window, "stride": self.stride,
+                "batch_size": self.batch_size, "seed": self.seed, "n_windows": self.n_windows}
+
+    def __repr__(self) -> str:
+        return (f"ActivationStore({str(self.path)!r}, shards={len(self.shards)}, d={self.d}, "
+                f"window={self.window}, n_windows={self.n_windows}, "
+                f"batch_size={self.batch_size}, seed={self.seed})")
+
+    # -- order ---------------------------------------------------------------------------
+    def permutation(self, epoch: int) -> np.ndarray:
+        """Window ids in the shuffled order of ``epoch`` (cached for one epoch)."""
+        if self._perm_epoch != epoch:
+            rng = np.random.default_rng(np.random.SeedSequence([self.seed, int(epoch)]))
+            self._perm, self._perm_epoch = rng.permutation(self.n_windows), epoch
+        return self._perm
+
+    def _normalise(self, position) -> StorePosition:
+        epoch, cursor = (int(v) for v in position)
+        if epoch < 0 or cursor < 0:
+            raise ValueError(f"`position` must be non-negative; got {tuple(position)}")
+        epoch += cursor // self.batches_per_epoch
+        return StorePosition(epoch, cursor % self.batches_per_epoch)
+
+    def batch_ids(self, position, rows: slice | None = None) -> np.ndarray:
+        """Window ids of the global batch at ``position`` (restricted to ``rows``)."""
+        epoch, cursor = self._normalise(position)
+        ids = self.permutation(epoch)[cursor * self.batch_size:(cursor + 1) * self.batch_size]
+        return ids if rows is None else ids[rows]
+
+    def local_rows(self) -> slice:
+        n = self.local_batch_size
+        return slice(self.process_index * n, (self.process_index + 1) * n)
+
+    # -- reading -------------------------------------------------------------------------
+    def _locate(self, ids: np.ndarray):
+        s = np.searchsorted(self._offsets, ids, side="right") - 1
+        local = ids - self._offsets[s]
+        wpd = self._wpd[s]
+        return s, local // wpd, (local % wpd) * self.stride
+
+    def _read_shard(self, si: int, docs: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        sh, w = self.shards[si], (1 if self.window is None else self.window)
+        if sh.kind == "npy":
+            arr = self._mmaps.get(si)
+            if arr is None:
+                arr = self._mmaps[si] = np.load(sh.path, mmap_mode="r")
+            tok = starts[:, None] + np.arange(w)  # (n, w) token indices, one read per row
+            out = arr[docs[:, None], tok] if sh.three_d else arr[tok]
+            return np.asarray(out)
+        from safetensors import safe_open
+
+        with safe_open(str(sh.path), framework="numpy") as f:
+            sl = f.get_slice(sh.tensor)
+            if sh.three_d:
+                parts = [sl[int(a):int(a) + 1, int(b):int(b) + w] for a, b in zip(docs, starts,
+                                                                                 strict=True)]
+                return np.concatenate(parts, axis=0)
+            return np.stack([sl[int(b):int(b) + w] for b in starts])
+
+    def read(self, ids: np.ndarray) -> np.ndarray:
+        """Windows ``ids`` (global window ids) as an array ``(len(ids), *item_shape)``."""
+        ids = np.asarray(ids, dtype=np.int64)
+        w = 1 if self.window is None else self.window
+        out = np.empty((len(ids), w, self.d), dtype=self.dtype)
+        s, docs, starts = self._locate(ids)
+        for si in np.unique(s):
+            sel = np.flatnonzero(s == si)
+            order = np.lexsort((starts[sel], docs[sel]))  # sequential reads within a shard
+            sel = sel[order]
+            out[sel] = self._read_shard(int(si), docs[sel], starts[sel])
+        if self.check_finite:
+            bad = ~np.isfinite(out).reshape(len(ids), -1).all(axis=1)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                sh = self.shards[int(s[i])]
+                where = f"document {int(docs[i])}, " if sh.three_d else ""
+                raise ValueError(f"`store` batch contains NaN or inf values from shard "
+                                 f"{str(sh.path)!r} ({where}tokens {int(starts[i])}.."
+                                 f"{int(starts[i]) + w - 1}); {int(bad.sum())} bad windows "
+                                 f"in this batch")
+        return out[:, 0] if self.window is None else out
+
+    def batch(self, position, rows: slice | None = None) -> tuple[np.ndarray, StorePosition]:
+        """This process's rows of the global batch at ``position`` and the next position.
+
+        ``rows`` defaults to :meth:`local_rows` (process ``i`` of ``n`` reads rows
+        ``[i*B/n, (i+1)*B/n)``); pass ``slice(None)`` for the whole global batch."""
+        pos = self._normalise(position)
+        x = self.read(self.batch_ids(pos, self.local_rows() if rows is None else rows))
+        return x, self._normalise((pos.epoch, pos.cursor + 1))
+
+    def iterate(self, position=StorePosition(), rows: slice | None = None
+                ) -> Iterator[tuple[np.ndarray, StorePosition]]:
+        """Endless ``(batch, next_position)`` pairs starting at ``position``."""
+        pos = self._normalise(position)
+        while True:
+            x, pos = self.batch(pos, rows)
+            yield x, pos
+
+
+def write_shards(directory: str | os.PathLike, arrays: Sequence[np.ndarray], *,
+                 fmt: str = "npy", name: str = "activations") -> list[Path]:
+    """Write ``arrays`` as shards ``shard_00000.{npy,safetensors}`` (tests, examples)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, a in enumerate(arrays):
+        p = directory / f"shard_{i:05d}.{fmt}"
+        if fmt == "npy":
+            np.save(p, np.ascontiguousarray(a))
+        elif fmt == "safetensors":
+            from safetensors.numpy import save_file
+
+            save_file({name: np.ascontiguousarray(a)}, str(p))
+        else:
+            raise ValueError(f"`fmt` must be 'npy' or 'safetensors'; got {fmt!r}")
+        paths.append(p)
+    return paths

@@ -1,0 +1,150 @@
+"""benchmarks/bench_crosscoder.py: the float64 NumPy port of the peers' equations
+(``peers/torch_temporal.py``, SAELens/sparsify TopK) against jaxkit's crosscoder, the
+like-for-like step-1 metrics, the prototype sparse-gradient step against the kernel, and a
+quick end-to-end run without the peers (no virtual environment is created here)."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jaxkit.kernels import crosscoder as cc
+
+
+@pytest.fixture(scope="module")
+def bc(load_benchmark):
+    return load_benchmark("crosscoder")
+
+
+def _params(site, d=6, F=24, seed=0, dtype=jnp.float64):
+    x = np.random.default_rng(seed).standard_normal((40, *site, d))
+    x += np.linspace(-1, 1, d)  # a non-zero mean, so b_dec (geometric median) is not ~0
+    p = cc.init(jax.random.key(seed), d, F, site=site, sample=jnp.asarray(x), dtype=dtype)
+    # a non-zero encoder bias exercises b_enc everywhere
+    p = p._replace(b_enc=jnp.asarray(np.random.default_rng(seed + 1).normal(0, 0.1, F), dtype))
+    return p, x
+
+
+def _np(p):
+    return {n: np.asarray(getattr(p, n)) for n in ("W_enc", "b_enc", "W_dec", "b_dec")}
+
+
+@pytest.mark.parametrize("site", [(), (3,)])
+@pytest.mark.parametrize("activation", ["topk", "batch_topk"])
+def test_numpy_forward_matches_jaxkit(bc, site, activation):
+    p, x = _params(site)
+    k = 4
+    q = _np(p)
+    pre, (rows, cols), vals, x_hat = bc.numpy_forward(q["W_enc"], q["b_enc"], q["W_dec"],
+                                                      q["b_dec"], x, k,
+                                                      batch=activation == "batch_topk")
+    pre_j, z_j, x_hat_j = cc.forward(p, jnp.asarray(x), activation=activation, k=k)
+    np.testing.assert_allclose(pre, np.asarray(pre_j), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(x_hat, np.asarray(x_hat_j), rtol=1e-10, atol=1e-12)
+    assert x_hat.shape == x.shape and rows.size == k * x.shape[0] == vals.size
+    z = np.zeros_like(pre)
+    z[rows, cols] = vals
+    np.testing.assert_allclose(z, np.asarray(z_j), atol=1e-12)
+    # the like-for-like FVU equals jaxkit's training loss (AuxK off, no penalty)
+    loss, _ = cc.loss_fn(p, jnp.asarray(x), activation=activation, k=k)
+    np.testing.assert_allclose(bc.recon_metrics(x, x_hat)["fvu"], float(loss), rtol=1e-10)
+
+
+def test_recon_metrics_hand_computed(bc):
+    x = np.array([[1.0, 2.0], [3.0, 6.0]])
+    x_hat = np.array([[1.0, 1.0], [2.0, 6.0]])
+    m = bc.recon_metrics(x, x_hat)
+    # squared errors 0, 1, 1, 0; deviations from the batch mean (2, 4): 1, 4, 1, 4
+    assert m["mse"] == pytest.approx(2 / 4)
+    assert m["mse_sum_d"] == pytest.approx(2 / 2)
+    assert m["fvu"] == pytest.approx(2 / 10)
+    assert bc.recon_metrics(x, x)["fvu"] == 0.0
+    assert bc.rel(1.1, 1.0) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("site", [(), (3,)])
+def test_numpy_train_step_matches_jaxkit_step(bc, site):
+    """The NumPy port of torch_temporal's step (analytic FVU gradient, parallel-gradient
+    removal, first Adam step, unit-norm atoms) equals jaxkit's make_train_step."""
+    p, x = _params(site, seed=3)
+    k, lr = 5, 1e-2
+    init_state, step = cc.make_train_step(activation="topk", k=k, optimizer=optax.adam(lr))
+    state1, info = jax.jit(step)(init_state(jax.random.key(0), p), jnp.asarray(x))
+    new, loss = bc.numpy_train_step(_np(p), x, k, lr)
+    assert loss == pytest.approx(float(info.fvu), rel=1e-10)
+    for n in ("W_enc", "b_enc", "W_dec", "b_dec"):
+        got = np.asarray(getattr(state1.params, n))
+        assert new[n].shape == got.shape
+        # Adam's first step moves every entry by ~lr; agreement far below that
+        np.testing.assert_allclose(new[n], got, atol=1e-9 * lr / 1e-2, rtol=0)
+        assert bc.update_rel_diff(new[n], got, _np(p)[n]) < 1e-6
+    norms = np.linalg.norm(new["W_dec"].reshape(new["W_dec"].shape[0], -1), axis=1)
+    np.testing.assert_allclose(norms, 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("activation,site", [("topk", ()), ("batch_topk", ()),
+                                             ("topk", (2,))])
+def test_prototype_sparse_step_matches_kernel(bc, activation, site):
+    p, x = _params(site, seed=5)
+    k = 3
+    opt = optax.adam(1e-2)
+    init_state, step = cc.make_train_step(activation=activation, k=k, optimizer=opt)
+    proto = bc.proto_sparse_train_step(activation=activation, k=k, optimizer=opt)
+    s0 = init_state(jax.random.key(0), p)
+    s1, info = jax.jit(step)(s0, jnp.asarray(x))
+    t1, fvu = jax.jit(proto)(s0, jnp.asarray(x))
+    assert float(fvu) == pytest.approx(float(info.fvu), rel=1e-10)
+    for n in ("W_enc", "b_enc", "W_dec", "b_dec"):
+        assert bc.update_rel_diff(getattr(t1.params, n), getattr(s1.params, n),
+                                  getattr(p, n)) < 1e-6
+    np.testing.assert_array_equal(np.asarray(t1.steps_since_fired),
+                                  np.asarray(s1.steps_since_fired))
+    np.testing.assert_allclose(float(t1.threshold), float(s1.threshold), rtol=1e-12)
+    assert int(t1.step) == 1
+
+
+def test_model_flops_and_synthetic_batch(bc):
+    B, D, F, k = 8, 10, 100, 4
+    assert bc.model_flops(B, D, F, k, "dense") == 3 * (2 * B * D * F + 2 * B * F * D)
+    assert bc.model_flops(B, D, F, k, "sparse") == 3 * (2 * B * D * F + 2 * B * k * D)
+    with pytest.raises(ValueError, match="decoder"):
+        bc.model_flops(B, D, F, k, "csr")
+    x = bc.synthetic_batch(16, (3,), 5, seed=1)
+    assert x.shape == (16, 3, 5) and x.dtype == np.float32 and np.isfinite(x).all()
+    np.testing.assert_array_equal(x, bc.synthetic_batch(16, (3,), 5, seed=1))
+
+
+def test_bad_arguments(bc):
+    with pytest.raises(SystemExit):
+        bc.main(["--only", "nope", "--no-peers"])
+    with pytest.raises(SystemExit):
+        bc.main(["--k", "600", "--latents", "512", "--no-peers"])
+
+
+def test_quick_run_without_peers(bc, tmp_path):
+    out = tmp_path / "crosscoder.json"
+    assert bc.main(["--quick", "--no-peers", "--runs", "2", "--warmup", "1",
+                    "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert len(d["rows"]) == 3 and d["table_markdown"]
+    assert d["environment"]["threads"] == 2
+    for case, tokens in (("topk", 256), ("batchtopk", 256), ("temporal", 255)):
+        res = d["results"][case]
+        cfg = res["config"]
+        assert (cfg["d"], cfg["F"], cfg["k"], cfg["tokens"]) == (64, 512, 32, tokens)
+        assert set(res["implementations"]) == {"jaxkit", "prototype_sparse"}
+        for impl in res["implementations"].values():
+            assert impl["tokens_per_s"] > 0 and impl["record"]["median_s"] > 0
+            assert impl["record"]["items"] == tokens and impl["model_gflops_per_s"] > 0
+        assert res["implementations"]["jaxkit"]["record"]["compile_s"] > 0
+        proto = res["implementations"]["prototype_sparse"]
+        assert max(proto["params_after_step1_rel_to_jaxkit_update"].values()) < 1e-3
+        s1 = res["step1"]
+        assert s1["jaxkit"]["fvu_rel_to_reference"] < 1e-4
+        assert s1["jaxkit"]["loss_rel_to_reference"] < 1e-4
+        assert math.isfinite(s1["reference_float64"]["fvu"])
+        assert "peers skipped" in res["peer_note"]
+        assert "vs_fastest_peer" not in res

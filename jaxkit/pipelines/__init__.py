@@ -21,7 +21,7 @@ __all__ = ["RunContext", "PipelineResult", "register", "get", "names"]
 
 # Modules that define pipelines; imported lazily so `jaxkit info` stays fast.
 _MODULES = ["jaxkit.pipelines.pooled_lingam", "jaxkit.pipelines.ballad",
-            "jaxkit.pipelines.amgenc"]
+            "jaxkit.pipelines.amgenc", "jaxkit.pipelines.actflow", "jaxkit.pipelines.tempbench"]
 
 
 @dataclass

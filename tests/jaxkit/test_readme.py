@@ -29,3 +29,24 @@ def test_readme_bandit_tour_runs():
     # c3 = 2, c2 = 0 + 0.5 * 2 = 1, c1 = 1 + 0.5 * (1 / 2) = 1.25, c0 = 0.5 * (1.25 + 0.5)
     nums = [float(v) for v in re.findall(r"[-\d.]+", credit)]
     assert nums == [0.875, 1.25, 1.0, 2.0]
+
+
+def _run_block(i: int) -> list[str]:
+    block = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[i]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {})
+    return out.getvalue().strip().splitlines()
+
+
+def test_readme_crosscoder_tour_runs():
+    shape, mmcs = _run_block(2)
+    assert shape == "(48, 1, 16)"
+    assert float(mmcs) > 0.9  # the 32 true features are recovered
+
+
+def test_readme_flow_tour_runs():
+    mean, loglik = _run_block(3)
+    m = [float(v) for v in re.findall(r"[-\d.]+", mean)]
+    assert abs(m[0] - 2.0) < 0.25 and abs(m[1] + 1.0) < 0.25  # the target's mean
+    assert -10.0 < float(loglik) < 5.0  # a finite log-density near the target's mode

@@ -1,0 +1,486 @@
+"""Method comparison on the TempBench tasks at a matched active-latent budget.
+
+Methods (``METHODS``), each a dictionary that reads a window of T tokens:
+
+* ``sae`` -- per-token TopK SAE (window 1, ``k`` per token), applied to each token of the
+  window: ``k T`` active latents per window.
+* ``stacked`` -- T independent per-position TopK SAEs (SAE p trained on position p of
+  the windows, ``k`` each, ``vmap``-ed over positions): ``k T`` per window.
+* ``acausal`` -- acausal crosscoder over the T positions as views (Lindsey et al. 2024,
+  "Sparse crosscoders"): ReLU latents with the L1 penalty weighted by the *sum of the
+  per-position decoder norms* ``sum_f z_f sum_t ||W_dec[f, t]||``, which favours atoms on
+  few positions. Same shapes as the temporal crosscoder (``W_dec (F, T, d)``); the
+  difference is this objective. Its coefficient is steered during training towards the
+  matched L0 ``k T`` (multiplicative controller ``log lam += eta (L0 - kT) / kT``), so
+  its L0 is close to, not exactly, ``k T`` (reported).
+* ``tc`` -- temporal crosscoder: one TopK dictionary over the window with ``k T`` latents
+  per window, decoder atoms unit-norm jointly over ``(T, d)``.
+
+All four get the same number of latents per dictionary (``n_latents``; ``stacked`` has
+T of them), the same Adam steps, batch size and learning rate, and are trained on the
+same data per seed. Training uses the :mod:`jaxkit.kernels.crosscoder` building blocks
+in our own ``lax.scan`` loop instead of :func:`jaxkit.crosscoder.fit`, because ``fit``
+is a host loop compiled once per call that cannot be ``vmap``-ed: here one compiled
+function trains all seeds (and the stacked positions) at once. Data are divided by their
+RMS for training and the scale is folded back, as in ``fit``.
+
+Metrics (same rule for every method; atoms of window-1 and per-position SAEs are placed
+at the positions they write to in a T-window, zeros elsewhere: the per-token SAE's at
+every position, SAE p's at position p):
+
+* *token recovery*: each learned atom is cut into its T per-position slices ``(d,)``;
+  slices with norm below 0.1 x the largest slice of their atom are dropped (numerical
+  leftovers, not represented content); recovery AUC, MMCS and Hungarian MCC of the true
+  per-token directions against these slices (``jaxkit.kernels.crosscoder``). The per-token
+  SAE contributes its n atoms once (copies would let the matching reuse an atom).
+* *temporal recovery*: MMCS / AUC of the window-level ground truth (persistent atoms,
+  chain alignments) against the whole ``(T, d)`` atoms. A window-1 atom reaches at most
+  ``1/sqrt(T)`` against a persistent atom by construction.
+* *FVU* of the held-out windows (jointly over the window), *L0* per window.
+* HMM: *state accuracy* of the reconstruction readout ``argmax_s <x_hat_t, mu_s>`` at
+  every window position (unsupervised; raw-token and forward-backward references), and
+  MMCS of the state directions against the slices.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from jaxkit.kernels import crosscoder as cc
+
+from . import tasks
+
+__all__ = ["METHODS", "LABELS", "TrainConfig", "MarkovSetting", "HMMSetting", "ChainSetting",
+           "train", "window_forward", "window_atoms", "window_slices", "token_slices",
+           "view_norm_penalty", "recovery_metrics", "evaluate", "hmm_references", "compare_markov",
+           "compare_hmm", "compare_chains", "interval", "summarise"]
+
+METHODS = ("sae", "stacked", "acausal", "tc")
+LABELS = {"sae": "per-token SAE", "stacked": "stacked per-position SAEs",
+          "acausal": "acausal crosscoder (L1, per-position norms)",
+          "tc": "temporal crosscoder (TopK)"}
+SLICE_FLOOR = 0.1
+
+
+class TrainConfig(NamedTuple):
+    """Hashable training settings (static under ``jit``); ``k`` is per token."""
+
+    window: int
+    n_latents: int
+    k: int
+    steps: int = 1000
+    batch_size: int = 128
+    lr: float = 3e-3
+    acausal_lam: float = 1e-3  # initial L1 coefficient of the acausal crosscoder
+    acausal_eta: float = 0.05  # controller gain (log-coefficient per step, clipped)
+
+
+def _windows(key, seqs, window, batch):
+    n, L, _ = seqs.shape
+    P = L - window + 1
+    idx = jax.random.randint(key, (batch,), 0, n * P)
+    row, start = idx // P, idx % P
+    return seqs[row[:, None], start[:, None] + jnp.arange(window)]
+
+
+def _rescale(p: cc.Params, scale) -> cc.Params:
+    return p._replace(b_enc=p.b_enc * scale, b_dec=p.b_dec * scale)
+
+
+def _train_topk(key, seqs, *, window, position, n_latents, k, steps, batch_size, lr):
+    """TopK dictionary on windows of ``window`` tokens, or (``position`` not None) on
+    position ``position`` of windows of ``window`` tokens (a per-position SAE)."""
+    d = seqs.shape[-1]
+    scale = jnp.sqrt(jnp.mean(seqs ** 2))
+    k_init, k_sample, k_state, k_run = jax.random.split(key, 4)
+    def batch(kk, size):
+        x = _windows(kk, seqs, window, size) / scale
+        return x if position is None else jax.lax.dynamic_slice_in_dim(x, position, 1, 1)
+
+    site = 1 if position is not None else window
+    params = cc.init(k_init, d, n_latents, site=(site,), sample=batch(k_sample, 512))
+    init_state, step = cc.make_train_step(
+        activation="topk", k=k, optimizer=optax.adam(lr), k_aux=min(2 * k, n_latents - 1),
+        dead_steps=max(steps // 10, 1))
+    state = init_state(k_state, params)
+    state, info = jax.lax.scan(lambda s, kk: step(s, batch(kk, batch_size)), state,
+                               jax.random.split(k_run, steps))
+    return _rescale(state.params, scale), info.fvu
+
+
+def view_norm_penalty(z: Float[Array, "B F"], W_dec: Float[Array, "F T d"]) -> Float[Array, ""]:
+    """Acausal-crosscoder sparsity ``mean_b sum_f z_bf sum_t ||W_dec[f, t]||`` (Lindsey et
+    al. 2024). The kernel's :func:`~jaxkit.kernels.crosscoder.l1_penalty` weights by the
+    joint norm instead, so this one is written here."""
+    return jnp.mean(z @ jnp.sum(jnp.linalg.norm(W_dec, axis=-1), axis=-1))
+
+
+def _train_acausal(key, seqs, *, window, n_latents, target_l0, steps, batch_size, lr, lam0,
+                   eta):
+    d = seqs.shape[-1]
+    scale = jnp.sqrt(jnp.mean(seqs ** 2))
+    k_init, k_sample, k_run = jax.random.split(key, 3)
+    params = cc.init(k_init, d, n_latents, site=(window,), activation="relu",
+                     sample=_windows(k_sample, seqs, window, 512) / scale)
+    opt = optax.adam(lr)
+
+    def loss(p, x, lam):
+        _, z, x_hat = cc.forward(p, x, activation="relu")
+        rec = cc.fvu(x, x_hat)
+        return rec + lam * view_norm_penalty(z, p.W_dec), (rec, cc.l0(z))
+
+    def body(carry, kk):
+        p, o, log_lam = carry
+        x = _windows(kk, seqs, window, batch_size) / scale
+        (_, (rec, l0)), g = jax.value_and_grad(loss, has_aux=True)(p, x, jnp.exp(log_lam))
+        upd, o = opt.update(g, o, p)
+        p = optax.apply_updates(p, upd)
+        log_lam = log_lam + eta * jnp.clip((l0 - target_l0) / target_l0, -1.0, 1.0)
+        return (p, o, log_lam), rec
+
+    carry = (params, opt.init(params), jnp.log(jnp.asarray(lam0, jnp.float32)))
+    (p, _, _), curve = jax.lax.scan(body, carry, jax.random.split(k_run, steps))
+    return _rescale(p, scale), curve
+
+
+@functools.partial(jax.jit, static_argnames=("method", "cfg"))
+def train(method: str, keys: PRNGKeyArray, seqs: Float[Array, "S n L d"],
+          cfg: TrainConfig) -> tuple[Any, Float[Array, "S steps"]]:
+    """Train ``method`` for every seed (``vmap`` over ``keys`` and the per-seed data
+    ``seqs``). Returns batched parameters (``stacked``: an extra position axis after the
+    seed axis) and the training FVU curves."""
+    T, n, k = cfg.window, cfg.n_latents, cfg.k
+    common = dict(n_latents=n, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
+
+    def one(key, s):
+        if method == "sae":
+            return _train_topk(key, s, window=1, position=None, k=k, **common)
+        if method == "tc":
+            return _train_topk(key, s, window=T, position=None, k=k * T, **common)
+        if method == "stacked":
+            fn = jax.vmap(lambda p, kk: _train_topk(kk, s, window=T, position=p, k=k,
+                                                    **common))
+            params, curves = fn(jnp.arange(T), jax.random.split(key, T))
+            return params, curves.mean(0)
+        if method == "acausal":
+            return _train_acausal(key, s, window=T, target_l0=float(k * T),
+                                  lam0=cfg.acausal_lam, eta=cfg.acausal_eta, **common)
+        raise ValueError(f"`method` must be one of {METHODS}; got {method!r}")
+
+    return jax.vmap(one)(keys, seqs)
+
+
+def window_forward(method: str, params, x: Float[Array, "B T d"],
+                   cfg: TrainConfig) -> tuple[Float[Array, "B M"], Float[Array, "B T d"]]:
+    """Codes (all latents active on the window, ``M`` = total latents) and reconstruction
+    of windows ``x`` by one trained dictionary (one seed)."""
+    B, T, d = x.shape
+    if method == "sae":
+        z = cc.encode(params, x.reshape(B * T, 1, d), k=cfg.k)
+        return z.reshape(B, -1), cc.decode(params, z).reshape(B, T, d)
+    if method == "stacked":
+        z = jax.vmap(lambda p, xp: cc.encode(p, xp[:, None], k=cfg.k), (0, 1))(params, x)
+        xh = jax.vmap(cc.decode)(params, z)[:, :, 0]  # (T, B, d)
+        return jnp.moveaxis(z, 0, 1).reshape(B, -1), jnp.moveaxis(xh, 0, 1)
+    if method == "tc":
+        z = cc.encode(params, x, k=cfg.k * T)
+        return z, cc.decode(params, z)
+    z = cc.encode(params, x, activation="relu")
+    return z, cc.decode(params, z)
+
+
+def window_atoms(method: str, params, window: int) -> Float[Array, "M T d"]:
+    """Decoder atoms as T-window patterns, zeros outside the position an atom writes to:
+    ``sae`` (applied at every position) contributes each atom at each of the T positions
+    (``T n`` patterns), ``stacked`` SAE p its atoms at position p; crosscoders their
+    ``W_dec``."""
+    T = window
+    eye = jnp.eye(T, dtype=params.W_dec.dtype)
+    if method == "sae":
+        w = params.W_dec[:, 0]  # (n, d)
+        return jnp.einsum("nd,pq->pnqd", w, eye).reshape(-1, T, w.shape[-1])
+    if method == "stacked":
+        w = params.W_dec[:, :, 0]  # (T, n, d)
+        return jnp.einsum("pnd,pq->pnqd", w, eye).reshape(-1, T, w.shape[-1])
+    return params.W_dec
+
+
+def window_slices(method: str, params, window: int) -> Float[Array, "M d"]:
+    """Per-token atoms compared with the per-token truth: the SAE's ``n`` atoms once (not
+    once per placement, so a Hungarian matching cannot use copies), the stacked SAEs'
+    ``T n`` atoms, the crosscoders' :func:`token_slices`."""
+    if method == "sae":
+        return params.W_dec[:, 0]
+    return token_slices(window_atoms(method, params, window))
+
+
+def token_slices(atoms: Float[Array, "M T d"], floor: float = SLICE_FLOOR) -> Float[Array, "MT d"]:
+    """Per-position slices of the atoms; slices with norm below ``floor`` times the largest
+    slice of their atom are zeroed (they then match nothing)."""
+    norms = jnp.linalg.norm(atoms, axis=-1)
+    keep = norms >= floor * jnp.max(norms, axis=-1, keepdims=True)
+    return (atoms * keep[..., None]).reshape(-1, atoms.shape[-1])
+
+
+def recovery_metrics(atoms: Float[Array, "M T d"], slices: Float[Array, "K d"],
+                     token_truth: Float[Array, "F d"],
+                     window_truth: Float[Array, "G T d"]) -> dict[str, Array]:
+    """Token recovery (per-token atoms of :func:`window_slices` vs the per-token
+    directions: AUC, MMCS, Hungarian MCC) and temporal recovery (whole window atoms vs the
+    window truth: AUC, MMCS). Zero rows (padding) match nothing."""
+    sl = slices
+    return dict(token_auc=cc.recovery_auc(sl, token_truth),
+                token_mmcs=cc.mmcs(sl, token_truth),
+                token_mcc=cc.mcc_hungarian(sl, token_truth),
+                temporal_auc=cc.recovery_auc(atoms, window_truth),
+                temporal_mmcs=cc.mmcs(atoms, window_truth))
+
+
+@jax.jit
+def _recovery_seeds(atoms, slices, token_truth, window_truth):
+    return jax.vmap(recovery_metrics)(atoms, slices, token_truth, window_truth)
+
+
+@functools.partial(jax.jit, static_argnames=("method", "cfg"))
+def _forward_seeds(method, params, x, cfg):
+    """Per seed: codes, reconstructions, window atoms (padded to ``T n_latents`` rows)
+    and per-token atoms (padded to ``T^2 n_latents`` rows), so one compiled metric
+    function serves every method."""
+    T, n = cfg.window, cfg.n_latents
+
+    def one(p, xx):
+        z, xh = window_forward(method, p, xx, cfg)
+        a = window_atoms(method, p, T)
+        a = jnp.pad(a, ((0, T * n - a.shape[0]), (0, 0), (0, 0)))
+        sl = window_slices(method, p, T)
+        sl = jnp.pad(sl, ((0, T * T * n - sl.shape[0]), (0, 0)))
+        return z, xh, a, sl
+    return jax.vmap(one)(params, x)
+
+
+def evaluate(method: str, params, x_test: Float[Array, "S B T d"], cfg: TrainConfig,
+             token_truth: Float[Array, "S F d"], window_truth: Float[Array, "S G T d"],
+             *, states=None) -> dict[str, np.ndarray]:
+    """Per-seed metrics of one method: :func:`recovery_metrics`, FVU over the held-out
+    windows, L0 per window and (``states (S, B, T)`` given, HMM) the state accuracy of
+    the reconstruction readout ``argmax_s <x_hat_t, u_s>`` with ``u = token_truth``."""
+    z, xh, atoms, slices = _forward_seeds(method, params, x_test, cfg)
+    out = {k: np.asarray(v, np.float64) for k, v in
+           _recovery_seeds(atoms, slices, token_truth, window_truth).items()}
+    x64, xh64 = np.asarray(x_test, np.float64), np.asarray(xh, np.float64)
+    S = x64.shape[0]
+    out["fvu"] = np.array([float(cc.fvu(x64[i], xh64[i])) for i in range(S)])
+    out["l0"] = (np.asarray(z) != 0).sum(-1).mean(-1).astype(np.float64)
+    if states is not None:
+        pred = np.argmax(np.einsum("sbtd,sgd->sbtg", xh64, np.asarray(token_truth)), -1)
+        out["state_acc"] = (pred == np.asarray(states)).mean((1, 2))
+    return out
+
+
+def hmm_references(task: tasks.HMMTask, window: int, *, amplitude, sigma) -> dict[str, float]:
+    """State accuracy of references on the same windows: a single raw token
+    (``argmax <x_t, mu_s>``), the window mean (the state of every position read from the
+    mean of the window) and the Bayes-optimal forward-backward posterior of the whole
+    sequence."""
+    out = _hmm_refs(task, window, amplitude, sigma)
+    return {k: float(v) for k, v in out.items()}
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _hmm_refs(task, window, amplitude, sigma):
+    s = task.states
+    single = jnp.mean(jnp.argmax(task.x @ task.directions.T, -1) == s)
+    w = tasks.sliding_windows(task.x, window)  # (n, W, T, d)
+    ws = tasks.sliding_windows(s[..., None], window)[..., 0]
+    mean_pred = jnp.argmax(w.mean(2) @ task.directions.T, -1)
+    win = jnp.mean(mean_pred[..., None] == ws)
+    post = jax.vmap(lambda xx: tasks.hmm_posterior(xx, task.directions, task.transition,
+                                                   task.initial, amplitude=amplitude,
+                                                   sigma=sigma))(task.x)
+    fb = jnp.mean(jnp.argmax(post, -1) == s)
+    return dict(single_token=single, window_mean=win, forward_backward=fb)
+
+
+def interval(x) -> tuple[float, float]:
+    """Mean and half-width of the 95% t-interval over seeds (nan for one seed)."""
+    from scipy import stats
+
+    x = np.asarray(x, float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return math.nan, math.nan
+    if x.size == 1:
+        return float(x[0]), math.nan
+    half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    return float(x.mean()), float(half)
+
+
+def summarise(per_seed: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """``{metric: {"mean", "ci95", "seeds": [...]}}`` from per-seed arrays."""
+    out = {}
+    for m, v in per_seed.items():
+        v = np.asarray(v, float).ravel()
+        mean, half = interval(v)
+        out[m] = dict(mean=mean, ci95=half, seeds=[float(a) for a in v])
+    return out
+
+
+# ------------------------------------------------------------------ experiments
+
+
+class MarkovSetting(NamedTuple):
+    d: int = 16
+    n_features: int = 32
+    pi: float = 0.05
+    noise: float = 0.01
+    length: int = 64
+    n_train: int = 64  # sequences per seed
+    n_test: int = 16
+
+
+class HMMSetting(NamedTuple):
+    d: int = 16
+    n_states: int = 8
+    stay: float = 0.9
+    amplitude: float = 1.0
+    sigma: float = 0.8
+    length: int = 64
+    n_train: int = 64
+    n_test: int = 16
+
+
+class ChainSetting(NamedTuple):
+    d: int = 16
+    n_chains: int = 8
+    chain_length: int = 3
+    p_start: float = 0.05
+    noise: float = 0.01
+    length: int = 64
+    n_train: int = 64
+    n_test: int = 16
+
+
+def _test_windows(x, window):
+    """(S, n, L, d) -> (S, n * W, T, d)."""
+    w = jax.vmap(lambda xx: tasks.sliding_windows(xx, window))(x)
+    return w.reshape(w.shape[0], -1, *w.shape[-2:])
+
+
+@functools.partial(jax.jit, static_argnames=("s",))
+def _markov_data(seed_keys, rho, s: MarkovSetting) -> tasks.MarkovTask:
+    return jax.vmap(lambda kk: tasks.markov_features(
+        jax.random.fold_in(kk, 0), n_seq=s.n_train + s.n_test, length=s.length, d=s.d,
+        n_features=s.n_features, pi=s.pi, rho=rho, noise=s.noise))(seed_keys)
+
+
+@functools.partial(jax.jit, static_argnames=("s",))
+def _chain_data(seed_keys, s: ChainSetting) -> tasks.ChainTask:
+    return jax.vmap(lambda kk: tasks.ordered_features(
+        jax.random.fold_in(kk, 0), n_seq=s.n_train + s.n_test, length=s.length, d=s.d,
+        n_chains=s.n_chains, chain_length=s.chain_length, p_start=s.p_start,
+        noise=s.noise))(seed_keys)
+
+
+@functools.partial(jax.jit, static_argnames=("s",))
+def _hmm_data(seed_keys, s: HMMSetting) -> tasks.HMMTask:
+    return jax.vmap(lambda kk: tasks.hmm_denoising(
+        jax.random.fold_in(kk, 0), n_seq=s.n_train + s.n_test, length=s.length, d=s.d,
+        n_states=s.n_states, stay=s.stay, amplitude=s.amplitude, sigma=s.sigma))(seed_keys)
+
+
+def _take(a, i):
+    return a[i]
+
+
+def _seed_keys(key, n_seeds):
+    return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(n_seeds))
+
+
+def _run_methods(seed_keys, train_x, windows, k, cfg_base, methods, ev):
+    """Train every method for every window (the per-token SAE once, for all windows) and
+    evaluate; ``evaluate(method, params, cfg)`` -> per-seed metric dict."""
+    out: dict[int, dict[str, dict]] = {T: {} for T in windows}
+    train_keys = jax.vmap(lambda kk: jax.random.fold_in(kk, 1))(seed_keys)
+    for m in methods:
+        sae_params = None
+        for T in windows:
+            cfg = cfg_base._replace(window=T, k=k)
+            if m == "sae":
+                if sae_params is None:  # window-independent: train once
+                    sae_params = train(m, train_keys, train_x, cfg._replace(window=1))
+                params, curve = sae_params
+            else:
+                params, curve = train(m, train_keys, train_x, cfg)
+            res = ev(m, params, cfg)
+            res["train_fvu_final"] = np.asarray(curve[:, -max(1, cfg.steps // 20):].mean(1))
+            out[T][m] = res
+    return out
+
+
+def compare_markov(key: PRNGKeyArray, rho: float, setting: MarkovSetting, cfg: TrainConfig,
+                   *, windows=(2,), k: int = 2, n_seeds: int = 3, methods=METHODS):
+    """Markov-features comparison at persistence ``rho``: ``{T: {method: {metric:
+    per-seed array}}}``. Seed i draws its own directions and data from
+    ``fold_in(key, i)``; train and test sequences share the directions."""
+    s = setting
+    seed_keys = _seed_keys(key, n_seeds)
+    data = _markov_data(seed_keys, jnp.float32(rho), s)
+    train_x, test_x = data.x[:, :s.n_train], data.x[:, s.n_train:]
+
+    def ev(m, params, cfg):
+        T = cfg.window
+        truth_w = jax.vmap(lambda u: tasks.persistent_atoms(u, T))(data.directions)
+        return evaluate(m, params, _test_windows(test_x, T), cfg, data.directions, truth_w)
+
+    return _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev)
+
+
+def compare_chains(key: PRNGKeyArray, setting: ChainSetting, cfg: TrainConfig, *,
+                   windows=(3,), k: int = 1, n_seeds: int = 3, methods=METHODS):
+    """Ordered-features comparison: token truth = the C m chain-feature directions,
+    window truth = :func:`tasks.chain_atoms`."""
+    s = setting
+    seed_keys = _seed_keys(key, n_seeds)
+    data = _chain_data(seed_keys, s)
+    train_x, test_x = data.x[:, :s.n_train], data.x[:, s.n_train:]
+    flat = data.directions.reshape(n_seeds, -1, s.d)
+
+    def ev(m, params, cfg):
+        T = cfg.window
+        truth_w = jax.vmap(lambda u: tasks.chain_atoms(u, T))(data.directions)
+        return evaluate(m, params, _test_windows(test_x, T), cfg, flat, truth_w)
+
+    return _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev)
+
+
+def compare_hmm(key: PRNGKeyArray, setting: HMMSetting, cfg: TrainConfig, *, windows=(2,),
+                k: int = 1, n_seeds: int = 3, methods=METHODS):
+    """HMM denoising comparison; also returns the references of :func:`hmm_references`
+    per window under the key ``"references"`` (per-seed arrays)."""
+    s = setting
+    seed_keys = _seed_keys(key, n_seeds)
+    data = _hmm_data(seed_keys, s)
+    train_x = data.x[:, :s.n_train]
+    test = data._replace(x=data.x[:, s.n_train:], states=data.states[:, s.n_train:])
+
+    def ev(m, params, cfg):
+        T = cfg.window
+        st = jax.vmap(lambda ss: tasks.sliding_windows(ss[..., None], T)[..., 0])(test.states)
+        truth_w = jax.vmap(lambda u: tasks.persistent_atoms(u, T))(data.directions)
+        return evaluate(m, params, _test_windows(test.x, T), cfg, data.directions, truth_w,
+                        states=st.reshape(n_seeds, -1, T))
+
+    out = _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev)
+    for T in windows:
+        refs = [hmm_references(jax.tree_util.tree_map(functools.partial(_take, i=i), test), T,
+                               amplitude=s.amplitude, sigma=s.sigma) for i in range(n_seeds)]
+        out[T]["references"] = {r: np.array([ref[r] for ref in refs]) for r in refs[0]}
+    return out

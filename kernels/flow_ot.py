@@ -1,0 +1,172 @@
+"""Minibatch optimal-transport couplings for OT-CFM (Tong et al., "Improving and
+generalizing flow-based generative models with minibatch optimal transport", TMLR 2024;
+Pooladian et al., "Multisample flow matching", ICML 2023), computed on device inside
+``jit`` (no host round trip).
+
+* :func:`exact_coupling`: the optimal permutation for the squared Euclidean cost,
+  solved by :func:`optax.assignment.hungarian_algorithm` (``O(B^3)``, jit-able).
+* :func:`sinkhorn_plan`: the entropic plan from ott-jax's :class:`~ott.solvers.linear.
+  sinkhorn.Sinkhorn`.
+* :func:`sinkhorn_coupling`: ``B`` pairs drawn from that plan with a choice of sampling
+  scheme (``"permutation"``, ``"rows"``, ``"no_duplicates"``, ``"replace"``).
+* :func:`ot_cfm_loss`: re-pair the minibatch and apply
+  :func:`jaxkit.kernels.flow.cfm_batch_loss`.
+
+Couplings return index arrays ``(i, j)`` of shape ``(B,)``: the pairs are
+``(x0[i], x1[j])``. Samples may be pytrees (all leaves share the leading batch axis);
+the cost flattens each sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+from ott.geometry import pointcloud
+from ott.problems.linear import linear_problem
+from ott.solvers.linear import sinkhorn
+
+from . import flow
+
+__all__ = ["SAMPLINGS", "sq_cost", "exact_coupling", "sinkhorn_plan", "sinkhorn_coupling",
+           "sample_plan", "apply_coupling", "ot_cfm_loss"]
+
+SAMPLINGS = ("permutation", "rows", "no_duplicates", "replace")
+PyTree = Any
+
+
+def _flat(x: PyTree) -> Array:
+    leaves = jax.tree_util.tree_leaves(x)
+    b = leaves[0].shape[0]
+    return jnp.concatenate([jnp.reshape(a, (b, -1)) for a in leaves], axis=1)
+
+
+def _prep(x0: PyTree, x1: PyTree) -> tuple[Array, Array]:
+    """Same shapes, finite values; returns the flattened ``(B, d)`` matrices."""
+    x0, x1, _ = flow._check_batch(x0, x1)
+    return _flat(x0), _flat(x1)
+
+
+def sq_cost(x0: Float[Array, "B d"], x1: Float[Array, "B d"]) -> Float[Array, "B B"]:
+    """Squared Euclidean cost matrix ``C_ij = ||x0_i - x1_j||^2`` (flattened samples)."""
+    a, b = _flat(x0), _flat(x1)
+    return jnp.sum(jnp.square(a[:, None, :] - b[None, :, :]), axis=-1)
+
+
+def exact_coupling(x0: PyTree, x1: PyTree) -> tuple[Int[Array, " B"], Int[Array, " B"]]:
+    """Exact minibatch OT: the permutation ``j`` minimising ``sum_i ||x0_i - x1_{j_i}||^2``
+    (Hungarian algorithm, :func:`optax.assignment.hungarian_algorithm`). Returns
+    ``(arange(B), j)``: every sample on both sides is used exactly once."""
+    a, b = _prep(x0, x1)
+    cost = sq_cost(a, b)
+    rows, cols = optax.assignment.hungarian_algorithm(cost)
+    n = a.shape[0]
+    perm = jnp.zeros((n,), jnp.int32).at[rows].set(cols.astype(jnp.int32))
+    return jnp.arange(n, dtype=jnp.int32), perm
+
+
+def sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
+                  scale_cost: str | float = "mean", threshold: float = 1e-3,
+                  max_iterations: int = 2000) -> Float[Array, "B B"]:
+    """Entropic OT plan between the uniform empirical measures of ``x0`` and ``x1`` for the
+    squared Euclidean cost (ott-jax Sinkhorn, log domain). ``epsilon`` is relative to the
+    cost scaled by ``scale_cost`` (``"mean"``: divided by the mean cost, as torchcfm
+    normalises). Rows sum to ``1/B``, columns to ``1/B`` (to ``threshold``)."""
+    a, b = _prep(x0, x1)
+    geom = pointcloud.PointCloud(a, b, epsilon=epsilon, scale_cost=scale_cost)
+    out = sinkhorn.Sinkhorn(threshold=threshold, max_iterations=max_iterations)(
+        linear_problem.LinearProblem(geom))
+    return out.matrix
+
+
+def _gumbel(key, shape, dtype):
+    return jax.random.gumbel(key, shape, dtype)
+
+
+def sample_plan(key: PRNGKeyArray, plan: Float[Array, "B B"], *,
+                sampling: str = "permutation") -> tuple[Int[Array, " B"], Int[Array, " B"]]:
+    """Draw ``B`` index pairs ``(i, j)`` from a ``(B, B)`` coupling ``plan``.
+
+    ``sampling``:
+
+    * ``"permutation"`` (default): perturb-and-MAP (Papandreou & Yuille 2011): the
+      assignment maximising ``sum_i log P_{i j_i} + G_{i j_i}`` with i.i.d. Gumbel ``G``.
+      A random permutation (each ``x0`` and each ``x1`` exactly once, no duplicate pairs)
+      concentrated on the plan's support; it is not an exact sample of the plan.
+    * ``"rows"``: ``i = arange(B)``, ``j_i ~ P[i, :] / sum_j P[i, j]``: each ``x0`` once,
+      ``x1`` may repeat; exact conditional sampling.
+    * ``"no_duplicates"``: Gumbel-top-``B`` over the ``B^2`` entries: ``B`` distinct
+      pairs drawn without replacement proportionally to ``P`` (rows/columns may repeat).
+    * ``"replace"``: ``B`` i.i.d. draws of pairs from ``P`` (with replacement; torchcfm's
+      ``OTPlanSampler`` behaviour: duplicate pairs are possible)."""
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {SAMPLINGS}; got {sampling!r}")
+    if plan.ndim != 2 or plan.shape[0] != plan.shape[1]:
+        raise ValueError(f"`plan` must be a square (B, B) matrix; got shape {plan.shape}")
+    n = plan.shape[0]
+    dtype = plan.dtype if jnp.issubdtype(plan.dtype, jnp.floating) else jnp.float32
+    logp = jnp.log(jnp.maximum(plan, 0).astype(dtype))
+    if sampling == "permutation":
+        score = logp + _gumbel(key, (n, n), dtype)
+        # optax solves a minimisation; -inf log-probabilities become a large finite cost
+        cost = -jnp.where(jnp.isfinite(score), score, -1e30)
+        rows, cols = optax.assignment.hungarian_algorithm(cost)
+        perm = jnp.zeros((n,), jnp.int32).at[rows].set(cols.astype(jnp.int32))
+        return jnp.arange(n, dtype=jnp.int32), perm
+    if sampling == "rows":
+        j = jax.random.categorical(key, logp, axis=1)
+        return jnp.arange(n, dtype=jnp.int32), j.astype(jnp.int32)
+    flat = logp.reshape(-1)
+    if sampling == "no_duplicates":
+        _, idx = jax.lax.top_k(flat + _gumbel(key, flat.shape, dtype), n)
+    else:
+        idx = jax.random.categorical(key, flat, shape=(n,))
+    idx = idx.astype(jnp.int32)
+    return idx // n, idx % n
+
+
+def sinkhorn_coupling(key: PRNGKeyArray, x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
+                      sampling: str = "permutation", scale_cost: str | float = "mean",
+                      threshold: float = 1e-3,
+                      max_iterations: int = 2000) -> tuple[Int[Array, " B"], Int[Array, " B"]]:
+    """Entropic minibatch OT coupling: :func:`sinkhorn_plan` then :func:`sample_plan`
+    (see there for ``sampling``; default ``"permutation"``, no duplicate pairs and every
+    sample used once). Returns ``(i, j)``."""
+    plan = sinkhorn_plan(x0, x1, epsilon=epsilon, scale_cost=scale_cost,
+                         threshold=threshold, max_iterations=max_iterations)
+    return sample_plan(key, plan, sampling=sampling)
+
+
+def apply_coupling(x0: PyTree, x1: PyTree, i: Int[Array, " B"],
+                   j: Int[Array, " B"]) -> tuple[PyTree, PyTree]:
+    """The paired minibatch ``(x0[i], x1[j])`` (leaf-wise along the batch axis)."""
+    take = lambda x, k: jax.tree_util.tree_map(lambda a: a[k], x)  # noqa: E731
+    return take(x0, i), take(x1, j)
+
+
+def ot_cfm_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x0: PyTree,
+                x1: PyTree, *, coupling: str = "exact", epsilon: float = 0.05,
+                sampling: str = "permutation", path: str = "linear",
+                y: Int[Array, " B"] | None = None, p_uncond: float = 0.0,
+                null_label: int = -1, **path_kwargs) -> Float[Array, ""]:
+    """OT-CFM loss (Tong et al. 2024): pair the minibatch with ``coupling="exact"``
+    (:func:`exact_coupling`) or ``"sinkhorn"`` (:func:`sinkhorn_coupling` with ``epsilon``
+    and ``sampling``), then :func:`jaxkit.kernels.flow.cfm_batch_loss` on the pairs.
+    Labels ``y`` belong to ``x1`` and follow its re-indexing. The coupling is computed
+    on the stopped-gradient data (indices carry no gradient)."""
+    if coupling not in ("exact", "sinkhorn"):
+        raise ValueError(f"coupling must be 'exact' or 'sinkhorn'; got {coupling!r}")
+    kc, kl = jax.random.split(key)
+    sg = jax.lax.stop_gradient
+    if coupling == "exact":
+        i, j = exact_coupling(sg(x0), sg(x1))
+    else:
+        i, j = sinkhorn_coupling(kc, sg(x0), sg(x1), epsilon=epsilon, sampling=sampling)
+    x0p, x1p = apply_coupling(x0, x1, i, j)
+    yp = None if y is None else jnp.asarray(y)[j]
+    return flow.cfm_batch_loss(velocity_fn, params, kl, x0p, x1p, path=path, y=yp,
+                               p_uncond=p_uncond, null_label=null_label, **path_kwargs)

@@ -1,0 +1,347 @@
+"""TempBench: generator statistics against their closed forms (Markov firing rate and lag-1
+autocorrelation, HMM transition frequencies and the forward-backward posterior against
+brute-force enumeration, chain order), input errors, jit/vmap invariance, the method
+comparison on a tiny config and the quick pipeline's report."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jaxkit.pipelines import RunContext
+from jaxkit.pipelines import tempbench as P
+from jaxkit.tempbench import compare as C
+from jaxkit.tempbench import tasks as T
+
+RBG = functools.partial(jax.random.key, impl="rbg")  # compiles much faster than threefry
+
+# ------------------------------------------------------------------ Markov features
+
+RHOS = (0.0, 0.3, 0.5, 0.7, 0.9)
+PI = 0.2
+
+
+@functools.partial(jax.jit, static_argnames=("n_seq", "length"))
+def _markov_codes(key, rho, *, n_seq, length):
+    return T.markov_features(key, n_seq=n_seq, length=length, d=4, n_features=8, pi=PI,
+                             rho=rho).codes
+
+
+@pytest.fixture(scope="module")
+def markov_sweep():
+    rhos = jnp.asarray(RHOS)
+    codes = jax.vmap(lambda r: _markov_codes(RBG(3), r, n_seq=100,
+                                             length=250))(rhos)
+    return np.asarray(codes, np.float64)  # (R, n, L, F)
+
+
+@pytest.mark.parametrize("i", range(len(RHOS)))
+def test_markov_rate_and_autocorrelation(markov_sweep, i):
+    c = markov_sweep[i]
+    rho = RHOS[i]
+    n_eff = c.size * (1 - rho) / (1 + rho)  # effective sample size of an AR(1) indicator
+    se_rate = np.sqrt(PI * (1 - PI) / n_eff)
+    assert abs(c.mean() - PI) < 5 * se_rate
+    a, b = c[:, :-1].ravel(), c[:, 1:].ravel()
+    assert abs(np.corrcoef(a, b)[0, 1] - rho) < 0.02
+    # transition probabilities of the closed form
+    p11, p01 = (float(v) for v in T.markov_transition(PI, rho))
+    assert abs(b[a == 1].mean() - p11) < 0.02
+    assert abs(b[a == 0].mean() - p01) < 0.01
+
+
+def test_markov_signal_model_jit_vmap():
+    fn = jax.jit(lambda k: T.markov_features(k, n_seq=20, length=30, d=6, n_features=10,
+                                             pi=0.3, rho=0.5, noise=0.05))
+    keys = jax.random.split(jax.random.key(0), 2)
+    t = fn(keys[1])
+    batched = jax.jit(jax.vmap(fn))(keys)  # vmap invariance
+    np.testing.assert_allclose(batched.x[1], t.x, atol=1e-6)
+    np.testing.assert_array_equal(batched.codes[1], t.codes)
+    np.testing.assert_allclose(np.linalg.norm(t.directions, axis=1), 1.0, atol=1e-5)
+    mags = np.asarray(t.magnitudes)
+    codes = np.asarray(t.codes)
+    assert np.all(mags[~codes] == 0) and np.all(mags[codes] > 0)
+    assert abs(mags[codes].mean() - 1.0) < 0.02
+    resid = np.asarray(t.x) - mags @ np.asarray(t.directions)
+    assert abs(resid.std() - 0.05) < 0.005
+
+
+@settings(max_examples=25, deadline=None)
+@given(pi=st.floats(0.01, 0.99), rho=st.floats(-1.0, 1.0))
+def test_markov_transition_stationary(pi, rho):
+    """Valid (pi, rho) give probabilities with stationary rate pi and autocorrelation rho;
+    invalid ones raise ValueError naming rho."""
+    if rho < -min(pi / (1 - pi), (1 - pi) / pi) - 1e-6:
+        with pytest.raises(ValueError, match="rho"):
+            T.markov_transition(pi, rho)
+        return
+    p11, p01 = (float(v) for v in T.markov_transition(pi, rho))
+    assert -1e-6 <= p01 <= 1 + 1e-6 and -1e-6 <= p11 <= 1 + 1e-6
+    assert abs(pi * p11 + (1 - pi) * p01 - pi) < 1e-5  # stationarity
+    assert abs((p11 - p01) - rho) < 1e-5  # lag-1 autocorrelation of a two-state chain
+
+
+def test_markov_bad_inputs():
+    kw = dict(n_seq=2, length=3, d=2, n_features=3)
+    with pytest.raises(ValueError, match="pi"):
+        T.markov_features(jax.random.key(0), pi=1.5, **kw)
+    with pytest.raises(ValueError, match="rho"):
+        T.markov_features(jax.random.key(0), rho=float("nan"), **kw)
+    with pytest.raises(ValueError, match="n_features"):
+        T.markov_features(jax.random.key(0), **{**kw, "n_features": 0})
+    with pytest.raises(Exception, match="rho"):  # traced: equinox run-time check
+        jax.jit(lambda r: T.markov_features(jax.random.key(0), rho=r, **kw).x)(1.5)
+
+
+def test_persistent_atoms():
+    u = T.unit_directions(jax.random.key(0), 3, 5, orthogonal=True)
+    np.testing.assert_allclose(u @ u.T, np.eye(3), atol=1e-5)
+    a = T.persistent_atoms(u, 4)
+    assert a.shape == (3, 4, 5)
+    np.testing.assert_allclose(np.linalg.norm(a.reshape(3, -1), axis=1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(a[:, 2], u / 2.0, atol=1e-6)
+    with pytest.raises(ValueError, match="orthogonal"):
+        T.unit_directions(jax.random.key(0), 6, 5, orthogonal=True)
+
+
+# ------------------------------------------------------------------------- HMM
+
+
+def test_hmm_transitions_and_ambiguity():
+    """Empirical transition frequencies vs P; emission noise; one token is ambiguous while
+    the forward-backward posterior (context) is not."""
+    P_ = np.array([[0.8, 0.15, 0.05], [0.1, 0.7, 0.2], [0.3, 0.0, 0.7]], np.float32)
+    h = jax.jit(lambda k: T.hmm_denoising(k, n_seq=200, length=200, d=4, n_states=3,
+                                          transition=P_, sigma=0.8))(RBG(0))
+    s = np.asarray(h.states)
+    counts = np.zeros((3, 3))
+    np.add.at(counts, (s[:, :-1].ravel(), s[:, 1:].ravel()), 1)
+    freq = counts / counts.sum(1, keepdims=True)
+    np.testing.assert_allclose(freq, P_, atol=0.015)
+    assert counts[2, 1] == 0
+    resid = np.asarray(h.x) - np.asarray(h.directions)[s]
+    assert abs(resid.std() - 0.8) < 0.01
+    single = (np.asarray(h.x @ h.directions.T).argmax(-1) == s).mean()
+    post = jax.jit(jax.vmap(lambda x: T.hmm_posterior(x, h.directions, h.transition,
+                                                      h.initial, sigma=0.8)))(h.x[:40])
+    smooth = (np.asarray(post).argmax(-1) == s[:40]).mean()
+    assert single < 0.8 and smooth > single + 0.05
+    np.testing.assert_allclose(T.sticky_transition(4, 0.9).sum(1), 1.0, atol=1e-6)
+    with pytest.raises(ValueError, match="transition"):
+        T.hmm_denoising(jax.random.key(0), n_seq=2, length=3, d=4, n_states=3,
+                        transition=P_[:2])
+    with pytest.raises(ValueError, match="transition"):
+        T.hmm_denoising(jax.random.key(0), n_seq=2, length=3, d=4, n_states=3,
+                        transition=P_ * 2)
+
+
+def test_hmm_posterior_matches_enumeration():
+    """Forward-backward vs brute force over all S^L paths (float64 NumPy)."""
+    S, L, d, sigma = 3, 5, 2, 0.9
+    P_ = np.array([[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.25, 0.25, 0.5]])
+    init = np.array([0.5, 0.3, 0.2])
+    rng = np.random.default_rng(0)
+    mu = rng.standard_normal((S, d))
+    mu /= np.linalg.norm(mu, axis=1, keepdims=True)
+    x = rng.standard_normal((L, d))
+    post = np.zeros((L, S))
+    for path in itertools.product(range(S), repeat=L):
+        w = init[path[0]] * np.prod([P_[a, b] for a, b in zip(path[:-1], path[1:], strict=True)])
+        w *= np.exp(-0.5 * np.sum((x - mu[list(path)]) ** 2) / sigma ** 2)
+        post[np.arange(L), path] += w
+    post /= post.sum(1, keepdims=True)
+    got = jax.jit(functools.partial(T.hmm_posterior, sigma=sigma))(
+        jnp.asarray(x), jnp.asarray(mu), jnp.asarray(P_), jnp.asarray(init))
+    np.testing.assert_allclose(got, post, atol=1e-6)
+
+
+# ---------------------------------------------------------------------- chains
+
+
+def test_chain_order_and_rate():
+    m, p = 4, 0.1
+    t = jax.jit(lambda k: T.ordered_features(k, n_seq=50, length=80, d=8, n_chains=3,
+                                             chain_length=m, p_start=p))(RBG(5))
+    c = np.asarray(t.codes)  # (n, L, C, m)
+    # A at t => B at t+1 => ... (within the sequence), and B at t => A at t-1
+    assert np.all(c[:, :-1, :, :-1] <= c[:, 1:, :, 1:])
+    assert np.all(c[:, 1:, :, 1:] <= c[:, :-1, :, :-1])
+    np.testing.assert_array_equal(c[..., 0], np.asarray(t.starts))
+    assert abs(c.mean() - p) < 0.01
+    with pytest.raises(ValueError, match="chain_length"):
+        T.ordered_features(jax.random.key(0), n_seq=2, length=5, d=3, n_chains=1,
+                           chain_length=2)
+
+
+@pytest.mark.parametrize("window", [2, 3, 5])
+def test_chain_atoms(window):
+    u = T.unit_directions(jax.random.key(0), 6, 8).reshape(2, 3, 8)
+    a = np.asarray(T.chain_atoms(u, window))
+    n_align = abs(3 - window) + 1
+    assert a.shape == (2 * n_align, window, 8)
+    np.testing.assert_allclose(np.linalg.norm(a.reshape(len(a), -1), axis=1), 1.0,
+                               atol=1e-6)
+    first = a[0][np.linalg.norm(a[0], axis=1) > 0]
+    cos = np.sum(first * np.asarray(u[0, :len(first)]), 1) / np.linalg.norm(first, axis=1)
+    np.testing.assert_allclose(cos, 1.0, atol=1e-6)  # chain 0 in order, first alignment
+
+
+def test_sliding_windows():
+    x = jnp.arange(2 * 6 * 3, dtype=jnp.float32).reshape(2, 6, 3)
+    w = T.sliding_windows(x, 4)
+    assert w.shape == (2, 3, 4, 3)
+    np.testing.assert_array_equal(w[1, 2], x[1, 2:6])
+    with pytest.raises(ValueError, match="window"):
+        T.sliding_windows(x, 7)
+
+
+# ------------------------------------------------------------------ comparison
+
+TINY = dict(rhos=(0.0, 0.9), windows=(2,), ks=(1,), seeds=2, steps=40, batch_size=32,
+            n_latents=12, d=6, n_features=10, pi=0.1, length=16, n_train=8, n_test=4,
+            n_states=3, sigma=0.8, n_chains=3, hmm_windows=(2,), chain_windows=(2,),
+            prng_impl="rbg")
+METRIC_KEYS = {"token_auc", "token_mmcs", "token_mcc", "temporal_auc", "temporal_mmcs",
+               "fvu", "l0", "train_fvu_final"}
+
+
+def test_recovery_metrics_reference():
+    """The true dictionary scores 1; a one-position atom scores 1/sqrt(T) against a
+    persisting feature; the slice floor drops numerical leftovers."""
+
+    u = T.unit_directions(jax.random.key(0), 5, 8)
+    Tw = 4
+    truth = T.persistent_atoms(u, Tw)
+    res = C.recovery_metrics(truth, C.token_slices(truth), u, truth)
+    for key in ("token_auc", "token_mmcs", "token_mcc", "temporal_mmcs"):
+        assert float(res[key]) == pytest.approx(1.0, abs=1e-5), key
+    one_pos = jnp.pad(u[:, None], ((0, 0), (0, Tw - 1), (0, 0)))
+    res = C.recovery_metrics(one_pos, C.token_slices(one_pos), u, truth)
+    assert float(res["temporal_mmcs"]) == pytest.approx(0.5, abs=1e-5)
+    assert float(res["token_mmcs"]) == pytest.approx(1.0, abs=1e-5)
+    # a leftover slice at 5% of the atom's main slice is dropped, one at 50% is kept
+    a = jnp.stack([u[0], 0.05 * u[1]])[None]
+    sl = np.asarray(C.token_slices(a))
+    np.testing.assert_allclose(sl[1], 0.0)
+    sl = np.asarray(C.token_slices(jnp.stack([u[0], 0.5 * u[1]])[None]))
+    np.testing.assert_allclose(sl[1], 0.5 * u[1], atol=1e-6)
+
+
+def test_view_norm_penalty_and_atoms():
+    from jaxkit.kernels import crosscoder as cc
+
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((5, 3, 4))
+    z = np.abs(rng.standard_normal((7, 5)))
+    ref = np.mean(z @ np.linalg.norm(W, axis=-1).sum(-1))
+    assert float(C.view_norm_penalty(jnp.asarray(z), jnp.asarray(W))) == pytest.approx(ref)
+    # stacked per-position SAEs: SAE p's atoms sit at position p of the window
+    p = jax.vmap(lambda k: cc.init(k, 4, 5, site=(1,)))(jax.random.split(jax.random.key(0), 3))
+    atoms = np.asarray(C.window_atoms("stacked", p, 3))
+    assert atoms.shape == (15, 3, 4)
+    np.testing.assert_allclose(atoms[5:10, 1], p.W_dec[1, :, 0])
+    assert np.all(atoms[5:10, [0, 2]] == 0)
+    # the per-token SAE writes to every position: each atom at each of the T positions,
+    # but its per-token atoms are counted once
+    sae = jax.tree_util.tree_map(lambda a: a[0], p)
+    atoms = np.asarray(C.window_atoms("sae", sae, 3))
+    assert atoms.shape == (15, 3, 4)
+    np.testing.assert_allclose(atoms[10:15, 2], sae.W_dec[:, 0])
+    assert np.all(atoms[10:15, :2] == 0)
+    np.testing.assert_allclose(C.window_slices("sae", sae, 3), sae.W_dec[:, 0])
+
+
+@pytest.fixture(scope="module")
+def tiny_pipeline(tmp_path_factory):
+
+    out = tmp_path_factory.mktemp("tempbench")
+    ctx = RunContext(out_dir=out, quick=True)
+    return P.run(ctx, settings=TINY), out
+
+
+def test_compare_markov_keys_and_finite(tiny_pipeline):
+    """Direct call with the pipeline's tiny config (compiled code is reused)."""
+
+    S = {**P.QUICK, **TINY}
+    mk = C.MarkovSetting(d=S["d"], n_features=S["n_features"], pi=S["pi"],
+                         length=S["length"], n_train=S["n_train"], n_test=S["n_test"])
+    res = C.compare_markov(RBG(7), 0.5, mk, P._cfg(S), windows=(2,), k=1,
+                           n_seeds=2)
+    assert set(res) == {2} and set(res[2]) == set(C.METHODS)
+    for m, v in res[2].items():
+        assert set(v) == METRIC_KEYS, m
+        for key, arr in v.items():
+            assert arr.shape == (2,) and np.all(np.isfinite(arr)), (m, key)
+        assert np.all((v["token_auc"] >= 0) & (v["token_auc"] <= 1))
+    for m in ("sae", "stacked", "tc"):  # TopK: exactly k T active per window
+        np.testing.assert_allclose(res[2][m]["l0"], 2.0)
+    # per-token atoms cannot exceed 1/sqrt(T) against a persisting feature
+    assert np.all(res[2]["sae"]["temporal_mmcs"] <= 1 / np.sqrt(2) + 1e-5)
+
+
+def test_pipeline_report_consistent(tiny_pipeline):
+    import json
+
+
+    result, out = tiny_pipeline
+    assert all(p.is_file() and p.stat().st_size > 1000 for p in result.figures)
+    assert {p.name for p in result.figures} == {"tempbench_markov_auc.png",
+                                               "tempbench_hmm_chains.png"}
+    json.dumps(result.metrics)
+    md = result.markdown
+    by_label = {v: k for k, v in C.LABELS.items()}
+    n_rows = 0
+    for line in md.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 9 and cells[3] in by_label:  # Markov table row
+            T_, k, rho, label, auc, mcc, tauc, fvu, l0 = cells
+            summ = result.metrics["markov"][f"T={T_}"][f"k={k}"][f"rho={float(rho)}"]
+            s = summ[by_label[label]]
+            assert [auc, mcc, tauc, fvu, l0] == [P._fmt(s[m]) for m in (
+                "token_auc", "token_mcc", "temporal_auc", "fvu", "l0")]
+            n_rows += 1
+    assert n_rows == len(TINY["rhos"]) * len(C.METHODS)
+    # verdict counts match the verdicts
+    v = result.metrics["verdicts"]
+    for key, c in result.metrics["verdict_counts"].items():
+        assert c["win"] == sum(d.get(key) == "win" for d in v.values())
+    assert "Where the temporal crosscoder wins" in md
+    hmm = result.metrics["hmm"]["T=2"]
+    refs = hmm["references"]
+    assert refs["forward_backward"]["mean"] >= refs["single_token"]["mean"]
+    assert 0 <= hmm["tc"]["state_acc"]["mean"] <= 1
+
+
+def test_pipeline_resume(tiny_pipeline):
+
+    result, out = tiny_pipeline
+    ctx = RunContext(out_dir=out, quick=True)
+    again = P.run(ctx, settings=TINY)
+    assert len(ctx.reloaded) == len(TINY["rhos"]) + 2
+    assert again.metrics["markov"] == result.metrics["markov"]
+
+
+def test_verdict_rule():
+
+    def s(mean, ci):
+        return {"x": {"mean": mean, "ci95": ci}}
+
+    assert P.verdict({"tc": s(0.9, 0.01), "sae": s(0.5, 0.1)}, "x", True) == "win"
+    assert P.verdict({"tc": s(0.9, 0.01), "sae": s(0.5, 0.1)}, "x", False) == "loss"
+    assert P.verdict({"tc": s(0.9, 0.35), "sae": s(0.5, 0.1)}, "x", True) == "tie"
+
+
+@pytest.mark.slow
+def test_quick_pipeline(tmp_path):
+
+    r = P.run(RunContext(out_dir=tmp_path, quick=True))
+    assert len(r.figures) == 2 and "### Markov features" in r.markdown
+    assert set(r.metrics["markov"]["T=3"]["k=1"]) == {"rho=0.0", "rho=0.9"}

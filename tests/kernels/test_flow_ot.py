@@ -1,0 +1,160 @@
+"""OT couplings for OT-CFM: the Hungarian permutation against scipy's
+linear_sum_assignment, Sinkhorn plan marginals, the pair-sampling schemes (no duplicates
+where promised), pytrees, jit/vmap, the OT-CFM loss and bad input."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jaxkit.kernels import flow, flow_ot
+from scipy.optimize import linear_sum_assignment
+
+B, D = 8, 3
+
+
+@pytest.fixture(scope="module")
+def data():
+    x0 = jax.random.normal(jax.random.key(0), (B, D))
+    x1 = jax.random.normal(jax.random.key(1), (B, D)) * 0.5 + 1.5
+    return x0, x1
+
+
+@pytest.fixture(scope="module")
+def exact_jit():
+    return jax.jit(flow_ot.exact_coupling)
+
+
+@pytest.fixture(scope="module")
+def plan(data):
+    return jax.jit(lambda a, b: flow_ot.sinkhorn_plan(a, b, epsilon=0.003, threshold=1e-6))(
+        *data)
+
+
+def _check_exact(exact_jit, x0, x1):
+    i, j = exact_jit(x0, x1)
+    c = np.sum((np.asarray(x0)[:, None] - np.asarray(x1)[None]) ** 2, axis=-1)
+    r, s = linear_sum_assignment(c)
+    np.testing.assert_array_equal(np.asarray(i), np.arange(len(x0)))
+    assert sorted(np.asarray(j).tolist()) == list(range(len(x0)))  # a permutation
+    np.testing.assert_allclose(c[np.asarray(i), np.asarray(j)].sum(), c[r, s].sum(),
+                               rtol=1e-9)
+
+
+def test_exact_coupling_matches_scipy(data, exact_jit):
+    _check_exact(exact_jit, *data)
+    np.testing.assert_allclose(flow_ot.sq_cost(*data),
+                               np.sum((np.asarray(data[0])[:, None] - np.asarray(data[1])[None])
+                                      ** 2, -1), rtol=1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2 ** 31 - 1))
+def test_exact_coupling_property(exact_jit, seed):
+    k0, k1 = jax.random.split(jax.random.key(seed))
+    _check_exact(exact_jit, jax.random.normal(k0, (B, D)), jax.random.normal(k1, (B, D)))
+
+
+def test_exact_coupling_recovers_known_permutation(exact_jit):
+    # x1 is a permuted small perturbation of well-separated x0: OT recovers the permutation
+    x0 = jnp.arange(B, dtype=jnp.float64)[:, None] * jnp.ones((1, D))
+    perm = jnp.array([3, 0, 7, 1, 6, 2, 5, 4])
+    x1 = x0[perm] + 0.01
+    _, j = exact_jit(x0, x1)
+    np.testing.assert_array_equal(np.asarray(perm)[np.asarray(j)], np.arange(B))
+
+
+def test_exact_coupling_pytree_and_vmap(exact_jit):
+    x0 = {"a": jax.random.normal(jax.random.key(2), (B, D)), "b": jnp.zeros((B, 1, 1))}
+    x1 = {"a": jax.random.normal(jax.random.key(3), (B, D)), "b": jnp.ones((B, 1, 1))}
+    i, j = jax.jit(flow_ot.exact_coupling)(x0, x1)
+    i2, j2 = exact_jit(x0["a"], x1["a"])  # "b" adds a constant cost
+    np.testing.assert_array_equal(j, j2)
+    p0, p1 = flow_ot.apply_coupling(x0, x1, i, j)
+    np.testing.assert_array_equal(p1["a"], x1["a"][j])
+    # vmap over independent minibatches equals a loop
+    xs0 = jax.random.normal(jax.random.key(4), (3, B, D))
+    xs1 = jax.random.normal(jax.random.key(5), (3, B, D))
+    _, jv = jax.jit(jax.vmap(flow_ot.exact_coupling))(xs0, xs1)
+    for k in range(3):
+        np.testing.assert_array_equal(jv[k], exact_jit(xs0[k], xs1[k])[1])
+
+
+def test_sinkhorn_plan_marginals(data, plan, exact_jit):
+    assert plan.shape == (B, B)
+    assert np.all(np.asarray(plan) >= 0)
+    np.testing.assert_allclose(np.sum(plan, axis=1), 1 / B, atol=1e-5)
+    np.testing.assert_allclose(np.sum(plan, axis=0), 1 / B, atol=1e-5)
+    # small epsilon: the plan concentrates on the exact OT permutation
+    _, j = exact_jit(*data)
+    assert float(jnp.sum(plan[jnp.arange(B), j])) > 0.85
+
+
+def test_sample_plan_schemes(plan):
+    key = jax.random.key(7)
+    sample = jax.jit(flow_ot.sample_plan, static_argnames="sampling")
+    for sampling in ("permutation", "rows"):
+        i, j = sample(key, plan, sampling=sampling)
+        np.testing.assert_array_equal(i, np.arange(B))  # each x0 exactly once
+    _, j = sample(key, plan, sampling="permutation")
+    assert sorted(np.asarray(j).tolist()) == list(range(B))  # and each x1 exactly once
+    i, j = sample(key, plan, sampling="no_duplicates")
+    pairs = set(zip(np.asarray(i).tolist(), np.asarray(j).tolist(), strict=True))
+    assert len(pairs) == B  # distinct pairs
+    # drawn pairs lie on the plan's support
+    for sampling in flow_ot.SAMPLINGS:
+        i, j = sample(key, plan, sampling=sampling)
+        assert np.all(np.asarray(plan)[np.asarray(i), np.asarray(j)] > 1e-8)
+
+
+def test_sample_plan_frequencies_match_plan():
+    # a 2x2 plan with known entries: "rows" and "replace" reproduce it in frequency
+    p = jnp.array([[0.3, 0.2], [0.1, 0.4]])
+    keys = jax.random.split(jax.random.key(0), 4000)
+    i, j = jax.vmap(lambda k: flow_ot.sample_plan(k, p, sampling="replace"))(keys)
+    freq = np.zeros((2, 2))
+    np.add.at(freq, (np.asarray(i).ravel(), np.asarray(j).ravel()), 1)
+    np.testing.assert_allclose(freq / freq.sum(), p, atol=0.015)
+    _, j = jax.vmap(lambda k: flow_ot.sample_plan(k, p, sampling="rows"))(keys)
+    np.testing.assert_allclose(np.mean(np.asarray(j) == 1, axis=0), [0.4, 0.8], atol=0.025)
+
+
+def test_sinkhorn_coupling_and_ot_cfm_loss(data, exact_jit):
+    x0, x1 = data
+    key = jax.random.key(3)
+    i, j = jax.jit(lambda k: flow_ot.sinkhorn_coupling(k, x0, x1, epsilon=0.05))(key)
+    assert sorted(np.asarray(j).tolist()) == list(range(B))
+    # the OT-CFM loss equals the CFM loss on the re-paired batch (same key split)
+    zero = lambda p, t, x: p * x  # noqa: E731
+    loss = jax.jit(lambda p: flow_ot.ot_cfm_loss(zero, p, key, x0, x1))
+    _, jj = exact_jit(x0, x1)
+    _, kl = jax.random.split(key)
+    ref = flow.cfm_batch_loss(zero, 0.0, kl, x0, x1[jj])
+    assert float(loss(0.0)) == pytest.approx(float(ref), rel=1e-12)
+    assert float(loss(0.0)) == pytest.approx(float(jnp.mean(jnp.square(x1[jj] - x0))))
+    # minibatch OT shortens the pairing: lower loss for the zero field than random pairs
+    assert float(loss(0.0)) < float(jnp.mean(jnp.square(x1 - x0)))
+    assert np.isfinite(float(jax.jit(jax.grad(loss))(0.3)))
+    # labels follow x1; sinkhorn coupling path
+    y = jnp.arange(B)
+    lab = lambda p, t, x, yy: jnp.broadcast_to(yy[:, None], x.shape).astype(x.dtype)  # noqa: E731
+    val = jax.jit(lambda a, b: flow_ot.ot_cfm_loss(lab, None, key, a, b, y=y,
+                                                   coupling="sinkhorn"))(
+        jnp.zeros((B, 1)), y[:, None].astype(float))
+    assert float(val) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_bad_input(data):
+    x0, x1 = data
+    with pytest.raises(ValueError, match="x1"):
+        flow_ot.exact_coupling(x0, x1.at[0, 0].set(jnp.nan))
+    with pytest.raises(ValueError, match="x0"):
+        flow_ot.exact_coupling(x0[:4], x1)
+    with pytest.raises(ValueError, match="sampling"):
+        flow_ot.sample_plan(jax.random.key(0), jnp.eye(3), sampling="topk")
+    with pytest.raises(ValueError, match="plan"):
+        flow_ot.sample_plan(jax.random.key(0), jnp.ones((2, 3)))
+    with pytest.raises(ValueError, match="coupling"):
+        flow_ot.ot_cfm_loss(lambda p, t, x: x, None, jax.random.key(0), x0, x1,
+                            coupling="greedy")

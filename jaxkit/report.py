@@ -12,7 +12,7 @@ import jax
 
 from .pipelines import PipelineResult
 
-__all__ = ["markdown_table", "write_report", "new_figure", "save_figure"]
+__all__ = ["markdown_table", "write_report", "new_figure", "save_figure", "t_interval"]
 
 
 def _fmt(v) -> str:
@@ -21,6 +21,22 @@ def _fmt(v) -> str:
             return "nan"
         return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.3e}"
     return str(v)
+
+
+def t_interval(x) -> tuple[float, float]:
+    """Mean and half-width of the 95% Student-t interval of the finite values of ``x``
+    (half-width nan for one value; both nan for none)."""
+    import numpy as np
+    from scipy import stats
+
+    x = np.asarray(x, float).ravel()
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return math.nan, math.nan
+    if x.size == 1:
+        return float(x[0]), math.nan
+    half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    return float(x.mean()), float(half)
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:

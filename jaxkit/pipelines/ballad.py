@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..report import t_interval
 from . import PipelineResult, RunContext, register
 
 QUICK: dict[str, Any] = dict(problems=("binpacking_weibull", "tsp", "cvrp"), seeds=3,
@@ -36,20 +37,6 @@ FULL: dict[str, Any] = dict(problems=("binpacking_or", "binpacking_weibull", "ts
                             full_test=True, n_init=6,
                             # searched at full size; Weibull (5000 items) on 1000-item cells
                             train_full=("binpacking_or", "tsp", "knapsack", "cvrp"))
-
-
-def _interval(x: np.ndarray) -> tuple[float, float]:
-    """Mean and half-width of a 95% t-interval (nan half-width for one value)."""
-    from scipy import stats
-
-    x = np.asarray(x, float)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return math.nan, math.nan
-    if x.size == 1:
-        return float(x[0]), math.nan
-    half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
-    return float(x.mean()), float(half)
 
 
 def initial_population(problem, n: int, seed: int):
@@ -131,7 +118,7 @@ def summarise(res: dict) -> list[dict]:
         cost_to = np.array([cost[r, s, f] if f >= 0 else np.nan for s, f in enumerate(first)])
         share = np.bincount(arms[r].ravel(), minlength=len(costs)) / arms[r].size
         rows.append(dict(
-            router=name, final=_interval(final), test=_interval(test[r]),
+            router=name, final=t_interval(final), test=t_interval(test[r]),
             cost=float(cost[r, :, -1].mean()),
             saving=float(1 - cost[r, :, -1].mean() / ref_cost),
             reach=float(np.mean(first >= 0)),

@@ -45,7 +45,6 @@ every position, SAE p's at position p):
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, NamedTuple
 
 import jax
@@ -55,6 +54,7 @@ import optax
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from jaxkit.kernels import crosscoder as cc
+from jaxkit.report import t_interval
 
 from . import tasks
 
@@ -309,18 +309,7 @@ def _hmm_refs(task, window, amplitude, sigma):
     return dict(single_token=single, window_mean=win, forward_backward=fb)
 
 
-def interval(x) -> tuple[float, float]:
-    """Mean and half-width of the 95% t-interval over seeds (nan for one seed)."""
-    from scipy import stats
-
-    x = np.asarray(x, float)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return math.nan, math.nan
-    if x.size == 1:
-        return float(x[0]), math.nan
-    half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
-    return float(x.mean()), float(half)
+interval = t_interval  # mean and 95% t-interval half-width over seeds
 
 
 def summarise(per_seed: dict[str, Any]) -> dict[str, dict[str, float]]:

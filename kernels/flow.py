@@ -211,7 +211,9 @@ def cfm_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x1: PyTre
     Draws ``t ~ U(0, 1)`` from ``key`` and returns the mean over all leaves' entries of
     ``(velocity_fn(params, t, x_t) - u_t)^2``. ``vmap`` it over a batch (with split keys)
     and average for a minibatch loss, or use :func:`cfm_batch_loss`."""
-    t = jax.random.uniform(key, ())
+    dtype = jnp.result_type(*_leaves(x1))
+    dtype = dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.float32
+    t = jax.random.uniform(key, (), dtype)  # the data's precision (no x64 upcast)
     xt, ut = linear_path(x0, x1, t)
     v = velocity_fn(params, t, xt)
     sq = _tmap(lambda a, b: jnp.sum(jnp.square(a - b)), v, ut)

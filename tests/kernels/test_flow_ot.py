@@ -158,3 +158,28 @@ def test_bad_input(data):
     with pytest.raises(ValueError, match="coupling"):
         flow_ot.ot_cfm_loss(lambda p, t, x: x, None, jax.random.key(0), x0, x1,
                             coupling="greedy")
+
+
+def test_exact_coupling_host_solver_matches_scipy_under_jit_and_vmap(data):
+    host = jax.jit(lambda a, b: flow_ot.exact_coupling(a, b, solver="host"))
+    _check_exact(host, *data)
+    x0 = jax.random.normal(jax.random.key(3), (3, B, D))
+    x1 = jax.random.normal(jax.random.key(4), (3, B, D))
+    i, j = jax.jit(jax.vmap(lambda a, b: flow_ot.exact_coupling(a, b, solver="host")))(x0, x1)
+    for r in range(3):
+        _check_exact(lambda a, b, r=r: (i[r], j[r]), x0[r], x1[r])
+    with pytest.raises(ValueError, match="solver"):
+        flow_ot.exact_coupling(*data, solver="lapjv")
+
+
+def test_replace_sampling_memory_is_quadratic_not_cubic():
+    # B = 512: categorical(shape=(B,)) over B^2 logits would allocate B^3 Gumbel draws
+    # (0.5 GB); inverse-CDF sampling needs O(B^2). Check the compiled temp memory.
+    n = 512
+    p = jnp.full((n, n), 1.0 / n ** 2)
+    f = jax.jit(lambda k, p: flow_ot.sample_plan(k, p, sampling="replace"))
+    mem = f.lower(jax.random.key(0), p).compile().memory_analysis()
+    if mem is not None:
+        assert mem.temp_size_in_bytes < 64 * n * n
+    i, j = f(jax.random.key(0), p)
+    assert i.shape == j.shape == (n,) and int(i.max()) < n and int(j.max()) < n

@@ -1,0 +1,821 @@
+"""Flow matching: training and sampling throughput, jaxkit against torchcfm, Meta's
+flow_matching, torchdiffeq and diffrax.
+
+Run ``python benchmarks/bench_flow.py [--quick] [--json FILE] [--no-peers] [--only CASES]
+[--dims 2,64] [--batches 256,1024] [--sample-batch B] [--lik-batch B] [--repeats R]
+[--train-repeats R] [--fit-steps N] [--time-dim T] [--seed S]`` (or ``jaxkit bench flow``).
+Cases (``--only`` takes a comma list):
+
+* ``train`` -- one jitted Adam step (lr 1e-3) of the conditional flow-matching loss on the
+  linear path, sigma = 0 (``jaxkit.kernels.flow.cfm_batch_loss``), the data batch drawn
+  by random indices from a fixed set of 10,000 points, source ``x0 ~ N(0, I)``,
+  ``t ~ U(0, 1)``: CFM, and OT-CFM (``flow_ot.ot_cfm_loss``) with the minibatch re-paired
+  by the exact OT assignment (``coupling="exact"``: optax's Hungarian algorithm on the
+  device, and ``exact_solver="host"``: SciPy's ``linear_sum_assignment`` through a
+  ``pure_callback``) and by
+  entropic OT (``"sinkhorn"``, ott-jax, epsilon 0.05 of the mean cost; each x0 paired
+  with an x1 drawn from its row of the plan, ``sampling="rows"``). Peers: torchcfm
+  ``ConditionalFlowMatcher`` and ``ExactOptimalTransportConditionalFlowMatcher`` (POT's
+  exact EMD plan on the CPU, pairs re-sampled from it), flow_matching
+  ``AffineProbPath(CondOTScheduler())`` (CFM). Batches 256 and 1024, data in 2D (8
+  Gaussians on a circle) and 64D (8 Gaussians at random centres); steps/s. The loss of
+  the same exported net on a fixed check batch is computed on both sides (must be
+  equal).
+* ``sample`` -- samples/s at equal function evaluations: Euler 100 steps and RK4 25 steps
+  (100 velocity evaluations each; counted), ``flow.integrate`` against
+  ``torchdiffeq.odeint`` on the same grid and flow_matching's ``ODESolver.sample``, with
+  the JAX weights exported to the peers: max |x_jaxkit - x_peer| over the final samples
+  (Euler: float32 rounding; torchdiffeq's "rk4" is the 3/8-rule variant of RK4, so there
+  the difference is the O(h^5) gap between two 4th-order methods).
+* ``adaptive`` -- adaptive sampling, rtol = atol = 1e-5, initial step chosen by the
+  solver: jaxkit ``flow.integrate_with_stats(method="tsit5", steps=None)`` against
+  diffrax used directly (``diffeqsolve`` with ``Tsit5`` and ``Dopri5``,
+  ``PIDController``) and torchdiffeq's ``dopri5``; the batch is one ODE state on every
+  side (RMS error norm over all entries). The number of function evaluations (NFE) is
+  counted on every side (JAX: an ``io_callback`` on an untimed run, :func:`count_nfe`;
+  torchdiffeq: a counting wrapper); max |dx| against torchdiffeq.
+* ``likelihood`` -- log-likelihood throughput: ``flow.log_likelihood`` vmapped over the
+  points (exact divergence, ``jacfwd``, in 2D; Hutchinson with one Rademacher probe in
+  64D) against flow_matching's ``ODESolver.compute_likelihood`` (exact: one autograd pass
+  per dimension; Hutchinson: one probe), both Euler with 100 steps from t = 1 to 0, on
+  ``--lik-batch`` (256) data points. In 2D both must give the same log p; in 64D the
+  probes differ, so only the means are comparable.
+
+Network (both sides, identical weights): jaxkit's ``kernels.nets.MLP(d, width=256,
+depth=4, time_dim=0)``: ``[x, t] -> 4 x (Linear 256, SiLU) -> Linear d`` (``--time-dim
+32`` adds nets.MLP's sinusoidal features ``sin/cos(1000 t w)``; see ``TIME_DIM``). Its
+weights (and time frequencies) are exported to the torch worker (:func:`export_params`),
+which builds the same function. float32 (x64 is switched off inside :func:`main`). Before
+timing, the net is trained for ``--fit-steps`` (500) CFM steps, so that sampling and the
+likelihoods run on a trained field.
+
+Threads: the torch worker runs with ``torch.set_num_threads(2)`` (1 inter-op thread,
+``OMP_NUM_THREADS=2``); XLA's CPU thread pool has one thread per core of the process's
+CPU affinity (2 here). Workers run one at a time, never concurrently with JAX.
+
+Peers run in their own virtual environment ``benchmarks/.peer-venv-flow`` (torch from
+PyPI -- the Linux wheels pull the CUDA libraries, ~6 GB, there is no CPU-only wheel on
+PyPI -- torchcfm 1.0.7, flow_matching 1.0.10, torchdiffeq 0.2.5), created on first use
+(``peers/flow_worker.py``).
+
+``--quick``: batch 64, 64 samples, 32 likelihood points, 2D only, 3-5 repeats, 50 fit
+steps (about 20 s of CPU without peers; the peers add about 40 s).
+Targets on a 2-core CPU: >= 1.5x the peers' training steps/s and sampling samples/s;
+OT-CFM (exact) no more than 1.3x slower than CFM at batch 256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "peers" / "flow_worker.py"
+PEER_VENV = HERE / ".peer-venv-flow"
+PEER_SPECS = ["torch==2.14.1", "torchcfm==1.0.7", "flow_matching==1.0.10",
+              "torchdiffeq==0.2.5"]
+PEER_CHECK = ("from importlib.metadata import version; import torch, torchcfm, torchdiffeq; "
+              "import flow_matching.solver; assert version('torchcfm') == '1.0.7'; "
+              "assert version('flow_matching') == '1.0.10'; "
+              "assert version('torchdiffeq') == '0.2.5'")
+CASES = ("train", "sample", "adaptive", "likelihood")
+WIDTH, DEPTH = 256, 4
+# nets.MLP time input: t itself plus TIME_DIM sinusoidal features of 1000 t. We use
+# TIME_DIM = 0 (t concatenated, as torchcfm's MLP): with the default 32 features the
+# fastest one is sin(1000 t), so the (lightly trained) field oscillates in t on a 1e-3
+# scale; fixed-step RK4 at h = 0.04 then is not in its asymptotic regime (jaxkit's
+# classical RK4 and torchdiffeq's 3/8-rule RK4 differ by 0.2) and Tsit5/Dopri5 need
+# ~1,000 evaluations. Pass --time-dim 32 to benchmark that net anyway.
+TIME_DIM, TIME_SCALE = 0, 1000.0
+LR = 1e-3
+N_DATA = 10_000
+THREADS = 2
+RTOL = ATOL = 1e-5
+FIXED = (("euler", 100), ("rk4", 25))
+LIK_METHOD, LIK_STEPS = "euler", 100
+EXACT_MAX_DIM = 2  # exact divergence up to this dimension, Hutchinson above
+TARGETS = dict(train_vs_peers=1.5, sample_vs_peers=1.5, otcfm_over_cfm_256=1.3)
+NFE_PER_STEP = {"euler": 1, "midpoint": 2, "heun": 2, "rk4": 4}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def mixture_data(n: int, dim: int, *, seed: int = 0, n_modes: int = 8,
+                 scale: float = 0.5) -> np.ndarray:
+    """Target data: a mixture of ``n_modes`` isotropic Gaussians (std ``scale``); in 2D the
+    classic 8 Gaussians on a circle of radius 4, otherwise centres ~ N(0, 3^2 I)."""
+    rng = np.random.default_rng(seed)
+    if dim == 2:
+        ang = 2 * np.pi * np.arange(n_modes) / n_modes
+        centres = 4.0 * np.stack([np.cos(ang), np.sin(ang)], axis=1)
+    else:
+        centres = 3.0 * rng.standard_normal((n_modes, dim))
+    k = rng.integers(0, n_modes, size=n)
+    return (centres[k] + scale * rng.standard_normal((n, dim))).astype(np.float32)
+
+
+def nfe_fixed(method: str, steps: int) -> int:
+    """Velocity evaluations of a fixed-step solve (``flow.integrate``; torchdiffeq's fixed
+    grid solvers evaluate the same number)."""
+    if method not in NFE_PER_STEP:
+        raise ValueError(f"`method` must be one of {sorted(NFE_PER_STEP)}; got {method!r}")
+    if int(steps) != steps or steps < 1:
+        raise ValueError(f"`steps` must be a positive integer; got {steps!r}")
+    return NFE_PER_STEP[method] * int(steps)
+
+
+def count_nfe(solve, velocity, *args):
+    """``(nfe, out)``: the velocity evaluations of one call ``solve(counted_velocity,
+    *args)``, counted by an ordered ``io_callback`` in ``velocity(t, x)`` (a batched field:
+    one count per call), and its output (the callback adds an exact 0, so ``out`` is the
+    plain solve's). Used on an untimed run; the timed runs use the plain ``velocity``.
+    (diffrax's step statistics do not give the count exactly: rejected steps and the
+    automatic initial step cost solver-dependent extra evaluations, so we count.)"""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import io_callback
+
+    n = [0]
+
+    def bump():
+        n[0] += 1
+        return np.int32(0)
+
+    def counted(t, x):
+        z = io_callback(bump, jax.ShapeDtypeStruct((), jnp.int32), ordered=True)
+        return jax.tree_util.tree_map(lambda a: a + z.astype(a.dtype), velocity(t, x))
+
+    out = jax.block_until_ready(jax.jit(lambda *a: solve(counted, *a))(*args))
+    return n[0], out
+
+
+def mlp_flops(dim: int, width: int = WIDTH, depth: int = DEPTH,
+              time_dim: int = TIME_DIM) -> int:
+    """Multiply-add FLOPs (2 per MAC) of one velocity evaluation of one sample."""
+    return 2 * ((dim + 1 + time_dim) * width + (depth - 1) * width * width + width * dim)
+
+
+# --------------------------------------------------------------------- the velocity net
+
+
+def make_net(key, dim: int, width: int = WIDTH, depth: int = DEPTH,
+             time_dim: int = TIME_DIM):
+    """jaxkit's velocity net ``kernels.nets.MLP(dim, width, depth)`` (an equinox Module:
+    ``model(t, x)`` on one sample; time enters as ``t`` and ``TIME_DIM`` sinusoidal
+    features, concatenated to ``x``)."""
+    import jax
+    import jax.numpy as jnp
+    from jaxkit.kernels import nets
+
+    model = nets.MLP(dim, width=width, depth=depth, time_dim=time_dim, key=key)
+    # float32 weights even when x64 is on (equinox initialises in the default float type)
+    return jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), model)
+
+
+def apply_net(model, t, x):
+    """``velocity_fn(params, t, x)`` for one sample with ``params = model``."""
+    return model(t, x)
+
+
+def time_freqs(time_dim: int, max_period: float = 10_000.0):
+    """The frequencies ``w_k = max_period^(-k / (time_dim/2))`` of
+    ``nets.sinusoidal_embedding`` (float32, computed as there), exported so that the torch
+    side multiplies by the very same numbers."""
+    import jax.numpy as jnp
+
+    half = time_dim // 2
+    return np.asarray(jnp.exp(-math.log(max_period) * jnp.arange(half, dtype=jnp.float32)
+                              / half))
+
+
+def export_params(model) -> dict[str, np.ndarray]:
+    """``nets.MLP`` -> arrays for the torch worker: ``net.{2i}.weight`` (out, in) and
+    ``net.{2i}.bias`` (``nn.Sequential`` of Linear with SiLU between), ``time.freqs``
+    (the sinusoidal-embedding frequencies) and ``time.scale`` (1000: ``t`` in [0, 1] to
+    [0, 1000]). Input features, in order: ``[x, t, sin(s t w), cos(s t w)]``."""
+    if getattr(model, "num_classes", None) is not None:
+        raise ValueError("`model` must be an unconditional MLP (num_classes=None)")
+    out = {}
+    for i, layer in enumerate(model.layers):
+        out[f"net.{2 * i}.weight"] = np.asarray(layer.weight, np.float32)
+        out[f"net.{2 * i}.bias"] = np.asarray(layer.bias, np.float32)
+    out["time.freqs"] = time_freqs(model.time_dim).astype(np.float32)
+    out["time.scale"] = np.asarray(TIME_SCALE, np.float32)
+    return out
+
+
+def import_params(state: dict[str, np.ndarray], model):
+    """Inverse of :func:`export_params`: ``model`` with its layers' weights from ``state``."""
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    idx = sorted(int(k.split(".")[1]) for k in state if k.endswith(".weight"))
+    if idx != list(range(0, 2 * len(model.layers), 2)):
+        raise ValueError(f"`state` must hold net.0, net.2, ..., net.{2 * len(model.layers) - 2}"
+                         f"; got indices {idx}")
+    ws = [jnp.asarray(state[f"net.{i}.weight"]) for i in idx]
+    bs = [jnp.asarray(state[f"net.{i}.bias"]) for i in idx]
+    for w, layer in zip(ws, model.layers, strict=True):
+        if w.shape != layer.weight.shape:
+            raise ValueError(f"`state` weight shape {w.shape} != the model's "
+                             f"{layer.weight.shape}")
+    model = eqx.tree_at(lambda m: [la.weight for la in m.layers], model, ws)
+    return eqx.tree_at(lambda m: [la.bias for la in m.layers], model, bs)
+
+
+def numpy_forward(state: dict[str, np.ndarray], t, x) -> np.ndarray:
+    """The exported net in float64 NumPy, as the torch worker builds it: ``t`` (B,),
+    ``x`` (B, d) -> (B, d)."""
+    x = np.asarray(x, np.float64)
+    t = np.asarray(t, np.float64).reshape(-1, 1)
+    arg = float(state["time.scale"]) * t * state["time.freqs"].astype(np.float64)
+    h = np.concatenate([x, t, np.sin(arg), np.cos(arg)], axis=1)
+    idx = sorted(int(k.split(".")[1]) for k in state if k.endswith(".weight"))
+    for j, i in enumerate(idx):
+        h = h @ state[f"net.{i}.weight"].astype(np.float64).T + state[f"net.{i}.bias"]
+        if j < len(idx) - 1:
+            h = h / (1 + np.exp(-h))  # SiLU
+    return h
+
+
+# ----------------------------------------------------------------------------- jaxkit
+
+
+class TrainState(NamedTuple):
+    params: object
+    opt_state: object
+
+
+def batch_apply(apply):
+    """``apply(params, t, x)`` on one sample -> ``(params, t (B,), x (B, d))`` on a batch."""
+    import jax
+
+    return jax.vmap(apply, in_axes=(None, 0, 0))
+
+
+def field(apply, params):
+    """The batched velocity field ``v(t, x (B, d))`` (one time for the whole batch)."""
+    import jax
+
+    vel = jax.vmap(apply, in_axes=(None, None, 0))
+    return lambda t, x: vel(params, t, x)
+
+
+def make_train_step(apply, batch: int, *, coupling: str | None = None):
+    """``init(params) -> state`` and ``step(state, key, data) -> (state, loss)``: one Adam
+    step of ``flow.cfm_batch_loss`` (linear path, sigma = 0) on ``batch`` data points
+    (random indices into ``data``) and Gaussian sources; ``coupling`` ``"exact"``,
+    ``"exact-host"`` (SciPy's assignment on the host) or ``"sinkhorn"``: OT-CFM,
+    ``flow_ot.ot_cfm_loss`` (Sinkhorn pairs: ``sampling="rows"``, each x0 paired with an
+    x1 drawn from its row of the plan)."""
+    import jax
+    import optax
+    from jaxkit.kernels import flow
+
+    opt = optax.adam(LR)
+    vel = batch_apply(apply)
+    if coupling is None:
+        def loss_fn(params, key, x0, x1):
+            return flow.cfm_batch_loss(vel, params, key, x0, x1)
+    else:
+        from jaxkit.kernels import flow_ot
+
+        # Sinkhorn pairs: one x1 per x0 drawn from the plan's row (exact conditional
+        # sampling, O(B^2)); "permutation" would add a Hungarian solve.
+        extra = ({} if coupling == "exact" else {"exact_solver": "host"}
+                 if coupling == "exact-host" else {"sampling": "rows"})
+        coupling = "exact" if coupling == "exact-host" else coupling
+
+        def loss_fn(params, key, x0, x1):
+            return flow_ot.ot_cfm_loss(vel, params, key, x0, x1, coupling=coupling, **extra)
+
+    def step(state: TrainState, key, data):
+        k_idx, k_x0, k_loss = jax.random.split(key, 3)
+        x1 = data[jax.random.randint(k_idx, (batch,), 0, data.shape[0])]
+        x0 = jax.random.normal(k_x0, x1.shape, x1.dtype)
+        loss, grads = jax.value_and_grad(loss_fn)(state.params, k_loss, x0, x1)
+        updates, opt_state = opt.update(grads, state.opt_state, state.params)
+        return TrainState(optax.apply_updates(state.params, updates), opt_state), loss
+
+    def init(params):
+        return TrainState(params, opt.init(params))
+
+    return init, step
+
+
+def fixed_solver(method: str, steps: int):
+    """``solve(velocity, x0) -> x1``: jaxkit's ``flow.integrate`` with fixed steps."""
+    from jaxkit.kernels import flow
+
+    return lambda velocity, x0: flow.integrate(velocity, x0, method=method, steps=steps)
+
+
+def jaxkit_adaptive_solver(method: str = "tsit5", rtol: float = RTOL, atol: float = ATOL):
+    """``solve(velocity, x0) -> (x1, stats)``: ``flow.integrate_with_stats`` adaptive
+    (automatic initial step), or ``None`` when the kernel has no such method."""
+    from jaxkit.kernels import flow
+
+    if method not in getattr(flow, "ADAPTIVE_METHODS", ()):
+        return None
+    return lambda velocity, x0: flow.integrate_with_stats(
+        velocity, x0, method=method, steps=None, rtol=rtol, atol=atol)
+
+
+def diffrax_solver(solver: str, rtol: float = RTOL, atol: float = ATOL):
+    """diffrax used directly: ``solve(velocity, x0) -> x1`` from 0 to 1, ``Tsit5`` or
+    ``Dopri5`` with ``PIDController(rtol, atol)``, ``dt0=None`` (diffrax picks it), the
+    batch as one state (RMS error norm over all entries, as torchdiffeq)."""
+    import diffrax
+
+    cls = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5}[solver]
+
+    def solve(velocity, x0):
+        term = diffrax.ODETerm(lambda t, y, args: velocity(t, y))
+        sol = diffrax.diffeqsolve(term, cls(), 0.0, 1.0, None, x0,
+                                  stepsize_controller=diffrax.PIDController(rtol=rtol,
+                                                                            atol=atol),
+                                  max_steps=4096)
+        return sol.ys[-1]
+
+    return solve
+
+
+def jaxkit_likelihood(apply, dim: int, method: str = LIK_METHOD, steps: int = LIK_STEPS):
+    """``loglik(params, x1 (B, d), key) -> (B,)``: ``flow.log_likelihood`` vmapped over
+    the samples; exact divergence for ``dim <= EXACT_MAX_DIM``, else Hutchinson with one
+    Rademacher probe per sample. ``None`` when the kernel has no ``log_likelihood``."""
+    import jax
+    from jaxkit.kernels import flow
+
+    if not hasattr(flow, "log_likelihood"):
+        return None
+    div = "exact" if dim <= EXACT_MAX_DIM else "hutchinson"
+
+    def loglik(params, x1, key):
+        keys = jax.random.split(key, x1.shape[0])
+
+        def one(x, k):
+            return flow.log_likelihood(lambda t, z: apply(params, t, z), x, method=method,
+                                       steps=steps, divergence=div,
+                                       key=None if div == "exact" else k)
+
+        return jax.vmap(one)(x1, keys)
+
+    return loglik
+
+
+# ---------------------------------------------------------------------------- peers
+
+
+def ensure_flow_venv(timeout: float = 1800) -> Path:
+    """Create (once) ``benchmarks/.peer-venv-flow`` and return its python."""
+    from jaxkit.bench import ensure_peer_venv
+
+    return ensure_peer_venv(PEER_VENV, PEER_SPECS, PEER_CHECK, timeout=timeout)
+
+
+def run_flow_worker(py: Path, cfg: dict, arrays: dict[str, np.ndarray],
+                    timeout: float = 3600) -> tuple[dict, dict[str, np.ndarray]]:
+    """Run ``peers/flow_worker.py`` in the peer venv; returns (meta, arrays)."""
+    from jaxkit.bench import peer_env
+
+    env = peer_env()
+    env.update(OMP_NUM_THREADS=str(THREADS), MKL_NUM_THREADS=str(THREADS))
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, out = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
+        np.savez(inp, config=json.dumps(cfg), **arrays)
+        try:
+            p = subprocess.run([str(py), str(WORKER), str(inp), str(out)], env=env,
+                               capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            raise RuntimeError(f"flow worker timed out after {timeout:.0f} s") from e
+        if p.returncode != 0:
+            raise RuntimeError(f"flow worker exited {p.returncode}: "
+                               + " | ".join(p.stderr.strip().splitlines()[-3:]))
+        for line in p.stdout.splitlines():
+            if line.startswith("flow worker"):
+                print(line, flush=True)
+        with np.load(out) as d:
+            meta = json.loads(str(d["meta"]))
+            arrs = {k.removeprefix("arr/"): np.asarray(d[k]) for k in d.files
+                    if k.startswith("arr/")}
+    return meta, arrs
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def _rate(rec, unit: str) -> str:
+    return f"{rec.items_per_s:,.0f} {unit}"
+
+
+def _target(targets, name, want, value, ok):
+    targets.append(dict(target=name, want=want,
+                        measured="-" if value is None else f"{value:.2f}x",
+                        ok=None if value is None else bool(ok)))
+
+
+def run(args):
+    import jax
+
+    from jaxkit import bench
+
+    rows, results, summary, targets = [], {}, [], []
+    peer_arrays: dict[str, np.ndarray] = {}
+    peer_cfg = dict(threads=THREADS, seed=args.seed, lr=LR, dims=args.dims,
+                    cases=list(args.cases),
+                    train=dict(batches=args.batches, n_runs=args.peer_repeats_train,
+                               warmup=3),
+                    sample=dict(methods=[list(m) for m in FIXED], n_runs=args.peer_repeats,
+                                warmup=1),
+                    adaptive=dict(rtol=RTOL, atol=ATOL, n_runs=args.peer_repeats, warmup=1),
+                    likelihood=dict(method=LIK_METHOD, steps=LIK_STEPS,
+                                    exact_max_dim=EXACT_MAX_DIM,
+                                    n_runs=args.peer_repeats_lik,
+                                    warmup=0 if args.quick else 1),
+                    check={})
+    jax_side: dict = {}
+    key = jax.random.key(args.seed)
+    for dim in args.dims:
+        kd = jax.random.fold_in(key, dim)
+        net = make_net(jax.random.fold_in(kd, 0), dim, time_dim=args.time_dim)
+        data = mixture_data(N_DATA, dim, seed=args.seed + dim)
+        rng = np.random.default_rng(args.seed + 1000 + dim)
+        x0 = rng.standard_normal((args.sample_batch, dim)).astype(np.float32)
+        # a short real training run so that sampling / likelihood use a trained field
+        init, step = make_train_step(apply_net, args.batches[0])
+        state = init(net)
+        jstep = jax.jit(step)
+        for i in range(args.fit_steps):
+            state, loss = jstep(state, jax.random.fold_in(kd, 10_000 + i), data)
+        params = state.params
+        fit_loss = float(loss) if args.fit_steps else None
+        x1 = mixture_data(args.lik_batch, dim, seed=args.seed + 2000 + dim)
+        for k, v in export_params(params).items():
+            peer_arrays[f"param_{dim}/{k}"] = v
+        peer_arrays[f"data_{dim}"] = data
+        peer_arrays[f"x0_{dim}"] = x0
+        peer_arrays[f"x1_{dim}"] = x1
+        chk = dict(x0=rng.standard_normal((64, dim)).astype(np.float32),
+                   x1=data[:64], t=rng.uniform(size=64).astype(np.float32))
+        for k, v in chk.items():
+            peer_arrays[f"check_{dim}_{k}"] = v
+        peer_cfg["check"][str(dim)] = {}
+        chk_loss = float(jax.numpy.mean(jax.vmap(
+            lambda a, b, t, m=params: (apply_net(m, t, (1 - t) * a + t * b) - (b - a)) ** 2)(
+                chk["x0"], chk["x1"], chk["t"])))
+        jax_side[dim] = dict(net=net, params=params, data=data, x0=x0, x1=x1,
+                             check_loss=chk_loss, fit_loss=fit_loss)
+        results[f"{dim}D"] = dict(
+            net=f"jaxkit.kernels.nets.MLP({dim}, width={WIDTH}, depth={DEPTH}, "
+                f"time_dim={args.time_dim})",
+            fit_steps=args.fit_steps, fit_final_loss=fit_loss, check_loss_jaxkit=chk_loss,
+            mlp_flops_per_eval=mlp_flops(dim, time_dim=args.time_dim), train={}, sample={},
+            adaptive={}, likelihood={})
+
+    # ---- jaxkit timings
+    for dim in args.dims:
+        js, res = jax_side[dim], results[f"{dim}D"]
+        net, params = js["net"], js["params"]
+        if "train" in args.cases:
+            for batch in args.batches:
+                for kind, coupling in (("cfm", None), ("otcfm-exact", "exact"),
+                                       ("otcfm-exact-host", "exact-host"),
+                                       ("otcfm-sinkhorn", "sinkhorn")):
+                    try:
+                        init, step = make_train_step(apply_net, batch, coupling=coupling)
+                    except ImportError as e:  # flow_ot / ott-jax missing
+                        res["train"][f"{batch}/{kind}"] = dict(skipped=f"ImportError: {e}")
+                        continue
+                    rec = bench.time_jax(jax.jit(step), init(params), jax.random.key(1),
+                                         js["data"], n_runs=args.repeats_train, warmup=3,
+                                         name=f"jaxkit {kind}, {dim}D, batch {batch}")
+                    res["train"][f"{batch}/{kind}"] = dict(record=rec,
+                                                           steps_per_s=rec.items_per_s)
+        if "sample" in args.cases:
+            for method, steps in FIXED:
+                solve = fixed_solver(method, steps)
+                fn = jax.jit(lambda p, x, solve=solve: solve(field(apply_net, p), x))
+                rec = bench.time_jax(fn, params, js["x0"], n_runs=args.repeats, warmup=1,
+                                     items=args.sample_batch, name=f"jaxkit {method} {steps}")
+                nfe, out = count_nfe(solve, field(apply_net, params), js["x0"])
+                res["sample"][f"{method}{steps}"] = dict(
+                    record=rec, samples_per_s=rec.items_per_s, nfe=nfe_fixed(method, steps),
+                    nfe_counted=nfe, out=np.asarray(out))
+        if "adaptive" in args.cases:
+            solvers = [("jaxkit flow.integrate tsit5", jaxkit_adaptive_solver("tsit5"))]
+            solvers += [(f"diffrax {s} (direct)", diffrax_solver(s)) for s in ("tsit5", "dopri5")]
+            for name, solve in solvers:
+                if solve is None:
+                    res["adaptive"][name] = dict(skipped="flow.integrate has no tsit5")
+                    continue
+                fn = jax.jit(lambda p, x, solve=solve: solve(field(apply_net, p), x))
+                rec = bench.time_jax(fn, params, js["x0"], n_runs=args.repeats, warmup=1,
+                                     items=args.sample_batch, name=name)
+                nfe, out = count_nfe(solve, field(apply_net, params), js["x0"])
+                entry = dict(record=rec, samples_per_s=rec.items_per_s, nfe=nfe)
+                if isinstance(out, tuple):  # jaxkit: (x, stats)
+                    out, stats = out
+                    entry["nfe_kernel_stats"] = int(stats["nfe"])
+                    entry["num_steps"] = int(stats["num_steps"])
+                entry["out"] = np.asarray(out)
+                res["adaptive"][name] = entry
+        if "likelihood" in args.cases:
+            fn = jaxkit_likelihood(apply_net, dim)
+            if fn is None:
+                res["likelihood"]["jaxkit"] = dict(skipped="flow has no log_likelihood")
+            else:
+                fn = jax.jit(fn)
+                k = jax.random.key(args.seed + 7)
+                rec = bench.time_jax(fn, params, js["x1"], k, n_runs=args.repeats, warmup=1,
+                                     items=args.lik_batch,
+                                     name="jaxkit flow.log_likelihood")
+                res["likelihood"]["jaxkit"] = dict(
+                    record=rec, samples_per_s=rec.items_per_s,
+                    divergence="exact" if dim <= EXACT_MAX_DIM else "hutchinson (1 probe)",
+                    nfe=nfe_fixed(LIK_METHOD, LIK_STEPS),
+                    out=np.asarray(fn(params, js["x1"], k)))
+
+    # ---- peers
+    peer_meta, peer_out, peer_note = None, {}, None
+    if args.no_peers:
+        peer_note = "peers skipped (--no-peers)"
+    else:
+        try:
+            t0 = time.perf_counter()
+            py = ensure_flow_venv()
+            venv_s = time.perf_counter() - t0
+            peer_meta, peer_out = run_flow_worker(py, peer_cfg, peer_arrays)
+            peer_meta["venv_ready_s"] = venv_s
+        except RuntimeError as e:
+            peer_note = f"peers unavailable: {e}"
+            print(peer_note, file=sys.stderr)
+    results["peer_note"] = peer_note
+    results["peer_meta"] = ({k: v for k, v in peer_meta.items() if k != "results"}
+                            if peer_meta else None)
+    pres = peer_meta["results"] if peer_meta else {}
+
+    def prec(key, name, items=1):
+        r = pres.get(key)
+        if r is None:
+            return None
+        return bench.record_from_times(name, r["times_s"], warmup=r["warmup"], items=items)
+
+    # ---- rows
+    ratios_train, ratios_sample = [], []
+    for dim in args.dims:
+        res = results[f"{dim}D"]
+        if peer_meta and f"check_loss/{dim}" in pres:
+            res["check_loss_peer"] = pres[f"check_loss/{dim}"]
+        for batch in args.batches if "train" in args.cases else []:
+            for kind in ("cfm", "otcfm-exact", "otcfm-exact-host", "otcfm-sinkhorn"):
+                j = res["train"].get(f"{batch}/{kind}", {})
+                case = f"train {kind}, {dim}D, batch {batch}"
+                if "skipped" in j:
+                    rows.append(dict(case=case, dtype="float32", skipped=j["skipped"]))
+                    continue
+                peers = (["torchcfm-cfm", "flow_matching-cfm"] if kind == "cfm" else
+                         ["torchcfm-otcfm"])
+                shown = False
+                for impl in peers:
+                    p = prec(f"train/{dim}/{batch}/{impl}", impl)
+                    if p is None:
+                        continue
+                    shown = True
+                    ratio = p.median_s / j["record"].median_s
+                    if kind in ("cfm", "otcfm-exact-host"):  # the faster exact route on CPU
+                        ratios_train.append(ratio)
+                    j.setdefault("peers", {})[impl] = dict(record=p, steps_per_s=p.items_per_s,
+                                                           ratio=ratio)
+                    rows.append(dict(case=case, dtype="float32", jax=j["record"], peer=p,
+                                     peer_name=impl, acc_jax=_rate(j["record"], "steps/s"),
+                                     acc_peer=_rate(p, "steps/s")))
+                if not shown:
+                    rows.append(dict(case=case, dtype="float32", jax=j["record"], peer=None,
+                                     peer_name="-", acc_jax=_rate(j["record"], "steps/s"),
+                                     acc_peer=peer_note or ""))
+        for method, steps in FIXED if "sample" in args.cases else []:
+            j = res["sample"][f"{method}{steps}"]
+            case = f"sample {method} x{steps} (NFE {j['nfe']}), {dim}D, {args.sample_batch}"
+            shown = False
+            for impl in ("torchdiffeq", "flow_matching"):
+                key = f"sample/{dim}/{method}{steps}/{impl}"
+                p = prec(key, impl, items=args.sample_batch)
+                if p is None:
+                    continue
+                shown = True
+                diff = float(np.max(np.abs(peer_out[key] - j["out"])))
+                ratio = p.median_s / j["record"].median_s
+                ratios_sample.append(ratio)
+                j.setdefault("peers", {})[impl] = dict(record=p, samples_per_s=p.items_per_s,
+                                                       nfe=pres[key]["nfe"], ratio=ratio,
+                                                       max_abs_diff=diff)
+                rows.append(dict(case=case, dtype="float32", jax=j["record"], peer=p,
+                                 peer_name=impl, acc_jax=_rate(j["record"], "samples/s"),
+                                 acc_peer=f"{_rate(p, 'samples/s')}; NFE {pres[key]['nfe']}; "
+                                          f"max|dx| {diff:.2g}"))
+            if not shown:
+                rows.append(dict(case=case, dtype="float32", jax=j["record"], peer=None,
+                                 peer_name="-", acc_jax=_rate(j["record"], "samples/s"),
+                                 acc_peer=peer_note or ""))
+        if "adaptive" in args.cases:
+            ad = res["adaptive"]
+            key = f"adaptive/{dim}/torchdiffeq-dopri5"
+            p = prec(key, "torchdiffeq dopri5", items=args.sample_batch)
+            peer = None
+            if p is not None:
+                peer = dict(record=p, samples_per_s=p.items_per_s, nfe=pres[key]["nfe"])
+                ad["torchdiffeq dopri5"] = peer
+            for name, v in ad.items():
+                if "skipped" in v:
+                    rows.append(dict(case=f"adaptive {name}, {dim}D", dtype="float32",
+                                     skipped=v["skipped"]))
+                    continue
+                if name.startswith("torchdiffeq"):
+                    continue
+                case = (f"adaptive {name} rtol=atol={RTOL:g}, {dim}D, {args.sample_batch} "
+                        "samples")
+                acc_peer = ""
+                if peer is not None:
+                    diff = float(np.max(np.abs(peer_out[key] - v["out"])))
+                    v.setdefault("max_abs_diff", {})["torchdiffeq dopri5"] = diff
+                    acc_peer = (f"{_rate(peer['record'], 'samples/s')}; NFE {peer['nfe']}; "
+                                f"max|dx| {diff:.2g}")
+                rows.append(dict(case=case, dtype="float32", jax=v["record"],
+                                 peer=None if peer is None else peer["record"],
+                                 peer_name="torchdiffeq dopri5" if peer else "-",
+                                 acc_jax=f"{_rate(v['record'], 'samples/s')}; NFE {v['nfe']}",
+                                 acc_peer=acc_peer or (peer_note or "")))
+        if "likelihood" in args.cases:
+            lk = res["likelihood"]
+            j = lk.get("jaxkit", {})
+            case = (f"log-likelihood euler x{LIK_STEPS}, "
+                    f"{'exact' if dim <= EXACT_MAX_DIM else 'Hutchinson'} divergence, "
+                    f"{dim}D, {args.lik_batch} points")
+            if "skipped" in j:
+                rows.append(dict(case=case, dtype="float32", skipped=j["skipped"]))
+            else:
+                key = f"likelihood/{dim}/flow_matching"
+                p = prec(key, "flow_matching compute_likelihood", items=args.lik_batch)
+                acc_jax = (f"{_rate(j['record'], 'samples/s')}; mean log p "
+                           f"{float(np.mean(j['out'])):.4g}")
+                acc_peer = peer_note or ""
+                if p is not None:
+                    po = peer_out[key]
+                    diff = float(np.max(np.abs(po - j["out"])))
+                    lk["flow_matching"] = dict(record=p, samples_per_s=p.items_per_s,
+                                               nfe=pres[key]["nfe"],
+                                               mean_logp=float(np.mean(po)),
+                                               max_abs_diff=diff)
+                    acc_peer = (f"{_rate(p, 'samples/s')}; mean log p {float(np.mean(po)):.4g}"
+                                f"; max|dlogp| {diff:.2g}"
+                                + (" (different probes)" if dim > EXACT_MAX_DIM else ""))
+                j["mean_logp"] = float(np.mean(j["out"]))
+                rows.append(dict(case=case, dtype="float32", jax=j["record"], peer=p,
+                                 peer_name="flow_matching ODESolver.compute_likelihood"
+                                 if p else "-", acc_jax=acc_jax, acc_peer=acc_peer))
+        # arrays are for the comparisons only
+        for group in ("sample", "adaptive", "likelihood"):
+            for v in res[group].values():
+                v.pop("out", None)
+    if peer_note:
+        rows.append(dict(case="peers", dtype="", skipped=peer_note))
+
+    # ---- targets
+    _target(targets, "training steps/s vs peers (min over cases)", f">= "
+            f"{TARGETS['train_vs_peers']}x", min(ratios_train) if ratios_train else None,
+            ratios_train and min(ratios_train) >= TARGETS["train_vs_peers"])
+    _target(targets, "sampling samples/s vs peers (min over cases)", f">= "
+            f"{TARGETS['sample_vs_peers']}x", min(ratios_sample) if ratios_sample else None,
+            ratios_sample and min(ratios_sample) >= TARGETS["sample_vs_peers"])
+    b0 = 256 if 256 in args.batches else args.batches[0]
+    for dim in args.dims:
+        tr = results[f"{dim}D"]["train"]
+        c = tr.get(f"{b0}/cfm", {})
+        ex = [tr.get(f"{b0}/{kind}", {}) for kind in ("otcfm-exact", "otcfm-exact-host")]
+        ex = [o["record"].median_s for o in ex if "record" in o]
+        val = (min(ex) / c["record"].median_s if "record" in c and ex else None)
+        _target(targets, f"OT-CFM (exact, faster solver) time / CFM time, {dim}D, "
+                f"batch {b0}",
+                f"<= {TARGETS['otcfm_over_cfm_256']}x", val,
+                val is not None and val <= TARGETS["otcfm_over_cfm_256"])
+    return rows, results, summary, targets
+
+
+def print_targets(targets, console=None):
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="targets (2-core CPU)")
+    for col in ("target", "want", "measured", "met"):
+        t.add_column(col, justify="left" if col == "target" else "right")
+    for g in targets:
+        met = "-" if g["ok"] is None else ("yes" if g["ok"] else "NO")
+        t.add_row(*(escape(v) for v in (g["target"], g["want"], g["measured"], met)))
+    (console or Console(width=200)).print(t)
+    return t
+
+
+def _ints(s: str) -> list[int]:
+    return [int(v) for v in s.split(",") if v.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench_flow", description=__doc__.splitlines()[0])
+    p.add_argument("--json", metavar="FILE", help="write all numbers + environment here")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes: batch 64, 2D only, few repeats")
+    p.add_argument("--no-peers", action="store_true",
+                   help="skip the torch peers (no virtual environment)")
+    p.add_argument("--only", default=",".join(CASES),
+                   help=f"comma-separated cases out of {','.join(CASES)}")
+    p.add_argument("--dims", type=_ints, default=None, help="data dimensions (2,64)")
+    p.add_argument("--batches", type=_ints, default=None,
+                   help="training batch sizes (256,1024; --quick 64)")
+    p.add_argument("--sample-batch", type=int, default=None,
+                   help="samples per sampling / likelihood call (1024; --quick 64)")
+    p.add_argument("--lik-batch", type=int, default=None,
+                   help="points per log-likelihood call (256; --quick 32)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="timed calls per sampling case (default 7; --quick 3)")
+    p.add_argument("--train-repeats", type=int, default=None,
+                   help="timed training steps per case (default 30; --quick 5)")
+    p.add_argument("--fit-steps", type=int, default=None,
+                   help="training steps before sampling (default 500; --quick 50)")
+    p.add_argument("--time-dim", type=int, default=TIME_DIM,
+                   help=f"sinusoidal time features of nets.MLP (default {TIME_DIM}: t only)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    q = args.quick
+    args.dims = args.dims or ([2] if q else [2, 64])
+    args.batches = args.batches or ([64] if q else [256, 1024])
+    args.sample_batch = args.sample_batch or (64 if q else 1024)
+    args.lik_batch = args.lik_batch or (32 if q else 256)
+    args.repeats = args.repeats or (3 if q else 7)
+    args.repeats_train = args.train_repeats or (5 if q else 30)
+    args.peer_repeats = min(args.repeats, 2) if q else args.repeats
+    args.peer_repeats_lik = 1 if q else 3  # the peers' exact divergence is slow
+    args.peer_repeats_train = args.repeats_train
+    args.fit_steps = args.fit_steps if args.fit_steps is not None else (50 if q else 500)
+    args.cases = [c.strip() for c in args.only.split(",") if c.strip()]
+    bad = sorted(set(args.cases) - set(CASES))
+    if bad:
+        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    if min(*args.dims, *args.batches, args.sample_batch, args.lik_batch, args.repeats,
+           args.repeats_train) < 1 or args.fit_steps < 0:
+        p.error("dimensions, batch sizes and repeats must be >= 1")
+    if args.time_dim < 0 or args.time_dim % 2:
+        p.error("--time-dim must be an even number >= 0")
+
+    from jaxkit.bench import configure_cpu_devices
+
+    configure_cpu_devices()
+    import jax
+
+    from jaxkit import bench
+
+    env = bench.environment(peers=("numpy", "jaxlib", "optax", "diffrax", "equinox",
+                                   "ott-jax", "rich"))
+    env["loadavg_at_start"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    env["threads"] = (f"torch: set_num_threads({THREADS}), 1 inter-op thread, "
+                      f"OMP_NUM_THREADS={THREADS}; XLA: one CPU thread pool of "
+                      f"{env['cpu_affinity']} threads (the process's cores)")
+    t0 = time.perf_counter()
+    # float32 benchmark: jaxkit's kernels draw t with the default float type, so x64 stays
+    # off inside (restored afterwards, e.g. for the tests, which run with x64 on).
+    with jax.enable_x64(False):
+        rows, results, summary, targets = run(args)
+    bench.print_table(rows, title="jaxkit flow matching vs torchcfm / flow_matching / "
+                                  "torchdiffeq / diffrax (speed-up = peer time / jaxkit "
+                                  "time for the same work)")
+    print_targets(targets)
+    print(f"threads: {env['threads']}")
+    print(bench.environment_line(env, time.perf_counter() - t0))
+    if args.json:
+        path = bench.write_json(args.json, dict(
+            environment=env, argv=sys.argv if argv is None else argv, quick=args.quick,
+            config=dict(width=WIDTH, depth=DEPTH, lr=LR, n_data=N_DATA, rtol=RTOL, atol=ATOL,
+                        fixed=FIXED, likelihood=(LIK_METHOD, LIK_STEPS),
+                        dims=args.dims, batches=args.batches,
+                        sample_batch=args.sample_batch, targets=TARGETS,
+                        peer_specs=PEER_SPECS),
+            results=results, rows=rows, summary=summary, targets=targets,
+            table_markdown=bench.table_markdown(rows)))
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

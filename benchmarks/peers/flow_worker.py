@@ -1,0 +1,302 @@
+"""Time flow-matching training, sampling and likelihoods with PyTorch peers (peer worker).
+
+Runs inside the isolated virtual environment ``benchmarks/.peer-venv-flow`` made by
+``benchmarks/bench_flow.py`` (torch, torchcfm 1.0.7, flow_matching 1.0.10, torchdiffeq
+0.2.5), so it imports neither jaxkit nor jax. Usage::
+
+    python flow_worker.py IN.npz OUT.npz
+
+``IN.npz`` holds ``config`` (a JSON string: threads, seed, learning rate, the cases and
+their sizes) and, per dimension ``d``, the data set ``data_{d}`` (N, d), the exported
+velocity-net weights ``param_{d}/<name>`` (torch ``nn.Linear`` layout: ``net.{2i}.weight``
+(out, in), ``net.{2i}.bias``) and the sampling start points ``x0_{d}`` (B, d) (plus the
+points ``x1_{d}`` whose log-likelihood is evaluated), with ``param_{d}/time.freqs`` and
+``time.scale``. The net is jaxkit's ``nets.MLP``: features ``[x, t, sin(s t w),
+cos(s t w)]`` -> Linear -> SiLU -> ... -> Linear, so with the same weights both sides
+integrate the same ODE.
+
+Cases (times per call with ``time.perf_counter``, after untimed warm-up calls):
+
+* ``train``: one Adam step of the conditional flow-matching loss on the linear path
+  (sigma = 0), with torchcfm's ``ConditionalFlowMatcher`` (CFM) and
+  ``ExactOptimalTransportConditionalFlowMatcher`` (OT-CFM: POT's exact EMD plan on the
+  minibatch, pairs re-sampled from the plan) and with flow_matching's
+  ``AffineProbPath(CondOTScheduler())`` (CFM); each step draws the data batch (random
+  indices), the Gaussian source batch and t, as the JAX step does. The loss of the
+  exported net on a fixed check batch (given ``t``) is returned for comparison.
+* ``sample``: ``torchdiffeq.odeint`` with ``method="euler"`` / ``"rk4"`` on the grid
+  ``linspace(0, 1, steps + 1)`` (fixed steps: 1 and 4 evaluations per step; note
+  torchdiffeq's "rk4" is the 3/8-rule variant of RK4) and flow_matching's
+  ``ODESolver.sample`` on the same grid; final samples are returned.
+* ``adaptive``: ``torchdiffeq.odeint(method="dopri5", rtol, atol)`` from 0 to 1, the
+  number of function evaluations counted by a wrapper.
+* ``likelihood``: flow_matching's ``ODESolver.compute_likelihood`` (exact divergence in
+  2D, Hutchinson with one Rademacher/Gaussian probe in 64D), integrating from t = 1 to 0
+  on a fixed grid with the given method and steps, standard-normal source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+from _common import versions as peer_versions
+
+
+def _torch(threads: int):
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set
+        pass
+    return torch
+
+
+def build_net(torch, params: dict, dim: int):
+    """The velocity net from exported weights: ``v(t (B,), x (B, d))``."""
+    nn = torch.nn
+    idx = sorted(int(k.split(".")[1]) for k in params if k.endswith(".weight"))
+    layers = []
+    for j, i in enumerate(idx):
+        w = params[f"net.{i}.weight"]
+        lin = nn.Linear(w.shape[1], w.shape[0])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(np.ascontiguousarray(w)))
+            lin.bias.copy_(torch.from_numpy(np.ascontiguousarray(params[f"net.{i}.bias"])))
+        layers.append(lin)
+        if j < len(idx) - 1:
+            layers.append(nn.SiLU())
+    return Net(torch, nn.Sequential(*layers), params["time.freqs"],
+               float(params["time.scale"]), dim)
+
+
+class Net:
+    """``[x, t, sin(s t w), cos(s t w)] -> MLP`` (jaxkit's ``nets.MLP`` features)."""
+
+    def __init__(self, torch, seq, freqs, scale, dim):
+        self.torch, self.seq = torch, seq
+        self.freqs = torch.from_numpy(np.asarray(freqs, np.float32))
+        self.scale = scale
+        n_in = seq[0].in_features
+        if n_in != dim + 1 + 2 * self.freqs.shape[0]:
+            raise SystemExit(f"net input {n_in} != d + 1 + 2 x {self.freqs.shape[0]}")
+
+    def parameters(self):
+        return self.seq.parameters()
+
+    def __call__(self, t, x):
+        t = t.reshape(-1, 1).to(x.dtype).expand(x.shape[0], 1)
+        arg = (self.scale * t) * self.freqs
+        return self.seq(self.torch.cat([x, t, self.torch.sin(arg), self.torch.cos(arg)],
+                                       dim=-1))
+
+
+class Velocity:
+    """``v(t, x)`` for torchdiffeq / flow_matching, counting evaluations."""
+
+    def __init__(self, torch, net):
+        self.torch, self.net, self.nfe = torch, net, 0
+
+    def __call__(self, t, x):
+        self.nfe += 1
+        return self.net(self.torch.as_tensor(t, dtype=x.dtype), x)
+
+
+def _time(fn, n_runs: int, warmup: int):
+    out = None
+    for _ in range(warmup):
+        out = fn()
+    times = []
+    for _ in range(n_runs):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return times, out
+
+
+def case_train(torch, cfg, data, params, res):
+    from flow_matching.path import AffineProbPath
+    from flow_matching.path.scheduler import CondOTScheduler
+    from torchcfm.conditional_flow_matching import (
+        ConditionalFlowMatcher,
+        ExactOptimalTransportConditionalFlowMatcher,
+    )
+
+    dim = data.shape[1]
+    x = torch.from_numpy(data)
+    n = x.shape[0]
+    chk = cfg["check"][str(dim)]
+    for batch in cfg["train"]["batches"]:
+        for impl in ("torchcfm-cfm", "torchcfm-otcfm", "flow_matching-cfm"):
+            torch.manual_seed(cfg["seed"])
+            net = build_net(torch, params, dim)
+            opt = torch.optim.Adam(net.parameters(), lr=cfg["lr"])
+            fm = path = None
+            if impl == "torchcfm-cfm":
+                fm = ConditionalFlowMatcher(sigma=0.0)
+            elif impl == "torchcfm-otcfm":
+                fm = ExactOptimalTransportConditionalFlowMatcher(sigma=0.0)
+            else:
+                path = AffineProbPath(scheduler=CondOTScheduler())
+
+            def step(batch=batch, impl=impl, fm=fm, path=path, net=net, opt=opt):
+                x1 = x[torch.randint(0, n, (batch,))]
+                x0 = torch.randn_like(x1)
+                if impl.startswith("torchcfm"):
+                    t, xt, ut = fm.sample_location_and_conditional_flow(x0, x1)
+                else:
+                    t = torch.rand(batch)
+                    ps = path.sample(t=t, x_0=x0, x_1=x1)
+                    xt, ut = ps.x_t, ps.dx_t
+                vt = net(t, xt)
+                loss = torch.mean((vt - ut) ** 2)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                return float(loss)
+
+            times, _ = _time(step, cfg["train"]["n_runs"], cfg["train"]["warmup"])
+            res[f"train/{dim}/{batch}/{impl}"] = dict(times_s=times, warmup=cfg["train"]["warmup"])
+    # the loss of the exported (untrained) net on a fixed batch, both sides the same inputs
+    net = build_net(torch, params, dim)
+    with torch.no_grad():
+        x0c, x1c = torch.from_numpy(chk["x0"]), torch.from_numpy(chk["x1"])
+        t = torch.from_numpy(chk["t"]).reshape(-1, 1)
+        xt = (1 - t) * x0c + t * x1c
+        vt = net(t, xt)
+        res[f"check_loss/{dim}"] = float(torch.mean((vt - (x1c - x0c)) ** 2))
+
+
+def case_sample(torch, cfg, params, x0, res, arrays):
+    from flow_matching.solver import ODESolver
+    from torchdiffeq import odeint
+
+    dim = x0.shape[1]
+    net = build_net(torch, params, dim)
+    v = Velocity(torch, net)
+    y0 = torch.from_numpy(x0)
+    sc = cfg["sample"]
+    for method, steps in sc["methods"]:
+        grid = torch.linspace(0.0, 1.0, steps + 1)
+        for impl in ("torchdiffeq", "flow_matching"):
+            if impl == "torchdiffeq":
+                def call(method=method, grid=grid):
+                    with torch.no_grad():
+                        return odeint(v, y0, grid, method=method)[-1]
+            else:
+                solver = ODESolver(velocity_model=lambda x, t: v(t, x))
+
+                def call(method=method, grid=grid, solver=solver):
+                    with torch.no_grad():
+                        return solver.sample(x_init=y0, step_size=None, method=method,
+                                             time_grid=grid)
+            v.nfe = 0
+            times, out = _time(call, sc["n_runs"], sc["warmup"])
+            nfe = v.nfe // (sc["n_runs"] + sc["warmup"])  # the same work every call
+            key = f"sample/{dim}/{method}{steps}/{impl}"
+            res[key] = dict(times_s=times, warmup=sc["warmup"], nfe=nfe)
+            arrays[key] = out.numpy()
+
+
+def case_adaptive(torch, cfg, params, x0, res, arrays):
+    from torchdiffeq import odeint
+
+    dim = x0.shape[1]
+    net = build_net(torch, params, dim)
+    v = Velocity(torch, net)
+    y0 = torch.from_numpy(x0)
+    ac = cfg["adaptive"]
+    grid = torch.tensor([0.0, 1.0])
+
+    def call():
+        with torch.no_grad():
+            return odeint(v, y0, grid, method="dopri5", rtol=ac["rtol"], atol=ac["atol"])[-1]
+
+    v.nfe = 0
+    times, out = _time(call, ac["n_runs"], ac["warmup"])
+    nfe = v.nfe // (ac["n_runs"] + ac["warmup"])  # deterministic: the same steps every call
+    key = f"adaptive/{dim}/torchdiffeq-dopri5"
+    res[key] = dict(times_s=times, warmup=ac["warmup"], nfe=nfe)
+    arrays[key] = out.numpy()
+
+
+def case_likelihood(torch, cfg, params, x1, res, arrays):
+    from flow_matching.solver import ODESolver
+
+    dim = x1.shape[1]
+    net = build_net(torch, params, dim)
+    v = Velocity(torch, net)
+    lc = cfg["likelihood"]
+    solver = ODESolver(velocity_model=lambda x, t: v(t, x))
+    if not hasattr(solver, "compute_likelihood"):
+        res[f"likelihood/{dim}/skipped"] = "flow_matching ODESolver has no compute_likelihood"
+        return
+    y1 = torch.from_numpy(x1)
+    exact = dim <= lc["exact_max_dim"]
+    grid = torch.linspace(1.0, 0.0, lc["steps"] + 1)
+
+    def log_p0(z):
+        return -0.5 * (z ** 2).sum(-1) - 0.5 * z.shape[-1] * math.log(2 * math.pi)
+
+    def call():
+        torch.manual_seed(cfg["seed"])
+        _, logp = solver.compute_likelihood(x_1=y1, log_p0=log_p0, step_size=None,
+                                            method=lc["method"], time_grid=grid,
+                                            exact_divergence=exact)
+        return logp.detach()
+
+    v.nfe = 0
+    times, out = _time(call, lc["n_runs"], lc["warmup"])
+    nfe = v.nfe // (lc["n_runs"] + lc["warmup"])
+    key = f"likelihood/{dim}/flow_matching"
+    res[key] = dict(times_s=times, warmup=lc["warmup"], nfe=nfe, exact=exact)
+    arrays[key] = out.numpy()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("inp")
+    p.add_argument("out")
+    a = p.parse_args(argv)
+    d = np.load(a.inp)
+    cfg = json.loads(str(d["config"]))
+    for dim in list(cfg["check"]):
+        cfg["check"][dim] = {k: d[f"check_{dim}_{k}"] for k in ("x0", "x1", "t")}
+    torch = _torch(int(cfg["threads"]))
+    res: dict = {}
+    arrays: dict = {}
+    for dim in cfg["dims"]:
+        params = {k.split("/", 1)[1]: d[k] for k in d.files if k.startswith(f"param_{dim}/")}
+        data = np.ascontiguousarray(d[f"data_{dim}"])
+        t0 = time.perf_counter()
+        if "train" in cfg["cases"]:
+            case_train(torch, cfg, data, params, res)
+        if "sample" in cfg["cases"]:
+            case_sample(torch, cfg, params, np.ascontiguousarray(d[f"x0_{dim}"]), res, arrays)
+        if "adaptive" in cfg["cases"]:
+            case_adaptive(torch, cfg, params, np.ascontiguousarray(d[f"x0_{dim}"]), res,
+                          arrays)
+        if "likelihood" in cfg["cases"]:
+            case_likelihood(torch, cfg, params, np.ascontiguousarray(d[f"x1_{dim}"]), res,
+                            arrays)
+        print(f"flow worker: {dim}D done in {time.perf_counter() - t0:.1f} s", flush=True)
+    meta = dict(versions=peer_versions(("torch", "torchcfm", "flow_matching", "torchdiffeq",
+                                        "POT", "numpy")),
+                python=sys.version.split()[0], platform=platform.platform(),
+                torch_threads=torch.get_num_threads(),
+                torch_interop_threads=torch.get_num_interop_threads(), results=res)
+    np.savez(a.out, meta=json.dumps(meta), **{f"arr/{k}": v for k, v in arrays.items()})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

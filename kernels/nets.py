@@ -47,17 +47,25 @@ class MLP(eqx.Module):
     ``width`` units with ``activation``. ``num_classes``: enables a class embedding with
     ``num_classes + 1`` rows, the last one the null class used for labels ``< 0`` or
     ``y=None`` (classifier-free guidance, Ho & Salimans 2022). Weights are ``dtype``
-    (float32 by default, also under x64); the output has ``x``'s dtype."""
+    (float32 by default, also under x64); the output has ``x``'s dtype.
+
+    ``time_scale``: the embedding's ``scale`` (:func:`sinusoidal_embedding`); the DDPM
+    default 1000 puts features up to ``sin(1000 t)`` into the field, which makes it
+    oscillate in ``t`` and costs adaptive solvers many evaluations (a random 2 x 64 net:
+    607 Tsit5 evaluations at rtol 1e-5 against 19 with ``time_scale=1``); use a small
+    scale (or ``time_dim=0``: t as a plain input) when sampling adaptively."""
 
     layers: tuple[eqx.nn.Linear, ...]
     class_embed: eqx.nn.Embedding | None
     data_shape: tuple[int, ...] = eqx.field(static=True)
     time_dim: int = eqx.field(static=True)
+    time_scale: float = eqx.field(static=True)
     num_classes: int | None = eqx.field(static=True)
     activation: Callable = eqx.field(static=True)
 
     def __init__(self, data_shape: int | Sequence[int], *, width: int = 128, depth: int = 3,
-                 time_dim: int = 32, activation: Callable = jax.nn.silu,
+                 time_dim: int = 32, time_scale: float = 1000.0,
+                 activation: Callable = jax.nn.silu,
                  num_classes: int | None = None, class_dim: int = 32,
                  dtype=jnp.float32, key: PRNGKeyArray):
         shape = (int(data_shape),) if isinstance(data_shape, int) else tuple(data_shape)
@@ -67,6 +75,7 @@ class MLP(eqx.Module):
             raise ValueError(f"num_classes must be >= 1 or None; got {num_classes}")
         self.data_shape = shape
         self.time_dim = time_dim
+        self.time_scale = float(time_scale)
         self.num_classes = num_classes
         self.activation = activation
         d = math.prod(shape)
@@ -89,7 +98,7 @@ class MLP(eqx.Module):
         t = jnp.asarray(t, jnp.float32)
         wdtype = self.layers[0].weight.dtype
         feats = [x.reshape(-1).astype(wdtype), t[None].astype(wdtype),
-                 sinusoidal_embedding(t, self.time_dim).astype(wdtype)]
+                 sinusoidal_embedding(t, self.time_dim, scale=self.time_scale).astype(wdtype)]
         if self.class_embed is not None:
             null = self.num_classes
             idx = null if y is None else jnp.where(jnp.asarray(y) < 0, null, y)

@@ -158,3 +158,17 @@ def test_end_to_end_ot_cfm_learns_gaussian_shift():
                        jax.random.normal(jax.random.key(2), (2000, 2)), method="rk4", steps=20)
     np.testing.assert_allclose(jnp.mean(x, 0), mu, atol=0.1)
     np.testing.assert_allclose(jnp.std(x, 0), 0.5, atol=0.1)
+
+
+def test_mlp_time_scale_controls_adaptive_cost():
+    # high-frequency time features (DDPM scale 1000) make a random field oscillate in t:
+    # Tsit5 needs many more evaluations than with t features of scale 1
+    x0 = jax.random.normal(jax.random.key(1), (16, 2))
+    nfe = {}
+    for s in (1000.0, 1.0):
+        m = nets.MLP(2, width=32, depth=2, time_scale=s, key=jax.random.key(0))
+        assert m.time_scale == s
+        _, st = flow.integrate_with_stats(lambda t, x, m=m: nets.apply_batch(m, t, x), x0,
+                                          method="tsit5", rtol=1e-5, atol=1e-5)
+        nfe[s] = int(st["nfe"])
+    assert nfe[1000.0] > 5 * nfe[1.0]

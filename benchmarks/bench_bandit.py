@@ -59,7 +59,6 @@ shown for jaxkit on the same runs. Targets: >= 100x the peers, >= 5x NumPy.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import math
@@ -569,18 +568,18 @@ def print_summary(summary, console=None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench_bandit", description=__doc__.splitlines()[0])
-    p.add_argument("--json", metavar="FILE", help="write all numbers + environment here")
-    p.add_argument("--quick", action="store_true",
-                   help="small sizes: 256 runs x 200 steps, peers on 3 runs")
+    from jaxkit import bench
+
+    p = bench.benchmark_parser(
+        "bench_bandit", __doc__, CASES,
+        quick_help="small sizes: 256 runs x 200 steps, peers on 3 runs",
+        peers_help="skip MABWiser / SMPyBandits (no virtual environments)")
     p.add_argument("--runs", type=int, default=None,
                    help="independent bandit runs (default 10,000; --quick 256)")
     p.add_argument("--steps", type=int, default=None,
                    help="steps per run (default 1,000; --quick 200)")
     p.add_argument("--peer-runs", type=int, default=None,
                    help="runs simulated by each peer library (default 50; --quick 3)")
-    p.add_argument("--no-peers", action="store_true",
-                   help="skip MABWiser / SMPyBandits (no virtual environments)")
     p.add_argument("--repeats", type=int, default=None,
                    help="timed calls of each jaxkit function (default 10; --quick 5)")
     p.add_argument("--numpy-repeats", type=int, default=None,
@@ -588,8 +587,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtypes", default="float32,float64",
                    help="comma list of float dtypes for jaxkit and NumPy")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--only", default=",".join(CASES),
-                   help=f"comma-separated cases out of {','.join(CASES)}")
     args = p.parse_args(argv)
     q = args.quick
     args.runs = args.runs or (256 if q else 10_000)

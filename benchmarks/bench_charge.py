@@ -60,7 +60,6 @@ overhead < 5% of the sampling time.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
@@ -862,29 +861,23 @@ def print_summary(summary, targets, console=None):
     console.print(tt)
 
 
-def _ints(s: str) -> list[int]:
-    return [int(v) for v in s.split(",") if v.strip()]
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench_charge", description=__doc__.splitlines()[0])
-    p.add_argument("--json", metavar="FILE", help="write all numbers + environment here")
-    p.add_argument("--quick", action="store_true", help="small sizes, few cells (seconds)")
-    p.add_argument("--no-peers", action="store_true",
-                   help="skip cvxpy (no virtual environment); the MILP (scipy) still runs")
-    p.add_argument("--only", default=",".join(CASES),
-                   help=f"comma-separated cases out of {','.join(CASES)}")
+    from jaxkit import bench
+
+    p = bench.benchmark_parser(
+        "bench_charge", __doc__, CASES, quick_help="small sizes, few cells (seconds)",
+        peers_help="skip cvxpy (no virtual environment); the MILP (scipy) still runs")
     p.add_argument("--repeats", type=int, default=None,
                    help="timed calls of each jaxkit function (default 20; --quick 5)")
     p.add_argument("--numpy-repeats", type=int, default=None,
                    help="timed calls of the NumPy reference (default 5; --quick 2)")
-    p.add_argument("--soft-sizes", type=_ints, default=None,
+    p.add_argument("--soft-sizes", type=bench.int_list, default=None,
                    help="atoms of the single soft cells (default 100,500,2000)")
     p.add_argument("--batch", type=int, default=None, help="cells in the batch (1024)")
     p.add_argument("--batch-atoms", type=int, default=None, help="atoms per cell (200)")
     p.add_argument("--peer-cells", type=int, default=None,
                    help="batch cells solved by cvxpy (default 16; --quick 2)")
-    p.add_argument("--discrete-sizes", type=_ints, default=None,
+    p.add_argument("--discrete-sizes", type=bench.int_list, default=None,
                    help="atoms of the discrete cells (default 100,200,400,800)")
     p.add_argument("--instances", type=int, default=None,
                    help="cost matrices per discrete size (default 5; --quick 3)")

@@ -57,7 +57,6 @@ directory provides it, else PyPI's default wheel with its CUDA dependencies). Ta
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -514,13 +513,11 @@ def print_summary(summary, console=None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench_crosscoder", description=__doc__.splitlines()[0])
-    p.add_argument("--json", metavar="FILE", help="write all numbers + environment here")
-    p.add_argument("--quick", action="store_true", help="small sizes: d 64, F 512, batch 256")
-    p.add_argument("--no-peers", action="store_true",
-                   help="skip SAELens / sparsify / torch_temporal (no virtual environment)")
-    p.add_argument("--only", default=",".join(CASES),
-                   help=f"comma-separated cases out of {','.join(CASES)}")
+    from jaxkit import bench
+
+    p = bench.benchmark_parser(
+        "bench_crosscoder", __doc__, CASES, quick_help="small sizes: d 64, F 512, batch 256",
+        peers_help="skip SAELens / sparsify / torch_temporal (no virtual environment)")
     p.add_argument("--d", type=int, default=None, help="input width (default 768; quick 64)")
     p.add_argument("--latents", type=int, default=None,
                    help="latents F (default 16384; quick 512)")

@@ -66,7 +66,6 @@ OT-CFM (exact) no more than 1.3x slower than CFM at batch 256.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -728,21 +727,14 @@ def print_targets(targets, console=None):
     return t
 
 
-def _ints(s: str) -> list[int]:
-    return [int(v) for v in s.split(",") if v.strip()]
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench_flow", description=__doc__.splitlines()[0])
-    p.add_argument("--json", metavar="FILE", help="write all numbers + environment here")
-    p.add_argument("--quick", action="store_true",
-                   help="small sizes: batch 64, 2D only, few repeats")
-    p.add_argument("--no-peers", action="store_true",
-                   help="skip the torch peers (no virtual environment)")
-    p.add_argument("--only", default=",".join(CASES),
-                   help=f"comma-separated cases out of {','.join(CASES)}")
-    p.add_argument("--dims", type=_ints, default=None, help="data dimensions (2,64)")
-    p.add_argument("--batches", type=_ints, default=None,
+    from jaxkit import bench
+
+    p = bench.benchmark_parser(
+        "bench_flow", __doc__, CASES, quick_help="small sizes: batch 64, 2D only, few repeats",
+        peers_help="skip the torch peers (no virtual environment)")
+    p.add_argument("--dims", type=bench.int_list, default=None, help="data dimensions (2,64)")
+    p.add_argument("--batches", type=bench.int_list, default=None,
                    help="training batch sizes (256,1024; --quick 64)")
     p.add_argument("--sample-batch", type=int, default=None,
                    help="samples per sampling / likelihood call (1024; --quick 64)")

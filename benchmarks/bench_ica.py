@@ -23,7 +23,6 @@ says float32. Accuracy (Amari distance, n_iter, SHD/F1 via
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
@@ -453,16 +452,15 @@ def case_lingam(args, rows, results):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench_ica", description=__doc__.splitlines()[0])
-    p.add_argument("--json", metavar="FILE", help="write all numbers + environment here")
-    p.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    from jaxkit import bench
+
+    p = bench.benchmark_parser("bench_ica", __doc__, CASES,
+                               quick_help="small sizes (smoke test)")
     p.add_argument("--runs", type=int, default=20,
                    help="steady-state runs for jaxkit (default 20; fewer for the slow cases)")
     p.add_argument("--peer-runs", type=int, default=5, help="timed runs per peer (default 5)")
     p.add_argument("--peer-runs-lingam", type=int, default=3,
                    help="timed loops per lingam configuration (default 3)")
-    p.add_argument("--only", default=",".join(CASES),
-                   help=f"comma-separated cases out of {','.join(CASES)}")
     p.add_argument("--solver", choices=("eigh", "svd"), default="eigh",
                    help="whitening solver, both sides (default eigh)")
     p.add_argument("--criterion", choices=("bic", "bic_sklearn"), default="bic_sklearn",

@@ -18,6 +18,7 @@ the benchmark scripts themselves.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import math
@@ -415,3 +416,23 @@ def environment_line(env: Mapping[str, Any], wall_s: float) -> str:
             f"{env['cpu_count']} CPUs ({env['cpu_model']}); load average at start "
             f"{env['loadavg_at_start']}, at end {load_end} (other work on the host skews "
             f"times); wall {wall_s:.0f} s")
+
+
+def int_list(s: str) -> list[int]:
+    """``argparse`` type for comma lists of integers: ``"100,200"`` -> ``[100, 200]``."""
+    return [int(v) for v in s.split(",") if v.strip()]
+
+
+def benchmark_parser(prog: str, doc: str | None, cases: Sequence[str], *, quick_help: str,
+                     peers_help: str | None = None) -> argparse.ArgumentParser:
+    """The options every ``benchmarks/bench_*.py`` shares: ``--json FILE``, ``--quick``,
+    ``--only`` (a comma list out of ``cases``) and, when ``peers_help`` is given,
+    ``--no-peers``. Scripts add their own options to the returned parser."""
+    p = argparse.ArgumentParser(prog=prog, description=(doc or prog).splitlines()[0])
+    p.add_argument("--json", metavar="FILE", help="write all numbers + environment here")
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    if peers_help is not None:
+        p.add_argument("--no-peers", action="store_true", help=peers_help)
+    p.add_argument("--only", default=",".join(cases),
+                   help=f"comma-separated cases out of {','.join(cases)}")
+    return p

@@ -51,9 +51,9 @@ class MLP(eqx.Module):
 
     ``time_scale``: the embedding's ``scale`` (:func:`sinusoidal_embedding`); the DDPM
     default 1000 puts features up to ``sin(1000 t)`` into the field, which makes it
-    oscillate in ``t`` and costs adaptive solvers many evaluations (a random 2 x 64 net:
-    607 Tsit5 evaluations at rtol 1e-5 against 19 with ``time_scale=1``); use a small
-    scale (or ``time_dim=0``: t as a plain input) when sampling adaptively."""
+    oscillate in ``t`` and costs adaptive solvers many more evaluations (a test checks
+    more than 5x for a random net against ``time_scale=1``); use a small scale (or
+    ``time_dim=0``: t as a plain input) when sampling adaptively."""
 
     layers: tuple[eqx.nn.Linear, ...]
     class_embed: eqx.nn.Embedding | None

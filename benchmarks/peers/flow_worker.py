@@ -176,6 +176,15 @@ def case_train(torch, cfg, data, params, res):
         res[f"check_loss/{dim}"] = float(torch.mean((vt - (x1c - x0c)) ** 2))
 
 
+def _time_solve(v, call, key: str, c: dict, res: dict, arrays: dict) -> None:
+    """Time ``call`` (``c["n_runs"]`` after ``c["warmup"]``) and record the velocity
+    evaluations per call (every call does the same, deterministic work) and the output."""
+    v.nfe = 0
+    times, out = _time(call, c["n_runs"], c["warmup"])
+    res[key] = dict(times_s=times, warmup=c["warmup"], nfe=v.nfe // (c["n_runs"] + c["warmup"]))
+    arrays[key] = out.numpy()
+
+
 def case_sample(torch, cfg, params, x0, res, arrays):
     from flow_matching.solver import ODESolver
     from torchdiffeq import odeint
@@ -199,12 +208,7 @@ def case_sample(torch, cfg, params, x0, res, arrays):
                     with torch.no_grad():
                         return solver.sample(x_init=y0, step_size=None, method=method,
                                              time_grid=grid)
-            v.nfe = 0
-            times, out = _time(call, sc["n_runs"], sc["warmup"])
-            nfe = v.nfe // (sc["n_runs"] + sc["warmup"])  # the same work every call
-            key = f"sample/{dim}/{method}{steps}/{impl}"
-            res[key] = dict(times_s=times, warmup=sc["warmup"], nfe=nfe)
-            arrays[key] = out.numpy()
+            _time_solve(v, call, f"sample/{dim}/{method}{steps}/{impl}", sc, res, arrays)
 
 
 def case_adaptive(torch, cfg, params, x0, res, arrays):
@@ -221,12 +225,7 @@ def case_adaptive(torch, cfg, params, x0, res, arrays):
         with torch.no_grad():
             return odeint(v, y0, grid, method="dopri5", rtol=ac["rtol"], atol=ac["atol"])[-1]
 
-    v.nfe = 0
-    times, out = _time(call, ac["n_runs"], ac["warmup"])
-    nfe = v.nfe // (ac["n_runs"] + ac["warmup"])  # deterministic: the same steps every call
-    key = f"adaptive/{dim}/torchdiffeq-dopri5"
-    res[key] = dict(times_s=times, warmup=ac["warmup"], nfe=nfe)
-    arrays[key] = out.numpy()
+    _time_solve(v, call, f"adaptive/{dim}/torchdiffeq-dopri5", ac, res, arrays)
 
 
 def case_likelihood(torch, cfg, params, x1, res, arrays):
@@ -254,12 +253,9 @@ def case_likelihood(torch, cfg, params, x1, res, arrays):
                                             exact_divergence=exact)
         return logp.detach()
 
-    v.nfe = 0
-    times, out = _time(call, lc["n_runs"], lc["warmup"])
-    nfe = v.nfe // (lc["n_runs"] + lc["warmup"])
     key = f"likelihood/{dim}/flow_matching"
-    res[key] = dict(times_s=times, warmup=lc["warmup"], nfe=nfe, exact=exact)
-    arrays[key] = out.numpy()
+    _time_solve(v, call, key, lc, res, arrays)
+    res[key]["exact"] = exact
 
 
 def main(argv=None) -> int:

@@ -179,7 +179,6 @@ def test_replace_sampling_memory_is_quadratic_not_cubic():
     p = jnp.full((n, n), 1.0 / n ** 2)
     f = jax.jit(lambda k, p: flow_ot.sample_plan(k, p, sampling="replace"))
     mem = f.lower(jax.random.key(0), p).compile().memory_analysis()
-    if mem is not None:
-        assert mem.temp_size_in_bytes < 64 * n * n
+    assert mem is not None and mem.temp_size_in_bytes < 64 * n * n
     i, j = f(jax.random.key(0), p)
     assert i.shape == j.shape == (n,) and int(i.max()) < n and int(j.max()) < n

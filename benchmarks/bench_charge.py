@@ -17,7 +17,10 @@ takes a comma list):
     ``mu`` of the charge constraint (``P_i = Pi_simplex(y_i - mu q)``, the total charge is
     non-increasing in ``mu``), sort-based simplex projection of every row (Duchi et al.
     2008), vectorised over atoms and over cells, ending with one secant step on the final
-    bracket (exact once the supports are fixed).
+    bracket (exact once the supports are fixed); and a second NumPy reference
+    (:func:`project_soft_np_ssn`) with the semismooth Newton algorithm jaxkit uses by
+    default, so that jaxkit is not credited for an algorithmic gain. The target is
+    judged against the faster of the two.
 
   Single cells of 100, 500 and 2,000 atoms (5 cells each; ``--quick``: 50 and 100 atoms)
   and a batch of 1,024 cells x 200 atoms (``--quick``: 16 x 50), jaxkit as
@@ -38,14 +41,15 @@ takes a comma list):
   returned assignments recomputed in float64) and feasibility must agree.
   ``charge.project_discrete_approx`` (Lagrangian + repair): its time and its optimality
   gap against the exact DP (mean / max over instances).
-* ``overhead`` -- projection overhead during sampling. jaxkit has no flow sampler kernel
-  yet, so a STAND-IN sampling step is timed: an Euler step of a per-atom MLP velocity field
-  (input: K element channels + 3D coordinates + 16 Fourier time features -> width 256,
-  plus a mean-pooled cell context, then 3 more 256 x 256 layers, GELU, output K + 3
-  velocities; ~0.42 MFLOP per atom), on 4 cells x 800 atoms, 50 steps (``--quick``: width
-  32, 2 x 64 atoms, 5 steps). Reported: soft-projection time per step /
-  sampling-step time (both timed in isolation), and the end-to-end sampler with the soft
-  projection after every step against the sampler without it.
+* ``overhead`` -- projection overhead during sampling, against a STAND-IN sampling step
+  of fixed size (independent of the AMGenC model, whose own overhead its report
+  measures): an Euler step of a per-atom MLP velocity field (input: K element
+  channels + 3D coordinates + 16 Fourier time features -> width 256, plus a mean-pooled
+  cell context, then 3 more 256 x 256 layers, GELU, output K + 3 velocities; ~0.42
+  MFLOP per atom), on 4 cells x 800 atoms, 50 steps (``--quick``: width 32, 2 x 64
+  atoms, 5 steps). Reported: soft-projection time per step / sampling-step time (both
+  timed in isolation), and the end-to-end sampler with the soft projection after every
+  step against the sampler without it.
 
 Inputs: K = 11 species Si4+ B3+ Al3+ P5+ Li+ Na+ K+ Ca2+ Mg2+ Zn2+ O2- (charges
 4 3 3 5 1 1 1 2 2 2 -2); every row is a softmax of Gaussian logits around the log of an
@@ -176,6 +180,56 @@ def project_soft_np(y: np.ndarray, q: np.ndarray, *, tol: float = 1e-13,
     mu = lo + np.clip(t, 0.0, 1.0) * (hi - lo)
     p, _ = charge_of(mu)
     return p, mu, it
+
+
+def project_soft_np_ssn(y: np.ndarray, q: np.ndarray, *, tol: float = 1e-13,
+                        max_iter: int = 50):
+    """The same projection by the algorithm jaxkit's default uses, in NumPy: semismooth
+    Newton on the joint KKT system ``p = max(y - mu q - tau_i, 0)``, ``rows sum to 1``,
+    ``sum q . p = 0`` (with the supports fixed, ``tau_i = (Y_i - 1 - mu Q_i) / n_i`` and
+    ``mu`` solve a linear system in closed form), vectorised over atoms and cells; cells
+    it does not solve in ``max_iter`` iterations go to :func:`project_soft_np`. Written so
+    that the NumPy reference is not slower merely for using a slower algorithm. Returns
+    ``(p, mu, n_iter)``."""
+    y = np.asarray(y, np.float64)
+    q = np.asarray(q, np.float64)
+    one = y.ndim == 2
+    if one:
+        y = y[None]
+    c, n, k = y.shape
+    mu = np.zeros(c)
+    tau = (y.sum(-1) - 1.0) / k
+    done = np.zeros(c, bool)
+    mu_out, tau_out = mu.copy(), tau.copy()
+    qy, qq = q * y, q * q
+    scale = tol * n * np.abs(q).max() * np.maximum(np.abs(y).max(axis=(1, 2)), 1.0)
+    it = 0
+    for it in range(1, max_iter + 1):  # noqa: B007 - it is reported
+        d = y - mu[:, None, None] * q - tau[..., None]
+        p = np.maximum(d, 0.0)
+        ok = (np.abs(p.sum(-1) - 1.0).max(-1) <= k * scale / (n * np.abs(q).max())) & \
+             (np.abs((p @ q).sum(-1)) <= scale)
+        new = ok & ~done
+        mu_out[new], tau_out[new] = mu[new], tau[new]
+        done |= ok
+        if done.all():
+            break
+        s = (d > 0) | (d >= d.max(-1, keepdims=True))
+        cnt = s.sum(-1)
+        sy = (s * y).sum(-1)
+        sq = s @ q
+        sqy = (s * qy).sum(-1)
+        sqq = s @ qq
+        num = (sqy - sq * (sy - 1.0) / cnt).sum(-1)
+        den = np.maximum(sqq - sq * sq / cnt, 0.0).sum(-1)
+        done_flat = den <= 0
+        mu = np.where(done_flat, mu, num / np.where(done_flat, 1.0, den))
+        tau = (sy - 1.0 - mu[:, None] * sq) / cnt
+    p = np.maximum(y - mu_out[:, None, None] * q - tau_out[..., None], 0.0)
+    if not done.all():
+        bad = ~done
+        p[bad], mu_out[bad], _ = project_soft_np(y[bad], q, tol=tol)
+    return (p[0], mu_out[0], it) if one else (p, mu_out, it)
 
 
 def soft_constraints(p: np.ndarray, q: np.ndarray) -> dict:
@@ -435,14 +489,20 @@ def case_soft(args, rows, results, summary, targets):
                              name=f"jaxkit project_soft, 1 cell x {n}")
         pj = np.stack([np.asarray(jfn(y[i])[0]) for i in range(y.shape[0])])
         n_iter = int(np.asarray(jfn(y[0])[2]))
-        rec_np = bench.time_python(project_soft_np, y[0], q, n_runs=args.numpy_repeats,
-                                   items=1, name=f"NumPy reference, 1 cell x {n}")
+        rec_np, rec_nps = (
+            bench.time_python(f, y[0], q, n_runs=args.numpy_repeats, items=1,
+                              name=f"NumPy {lab} reference, 1 cell x {n}")
+            for f, lab in ((project_soft_np, "bisection"), (project_soft_np_ssn, "semismooth")))
         pn, _, it_np = project_soft_np(y, q)
+        pns, _, it_nps = project_soft_np_ssn(y, q)
         agree_np = compare_soft(pj, pn, y)
+        agree_nps = compare_soft(pj, pns, y)
         peers = peer_entries(peer_solve(y), y, pj, 1)
-        out["single"][n] = dict(jaxkit=rec, numpy=rec_np, cells=int(y.shape[0]),
-                                jaxkit_n_iter=n_iter, numpy_n_iter=int(it_np),
+        out["single"][n] = dict(jaxkit=rec, numpy=rec_np, numpy_semismooth=rec_nps,
+                                cells=int(y.shape[0]), jaxkit_n_iter=n_iter,
+                                numpy_n_iter=int(it_np), numpy_semismooth_n_iter=int(it_nps),
                                 agreement_numpy=agree_np,
+                                agreement_numpy_semismooth=agree_nps,
                                 constraints_jaxkit=soft_constraints(pj, q),
                                 constraints_numpy=soft_constraints(pn, q), cvxpy=peers)
         acc_j = (f"|charge| {soft_constraints(pj, q)['charge_abs']:.1e}, "
@@ -452,9 +512,15 @@ def case_soft(args, rows, results, summary, targets):
                          acc_jax=acc_j,
                          acc_peer=f"max|dP| {agree_np['max_abs_diff']:.1e}, "
                                   f"obj rel {agree_np['obj_rel_diff_max']:.1e}"))
-        summary.append(dict(case="soft", impl="NumPy reference", size=f"1 x {n}",
-                            time_s=rec_np.median_s, per_cell_s=rec_np.median_s,
-                            ratio=rec_np.median_s / rec.median_s))
+        rows.append(dict(case=f"soft projection, 1 cell x {n} atoms", dtype="float64",
+                         jax=rec, peer=rec_nps, peer_name="NumPy semismooth reference",
+                         acc_jax=acc_j,
+                         acc_peer=f"max|dP| {agree_nps['max_abs_diff']:.1e}, "
+                                  f"{it_nps} iter"))
+        for lab, r in (("bisection", rec_np), ("semismooth", rec_nps)):
+            summary.append(dict(case="soft", impl=f"NumPy {lab} reference", size=f"1 x {n}",
+                                time_s=r.median_s, per_cell_s=r.median_s,
+                                ratio=r.median_s / rec.median_s))
         for s, e in peers.items():
             a = e["agreement_vs_jaxkit"]
             rows.append(dict(case=f"soft projection, 1 cell x {n} atoms", dtype="float64",
@@ -493,21 +559,27 @@ def case_soft(args, rows, results, summary, targets):
         if not np.allclose(np.asarray(sharded(*placed)[0]), pj, atol=1e-12, rtol=0):
             print("warning: sharded and unsharded soft projections differ", file=sys.stderr)
     best_name, best = min(jrecs, key=lambda t: t[1].median_s)
-    rec_np = bench.time_python(project_soft_np, y, q, n_runs=args.numpy_repeats, items=b,
-                               name=f"NumPy reference batched, {b} x {n}")
+    rec_np, rec_nps = (
+        bench.time_python(f, y, q, n_runs=args.numpy_repeats, items=b,
+                          name=f"NumPy {lab} reference batched, {b} x {n}")
+        for f, lab in ((project_soft_np, "bisection"), (project_soft_np_ssn, "semismooth")))
     pn, _, it_np = project_soft_np(y, q)
+    pns, _, it_nps = project_soft_np_ssn(y, q)
     agree_np = compare_soft(pj, pn, y)
+    agree_nps = compare_soft(pj, pns, y)
     n_peer = min(args.peer_cells, b)
     peers = peer_entries(peer_solve(y[:n_peer]), y[:n_peer], pj, b)
     case = f"soft projection, batch {b} cells x {n} atoms"
     for jl, jr in jrecs:
         acc_j = f"{jr.items_per_s:,.0f} cells/s; |charge| " \
                 f"{soft_constraints(pj, q)['charge_abs']:.1e}"
-        rows.append(dict(case=f"{case} [{jl}]", dtype="float64", jax=jr, peer=rec_np,
-                         peer_name="NumPy reference, batched over cells", acc_jax=acc_j,
-                         acc_peer=f"{rec_np.items_per_s:,.0f} cells/s; max|dP| "
-                                  f"{agree_np['max_abs_diff']:.1e}, obj rel "
-                                  f"{agree_np['obj_rel_diff_max']:.1e}"))
+        for lab, r, a in (("bisection", rec_np, agree_np), ("semismooth", rec_nps, agree_nps)):
+            rows.append(dict(case=f"{case} [{jl}]", dtype="float64", jax=jr, peer=r,
+                             peer_name=f"NumPy {lab} reference, batched over cells",
+                             acc_jax=acc_j,
+                             acc_peer=f"{r.items_per_s:,.0f} cells/s; max|dP| "
+                                      f"{a['max_abs_diff']:.1e}, obj rel "
+                                      f"{a['obj_rel_diff_max']:.1e}"))
         for s, e in peers.items():
             a = e["agreement_vs_jaxkit"]
             rows.append(dict(case=f"{case} [{jl}]", dtype="float64", jax=jr,
@@ -520,9 +592,10 @@ def case_soft(args, rows, results, summary, targets):
         summary.append(dict(case="soft", impl=f"jaxkit {jl}", size=f"{b} x {n}",
                             time_s=jr.median_s, per_cell_s=jr.median_s / b,
                             ratio=jr.median_s / best.median_s, compile_s=jr.compile_s))
-    summary.append(dict(case="soft", impl="NumPy reference (batched over cells)",
-                        size=f"{b} x {n}", time_s=rec_np.median_s,
-                        per_cell_s=rec_np.median_s / b, ratio=rec_np.median_s / best.median_s))
+    for lab, r in (("bisection", rec_np), ("semismooth", rec_nps)):
+        summary.append(dict(case="soft", impl=f"NumPy {lab} reference (batched over cells)",
+                            size=f"{b} x {n}", time_s=r.median_s, per_cell_s=r.median_s / b,
+                            ratio=r.median_s / best.median_s))
     for s, e in peers.items():
         summary.append(dict(case="soft", impl=f"cvxpy {s} (per-cell QP, {e['cells']} cells)",
                             size=f"{b} x {n}", time_s=e["per_cell_median_s"] * b,
@@ -530,11 +603,17 @@ def case_soft(args, rows, results, summary, targets):
                             ratio=e["per_cell_median_s"] * b / best.median_s))
     out["batch"] = dict(cells=b, atoms=n, jaxkit={jl: jr for jl, jr in jrecs},
                         best=best_name, numpy=rec_np, numpy_n_iter=int(it_np),
-                        agreement_numpy=agree_np, constraints_jaxkit=soft_constraints(pj, q),
+                        numpy_semismooth=rec_nps, numpy_semismooth_n_iter=int(it_nps),
+                        agreement_numpy=agree_np, agreement_numpy_semismooth=agree_nps,
+                        constraints_jaxkit=soft_constraints(pj, q),
                         constraints_numpy=soft_constraints(pn, q), cvxpy=peers,
                         cvxpy_cells=n_peer if peers else 0)
-    ratio_np = rec_np.median_s / best.median_s
-    targets.append(dict(target=f"batched soft projection ({b} x {n}) vs NumPy reference",
+    # the target is judged against the faster NumPy reference
+    fast_np, fast_lab = min((rec_np, "bisection"), (rec_nps, "semismooth"),
+                            key=lambda t: t[0].median_s)
+    ratio_np = fast_np.median_s / best.median_s
+    targets.append(dict(target=f"batched soft projection ({b} x {n}) vs NumPy reference "
+                               f"(faster of two: {fast_lab})",
                         want=f">= {TARGETS['soft_vs_numpy']:g}x", measured=f"{ratio_np:.3g}x",
                         ok=ratio_np >= TARGETS["soft_vs_numpy"]))
     if peers:

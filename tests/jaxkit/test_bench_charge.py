@@ -50,6 +50,21 @@ def test_numpy_soft_projection_constraints_and_kkt(bc):
             assert bc.soft_objective((1 - t) * p[0] + t * z, y[0]) >= f0 - 1e-12
 
 
+def test_numpy_semismooth_reference_equals_bisection(bc):
+    q = bc.CHARGES.astype(float)
+    y = bc.element_probs(4, 60, seed=3)
+    p, mu, n_iter = bc.project_soft_np_ssn(y, q)
+    ref, mu_ref, _ = bc.project_soft_np(y, q)
+    np.testing.assert_allclose(p, ref, atol=1e-12)
+    np.testing.assert_allclose(mu, mu_ref, atol=1e-10)
+    assert 1 <= n_iter < 50
+    # a flat start (scaled one-hot rows) is handed to the bisection reference
+    q3 = np.array([4.0, -2.0, 1.0])
+    flat = 10 * np.eye(3)[[[0, 1, 1, 2, 0], [2, 2, 1, 0, 1]]]
+    np.testing.assert_allclose(bc.project_soft_np_ssn(flat, q3)[0],
+                               bc.project_soft_np(flat, q3)[0], atol=1e-12)
+
+
 def test_numpy_soft_projection_two_species(bc):
     # one atom, charges +1 / -1: the only neutral point is (1/2, 1/2)
     p, _, _ = bc.project_soft_np(np.array([[0.9, 0.1]]), np.array([1.0, -1.0]))

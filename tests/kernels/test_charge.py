@@ -149,6 +149,48 @@ def test_project_soft_satisfies_kkt(k, seed, n_mask):
     check_kkt(y, q, mask, res)
 
 
+@settings(max_examples=40, deadline=None)
+@given(k=st.sampled_from([2, 3, 4]), seed=st.integers(0, 2**31 - 1),
+       n_mask=st.integers(0, 2))
+def test_semismooth_equals_bracketed(k, seed, n_mask):
+    """The default semismooth Newton solver and the bracketed root search agree."""
+    rng = np.random.default_rng(seed)
+    qs = {2: (2, -1), 3: (4, -2, 1), 4: (3, 0, -2, 1)}[k]
+    y = rng.normal(size=(5, k)) * rng.choice([0.3, 1.0, 5.0])
+    if rng.random() < 0.3:  # ties and repeated rows
+        y = np.round(y)
+    mask = np.ones(5, bool)
+    mask[rng.choice(5, n_mask, replace=False)] = False
+    a = _soft(qs)(jnp.asarray(y), mask)
+    b = _soft(qs, method="bracketed")(jnp.asarray(y), mask)
+    assert bool(a.feasible) and bool(b.feasible)
+    np.testing.assert_allclose(np.asarray(a.p), np.asarray(b.p), atol=1e-9)
+    check_kkt(y, np.asarray(qs, float), mask, a)
+
+
+def test_semismooth_falls_back_on_a_flat_start():
+    """Scaled one-hot rows: at the start every support is a single species, the charge
+    does not move with ``mu`` and semismooth Newton stops; the bracketed search must take
+    over, also for that cell alone inside a vmapped batch."""
+    q = (4, -2, 1)
+    flat = 10 * np.eye(3)[[0, 1, 1, 2, 0]]
+    ssn = ch._semismooth(jnp.asarray(flat), jnp.ones(5, bool), jnp.asarray(q, F64), 50)
+    assert not bool(ssn[2])
+    ref = _soft(q, method="bracketed")(jnp.asarray(flat), _ones(5))
+    got = _soft(q)(jnp.asarray(flat), _ones(5))
+    assert bool(got.feasible)
+    np.testing.assert_allclose(np.asarray(got.p), np.asarray(ref.p), atol=1e-12)
+    other = np.random.default_rng(9).normal(size=(5, 3))
+    batch = jax.jit(jax.vmap(_soft(q)))(jnp.asarray(np.stack([flat, other])),
+                                       np.ones((2, 5), bool))
+    for b, y in enumerate((flat, other)):
+        one = _soft(q, method="bracketed")(jnp.asarray(y), _ones(5))
+        np.testing.assert_allclose(np.asarray(batch.p[b]), np.asarray(one.p), atol=1e-10)
+        assert bool(batch.feasible[b])
+    with pytest.raises(ValueError, match="method"):
+        ch.project_soft(jnp.asarray(flat), q, method="newton")
+
+
 def test_project_soft_matches_slsqp():
     rng = np.random.default_rng(1)
     q = np.array([4.0, -2.0, 1.0, 3.0])

@@ -168,6 +168,45 @@ def test_semismooth_equals_bracketed(k, seed, n_mask):
     check_kkt(y, np.asarray(qs, float), mask, a)
 
 
+def test_many_species_two_support_words_and_sorted_simplex():
+    """40 species: the semismooth supports span two bit-mask words and the simplex rows
+    take the sort-based path; both solvers still agree and the simplex rows equal the
+    unrolled path's."""
+    rng = np.random.default_rng(11)
+    q = tuple(int(v) for v in rng.integers(-3, 4, 40))
+    y = jnp.asarray(rng.normal(size=(6, 40)))
+    a = _soft(q)(y, _ones(6))
+    b = _soft(q, method="bracketed")(y, _ones(6))
+    assert bool(a.feasible) and bool(b.feasible)
+    np.testing.assert_allclose(np.asarray(a.p), np.asarray(b.p), atol=1e-10)
+    check_kkt(np.asarray(y), np.asarray(q, float), _ones(6), a)
+    p_sort, _ = ch.simplex_rows(y)
+    p_unrolled = jnp.concatenate([ch.simplex_rows(y[:, :20])[0], ch.simplex_rows(y[:, 20:])[0]],
+                                 axis=1)
+    np.testing.assert_allclose(np.asarray(p_sort).sum(1), 1, atol=1e-12)
+    for lo in (0, 20):  # unrolled rule on 20 species == sort rule on the same 20
+        z = y[:, lo:lo + 20]
+        pad = jnp.concatenate([z, jnp.full((6, 20), -1e3)], axis=1)  # 40 -> sort path
+        np.testing.assert_allclose(np.asarray(ch.simplex_rows(pad)[0][:, :20]),
+                                   np.asarray(p_unrolled[:, lo:lo + 20]), atol=1e-12)
+
+
+def test_simplex_rows_gradient_matches_finite_differences():
+    rng = np.random.default_rng(12)
+    z0 = jnp.asarray(rng.normal(size=(3, 4)))
+    w = jnp.arange(4.0)
+
+    def f(z):
+        return jnp.sum(ch.simplex_rows(z)[0] ** 2 * w)
+
+    g = np.asarray(jax.grad(f)(z0))
+    eps = 1e-6
+    for i, j in itertools.product(range(3), range(4)):
+        d = np.zeros((3, 4))
+        d[i, j] = eps
+        assert abs(g[i, j] - (f(z0 + d) - f(z0 - d)) / (2 * eps)) < 1e-7
+
+
 def test_semismooth_falls_back_on_a_flat_start():
     """Scaled one-hot rows: at the start every support is a single species, the charge
     does not move with ``mu`` and semismooth Newton stops; the bracketed search must take
@@ -235,6 +274,23 @@ def test_project_soft_float32_and_large_cell():
     assert res.p.dtype == jnp.float32 and bool(res.feasible)
     assert abs(float(res.residual)) <= 16 * np.finfo(np.float32).eps * 800 * 5
     assert int(res.n_iter) < 30
+
+
+def test_semismooth_float32_batch_needs_no_fallback():
+    """float32 rows on the simplex with many exact zeros (what a sampler hands over):
+    supports that flip at rounding level must not make the semismooth solver cycle
+    into the (much slower) bracketed fallback."""
+    rng = np.random.default_rng(13)
+    h = rng.normal(size=(64, 40, 11)).astype(np.float32)
+    h[..., -1] += 0.5
+    s, _ = jax.vmap(ch.simplex_rows)(jnp.asarray(h))
+    mask = np.ones((64, 40), bool)
+    mask[:, 30:] = False
+    res = jax.jit(jax.vmap(lambda p, m: ch.project_soft(p, GLASS_Q, mask=m)))(s, mask)
+    assert np.all(np.asarray(res.feasible))
+    assert int(np.max(np.asarray(res.n_iter))) <= 15  # semismooth alone; no fallback
+    p = np.asarray(res.p)
+    np.testing.assert_allclose(p[:, :30].sum(-1), 1, atol=1e-5)
 
 
 def test_relax_interpolates():

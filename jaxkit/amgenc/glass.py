@@ -76,13 +76,16 @@ __all__ = [
     "Oxide",
     "mass_density",
     "additive_density",
+    "angle_distribution",
     "bond_angles",
     "cell_from_counts",
     "coordination_numbers",
     "draw_composition",
     "generate",
     "load_cells",
+    "distribution_l1",
     "min_distance",
+    "minimize",
     "padded_size",
     "pair_energy",
     "rdf",
@@ -523,6 +526,26 @@ def relax(positions: np.ndarray, box: float, elements: np.ndarray, *, seed: int 
     return np.asarray(out[:n], dtype=np.float64), float(energy)
 
 
+def minimize(positions: np.ndarray, box: float, elements: np.ndarray, *,
+             steps: int = 300) -> tuple[np.ndarray, float]:
+    """FIRE energy minimisation alone (no melt-quench): ``steps`` FIRE steps of the pair
+    potential from the given positions, species unchanged. Used to post-process
+    generated cells. Returns (positions in [0, box), energy in eV)."""
+    n = int(elements.shape[0])
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1; got {steps}")
+    size = padded_size(n)
+    pos = np.zeros((size, 3), np.float32)
+    pos[:n] = np.mod(positions, box)
+    el = np.full(size, _O, np.int32)
+    el[:n] = elements
+    mask = np.arange(size) < n
+    out, energy = _relax_padded(jnp.asarray(pos), jnp.float32(box), jnp.asarray(el),
+                                jnp.asarray(mask), jax.random.PRNGKey(0),
+                                n_hold=0, n_quench=0, n_min=int(steps))
+    return np.asarray(out[:n], dtype=np.float64), float(energy)
+
+
 def _random_packing(rng: np.random.Generator, n: int, box: float) -> np.ndarray:
     """Random sequential addition with no pair closer than MIN_INIT_DISTANCE (periodic)."""
     pos = np.empty((n, 3))
@@ -662,6 +685,29 @@ def bond_angles(positions: np.ndarray, box: float, center_mask: np.ndarray,
         iu = np.triu_indices(len(u), 1)
         out.append(np.degrees(np.arccos(cos[iu])))
     return np.concatenate(out) if out else np.zeros(0)
+
+
+def angle_distribution(cells, center: tuple[str, ...], neighbour: tuple[str, ...], *,
+                       cutoff: float = 2.0, bins: int = 36) -> tuple[np.ndarray, np.ndarray, int]:
+    """Pooled bond-angle distribution neighbour-centre-neighbour over ``cells`` (each
+    ``(positions, box, elements)``), e.g. O-T-O with centres the network formers and
+    neighbours O within ``cutoff`` A. Returns (bin centres in degrees, probability density
+    per degree over [0, 180], number of angles); the density is zero when no angle exists."""
+    c_idx = [ELEMENTS.index(e) for e in center]
+    n_idx = [ELEMENTS.index(e) for e in neighbour]
+    angles = [bond_angles(pos, box, np.isin(el, c_idx), np.isin(el, n_idx), cutoff)
+              for pos, box, el in cells]
+    a = np.concatenate(angles) if angles else np.zeros(0)
+    edges = np.linspace(0.0, 180.0, bins + 1)
+    hist, _ = np.histogram(a, bins=edges)
+    dens = hist / max(hist.sum(), 1) / (edges[1] - edges[0])
+    return 0.5 * (edges[1:] + edges[:-1]), dens, int(a.size)
+
+
+def distribution_l1(x: np.ndarray, p: np.ndarray, q: np.ndarray) -> float:
+    """``integral |p - q|`` on the uniform grid ``x`` (0 for equal densities, 2 for
+    disjoint ones)."""
+    return float(np.sum(np.abs(p - q)) * (x[1] - x[0]))
 
 
 # -------------------------------------------------------------------------------- I/O

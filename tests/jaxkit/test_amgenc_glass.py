@@ -202,6 +202,32 @@ def test_rdf_of_ideal_gas_is_one_and_analysis_helpers():
     assert len(ang) == 6
 
 
+def test_angle_distribution_and_l1():
+    t = np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]]) / np.sqrt(3) * 1.61
+    si, o = g.ELEMENTS.index("Si"), g.ELEMENTS.index("O")
+    cell = (np.vstack([[5.0, 5.0, 5.0], 5.0 + t]), 10.0, np.array([si] + [o] * 4))
+    x, dens, n = g.angle_distribution([cell, cell], ("Si",), ("O",), cutoff=2.0, bins=36)
+    assert n == 12 and x.shape == (36,)
+    assert dens.sum() * 5.0 == pytest.approx(1.0)
+    assert x[np.argmax(dens)] == pytest.approx(107.5)  # the 105-110 bin holds 109.47
+    assert g.distribution_l1(x, dens, dens) == 0.0
+    flat = np.where(x > 150, 1 / 30, 0.0)  # all mass in 150-180: disjoint
+    assert g.distribution_l1(x, dens, flat) == pytest.approx(2.0)
+    assert g.angle_distribution([cell], ("B",), ("O",))[2] == 0
+
+
+def test_minimize_separates_a_close_pair_and_keeps_species():
+    si, o = g.ELEMENTS.index("Si"), g.ELEMENTS.index("O")
+    pos = np.array([[5.0, 5.0, 5.0], [5.7, 5.0, 5.0], [2.0, 2.0, 2.0]])
+    el = np.array([si, o, o])
+    e0 = float(g.pair_energy(pos, 10.0, el, np.ones(3, bool)))
+    out, e1 = g.minimize(pos, 10.0, el, steps=200)
+    assert out.shape == (3, 3) and e1 < e0
+    assert g.min_distance(out, 10.0) > 1.3  # Si-O bond length 1.61 A in the recipe
+    with pytest.raises(ValueError, match="steps"):
+        g.minimize(pos, 10.0, el, steps=0)
+
+
 # ------------------------------------------------------------------ bad input
 
 

@@ -184,6 +184,15 @@ def test_tiny_pipeline_and_resume(tmp_path):
     assert arms["final discrete only"]["balanced"] == 1.0
     assert arms["all three (AMGenC)"]["balanced"] == 1.0
     assert res.metrics["claim_ok"] and not res.warnings
+    # FIRE post-relaxation keeps species (balance) and removes close pairs
+    gen, rel = arms["all three (AMGenC)"], arms["all three (AMGenC) + FIRE relaxation"]
+    assert rel["balanced"] == 1.0 and rel["composition_l1"] == gen["composition_l1"]
+    assert rel["close_pairs"] <= gen["close_pairs"] and rel["close_pairs"] == 0
+    assert "O-T-O angle L1" in md and "Property conditioning" in md
+    for name in ("all three (AMGenC)", "none"):
+        c = res.metrics["conditioning"][name]
+        assert c["own"] == pytest.approx(arms[name]["composition_l1"])
+        assert np.isfinite(c["other"])
     assert all(p.is_file() for p in res.figures)
     files = sorted(tmp_path.glob("amgenc_*.xyz"))
     assert len(files) == 4
@@ -211,5 +220,6 @@ def test_tiny_pipeline_and_resume(tmp_path):
 
     ctx2 = RunContext(out_dir=tmp_path, quick=True)
     res2 = amgenc.run(ctx2, TINY)
-    assert ctx2.reloaded == ["amgenc-data", "amgenc-model", "amgenc-samples"]
+    assert ctx2.reloaded == ["amgenc-data", "amgenc-model", "amgenc-samples",
+                             "amgenc-relaxed"]
     assert res2.metrics["arms"]["none"]["balanced"] == arms["none"]["balanced"]

@@ -640,16 +640,31 @@ def _score(cost_masked, assign, m, qi):
 
 def project_discrete(cost: Float[Array, "N K"], q: ArrayLike, *,
                      mask: ArrayLike | None = None,
-                     allowed: ArrayLike | None = None) -> DiscreteProjection:
+                     allowed: ArrayLike | None = None, method: str = "fixing",
+                     window: int | None = None) -> DiscreteProjection:
     """Exact charge-balanced assignment: ``argmin sum_i cost[i, a_i]`` over one species per
     unmasked atom subject to ``sum_i q[a_i] = 0`` (a multiple-choice knapsack with an
     equality constraint).
 
-    Dynamic programming over the running charge: a ``lax.scan`` over atoms, vectorised
-    over a sliding window of :func:`dp_width` charge states (the charges both reachable
-    from the front and able to return to 0; at most ``N (qmax - qmin) + 1``), storing an
-    int8 back-pointer per (atom, state) and backtracking with a reverse scan. Time
-    ``O(N K W)``, memory ``O(N W)`` bytes.
+    ``method="dp"``: dynamic programming over the running charge: a ``lax.scan`` over
+    atoms, vectorised over a sliding window of :func:`dp_width` charge states (the charges
+    both reachable from the front and able to return to 0; at most ``N (qmax - qmin) +
+    1``), storing an int8 back-pointer per (atom, state) and backtracking with a reverse
+    scan. Time ``O(N K W)`` with ``W = O(N)``, memory ``O(N W)`` bytes.
+
+    ``method="fixing"`` (default; the same optimum, time linear in ``N`` when it
+    applies): Lagrangian reduced-cost fixing. With ``L`` the Lagrangian bound at the
+    multiplier ``lam`` of :func:`lagrangian_bound` and ``UB`` the cost of the balanced
+    assignment of :func:`project_discrete_approx`, every balanced assignment costs ``L +
+    sum_i r[i, a_i]`` with reduced costs ``r[i, k] = cost[i, k] + lam q[k] - min_k'(...)
+    >= 0``, so an optimal one only uses species with ``r <= UB - L``. Atoms left with one
+    such species are fixed; a repair DP over the change of charge from the approximate
+    assignment, restricted to those species, is exact when its window (``window``,
+    default ``8 (qmax - qmin)``) covers the largest running change the free atoms can
+    make. When
+    it does not (many near-ties), the cell goes to ``method="dp"`` (under ``vmap`` only
+    when some cell of the batch needs it). Ties between equally good assignments may be
+    broken differently from ``"dp"``.
 
     ``cost`` holds finite values or ``+inf`` (forbidden); ``q`` must be a concrete integer
     array (the DP's shape depends on its range); ``allowed`` (N, K) bool restricts each
@@ -658,7 +673,35 @@ def project_discrete(cost: Float[Array, "N K"], q: ArrayLike, *,
     dtype (use float64 when near-ties matter). If no balanced assignment exists
     ``feasible`` is False and the assignment is the unconstrained per-atom argmin.
     """
+    if method not in ("fixing", "dp"):
+        raise ValueError(f"`method` must be 'fixing' or 'dp'; got {method!r}")
     qi, c, m = _prepare_discrete(cost, q, mask, allowed)
+    if method == "dp":
+        return _exact_dp(c, m, qi)
+    span = int(qi.max() - qi.min())
+    window = 8 * span if window is None else window
+    if int(window) != window or window < 0:
+        raise ValueError(f"`window` must be a non-negative integer; got {window!r}")
+    assign, certified = _fixing(c, m, qi, int(window))
+
+    # the full DP as a loop that runs at most once: under vmap only when some cell of the
+    # batch has no certificate; the barrier keeps XLA from hoisting it out of the loop
+    def full(carry):
+        done, _ = carry
+        cb, _ = lax.optimization_barrier((c, done))
+        return jnp.ones((), bool), _exact_dp(cb, m, qi).assignment
+
+    _, assign = lax.while_loop(lambda carry: ~carry[0], full, (certified, assign))
+    total, charge, complete = _score(c, assign, m, qi)
+    feasible = jnp.isfinite(total) & (jnp.sum(m) > 0) & (charge == 0) & complete
+    fb = _fallback(c, m, qi)
+    fb_total, _, _ = _score(c, fb, m, qi)
+    return DiscreteProjection(jnp.where(feasible, assign, fb),
+                              jnp.where(feasible, total, fb_total), feasible)
+
+
+def _exact_dp(c, m, qi) -> DiscreteProjection:
+    """``method="dp"`` of :func:`project_discrete` on prepared inputs."""
     n, _ = c.shape
     qmin, qmax = int(qi.min()), int(qi.max())
     width = dp_width(n, qi)
@@ -675,6 +718,45 @@ def project_discrete(cost: Float[Array, "N K"], q: ArrayLike, *,
     fb_total, _, _ = _score(c, fb, m, qi)
     return DiscreteProjection(jnp.where(feasible, assign, fb),
                               jnp.where(feasible, total, fb_total), feasible)
+
+
+def _fixing(c, m, qi, window: int, iters: int = 60):
+    """Reduced-cost fixing (see :func:`project_discrete`): ``(assignment, certified)``;
+    ``certified`` means the assignment is a proven optimum."""
+    dtype = c.dtype
+    qj = jnp.asarray(qi, jnp.int32)
+    qf = jnp.asarray(qi, dtype)
+    cz = jnp.where(m[:, None], c, 0)
+    approx = _approx(c, m, qi, iters, 2 * int(qi.max() - qi.min()))
+    base = jnp.maximum(approx.assignment, 0)
+    lam, _, _ = _lagrangian(cz, m, qi, iters)
+    red = cz + lam * qf
+    red = red - jnp.min(red, axis=1, keepdims=True)  # >= 0, inf where forbidden
+    bound_gap = approx.cost - jnp.sum(jnp.where(m, jnp.min(cz + lam * qf, axis=1), 0))
+    # float slack: the identity cost = L + sum r holds to rounding of sums over N atoms
+    scale = jnp.sum(jnp.where(m, jnp.abs(jnp.take_along_axis(cz, base[:, None], 1)[:, 0])
+                              + jnp.abs(lam) * jnp.abs(qf[base]), 0))
+    gap = bound_gap + 64 * jnp.finfo(dtype).eps * (scale + 1)
+    keep = (red <= gap) & m[:, None]
+    keep = keep | (jnp.arange(qi.shape[0])[None, :] == base[:, None])
+    # how far the running change of charge can stray from 0 along the scan: at most the
+    # largest rise the atoms so far can make, and at most the largest fall the atoms
+    # after it can make (the total change is 0); the same for the other sign
+    dq = jnp.where(keep, qj[None, :] - qj[base][:, None], 0)
+    up = jnp.where(m, jnp.max(dq, axis=1), 0)
+    down = jnp.where(m, -jnp.min(dq, axis=1), 0)
+    pre_up, pre_down = jnp.cumsum(up), jnp.cumsum(down)
+    suf_up, suf_down = jnp.sum(up) - pre_up, jnp.sum(down) - pre_down
+    reach = jnp.max(jnp.maximum(jnp.minimum(pre_up, suf_down), jnp.minimum(pre_down, suf_up)))
+    # repair DP over the change of charge from ``base`` over the kept species only
+    rel = jnp.where(keep, cz - jnp.take_along_axis(cz, base[:, None], 1), jnp.inf)
+    width = 2 * window + 1
+    offsets = jnp.where(m, qj[base], 0).astype(jnp.int32)
+    value, assign = _dp(rel, offsets, m, qi, width, window, window)
+    total, charge, complete = _score(c, assign, m, qi)
+    certified = approx.feasible & (reach <= window) & jnp.isfinite(value) & (charge == 0) \
+        & complete
+    return jnp.where(m, assign, -1), certified
 
 
 # --------------------------------------------------------------------------- Lagrangian
@@ -755,17 +837,19 @@ def project_discrete_approx(cost: Float[Array, "N K"], q: ArrayLike, *,
     if int(iters) != iters or iters < 1:
         raise ValueError(f"`iters` must be a positive integer; got {iters!r}")
     qi, c, m = _prepare_discrete(cost, q, mask, allowed)
-    n, _ = c.shape
-    qmin, qmax = int(qi.min()), int(qi.max())
-    span = qmax - qmin
+    span = int(qi.max() - qi.min())
     if window is None:
         window = 2 * span
     if int(window) != window or window < 0:
         raise ValueError(f"`window` must be a non-negative integer; got {window!r}")
-    window = int(window)
+    return _approx(c, m, qi, int(iters), int(window))
+
+
+def _approx(c, m, qi, iters: int, window: int) -> DiscreteProjection:
+    """:func:`project_discrete_approx` on prepared inputs."""
     qj = jnp.asarray(qi, jnp.int32)
     cz = jnp.where(m[:, None], c, 0)
-    lam, arg_lo, arg_hi = _lagrangian(cz, m, qi, int(iters))
+    lam, arg_lo, arg_hi = _lagrangian(cz, m, qi, iters)
 
     # base: the lo argmin, switched to the hi argmin atom by atom while the charge stays >= 0
     q_lo = jnp.where(m, qj[arg_lo], 0)

@@ -33,8 +33,9 @@ def _soft(q: tuple, **kw):
 
 
 @functools.cache
-def _exact(q: tuple):
-    return jax.jit(lambda c, m, a: ch.project_discrete(c, np.asarray(q), mask=m, allowed=a))
+def _exact(q: tuple, **kw):
+    return jax.jit(lambda c, m, a: ch.project_discrete(c, np.asarray(q), mask=m, allowed=a,
+                                                       **kw))
 
 
 @functools.cache
@@ -351,6 +352,12 @@ def test_project_discrete_matches_brute_force(q):
         res = _exact(q)(jnp.asarray(cost), mask, allowed)
         a = np.asarray(res.assignment)
         np.testing.assert_array_equal(a[~mask], -1)
+        # the full DP and the fixing route forced onto its fallback (window 0) agree
+        for other in (_exact(q, method="dp"), _exact(q, window=0)):
+            o = other(jnp.asarray(cost), mask, allowed)
+            assert bool(o.feasible) == bool(res.feasible)
+            if np.isfinite(want):
+                np.testing.assert_allclose(float(o.cost), want, rtol=1e-12)
         if np.isfinite(want):
             n_feasible += 1
             assert bool(res.feasible)
@@ -445,6 +452,38 @@ def test_project_discrete_matches_milp(n, k):
         assert qa[np.asarray(appr.assignment)].sum() == 0
         assert float(appr.cost) >= want - 1e-9
         assert float(_bound(q)(jnp.asarray(cost), _ones(n), allowed).bound) <= want + 1e-9
+
+
+def test_fixing_certifies_glass_cells_and_vmaps_with_fallback_cells():
+    """On glass-like cells the reduced-cost fixing route certifies its answer (the linear
+    path is the one that runs); in a vmapped batch a cell without a certificate (SiO2 with
+    an atom count not divisible by 3) takes the full DP without disturbing the others."""
+    rng = np.random.default_rng(14)
+    qa = GLASS_Q
+    logits = rng.normal(size=(3, 120, 11)) * 1.5 + np.log(
+        [0.2, .04, .04, .01, .02, .04, .01, .02, .01, .01, .6])
+    cost = -np.asarray(jax.nn.log_softmax(jnp.asarray(logits), -1))
+    fix = jax.jit(lambda c: ch._fixing(jnp.asarray(c), jnp.ones(120, bool), qa, 56))
+    dp = jax.jit(lambda c: ch.project_discrete(c, qa, method="dp"))
+    for c in cost:
+        assign, certified = fix(c)
+        assert bool(certified)
+        a = np.asarray(assign)
+        assert qa[a].sum() == 0
+        np.testing.assert_allclose(c[np.arange(120), a].sum(), float(dp(c).cost), rtol=1e-12)
+    q2 = (4, -2)
+    c2 = rng.random((2, 7, 2))
+    masks = np.array([np.arange(7) < 6, np.arange(7) < 5])  # 6 atoms feasible, 5 not
+    batch = jax.jit(jax.vmap(_exact(q2), in_axes=(0, 0, None)))(jnp.asarray(c2), masks,
+                                                                 _ones(7, 2))
+    for b in range(2):
+        one = _exact(q2, method="dp")(jnp.asarray(c2[b]), masks[b], _ones(7, 2))
+        assert bool(batch.feasible[b]) == bool(one.feasible) == (b == 0)
+        np.testing.assert_allclose(float(batch.cost[b]), float(one.cost), rtol=1e-12)
+    with pytest.raises(ValueError, match="method"):
+        ch.project_discrete(c2[0], q2, method="milp")
+    with pytest.raises(ValueError, match="window"):
+        ch.project_discrete(c2[0], q2, window=-1)
 
 
 def test_approx_handles_ties_everywhere():

@@ -8,12 +8,15 @@ Charge balance is enforced at three points of sampling:
    orthogonal projection onto the hyperplane ``sum_i q . x_i = 0``.
 2. :func:`project_soft` / :func:`relax`: the Euclidean projection of an ``(N, K)`` matrix
    of species probabilities onto {every unmasked row on the probability simplex, total
-   charge zero}, and the soft step ``p + eta (proj(p) - p)`` applied at each sampling step.
+   charge zero} (semismooth Newton, with a bracketed root search as fallback), and the
+   soft step ``p + eta (proj(p) - p)`` applied at each sampling step.
 3. :func:`project_discrete`: the exact discrete projection, one species per atom with
-   minimal total cost (e.g. ``-log p``) and total charge exactly zero, by dynamic
-   programming over the running charge; :func:`project_discrete_approx` is the cheaper
-   Lagrangian route with a small repair DP, and :func:`lagrangian_bound` exposes its dual
-   bound (a lower bound on the exact optimum, for optimality-gap measurements).
+   minimal total cost (e.g. ``-log p``) and total charge exactly zero: Lagrangian
+   reduced-cost fixing with a small certified dynamic program (time linear in atoms),
+   falling back to dynamic programming over the whole running charge;
+   :func:`project_discrete_approx` is the Lagrangian route with a small repair DP and no
+   certificate, and :func:`lagrangian_bound` exposes its dual bound (a lower bound on
+   the exact optimum, for optimality-gap measurements).
 
 Conventions. Masked-out rows are excluded from every constraint: :func:`balanced_noise`
 returns zeros there, :func:`project_soft` and :func:`relax` return them unchanged, and the
@@ -32,8 +35,11 @@ References: Duchi, Shalev-Shwartz, Singer & Chandra, "Efficient projections onto
 l1-ball for learning in high dimensions", ICML 2008 (sort-based simplex projection);
 Qi & Sun, "A nonsmooth version of Newton's method", Math. Programming 1993 (semismooth
 Newton, here on the piecewise-linear KKT system of the soft projection);
-Sinha & Zoltners, "The multiple-choice knapsack problem", Oper. Res. 1979 (the LP
-relaxation / Lagrangian dual of the multiple-choice knapsack).
+Michelot, "A finite algorithm for finding the projection of a point onto the canonical
+simplex of R^n", JOTA 1986 (the sort-free simplex projection); Sinha & Zoltners, "The
+multiple-choice knapsack problem", Oper. Res. 1979 (the LP relaxation / Lagrangian dual
+of the multiple-choice knapsack); reduced-cost fixing as in Nemhauser & Wolsey,
+"Integer and Combinatorial Optimization", 1988.
 """
 
 from __future__ import annotations

@@ -135,26 +135,12 @@ def test_balanced_noise_is_the_conditional_gaussian(key):
 # --------------------------------------------------------------------------- soft
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(k=st.sampled_from([2, 3, 4]), seed=st.integers(0, 2**31 - 1),
        n_mask=st.integers(0, 2))
-def test_project_soft_satisfies_kkt(k, seed, n_mask):
-    rng = np.random.default_rng(seed)
-    qs = {2: (2, -1), 3: (4, -2, 1), 4: (3, 0, -2, 1)}[k]
-    q = np.asarray(qs, float)
-    y = rng.normal(size=(5, k)) * rng.choice([0.3, 1.0, 5.0])
-    mask = np.ones(5, bool)
-    mask[rng.choice(5, n_mask, replace=False)] = False
-    res = _soft(qs)(jnp.asarray(y), mask)
-    assert bool(res.feasible)
-    check_kkt(y, q, mask, res)
-
-
-@settings(max_examples=40, deadline=None)
-@given(k=st.sampled_from([2, 3, 4]), seed=st.integers(0, 2**31 - 1),
-       n_mask=st.integers(0, 2))
-def test_semismooth_equals_bracketed(k, seed, n_mask):
-    """The default semismooth Newton solver and the bracketed root search agree."""
+def test_project_soft_satisfies_kkt_with_both_solvers(k, seed, n_mask):
+    """KKT conditions hold for the default semismooth Newton solver, which agrees with
+    the bracketed root search (also on rows with ties)."""
     rng = np.random.default_rng(seed)
     qs = {2: (2, -1), 3: (4, -2, 1), 4: (3, 0, -2, 1)}[k]
     y = rng.normal(size=(5, k)) * rng.choice([0.3, 1.0, 5.0])
@@ -165,8 +151,8 @@ def test_semismooth_equals_bracketed(k, seed, n_mask):
     a = _soft(qs)(jnp.asarray(y), mask)
     b = _soft(qs, method="bracketed")(jnp.asarray(y), mask)
     assert bool(a.feasible) and bool(b.feasible)
-    np.testing.assert_allclose(np.asarray(a.p), np.asarray(b.p), atol=1e-9)
     check_kkt(y, np.asarray(qs, float), mask, a)
+    np.testing.assert_allclose(np.asarray(a.p), np.asarray(b.p), atol=1e-9)
 
 
 def test_many_species_two_support_words_and_sorted_simplex():

@@ -339,9 +339,11 @@ def _semismooth(y, m, q, n_max: int):
         """The linear KKT system with the supports fixed, in closed form."""
         sf = [((bits[j // 31] >> (j % 31)) & 1).astype(dtype) for j in range(k)]
         cnt = jnp.maximum(_ksum(sf), 1)
-        sy = _ksum([sj * yj for sj, yj in zip(sf, ys, strict=True)])
+        # (s y) q, not s (q y): a loop-invariant q y would be hoisted into K extra arrays
+        t = [sj * yj for sj, yj in zip(sf, ys, strict=True)]
+        sy = _ksum(t)
+        sqy = _ksum([tj * qj for tj, qj in zip(t, qs, strict=True)])
         sq = _ksum([sj * qj for sj, qj in zip(sf, qs, strict=True)])
-        sqy = _ksum([sj * (qj * yj) for sj, qj, yj in zip(sf, qs, ys, strict=True)])
         sqq = _ksum([sj * (qj * qj) for sj, qj in zip(sf, qs, strict=True)])
         # one stacked reduction, not two (each would re-derive the row terms)
         num, den = jnp.sum(jnp.where(m, jnp.stack([sqy - sq * (sy - 1) / cnt,

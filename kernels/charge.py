@@ -310,10 +310,12 @@ def _semismooth(y, m, q, n_max: int):
     always holds each row's largest entry (it is in every simplex projection's support).
     When the recomputed supports equal those solved on, the iterate is a fixed point: its
     ``p`` is non-negative, zero off the supports, sums to 1 per row and has zero charge,
-    i.e. it satisfies the KKT conditions and is the projection. Starts from full supports
-    at ``mu = 0``. Returns ``(mu, tau, converged, n_iter)``. Not globally convergent (it may
-    cycle, or meet a flat piece where every row sits on one species): the caller falls
-    back to the bracketed root search when ``converged`` is False."""
+    i.e. it satisfies the KKT conditions and is the projection. The loop also stops when
+    the iterate no longer moves (to rounding); the caller checks the constraints. Starts
+    from full supports at ``mu = 0``. Returns ``(mu, tau, converged, n_iter)``. Not
+    globally convergent (it may cycle, or meet a flat piece where every row sits on one
+    species): the caller falls back to the bracketed root search when ``converged`` is
+    False."""
     n, k = y.shape
     dtype = y.dtype
     eps = jnp.finfo(dtype).eps
@@ -735,9 +737,8 @@ def _fixing(c, m, qi, window: int, iters: int = 60):
     qj = jnp.asarray(qi, jnp.int32)
     qf = jnp.asarray(qi, dtype)
     cz = jnp.where(m[:, None], c, 0)
-    approx = _approx(c, m, qi, iters, 2 * int(qi.max() - qi.min()))
+    approx, lam = _approx(c, m, qi, iters, 2 * int(qi.max() - qi.min()))
     base = jnp.maximum(approx.assignment, 0)
-    lam, _, _ = _lagrangian(cz, m, qi, iters)
     red = cz + lam * qf
     red = red - jnp.min(red, axis=1, keepdims=True)  # >= 0, inf where forbidden
     bound_gap = approx.cost - jnp.sum(jnp.where(m, jnp.min(cz + lam * qf, axis=1), 0))
@@ -850,11 +851,12 @@ def project_discrete_approx(cost: Float[Array, "N K"], q: ArrayLike, *,
         window = 2 * span
     if int(window) != window or window < 0:
         raise ValueError(f"`window` must be a non-negative integer; got {window!r}")
-    return _approx(c, m, qi, int(iters), int(window))
+    return _approx(c, m, qi, int(iters), int(window))[0]
 
 
-def _approx(c, m, qi, iters: int, window: int) -> DiscreteProjection:
-    """:func:`project_discrete_approx` on prepared inputs."""
+def _approx(c, m, qi, iters: int, window: int):
+    """:func:`project_discrete_approx` on prepared inputs: ``(result, lam)``, with the
+    Lagrange multiplier for :func:`_fixing`."""
     qj = jnp.asarray(qi, jnp.int32)
     cz = jnp.where(m[:, None], c, 0)
     lam, arg_lo, arg_hi = _lagrangian(cz, m, qi, iters)
@@ -882,4 +884,4 @@ def _approx(c, m, qi, iters: int, window: int) -> DiscreteProjection:
     fb = _fallback(c, m, qi)
     fb_total, _, _ = _score(c, fb, m, qi)
     return DiscreteProjection(jnp.where(feasible, assign, fb),
-                              jnp.where(feasible, total, fb_total), feasible)
+                              jnp.where(feasible, total, fb_total), feasible), lam

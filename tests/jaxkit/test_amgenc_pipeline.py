@@ -198,9 +198,14 @@ def test_tiny_pipeline_and_resume(tmp_path):
     assert len(files) == 4
     _, q = M.species_charges()
     charge_of = dict(zip(glass.ELEMENTS, q.tolist(), strict=True))
+    outside = set(res.metrics["baselines"]["outside_targets"])
     for f in files:
         frames = read_xyz(f)
         assert len(frames) == 2
+        # every frame says whether its target lies outside the training range
+        flags = [ln.split("extrapolated=")[1][0] for ln in f.read_text().splitlines()
+                 if "extrapolated=" in ln]
+        assert flags == [str(int(t in outside)) for t in range(2)]
         for symbols, pos, lat in frames:
             box = lat[0, 0]
             assert np.allclose(lat, box * np.eye(3))

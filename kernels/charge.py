@@ -481,8 +481,8 @@ def project_soft(p: Float[Array, "N K"], q: ArrayLike, *, mask: ArrayLike | None
 def _bracketed(y, m, q, possible, tol_abs, eps: float, max_iter: int):
     """Safeguarded Newton / bisection on the scalar dual ``mu`` (``method="bracketed"`` of
     :func:`project_soft`), with sort-based simplex rows (inside the fallback loop of the
-    semismooth route the unrolled :func:`simplex_rows` made XLA:CPU compile the whole
-    projection 2x slower, even when the fallback never runs). Returns ``(mu, tau,
+    semismooth route the unrolled :func:`simplex_rows` made XLA:CPU compile a slower
+    projection, even when the fallback never runs). Returns ``(mu, tau,
     n_iter)`` with ``tau`` the rows' simplex thresholds at ``mu`` (``mu = 0`` when the set
     is empty)."""
     k = y.shape[1]
@@ -739,9 +739,10 @@ def _fixing(c, m, qi, window: int, iters: int = 60):
     cz = jnp.where(m[:, None], c, 0)
     approx, lam = _approx(c, m, qi, iters, 2 * int(qi.max() - qi.min()))
     base = jnp.maximum(approx.assignment, 0)
-    red = cz + lam * qf
-    red = red - jnp.min(red, axis=1, keepdims=True)  # >= 0, inf where forbidden
-    bound_gap = approx.cost - jnp.sum(jnp.where(m, jnp.min(cz + lam * qf, axis=1), 0))
+    lagr = cz + lam * qf
+    best = jnp.min(lagr, axis=1)
+    red = lagr - best[:, None]  # reduced costs >= 0, inf where forbidden
+    bound_gap = approx.cost - jnp.sum(jnp.where(m, best, 0))  # UB - L
     # float slack: the identity cost = L + sum r holds to rounding of sums over N atoms
     scale = jnp.sum(jnp.where(m, jnp.abs(jnp.take_along_axis(cz, base[:, None], 1)[:, 0])
                               + jnp.abs(lam) * jnp.abs(qf[base]), 0))

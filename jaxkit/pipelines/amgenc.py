@@ -289,8 +289,9 @@ def _pairs_below(pos: np.ndarray, box: float, cut: float) -> int:
 
 
 def _angle_l1(cells, ref: dict) -> dict:
-    """Bond-angle distribution distances of ``cells`` ((positions, box, elements) each)
-    to the reference distributions ``ref`` (see :data:`ANGLES`)."""
+    """Bond-angle distribution L1 distances of ``cells`` ((positions, box, elements)
+    each) to the reference densities ``ref`` (see :data:`ANGLES`), keyed by angle name;
+    also each angle's density (``NAME density``) and the bin centres (``degrees``)."""
     from jaxkit.amgenc import glass
 
     out = {}

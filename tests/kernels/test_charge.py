@@ -280,6 +280,48 @@ def test_semismooth_float32_batch_needs_no_fallback():
     np.testing.assert_allclose(p[:, :30].sum(-1), 1, atol=1e-5)
 
 
+@functools.cache
+def _soft_warm():
+    return jax.jit(jax.vmap(lambda p, m, w: ch.project_soft(p, GLASS_Q, mask=m, warm_start=w)))
+
+
+def test_project_soft_warm_start_same_projection_fewer_iterations():
+    """A sampler carries the duals from one step to the next: starting the semismooth
+    solver from the previous projection's ``(mu, tau)`` gives the same projection of the
+    nearby matrix, in fewer iterations; a stale or broken warm start changes nothing."""
+    rng = np.random.default_rng(21)
+    logits = rng.normal(size=(6, 60, 11)) * 2
+    logits[..., -1] += 2
+    y0 = jnp.asarray(jax.nn.softmax(logits, -1))
+    mask = np.ones((6, 60), bool)
+    mask[:, 50:] = False
+    cold = jax.jit(jax.vmap(lambda p, m: ch.project_soft(p, GLASS_Q, mask=m)))
+    prev = cold(y0, mask)
+    y1 = y0 + 0.01 * rng.normal(size=y0.shape)  # a nearby matrix (the next step's)
+    ref = cold(y1, mask)
+    warm = _soft_warm()(y1, mask, prev)
+    assert np.all(np.asarray(warm.feasible))
+    np.testing.assert_allclose(np.asarray(warm.p), np.asarray(ref.p), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(warm.mu), np.asarray(ref.mu), atol=1e-10)
+    np.testing.assert_allclose(np.asarray(warm.tau), np.asarray(ref.tau), atol=1e-10)
+    assert np.all(np.asarray(warm.tau)[:, 50:] == 0)
+    assert np.sum(np.asarray(warm.n_iter)) < np.sum(np.asarray(ref.n_iter))
+    # the returned duals reproduce p: p_i = max(y_i - mu q - tau_i, 0) on unmasked rows
+    rebuilt = np.maximum(np.asarray(y1) - np.asarray(warm.mu)[:, None, None] * GLASS_Q
+                         - np.asarray(warm.tau)[..., None], 0)
+    np.testing.assert_allclose(rebuilt[:, :50], np.asarray(warm.p)[:, :50], atol=1e-12)
+    # a far-off or non-finite warm start (as a (mu, tau) pair) still lands on the projection
+    for mu0, tau0 in ((np.full(6, 40.0), np.full((6, 60), -3.0)),
+                      (np.full(6, np.nan), np.zeros((6, 60)))):
+        res = _soft_warm()(y1, mask, (jnp.asarray(mu0), jnp.asarray(tau0)))
+        assert np.all(np.asarray(res.feasible))
+        np.testing.assert_allclose(np.asarray(res.p), np.asarray(ref.p), atol=1e-12)
+    with pytest.raises(ValueError, match="warm_start"):
+        ch.project_soft(y1[0], GLASS_Q, warm_start=(0.0, np.zeros(7)))
+    with pytest.raises(ValueError, match="warm_start"):
+        ch.project_soft(y1[0], GLASS_Q, warm_start=1.0)
+
+
 def test_relax_interpolates():
     rng = np.random.default_rng(4)
     q = (4, -2, 1)

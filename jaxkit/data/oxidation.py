@@ -16,7 +16,8 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["oxidation_table", "species", "species_name", "species_allowed"]
+__all__ = ["oxidation_table", "species", "species_name", "species_allowed", "species_element",
+           "element_counts"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -85,4 +86,31 @@ def species_allowed(atom_elements: Sequence[str], elements: Sequence[str]) -> np
         if el not in index:
             raise ValueError(f"atom {i} has element {el!r}, which is not in `elements`")
         out[i] = [o == el for o in owner]
+    return out
+
+
+def species_element(elements: Sequence[str]) -> np.ndarray:
+    """``(K,)`` int: the index in ``elements`` of each species of ``species(elements)``
+    (``["Si", "Fe", "O"] -> [0, 1, 1, 2]``), the ``element`` argument of
+    :func:`jaxkit.kernels.charge.project_composition`."""
+    species(elements)  # validates the symbols
+    table = oxidation_table()
+    return np.asarray([i for i, el in enumerate(elements) for _ in table[el]], np.int64)
+
+
+def element_counts(formula: dict[str, int], elements: Sequence[str]) -> np.ndarray:
+    """``(E,)`` int atoms of each of ``elements`` for a composition given as ``{symbol:
+    count}`` (elements missing from ``formula`` get 0), the ``counts`` argument of
+    :func:`jaxkit.kernels.charge.project_composition`. Raises ``ValueError`` for a
+    symbol not in ``elements`` or a count that is not a non-negative integer."""
+    species(elements)
+    unknown = sorted(set(formula) - set(elements))
+    if unknown:
+        raise ValueError(f"`formula` has elements {unknown} that are not in `elements`")
+    out = np.zeros(len(elements), np.int64)
+    for i, el in enumerate(elements):
+        v = formula.get(el, 0)
+        if isinstance(v, bool) or int(v) != v or v < 0:
+            raise ValueError(f"`formula[{el!r}]` must be a non-negative integer; got {v!r}")
+        out[i] = int(v)
     return out

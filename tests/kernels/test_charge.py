@@ -458,6 +458,170 @@ def test_allowed_fixes_elements_and_chooses_fe_oxidation_state():
     assert fe2 > 0 and fe3 > 0
 
 
+# ------------------------------------------------------------ fixed composition
+
+# Si4+ Na+ Fe2+ Fe3+ Mn2+ Mn3+ Mn4+ O2- (the shipped table lists Mn2+ only; the kernel
+# takes any species list): two multivalent elements give several balanced splits
+COMP_ELEMENTS = ["Si", "Na", "Fe", "Mn", "O"]
+COMP_Q = np.array([4, 1, 2, 3, 2, 3, 4, -2])
+COMP_EL = np.array([0, 1, 2, 2, 3, 3, 3, 4])
+
+
+def _counts(formula):
+    return np.array([formula.get(e, 0) for e in COMP_ELEMENTS])
+
+
+@functools.cache
+def _composition(q: tuple, element: tuple, counts: tuple):
+    return jax.jit(lambda c, m, a: ch.project_composition(
+        c, np.asarray(q), np.asarray(element), np.asarray(counts), mask=m, allowed=a))
+
+
+def milp_composition(cost, q, element, counts):
+    """The same problem by scipy's MILP (HiGHS)."""
+    n, k = cost.shape
+    rows = [np.kron(np.eye(n), np.ones(k)), np.tile(q, n)[None, :]]
+    rows += [np.tile((element == e).astype(float), n)[None, :] for e in range(len(counts))]
+    bounds = np.concatenate([np.ones(n), [0], counts])
+    res = optimize.milp(cost.ravel(), integrality=np.ones(n * k),
+                        constraints=optimize.LinearConstraint(np.vstack(rows), bounds, bounds),
+                        bounds=optimize.Bounds(0, 1), options={"mip_rel_gap": 1e-12})
+    return res.fun if res.status == 0 else np.inf
+
+
+def test_composition_splits_enumerate_balanced_oxidation_states():
+    q, element = COMP_Q, COMP_EL
+    counts = _counts({"Na": 1, "Fe": 2, "Mn": 2, "O": 6})
+    splits = ch.composition_splits(q, element, counts)
+    # by hand: Na+ and O2- leave +11 for 2 Fe (4..6) and 2 Mn (4..8)
+    want = set()
+    for f3 in range(3):
+        for m3, m4 in itertools.product(range(3), repeat=2):
+            if m3 + m4 <= 2 and 2 * 2 + f3 + 2 * 2 + m3 + 2 * m4 == 11:
+                want.add((0, 1, 2 - f3, f3, 2 - m3 - m4, m3, m4, 6))
+    assert {tuple(int(v) for v in s) for s in splits} == want and len(want) == 4
+    assert np.all(splits @ q == 0)
+    assert ch.composition_splits(q, element, [0, 1, 1, 0, 1]).shape == (0, 8)  # NaFeO
+    with pytest.raises(ValueError, match="max_splits"):
+        ch.composition_splits(q, element, [0, 0, 40, 40, 100], max_splits=8)
+
+
+def _multiset_permutations(items):
+    """Distinct orderings of a multiset (a sorted list)."""
+    if not items:
+        yield ()
+        return
+    for i, v in enumerate(items):
+        if i and items[i - 1] == v:
+            continue
+        for rest in _multiset_permutations(items[:i] + items[i + 1:]):
+            yield (v, *rest)
+
+
+def brute_force_by_element(cost, q, element, counts, allowed):
+    """Optimal cost (inf if none) for up to ~10 atoms: every distinct placement of the
+    element multiset, then the best oxidation states by an exhaustive charge table."""
+    best = np.inf
+    for perm in _multiset_permutations(np.repeat(np.arange(len(counts)), counts).tolist()):
+        states = {0: 0.0}
+        for i, e in enumerate(perm):
+            nxt = {}
+            for s in np.flatnonzero((element == e) & allowed[i]):
+                for tot, v in states.items():
+                    key = tot + int(q[s])
+                    nxt[key] = min(nxt.get(key, np.inf), v + cost[i, s])
+            states = nxt
+        best = min(best, states.get(0, np.inf))
+    return best
+
+
+def test_project_composition_matches_brute_force():
+    q, element = COMP_Q, COMP_EL
+    rng = np.random.default_rng(31)
+    cases = [({"Fe": 2, "Mn": 2, "O": 5}, 10),  # 4 balanced splits, one padding slot
+             ({"Si": 1, "Fe": 2, "O": 4}, 7),  # Fe2+ Fe2+ only
+             ({"Fe": 3, "O": 4}, 8),  # Fe3O4 (one Fe2+, two Fe3+), one padding slot
+             ({"Na": 1, "Fe": 1, "O": 1}, 3)]  # cannot balance (+3..4 - 2)
+    assert len(ch.composition_splits(q, element, _counts(cases[0][0]))) == 4
+    for t in range(8):
+        formula, n_slots = cases[t % 4]
+        counts = _counts(formula)
+        mask = np.arange(n_slots) < counts.sum()
+        cost = rng.exponential(size=(n_slots, len(q)))
+        allowed = np.ones(cost.shape, bool)
+        if t == 6:  # Fe3+ allowed on one atom only: Fe3O4 then cannot balance
+            allowed[1:, 3] = False
+        res = _composition(tuple(q), tuple(element), tuple(counts))(
+            jnp.asarray(cost), mask, allowed)
+        want = brute_force_by_element(cost[mask], q, element, counts, allowed[mask])
+        assert bool(res.feasible) == bool(np.isfinite(want)) == (t % 4 != 3 and t != 6)
+        a = np.asarray(res.assignment)
+        assert np.all(a[~mask] == -1)
+        if np.isfinite(want):
+            np.testing.assert_allclose(float(res.cost), want, rtol=1e-12)
+            assert int(q[a[mask]].sum()) == 0 and np.all(allowed[mask, a[mask]])
+            np.testing.assert_array_equal(np.bincount(element[a[mask]], minlength=5), counts)
+        else:  # the documented fallback: the unconstrained per-atom argmin
+            np.testing.assert_array_equal(
+                a[mask], np.argmin(np.where(allowed, cost, np.inf), 1)[mask])
+    # the helper itself against plain enumeration of every assignment (4 atoms)
+    counts = _counts({"Fe": 2, "O": 2})
+    cost = rng.exponential(size=(4, len(q)))
+    combos = np.array(list(itertools.product(range(len(q)), repeat=4)))
+    ok = (q[combos].sum(1) == 0) & np.all(
+        [(element[combos] == e).sum(1) == c for e, c in enumerate(counts)], axis=0)
+    plain = np.where(ok, cost[np.arange(4), combos].sum(1), np.inf).min()
+    assert np.isfinite(plain)
+    np.testing.assert_allclose(
+        brute_force_by_element(cost, q, element, counts, np.ones(cost.shape, bool)), plain)
+
+
+@pytest.mark.parametrize("n_fe", [4, 12])
+def test_project_composition_matches_milp_and_vmaps(n_fe):
+    """Glass-like cells with fixed composition: the cost equals the MILP's, and a vmapped
+    batch (padded cells) equals cell-by-cell solves."""
+    elements = ["Si", "Na", "Fe", "O"]
+    _, q = ox.species(elements)
+    element = ox.species_element(elements)
+    # Na 2 Fe n_fe Si s O o with Fe3+ share fixed by the balance
+    counts = ox.element_counts({"Si": 8, "Na": 6, "Fe": n_fe, "O": 20 + n_fe}, elements)
+    assert len(ch.composition_splits(q, element, counts)) == 1
+    n_act = int(counts.sum())
+    rng = np.random.default_rng(n_fe)
+    costs = -np.log(rng.dirichlet(np.ones(len(q)), size=(3, n_act + 2)))
+    mask = np.ones((3, n_act + 2), bool)
+    mask[:, -2:] = False
+    allowed = np.ones(costs.shape, bool)
+    f = _composition(tuple(q), tuple(element), tuple(counts))
+    batch = jax.jit(jax.vmap(f))(jnp.asarray(costs), mask, allowed)
+    for b in range(3):
+        one = f(jnp.asarray(costs[b]), mask[b], allowed[b])
+        np.testing.assert_array_equal(np.asarray(batch.assignment[b]), np.asarray(one.assignment))
+        want = milp_composition(costs[b, :n_act], q, element, counts)
+        np.testing.assert_allclose(float(one.cost), want, rtol=1e-9)
+        assert bool(one.feasible)
+
+
+def test_project_composition_bad_input():
+    _, q = ox.species(["Si", "O"])
+    el = np.array([0, 1])
+    cost = np.ones((3, 2))
+    with pytest.raises(ValueError, match="counts. sum to 4 atoms but the cell has 3"):
+        ch.project_composition(cost, q, el, [1, 3])
+    with pytest.raises(ValueError, match="`element` must be"):
+        ch.project_composition(cost, q, [0, 1, 2], [1, 2])
+    with pytest.raises(ValueError, match="`counts` must be"):
+        ch.project_composition(cost, q, el, [1, -2])
+    with pytest.raises(ValueError, match="`counts` must be"):
+        ch.project_composition(cost, q, el, [1.5, 1.5])
+    with pytest.raises(ValueError, match="not in `elements`"):
+        ox.element_counts({"Fe": 1}, ["Si", "O"])
+    res = ch.project_composition(cost, q, el, [1, 2])  # SiO2: balanced
+    assert bool(res.feasible) and res.assignment.tolist().count(1) == 2
+    res = ch.project_composition(np.ones((2, 2)), q, el, [1, 1])  # SiO: +2, infeasible
+    assert not bool(res.feasible)
+
+
 @pytest.mark.parametrize("n, k", [(40, 5), (100, 11)])
 def test_project_discrete_matches_milp(n, k):
     rng = np.random.default_rng(n + k)

@@ -43,6 +43,11 @@ takes a comma list):
   returned assignments recomputed in float64) and feasibility must agree.
   ``charge.project_discrete_approx`` (Lagrangian + repair): its time and its optimality
   gap against the exact DP (mean / max over instances).
+* ``composition`` -- ``charge.project_composition`` (exact assignment at a fixed
+  per-element composition: 13 species with Fe2+/Fe3+, cations in the glass proportions,
+  4% Fe, O set so that the Fe split can balance) against the MILP with one count row per
+  element (HiGHS, ``mip_rel_gap = 0``), on about 100-800 atoms (``--quick``: 30, 60),
+  5 instances each (3 quick); equal cost, counts and balance checked on every instance.
 * ``overhead`` -- projection overhead during sampling, against a STAND-IN sampling step
   of fixed size (independent of the AMGenC model, whose own overhead its report
   measures): an Euler step of a per-atom MLP velocity field (input: K element
@@ -83,7 +88,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "peers" / "cvxpy_worker.py"
-CASES = ("soft", "discrete", "overhead")
+CASES = ("soft", "discrete", "composition", "overhead")
 SPECIES = ("Si", "B", "Al", "P", "Li", "Na", "K", "Ca", "Mg", "Zn", "O")
 CHARGES = np.array([4, 3, 3, 5, 1, 1, 1, 2, 2, 2, -2], dtype=np.int64)
 # an oxide-glass composition (fractions of atoms), charge per atom ~ +0.04
@@ -341,6 +346,56 @@ def milp_discrete(cost: np.ndarray, q: np.ndarray, allowed=None, *,
         return np.full(n, -1, np.int64), np.inf, False, int(res.status)
     assign = np.asarray(res.x).reshape(n, k).argmax(axis=1)
     return assign, assignment_cost(cost, assign), True, int(res.status)
+
+
+COMP_SPECIES = SPECIES[:-1] + ("Fe2+", "Fe3+", "O")  # Fe2+/Fe3+: one multivalent element
+COMP_CHARGES = np.concatenate([CHARGES[:-1], [2, 3, -2]])
+COMP_ELEMENT = np.concatenate([np.arange(10), [10, 10, 11]])
+COMP_PRIOR = np.concatenate([PRIOR[:-1], [0.02, 0.02], PRIOR[-1:]])
+COMP_PRIOR = COMP_PRIOR / COMP_PRIOR.sum()
+
+
+def composition_instance(n: int, *, seed: int):
+    """A fixed composition of about ``n`` atoms (cations in the proportions of
+    :data:`COMP_PRIOR`, 4% Fe, O set so the Fe2+/Fe3+ split can balance) and ``-log p``
+    costs for it (rows ``softmax(log prior + 1.5 z)``). Returns ``(cost, counts)``."""
+    frac = COMP_PRIOR[:-1] / COMP_PRIOR.sum()
+    cat = np.floor(frac[:10] * n).astype(np.int64)
+    n_fe = max(2, int(round(0.04 * n)))
+    fixed = int(cat @ CHARGES[:10])
+    n_o = (fixed + 2 * n_fe + n_fe // 2 + 1) // 2  # Fe charge 2 n_fe .. 3 n_fe covers it
+    counts = np.concatenate([cat, [n_fe, n_o]])
+    m = int(counts.sum())
+    rng = np.random.default_rng(seed)
+    z = np.log(COMP_PRIOR) + LOGIT_SCALE * rng.standard_normal((m, COMP_PRIOR.size))
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    return -np.log(p / p.sum(axis=1, keepdims=True)), counts
+
+
+def milp_composition(cost: np.ndarray, q: np.ndarray, element: np.ndarray,
+                     counts: np.ndarray):
+    """The fixed-composition problem as an exact MILP (HiGHS, ``mip_rel_gap = 0``): one
+    species per atom, total charge 0, and ``counts[e]`` atoms of each element ``e``.
+    Returns ``(assignment, cost, feasible)``."""
+    from scipy import sparse
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    n, k = cost.shape
+    e = len(counts)
+    idx = np.arange(n * k)
+    rows = np.concatenate([np.repeat(np.arange(n), k), np.full(n * k, n),
+                           n + 1 + np.tile(element, n)])
+    cols = np.concatenate([idx, idx, idx])
+    vals = np.concatenate([np.ones(n * k), np.tile(np.asarray(q, np.float64), n),
+                           np.ones(n * k)])
+    a = sparse.csr_array((vals, (rows, cols)), shape=(n + 1 + e, n * k))
+    rhs = np.concatenate([np.ones(n), [0.0], np.asarray(counts, np.float64)])
+    res = milp(cost.ravel(), integrality=np.ones(n * k), bounds=Bounds(0, 1),
+               constraints=LinearConstraint(a, rhs, rhs), options=dict(mip_rel_gap=0.0))
+    if res.x is None:
+        return np.full(n, -1, np.int64), np.inf, False
+    assign = np.asarray(res.x).reshape(n, k).argmax(axis=1)
+    return assign, assignment_cost(cost, assign), True
 
 
 def discrete_ok(assignment, q, allowed=None) -> bool:
@@ -821,6 +876,69 @@ def case_discrete(args, rows, results, summary, targets):
     results["discrete"] = out
 
 
+# ------------------------------------------------------------- fixed composition
+
+
+def case_composition(args, rows, results, summary, targets):
+    import jax
+
+    from jaxkit import bench
+
+    try:
+        charge = _charge_module()
+        charge.project_composition  # noqa: B018 - present in this version?
+    except (ImportError, AttributeError) as e:
+        return _skip(rows, results, "composition", f"jaxkit.kernels.charge: {e}")
+    q, el = COMP_CHARGES, COMP_ELEMENT
+    out, all_equal = {}, True
+    for n in args.discrete_sizes:
+        inst, t_milp, rec = [], [], None
+        for i in range(args.instances):
+            cost, counts = composition_instance(n, seed=args.seed + 400 + 7 * n + i)
+            fn = functools.partial(charge.project_composition, q=q, element=el, counts=counts)
+
+            def solve(c, fn=fn):
+                r = fn(c)
+                return r.assignment, r.cost, r.feasible
+
+            if i == 0:
+                rec = bench.time_jax(solve, cost, n_runs=args.repeats, items=1,
+                                     name=f"jaxkit project_composition, {cost.shape[0]} atoms")
+            a_j, _, f_j = (np.asarray(v) for v in jax.jit(solve)(cost))
+            cj = assignment_cost(cost, a_j) if bool(f_j) else np.inf
+            t0 = time.perf_counter()
+            _, cm, f_m = milp_composition(cost, q, el, counts)
+            t_milp.append(time.perf_counter() - t0)
+            ok_counts = bool(f_j) and np.array_equal(np.bincount(el[a_j], minlength=len(counts)),
+                                                     counts) and int(q[a_j].sum()) == 0
+            eq = bool(f_j and f_m and ok_counts and abs(cj - cm) <= COST_RTOL * max(1.0, abs(cm)))
+            all_equal &= eq
+            inst.append(dict(atoms=int(cost.shape[0]), counts=counts.tolist(),
+                             splits=len(charge.composition_splits(q, el, counts)),
+                             cost_jaxkit=cj, cost_milp=cm, feasible_jaxkit=bool(f_j),
+                             feasible_milp=f_m, valid_jaxkit=ok_counts, equal_cost=eq))
+        rec_m = bench.record_from_times(f"scipy milp (HiGHS) with count rows, {n} atoms", t_milp)
+        n_eq = sum(d["equal_cost"] for d in inst)
+        out[n] = dict(instances=inst, jaxkit=rec, milp=rec_m, equal_cost=n_eq)
+        rows.append(dict(case=f"fixed-composition projection, ~{n} atoms, K=13 (Fe2+/Fe3+)",
+                         dtype="float64", jax=rec, peer=rec_m,
+                         peer_name=f"scipy milp / HiGHS, median of {len(inst)} instances",
+                         acc_jax=f"cost = MILP on {n_eq}/{len(inst)}; counts and balance met",
+                         acc_peer="mip_rel_gap=0"))
+        summary.append(dict(case="composition", impl="jaxkit project_composition",
+                            size=f"1 x {inst[0]['atoms']}", time_s=rec.median_s,
+                            per_cell_s=rec.median_s, ratio=1.0, compile_s=rec.compile_s,
+                            note=f"cost = MILP on {n_eq}/{len(inst)}"))
+        summary.append(dict(case="composition", impl="scipy milp (HiGHS)",
+                            size=f"1 x {inst[0]['atoms']}", time_s=rec_m.median_s,
+                            per_cell_s=rec_m.median_s, ratio=rec_m.median_s / rec.median_s))
+    results["composition"] = dict(sizes=out, all_costs_equal_milp=bool(all_equal))
+    n_inst = sum(len(v["instances"]) for v in out.values())
+    targets.append(dict(target="fixed-composition projection cost = MILP, counts met",
+                        want=f"all {n_inst} instances", measured="all" if all_equal else "NOT all",
+                        ok=bool(all_equal)))
+
+
 # ------------------------------------------------------------- overhead (stand-in)
 
 
@@ -1078,7 +1196,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, results, summary, targets = [], {}, [], []
     t0 = time.perf_counter()
     for name, fn in (("soft", case_soft), ("discrete", case_discrete),
-                     ("overhead", case_overhead)):
+                     ("composition", case_composition), ("overhead", case_overhead)):
         if name in cases:
             fn(args, rows, results, summary, targets)
     bench.print_table(rows, title="jaxkit charge projections vs peers "

@@ -183,6 +183,10 @@ def test_tiny_pipeline_and_resume(tmp_path):
     arms = res.metrics["arms"]
     assert arms["final discrete only"]["balanced"] == 1.0
     assert arms["all three (AMGenC)"]["balanced"] == 1.0
+    # the fixed-composition arm meets each target's element counts exactly
+    comp = arms[amgenc.COMPOSITION_ARM]
+    assert comp["balanced"] == 1.0 and comp["composition_l1"] == pytest.approx(0, abs=1e-12)
+    assert f"| {amgenc.COMPOSITION_ARM} |" in md
     assert res.metrics["claim_ok"] and not res.warnings
     # FIRE post-relaxation keeps species (balance) and removes close pairs
     gen, rel = arms["all three (AMGenC)"], arms["all three (AMGenC) + FIRE relaxation"]
@@ -195,7 +199,7 @@ def test_tiny_pipeline_and_resume(tmp_path):
         assert np.isfinite(c["other"])
     assert all(p.is_file() for p in res.figures)
     files = sorted(tmp_path.glob("amgenc_*.xyz"))
-    assert len(files) == 4
+    assert len(files) == 5
     _, q = M.species_charges()
     charge_of = dict(zip(glass.ELEMENTS, q.tolist(), strict=True))
     outside = set(res.metrics["baselines"]["outside_targets"])

@@ -576,6 +576,28 @@ def test_project_composition_matches_brute_force():
         brute_force_by_element(cost, q, element, counts, np.ones(cost.shape, bool)), plain)
 
 
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=2, max_size=6), st.integers(0, 2**31 - 1))
+def test_project_composition_property(elements, seed):
+    """Any element multiset (balanced or not): feasible iff brute force finds a balanced
+    assignment, and then the cost is optimal and the counts and charge are met."""
+    q, element = COMP_Q, COMP_EL
+    counts = np.bincount(elements, minlength=5)
+    n = len(elements)
+    cost = np.random.default_rng(seed).exponential(size=(n + 1, len(q)))
+    cost[:, 2] = cost[:, 3]  # ties between Fe2+ and Fe3+
+    mask = np.arange(n + 1) < n
+    res = _composition(tuple(q), tuple(element), tuple(counts))(
+        jnp.asarray(cost), mask, np.ones(cost.shape, bool))
+    want = brute_force_by_element(cost[:n], q, element, counts, np.ones((n, len(q)), bool))
+    assert bool(res.feasible) == bool(np.isfinite(want))
+    if np.isfinite(want):
+        a = np.asarray(res.assignment)[:n]
+        np.testing.assert_allclose(float(res.cost), want, rtol=1e-12)
+        assert int(q[a].sum()) == 0
+        np.testing.assert_array_equal(np.bincount(element[a], minlength=5), counts)
+
+
 @pytest.mark.parametrize("n_fe", [4, 12])
 def test_project_composition_matches_milp_and_vmaps(n_fe):
     """Glass-like cells with fixed composition: the cost equals the MILP's, and a vmapped

@@ -952,6 +952,10 @@ def composition_splits(q: ArrayLike, element: ArrayLike, counts: ArrayLike, *,
     ``ValueError`` above ``max_splits``."""
     qi = _check_q_int(q)
     k = qi.shape[0]
+    for name, v in (("element", element), ("counts", counts)):
+        if is_traced(v):
+            raise ValueError(f"`{name}` must be concrete (a NumPy array or list, not a traced "
+                             f"value): the balanced splits are enumerated on the host")
     el = np.asarray(element)
     if el.shape != (k,) or not np.issubdtype(el.dtype, np.integer) or el.min() < 0:
         raise ValueError(f"`element` must be ({k},) non-negative integers (one element index "

@@ -638,6 +638,8 @@ def test_project_composition_bad_input():
         ch.project_composition(cost, q, el, [1.5, 1.5])
     with pytest.raises(ValueError, match="not in `elements`"):
         ox.element_counts({"Fe": 1}, ["Si", "O"])
+    with pytest.raises(ValueError, match="`counts` must be concrete"):
+        jax.jit(lambda c, n: ch.project_composition(c, q, el, n))(cost, np.array([1, 2]))
     res = ch.project_composition(cost, q, el, [1, 2])  # SiO2: balanced
     assert bool(res.feasible) and res.assignment.tolist().count(1) == 2
     res = ch.project_composition(np.ones((2, 2)), q, el, [1, 1])  # SiO: +2, infeasible

@@ -47,11 +47,14 @@ def check_data_matrix(x, name: str = "x", *, min_rows: int | None = None, consta
     if min_rows is not None and n < min_rows:
         raise ValueError(f"`{name}` has fewer samples ({n}) than required ({min_rows}); "
                          f"need at least as many samples as variables")
-    x = check_finite(x, name)
-    if constant:
-        spread = jnp.max(x, axis=0) - jnp.min(x, axis=0)
-        scale = jnp.maximum(jnp.max(jnp.abs(x), axis=0), 1.0)
-        const = spread <= 10 * jnp.finfo(x.dtype).eps * scale
-        x = _fail(x, jnp.any(const), f"`{name}` has a constant column (zero variance); "
-                  f"drop it before fitting")
-    return x
+    if not constant:
+        return check_finite(x, name)
+    # one pass over the data: the column max and min give the spread, the scale, and
+    # finiteness (a NaN or inf anywhere makes them non-finite)
+    hi, lo = jnp.max(x, axis=0), jnp.min(x, axis=0)
+    x = _fail(x, ~jnp.all(jnp.isfinite(hi) & jnp.isfinite(lo)),
+              f"`{name}` contains NaN or inf values")
+    scale = jnp.maximum(jnp.maximum(jnp.abs(hi), jnp.abs(lo)), 1.0)
+    const = hi - lo <= 10 * jnp.finfo(x.dtype).eps * scale
+    return _fail(x, jnp.any(const), f"`{name}` has a constant column (zero variance); "
+                 f"drop it before fitting")

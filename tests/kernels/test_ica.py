@@ -190,3 +190,19 @@ def test_float32_eigh_whitening_of_ill_conditioned_data_stays_finite():
     assert float(jnp.max(jnp.std(w.z, axis=0))) < 1.5
     r = _fit(x, w_init=jnp.asarray(rng.normal(size=(4, 4)), jnp.float32), whiten_solver="eigh")
     assert bool(jnp.all(jnp.isfinite(r.components))) and bool(jnp.all(jnp.isfinite(r.sources)))
+
+
+def test_mixing_inverse_and_pinv_fallback():
+    """Square, invertible components: the LU inverse (= pinv); a singular one falls back
+    to pinv instead of returning inf; k < d uses pinv."""
+    rng = np.random.default_rng(3)
+    c = rng.normal(size=(4, 4))
+    np.testing.assert_allclose(np.asarray(jax.jit(ica._mixing)(jnp.asarray(c))),
+                               np.linalg.pinv(c), rtol=1e-10, atol=1e-12)
+    sing = np.array([[1.0, 2.0], [2.0, 4.0]])
+    got = np.asarray(jax.jit(ica._mixing)(jnp.asarray(sing)))
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, np.linalg.pinv(sing), rtol=1e-10, atol=1e-12)
+    wide = rng.normal(size=(2, 5))
+    np.testing.assert_allclose(np.asarray(ica._mixing(jnp.asarray(wide))), np.linalg.pinv(wide),
+                               rtol=1e-10, atol=1e-12)

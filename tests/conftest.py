@@ -21,3 +21,14 @@ import pytest  # noqa: E402
 @pytest.fixture
 def key():
     return jax.random.key(0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop every compiled program after each test module. Each XLA:CPU executable keeps
+    its JIT-compiled code in its own memory mappings; the whole suite compiles thousands
+    of programs, and keeping them all alive took the process towards the kernel's limit
+    of 65,530 mappings (vm.max_map_count), where compilation segfaulted. Tests reuse
+    jitted functions within a module, so this costs few recompilations."""
+    yield
+    jax.clear_caches()

@@ -946,9 +946,10 @@ def composition_splits(q: ArrayLike, element: ArrayLike, counts: ArrayLike, *,
     Fe2+ and Fe3+, share it) and ``counts`` (E,) the number of atoms of each element.
     Returns an int array ``(S, K)`` of species counts ``n`` with ``sum_{k in e} n_k =
     counts[e]`` and ``sum_k n_k q_k = 0`` (``S = 0`` when the composition cannot
-    balance). Single-valent elements have one split; an element with two oxidation
-    states and one other multivalent element usually leave a single balanced split.
-    Host-side enumeration (a DP over elements keyed by the running charge); raises
+    balance). Single-valent elements have one split each; with one multivalent element
+    of two oxidation states the balance fixes its split, and each further multivalent
+    element adds more (Fe2+/3+ with Mn2+/3+/4+ can leave several). Host-side enumeration,
+    element by element, of the partial splits grouped by their charge; raises
     ``ValueError`` above ``max_splits``."""
     qi = _check_q_int(q)
     k = qi.shape[0]

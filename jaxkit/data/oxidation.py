@@ -78,14 +78,13 @@ def species_allowed(atom_elements: Sequence[str], elements: Sequence[str]) -> np
     state of ``atom_elements[i]`` (species ordered as ``species(elements)``). Pass it as
     ``allowed`` to :func:`jaxkit.kernels.charge.project_discrete` to fix each atom's
     element and let the DP choose its oxidation state (e.g. Fe2+ / Fe3+)."""
-    names, _ = species(elements)
-    owner = [el for el in elements for _ in oxidation_table()[el]]
+    owner = species_element(elements)
     index = {el: i for i, el in enumerate(elements)}
-    out = np.zeros((len(atom_elements), len(names)), dtype=bool)
+    out = np.zeros((len(atom_elements), owner.size), dtype=bool)
     for i, el in enumerate(atom_elements):
         if el not in index:
             raise ValueError(f"atom {i} has element {el!r}, which is not in `elements`")
-        out[i] = [o == el for o in owner]
+        out[i] = owner == index[el]
     return out
 
 

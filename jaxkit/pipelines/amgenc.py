@@ -279,7 +279,6 @@ def sample_all(S: dict, data: dict, trained: dict, seed: int) -> dict:
     x, h = trajectories[(True, S["soft_eta"])]
     cost = -jnp.log(M.probabilities(jnp.asarray(h)))
     species = np.full(batch.mask.shape, -1, np.int32)
-    feasible = np.zeros(len(targets), bool)
     extra = 0.0
     for t, cell in enumerate(data["test"]):
         rows = np.flatnonzero(target_index == t)
@@ -288,12 +287,11 @@ def sample_all(S: dict, data: dict, trained: dict, seed: int) -> dict:
             c, qn, np.arange(k), counts, mask=m)))
         res, sec = _timed(fn, cost[rows], mask[rows])
         species[rows] = np.asarray(res.assignment)
-        feasible[rows] = np.asarray(res.feasible)
         extra += sec
     arms[COMPOSITION_ARM] = dict(
         x=x, species=species, seconds=seconds[(True, S["soft_eta"])] + extra,
         ode_seconds=seconds[(True, S["soft_eta"])], discrete_seconds=extra,
-        soft_charge=arms["all three (AMGenC)"]["soft_charge"], feasible=feasible)
+        soft_charge=arms["all three (AMGenC)"]["soft_charge"])
     return dict(arms=arms, mask=np.asarray(batch.mask), box=np.asarray(batch.box),
                 target_index=target_index)
 

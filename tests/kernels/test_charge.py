@@ -825,3 +825,11 @@ def test_oxidation_table():
         ox.species("SiO")
     with pytest.raises(ValueError, match="not in `elements`"):
         ox.species_allowed(["Si", "Na"], ["Si", "O"])
+    # species -> element index, and the allowed mask built from it
+    np.testing.assert_array_equal(ox.species_element(["Si", "Fe", "O"]), [0, 1, 1, 2])
+    np.testing.assert_array_equal(ox.species_allowed(["Fe", "O"], ["Si", "Fe", "O"]),
+                                  [[False, True, True, False], [False, False, False, True]])
+    np.testing.assert_array_equal(ox.element_counts({"Fe": 3, "O": 4}, ["Si", "Fe", "O"]),
+                                  [0, 3, 4])
+    with pytest.raises(ValueError, match="non-negative integer"):
+        ox.element_counts({"Fe": 1.5}, ["Fe", "O"])

@@ -122,6 +122,20 @@ def test_whitening_and_decorrelation_properties(seed):
     np.testing.assert_allclose(np.asarray(m @ m.T), np.eye(3), atol=1e-8)
 
 
+def test_step_layouts_agree():
+    # the float64 fit uses a row-major copy of the whitened data, the float32 fit the
+    # sample-last data alone (a transposed contraction): the same step either way
+    x, _, w0 = _mixed(8)
+    for dtype, rtol in ((jnp.float64, 1e-12), (jnp.float32, 1e-5)):
+        z = ica.whiten(jnp.asarray(x, dtype)).z
+        w = ica.sym_decorrelation(jnp.asarray(w0, dtype))
+        a, lim_a = ica._step(w, z.T, z, "logcosh", 1.0)
+        b, lim_b = ica._step(w, z.T, None, "logcosh", 1.0)
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=rtol, atol=rtol)
+        np.testing.assert_allclose(float(lim_b), float(lim_a), rtol=rtol, atol=rtol)
+        assert not np.allclose(np.asarray(a), np.asarray(w))  # the step moved
+
+
 def test_grad_through_fixed_point_update():
     x, _, w0 = _mixed(7)
     z = ica.whiten(jnp.asarray(x)).z

@@ -213,69 +213,6 @@ def update_rel_diff(after: np.ndarray, ref_after: np.ndarray, before: np.ndarray
     return float(np.linalg.norm(a - r) / max(np.linalg.norm(r - b), 1e-300))
 
 
-# ------------------------------------------------- prototype: sparse formulation
-
-
-def proto_sparse_train_step(*, activation: str, k: int, optimizer):
-    """PROTOTYPE of a proposed change to ``jaxkit.kernels.crosscoder.make_train_step``
-    (not part of jaxkit's API; here as measured evidence): the same step -- FVU, parallel
-    gradient removal, optimizer, renormalisation, dead-latent counters, BatchTopK
-    threshold EMA -- with the gradients computed sparsely, as sparsify does.
-
-    The pre-activations are computed densely only to *select* the kept (row, latent)
-    pairs (``stop_gradient``, ``lax.top_k``); the kept values are then recomputed
-    differentiably from gathered rows, ``pre[b, f] = <x_b, W_enc[:, f]> + b_enc[f]``, and
-    the decoder is a segment sum of the kept atoms, ``x_hat_b = sum_f z_bf W_dec[f] +
-    b_dec``. Autodiff of these gathers gives scatter-adds into the ``k B`` touched rows of
-    ``W_enc^T`` and ``W_dec`` instead of the three dense ``B x D x F`` matmuls of the
-    dense formulation (encoder-weight gradient, decoder forward, decoder-weight gradient).
-    Returns ``step(state, x) -> (state, fvu)`` on the kernel's ``TrainState``."""
-    import jax
-    import jax.numpy as jnp
-    import optax
-    from jaxkit.kernels import crosscoder as cc
-
-    batch = activation == "batch_topk"
-
-    def loss(params, x, rows, cols):
-        B, F = x.shape[0], params.W_enc.shape[-1]
-        xf = x.reshape(B, -1)
-        WeT = params.W_enc.reshape(-1, F).T
-        Wd = params.W_dec.reshape(F, -1)
-        vals = jnp.maximum(jnp.sum(xf[rows] * WeT[cols], -1) + params.b_enc[cols], 0)
-        x_hat = jax.ops.segment_sum(vals[:, None] * Wd[cols], rows, num_segments=B,
-                                    indices_are_sorted=not batch)
-        x_hat = x_hat + params.b_dec.reshape(-1)
-        return cc.fvu(xf, x_hat), vals
-
-    def step(state, x):
-        params = state.params
-        B, F = x.shape[0], params.W_enc.shape[-1]
-        pre = jax.lax.stop_gradient(x.reshape(B, -1) @ params.W_enc.reshape(-1, F)
-                                    + params.b_enc)
-        if batch:
-            kept, flat = jax.lax.top_k(pre.reshape(-1), k * B)
-            rows, cols = flat // F, flat % F
-            m = jnp.min(jnp.where(kept > 0, kept, jnp.inf))
-        else:
-            _, idx = jax.lax.top_k(pre, k)
-            rows, cols = jnp.repeat(jnp.arange(B), k), idx.reshape(-1)
-        (fvu, vals), g = jax.value_and_grad(loss, has_aux=True)(params, x, rows, cols)
-        g = g._replace(W_dec=cc.remove_parallel_grad(params.W_dec, g.W_dec))
-        updates, opt_state = optimizer.update(g, state.opt_state, params)
-        new = cc.normalize_decoder(optax.apply_updates(params, updates))
-        fired = jnp.zeros((F,), bool).at[cols].max(vals != 0)
-        ssf = jnp.where(fired, 0, state.steps_since_fired + 1).astype(jnp.int32)
-        thr = state.threshold
-        if batch:
-            ema = jnp.where(state.step == 0, m, 0.99 * thr + 0.01 * m).astype(thr.dtype)
-            thr = jnp.where(jnp.isfinite(m), ema, thr)
-        return state._replace(params=new, opt_state=opt_state, step=state.step + 1,
-                              steps_since_fired=ssf, threshold=thr), fvu
-
-    return step
-
-
 # --------------------------------------------------------------------------- config
 
 
@@ -376,13 +313,15 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
     x_dev = jax.device_put(x)
     rec = bench.time_jax(jstep, state, x_dev, n_runs=args.runs, warmup=args.warmup,
                          items=cfg["tokens"], name=f"jaxkit {case}")  # compiles afresh
-    jflops = model_flops(B, D, F, k, "dense")
+    # make_train_step's default (decoder="auto") is the sparse step for TopK
+    jdec = "sparse" if cfg["activation"] == "topk" else "dense"
+    jflops = model_flops(B, D, F, k, jdec)
     jgflops = jflops / rec.median_s / 1e9
     impls = {"jaxkit": dict(kind="jaxkit", record=rec, tokens_per_s=rec.items_per_s,
-                            model_flops=jflops, model_gflops_per_s=jgflops, decoder="dense",
+                            model_flops=jflops, model_gflops_per_s=jgflops, decoder=jdec,
                             xla_flops=rec.flops)}
-    summary.append(dict(case=case, impl="jaxkit make_train_step (jit)", record=rec,
-                        rate=rec.items_per_s, gflops=jgflops, decoder="dense"))
+    summary.append(dict(case=case, impl=f"jaxkit make_train_step (jit, {jdec} decoder)",
+                        record=rec, rate=rec.items_per_s, gflops=jgflops, decoder=jdec))
 
     # step 1 from the shared initial weights (jaxkit side)
     names = ("W_enc", "b_enc", "W_dec", "b_dec")
@@ -403,25 +342,25 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
              f"{step1['jaxkit']['fvu_rel_to_reference']:.1e}); {_fmt_rate(rec.items_per_s)}; "
              f"{jgflops:.0f} GFLOP/s")
 
-    if args.proto:  # evidence for a kernel change: the same step, sparse gradients
-        pstep = jax.jit(proto_sparse_train_step(activation=cfg["activation"], k=k,
-                                                optimizer=optax.adam(LR)))
-        prec = bench.time_jax(pstep, state, x_dev, n_runs=args.runs, warmup=args.warmup,
-                              items=cfg["tokens"], name=f"prototype sparse {case}")
-        pflops = model_flops(B, D, F, k, "sparse")
-        st1p, fvu1p = pstep(state, x_dev)
-        agree = {n: update_rel_diff(np.asarray(getattr(st1p.params, n)), after_j[n], p0[n])
+    if args.dense and jdec == "sparse":  # the same step, dense formulation
+        _, dstep = cc.make_train_step(activation=cfg["activation"], k=k,
+                                      optimizer=optax.adam(LR), decoder="dense")
+        dstep = jax.jit(dstep)
+        drec = bench.time_jax(dstep, state, x_dev, n_runs=args.runs, warmup=args.warmup,
+                              items=cfg["tokens"], name=f"jaxkit dense {case}")
+        dflops = model_flops(B, D, F, k, "dense")
+        st1d, _ = dstep(state, x_dev)
+        agree = {n: update_rel_diff(np.asarray(getattr(st1d.params, n)), after_j[n], p0[n])
                  for n in names}
-        del st1p
-        impls["prototype_sparse"] = dict(
-            kind="prototype", record=prec, tokens_per_s=prec.items_per_s, model_flops=pflops,
-            model_gflops_per_s=pflops / prec.median_s / 1e9, decoder="sparse",
-            xla_flops=prec.flops, loss_step1=float(fvu1p),
-            params_after_step1_rel_to_jaxkit_update=agree,
-            speedup_vs_jaxkit=rec.median_s / prec.median_s)
-        summary.append(dict(case=case, impl="prototype: sparse-gradient step (proposed)",
-                            record=prec, rate=prec.items_per_s,
-                            gflops=pflops / prec.median_s / 1e9, decoder="sparse"))
+        del st1d
+        impls["jaxkit_dense"] = dict(
+            kind="jaxkit", record=drec, tokens_per_s=drec.items_per_s, model_flops=dflops,
+            model_gflops_per_s=dflops / drec.median_s / 1e9, decoder="dense",
+            xla_flops=drec.flops, params_after_step1_rel_to_sparse_update=agree,
+            sparse_speedup=drec.median_s / rec.median_s)
+        summary.append(dict(case=case, impl="jaxkit make_train_step (jit, decoder='dense')",
+                            record=drec, rate=drec.items_per_s,
+                            gflops=dflops / drec.median_s / 1e9, decoder="dense"))
     del state
     res = dict(config=dict(cfg, dtype="float32", runs=args.runs, warmup=args.warmup,
                            threads=args.threads, optimizer="adam", auxk="off"),
@@ -481,9 +420,9 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
     ratio = rec.items_per_s / peer_rates[fastest]
     res["vs_fastest_peer"] = dict(peer=fastest, ratio=ratio, target=TARGET,
                                   met=bool(ratio >= TARGET))
-    if "prototype_sparse" in impls:
-        res["vs_fastest_peer"]["prototype_ratio"] = (
-            impls["prototype_sparse"]["tokens_per_s"] / peer_rates[fastest])
+    if "jaxkit_dense" in impls:
+        res["vs_fastest_peer"]["dense_ratio"] = (
+            impls["jaxkit_dense"]["tokens_per_s"] / peer_rates[fastest])
 
 
 # ----------------------------------------------------------------------------- main
@@ -530,9 +469,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
     p.add_argument("--threads", type=int, default=2,
                    help="threads for both sides (torch threads; XLA via CPU affinity)")
-    p.add_argument("--no-proto", dest="proto", action="store_false",
-                   help="skip the prototype sparse-gradient step (evidence for a kernel "
-                        "change; see proto_sparse_train_step)")
+    p.add_argument("--no-dense", dest="dense", action="store_false",
+                   help="skip timing jaxkit's dense formulation (decoder='dense') beside "
+                        "its default sparse TopK step")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     q = args.quick
@@ -583,10 +522,10 @@ def main(argv: list[str] | None = None) -> int:
         for c in cases:
             v = results.get(c, {}).get("vs_fastest_peer")
             if v:
-                proto = (f"; prototype sparse step {v['prototype_ratio']:.2f}x"
-                         if "prototype_ratio" in v else "")
+                dense = (f"; jaxkit decoder='dense' {v['dense_ratio']:.2f}x"
+                         if "dense_ratio" in v else "")
                 print(f"{c}: jaxkit / fastest peer ({v['peer']}) = {v['ratio']:.2f}x "
-                      f"(target {TARGET}x: {'met' if v['met'] else 'NOT met'}){proto}")
+                      f"(target {TARGET}x: {'met' if v['met'] else 'NOT met'}){dense}")
         print(bench.environment_line(env, time.perf_counter() - t0))
         if args.json:
             path = bench.write_json(args.json, dict(

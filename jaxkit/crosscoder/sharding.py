@@ -180,8 +180,10 @@ def make_train_step(
     """``(init_state, step)`` of :func:`jaxkit.kernels.crosscoder.make_train_step`
     (``kernel_kwargs`` are its arguments), with the top-k selections (TopK, BatchTopK,
     AuxK) done shard-locally on ``mesh`` by :func:`topk_mask` /
-    :func:`batch_topk_threshold` through the kernel's ``select`` hook. Without a mesh the
-    kernel's own selections are used."""
+    :func:`batch_topk_threshold` through the kernel's ``select`` hook, so the step takes
+    the kernel's dense formulation (its sparse TopK step, ``decoder="sparse"``, gathers
+    and scatters whole atoms and has no shard-local form here). Without a mesh the
+    kernel's own selections (and, for TopK, its sparse step) are used."""
     if mesh is None:
         return cc.make_train_step(**kernel_kwargs)
     sh = dict(mesh=mesh, data_axis=data_axis, model_axis=model_axis)

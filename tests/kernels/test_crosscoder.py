@@ -353,6 +353,82 @@ def test_other_activations_train(params, batch, activation, sparsity):
         assert float(state.threshold) < float(jnp.max(pre))
 
 
+@pytest.mark.parametrize("sparsity,coef", [("l1", 0.0), ("l1", 1e-2), ("tanh", 1e-2)])
+def test_sparse_topk_step_equals_dense(params, batch, sparsity, coef):
+    # the sparse TopK step (default for topk) against the dense formulation: same loss,
+    # metrics, counters and parameters over several steps, with AuxK on dead latents
+    kw = dict(activation="topk", k=3, optimizer=optax.adam(1e-2), k_aux=4, dead_steps=2,
+              sparsity=sparsity, sparsity_coef=coef)
+    init_s, step_s = cc.make_train_step(**kw, decoder="sparse")
+    init_d, step_d = cc.make_train_step(**kw, decoder="dense")
+    step_s, step_d = jax.jit(step_s), jax.jit(step_d)
+    ss, sd = init_s(jax.random.key(1), params), init_d(jax.random.key(1), params)
+    saw_aux = False
+    for i in range(4):
+        x = batch * (1.0 + 0.25 * i)
+        ss, a = step_s(ss, x)
+        sd, b = step_d(sd, x)
+        for name in a._fields:
+            assert float(getattr(a, name)) == pytest.approx(float(getattr(b, name)),
+                                                            rel=1e-4, abs=1e-6), name
+        np.testing.assert_array_equal(np.asarray(ss.steps_since_fired),
+                                      np.asarray(sd.steps_since_fired))
+        jax.tree.map(lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-5),
+                     ss.params, sd.params)
+        saw_aux |= float(a.aux_loss) > 0
+    assert saw_aux  # some latents went dead (dead_steps=2) and AuxK was exercised
+
+
+def _dense_decode(vals, idx, W):
+    z = jnp.zeros((idx.shape[0], W.shape[0]), W.dtype).at[
+        jnp.arange(idx.shape[0])[:, None], idx].add(vals)
+    return z @ W
+
+
+@pytest.mark.parametrize("k", [3, 70])  # 70 > the unrolled limit: the fori_loop path
+def test_sparse_decode_and_its_vjp_match_dense(k):
+    rng = _rng(11)
+    B, n_lat, d = 5, 96, 4
+    W = jnp.asarray(rng.normal(size=(n_lat, d)))
+    idx = jnp.asarray(np.stack([rng.choice(n_lat, k, replace=False) for _ in range(B)]),
+                      jnp.int32)
+    vals = jnp.asarray(rng.normal(size=(B, k)))
+    g = jnp.asarray(rng.normal(size=(B, d)))
+    np.testing.assert_allclose(cc.sparse_decode(vals, idx, W), _dense_decode(vals, idx, W),
+                               rtol=1e-12)
+    _, vjp_s = jax.vjp(lambda v, w: cc.sparse_decode(v, idx, w), vals, W)
+    _, vjp_d = jax.vjp(lambda v, w: _dense_decode(v, idx, w), vals, W)
+    for a, b in zip(vjp_s(g), vjp_d(g), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    # the encoder side: the gradient of W_enc, b_enc and x through the sparse TopK step
+    x = jnp.asarray(rng.normal(size=(B, d)))
+    We = jnp.asarray(rng.normal(size=(d, n_lat)))
+    be = jnp.asarray(rng.normal(size=(n_lat,)))
+    dead = jnp.zeros((n_lat,), bool)
+
+    def sparse(x, We, be):
+        v, i, _, _ = cc._topk_encode(x, We, be, dead, k, None)
+        return jnp.sum(cc.sparse_decode(v, i, W) ** 2)
+
+    def dense(x, We, be):
+        return jnp.sum((cc.topk(x @ We + be, k) @ W) ** 2)
+
+    for a, b in zip(jax.grad(sparse, (0, 1, 2))(x, We, be), jax.grad(dense, (0, 1, 2))(x, We, be),
+                    strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_decoder_option_errors():
+    opt = optax.adam(1e-3)
+    with pytest.raises(ValueError, match="`decoder` must be"):
+        cc.make_train_step(activation="topk", k=3, optimizer=opt, decoder="fast")
+    with pytest.raises(ValueError, match="activation='topk'"):
+        cc.make_train_step(activation="batch_topk", k=3, optimizer=opt, decoder="sparse")
+    with pytest.raises(ValueError, match="sparsity 'l1' or 'tanh'"):
+        cc.make_train_step(activation="topk", k=3, optimizer=opt, sparsity="l0",
+                           decoder="sparse")
+
+
 def test_step_sharded_over_data_and_model(params, batch, topk_step):
     init_state, jstep, step = topk_step
     mesh = make_mesh({"data": 4, "model": 2})

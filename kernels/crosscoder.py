@@ -720,14 +720,19 @@ def loss_fn(
 # of W_dec, W_enc and b_enc are scatter-adds into the k * B touched rows, instead of the
 # three further dense (B x D x F) products of the dense formulation. Written by hand
 # (custom VJPs) because autodiff of the gathers gives one full-size scatter per atom
-# slot, and XLA:CPU needs the layout below to stay fast:
-#   * each of the k gathers is fused with its multiply-add (a single (B, k, D) gather
-#     would be materialised: 400 MB at B=4096, D=768, k=32, and ~60x slower);
+# slot, and XLA:CPU needs the layout below to stay fast (measured at B=4096, D=768,
+# F=16384, k=32; benchmarks/RESULTS.md):
+#   * the decoder fuses each of the k gathers with its multiply-add (one (B, k, D) gather
+#     would be materialised: 400 MB);
+#   * the backward products run over blocks of _BLOCK rows in a fori_loop, so that a
+#     block's (rows, k, D) products stay in cache and their buffer is reused: the
+#     scatter-adds take 40 ms instead of 137 ms, the row-wise dot products 22 instead
+#     of 110 (on GPU/TPU one block covers the batch);
 #   * optimisation barriers keep the top-k a TopK op (otherwise its slices are fused
 #     into the gathers and XLA falls back to sorting every row) and keep the decoder
 #     output from being recomputed inside each of its consumers.
-# Up to _UNROLL_K slots are unrolled; beyond, a fori_loop (slightly slower per slot).
-_UNROLL_K = 64
+_UNROLL_K = 64  # decoder slots unrolled up to here; a fori_loop beyond
+_BLOCK = 64  # rows per block of the backward products on CPU
 
 
 def _rows_at(W: Array, idx: Array) -> Array:
@@ -752,24 +757,44 @@ def _slot_sum(vals: Array, idx: Array, W: Array) -> Array:
     return jax.lax.fori_loop(0, kk, body, jnp.zeros((idx.shape[0], W.shape[1]), W.dtype))
 
 
+def _by_row_blocks(f, init, *arrays):
+    """Fold ``acc = f(acc, start, *blocks)`` over row blocks of ``arrays`` (equal leading
+    dims): a fori_loop over full blocks of :data:`_BLOCK` rows on CPU (one block
+    elsewhere), then the remainder."""
+    n = arrays[0].shape[0]
+    size = _BLOCK if jax.default_backend() == "cpu" else n
+    n_full, rem = divmod(n, size)
+    acc = init
+    if n_full == 1:
+        acc = f(acc, 0, *(a[:size] for a in arrays))
+    elif n_full:
+        def body(c, acc):
+            start = c * size
+            return f(acc, start, *(jax.lax.dynamic_slice_in_dim(a, start, size)
+                                   for a in arrays))
+
+        acc = jax.lax.fori_loop(0, n_full, body, acc)
+    if rem:
+        acc = f(acc, n_full * size, *(a[n_full * size:] for a in arrays))
+    return acc
+
+
 def _slot_dots(e: Array, idx: Array, W: Array) -> Array:
-    """``out[:, j] = <e, W[idx[:, j]]>`` row-wise, one fused gather per slot."""
-    kk = idx.shape[1]
-    if kk <= _UNROLL_K:
-        return jnp.stack([jnp.sum(e * _rows_at(W, idx[:, j]), -1) for j in range(kk)], 1)
+    """``out[:, j] = <e, W[idx[:, j]]>`` row-wise."""
+    def f(out, start, e_c, i_c):
+        d = jnp.einsum("bkd,bd->bk", _rows_at(W, i_c), e_c)
+        return jax.lax.dynamic_update_slice_in_dim(out, d, start, 0)
 
-    def body(j, out):
-        col = jax.lax.dynamic_index_in_dim(idx, j, axis=1, keepdims=False)
-        return out.at[:, j].set(jnp.sum(e * _rows_at(W, col), -1))
-
-    return jax.lax.fori_loop(0, kk, body, jnp.zeros(idx.shape, e.dtype))
+    return _by_row_blocks(f, jnp.zeros(idx.shape, e.dtype), e, idx)
 
 
 def _row_scatter(n_rows: int, idx: Array, coef: Array, rows: Array) -> Array:
     """``(n_rows, D)`` zeros plus ``coef[b, j] * rows[b]`` added at row ``idx[b, j]``."""
-    upd = (coef[:, :, None] * rows[:, None, :]).reshape(-1, rows.shape[-1])
-    return jnp.zeros((n_rows, rows.shape[-1]), rows.dtype).at[idx.reshape(-1)].add(
-        upd, mode="promise_in_bounds")
+    def f(acc, start, i_c, c_c, r_c):
+        upd = (c_c[:, :, None] * r_c[:, None, :]).reshape(-1, r_c.shape[-1])
+        return acc.at[i_c.reshape(-1)].add(upd, mode="promise_in_bounds")
+
+    return _by_row_blocks(f, jnp.zeros((n_rows, rows.shape[-1]), rows.dtype), idx, coef, rows)
 
 
 @jax.custom_vjp

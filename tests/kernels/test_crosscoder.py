@@ -385,10 +385,12 @@ def _dense_decode(vals, idx, W):
     return z @ W
 
 
-@pytest.mark.parametrize("k", [3, 70])  # 70 > the unrolled limit: the fori_loop path
-def test_sparse_decode_and_its_vjp_match_dense(k):
+# k=70 exceeds the unrolled limit (the decoder's fori_loop); B=150 runs the backward
+# products over two full row blocks of 64 and a remainder of 22 (B=5: the remainder only)
+@pytest.mark.parametrize("k,B", [(3, 5), (70, 5), (3, 150)])
+def test_sparse_decode_and_its_vjp_match_dense(k, B):
     rng = _rng(11)
-    B, n_lat, d = 5, 96, 4
+    n_lat, d = 96, 4
     W = jnp.asarray(rng.normal(size=(n_lat, d)))
     idx = jnp.asarray(np.stack([rng.choice(n_lat, k, replace=False) for _ in range(B)]),
                       jnp.int32)

@@ -724,15 +724,18 @@ def loss_fn(
 # F=16384, k=32; benchmarks/RESULTS.md):
 #   * the decoder fuses each of the k gathers with its multiply-add (one (B, k, D) gather
 #     would be materialised: 400 MB);
-#   * the backward products run over blocks of _BLOCK rows in a fori_loop, so that a
-#     block's (rows, k, D) products stay in cache and their buffer is reused: the
-#     scatter-adds take 40 ms instead of 137 ms, the row-wise dot products 22 instead
-#     of 110 (on GPU/TPU one block covers the batch);
+#   * the backward products run over blocks of rows (_BLOCK_SLOTS // k of them, 64 at
+#     k=32) in a fori_loop, so that a block's (rows, k, D) products stay in cache and
+#     their buffer is reused: the scatter-adds take 40 ms instead of 137 ms, the
+#     row-wise dot products 22 instead of 110 (on GPU/TPU one block covers the batch);
+#   * the encoder product and its top-k run over blocks of _ENC_BLOCK rows, each
+#     block's pre-activations selected while in cache;
 #   * optimisation barriers keep the top-k a TopK op (otherwise its slices are fused
 #     into the gathers and XLA falls back to sorting every row) and keep the decoder
 #     output from being recomputed inside each of its consumers.
-_UNROLL_K = 64  # decoder slots unrolled up to here; a fori_loop beyond
-_BLOCK = 64  # rows per block of the backward products on CPU
+_UNROLL_K = 64  # decoder slots unrolled up to here; row blocks beyond
+_BLOCK_SLOTS = 2048  # (row, slot) pairs per block of the backward products on CPU
+_ENC_BLOCK = 1024  # rows per block of the encoder product and its top-k on CPU
 
 
 def _rows_at(W: Array, idx: Array) -> Array:
@@ -741,7 +744,8 @@ def _rows_at(W: Array, idx: Array) -> Array:
 
 
 def _slot_sum(vals: Array, idx: Array, W: Array) -> Array:
-    """``sum_j vals[:, j, None] * W[idx[:, j]]`` with one fused gather per slot."""
+    """``sum_j vals[:, j, None] * W[idx[:, j]]``: one fused gather per slot (up to
+    :data:`_UNROLL_K` slots), else per row block."""
     kk = idx.shape[1]
     if kk <= _UNROLL_K:
         out = vals[:, 0, None] * _rows_at(W, idx[:, 0])
@@ -749,20 +753,24 @@ def _slot_sum(vals: Array, idx: Array, W: Array) -> Array:
             out = out + vals[:, j, None] * _rows_at(W, idx[:, j])
         return out
 
-    def body(j, acc):
-        col = jax.lax.dynamic_index_in_dim(idx, j, axis=1, keepdims=False)
-        v = jax.lax.dynamic_index_in_dim(vals, j, axis=1, keepdims=True)
-        return acc + v * _rows_at(W, col)
+    def f(out, start, v_c, i_c):
+        s = jnp.einsum("bk,bkd->bd", v_c, _rows_at(W, i_c))
+        return jax.lax.dynamic_update_slice_in_dim(out, s, start, 0)
 
-    return jax.lax.fori_loop(0, kk, body, jnp.zeros((idx.shape[0], W.shape[1]), W.dtype))
+    return _by_row_blocks(f, jnp.zeros((idx.shape[0], W.shape[1]), W.dtype), vals, idx,
+                          block=_slot_block(kk))
 
 
-def _by_row_blocks(f, init, *arrays):
+def _slot_block(kk: int) -> int:
+    return max(1, _BLOCK_SLOTS // kk)
+
+
+def _by_row_blocks(f, init, *arrays, block: int):
     """Fold ``acc = f(acc, start, *blocks)`` over row blocks of ``arrays`` (equal leading
-    dims): a fori_loop over full blocks of :data:`_BLOCK` rows on CPU (one block
-    elsewhere), then the remainder."""
+    dims): a fori_loop over full blocks of ``block`` rows on CPU (one block elsewhere),
+    then the remainder."""
     n = arrays[0].shape[0]
-    size = _BLOCK if jax.default_backend() == "cpu" else n
+    size = block if jax.default_backend() == "cpu" else n
     n_full, rem = divmod(n, size)
     acc = init
     if n_full == 1:
@@ -785,7 +793,8 @@ def _slot_dots(e: Array, idx: Array, W: Array) -> Array:
         d = jnp.einsum("bkd,bd->bk", _rows_at(W, i_c), e_c)
         return jax.lax.dynamic_update_slice_in_dim(out, d, start, 0)
 
-    return _by_row_blocks(f, jnp.zeros(idx.shape, e.dtype), e, idx)
+    return _by_row_blocks(f, jnp.zeros(idx.shape, e.dtype), e, idx,
+                          block=_slot_block(idx.shape[1]))
 
 
 def _row_scatter(n_rows: int, idx: Array, coef: Array, rows: Array) -> Array:
@@ -794,7 +803,8 @@ def _row_scatter(n_rows: int, idx: Array, coef: Array, rows: Array) -> Array:
         upd = (c_c[:, :, None] * r_c[:, None, :]).reshape(-1, r_c.shape[-1])
         return acc.at[i_c.reshape(-1)].add(upd, mode="promise_in_bounds")
 
-    return _by_row_blocks(f, jnp.zeros((n_rows, rows.shape[-1]), rows.dtype), idx, coef, rows)
+    return _by_row_blocks(f, jnp.zeros((n_rows, rows.shape[-1]), rows.dtype), idx, coef, rows,
+                          block=_slot_block(idx.shape[1]))
 
 
 @jax.custom_vjp
@@ -821,11 +831,27 @@ sparse_decode.defvjp(_sparse_decode_fwd, _sparse_decode_bwd)
 
 
 def _topk_select(x2, W, b, dead, k, k_aux):
-    pre = x2 @ W + b
-    v, i = jax.lax.optimization_barrier(jax.lax.top_k(pre, k))
+    """The selections, over blocks of :data:`_ENC_BLOCK` rows on CPU: each block's
+    pre-activations are selected while in cache, and the (B, F) array is never formed
+    (about 5% of the step at B=4096, F=16384)."""
+    n = x2.shape[0]
+    kk = [k] if k_aux is None else [k, k_aux]
+
+    def f(acc, start, x_c):
+        pre = x_c @ W + b
+        out = [jax.lax.top_k(pre, k)]
+        if k_aux is not None:
+            out.append(jax.lax.top_k(jnp.where(dead, pre, -jnp.inf), k_aux))
+        return [(jax.lax.dynamic_update_slice_in_dim(av, v, start, 0),
+                 jax.lax.dynamic_update_slice_in_dim(ai, i, start, 0))
+                for (av, ai), (v, i) in zip(acc, out, strict=True)]
+
+    init = [(jnp.zeros((n, m), x2.dtype), jnp.zeros((n, m), jnp.int32)) for m in kk]
+    sel = jax.lax.optimization_barrier(_by_row_blocks(f, init, x2, block=_ENC_BLOCK))
+    (v, i) = sel[0]
     if k_aux is None:
         return jnp.maximum(v, 0), i, None, None
-    va, ia = jax.lax.optimization_barrier(jax.lax.top_k(jnp.where(dead, pre, -jnp.inf), k_aux))
+    va, ia = sel[1]
     # a slot filled from a live latent (fewer dead latents than k_aux) is -inf: value 0
     return jnp.maximum(v, 0), i, jnp.where(jnp.isfinite(va), jnp.maximum(va, 0), 0), ia
 

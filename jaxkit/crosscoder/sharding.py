@@ -52,6 +52,7 @@ __all__ = [
     "state_shardings",
     "batch_sharding",
     "topk_mask",
+    "selector",
     "batch_topk_threshold",
     "make_train_step",
     "to_host",
@@ -183,13 +184,19 @@ def make_train_step(
     :func:`batch_topk_threshold` through the kernel's ``select`` hook, so the step takes
     the kernel's dense formulation (its sparse TopK step, ``decoder="sparse"``, gathers
     and scatters whole atoms and has no shard-local form here). Without a mesh the
-    kernel's own selections (and, for TopK, its sparse step) are used."""
-    if mesh is None:
+    kernel's own selections (and, for TopK, its sparse step) are used, and so on a
+    one-device mesh, where shard-local selections are the global ones."""
+    if mesh is None or mesh.size == 1:  # one device: the kernel's own (sparse) step
         return cc.make_train_step(**kernel_kwargs)
+    return cc.make_train_step(**kernel_kwargs,
+                              select=selector(mesh, data_axis=data_axis, model_axis=model_axis))
+
+
+def selector(mesh: Mesh, *, data_axis: str = DATA, model_axis: str = MODEL) -> cc.Selector:
+    """The kernel's ``select`` hook with the shard-local selections of this module."""
     sh = dict(mesh=mesh, data_axis=data_axis, model_axis=model_axis)
-    select = cc.Selector(topk_mask=functools.partial(topk_mask, **sh),
-                         batch_threshold=functools.partial(batch_topk_threshold, **sh))
-    return cc.make_train_step(**kernel_kwargs, select=select)
+    return cc.Selector(topk_mask=functools.partial(topk_mask, **sh),
+                       batch_threshold=functools.partial(batch_topk_threshold, **sh))
 
 
 def to_host(tree):

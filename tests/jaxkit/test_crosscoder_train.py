@@ -107,11 +107,12 @@ def test_sharded_step_equals_kernel_step_on_one_device(activation):
     x = jax.random.normal(jax.random.key(1), (4, WINDOW, D))
     params = cc.init(key, D, N_LATENTS, site=(WINDOW,))
     kw = dict(activation=activation, k=1, optimizer=optax.adam(1e-2), k_aux=4, dead_steps=1)
-    # the sharded step always takes the kernel's dense formulation (its selections go
-    # through `select`); the default sparse TopK step equals it only to float32 rounding,
-    # which Adam's first steps amplify on near-zero encoder gradients
+    # the shard-local selections (the sharded trainer's `select`) on one device against
+    # the kernel's own; with `select` the kernel takes its dense formulation, so compare
+    # with that (the sparse TopK step equals it only to float32 rounding, which Adam's
+    # first steps amplify on this test's near-zero encoder gradients)
     i0, s0 = cc.make_train_step(**kw, decoder="dense")
-    _, s1 = sh.make_train_step(mesh_of({"data": 1}), **kw)
+    _, s1 = cc.make_train_step(**kw, select=sh.selector(mesh_of({"data": 1})))
     s0, s1 = jax.jit(s0), jax.jit(s1)
     a = b = i0(key, params)
     for _ in range(3):
@@ -122,6 +123,12 @@ def test_sharded_step_equals_kernel_step_on_one_device(activation):
     assert float(ia.aux_loss) > 0  # AuxK active (dead_steps=1)
     np.testing.assert_array_equal(np.asarray(a.steps_since_fired), np.asarray(b.steps_since_fired))
     np.testing.assert_allclose(float(a.threshold), float(b.threshold), rtol=1e-6)
+    # a one-device mesh trains with the kernel's own step (for TopK: the sparse one)
+    _, s2 = sh.make_train_step(mesh_of({"data": 1}), **kw)
+    _, s3 = cc.make_train_step(**kw)
+    c, _ = jax.jit(s2)(i0(key, params), x)
+    d, _ = jax.jit(s3)(i0(key, params), x)
+    assert_params_close(c.params, d.params, rtol=0, atol=0)
 
 
 # --------------------------------------------------------------------------- 1 vs 8

@@ -11,7 +11,9 @@ crosscoder over V layers/models, ``(V, T)`` both. With ``W_enc (*site, d, F)`` a
 
 and every decoder atom ``W_dec[f]`` has unit norm jointly over ``(*site, d)``.
 Internally the site is flattened: ``x`` becomes ``(B, S*d)``, the weights ``(S*d, F)``
-and ``(F, S*d)``.
+and ``(F, S*d)``. A TopK training step is computed sparsely by default (one dense
+encoder product; :func:`sparse_decode` and scatter-add gradients for the rest, as in
+EleutherAI's sparsify), see :func:`make_train_step`.
 
 References:
   * Bricken et al. 2023, "Towards monosemanticity" (ReLU SAE, L1 with decoder norms).
@@ -36,6 +38,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -807,12 +810,33 @@ def _row_scatter(n_rows: int, idx: Array, coef: Array, rows: Array) -> Array:
                           block=_slot_block(idx.shape[1]))
 
 
-@jax.custom_vjp
 def sparse_decode(vals: Float[Array, "B k"], idx: Int[Array, "B k"],
                   W: Float[Array, "F D"]) -> Float[Array, "B D"]:
     """``sum_j vals[:, j] W[idx[:, j]]``: the decoder product ``z @ W`` of a code ``z``
     with k non-zeros per row, given as values and latent indices (``W`` flattened to
-    ``(F, D)``). The VJP is sparse too: a scatter-add into the touched rows of ``W``."""
+    ``(F, D)``, e.g. ``params.W_dec.reshape(F, -1)``). The VJP is sparse too: a
+    scatter-add into the touched rows of ``W``. Indices must lie in ``[0, F)`` (checked;
+    at run time under ``jit``)."""
+    for name, a, nd in (("vals", vals, 2), ("idx", idx, 2), ("W", W, 2)):
+        if getattr(a, "ndim", None) != nd:
+            raise ValueError(f"`{name}` must be a 2-D array; got shape "
+                             f"{tuple(getattr(a, 'shape', ()))}")
+    if vals.shape != idx.shape:
+        raise ValueError(f"`vals` and `idx` must have the same shape (B, k); got "
+                         f"{tuple(vals.shape)} and {tuple(idx.shape)}")
+    if not jnp.issubdtype(idx.dtype, jnp.integer):
+        raise ValueError(f"`idx` must be an integer array; got dtype {idx.dtype}")
+    bad = jnp.any((idx < 0) | (idx >= W.shape[0]))
+    msg = f"`idx` holds latent indices outside [0, {W.shape[0]})"
+    if is_traced(bad):
+        idx = eqx.error_if(idx, bad, msg)
+    elif bool(bad):
+        raise ValueError(msg)
+    return _sparse_decode(vals, idx, W)
+
+
+@jax.custom_vjp
+def _sparse_decode(vals, idx, W):
     return _slot_sum(vals, idx, W)
 
 
@@ -827,7 +851,7 @@ def _sparse_decode_bwd(res, g):
             _row_scatter(W.shape[0], idx, vals, g))
 
 
-sparse_decode.defvjp(_sparse_decode_fwd, _sparse_decode_bwd)
+_sparse_decode.defvjp(_sparse_decode_fwd, _sparse_decode_bwd)
 
 
 def _topk_select(x2, W, b, dead, k, k_aux):
@@ -902,7 +926,7 @@ def _sparse_topk_loss(params: Params, x, *, k, dead, sparsity_coef, sparsity, ta
     kk_aux = min(int(k_aux), F) if use_aux else None
     dead_arg = dead if use_aux else jnp.zeros((F,), bool)
     vals, idx, va, ia = _topk_encode(xf, W, params.b_enc, dead_arg, k, kk_aux)
-    x_hat = sparse_decode(vals, idx, Wd) + params.b_dec.reshape(-1)
+    x_hat = _sparse_decode(vals, idx, Wd) + params.b_dec.reshape(-1)
     rec = fvu(xf, x_hat)
     # the penalty of the dense loss_fn from the k kept values (l1 or tanh)
     scaled = vals * _rows_at(_atom_norms(params.W_dec).astype(vals.dtype), idx)
@@ -912,7 +936,7 @@ def _sparse_topk_loss(params: Params, x, *, k, dead, sparsity_coef, sparsity, ta
         pen = jnp.mean(jnp.sum(jnp.tanh(tanh_c * scaled), -1))
     if use_aux:
         e = jax.lax.stop_gradient(xf - x_hat)
-        aux = aux_coef * jnp.where(jnp.any(dead), fvu(e, sparse_decode(va, ia, Wd)), 0.0)
+        aux = aux_coef * jnp.where(jnp.any(dead), fvu(e, _sparse_decode(va, ia, Wd)), 0.0)
     else:
         aux = jnp.zeros((), W.dtype)
     return rec + sparsity_coef * pen + aux, (rec, aux, pen, (vals, idx),

@@ -420,6 +420,21 @@ def test_sparse_decode_and_its_vjp_match_dense(k, B):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
 
 
+def test_sparse_decode_bad_input():
+    W = jnp.ones((6, 3))
+    v, i = jnp.ones((2, 2)), jnp.zeros((2, 2), jnp.int32)
+    with pytest.raises(ValueError, match="`vals` and `idx` must have the same shape"):
+        cc.sparse_decode(v, i[:, :1], W)
+    with pytest.raises(ValueError, match="`W` must be a 2-D array"):
+        cc.sparse_decode(v, i, jnp.ones((6, 3, 1)))
+    with pytest.raises(ValueError, match="`idx` must be an integer array"):
+        cc.sparse_decode(v, i.astype(jnp.float32), W)
+    with pytest.raises(ValueError, match=r"outside \[0, 6\)"):
+        cc.sparse_decode(v, i.at[1, 0].set(6), W)
+    with pytest.raises(Exception, match=r"outside \[0, 6\)"):
+        jax.block_until_ready(jax.jit(cc.sparse_decode)(v, i.at[0, 1].set(-1), W))
+
+
 def test_decoder_option_errors():
     opt = optax.adam(1e-3)
     with pytest.raises(ValueError, match="`decoder` must be"):

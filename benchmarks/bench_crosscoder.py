@@ -17,7 +17,10 @@ k 32, batch 4,096 tokens (temporal: 819 windows of T = 5 positions, 4,095 tokens
 same d and F per window, so the encoder and decoder are 5x larger), float32, Adam
 (lr 2e-4, betas 0.9/0.999, eps 1e-8), unit-norm decoder atoms, AuxK off on every side.
 jaxkit's step is FVU loss, gradients, decoder-parallel gradient removal, Adam, decoder
-renormalisation, dead-latent counters (and the BatchTopK threshold EMA). Each peer runs the
+renormalisation, dead-latent counters (and the BatchTopK threshold EMA); for TopK and the
+temporal crosscoder ``make_train_step``'s default sparse step (one dense encoder product,
+``sparse_decode``, scatter-add gradients), timed beside its dense formulation
+(``decoder="dense"``; skip with ``--no-dense``). Each peer runs the
 step its own trainer runs (see ``benchmarks/peers/crosscoder_worker.py``): SAELens
 ``SAETrainer._train_step`` (MSE summed over d, mean over the batch; its way of keeping
 unit-norm atoms is ``rescale_acts_by_decoder_norm``; gradient-norm clipping at 1.0, hard
@@ -36,8 +39,9 @@ Measured: the median of ``--runs`` timed steps (default 5; ``--quick`` 5) after
 (:func:`jaxkit.bench.time_jax`, ``block_until_ready`` after each call). Rates are
 tokens/s; "speed-up" = peer time / jaxkit time = jaxkit tokens/s / peer tokens/s. GFLOP/s
 are model FLOPs / median time, with model FLOPs = 3 x forward FLOPs, forward = encoder
-matmul ``2 B D F`` + decoder as the side implements it: dense ``2 B F D`` (jaxkit, SAELens,
-torch_temporal) or sparse ``2 B k D`` (sparsify's embedding_bag); ``D = T d``. XLA's
+matmul ``2 B D F`` + decoder as the side implements it: dense ``2 B F D`` (SAELens,
+torch_temporal, jaxkit's BatchTopK and ``decoder="dense"`` rows) or sparse ``2 B k D``
+(sparsify's embedding_bag, jaxkit's sparse TopK step); ``D = T d``. XLA's
 cost-analysis FLOPs of the jaxkit step are in the JSON too. Threads: both sides get
 ``--threads`` (default 2) -- torch by ``torch.set_num_threads``, XLA by the process's CPU
 affinity (this script pins itself to the first N cores when it has more; the peer process

@@ -131,6 +131,26 @@ def test_train_step_reduces_loss(bf):
     assert float(held_out(state.params)) < 0.8 * before
 
 
+def test_scan_steps_equals_sequential_steps(bf):
+    m = bf.make_net(jax.random.key(3), 2, width=8, depth=1, time_dim=0)
+    data = bf.mixture_data(64, 2, seed=1)
+    init, step = bf.make_train_step(bf.apply_net, 16)
+    key = jax.random.key(7)
+    state, losses = jax.jit(bf.scan_steps(step, 3))(init(m), key, data)
+    seq, want = init(m), []
+    for k in jax.random.split(key, 3):
+        seq, loss = jax.jit(step)(seq, k, data)
+        want.append(float(loss))
+    np.testing.assert_allclose(np.asarray(losses), want, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(seq.params), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    from jaxkit import bench
+
+    rec = bench.record_from_times("r", [0.2, 0.4, 0.6], items=4, flops=8.0)
+    per = bf.per_step_record(rec, 4)
+    assert per.median_s == pytest.approx(0.1) and per.items == 1 and per.flops == 2.0
+
+
 def test_quick_run_without_peers(bf, tmp_path):
     out = tmp_path / "flow.json"
     x64 = jax.config.read("jax_enable_x64")
@@ -159,7 +179,15 @@ def test_quick_run_without_peers(bf, tmp_path):
     assert any(c.startswith("train cfm, 2D, batch 64") for c in cases)
     assert any(c.startswith("sample rk4 x25 (NFE 100)") for c in cases)
     assert any(c.startswith("log-likelihood") for c in cases)
+    for kind in ("cfm", "otcfm-exact-host"):  # chunked steps: per-step records
+        r = res["train"][f"64/{kind}/scan"]
+        assert r["steps_per_call"] == bf.CHUNK and r["record"]["items"] == 1
+        assert r["steps_per_s"] == pytest.approx(1 / r["record"]["median_s"])
+    assert any(c == f"train cfm, 2D, batch 64, {bf.CHUNK} steps per call (lax.scan)"
+               for c in cases)
     tg = {t["target"]: t for t in d["targets"]}
-    ot = tg["OT-CFM (exact, faster solver) time / CFM time, 2D, batch 64"]
-    assert ot["ok"] in (True, False) and ot["measured"].endswith("x")
-    assert tg["training steps/s vs peers (min over cases)"]["ok"] is None  # no peers
+    for mode in ("1 step per call", f"{bf.CHUNK} steps per call"):
+        ot = tg[f"OT-CFM (exact, faster solver) time / CFM time, 2D, batch 64, {mode}"]
+        assert ot["ok"] in (True, False) and ot["measured"].endswith("x")
+    train = [t for t in d["targets"] if t["target"].startswith("training steps/s")]
+    assert len(train) == 4 and all(t["ok"] is None for t in train)  # no peers

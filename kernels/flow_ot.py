@@ -58,7 +58,7 @@ def sq_cost(x0: Float[Array, "B d"], x1: Float[Array, "B d"]) -> Float[Array, "B
     return jnp.sum(jnp.square(a[:, None, :] - b[None, :, :]), axis=-1)
 
 
-EXACT_SOLVERS = ("hungarian", "host")
+EXACT_SOLVERS = ("hungarian", "host", "emd")
 
 
 def _host_assignment(cost: np.ndarray) -> np.ndarray:
@@ -70,26 +70,47 @@ def _host_assignment(cost: np.ndarray) -> np.ndarray:
     return perm
 
 
+def _emd_assignment(cost: np.ndarray) -> np.ndarray:
+    """POT's network simplex (``ot.emd``) on uniform weights. Its solution is a vertex of
+    the Birkhoff polytope, i.e. a permutation matrix / B; should the solver stop early
+    (iteration cap) with anything else, SciPy's assignment is used instead."""
+    import ot
+
+    cost = np.asarray(cost, np.float64)
+    n = cost.shape[0]
+    w = np.full(n, 1.0 / n)
+    plan = ot.emd(w, w, cost)
+    perm = np.argmax(plan, axis=1).astype(np.int32)
+    if not np.allclose(plan[np.arange(n), perm], 1.0 / n) or \
+            np.unique(perm).size != n:
+        return _host_assignment(cost)
+    return perm
+
+
 def exact_coupling(x0: PyTree, x1: PyTree, *,
                    solver: str = "hungarian") -> tuple[Int[Array, " B"], Int[Array, " B"]]:
     """Exact minibatch OT: the permutation ``j`` minimising ``sum_i ||x0_i - x1_{j_i}||^2``.
     Returns ``(arange(B), j)``: every sample on both sides is used exactly once.
 
     ``solver``: ``"hungarian"`` (:func:`optax.assignment.hungarian_algorithm`, on the
-    device, any backend) or ``"host"`` (SciPy's ``linear_sum_assignment`` through
-    ``jax.pure_callback``). We keep a host route because optax's O(B^3) Hungarian loop is
-    slow on CPU (about 40 ms at B = 256 and 2 s at B = 1024 on 2 cores, where SciPy's
-    shortest-augmenting-path solver takes a few ms); on an accelerator the round trip to
-    the host usually costs more than it saves. Both give an optimal assignment (equal
-    total cost; the permutation may differ on ties)."""
+    device, any backend), ``"host"`` (SciPy's ``linear_sum_assignment`` through
+    ``jax.pure_callback``) or ``"emd"`` (POT's network simplex, ``ot.emd``, the solver
+    torchcfm calls, through ``jax.pure_callback``). We keep host routes because optax's
+    O(B^3) Hungarian loop is slow on CPU (about 40 ms at B = 256 and 2 s at B = 1024 on 2
+    cores); on minibatches of Gaussian noise against clustered data POT's network simplex
+    is the fastest of the three here (about 3-4 ms at B = 256 against SciPy's 8 ms; see
+    benchmarks/RESULTS.md). On an accelerator the round trip to the host usually costs
+    more than it saves. All give an optimal assignment (equal total cost; the permutation
+    may differ on ties)."""
     if solver not in EXACT_SOLVERS:
         raise ValueError(f"solver must be one of {EXACT_SOLVERS}; got {solver!r}")
     a, b = _prep(x0, x1)
     cost = sq_cost(a, b)
     n = a.shape[0]
-    if solver == "host":
-        perm = jax.pure_callback(_host_assignment, jax.ShapeDtypeStruct((n,), jnp.int32),
-                                 cost, vmap_method="sequential")
+    if solver in ("host", "emd"):
+        perm = jax.pure_callback(_host_assignment if solver == "host" else _emd_assignment,
+                                 jax.ShapeDtypeStruct((n,), jnp.int32), cost,
+                                 vmap_method="sequential")
     else:
         rows, cols = optax.assignment.hungarian_algorithm(cost)
         perm = jnp.zeros((n,), jnp.int32).at[rows].set(cols.astype(jnp.int32))

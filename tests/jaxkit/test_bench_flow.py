@@ -161,7 +161,8 @@ def test_quick_run_without_peers(bf, tmp_path):
     assert d["config"]["dims"] == [2] and d["config"]["batches"] == [64]
     res = d["results"]["2D"]
     assert d["results"]["peer_note"] == "peers skipped (--no-peers)"
-    for kind in ("cfm", "otcfm-exact", "otcfm-exact-host", "otcfm-sinkhorn"):
+    for kind in ("cfm", "otcfm-exact", "otcfm-exact-host", "otcfm-exact-emd",
+                 "otcfm-sinkhorn"):
         r = res["train"][f"64/{kind}"]
         assert r["steps_per_s"] > 0 and r["record"]["compile_s"] > 0
     for key, nfe in (("euler100", 100), ("rk425", 100)):
@@ -179,7 +180,7 @@ def test_quick_run_without_peers(bf, tmp_path):
     assert any(c.startswith("train cfm, 2D, batch 64") for c in cases)
     assert any(c.startswith("sample rk4 x25 (NFE 100)") for c in cases)
     assert any(c.startswith("log-likelihood") for c in cases)
-    for kind in ("cfm", "otcfm-exact-host"):  # chunked steps: per-step records
+    for kind in ("cfm", "otcfm-exact-emd"):  # chunked steps: per-step records
         r = res["train"][f"64/{kind}/scan"]
         assert r["steps_per_call"] == bf.CHUNK and r["record"]["items"] == 1
         assert r["steps_per_s"] == pytest.approx(1 / r["record"]["median_s"])

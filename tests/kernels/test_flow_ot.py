@@ -172,6 +172,28 @@ def test_exact_coupling_host_solver_matches_scipy_under_jit_and_vmap(data):
         flow_ot.exact_coupling(*data, solver="lapjv")
 
 
+def test_exact_coupling_emd_solver_matches_scipy_and_degenerate_costs(data):
+    emd = jax.jit(lambda a, b: flow_ot.exact_coupling(a, b, solver="emd"))
+    _check_exact(emd, *data)
+    x0 = jax.random.normal(jax.random.key(5), (2, B, D))
+    x1 = jax.random.normal(jax.random.key(6), (2, B, D))
+    i, j = jax.jit(jax.vmap(lambda a, b: flow_ot.exact_coupling(a, b, solver="emd")))(x0, x1)
+    for r in range(2):
+        _check_exact(lambda a, b, r=r: (i[r], j[r]), x0[r], x1[r])
+    # every assignment is optimal (all costs equal): still a permutation
+    z = jnp.zeros((B, D))
+    _, j = emd(z, z)
+    assert sorted(np.asarray(j).tolist()) == list(range(B))
+    # a plan that is not a permutation (as an early-stopped solver could return) falls
+    # back to SciPy's assignment
+    from unittest import mock
+
+    cost = np.asarray(flow_ot.sq_cost(*data), np.float64)
+    with mock.patch("ot.emd", return_value=np.full((B, B), 1.0 / B ** 2)):
+        perm = flow_ot._emd_assignment(cost)
+    assert np.array_equal(perm, flow_ot._host_assignment(cost))
+
+
 def test_replace_sampling_memory_is_quadratic_not_cubic():
     # B = 512: categorical(shape=(B,)) over B^2 logits would allocate B^3 Gumbel draws
     # (0.5 GB); inverse-CDF sampling needs O(B^2). Check the compiled temp memory.

@@ -10,7 +10,9 @@ Cases (``--only`` takes a comma list):
   linear path, sigma = 0 (``jaxkit.kernels.flow.cfm_batch_loss``), timed two ways: one
   step per call (as the peers run: one Python call per step) and ``CHUNK`` (20) steps per
   call in one ``lax.scan`` (:func:`scan_steps`; how jaxkit trains, e.g. the ActFlow loop;
-  the step's work is the same, the per-call dispatch is shared); the data batch drawn
+  the step's work is the same, the per-call dispatch is shared), both as a training loop
+  runs (:func:`jaxkit.bench.time_jax_loop`: each call takes the state the previous one
+  returned, donated, and a fresh key); the data batch drawn
   by random indices from a fixed set of 10,000 points, source ``x0 ~ N(0, I)``,
   ``t ~ U(0, 1)``: CFM, and OT-CFM (``flow_ot.ot_cfm_loss``) with the minibatch re-paired
   by the exact OT assignment (``coupling="exact"``: optax's Hungarian algorithm on the
@@ -532,9 +534,9 @@ def run(args):
                     except ImportError as e:  # flow_ot / ott-jax missing
                         res["train"][f"{batch}/{kind}"] = dict(skipped=f"ImportError: {e}")
                         continue
-                    rec = bench.time_jax(jax.jit(step), init(params), jax.random.key(1),
-                                         js["data"], n_runs=args.repeats_train, warmup=3,
-                                         name=f"jaxkit {kind}, {dim}D, batch {batch}")
+                    rec = bench.time_jax_loop(step, init(params), jax.random.key(1),
+                                              js["data"], n_runs=args.repeats_train, warmup=3,
+                                              name=f"jaxkit {kind}, {dim}D, batch {batch}")
                     res["train"][f"{batch}/{kind}"] = dict(record=rec,
                                                            steps_per_s=rec.items_per_s)
                     n_chunk = max(3, args.repeats_train // 5)
@@ -543,11 +545,11 @@ def run(args):
                             skipped=f"{CHUNK}-step chunks skipped: over the "
                                     f"{CHUNK_BUDGET_S:g} s budget at {rec.median_s:.3g} s/step")
                         continue
-                    crec = bench.time_jax(jax.jit(scan_steps(step, CHUNK)), init(params),
-                                          jax.random.key(1), js["data"], n_runs=n_chunk,
-                                          warmup=1, items=CHUNK,
-                                          name=f"jaxkit {kind}, {dim}D, batch {batch}, "
-                                               f"{CHUNK} steps per call")
+                    crec = bench.time_jax_loop(scan_steps(step, CHUNK), init(params),
+                                               jax.random.key(1), js["data"], n_runs=n_chunk,
+                                               warmup=1, items=CHUNK,
+                                               name=f"jaxkit {kind}, {dim}D, batch {batch}, "
+                                                    f"{CHUNK} steps per call")
                     crec = per_step_record(crec, CHUNK)
                     res["train"][f"{batch}/{kind}/scan"] = dict(
                         record=crec, steps_per_s=crec.items_per_s, steps_per_call=CHUNK)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
@@ -187,6 +188,53 @@ def time_jax(
     jax.block_until_ready(jitted(*args))
     times = _run_timed(lambda: jitted(*args), n_runs, warmup, jax.block_until_ready)
     return record_from_times(name or getattr(fn, "__name__", "jax"), times, warmup=warmup,
+                             items=items, compile_s=compile_s, flops=flops)
+
+
+def time_jax_loop(
+    step: Callable,
+    state,
+    key,
+    *args,
+    n_runs: int = 20,
+    warmup: int = 2,
+    items: int = 1,
+    name: str | None = None,
+) -> TimingRecord:
+    """Time a training loop: ``state, aux = step(state, key_i, *args)``, each call taking
+    the state the previous call returned, donated to it (updated in place, as a JAX
+    training loop runs), with a fresh key per call (``split(key, ...)``). ``step`` is a
+    plain function (jitted here with ``donate_argnums=0``); ``state`` is copied first, so
+    the caller's buffers are never donated. Compile time from an AOT compile, as
+    :func:`time_jax`; every call is ended by ``jax.block_until_ready``."""
+    _check_counts(n_runs, warmup)
+    args = jax.tree.map(lambda a: jax.device_put(a) if isinstance(a, np.ndarray | np.generic)
+                        else a, args)
+    state = jax.tree.map(lambda a: jnp.array(a, copy=True), state)
+    jax.block_until_ready((state, args))
+    jitted = jax.jit(step, donate_argnums=0)
+    t0 = time.perf_counter()
+    compiled = jitted.lower(state, key, *args).compile()
+    compile_s = time.perf_counter() - t0
+    flops = _xla_flops(compiled)
+    keys = list(jax.random.split(key, n_runs + warmup + 1))  # indexed before timing
+    state, out = jitted(state, keys[0], *args)  # fills jit's cache, untimed
+    jax.block_until_ready((state, out, keys))
+    times = []
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(warmup + n_runs):
+            t0 = time.perf_counter()
+            state, out = jitted(state, keys[i + 1], *args)
+            jax.block_until_ready((state, out))
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return record_from_times(name or getattr(step, "__name__", "jax"), times, warmup=warmup,
                              items=items, compile_s=compile_s, flops=flops)
 
 

@@ -98,3 +98,23 @@ def test_table_and_json(tmp_path):
     data = json.loads(out.read_text())
     assert data["rows"][0]["jax"]["median_s"] == pytest.approx(0.015)
     assert data["arr"] == [0, 1, 2] and data["scalar"] == 1.5 and data["nan"] is None
+
+
+def test_time_jax_loop_chains_and_donates_a_copy():
+    seen = []
+
+    def step(state, key, x):
+        jax.debug.callback(lambda n: seen.append(int(n)), state["n"], ordered=True)
+        return {"n": state["n"] + 1, "w": state["w"] + x}, jax.random.uniform(key)
+
+    state = {"n": jnp.zeros((), jnp.int32), "w": jnp.ones(3)}
+    r = bench.time_jax_loop(step, state, jax.random.key(0), np.full(3, 2.0), n_runs=4,
+                            warmup=2, items=5, name="loop")
+    assert r.n_runs == 4 and r.warmup == 2 and r.items == 5 and len(r.times_s) == 4
+    assert r.compile_s is not None and r.compile_s > 0 and r.items_per_s == 5 / r.median_s
+    jax.effects_barrier()
+    assert seen == list(range(7))  # each call took the previous call's state
+    # the caller's state was copied, not donated: still readable and unchanged
+    assert int(state["n"]) == 0 and np.array_equal(np.asarray(state["w"]), np.ones(3))
+    with pytest.raises(ValueError, match="n_runs"):
+        bench.time_jax_loop(step, state, jax.random.key(0), np.ones(3), n_runs=0)

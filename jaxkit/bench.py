@@ -47,6 +47,8 @@ __all__ = [
     "record_from_times",
     "time_jax",
     "time_python",
+    "time_jax_loop",
+    "machine_check",
     "environment",
     "speedup",
     "print_table",
@@ -271,8 +273,30 @@ def _version(dist: str) -> str | None:
         return None
 
 
+_CHECK_SHAPE = (1024, 256, 50)  # rows, width, matmuls per call
+
+
+def machine_check(n_runs: int = 5) -> float:
+    """Float32 GFLOP/s of a fixed chain of ``(1024, 256) @ (256, 256)`` matmuls on the
+    default device (median of ``n_runs`` calls after one warm-up; about 0.1 s on 2 CPU
+    cores). Recorded at the start and the end of a benchmark: the same machine can run at
+    different speeds over time (a virtual machine shares its host), and this shows in which
+    state the numbers were taken."""
+    rows, width, n = _CHECK_SHAPE
+
+    @jax.jit
+    def chain(x, w):
+        return jax.lax.fori_loop(0, n, lambda i, h: jnp.tanh(h @ w), x)
+
+    x = jnp.full((rows, width), 0.5, jnp.float32)
+    w = jnp.eye(width, dtype=jnp.float32) * 0.9
+    times = _run_timed(lambda: chain(x, w), n_runs, 1, jax.block_until_ready)
+    return 2.0 * rows * width * width * n / float(np.median(times)) / 1e9
+
+
 def environment(peers: Sequence[str] = DEFAULT_PEERS) -> dict[str, Any]:
-    """Where the numbers come from: JAX version/backend/devices, CPUs, peer versions."""
+    """Where the numbers come from: JAX version/backend/devices, CPUs, peer versions, and
+    :func:`machine_check`'s GFLOP/s now (``matmul_gflops_at_start``)."""
     devices = jax.devices()
     try:
         affinity = len(os.sched_getaffinity(0))
@@ -294,6 +318,7 @@ def environment(peers: Sequence[str] = DEFAULT_PEERS) -> dict[str, Any]:
         "cpu_affinity": affinity,
         "cpu_model": _cpu_model(),
         "peers": {p: _version(p) for p in peers},
+        "matmul_gflops_at_start": round(machine_check(), 1),
     }
 
 
@@ -462,13 +487,20 @@ def configure_cpu_devices(*, x64: bool = True) -> int:
 
 
 def environment_line(env: Mapping[str, Any], wall_s: float) -> str:
-    """One closing line for a benchmark: JAX, devices, CPU, the load average at the start
-    (from :func:`environment`) and now, and the wall time."""
+    """One closing line for a benchmark: JAX, devices, CPU, the load average and
+    :func:`machine_check`'s GFLOP/s at the start (from :func:`environment`) and now, and
+    the wall time. Also stores the end values in ``env`` (``loadavg_at_end``,
+    ``matmul_gflops_at_end``) for the JSON written afterwards."""
     load_end = os.getloadavg() if hasattr(os, "getloadavg") else None
+    gflops_end = round(machine_check(), 1)
+    if isinstance(env, dict):
+        env["loadavg_at_end"] = load_end
+        env["matmul_gflops_at_end"] = gflops_end
     return (f"environment: jax {env['jax']} {env['backend']} x{env['device_count']} devices, "
             f"{env['cpu_count']} CPUs ({env['cpu_model']}); load average at start "
-            f"{env['loadavg_at_start']}, at end {load_end} (other work on the host skews "
-            f"times); wall {wall_s:.0f} s")
+            f"{env.get('loadavg_at_start')}, at end {load_end} (other work on the host skews "
+            f"times); float32 matmul check {env.get('matmul_gflops_at_start')} GFLOP/s at "
+            f"start, {gflops_end} at end; wall {wall_s:.0f} s")
 
 
 def int_list(s: str) -> list[int]:

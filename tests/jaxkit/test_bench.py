@@ -70,6 +70,11 @@ def test_environment_fields():
     assert env["jax"] == jax.__version__
     assert env["device_count"] >= 1 and env["process_count"] >= 1
     assert "numpy" in env["peers"]
+    assert env["matmul_gflops_at_start"] > 0
+    env["loadavg_at_start"] = None
+    line = bench.environment_line(env, 12.0)
+    assert "GFLOP/s at start" in line and line.endswith("wall 12 s")
+    assert env["matmul_gflops_at_end"] > 0 and "loadavg_at_end" in env
 
 
 def test_table_and_json(tmp_path):

@@ -13,12 +13,16 @@ Komaromy & Wall 1984, "Analysis of membrane and surface protein sequences with t
 hydrophobic moment plot", J. Mol. Biol. 179:125-142) in a window; no forbidden motif
 (default: ``DP``, acid-labile Asp-Pro bond; ``NG``, deamidation-prone Asn-Gly).
 
-Relaxation: the discrete flow kernels (``jaxkit.kernels.flow_discrete``) were not
-available when this was written, so a sequence of length <= ``max_len`` is a
-``max_len x 21`` one-hot matrix (20 residues + a padding symbol), flattened; the flow
-runs in that continuous space and a sample is decoded by argmax per position, padding
-symbols dropped. Distances for novelty / coverage are Euclidean between decoded one-hot
-vectors, so ``d^2 = 2 x`` (Hamming distance of the decoded padded sequences).
+Relaxation: the ActFlow loop explores in the flow's noise space (it inverts the ODE,
+perturbs and steers the latent, and integrates forward), which needs a continuous,
+invertible flow. So a sequence of length <= ``max_len`` is a ``max_len x 21`` one-hot
+matrix (20 residues + a padding symbol), flattened; the flow runs in that continuous
+space and a sample is decoded by argmax per position, padding symbols dropped. The
+discrete flow kernels (``jaxkit.kernels.flow_discrete``: mixture / masking paths, the
+CTMC Euler sampler, ``nets.SeqTransformer``) model such sequences directly, but a CTMC
+has no invertible noise space to steer, so this loop does not use them. Distances for
+novelty / coverage are Euclidean between decoded one-hot vectors, so ``d^2 = 2 x``
+(Hamming distance of the decoded padded sequences).
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ Cases (``--only`` takes a comma list):
   by the exact OT assignment (``coupling="exact"``: optax's Hungarian algorithm on the
   device; ``exact_solver="host"``: SciPy's ``linear_sum_assignment``, and
   ``exact_solver="emd"``: POT's network simplex, the solver torchcfm calls, each through a
-  ``pure_callback``) and by
+  ``pure_callback``; and ``otcfm-exact-emd-prefetch``: the same network simplex run on 2
+  host threads that pair the next chunks' minibatches while the device trains on the
+  current chunk, :func:`jaxkit.prefetch.prefetch`, chunks only) and by
   entropic OT (``"sinkhorn"``, ott-jax, epsilon 0.05 of the mean cost; each x0 paired
   with an x1 drawn from its row of the plan, ``sampling="rows"``). Peers: torchcfm
   ``ConditionalFlowMatcher`` and ``ExactOptimalTransportConditionalFlowMatcher`` (POT's
@@ -115,6 +117,8 @@ TARGETS = dict(train_vs_peers=1.5, sample_vs_peers=1.5, otcfm_over_cfm_256=1.3)
 # adapts in such chunks; per-step dispatch then disappears). Chunks are timed only when
 # they fit in CHUNK_BUDGET_S (the device-side Hungarian at batch 1024 does not).
 CHUNK, CHUNK_BUDGET_S = 20, 30.0
+# host threads solving the exact assignments of the next chunks (otcfm-exact-emd-prefetch)
+PREFETCH_WORKERS = 2
 TRAIN_MODES = ("call", "scan")
 NFE_PER_STEP = {"euler": 1, "midpoint": 2, "heun": 2, "rk4": 4}
 
@@ -339,6 +343,88 @@ def scan_steps(step, n: int):
     return run
 
 
+def host_paired_chunks(data: np.ndarray, batch: int, n_steps: int, *, seed: int,
+                       solver: str = "emd"):
+    """``make(i) -> (x0, x1)``, each ``(n_steps, batch, d)`` float32: the minibatches of
+    chunk ``i`` drawn on the host (random data rows, Gaussian sources; a NumPy generator
+    seeded by ``(seed, i)``, so any thread makes the same chunk) and re-paired by the exact
+    OT assignment solved on the host (``flow_ot.host_assignment``). For
+    :func:`jaxkit.prefetch.prefetch`: the next chunks are paired while the device trains on
+    the current one."""
+    from jaxkit.kernels import flow_ot
+
+    def make(i):
+        rng = np.random.default_rng([seed, i])
+        x1 = data[rng.integers(0, len(data), (n_steps, batch))]
+        x0 = rng.standard_normal(x1.shape, dtype=np.float32)
+        for s in range(n_steps):
+            x1[s] = x1[s][flow_ot.host_assignment(flow_ot.host_sq_cost(x0[s], x1[s]),
+                                                  solver)]
+        return x0, x1
+
+    return make
+
+
+def make_paired_steps(apply):
+    """``run(state, key, x0s, x1s) -> (state, losses)``: one CFM Adam step per leading
+    index of the already paired minibatches ``x0s, x1s`` (``(n, B, d)``), in one
+    ``lax.scan``: OT-CFM with the coupling computed outside the step."""
+    import jax
+    import optax
+    from jaxkit.kernels import flow
+
+    opt = optax.adam(LR)
+    vel = batch_apply(apply)
+
+    def one(state: TrainState, inp):
+        key, x0, x1 = inp
+        loss, g = jax.value_and_grad(
+            lambda p: flow.cfm_batch_loss(vel, p, key, x0, x1))(state.params)
+        upd, opt_state = opt.update(g, state.opt_state, state.params)
+        return TrainState(optax.apply_updates(state.params, upd), opt_state), loss
+
+    def run(state, key, x0s, x1s):
+        return jax.lax.scan(one, state, (jax.random.split(key, x0s.shape[0]), x0s, x1s))
+
+    return run
+
+
+def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers: int,
+                         depth: int, name: str):
+    """Per-call times of ``state = run(state, key_i, *make(i))`` with ``make`` prefetched
+    on ``workers`` host threads (:func:`jaxkit.prefetch.prefetch`, ``depth`` ahead): the
+    time from the end of one call to the end of the next, waiting for the host's chunk
+    included (steady-state throughput of the whole pipeline). Returns a record (compile
+    time from an AOT compile, the state donated)."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxkit import bench
+    from jaxkit.prefetch import prefetch
+
+    total = n_runs + warmup + 1
+    it = prefetch(make, total, depth=depth, workers=workers)
+    state = jax.tree.map(lambda a: jnp.array(a, copy=True), state)
+    keys = list(jax.random.split(jax.random.key(3), total))
+    jitted = jax.jit(run, donate_argnums=0)
+    first = next(it)
+    t0 = time.perf_counter()
+    compiled = jitted.lower(state, keys[0], *first).compile()
+    compile_s = time.perf_counter() - t0
+    state, out = jitted(state, keys[0], *first)
+    jax.block_until_ready((state, out))
+    times, last = [], time.perf_counter()
+    for i, chunk in enumerate(it, start=1):
+        state, out = jitted(state, keys[i], *chunk)
+        jax.block_until_ready((state, out))
+        now = time.perf_counter()
+        if i > warmup:
+            times.append(now - last)
+        last = now
+    del compiled
+    return bench.record_from_times(name, times, warmup=warmup, compile_s=compile_s)
+
+
 def per_step_record(rec, n: int):
     """The record of a call of ``n`` steps as a per-step record (times divided by
     ``n``; ``items`` 1), so that it compares with one-step-per-call records."""
@@ -553,6 +639,18 @@ def run(args):
                     crec = per_step_record(crec, CHUNK)
                     res["train"][f"{batch}/{kind}/scan"] = dict(
                         record=crec, steps_per_s=crec.items_per_s, steps_per_call=CHUNK)
+                # exact OT-CFM with the assignment solved on host threads while the device
+                # trains on the previous chunk (jaxkit.prefetch)
+                n_chunk = max(3, args.repeats_train // 5)
+                make = host_paired_chunks(js["data"], batch, CHUNK, seed=args.seed + batch)
+                rec = time_prefetched_loop(
+                    make_paired_steps(apply_net), init(params), make, n_runs=n_chunk,
+                    warmup=1, workers=PREFETCH_WORKERS, depth=2 * PREFETCH_WORKERS,
+                    name=f"jaxkit otcfm-exact-emd-prefetch, {dim}D, batch {batch}")
+                rec = per_step_record(rec, CHUNK)
+                res["train"][f"{batch}/otcfm-exact-emd-prefetch/scan"] = dict(
+                    record=rec, steps_per_s=rec.items_per_s, steps_per_call=CHUNK,
+                    host_workers=PREFETCH_WORKERS)
         if "sample" in args.cases:
             for method, steps in FIXED:
                 solve = fixed_solver(method, steps)
@@ -631,11 +729,13 @@ def run(args):
             res["check_loss_peer"] = pres[f"check_loss/{dim}"]
         for batch, kind, mode in [(b, k, m) for b in args.batches
                                   for k in ("cfm", "otcfm-exact", "otcfm-exact-host",
-                                            "otcfm-exact-emd",
+                                            "otcfm-exact-emd", "otcfm-exact-emd-prefetch",
                                             "otcfm-sinkhorn")
                                   for m in TRAIN_MODES] if "train" in args.cases else []:
             j = res["train"].get(f"{batch}/{kind}" + ("/scan" if mode == "scan" else ""),
                                  {})
+            if kind.endswith("-prefetch") and mode == "call":
+                continue  # chunks only: the host pairs whole chunks ahead
             case = (f"train {kind}, {dim}D, batch {batch}, "
                     + ("1 step per call" if mode == "call" else
                        f"{CHUNK} steps per call (lax.scan)"))
@@ -773,7 +873,8 @@ def run(args):
         sfx = "/scan" if mode == "scan" else ""
         c = tr.get(f"{b0}/cfm{sfx}", {})
         ex = [tr.get(f"{b0}/{kind}{sfx}", {})
-              for kind in ("otcfm-exact", "otcfm-exact-host", "otcfm-exact-emd")]
+              for kind in ("otcfm-exact", "otcfm-exact-host", "otcfm-exact-emd",
+                           "otcfm-exact-emd-prefetch")]
         ex = [o["record"].median_s for o in ex if "record" in o]
         val = (min(ex) / c["record"].median_s if "record" in c and ex else None)
         _target(targets, f"OT-CFM (exact, faster solver) time / CFM time, {dim}D, "

@@ -34,7 +34,8 @@ from ott.solvers.linear import sinkhorn
 from . import flow
 
 __all__ = ["EXACT_SOLVERS", "SAMPLINGS", "sq_cost", "exact_coupling", "sinkhorn_plan",
-           "sinkhorn_coupling", "sample_plan", "apply_coupling", "ot_cfm_loss"]
+           "sinkhorn_coupling", "sample_plan", "apply_coupling", "ot_cfm_loss",
+           "HOST_SOLVERS", "host_sq_cost", "host_assignment"]
 
 SAMPLINGS = ("permutation", "rows", "no_duplicates", "replace")
 PyTree = Any
@@ -85,6 +86,38 @@ def _emd_assignment(cost: np.ndarray) -> np.ndarray:
             np.unique(perm).size != n:
         return _host_assignment(cost)
     return perm
+
+
+HOST_SOLVERS = {"host": _host_assignment, "emd": _emd_assignment}
+
+
+def host_sq_cost(x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+    """NumPy float64 squared Euclidean cost ``||x0_i - x1_j||^2`` of two ``(B, ...)`` batches
+    (samples flattened), for host-side pipelines: ``|a|^2 + |b|^2 - 2 a b^T`` (one GEMM
+    instead of a ``(B, B, d)`` difference tensor), clipped at 0."""
+    a = np.asarray(x0, np.float64).reshape(len(x0), -1)
+    b = np.asarray(x1, np.float64).reshape(len(x1), -1)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"x0 and x1 must have the same sample size; got {a.shape[1]} and "
+                         f"{b.shape[1]}")
+    c = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
+    return np.maximum(c, 0.0)
+
+
+def host_assignment(cost: np.ndarray, solver: str = "emd") -> np.ndarray:
+    """The optimal assignment of a square NumPy ``cost`` matrix on the host: ``perm`` with
+    ``sum_i cost[i, perm[i]]`` minimal (int32). ``solver``: ``"emd"`` (POT's network
+    simplex) or ``"host"`` (SciPy's ``linear_sum_assignment``). For input pipelines that
+    pair minibatches off the device (e.g. in background threads, overlapping the device's
+    training step); inside ``jit`` use :func:`exact_coupling`."""
+    if solver not in HOST_SOLVERS:
+        raise ValueError(f"solver must be one of {tuple(HOST_SOLVERS)}; got {solver!r}")
+    cost = np.asarray(cost)
+    if cost.ndim != 2 or cost.shape[0] != cost.shape[1]:
+        raise ValueError(f"cost must be a square matrix; got shape {cost.shape}")
+    if not np.all(np.isfinite(cost)):
+        raise ValueError("cost has NaN or inf entries")
+    return HOST_SOLVERS[solver](cost)
 
 
 def exact_coupling(x0: PyTree, x1: PyTree, *,

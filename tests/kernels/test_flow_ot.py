@@ -204,3 +204,23 @@ def test_replace_sampling_memory_is_quadratic_not_cubic():
     assert mem is not None and mem.temp_size_in_bytes < 64 * n * n
     i, j = f(jax.random.key(0), p)
     assert i.shape == j.shape == (n,) and int(i.max()) < n and int(j.max()) < n
+
+
+def test_host_cost_and_assignment_match_scipy(data):
+    x0, x1 = (np.asarray(a, np.float64) for a in data)
+    c = flow_ot.host_sq_cost(x0, x1)
+    np.testing.assert_allclose(c, ((x0[:, None] - x1[None]) ** 2).sum(-1), atol=1e-10)
+    r, col = linear_sum_assignment(c)
+    best = c[r, col].sum()
+    for solver in ("emd", "host"):
+        perm = flow_ot.host_assignment(c, solver)
+        assert perm.dtype == np.int32 and sorted(perm.tolist()) == list(range(B))
+        assert c[np.arange(B), perm].sum() == pytest.approx(best, rel=1e-12)
+    with pytest.raises(ValueError, match="solver"):
+        flow_ot.host_assignment(c, "hungarian")
+    with pytest.raises(ValueError, match="square"):
+        flow_ot.host_assignment(c[:, :3])
+    with pytest.raises(ValueError, match="NaN"):
+        flow_ot.host_assignment(np.where(np.eye(B) > 0, np.nan, c))
+    with pytest.raises(ValueError, match="sample size"):
+        flow_ot.host_sq_cost(x0, x1[:, :1])

@@ -1,0 +1,72 @@
+"""jaxkit.prefetch: order, look-ahead, error propagation, early close, argument checks."""
+
+import threading
+import time
+
+import pytest
+
+from jaxkit.prefetch import prefetch
+
+
+def test_items_in_order_with_several_workers():
+    def make(i):
+        time.sleep(0.002 * (5 - i % 5))  # later items may finish first
+        return i * i
+
+    assert list(prefetch(make, 12, depth=4, workers=3)) == [i * i for i in range(12)]
+    assert list(prefetch(make, 0)) == []
+
+
+def test_runs_ahead_of_the_consumer_and_overlaps():
+    started = []
+
+    def make(i):
+        started.append(i)
+        time.sleep(0.05)
+        return i
+
+    it = prefetch(make, 10, depth=3, workers=3)
+    assert next(it) == 0
+    time.sleep(0.06)  # the consumer "works"; items 1 and 2 are being made meanwhile
+    assert sorted(started)[:3] == [0, 1, 2]  # started before the consumer asked for them
+    assert 3 not in started or len(started) <= 4  # never more than depth ahead
+    assert [next(it), next(it)] == [1, 2]
+    it.close()
+
+
+def test_unbounded_and_early_close_cancels_the_rest():
+    made = []
+    lock = threading.Lock()
+
+    def make(i):
+        with lock:
+            made.append(i)
+        return i
+
+    it = prefetch(make, None, depth=2)
+    assert [next(it) for _ in range(5)] == list(range(5))
+    it.close()
+    n = len(made)
+    time.sleep(0.02)
+    assert len(made) == n and n <= 5 + 2  # nothing made after the close
+
+
+def test_error_raised_at_its_item():
+    def make(i):
+        if i == 3:
+            raise RuntimeError("bad item 3")
+        return i
+
+    it = prefetch(make, 6, depth=2, workers=2)
+    assert [next(it) for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(RuntimeError, match="bad item 3"):
+        next(it)
+
+
+@pytest.mark.parametrize("kw, match", [(dict(n=-1), "n"), (dict(n=1.5), "n"),
+                                       (dict(depth=0), "depth"), (dict(workers=0), "workers")])
+def test_bad_arguments(kw, match):
+    with pytest.raises(ValueError, match=match):
+        prefetch(lambda i: i, **{"n": 3, **kw})
+    with pytest.raises(TypeError, match="make"):
+        prefetch(3, 2)

@@ -219,23 +219,15 @@ def time_jax_loop(
     compiled = jitted.lower(state, key, *args).compile()
     compile_s = time.perf_counter() - t0
     flops = _xla_flops(compiled)
-    keys = list(jax.random.split(key, n_runs + warmup + 1))  # indexed before timing
-    state, out = jitted(state, keys[0], *args)  # fills jit's cache, untimed
-    jax.block_until_ready((state, out, keys))
-    times = []
-    gc_was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        for i in range(warmup + n_runs):
-            t0 = time.perf_counter()
-            state, out = jitted(state, keys[i + 1], *args)
-            jax.block_until_ready((state, out))
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    keys = iter(list(jax.random.split(key, n_runs + warmup + 1)))  # indexed before timing
+    carry = list(jitted(state, next(keys), *args))  # fills jit's cache, untimed
+    jax.block_until_ready(carry)
+
+    def call():
+        carry[:] = jitted(carry[0], next(keys), *args)
+        return carry
+
+    times = _run_timed(call, n_runs, warmup, jax.block_until_ready)
     return record_from_times(name or getattr(step, "__name__", "jax"), times, warmup=warmup,
                              items=items, compile_s=compile_s, flops=flops)
 
@@ -276,6 +268,11 @@ def _version(dist: str) -> str | None:
 _CHECK_SHAPE = (1024, 256, 50)  # rows, width, matmuls per call
 
 
+@jax.jit
+def _check_chain(x, w):
+    return jax.lax.fori_loop(0, _CHECK_SHAPE[2], lambda i, h: jnp.tanh(h @ w), x)
+
+
 def machine_check(n_runs: int = 5) -> float:
     """Float32 GFLOP/s of a fixed chain of ``(1024, 256) @ (256, 256)`` matmuls on the
     default device (median of ``n_runs`` calls after one warm-up; about 0.1 s on 2 CPU
@@ -283,14 +280,9 @@ def machine_check(n_runs: int = 5) -> float:
     different speeds over time (a virtual machine shares its host), and this shows in which
     state the numbers were taken."""
     rows, width, n = _CHECK_SHAPE
-
-    @jax.jit
-    def chain(x, w):
-        return jax.lax.fori_loop(0, n, lambda i, h: jnp.tanh(h @ w), x)
-
     x = jnp.full((rows, width), 0.5, jnp.float32)
     w = jnp.eye(width, dtype=jnp.float32) * 0.9
-    times = _run_timed(lambda: chain(x, w), n_runs, 1, jax.block_until_ready)
+    times = _run_timed(lambda: _check_chain(x, w), n_runs, 1, jax.block_until_ready)
     return 2.0 * rows * width * width * n / float(np.median(times)) / 1e9
 
 

@@ -141,9 +141,8 @@ def exact_coupling(x0: PyTree, x1: PyTree, *,
     cost = sq_cost(a, b)
     n = a.shape[0]
     if solver in ("host", "emd"):
-        perm = jax.pure_callback(_host_assignment if solver == "host" else _emd_assignment,
-                                 jax.ShapeDtypeStruct((n,), jnp.int32), cost,
-                                 vmap_method="sequential")
+        perm = jax.pure_callback(HOST_SOLVERS[solver], jax.ShapeDtypeStruct((n,), jnp.int32),
+                                 cost, vmap_method="sequential")
     else:
         rows, cols = optax.assignment.hungarian_algorithm(cost)
         perm = jnp.zeros((n,), jnp.int32).at[rows].set(cols.astype(jnp.int32))

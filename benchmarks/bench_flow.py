@@ -409,7 +409,7 @@ def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers:
     jitted = jax.jit(run, donate_argnums=0)
     first = next(it)
     t0 = time.perf_counter()
-    compiled = jitted.lower(state, keys[0], *first).compile()
+    jitted.lower(state, keys[0], *first).compile()
     compile_s = time.perf_counter() - t0
     state, out = jitted(state, keys[0], *first)
     jax.block_until_ready((state, out))
@@ -421,7 +421,6 @@ def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers:
         if i > warmup:
             times.append(now - last)
         last = now
-    del compiled
     return bench.record_from_times(name, times, warmup=warmup, compile_s=compile_s)
 
 

@@ -343,28 +343,6 @@ def scan_steps(step, n: int):
     return run
 
 
-def host_paired_chunks(data: np.ndarray, batch: int, n_steps: int, *, seed: int,
-                       solver: str = "emd"):
-    """``make(i) -> (x0, x1)``, each ``(n_steps, batch, d)`` float32: the minibatches of
-    chunk ``i`` drawn on the host (random data rows, Gaussian sources; a NumPy generator
-    seeded by ``(seed, i)``, so any thread makes the same chunk) and re-paired by the exact
-    OT assignment solved on the host (``flow_ot.host_assignment``). For
-    :func:`jaxkit.prefetch.prefetch`: the next chunks are paired while the device trains on
-    the current one."""
-    from jaxkit.kernels import flow_ot
-
-    def make(i):
-        rng = np.random.default_rng([seed, i])
-        x1 = data[rng.integers(0, len(data), (n_steps, batch))]
-        x0 = rng.standard_normal(x1.shape, dtype=np.float32)
-        for s in range(n_steps):
-            x1[s] = x1[s][flow_ot.host_assignment(flow_ot.host_sq_cost(x0[s], x1[s]),
-                                                  solver)]
-        return x0, x1
-
-    return make
-
-
 def make_paired_steps(apply):
     """``run(state, key, x0s, x1s) -> (state, losses)``: one CFM Adam step per leading
     index of the already paired minibatches ``x0s, x1s`` (``(n, B, d)``), in one
@@ -391,10 +369,13 @@ def make_paired_steps(apply):
 
 def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers: int,
                          depth: int, name: str):
-    """Per-call times of ``state = run(state, key_i, *make(i))`` with ``make`` prefetched
-    on ``workers`` host threads (:func:`jaxkit.prefetch.prefetch`, ``depth`` ahead): the
-    time from the end of one call to the end of the next, waiting for the host's chunk
-    included (steady-state throughput of the whole pipeline). Returns a record (compile
+    """Per-call times of ``state = run(state, key_i, *make(i))`` with ``make`` (e.g.
+    :func:`jaxkit.pairing.paired_chunks`) prefetched on ``workers`` host threads
+    (:func:`jaxkit.prefetch.prefetch`, ``depth`` ahead), as throughput: each of the
+    ``n_runs`` times is the mean interval between the ends of ``depth`` consecutive calls,
+    waiting for the host's chunks included. Chunks arrive in bursts (a queue of ``depth``),
+    so single intervals would mix queued chunks and waits; ``warmup`` calls first (more
+    than ``depth``: past the chunks made ahead while compiling). Returns a record (compile
     time from an AOT compile, the state donated)."""
     import jax
     import jax.numpy as jnp
@@ -402,7 +383,7 @@ def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers:
     from jaxkit import bench
     from jaxkit.prefetch import prefetch
 
-    total = n_runs + warmup + 1
+    total = 1 + warmup + n_runs * depth
     it = prefetch(make, total, depth=depth, workers=workers)
     state = jax.tree.map(lambda a: jnp.array(a, copy=True), state)
     keys = list(jax.random.split(jax.random.key(3), total))
@@ -413,15 +394,14 @@ def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers:
     compile_s = time.perf_counter() - t0
     state, out = jitted(state, keys[0], *first)
     jax.block_until_ready((state, out))
-    times, last = [], time.perf_counter()
+    ends = []
     for i, chunk in enumerate(it, start=1):
         state, out = jitted(state, keys[i], *chunk)
         jax.block_until_ready((state, out))
-        now = time.perf_counter()
-        if i > warmup:
-            times.append(now - last)
-        last = now
-    return bench.record_from_times(name, times, warmup=warmup, compile_s=compile_s)
+        if i >= warmup:
+            ends.append(time.perf_counter())
+    times = np.diff(ends[::depth])  # n_runs windows of depth calls each
+    return bench.record_from_times(name, times / depth, warmup=warmup, compile_s=compile_s)
 
 
 def per_step_record(rec, n: int):
@@ -641,10 +621,16 @@ def run(args):
                 # exact OT-CFM with the assignment solved on host threads while the device
                 # trains on the previous chunk (jaxkit.prefetch)
                 n_chunk = max(3, args.repeats_train // 5)
-                make = host_paired_chunks(js["data"], batch, CHUNK, seed=args.seed + batch)
+                from jaxkit.pairing import paired_chunks
+
+                make = paired_chunks(js["data"], batch, CHUNK, seed=args.seed + batch)
+                # warm-up past the chunks made ahead during the compile (a queue of
+                # depth 2 * workers), so that every timed chunk waits at the host's rate
                 rec = time_prefetched_loop(
-                    make_paired_steps(apply_net), init(params), make, n_runs=n_chunk,
-                    warmup=1, workers=PREFETCH_WORKERS, depth=2 * PREFETCH_WORKERS,
+                    make_paired_steps(apply_net), init(params), make,
+                    n_runs=max(3, n_chunk // 2), warmup=2 * PREFETCH_WORKERS + 1,
+                    workers=PREFETCH_WORKERS,
+                    depth=2 * PREFETCH_WORKERS,
                     name=f"jaxkit otcfm-exact-emd-prefetch, {dim}D, batch {batch}")
                 rec = per_step_record(rec, CHUNK)
                 res["train"][f"{batch}/otcfm-exact-emd-prefetch/scan"] = dict(

@@ -287,6 +287,17 @@ def field(apply, params):
     return lambda t, x: vel(params, t, x)
 
 
+def adam_step(opt, loss_fn, state: TrainState, *args) -> tuple[TrainState, object]:
+    """One ``opt`` update of ``state.params`` on ``loss_fn(params, *args)``; returns the new
+    state and the loss (shared by :func:`make_train_step` and :func:`make_paired_steps`)."""
+    import jax
+    import optax
+
+    loss, grads = jax.value_and_grad(loss_fn)(state.params, *args)
+    updates, opt_state = opt.update(grads, state.opt_state, state.params)
+    return TrainState(optax.apply_updates(state.params, updates), opt_state), loss
+
+
 def make_train_step(apply, batch: int, *, coupling: str | None = None):
     """``init(params) -> state`` and ``step(state, key, data) -> (state, loss)``: one Adam
     step of ``flow.cfm_batch_loss`` (linear path, sigma = 0) on ``batch`` data points
@@ -321,9 +332,7 @@ def make_train_step(apply, batch: int, *, coupling: str | None = None):
         k_idx, k_x0, k_loss = jax.random.split(key, 3)
         x1 = data[jax.random.randint(k_idx, (batch,), 0, data.shape[0])]
         x0 = jax.random.normal(k_x0, x1.shape, x1.dtype)
-        loss, grads = jax.value_and_grad(loss_fn)(state.params, k_loss, x0, x1)
-        updates, opt_state = opt.update(grads, state.opt_state, state.params)
-        return TrainState(optax.apply_updates(state.params, updates), opt_state), loss
+        return adam_step(opt, loss_fn, state, k_loss, x0, x1)
 
     def init(params):
         return TrainState(params, opt.init(params))
@@ -354,12 +363,11 @@ def make_paired_steps(apply):
     opt = optax.adam(LR)
     vel = batch_apply(apply)
 
+    def loss_fn(params, key, x0, x1):
+        return flow.cfm_batch_loss(vel, params, key, x0, x1)
+
     def one(state: TrainState, inp):
-        key, x0, x1 = inp
-        loss, g = jax.value_and_grad(
-            lambda p: flow.cfm_batch_loss(vel, p, key, x0, x1))(state.params)
-        upd, opt_state = opt.update(g, state.opt_state, state.params)
-        return TrainState(optax.apply_updates(state.params, upd), opt_state), loss
+        return adam_step(opt, loss_fn, state, *inp)
 
     def run(state, key, x0s, x1s):
         return jax.lax.scan(one, state, (jax.random.split(key, x0s.shape[0]), x0s, x1s))

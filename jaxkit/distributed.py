@@ -27,6 +27,7 @@ __all__ = [
     "pad_batch",
     "shard_batch",
     "sharded_vmap",
+    "sharded_runs",
 ]
 
 DATA = "data"
@@ -177,4 +178,92 @@ def sharded_vmap(fn: Callable, mesh: Mesh | None = None, axis: str = DATA) -> Ca
         return jax.tree.map(lambda x: x[:n], inner(*placed))
 
     call.global_fn = inner  # the jitted function on already-placed global arrays
+    return call
+
+
+def _runs_axis(ax, ndim: int):
+    """The runs axis of a leaf, or None for a replicated one (0-d leaves, ``ax=None``)."""
+    if ax is None or ndim == 0:
+        return None
+    if not -ndim <= ax < ndim:
+        raise ValueError(f"runs axis {ax} is out of range for an array with {ndim} dims")
+    return ax % ndim
+
+
+def _runs_spec(ax, axis: str) -> PartitionSpec:
+    return PartitionSpec() if ax is None else PartitionSpec(*([None] * ax), axis)
+
+
+def sharded_runs(fn: Callable, mesh: Mesh | None = None, axis: str = DATA, *,
+                 in_axes: int | None | Sequence[int | None] = -1,
+                 out_axes: int = -1) -> Callable:
+    """``fn`` on many runs laid along one axis of its arguments, split over the mesh's
+    ``axis``: each device calls ``fn`` on its own slice of the runs (``jax.shard_map``,
+    no collectives).
+
+    :func:`sharded_vmap` is for functions of one run batched with ``vmap`` (runs on the
+    leading axis); this is for kernels that take many runs natively, e.g.
+    ``bandit.simulate_runs``, whose states are (K, R) with the runs last.
+
+    ``in_axes``: the runs axis of every argument (one int for all, or one per positional
+    argument; ``None`` = the same on every device). 0-d leaves, such as PRNG keys, are
+    always passed whole. ``out_axes``: the runs axis of every output with at least one
+    dimension; 0-d outputs (a step counter) must agree across devices and are taken from
+    the first. All devices get the same key: fold ``jax.lax.axis_index(axis)`` into it
+    inside ``fn`` for independent random numbers per device. Runs are padded to a
+    multiple of the axis size by repeating the last run, and the outputs cut back.
+    ``call.global_fn`` is the jitted function on arguments already placed (runs a
+    multiple of the axis size); multi-process, pass global arrays sharded this way to
+    either."""
+    mesh = make_mesh() if mesh is None else mesh
+    size = mesh.shape[axis]
+
+    def leaf_axes(args):
+        axes = (tuple(in_axes) if isinstance(in_axes, Sequence) else (in_axes,) * len(args))
+        if len(axes) != len(args):
+            raise ValueError(f"`in_axes` has {len(axes)} entries for {len(args)} arguments")
+        return [_runs_axis(a, jnp.ndim(x)) for a, arg in zip(axes, args, strict=True)
+                for x in jax.tree.leaves(arg)]
+
+    @jax.jit
+    def global_fn(*args):
+        leaves, treedef = jax.tree.flatten(args)
+        in_specs = tuple(_runs_spec(a, axis) for a in leaf_axes(args))
+
+        def local(*flat):
+            return fn(*jax.tree.unflatten(treedef, flat))
+
+        # check_vma=False: loop carries start replicated and become per-device. The
+        # outputs' ranks fix their specs: trace once with every output replicated.
+        shapes = jax.eval_shape(jax.shard_map(local, mesh=mesh, in_specs=in_specs,
+                                              out_specs=PartitionSpec(), check_vma=False),
+                                *leaves)
+        out_specs = jax.tree.map(lambda o: _runs_spec(_runs_axis(out_axes, o.ndim), axis),
+                                 shapes)
+        return jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                             check_vma=False)(*leaves)
+
+    def call(*args):
+        leaves, treedef = jax.tree.flatten(args)
+        axes = leaf_axes(args)
+        sizes = {jnp.shape(x)[a] for x, a in zip(leaves, axes, strict=True) if a is not None}
+        if len(sizes) != 1:
+            raise ValueError("the arguments must hold the same number of runs (at least one "
+                             f"split argument); got run counts {sorted(sizes)}")
+        n = sizes.pop()
+        if any(isinstance(x, jax.Array) and not x.is_fully_addressable for x in leaves):
+            return global_fn(*args)
+        pad = (-n) % size
+        leaves = [x if a is None or pad == 0 else jnp.concatenate(
+            [x, jnp.repeat(jax.lax.slice_in_dim(x, n - 1, n, axis=a), pad, axis=a)], axis=a)
+            for x, a in zip(leaves, axes, strict=True)]
+        leaves = [jax.device_put(x, NamedSharding(mesh, _runs_spec(a, axis)))
+                  for x, a in zip(leaves, axes, strict=True)]
+        out = global_fn(*jax.tree.unflatten(treedef, leaves))
+        if pad == 0:
+            return out
+        return jax.tree.map(lambda x: x if x.ndim == 0 else
+                            jax.lax.slice_in_dim(x, 0, n, axis=out_axes % x.ndim), out)
+
+    call.global_fn = global_fn
     return call

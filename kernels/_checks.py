@@ -29,6 +29,21 @@ def _fail(x, bad, msg: str):
     return x
 
 
+def _fail_first(x, checks):
+    """Like :func:`_fail` for several ``(bad, msg)`` checks at once, reporting the first
+    that fails. Traced, it is one :func:`equinox.branched_error_if` (one reduction and
+    one branch), which matters inside a loop body run thousands of times."""
+    bads = [jnp.any(bad) for bad, _ in checks]
+    msgs = [msg for _, msg in checks]
+    if any(is_traced(b) for b in bads) or is_traced(x):
+        bad = jnp.stack(bads)
+        return eqx.branched_error_if(x, jnp.any(bad), jnp.argmax(bad), msgs)
+    for b, msg in zip(bads, msgs, strict=True):
+        if bool(np.asarray(b)):
+            raise ValueError(msg)
+    return x
+
+
 def check_finite(x, name: str):
     """Error naming ``name`` if ``x`` holds NaN or inf."""
     return _fail(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` contains NaN or inf values")

@@ -117,3 +117,37 @@ def test_sharded_vmap_is_local_per_device():
     hlo = fit.global_fn.lower(*placed).compile().as_text()
     for op in ("all-gather", "all-reduce", "all-to-all", "collective-permute"):
         assert op not in hlo, op
+
+
+def _scaled_sums(x, w, key):
+    """(3, R) runs on the last axis, a (3,) replicated weight, a 0-d key: per-run sums,
+    a per-run draw folded with the device index, and a 0-d output."""
+    k = jax.random.fold_in(key, jax.lax.axis_index("data"))
+    return {"sum": w @ x, "both": x * w[:, None], "n": jnp.asarray(x.shape[-1]),
+            "draw": jax.random.uniform(k, x.shape[-1:])}
+
+
+def test_sharded_runs_splits_the_runs_axis_and_cuts_the_padding():
+    x = jnp.arange(33.0).reshape(3, 11)  # 11 runs, padded to 16 over 8 devices
+    w = jnp.asarray([1.0, -2.0, 0.5])
+    fn = jd.sharded_runs(_scaled_sums, jd.make_mesh(), in_axes=(-1, None, None))
+    out = fn(x, w, jax.random.key(0))
+    np.testing.assert_allclose(np.asarray(out["sum"]), np.asarray(w @ x))
+    np.testing.assert_allclose(np.asarray(out["both"]), np.asarray(x * w[:, None]))
+    assert int(out["n"]) == 2  # each device saw its own 2 runs; 0-d output from the first
+    draw = np.asarray(out["draw"])
+    assert draw.shape == (11,) and len(np.unique(draw[:2])) == 2
+    assert not np.array_equal(draw[0:2], draw[2:4])  # the devices drew different numbers
+    out2 = fn(x + 1, w, jax.random.key(0))  # same signature: the compiled program is reused
+    np.testing.assert_allclose(np.asarray(out2["sum"]), np.asarray(w @ (x + 1)))
+
+
+def test_sharded_runs_bad_input():
+    fn = jd.sharded_runs(lambda a, b: a + b, jd.make_mesh())
+    with pytest.raises(ValueError, match="same number of runs"):
+        fn(jnp.zeros((2, 5)), jnp.zeros((2, 6)))
+    with pytest.raises(ValueError, match="`in_axes` has 1 entries for 2 arguments"):
+        jd.sharded_runs(lambda a, b: a + b, jd.make_mesh(), in_axes=(-1,))(
+            jnp.zeros(4), jnp.zeros(4))
+    with pytest.raises(ValueError, match="runs axis 2 is out of range"):
+        jd.sharded_runs(lambda a: a, jd.make_mesh(), in_axes=2)(jnp.zeros((2, 4)))

@@ -623,6 +623,82 @@ def test_simulate_vmap_equals_python_loop():
     assert len({tuple(np.asarray(a)) for a in trace.arms}) > 1  # keys differ, runs differ
 
 
+# --------------------------------------------------------------------------- runs last
+
+
+def _table_reward(tables):
+    """reward_fn for simulate_runs: run r's arm a at step t pays tables[r, t, a]."""
+    runs = jnp.arange(tables.shape[0])
+    return lambda k, t, arms: tables[runs, t, arms]
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _replay_runs(pol, tables):
+    return bd.simulate_runs(jax.random.key(0), pol, _table_reward(tables), tables.shape[1],
+                            tables.shape[0])
+
+
+@pytest.mark.parametrize("name", ["ucb1", "discounted_ucb", "sliding_window_ucb"])
+def test_simulate_runs_equals_vmap_simulate(name):
+    """Runs in lockstep pick the same arms as vmap(simulate): natively with the runs on the
+    last axis (ucb1, discounted_ucb) or through the vmap fallback (sliding window)."""
+    pol = POL64[name]
+    assert pol.runs_last == (name != "sliding_window_ucb")
+    tables = jnp.asarray(TABLES)
+    state_v, trace_v, _ = _replay(pol, tables)
+    state_r, trace_r = _replay_runs(pol, tables)
+    assert trace_r.arms.shape == (T, 2) and trace_r.rewards.shape == (T, 2)
+    np.testing.assert_array_equal(np.asarray(trace_r.arms).T, np.asarray(trace_v.arms))
+    np.testing.assert_array_equal(np.asarray(trace_r.rewards).T, np.asarray(trace_v.rewards))
+    for got, want in zip(jax.tree.leaves(state_r), jax.tree.leaves(state_v), strict=True):
+        got = np.asarray(got)
+        if pol.runs_last and got.ndim == 2:  # (K, R) against vmap's (R, K)
+            got = got.T
+        if got.ndim == 0:  # one step counter for runs in lockstep
+            got = np.full(2, got)
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-12, atol=0)
+
+
+RUNS_LAST = {"ucb1": POL64["ucb1"], "discounted_ucb": POL64["discounted_ucb"],
+             "thompson_beta": bd.thompson_beta(K, gamma=0.9, dtype=F64),
+             "thompson_gaussian": bd.thompson_gaussian(K, gamma=0.9, dtype=F64)}
+
+
+@pytest.mark.parametrize("name", list(RUNS_LAST))
+def test_runs_last_update_and_index_equal_per_run(name):
+    """A (K, R) state updated with (R,) arms and rewards holds each run's own state, and
+    its index has the per-run index's columns (deterministic policies) or shape."""
+    pol = RUNS_LAST[name]
+    rng = np.random.default_rng(3)
+    arms = jnp.asarray(rng.integers(0, K, (3, 30)), jnp.int32)  # (R, T)
+    rewards = jnp.asarray(rng.random((3, 30)))
+    per_run = [_fold(pol, arms[r], rewards[r]) for r in range(3)]
+    state = jax.jit(lambda a, r: jax.lax.scan(lambda s, ar: (pol.update(s, *ar), None),
+                                              pol.init(3), (a, r))[0])(arms.T, rewards.T)
+    for leaf, *want in zip(jax.tree.leaves(state), *map(jax.tree.leaves, per_run),
+                           strict=True):
+        if leaf.ndim == 0:
+            assert all(int(w) == int(leaf) for w in want)
+        else:
+            np.testing.assert_allclose(np.asarray(leaf), np.stack(want, axis=-1), rtol=1e-12)
+    index = pol.index(jax.random.key(0), state)
+    assert index.shape == (K, 3)
+    assert pol.select(jax.random.key(0), state).shape == (3,)
+    if name in ("ucb1", "discounted_ucb"):
+        for r in range(3):
+            np.testing.assert_allclose(np.asarray(index[:, r]),
+                                       np.asarray(pol.index(None, per_run[r])), rtol=1e-12)
+
+
+def test_simulate_runs_thompson_learns_and_runs_differ():
+    _, trace = jax.jit(lambda k: bd.simulate_runs(
+        k, TS, lambda k, t, a: jax.random.bernoulli(k, jnp.asarray(MEANS)[a]).astype(F32),
+        1000, 8))(jax.random.key(4))
+    best = np.asarray(trace.arms) == 1
+    assert best[500:].mean() > 0.6 and best[500:].mean() > best[:500].mean()
+    assert len({tuple(a) for a in np.asarray(trace.arms).T}) == 8  # runs are independent
+
+
 def _run_arms(pol, reward_fn, n_steps, n_keys=8):
     """(n_keys, n_steps) arms of jit(vmap(simulate)) over fixed keys."""
     keys = jax.random.split(jax.random.key(1), n_keys)
@@ -706,6 +782,19 @@ BAD = [
      r"`parents` must be an integer array of shape \(2,\)"),
     (lambda: bd.ballad_add_roots(bd.ballad(2, capacity=4).init(), jnp.zeros((2, 2))),
      "`scores` must be 1-D"),
+    (lambda: bd.ucb1(3).init(0), "`n_runs` must be a positive integer or None"),
+    (lambda: bd.ucb1(3).update(bd.ucb1(3).init(4), jnp.zeros(3, int), jnp.zeros(4)),
+     r"`arm` must be an integer array of shape \(4,\) \(one per run\)"),
+    (lambda: TS.update(TS.init(2), jnp.zeros(2, int), jnp.zeros(())),
+     r"`reward` must be an array of shape \(2,\)"),
+    (lambda: bd.ucb1(3).update(bd.ucb1(3).init(2), jnp.asarray([0, 3]), jnp.zeros(2)),
+     "`arm` out of range"),
+    (lambda: bd.ucb1(3).update(bd.ucb1(3).init(2), jnp.asarray([0, 1]),
+                               jnp.asarray([0.0, np.inf])), "`reward` is NaN or inf"),
+    (lambda: bd.simulate_runs(jax.random.key(0), bd.ucb1(3), lambda k, t, a: a * 0.0, 5, 0),
+     "`n_runs` must be a positive integer"),
+    (lambda: bd.simulate_runs(jax.random.key(0), bd.ucb1(3), lambda k, t, a: 0.0, 5, 4),
+     r"`reward_fn` must return one reward per run, shape \(4,\)"),
 ]
 
 
@@ -717,6 +806,7 @@ def test_bad_input_raises_value_error(fn, match):
 
 _upd3 = jax.jit(bd.ucb1(3).update)
 _ts_upd = jax.jit(TS.update)
+_upd3_runs = jax.jit(bd.ucb1(3).update)  # a (K, R) state: another trace of the same policy
 
 
 @pytest.mark.parametrize(("fn", "match"), [
@@ -727,7 +817,11 @@ _ts_upd = jax.jit(TS.update)
      "cycle or is not in topological order"),
     (lambda: _credit_batched(jnp.asarray([[[-1], [0]], [[1], [-1]]]), jnp.zeros((2, 2)),
                              jnp.ones(2)), "cycle or is not in topological order"),
-], ids=["arm", "nan", "beta-range", "cycle-jit", "cycle-vmap"])
+    (lambda: _upd3_runs(bd.ucb1(3).init(2), jnp.asarray([1, 5]), jnp.zeros(2)),
+     "`arm` out of range"),
+    (lambda: _upd3_runs(bd.ucb1(3).init(2), jnp.asarray([1, 2]), jnp.asarray([0.0, np.nan])),
+     "`reward` is NaN or inf"),
+], ids=["arm", "nan", "beta-range", "cycle-jit", "cycle-vmap", "runs-arm", "runs-nan"])
 def test_bad_input_under_jit_raises_at_run_time(fn, match):
     with pytest.raises(Exception, match=match):
         jax.block_until_ready(fn())
@@ -749,3 +843,25 @@ def test_sharded_vmap_on_8_devices_equals_vmap():
     np.testing.assert_array_equal(np.asarray(arms8), np.asarray(arms1))
     np.testing.assert_allclose(np.asarray(sums8), np.asarray(sums1), rtol=1e-6)
     assert len({tuple(np.asarray(a)) for a in arms8}) > 1
+
+
+def _runs_ducb(key, tables):
+    """D-UCB runs in lockstep on ``tables`` (T, K, R): runs on the last axis."""
+    reward = _table_reward(jnp.moveaxis(tables, -1, 0))
+    return bd.simulate_runs(key, POL64["discounted_ucb"], reward, tables.shape[0],
+                            tables.shape[-1])
+
+
+def test_sharded_runs_on_8_devices_equals_one_device():
+    """20 runs (padded to 24) split over 8 devices on their last axis give the one-device
+    arms and states."""
+    rng = np.random.default_rng(6)
+    tables = jnp.asarray((rng.random((60, K, 20)) < MEANS[:, None]).astype(np.float64))
+    state1, trace1 = jax.jit(_runs_ducb)(jax.random.key(0), tables)
+    state8, trace8 = jd.sharded_runs(_runs_ducb, jd.make_mesh({"data": 8}))(
+        jax.random.key(0), tables)
+    assert trace8.arms.shape == (60, 20) and state8.counts.shape == (K, 20)
+    np.testing.assert_array_equal(np.asarray(trace8.arms), np.asarray(trace1.arms))
+    for got, want in zip(jax.tree.leaves(state8), jax.tree.leaves(state1), strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12)
+    assert len({tuple(a) for a in np.asarray(trace8.arms).T}) > 1

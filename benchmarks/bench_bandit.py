@@ -244,7 +244,8 @@ def _policy(name: str, dtype):
 
 
 def _jax_one_run(name: str, dtype, n_steps: int):
-    """``(key, table (T, K)) -> (final state, trace)`` for one run."""
+    """``(key, table (T, K)) -> (final state, arms (T,))`` for one run. Like the NumPy
+    version, it keeps the arms, not the rewards (their trace is 40 MB more to write)."""
     from jaxkit.kernels import bandit
 
     pol = _policy(name, dtype)
@@ -253,14 +254,15 @@ def _jax_one_run(name: str, dtype, n_steps: int):
         def reward_fn(key, t, arm):
             return table[t, arm].astype(dtype)
 
-        return bandit.simulate(key, pol, reward_fn, n_steps)
+        state, trace = bandit.simulate(key, pol, reward_fn, n_steps)
+        return state, trace.arms
 
     return one
 
 
 def _jax_runs(name: str, dtype, n_steps: int):
-    """``(key, table (T, K, R)) -> (final state, trace)``: all runs in lockstep with the
-    runs on the last axis (:func:`jaxkit.kernels.bandit.simulate_runs`); R is read from
+    """``(key, table (T, K, R)) -> (final state, arms (T, R))``: all runs in lockstep with
+    the runs on the last axis (:func:`jaxkit.kernels.bandit.simulate_runs`); R is read from
     the table, so the same function runs on a device's slice of the runs."""
     import jax.numpy as jnp
     from jaxkit.kernels import bandit
@@ -271,7 +273,8 @@ def _jax_runs(name: str, dtype, n_steps: int):
         def reward_fn(key, t, arms):
             return jnp.take_along_axis(table_tkr[t], arms[None], axis=0)[0].astype(dtype)
 
-        return bandit.simulate_runs(key, pol, reward_fn, n_steps, table_tkr.shape[-1])
+        state, trace = bandit.simulate_runs(key, pol, reward_fn, n_steps, table_tkr.shape[-1])
+        return state, trace.arms
 
     return runs
 
@@ -351,8 +354,7 @@ def case_bandit(args, name: str, rows, results, summary):
         rec = bench.time_jax(batched, keys, table, n_runs=args.repeats, items=items,
                              name=f"jaxkit vmap, 1 device, {tag}")
         recs = [(f"jaxkit vmap, 1 CPU device, {tag}", rec)]
-        _, trace = jax.jit(batched)(keys, table)
-        jarms[tag] = np.asarray(trace.arms)
+        jarms[tag] = np.asarray(jax.jit(batched)(keys, table)[1])
         if ndev > 1 and R % ndev == 0:
             from jaxkit import distributed as jd
 
@@ -362,8 +364,7 @@ def case_bandit(args, name: str, rows, results, summary):
             rec_n = bench.time_jax(sharded, *placed, n_runs=args.repeats, items=items,
                                    name=f"jaxkit sharded_vmap, {ndev} devices, {tag}")
             recs.append((f"jaxkit sharded_vmap, {ndev} CPU devices, {tag}", rec_n))
-            _, tr_n = sharded(*placed)
-            if not np.array_equal(np.asarray(tr_n.arms), jarms[tag]):
+            if not np.array_equal(np.asarray(sharded(*placed)[1]), jarms[tag]):
                 print(f"warning: sharded and unsharded jaxkit arms differ ({tag})",
                       file=sys.stderr)
         # all runs in lockstep, runs on the last axis; its table copy is made before timing
@@ -372,7 +373,7 @@ def case_bandit(args, name: str, rows, results, summary):
         rec_r = bench.time_jax(runs, keys[0], table_tkr, n_runs=args.repeats, items=items,
                                name=f"jaxkit simulate_runs, 1 device, {tag}")
         recs.append((f"jaxkit simulate_runs (runs last), 1 CPU device, {tag}", rec_r))
-        traces = {"1 device": jax.jit(runs)(keys[0], table_tkr)[1]}
+        arms_r = {"1 device": jax.jit(runs)(keys[0], table_tkr)[1]}
         if ndev > 1 and R % ndev == 0:
             from jaxkit import distributed as jd
 
@@ -383,12 +384,12 @@ def case_bandit(args, name: str, rows, results, summary):
             rec_rn = bench.time_jax(sharded_r.global_fn, keys[0], placed, n_runs=args.repeats,
                                     items=items, name=f"jaxkit sharded_runs, {ndev} devices, {tag}")
             recs.append((f"jaxkit sharded_runs (runs last), {ndev} CPU devices, {tag}", rec_rn))
-            traces[f"{ndev} devices"] = sharded_r(keys[0], placed)[1]
+            arms_r[f"{ndev} devices"] = sharded_r(keys[0], placed)[1]
             del placed
         else:
             del table_tkr
-        for where, tr in traces.items():
-            if not np.array_equal(np.asarray(tr.arms).T, jarms[tag]):
+        for where, arms in arms_r.items():
+            if not np.array_equal(np.asarray(arms).T, jarms[tag]):
                 print(f"warning: simulate_runs ({where}) and vmap(simulate) arms differ "
                       f"({tag})", file=sys.stderr)
         reg = mean_ci(pseudo_regret(jarms[tag], means, segment))

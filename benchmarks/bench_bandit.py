@@ -244,8 +244,9 @@ def _policy(name: str, dtype):
 
 
 def _jax_one_run(name: str, dtype, n_steps: int):
-    """``(key, table (T, K)) -> (final state, arms (T,))`` for one run. Like the NumPy
-    version, it keeps the arms, not the rewards (their trace is 40 MB more to write)."""
+    """``(key, table (T, K)) -> arms (T,)`` for one run. Like the NumPy version it returns
+    the arm sequence only (not the reward trace or the final state, which XLA then need
+    not write)."""
     from jaxkit.kernels import bandit
 
     pol = _policy(name, dtype)
@@ -254,14 +255,13 @@ def _jax_one_run(name: str, dtype, n_steps: int):
         def reward_fn(key, t, arm):
             return table[t, arm].astype(dtype)
 
-        state, trace = bandit.simulate(key, pol, reward_fn, n_steps)
-        return state, trace.arms
+        return bandit.simulate(key, pol, reward_fn, n_steps)[1].arms
 
     return one
 
 
 def _jax_runs(name: str, dtype, n_steps: int):
-    """``(key, table (T, K, R)) -> (final state, arms (T, R))``: all runs in lockstep with
+    """``(key, table (T, K, R)) -> arms (T, R)``: all runs in lockstep with
     the runs on the last axis (:func:`jaxkit.kernels.bandit.simulate_runs`); R is read from
     the table, so the same function runs on a device's slice of the runs."""
     import jax.numpy as jnp
@@ -273,8 +273,7 @@ def _jax_runs(name: str, dtype, n_steps: int):
         def reward_fn(key, t, arms):
             return jnp.take_along_axis(table_tkr[t], arms[None], axis=0)[0].astype(dtype)
 
-        state, trace = bandit.simulate_runs(key, pol, reward_fn, n_steps, table_tkr.shape[-1])
-        return state, trace.arms
+        return bandit.simulate_runs(key, pol, reward_fn, n_steps, table_tkr.shape[-1])[1].arms
 
     return runs
 
@@ -354,7 +353,7 @@ def case_bandit(args, name: str, rows, results, summary):
         rec = bench.time_jax(batched, keys, table, n_runs=args.repeats, items=items,
                              name=f"jaxkit vmap, 1 device, {tag}")
         recs = [(f"jaxkit vmap, 1 CPU device, {tag}", rec)]
-        jarms[tag] = np.asarray(jax.jit(batched)(keys, table)[1])
+        jarms[tag] = np.asarray(jax.jit(batched)(keys, table))
         if ndev > 1 and R % ndev == 0:
             from jaxkit import distributed as jd
 
@@ -364,7 +363,7 @@ def case_bandit(args, name: str, rows, results, summary):
             rec_n = bench.time_jax(sharded, *placed, n_runs=args.repeats, items=items,
                                    name=f"jaxkit sharded_vmap, {ndev} devices, {tag}")
             recs.append((f"jaxkit sharded_vmap, {ndev} CPU devices, {tag}", rec_n))
-            if not np.array_equal(np.asarray(sharded(*placed)[1]), jarms[tag]):
+            if not np.array_equal(np.asarray(sharded(*placed)), jarms[tag]):
                 print(f"warning: sharded and unsharded jaxkit arms differ ({tag})",
                       file=sys.stderr)
         # all runs in lockstep, runs on the last axis; its table copy is made before timing
@@ -373,7 +372,7 @@ def case_bandit(args, name: str, rows, results, summary):
         rec_r = bench.time_jax(runs, keys[0], table_tkr, n_runs=args.repeats, items=items,
                                name=f"jaxkit simulate_runs, 1 device, {tag}")
         recs.append((f"jaxkit simulate_runs (runs last), 1 CPU device, {tag}", rec_r))
-        arms_r = {"1 device": jax.jit(runs)(keys[0], table_tkr)[1]}
+        arms_r = {"1 device": jax.jit(runs)(keys[0], table_tkr)}
         if ndev > 1 and R % ndev == 0:
             from jaxkit import distributed as jd
 
@@ -384,7 +383,7 @@ def case_bandit(args, name: str, rows, results, summary):
             rec_rn = bench.time_jax(sharded_r.global_fn, keys[0], placed, n_runs=args.repeats,
                                     items=items, name=f"jaxkit sharded_runs, {ndev} devices, {tag}")
             recs.append((f"jaxkit sharded_runs (runs last), {ndev} CPU devices, {tag}", rec_rn))
-            arms_r[f"{ndev} devices"] = sharded_r(keys[0], placed)[1]
+            arms_r[f"{ndev} devices"] = sharded_r(keys[0], placed)
             del placed
         else:
             del table_tkr

@@ -209,7 +209,9 @@ def ucb1(n_arms: int, *, alpha: float = 1.0, dtype=jnp.float32) -> Policy:
         del key
         n = jnp.maximum(state.t, 1).astype(state.counts.dtype)  # = sum_k N_k, no reduction
         bonus = alpha * jnp.sqrt(2 * jnp.log(n) * _safe_div(1.0, state.counts))
-        return jnp.where(state.pulls > 0, _safe_div(state.sums, state.counts) + bonus, jnp.inf)
+        # counts == pulls here (no discount); reading counts spares a pass over pulls
+        return jnp.where(state.counts > 0, _safe_div(state.sums, state.counts) + bonus,
+                         jnp.inf)
 
     return Policy(_count_init(n_arms, dtype), index, _make_select(index),
                   _count_update(n_arms, 1.0, dtype), n_arms, runs_last=True)
@@ -229,9 +231,10 @@ def discounted_ucb(n_arms: int, *, gamma: float = 0.99, alpha: float = 1.0,
         del key
         n = jnp.maximum(_discounted_total(state.t, gamma, state.counts.dtype), 1)
         bonus = jnp.sqrt(2 * alpha * jnp.log(n) * _safe_div(1.0, state.counts))
-        # a count that decayed to exactly 0 (float underflow) has an infinite bonus
-        seen = (state.pulls > 0) & (state.counts > 0)
-        return jnp.where(seen, _safe_div(state.sums, state.counts) + bonus, jnp.inf)
+        # counts > 0 implies pulls > 0; a count that decayed to exactly 0 (float
+        # underflow) has an infinite bonus, as an arm never pulled
+        return jnp.where(state.counts > 0, _safe_div(state.sums, state.counts) + bonus,
+                         jnp.inf)
 
     return Policy(_count_init(n_arms, dtype), index, _make_select(index),
                   _count_update(n_arms, gamma, dtype), n_arms, runs_last=True)

@@ -21,7 +21,7 @@ on the last axis: ``init(n_runs)`` gives (K, R) arrays, ``select`` returns (R,) 
 this way. It exists for speed on CPU: ``vmap`` puts the runs first, which leaves the
 argmax over the K arms on the minor (vector) axis, a short reduction that XLA:CPU does
 not vectorise; with the runs minor every operation of a step is a vector loop over the
-runs (2-3x faster in ``benchmarks/bench_bandit.py``).
+runs (about twice the steps/s of ``vmap(simulate)`` in ``benchmarks/bench_bandit.py``).
 
 References: UCB1 (Auer, Cesa-Bianchi & Fischer 2002); discounted and sliding-window UCB
 (Garivier & Moulines, ALT 2011); discounted Thompson sampling (Raj & Kalyani 2017);

@@ -664,30 +664,41 @@ RUNS_LAST = {"ucb1": POL64["ucb1"], "discounted_ucb": POL64["discounted_ucb"],
              "thompson_gaussian": bd.thompson_gaussian(K, gamma=0.9, dtype=F64)}
 
 
-@pytest.mark.parametrize("name", list(RUNS_LAST))
-def test_runs_last_update_and_index_equal_per_run(name):
-    """A (K, R) state updated with (R,) arms and rewards holds each run's own state, and
-    its index has the per-run index's columns (deterministic policies) or shape."""
+@functools.partial(jax.jit, static_argnums=0)
+def _fold_runs(pol, arms, rewards):
+    """The (K, R) state after updating R runs in lockstep along (T, R) arms and rewards."""
+    return jax.lax.scan(lambda s, ar: (pol.update(s, *ar), None), pol.init(arms.shape[1]),
+                        (arms, rewards))[0]
+
+
+@settings(max_examples=20, deadline=None)
+@given(name=st.sampled_from(list(RUNS_LAST)), seed=st.integers(0, 2**32 - 1),
+       binary=st.booleans())
+def test_runs_last_update_and_index_equal_per_run(name, seed, binary):
+    """A (K, R) state updated with (R,) arms and rewards holds each run's own state; for
+    the deterministic policies its index and selected arms (ties included: 0/1 rewards
+    over 12 steps tie often) are the per-run ones."""
     pol = RUNS_LAST[name]
-    rng = np.random.default_rng(3)
-    arms = jnp.asarray(rng.integers(0, K, (3, 30)), jnp.int32)  # (R, T)
-    rewards = jnp.asarray(rng.random((3, 30)))
+    rng = np.random.default_rng(seed)
+    arms = jnp.asarray(rng.integers(0, K, (3, 12)), jnp.int32)  # (R, T)
+    rewards = jnp.asarray(rng.integers(0, 2, (3, 12)) if binary else rng.random((3, 12)),
+                          F64)
     per_run = [_fold(pol, arms[r], rewards[r]) for r in range(3)]
-    state = jax.jit(lambda a, r: jax.lax.scan(lambda s, ar: (pol.update(s, *ar), None),
-                                              pol.init(3), (a, r))[0])(arms.T, rewards.T)
+    state = _fold_runs(pol, arms.T, rewards.T)
     for leaf, *want in zip(jax.tree.leaves(state), *map(jax.tree.leaves, per_run),
                            strict=True):
         if leaf.ndim == 0:
             assert all(int(w) == int(leaf) for w in want)
         else:
             np.testing.assert_allclose(np.asarray(leaf), np.stack(want, axis=-1), rtol=1e-12)
-    index = pol.index(jax.random.key(0), state)
-    assert index.shape == (K, 3)
+    assert pol.index(jax.random.key(0), state).shape == (K, 3)
     assert pol.select(jax.random.key(0), state).shape == (3,)
     if name in ("ucb1", "discounted_ucb"):
+        index = pol.index(None, state)
         for r in range(3):
-            np.testing.assert_allclose(np.asarray(index[:, r]),
-                                       np.asarray(pol.index(None, per_run[r])), rtol=1e-12)
+            _assert_index_close(index[:, r], pol.index(None, per_run[r]), 1e-12)
+        np.testing.assert_array_equal(np.asarray(pol.select(None, state)),
+                                      [int(pol.select(None, s)) for s in per_run])
 
 
 def test_simulate_runs_thompson_learns_and_runs_differ():

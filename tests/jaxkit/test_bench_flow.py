@@ -175,9 +175,14 @@ def test_quick_run_without_peers(bf, tmp_path):
     res = d["results"]["2D"]
     assert d["results"]["peer_note"] == "peers skipped (--no-peers)"
     for kind in ("cfm", "otcfm-exact", "otcfm-exact-host", "otcfm-exact-emd",
-                 "otcfm-sinkhorn"):
+                 "otcfm-sinkhorn", "otcfm-sinkhorn-scaling"):
         r = res["train"][f"64/{kind}"]
         assert r["steps_per_s"] > 0 and r["record"]["compile_s"] > 0
+    pq = res["pairing"]  # exact pairs are the shortest; the entropic ones close most of the gap
+    assert pq["gap_closed"]["exact"] == pytest.approx(1) and pq["gap_closed"]["random"] == 0
+    for name in ("sinkhorn", "sinkhorn-scaling"):
+        assert 0.5 < pq["gap_closed"][name] < 1
+    assert any("OT-CFM (entropic" in t["target"] for t in d["targets"])
     for key, nfe in (("euler100", 100), ("rk425", 100)):
         s = res["sample"][key]
         assert s["nfe"] == s["nfe_counted"] == nfe and s["samples_per_s"] > 0

@@ -145,6 +145,77 @@ def test_sinkhorn_coupling_and_ot_cfm_loss(data, exact_jit):
     assert float(val) == pytest.approx(0.0, abs=1e-12)
 
 
+def _clustered(seed, n=32, d=2):
+    """Gaussian noise against 4 tight clusters (the flow benchmark's kind of minibatch)."""
+    rng = np.random.default_rng(seed)
+    centres = 3.0 * rng.normal(size=(4, d))
+    x1 = centres[rng.integers(0, 4, n)] + 0.2 * rng.normal(size=(n, d))
+    return jnp.asarray(rng.normal(size=(n, d))), jnp.asarray(x1)
+
+
+_scaling = jax.jit(flow_ot.scaling_sinkhorn_plan,
+                   static_argnames=("epsilon", "threshold", "max_iterations"))
+_ott = jax.jit(lambda a, b: flow_ot.sinkhorn_plan(a, b, epsilon=0.05, threshold=1e-7,
+                                                  max_iterations=10_000))
+
+
+def test_scaling_sinkhorn_matches_ott_and_marginals():
+    """The scaling iterations reach ott-jax's converged log-domain plan (float64, epsilon
+    0.05 of the mean cost); columns sum exactly to 1/B, rows to the threshold; at the
+    default threshold the pairing cost is ott's to 1%."""
+    x0, x1 = _clustered(0)
+    n = x0.shape[0]
+    ref = np.asarray(_ott(x0, x1))
+    plan = np.asarray(_scaling(x0, x1, epsilon=0.05, threshold=1e-9))
+    np.testing.assert_allclose(plan.sum(0), 1 / n, rtol=1e-12)
+    np.testing.assert_allclose(plan.sum(1), 1 / n, rtol=1e-6)
+    np.testing.assert_allclose(plan, ref, atol=1e-4 / n)
+    cost = np.asarray(flow_ot.sq_cost(x0, x1))
+    dflt = np.asarray(_scaling(x0, x1, epsilon=0.05, threshold=1e-3, max_iterations=1000))
+    assert np.abs(dflt.sum(1) - 1 / n).sum() <= 1e-3
+    dflt = dflt / dflt.sum(1, keepdims=True) / n  # the "rows" sampling's conditional plan
+    indep = cost.mean()
+    r, c = linear_sum_assignment(cost)
+    assert (cost * ref).sum() < indep - 0.5 * (indep - cost[r, c].mean())  # real OT signal
+    np.testing.assert_allclose((cost * dflt).sum(), (cost * ref).sum(), rtol=0.01)
+    capped = np.asarray(_scaling(x0, x1, epsilon=0.05, threshold=1e-3, max_iterations=3))
+    assert np.abs(capped.sum(1) - 1 / n).sum() > 1e-2  # max_iterations stops it early
+
+
+def test_scaling_sinkhorn_coupling_jit_vmap_and_loss():
+    x0, x1 = _clustered(1)
+    pair = jax.jit(lambda k, a, b: flow_ot.sinkhorn_coupling(k, a, b, solver="scaling",
+                                                             sampling="rows"))
+    i, j = pair(jax.random.key(0), x0, x1)
+    np.testing.assert_array_equal(np.asarray(i), np.arange(32))
+    ib, jb = jax.vmap(pair, in_axes=(0, None, None))(
+        jax.random.split(jax.random.key(0), 3), x0, x1)
+    assert jb.shape == (3, 32)
+    np.testing.assert_array_equal(np.asarray(jb[0]), np.asarray(
+        pair(jax.random.split(jax.random.key(0), 3)[0], x0, x1)[1]))
+    plan = np.asarray(_scaling(x0, x1, epsilon=0.05, threshold=1e-3, max_iterations=2000))
+    assert np.all(plan[np.asarray(ib), np.asarray(jb)] > 0)  # pairs on the plan's support
+    cost = np.asarray(flow_ot.sq_cost(x0, x1))
+    assert cost[np.arange(32), np.asarray(j)].mean() < cost.diagonal().mean()
+    zero = lambda p, t, x: p * x  # noqa: E731
+    loss = jax.jit(lambda p: flow_ot.ot_cfm_loss(zero, p, jax.random.key(2), x0, x1,
+                                                 coupling="sinkhorn", sampling="rows",
+                                                 sinkhorn_solver="scaling"))
+    assert float(loss(0.0)) < float(jnp.mean(jnp.square(x1 - x0)))
+    assert np.isfinite(float(jax.jit(jax.grad(loss))(0.3)))
+
+
+def test_scaling_sinkhorn_far_outlier_gets_no_mass_but_stays_finite():
+    """The documented limit of the scaling form: in float32, an x1 farther than ~87
+    epsilon (relative to the mean cost) from every x0 gets no mass; the plan stays finite
+    (no 0/0) and the other columns keep their marginals."""
+    x0, x1 = (x.astype(jnp.float32) for x in _clustered(2))
+    x1 = x1.at[0].set(1e3)
+    plan = np.asarray(_scaling(x0, x1, epsilon=0.05, threshold=1e-3, max_iterations=50))
+    assert np.all(np.isfinite(plan)) and plan[:, 0].sum() == 0
+    np.testing.assert_allclose(plan[:, 1:].sum(0), 1 / 32, rtol=1e-5)
+
+
 def test_bad_input(data):
     x0, x1 = data
     with pytest.raises(ValueError, match="x1"):
@@ -158,6 +229,19 @@ def test_bad_input(data):
     with pytest.raises(ValueError, match="coupling"):
         flow_ot.ot_cfm_loss(lambda p, t, x: x, None, jax.random.key(0), x0, x1,
                             coupling="greedy")
+    with pytest.raises(ValueError, match="`epsilon` must be > 0"):
+        flow_ot.scaling_sinkhorn_plan(x0, x1, epsilon=0.0)
+    with pytest.raises(ValueError, match="`max_iterations` must be a positive integer"):
+        flow_ot.scaling_sinkhorn_plan(x0, x1, max_iterations=0)
+    with pytest.raises(ValueError, match="`threshold` must be > 0"):
+        flow_ot.scaling_sinkhorn_plan(x0, x1, threshold=0.0)
+    with pytest.raises(ValueError, match="x1"):
+        flow_ot.scaling_sinkhorn_plan(x0, x1.at[0, 0].set(jnp.inf))
+    with pytest.raises(ValueError, match="solver must be one of"):
+        flow_ot.sinkhorn_coupling(jax.random.key(0), x0, x1, solver="lbfgs")
+    with pytest.raises(ValueError, match="scales the cost by its mean"):
+        flow_ot.sinkhorn_coupling(jax.random.key(0), x0, x1, solver="scaling",
+                                  scale_cost="max_cost")
 
 
 @pytest.mark.parametrize("solver", ["host", "emd"])

@@ -423,8 +423,17 @@ def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers:
     ``n_runs`` times is the mean interval between the ends of ``depth`` consecutive calls,
     waiting for the host's chunks included. Chunks arrive in bursts (a queue of ``depth``),
     so single intervals would mix queued chunks and waits; ``warmup`` calls first (more
-    than ``depth``: past the chunks made ahead while compiling). Returns a record (compile
+    than ``depth``: past the chunks made ahead while compiling). BLAS runs on one thread
+    meanwhile, as in :func:`jaxkit.pairing.ot_paired_chunks`. Returns a record (compile
     time from an AOT compile, the state donated)."""
+    from jaxkit.pairing import limit_blas
+
+    with limit_blas(1):  # BLAS threads would spin on XLA's cores (see limit_blas)
+        return _time_prefetched(run, state, make, n_runs=n_runs, warmup=warmup,
+                                workers=workers, depth=depth, name=name)
+
+
+def _time_prefetched(run, state, make, *, n_runs, warmup, workers, depth, name):
     import jax
     import jax.numpy as jnp
 

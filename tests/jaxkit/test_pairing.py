@@ -45,3 +45,35 @@ def test_prefetched_chunks_equal_the_direct_ones():
 def test_bad_input(args, kw, match):
     with pytest.raises(ValueError, match=match):
         paired_chunks(*args, **kw)
+
+
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+
+    return sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+
+
+def test_ot_paired_chunks_limits_blas_while_it_runs():
+    """BLAS runs on one thread from the first chunk until the iterator ends or is closed,
+    and the previous limits come back."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        assert before and before != [1]  # numpy's BLAS is loaded and not already at 1
+        it = ot_paired_chunks(DATA, 8, 2, 3, seed=3, workers=2)
+        assert _blas_threads() == before  # nothing happens before the first item
+        next(it)
+        assert _blas_threads() == [1]
+        rest = list(it)
+        assert len(rest) == 2 and _blas_threads() == before
+        it = ot_paired_chunks(DATA, 8, 2, 3, seed=3, workers=2)
+        next(it)
+        it.close()
+        assert _blas_threads() == before
+        untouched = ot_paired_chunks(DATA, 8, 2, 2, seed=3, blas_threads=None)
+        next(untouched)
+        assert _blas_threads() == before
+        untouched.close()
+    with pytest.raises(ValueError, match="`blas_threads` must be None or an integer"):
+        ot_paired_chunks(DATA, 8, 2, 2, blas_threads=0)

@@ -346,6 +346,16 @@ def case_bandit(args, name: str, rows, results, summary):
     impls: dict[str, dict] = {}
     jarms: dict[str, np.ndarray] = {}
     ndev = jax.device_count()
+    # simulate_runs reads a (T, K, R) copy of the table, made once before any timing, and
+    # (several devices) that copy split over them along the runs
+    table_tkr = jax.numpy.asarray(np.ascontiguousarray(table.transpose(1, 2, 0)))
+    shard_runs = ndev > 1 and R % ndev == 0
+    if shard_runs:
+        from jaxkit import distributed as jd
+
+        mesh = jd.make_mesh()
+        placed_tkr = jax.device_put(table_tkr, jax.sharding.NamedSharding(
+            mesh, jax.sharding.PartitionSpec(None, None, "data")))
     for dtype in args.dtypes:
         tag = np.dtype(dtype).name
         one = _jax_one_run(name, dtype, T)
@@ -366,27 +376,19 @@ def case_bandit(args, name: str, rows, results, summary):
             if not np.array_equal(np.asarray(sharded(*placed)), jarms[tag]):
                 print(f"warning: sharded and unsharded jaxkit arms differ ({tag})",
                       file=sys.stderr)
-        # all runs in lockstep, runs on the last axis; its table copy is made before timing
-        table_tkr = jax.numpy.asarray(np.ascontiguousarray(table.transpose(1, 2, 0)))
+        # all runs in lockstep, runs on the last axis
         runs = _jax_runs(name, dtype, T)
         rec_r = bench.time_jax(runs, keys[0], table_tkr, n_runs=args.repeats, items=items,
                                name=f"jaxkit simulate_runs, 1 device, {tag}")
         recs.append((f"jaxkit simulate_runs (runs last), 1 CPU device, {tag}", rec_r))
         arms_r = {"1 device": jax.jit(runs)(keys[0], table_tkr)}
-        if ndev > 1 and R % ndev == 0:
-            from jaxkit import distributed as jd
-
-            sharded_r = jd.sharded_runs(runs, jd.make_mesh(), in_axes=(None, -1))
-            placed = jax.device_put(table_tkr, jax.sharding.NamedSharding(
-                jd.make_mesh(), jax.sharding.PartitionSpec(None, None, "data")))
-            del table_tkr
-            rec_rn = bench.time_jax(sharded_r.global_fn, keys[0], placed, n_runs=args.repeats,
-                                    items=items, name=f"jaxkit sharded_runs, {ndev} devices, {tag}")
+        if shard_runs:
+            sharded_r = jd.sharded_runs(runs, mesh, in_axes=(None, -1))
+            rec_rn = bench.time_jax(sharded_r.global_fn, keys[0], placed_tkr,
+                                    n_runs=args.repeats, items=items,
+                                    name=f"jaxkit sharded_runs, {ndev} devices, {tag}")
             recs.append((f"jaxkit sharded_runs (runs last), {ndev} CPU devices, {tag}", rec_rn))
-            arms_r[f"{ndev} devices"] = sharded_r(keys[0], placed)
-            del placed
-        else:
-            del table_tkr
+            arms_r[f"{ndev} devices"] = sharded_r(keys[0], placed_tkr)
         for where, arms in arms_r.items():
             if not np.array_equal(np.asarray(arms).T, jarms[tag]):
                 print(f"warning: simulate_runs ({where}) and vmap(simulate) arms differ "
@@ -396,6 +398,9 @@ def case_bandit(args, name: str, rows, results, summary):
             impls[lbl] = dict(kind="jaxkit", dtype=tag, runs=R, steps=T, record=r,
                               steps_per_s=r.items_per_s, regret=reg, agreement=None)
 
+    del table_tkr
+    if shard_runs:
+        del placed_tkr
     # NumPy, batched over runs (float64 and float32)
     table_trk = np.ascontiguousarray(table.transpose(1, 0, 2))
     np_fn = numpy_ucb1 if name == "ucb1" else numpy_ducb

@@ -125,6 +125,21 @@ CHUNK, CHUNK_BUDGET_S = 20, 30.0
 # host threads solving the exact assignments of the next chunks (otcfm-exact-emd-prefetch)
 PREFETCH_WORKERS = 2
 TRAIN_MODES = ("call", "scan")
+# Training kinds timed in the step: the keyword arguments of flow_ot.ot_cfm_loss (None:
+# plain CFM). Sinkhorn pairs: one x1 per x0 drawn from the plan's row (exact conditional
+# sampling, O(B^2)); "permutation" would add a Hungarian solve.
+TRAIN_KINDS = {
+    "cfm": None,
+    "otcfm-exact": dict(coupling="exact"),                        # optax Hungarian
+    "otcfm-exact-host": dict(coupling="exact", exact_solver="host"),  # SciPy, host
+    "otcfm-exact-emd": dict(coupling="exact", exact_solver="emd"),    # POT, host
+    "otcfm-sinkhorn": dict(coupling="sinkhorn", sampling="rows"),     # ott-jax
+    "otcfm-sinkhorn-scaling": dict(coupling="sinkhorn", sampling="rows",
+                                   sinkhorn_solver="scaling"),
+}
+PREFETCH_KIND = "otcfm-exact-emd-prefetch"  # exact pairs made on host threads, chunks only
+EXACT_KINDS = (*(k for k in TRAIN_KINDS if k.startswith("otcfm-exact")), PREFETCH_KIND)
+ENTROPIC_KINDS = tuple(k for k in TRAIN_KINDS if k.startswith("otcfm-sinkhorn"))
 NFE_PER_STEP = {"euler": 1, "midpoint": 2, "heun": 2, "rk4": 4}
 
 
@@ -303,37 +318,26 @@ def adam_step(opt, loss_fn, state: TrainState, *args) -> tuple[TrainState, objec
     return TrainState(optax.apply_updates(state.params, updates), opt_state), loss
 
 
-def make_train_step(apply, batch: int, *, coupling: str | None = None):
+def make_train_step(apply, batch: int, *, kind: str = "cfm"):
     """``init(params) -> state`` and ``step(state, key, data) -> (state, loss)``: one Adam
     step of ``flow.cfm_batch_loss`` (linear path, sigma = 0) on ``batch`` data points
-    (random indices into ``data``) and Gaussian sources; ``coupling`` ``"exact"``,
-    ``"exact-host"`` (SciPy's assignment on the host), ``"exact-emd"`` (POT's network
-    simplex on the host), ``"sinkhorn"`` (ott-jax) or ``"sinkhorn-scaling"``
-    (``flow_ot.scaling_sinkhorn_plan``): OT-CFM, ``flow_ot.ot_cfm_loss`` (Sinkhorn pairs:
-    ``sampling="rows"``, each x0 paired with an x1 drawn from its row of the plan)."""
+    (random indices into ``data``) and Gaussian sources; for an OT-CFM ``kind`` (a key of
+    :data:`TRAIN_KINDS`), ``flow_ot.ot_cfm_loss`` with that kind's coupling."""
     import jax
     import optax
     from jaxkit.kernels import flow
 
     opt = optax.adam(LR)
     vel = batch_apply(apply)
-    if coupling is None:
+    ot_kwargs = TRAIN_KINDS[kind]
+    if ot_kwargs is None:
         def loss_fn(params, key, x0, x1):
             return flow.cfm_batch_loss(vel, params, key, x0, x1)
     else:
         from jaxkit.kernels import flow_ot
 
-        # Sinkhorn pairs: one x1 per x0 drawn from the plan's row (exact conditional
-        # sampling, O(B^2)); "permutation" would add a Hungarian solve.
-        extra = ({} if coupling == "exact" else {"exact_solver": "host"}
-                 if coupling == "exact-host" else {"exact_solver": "emd"}
-                 if coupling == "exact-emd" else {"sampling": "rows"}
-                 if coupling == "sinkhorn" else
-                 {"sampling": "rows", "sinkhorn_solver": "scaling"})
-        coupling = "exact" if coupling.startswith("exact") else "sinkhorn"
-
         def loss_fn(params, key, x0, x1):
-            return flow_ot.ot_cfm_loss(vel, params, key, x0, x1, coupling=coupling, **extra)
+            return flow_ot.ot_cfm_loss(vel, params, key, x0, x1, **ot_kwargs)
 
     def step(state: TrainState, key, data):
         k_idx, k_x0, k_loss = jax.random.split(key, 3)
@@ -426,37 +430,31 @@ def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers:
     than ``depth``: past the chunks made ahead while compiling). BLAS runs on one thread
     meanwhile, as in :func:`jaxkit.pairing.ot_paired_chunks`. Returns a record (compile
     time from an AOT compile, the state donated)."""
-    from jaxkit.pairing import limit_blas
-
-    with limit_blas(1):  # BLAS threads would spin on XLA's cores (see limit_blas)
-        return _time_prefetched(run, state, make, n_runs=n_runs, warmup=warmup,
-                                workers=workers, depth=depth, name=name)
-
-
-def _time_prefetched(run, state, make, *, n_runs, warmup, workers, depth, name):
     import jax
     import jax.numpy as jnp
 
     from jaxkit import bench
+    from jaxkit.pairing import limit_blas
     from jaxkit.prefetch import prefetch
 
     total = 1 + warmup + n_runs * depth
-    it = prefetch(make, total, depth=depth, workers=workers)
     state = jax.tree.map(lambda a: jnp.array(a, copy=True), state)
     keys = list(jax.random.split(jax.random.key(3), total))
     jitted = jax.jit(run, donate_argnums=0)
-    first = next(it)
-    t0 = time.perf_counter()
-    jitted.lower(state, keys[0], *first).compile()
-    compile_s = time.perf_counter() - t0
-    state, out = jitted(state, keys[0], *first)
-    jax.block_until_ready((state, out))
     ends = []
-    for i, chunk in enumerate(it, start=1):
-        state, out = jitted(state, keys[i], *chunk)
+    with limit_blas(1):  # BLAS threads would spin on XLA's cores (see limit_blas)
+        it = prefetch(make, total, depth=depth, workers=workers)
+        first = next(it)
+        t0 = time.perf_counter()
+        jitted.lower(state, keys[0], *first).compile()
+        compile_s = time.perf_counter() - t0
+        state, out = jitted(state, keys[0], *first)
         jax.block_until_ready((state, out))
-        if i >= warmup:
-            ends.append(time.perf_counter())
+        for i, chunk in enumerate(it, start=1):
+            state, out = jitted(state, keys[i], *chunk)
+            jax.block_until_ready((state, out))
+            if i >= warmup:
+                ends.append(time.perf_counter())
     times = np.diff(ends[::depth])  # n_runs windows of depth calls each
     return bench.record_from_times(name, times / depth, warmup=warmup, compile_s=compile_s)
 
@@ -652,13 +650,9 @@ def run(args):
                 f"{k} {v:.4g} ({pq['gap_closed'][k]:.0%} of the gap)"
                 for k, v in pq["mean_sq_dist"].items()), flush=True)
             for batch in args.batches:
-                for kind, coupling in (("cfm", None), ("otcfm-exact", "exact"),
-                                       ("otcfm-exact-host", "exact-host"),
-                                       ("otcfm-exact-emd", "exact-emd"),
-                                       ("otcfm-sinkhorn", "sinkhorn"),
-                                       ("otcfm-sinkhorn-scaling", "sinkhorn-scaling")):
+                for kind in TRAIN_KINDS:
                     try:
-                        init, step = make_train_step(apply_net, batch, coupling=coupling)
+                        init, step = make_train_step(apply_net, batch, kind=kind)
                     except ImportError as e:  # flow_ot / ott-jax missing
                         res["train"][f"{batch}/{kind}"] = dict(skipped=f"ImportError: {e}")
                         continue
@@ -694,9 +688,9 @@ def run(args):
                     n_runs=max(3, n_chunk // 2), warmup=2 * PREFETCH_WORKERS + 1,
                     workers=PREFETCH_WORKERS,
                     depth=2 * PREFETCH_WORKERS,
-                    name=f"jaxkit otcfm-exact-emd-prefetch, {dim}D, batch {batch}")
+                    name=f"jaxkit {PREFETCH_KIND}, {dim}D, batch {batch}")
                 rec = per_step_record(rec, CHUNK)
-                res["train"][f"{batch}/otcfm-exact-emd-prefetch/scan"] = dict(
+                res["train"][f"{batch}/{PREFETCH_KIND}/scan"] = dict(
                     record=rec, steps_per_s=rec.items_per_s, steps_per_call=CHUNK,
                     host_workers=PREFETCH_WORKERS)
         if "sample" in args.cases:
@@ -776,13 +770,11 @@ def run(args):
         if peer_meta and f"check_loss/{dim}" in pres:
             res["check_loss_peer"] = pres[f"check_loss/{dim}"]
         for batch, kind, mode in [(b, k, m) for b in args.batches
-                                  for k in ("cfm", "otcfm-exact", "otcfm-exact-host",
-                                            "otcfm-exact-emd", "otcfm-exact-emd-prefetch",
-                                            "otcfm-sinkhorn", "otcfm-sinkhorn-scaling")
+                                  for k in (*TRAIN_KINDS, PREFETCH_KIND)
                                   for m in TRAIN_MODES] if "train" in args.cases else []:
             j = res["train"].get(f"{batch}/{kind}" + ("/scan" if mode == "scan" else ""),
                                  {})
-            if kind.endswith("-prefetch") and mode == "call":
+            if kind == PREFETCH_KIND and mode == "call":
                 continue  # chunks only: the host pairs whole chunks ahead
             case = (f"train {kind}, {dim}D, batch {batch}, "
                     + ("1 step per call" if mode == "call" else
@@ -920,9 +912,7 @@ def run(args):
         tr = results[f"{dim}D"]["train"]
         sfx = "/scan" if mode == "scan" else ""
         c = tr.get(f"{b0}/cfm{sfx}", {})
-        for family, kinds in (("exact", ("otcfm-exact", "otcfm-exact-host", "otcfm-exact-emd",
-                                         "otcfm-exact-emd-prefetch")),
-                              ("entropic", ("otcfm-sinkhorn", "otcfm-sinkhorn-scaling"))):
+        for family, kinds in (("exact", EXACT_KINDS), ("entropic", ENTROPIC_KINDS)):
             ot = [tr.get(f"{b0}/{kind}{sfx}", {}) for kind in kinds]
             ot = [o["record"].median_s for o in ot if "record" in o]
             val = (min(ot) / c["record"].median_s if "record" in c and ot else None)

@@ -98,8 +98,7 @@ def ot_paired_chunks(data: np.ndarray, batch: int, n_steps: int, n_chunks: int |
 
 
 def _limited(it: Iterator, threads: int | None) -> Iterator:
-    with limit_blas(threads):  # entered on the first item, before the threads start
-        try:
-            yield from it
-        finally:
-            it.close()
+    # entered on the first item, before the threads start; closing this generator closes
+    # ``it`` too (``yield from``), which stops its threads
+    with limit_blas(threads):
+        yield from it

@@ -31,8 +31,8 @@ def _fail(x, bad, msg: str):
 
 def _fail_first(x, checks):
     """Like :func:`_fail` for several ``(bad, msg)`` checks at once, reporting the first
-    that fails. Traced, it is one :func:`equinox.branched_error_if` (one reduction and
-    one branch), which matters inside a loop body run thousands of times."""
+    that fails. Traced, it is one :func:`equinox.branched_error_if` (one branch instead
+    of one per check), which matters inside a loop body run thousands of times."""
     bads = [jnp.any(bad) for bad, _ in checks]
     msgs = [msg for _, msg in checks]
     if any(is_traced(b) for b in bads) or is_traced(x):

@@ -712,15 +712,25 @@ def simulate(key: PRNGKeyArray, policy: Policy, reward_fn: Callable, n_steps: in
     ``jax.vmap`` over keys (and whatever ``reward_fn`` closes over) runs independent
     runs in one program."""
 
+    return _scan_steps(key, policy.init(), policy.select, policy.update, reward_fn, n_steps)
+
+
+def _scan_steps(key, init, select, update, reward_fn, n_steps: int, n_runs: int | None = None):
+    """The simulation loop of :func:`simulate` and :func:`simulate_runs` (``n_runs``: the
+    reward shape it checks, ``(n_runs,)``)."""
+
     def body(state, inp):
         t, k = inp
         k_sel, k_rew = jax.random.split(k)
-        arm = policy.select(k_sel, state)
-        reward = reward_fn(k_rew, t, arm)
-        return policy.update(state, arm, reward), (arm, reward)
+        arm = select(k_sel, state)
+        reward = jnp.asarray(reward_fn(k_rew, t, arm))
+        if n_runs is not None and reward.shape != (n_runs,):
+            raise ValueError(f"`reward_fn` must return one reward per run, shape "
+                             f"({n_runs},); got shape {reward.shape}")
+        return update(state, arm, reward), (arm, reward)
 
     keys = jax.random.split(key, n_steps)
-    state, (arms, rewards) = jax.lax.scan(body, policy.init(),
+    state, (arms, rewards) = jax.lax.scan(body, init,
                                           (jnp.arange(n_steps, dtype=jnp.int32), keys))
     return state, SimTrace(arms, rewards)
 
@@ -750,17 +760,4 @@ def simulate_runs(key: PRNGKeyArray, policy: Policy, reward_fn: Callable, n_step
         def select(k, state):
             return jax.vmap(policy.select)(jax.random.split(k, n_runs), state)
 
-    def body(state, inp):
-        t, k = inp
-        k_sel, k_rew = jax.random.split(k)
-        arms = select(k_sel, state)
-        rewards = jnp.asarray(reward_fn(k_rew, t, arms))
-        if rewards.shape != (n_runs,):
-            raise ValueError(f"`reward_fn` must return one reward per run, shape "
-                             f"({n_runs},); got shape {rewards.shape}")
-        return update(state, arms, rewards), (arms, rewards)
-
-    keys = jax.random.split(key, n_steps)
-    state, (arms, rewards) = jax.lax.scan(body, init,
-                                          (jnp.arange(n_steps, dtype=jnp.int32), keys))
-    return state, SimTrace(arms, rewards)
+    return _scan_steps(key, init, select, update, reward_fn, n_steps, n_runs)

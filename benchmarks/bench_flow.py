@@ -17,10 +17,14 @@ Cases (``--only`` takes a comma list):
   ``t ~ U(0, 1)``: CFM, and OT-CFM (``flow_ot.ot_cfm_loss``) with the minibatch re-paired
   by the exact OT assignment (``coupling="exact"``: optax's Hungarian algorithm on the
   device; ``exact_solver="host"``: SciPy's ``linear_sum_assignment``, and
-  ``exact_solver="emd"``: POT's network simplex, the solver torchcfm calls, each through a
-  ``pure_callback``; and ``otcfm-exact-emd-prefetch``: the same network simplex run on 2
-  host threads that pair the next chunks' minibatches while the device trains on the
-  current chunk, :func:`jaxkit.prefetch.prefetch`, chunks only) and by
+  ``exact_solver="emd"``: POT's network simplex, the solver torchcfm calls, and
+  ``exact_solver="auction"``: jaxkit's host solver, auction prices then exact
+  Jonker-Volgenant augmentation, each through a ``pure_callback``; and
+  ``otcfm-exact-{emd,auction}-prefetch``: the same solvers run on 2 host threads (niceness
+  19, as ``jaxkit.pairing.ot_paired_chunks``) that pair the next chunks' minibatches while
+  the device trains on the current chunk,
+  :func:`jaxkit.pairing.paired_chunks` and :func:`jaxkit.prefetch.prefetch`, chunks only)
+  and by
   entropic OT (``"sinkhorn"``, ott-jax, epsilon 0.05 of the mean cost, threshold 1e-3;
   ``otcfm-sinkhorn-scaling``: the same plan from ``flow_ot.scaling_sinkhorn_plan``; each
   x0 paired with an x1 drawn from its row of the plan, ``sampling="rows"``). Beside the
@@ -122,8 +126,9 @@ TARGETS = dict(train_vs_peers=1.5, sample_vs_peers=1.5, otcfm_over_cfm_256=1.3)
 # adapts in such chunks; per-step dispatch then disappears). Chunks are timed only when
 # they fit in CHUNK_BUDGET_S (the device-side Hungarian at batch 1024 does not).
 CHUNK, CHUNK_BUDGET_S = 20, 30.0
-# host threads solving the exact assignments of the next chunks (otcfm-exact-emd-prefetch)
-PREFETCH_WORKERS = 2
+# host threads solving the exact assignments of the next chunks (PREFETCH_KINDS), at
+# jaxkit.pairing.ot_paired_chunks's default niceness (they yield to XLA's threads)
+PREFETCH_WORKERS, PREFETCH_NICE = 2, 19
 TRAIN_MODES = ("call", "scan")
 # Training kinds timed in the step: the keyword arguments of flow_ot.ot_cfm_loss (None:
 # plain CFM). Sinkhorn pairs: one x1 per x0 drawn from the plan's row (exact conditional
@@ -133,12 +138,15 @@ TRAIN_KINDS = {
     "otcfm-exact": dict(coupling="exact"),                        # optax Hungarian
     "otcfm-exact-host": dict(coupling="exact", exact_solver="host"),  # SciPy, host
     "otcfm-exact-emd": dict(coupling="exact", exact_solver="emd"),    # POT, host
+    "otcfm-exact-auction": dict(coupling="exact", exact_solver="auction"),  # jaxkit, host
     "otcfm-sinkhorn": dict(coupling="sinkhorn", sampling="rows"),     # ott-jax
     "otcfm-sinkhorn-scaling": dict(coupling="sinkhorn", sampling="rows",
                                    sinkhorn_solver="scaling"),
 }
-PREFETCH_KIND = "otcfm-exact-emd-prefetch"  # exact pairs made on host threads, chunks only
-EXACT_KINDS = (*(k for k in TRAIN_KINDS if k.startswith("otcfm-exact")), PREFETCH_KIND)
+# exact pairs made on host threads (kind -> jaxkit.pairing solver), chunks only
+PREFETCH_KINDS = {"otcfm-exact-emd-prefetch": "emd",
+                  "otcfm-exact-auction-prefetch": "auction"}
+EXACT_KINDS = (*(k for k in TRAIN_KINDS if k.startswith("otcfm-exact")), *PREFETCH_KINDS)
 ENTROPIC_KINDS = tuple(k for k in TRAIN_KINDS if k.startswith("otcfm-sinkhorn"))
 NFE_PER_STEP = {"euler": 1, "midpoint": 2, "heun": 2, "rk4": 4}
 
@@ -420,7 +428,7 @@ def make_paired_steps(apply):
 
 
 def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers: int,
-                         depth: int, name: str):
+                         depth: int, name: str, nice: int | None = None):
     """Per-call times of ``state = run(state, key_i, *make(i))`` with ``make`` (e.g.
     :func:`jaxkit.pairing.paired_chunks`) prefetched on ``workers`` host threads
     (:func:`jaxkit.prefetch.prefetch`, ``depth`` ahead), as throughput: each of the
@@ -428,7 +436,8 @@ def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers:
     waiting for the host's chunks included. Chunks arrive in bursts (a queue of ``depth``),
     so single intervals would mix queued chunks and waits; ``warmup`` calls first (more
     than ``depth``: past the chunks made ahead while compiling). BLAS runs on one thread
-    meanwhile, as in :func:`jaxkit.pairing.ot_paired_chunks`. Returns a record (compile
+    meanwhile, as in :func:`jaxkit.pairing.ot_paired_chunks`; ``nice``: the threads'
+    niceness (:func:`jaxkit.prefetch.prefetch`). Returns a record (compile
     time from an AOT compile, the state donated)."""
     import jax
     import jax.numpy as jnp
@@ -443,7 +452,7 @@ def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers:
     jitted = jax.jit(run, donate_argnums=0)
     ends = []
     with limit_blas(1):  # BLAS threads would spin on XLA's cores (see limit_blas)
-        it = prefetch(make, total, depth=depth, workers=workers)
+        it = prefetch(make, total, depth=depth, workers=workers, nice=nice)
         first = next(it)
         t0 = time.perf_counter()
         jitted.lower(state, keys[0], *first).compile()
@@ -680,19 +689,21 @@ def run(args):
                 n_chunk = max(3, args.repeats_train // 5)
                 from jaxkit.pairing import paired_chunks
 
-                make = paired_chunks(js["data"], batch, CHUNK, seed=args.seed + batch)
-                # warm-up past the chunks made ahead during the compile (a queue of
-                # depth 2 * workers), so that every timed chunk waits at the host's rate
-                rec = time_prefetched_loop(
-                    make_paired_steps(apply_net), init(params), make,
-                    n_runs=max(3, n_chunk // 2), warmup=2 * PREFETCH_WORKERS + 1,
-                    workers=PREFETCH_WORKERS,
-                    depth=2 * PREFETCH_WORKERS,
-                    name=f"jaxkit {PREFETCH_KIND}, {dim}D, batch {batch}")
-                rec = per_step_record(rec, CHUNK)
-                res["train"][f"{batch}/{PREFETCH_KIND}/scan"] = dict(
-                    record=rec, steps_per_s=rec.items_per_s, steps_per_call=CHUNK,
-                    host_workers=PREFETCH_WORKERS)
+                for pkind, solver in PREFETCH_KINDS.items():
+                    make = paired_chunks(js["data"], batch, CHUNK, seed=args.seed + batch,
+                                         solver=solver)
+                    # warm-up past the chunks made ahead during the compile (a queue of
+                    # depth 2 * workers), so that every timed chunk waits at the host's rate
+                    rec = time_prefetched_loop(
+                        make_paired_steps(apply_net), init(params), make,
+                        n_runs=max(3, n_chunk // 2), warmup=2 * PREFETCH_WORKERS + 1,
+                        workers=PREFETCH_WORKERS,
+                        depth=2 * PREFETCH_WORKERS, nice=PREFETCH_NICE,
+                        name=f"jaxkit {pkind}, {dim}D, batch {batch}")
+                    rec = per_step_record(rec, CHUNK)
+                    res["train"][f"{batch}/{pkind}/scan"] = dict(
+                        record=rec, steps_per_s=rec.items_per_s, steps_per_call=CHUNK,
+                        host_workers=PREFETCH_WORKERS)
         if "sample" in args.cases:
             for method, steps in FIXED:
                 solve = fixed_solver(method, steps)
@@ -770,11 +781,11 @@ def run(args):
         if peer_meta and f"check_loss/{dim}" in pres:
             res["check_loss_peer"] = pres[f"check_loss/{dim}"]
         for batch, kind, mode in [(b, k, m) for b in args.batches
-                                  for k in (*TRAIN_KINDS, PREFETCH_KIND)
+                                  for k in (*TRAIN_KINDS, *PREFETCH_KINDS)
                                   for m in TRAIN_MODES] if "train" in args.cases else []:
             j = res["train"].get(f"{batch}/{kind}" + ("/scan" if mode == "scan" else ""),
                                  {})
-            if kind == PREFETCH_KIND and mode == "call":
+            if kind in PREFETCH_KINDS and mode == "call":
                 continue  # chunks only: the host pairs whole chunks ahead
             case = (f"train {kind}, {dim}D, batch {batch}, "
                     + ("1 step per call" if mode == "call" else

@@ -12,11 +12,18 @@ sequence, in order"; :class:`concurrent.futures.ThreadPoolExecutor` does the thr
 
 Errors raised by ``make(i)`` are raised by the iterator when item ``i`` is reached;
 closing the iterator (or leaving a ``for`` loop early) cancels the items not started.
+
+``nice`` lowers the workers' scheduling priority (Linux), so that on a CPU shared with
+XLA's threads the host work fills the gaps of the device's step instead of preempting
+its threads (an XLA:CPU parallel loop waits for its slowest thread).
 """
 
 from __future__ import annotations
 
 import collections
+import os
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
@@ -27,11 +34,14 @@ T = TypeVar("T")
 
 
 def prefetch(make: Callable[[int], T], n: int | None = None, *, depth: int = 2,
-             workers: int = 1) -> Iterator[T]:
+             workers: int = 1, nice: int | None = None) -> Iterator[T]:
     """Yield ``make(i)`` for ``i = 0, 1, ...`` (``n`` items, or without end if ``n`` is
     None) in order, keeping up to ``depth`` items ahead of the consumer in flight on
     ``workers`` background threads. ``make`` must be safe to call from several threads
-    at once when ``workers > 1`` (derive randomness from ``i``, not from shared state)."""
+    at once when ``workers > 1`` (derive randomness from ``i``, not from shared state).
+
+    ``nice`` (0-19, Linux): the worker threads' niceness, a lower priority than the
+    caller's threads and XLA's; ignored on other systems, where it is per process."""
     if not callable(make):
         raise TypeError(f"`make` must be callable; got {type(make).__name__}")
     if n is not None and (int(n) != n or n < 0):
@@ -40,11 +50,24 @@ def prefetch(make: Callable[[int], T], n: int | None = None, *, depth: int = 2,
         raise ValueError(f"`depth` must be an integer >= 1; got {depth!r}")
     if int(workers) != workers or workers < 1:
         raise ValueError(f"`workers` must be an integer >= 1; got {workers!r}")
-    return _prefetch(make, None if n is None else int(n), int(depth), int(workers))
+    if nice is not None and (int(nice) != nice or not 0 <= nice <= 19):
+        raise ValueError(f"`nice` must be None or an integer in [0, 19]; got {nice!r}")
+    return _prefetch(make, None if n is None else int(n), int(depth), int(workers),
+                     None if nice is None else int(nice))
 
 
-def _prefetch(make, n, depth, workers):
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jaxkit-prefetch")
+def _set_thread_nice(nice: int) -> None:
+    # On Linux a thread is a schedulable task with its own niceness: setpriority on its
+    # native id changes that thread only (POSIX leaves threads' priorities to the process)
+    if sys.platform.startswith("linux"):
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, max(nice, os.getpriority(os.PRIO_PROCESS, tid)))
+
+
+def _prefetch(make, n, depth, workers, nice=None):
+    init = None if nice is None else (lambda: _set_thread_nice(nice))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jaxkit-prefetch",
+                              initializer=init)
     pending: collections.deque[Future] = collections.deque()
     nxt = 0
     try:

@@ -4,7 +4,9 @@ Pooladian et al., "Multisample flow matching", ICML 2023), computed on device in
 ``jit`` (no host round trip).
 
 * :func:`exact_coupling`: the optimal permutation for the squared Euclidean cost,
-  solved by :func:`optax.assignment.hungarian_algorithm` (``O(B^3)``, jit-able).
+  solved by :func:`optax.assignment.hungarian_algorithm` (``O(B^3)``, jit-able) or, through
+  ``jax.pure_callback``, by a host solver (:data:`HOST_SOLVERS`; :func:`host_assignment`
+  for host-side input pipelines).
 * :func:`sinkhorn_plan`: the entropic plan from ott-jax's :class:`~ott.solvers.linear.
   sinkhorn.Sinkhorn` (log domain, run to convergence).
 * :func:`scaling_sinkhorn_plan`: the same entropic plan from Sinkhorn's scaling
@@ -66,7 +68,7 @@ def sq_cost(x0: Float[Array, "B d"], x1: Float[Array, "B d"]) -> Float[Array, "B
                        - 2 * a @ b.T, 0)
 
 
-EXACT_SOLVERS = ("hungarian", "host", "emd")
+EXACT_SOLVERS = ("hungarian", "host", "emd", "auction")
 
 
 def _host_assignment(cost: np.ndarray) -> np.ndarray:
@@ -95,7 +97,17 @@ def _emd_assignment(cost: np.ndarray) -> np.ndarray:
     return perm
 
 
-HOST_SOLVERS = {"host": _host_assignment, "emd": _emd_assignment}
+def _auction_assignment(cost: np.ndarray) -> np.ndarray:
+    """jaxkit's host solver: integer auction for the prices, exact Jonker-Volgenant
+    augmentation in float64 (:mod:`jaxkit.kernels._auction`, numba; imported on first
+    use)."""
+    from ._auction import auction_assignment
+
+    return auction_assignment(cost)
+
+
+HOST_SOLVERS = {"host": _host_assignment, "emd": _emd_assignment,
+                "auction": _auction_assignment}
 
 
 def host_sq_cost(x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
@@ -111,10 +123,12 @@ def host_sq_cost(x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
     return np.maximum(c, 0.0)
 
 
-def host_assignment(cost: np.ndarray, solver: str = "emd") -> np.ndarray:
+def host_assignment(cost: np.ndarray, solver: str = "auction") -> np.ndarray:
     """The optimal assignment of a square NumPy ``cost`` matrix on the host: ``perm`` with
-    ``sum_i cost[i, perm[i]]`` minimal (int32). ``solver``: ``"emd"`` (POT's network
-    simplex) or ``"host"`` (SciPy's ``linear_sum_assignment``). For input pipelines that
+    ``sum_i cost[i, perm[i]]`` minimal (int32). ``solver``: ``"auction"`` (jaxkit's
+    auction-then-augmentation solver, the fastest here: 0.45-0.7 ms at B = 256),
+    ``"emd"`` (POT's network simplex, the solver torchcfm calls) or ``"host"`` (SciPy's
+    ``linear_sum_assignment``). For input pipelines that
     pair minibatches off the device (e.g. in background threads, overlapping the device's
     training step); inside ``jit`` use :func:`exact_coupling`."""
     if solver not in HOST_SOLVERS:
@@ -133,21 +147,22 @@ def exact_coupling(x0: PyTree, x1: PyTree, *,
     Returns ``(arange(B), j)``: every sample on both sides is used exactly once.
 
     ``solver``: ``"hungarian"`` (:func:`optax.assignment.hungarian_algorithm`, on the
-    device, any backend), ``"host"`` (SciPy's ``linear_sum_assignment`` through
-    ``jax.pure_callback``) or ``"emd"`` (POT's network simplex, ``ot.emd``, the solver
-    torchcfm calls, through ``jax.pure_callback``). We keep host routes because optax's
-    O(B^3) Hungarian loop is slow on CPU (about 40 ms at B = 256 and 2 s at B = 1024 on 2
-    cores); on minibatches of Gaussian noise against clustered data POT's network simplex
-    is the fastest of the three here (about 3-4 ms at B = 256 against SciPy's 8 ms; see
-    benchmarks/RESULTS.md). On an accelerator the round trip to the host usually costs
-    more than it saves. All give an optimal assignment (equal total cost; the permutation
-    may differ on ties)."""
+    device, any backend), ``"host"`` (SciPy's ``linear_sum_assignment``), ``"emd"``
+    (POT's network simplex, ``ot.emd``, the solver torchcfm calls) or ``"auction"``
+    (jaxkit's auction-then-Jonker-Volgenant solver, :mod:`jaxkit.kernels._auction`), the
+    last three on the host through ``jax.pure_callback``. We keep host routes because
+    optax's O(B^3) Hungarian loop is slow on CPU (about 40 ms at B = 256 and 2 s at
+    B = 1024 on 2 cores); on minibatches of Gaussian noise against clustered data,
+    ``"auction"`` is the fastest here (0.45-0.7 ms at B = 256, against 3-5 ms for POT's
+    network simplex and 8 ms for SciPy's; see benchmarks/RESULTS.md). On an accelerator
+    the round trip to the host usually costs more than it saves. All give an optimal
+    assignment (equal total cost; the permutation may differ on ties)."""
     if solver not in EXACT_SOLVERS:
         raise ValueError(f"solver must be one of {EXACT_SOLVERS}; got {solver!r}")
     a, b = _prep(x0, x1)
     cost = sq_cost(a, b)
     n = a.shape[0]
-    if solver in ("host", "emd"):
+    if solver in HOST_SOLVERS:
         perm = jax.pure_callback(HOST_SOLVERS[solver], jax.ShapeDtypeStruct((n,), jnp.int32),
                                  cost, vmap_method="sequential")
     else:

@@ -175,7 +175,7 @@ def test_quick_run_without_peers(bf, tmp_path):
     res = d["results"]["2D"]
     assert d["results"]["peer_note"] == "peers skipped (--no-peers)"
     for kind in ("cfm", "otcfm-exact", "otcfm-exact-host", "otcfm-exact-emd",
-                 "otcfm-sinkhorn", "otcfm-sinkhorn-scaling"):
+                 "otcfm-exact-auction", "otcfm-sinkhorn", "otcfm-sinkhorn-scaling"):
         r = res["train"][f"64/{kind}"]
         assert r["steps_per_s"] > 0 and r["record"]["compile_s"] > 0
     pq = res["pairing"]  # exact pairs are the shortest; the entropic ones close most of the gap
@@ -204,9 +204,10 @@ def test_quick_run_without_peers(bf, tmp_path):
         assert r["steps_per_s"] == pytest.approx(1 / r["record"]["median_s"])
     assert any(c == f"train cfm, 2D, batch 64, {bf.CHUNK} steps per call (lax.scan)"
                for c in cases)
-    r = res["train"]["64/otcfm-exact-emd-prefetch/scan"]
-    assert r["host_workers"] == bf.PREFETCH_WORKERS and r["steps_per_s"] > 0
-    assert "64/otcfm-exact-emd-prefetch" not in res["train"]  # chunks only
+    for kind in bf.PREFETCH_KINDS:
+        r = res["train"][f"64/{kind}/scan"]
+        assert r["host_workers"] == bf.PREFETCH_WORKERS and r["steps_per_s"] > 0
+        assert f"64/{kind}" not in res["train"]  # chunks only
     tg = {t["target"]: t for t in d["targets"]}
     for mode in ("1 step per call", f"{bf.CHUNK} steps per call"):
         ot = tg[f"OT-CFM (exact, faster solver) time / CFM time, 2D, batch 64, {mode}"]

@@ -9,7 +9,7 @@ from jaxkit.pairing import ot_paired_chunks, paired_chunks
 DATA = np.random.default_rng(0).normal(size=(300, 3)).astype(np.float32) * 2 + 1
 
 
-@pytest.mark.parametrize("solver", ["emd", "host"])
+@pytest.mark.parametrize("solver", ["emd", "host", "auction"])
 def test_chunks_are_reproducible_and_exactly_paired(solver):
     make = paired_chunks(DATA, 16, 4, seed=5, solver=solver)
     x0, x1 = make(1)
@@ -77,3 +77,29 @@ def test_ot_paired_chunks_limits_blas_while_it_runs():
         untouched.close()
     with pytest.raises(ValueError, match="`blas_threads` must be None or an integer"):
         ot_paired_chunks(DATA, 8, 2, 2, blas_threads=0)
+
+
+def test_box_muller_draws_are_standard_normal():
+    from scipy import stats
+
+    from jaxkit.pairing import _normal
+
+    for dtype in (np.float32, np.float64):
+        z = _normal(np.random.default_rng(0), (4001, 5), dtype)
+        assert z.shape == (4001, 5) and z.dtype == dtype and np.all(np.isfinite(z))
+        assert stats.kstest(z.ravel(), "norm").pvalue > 1e-3
+        assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.03
+    a = _normal(np.random.default_rng(1), (100, 3), np.float32)
+    assert np.array_equal(a, _normal(np.random.default_rng(1), (100, 3), np.float32))
+
+
+def test_assignment_cost_differs_from_the_cost_by_row_constants():
+    from jaxkit.kernels import flow_ot
+
+    from jaxkit.pairing import _assignment_cost
+
+    rng = np.random.default_rng(2)
+    x0, x1 = rng.normal(size=(20, 2, 3)), rng.normal(size=(20, 2, 3))  # samples flattened
+    diff = flow_ot.host_sq_cost(x0, x1) - _assignment_cost(x0, x1)
+    np.testing.assert_allclose(diff, np.repeat(diff[:, :1], 20, axis=1), atol=1e-12)
+    np.testing.assert_allclose(diff[:, 0], (x0.reshape(20, -1) ** 2).sum(1), atol=1e-12)

@@ -1,5 +1,7 @@
 """jaxkit.prefetch: order, look-ahead, error propagation, early close, argument checks."""
 
+import os
+import sys
 import threading
 import time
 
@@ -63,8 +65,21 @@ def test_error_raised_at_its_item():
         next(it)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness")
+def test_nice_lowers_the_workers_priority_only():
+    def niceness(_):
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    mine = niceness(0)
+    assert list(prefetch(niceness, 4, workers=2, nice=19)) == [19] * 4
+    assert list(prefetch(niceness, 2, nice=None)) == [mine] * 2  # inherited, unchanged
+    assert niceness(0) == mine  # the caller's thread keeps its priority
+
+
 @pytest.mark.parametrize("kw, match", [(dict(n=-1), "n"), (dict(n=1.5), "n"),
-                                       (dict(depth=0), "depth"), (dict(workers=0), "workers")])
+                                       (dict(depth=0), "depth"), (dict(workers=0), "workers"),
+                                       (dict(nice=20), "nice"), (dict(nice=-1), "nice"),
+                                       (dict(nice=2.5), "nice")])
 def test_bad_arguments(kw, match):
     with pytest.raises(ValueError, match=match):
         prefetch(lambda i: i, **{"n": 3, **kw})

@@ -244,7 +244,7 @@ def test_bad_input(data):
                                   scale_cost="max_cost")
 
 
-@pytest.mark.parametrize("solver", ["host", "emd"])
+@pytest.mark.parametrize("solver", ["host", "emd", "auction"])
 def test_exact_coupling_host_solvers_match_scipy_under_jit_and_vmap(data, solver):
     exact = jax.jit(lambda a, b: flow_ot.exact_coupling(a, b, solver=solver))
     _check_exact(exact, *data)
@@ -291,7 +291,7 @@ def test_host_cost_and_assignment_match_scipy(data):
     np.testing.assert_allclose(c, ((x0[:, None] - x1[None]) ** 2).sum(-1), atol=1e-10)
     r, col = linear_sum_assignment(c)
     best = c[r, col].sum()
-    for solver in ("emd", "host"):
+    for solver in ("emd", "host", "auction"):
         perm = flow_ot.host_assignment(c, solver)
         assert perm.dtype == np.int32 and sorted(perm.tolist()) == list(range(B))
         assert c[np.arange(B), perm].sum() == pytest.approx(best, rel=1e-12)

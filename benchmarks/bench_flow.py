@@ -23,7 +23,8 @@ Cases (``--only`` takes a comma list):
   ``otcfm-exact-{emd,auction}-prefetch``: the same solvers run on 2 host threads (niceness
   19, as ``jaxkit.pairing.ot_paired_chunks``) that pair the next chunks' minibatches while
   the device trains on the current chunk,
-  :func:`jaxkit.pairing.paired_chunks` and :func:`jaxkit.prefetch.prefetch`, chunks only)
+  :func:`jaxkit.pairing.paired_chunks` and :func:`jaxkit.prefetch.prefetch`; one step
+  per call takes one prefetched minibatch)
   and by
   entropic OT (``"sinkhorn"``, ott-jax, epsilon 0.05 of the mean cost, threshold 1e-3;
   ``otcfm-sinkhorn-scaling``: the same plan from ``flow_ot.scaling_sinkhorn_plan``; each
@@ -689,20 +690,24 @@ def run(args):
                 n_chunk = max(3, args.repeats_train // 5)
                 from jaxkit.pairing import paired_chunks
 
-                for pkind, solver in PREFETCH_KINDS.items():
-                    make = paired_chunks(js["data"], batch, CHUNK, seed=args.seed + batch,
+                for (pkind, solver), mode in [(ks, m) for ks in PREFETCH_KINDS.items()
+                                              for m in TRAIN_MODES]:
+                    # a call trains on one prefetched item: a chunk of CHUNK minibatches
+                    # ("scan"), or a single minibatch ("call", one step per Python call)
+                    n = CHUNK if mode == "scan" else 1
+                    make = paired_chunks(js["data"], batch, n, seed=args.seed + batch,
                                          solver=solver)
-                    # warm-up past the chunks made ahead during the compile (a queue of
-                    # depth 2 * workers), so that every timed chunk waits at the host's rate
+                    # warm-up past the items made ahead during the compile (a queue of
+                    # depth 2 * workers), so that every timed call waits at the host's rate
                     rec = time_prefetched_loop(
                         make_paired_steps(apply_net), init(params), make,
-                        n_runs=max(3, n_chunk // 2), warmup=2 * PREFETCH_WORKERS + 1,
-                        workers=PREFETCH_WORKERS,
+                        n_runs=max(3, n_chunk // 2) if n > 1 else args.repeats_train,
+                        warmup=2 * PREFETCH_WORKERS + 1, workers=PREFETCH_WORKERS,
                         depth=2 * PREFETCH_WORKERS, nice=PREFETCH_NICE,
                         name=f"jaxkit {pkind}, {dim}D, batch {batch}")
-                    rec = per_step_record(rec, CHUNK)
-                    res["train"][f"{batch}/{pkind}/scan"] = dict(
-                        record=rec, steps_per_s=rec.items_per_s, steps_per_call=CHUNK,
+                    rec = per_step_record(rec, n)
+                    res["train"][f"{batch}/{pkind}" + ("/scan" if n > 1 else "")] = dict(
+                        record=rec, steps_per_s=rec.items_per_s, steps_per_call=n,
                         host_workers=PREFETCH_WORKERS)
         if "sample" in args.cases:
             for method, steps in FIXED:
@@ -785,8 +790,6 @@ def run(args):
                                   for m in TRAIN_MODES] if "train" in args.cases else []:
             j = res["train"].get(f"{batch}/{kind}" + ("/scan" if mode == "scan" else ""),
                                  {})
-            if kind in PREFETCH_KINDS and mode == "call":
-                continue  # chunks only: the host pairs whole chunks ahead
             case = (f"train {kind}, {dim}D, batch {batch}, "
                     + ("1 step per call" if mode == "call" else
                        f"{CHUNK} steps per call (lax.scan)"))

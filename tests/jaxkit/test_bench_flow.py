@@ -207,7 +207,8 @@ def test_quick_run_without_peers(bf, tmp_path):
     for kind in bf.PREFETCH_KINDS:
         r = res["train"][f"64/{kind}/scan"]
         assert r["host_workers"] == bf.PREFETCH_WORKERS and r["steps_per_s"] > 0
-        assert f"64/{kind}" not in res["train"]  # chunks only
+        assert r["steps_per_call"] == bf.CHUNK
+        assert res["train"][f"64/{kind}"]["steps_per_call"] == 1  # one minibatch a call
     tg = {t["target"]: t for t in d["targets"]}
     for mode in ("1 step per call", f"{bf.CHUNK} steps per call"):
         ot = tg[f"OT-CFM (exact, faster solver) time / CFM time, 2D, batch 64, {mode}"]

@@ -38,6 +38,12 @@ Cases (``--only`` takes a comma list):
   Gaussians on a circle) and 64D (8 Gaussians at random centres); steps/s. The loss of
   the same exported net on a fixed check batch is computed on both sides (must be
   equal).
+* ``assign`` -- the exact assignment alone, on the host, one thread: jaxkit's solver
+  (``flow_ot.host_assignment(cost, "auction")``: auction prices, then Jonker-Volgenant
+  augmentation) against POT's network simplex (``ot.emd``, torchcfm's) and SciPy's
+  ``linear_sum_assignment`` on the same 12 OT-CFM minibatches (the training batch sizes;
+  Gaussian noise against data points, squared Euclidean cost in float64); the total costs
+  must agree (all three are exact).
 * ``sample`` -- samples/s at equal function evaluations: Euler 100 steps and RK4 25 steps
   (100 velocity evaluations each; counted), ``flow.integrate`` against
   ``torchdiffeq.odeint`` on the same grid and flow_matching's ``ODESolver.sample``, with
@@ -105,7 +111,11 @@ PEER_CHECK = ("from importlib.metadata import version; import torch, torchcfm, t
               "import flow_matching.solver; assert version('torchcfm') == '1.0.7'; "
               "assert version('flow_matching') == '1.0.10'; "
               "assert version('torchdiffeq') == '0.2.5'")
-CASES = ("train", "sample", "adaptive", "likelihood")
+CASES = ("train", "assign", "sample", "adaptive", "likelihood")
+# host assignment solvers on OT-CFM minibatches ("assign"): jaxkit's, then the peers
+ASSIGN_SOLVERS = {"jaxkit auction": "auction", "POT ot.emd": "emd",
+                  "SciPy linear_sum_assignment": "host"}
+ASSIGN_PROBLEMS = 12  # minibatches per (dim, batch); --quick: 3
 WIDTH, DEPTH = 256, 4
 # nets.MLP time input: t itself plus TIME_DIM sinusoidal features of 1000 t. We use
 # TIME_DIM = 0 (t concatenated, as torchcfm's MLP): with the default 32 features the
@@ -469,6 +479,38 @@ def time_prefetched_loop(run, state, make, *, n_runs: int, warmup: int, workers:
     return bench.record_from_times(name, times / depth, warmup=warmup, compile_s=compile_s)
 
 
+def time_assignments(data: np.ndarray, batch: int, n_problems: int, *, seed: int = 0):
+    """Each host solver of :data:`ASSIGN_SOLVERS` (``flow_ot.host_assignment``) on the same
+    ``n_problems`` exact OT-CFM minibatches (``batch`` rows of ``data`` against Gaussian
+    noise, the squared Euclidean cost in float64), one thread: a record per solver (one
+    time per problem, after one untimed warm-up solve) and the largest relative gap of a
+    total cost to SciPy's optimum (all three are exact)."""
+    from jaxkit.kernels import flow_ot
+
+    from jaxkit import bench
+    from jaxkit.pairing import limit_blas
+
+    rng = np.random.default_rng([seed, batch, data.shape[1]])
+    costs = [flow_ot.host_sq_cost(rng.standard_normal((batch, data.shape[1])),
+                                  data[rng.choice(len(data), batch, replace=False)])
+             for _ in range(n_problems)]
+    out, totals = dict(problems=n_problems), {}
+    with limit_blas(1):
+        for name, solver in ASSIGN_SOLVERS.items():
+            flow_ot.host_assignment(costs[0], solver)  # numba compiles / loads its cache
+            times, tot = [], []
+            for c in costs:
+                t0 = time.perf_counter()
+                perm = flow_ot.host_assignment(c, solver)
+                times.append(time.perf_counter() - t0)
+                tot.append(c[np.arange(batch), perm].sum())
+            out[name] = dict(record=bench.record_from_times(f"{name}, B = {batch}", times))
+            totals[name] = np.asarray(tot)
+    ref = totals["SciPy linear_sum_assignment"]
+    out["max_rel_gap"] = float(max(np.max(np.abs(t - ref) / ref) for t in totals.values()))
+    return out
+
+
 def per_step_record(rec, n: int):
     """The record of a call of ``n`` steps as a per-step record (times divided by
     ``n``; ``items`` 1), so that it compares with one-step-per-call records."""
@@ -646,8 +688,8 @@ def run(args):
             net=f"jaxkit.kernels.nets.MLP({dim}, width={WIDTH}, depth={DEPTH}, "
                 f"time_dim={args.time_dim})",
             fit_steps=args.fit_steps, fit_final_loss=fit_loss, check_loss_jaxkit=chk_loss,
-            mlp_flops_per_eval=mlp_flops(dim, time_dim=args.time_dim), train={}, sample={},
-            adaptive={}, likelihood={})
+            mlp_flops_per_eval=mlp_flops(dim, time_dim=args.time_dim), train={}, assign={},
+            sample={}, adaptive={}, likelihood={})
 
     # ---- jaxkit timings
     for dim in args.dims:
@@ -709,6 +751,11 @@ def run(args):
                     res["train"][f"{batch}/{pkind}" + ("/scan" if n > 1 else "")] = dict(
                         record=rec, steps_per_s=rec.items_per_s, steps_per_call=n,
                         host_workers=PREFETCH_WORKERS)
+        if "assign" in args.cases:
+            for batch in args.batches:
+                res["assign"][batch] = time_assignments(
+                    np.asarray(js["data"]), batch, 3 if args.quick else ASSIGN_PROBLEMS,
+                    seed=args.seed)
         if "sample" in args.cases:
             for method, steps in FIXED:
                 solve = fixed_solver(method, steps)
@@ -819,6 +866,16 @@ def run(args):
                 rows.append(dict(case=case, dtype="float32", jax=j["record"], peer=None,
                                  peer_name="-", acc_jax=_rate(j["record"], "steps/s"),
                                  acc_peer=peer_note or ""))
+        for batch, a in res["assign"].items():
+            ours = a["jaxkit auction"]
+            for name in list(ASSIGN_SOLVERS)[1:]:
+                p = a[name]
+                rows.append(dict(
+                    case=f"exact assignment B = {batch}, {dim}D ({a['problems']} minibatches)",
+                    dtype="float64", jax=ours["record"], peer=p["record"], peer_name=name,
+                    acc_jax=f"optimal: total cost within {a['max_rel_gap']:.1e} of SciPy's",
+                    acc_peer=f"{p['record'].median_s * 1e3:.3g} ms a problem"))
+                p["ratio"] = p["record"].median_s / ours["record"].median_s
         for method, steps in FIXED if "sample" in args.cases else []:
             j = res["sample"][f"{method}{steps}"]
             case = f"sample {method} x{steps} (NFE {j['nfe']}), {dim}D, {args.sample_batch}"

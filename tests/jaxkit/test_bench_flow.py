@@ -198,6 +198,10 @@ def test_quick_run_without_peers(bf, tmp_path):
     assert any(c.startswith("train cfm, 2D, batch 64") for c in cases)
     assert any(c.startswith("sample rk4 x25 (NFE 100)") for c in cases)
     assert any(c.startswith("log-likelihood") for c in cases)
+    a = res["assign"]["64"]  # the host solvers on the same minibatches: all optimal
+    assert a["problems"] == 3 and a["max_rel_gap"] < 1e-12
+    assert all(a[name]["record"]["median_s"] > 0 for name in bf.ASSIGN_SOLVERS)
+    assert sum(c.startswith("exact assignment B = 64, 2D") for c in cases) == 2  # 2 peers
     for kind in ("cfm", "otcfm-exact-emd"):  # chunked steps: per-step records
         r = res["train"][f"64/{kind}/scan"]
         assert r["steps_per_call"] == bf.CHUNK and r["record"]["items"] == 1

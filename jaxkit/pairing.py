@@ -1,7 +1,7 @@
 """Host-side minibatch pairing for exact OT-CFM input pipelines.
 
 Exact minibatch OT (Tong et al. 2024, OT-CFM) needs an assignment problem solved per
-minibatch; on a CPU that takes 0.45-0.7 ms at B = 256 with jaxkit's auction solver and
+minibatch; on a CPU that takes 0.4-0.45 ms at B = 256 with jaxkit's auction solver and
 3-5 ms with POT's network simplex, against ~1.1-1.6 ms for a CFM training step. Solved
 inside the step (``flow_ot.exact_coupling(..., solver="auction")``, a ``pure_callback``)
 the device waits for it. Here the pairing moves into the input pipeline instead:

@@ -2,11 +2,11 @@
 Jonker-Volgenant shortest augmenting paths in float64 for exactness.
 
 Why hand-written (with numba): OT-CFM pairs every minibatch by an exact assignment, and on a
-CPU the libraries we have are 3-8x too slow for a training step at B = 256 with squared
-Euclidean costs (POT's network simplex 3.2-4.8 ms, SciPy's ``linear_sum_assignment``
-8 ms, ``lap.lapjv`` ~10 ms; ad hoc, one thread). None of them takes starting prices, and
-from zero prices the shortest-augmenting-path methods do O(B) long searches on these
-near-degenerate geometric costs. Here:
+CPU the libraries we have take 2-7x a CFM training step's time (1.1-1.6 ms) at B = 256
+with squared Euclidean costs (POT's network simplex 3.2-4.8 ms, SciPy's
+``linear_sum_assignment`` 8 ms, ``lap.lapjv`` ~10 ms; one thread). None of them takes
+starting prices, and from zero prices the shortest-augmenting-path methods do O(B) long
+searches on these near-degenerate geometric costs. Here:
 
 1. **Prices by auction** (Bertsekas 1988; epsilon-scaling, Bertsekas & Castanon 1992),
    Gauss-Seidel bidding on costs quantised to integers, with the bid's value and column
@@ -21,9 +21,10 @@ near-degenerate geometric costs. Here:
    so exactness does not depend on the quantisation; good prices only make the paths
    short. This is the same optimality certificate as SciPy's solver.
 
-At B = 256 this takes 0.45-0.65 ms (2D and 64D minibatches, one thread), against
-3.2-4.8 ms for POT's network simplex. The functions release the GIL, so pairing threads
-run alongside the device's training step.
+At B = 256 this takes 0.38-0.44 ms (2D and 64D OT-CFM minibatches, one thread), against
+3.2-4.4 ms for POT's network simplex and 7.7-7.8 ms for SciPy's; at B = 1024, 10-13 ms
+against 85-144 and 306-324 ms (``benchmarks/bench_flow.py --only assign``). The
+functions release the GIL, so pairing threads run alongside the device's training step.
 """
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ def host_sq_cost(x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
 def host_assignment(cost: np.ndarray, solver: str = "auction") -> np.ndarray:
     """The optimal assignment of a square NumPy ``cost`` matrix on the host: ``perm`` with
     ``sum_i cost[i, perm[i]]`` minimal (int32). ``solver``: ``"auction"`` (jaxkit's
-    auction-then-augmentation solver, the fastest here: 0.45-0.7 ms at B = 256),
+    auction-then-augmentation solver, the fastest here: 0.4-0.45 ms at B = 256),
     ``"emd"`` (POT's network simplex, the solver torchcfm calls) or ``"host"`` (SciPy's
     ``linear_sum_assignment``). For input pipelines that
     pair minibatches off the device (e.g. in background threads, overlapping the device's
@@ -153,7 +153,7 @@ def exact_coupling(x0: PyTree, x1: PyTree, *,
     last three on the host through ``jax.pure_callback``. We keep host routes because
     optax's O(B^3) Hungarian loop is slow on CPU (about 40 ms at B = 256 and 2 s at
     B = 1024 on 2 cores); on minibatches of Gaussian noise against clustered data,
-    ``"auction"`` is the fastest here (0.45-0.7 ms at B = 256, against 3-5 ms for POT's
+    ``"auction"`` is the fastest here (0.4-0.45 ms at B = 256, against 3-5 ms for POT's
     network simplex and 8 ms for SciPy's; see benchmarks/RESULTS.md). On an accelerator
     the round trip to the host usually costs more than it saves. All give an optimal
     assignment (equal total cost; the permutation may differ on ties)."""

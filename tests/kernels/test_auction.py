@@ -85,3 +85,33 @@ def test_large_problems_fall_back_to_scipy(monkeypatch):
     c = np.random.default_rng(2).random((6, 6))
     assert np.array_equal(auction_assignment(c), linear_sum_assignment(c)[1])
     assert auction_assignment(np.zeros((0, 0))).shape == (0,)
+
+
+@pytest.mark.parametrize("n", [5, 64])
+def test_auction_phases_give_eps_optimal_prices(n):
+    # the exact finish hides a broken auction (it would only be slower): check the
+    # auction itself: a full assignment, eps-complementary slackness, and a total cost
+    # within n * eps of the optimum (Bertsekas's bound) on integer costs
+    rng = np.random.default_rng(n)
+    cq = rng.integers(0, 10_000, (n, n)).astype(np.int64)
+    v = np.zeros(n, np.int64)
+    rowof, colof = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    bits = max(1, int(np.ceil(np.log2(n))))
+    for eps in (1000, 100, 10, 1):
+        _auction._auction_phase(cq, v, rowof, colof, eps, bits)
+        assert sorted(colof.tolist()) == list(range(n))
+        assert np.array_equal(rowof[colof], np.arange(n))
+        reduced = cq - v[None, :]
+        slack = reduced[np.arange(n), colof] - reduced.min(1)
+        assert slack.min() >= 0 and slack.max() <= eps
+        total = cq[np.arange(n), colof].sum()
+        assert _optimal(cq.astype(float)) <= total <= _optimal(cq.astype(float)) + n * eps
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float64, st.integers(1, 40),
+                  elements=st.floats(-1e300, 1e300, allow_nan=False)))
+def test_float_keys_preserve_order(w):
+    # _argmin's integer keys: order-preserving, so the first minimum is the float minimum
+    m, j = _auction._argmin(w, w.view(np.int64))
+    assert m == w.min() and w[j] == m and not np.any(w[:j] < m)

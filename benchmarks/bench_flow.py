@@ -154,7 +154,8 @@ TRAIN_KINDS = {
     "otcfm-sinkhorn-scaling": dict(coupling="sinkhorn", sampling="rows",
                                    sinkhorn_solver="scaling"),
 }
-# exact pairs made on host threads (kind -> jaxkit.pairing solver), chunks only
+# exact pairs made on host threads (kind -> jaxkit.pairing solver), one prefetched
+# item per call: a chunk of CHUNK minibatches, or one minibatch for one step per call
 PREFETCH_KINDS = {"otcfm-exact-emd-prefetch": "emd",
                   "otcfm-exact-auction-prefetch": "auction"}
 EXACT_KINDS = (*(k for k in TRAIN_KINDS if k.startswith("otcfm-exact")), *PREFETCH_KINDS)

@@ -110,17 +110,24 @@ HOST_SOLVERS = {"host": _host_assignment, "emd": _emd_assignment,
                 "auction": _auction_assignment}
 
 
-def host_sq_cost(x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+def host_sq_cost(x0: np.ndarray, x1: np.ndarray, *, row_norms: bool = True) -> np.ndarray:
     """NumPy float64 squared Euclidean cost ``||x0_i - x1_j||^2`` of two ``(B, ...)`` batches
     (samples flattened), for host-side pipelines: ``|a|^2 + |b|^2 - 2 a b^T`` (one GEMM
-    instead of a ``(B, B, d)`` difference tensor), clipped at 0."""
+    instead of a ``(B, B, d)`` difference tensor), clipped at 0. ``row_norms=False``
+    leaves out the row constants ``|a_i|^2`` (and the clip): every assignment pays each
+    once, so the optimal assignments are the same, for one pass fewer over the matrix."""
     a = np.asarray(x0, np.float64).reshape(len(x0), -1)
     b = np.asarray(x1, np.float64).reshape(len(x1), -1)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"x0 and x1 must have the same sample size; got {a.shape[1]} and "
                          f"{b.shape[1]}")
-    c = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
-    return np.maximum(c, 0.0)
+    c = a @ b.T
+    c *= -2.0
+    c += np.einsum("ij,ij->i", b, b)[None, :]
+    if row_norms:
+        c += np.einsum("ij,ij->i", a, a)[:, None]
+        np.maximum(c, 0.0, out=c)
+    return c
 
 
 def host_assignment(cost: np.ndarray, solver: str = "auction") -> np.ndarray:

@@ -91,15 +91,3 @@ def test_box_muller_draws_are_standard_normal():
         assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.03
     a = _normal(np.random.default_rng(1), (100, 3), np.float32)
     assert np.array_equal(a, _normal(np.random.default_rng(1), (100, 3), np.float32))
-
-
-def test_assignment_cost_differs_from_the_cost_by_row_constants():
-    from jaxkit.kernels import flow_ot
-
-    from jaxkit.pairing import _assignment_cost
-
-    rng = np.random.default_rng(2)
-    x0, x1 = rng.normal(size=(20, 2, 3)), rng.normal(size=(20, 2, 3))  # samples flattened
-    diff = flow_ot.host_sq_cost(x0, x1) - _assignment_cost(x0, x1)
-    np.testing.assert_allclose(diff, np.repeat(diff[:, :1], 20, axis=1), atol=1e-12)
-    np.testing.assert_allclose(diff[:, 0], (x0.reshape(20, -1) ** 2).sum(1), atol=1e-12)

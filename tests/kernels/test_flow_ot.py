@@ -303,3 +303,11 @@ def test_host_cost_and_assignment_match_scipy(data):
         flow_ot.host_assignment(np.where(np.eye(B) > 0, np.nan, c))
     with pytest.raises(ValueError, match="sample size"):
         flow_ot.host_sq_cost(x0, x1[:, :1])
+
+
+def test_cost_without_row_norms_differs_by_row_constants():
+    rng = np.random.default_rng(2)
+    x0, x1 = rng.normal(size=(20, 2, 3)), rng.normal(size=(20, 2, 3))  # samples flattened
+    diff = flow_ot.host_sq_cost(x0, x1) - flow_ot.host_sq_cost(x0, x1, row_norms=False)
+    np.testing.assert_allclose(diff, np.repeat(diff[:, :1], 20, axis=1), atol=1e-12)
+    np.testing.assert_allclose(diff[:, 0], (x0.reshape(20, -1) ** 2).sum(1), atol=1e-12)

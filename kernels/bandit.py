@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from ._checks import _fail, _fail_first
+from .checks import fail, fail_first
 
 __all__ = [
     "Policy",
@@ -123,7 +123,7 @@ def _check_observation(n_arms: int, arm, reward, dtype, runs: tuple = ()):
         raise ValueError(f"`reward` must be {'a' if runs == () else 'an'} {what}; got shape "
                          f"{reward.shape}")
     # both checks ride on ``arm`` (every update uses it): one branch per step, not two
-    arm = _fail_first(arm, [((arm < 0) | (arm >= n_arms),
+    arm = fail_first(arm, [((arm < 0) | (arm >= n_arms),
                              f"`arm` out of range: must be in [0, {n_arms})"),
                             (~jnp.isfinite(reward), "`reward` is NaN or inf")])
     return arm.astype(jnp.int32), reward
@@ -300,7 +300,7 @@ def thompson_beta(n_arms: int, *, gamma: float = 1.0, prior: tuple[float, float]
     def update(state: BetaState, arm, reward) -> BetaState:
         arm, reward = _check_observation(n_arms, arm, reward, dtype,
                                          state.successes.shape[1:])
-        reward = _fail(reward, (reward < 0) | (reward > 1),
+        reward = fail(reward, (reward < 0) | (reward > 1),
                        "`reward` must be in [0, 1] for thompson_beta")
         hit = _one_hot(arm, n_arms, dtype)
         return BetaState(gamma * state.successes + reward * hit,
@@ -506,7 +506,7 @@ def _check_parents(parents, name: str = "parents"):
                          f"padded with -1; got dtype {parents.dtype}, shape {parents.shape}")
     node = jnp.arange(parents.shape[0])[:, None]
     bad = (parents < -1) | (parents >= node)
-    return _fail(parents, jnp.any(bad),
+    return fail(parents, jnp.any(bad),
                  f"`{name}`: every parent id must be -1 (padding) or an earlier node "
                  f"(0 <= parent < node): the genealogy has a cycle or is not in "
                  f"topological order")
@@ -525,7 +525,7 @@ def propagate_credit(parents: Int[Array, "N P"], gain: Float[Array, " N"], *,
     gain = jnp.asarray(gain)
     if gain.shape != parents.shape[:1]:
         raise ValueError(f"`gain` must have shape ({parents.shape[0]},); got {gain.shape}")
-    gain = _fail(gain, ~jnp.all(jnp.isfinite(gain)), "`gain` contains NaN or inf values")
+    gain = fail(gain, ~jnp.all(jnp.isfinite(gain)), "`gain` contains NaN or inf values")
     n_nodes, n_par = parents.shape
     valid = parents >= 0
     share = 1.0 / jnp.maximum(valid.sum(1), 1).astype(gain.dtype)
@@ -675,7 +675,7 @@ def _check_node_parents(parents, max_parents: int, n_nodes):
     if parents.shape != (max_parents,) or not jnp.issubdtype(parents.dtype, jnp.integer):
         raise ValueError(f"`parents` must be an integer array of shape ({max_parents},) "
                          f"padded with -1; got dtype {parents.dtype}, shape {parents.shape}")
-    parents = _fail(parents, jnp.any((parents < -1) | (parents >= n_nodes)),
+    parents = fail(parents, jnp.any((parents < -1) | (parents >= n_nodes)),
                     "`parents`: each id must be -1 or an existing node (0 <= id < n_nodes)")
     return parents.astype(jnp.int32)
 

@@ -57,7 +57,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 
-from ._checks import _fail, is_traced
+from .checks import fail, is_traced
 
 __all__ = [
     "SoftProjection",
@@ -176,7 +176,7 @@ def _check_q_real(q, dtype) -> Float[Array, " K"]:
         if not np.all(np.isfinite(qn)):
             raise ValueError("`q` contains NaN or inf values")
     else:
-        q = _fail(q, ~jnp.all(jnp.isfinite(q)), "`q` contains NaN or inf values")
+        q = fail(q, ~jnp.all(jnp.isfinite(q)), "`q` contains NaN or inf values")
     return q
 
 
@@ -462,7 +462,7 @@ def project_soft(p: Float[Array, "N K"], q: ArrayLike, *, mask: ArrayLike | None
     # max |y| (needed for the tolerance) is finite iff every unmasked entry is: one pass
     # over the cell serves both
     yabs = jnp.max(jnp.abs(y))
-    y = _fail(y, ~jnp.isfinite(yabs), "`p` contains NaN or inf values on unmasked rows")
+    y = fail(y, ~jnp.isfinite(yabs), "`p` contains NaN or inf values on unmasked rows")
 
     n_act = jnp.sum(m)
     qmin, qmax = jnp.min(q), jnp.max(q)
@@ -672,7 +672,7 @@ def _prepare_discrete(cost, q, mask, allowed):
     m = _check_mask(mask, n)
     ok = _check_allowed(allowed, n, k) & m[:, None]
     bad = ok & (jnp.isnan(cost) | (cost == -jnp.inf))
-    cost = _fail(cost, jnp.any(bad), "`cost` contains NaN or -inf values on unmasked, "
+    cost = fail(cost, jnp.any(bad), "`cost` contains NaN or -inf values on unmasked, "
                  "allowed entries (use +inf to forbid a species)")
     c = jnp.where(ok, cost, jnp.inf)
     return qi, c, m

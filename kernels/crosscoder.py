@@ -45,7 +45,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from ._checks import check_finite, is_traced
+from .checks import check_finite, is_traced
 
 __all__ = [
     "Selector",

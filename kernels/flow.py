@@ -41,7 +41,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from ._checks import check_finite, is_traced
+from .checks import check_finite, is_traced
 
 __all__ = [
     "METHODS", "FIXED_METHODS", "ADAPTIVE_METHODS", "PATHS",

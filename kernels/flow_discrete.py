@@ -26,7 +26,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from ._checks import is_traced
+from .checks import is_traced
 
 __all__ = ["SCHEDULERS", "kappa", "kappa_dot", "uniform_source", "mask_source",
            "mixture_path", "dfm_loss", "ctmc_euler_sample"]

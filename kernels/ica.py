@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._batching import map_over_batch
-from ._checks import check_data_matrix, check_finite, is_traced
+from .checks import check_data_matrix, check_finite, is_traced
 
 __all__ = [
     "WhitenResult",

@@ -29,7 +29,7 @@ import optax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._batching import map_over_batch
-from ._checks import check_data_matrix, is_traced
+from .checks import check_data_matrix, is_traced
 from .ica import fastica
 
 __all__ = [

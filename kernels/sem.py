@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from ._checks import check_finite, is_traced
+from .checks import check_finite, is_traced
 
 __all__ = [
     "SEMData",

@@ -49,7 +49,7 @@ import optax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from jaxkit.kernels import flow, nets
-from jaxkit.kernels._checks import check_finite
+from jaxkit.kernels.checks import check_finite
 
 from . import metrics as M
 from .domains import Domain

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
-from jaxkit.kernels._checks import is_traced
+from jaxkit.kernels.checks import is_traced
 
 __all__ = ["Verifier", "check_mask", "ring_band", "torus_band", "sphere_band"]
 

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from jaxkit.kernels._checks import _fail, check_finite, is_traced
+from jaxkit.kernels.checks import fail, check_finite, is_traced
 
 __all__ = [
     "MarkovTask", "HMMTask", "ChainTask", "unit_directions", "markov_features",
@@ -79,7 +79,7 @@ def _check_range(x, name: str, lo: float, hi: float, *, lo_open=False, hi_open=F
     if is_traced(x):
         bad = (x <= lo if lo_open else x < lo) | (x >= hi if hi_open else x > hi)
         x = check_finite(x, name)
-        return _fail(x, jnp.any(bad), f"`{name}` must lie in {interval}")
+        return fail(x, jnp.any(bad), f"`{name}` must lie in {interval}")
     v = np.asarray(x, np.float64)
     if not np.all(np.isfinite(v)):
         raise ValueError(f"`{name}` contains NaN or inf values; got {x!r}")
@@ -113,7 +113,7 @@ def markov_transition(pi, rho) -> tuple[Float[Array, ""] | float, Float[Array, "
            "stationary rate and autocorrelation")
     if is_traced(pi) or is_traced(rho):
         rho_min = -jnp.minimum(pi / (1 - pi), (1 - pi) / pi)
-        rho = _fail(rho, jnp.any(rho < rho_min - 1e-6), msg)
+        rho = fail(rho, jnp.any(rho < rho_min - 1e-6), msg)
     else:
         p, r = np.asarray(pi, np.float64), np.asarray(rho, np.float64)
         if np.any(r < -np.minimum(p / (1 - p), (1 - p) / p) - 1e-6):
@@ -171,7 +171,7 @@ def _check_stochastic(p, name: str):
         raise ValueError(f"`{name}` must be a square (S, S) matrix; got shape {p.shape}")
     p = check_finite(p, name)
     bad = jnp.any(p < 0) | jnp.any(jnp.abs(p.sum(1) - 1) > 1e-4)
-    return _fail(p, bad, f"`{name}` must be row-stochastic (entries >= 0, rows sum to 1)")
+    return fail(p, bad, f"`{name}` must be row-stochastic (entries >= 0, rows sum to 1)")
 
 
 def hmm_denoising(key: PRNGKeyArray, *, n_seq: int, length: int, d: int, n_states: int,

@@ -39,6 +39,13 @@ def test_wheel_file_list(wheel):
                      "jaxkit/ballad/search.py", "jaxkit/ballad/_sandbox_worker.py"]:
         assert required in names, required
     assert not [n for n in names if n.startswith("kernels/")]
+    # every package of the source tree is in the wheel (nothing dropped by omission)
+    source = {p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "jaxkit").rglob("__init__.py")}
+    source |= {"jaxkit/kernels/" + p.parent.relative_to(ROOT / "kernels").as_posix()
+               for p in (ROOT / "kernels").rglob("__init__.py")}
+    source = {s.removesuffix("/.") for s in source}
+    wheel_pkgs = {n.rsplit("/", 1)[0] for n in names if n.endswith("/__init__.py")}
+    assert source == wheel_pkgs, source ^ wheel_pkgs
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/"))]
     top = [n for n in names if n.endswith("top_level.txt")]
     if top:

@@ -1,4 +1,4 @@
-"""Input checks shared by the kernels.
+"""Input checks shared by the kernels (public: pipelines and user code use them too).
 
 Shape checks are static, so they run in Python at trace time and raise ``ValueError``.
 Value checks (NaN/inf, constant columns) need the data: on concrete arrays they raise
@@ -13,14 +13,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["check_data_matrix", "check_finite", "is_traced"]
+__all__ = ["check_data_matrix", "check_finite", "fail", "fail_first", "is_traced"]
 
 
 def is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
-def _fail(x, bad, msg: str):
+def fail(x, bad, msg: str):
     """Raise now when ``bad`` is concrete, else attach a run-time check to ``x``."""
     if is_traced(bad) or is_traced(x):
         return eqx.error_if(x, bad, msg)
@@ -29,8 +29,8 @@ def _fail(x, bad, msg: str):
     return x
 
 
-def _fail_first(x, checks):
-    """Like :func:`_fail` for several ``(bad, msg)`` checks at once, reporting the first
+def fail_first(x, checks):
+    """Like :func:`fail` for several ``(bad, msg)`` checks at once, reporting the first
     that fails. Traced, it is one :func:`equinox.branched_error_if` (one branch instead
     of one per check), which matters inside a loop body run thousands of times."""
     bads = [jnp.any(bad) for bad, _ in checks]
@@ -46,7 +46,7 @@ def _fail_first(x, checks):
 
 def check_finite(x, name: str):
     """Error naming ``name`` if ``x`` holds NaN or inf."""
-    return _fail(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` contains NaN or inf values")
+    return fail(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` contains NaN or inf values")
 
 
 def check_data_matrix(x, name: str = "x", *, min_rows: int | None = None, constant: bool = True):
@@ -67,9 +67,9 @@ def check_data_matrix(x, name: str = "x", *, min_rows: int | None = None, consta
     # one pass over the data: the column max and min give the spread, the scale, and
     # finiteness (a NaN or inf anywhere makes them non-finite)
     hi, lo = jnp.max(x, axis=0), jnp.min(x, axis=0)
-    x = _fail(x, ~jnp.all(jnp.isfinite(hi) & jnp.isfinite(lo)),
+    x = fail(x, ~jnp.all(jnp.isfinite(hi) & jnp.isfinite(lo)),
               f"`{name}` contains NaN or inf values")
     scale = jnp.maximum(jnp.maximum(jnp.abs(hi), jnp.abs(lo)), 1.0)
     const = hi - lo <= 10 * jnp.finfo(x.dtype).eps * scale
-    return _fail(x, jnp.any(const), f"`{name}` has a constant column (zero variance); "
+    return fail(x, jnp.any(const), f"`{name}` has a constant column (zero variance); "
                  f"drop it before fitting")

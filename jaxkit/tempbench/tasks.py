@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from jaxkit.kernels.checks import fail, check_finite, is_traced
+from jaxkit.kernels.checks import check_finite, fail, is_traced
 
 __all__ = [
     "MarkovTask", "HMMTask", "ChainTask", "unit_directions", "markov_features",

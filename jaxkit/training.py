@@ -1,0 +1,174 @@
+"""The one training loop: steps from :mod:`jaxkit.kernels.train`, checkpoints from
+:mod:`jaxkit.checkpoint`, a divergence guard, and exact resume after a kill.
+
+``fit(key, state, step, batch_fn, steps=N, checkpoint_dir=...)`` runs ``step(key_i,
+state, batch_fn(i))`` for ``i`` in ``[start, N)``. The step key is
+``jax.random.fold_in(key, i)`` and the batch a deterministic function of ``i`` (or of a
+data position saved in the checkpoint's JSON), so a run killed at any point and started
+again with ``resume=True`` restores the newest checkpoint and ends with the same
+parameters as an uninterrupted run. Every pipeline that trains goes through here.
+
+Divergence: each step reports :attr:`~jaxkit.kernels.train.StepInfo.finite`; the loop
+keeps an on-device flag of the first non-finite step and reads it at every logging and
+checkpoint boundary, raising :class:`TrainingDiverged` *before* anything is saved, so
+the newest checkpoint on disk is always finite.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .checkpoint import Checkpointer, abstract_like
+
+__all__ = ["FitResult", "TrainingDiverged", "fit", "step_key"]
+
+
+class TrainingDiverged(RuntimeError):
+    """Raised when a step produced a non-finite loss, gradient or parameter."""
+
+    def __init__(self, step: int):
+        super().__init__(f"training diverged at step {step}: non-finite loss, gradient or "
+                         f"parameters (lower the learning rate or check the inputs)")
+        self.step = step
+
+
+class FitResult(NamedTuple):
+    """What :func:`fit` returns.
+
+    Attributes:
+      state: the final training state.
+      history: one dict of host floats per logged step (``step`` plus the scalar leaves
+        of the step's info, ``out`` flattened by name where it is a NamedTuple or dict).
+      resumed_from: the step restored from a checkpoint (0 for a fresh run).
+      meta: the JSON dictionary of the restored checkpoint (``{}`` for a fresh run).
+    """
+
+    state: Any
+    history: list[dict]
+    resumed_from: int
+    meta: dict
+
+
+def step_key(key, i: int | jax.Array):
+    """The key of step ``i``: ``fold_in(key, i)`` (the same on a resumed run)."""
+    return jax.random.fold_in(key, i)
+
+
+def _scalars(info: Any) -> dict[str, float]:
+    out = {}
+
+    def add(prefix, x):
+        if isinstance(x, tuple) and hasattr(x, "_fields"):
+            for f, v in zip(x._fields, x, strict=True):
+                add(f if prefix in ("", "out") else f"{prefix}.{f}", v)
+        elif isinstance(x, dict):
+            for f, v in x.items():
+                add(f if prefix in ("", "out") else f"{prefix}.{f}", v)
+        elif hasattr(x, "shape") and np.ndim(x) == 0:
+            out[prefix] = float(x)
+        elif hasattr(x, "shape") and np.ndim(x) == 1 and np.size(x):  # a scanned chunk
+            out[prefix] = float(x[-1])
+
+    add("", jax.device_get(info))
+    out.pop("finite", None)
+    return out
+
+
+def fit(
+    key,
+    state: Any,
+    step: Callable[[Any, Any, Any], tuple[Any, Any]],
+    batch_fn: Callable[[int], Any],
+    *,
+    steps: int,
+    checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int = 100,
+    keep: int = 2,
+    resume: bool = True,
+    log_every: int = 0,
+    on_log: Callable[[int, dict], None] | None = None,
+    meta_fn: Callable[[int], dict] | None = None,
+    on_restore: Callable[[dict], None] | None = None,
+    target: Any = None,
+) -> FitResult:
+    """Run ``steps`` training steps with checkpoints and resume.
+
+    Args:
+      key: the run's base key; step ``i`` uses :func:`step_key` ``(key, i)``.
+      state: the initial state (its structure and shardings are the restore target
+        unless ``target`` is given).
+      step: ``step(key, state, batch) -> (state, info)``, usually jitted; ``info`` has a
+        ``finite`` field (:class:`~jaxkit.kernels.train.StepInfo`) or none.
+      batch_fn: ``batch_fn(i)``: the batch of step ``i`` (deterministic in ``i`` and the
+        data position).
+      steps: the total number of steps (a resumed run continues up to it).
+      checkpoint_dir: where to checkpoint; ``None`` for no checkpoints.
+      checkpoint_every: steps between checkpoints (and one at the end).
+      keep: checkpoints kept on disk.
+      resume: restore the newest checkpoint in ``checkpoint_dir`` when there is one.
+      log_every: record the step's scalars every this many steps (0: only the last).
+      on_log: ``on_log(step_done, scalars)`` at each recorded step.
+      meta_fn: ``meta_fn(step_done) -> dict``: extra JSON saved with each checkpoint (a
+        data position, the config).
+      on_restore: ``on_restore(meta)`` after a restore (to reposition a data stream).
+      target: the restore target (see :meth:`jaxkit.checkpoint.Checkpointer.restore`).
+
+    Returns:
+      A :class:`FitResult`.
+
+    Raises:
+      TrainingDiverged: a step was not finite (nothing after it is saved).
+      ValueError: bad arguments, or an unreadable checkpoint folder.
+    """
+    steps = int(steps)
+    if steps < 0:
+        raise ValueError(f"`steps` must be >= 0; got {steps}")
+    if int(checkpoint_every) < 1:
+        raise ValueError(f"`checkpoint_every` must be >= 1; got {checkpoint_every}")
+    if int(log_every) < 0:
+        raise ValueError(f"`log_every` must be >= 0; got {log_every}")
+    ckpt = Checkpointer(checkpoint_dir, keep=keep) if checkpoint_dir is not None else None
+    start, meta = 0, {}
+    try:
+        if ckpt is not None and resume and ckpt.latest_step() is not None:
+            tgt = abstract_like(state) if target is None else target
+            state, meta, start = ckpt.restore(tgt)
+            if on_restore is not None:
+                on_restore(meta)
+        history: list[dict] = []
+        bad = jnp.asarray(-1, jnp.int32)  # first non-finite step (1-based); -1: none
+        last_info = None
+
+        def check():
+            b = int(bad)
+            if b >= 0:
+                raise TrainingDiverged(b)
+
+        for i in range(start, steps):
+            state, info = step(step_key(key, i), state, batch_fn(i))
+            last_info = info
+            fin = getattr(info, "finite", None)
+            if fin is not None:
+                bad = jnp.where((bad < 0) & ~jnp.all(fin), i + 1, bad)
+            done = i + 1
+            if (log_every and done % log_every == 0) or done == steps:
+                check()
+                rec = {"step": done, **_scalars(info)}
+                history.append(rec)
+                if on_log is not None:
+                    on_log(done, rec)
+            if ckpt is not None and (done % checkpoint_every == 0 or done == steps):
+                check()
+                ckpt.save(done, state, meta_fn(done) if meta_fn is not None else {})
+        if last_info is not None:
+            check()
+        return FitResult(state=state, history=history, resumed_from=start, meta=meta)
+    finally:
+        if ckpt is not None:
+            ckpt.close()

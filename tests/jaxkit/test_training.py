@@ -1,0 +1,133 @@
+"""The one training step and loop: closed-form steps, checkpoints, exact resume after a
+kill, the divergence guard, and restore onto a mesh."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jaxkit.kernels import train
+
+from jaxkit import training
+from jaxkit.checkpoint import Checkpointer, abstract_like
+
+
+def _loss(params, key, batch, aux):
+    x, y = batch
+    noise = 0.01 * jax.random.normal(key, y.shape)
+    r = x @ params["w"] + params["b"] - (y + noise)
+    return jnp.mean(r**2), {"mse": jnp.mean(r**2)}
+
+
+def _batch(i):
+    rng = np.random.default_rng(i)
+    x = rng.normal(size=(16, 3)).astype(np.float32)
+    return x, x @ np.array([1.0, -2.0, 0.5], np.float32) + 0.3
+
+
+def _state():
+    return train.init({"w": jnp.zeros(3), "b": jnp.zeros(())}, optax.sgd(0.1),
+                      aux=jnp.zeros((), jnp.int32))
+
+
+STEP = jax.jit(train.make_train_step(
+    _loss, optax.sgd(0.1), update_aux=lambda a, out, st: a + 1))
+
+
+def test_step_is_sgd_in_closed_form():
+    st = _state()
+    key = jax.random.key(0)
+    x, y = _batch(0)
+    new, info = STEP(key, st, (x, y))
+    g = jax.grad(lambda p: _loss(p, key, (x, y), ())[0])(st.params)
+    np.testing.assert_allclose(new.params["w"], -0.1 * g["w"], rtol=1e-6)
+    assert int(new.step) == 1 and int(new.aux) == 1 and bool(info.finite)
+    np.testing.assert_allclose(info.grad_norm, optax.tree.norm(g), rtol=1e-6)
+
+
+def test_transforms_and_clipping():
+    step = train.make_train_step(
+        _loss, optax.sgd(1.0), clip_norm=1e-3,
+        grad_transform=lambda p, g, out, aux: jax.tree.map(lambda v: 2 * v, g),
+        post_update=lambda p: {"w": p["w"] / jnp.maximum(jnp.linalg.norm(p["w"]), 1.0),
+                               "b": p["b"]})
+    new, info = step(jax.random.key(0), _state(), _batch(0))
+    moved = jnp.sqrt(jnp.sum(new.params["w"] ** 2) + new.params["b"] ** 2)
+    assert float(moved) <= 1e-3 * (1 + 1e-5)  # clipped to the global norm
+    assert float(info.grad_norm) > 1e-3  # reported before clipping
+    with pytest.raises(ValueError, match="clip_norm"):
+        train.make_train_step(_loss, optax.sgd(1.0), clip_norm=0.0)
+
+
+def test_scan_steps_equals_a_loop():
+    chunk = jax.jit(train.scan_steps(STEP))
+    xs, ys = zip(*[_batch(i) for i in range(4)], strict=True)
+    key = jax.random.key(3)
+    st_c, infos = chunk(key, _state(), (jnp.stack(xs), jnp.stack(ys)))
+    st = _state()
+    for k, b in zip(jax.random.split(key, 4), zip(xs, ys, strict=True), strict=True):
+        st, _ = STEP(k, st, b)
+    np.testing.assert_allclose(st_c.params["w"], st.params["w"], rtol=1e-6)
+    assert infos.loss.shape == (4,)
+
+
+def test_killed_run_resumes_to_the_same_parameters(tmp_path):
+    key = jax.random.key(1)
+    full = training.fit(key, _state(), STEP, _batch, steps=10)
+
+    class Kill(Exception):
+        pass
+
+    def killing_batch(i):
+        if i == 7:
+            raise Kill
+        return _batch(i)
+
+    with pytest.raises(Kill):
+        training.fit(key, _state(), STEP, killing_batch, steps=10, checkpoint_dir=tmp_path,
+                     checkpoint_every=3, meta_fn=lambda i: {"pos": i})
+    seen = {}
+    res = training.fit(key, _state(), STEP, _batch, steps=10, checkpoint_dir=tmp_path,
+                       checkpoint_every=3, on_restore=seen.update)
+    assert res.resumed_from == 6 and seen == {"pos": 6}
+    np.testing.assert_array_equal(res.state.params["w"], full.state.params["w"])
+    assert int(res.state.aux) == 10
+    assert res.history[-1]["step"] == 10 and "mse" in res.history[-1]
+
+
+def test_divergence_stops_before_saving(tmp_path):
+    step = jax.jit(train.make_train_step(_loss, optax.sgd(jnp.inf)))
+    with pytest.raises(training.TrainingDiverged, match="step 1"):
+        training.fit(jax.random.key(0), _state(), step, _batch, steps=5,
+                     checkpoint_dir=tmp_path, checkpoint_every=2)
+    with Checkpointer(tmp_path) as c:
+        assert c.latest_step() is None
+
+
+def test_corrupt_latest_checkpoint_falls_back(tmp_path):
+    st = _state()
+    with Checkpointer(tmp_path, keep=3) as c:
+        c.save(1, st, {"n": 1})
+        c.save(2, st._replace(step=jnp.asarray(2, jnp.int32)), {"n": 2})
+    for f in (tmp_path / "2").rglob("*"):
+        if f.is_file() and f.stat().st_size > 0:
+            f.write_bytes(b"garbage")
+    with Checkpointer(tmp_path) as c, pytest.warns(UserWarning, match="unreadable"):
+        restored, meta, s = c.restore(abstract_like(st))
+    assert s == 1 and meta == {"n": 1}
+
+
+def test_keys_round_trip_and_restore_onto_a_mesh(tmp_path):
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    tree = {"key": jax.random.split(jax.random.key(5), 8), "x": jnp.arange(8.0)}
+    with Checkpointer(tmp_path) as c:
+        c.save(0, tree)
+        mesh = Mesh(np.array(jax.devices()), ("data",))
+        target = abstract_like(tree, NamedSharding(mesh, P("data")))
+        got, _, _ = c.restore(target)
+    assert jnp.issubdtype(got["key"].dtype, jax.dtypes.prng_key)
+    np.testing.assert_array_equal(jax.random.key_data(got["key"]),
+                                  jax.random.key_data(tree["key"]))
+    assert got["x"].sharding.spec == P("data")

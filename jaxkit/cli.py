@@ -1,4 +1,5 @@
-"""The ``jaxkit`` command line: ``info``, ``run``, ``bench`` and the family commands."""
+"""The ``jaxkit`` command line: ``info``, ``run``, ``bench``, and the family commands
+(``lingam``, ``ballad``: assembled from their packages; ``crosscoder``)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .ballad.cli import ballad_app
+from .pooled_lingam.cli import lingam_app
+
 app = typer.Typer(help="jaxkit: JAX kernels and research pipelines.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
-lingam_app = typer.Typer(help="LiNGAM causal discovery on your own data.", no_args_is_help=True)
 app.add_typer(lingam_app, name="lingam")
-ballad_app = typer.Typer(help="Ballad: LLM-driven heuristic discovery.", no_args_is_help=True)
 app.add_typer(ballad_app, name="ballad")
 crosscoder_app = typer.Typer(help="Crosscoders / SAEs trained on stored activations.",
                              no_args_is_help=True)
@@ -71,6 +73,121 @@ def info():
     console.print(t)
 
 
+def _resolve_configs(todo: list[str], entries: dict, *, all_: bool, quick: bool,
+                     toml: Path | None, sets: list[str]) -> dict:
+    """Each pipeline's configuration: QUICK or FULL, then the TOML, then --set; a bad
+    value fails with one line naming the pipeline and the field."""
+    import difflib
+
+    from .config import read_toml
+
+    def no_config(n: str, what: str):
+        _fail(f"pipeline {n!r} has no configuration yet (legacy; --quick picks its "
+              f"settings), so {what} does not apply to it")
+
+    def unknown_pipeline(n: str, what: str):
+        close = difflib.get_close_matches(n, todo, n=3)
+        _fail(f"{what}: unknown pipeline {n!r}"
+              + (f"; did you mean {', '.join(close)}?" if close else
+                 f"; pipelines: {', '.join(todo)}"))
+
+    tables: dict[str, dict] = {n: {} for n in todo}
+    if toml is not None:
+        try:
+            doc = read_toml(toml)
+        except ValueError as e:
+            _fail(f"--config {e}")
+        if all_:
+            for k, v in doc.items():
+                if not isinstance(v, dict):
+                    _fail(f"--config {toml}: with 'all', top-level keys must be tables "
+                          f"named after pipelines ([NAME]); got {k!r}")
+                if k not in tables:
+                    unknown_pipeline(k, f"--config {toml}")
+                tables[k] = v
+        else:
+            (n,) = todo
+            doc = dict(doc)
+            inner = doc.pop(n, None)
+            tables[n] = {**doc, **inner} if isinstance(inner, dict) else doc
+    assigns: dict[str, list[str]] = {n: [] for n in todo}
+    for a in sets:
+        if all_:
+            lhs, eq, rhs = a.partition("=")
+            pipe, dot, fld = lhs.partition(".")
+            if not eq or not dot:
+                _fail(f"--set with 'all' must look like PIPELINE.field=value; got {a!r}")
+            if pipe.strip() not in assigns:
+                unknown_pipeline(pipe.strip(), "--set")
+            assigns[pipe.strip()].append(f"{fld}={rhs}")
+        else:
+            assigns[todo[0]].append(a)
+    configs = {}
+    for n in todo:
+        cfg = entries[n].config(quick)
+        if cfg is None:
+            if tables[n]:
+                no_config(n, f"--config {toml}")
+            if assigns[n]:
+                no_config(n, "--set")
+        else:
+            try:
+                cfg = cfg.merged(tables[n])
+            except ValueError as e:
+                _fail(f"{n}: --config {toml}: {e}")
+            try:
+                cfg = cfg.override(assigns[n])
+            except ValueError as e:
+                _fail(f"{n}: --set: {e}")
+        configs[n] = cfg
+    return configs
+
+
+def _show_config(name: str, configs: dict, quick: bool) -> str:
+    from .config import to_toml
+
+    mode = "quick" if quick else "full"
+    if name != "all":
+        cfg = configs[name]
+        body = (cfg.to_toml() if cfg is not None else
+                "# no configuration (legacy pipeline: --quick picks its settings)")
+        return f"# {name} ({mode})\n{body}\n"
+    return f"# all pipelines ({mode})\n" + to_toml(configs)
+
+
+def _run_record(name: str, configs: dict, *, quick: bool, seed: int) -> dict:
+    from . import __version__
+
+    return {"pipeline": name, "mode": "quick" if quick else "full", "seed": seed,
+            "configs": {n: None if c is None else c.to_dict() for n, c in configs.items()},
+            "digests": {n: None if c is None else c.digest() for n, c in configs.items()},
+            "jaxkit": __version__}
+
+
+def _check_out_dir(out_dir: Path, record: dict, *, force: bool) -> None:
+    """Refuse to mix a run into a folder that holds another run's report."""
+    if out_dir.exists() and not out_dir.is_dir():
+        _fail(f"--out {out_dir}: is a file, not a folder")
+    if force or not out_dir.is_dir():
+        return
+    saved = out_dir / "run.json"
+    hint = "; use another --out, or --force to overwrite it"
+    if saved.is_file():
+        try:
+            old = json.loads(saved.read_text())
+        except (OSError, ValueError):
+            _fail(f"{saved} is unreadable{hint}")
+        same = {k: old.get(k) for k in ("pipeline", "mode", "seed", "configs")}
+        new = {k: record[k] for k in ("pipeline", "mode", "seed", "configs")}
+        if same != new:
+            diff = [k for k in new if same[k] != new[k]]
+            _fail(f"{out_dir} holds a run of a different {' / '.join(diff)} "
+                  f"(see {saved}){hint}")
+    elif (out_dir / "report.md").is_file():
+        _fail(f"{out_dir} holds a report.md of an unknown configuration (no run.json)"
+              f"{hint}")
+
+
 @app.command()
 def run(
     name: Annotated[str, typer.Argument(help="pipeline name, or 'all'")],
@@ -79,38 +196,75 @@ def run(
     seed: Annotated[int, typer.Option(help="base PRNG seed")] = 0,
     fresh: Annotated[bool, typer.Option(
         help="recompute every stage instead of resuming a killed run's saved stages")] = False,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="field=value, overriding the configuration (repeatable); with 'all', "
+                      "PIPELINE.field=value")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="TOML file: top-level keys for one pipeline; tables named after "
+                         "pipelines ([pooled-lingam]) for 'all'")] = None,
+    show_config: Annotated[bool, typer.Option(
+        "--show-config", help="print the resolved configuration and exit")] = False,
+    mesh: Annotated[str, typer.Option(
+        help="device mesh, e.g. data=8 (-1: every device)")] = "data=-1",
+    force: Annotated[bool, typer.Option(
+        help="run into a folder that holds a report of a different seed, configuration "
+             "or mode")] = False,
 ):
     """Run a pipeline (or all of them) and write report.md plus PNG figures.
 
-    Each finished stage is saved (atomically) in the output folder, so a killed run
-    resumes where it stopped when started again with the same configuration."""
-    from . import pipelines
+    The configuration is the pipeline's quick or full one, then --config, then each
+    --set. Each finished stage is saved (atomically) in the output folder, so a killed
+    run resumes where it stopped when started again with the same configuration."""
+    from . import registry
+    from .io import atomic_write
+
+    all_ = name == "all"
+    todo = registry.names() if all_ else [name]
+    entries = {}
+    for n in todo:
+        try:
+            entries[n] = registry.get(n)
+        except KeyError as e:
+            _fail(str(e.args[0]))
+    configs = _resolve_configs(todo, entries, all_=all_, quick=quick, toml=config,
+                               sets=list(sets or []))
+    if show_config:
+        typer.echo(_show_config(name, configs, quick), nl=False)
+        return
+    out_dir = out or Path("runs") / name
+    record = _run_record(name, configs, quick=quick, seed=seed)
+    _check_out_dir(out_dir, record, force=force)
     from .distributed import make_mesh
     from .report import write_report
 
-    todo = pipelines.names() if name == "all" else [name]
-    for n in todo:
-        try:
-            pipelines.get(n)
-        except KeyError as e:
-            _fail(str(e.args[0]))
-    out_dir = out or Path("runs") / name
-    mesh = make_mesh({"data": -1})
+    axes = _parse_mesh(mesh)
+    try:
+        the_mesh = make_mesh(axes)
+    except ValueError as e:
+        _fail(f"--mesh {mesh}: {e}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(out_dir / "run.json", json.dumps(dict(record, status="running"), indent=2)
+                 + "\n")
     results = []
+    t_all = time.perf_counter()
     with _progress() as progress:
         for n in todo:
-            ctx = pipelines.RunContext(out_dir=out_dir / n if name == "all" else out_dir,
-                                       quick=quick, seed=seed, mesh=mesh, progress=progress,
-                                       resume=not fresh)
+            ctx = registry.RunContext(out_dir=out_dir / n if all_ else out_dir,
+                                      config=configs[n], quick=quick, seed=seed,
+                                      mesh=the_mesh, progress=progress, resume=not fresh)
             ctx.out_dir.mkdir(parents=True, exist_ok=True)
             t0 = time.perf_counter()
-            res = pipelines.get(n)(ctx)
+            res = entries[n].run(ctx)
+            if entries[n].title is not None:
+                res.title = entries[n].title
             res.metrics.setdefault("wall_s", time.perf_counter() - t0)
             results.append(res)
             for w in res.warnings:
                 err_console.print(f"[yellow]warning ({n}):[/] {w}")
             console.print(f"[green]done[/] {n} in {time.perf_counter() - t0:.1f}s")
-    report = write_report(out_dir, results, quick=quick)
+    report = write_report(out_dir, results, quick=quick, seed=seed)
+    atomic_write(out_dir / "run.json", json.dumps(
+        dict(record, status="done", wall_s=time.perf_counter() - t_all), indent=2) + "\n")
     console.print(f"report: {report}")
 
 
@@ -141,153 +295,6 @@ def bench(
     spec.loader.exec_module(mod)
     argv = (["--json", str(json_out)] if json_out else []) + (["--quick"] if quick else [])
     raise typer.Exit(int(mod.main(argv) or 0))
-
-
-@lingam_app.command("fit")
-def lingam_fit(
-    data: Annotated[Path, typer.Argument(help="CSV with a header row, one column a variable")],
-    method: Annotated[str, typer.Option(help="ica or direct")] = "ica",
-    prune: Annotated[bool, typer.Option(help="adaptive-lasso pruning")] = True,
-    seed: Annotated[int, typer.Option(help="PRNG seed (ICA initialisation)")] = 0,
-    max_iter: Annotated[int, typer.Option(help="FastICA iteration budget (ica)")] = 1000,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the graph as JSON")]
-    = None,
-    x64: Annotated[bool, typer.Option(help="compute in float64")] = True,
-):
-    """Fit ICA-LiNGAM or DirectLiNGAM to one dataset and print the weighted graph."""
-    import jax
-
-    if x64:
-        jax.config.update("jax_enable_x64", True)
-    import jax.numpy as jnp
-
-    from .io import DataError, read_csv_matrix
-
-    if method not in ("ica", "direct"):
-        _fail(f"--method must be 'ica' or 'direct'; got {method!r}")
-    try:
-        x, names = read_csv_matrix(data)
-    except DataError as e:
-        _fail(str(e))
-    from .kernels import lingam
-
-    try:
-        if method == "ica":
-            res = lingam.ica_lingam(jax.random.key(seed), jnp.asarray(x), prune=prune,
-                                    max_iter=max_iter)
-        else:
-            res = lingam.direct_lingam(jnp.asarray(x), prune=prune)
-        res = jax.block_until_ready(res)
-    except ValueError as e:
-        _fail(f"{data}: {e}")
-    adj = jax.device_get(res.adjacency)
-    order = [names[i] for i in jax.device_get(res.causal_order)]
-    converged = bool(res.converged)
-    if not converged:
-        err_console.print(f"[yellow]warning:[/] FastICA did not converge in "
-                          f"{int(res.n_iter)} iterations; the graph may be unreliable")
-    edges = [{"cause": names[j], "effect": names[i], "weight": float(adj[i, j])}
-             for i in range(len(names)) for j in range(len(names)) if adj[i, j] != 0]
-    if json_out:
-        payload = {"method": method, "variables": names, "causal_order": order,
-                   "adjacency": adj.tolist(), "adjacency_convention": "[effect, cause]",
-                   "edges": edges, "converged": converged, "n_samples": int(x.shape[0])}
-        tmp = json_out.with_suffix(json_out.suffix + ".tmp")
-        tmp.write_text(json.dumps(payload, indent=2) + "\n")
-        tmp.replace(json_out)
-    t = Table(title=f"{'ICA' if method == 'ica' else 'Direct'}LiNGAM: {len(edges)} edges "
-                    f"(n={x.shape[0]}, d={x.shape[1]})")
-    for col in ("cause", "effect", "weight"):
-        t.add_column(col, justify="right" if col == "weight" else "left")
-    for e in sorted(edges, key=lambda e: -abs(e["weight"])):
-        t.add_row(e["cause"], e["effect"], f"{e['weight']:+.4f}")
-    console.print(t)
-    console.print("causal order: " + " -> ".join(order))
-
-
-@ballad_app.command("discover")
-def ballad_discover(
-    models: Annotated[str | None, typer.Option(
-        help="LLM pool 'name:price_in:price_out,...' (dollars per 1M tokens; prices "
-             "optional); default env JAXKIT_LLM_POOL")] = None,
-    base_url: Annotated[str | None, typer.Option(
-        help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; default env "
-             "JAXKIT_LLM_BASE_URL (or OPENAI_BASE_URL)")] = None,
-    api_key: Annotated[str | None, typer.Option(
-        help="API key; default env JAXKIT_LLM_API_KEY (or OPENAI_API_KEY)")] = None,
-    router: Annotated[str, typer.Option(
-        help="ballad, ucb1, uniform, or a model name (always that model)")] = "ballad",
-    calls: Annotated[int, typer.Option(help="LLM calls (search steps)")] = 20,
-    seed: Annotated[int, typer.Option(help="seed of the instances and of the search")] = 0,
-    instances: Annotated[int, typer.Option(help="Weibull instances to evaluate on")] = 5,
-    items: Annotated[int, typer.Option(help="items per instance (capacity 100)")] = 1000,
-    timeout: Annotated[float, typer.Option(
-        help="sandbox seconds per candidate evaluation")] = 30.0,
-    llm_timeout: Annotated[float, typer.Option(help="seconds per LLM HTTP call")] = 120.0,
-    out: Annotated[Path, typer.Option(
-        help="output folder: population.json, best.py, report.md")]
-    = Path("runs/ballad-discover"),
-    resume: Annotated[bool, typer.Option(
-        help="continue from OUT/population.json (same --seed/--instances/--items)")] = False,
-):
-    """Discover online bin-packing heuristics (Python priority functions) with a pool of
-    LLMs routed by a bandit, starting from best fit.
-
-    Saved atomically to OUT after every LLM call; --resume continues a killed run."""
-    from rich.markup import escape
-
-    from .ballad import discover as dsc
-    from .ballad.llm import pool_from_env
-
-    if calls < 1:
-        _fail(f"--calls must be >= 1; got {calls}")
-    if instances < 1 or items < 2:
-        _fail(f"--instances must be >= 1 and --items >= 2; got {instances} and {items}")
-    if timeout <= 0 or llm_timeout <= 0:
-        _fail("--timeout and --llm-timeout must be positive")
-    try:
-        pool = pool_from_env(models, base_url=base_url, api_key=api_key, timeout=llm_timeout)
-    except ValueError as e:
-        _fail(f"{e}. Set JAXKIT_LLM_POOL (or --models) and JAXKIT_LLM_BASE_URL (or "
-              "--base-url); JAXKIT_LLM_API_KEY (or --api-key) if the server needs one")
-    names = [p.name for p in pool]
-    if router not in (*dsc.ROUTERS, *names):
-        _fail(f"unknown --router {router!r}; choose one of {', '.join(dsc.ROUTERS)} or a "
-              f"model name ({', '.join(names)})")
-    data = dsc.weibull_items(seed, instances, items)
-
-    def show(t: int, node: dict) -> None:
-        what = (f"excess {node['excess']:.4f} %" if node["ok"]
-                else f"[yellow]failed[/]: {escape(str(node['error']))}")
-        console.print(f"step {t + 1}/{calls} node {node['id']} {escape(node['model'])}: "
-                      f"{what} (${node['cost']:.6f})", highlight=False)
-
-    console.print(f"discovering with {', '.join(names)} (router {router}, {calls} calls, "
-                  f"{instances} x {items} items) -> {out}", highlight=False)
-    try:
-        s = dsc.discover(pool, router=router, calls=calls, seed=seed, items=data,
-                         capacity=100.0, timeout=timeout, out_dir=out, resume=resume,
-                         progress=show)
-    except ValueError as e:
-        _fail(str(e))
-    except KeyboardInterrupt:
-        _fail(f"interrupted; every finished step is saved in {out} (continue with --resume)",
-              130)
-    t = Table(title="ballad discover")
-    t.add_column("model")
-    for col in ("calls", "ok", "failures", "cost ($)", "best excess (%)"):
-        t.add_column(col, justify="right")
-    for name, m in s["per_model"].items():
-        be = "-" if m["best_excess"] is None else f"{m['best_excess']:.4f}"
-        t.add_row(name, str(m["calls"]), str(m["ok"]), str(m["failures"]),
-                  f"{m['cost']:.6f}", be)
-    console.print(t)
-    console.print(f"best excess {s['best_excess']:.4f} % (node {s['best_id']}, "
-                  f"{s['best_model'] or 'initial'}; best fit {s['baseline_excess']:.4f} %); "
-                  f"{s['calls']} calls, {s['failures']} failures, "
-                  f"total cost ${s['total_cost']:.6f}", highlight=False)
-    console.print(f"saved {out / 'population.json'}, {out / 'best.py'}, {out / 'report.md'}",
-                  highlight=False)
 
 
 def _parse_mesh(spec: str) -> dict[str, int]:

@@ -1,13 +1,65 @@
-"""Reading user data files, with errors that say what is wrong and where."""
+"""Files: reading user data with errors that say what is wrong and where, and atomic
+writes (a file is either complete or absent, never half-written)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
-__all__ = ["DataError", "read_csv_matrix"]
+__all__ = ["DataError", "read_csv_matrix", "atomic_write", "atomic_open"]
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO]:
+    """Open ``path`` for writing so that it appears only once complete.
+
+    Writes go to a temporary file in the same folder (created, with its parents, if
+    missing); on a clean exit it is flushed, fsynced and renamed over ``path``
+    (``os.replace``, atomic on POSIX and Windows); on an exception it is removed and
+    ``path`` is left as it was.
+
+    Args:
+        path: the destination file.
+        mode: ``"w"`` (text, UTF-8) or ``"wb"`` (binary).
+
+    Yields:
+        The open temporary file.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"`mode` must be 'w' or 'wb'; got {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual permissions
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write(path: str | Path, data: str | bytes) -> Path:
+    """Write ``data`` (text as UTF-8, or bytes) to ``path`` atomically (see
+    :func:`atomic_open`); returns ``path``."""
+    path = Path(path)
+    with atomic_open(path, "wb" if isinstance(data, bytes) else "w") as fh:
+        fh.write(data)
+    return path
 
 
 class DataError(ValueError):

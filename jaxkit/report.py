@@ -1,18 +1,40 @@
-"""Markdown reports with PNG figures, written by ``jaxkit run``."""
+"""Markdown reports with PNG figures, written by ``jaxkit run``.
+
+``report.md`` opens with one table of every claim the pipelines that ran tested
+(:func:`jaxkit.claims.claims_table`), then one section per pipeline; ``metrics.json``
+holds each pipeline's metrics and, under ``"claims"``, the claims. Both are written
+atomically.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-import jax
+from .claims import Claim, claims_table
+from .io import atomic_write
+from .stats import t_interval
 
-from .pipelines import PipelineResult
+__all__ = ["PipelineResult", "markdown_table", "write_report", "new_figure", "save_figure",
+           "t_interval"]
 
-__all__ = ["markdown_table", "write_report", "new_figure", "save_figure", "t_interval"]
+
+@dataclass
+class PipelineResult:
+    """What a pipeline returns: its report section, figures, metrics and claims."""
+
+    name: str
+    title: str
+    markdown: str  # the report section (without the title heading)
+    figures: list[Path] = field(default_factory=list)  # PNGs inside out_dir
+    metrics: dict[str, Any] = field(default_factory=dict)  # JSON-serialisable numbers
+    warnings: list[str] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
 
 
 def _fmt(v) -> str:
@@ -21,22 +43,6 @@ def _fmt(v) -> str:
             return "nan"
         return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.3e}"
     return str(v)
-
-
-def t_interval(x) -> tuple[float, float]:
-    """Mean and half-width of the 95% Student-t interval of the finite values of ``x``
-    (half-width nan for one value; both nan for none)."""
-    import numpy as np
-    from scipy import stats
-
-    x = np.asarray(x, float).ravel()
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return math.nan, math.nan
-    if x.size == 1:
-        return float(x[0]), math.nan
-    half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
-    return float(x.mean()), float(half)
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
@@ -69,19 +75,44 @@ def save_figure(fig, path: Path) -> Path:
     return path
 
 
-def write_report(out_dir: Path, results: Sequence[PipelineResult], *, quick: bool) -> Path:
-    """Assemble ``report.md`` (and ``metrics.json``) in ``out_dir``; written atomically."""
+def write_report(out_dir: Path, results: Sequence[PipelineResult], *, quick: bool,
+                 seed: int | None = None) -> Path:
+    """Assemble ``report.md`` and ``metrics.json`` in ``out_dir``, both atomically.
+
+    Args:
+        out_dir: the run's folder; figures must lie inside it.
+        results: the results of the pipelines that ran, in order.
+        quick: the run used the quick configurations.
+        seed: the base seed, stated in the header when given.
+
+    Returns:
+        The path of ``report.md``.
+    """
+    import jax
+
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     devs = jax.devices()
     parts = [
         "# jaxkit report",
         "",
         f"- generated: {datetime.now(UTC).isoformat(timespec='seconds')}",
-        f"- mode: {'quick' if quick else 'full'}",
+        f"- mode: {'quick' if quick else 'full'}"
+        + ("" if seed is None else f"; seed {seed}"),
         f"- jax {jax.__version__}, backend {jax.default_backend()}, "
         f"{len(devs)} x {devs[0].device_kind}, {jax.process_count()} process(es)",
         "",
+        "## Claims",
+        "",
     ]
+    claims = [(r.name, c) for r in results for c in r.claims]
+    if claims:
+        parts += [claims_table([c for _, c in claims], [n for n, _ in claims]), "",
+                  "Verdicts: *yes* the run supports the claim, *no* it contradicts it, "
+                  "*not shown* it can tell neither (a difference that is not significant "
+                  "is not a match), *not tested at this size* the run was too small.", ""]
+    else:
+        parts += ["No pipeline that ran tested a claim.", ""]
     for r in results:
         parts += [f"## {r.title}", "", r.markdown.strip(), ""]
         for w in r.warnings:
@@ -89,10 +120,19 @@ def write_report(out_dir: Path, results: Sequence[PipelineResult], *, quick: boo
         for fig in r.figures:
             rel = Path(fig).resolve().relative_to(out_dir.resolve())
             parts += [f"![{rel.stem}]({rel.as_posix()})", ""]
-    report = out_dir / "report.md"
-    tmp = report.with_suffix(".md.tmp")
-    tmp.write_text("\n".join(parts) + "\n")
-    tmp.replace(report)
-    metrics = {r.name: r.metrics for r in results}
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float) + "\n")
+    report = atomic_write(out_dir / "report.md", "\n".join(parts) + "\n")
+    metrics: dict[str, Any] = {r.name: r.metrics for r in results}
+    metrics["claims"] = [dict(pipeline=n, **c.to_dict()) for n, c in claims]
+    atomic_write(out_dir / "metrics.json", json.dumps(metrics, indent=2, default=_json) + "\n")
     return report
+
+
+def _json(v):
+    """numpy / jax scalars and arrays in metrics.json."""
+    try:
+        import numpy as np
+
+        a = np.asarray(v)
+        return a.item() if a.ndim == 0 else a.tolist()
+    except Exception:
+        return float(v)

@@ -1,0 +1,352 @@
+"""Typed, validated, hashable pipeline configurations.
+
+Each paper package defines, in its ``config.py``::
+
+    @dataclass(frozen=True)
+    class Config(PipelineConfig):
+        rounds: int = 3
+        lrs: tuple[float, ...] = (1e-3, 1e-2)
+        method: str = "ica"
+        max_d: int | None = None
+
+        def validate(self):
+            require(self.rounds >= 1, "rounds", f"must be >= 1; got {self.rounds}")
+
+    QUICK = Config(rounds=1)
+    FULL = Config()
+
+and registers its pipeline with ``quick=QUICK, full=FULL``
+(:func:`jaxkit.registry.register`). ``jaxkit run NAME --set rounds=5 --config my.toml``
+resolves the configuration as: ``QUICK`` or ``FULL``, then the TOML file
+(:meth:`PipelineConfig.merged`), then each ``--set`` (:meth:`PipelineConfig.override`).
+Every change goes through the dataclass constructor, so :meth:`PipelineConfig.validate`
+always runs. :meth:`PipelineConfig.digest` keys the stage cache on the whole
+configuration and the jaxkit version.
+
+Supported field types: ``int``, ``float``, ``bool``, ``str``, ``Literal[...]``,
+``tuple[T, ...]`` of those (comma-separated on the command line), and ``X | None``
+(``none`` on the command line and in TOML).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import tomllib
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Self, Union
+
+__all__ = ["PipelineConfig", "require", "read_toml", "to_toml"]
+
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no"}
+
+
+def require(cond: bool, field: str, msg: str) -> None:
+    """Raise ``ValueError("`FIELD` MSG")`` unless ``cond``; for ``validate``."""
+    if not cond:
+        raise ValueError(f"`{field}` {msg}")
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Parse a TOML file; a missing or malformed file is a ValueError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML: {e}") from None
+
+
+def _type_name(tp, cli: bool = False) -> str:
+    if tp is bool and cli:
+        return "bool (true/false/yes/no/1/0)"
+    if tp is type(None):
+        return "none"
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(map(repr, typing.get_args(tp)))
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a, cli) for a in typing.get_args(tp))
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            sep = " (comma-separated)" if cli else ""
+            return f"tuple[{_type_name(args[0])}, ...]{sep}"
+        return f"tuple[{', '.join(_type_name(a) for a in args)}]"
+    return getattr(tp, "__name__", str(tp))
+
+
+class _Bad(Exception):
+    """A value that does not fit a type (internal; turned into a ValueError)."""
+
+
+def _parse(tp, s: str) -> Any:
+    """Parse the command-line text ``s`` as type ``tp``."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if type(None) in args and s.strip().lower() == "none":
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _parse(a, s)
+            except _Bad:
+                pass
+        raise _Bad
+    if origin is Literal:
+        for choice in typing.get_args(tp):
+            if str(choice) == s.strip():
+                return choice
+        raise _Bad
+    if origin is tuple:
+        args = typing.get_args(tp)
+        items = [] if not s.strip() else [p.strip() for p in s.split(",")]
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_parse(args[0], p) for p in items)
+        if len(items) != len(args):
+            raise _Bad
+        return tuple(_parse(a, p) for a, p in zip(args, items, strict=True))
+    if tp is bool:
+        v = s.strip().lower()
+        if v in _TRUE:
+            return True
+        if v in _FALSE:
+            return False
+        raise _Bad
+    if tp is int:
+        try:
+            return int(s.strip())
+        except ValueError:
+            raise _Bad from None
+    if tp is float:
+        try:
+            return float(s.strip())
+        except ValueError:
+            raise _Bad from None
+    if tp is str:
+        return s
+    raise _Bad
+
+
+def _coerce(tp, v: Any) -> Any:
+    """Check the Python (or TOML) value ``v`` against ``tp``; lists become tuples, ints
+    become floats for float fields, "none" becomes None for optional fields."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if type(None) in args and (v is None or (isinstance(v, str)
+                                                 and v.strip().lower() == "none")):
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(a, v)
+            except _Bad:
+                pass
+        raise _Bad
+    if origin is Literal:
+        for choice in typing.get_args(tp):
+            if type(choice) is type(v) and choice == v:
+                return v
+        raise _Bad
+    if origin is tuple:
+        if not isinstance(v, (list, tuple)):
+            raise _Bad
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(args[0], x) for x in v)
+        if len(v) != len(args):
+            raise _Bad
+        return tuple(_coerce(a, x) for a, x in zip(args, v, strict=True))
+    if tp is bool:
+        if isinstance(v, bool):
+            return v
+        raise _Bad
+    if tp is int:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return int(v)
+        raise _Bad
+    if tp is float:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        raise _Bad
+    if tp is str:
+        if isinstance(v, str):
+            return v
+        raise _Bad
+    if isinstance(tp, type):
+        if isinstance(v, tp):
+            return v
+        raise _Bad
+    return v  # an annotation we cannot check (e.g. a bare TypeVar): take it as is
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, tuple | list):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, Path):
+        return str(v)
+    return v
+
+
+def _toml_value(v: Any) -> str:
+    if v is None:
+        return '"none"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        if v != v:
+            return "nan"
+        if v in (float("inf"), float("-inf")):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, tuple | list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v))
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    """Base of every paper's ``Config``: a frozen dataclass, checked on construction.
+
+    Subclasses add fields with defaults and override :meth:`validate`, raising
+    ``ValueError`` that names the field (use :func:`require`).
+    """
+
+    def __post_init__(self):
+        hints = self._hints()
+        for f in dataclasses.fields(self):
+            if not f.init:
+                continue
+            v = getattr(self, f.name)
+            try:
+                object.__setattr__(self, f.name, _coerce(hints[f.name], v))
+            except _Bad:
+                raise ValueError(f"`{f.name}` of {type(self).__name__} must be "
+                                 f"{_type_name(hints[f.name])}; got {v!r}") from None
+        self.validate()
+
+    def validate(self) -> None:
+        """Check the field values; raise ``ValueError`` naming the bad field."""
+
+    # -- field types ----------------------------------------------------------------
+
+    @classmethod
+    def _hints(cls) -> dict[str, Any]:
+        return typing.get_type_hints(cls)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls) if f.init]
+
+    def _unknown(self, name: str) -> ValueError:
+        known = self.field_names()
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = (f"; did you mean {', '.join(close)}?" if close
+                else f"; fields: {', '.join(known) or '(none)'}")
+        return ValueError(f"unknown field `{name}` for {type(self).__name__}{hint}")
+
+    # -- changing a configuration ---------------------------------------------------
+
+    def override(self, assignments: Sequence[str]) -> Self:
+        """A copy with ``"field=value"`` assignments applied, each value parsed from
+        text by the field's type (bool: true/false/1/0/yes/no; tuples comma-separated;
+        ``none`` for an optional field).
+
+        Raises:
+            ValueError: naming the field for a malformed assignment, an unknown field
+                (with close matches), a value of the wrong type (with the type) or a
+                value ``validate`` rejects.
+        """
+        if isinstance(assignments, str):
+            assignments = [assignments]
+        hints = self._hints()
+        changes: dict[str, Any] = {}
+        for a in assignments:
+            name, sep, text = a.partition("=")
+            name = name.strip()
+            if not sep or not name:
+                raise ValueError(f"expected field=value; got {a!r}")
+            if name not in self.field_names():
+                raise self._unknown(name)
+            try:
+                changes[name] = _parse(hints[name], text)
+            except _Bad:
+                raise ValueError(f"`{name}` expects {_type_name(hints[name], cli=True)}; "
+                                 f"got {text!r}") from None
+        return dataclasses.replace(self, **changes)
+
+    def merged(self, mapping: Mapping[str, Any]) -> Self:
+        """A copy with the values of ``mapping`` (e.g. a TOML table) applied, each
+        checked against the field's type (ints are accepted for floats, lists for
+        tuples, ``"none"`` for optional fields)."""
+        hints = self._hints()
+        changes: dict[str, Any] = {}
+        for name, v in mapping.items():
+            if name not in self.field_names():
+                raise self._unknown(name)
+            try:
+                changes[name] = _coerce(hints[name], v)
+            except _Bad:
+                raise ValueError(f"`{name}` expects {_type_name(hints[name])}; got "
+                                 f"{v!r}") from None
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_toml(cls, path: str | Path, base: PipelineConfig | None = None) -> Self:
+        """``base`` (default: the class's defaults) merged with the top-level keys of
+        the TOML file ``path``."""
+        base = cls() if base is None else base
+        try:
+            return base.merged(read_toml(path))
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+
+    # -- reading a configuration ----------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-able dict (tuples as lists)."""
+        return {n: _jsonable(getattr(self, n)) for n in self.field_names()}
+
+    def digest(self) -> str:
+        """sha256 (hex) of the canonical JSON of the class, the fields and
+        ``jaxkit.__version__``: equal exactly when the results must be equal."""
+        import jaxkit
+
+        payload = {"class": f"{type(self).__module__}.{type(self).__qualname__}",
+                   "fields": self.to_dict(), "jaxkit": jaxkit.__version__}
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def to_toml(self) -> str:
+        """The fields as TOML lines (``none`` as the string "none", which
+        :meth:`merged` reads back as None)."""
+        return "\n".join(f"{n} = {_toml_value(v)}" for n, v in self.to_dict().items())
+
+
+def to_toml(tables: Mapping[str, PipelineConfig | None]) -> str:
+    """Several configurations as TOML tables named after their pipelines."""
+    out = []
+    for name, cfg in tables.items():
+        out.append(f"[{name}]")
+        out.append(cfg.to_toml() if cfg is not None else
+                   "# no configuration (legacy pipeline: --quick picks its settings)")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

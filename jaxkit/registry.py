@@ -1,0 +1,233 @@
+"""Pipeline registry and run context. ``jaxkit run NAME`` looks pipelines up here.
+
+A pipeline is a function ``run(ctx: RunContext) -> PipelineResult`` registered with
+:func:`register`, normally with its paper's ``QUICK`` and ``FULL`` configurations::
+
+    @register("pooled-lingam", quick=QUICK, full=FULL, title="Pooled LiNGAM")
+    def run(ctx: RunContext) -> PipelineResult:
+        cfg = ctx.config
+        data = ctx.stage("data", lambda: make_data(ctx.key("data"), cfg))
+        ...
+
+Pipelines are found without a hand-kept list: every subpackage ``jaxkit/<paper>/``
+with a ``pipeline.py`` is imported, and, during the move to paper packages, every
+module of ``jaxkit/pipelines/`` (legacy pipelines, registered without configurations,
+get ``ctx.config = None`` and read ``ctx.quick``). A paper package's registration
+replaces a legacy one of the same name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import pickle
+import pkgutil
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import PipelineConfig
+from .io import atomic_open
+from .report import PipelineResult
+
+__all__ = ["RunContext", "PipelineResult", "Entry", "register", "get", "names"]
+
+RESERVED = ("all", "claims")  # `jaxkit run all`; the claims key of metrics.json
+
+
+@dataclass
+class RunContext:
+    """What a pipeline run gets: where to write, its configuration and its randomness.
+
+    Attributes:
+        out_dir: folder for figures and the stage cache.
+        config: the resolved configuration (None for a legacy pipeline).
+        quick: the small configuration was asked for (``--quick``).
+        seed: the base seed; every random stream comes from :meth:`key`.
+        mesh: a ``jax.sharding.Mesh`` with a "data" axis, or None for the default.
+        progress: a ``rich.progress.Progress``, or None when silent.
+        resume: reuse stages a previous (killed) run of the same configuration saved.
+        reloaded: the stages reloaded rather than recomputed, in order.
+    """
+
+    out_dir: Path
+    config: PipelineConfig | None = None
+    quick: bool = False
+    seed: int = 0
+    mesh: Any = None
+    progress: Any = None
+    resume: bool = True
+    reloaded: list[str] = field(default_factory=list)
+
+    # -- randomness -------------------------------------------------------------------
+
+    def key(self, name: str):
+        """The typed JAX PRNG key of the stream ``name``:
+        ``fold_in(key(seed), crc32(name))``. Distinct names give independent streams;
+        the same seed and name always give the same key."""
+        import jax
+
+        return jax.random.fold_in(jax.random.key(self.seed), zlib.crc32(name.encode()))
+
+    def rng(self, name: str):
+        """A ``numpy.random.Generator`` for host-side code, seeded from the key data of
+        :meth:`key` (``name``), so NumPy and JAX streams share one derivation."""
+        from .stats import as_generator
+
+        return as_generator(self.key(name))
+
+    # -- stages -----------------------------------------------------------------------
+
+    def stage_path(self, name: str, *, config: Any = None) -> Path:
+        """The cache file of stage ``name``: ``out_dir/.stages/NAME-HASH.pkl``, HASH
+        over the stage name, the whole configuration (its digest; ``quick`` for a
+        legacy pipeline), the seed, ``jaxkit.__version__`` and the ``config`` argument
+        of :meth:`stage`."""
+        import jaxkit
+
+        resolved = self.config.digest() if self.config is not None else ("quick", self.quick)
+        key = repr((name, resolved, config, self.seed, jaxkit.__version__))
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        return Path(self.out_dir) / ".stages" / f"{name}-{digest}.pkl"
+
+    def stage(self, name: str, fn: Callable[[], Any], *, config: Any = None) -> Any:
+        """Run one stage of a pipeline, or reload it from an earlier run.
+
+        The result is pickled to :meth:`stage_path` atomically (temporary file, fsync,
+        rename), so a file is either complete or absent. A run killed part-way
+        restarts at its first unfinished stage; a changed configuration, seed or
+        jaxkit version never reuses a stale result.
+
+        Args:
+            name: the stage name (unique within the pipeline).
+            fn: computes the stage's result (picklable).
+            config: extra key material (legacy pipelines pass their settings here).
+
+        Returns:
+            ``fn()``, or the saved result when resuming.
+        """
+        path = self.stage_path(name, config=config)
+        if self.resume and path.is_file():
+            with path.open("rb") as fh:
+                result = pickle.load(fh)
+            self.reloaded.append(name)
+            return result
+        result = fn()
+        with atomic_open(path, "wb") as fh:
+            pickle.dump(result, fh)
+        return result
+
+    def track(self, iterable: Iterable, description: str, total: int | None = None):
+        """Iterate with a progress bar when a Progress is attached."""
+        if self.progress is None:
+            yield from iterable
+            return
+        if total is None and hasattr(iterable, "__len__"):
+            total = len(iterable)
+        task = self.progress.add_task(description, total=total)
+        for item in iterable:
+            yield item
+            self.progress.advance(task)
+        self.progress.remove_task(task)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A registered pipeline: ``run(ctx)``, its configurations and its title."""
+
+    name: str
+    run: Callable[[RunContext], PipelineResult]
+    quick: PipelineConfig | None = None
+    full: PipelineConfig | None = None
+    title: str | None = None
+    module: str = ""
+
+    @property
+    def legacy(self) -> bool:
+        """Registered from ``jaxkit/pipelines/`` without configurations."""
+        return self.module.startswith("jaxkit.pipelines.")
+
+    def config(self, quick: bool) -> PipelineConfig | None:
+        """The base configuration of a quick or full run."""
+        return self.quick if quick else self.full
+
+    def __call__(self, ctx: RunContext) -> PipelineResult:
+        return self.run(ctx)
+
+
+_REGISTRY: dict[str, Entry] = {}
+_LOADED = False
+
+
+def register(name: str, *, quick: PipelineConfig | None = None,
+             full: PipelineConfig | None = None, title: str | None = None):
+    """Decorator registering ``run(ctx) -> PipelineResult`` as pipeline ``name``.
+
+    Args:
+        name: the name of ``jaxkit run NAME`` (not "all" or "claims").
+        quick: the configuration of ``--quick`` runs.
+        full: the configuration of full runs.
+        title: the report section title (default: the result's own).
+
+    Returns:
+        The decorator; it returns ``run`` unchanged.
+    """
+    if name in RESERVED:
+        raise ValueError(f"`name` {name!r} is reserved")
+    if (quick is None) != (full is None):
+        raise ValueError(f"pipeline {name!r}: give both `quick` and `full` configurations "
+                         "or neither")
+    if quick is not None and type(quick) is not type(full):
+        raise ValueError(f"pipeline {name!r}: `quick` and `full` must be the same Config "
+                         f"class; got {type(quick).__name__} and {type(full).__name__}")
+
+    def deco(fn: Callable[[RunContext], PipelineResult]):
+        entry = Entry(name, fn, quick, full, title, getattr(fn, "__module__", "") or "")
+        old = _REGISTRY.get(name)
+        if old is not None and old.module != entry.module:
+            if entry.legacy and not old.legacy:
+                return fn  # the paper package's pipeline wins over the legacy one
+            if not (old.legacy and not entry.legacy):
+                raise ValueError(f"pipeline {name!r} registered twice: by {old.module} "
+                                 f"and {entry.module}")
+        _REGISTRY[name] = entry
+        return fn
+
+    return deco
+
+
+def _load() -> None:
+    """Import every ``jaxkit.<pkg>.pipeline`` and every ``jaxkit.pipelines.*`` module."""
+    global _LOADED
+    if _LOADED:
+        return
+    import jaxkit
+    import jaxkit.pipelines
+
+    mods = []
+    for info in pkgutil.iter_modules(jaxkit.__path__):
+        if info.ispkg and info.name != "pipelines" and any(
+                (Path(p) / info.name / "pipeline.py").is_file() for p in jaxkit.__path__):
+            mods.append(f"jaxkit.{info.name}.pipeline")
+    mods += [f"jaxkit.pipelines.{info.name}"
+             for info in pkgutil.iter_modules(jaxkit.pipelines.__path__)
+             if not info.name.startswith("_")]
+    for m in mods:
+        importlib.import_module(m)
+    _LOADED = True
+
+
+def names() -> list[str]:
+    """The registered pipeline names, sorted."""
+    _load()
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> Entry:
+    """The :class:`Entry` of pipeline ``name``; KeyError listing the names otherwise."""
+    _load()
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown pipeline {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -30,7 +31,7 @@ err_console = Console(stderr=True)
 
 
 def _fail(msg: str, code: int = 2):
-    err_console.print(f"[bold red]error:[/] {msg}")
+    err_console.print(f"[bold red]error:[/] {escape(msg)}", soft_wrap=True)  # one line
     raise typer.Exit(code)
 
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console()
@@ -14,7 +15,7 @@ err_console = Console(stderr=True)
 
 
 def _fail(msg: str, code: int = 2):
-    err_console.print(f"[bold red]error:[/] {msg}")
+    err_console.print(f"[bold red]error:[/] {escape(msg)}", soft_wrap=True)  # one line
     raise typer.Exit(code)
 
 
@@ -50,7 +51,6 @@ def ballad_discover(
     LLMs routed by a bandit, starting from best fit.
 
     Saved atomically to OUT after every LLM call; --resume continues a killed run."""
-    from rich.markup import escape
 
     from . import discover as dsc
     from .llm import pool_from_env

@@ -1,12 +1,19 @@
 """The jaxkit CLI: info, run, bench and lingam fit, including malformed input."""
 
 import json
+from dataclasses import dataclass
 
+import jax
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from jaxkit import registry
+from jaxkit.claims import Claim
 from jaxkit.cli import app
+from jaxkit.config import PipelineConfig, require
+from jaxkit.report import PipelineResult
+from jaxkit.stats import superiority
 
 runner = CliRunner()
 
@@ -95,3 +102,164 @@ def test_lingam_fit_nonconvergence_is_a_warning_not_a_crash(tmp_path):
     assert r.exit_code == 0, r.output
     assert "did not converge in 1 iterations" in _out(r)
     assert json.loads(out.read_text())["converged"] is False
+
+
+# --------------------------------------------------------------------------- jaxkit run
+
+
+@dataclass(frozen=True)
+class ToyConfig(PipelineConfig):
+    rounds: int = 3
+    scale: float = 1.0
+    sizes: tuple[int, ...] = (2, 4)
+    label: str | None = None
+
+    def validate(self):
+        require(self.rounds >= 1, "rounds", f"must be >= 1; got {self.rounds}")
+
+
+TOY_QUICK, TOY_FULL = ToyConfig(rounds=1), ToyConfig()
+
+
+@pytest.fixture
+def toy():
+    """A tiny registered pipeline with QUICK/FULL configs; records its contexts."""
+    saved = dict(registry._REGISTRY)
+    registry.names()  # discover the real ones first
+    seen = []
+
+    @registry.register("toy-cli", quick=TOY_QUICK, full=TOY_FULL, title="Toy paper")
+    def run(ctx):
+        seen.append(ctx)
+        draws = ctx.stage("draws", lambda: jax.device_get(jax.random.normal(
+            ctx.key("draws"), (ctx.config.rounds,))) * ctx.config.scale)
+        v = superiority(np.asarray(draws) + 10.0)
+        return PipelineResult("toy-cli", "toy", f"rounds {ctx.config.rounds}",
+                              metrics={"n": len(draws)},
+                              claims=[Claim.from_verdict("Toy 2024", "draws beat -10", v)])
+
+    yield seen
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(saved)
+
+
+def test_run_show_config_resolves_quick_toml_and_set(toy, tmp_path):
+    r = runner.invoke(app, ["run", "toy-cli", "--show-config"])
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("# toy-cli (full)\nrounds = 3\nscale = 1.0\nsizes = [2, 4]\n"
+                               'label = "none"')
+    toml = tmp_path / "c.toml"
+    toml.write_text('rounds = 5\nsizes = [1, 2, 3]\nlabel = "x"\n')
+    r = runner.invoke(app, ["run", "toy-cli", "--quick", "--config", str(toml),
+                            "--set", "rounds=7", "--set", "scale=2", "--show-config"])
+    assert r.exit_code == 0, r.output
+    assert "# toy-cli (quick)" in r.output and "rounds = 7" in r.output
+    assert "scale = 2.0" in r.output and "sizes = [1, 2, 3]" in r.output
+    assert 'label = "x"' in r.output and not toy  # nothing ran
+    # the printed configuration reads back as a --config file
+    toml.write_text(r.output)
+    again = runner.invoke(app, ["run", "toy-cli", "--config", str(toml), "--show-config"])
+    assert again.output.splitlines()[1:] == r.output.splitlines()[1:]
+
+
+def test_run_all_show_config_and_per_pipeline_settings(toy, tmp_path):
+    toml = tmp_path / "all.toml"
+    toml.write_text("[toy-cli]\nrounds = 2\n")
+    r = runner.invoke(app, ["run", "all", "--quick", "--config", str(toml),
+                            "--set", "toy-cli.scale=0.5", "--show-config"])
+    assert r.exit_code == 0, r.output
+    assert "[toy-cli]\nrounds = 2\nscale = 0.5" in r.output
+    assert "[pooled-lingam]\n# no configuration" in r.output
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (["--set", "rond=2"], "toy-cli: --set: unknown field `rond` for ToyConfig; did you "
+                          "mean rounds?"),
+    (["--set", "rounds=two"], "toy-cli: --set: `rounds` expects int; got 'two'"),
+    (["--set", "rounds=0"], "`rounds` must be >= 1; got 0"),
+    (["--set", "sizes=1,a"], "`sizes` expects tuple[int, ...] (comma-separated)"),
+    (["--mesh", "rows=2"], "--mesh axes must be 'data'"),
+])
+def test_run_bad_settings_are_one_clear_line(toy, args, match):
+    r = runner.invoke(app, ["run", "toy-cli", "--quick", *args])
+    assert r.exit_code == 2, r.output
+    assert match in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1, r.output
+    assert not toy
+
+
+def test_run_bad_config_files_and_all_syntax(toy, tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text("rounds = 2.5\n")
+    r = runner.invoke(app, ["run", "toy-cli", "--config", str(toml)])
+    assert r.exit_code == 2 and "`rounds` expects int; got 2.5" in _out(r)
+    r = runner.invoke(app, ["run", "toy-cli", "--config", str(tmp_path / "none.toml")])
+    assert r.exit_code == 2 and "no such file" in _out(r)
+    toml.write_text("rounds = 2\n")
+    r = runner.invoke(app, ["run", "all", "--config", str(toml)])
+    assert r.exit_code == 2 and "tables named after pipelines" in _out(r)
+    toml.write_text("[toy-clj]\nrounds = 2\n")
+    r = runner.invoke(app, ["run", "all", "--config", str(toml)])
+    assert r.exit_code == 2 and "unknown pipeline 'toy-clj'; did you mean toy-cli" in _out(r)
+    r = runner.invoke(app, ["run", "all", "--set", "rounds=2"])
+    assert r.exit_code == 2 and "PIPELINE.field=value" in _out(r)
+    r = runner.invoke(app, ["run", "ballad", "--set", "seeds=2"])
+    assert r.exit_code == 2 and "'ballad' has no configuration yet" in _out(r)
+    assert not toy
+
+
+def test_run_records_config_and_refuses_a_different_run(toy, tmp_path):
+    out = tmp_path / "run"
+    base = ["run", "toy-cli", "--quick", "--out", str(out), "--mesh", "data=8"]
+    r = runner.invoke(app, [*base, "--set", "rounds=4"])
+    assert r.exit_code == 0, r.output
+    ctx = toy[-1]
+    assert ctx.config == ToyConfig(rounds=4) and ctx.quick and ctx.mesh.shape["data"] == 8
+    rec = json.loads((out / "run.json").read_text())
+    assert rec["configs"] == {"toy-cli": {"rounds": 4, "scale": 1.0, "sizes": [2, 4],
+                                          "label": None}}
+    assert rec["seed"] == 0 and rec["mode"] == "quick" and rec["status"] == "done"
+    text = (out / "report.md").read_text()
+    assert "| toy-cli | Toy 2024 | draws beat -10 |" in text and "## Toy paper" in text
+    assert json.loads((out / "metrics.json").read_text())["claims"][0]["verdict"] == "yes"
+    # the same run resumes from its saved stage
+    r = runner.invoke(app, [*base, "--set", "rounds=4"])
+    assert r.exit_code == 0, r.output
+    assert toy[-1].reloaded == ["draws"]
+    # a different config, seed or mode is refused, without running
+    n = len(toy)
+    for extra, what in [(["--set", "rounds=5"], "configs"), (["--set", "rounds=4", "--seed",
+                                                                "1"], "seed")]:
+        r = runner.invoke(app, [*base, *extra])
+        assert r.exit_code == 2 and f"holds a run of a different {what}" in _out(r)
+        assert "--force" in _out(r)
+    r = runner.invoke(app, ["run", "toy-cli", "--out", str(out)])
+    assert r.exit_code == 2 and "mode" in _out(r)
+    assert len(toy) == n
+    r = runner.invoke(app, [*base, "--set", "rounds=5", "--force"])
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "run.json").read_text())["configs"]["toy-cli"]["rounds"] == 5
+    assert not [p for p in out.iterdir() if ".tmp" in p.name]
+
+
+def test_run_out_checks(toy, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = runner.invoke(app, ["run", "toy-cli", "--quick", "--out", str(f)])
+    assert r.exit_code == 2 and "is a file, not a folder" in _out(r)
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "report.md").write_text("# an old report\n")
+    r = runner.invoke(app, ["run", "toy-cli", "--quick", "--out", str(old)])
+    assert r.exit_code == 2 and "unknown configuration (no run.json)" in _out(r)
+    assert not toy
+
+
+def test_lingam_json_folder_is_checked_before_computing(tmp_path):
+    csv = tmp_path / "chain.csv"
+    _chain_csv(csv, n=50)
+    r = runner.invoke(app, ["lingam", "fit", str(csv), "--json",
+                            str(tmp_path / "missing" / "g.json")])
+    assert r.exit_code == 2 and "does not exist" in _out(r)
+    r = runner.invoke(app, ["lingam", "fit", str(csv), "--json", str(tmp_path)])
+    assert r.exit_code == 2 and "is a folder" in _out(r)

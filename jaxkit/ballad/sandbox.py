@@ -1,25 +1,75 @@
-"""Evaluate untrusted Python-source heuristics in a separate, time- and memory-limited process.
+"""Evaluate untrusted Python-source heuristics in a jail: separate processes, Linux
+namespaces, no capabilities, resource limits, and a score the parent computes itself.
 
 A candidate is the source of a FunSearch-style ``priority(item, bins) -> np.ndarray`` for
 online bin packing (see :func:`jaxkit.ballad.reference.online_binpack`). Each evaluation
-runs in a fresh ``python -I`` subprocess (its own process group; NumPy only, no JAX, so it
-starts in about a tenth of a second) that reads its job from a private temporary
-directory and writes the result as one nonce-prefixed JSON line to a private copy of its
-stdout; the candidate's own prints go to /dev/null. On a wall-clock timeout the whole
-process group is killed. Every failure is reported as ``ok=False`` with a one-line reason
-and ``score = FAILURE_SCORE``; nothing the candidate does raises in the caller.
+starts a fresh ``python -I`` *supervisor* (NumPy only, no JAX) with an empty environment
+(only thread pins for BLAS; no API keys or other secrets reach it), which forks the
+*candidate* process that runs the untrusted code. The supervisor runs the packing loop: for
+each item it sends the item and the bins that fit to the candidate and reads back one
+priority per bin, so the candidate can only ever answer with priorities. The supervisor
+writes the bin assignment of every item to a pipe the candidate never holds; the parent
+checks the assignments against the instance (every bin index in range, no bin over
+capacity, at least the L1 bound of bins) and computes the bins used and the score itself,
+so no score the candidate reports is ever trusted, and impossible ones are rejected.
+
+Isolation levels (``EvalResult.isolation`` says which one a run got):
+
+``"namespaces"`` (the default wherever ``unshare`` from util-linux works, root or not)
+    The supervisor is the first process of fresh user, mount, PID and network namespaces
+    (``unshare --user --map-root-user --net --pid --fork --kill-child --mount``). It
+    builds a new root: a read-only tmpfs holding read-only bind mounts of only the shared
+    libraries (``/usr/lib``...) and Python's standard library and site-packages, the
+    devices ``null``, ``zero``, ``random`` and ``urandom``, and a small writable tmpfs
+    at ``/tmp`` (the only writable path, the working directory); then ``pivot_root`` and
+    the host's tree is detached. There is no ``/proc``, no ``/dev/shm``, no shell, no home
+    directory, no repository. The network namespace has only a loopback interface that
+    is down, so no socket reaches anything (127.0.0.1 included). The candidate process
+    drops every capability (bounding set, ambient, effective, permitted; securebits
+    locked; ``no_new_privs``) before the untrusted source is compiled, so it cannot undo
+    the read-only mounts, and the supervisor is not dumpable, so the candidate cannot
+    ptrace it or read its memory. At the deadline the parent kills ``unshare``, whose
+    child (the namespace's init) dies with it (``--kill-child``), which makes the kernel
+    kill every process of the PID namespace, ``setsid`` ones included. Limits of the
+    candidate (hard, so it cannot raise them): RLIMIT_AS (``memory_bytes``), RLIMIT_CPU
+    (the timeout plus one second), RLIMIT_NPROC (8 tasks of the namespace's user, so a
+    fork bomb stops there), RLIMIT_FSIZE (16 MiB), RLIMIT_NOFILE (32), no core dumps.
+
+``"rlimits"`` (fallback where user namespaces are unavailable: no ``unshare``, a kernel or
+    container that forbids unprivileged user namespaces, an unknown CPU architecture)
+    The same two processes, empty environment, resource limits (RLIMIT_NPROC of 1, so the
+    candidate cannot fork unless it runs as root), a non-dumpable supervisor,
+    ``PR_SET_PDEATHSIG`` and the group kill at the deadline. The candidate can still read
+    and write the user's files and open network connections; the first evaluation at
+    this level warns (a ``RuntimeWarning``, once per process).
+
+``isolation="auto"`` (the default of :func:`evaluate_source`) probes ``"namespaces"`` once
+per process with a trivial job and falls back to ``"rlimits"`` with the warning;
+``isolation="namespaces"`` never falls back (a run where the jail cannot be built fails).
+Not covered at any level: seccomp syscall filtering (no binding is required here), and a
+memory limit for the process tree as a whole (each process has its own RLIMIT_AS; a cgroup
+would need privileges).
+
+Every failure is reported as ``ok=False`` with a one-line reason and
+``score = FAILURE_SCORE``; nothing the candidate does raises in the caller.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
+import selectors
+import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
+import threading
 import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,16 +77,24 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FAILURE_SCORE", "EvalResult", "evaluate_source", "evaluate_many"]
+from . import reference
+
+__all__ = ["FAILURE_SCORE", "ISOLATION_LEVELS", "EvalResult", "evaluate_source",
+           "evaluate_many", "isolation_level"]
 
 #: Score of any failed evaluation. ``-inf`` sorts below every real score (real scores are
 #: ``-excess`` with ``excess >= 0``); code that averages scores must filter on ``ok`` first.
 FAILURE_SCORE: float = float("-inf")
 
-#: Default address-space limit of the worker (bytes); ``None`` disables it.
+#: Default address-space limit of the candidate process (bytes); ``None`` disables it.
 DEFAULT_MEMORY_BYTES: int | None = 2 * 1024**3
 
+#: Isolation levels, strongest first (see the module docstring).
+ISOLATION_LEVELS = ("namespaces", "rlimits")
+
 _MAX_ERROR_CHARS = 300
+_MAX_RESULT_BYTES = 64 * 1024**2  # the supervisor's result line is read up to this size
+_TMP_BYTES = 64 * 1024**2  # size of the jail's writable /tmp
 _ROOT = str(Path(__file__).resolve().parents[2])  # directory that contains ``jaxkit/``
 # numpy's own directory is appended so the worker finds it even where the parent got it
 # from PYTHONPATH (which ``-I`` ignores); appended, it cannot shadow the standard library.
@@ -44,15 +102,26 @@ _NUMPY_DIR = str(Path(np.__file__).resolve().parents[1])
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "sys.argv[2] in sys.path or sys.path.append(sys.argv[2]); "
-    "from jaxkit.ballad._sandbox_worker import main; main(sys.argv[3])"
+    "from jaxkit.ballad._sandbox_worker import main; main(sys.argv[3], sys.argv[4])"
 )
-# One BLAS thread: the worker's arrays are tiny, and threads would multiply the
-# virtual-memory reservations that count against RLIMIT_AS.
-_ENV_PINS = {
+# The whole environment of the worker. One BLAS thread: the arrays are tiny, and threads
+# would multiply the virtual-memory reservations that count against RLIMIT_AS.
+_ENV = {
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+# unshare flags of the two ways to build the jail: "userns" for anyone (the candidate is
+# root of a user namespace, without capabilities), "root" for a real root (no user
+# namespace; the candidate becomes a fresh unprivileged uid, so RLIMIT_NPROC binds it:
+# the kernel never applies RLIMIT_NPROC to processes of the real root)
+_NS_FLAGS = ("--net", "--pid", "--fork", "--kill-child", "--mount")
+_FLAVOURS = {"userns": ("--user", "--map-root-user", *_NS_FLAGS), "root": _NS_FLAGS}
+_NPROC_FALLBACK = 1
+_NPROC_JAIL = 8  # userns: unshare, supervisor, candidate and 5 more; root: candidate and 7
+# shared libraries the interpreter may still dlopen once jailed (extension modules)
+_LIB_DIRS = ("/lib", "/lib32", "/lib64", "/libx32", "/usr/lib", "/usr/lib32", "/usr/lib64",
+             "/usr/libx32", "/etc/ld.so.cache")
 
 
 @dataclass(frozen=True)
@@ -62,7 +131,9 @@ class EvalResult:
     ``score`` is ``-excess`` (higher is better) or :data:`FAILURE_SCORE`; ``excess`` is the
     mean percentage of bins above the L1 bound over the instances; ``error`` a one-line
     reason when ``ok`` is false; ``seconds`` the wall time of the whole evaluation;
-    ``bins`` the bins used per instance (empty on failure).
+    ``bins`` the bins used per instance (empty on failure), counted by the parent from the
+    candidate's bin assignments; ``isolation`` the level the run got (one of
+    :data:`ISOLATION_LEVELS`, empty if it never started).
     """
 
     ok: bool
@@ -71,6 +142,11 @@ class EvalResult:
     error: str | None
     seconds: float
     bins: tuple[int, ...] = field(default=())
+    isolation: str = ""
+
+
+class _Impossible(ValueError):
+    """The reported packing cannot be right (message is the reason)."""
 
 
 def _one_line(text: str) -> str:
@@ -78,8 +154,9 @@ def _one_line(text: str) -> str:
     return line if len(line) <= _MAX_ERROR_CHARS else line[: _MAX_ERROR_CHARS - 3] + "..."
 
 
-def _fail(error: str, start: float) -> EvalResult:
-    return EvalResult(False, FAILURE_SCORE, None, _one_line(error), time.perf_counter() - start)
+def _fail(error: str, start: float, isolation: str = "") -> EvalResult:
+    return EvalResult(False, FAILURE_SCORE, None, _one_line(error), time.perf_counter() - start,
+                      isolation=isolation)
 
 
 def _tail(path: Path, n: int = 4000) -> str:
@@ -93,6 +170,8 @@ def _tail(path: Path, n: int = 4000) -> str:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the worker's process group; in a jail, killing ``unshare`` takes the PID
+    namespace with it (its init dies by ``--kill-child``)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):  # already gone
@@ -110,7 +189,256 @@ def _check_items(items: np.ndarray, capacity: float) -> np.ndarray:
         raise ValueError(f"items must have shape (n_instances, n_items), got {items.shape}")
     if not (capacity > 0) or not np.isfinite(capacity):
         raise ValueError(f"capacity must be positive and finite, got {capacity}")
+    if not np.all(np.isfinite(items)) or np.any(items <= 0) or np.any(items > capacity):
+        raise ValueError("items must be finite, positive and no larger than capacity")
     return items
+
+
+# ---------------------------------------------------------------------------------------
+# Checking what the supervisor reports
+# ---------------------------------------------------------------------------------------
+
+
+def _score_packing(assignments, items: np.ndarray, capacity: float) -> tuple[tuple[int, ...],
+                                                                            float]:
+    """Bins used per instance and mean excess over L1 of the reported bin ``assignments``
+    (one bin index per item, per instance), after checking them against ``items``.
+
+    The bins are replayed in item order with the same float arithmetic as the packer, so
+    the counts equal :func:`jaxkit.ballad.reference.online_binpack`'s. Raises
+    :class:`_Impossible` when an index is out of range or not an integer, a bin ends over
+    capacity, or fewer bins than the L1 bound are used.
+    """
+    if not isinstance(assignments, list) or len(assignments) != len(items):
+        raise _Impossible(f"expected assignments for {len(items)} instances")
+    used, excess = [], []
+    for k, (chosen, row) in enumerate(zip(assignments, items, strict=True)):
+        n = len(row)
+        if (not isinstance(chosen, list) or len(chosen) != n
+                or not all(type(b) is int for b in chosen)):
+            raise _Impossible(f"instance {k}: expected {n} integer bin indices")
+        idx = np.asarray(chosen, dtype=np.int64) if n else np.zeros(0, np.int64)
+        if np.any(idx < 0) or np.any(idx >= n):
+            raise _Impossible(f"instance {k}: bin index out of range")
+        room = np.full(n, float(capacity))
+        np.subtract.at(room, idx, row)  # in item order, as the packer subtracts
+        if np.any(room < 0):
+            raise _Impossible(f"instance {k}: a bin holds more than its capacity")
+        bins = int(np.count_nonzero(room != capacity))
+        if bins < reference.l1_bound(row, capacity):
+            raise _Impossible(f"instance {k}: {bins} bins, below the L1 bound")
+        used.append(bins)
+        excess.append(reference.binpack_excess(bins, row, capacity))
+    mean = float(np.mean(excess))
+    if not (math.isfinite(mean) and mean >= 0.0):
+        raise _Impossible(f"excess {mean} is not a finite non-negative number")
+    return tuple(used), mean
+
+
+# ---------------------------------------------------------------------------------------
+# Isolation level
+# ---------------------------------------------------------------------------------------
+
+_LEVEL_LOCK = threading.Lock()
+_FLAVOUR: list[str | None] = []  # the probed jail flavour (None: no jail works), once known
+_REASON: list[str] = []  # why no flavour works
+_WARNED: list[bool] = []
+_PROBE_SOURCE = "def priority(item, bins):\n    return -bins\n"
+
+
+def _unshare() -> str | None:
+    return shutil.which("unshare") or next(
+        (p for p in ("/usr/bin/unshare", "/bin/unshare") if os.access(p, os.X_OK)), None)
+
+
+def _jail_binds() -> list[str]:
+    """Host paths bound read-only into the jail: shared libraries, the standard library,
+    site-packages and NumPy; nested ones are dropped (the outer bind holds them)."""
+    paths = set(_LIB_DIRS) | {_NUMPY_DIR}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            paths.update({path, os.path.realpath(path)})
+    for path in list(sys.path):
+        if path and os.path.isdir(path) and "site-packages" in path:
+            paths.update({path, os.path.realpath(path)})
+    paths = {os.path.normpath(p) for p in paths if os.path.isabs(p)}
+    out = []
+    for path in sorted(paths):
+        if not any(path.startswith(outer.rstrip("/") + "/") for outer in out):
+            out.append(path)
+    return out
+
+
+def _flavour() -> str | None:
+    """The first jail flavour that evaluates a trivial candidate (probed once per process;
+    warns once when none does)."""
+    with _LEVEL_LOCK:
+        if not _FLAVOUR:
+            reason, found = None, None
+            if sys.platform != "linux":
+                reason = f"not Linux ({sys.platform})"
+            elif _unshare() is None:
+                reason = "no unshare (util-linux) on PATH"
+            else:
+                for flavour in (["root", "userns"] if os.geteuid() == 0 else ["userns"]):
+                    res = _run(_PROBE_SOURCE, np.array([[1.0, 2.0]]), 4.0, timeout=30.0,
+                               func_name="priority", memory_bytes=None, level="namespaces",
+                               flavour=flavour)
+                    if res.ok:
+                        found = flavour
+                        break
+                    reason = res.error
+            if found is None:
+                _REASON.append(f"Linux namespaces are unavailable ({reason})")
+            _FLAVOUR.append(found)
+        return _FLAVOUR[0]
+
+
+def _warn_rlimits() -> None:
+    """Warn, once per process, that a run gets the ``"rlimits"`` level only."""
+    with _LEVEL_LOCK:
+        if _WARNED:
+            return
+        _WARNED.append(True)
+        why = _REASON[0] if _REASON else "isolation='rlimits' was requested"
+    warnings.warn(
+        f"jaxkit.ballad.sandbox: {why}; candidate code runs with resource limits only and "
+        "CAN read and write your files and use the network (isolation='rlimits')",
+        RuntimeWarning, stacklevel=4)
+
+
+def isolation_level() -> str:
+    """The level ``isolation="auto"`` gives on this machine (probed once per process)."""
+    return "rlimits" if _flavour() is None else "namespaces"
+
+
+# ---------------------------------------------------------------------------------------
+# Running one evaluation
+# ---------------------------------------------------------------------------------------
+
+
+def _read_result(fd: int, deadline: float) -> tuple[bytes, bool]:
+    """Read ``fd`` to EOF (at most ``_MAX_RESULT_BYTES``) or until ``deadline``; returns
+    the bytes and whether EOF was reached."""
+    chunks, size = [], 0
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while size <= _MAX_RESULT_BYTES:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return b"".join(chunks), False
+            if not sel.select(left):
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b"".join(chunks), True
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks), True  # oversized: cannot parse, treated as garbage
+
+
+def _run(source: str, items: np.ndarray, capacity: float, *, timeout: float,
+         func_name: str, memory_bytes: int | None, level: str,
+         flavour: str | None = None) -> EvalResult:
+    start = time.perf_counter()
+    deadline = start + timeout
+    jail = level == "namespaces"
+    if jail and flavour is None:
+        flavour = _flavour() or "userns"  # no flavour works: this run fails as it should
+    with tempfile.TemporaryDirectory(prefix="jaxkit-sandbox-") as tmp:
+        job_dir = Path(tmp)
+        np.save(job_dir / "items.npy", items, allow_pickle=False)
+        (job_dir / "root").mkdir()
+        job = {
+            "source": source,
+            "capacity": float(capacity),
+            "func_name": func_name,
+            "limits": {
+                "memory_bytes": memory_bytes,
+                "cpu_seconds": math.ceil(timeout) + 1,
+                "nproc": _NPROC_JAIL if jail else _NPROC_FALLBACK,
+            },
+            "jail": {
+                "root": str(job_dir / "root"),
+                "binds": _jail_binds(),
+                "tmp_bytes": _TMP_BYTES,
+                # a fresh uid per run, so RLIMIT_NPROC counts this run's processes only
+                "uid": 2**20 + secrets.randbelow(2**30) if flavour == "root" else None,
+            } if jail else None,
+        }
+        (job_dir / "job.json").write_text(json.dumps(job))
+        err_path = job_dir / "stderr"
+        cmd = [sys.executable, "-I", "-c", _BOOT, _ROOT, _NUMPY_DIR, str(job_dir)]
+        if jail:
+            unshare = _unshare()
+            if unshare is None:
+                return _fail("jail: no unshare (util-linux) on PATH", start, level)
+            cmd = [unshare, *_FLAVOURS[flavour], "--", *cmd]
+        read_fd, write_fd = os.pipe()
+        try:
+            with open(err_path, "wb") as err:
+                try:
+                    proc = subprocess.Popen(
+                        [*cmd, str(write_fd)],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        cwd=tmp,
+                        env=dict(_ENV),
+                        start_new_session=True,
+                        pass_fds=(write_fd,),
+                    )
+                except OSError as exc:
+                    return _fail(f"could not start worker: {exc}", start, level)
+                finally:
+                    os.close(write_fd)
+                try:
+                    data, eof = _read_result(read_fd, deadline)
+                    rc = proc.wait(timeout=max(0.05, deadline - time.perf_counter())) \
+                        if eof else None
+                except subprocess.TimeoutExpired:
+                    rc = None
+                finally:
+                    if proc.returncode is None:  # deadline, or interrupted in the caller
+                        _kill_group(proc)
+        finally:
+            os.close(read_fd)
+        if rc is None:
+            return _fail(f"timeout after {timeout:.1f} s", start, level)
+        try:
+            result = json.loads(data.decode())
+            if not isinstance(result, dict):
+                raise ValueError
+        except ValueError:
+            reason = (f"worker killed by signal {-rc}" if rc < 0
+                      else f"worker exited with code {rc} without a result")
+            last = [ln for ln in _tail(err_path).splitlines() if ln.strip()]
+            return _fail(reason + (f": {last[-1]}" if last else ""), start, level)
+        if not result.get("ok"):
+            error = str(result.get("error"))
+            if result.get("died"):
+                last = [ln for ln in _tail(err_path).splitlines() if ln.strip()]
+                error += f": {last[-1]}" if last else ""
+            return _fail(error, start, level)
+    try:
+        bins, excess = _score_packing(result.get("assignments"), items, capacity)
+    except _Impossible as exc:
+        return _fail(f"impossible result rejected: {exc}", start, level)
+    return EvalResult(True, -excess, excess, None, time.perf_counter() - start, bins, level)
+
+
+def _resolve(isolation: str) -> str:
+    if isolation == "auto":
+        level = isolation_level()
+    elif isolation in ISOLATION_LEVELS:
+        level = isolation
+    else:
+        raise ValueError(f"isolation must be 'auto' or one of {ISOLATION_LEVELS}, "
+                         f"got {isolation!r}")
+    if level == "rlimits":
+        _warn_rlimits()
+    return level
 
 
 def evaluate_source(
@@ -121,69 +449,30 @@ def evaluate_source(
     timeout: float = 10.0,
     func_name: str = "priority",
     memory_bytes: int | None = DEFAULT_MEMORY_BYTES,
+    isolation: str = "auto",
 ) -> EvalResult:
     """Run ``source``'s ``func_name`` as an online bin-packing priority on every row of
-    ``items`` (shape ``(n_instances, n_items)``; a 1-D array is one instance) in a sandboxed
-    subprocess. Never raises for anything the candidate does; bad ``items`` / ``capacity``
-    (the caller's fault) raise ValueError.
+    ``items`` (shape ``(n_instances, n_items)``; a 1-D array is one instance) in the jail.
+
+    Args:
+        source: Python source defining ``func_name(item, bins) -> array`` (``np`` and
+            ``math`` are predefined).
+        items: item sizes, each in ``(0, capacity]``.
+        capacity: bin capacity.
+        timeout: wall-clock seconds for the whole evaluation, start-up included.
+        func_name: the priority function's name.
+        memory_bytes: address-space limit of the candidate process (``None``: none).
+        isolation: ``"auto"`` (the strongest level available, see the module
+            docstring), ``"namespaces"`` or ``"rlimits"``.
+
+    Returns:
+        An :class:`EvalResult`. Never raises for anything the candidate does; bad
+        ``items`` / ``capacity`` / ``isolation`` (the caller's fault) raise ValueError.
     """
     items = _check_items(items, capacity)
-    start = time.perf_counter()
-    nonce = "@@jaxkit-sandbox-" + secrets.token_hex(16) + "@@"
-    with tempfile.TemporaryDirectory(prefix="jaxkit-sandbox-") as tmp:
-        job_dir = Path(tmp)
-        np.save(job_dir / "items.npy", items, allow_pickle=False)
-        job = {
-            "source": source,
-            "capacity": float(capacity),
-            "func_name": func_name,
-            "nonce": nonce,
-            "memory_bytes": memory_bytes,
-        }
-        (job_dir / "job.json").write_text(json.dumps(job))
-        out_path, err_path = job_dir / "stdout", job_dir / "stderr"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env.update(_ENV_PINS)
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            try:
-                proc = subprocess.Popen(
-                    [sys.executable, "-I", "-c", _BOOT, _ROOT, _NUMPY_DIR, str(job_dir)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    cwd=tmp,
-                    env=env,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                return _fail(f"could not start worker: {exc}", start)
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                return _fail(f"timeout after {timeout:.1f} s", start)
-            finally:
-                if proc.returncode is None:  # interrupted in the caller: never leak it
-                    _kill_group(proc)
-        result = None
-        for line in _tail(out_path, 1 << 20).splitlines():
-            if line.startswith(nonce):
-                try:
-                    result = json.loads(line[len(nonce) :])
-                except ValueError:
-                    continue
-        if result is None:
-            if rc is not None and rc < 0:
-                reason = f"worker killed by signal {-rc}"
-            else:
-                reason = f"worker exited with code {rc} without a result"
-            last = [ln for ln in _tail(err_path).splitlines() if ln.strip()]
-            return _fail(reason + (f": {last[-1]}" if last else ""), start)
-    seconds = time.perf_counter() - start
-    if not result.get("ok"):
-        return EvalResult(False, FAILURE_SCORE, None, _one_line(str(result.get("error"))), seconds)
-    excess = float(result["excess"])
-    return EvalResult(True, -excess, excess, None, seconds, tuple(result["bins"]))
+    level = _resolve(isolation)
+    return _run(source, items, capacity, timeout=timeout, func_name=func_name,
+                memory_bytes=memory_bytes, level=level)
 
 
 def evaluate_many(
@@ -195,23 +484,26 @@ def evaluate_many(
     func_name: str = "priority",
     memory_bytes: int | None = DEFAULT_MEMORY_BYTES,
     max_workers: int | None = None,
+    isolation: str = "auto",
 ) -> list[EvalResult]:
     """:func:`evaluate_source` for each source, up to ``max_workers`` (default: CPU count,
-    at most 8) subprocesses at a time; results are in the order of ``sources``."""
+    at most 8) jails at a time; results are in the order of ``sources``."""
     items = _check_items(items, capacity)
     if not sources:
         return []
+    level = _resolve(isolation)
     workers = max_workers or min(8, os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=min(workers, len(sources))) as pool:
         futures = [
             pool.submit(
-                evaluate_source,
+                _run,
                 src,
                 items,
                 capacity,
                 timeout=timeout,
                 func_name=func_name,
                 memory_bytes=memory_bytes,
+                level=level,
             )
             for src in sources
         ]

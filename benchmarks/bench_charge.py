@@ -714,11 +714,11 @@ def case_discrete(args, rows, results, summary, targets):
     jex, jap = jax.jit(exact), (jax.jit(approx) if approx else None)
     full_dp = _discrete_fn(charge, q, method="dp")
     jdp = jax.jit(full_dp)
-    # whether the fixing route proved its answer without the full-DP fallback (an
-    # internal of the kernel, read here only to report how often the fast path applies)
+    # whether the fixing route proved its answer without the full-DP fallback (how often
+    # the fast path applies)
     span = int(q.max() - q.min())
-    certified_fn = jax.jit(lambda c: charge._fixing(
-        c, jax.numpy.ones(c.shape[0], bool), np.asarray(q), 8 * span)[1])
+    certified_fn = jax.jit(lambda c: charge.reduced_cost_fixing(
+        c, np.asarray(q), window=8 * span).certified)
     out = dict(sizes={}, infeasible={})
     all_equal, all_feas = True, True
     for n in args.discrete_sizes:

@@ -200,8 +200,9 @@ def test_semismooth_falls_back_on_a_flat_start():
     over, also for that cell alone inside a vmapped batch."""
     q = (4, -2, 1)
     flat = 10 * np.eye(3)[[0, 1, 1, 2, 0]]
-    ssn = ch._semismooth(jnp.asarray(flat), jnp.ones(5, bool), jnp.asarray(q, F64), 50)
-    assert not bool(ssn[2])
+    ssn = ch.semismooth_newton(jnp.asarray(flat), jnp.asarray(q, F64), mask=jnp.ones(5, bool),
+                               max_iter=50)
+    assert not bool(ssn.converged)
     ref = _soft(q, method="bracketed")(jnp.asarray(flat), _ones(5))
     got = _soft(q)(jnp.asarray(flat), _ones(5))
     assert bool(got.feasible)
@@ -679,7 +680,8 @@ def test_fixing_certifies_glass_cells_and_vmaps_with_fallback_cells():
     logits = rng.normal(size=(3, 120, 11)) * 1.5 + np.log(
         [0.2, .04, .04, .01, .02, .04, .01, .02, .01, .01, .6])
     cost = -np.asarray(jax.nn.log_softmax(jnp.asarray(logits), -1))
-    fix = jax.jit(lambda c: ch._fixing(jnp.asarray(c), jnp.ones(120, bool), qa, 56))
+    fix = jax.jit(lambda c: ch.reduced_cost_fixing(jnp.asarray(c), qa, mask=jnp.ones(120, bool),
+                                                   window=56))
     dp = jax.jit(lambda c: ch.project_discrete(c, qa, method="dp"))
     for c in cost:
         assign, certified = fix(c)

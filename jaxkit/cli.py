@@ -201,8 +201,8 @@ def run(
         "--set", help="field=value, overriding the configuration (repeatable); with 'all', "
                       "PIPELINE.field=value")] = None,
     config: Annotated[Path | None, typer.Option(
-        "--config", help="TOML file: top-level keys for one pipeline; tables named after "
-                         "pipelines ([pooled-lingam]) for 'all'")] = None,
+        "--config", help="TOML file: top-level keys (or a [NAME] table) for one pipeline; "
+                         "tables named after pipelines ([pooled-lingam]) for 'all'")] = None,
     show_config: Annotated[bool, typer.Option(
         "--show-config", help="print the resolved configuration and exit")] = False,
     mesh: Annotated[str, typer.Option(
@@ -284,6 +284,10 @@ def bench(
     quick: Annotated[bool, typer.Option(help="small sizes")] = False,
 ):
     """Run a benchmark from the source checkout's benchmarks/ folder (jaxkit vs peers)."""
+    if json_out is not None and json_out.is_dir():
+        _fail(f"--json {json_out}: is a folder; give a file name")
+    if json_out is not None and not json_out.parent.is_dir():
+        _fail(f"--json {json_out}: the folder {json_out.parent} does not exist")
     d = _benchmarks_dir()
     if d is None:
         _fail("benchmarks/ not found: benchmarks ship with the source checkout; run from it")

@@ -23,7 +23,7 @@ Every change goes through the dataclass constructor, so :meth:`PipelineConfig.va
 always runs. :meth:`PipelineConfig.digest` keys the stage cache on the whole
 configuration and the jaxkit version.
 
-Supported field types: ``int``, ``float``, ``bool``, ``str``, ``Literal[...]``,
+Supported field types: ``int``, ``float``, ``bool``, ``str``, ``Path``, ``Literal[...]``,
 ``tuple[T, ...]`` of those (comma-separated on the command line), and ``X | None``
 (``none`` on the command line and in TOML).
 """
@@ -135,6 +135,8 @@ def _parse(tp, s: str) -> Any:
             raise _Bad from None
     if tp is str:
         return s
+    if tp is Path:
+        return Path(s)
     raise _Bad
 
 
@@ -185,6 +187,8 @@ def _coerce(tp, v: Any) -> Any:
         if isinstance(v, str):
             return v
         raise _Bad
+    if tp is Path and isinstance(v, str | Path):
+        return Path(v)
     if isinstance(tp, type):
         if isinstance(v, tp):
             return v

@@ -204,16 +204,21 @@ def _load() -> None:
     if _LOADED:
         return
     import jaxkit
-    import jaxkit.pipelines
 
     mods = []
     for info in pkgutil.iter_modules(jaxkit.__path__):
         if info.ispkg and info.name != "pipelines" and any(
                 (Path(p) / info.name / "pipeline.py").is_file() for p in jaxkit.__path__):
             mods.append(f"jaxkit.{info.name}.pipeline")
-    mods += [f"jaxkit.pipelines.{info.name}"
-             for info in pkgutil.iter_modules(jaxkit.pipelines.__path__)
-             if not info.name.startswith("_")]
+    try:
+        legacy = importlib.import_module("jaxkit.pipelines")
+    except ModuleNotFoundError as e:  # the transition is over and the folder is gone
+        if e.name != "jaxkit.pipelines":
+            raise
+    else:
+        mods += [f"jaxkit.pipelines.{info.name}"
+                 for info in pkgutil.iter_modules(legacy.__path__)
+                 if not info.name.startswith("_")]
     for m in mods:
         importlib.import_module(m)
     _LOADED = True

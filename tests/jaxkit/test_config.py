@@ -115,3 +115,17 @@ def test_to_dict_is_json_and_digest_tracks_config_and_version(monkeypatch):
     old = c.digest()
     monkeypatch.setattr(jaxkit, "__version__", jaxkit.__version__ + ".post1")
     assert c.digest() != old
+
+
+def test_path_fields():
+    from pathlib import Path
+
+    @dataclass(frozen=True)
+    class WithPath(PipelineConfig):
+        data: Path = Path("a.csv")
+
+    c = WithPath().override(["data=b/c.csv"])
+    assert c.data == Path("b/c.csv") and c.to_dict() == {"data": "b/c.csv"}
+    assert WithPath().merged({"data": "d.csv"}).data == Path("d.csv")
+    assert WithPath(data="e.csv").data == Path("e.csv")
+    assert 'data = "b/c.csv"' in c.to_toml()

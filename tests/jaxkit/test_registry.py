@@ -41,18 +41,36 @@ def _fn(module: str):
     return run
 
 
-def test_legacy_pipelines_are_discovered_without_configs():
+def test_every_pipeline_is_discovered():
     assert set(registry.names()) >= {"pooled-lingam", "ballad", "amgenc", "actflow",
                                      "tempbench"}
-    e = registry.get("ballad")
-    assert e.name == "ballad" and e.quick is None and e.full is None and e.legacy
-    import jaxkit.pipelines as legacy
-    from jaxkit.pipelines import ballad
-
-    assert e.run is ballad.run and legacy.get("ballad") is ballad.run
-    assert legacy.RunContext is RunContext and legacy.PipelineResult is PipelineResult
+    for n in registry.names():
+        e = registry.get(n)
+        assert e.name == n and (e.quick is None) == (e.full is None)
     with pytest.raises(KeyError, match="unknown pipeline 'nope'; available: .*ballad"):
         registry.get("nope")
+
+
+def test_legacy_modules_are_discovered_without_configs(tmp_path, clean_registry,
+                                                       monkeypatch):
+    import jaxkit.pipelines as legacy
+
+    (tmp_path / "toy_legacy.py").write_text(textwrap.dedent("""
+        from . import PipelineResult, RunContext, register
+
+        @register("toy-legacy")
+        def run(ctx: RunContext, settings=None) -> PipelineResult:
+            return PipelineResult("toy-legacy", "Toy", f"config {ctx.config}")
+    """))
+    monkeypatch.setattr(legacy, "__path__", [*legacy.__path__, str(tmp_path)])
+    registry._LOADED = False
+    try:
+        e = registry.get("toy-legacy")
+        assert e.legacy and e.quick is None and e.full is None
+        assert legacy.get("toy-legacy") is e.run  # the legacy get returns the function
+        assert legacy.RunContext is RunContext and legacy.PipelineResult is PipelineResult
+    finally:
+        sys.modules.pop("jaxkit.pipelines.toy_legacy", None)
 
 
 def test_register_with_configs(clean_registry):

@@ -25,21 +25,26 @@ per-round compute for every method (``budget`` samples, ``adapt_steps`` Adam ste
    set and the rest from the original data. A round that keeps nothing is a round with
    no update (parameters and optimiser state unchanged; ``RoundInfo.updated`` False).
 
-State is a pytree :class:`LoopState`; :func:`run_method` checkpoints it (model,
-optimiser, kept set, per-round evaluation samples and the metric history) with orbax
-after every round, so a killed run resumes at its first unfinished round. With a
+Training goes through the one training step (:func:`jaxkit.kernels.train.make_train_step`,
+``adapt_steps`` steps per call through :func:`~jaxkit.kernels.train.scan_steps`) and
+the one loop with checkpoints (:func:`jaxkit.training.fit`): pre-training is a ``fit``
+over chunks of ``adapt_steps`` steps, and the rounds of a method are a ``fit`` whose
+step is one round (explore, verify, keep, adapt, evaluate) on a :class:`RunState`
+(training state, kept set, the per-round evaluation samples and metrics). A run killed
+at any point and started again with the same checkpoint folder ends with the same
+parameters as an uninterrupted one. The jitted functions of one (domain, config, mesh)
+live in one :class:`Kernels` object that pre-training and every method share. With a
 ``mesh`` (``jaxkit.distributed``), minibatches and sample batches are sharded over its
 ``"data"`` axis (data-parallel training; XLA inserts the gradient all-reduce).
 """
 
 from __future__ import annotations
 
-import json
 import math
+import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -49,59 +54,19 @@ import optax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from jaxkit.kernels import flow, nets
+from jaxkit.kernels import train as T
 from jaxkit.kernels.checks import check_finite
+from jaxkit.training import fit
 
 from . import metrics as M
+from .config import ActFlowConfig
 from .domains import Domain
 
-__all__ = ["METHODS", "ActFlowConfig", "make_model", "LoopState", "RoundInfo",
-           "pretrain", "init", "make_round", "make_sampler", "evaluate", "run_method"]
+__all__ = ["METHODS", "ActFlowConfig", "Kernels", "Pretrained", "make_model", "LoopState",
+           "RoundInfo", "RunState", "pretrain", "init", "make_round", "make_sampler",
+           "evaluate", "evaluate_draws", "run_method"]
 
 METHODS = ("pretrained", "retrain", "retrain+filter", "actflow")
-
-
-@dataclass(frozen=True)
-class ActFlowConfig:
-    """Model, pre-training, loop and exploration settings (hashable: a jit static).
-
-    Model: ``hidden`` x ``depth`` MLP, Adam ``lr``. Pre-training: ``n_data`` points,
-    ``pretrain_steps`` steps of minibatch ``batch``. Loop: ``rounds`` rounds of
-    ``budget`` samples and ``adapt_steps`` Adam steps on minibatches with a share
-    ``replay`` of kept samples; ``sample_steps`` steps of the ``ode`` solver. ActFlow
-    exploration: a share ``perturb`` of the budget from ODE-inverted anchors plus
-    ``sigma`` noise, the rest from ``temperature`` x N(0, I); ``steer_steps`` gradient
-    steps of length ``steer_lr`` toward novelty. Evaluation: ``n_eval`` samples."""
-
-    hidden: int = 128
-    depth: int = 3
-    lr: float = 2e-3
-    n_data: int = 1024
-    pretrain_steps: int = 2000
-    batch: int = 256
-    rounds: int = 5
-    budget: int = 512
-    adapt_steps: int = 300
-    replay: float = 0.5
-    sample_steps: int = 16
-    ode: str = "midpoint"
-    temperature: float = 2.0
-    perturb: float = 0.5
-    sigma: float = 0.5
-    steer_steps: int = 1
-    steer_lr: float = 0.2
-    n_eval: int = 1024
-
-    def __post_init__(self):
-        for f in ("hidden", "depth", "n_data", "batch", "rounds", "budget", "sample_steps",
-                  "n_eval"):
-            if int(getattr(self, f)) < 1:
-                raise ValueError(f"`{f}` must be a positive integer; got {getattr(self, f)}")
-        if not 0.0 <= self.replay <= 1.0:
-            raise ValueError(f"`replay` must lie in [0, 1]; got {self.replay}")
-        if not 0.0 <= self.perturb <= 1.0:
-            raise ValueError(f"`perturb` must lie in [0, 1]; got {self.perturb}")
-        if self.ode not in flow.METHODS:
-            raise ValueError(f"`ode` must be one of {flow.METHODS}; got {self.ode!r}")
 
 
 def make_model(dim: int, cfg: ActFlowConfig, key: PRNGKeyArray) -> nets.MLP:
@@ -110,11 +75,18 @@ def make_model(dim: int, cfg: ActFlowConfig, key: PRNGKeyArray) -> nets.MLP:
 
 
 class LoopState(NamedTuple):
-    params: Any  # array leaves of the nets.MLP
-    opt_state: Any
-    bank: Float[Array, "C d"]  # kept samples (capacity rounds * budget)
+    """The state between rounds: the training state (parameters = the array leaves of
+    the :class:`~jaxkit.kernels.nets.MLP`, Adam state, step count), the kept set
+    (capacity ``rounds * budget``) and the number of rounds done."""
+
+    train: T.TrainState
+    bank: Float[Array, "C d"]
     bank_mask: Bool[Array, " C"]
     round: Int[Array, ""]
+
+    @property
+    def params(self):
+        return self.train.params
 
 
 class RoundInfo(NamedTuple):
@@ -123,6 +95,33 @@ class RoundInfo(NamedTuple):
     n_kept: Int[Array, ""]
     updated: Bool[Array, ""]
     loss: Float[Array, ""]
+    finite: Bool[Array, ""]
+
+
+class RunState(NamedTuple):
+    """What :func:`run_method` checkpoints after every round: the loop state and, per
+    round ``r = 0..R``, the evaluation samples ``xs[r]``, their validity ``vs[r]``, the
+    evaluation metrics ``evals[name][r]`` and the round's counts ``infos[name][r]``."""
+
+    loop: LoopState
+    xs: Float[Array, "R1 n d"]
+    vs: Bool[Array, "R1 n"]
+    evals: dict
+    infos: dict
+
+
+class Pretrained(NamedTuple):
+    """What :func:`pretrain` returns: the model, the mean loss of its last chunk, the
+    pre-training data, the compiled :class:`Kernels` (pass them on to
+    :func:`run_method`), the chunk a checkpoint restored (0: a fresh run) and the
+    seconds spent training (summed over resumed runs)."""
+
+    model: nets.MLP
+    loss: float
+    data: Float[Array, "n dim"]
+    kernels: Kernels
+    resumed_from: int
+    seconds: float
 
 
 def _optimizer(cfg: ActFlowConfig):
@@ -147,94 +146,248 @@ def _check_divisible(n: int, name: str, mesh):
                          f"({mesh.shape['data']}) for sharded batches")
 
 
-def _loss(params, static, x1, key):
-    k0, kt = jax.random.split(key)
-    x0 = jax.random.normal(k0, x1.shape, x1.dtype)
-
-    def vel(p, t, x):
-        return eqx.combine(p, static)(t, x)
-
-    keys = jax.random.split(kt, x1.shape[0])
-    return jnp.mean(jax.vmap(lambda k, a, b: flow.cfm_loss(vel, params, k, a, b))(keys, x1,
-                                                                                  x0))
-
-
 def _n_rep(cfg: ActFlowConfig) -> int:
     return int(round(cfg.batch * cfg.replay))
 
 
-_JIT_CACHE: dict = {}
+class Kernels:
+    """The jitted functions of one domain, configuration and mesh, compiled on first
+    use and shared by pre-training and every method (one object per run: no global
+    cache).
+
+    Attributes:
+        chunk: ``chunk(key, TrainState, batches) -> (TrainState, StepInfo)``:
+            ``adapt_steps`` flow-matching Adam steps, one ``lax.scan``
+            (:func:`jaxkit.kernels.train.scan_steps` of
+            :func:`~jaxkit.kernels.train.make_train_step`).
+        draw: ``draw(key, data, bank, bank_mask) -> (adapt_steps, batch, dim)``
+            minibatches of ``batch - n_rep`` data rows and ``n_rep = replay * batch``
+            kept rows (uniform among the masked bank rows).
+        draw_data: ``draw_data(key, data)``: minibatches of data rows only.
+        evaluate: ``evaluate(params, data, key) -> (x, valid, metrics)`` on ``n_eval``
+            samples from N(0, I).
+    """
+
+    def __init__(self, domain: Domain, cfg: ActFlowConfig, static, mesh=None):
+        _check_divisible(cfg.batch, "batch", mesh)
+        _check_divisible(cfg.budget, "budget", mesh)
+        self.domain, self.cfg, self.static, self.mesh = domain, cfg, static, mesh
+        self._propose: dict[str, Callable] = {}
+
+        def loss_fn(params, key, x1, aux):
+            x1 = _shard(x1, mesh)
+            k0, kt = jax.random.split(key)
+            x0 = jax.random.normal(k0, x1.shape, x1.dtype)
+
+            def vel(p, t, x):
+                return eqx.combine(p, static)(t, x)
+
+            keys = jax.random.split(kt, x1.shape[0])
+            per = jax.vmap(lambda k, a, b: flow.cfm_loss(vel, params, k, a, b))(keys, x1, x0)
+            return jnp.mean(per), ()
+
+        self.optimizer = _optimizer(cfg)
+        self.chunk = jax.jit(T.scan_steps(T.make_train_step(loss_fn, self.optimizer)))
+        n_rep, n_dat = _n_rep(cfg), cfg.batch - _n_rep(cfg)
+
+        def draw(key, data, bank, bank_mask):
+            k1, k2 = jax.random.split(key)
+            x = data[jax.random.randint(k1, (cfg.adapt_steps, n_dat), 0, data.shape[0])]
+            if n_rep:
+                logits = jnp.where(bank_mask, 0.0, -jnp.inf)
+                idx = jax.random.categorical(k2, logits, shape=(cfg.adapt_steps, n_rep))
+                x = jnp.concatenate([x, bank[idx]], axis=1)
+            return x
+
+        def draw_data(key, data):
+            return data[jax.random.randint(key, (cfg.adapt_steps, cfg.batch), 0,
+                                           data.shape[0])]
+
+        self.draw = jax.jit(draw)
+        self.draw_data = jax.jit(draw_data)
+        self.evaluate = jax.jit(self._build_eval())
+
+    def sample(self, params, z):
+        """``x = F(z)``: the flow map from t=0 to t=1 on a batch (traceable)."""
+        z = _shard(z, self.mesh)
+        return flow.integrate(_batched(eqx.combine(params, self.static)), z,
+                              method=self.cfg.ode, steps=self.cfg.sample_steps)
+
+    def propose(self, method: str) -> Callable:
+        """The jitted explore / integrate / verify / keep of ``method``:
+        ``propose(params, bank, bank_mask, data, key) -> (bank, bank_mask, n_valid,
+        n_novel, n_kept)``."""
+        if method not in METHODS:
+            raise ValueError(f"`method` must be one of {METHODS}; got {method!r}")
+        if method not in self._propose:
+            self._propose[method] = jax.jit(self._build_propose(method))
+        return self._propose[method]
+
+    def _build_propose(self, method: str):
+        domain, cfg, static, sample = self.domain, self.cfg, self.static, self.sample
+        thr = domain.novelty
+        d = domain.dim
+
+        def invert(params, x):
+            return flow.integrate(_batched(eqx.combine(params, static)), x, method=cfg.ode,
+                                  steps=cfg.sample_steps, t0=1.0, t1=0.0, reverse=True)
+
+        def pool_dmin(feats, pool, pool_mask):
+            dist = M.pairwise_distances(feats, pool, domain.metric)
+            return jnp.min(jnp.where(pool_mask[None], dist, jnp.inf), axis=1)
+
+        def explore(params, bank, bank_mask, data, key):
+            kz, ka, ke = jax.random.split(key, 3)
+            n_p = int(round(cfg.budget * cfg.perturb))
+            zs = [cfg.temperature * jax.random.normal(kz, (cfg.budget - n_p, d), jnp.float32)]
+            pool = jnp.concatenate([data, bank])
+            pool_mask = jnp.concatenate([jnp.ones(data.shape[0], bool), bank_mask])
+            if n_p:
+                # half of the anchors from the accepted set (the frontier) once non-empty
+                n_bank = jnp.maximum(jnp.sum(bank_mask), 1)
+                logits = jnp.concatenate([jnp.full(data.shape[0], -jnp.log(data.shape[0])),
+                                          jnp.where(bank_mask, -jnp.log(n_bank), -jnp.inf)])
+                idx = jax.random.categorical(ka, logits, shape=(n_p,))
+                eps = jax.random.normal(ke, (n_p, d), jnp.float32)
+                zs.append(invert(params, pool[idx]) + cfg.sigma * eps)
+            z = jnp.concatenate(zs)
+            pool_f = domain.embed(pool)
+
+            def novelty_obj(z):  # soft-min squared distance of F(z) to the known set
+                f = domain.embed(sample(params, z))
+                sq = jnp.square(M.pairwise_distances(f, pool_f))
+                h = thr ** 2
+                logits = jnp.where(pool_mask[None], -sq / h, -jnp.inf)
+                return jnp.sum(-h * jax.nn.logsumexp(logits, axis=1))
+
+            for _ in range(cfg.steer_steps):
+                g = jax.grad(novelty_obj)(z)
+                z = z + cfg.steer_lr * g / (jnp.linalg.norm(g, axis=1, keepdims=True) + 1e-8)
+            return z, pool, pool_mask
+
+        def propose(params, bank, bank_mask, data, key):
+            if method == "actflow":
+                z, pool, pool_mask = explore(params, bank, bank_mask, data, key)
+            else:
+                z = jax.random.normal(key, (cfg.budget, d), jnp.float32)
+            x = sample(params, z)
+            valid = domain.verifier(x)
+            n_novel = jnp.zeros((), jnp.int32)
+            if method == "pretrained":
+                keep = jnp.zeros_like(valid)
+            elif method == "retrain":
+                keep = jnp.ones_like(valid)
+            elif method == "retrain+filter":
+                keep = valid
+            else:
+                feats = domain.embed(x)
+                novel = valid & (pool_dmin(feats, domain.embed(pool), pool_mask) > thr)
+                n_novel = jnp.sum(novel).astype(jnp.int32)
+                _, keep = M.circles(feats, thr, novel, domain.metric)
+            n_bank = jnp.sum(bank_mask)
+            slot = jnp.where(keep, n_bank + jnp.cumsum(keep) - 1, bank.shape[0])
+            bank = bank.at[slot].set(x.astype(bank.dtype), mode="drop")
+            bank_mask = bank_mask.at[slot].set(True, mode="drop")
+            return bank, bank_mask, jnp.sum(valid), n_novel, jnp.sum(keep)
+
+        return propose
+
+    def _build_eval(self):
+        domain, cfg = self.domain, self.cfg
+        ref = None if domain.reference is None else jnp.asarray(domain.reference)
+        w = None if domain.weights is None else jnp.asarray(domain.weights)
+        met = domain.metric
+
+        def fn(params, data, key):
+            z = jax.random.normal(key, (cfg.n_eval, domain.dim), jnp.float32)
+            x = self.sample(params, z)
+            valid = domain.verifier(x)
+            f = domain.embed(x)
+            out = dict(validity=M.validity(valid),
+                       uniqueness=M.uniqueness(f, valid, 0.0, met),
+                       novelty=M.novelty(f, domain.embed(data), domain.novelty, valid, met),
+                       circles=M.circles(f, domain.radius, valid, met)[0].astype(jnp.float32),
+                       vendi=M.vendi_score(f, valid, domain.radius, met))
+            if ref is not None:
+                out["coverage"] = M.exact_coverage(ref, f, domain.radius, valid, w, met)
+                out["knn_coverage"] = M.knn_coverage(ref, f, 5, valid, met)
+            return x, valid, {k: v.astype(jnp.float32) for k, v in out.items()}
+
+        return fn
 
 
-def _cached(key, build: Callable, *keep):
-    """Jitted functions are cached per (kind, config, domain, mesh) so that every method
-    and every test reuses one compilation; ``keep`` holds the objects whose ``id`` is in
-    ``key`` alive."""
-    if key not in _JIT_CACHE:
-        _JIT_CACHE[key] = (*keep, build())
-    return _JIT_CACHE[key][-1]
+def _split(model):
+    return eqx.partition(model, eqx.is_array)
 
 
-def _train_fn(cfg: ActFlowConfig, static, dim: int, mesh) -> Callable:
-    """Jitted ``train(params, opt_state, data, bank, bank_mask, key) -> (params,
-    opt_state, losses)``: ``adapt_steps`` Adam steps (one ``lax.scan``) on minibatches of
-    ``batch - n_rep`` data rows and ``n_rep = replay * batch`` kept rows (uniform among
-    the masked bank rows)."""
-
-    def build():
-        opt = _optimizer(cfg)
-        n_rep = _n_rep(cfg)
-        n_dat = cfg.batch - n_rep
-
-        def train(params, opt_state, data, bank, bank_mask, key):
-            def step(carry, k):
-                params, opt_state = carry
-                k1, k2, k3 = jax.random.split(k, 3)
-                x = data[jax.random.randint(k1, (n_dat,), 0, data.shape[0])]
-                if n_rep:
-                    logits = jnp.where(bank_mask, 0.0, -jnp.inf)
-                    x = jnp.concatenate(
-                        [x, bank[jax.random.categorical(k2, logits, shape=(n_rep,))]])
-                x = _shard(x, mesh)
-                loss, g = jax.value_and_grad(_loss)(params, static, x, k3)
-                upd, opt_state = opt.update(g, opt_state, params)
-                return (optax.apply_updates(params, upd), opt_state), loss
-
-            (params, opt_state), losses = jax.lax.scan(
-                step, (params, opt_state), jax.random.split(key, cfg.adapt_steps))
-            return params, opt_state, losses.astype(jnp.float32)
-
-        return jax.jit(train)
-
-    return _cached(("train", cfg, dim, id(mesh)), build, mesh)
+def _config_meta(cfg: ActFlowConfig, domain: Domain, key, **extra) -> dict:
+    return dict(config=cfg.to_dict(), domain=domain.name,
+                key=np.asarray(jax.random.key_data(key)).ravel().tolist(), **extra)
 
 
-def pretrain(domain: Domain, cfg: ActFlowConfig, key: PRNGKeyArray, *, mesh=None
-             ) -> tuple[nets.MLP, Float[Array, ""], Float[Array, "n dim"]]:
+def _guard(checkpoint_dir, expected: dict) -> Callable[[dict], None]:
+    """``on_restore``: refuse a checkpoint of another configuration, method, domain or
+    key."""
+
+    def check(meta: dict) -> None:
+        got = {k: meta.get(k) for k in expected}
+        if got != expected:
+            raise ValueError(f"`checkpoint_dir` ({checkpoint_dir}) holds checkpoints of "
+                             "another configuration, method, domain or key; use a fresh "
+                             "directory")
+
+    return check
+
+
+def pretrain(domain: Domain, cfg: ActFlowConfig, key: PRNGKeyArray, *, mesh=None,
+             checkpoint_dir: str | Path | None = None, checkpoint_every: int = 5,
+             resume: bool = True, kernels: Kernels | None = None) -> Pretrained:
     """Draw ``n_data`` pre-training points and fit the flow for ``pretrain_steps`` Adam
-    steps (rounded up to a multiple of ``adapt_steps``: pre-training runs the same
-    compiled chunk as the per-round adaptation). Returns (model, mean loss of the last
-    chunk, data)."""
-    _check_divisible(cfg.batch, "batch", mesh)
+    steps, rounded up to whole chunks of ``adapt_steps`` (pre-training runs the same
+    compiled chunk as the per-round adaptation), through :func:`jaxkit.training.fit`
+    with a checkpoint every ``checkpoint_every`` chunks in ``checkpoint_dir``; a rerun
+    with ``resume`` continues from the newest one (a finished one restores at once).
+
+    Returns:
+        A :class:`Pretrained`.
+    """
     kd, km, kt, kb = jax.random.split(key, 4)
     data = check_finite(domain.data(kd, cfg.n_data), "data")
     model = make_model(domain.dim, cfg, km)
-    params, static = eqx.partition(model, eqx.is_array)
-    opt_state = _optimizer(cfg).init(params)
-    cap = cfg.rounds * cfg.budget
-    bank = data[jax.random.randint(kb, (cap,), 0, data.shape[0])]  # data only
-    train = _train_fn(cfg, static, domain.dim, mesh)
-    for i in range(max(math.ceil(cfg.pretrain_steps / cfg.adapt_steps), 1)):
-        params, opt_state, losses = train(params, opt_state, data, bank,
-                                          jnp.ones(cap, bool), jax.random.fold_in(kt, i))
-    return eqx.combine(params, static), jnp.mean(losses), data
+    params, static = _split(model)
+    kern = kernels if kernels is not None else Kernels(domain, cfg, static, mesh)
+    n_chunks = max(math.ceil(cfg.pretrain_steps / cfg.adapt_steps), 1)
+    last = {"loss": math.nan}
+    t0 = time.perf_counter()
+    expected = _config_meta(cfg, domain, key, stage="pretrain")
+    prev = {"seconds": 0.0}
+
+    def on_restore(meta):
+        _guard(checkpoint_dir, expected)(meta)
+        prev["seconds"], last["loss"] = meta.get("seconds", 0.0), meta.get("loss", math.nan)
+
+    def on_log(_, rec):
+        last["loss"] = rec["loss"]
+
+    def chunk(k, st, batches):
+        st, info = kern.chunk(k, st, batches)
+        return st, info._replace(loss=jnp.mean(info.loss))
+
+    res = fit(kt, T.init(params, kern.optimizer), chunk,
+              lambda i: kern.draw_data(jax.random.fold_in(kb, i), data), steps=n_chunks,
+              checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+              resume=resume, on_log=on_log, on_restore=on_restore,
+              meta_fn=lambda done: dict(expected, loss=last["loss"], seconds=prev["seconds"]
+                                        + time.perf_counter() - t0))
+    return Pretrained(eqx.combine(res.state.params, static), float(last["loss"]), data,
+                      kern, res.resumed_from, prev["seconds"] + time.perf_counter() - t0)
 
 
 def init(model: nets.MLP, cfg: ActFlowConfig, dim: int) -> LoopState:
     """The loop state after pre-training: fresh optimiser, empty kept set, round 0."""
     params = eqx.filter(model, eqx.is_array)
     cap = cfg.rounds * cfg.budget
-    return LoopState(params, _optimizer(cfg).init(params), jnp.zeros((cap, dim), jnp.float32),
+    return LoopState(T.init(params, _optimizer(cfg)), jnp.zeros((cap, dim), jnp.float32),
                      jnp.zeros((cap,), bool), jnp.zeros((), jnp.int32))
 
 
@@ -249,228 +402,151 @@ def make_sampler(static, cfg: ActFlowConfig, mesh=None) -> Callable:
     return sample
 
 
-def make_round(domain: Domain, static, cfg: ActFlowConfig, method: str, *,
-               mesh=None) -> Callable:
+def make_round(domain: Domain, static, cfg: ActFlowConfig, method: str, *, mesh=None,
+               kernels: Kernels | None = None) -> Callable:
     """One round of ``method``: ``step(state, data, key) -> (state, RoundInfo)``.
 
-    Explore / integrate / verify / keep is one jitted function (cached per domain,
-    config, method and mesh); adaptation is the shared jitted training chunk, called
-    only when the round kept something (a host-level branch on a concrete count)."""
+    Explore / integrate / verify / keep is one jitted function; adaptation is the
+    shared jitted training chunk (:attr:`Kernels.chunk`), called only when the round
+    kept something (a host-level branch on a concrete count)."""
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}; got {method!r}")
-    _check_divisible(cfg.budget, "budget", mesh)
-    _check_divisible(cfg.batch, "batch", mesh)
-    propose = _cached(("round", id(domain), cfg, method, id(mesh)),
-                      lambda: _build_propose(domain, static, cfg, method, mesh), domain, mesh)
-    train = _train_fn(cfg, static, domain.dim, mesh)
+    kern = kernels if kernels is not None else Kernels(domain, cfg, static, mesh)
+    propose = kern.propose(method)
 
     def step(state: LoopState, data: Array, key: PRNGKeyArray) -> tuple[LoopState, RoundInfo]:
         data = jnp.asarray(data)
-        kx, kt = jax.random.split(key)
+        kx, kt, kb = jax.random.split(key, 3)
         bank, bank_mask, n_valid, n_novel, n_kept = propose(state.params, state.bank,
                                                             state.bank_mask, data, kx)
-        params, opt_state, loss = state.params, state.opt_state, jnp.float32(jnp.nan)
+        train, loss, finite = state.train, jnp.float32(jnp.nan), jnp.ones((), bool)
         updated = method != "pretrained" and int(n_kept) > 0
         if updated:
-            params, opt_state, losses = train(params, opt_state, data, bank, bank_mask, kt)
-            loss = jnp.mean(losses)
-        new = LoopState(params, opt_state, bank, bank_mask, state.round + 1)
-        return new, RoundInfo(n_valid, n_novel, n_kept, jnp.asarray(updated), loss)
+            train, info = kern.chunk(kt, train, kern.draw(kb, data, bank, bank_mask))
+            loss, finite = jnp.mean(info.loss), jnp.all(info.finite)
+        new = LoopState(train, bank, bank_mask, state.round + 1)
+        return new, RoundInfo(n_valid, n_novel, n_kept, jnp.asarray(updated), loss, finite)
 
     return step
 
 
-def _build_propose(domain: Domain, static, cfg: ActFlowConfig, method: str, mesh):
-    sample = make_sampler(static, cfg, mesh)
-    thr = domain.novelty
-    d = domain.dim
-
-    def invert(params, x):
-        return flow.integrate(_batched(eqx.combine(params, static)), x, method=cfg.ode,
-                              steps=cfg.sample_steps, t0=1.0, t1=0.0, reverse=True)
-
-    def pool_dmin(feats, pool, pool_mask):
-        dist = M.pairwise_distances(feats, pool, domain.metric)
-        return jnp.min(jnp.where(pool_mask[None], dist, jnp.inf), axis=1)
-
-    def explore(params, bank, bank_mask, data, key):
-        kz, ka, ke = jax.random.split(key, 3)
-        n_p = int(round(cfg.budget * cfg.perturb))
-        zs = [cfg.temperature * jax.random.normal(kz, (cfg.budget - n_p, d), jnp.float32)]
-        pool = jnp.concatenate([data, bank])
-        pool_mask = jnp.concatenate([jnp.ones(data.shape[0], bool), bank_mask])
-        if n_p:
-            # half of the anchors from the accepted set (the frontier) once it is non-empty
-            n_bank = jnp.maximum(jnp.sum(bank_mask), 1)
-            logits = jnp.concatenate([jnp.full(data.shape[0], -jnp.log(data.shape[0])),
-                                      jnp.where(bank_mask, -jnp.log(n_bank), -jnp.inf)])
-            idx = jax.random.categorical(ka, logits, shape=(n_p,))
-            eps = jax.random.normal(ke, (n_p, d), jnp.float32)
-            zs.append(invert(params, pool[idx]) + cfg.sigma * eps)
-        z = jnp.concatenate(zs)
-        pool_f = domain.embed(pool)
-
-        def novelty_obj(z):  # soft-min squared distance of F(z) to the known set
-            f = domain.embed(sample(params, z))
-            sq = jnp.square(M.pairwise_distances(f, pool_f))
-            h = thr ** 2
-            logits = jnp.where(pool_mask[None], -sq / h, -jnp.inf)
-            return jnp.sum(-h * jax.nn.logsumexp(logits, axis=1))
-
-        for _ in range(cfg.steer_steps):
-            g = jax.grad(novelty_obj)(z)
-            z = z + cfg.steer_lr * g / (jnp.linalg.norm(g, axis=1, keepdims=True) + 1e-8)
-        return z, pool, pool_mask
-
-    def propose(params, bank, bank_mask, data, key):
-        if method == "actflow":
-            z, pool, pool_mask = explore(params, bank, bank_mask, data, key)
-        else:
-            z = jax.random.normal(key, (cfg.budget, d), jnp.float32)
-        x = sample(params, z)
-        valid = domain.verifier(x)
-        n_novel = jnp.zeros((), jnp.int32)
-        if method == "pretrained":
-            keep = jnp.zeros_like(valid)
-        elif method == "retrain":
-            keep = jnp.ones_like(valid)
-        elif method == "retrain+filter":
-            keep = valid
-        else:
-            feats = domain.embed(x)
-            novel = valid & (pool_dmin(feats, domain.embed(pool), pool_mask) > thr)
-            n_novel = jnp.sum(novel).astype(jnp.int32)
-            _, keep = M.circles(feats, thr, novel, domain.metric)
-        n_bank = jnp.sum(bank_mask)
-        slot = jnp.where(keep, n_bank + jnp.cumsum(keep) - 1, bank.shape[0])
-        bank = bank.at[slot].set(x.astype(bank.dtype), mode="drop")
-        bank_mask = bank_mask.at[slot].set(True, mode="drop")
-        return bank, bank_mask, jnp.sum(valid), n_novel, jnp.sum(keep)
-
-    return jax.jit(propose)
-
-
 def evaluate(domain: Domain, model: nets.MLP, cfg: ActFlowConfig, data: Array,
-             key: PRNGKeyArray, *, mesh=None) -> tuple[dict, np.ndarray, np.ndarray]:
+             key: PRNGKeyArray, *, mesh=None, kernels: Kernels | None = None
+             ) -> tuple[dict, np.ndarray, np.ndarray]:
     """Sample ``n_eval`` points from ``N(0, I)`` through ``model`` (its generable set)
     and measure them. Returns (metrics, samples, valid mask)."""
-    x, valid, vals = _eval_fn(domain, cfg, mesh)(model, jnp.asarray(data), key)
+    params, static = _split(model)
+    kern = kernels if kernels is not None else Kernels(domain, cfg, static, mesh)
+    x, valid, vals = kern.evaluate(params, jnp.asarray(data), key)
     return {k: float(v) for k, v in vals.items()}, np.asarray(x), np.asarray(valid)
 
 
-def _eval_fn(domain, cfg, mesh):
-    return _cached(("eval", id(domain), cfg, id(mesh)),
-                   lambda: _build_eval(domain, cfg, mesh), domain, mesh)
+def evaluate_draws(kernels: Kernels, params, data: Array, key: PRNGKeyArray, n: int
+                   ) -> dict[str, np.ndarray]:
+    """The metrics of ``n`` independent evaluation draws (keys ``fold_in(key, j)``) of
+    the model ``params``: ``{metric: (n,) array}``, for paired tests between models
+    evaluated with the same keys."""
+    data = jnp.asarray(data)
+    rows = [kernels.evaluate(params, data, jax.random.fold_in(key, j))[2] for j in range(n)]
+    return {k: np.array([float(r[k]) for r in rows]) for k in rows[0]}
 
 
-def _build_eval(domain, cfg, mesh):
-    ref = None if domain.reference is None else jnp.asarray(domain.reference)
-    w = None if domain.weights is None else jnp.asarray(domain.weights)
-    met = domain.metric
-
-    @eqx.filter_jit
-    def fn(model, data, key):
-        params, static = eqx.partition(model, eqx.is_array)
-        z = jax.random.normal(key, (cfg.n_eval, domain.dim), jnp.float32)
-        x = make_sampler(static, cfg, mesh)(params, z)
-        valid = domain.verifier(x)
-        f = domain.embed(x)
-        out = dict(validity=M.validity(valid),
-                   uniqueness=M.uniqueness(f, valid, 0.0, met),
-                   novelty=M.novelty(f, domain.embed(data), domain.novelty, valid, met),
-                   circles=M.circles(f, domain.radius, valid, met)[0].astype(jnp.float32),
-                   vendi=M.vendi_score(f, valid, domain.radius, met))
-        if ref is not None:
-            out["coverage"] = M.exact_coverage(ref, f, domain.radius, valid, w, met)
-            out["knn_coverage"] = M.knn_coverage(ref, f, 5, valid, met)
-        return x, valid, out
-
-    return fn
-
-
-def _save_json(path: Path, obj):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj))
-    tmp.replace(path)
+_INFO = ("n_valid", "n_novel", "n_kept", "updated", "loss", "n_kept_total")
 
 
 def run_method(domain: Domain, model: nets.MLP, data: Array, method: str,
                cfg: ActFlowConfig, key: PRNGKeyArray, *, mesh=None,
-               checkpoint_dir: str | Path | None = None, track=None) -> dict:
+               checkpoint_dir: str | Path | None = None, resume: bool = True,
+               kernels: Kernels | None = None, track=None) -> dict:
     """Run ``cfg.rounds`` rounds of ``method`` from the pre-trained ``model``.
 
-    Round keys are ``fold_in(key, r)``; every method gets the same evaluation keys. With
-    ``checkpoint_dir`` the state, the evaluation samples and the history are saved with
-    orbax after each round and a rerun resumes after the last saved round. Returns
-    ``dict(history=[per-round metrics, round 0 = pre-trained], samples=(R+1, n_eval, d),
-    valid=(R+1, n_eval), state=LoopState, resumed_from=int)``."""
-    import orbax.checkpoint as ocp
+    The rounds are one :func:`jaxkit.training.fit` whose step is a round: round ``r``
+    (1-based) uses the key ``fold_in(k_rounds, r - 1)`` and is evaluated with
+    ``fold_in(k_eval, r)``, ``(k_rounds, k_eval) = split(key)``, so every method gets
+    the same keys. With ``checkpoint_dir`` the :class:`RunState` is saved after every
+    round and a rerun resumes after the last saved one (a checkpoint of another
+    configuration, method, domain or key is a ValueError). ``track(iterable, text)``
+    wraps the rounds (a progress bar).
 
-    params, static = eqx.partition(model, eqx.is_array)
-    state = init(model, cfg, domain.dim)
-    step = make_round(domain, static, cfg, method, mesh=mesh)
-    n_rounds = cfg.rounds
-    xs = np.zeros((n_rounds + 1, cfg.n_eval, domain.dim), np.float32)
-    vs = np.zeros((n_rounds + 1, cfg.n_eval), bool)
-    history: list[dict] = []
-    mgr = None
-    start = 0
-    if checkpoint_dir is not None:
-        checkpoint_dir = Path(checkpoint_dir).absolute()
-        mgr = ocp.CheckpointManager(checkpoint_dir, options=ocp.CheckpointManagerOptions(
-            max_to_keep=1, enable_async_checkpointing=False))
-        meta_path = checkpoint_dir / "config.json"
-        meta = dict(config=asdict(cfg), method=method, domain=domain.name,
-                    key=np.asarray(jax.random.key_data(key)).tolist())
-        last = mgr.latest_step()
-        if last is not None and (not meta_path.is_file()
-                                 or json.loads(meta_path.read_text()) != meta):
-            raise ValueError(f"`checkpoint_dir` ({checkpoint_dir}) holds checkpoints of "
-                             "another configuration, method, domain or key; use a fresh "
-                             "directory")
-        if last is not None:
-            abstract = dict(state=state, xs=xs, vs=vs)
-            restored = mgr.restore(last, args=ocp.args.Composite(
-                arrays=ocp.args.StandardRestore(jax.tree.map(
-                    ocp.utils.to_shape_dtype_struct, abstract)),
-                history=ocp.args.JsonRestore()))
-            arr = restored["arrays"]
-            state = LoopState(*arr["state"]) if not isinstance(arr["state"], LoopState) \
-                else arr["state"]
-            xs, vs = np.asarray(arr["xs"]), np.asarray(arr["vs"])
-            history = list(restored["history"])
-            start = last + 1
-        else:
-            checkpoint_dir.mkdir(parents=True, exist_ok=True)
-            _save_json(meta_path, meta)
-    resumed_from = start
-    eval_key = jax.random.fold_in(key, 10_000_019)
-    rounds = range(start, n_rounds + 1)
-    for r in (track(rounds, f"actflow {domain.name} {method}") if track else rounds):
-        info = None
-        if r > 0:
-            state, info = step(state, data, jax.random.fold_in(key, r))
-            info = {k: (bool(v) if k == "updated" else float(v))
-                    for k, v in info._asdict().items()}
-        ev, x, v = evaluate(domain, eqx.combine(state.params, static), cfg, data,
-                            jax.random.fold_in(eval_key, r), mesh=mesh)
-        xs[r], vs[r] = x, v
-        row = dict(round=r, method=method, **ev)
-        if info is not None:
-            row.update(n_valid_round=info["n_valid"], n_novel_round=info["n_novel"],
-                       n_kept_round=info["n_kept"], updated=info["updated"],
-                       adapt_loss=None if math.isnan(info["loss"]) else info["loss"])
-        else:
+    Returns:
+        ``dict(history=[per-round metrics, round 0 = pre-trained], samples=(R+1, n_eval,
+        d), valid=(R+1, n_eval), state=LoopState, resumed_from=int, seconds=float)``.
+    """
+    params, static = _split(model)
+    kern = kernels if kernels is not None else Kernels(domain, cfg, static, mesh)
+    step = make_round(domain, static, cfg, method, kernels=kern)
+    k_rounds, k_eval = jax.random.split(key)
+    data = jnp.asarray(data)
+    n1 = cfg.rounds + 1
+    x0, v0, ev0 = kern.evaluate(params, data, jax.random.fold_in(k_eval, 0))
+    loop0 = init(model, cfg, domain.dim)
+    state = RunState(
+        loop0, jnp.zeros((n1, *x0.shape), jnp.float32).at[0].set(x0),
+        jnp.zeros((n1, x0.shape[0]), bool).at[0].set(v0),
+        {k: jnp.full((n1,), jnp.nan, jnp.float32).at[0].set(v) for k, v in ev0.items()},
+        {k: jnp.full((n1,), jnp.nan, jnp.float32) for k in _INFO})
+
+    def round_step(k, st: RunState, data):
+        lp, info = step(st.loop, data, k)
+        r = int(lp.round)
+        x, v, ev = kern.evaluate(lp.params, data, jax.random.fold_in(k_eval, r))
+        vals = dict(info._asdict(), n_kept_total=jnp.sum(lp.bank_mask))
+        new = RunState(lp, st.xs.at[r].set(x), st.vs.at[r].set(v),
+                       {n: a.at[r].set(ev[n]) for n, a in st.evals.items()},
+                       {n: a.at[r].set(jnp.asarray(vals[n], jnp.float32))
+                        for n, a in st.infos.items()})
+        return new, info
+
+    expected = _config_meta(cfg, domain, key, method=method)
+    t0 = time.perf_counter()
+    prev = {"seconds": 0.0}
+
+    def on_restore(meta):
+        _guard(checkpoint_dir, expected)(meta)
+        prev["seconds"] = meta.get("seconds", 0.0)
+
+    batches = (lambda i: data) if track is None else _tracked(
+        track, cfg.rounds, f"actflow {domain.name} {method}", data)
+    res = fit(k_rounds, state, round_step, batches, steps=cfg.rounds,
+              checkpoint_dir=checkpoint_dir, checkpoint_every=1, resume=resume,
+              on_restore=on_restore,
+              meta_fn=lambda done: dict(expected, seconds=prev["seconds"]
+                                        + time.perf_counter() - t0))
+    st = res.state
+    return dict(history=history(st, method), samples=np.asarray(st.xs),
+                valid=np.asarray(st.vs), state=st.loop, resumed_from=res.resumed_from,
+                seconds=prev["seconds"] + time.perf_counter() - t0)
+
+
+def _tracked(track, n: int, text: str, data):
+    """A ``batch_fn`` that advances a progress bar once per round."""
+    it = iter(track(range(n), text))
+
+    def batch_fn(i):
+        next(it, None)
+        return data
+
+    return batch_fn
+
+
+def history(st: RunState, method: str) -> list[dict]:
+    """The per-round metric dictionaries of a :class:`RunState` (round 0: the
+    pre-trained model, with no round counts)."""
+    evals = {k: np.asarray(v) for k, v in st.evals.items()}
+    infos = {k: np.asarray(v) for k, v in st.infos.items()}
+    rows = []
+    for r in range(len(next(iter(evals.values())))):
+        row = dict(round=r, method=method, **{k: float(v[r]) for k, v in evals.items()})
+        if r == 0:
             row.update(n_valid_round=None, n_novel_round=None, n_kept_round=None,
-                       updated=False, adapt_loss=None)
-        row["n_kept_total"] = int(np.asarray(state.bank_mask).sum())
-        history.append(row)
-        if mgr is not None:
-            mgr.save(r, args=ocp.args.Composite(
-                arrays=ocp.args.StandardSave(dict(state=state, xs=xs, vs=vs)),
-                history=ocp.args.JsonSave(history)))
-            mgr.wait_until_finished()
-    if mgr is not None:
-        mgr.close()
-    return dict(history=history, samples=xs, valid=vs, state=state,
-                resumed_from=resumed_from)
+                       updated=False, adapt_loss=None, n_kept_total=0)
+        else:
+            loss = float(infos["loss"][r])
+            row.update(n_valid_round=float(infos["n_valid"][r]),
+                       n_novel_round=float(infos["n_novel"][r]),
+                       n_kept_round=float(infos["n_kept"][r]),
+                       updated=bool(infos["updated"][r]),
+                       adapt_loss=None if math.isnan(loss) else loss,
+                       n_kept_total=int(infos["n_kept_total"][r]))
+        rows.append(row)
+    return rows

@@ -1,16 +1,17 @@
-"""The ActFlow pipeline writes its report sections, PNGs and checkpoints, and resumes."""
+"""The ActFlow pipeline: configuration, report sections, PNGs, claims and resume."""
 
 from pathlib import Path
 
 import pytest
 
-from jaxkit.pipelines import RunContext
+from jaxkit.actflow.config import FULL, QUICK, Config
+from jaxkit.registry import RunContext
 
-TINY = dict(
-    continuous=dict(hidden=16, depth=2, n_data=128, pretrain_steps=100, batch=32, rounds=1,
-                    budget=32, adapt_steps=5, n_eval=32, sample_steps=4, steer_steps=1),
-    peptides=dict(hidden=16, depth=1, n_data=64, pretrain_steps=50, batch=16, rounds=1,
-                  budget=16, adapt_steps=5, n_eval=16, sample_steps=3, steer_steps=0))
+TINY = Config(domains=("rings", "peptides"), hidden=16, depth=2, n_data=128,
+              pretrain_steps=20, batch=32, rounds=1, budget=32, adapt_steps=5, n_eval=32,
+              sample_steps=4, steer_steps=1, n_draws=2, peptide_depth=1, peptide_n_data=64,
+              peptide_pretrain_steps=10, peptide_batch=16, peptide_budget=16,
+              peptide_n_eval=16, peptide_sample_steps=3, peptide_steer_steps=0)
 
 
 def _check(res, out: Path, domains):
@@ -24,24 +25,52 @@ def _check(res, out: Path, domains):
     assert all(p.parent == out for p in res.figures)
     for d in domains:
         assert set(res.metrics[d]) == {"pretrained", "retrain", "retrain+filter", "actflow"}
+    assert len(res.claims) == 2 * len(domains)
+    assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown"}
 
 
-def test_pipeline_tiny_writes_report_and_resumes(tmp_path):
-    import jaxkit.pipelines.actflow as A
+def test_config_fields_and_validation():
+    assert QUICK.loop("rings").rounds == 3 and QUICK.loop("peptides").rounds == 2
+    assert FULL.loop("peptides").hidden == 256 and FULL.loop("torus").hidden == 128
+    two = QUICK.override(["rounds=2"])
+    assert two.loop("rings").rounds == 2 and two.loop("peptides").rounds == 2
+    both = FULL.override(["rounds=2", "peptide_rounds=none"])
+    assert both.loop("peptides").rounds == 2
+    with pytest.raises(ValueError, match="`replay`"):
+        Config(replay=2.0)
+    with pytest.raises(ValueError, match="`peptide_batch`"):
+        Config(peptide_batch=0)
+    with pytest.raises(ValueError, match="`domains`"):
+        Config(domains=("rings", "rings"))
+    with pytest.raises(ValueError, match="`domains`"):
+        Config(domains=("disk",))
+    with pytest.raises(ValueError, match="`n_draws`"):
+        Config(n_draws=1)
 
-    settings = dict(TINY, domains=("rings", "peptides"))
-    res = A.run(RunContext(out_dir=tmp_path, quick=True), settings)
-    _check(res, tmp_path, ("rings", "peptides"))
-    assert any((tmp_path / ".actflow").iterdir())
-    ctx = RunContext(out_dir=tmp_path, quick=True)
-    res2 = A.run(ctx, settings)
-    assert "actflow-pretrain-rings" in ctx.reloaded
-    assert res2.metrics["rings"]["actflow"] == res.metrics["rings"]["actflow"]
+
+def test_pipeline_tiny_writes_report_claims_and_resumes(tmp_path):
+    from jaxkit.actflow import pipeline
+
+    res = pipeline.run(RunContext(out_dir=tmp_path, config=TINY, quick=True))
+    _check(res, tmp_path, TINY.domains)
+    assert any((tmp_path / "checkpoints").iterdir())
+    ctx = RunContext(out_dir=tmp_path, config=TINY, quick=True)
+    res2 = pipeline.run(ctx)
+    assert ctx.reloaded == ["actflow-rings", "actflow-peptides"]
+    assert res2.metrics["rings"] == res.metrics["rings"]
+    assert res2.claims == res.claims
+
+
+def test_registered():
+    from jaxkit.registry import get
+
+    entry = get("actflow")
+    assert entry.quick == QUICK and entry.full == FULL and not entry.legacy
 
 
 @pytest.mark.slow
 def test_pipeline_quick(tmp_path):
-    import jaxkit.pipelines.actflow as A
+    from jaxkit.actflow import pipeline
 
-    res = A.run(RunContext(out_dir=tmp_path, quick=True))
-    _check(res, tmp_path, A.QUICK["domains"])
+    res = pipeline.run(RunContext(out_dir=tmp_path, config=QUICK, quick=True))
+    _check(res, tmp_path, QUICK.domains)

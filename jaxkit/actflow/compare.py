@@ -1,0 +1,100 @@
+"""One domain of the ActFlow comparison: pre-train, run every method, draw evaluations.
+
+:func:`compare_domain` pre-trains the flow (:func:`jaxkit.actflow.loop.pretrain`), runs
+the four methods of :data:`jaxkit.actflow.loop.METHODS` from it with the same keys and
+budget (:func:`jaxkit.actflow.loop.run_method`), and evaluates every method's final
+model on ``n_draws`` independent batches of ``n_eval`` samples drawn with the same keys
+(:func:`jaxkit.actflow.loop.evaluate_draws`), the paired samples of the claim tests.
+Checkpoints (pre-training chunks, rounds) live under ``checkpoint_root``, so a killed
+run resumes where it stopped. The result holds NumPy arrays and floats only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import numpy as np
+from jaxtyping import PRNGKeyArray
+
+from . import domains, loop, peptides
+from .config import Config
+
+__all__ = ["make_domain", "compare_domain", "measure_of"]
+
+
+def make_domain(name: str, cfg: Config) -> domains.Domain:
+    """The task ``name``: a continuous domain of :data:`jaxkit.actflow.domains.CONTINUOUS`
+    or the peptide domain with pre-training data of net charge <= ``peptide_max_charge``."""
+    if name == "peptides":
+        return peptides.peptide_domain(max_charge_data=cfg.peptide_max_charge)
+    return domains.CONTINUOUS[name]()
+
+
+def measure_of(dom: domains.Domain) -> str:
+    """The coverage measure of a domain: exact coverage where the valid set is known,
+    otherwise #Circles."""
+    return "coverage" if dom.reference is not None else "circles"
+
+
+def _fresh(path: Path, resume: bool) -> Path:
+    if not resume and path.exists():
+        shutil.rmtree(path)
+    return path
+
+
+def compare_domain(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
+                   checkpoint_root: str | Path | None = None, resume: bool = True,
+                   mesh=None, track=None) -> dict[str, Any]:
+    """Pre-train on domain ``name`` and run every method.
+
+    Args:
+        cfg: the pipeline configuration (``cfg.loop(name)`` gives the loop settings).
+        name: the domain.
+        keys: ``pretrain``, ``rounds`` (shared by every method) and ``draws`` keys.
+        checkpoint_root: folder of the checkpoints (None: no checkpoints); each
+            sub-folder is named after the stage and a hash of the settings and keys.
+        resume: continue from the checkpoints there (otherwise they are deleted).
+        mesh: a mesh with a "data" axis, or None.
+        track: ``track(iterable, text)`` progress wrapper for the rounds.
+
+    Returns:
+        ``dict(measure, pretrain=dict(loss, seconds, n_data, resumed_from), data,
+        runs={method: dict(history, samples, valid, seconds, resumed_from)},
+        draws={method: {metric: (n_draws,) array}})``.
+    """
+    lcfg = cfg.loop(name)
+    dom = make_domain(name, cfg)
+    import jax
+
+    tag = hashlib.sha256(repr((lcfg.digest(), name, cfg.peptide_max_charge,
+                               [np.asarray(jax.random.key_data(keys[k])).tolist()
+                                for k in ("pretrain", "rounds")])).encode()).hexdigest()[:12]
+
+    def ck(stage: str) -> Path | None:
+        if checkpoint_root is None:
+            return None
+        return _fresh(Path(checkpoint_root) / f"actflow-{name}-{stage}-{tag}", resume)
+
+    pre = loop.pretrain(dom, lcfg, keys["pretrain"], mesh=mesh,
+                        checkpoint_dir=ck("pretrain"), resume=resume)
+    data = np.asarray(pre.data)
+    runs, draws = {}, {}
+    for method in loop.METHODS:
+        res = loop.run_method(dom, pre.model, pre.data, method, lcfg, keys["rounds"],
+                              checkpoint_dir=ck(method.replace("+", "_")), resume=resume,
+                              kernels=pre.kernels, track=track)
+        if name == "peptides":  # expansion beyond the pre-training charge range
+            for h, x, v in zip(res["history"], res["samples"], res["valid"], strict=True):
+                beyond = dom.view(x)[:, 0] > cfg.peptide_max_charge
+                h["valid_beyond_data_charge"] = float(np.mean(v & beyond))
+        params = eqx.filter(res.pop("state").params, eqx.is_array)
+        draws[method] = loop.evaluate_draws(pre.kernels, params, pre.data, keys["draws"],
+                                            cfg.n_draws)
+        runs[method] = res
+    return dict(measure=measure_of(dom), data=data, runs=runs, draws=draws,
+                pretrain=dict(loss=pre.loss, seconds=pre.seconds, n_data=int(data.shape[0]),
+                              resumed_from=pre.resumed_from))

@@ -1,0 +1,151 @@
+"""ActFlow settings: the per-domain loop settings and the pipeline configuration.
+
+:class:`ActFlowConfig` holds what one domain's run needs (model, pre-training, rounds,
+exploration, evaluation); it is hashable, so the jitted functions of
+:mod:`jaxkit.actflow.loop` can be built once per configuration. :class:`Config` is the
+configuration of ``jaxkit run actflow``: the domains, the loop settings shared by every
+domain, and ``peptide_*`` fields that replace a shared setting for the peptide domain
+(``none``: the shared value). ``jaxkit run actflow --set rounds=2`` sets the rounds of
+the continuous domains; the peptide domain runs ``peptide_rounds`` (QUICK: 2, FULL: 5)
+unless that is set to none (``--set rounds=2 --set peptide_rounds=none``: 2 everywhere).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from jaxkit.config import PipelineConfig, require
+from jaxkit.kernels import flow
+
+__all__ = ["ActFlowConfig", "Config", "QUICK", "FULL", "DOMAINS", "PEPTIDE_FIELDS"]
+
+DOMAINS = ("rings", "torus", "sphere", "peptides")
+#: the loop settings a ``peptide_<name>`` field can replace for the peptide domain
+PEPTIDE_FIELDS = ("hidden", "depth", "n_data", "pretrain_steps", "batch", "budget",
+                  "adapt_steps", "n_eval", "sample_steps", "steer_steps")
+_POSITIVE = ("hidden", "depth", "n_data", "batch", "rounds", "budget", "sample_steps",
+             "n_eval", "pretrain_steps", "adapt_steps")
+
+
+def _check_loop(cfg) -> None:
+    for f in _POSITIVE:
+        require(int(getattr(cfg, f)) >= 1, f, f"must be a positive integer; got "
+                                              f"{getattr(cfg, f)}")
+    require(int(cfg.steer_steps) >= 0, "steer_steps", f"must be >= 0; got {cfg.steer_steps}")
+    require(cfg.lr > 0, "lr", f"must be > 0; got {cfg.lr}")
+    require(0.0 <= cfg.replay <= 1.0, "replay", f"must lie in [0, 1]; got {cfg.replay}")
+    require(0.0 <= cfg.perturb <= 1.0, "perturb", f"must lie in [0, 1]; got {cfg.perturb}")
+    require(cfg.ode in flow.METHODS, "ode", f"must be one of {flow.METHODS}; got {cfg.ode!r}")
+
+
+@dataclass(frozen=True)
+class ActFlowConfig(PipelineConfig):
+    """Model, pre-training, loop and exploration settings of one domain (hashable).
+
+    Model: ``hidden`` x ``depth`` MLP, Adam ``lr``. Pre-training: ``n_data`` points,
+    ``pretrain_steps`` steps of minibatch ``batch`` (rounded up to whole chunks of
+    ``adapt_steps``). Loop: ``rounds`` rounds of ``budget`` samples and ``adapt_steps``
+    Adam steps on minibatches with a share ``replay`` of kept samples; ``sample_steps``
+    steps of the ``ode`` solver. ActFlow exploration: a share ``perturb`` of the budget
+    from ODE-inverted anchors plus ``sigma`` noise, the rest from ``temperature`` x
+    N(0, I); ``steer_steps`` gradient steps of length ``steer_lr`` toward novelty.
+    Evaluation: ``n_eval`` samples."""
+
+    hidden: int = 128
+    depth: int = 3
+    lr: float = 2e-3
+    n_data: int = 1024
+    pretrain_steps: int = 2000
+    batch: int = 256
+    rounds: int = 5
+    budget: int = 512
+    adapt_steps: int = 300
+    replay: float = 0.5
+    sample_steps: int = 16
+    ode: str = "midpoint"
+    temperature: float = 2.0
+    perturb: float = 0.5
+    sigma: float = 0.5
+    steer_steps: int = 1
+    steer_lr: float = 0.2
+    n_eval: int = 1024
+
+    def validate(self) -> None:
+        _check_loop(self)
+
+
+@dataclass(frozen=True)
+class Config(PipelineConfig):
+    """``jaxkit run actflow``: domains, shared loop settings (see
+    :class:`ActFlowConfig`), peptide overrides, and the claim tests' ``n_draws``
+    independent evaluation draws of every final model."""
+
+    domains: tuple[Literal["rings", "torus", "sphere", "peptides"], ...] = DOMAINS
+    hidden: int = 128
+    depth: int = 3
+    lr: float = 2e-3
+    n_data: int = 1024
+    pretrain_steps: int = 4000
+    batch: int = 256
+    rounds: int = 6
+    budget: int = 256
+    adapt_steps: int = 300
+    replay: float = 0.5
+    sample_steps: int = 16
+    ode: str = "midpoint"
+    temperature: float = 2.0
+    perturb: float = 0.5
+    sigma: float = 0.5
+    steer_steps: int = 1
+    steer_lr: float = 0.2
+    n_eval: int = 768
+    peptide_hidden: int | None = None
+    peptide_depth: int | None = None
+    peptide_n_data: int | None = None
+    peptide_pretrain_steps: int | None = None
+    peptide_batch: int | None = None
+    peptide_rounds: int | None = None
+    peptide_budget: int | None = None
+    peptide_adapt_steps: int | None = None
+    peptide_n_eval: int | None = None
+    peptide_sample_steps: int | None = None
+    peptide_steer_steps: int | None = None
+    peptide_max_charge: float = 3.0
+    n_draws: int = 8
+
+    def validate(self) -> None:
+        require(len(self.domains) >= 1, "domains", "must name at least one domain")
+        require(len(set(self.domains)) == len(self.domains), "domains",
+                f"must not repeat a domain; got {self.domains}")
+        require(self.n_draws >= 2, "n_draws", f"must be >= 2 (a t interval); got "
+                                              f"{self.n_draws}")
+        _check_loop(self)
+        for f in (*PEPTIDE_FIELDS, "rounds"):
+            v = getattr(self, f"peptide_{f}")
+            require(v is None or v >= (0 if f == "steer_steps" else 1), f"peptide_{f}",
+                    f"must be none or a {'non-negative' if f == 'steer_steps' else 'positive'}"
+                    f" integer; got {v}")
+
+    def loop(self, domain: str) -> ActFlowConfig:
+        """The loop settings of ``domain`` (the shared ones, with the ``peptide_*``
+        overrides for the peptide domain)."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(ActFlowConfig)}
+        if domain == "peptides":
+            for f in (*PEPTIDE_FIELDS, "rounds"):
+                v = getattr(self, f"peptide_{f}")
+                if v is not None:
+                    shared[f] = v
+        return ActFlowConfig(**shared)
+
+
+QUICK = Config(domains=("rings", "peptides"), hidden=64, depth=3, n_data=512,
+               pretrain_steps=1500, batch=128, rounds=3, budget=128, adapt_steps=100,
+               n_eval=256, sample_steps=12, steer_steps=1,
+               peptide_hidden=128, peptide_depth=2, peptide_pretrain_steps=600,
+               peptide_batch=64, peptide_rounds=2, peptide_budget=64, peptide_adapt_steps=50,
+               peptide_n_eval=128, peptide_sample_steps=8, peptide_steer_steps=0)
+FULL = Config(peptide_hidden=256, peptide_pretrain_steps=3000, peptide_batch=128,
+              peptide_rounds=5, peptide_adapt_steps=200, peptide_n_eval=512,
+              peptide_sample_steps=12, peptide_steer_steps=0)

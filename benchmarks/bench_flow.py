@@ -98,7 +98,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
@@ -307,11 +306,6 @@ def numpy_forward(state: dict[str, np.ndarray], t, x) -> np.ndarray:
 # ----------------------------------------------------------------------------- jaxkit
 
 
-class TrainState(NamedTuple):
-    params: object
-    opt_state: object
-
-
 def batch_apply(apply):
     """``apply(params, t, x)`` on one sample -> ``(params, t (B,), x (B, d))`` on a batch."""
     import jax
@@ -327,15 +321,16 @@ def field(apply, params):
     return lambda t, x: vel(params, t, x)
 
 
-def adam_step(opt, loss_fn, state: TrainState, *args) -> tuple[TrainState, object]:
-    """One ``opt`` update of ``state.params`` on ``loss_fn(params, *args)``; returns the new
-    state and the loss (shared by :func:`make_train_step` and :func:`make_paired_steps`)."""
-    import jax
-    import optax
+def cfm_step(opt, loss_fn):
+    """``step(key, state, (x0, x1)) -> (state, info)``: jaxkit's one training step
+    (:func:`jaxkit.kernels.train.make_train_step`) of ``opt`` on ``loss_fn(params, key,
+    x0, x1)`` (shared by :func:`make_train_step` and :func:`make_paired_steps`; the
+    callers keep only the loss, so the step's gradient norm and finiteness flag are
+    dead code that XLA removes)."""
+    from jaxkit.kernels import train
 
-    loss, grads = jax.value_and_grad(loss_fn)(state.params, *args)
-    updates, opt_state = opt.update(grads, state.opt_state, state.params)
-    return TrainState(optax.apply_updates(state.params, updates), opt_state), loss
+    return train.make_train_step(
+        lambda params, key, batch, aux: (loss_fn(params, key, *batch), ()), opt)
 
 
 def make_train_step(apply, batch: int, *, kind: str = "cfm"):
@@ -345,7 +340,7 @@ def make_train_step(apply, batch: int, *, kind: str = "cfm"):
     :data:`TRAIN_KINDS`), ``flow_ot.ot_cfm_loss`` with that kind's coupling."""
     import jax
     import optax
-    from jaxkit.kernels import flow
+    from jaxkit.kernels import flow, train
 
     opt = optax.adam(LR)
     vel = batch_apply(apply)
@@ -359,14 +354,17 @@ def make_train_step(apply, batch: int, *, kind: str = "cfm"):
         def loss_fn(params, key, x0, x1):
             return flow_ot.ot_cfm_loss(vel, params, key, x0, x1, **ot_kwargs)
 
-    def step(state: TrainState, key, data):
+    one = cfm_step(opt, loss_fn)
+
+    def step(state, key, data):
         k_idx, k_x0, k_loss = jax.random.split(key, 3)
         x1 = data[jax.random.randint(k_idx, (batch,), 0, data.shape[0])]
         x0 = jax.random.normal(k_x0, x1.shape, x1.dtype)
-        return adam_step(opt, loss_fn, state, k_loss, x0, x1)
+        state, info = one(k_loss, state, (x0, x1))
+        return state, info.loss
 
     def init(params):
-        return TrainState(params, opt.init(params))
+        return train.init(params, opt)
 
     return init, step
 
@@ -430,8 +428,11 @@ def make_paired_steps(apply):
     def loss_fn(params, key, x0, x1):
         return flow.cfm_batch_loss(vel, params, key, x0, x1)
 
-    def one(state: TrainState, inp):
-        return adam_step(opt, loss_fn, state, *inp)
+    step = cfm_step(opt, loss_fn)
+
+    def one(state, inp):
+        state, info = step(inp[0], state, inp[1:])
+        return state, info.loss
 
     def run(state, key, x0s, x1s):
         return jax.lax.scan(one, state, (jax.random.split(key, x0s.shape[0]), x0s, x1s))

@@ -10,7 +10,7 @@ with :func:`~jaxkit.ballad.search.source_evaluator`, starting from best fit (or,
 * ``best.py``: the source of the best heuristic so far;
 * ``report.md``: a short summary.
 
-All three are rewritten atomically (temporary file + ``os.replace``) after the initial
+All three are rewritten atomically (:func:`jaxkit.io.atomic_write`) after the initial
 evaluation and after EVERY step, so a killed run loses at most the call in flight.
 
 The files are written from ``search()``'s genealogy through its ``on_step`` hook, which
@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -46,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from jaxkit.io import atomic_write
 
 from . import search as _search
 from .llm import Candidate
@@ -107,19 +107,6 @@ def _fingerprint(items: np.ndarray, capacity: float) -> dict:
     return {"name": "online bin packing", "capacity": float(capacity),
             "n_instances": int(items.shape[0]), "n_items": int(items.shape[1]),
             "items_sha256": hashlib.sha256(np.ascontiguousarray(items).tobytes()).hexdigest()}
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def load_population(out_dir: str | Path) -> dict:
@@ -210,13 +197,13 @@ def _report(state: dict, s: dict) -> str:
 def _save(state: dict, out_dir: Path) -> dict:
     summary = _summary(state, out_dir)
     state["best"] = summary["best_id"]
-    _write_atomic(out_dir / "population.json", json.dumps(state, indent=1) + "\n")
+    atomic_write(out_dir / "population.json", json.dumps(state, indent=1) + "\n")
     best = _best(state["nodes"])
     if best is not None:
         head = (f"# Best heuristic of jaxkit ballad discover: node {best['id']} "
                 f"({best['model'] or 'initial'}), excess {best['excess']:.6f} % over L1\n")
-        _write_atomic(out_dir / "best.py", head + best["source"])
-    _write_atomic(out_dir / "report.md", _report(state, summary))
+        atomic_write(out_dir / "best.py", head + best["source"])
+    atomic_write(out_dir / "report.md", _report(state, summary))
     return summary
 
 

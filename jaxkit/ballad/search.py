@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxkit.kernels import bandit
+from jaxkit.stats import as_generator
 
 from .llm import Candidate, LLMError
 from .population import Genealogy, Population
@@ -168,6 +169,11 @@ def _rank(score: float, previous: list[float]) -> float:
 _fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
 
 
+def _run_key(key, ri: int, j: int):
+    """The key of run (router ``ri``, ``j``-th seed)."""
+    return jax.random.fold_in(jax.random.fold_in(key, ri), j)
+
+
 class _BatchedPolicy:
     """One policy's states for all seeds of a router, stepped with jit(vmap)."""
 
@@ -197,7 +203,7 @@ class _BatchedPolicy:
 def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
            seeds: Sequence[int], *, init: Sequence[Candidate], n_calls: int,
            n_islands: int = 2, island_size: int = 6, reset_every: int = 0,
-           n_examples: int = 4, context: dict | None = None,
+           n_examples: int = 4, context: dict | None = None, key=None,
            progress: Callable[[int], None] | None = None,
            on_step: Callable[[int, list[RunLog]], None] | None = None) -> list[RunLog]:
     """Run every (router, seed) for ``n_calls`` proposer calls in lockstep.
@@ -211,7 +217,14 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
     makes a failed node with the reason and the cost of the call (``LLMError.cost``); the
     loop goes on. ``on_step(t, logs)`` is called once the initial population is in every
     genealogy (``t = -1``) and after every step, with the genealogies up to date (e.g. to
-    save them). Returns one :class:`RunLog` per run, routers outer, seeds inner."""
+    save them). Randomness: with a JAX PRNG ``key``, run (router ``ri``, ``j``-th seed)
+    draws from ``k = fold_in(fold_in(key, ri), j)``: its NumPy generator (parent
+    selection, uniform routing, the proposers' ``rng``) is seeded from ``fold_in(k, 0)``
+    (:func:`jaxkit.stats.as_generator`) and its routing keys are ``fold_in(fold_in(k,
+    1), t)``; the ``seeds`` are then only the runs' labels. Without ``key`` the streams
+    come from the integer seeds (``default_rng([seed, ri, 7])`` and ``fold_in(key(seed),
+    1000 + ri)``), as the ``jaxkit discover`` command uses them. Returns one
+    :class:`RunLog` per run, routers outer, seeds inner."""
     if n_calls < 1:
         raise ValueError(f"`n_calls` must be >= 1; got {n_calls}")
     if not init:
@@ -234,7 +247,7 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
                              for i, s in enumerate(root_scores)])
 
     gens, pops, rngs, ok_scores, logs = [], [], [], [], []
-    for ri, s in runs:
+    for i, (ri, s) in enumerate(runs):
         g = Genealogy()
         ids = [g.add(c, o.score).id for c, o in zip(init, init_scores, strict=True)]
         pop = Population(g, n_islands=n_islands, island_size=island_size,
@@ -242,15 +255,24 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
         pop.seed(ids)
         gens.append(g)
         pops.append(pop)
-        rngs.append(np.random.default_rng([int(s), ri, 7]))
+        if key is None:
+            rngs.append(np.random.default_rng([int(s), ri, 7]))
+        else:
+            rngs.append(as_generator(jax.random.fold_in(_run_key(key, ri, i % len(seeds)),
+                                                        0)))
         ok_scores.append(list(root_scores))
         logs.append(RunLog(routers[ri].name, int(s), g, np.zeros(n_calls), np.zeros(n_calls),
                            np.zeros(n_calls, np.int32)))
     policies = {ri: _BatchedPolicy(routers[ri].policy, len(seeds), root_ranks)
                 for ri, r in enumerate(routers) if r.kind == "policy"}
-    seed_arr = jnp.asarray([int(s) for s in seeds], jnp.uint32)
-    keys = {ri: jax.vmap(lambda s, ri=ri: jax.random.fold_in(jax.random.key(s), 1000 + ri))(
-        seed_arr) for ri in policies}
+    if key is None:
+        seed_arr = jnp.asarray([int(s) for s in seeds], jnp.uint32)
+        keys = {ri: jax.vmap(lambda s, ri=ri: jax.random.fold_in(jax.random.key(s),
+                                                                 1000 + ri))(seed_arr)
+                for ri in policies}
+    else:
+        keys = {ri: jnp.stack([jax.random.fold_in(_run_key(key, ri, j), 1)
+                               for j in range(len(seeds))]) for ri in policies}
     spent = np.zeros(len(runs))
     ctx = dict(context or {})
     if on_step is not None:

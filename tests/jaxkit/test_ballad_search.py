@@ -242,12 +242,14 @@ def test_default_pool_prices_and_names():
 
 
 def test_pipeline_quick_and_resume(tmp_path):
-    from jaxkit.pipelines import RunContext, ballad
+    from jaxkit.ballad import pipeline
+    from jaxkit.ballad.config import Config
+    from jaxkit.registry import RunContext
 
-    settings = dict(problems=("tsp",), seeds=2, calls=6, train_instances=2, test_instances=2,
-                    n_init=3)
-    ctx = RunContext(out_dir=tmp_path, quick=True)
-    res = ballad.run(ctx, settings)
+    cfg = Config(problems=("tsp",), seeds=2, calls=6, train_instances=2, test_instances=2,
+                 n_init=3, full_test=False, train_full=())
+    ctx = RunContext(out_dir=tmp_path, config=cfg, quick=True)
+    res = pipeline.run(ctx)
     rows = res.metrics["tsp"]
     assert [r["router"] for r in rows][:4] == [f"only {m.name}" for m in default_pool()]
     ref = next(r for r in rows if r["router"] == "only frontier")
@@ -258,11 +260,58 @@ def test_pipeline_quick_and_resume(tmp_path):
         assert abs(sum(r["share"]) - 1) < 1e-9
         assert r["test"][0] > 0  # a tour length
     assert "| ballad |" in res.markdown and "best single model" in res.markdown
+    assert "indistinguishable" not in res.markdown
     assert (tmp_path / "ballad_best_vs_budget.png").stat().st_size > 1000
-    ctx2 = RunContext(out_dir=tmp_path, quick=True)
-    res2 = ballad.run(ctx2, settings)
+    assert len(res.claims) == 3
+    assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown"}
+    ctx2 = RunContext(out_dir=tmp_path, config=cfg, quick=True)
+    res2 = pipeline.run(ctx2)
     assert ctx2.reloaded == ["ballad-tsp"]
-    assert res2.metrics == res.metrics
+    assert res2.metrics == res.metrics and res2.claims == res.claims
+    other = pipeline.run(RunContext(out_dir=tmp_path, config=cfg, quick=True, seed=1))
+    assert other.metrics != res.metrics  # keys come from the run seed
+
+
+def test_config_validation_and_override():
+    from jaxkit.ballad.config import FULL, QUICK, Config
+
+    assert QUICK.problems == ("binpacking_weibull", "tsp", "cvrp") and QUICK.seeds == 3
+    assert FULL.seeds == 10 and FULL.full_test
+    assert QUICK.override(["seeds=5", "problems=tsp,knapsack"]).problems == ("tsp", "knapsack")
+    with pytest.raises(ValueError, match="`problems`"):
+        Config(problems=("sat",))
+    with pytest.raises(ValueError, match="`seeds`"):
+        Config(seeds=0)
+    with pytest.raises(ValueError, match="`match_margin`"):
+        Config(match_margin=0.0)
+
+
+def test_match_verdict_needs_equivalence_not_a_wide_interval():
+    from jaxkit.ballad.report import match_verdict
+
+    # a wide interval around zero used to read "statistically indistinguishable"
+    assert match_verdict(np.array([-2.0, 2.5, -1.5, 1.0]), 0.1)[0] == "not shown"
+    v, status, _, eq = match_verdict(np.array([0.01, -0.01, 0.02, 0.0, -0.02]), 0.1)
+    assert v == "yes" and status.startswith("matches") and eq.verdict == "yes"
+    assert match_verdict(np.array([1.0, 1.2, 0.9, 1.1]), 0.1)[1] == "beats"
+    assert match_verdict(np.array([-1.0, -1.2, -0.9, -1.1]), 0.1)[:2] == ("no",
+                                                                         "falls short of")
+
+
+def test_search_with_key_is_reproducible_and_seeds_are_labels():
+    init = init_pop()
+    routers = [S.Router("u", "uniform"), S.Router("b", policy=bandit.ballad(3, capacity=16))]
+    a = S.search(quad_evaluate, POOL, routers, [0, 1], init=init, n_calls=8,
+                 key=jax.random.key(3))
+    b = S.search(quad_evaluate, POOL, routers, [5, 9], init=init, n_calls=8,
+                 key=jax.random.key(3))
+    c = S.search(quad_evaluate, POOL, routers, [0, 1], init=init, n_calls=8,
+                 key=jax.random.key(4))
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x.arms, y.arms)
+        np.testing.assert_array_equal(x.best, y.best)
+    assert any(not np.array_equal(x.best, y.best) or not np.array_equal(x.arms, y.arms)
+               for x, y in zip(a, c, strict=True))
 
 
 class _Raises:

@@ -1,0 +1,62 @@
+"""``jaxkit run ballad``: bandit routing of a pool of LLMs in automated heuristic
+discovery.
+
+For each problem (:mod:`jaxkit.ballad.problems`) one stage runs every router x seed
+(:func:`jaxkit.ballad.compare.search_problem`): every single model alone, uniform
+random routing, UCB1, Ballad (:func:`jaxkit.kernels.bandit.ballad`: extreme-value +
+discounted index with DAG credit) and Ballad without each of its three parts, over an
+offline pool of simulated LLMs. Reported (:mod:`jaxkit.ballad.report`): best objective
+versus calls and versus cost, the final test objective with 95% t intervals over seeds,
+the share of calls per model, the cost saving against always calling the most
+expensive model, and the claims (paired tests over seeds, an equivalence margin for
+"matches").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jaxkit.registry import RunContext, register
+from jaxkit.report import PipelineResult
+
+from . import report
+from .compare import search_problem
+from .config import FULL, QUICK, Config
+
+TITLE = "Ballad: bandit routing of an LLM pool"
+
+
+@register("ballad", quick=QUICK, full=FULL, title=TITLE)
+def run(ctx: RunContext) -> PipelineResult:
+    """Ballad and its baselines on every problem; see the module docstring."""
+    cfg: Config = ctx.config
+    out = Path(ctx.out_dir)
+    results = []
+    for name in cfg.problems:
+        keys = {k: ctx.key(f"{k}-{name}") for k in ("train", "test", "search")}
+        results.append(ctx.stage(
+            f"ballad-{name}",
+            lambda name=name, keys=keys: search_problem(
+                cfg, name, keys, ctx.rng(f"init-{name}"), track=ctx.track, mesh=ctx.mesh)))
+    figures = [report.plot(results, out)]
+
+    train_sizes = ("full-size for " + ", ".join(cfg.train_full) + ", small for the rest"
+                   if cfg.train_full else "small sizes")
+    md = [f"Mode: {'quick' if ctx.quick else 'full'}; seed {ctx.seed}; {cfg.seeds} seeds x "
+          f"{cfg.calls} LLM calls per router; offline pool of simulated models "
+          f"(`jaxkit.ballad.pool.default_pool`). Search on {cfg.train_instances} training "
+          f"instances ({train_sizes}); the best heuristic of each run is scored on "
+          f"{cfg.test_instances} held-out {'full-size ' if cfg.full_test else ''}test "
+          "instances. Intervals: 95% t intervals over seeds. Saving: 1 - cost / cost of "
+          "always calling the most expensive model (same number of calls). Claims: paired "
+          f"tests over seeds; 'matches' is an equivalence test (TOST) with margin "
+          f"{cfg.match_margin:.0%} of the best single model's mean test objective.", ""]
+    metrics = {}
+    for res in results:
+        lines, rows = report.section(res, cfg.match_margin)
+        md += lines
+        metrics[res["problem"]] = rows
+    if ctx.reloaded:
+        md.append(f"\nStages reloaded from an earlier run: {', '.join(ctx.reloaded)}.")
+    return PipelineResult(name="ballad", title=TITLE, markdown="\n".join(md), figures=figures,
+                          metrics=metrics, claims=report.claims(results, cfg.match_margin))

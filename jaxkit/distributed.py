@@ -4,10 +4,18 @@ Sharding is data, not code paths: a pipeline takes a :class:`jax.sharding.Mesh` 
 its batch axis on the mesh's ``"data"`` axis; the same jitted function then runs on one
 CPU, on 8 local devices, or on many hosts (``jax.distributed``), with XLA inserting the
 collectives.
+
+This module is the one home of the padding and sharding helpers: :func:`data_mesh`
+(the mesh a batch is split over, or None for nothing to split), :func:`pad_batch`
+(pad the leading axis by repeating the last entry), :func:`shard_batch` (pad once and
+place), :func:`chunk_size` (batches that fit a memory budget and the mesh) and
+:func:`batched` / :func:`sharded_vmap` (``vmap(fn)`` over a placed batch, compiled once
+per function, mesh and shapes however often it is called).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -24,8 +32,12 @@ __all__ = [
     "data_sharding",
     "replicated",
     "global_batch",
+    "data_mesh",
+    "mesh_size",
+    "chunk_size",
     "pad_batch",
     "shard_batch",
+    "batched",
     "sharded_vmap",
     "sharded_runs",
 ]
@@ -127,14 +139,77 @@ def global_batch(local_data, mesh: Mesh, axis: str = DATA):
     return jax.tree.map(one, local_data)
 
 
-def pad_batch(tree, multiple: int):
-    """Pad the leading axis of every leaf to a multiple of ``multiple`` by repeating the
-    last entry (real data, so input checks and solvers behave); returns (padded, n)."""
+def data_mesh(mesh: Mesh | None, axis: str = DATA) -> Mesh | None:
+    """The mesh to split a batch over, or None when there is nothing to split.
+
+    ``None`` and a one-device mesh give None (the default placement). Otherwise the mesh
+    must have the ``axis`` axis, and comes back with every axis of type ``Auto``: pure
+    data parallelism needs no explicit sharding types, and ``jax.make_mesh``'s
+    ``Explicit`` axes would make ``vmap`` of a kernel see sharded types.
+
+    Raises:
+        ValueError: the mesh has no ``axis`` axis.
+    """
+    if mesh is None:
+        return None
+    if axis not in mesh.axis_names:
+        raise ValueError(f"`mesh` needs a {axis!r} axis; got axes {mesh.axis_names}")
+    if mesh.devices.size == 1:
+        return None
+    auto = (jax.sharding.AxisType.Auto,) * len(mesh.axis_names)
+    if tuple(getattr(mesh, "axis_types", auto)) == auto:
+        return mesh
+    return Mesh(mesh.devices, mesh.axis_names, axis_types=auto)
+
+
+def mesh_size(mesh: Mesh | None, axis: str = DATA) -> int:
+    """The number of shards along ``axis`` (1 for ``None``)."""
+    return 1 if mesh is None else int(mesh.shape[axis])
+
+
+def chunk_size(n_items: int, item_bytes: float, mesh: Mesh | None = None, *,
+               budget_bytes: float = 1.5e9, axis: str = DATA) -> int:
+    """Items per batch: as many of the ``n_items`` as fit ``budget_bytes`` at
+    ``item_bytes`` each (at least one), rounded up to a multiple of the mesh's ``axis``
+    size so every device gets the same share.
+
+    Args:
+        n_items: items to process in all (>= 1).
+        item_bytes: memory per item.
+        mesh: the mesh the batch is split over (None: one device).
+        budget_bytes: memory budget of one batch.
+        axis: the mesh axis.
+
+    Returns:
+        The chunk size, a multiple of :func:`mesh_size`.
+    """
+    if n_items < 1:
+        raise ValueError(f"`n_items` must be >= 1; got {n_items}")
+    if not item_bytes > 0:
+        raise ValueError(f"`item_bytes` must be > 0; got {item_bytes}")
+    c = int(max(1, min(n_items, budget_bytes // item_bytes)))
+    m = mesh_size(mesh, axis)
+    return int(math.ceil(c / m) * m)
+
+
+def pad_batch(tree, multiple: int = 1, *, size: int | None = None):
+    """Pad the leading axis of every leaf by repeating the last entry (real data, so
+    input checks and solvers behave): to a multiple of ``multiple``, or to exactly
+    ``size`` when given. Returns ``(padded, n)`` with ``n`` the real entries.
+
+    Raises:
+        ValueError: an empty tree, or ``size`` smaller than the batch.
+    """
     leaves = jax.tree.leaves(tree)
     if not leaves:
         raise ValueError("`tree` has no arrays to pad")
     n = leaves[0].shape[0]
-    pad = (-n) % multiple
+    if size is None:
+        pad = (-n) % multiple
+    else:
+        if size < n:
+            raise ValueError(f"`size` {size} is smaller than the batch ({n} entries)")
+        pad = size - n
 
     def one(x):
         if pad == 0:
@@ -144,12 +219,66 @@ def pad_batch(tree, multiple: int):
     return jax.tree.map(one, tree), n
 
 
-def shard_batch(tree, mesh: Mesh, axis: str = DATA):
-    """Pad a batch (leading axis) to the ``axis`` size and place it on the mesh.
-    Returns (sharded tree, number of real entries)."""
-    padded, n = pad_batch(tree, mesh.shape[axis])
+def shard_batch(tree, mesh: Mesh | None, axis: str = DATA, *, size: int | None = None):
+    """Pad a batch (leading axis) once and place it on the mesh.
+
+    Pads to ``size`` when given (it must be a multiple of the ``axis`` size), else to a
+    multiple of the ``axis`` size, then splits the leading axis over ``axis``. With
+    ``mesh=None`` the batch is only padded (default placement). Returns
+    ``(placed tree, number of real entries)``; pass the placed tree to
+    :func:`batched` or ``sharded_vmap(...).global_fn``, which do not pad again.
+    """
+    m = mesh_size(mesh, axis)
+    if size is not None and size % m:
+        raise ValueError(f"`size` {size} must be a multiple of the mesh's {axis!r} size {m}")
+    padded, n = pad_batch(tree, m, size=size)
+    if mesh is None:
+        return padded, n
     placed = jax.tree.map(lambda x: jax.device_put(x, data_sharding(mesh, x.ndim, axis)), padded)
     return placed, n
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _vmap_jit(fn, *args):
+    return jax.vmap(fn)(*args)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _sharded_vmap_jit(fn, mesh, axis, *args):
+    spec = PartitionSpec(axis)
+    # check_vma=False: kernels carry per-dataset while_loops and error checks whose
+    # carries start replicated; every output here is per-device by construction.
+    return jax.shard_map(jax.vmap(fn), mesh=mesh, in_specs=spec, out_specs=spec,
+                         check_vma=False)(*args)
+
+
+class _Bound:
+    """A module-level jitted function with its static leading arguments bound:
+    callable, and ``.lower(*args)`` as a jitted function (shared compile cache)."""
+
+    def __init__(self, jitted, *static):
+        self._jitted, self._static = jitted, static
+
+    def __call__(self, *args):
+        return self._jitted(*self._static, *args)
+
+    def lower(self, *args):
+        return self._jitted.lower(*self._static, *args)
+
+
+def batched(fn: Callable, mesh: Mesh | None = None, axis: str = DATA) -> Callable:
+    """``jit(vmap(fn))`` on a batch already padded and placed by :func:`shard_batch`:
+    split over the mesh's ``axis`` (``sharded_vmap(fn, mesh).global_fn``) when
+    :func:`data_mesh` gives a mesh, else on the default device.
+
+    The compiled program is cached on ``fn`` (by identity: pass a module-level
+    function, not a fresh lambda), the mesh (by value) and the argument shapes, so
+    calling this again for the next batch or sweep point compiles nothing.
+    """
+    mesh = data_mesh(mesh, axis)
+    if mesh is None:
+        return _Bound(_vmap_jit, fn)
+    return _Bound(_sharded_vmap_jit, fn, mesh, axis)
 
 
 def sharded_vmap(fn: Callable, mesh: Mesh | None = None, axis: str = DATA) -> Callable:
@@ -162,13 +291,12 @@ def sharded_vmap(fn: Callable, mesh: Mesh | None = None, axis: str = DATA) -> Ca
     size, and returns the outputs for the real datasets only. Multi-process: pass global
     arrays built with :func:`global_batch` (leading axis already a multiple of the axis
     size); they are used as they are. ``mesh=None`` uses all devices on one data axis.
+    ``call.global_fn`` takes arguments already padded and placed (:func:`shard_batch`)
+    and does not pad again. The compiled program is shared by every ``sharded_vmap`` of
+    the same ``fn`` and mesh (see :func:`batched`).
     """
     mesh = make_mesh() if mesh is None else mesh
-    spec = PartitionSpec(axis)
-    # check_vma=False: kernels carry per-dataset while_loops and error checks whose
-    # carries start replicated; every output here is per-device by construction.
-    inner = jax.jit(jax.shard_map(jax.vmap(fn), mesh=mesh, in_specs=spec, out_specs=spec,
-                                  check_vma=False))
+    inner = _Bound(_sharded_vmap_jit, fn, mesh, axis)
 
     def call(*args):
         leaves = jax.tree.leaves(args)

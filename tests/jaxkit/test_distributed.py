@@ -151,3 +151,59 @@ def test_sharded_runs_bad_input():
             jnp.zeros(4), jnp.zeros(4))
     with pytest.raises(ValueError, match="runs axis 2 is out of range"):
         jd.sharded_runs(lambda a: a, jd.make_mesh(), in_axes=2)(jnp.zeros((2, 4)))
+
+
+def test_data_mesh_normalises_and_checks():
+    assert jd.data_mesh(None) is None
+    assert jd.data_mesh(jd.make_mesh({"data": 1}, devices=jax.devices()[:1])) is None
+    explicit = jax.make_mesh((8,), ("data",))  # Explicit axis types on jax 0.10
+    m = jd.data_mesh(explicit)
+    assert m.axis_types == (jax.sharding.AxisType.Auto,) and dict(m.shape) == {"data": 8}
+    mine = jd.make_mesh()
+    assert jd.data_mesh(mine) is mine
+    with pytest.raises(ValueError, match="'data' axis"):
+        jd.data_mesh(jax.make_mesh((8,), ("batch",)))
+    assert jd.mesh_size(None) == 1 and jd.mesh_size(mine) == 8
+
+
+def test_chunk_size_fits_the_budget_and_the_mesh():
+    assert jd.chunk_size(10, 1.0) == 10
+    assert jd.chunk_size(10, 1.0, jd.make_mesh()) == 16  # a multiple of 8
+    assert jd.chunk_size(10, 400.0, budget_bytes=1000.0) == 2
+    assert jd.chunk_size(10, 1e12) == 1
+    with pytest.raises(ValueError, match="n_items"):
+        jd.chunk_size(0, 1.0)
+
+
+def test_pad_to_a_size_and_place_once():
+    x = jnp.arange(6.0).reshape(3, 2)
+    p, n = jd.pad_batch(x, size=5)
+    assert n == 3 and p.shape == (5, 2)
+    np.testing.assert_array_equal(np.asarray(p[3:]), np.tile(np.asarray(x[-1]), (2, 1)))
+    with pytest.raises(ValueError, match="smaller than the batch"):
+        jd.pad_batch(x, size=2)
+    same, n = jd.shard_batch(x, None, size=4)  # no mesh: padded, default placement
+    assert n == 3 and same.shape == (4, 2)
+    placed, n = jd.shard_batch(x, jd.make_mesh(), size=16)
+    assert placed.shape == (16, 2) and len(placed.sharding.device_set) == 8
+    with pytest.raises(ValueError, match="multiple of the mesh"):
+        jd.shard_batch(x, jd.make_mesh(), size=12)
+
+
+def _double(x):
+    return 2.0 * x
+
+
+def test_batched_compiles_once_and_does_not_pad_again():
+    mesh = jd.make_mesh()
+    x = jnp.arange(16.0).reshape(16, 1)
+    placed, _ = jd.shard_batch(x, mesh)
+    f = jd.batched(_double, mesh)
+    y = f(placed)
+    assert y.shape == (16, 1)  # already a multiple of 8: no second padding
+    size = jd._sharded_vmap_jit._cache_size()
+    for _ in range(3):  # fresh wrappers of the same function and mesh: no new compile
+        jd.batched(_double, jd.make_mesh())(placed + 1.0)
+        jd.sharded_vmap(_double, mesh).global_fn(placed)
+    assert jd._sharded_vmap_jit._cache_size() == size
+    np.testing.assert_allclose(np.asarray(jd.batched(_double, None)(x)), 2.0 * np.asarray(x))

@@ -1,14 +1,19 @@
-"""Pooled-LiNGAM pipeline (Paper 7): tiny sweeps, theory check, sharding, full tiny run."""
+"""Pooled-LiNGAM paper package: tiny sweeps, theory check, sharding, compile reuse,
+configuration, claims that can say no, a full tiny run and its resume."""
 
+import dataclasses
 import json
 
 import jax
 import numpy as np
 import pytest
 
-from jaxkit.pipelines import PipelineResult, RunContext, get
-from jaxkit.pipelines import pooled_lingam as pl
-from jaxkit.report import write_report
+import jaxkit.pooled_lingam as pl
+from jaxkit import distributed as jd
+from jaxkit.pooled_lingam import pipeline, report
+from jaxkit.pooled_lingam.config import FULL, QUICK, Config
+from jaxkit.registry import RunContext, get
+from jaxkit.report import PipelineResult, write_report
 
 # d = 6, ER-2 (dense), Gaussian noise, 1 observational + 6 atomic environments
 # (noise sd x3), 100 rows each; 8 datasets. Over keys 0..4 pooled ICA-LiNGAM averaged
@@ -32,6 +37,12 @@ def test_run_sweep_rows_and_gies():
     for r in rows:
         assert r["d"] == 4 and r["n_samples"] == 5 * 30 and r["n_reps"] == 2
         assert 0.0 <= r["f1"] <= 1.0 and r["shd"] >= 0
+        assert len(r["f1_seeds"]) == 2 and np.isclose(np.mean(r["f1_seeds"]), r["f1"])
+
+
+def test_evaluate_rejects_unknown_method():
+    with pytest.raises(ValueError, match="`methods`"):
+        pl.evaluate(jax.random.key(0), _CFG, n_seeds=2, methods=("lasso",))
 
 
 def test_gies_convention():
@@ -54,8 +65,9 @@ def test_gies_convention():
 
 def test_theory_slopes():
     th = pl.theory_check(jax.random.key(2), ds=(5, 10, 20), strengths=(1.5,),
-                         n_per_env=150, n_seeds=1, tail_from=10)
-    assert th["kurtosis"].shape == (1, 3)
+                         n_per_env=150, n_seeds=2, tail_from=10)
+    assert th["kurtosis"].shape == (1, 3) and th["kurtosis_seeds"].shape == (1, 3, 2)
+    assert th["seed_slope_kurtosis"].shape == (1, 2)
     assert th["slope_kurtosis"][0] < 0
     assert th["slope_dependence"][0] < th["slope_kurtosis"][0]
     np.testing.assert_allclose(th["kurtosis"], th["kurtosis_theory"], rtol=0.35)
@@ -71,19 +83,106 @@ def test_sharded_matches_unsharded():
         assert a[m]["f1"].shape == (3,)
         np.testing.assert_allclose(a[m]["f1"], b[m]["f1"])
         np.testing.assert_allclose(a[m]["shd"], b[m]["shd"])
+    ta = pl.theory_check(jax.random.key(4), ds=(4,), n_per_env=40, n_seeds=3, mesh=mesh)
+    tb = pl.theory_check(jax.random.key(4), ds=(4,), n_per_env=40, n_seeds=3)
+    np.testing.assert_allclose(ta["kurtosis_seeds"], tb["kurtosis_seeds"], rtol=1e-12)
 
 
-_TINY = dict(
+def test_settings_of_one_shape_share_one_compile():
+    """A strength sweep and an environments sweep at fixed total rows keep the shapes:
+    after the first setting, no fit or scoring compiles again."""
+    cfg = pl.TrialConfig(d=4, n_per_env=30)
+    key = jax.random.key(5)
+    pl.evaluate(key, cfg, n_seeds=3, methods=("pooled-ica", "pooled-direct"))
+    before = jd._vmap_jit._cache_size()
+    for c in (dataclasses.replace(cfg, strength=1.5),
+              dataclasses.replace(cfg, n_total=150, n_envs=2)):
+        pl.evaluate(key, c, n_seeds=3, methods=("pooled-ica", "pooled-direct"))
+    assert jd._vmap_jit._cache_size() == before
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ValueError, match="`n_seeds`"):
+        Config(n_seeds=0)
+    with pytest.raises(ValueError, match="`env_values`"):
+        Config(sweep_d=4, n_per_env=2, env_values=(2, 10))
+    with pytest.raises(ValueError, match="`gies_margin`"):
+        QUICK.override(["gies_margin=0"])
+    assert QUICK.override(["ds=4,6"]).ds == (4, 6)
+
+
+def test_full_keeps_the_recorded_full_run_settings():
+    recorded = dict(
+        n_seeds=16, ds=(5, 10, 20, 30, 40, 50), n_per_env=200, sweep_d=20,
+        env_values=(5, 10, 20, 40, 80), samples_values=(25, 50, 100, 200, 400, 800),
+        strengths=(1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 8.0), gies_seeds=8, gies_max_d=20,
+        theory_ds=(5, 10, 20, 40, 80, 160), theory_npe=1000, theory_seeds=8,
+        theory_strengths=(3.0, 1.5), sachs_restarts=8, ablations=True, strength=3.0,
+        edges_per_node=2.0)
+    assert {k: getattr(FULL, k) for k in recorded} == recorded
+    assert get("pooled-lingam").quick is QUICK and get("pooled-lingam").full is FULL
+    # every quick sweep shares the reference shape (one compile per fit serves them)
+    assert QUICK.sweep_d in QUICK.ds and QUICK.sweep_d in QUICK.env_values
+    assert QUICK.n_per_env in QUICK.samples_values and QUICK.strength in QUICK.strengths
+
+
+def _row(method, param, value, f1):
+    return {"method": method, param: value, "f1_seeds": list(f1), "f1": float(np.mean(f1))}
+
+
+def _theory(kurt_slope, dep_slope):
+    s = np.asarray([kurt_slope]), np.asarray([dep_slope])
+    return {"strengths": [3.0], "ds": [5, 10, 20], "tail_from": 10,
+            "seed_slope_kurtosis": s[0], "seed_tail_slope_kurtosis": s[0],
+            "seed_tail_slope_dependence": s[1]}
+
+
+def test_claims_can_say_yes_and_no():
+    cfg = Config(n_seeds=4, ds=(5,), sweep_d=5, n_per_env=20, env_values=(2, 5),
+                 strengths=(1.5, 3.0), gies_seeds=4, gies_max_d=5, sachs_restarts=2)
+    good, bad = [1.0, 0.98, 0.97, 1.0], [0.5, 0.55, 0.6, 0.52]
+    d_rows = [_row("pooled-ica", "d", 5, good), _row("obs-ica", "d", 5, bad),
+              _row("gies", "d", 5, [0.99, 0.98, 0.99, 1.0])]
+    env_rows = [_row("pooled-ica", "n_envs", 5, good), _row("pooled-ica", "n_envs", 2, bad)]
+    str_rows = [_row("pooled-ica", "strength", 3.0, good),
+                _row("pooled-ica", "strength", 1.5, bad)]
+    sachs = [{"method": "pooled-ica", "transform": "raw", "auprc_reps": [0.3, 0.31],
+              "chance_auprc": 18 / 110}]
+    th = _theory([-0.8, -0.7, -0.9], [-1.5, -1.6, -1.4])
+    yes = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs)
+    assert [c.verdict for c in yes] == ["yes"] * 8
+    # the same tests say no when the data contradict the claims
+    d_rows = [_row("pooled-ica", "d", 5, bad), _row("obs-ica", "d", 5, good),
+              _row("gies", "d", 5, good)]
+    env_rows = [_row("pooled-ica", "n_envs", 5, bad), _row("pooled-ica", "n_envs", 2, good)]
+    str_rows = [_row("pooled-ica", "strength", 3.0, bad),
+                _row("pooled-ica", "strength", 1.5, good)]
+    sachs = [dict(sachs[0], auprc_reps=[0.1, 0.11, 0.1])]
+    th = _theory([0.8, 0.7, 0.9], [1.5, 1.6, 1.4])
+    no = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs)
+    assert [c.verdict for c in no] == ["no"] * 8
+    # no GIES cell, no environments below d, a single theory tail point: not tested
+    cfg2 = dataclasses.replace(cfg, env_values=(5,), gies_max_d=4)
+    th2 = dict(_theory([-0.8, -0.7], [-1.5, -1.6]), ds=[5, 10], tail_from=10)
+    few = report.claims(cfg2, d_rows[:2], env_rows[:1], str_rows, th2, sachs)
+    assert [few[i].verdict for i in (2, 4, 5)] == ["not tested at this size"] * 3
+
+
+_TINY = Config(
     n_seeds=2, ds=(4,), n_per_env=30, sweep_d=4, env_values=(2, 4), samples_values=(30,),
     strengths=(1.0, 3.0), gies_seeds=1, gies_max_d=4, theory_ds=(5, 10), theory_npe=50,
-    theory_seeds=1, theory_strengths=(3.0,), sachs_restarts=1, ablations=False,
+    theory_seeds=2, theory_strengths=(3.0,), theory_tail_from=5, sachs_restarts=1,
+    ablations=False,
 )
 
 
+def _ctx(tmp_path, seed=0):
+    return RunContext(out_dir=tmp_path, config=_TINY, quick=True, seed=seed)
+
+
 def test_pipeline_tiny_run(tmp_path):
-    assert get("pooled-lingam") is pl.run
-    ctx = RunContext(out_dir=tmp_path, quick=True, seed=0)
-    res = pl.run(ctx, settings=_TINY)
+    assert get("pooled-lingam").run is pipeline.run is pl.run
+    res = pipeline.run(_ctx(tmp_path))
     assert isinstance(res, PipelineResult) and res.name == "pooled-lingam"
     assert len(res.figures) == 6
     for f in res.figures:
@@ -92,22 +191,26 @@ def test_pipeline_tiny_run(tmp_path):
         assert heading in res.markdown
     assert "| d |" in res.markdown
     assert set(res.metrics) >= {"claim_holds", "d_sweep", "theory", "sachs"}
-    report = write_report(tmp_path, [res], quick=True)
-    assert "pooled_lingam_f1_vs_d.png" in report.read_text()
-    json.loads((tmp_path / "metrics.json").read_text())
+    assert len(res.claims) == 8
+    assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown",
+                                               "not tested at this size"}
+    report_md = write_report(tmp_path, [res], quick=True)
+    text = report_md.read_text()
+    assert "pooled_lingam_f1_vs_d.png" in text and "## Claims" in text
+    assert len(json.loads((tmp_path / "metrics.json").read_text())["claims"]) == 8
 
 
 def test_killed_run_resumes_from_saved_stages(tmp_path, monkeypatch):
     """A run killed in the theory stage keeps its finished sweeps; the rerun reloads
     them (recomputing them would fail here) and computes only what is left."""
-    real_theory = pl.theory_check
+    real_theory = pipeline.theory_check
 
     def killed(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pl, "theory_check", killed)
+    monkeypatch.setattr(pipeline, "theory_check", killed)
     with pytest.raises(KeyboardInterrupt):
-        pl.run(RunContext(out_dir=tmp_path, quick=True, seed=0), settings=_TINY)
+        pipeline.run(_ctx(tmp_path))
     saved = sorted(p.name.split("-")[0] for p in (tmp_path / ".stages").glob("*.pkl"))
     assert saved == ["ablations", "d", "n_envs", "n_per_env", "strength"]
     assert not list((tmp_path / ".stages").glob("*.tmp*"))
@@ -115,14 +218,13 @@ def test_killed_run_resumes_from_saved_stages(tmp_path, monkeypatch):
     def must_not_run(*a, **k):
         raise AssertionError("a finished stage was recomputed")
 
-    monkeypatch.setattr(pl, "theory_check", real_theory)
-    monkeypatch.setattr(pl, "run_sweep", must_not_run)
-    monkeypatch.setattr(pl, "sweep", must_not_run)
-    ctx = RunContext(out_dir=tmp_path, quick=True, seed=0)
-    res = pl.run(ctx, settings=_TINY)
+    monkeypatch.setattr(pipeline, "theory_check", real_theory)
+    monkeypatch.setattr(pipeline, "run_sweep", must_not_run)
+    monkeypatch.setattr(pipeline, "sweep", must_not_run)
+    ctx = _ctx(tmp_path)
+    res = pipeline.run(ctx)
     assert ctx.reloaded == ["d", "n_envs", "n_per_env", "strength", "ablations"]
     assert "reloaded from an earlier run" in res.markdown
-    # a different configuration does not reuse them
-    ctx2 = RunContext(out_dir=tmp_path, quick=True, seed=1)
+    # a different seed does not reuse them
     with pytest.raises(AssertionError, match="recomputed"):
-        pl.run(ctx2, settings=_TINY)
+        pipeline.run(_ctx(tmp_path, seed=1))

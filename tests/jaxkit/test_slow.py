@@ -3,7 +3,7 @@
 import jax
 import pytest
 
-from jaxkit.pipelines import pooled_lingam as pl
+import jaxkit.pooled_lingam as pl
 
 pytestmark = pytest.mark.slow
 

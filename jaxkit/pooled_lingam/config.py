@@ -1,0 +1,96 @@
+"""Settings of the pooled-LiNGAM pipeline: :data:`QUICK` (a quick look, every claim
+tested at tiny size) and :data:`FULL` (the recorded full run,
+``results/pooled-lingam-full/``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxkit.config import PipelineConfig, require
+
+from .methods import METHODS
+
+__all__ = ["Config", "QUICK", "FULL"]
+
+
+def _positive(name: str, values, minimum: float = 1) -> None:
+    require(len(values) >= 1, name, "must not be empty")
+    require(all(v >= minimum for v in values), name, f"must all be >= {minimum}; got {values}")
+
+
+@dataclass(frozen=True)
+class Config(PipelineConfig):
+    """Pooled ICA-LiNGAM settings.
+
+    The reference setting (:attr:`sweep_d` variables, one observational environment
+    plus one atomic variance-scaling intervention per node of noise-sd factor
+    :attr:`strength`, :attr:`n_per_env` rows each, ER graphs with
+    :attr:`edges_per_node`) is varied one knob at a time.
+    """
+
+    n_seeds: int = 16  # simulated datasets per cell
+    ds: tuple[int, ...] = (5, 10, 20, 30, 40, 50)  # numbers of variables (d sweep)
+    n_per_env: int = 200  # rows per environment unless varied
+    sweep_d: int = 20  # d of the other sweeps and the ablations
+    strength: float = 3.0  # reference noise-sd factor of an intervention
+    edges_per_node: float = 2.0
+    env_values: tuple[int, ...] = (5, 10, 20, 40, 80)  # environments (total rows fixed)
+    samples_values: tuple[int, ...] = (25, 50, 100, 200, 400, 800)  # rows per environment
+    strengths: tuple[float, ...] = (1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 8.0)
+    gies_seeds: int = 8  # GIES (pure Python) on the first datasets of each cell
+    gies_max_d: int = 20  # ... and only up to this d
+    sweep_methods: tuple[str, ...] = METHODS  # methods of the sweeps other than d
+    ablations: bool = True
+    theory_ds: tuple[int, ...] = (5, 10, 20, 40, 80, 160)
+    theory_npe: int = 1000
+    theory_seeds: int = 8
+    theory_strengths: tuple[float, ...] = (3.0, 1.5)
+    theory_tail_from: int = 20
+    sachs_restarts: int = 8
+    f1_target: float = 0.85  # "recovers the DAG": mean F1 above this at every d
+    gies_margin: float = 0.05  # "matches label-aware GIES": F1 at most this much lower
+
+    def validate(self) -> None:
+        require(self.n_seeds >= 1, "n_seeds", f"must be >= 1; got {self.n_seeds}")
+        _positive("ds", self.ds, 2)
+        require(self.n_per_env >= 1, "n_per_env", f"must be >= 1; got {self.n_per_env}")
+        require(self.sweep_d >= 2, "sweep_d", f"must be >= 2; got {self.sweep_d}")
+        require(self.strength > 0, "strength", f"must be > 0; got {self.strength}")
+        require(self.edges_per_node > 0, "edges_per_node",
+                f"must be > 0; got {self.edges_per_node}")
+        _positive("env_values", self.env_values)
+        n_total = (self.sweep_d + 1) * self.n_per_env
+        require(max(self.env_values) < n_total, "env_values",
+                f"must stay below the fixed total rows (sweep_d + 1) * n_per_env = {n_total}")
+        _positive("samples_values", self.samples_values)
+        require(len(self.strengths) >= 1 and all(s > 0 for s in self.strengths),
+                "strengths", f"must be non-empty and > 0; got {self.strengths}")
+        require(self.gies_seeds >= 0, "gies_seeds", f"must be >= 0; got {self.gies_seeds}")
+        require(set(self.sweep_methods) <= set(METHODS) and "pooled-ica" in self.sweep_methods,
+                "sweep_methods", f"must be a subset of {METHODS} with 'pooled-ica'; got "
+                f"{self.sweep_methods}")
+        _positive("theory_ds", self.theory_ds, 2)
+        require(self.theory_npe >= 1, "theory_npe", f"must be >= 1; got {self.theory_npe}")
+        require(self.theory_seeds >= 1, "theory_seeds",
+                f"must be >= 1; got {self.theory_seeds}")
+        require(len(self.theory_strengths) >= 1 and all(s > 0 for s in self.theory_strengths),
+                "theory_strengths", f"must be non-empty and > 0; got {self.theory_strengths}")
+        require(self.sachs_restarts >= 1, "sachs_restarts",
+                f"must be >= 1; got {self.sachs_restarts}")
+        require(0 < self.f1_target <= 1, "f1_target", f"must be in (0, 1]; got {self.f1_target}")
+        require(self.gies_margin > 0, "gies_margin", f"must be > 0; got {self.gies_margin}")
+
+
+FULL = Config()
+
+# Every claim at tiny size: two d's, the larger one the reference shape of the other
+# sweeps, so one compile of each fit serves the d = sweep_d cell, the strength sweep,
+# the ablations and the environments sweep (fixed total rows); GIES (pure Python) and
+# the observational-only control only where a claim needs them (the d sweep).
+QUICK = Config(
+    n_seeds=8, ds=(5, 8), n_per_env=100, sweep_d=8, env_values=(2, 8),
+    samples_values=(30, 100), strengths=(1.0, 1.5, 3.0), gies_seeds=8, gies_max_d=8,
+    sweep_methods=("pooled-ica", "pooled-direct"),
+    theory_ds=(5, 10, 20, 40), theory_npe=400, theory_seeds=4, theory_strengths=(3.0, 1.5),
+    theory_tail_from=10, sachs_restarts=2,
+)

@@ -1,0 +1,216 @@
+"""F1 / SHD of every method on simulated settings, and sweeps over one setting.
+
+All datasets of one setting form one batch: simulated by :func:`.data.simulate_batch`
+and fitted by the batched kernels of :mod:`.methods`, padded once to a fixed chunk
+(a multiple of the mesh's ``"data"`` size) and split over that axis. Settings with the
+same shapes (a strength sweep, ablations, environments at fixed total rows) reuse the
+compiled fits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxkit import distributed as jd
+from jaxkit.kernels import graph as gm
+
+from .data import TrialConfig, ablations, simulate_batch
+from .methods import METHODS, METRICS, fit_direct, fit_ica, gies_fit, score
+
+__all__ = ["evaluate", "summarise", "sweep", "run_sweep", "run_ablations"]
+
+_LINGAM = ("pooled-ica", "pooled-direct", "obs-ica")
+
+
+def _fold1(keys):
+    return jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+
+
+def evaluate(
+    key,
+    cfg: TrialConfig,
+    *,
+    n_seeds: int,
+    methods: Sequence[str] = METHODS,
+    mesh=None,
+    gies_seeds: int | None = None,
+    gies_max_d: int = 10,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Simulate ``n_seeds`` datasets of ``cfg`` (keys split from ``key``) and score
+    every method on each.
+
+    Args:
+        key: PRNG key; dataset ``i`` uses ``split(key, n_seeds)[i]`` (its FastICA key
+            is folded from it), so equal keys give paired datasets across settings of
+            the same shape.
+        cfg: the setting.
+        n_seeds: number of datasets.
+        methods: a subset of :data:`.methods.METHODS`.
+        mesh: a mesh with a ``"data"`` axis over which the datasets are split, or None.
+        gies_seeds: GIES runs on the first ``gies_seeds`` datasets (default all).
+        gies_max_d: GIES runs only when ``cfg.d <= gies_max_d``.
+
+    Returns:
+        ``{method: {metric: array (n_seeds,) or fewer for GIES}}`` with metrics
+        ``f1, shd, precision, recall, auprc`` (AUPRC of ``|adjacency_unpruned|``; NaN
+        for GIES), ``converged`` for the ICA fits and ``seconds`` (wall time per method,
+        compilation included on the first use of a shape).
+    """
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ValueError(f"`methods`: unknown {sorted(unknown)}; choose from {METHODS}")
+    if n_seeds < 1:
+        raise ValueError(f"`n_seeds` must be >= 1; got {n_seeds}")
+    mesh = jd.data_mesh(mesh)
+    chunk = jd.chunk_size(n_seeds, 8.0 * cfg.n_samples * cfg.d * 40, mesh)
+    keys = jax.random.split(key, n_seeds)
+    out: dict[str, dict[str, list]] = {m: {} for m in methods}
+    secs = dict.fromkeys(methods, 0.0)
+    n_gies = n_seeds if gies_seeds is None else min(gies_seeds, n_seeds)
+    run_gies = "gies" in methods and cfg.d <= gies_max_d
+
+    def add(method, metrics, n):
+        for name, v in metrics.items():
+            out[method].setdefault(name, []).append(np.asarray(v)[:n])
+
+    for start in range(0, n_seeds, chunk):
+        # one padding, to the fixed chunk: every chunk and setting of this shape
+        # reuses the compiled simulation and fits
+        k, n = jd.shard_batch(keys[start:start + chunk], mesh, size=chunk)
+        sim = simulate_batch(k, cfg)
+        kfit = _fold1(k)
+        for name in _LINGAM:
+            if name not in methods:
+                continue
+            t0 = time.perf_counter()
+            if name == "pooled-ica":
+                r = fit_ica(kfit, sim.x, mesh)
+            elif name == "pooled-direct":
+                r = fit_direct(sim.x, mesh)
+            else:
+                r = fit_ica(kfit, sim.x_obs, mesh)
+            met = score(sim.b, r.adjacency, r.adjacency_unpruned, mesh)
+            met["converged"] = r.converged
+            met = jax.device_get(met)
+            secs[name] += time.perf_counter() - t0
+            add(name, met, n)
+        if run_gies and start < n_gies:
+            bn, xn, en, tn = (np.asarray(a) for a in
+                              jax.device_get((sim.b, sim.x, sim.env, sim.targets)))
+            t0 = time.perf_counter()
+            rows = []
+            for i in range(min(n, n_gies - start)):
+                m = jax.device_get(gm.edge_metrics(bn[i], gies_fit(xn[i], en[i], tn[i])))
+                m["auprc"] = np.nan
+                rows.append(m)
+            secs["gies"] += time.perf_counter() - t0
+            add("gies", {name: np.array([r[name] for r in rows]) for name in rows[0]},
+                len(rows))
+    result: dict[str, dict[str, np.ndarray]] = {}
+    for m in methods:
+        if out[m]:
+            result[m] = {name: np.concatenate(v) for name, v in out[m].items()}
+            result[m]["seconds"] = np.asarray(secs[m])
+    return result
+
+
+def summarise(res: dict[str, dict[str, np.ndarray]], extra: dict[str, Any]) -> list[dict]:
+    """One row per method of :func:`evaluate`'s result: ``extra``, ``method``,
+    ``n_reps``, the mean and sd over datasets of each metric (``f1``, ``f1_sd``, ...),
+    the per-dataset F1 and SHD (``f1_seeds``, ``shd_seeds``, for paired claim tests),
+    ``converged`` (fraction, ICA fits) and ``seconds``."""
+    rows = []
+    for method, mets in res.items():
+        row = dict(extra, method=method, n_reps=int(len(mets["f1"])))
+        for name in METRICS:
+            v = np.asarray(mets[name], np.float64)
+            ok = np.isfinite(v).any()
+            row[name] = float(np.nanmean(v)) if ok else float("nan")
+            row[name + "_sd"] = float(np.nanstd(v)) if ok else float("nan")
+        row["f1_seeds"] = [float(v) for v in mets["f1"]]
+        row["shd_seeds"] = [float(v) for v in mets["shd"]]
+        if "converged" in mets:
+            row["converged"] = float(np.mean(mets["converged"]))
+        row["seconds"] = float(mets["seconds"])
+        rows.append(row)
+    return rows
+
+
+def sweep(
+    key,
+    param: str,
+    values: Iterable,
+    *,
+    base: TrialConfig = TrialConfig(),
+    n_seeds: int = 4,
+    methods: Sequence[str] = METHODS,
+    mesh=None,
+    gies_seeds: int | None = None,
+    gies_max_d: int = 10,
+    track: Callable | None = None,
+) -> list[dict]:
+    """Vary one :class:`.data.TrialConfig` field; one :func:`summarise` row per
+    (value, method), with ``param`` and ``n_samples``.
+
+    The same ``key`` is used for every value, so values are compared on the same
+    graphs and base noise whenever the shapes agree (e.g. a strength sweep is paired).
+    """
+    if param not in {f.name for f in dataclasses.fields(TrialConfig)}:
+        raise ValueError(f"`param` must be a TrialConfig field; got {param!r}")
+    values = list(values)
+    it = values if track is None else track(values, f"pooled-lingam: {param}")
+    rows: list[dict] = []
+    for v in it:
+        cfg = dataclasses.replace(base, **{param: v})
+        res = evaluate(key, cfg, n_seeds=n_seeds, methods=methods, mesh=mesh,
+                       gies_seeds=gies_seeds, gies_max_d=gies_max_d)
+        rows += summarise(res, {param: v, "n_samples": cfg.n_samples})
+    return rows
+
+
+def run_sweep(
+    key,
+    *,
+    ds: Sequence[int] = (5, 10),
+    n_seeds: int = 4,
+    methods: Sequence[str] = METHODS,
+    mesh=None,
+    gies_seeds: int | None = None,
+    gies_max_d: int = 10,
+    track: Callable | None = None,
+    **config,
+) -> list[dict]:
+    """F1 / SHD vs number of variables ``ds``; ``config`` overrides
+    :class:`.data.TrialConfig` fields (e.g. ``n_per_env=50, strength=3.0``). See
+    :func:`sweep` for the rows."""
+    return sweep(key, "d", ds, base=TrialConfig(**config), n_seeds=n_seeds, methods=methods,
+                 mesh=mesh, gies_seeds=gies_seeds, gies_max_d=gies_max_d, track=track)
+
+
+def run_ablations(
+    key,
+    base: TrialConfig,
+    *,
+    n_seeds: int,
+    methods: Sequence[str] = METHODS,
+    mesh=None,
+    gies_seeds: int | None = None,
+    gies_max_d: int = 10,
+    track: Callable | None = None,
+) -> list[dict]:
+    """Every :func:`.data.ablations` setting applied to ``base``, on the same keys;
+    :func:`summarise` rows with ``setting`` (the ablation's name) and ``n_samples``."""
+    todo = ablations()
+    rows: list[dict] = []
+    for name, over in (todo if track is None else track(todo, "pooled-lingam: ablations")):
+        cfg = dataclasses.replace(base, **over)
+        res = evaluate(key, cfg, n_seeds=n_seeds, methods=methods, mesh=mesh,
+                       gies_seeds=gies_seeds, gies_max_d=gies_max_d)
+        rows += summarise(res, {"setting": name, "n_samples": cfg.n_samples})
+    return rows

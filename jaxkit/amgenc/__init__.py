@@ -1,8 +1,20 @@
-"""AMGenC: charge-balanced generation of amorphous materials.
+"""AMGenC: charge-balanced generation of amorphous materials (``jaxkit run amgenc``).
 
-``glass`` holds the data recipe: charge-balanced oxide compositions, cubic periodic
-cells at additive-model densities, and a JAX melt-quench + FIRE relaxation with a
-short-range pair potential, plus RDF / bond-angle analysis and .npz I/O.
+The paper package:
+
+* the data recipe: :mod:`~jaxkit.amgenc.glass` (charge-balanced oxide compositions,
+  cubic periodic cells at additive-model densities, generation and .npz I/O; it
+  re-exports the names of the three below), :mod:`~jaxkit.amgenc.tables` (elements,
+  oxides, bond lengths), :mod:`~jaxkit.amgenc.potential` (the pair potential, JAX
+  melt-quench and FIRE relaxation), :mod:`~jaxkit.amgenc.analysis` (RDF, bond angles,
+  coordination);
+* the experiment: :mod:`~jaxkit.amgenc.config` (``QUICK``/``FULL``),
+  :mod:`~jaxkit.amgenc.data` (cells, conditions, padding), :mod:`~jaxkit.amgenc.model`
+  (the periodic graph flow model), :mod:`~jaxkit.amgenc.train` (flow matching through
+  ``jaxkit.training.fit``), :mod:`~jaxkit.amgenc.sample` (the ablation arms),
+  :mod:`~jaxkit.amgenc.evaluate` (metrics);
+* :mod:`~jaxkit.amgenc.report` (files, figure, tables, claims) and
+  :mod:`~jaxkit.amgenc.pipeline` (the registered run).
 """
 
 from jaxkit.amgenc.glass import (

@@ -186,7 +186,9 @@ def _element_noise(key, mask, q, balanced):
 
 def loss(model: Denoiser, batch: Batch, key, q, *, balanced_share: float = 0.5,
          coord_weight: float = 1.0) -> jax.Array:
-    """Conditional flow-matching loss (mean over real atoms) of one padded batch."""
+    """Conditional flow-matching loss (mean over real atoms) of one padded batch.
+
+    Cells whose mask is all False (padding of the batch) contribute nothing."""
     q = jnp.asarray(q, jnp.float32)
 
     def one(x1, h1, mask, box, cond, k):
@@ -203,7 +205,9 @@ def loss(model: Denoiser, batch: Batch, key, q, *, balanced_share: float = 0.5,
         eh = jnp.mean(jnp.square(vh - uh), axis=1)
         return jnp.sum((ex / 3 + eh) * m), jnp.sum(m)
 
-    keys = jax.random.split(key, batch.x.shape[0])
+    # one key per cell by its index, so padding the batch (to shard it over a mesh)
+    # leaves the keys of the real cells unchanged
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(batch.x.shape[0]))
     tot, cnt = jax.vmap(one)(batch.x, batch.h, batch.mask, batch.box, batch.cond, keys)
     return jnp.sum(tot) / jnp.maximum(jnp.sum(cnt), 1.0)
 

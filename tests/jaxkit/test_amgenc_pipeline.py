@@ -1,7 +1,8 @@
 """AMGenC model and pipeline: symmetries of the periodic graph denoiser (rotations of the
 displacements, cubic lattice symmetries, atom permutations, lattice and periodic
 translations), padding independence, exact charge balance with the final discrete
-projection, a tiny pipeline run with its table and extended-XYZ output, and resume."""
+projection, a tiny pipeline run on an 8-device mesh with its table, claims and
+extended-XYZ output, and resume."""
 
 import functools
 
@@ -12,7 +13,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from jaxkit.amgenc import model as M
-from jaxkit.pipelines import RunContext
+from jaxkit.registry import RunContext
 
 K = 12
 N = 24
@@ -165,29 +166,44 @@ def read_xyz(path):
     return frames
 
 
-TINY = dict(n_train=4, n_test=2, relax_steps=60, min_steps=20, hidden=16, layers=1,
-            train_steps=15, batch=4, samples_per_target=1, sample_steps=4)
+def _tiny():
+    from jaxkit.amgenc.config import QUICK
+
+    return QUICK.override(["n_train=4", "n_test=2", "relax_steps=60", "min_steps=20",
+                           "hidden=16", "layers=1", "train_steps=15", "batch=4",
+                           "checkpoint_every=5", "samples_per_target=1", "sample_steps=4",
+                           "timing_runs=1", "post_relax_steps=150"])
 
 
 def test_tiny_pipeline_and_resume(tmp_path):
-    from jaxkit.amgenc import glass
-    from jaxkit.pipelines import amgenc
+    from jaxkit import registry
+    from jaxkit.amgenc import glass, pipeline
+    from jaxkit.amgenc.sample import ARMS, COMPOSITION_ARM
+    from jaxkit.claims import VERDICTS
+    from jaxkit.distributed import make_mesh
 
-    ctx = RunContext(out_dir=tmp_path, quick=True)
-    res = amgenc.run(ctx, TINY)
+    assert registry.get("amgenc").module == "jaxkit.amgenc.pipeline"
+    tiny = _tiny()
+    mesh = make_mesh()
+    ctx = RunContext(out_dir=tmp_path, config=tiny, quick=True, mesh=mesh)
+    res = pipeline.run(ctx)
     assert ctx.reloaded == []
+    assert res.metrics["train_resumed_from"] == 0
     md = res.markdown
-    for name, *_ in amgenc.ARMS:
+    for name, *_ in ARMS:
         assert f"| {name} |" in md
     assert "balanced" in md and "RDF L1" in md
     arms = res.metrics["arms"]
     assert arms["final discrete only"]["balanced"] == 1.0
     assert arms["all three (AMGenC)"]["balanced"] == 1.0
     # the fixed-composition arm meets each target's element counts exactly
-    comp = arms[amgenc.COMPOSITION_ARM]
+    comp = arms[COMPOSITION_ARM]
     assert comp["balanced"] == 1.0 and comp["composition_l1"] == pytest.approx(0, abs=1e-12)
-    assert f"| {amgenc.COMPOSITION_ARM} |" in md
+    assert f"| {COMPOSITION_ARM} |" in md
     assert res.metrics["claim_ok"] and not res.warnings
+    # claims: the exact balance claim holds; every verdict is a known one
+    assert len(res.claims) == 7 and res.claims[0].verdict == "yes"
+    assert all(c.verdict in VERDICTS and c.paper == "AMGenC" for c in res.claims)
     # FIRE post-relaxation keeps species (balance) and removes close pairs
     gen, rel = arms["all three (AMGenC)"], arms["all three (AMGenC) + FIRE relaxation"]
     assert rel["balanced"] == 1.0 and rel["composition_l1"] == gen["composition_l1"]
@@ -200,6 +216,7 @@ def test_tiny_pipeline_and_resume(tmp_path):
     assert all(p.is_file() for p in res.figures)
     files = sorted(tmp_path.glob("amgenc_*.xyz"))
     assert len(files) == 5
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files
     _, q = M.species_charges()
     charge_of = dict(zip(glass.ELEMENTS, q.tolist(), strict=True))
     outside = set(res.metrics["baselines"]["outside_targets"])
@@ -227,8 +244,11 @@ def test_tiny_pipeline_and_resume(tmp_path):
             assert np.allclose(atoms.get_scaled_positions(wrap=True) * lat[0, 0] % lat[0, 0],
                                pos % lat[0, 0], atol=1e-3)
 
-    ctx2 = RunContext(out_dir=tmp_path, quick=True)
-    res2 = amgenc.run(ctx2, TINY)
-    assert ctx2.reloaded == ["amgenc-data", "amgenc-model", "amgenc-samples",
-                             "amgenc-relaxed"]
+    # a second run reloads the stages and restores the final checkpoint (no step runs)
+    ctx2 = RunContext(out_dir=tmp_path, config=tiny, quick=True, mesh=mesh)
+    res2 = pipeline.run(ctx2)
+    assert ctx2.reloaded == ["amgenc-data", "amgenc-samples", "amgenc-relaxed"]
+    assert res2.metrics["train_resumed_from"] == tiny.train_steps
+    assert res2.metrics["final_loss"] == res.metrics["final_loss"]
     assert res2.metrics["arms"]["none"]["balanced"] == arms["none"]["balanced"]
+    assert [c.verdict for c in res2.claims] == [c.verdict for c in res.claims]

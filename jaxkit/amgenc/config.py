@@ -1,0 +1,90 @@
+"""Settings of the AMGenC run (``jaxkit run amgenc``): data, model, training, sampling,
+post-relaxation and the claim tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from jaxkit.config import PipelineConfig, require
+
+from .tables import N_ATOMS_RANGE
+
+__all__ = ["Config", "QUICK", "FULL"]
+
+
+@dataclass(frozen=True)
+class Config(PipelineConfig):
+    """AMGenC settings.
+
+    Attributes:
+        kind: composition family of the glass cells (``"silica"`` or ``"multi"``).
+        n_train: training cells.
+        n_test: held-out cells (the sampling targets and the RDF reference).
+        n_atoms: (lo, hi) inclusive range of the atom-count target of a cell.
+        relax_steps: melt-quench steps of the data recipe.
+        min_steps: FIRE steps after the quench.
+        hidden: width of the denoiser.
+        layers: message-passing layers.
+        k_nbr: nearest neighbours per atom in the graph.
+        train_steps: Adam steps.
+        batch: cells per training step.
+        lr: Adam learning rate.
+        balanced_share: share of training cells whose element noise is charge balanced.
+        checkpoint_every: training steps between checkpoints.
+        samples_per_target: cells sampled per held-out target.
+        sample_steps: ODE steps of the sampler.
+        method: fixed-step ODE method of the sampler.
+        soft_eta: strength of the soft charge projection (when switched on).
+        soft_target: what the soft projection moves (see :func:`jaxkit.amgenc.model.sample`).
+        timing_runs: timed sampling calls per arm (the median is reported).
+        post_relax_steps: FIRE steps of the post-relaxation of the AMGenC cells.
+        rdf_margin: equivalence margin (RDF L1, A) of "the projections keep the structure".
+    """
+
+    kind: Literal["silica", "multi"] = "multi"
+    n_train: int = 160
+    n_test: int = 24
+    n_atoms: tuple[int, int] = (100, 256)
+    relax_steps: int = 3000
+    min_steps: int = 300
+    hidden: int = 64
+    layers: int = 3
+    k_nbr: int = 12
+    train_steps: int = 3000
+    batch: int = 16
+    lr: float = 1e-3
+    balanced_share: float = 0.5
+    checkpoint_every: int = 200
+    samples_per_target: int = 4
+    sample_steps: int = 50
+    method: Literal["euler", "midpoint", "heun", "rk4"] = "heun"
+    soft_eta: float = 1.0
+    soft_target: Literal["endpoint", "state"] = "endpoint"
+    timing_runs: int = 3
+    post_relax_steps: int = 300
+    rdf_margin: float = 0.25
+
+    def validate(self) -> None:
+        for name in ("n_train", "n_test", "hidden", "layers", "k_nbr", "train_steps", "batch",
+                     "checkpoint_every", "samples_per_target", "sample_steps", "timing_runs",
+                     "post_relax_steps"):
+            require(getattr(self, name) >= 1, name, f"must be >= 1; got {getattr(self, name)}")
+        require(self.relax_steps >= 2, "relax_steps", f"must be >= 2; got {self.relax_steps}")
+        require(self.min_steps >= 0, "min_steps", f"must be >= 0; got {self.min_steps}")
+        lo, hi = self.n_atoms
+        require(N_ATOMS_RANGE[0] <= lo <= hi <= N_ATOMS_RANGE[1], "n_atoms",
+                f"must satisfy {N_ATOMS_RANGE[0]} <= lo <= hi <= {N_ATOMS_RANGE[1]}; "
+                f"got {self.n_atoms}")
+        require(self.lr > 0, "lr", f"must be > 0; got {self.lr}")
+        require(0.0 <= self.balanced_share <= 1.0, "balanced_share",
+                f"must lie in [0, 1]; got {self.balanced_share}")
+        require(self.soft_eta > 0, "soft_eta", f"must be > 0; got {self.soft_eta}")
+        require(self.rdf_margin > 0, "rdf_margin", f"must be > 0; got {self.rdf_margin}")
+
+
+QUICK = Config(
+    n_train=24, n_test=8, n_atoms=(100, 128), relax_steps=600, min_steps=150, hidden=32,
+    layers=2, train_steps=600, batch=8, lr=3e-3, checkpoint_every=100, samples_per_target=2,
+    sample_steps=20, method="euler", post_relax_steps=150)
+FULL = Config()

@@ -1,0 +1,100 @@
+"""The AMGenC data: training and held-out glass cells, their condition vectors and their
+padded arrays.
+
+The condition of a cell is ``(density z-score, element fractions)``: the density
+normalised by the training cells' mean and standard deviation, the fractions of each
+element among the atoms as they are. Cells are padded to one size (a bucket of
+:func:`jaxkit.amgenc.potential.padded_size`) with an atom mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import glass
+from .config import Config
+from .model import Batch
+
+__all__ = ["Data", "Norm", "make_data", "element_fractions", "raw_targets", "conditioning",
+           "condition", "pad_cells", "n_pad"]
+
+
+@dataclass(frozen=True, eq=False)
+class Data:
+    """Training and held-out cells (:class:`jaxkit.amgenc.glass.Cell` lists)."""
+
+    train: list
+    test: list
+
+
+@dataclass(frozen=True, eq=False)
+class Norm:
+    """Normalisation of the condition vector: density mean and std of the training cells,
+    and the training range (``lo``, ``hi``) of every raw target (density, fractions)."""
+
+    mean: float
+    std: float
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def outside(self, raw: np.ndarray) -> np.ndarray:
+        """(n, d) bool: raw targets outside the training range."""
+        return (raw < self.lo - 1e-9) | (raw > self.hi + 1e-9)
+
+
+def make_data(cfg: Config, rng: np.random.Generator) -> Data:
+    """``cfg.n_train + cfg.n_test`` relaxed glass cells drawn from ``rng``."""
+    cells = glass.generate(cfg.kind, cfg.n_train + cfg.n_test, rng=rng, n_atoms=cfg.n_atoms,
+                           steps=cfg.relax_steps, min_steps=cfg.min_steps)
+    return Data(train=cells[:cfg.n_train], test=cells[cfg.n_train:])
+
+
+def element_fractions(species: np.ndarray, k: int) -> np.ndarray:
+    """Fractions of each of ``k`` species among the real atoms (``species >= 0``)."""
+    s = np.asarray(species)
+    s = s[s >= 0]
+    return np.bincount(s, minlength=k) / max(s.size, 1)
+
+
+def raw_targets(cells, k: int) -> np.ndarray:
+    """(n, 1 + k): density (g/cm^3) and element fractions of each cell."""
+    return np.array([[c.density, *element_fractions(c.elements, k)] for c in cells])
+
+
+def conditioning(train_cells, k: int) -> Norm:
+    """The :class:`Norm` of the training cells (density std floored at 1e-3)."""
+    raw = raw_targets(train_cells, k)
+    return Norm(mean=float(raw[:, 0].mean()), std=float(max(raw[:, 0].std(), 1e-3)),
+                lo=raw.min(0), hi=raw.max(0))
+
+
+def condition(cells, norm: Norm, k: int) -> np.ndarray:
+    """(n, 1 + k) float32 condition vectors."""
+    raw = raw_targets(cells, k)
+    raw[:, 0] = (raw[:, 0] - norm.mean) / norm.std
+    return raw.astype(np.float32)
+
+
+def n_pad(data: Data) -> int:
+    """The padded atom count of every cell of ``data``."""
+    return glass.padded_size(max(c.n_atoms for c in data.train + data.test))
+
+
+def pad_cells(cells, size: int, k: int, norm: Norm) -> Batch:
+    """Cells padded to ``size`` atoms: a :class:`jaxkit.amgenc.model.Batch` of NumPy
+    arrays (fractional coordinates, one-hot species, mask, box, condition)."""
+    b = len(cells)
+    x = np.zeros((b, size, 3), np.float32)
+    h = np.zeros((b, size, k), np.float32)
+    mask = np.zeros((b, size), bool)
+    for i, c in enumerate(cells):
+        n = c.n_atoms
+        if n > size:
+            raise ValueError(f"`size` {size} is smaller than a cell of {n} atoms")
+        x[i, :n] = np.mod(c.positions / c.box, 1.0)
+        h[i, np.arange(n), c.elements] = 1.0
+        mask[i, :n] = True
+    box = np.array([c.box for c in cells], np.float32)
+    return Batch(x, h, mask, box, condition(cells, norm, k))

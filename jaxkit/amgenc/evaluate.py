@@ -1,0 +1,229 @@
+"""Metrics of the AMGenC ablation, per arm and per cell.
+
+*balanced*: the integer sum of species charges is exactly 0; *|charge|*: mean absolute
+total charge (e); *density error*: mean |rho - rho_target| / rho_target with ``rho`` the
+mass of the generated species over the target box volume; *composition error*: mean L1
+distance between generated and target element fractions; *valid composition*: balanced,
+contains O and a network former (Si, B, Al, P), and its O/cation ratio lies within the
+training range; *RDF L1*: integral of |g_gen(r) - g_ref(r)| over r in (0, r_max] between
+the mean total g(r) of the generated and of the held-out cells (per cell: that cell's
+g(r) against the same reference); *angle L1*: the same for the pooled O-T-O and T-O-T
+bond-angle distributions; *d < 1 A*: share of cells with an interatomic distance below
+1.0 A, and pairs per cell; *|charge| of final p*: mean |sum_i q . p_i| of the final
+channels' probabilities (before argmax / discrete projection); *ms per cell*:
+steady-state sampling time per cell.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import glass
+from . import model as M
+from .config import Config
+from .data import Data, Norm, element_fractions, raw_targets
+from .sample import AMGENC_ARM, Samples
+
+__all__ = ["FORMER_SYMBOLS", "MIN_DISTANCE", "R_MAX", "ANGLES", "ANGLE_CUTOFF",
+           "RELAXED", "Evaluation", "relax_cells", "evaluate"]
+
+FORMER_SYMBOLS = ("Si", "B", "Al", "P")
+MIN_DISTANCE = 1.0  # A
+R_MAX = 5.0  # A, RDF range (at most half the smallest box)
+#: bond angles compared with the reference: (centre elements, neighbour elements); T is
+#: a network former. O-T-O is the intra-polyhedron angle (109.5 deg for SiO4), T-O-T the
+#: inter-polyhedron (bridging) angle.
+ANGLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "O-T-O": (FORMER_SYMBOLS, ("O",)), "T-O-T": (("O",), FORMER_SYMBOLS)}
+ANGLE_CUTOFF = 2.0  # A: T-O bonds (1.37-1.75 A in the recipe) but no O-O or T-T pairs
+RELAXED = f"{AMGENC_ARM} + FIRE relaxation"
+
+
+@dataclass(frozen=True, eq=False)
+class Evaluation:
+    """What :func:`evaluate` returns.
+
+    Attributes:
+        rows: per arm (and the relaxed AMGenC row), the mean metrics.
+        per_cell: per arm, (B,) arrays of the per-cell metrics ``balanced``,
+            ``soft_charge``, ``composition_l1``, ``composition_other``, ``valid``,
+            ``rdf_l1``.
+        curves: RDF curves: ``r``, ``reference``, ``uniform random`` and one per arm.
+        angle_curves: O-T-O densities: ``degrees``, ``reference``, ``uniform random``,
+            one per arm.
+        baselines: the uniform-random-position baselines (raw and FIRE-relaxed), the
+            reference's close-pair share, ``r_max``, ``outside_targets`` and
+            ``random_rdf_l1`` (per held-out target).
+        overhead: ``soft``, ``soft_all`` (relative ODE time) and ``discrete``.
+        conditioning: per arm, the composition L1 to the own and the other targets.
+    """
+
+    rows: dict
+    per_cell: dict
+    curves: dict
+    angle_curves: dict
+    baselines: dict
+    overhead: dict
+    conditioning: dict
+
+
+def _rdf_l1(g: np.ndarray, g_ref: np.ndarray, dr: float) -> float:
+    return float(np.sum(np.abs(g - g_ref)) * dr)
+
+
+def _mean_rdf(cells: list[tuple[np.ndarray, float]], r_max: float, n_bins: int = 50):
+    gs = [glass.rdf(pos, box, r_max=r_max, n_bins=n_bins) for pos, box in cells]
+    return gs[0][0], np.mean([g for _, g in gs], axis=0), [g for _, g in gs]
+
+
+def _pairs_below(pos: np.ndarray, box: float, cut: float) -> int:
+    d = pos[:, None, :] - pos[None, :, :]
+    d -= box * np.rint(d / box)
+    r = np.sqrt(np.einsum("ijk,ijk->ij", d, d))
+    return int((np.triu(r < cut, 1)).sum())
+
+
+def _angle_l1(cells, ref: dict) -> dict:
+    """Bond-angle distribution L1 distances of ``cells`` ((positions, box, elements)
+    each) to the reference densities ``ref`` (see :data:`ANGLES`), keyed by angle name;
+    also each angle's density (``NAME density``) and the bin centres (``degrees``)."""
+    out = {}
+    for name, (centre, nbr) in ANGLES.items():
+        x, dens, n = glass.angle_distribution(cells, centre, nbr, cutoff=ANGLE_CUTOFF)
+        out[name] = glass.distribution_l1(x, dens, ref[name]) if n else float("nan")
+        out[name + " density"] = dens
+        out["degrees"] = x
+    return out
+
+
+def relax_cells(cfg: Config, samples: Samples, arm: str) -> tuple[np.ndarray, float]:
+    """FIRE-minimised positions (fractional, the layout of the arm's ``x``) of every cell
+    of ``arm`` with the pair potential of the data recipe (post-processing; species
+    unchanged), and the seconds it took."""
+    a = samples.arms[arm]
+    x = np.array(a.x, dtype=np.float64)
+    t0 = time.perf_counter()
+    for i in range(x.shape[0]):
+        m = samples.mask[i]
+        box = float(samples.box[i])
+        pos, _ = glass.minimize(x[i][m] * box, box, a.species[i][m],
+                                steps=cfg.post_relax_steps)
+        x[i][m] = pos / box
+    return x, time.perf_counter() - t0
+
+
+def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.random.Generator,
+             relaxed: dict | None = None) -> Evaluation:
+    """Per-arm and per-cell metrics (see the module docstring), the RDF and angle curves,
+    the conditioning check, the uniform-random baselines (positions drawn from ``rng``)
+    and, for each arm in ``relaxed`` (name -> (positions, seconds)), the same metrics
+    after FIRE post-relaxation."""
+    _, q = M.species_charges()
+    k = q.size
+    formers = [glass.ELEMENTS.index(s) for s in FORMER_SYMBOLS]
+    o = glass.ELEMENTS.index("O")
+    oc = lambda f: f[o] / max(1 - f[o], 1e-9)  # noqa: E731
+    train_oc = [oc(element_fractions(c.elements, k)) for c in data.train]
+    oc_lo, oc_hi = min(train_oc), max(train_oc)
+    r_max = min(R_MAX, 0.5 * min(c.box for c in data.test))
+    r, g_ref, _ = _mean_rdf([(c.positions, c.box) for c in data.test], r_max)
+    dr = r[1] - r[0]
+    ref_cells = [(c.positions, c.box, c.elements) for c in data.test]
+    ref_angles = {name: glass.angle_distribution(ref_cells, centre, nbr,
+                                                 cutoff=ANGLE_CUTOFF)[1]
+                  for name, (centre, nbr) in ANGLES.items()}
+    rand = [(rng.uniform(0, c.box, (c.n_atoms, 3)), c.box) for c in data.test]
+    _, g_rand, g_rand_each = _mean_rdf(rand, r_max)
+    test_f = np.array([element_fractions(c.elements, k) for c in data.test])
+    outside = np.any(norm.outside(raw_targets(data.test, k)), axis=1)
+    rows, per_cell, cond = {}, {}, {}
+    curves = {"r": r, "reference": g_ref, "uniform random": g_rand}
+    angle_curves = {"reference": ref_angles["O-T-O"]}
+    runs = [(name, arm, arm.x, arm.seconds) for name, arm in samples.arms.items()]
+    for name, (x_rel, sec) in (relaxed or {}).items():
+        runs.append((f"{name} + FIRE relaxation", samples.arms[name], x_rel,
+                     samples.arms[name].seconds + sec))
+    for name, arm, xs, seconds in runs:
+        balanced, charges, dens_err, comp_err, comp_other, valid, viol, pairs, cells = (
+            [] for _ in range(9))
+        for i, t in enumerate(samples.target_index):
+            target = data.test[t]
+            m = samples.mask[i]
+            sp = arm.species[i][m]
+            box = float(samples.box[i])
+            pos = xs[i][m] * box
+            ok = bool(np.all(sp >= 0))
+            tot = int(q[np.maximum(sp, 0)].sum()) if ok else math.inf
+            balanced.append(ok and tot == 0)
+            charges.append(abs(tot))
+            rho = glass.mass_density(np.maximum(sp, 0), box)
+            dens_err.append(abs(rho - target.density) / target.density)
+            f = element_fractions(sp, k)
+            dist = np.abs(test_f - f).sum(axis=1)
+            comp_err.append(dist[t])
+            comp_other.append(np.delete(dist, t).mean() if len(dist) > 1 else np.nan)
+            valid.append(balanced[-1] and f[o] > 0 and f[formers].sum() > 0
+                         and oc_lo - 1e-9 <= oc(f) <= oc_hi + 1e-9)
+            n_bad = _pairs_below(pos, box, MIN_DISTANCE)
+            viol.append(n_bad > 0)
+            pairs.append(n_bad)
+            cells.append((pos, box, np.maximum(sp, 0)))
+        _, g, g_each = _mean_rdf([c[:2] for c in cells], r_max)
+        curves[name] = g
+        n = len(balanced)
+        ang = _angle_l1(cells, ref_angles)
+        angle_curves[name] = ang["O-T-O density"]
+        rows[name] = dict(
+            balanced=float(np.mean(balanced)), abs_charge=float(np.mean(charges)),
+            soft_charge=float(np.mean(arm.soft_charge)),
+            density_error=float(np.mean(dens_err)), composition_l1=float(np.mean(comp_err)),
+            valid=float(np.mean(valid)), rdf_l1=_rdf_l1(g, g_ref, dr),
+            oto_l1=ang["O-T-O"], tot_l1=ang["T-O-T"],
+            min_dist_violation=float(np.mean(viol)), close_pairs=float(np.mean(pairs)),
+            ms_per_cell=1e3 * seconds / n, n_cells=n)
+        per_cell[name] = dict(
+            balanced=np.array(balanced, float), soft_charge=np.asarray(arm.soft_charge),
+            composition_l1=np.array(comp_err), composition_other=np.array(comp_other),
+            valid=np.array(valid, float),
+            rdf_l1=np.array([_rdf_l1(gi, g_ref, dr) for gi in g_each]))
+        out_cell = outside[samples.target_index]
+        ce = np.array(comp_err)
+        cond[name] = dict(own=float(ce.mean()), other=float(np.nanmean(comp_other)),
+                          in_range=float(ce[~out_cell].mean()) if (~out_cell).any() else None,
+                          out_of_range=float(ce[out_cell].mean()) if out_cell.any() else None)
+    rand_cells = [(p, b, c.elements) for (p, b), c in zip(rand, data.test, strict=True)]
+    rand_ang = _angle_l1(rand_cells, ref_angles)
+    # the same post-relaxation from uniformly random positions: how much of the relaxed
+    # row's structure the relaxation alone produces
+    rand_rel = [(glass.minimize(p, b, el, steps=cfg.post_relax_steps)[0], b, el)
+                for p, b, el in rand_cells]
+    rand_rel_ang = _angle_l1(rand_rel, ref_angles)
+    _, g_rand_rel, _ = _mean_rdf([c[:2] for c in rand_rel], r_max)
+    rand_rel_pairs = [_pairs_below(p, b, MIN_DISTANCE) for p, b, _ in rand_rel]
+    angle_curves["uniform random"] = rand_ang["O-T-O density"]
+    angle_curves["degrees"] = rand_ang["degrees"]
+    rand_pairs = [_pairs_below(p, b, MIN_DISTANCE) for p, b in rand]
+    ref_pairs = [_pairs_below(c.positions, c.box, MIN_DISTANCE) for c in data.test]
+    baselines = dict(
+        rdf_l1_random=_rdf_l1(g_rand, g_ref, dr),
+        random_rdf_l1=np.array([_rdf_l1(gi, g_ref, dr) for gi in g_rand_each]),
+        oto_l1_random=rand_ang["O-T-O"], tot_l1_random=rand_ang["T-O-T"],
+        rdf_l1_random_relaxed=_rdf_l1(g_rand_rel, g_ref, dr),
+        oto_l1_random_relaxed=rand_rel_ang["O-T-O"], tot_l1_random_relaxed=rand_rel_ang["T-O-T"],
+        min_dist_violation_random_relaxed=float(np.mean(np.array(rand_rel_pairs) > 0)),
+        close_pairs_random_relaxed=float(np.mean(rand_rel_pairs)),
+        min_dist_violation_random=float(np.mean(np.array(rand_pairs) > 0)),
+        close_pairs_random=float(np.mean(rand_pairs)),
+        min_dist_violation_reference=float(np.mean(np.array(ref_pairs) > 0)),
+        r_max=float(r_max), outside_targets=[int(i) for i in np.flatnonzero(outside)])
+    ode = {name: a.ode_seconds for name, a in samples.arms.items()}
+    overhead = dict(
+        soft=ode["soft only"] / ode["none"] - 1.0,
+        soft_all=ode[AMGENC_ARM] / ode["none"] - 1.0,
+        discrete=samples.arms["final discrete only"].discrete_seconds / ode["none"])
+    return Evaluation(rows=rows, per_cell=per_cell, curves=curves, angle_curves=angle_curves,
+                      baselines=baselines, overhead=overhead, conditioning=cond)

@@ -1,0 +1,112 @@
+"""AMGenC training through the one step and the one loop: a run killed mid-way resumes to
+the same parameters, the mesh (batch split over "data", padded cells masked) changes
+nothing but rounding, and the configuration is validated."""
+
+import jax
+import numpy as np
+import pytest
+
+from jaxkit.amgenc import data as D
+from jaxkit.amgenc import train as T
+from jaxkit.amgenc.config import QUICK, Config
+from jaxkit.amgenc.model import Batch
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    cfg = QUICK.override(["n_train=3", "n_test=1", "relax_steps=40", "min_steps=10",
+                          "hidden=8", "layers=1", "k_nbr=6", "train_steps=10", "batch=3",
+                          "checkpoint_every=3"])
+    return cfg, D.make_data(cfg, np.random.default_rng(0))
+
+
+def _leaves(trained):
+    import equinox as eqx
+
+    return [np.asarray(v) for v in jax.tree.leaves(eqx.filter(trained.model, eqx.is_array))]
+
+
+class Kill(Exception):
+    pass
+
+
+def test_killed_training_resumes_to_identical_parameters(tiny, tmp_path, monkeypatch):
+    cfg, data = tiny
+    key = jax.random.key(4)
+    full = T.fit_denoiser(cfg, data, key)
+    make = T.make_batch_fn
+
+    def killing(cells, indices, mesh):
+        fn = make(cells, indices, mesh)
+
+        def batch_fn(i):
+            if i == 7:
+                raise Kill
+            return fn(i)
+
+        return batch_fn
+
+    monkeypatch.setattr(T, "make_batch_fn", killing)
+    with pytest.raises(Kill):
+        T.fit_denoiser(cfg, data, key, checkpoint_dir=tmp_path)
+    monkeypatch.setattr(T, "make_batch_fn", make)
+    res = T.fit_denoiser(cfg, data, key, checkpoint_dir=tmp_path)
+    assert res.resumed_from == 6
+    for a, b in zip(_leaves(res), _leaves(full), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # the loss curve before the kill came back from the checkpoint
+    np.testing.assert_array_equal(res.losses, full.losses)
+    assert res.losses.shape == (cfg.train_steps,) and np.all(np.isfinite(res.losses))
+    # a further run restores the final checkpoint and takes no step
+    again = T.fit_denoiser(cfg, data, key, checkpoint_dir=tmp_path)
+    assert again.resumed_from == cfg.train_steps
+    np.testing.assert_array_equal(_leaves(again)[0], _leaves(full)[0])
+    # resume=False starts afresh in the same folder
+    fresh = T.fit_denoiser(cfg, data, key, checkpoint_dir=tmp_path, resume=False)
+    assert fresh.resumed_from == 0
+    # checkpoints of another configuration are refused
+    other = cfg.override(["lr=0.01"])
+    with pytest.raises(ValueError, match="another configuration"):
+        T.fit_denoiser(other, data, key, checkpoint_dir=tmp_path)
+
+
+def test_mesh_splits_the_batch_and_matches_one_device(tiny):
+    from jaxkit.distributed import make_mesh
+
+    cfg, data = tiny
+    key = jax.random.key(2)
+    mesh = make_mesh()
+    # 3 cells on 8 devices: 5 padded cells, masked out of the loss
+    _, q = T.M.species_charges()
+    norm = D.conditioning(data.train, q.size)
+    cells = D.pad_cells(data.train, D.n_pad(data), q.size, norm)
+    idx = T.batch_indices(key, 2, len(data.train), cfg.batch)
+    b = T.make_batch_fn(cells, idx, mesh)(0)
+    assert isinstance(b, Batch) and b.x.shape[0] == 8
+    assert b.x.sharding.spec[0] == "data"
+    assert np.asarray(b.mask[3:]).sum() == 0 and np.asarray(b.mask[:3]).any(axis=1).all()
+    one = T.fit_denoiser(cfg.override(["train_steps=3"]), data, key)
+    many = T.fit_denoiser(cfg.override(["train_steps=3"]), data, key, mesh=mesh)
+    np.testing.assert_allclose(many.losses, one.losses, rtol=1e-5)
+    for a, c in zip(_leaves(many), _leaves(one), strict=True):
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-6)
+
+
+def test_batch_indices_are_distinct_and_fixed_by_the_key():
+    key = jax.random.key(0)
+    idx = T.batch_indices(key, 5, 6, 4)
+    assert idx.shape == (5, 4)
+    assert all(len(set(r.tolist())) == 4 for r in idx)
+    np.testing.assert_array_equal(idx[:3], T.batch_indices(key, 3, 6, 4))
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ValueError, match="`batch`"):
+        Config(batch=0)
+    with pytest.raises(ValueError, match="`n_atoms`"):
+        QUICK.override(["n_atoms=50,120"])
+    with pytest.raises(ValueError, match="`balanced_share`"):
+        QUICK.override(["balanced_share=1.5"])
+    with pytest.raises(ValueError, match="method"):
+        QUICK.override(["method=leapfrog"])
+    assert QUICK.train_steps == 600 and QUICK.method == "euler"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .claims import Claim, claims_table
-from .io import atomic_write
+from .io import atomic_open, atomic_write
 from .stats import t_interval
 
 __all__ = ["PipelineResult", "markdown_table", "write_report", "new_figure", "save_figure",
@@ -66,13 +66,14 @@ def new_figure(ncols: int = 1, nrows: int = 1, size=(4.5, 3.5)):
 
 
 def save_figure(fig, path: Path) -> Path:
+    """Write ``fig`` as a PNG at ``path`` (atomically) and close it; returns ``path``."""
     import matplotlib.pyplot as plt
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, dpi=120, format="png")
     plt.close(fig)
-    return path
+    return Path(path)
 
 
 def write_report(out_dir: Path, results: Sequence[PipelineResult], *, quick: bool,

@@ -173,6 +173,7 @@ class Kernels:
         _check_divisible(cfg.budget, "budget", mesh)
         self.domain, self.cfg, self.static, self.mesh = domain, cfg, static, mesh
         self._propose: dict[str, Callable] = {}
+        self.sample = make_sampler(static, cfg, mesh)  # x = F(z), traceable
 
         def loss_fn(params, key, x1, aux):
             x1 = _shard(x1, mesh)
@@ -206,12 +207,6 @@ class Kernels:
         self.draw = jax.jit(draw)
         self.draw_data = jax.jit(draw_data)
         self.evaluate = jax.jit(self._build_eval())
-
-    def sample(self, params, z):
-        """``x = F(z)``: the flow map from t=0 to t=1 on a batch (traceable)."""
-        z = _shard(z, self.mesh)
-        return flow.integrate(_batched(eqx.combine(params, self.static)), z,
-                              method=self.cfg.ode, steps=self.cfg.sample_steps)
 
     def propose(self, method: str) -> Callable:
         """The jitted explore / integrate / verify / keep of ``method``:

@@ -77,22 +77,34 @@ def read_csv_matrix(path: str | Path) -> tuple[np.ndarray, list[str]]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    with path.open(newline="") as fh:
-        rows = list(csv.reader(fh))
-    rows = [r for r in rows if any(c.strip() for c in r)]
+    head = path.read_bytes()[:4096]
+    if head.startswith(b"\x93NUMPY"):
+        raise DataError(f"{path}: this is a NumPy .npy file, not a CSV; save it with "
+                        f"numpy.savetxt(path, x, delimiter=',', header=..., comments='')")
+    if b"\0" in head:
+        raise DataError(f"{path}: a binary file, not a text CSV")
+    try:
+        # utf-8-sig drops a byte-order mark, which would otherwise stick to the first name
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            numbered = [(i + 1, r) for i, r in enumerate(csv.reader(fh))]
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except csv.Error as e:
+        raise DataError(f"{path}: not a readable CSV ({e})") from None
+    # blank lines are skipped but every message gives the line number in the file
+    rows = [(n, r) for n, r in numbered if any(c.strip() for c in r)]
     if not rows:
         raise DataError(f"{path}: the file is empty")
-    header = [h.strip() for h in rows[0]]
+    header = [h.strip() for h in rows[0][1]]
     if len(header) < 2:
         raise DataError(f"{path}: need a header row naming at least 2 columns; got {header}")
     if any(_is_number(h) for h in header):
         raise DataError(f"{path}: the first row must be a header of column names; "
-                        f"got {rows[0]}")
+                        f"got {rows[0][1]}")
     if len(set(header)) != len(header):
         raise DataError(f"{path}: duplicate column names in the header")
     data = np.empty((len(rows) - 1, len(header)))
-    for i, row in enumerate(rows[1:]):
-        line = i + 2
+    for i, (line, row) in enumerate(rows[1:]):
         if len(row) != len(header):
             raise DataError(f"{path}, line {line}: expected {len(header)} values, "
                             f"got {len(row)}")

@@ -18,11 +18,9 @@ Methods (``METHODS``), each a dictionary that reads a window of T tokens:
 
 All four get the same number of latents per dictionary (``n_latents``; ``stacked`` has
 T of them), the same Adam steps, batch size and learning rate, and are trained on the
-same data per seed. Training uses the :mod:`jaxkit.kernels.crosscoder` building blocks
-in our own ``lax.scan`` loop instead of :func:`jaxkit.crosscoder.fit`, because ``fit``
-is a host loop compiled once per call that cannot be ``vmap``-ed: here one compiled
-function trains all seeds (and the stacked positions) at once. Data are divided by their
-RMS for training and the scale is folded back, as in ``fit``.
+same data per seed. Training is :mod:`jaxkit.tempbench.train` (``jaxkit.crosscoder.fit``
+for the TopK dictionaries, the one step and loop of :mod:`jaxkit.kernels.train` /
+:mod:`jaxkit.training` for the acausal crosscoder), one seed at a time.
 
 Metrics (same rule for every method; atoms of window-1 and per-position SAEs are placed
 at the positions they write to in a T-window, zeros elsewhere: the per-token SAE's at
@@ -50,132 +48,24 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from jaxkit.kernels import crosscoder as cc
-from jaxkit.report import t_interval
+from jaxkit.stats import t_interval
 
 from . import tasks
+from .train import METHODS, TrainConfig, Trainer, train_method, view_norm_penalty
 
 __all__ = ["METHODS", "LABELS", "TrainConfig", "MarkovSetting", "HMMSetting", "ChainSetting",
-           "train", "window_forward", "window_atoms", "window_slices", "token_slices",
-           "view_norm_penalty", "recovery_metrics", "evaluate", "hmm_references", "compare_markov",
-           "compare_hmm", "compare_chains", "interval", "summarise"]
+           "Trainer", "train_method", "window_forward", "window_atoms", "window_slices",
+           "token_slices", "view_norm_penalty", "recovery_metrics", "evaluate",
+           "hmm_references", "compare_markov", "compare_hmm", "compare_chains", "interval",
+           "summarise"]
 
-METHODS = ("sae", "stacked", "acausal", "tc")
 LABELS = {"sae": "per-token SAE", "stacked": "stacked per-position SAEs",
           "acausal": "acausal crosscoder (L1, per-position norms)",
           "tc": "temporal crosscoder (TopK)"}
 SLICE_FLOOR = 0.1
-
-
-class TrainConfig(NamedTuple):
-    """Hashable training settings (static under ``jit``); ``k`` is per token."""
-
-    window: int
-    n_latents: int
-    k: int
-    steps: int = 1000
-    batch_size: int = 128
-    lr: float = 3e-3
-    acausal_lam: float = 1e-3  # initial L1 coefficient of the acausal crosscoder
-    acausal_eta: float = 0.05  # controller gain (log-coefficient per step, clipped)
-
-
-def _windows(key, seqs, window, batch):
-    n, L, _ = seqs.shape
-    P = L - window + 1
-    idx = jax.random.randint(key, (batch,), 0, n * P)
-    row, start = idx // P, idx % P
-    return seqs[row[:, None], start[:, None] + jnp.arange(window)]
-
-
-def _rescale(p: cc.Params, scale) -> cc.Params:
-    return p._replace(b_enc=p.b_enc * scale, b_dec=p.b_dec * scale)
-
-
-def _train_topk(key, seqs, *, window, position, n_latents, k, steps, batch_size, lr):
-    """TopK dictionary on windows of ``window`` tokens, or (``position`` not None) on
-    position ``position`` of windows of ``window`` tokens (a per-position SAE)."""
-    d = seqs.shape[-1]
-    scale = jnp.sqrt(jnp.mean(seqs ** 2))
-    k_init, k_sample, k_state, k_run = jax.random.split(key, 4)
-    def batch(kk, size):
-        x = _windows(kk, seqs, window, size) / scale
-        return x if position is None else jax.lax.dynamic_slice_in_dim(x, position, 1, 1)
-
-    site = 1 if position is not None else window
-    params = cc.init(k_init, d, n_latents, site=(site,), sample=batch(k_sample, 512))
-    init_state, step = cc.make_train_step(
-        activation="topk", k=k, optimizer=optax.adam(lr), k_aux=min(2 * k, n_latents - 1),
-        dead_steps=max(steps // 10, 1))
-    state = init_state(k_state, params)
-    state, info = jax.lax.scan(lambda s, kk: step(s, batch(kk, batch_size)), state,
-                               jax.random.split(k_run, steps))
-    return _rescale(state.params, scale), info.fvu
-
-
-def view_norm_penalty(z: Float[Array, "B F"], W_dec: Float[Array, "F T d"]) -> Float[Array, ""]:
-    """Acausal-crosscoder sparsity ``mean_b sum_f z_bf sum_t ||W_dec[f, t]||`` (Lindsey et
-    al. 2024). The kernel's :func:`~jaxkit.kernels.crosscoder.l1_penalty` weights by the
-    joint norm instead, so this one is written here."""
-    return jnp.mean(z @ jnp.sum(jnp.linalg.norm(W_dec, axis=-1), axis=-1))
-
-
-def _train_acausal(key, seqs, *, window, n_latents, target_l0, steps, batch_size, lr, lam0,
-                   eta):
-    d = seqs.shape[-1]
-    scale = jnp.sqrt(jnp.mean(seqs ** 2))
-    k_init, k_sample, k_run = jax.random.split(key, 3)
-    params = cc.init(k_init, d, n_latents, site=(window,), activation="relu",
-                     sample=_windows(k_sample, seqs, window, 512) / scale)
-    opt = optax.adam(lr)
-
-    def loss(p, x, lam):
-        _, z, x_hat = cc.forward(p, x, activation="relu")
-        rec = cc.fvu(x, x_hat)
-        return rec + lam * view_norm_penalty(z, p.W_dec), (rec, cc.l0(z))
-
-    def body(carry, kk):
-        p, o, log_lam = carry
-        x = _windows(kk, seqs, window, batch_size) / scale
-        (_, (rec, l0)), g = jax.value_and_grad(loss, has_aux=True)(p, x, jnp.exp(log_lam))
-        upd, o = opt.update(g, o, p)
-        p = optax.apply_updates(p, upd)
-        log_lam = log_lam + eta * jnp.clip((l0 - target_l0) / target_l0, -1.0, 1.0)
-        return (p, o, log_lam), rec
-
-    carry = (params, opt.init(params), jnp.log(jnp.asarray(lam0, jnp.float32)))
-    (p, _, _), curve = jax.lax.scan(body, carry, jax.random.split(k_run, steps))
-    return _rescale(p, scale), curve
-
-
-@functools.partial(jax.jit, static_argnames=("method", "cfg"))
-def train(method: str, keys: PRNGKeyArray, seqs: Float[Array, "S n L d"],
-          cfg: TrainConfig) -> tuple[Any, Float[Array, "S steps"]]:
-    """Train ``method`` for every seed (``vmap`` over ``keys`` and the per-seed data
-    ``seqs``). Returns batched parameters (``stacked``: an extra position axis after the
-    seed axis) and the training FVU curves."""
-    T, n, k = cfg.window, cfg.n_latents, cfg.k
-    common = dict(n_latents=n, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
-
-    def one(key, s):
-        if method == "sae":
-            return _train_topk(key, s, window=1, position=None, k=k, **common)
-        if method == "tc":
-            return _train_topk(key, s, window=T, position=None, k=k * T, **common)
-        if method == "stacked":
-            fn = jax.vmap(lambda p, kk: _train_topk(kk, s, window=T, position=p, k=k,
-                                                    **common))
-            params, curves = fn(jnp.arange(T), jax.random.split(key, T))
-            return params, curves.mean(0)
-        if method == "acausal":
-            return _train_acausal(key, s, window=T, target_l0=float(k * T),
-                                  lam0=cfg.acausal_lam, eta=cfg.acausal_eta, **common)
-        raise ValueError(f"`method` must be one of {METHODS}; got {method!r}")
-
-    return jax.vmap(one)(keys, seqs)
 
 
 def window_forward(method: str, params, x: Float[Array, "B T d"],
@@ -393,32 +283,40 @@ def _seed_keys(key, n_seeds):
     return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(n_seeds))
 
 
-def _run_methods(seed_keys, train_x, windows, k, cfg_base, methods, ev):
-    """Train every method for every window (the per-token SAE once, for all windows) and
-    evaluate; ``evaluate(method, params, cfg)`` -> per-seed metric dict."""
+def _run_methods(seed_keys, train_x, windows, k, cfg_base, methods, ev, trainer, name):
+    """Train every method for every window and seed (the per-token SAE once per seed, for
+    all windows) and evaluate; ``ev(method, params, cfg)`` -> per-seed metric dict, with
+    ``params`` stacked over seeds. Seed i of every method trains from
+    ``fold_in(seed_key_i, 1)`` on the same data."""
     out: dict[int, dict[str, dict]] = {T: {} for T in windows}
-    train_keys = jax.vmap(lambda kk: jax.random.fold_in(kk, 1))(seed_keys)
+    n_seeds = seed_keys.shape[0]
     for m in methods:
-        sae_params = None
+        sae = None
         for T in windows:
-            cfg = cfg_base._replace(window=T, k=k)
-            if m == "sae":
-                if sae_params is None:  # window-independent: train once
-                    sae_params = train(m, train_keys, train_x, cfg._replace(window=1))
-                params, curve = sae_params
-            else:
-                params, curve = train(m, train_keys, train_x, cfg)
-            res = ev(m, params, cfg)
-            res["train_fvu_final"] = np.asarray(curve[:, -max(1, cfg.steps // 20):].mean(1))
-            out[T][m] = res
+            cfg = cfg_base._replace(window=1 if m == "sae" else T, k=k)
+            if m != "sae" or sae is None:  # the per-token SAE is window-independent
+                runs = [train_method(m, jax.random.fold_in(seed_keys[i], 1), train_x[i], cfg,
+                                     trainer, name=f"{name}-{m}-T{cfg.window}-seed{i}")
+                        for i in range(n_seeds)]
+                res = (jax.tree.map(lambda *a: np.stack(a), *[p for p, _ in runs]),
+                       np.stack([c for _, c in runs]))
+                if m == "sae":
+                    sae = res
+            params, curve = res if m != "sae" else sae
+            ev_cfg = cfg._replace(window=T)
+            metrics = ev(m, params, ev_cfg)
+            metrics["train_fvu_final"] = np.asarray(curve[:, -1], np.float64)
+            out[T][m] = metrics
     return out
 
 
 def compare_markov(key: PRNGKeyArray, rho: float, setting: MarkovSetting, cfg: TrainConfig,
-                   *, windows=(2,), k: int = 2, n_seeds: int = 3, methods=METHODS):
+                   *, windows=(2,), k: int = 2, n_seeds: int = 3, methods=METHODS,
+                   trainer: Trainer = Trainer(), name: str = "markov"):
     """Markov-features comparison at persistence ``rho``: ``{T: {method: {metric:
     per-seed array}}}``. Seed i draws its own directions and data from
-    ``fold_in(key, i)``; train and test sequences share the directions."""
+    ``fold_in(key, i)``; train and test sequences share the directions. ``trainer``:
+    mesh, checkpoints and the cache of finished trainings (named after ``name``)."""
     s = setting
     seed_keys = _seed_keys(key, n_seeds)
     data = _markov_data(seed_keys, jnp.float32(rho), s)
@@ -429,11 +327,12 @@ def compare_markov(key: PRNGKeyArray, rho: float, setting: MarkovSetting, cfg: T
         truth_w = jax.vmap(lambda u: tasks.persistent_atoms(u, T))(data.directions)
         return evaluate(m, params, _test_windows(test_x, T), cfg, data.directions, truth_w)
 
-    return _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev)
+    return _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev, trainer, name)
 
 
 def compare_chains(key: PRNGKeyArray, setting: ChainSetting, cfg: TrainConfig, *,
-                   windows=(3,), k: int = 1, n_seeds: int = 3, methods=METHODS):
+                   windows=(3,), k: int = 1, n_seeds: int = 3, methods=METHODS,
+                   trainer: Trainer = Trainer(), name: str = "chains"):
     """Ordered-features comparison: token truth = the C m chain-feature directions,
     window truth = :func:`tasks.chain_atoms`."""
     s = setting
@@ -447,11 +346,12 @@ def compare_chains(key: PRNGKeyArray, setting: ChainSetting, cfg: TrainConfig, *
         truth_w = jax.vmap(lambda u: tasks.chain_atoms(u, T))(data.directions)
         return evaluate(m, params, _test_windows(test_x, T), cfg, flat, truth_w)
 
-    return _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev)
+    return _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev, trainer, name)
 
 
 def compare_hmm(key: PRNGKeyArray, setting: HMMSetting, cfg: TrainConfig, *, windows=(2,),
-                k: int = 1, n_seeds: int = 3, methods=METHODS):
+                k: int = 1, n_seeds: int = 3, methods=METHODS, trainer: Trainer = Trainer(),
+                name: str = "hmm"):
     """HMM denoising comparison; also returns the references of :func:`hmm_references`
     per window under the key ``"references"`` (per-seed arrays)."""
     s = setting
@@ -467,7 +367,7 @@ def compare_hmm(key: PRNGKeyArray, setting: HMMSetting, cfg: TrainConfig, *, win
         return evaluate(m, params, _test_windows(test.x, T), cfg, data.directions, truth_w,
                         states=st.reshape(n_seeds, -1, T))
 
-    out = _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev)
+    out = _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev, trainer, name)
     for T in windows:
         refs = [hmm_references(jax.tree_util.tree_map(functools.partial(_take, i=i), test), T,
                                amplitude=s.amplitude, sigma=s.sigma) for i in range(n_seeds)]

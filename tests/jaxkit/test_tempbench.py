@@ -1,7 +1,8 @@
 """TempBench: generator statistics against their closed forms (Markov firing rate and lag-1
 autocorrelation, HMM transition frequencies and the forward-backward posterior against
 brute-force enumeration, chain order), input errors, jit/vmap invariance, the method
-comparison on a tiny config and the quick pipeline's report."""
+comparison on a tiny config, the quick pipeline's report and claims, and training killed
+mid-way resuming to the parameters of an uninterrupted run."""
 
 from __future__ import annotations
 
@@ -15,10 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxkit.pipelines import RunContext
-from jaxkit.pipelines import tempbench as P
+from jaxkit.checkpoint import Checkpointer
+from jaxkit.registry import RunContext
+from jaxkit.registry import get as get_pipeline
 from jaxkit.tempbench import compare as C
+from jaxkit.tempbench import pipeline as P
+from jaxkit.tempbench import report as R
 from jaxkit.tempbench import tasks as T
+from jaxkit.tempbench import train as TR
+from jaxkit.tempbench.config import FULL, QUICK, Config
 
 RBG = functools.partial(jax.random.key, impl="rbg")  # compiles much faster than threefry
 
@@ -205,10 +211,11 @@ def test_sliding_windows():
 
 # ------------------------------------------------------------------ comparison
 
-TINY = dict(rhos=(0.0, 0.9), windows=(2,), ks=(1,), seeds=2, steps=40, batch_size=32,
-            n_latents=12, d=6, n_features=10, pi=0.1, length=16, n_train=8, n_test=4,
-            n_states=3, sigma=0.8, n_chains=3, hmm_windows=(2,), chain_windows=(2,),
-            prng_impl="rbg")
+TINY = QUICK.override(["rhos=0.0,0.9", "windows=2", "ks=1", "seeds=2", "steps=40",
+                       "log_every=20", "checkpoint_every=1", "batch_size=32", "n_latents=12",
+                       "d=6", "n_features=10", "pi=0.1", "length=16", "n_train=8", "n_test=4",
+                       "n_states=3", "sigma=0.8", "n_chains=3", "hmm_windows=2",
+                       "chain_windows=2"])
 METRIC_KEYS = {"token_auc", "token_mmcs", "token_mcc", "temporal_auc", "temporal_mmcs",
                "fvu", "l0", "train_fvu_final"}
 
@@ -261,19 +268,31 @@ def test_view_norm_penalty_and_atoms():
 
 @pytest.fixture(scope="module")
 def tiny_pipeline(tmp_path_factory):
-
     out = tmp_path_factory.mktemp("tempbench")
-    ctx = RunContext(out_dir=out, quick=True)
-    return P.run(ctx, settings=TINY), out
+    return P.run(RunContext(out_dir=out, config=TINY, quick=True)), out
+
+
+def test_registered_package():
+    entry = get_pipeline("tempbench")
+    assert entry.module == "jaxkit.tempbench.pipeline" and not entry.legacy
+    assert entry.quick is QUICK and entry.full is FULL
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="`steps`"):
+        QUICK.override(["steps=150"])  # not a multiple of log_every
+    with pytest.raises(ValueError, match="`n_latents`"):
+        QUICK.override(["n_latents=3"])
+    with pytest.raises(ValueError, match="`pi`"):
+        Config(pi=1.5)
+    assert QUICK.override(["seeds=4"]).seeds == 4
 
 
 def test_compare_markov_keys_and_finite(tiny_pipeline):
     """Direct call with the pipeline's tiny config (compiled code is reused)."""
-
-    S = {**P.QUICK, **TINY}
-    mk = C.MarkovSetting(d=S["d"], n_features=S["n_features"], pi=S["pi"],
-                         length=S["length"], n_train=S["n_train"], n_test=S["n_test"])
-    res = C.compare_markov(RBG(7), 0.5, mk, P._cfg(S), windows=(2,), k=1,
+    mk = C.MarkovSetting(d=TINY.d, n_features=TINY.n_features, pi=TINY.pi,
+                         length=TINY.length, n_train=TINY.n_train, n_test=TINY.n_test)
+    res = C.compare_markov(jax.random.key(7), 0.5, mk, P.train_config(TINY), windows=(2,), k=1,
                            n_seeds=2)
     assert set(res) == {2} and set(res[2]) == set(C.METHODS)
     for m, v in res[2].items():
@@ -290,7 +309,6 @@ def test_compare_markov_keys_and_finite(tiny_pipeline):
 def test_pipeline_report_consistent(tiny_pipeline):
     import json
 
-
     result, out = tiny_pipeline
     assert all(p.is_file() and p.stat().st_size > 1000 for p in result.figures)
     assert {p.name for p in result.figures} == {"tempbench_markov_auc.png",
@@ -305,10 +323,10 @@ def test_pipeline_report_consistent(tiny_pipeline):
             T_, k, rho, label, auc, mcc, tauc, fvu, l0 = cells
             summ = result.metrics["markov"][f"T={T_}"][f"k={k}"][f"rho={float(rho)}"]
             s = summ[by_label[label]]
-            assert [auc, mcc, tauc, fvu, l0] == [P._fmt(s[m]) for m in (
+            assert [auc, mcc, tauc, fvu, l0] == [R.fmt(s[m]) for m in (
                 "token_auc", "token_mcc", "temporal_auc", "fvu", "l0")]
             n_rows += 1
-    assert n_rows == len(TINY["rhos"]) * len(C.METHODS)
+    assert n_rows == len(TINY.rhos) * len(C.METHODS)
     # verdict counts match the verdicts
     v = result.metrics["verdicts"]
     for key, c in result.metrics["verdict_counts"].items():
@@ -318,30 +336,124 @@ def test_pipeline_report_consistent(tiny_pipeline):
     refs = hmm["references"]
     assert refs["forward_backward"]["mean"] >= refs["single_token"]["mean"]
     assert 0 <= hmm["tc"]["state_acc"]["mean"] <= 1
+    # one claim per test: 3 Markov (rho max: temporal, token; rho min: equivalence), HMM,
+    # chains; each measured on the per-seed differences of the summaries
+    assert len(result.claims) == 5
+    assert all(c.verdict in ("yes", "no", "not shown") for c in result.claims)
+    s = result.metrics["chains"]["T=2"]
+    d = np.subtract(s["tc"]["temporal_auc"]["seeds"], s["sae"]["temporal_auc"]["seeds"])
+    assert result.claims[-1].measured.startswith(f"{d.mean():.3g}")
+    assert (out / "checkpoints").is_dir()
 
 
 def test_pipeline_resume(tiny_pipeline):
-
     result, out = tiny_pipeline
-    ctx = RunContext(out_dir=out, quick=True)
-    again = P.run(ctx, settings=TINY)
-    assert len(ctx.reloaded) == len(TINY["rhos"]) + 2
+    ctx = RunContext(out_dir=out, config=TINY, quick=True)
+    again = P.run(ctx)
+    assert len(ctx.reloaded) == len(TINY.rhos) + 2
     assert again.metrics["markov"] == result.metrics["markov"]
 
 
-def test_verdict_rule():
+class _Killed(RuntimeError):
+    pass
 
+
+def _kill_at_save(monkeypatch, n: int):
+    """Make the ``n``-th checkpoint save (1-based) raise: the training dies mid-way with
+    the earlier checkpoints on disk."""
+    calls = {"n": 0}
+    save = Checkpointer.save
+
+    def killing(self, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise _Killed(f"killed at save {n}")
+        return save(self, *a, **kw)
+
+    monkeypatch.setattr(Checkpointer, "save", killing)
+
+
+@pytest.mark.parametrize("method", ["acausal", "tc"])
+def test_training_killed_resumes_to_same_params(tmp_path, monkeypatch, method):
+    """A training killed after its first checkpoint (of 4) and resumed ends with exactly
+    the parameters of an uninterrupted training (the acausal crosscoder through
+    jaxkit.training.fit, the temporal crosscoder through jaxkit.crosscoder.fit)."""
+    x = T.markov_features(jax.random.key(1), n_seq=8, length=16, d=6, n_features=10,
+                          pi=0.1, rho=0.9).x
+    cfg = P.train_config(TINY)._replace(window=2, k=1, log_every=10)  # 4 chunks
+    key = jax.random.key(3)
+    ref, ref_curve = TR.train_method(method, key, x, cfg, TR.Trainer())
+    trainer = TR.Trainer(checkpoint_dir=tmp_path)
+    with monkeypatch.context() as mp:
+        _kill_at_save(mp, 2)
+        with pytest.raises(_Killed):
+            TR.train_method(method, key, x, cfg, trainer, name="job")
+    assert any((tmp_path / "job").iterdir())
+    got, curve = TR.train_method(method, key, x, cfg, trainer, name="job")
+    for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(got), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_allclose(curve[-1], ref_curve[-1], rtol=1e-6)
+
+
+def test_pipeline_killed_resumes_to_same_results(tiny_pipeline, tmp_path, monkeypatch):
+    """The pipeline killed in the middle of a training (its 7th checkpoint save) and run
+    again gives the results of the uninterrupted run: finished trainings reload, the
+    interrupted one resumes from its checkpoint."""
+    result, _ = tiny_pipeline
+    with monkeypatch.context() as mp:
+        _kill_at_save(mp, 7)
+        with pytest.raises(_Killed):
+            P.run(RunContext(out_dir=tmp_path, config=TINY, quick=True))
+    ctx = RunContext(out_dir=tmp_path, config=TINY, quick=True)
+    again = P.run(ctx)
+    assert ctx.reloaded  # the trainings finished before the kill
+    for part in ("markov", "hmm", "chains"):
+        assert again.metrics[part] == result.metrics[part], part
+    assert [c.to_dict() for c in again.claims] == [c.to_dict() for c in result.claims]
+
+
+def test_claims_can_say_no():
+    def summ(tc, sae):
+        return {m: {"x": {"mean": float(np.mean(v)), "ci95": 0.0, "seeds": list(v)}}
+                for m, v in (("tc", tc), ("sae", sae))}
+
+    better = R._diffs(summ([0.9, 0.91, 0.92], [0.5, 0.52, 0.5]), "x")
+    worse = R._diffs(summ([0.5, 0.52, 0.5], [0.9, 0.91, 0.92]), "x")
+    from jaxkit.stats import superiority
+
+    assert superiority(better).verdict == "yes"
+    assert superiority(worse).verdict == "no"
+    np.testing.assert_allclose(R._diffs(summ([0.2], [0.5]), "x", higher=False), [0.3])
+
+
+def test_verdict_rule():
     def s(mean, ci):
         return {"x": {"mean": mean, "ci95": ci}}
 
-    assert P.verdict({"tc": s(0.9, 0.01), "sae": s(0.5, 0.1)}, "x", True) == "win"
-    assert P.verdict({"tc": s(0.9, 0.01), "sae": s(0.5, 0.1)}, "x", False) == "loss"
-    assert P.verdict({"tc": s(0.9, 0.35), "sae": s(0.5, 0.1)}, "x", True) == "tie"
+    assert R.verdict({"tc": s(0.9, 0.01), "sae": s(0.5, 0.1)}, "x", True) == "win"
+    assert R.verdict({"tc": s(0.9, 0.01), "sae": s(0.5, 0.1)}, "x", False) == "loss"
+    assert R.verdict({"tc": s(0.9, 0.35), "sae": s(0.5, 0.1)}, "x", True) == "tie"
 
 
 @pytest.mark.slow
 def test_quick_pipeline(tmp_path):
-
-    r = P.run(RunContext(out_dir=tmp_path, quick=True))
+    r = P.run(RunContext(out_dir=tmp_path, config=QUICK, quick=True))
     assert len(r.figures) == 2 and "### Markov features" in r.markdown
     assert set(r.metrics["markov"]["T=3"]["k=1"]) == {"rho=0.0", "rho=0.9"}
+    assert len(r.claims) == 5
+
+
+def test_training_on_a_mesh_matches_one_device():
+    """With a mesh the batches are split over its "data" axis; the result matches the
+    single-device training to float tolerance."""
+    from jaxkit.distributed import make_mesh
+
+    mesh = make_mesh()
+    x = T.markov_features(jax.random.key(1), n_seq=8, length=16, d=6, n_features=10,
+                          pi=0.1, rho=0.9).x
+    cfg = P.train_config(TINY)._replace(window=2, k=1, steps=20, log_every=10)
+    for method in ("acausal", "tc"):
+        ref, c_ref = TR.train_method(method, jax.random.key(3), x, cfg, TR.Trainer())
+        got, c_got = TR.train_method(method, jax.random.key(3), x, cfg, TR.Trainer(mesh=mesh))
+        np.testing.assert_allclose(np.asarray(got.W_dec), np.asarray(ref.W_dec), atol=2e-4)
+        np.testing.assert_allclose(c_got, c_ref, rtol=1e-4)

@@ -305,7 +305,8 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
                      sample=x[: min(B, 1024)])
     init_state, step = cc.make_train_step(activation=cfg["activation"], k=k,
                                           optimizer=optax.adam(LR))
-    state = init_state(jax.random.key(args.seed + 1), params)
+    state = init_state(params)
+    key = jax.random.key(args.seed + 1)  # the step is deterministic; it takes a key
     label = {"topk": "TopK SAE", "batchtopk": "BatchTopK SAE",
              "temporal": f"temporal crosscoder T={cfg['T']}"}[case]
     desc = (f"{label}, d {cfg['d']}, F {F}, k {k}, "
@@ -315,7 +316,7 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
 
     jstep = jax.jit(step)
     x_dev = jax.device_put(x)
-    rec = bench.time_jax(jstep, state, x_dev, n_runs=args.runs, warmup=args.warmup,
+    rec = bench.time_jax(jstep, key, state, x_dev, n_runs=args.runs, warmup=args.warmup,
                          items=cfg["tokens"], name=f"jaxkit {case}")  # compiles afresh
     # make_train_step's default (decoder="auto") is the sparse step for TopK
     jdec = "sparse" if cfg["activation"] == "topk" else "dense"
@@ -330,7 +331,7 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
     # step 1 from the shared initial weights (jaxkit side)
     names = ("W_enc", "b_enc", "W_dec", "b_dec")
     x_hat0_j = np.asarray(cc.forward(params, x_dev, activation=cfg["activation"], k=k)[2])
-    state1, info1 = jstep(state, x_dev)
+    state1, info1 = jstep(key, state, x_dev)
     after_j = {n: np.asarray(getattr(state1.params, n)) for n in names}
     p0 = {n: np.asarray(getattr(params, n)) for n in names}
     del state1
@@ -350,10 +351,10 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
         _, dstep = cc.make_train_step(activation=cfg["activation"], k=k,
                                       optimizer=optax.adam(LR), decoder="dense")
         dstep = jax.jit(dstep)
-        drec = bench.time_jax(dstep, state, x_dev, n_runs=args.runs, warmup=args.warmup,
+        drec = bench.time_jax(dstep, key, state, x_dev, n_runs=args.runs, warmup=args.warmup,
                               items=cfg["tokens"], name=f"jaxkit dense {case}")
         dflops = model_flops(B, D, F, k, "dense")
-        st1d, _ = dstep(state, x_dev)
+        st1d, _ = dstep(key, state, x_dev)
         agree = {n: update_rel_diff(np.asarray(getattr(st1d.params, n)), after_j[n], p0[n])
                  for n in names}
         del st1d

@@ -8,7 +8,7 @@ Layout (``P`` = :class:`jax.sharding.PartitionSpec`)::
     W_dec          (F, *site, d)   P("model")
     b_dec          (*site, d)      replicated
     optimizer state                like the params it mirrors (every ``Params`` subtree)
-    steps_since_fired (F,)         P("model");  step, threshold, key: replicated
+    aux.steps_since_fired (F,)     P("model");  step, aux.threshold: replicated
 
 Top-k over a latent axis split across devices. What XLA does by itself (checked in the
 compiled HLO on jax 0.10.2, CPU, Shardy and GSPMD alike; see
@@ -85,7 +85,7 @@ def params_specs(params: cc.Params, mesh: Mesh, model_axis: str = MODEL) -> cc.P
 def state_shardings(state: cc.TrainState, mesh: Mesh, model_axis: str = MODEL) -> cc.TrainState:
     """NamedShardings of a :class:`~jaxkit.kernels.crosscoder.TrainState` (concrete or
     abstract): every ``Params`` subtree (the params and the optimizer moments) is split
-    like the params, ``steps_since_fired`` over ``model``, the rest replicated."""
+    like the params, ``aux.steps_since_fired`` over ``model``, the rest replicated."""
     pspec = params_specs(state.params, mesh, model_axis)
     named = jax.tree.map(lambda s: NamedSharding(mesh, s), pspec)
     rep = NamedSharding(mesh, P())
@@ -98,9 +98,8 @@ def state_shardings(state: cc.TrainState, mesh: Mesh, model_axis: str = MODEL) -
         params=named,
         opt_state=sub(state.opt_state),
         step=rep,
-        steps_since_fired=NamedSharding(mesh, P(_model(mesh, model_axis))),
-        threshold=rep,
-        key=rep,
+        aux=cc.Carry(steps_since_fired=NamedSharding(mesh, P(_model(mesh, model_axis))),
+                     threshold=rep),
     )
 
 

@@ -72,7 +72,7 @@ def test_numpy_train_step_matches_jaxkit_step(bc, site):
     p, x = _params(site, seed=3)
     k, lr = 5, 1e-2
     init_state, step = cc.make_train_step(activation="topk", k=k, optimizer=optax.adam(lr))
-    state1, info = jax.jit(step)(init_state(jax.random.key(0), p), jnp.asarray(x))
+    state1, info = jax.jit(step)(jax.random.key(0), init_state(p), jnp.asarray(x))
     new, loss = bc.numpy_train_step(_np(p), x, k, lr)
     assert loss == pytest.approx(float(info.fvu), rel=1e-10)
     for n in ("W_enc", "b_enc", "W_dec", "b_dec"):
@@ -95,14 +95,14 @@ def test_sparse_topk_step_matches_dense_float64(site):
     for decoder in ("sparse", "dense"):
         init_state, step = cc.make_train_step(activation="topk", k=3, optimizer=opt,
                                               decoder=decoder)
-        out.append(jax.jit(step)(init_state(jax.random.key(0), p), jnp.asarray(x)))
+        out.append(jax.jit(step)(jax.random.key(0), init_state(p), jnp.asarray(x)))
     (t1, ti), (s1, si) = out
     assert float(ti.fvu) == pytest.approx(float(si.fvu), rel=1e-10)
     for n in ("W_enc", "b_enc", "W_dec", "b_dec"):
         np.testing.assert_allclose(getattr(t1.params, n), getattr(s1.params, n),
                                    rtol=1e-9, atol=1e-12)
-    np.testing.assert_array_equal(np.asarray(t1.steps_since_fired),
-                                  np.asarray(s1.steps_since_fired))
+    np.testing.assert_array_equal(np.asarray(t1.aux.steps_since_fired),
+                                  np.asarray(s1.aux.steps_since_fired))
 
 
 def test_model_flops_and_synthetic_batch(bc):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jaxkit.kernels import crosscoder as cc
 
 from jaxkit import crosscoder as C
+from jaxkit import training
 from jaxkit.distributed import make_mesh
 
 G, D = 32, 16
@@ -143,8 +145,12 @@ def test_bad_inputs():
         C.fit(jax.random.key(0), x, window=4, **kw)
     with pytest.raises(ValueError, match="`window`"):
         C.fit(jax.random.key(0), x[:3, 0], window=4, **kw)
-    with pytest.raises(ValueError, match="`k`"):
-        C.fit(jax.random.key(0), x, **{**kw, "k": 8})
+    with pytest.raises(ValueError, match="`k` must be <= n_latents"):
+        C.fit(jax.random.key(0), x, **{**kw, "k": 9})
+    with pytest.raises(ValueError, match="`k_aux` must be <= n_latents"):
+        C.fit(jax.random.key(0), x, k_aux=9, **kw)
+    with pytest.raises(ValueError, match="`resume=True` needs a `checkpoint_dir`"):
+        C.fit(jax.random.key(0), x, resume=True, **kw)
     with pytest.raises(ValueError, match="`activation`"):
         C.fit(jax.random.key(0), x, activation="gelu", **kw)
     with pytest.raises(ValueError, match="`batch_size`"):
@@ -155,4 +161,52 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="`x`"):
         C.encode(p, np.zeros((2, 5)), k=2)
     with pytest.raises(ValueError, match="`k`"):
-        C.encode(p, np.zeros((2, 4)), k=8)
+        C.encode(p, np.zeros((2, 4)), k=9)
+    assert C.encode(p, np.zeros((2, 4)), k=8).shape == (2, 8)  # k == n_latents, as in fit
+
+
+def test_k_equal_to_n_latents_trains(small):
+    x, kw, _ = small
+    res = C.fit(jax.random.key(1), x, **{**kw, "k": kw["n_latents"]})
+    assert np.all(np.isfinite(res.history["loss"])) and res.config["k_aux"] == kw["n_latents"]
+
+
+def test_divergence_guard():
+    x = np.random.default_rng(0).normal(size=(32, 4)).astype(np.float32)
+    poison = optax.scale_by_schedule(lambda c: jnp.where(c == 4, jnp.nan, 1.0))
+    with pytest.raises(C.TrainingDiverged, match="diverged at step 5"):
+        C.fit(jax.random.key(0), x, n_latents=8, k=2, steps=10, batch_size=8, log_every=5,
+              optimizer=optax.chain(optax.adam(1e-2), poison))
+
+
+def test_kill_then_resume_equals_uninterrupted(small, tmp_path, monkeypatch):
+    """A fit stopped by a kill between checkpoints (step 9 of 12, last checkpoint at 8)
+    and started again with resume=True ends with the uninterrupted run's parameters and
+    logs the points after the checkpoint (chunk means included: they are carried in the
+    checkpointed state)."""
+    x, kw, ref = small
+    kw = {**kw, "log_every": 4}
+    ref = C.fit(jax.random.key(1), x, **kw)
+    ck = tmp_path / "ck"
+    real = training.step_key
+
+    def killed_at_9(key, i):
+        if i == 9:
+            raise KeyboardInterrupt  # what a SIGKILL leaves: checkpoints up to step 8
+        return real(key, i)
+
+    monkeypatch.setattr(training, "step_key", killed_at_9)
+    with pytest.raises(KeyboardInterrupt):
+        C.fit(jax.random.key(1), x, checkpoint_dir=ck, checkpoint_every=4, **kw)
+    monkeypatch.setattr(training, "step_key", real)
+    assert sorted(int(p.name) for p in ck.iterdir() if p.name.isdigit()) == [4, 8]
+    with pytest.raises(ValueError, match="already holds checkpoints"):
+        C.fit(jax.random.key(1), x, checkpoint_dir=ck, **kw)
+    with pytest.raises(ValueError, match=r"incompatible run \(lr: checkpoint 0.01"):
+        C.fit(jax.random.key(1), x, checkpoint_dir=ck, resume=True, **{**kw, "lr": 0.02})
+    res = C.fit(jax.random.key(1), x, checkpoint_dir=ck, checkpoint_every=4, resume=True, **kw)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7),
+                 ref.params, res.params)
+    np.testing.assert_array_equal(res.history["step"], [12])
+    np.testing.assert_allclose(res.history["loss"], ref.history["loss"][-1:], rtol=1e-6)
+    assert res.threshold == ref.threshold

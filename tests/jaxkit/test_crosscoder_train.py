@@ -1,5 +1,6 @@
 """jaxkit.crosscoder.train: sharded top-k, 1 vs 8 devices, checkpoints and resume,
-kill-and-resume, 2-process jax.distributed, divergence, CLI."""
+kill-and-resume, 2-process jax.distributed, divergence, refused resumes, the CLI
+(jaxkit.crosscoder.cli) and its reliability (refused runs, kills, corrupt checkpoints)."""
 
 import json
 import os
@@ -114,20 +115,21 @@ def test_sharded_step_equals_kernel_step_on_one_device(activation):
     i0, s0 = cc.make_train_step(**kw, decoder="dense")
     _, s1 = cc.make_train_step(**kw, select=sh.selector(mesh_of({"data": 1})))
     s0, s1 = jax.jit(s0), jax.jit(s1)
-    a = b = i0(key, params)
+    a = b = i0(params)
     for _ in range(3):
-        a, ia = s0(a, x)
-        b, ib = s1(b, x)
+        a, ia = s0(key, a, x)
+        b, ib = s1(key, b, x)
     assert_params_close(a.params, b.params, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(float(ia.aux_loss), float(ib.aux_loss), rtol=1e-6)
     assert float(ia.aux_loss) > 0  # AuxK active (dead_steps=1)
-    np.testing.assert_array_equal(np.asarray(a.steps_since_fired), np.asarray(b.steps_since_fired))
-    np.testing.assert_allclose(float(a.threshold), float(b.threshold), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(a.aux.steps_since_fired),
+                                  np.asarray(b.aux.steps_since_fired))
+    np.testing.assert_allclose(float(a.aux.threshold), float(b.aux.threshold), rtol=1e-6)
     # a one-device mesh trains with the kernel's own step (for TopK: the sparse one)
     _, s2 = sh.make_train_step(mesh_of({"data": 1}), **kw)
     _, s3 = cc.make_train_step(**kw)
-    c, _ = jax.jit(s2)(i0(key, params), x)
-    d, _ = jax.jit(s3)(i0(key, params), x)
+    c, _ = jax.jit(s2)(key, i0(params), x)
+    d, _ = jax.jit(s3)(key, i0(params), x)
     assert_params_close(c.params, d.params, rtol=0, atol=0)
 
 
@@ -175,9 +177,6 @@ def test_resume_onto_another_mesh_equals_uninterrupted_run(store_dir, reference,
     assert st.params.W_enc.sharding.spec[-1] == "model" and len(st.params.W_enc.sharding
                                                                   .device_set) == 8
     assert int(st.step) == 6 and tuple(pos) == (0, 6) and cfg["n_latents"] == N_LATENTS
-    assert jnp.issubdtype(st.key.dtype, jax.dtypes.prng_key)
-    np.testing.assert_array_equal(jax.random.key_data(st.key),
-                                  jax.random.key_data(first.state.key))
     assert_params_close(sh.to_host(st.params), first.params, rtol=0, atol=0)
     second = run(store_dir, {"data": 8}, checkpoint_dir=ck, checkpoint_every=3, resume=True)
     assert second.resumed_from == 6 and second.history[0]["step"] == 7
@@ -196,8 +195,7 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(store_dir, tmp_pat
     poison = optax.scale_by_schedule(lambda c: jnp.where(c == 6, jnp.nan, 1.0))
     opt = optax.chain(optax.adam(1e-2), poison)  # the 7th update is NaN
     ck = tmp_path / "ck"
-    with pytest.raises(TrainingDiverged, match=r"NaN or inf at step 7 \(checked at step 10\)"
-                                               r".*latest checkpoint: step 5"):
+    with pytest.raises(TrainingDiverged, match=r"diverged at step 7.*latest checkpoint: step 5"):
         run(store_dir, {"data": 1}, optimizer=opt, checkpoint_dir=ck, checkpoint_every=5,
             log_every=5)
     assert sorted(int(p.name) for p in ck.iterdir() if p.name.isdigit()) == [5]
@@ -220,8 +218,11 @@ def test_bad_arguments(store_dir, tmp_path):
     with pytest.raises(ValueError, match="`resume=True` needs a `checkpoint_dir`"):
         train(0, store, n_latents=16, k=3, steps=2, window=WINDOW, resume=True,
               mesh=mesh_of({"data": 1}))
-    with pytest.raises(ValueError, match="`k` must be < n_latents"):
-        train(0, store, n_latents=16, k=16, steps=2, window=WINDOW, mesh=mesh_of({"data": 1}))
+    with pytest.raises(ValueError, match="`k` must be <= n_latents"):
+        train(0, store, n_latents=16, k=17, steps=2, window=WINDOW, mesh=mesh_of({"data": 1}))
+    with pytest.raises(ValueError, match="`k_aux` must be <= n_latents"):
+        train(0, store, n_latents=16, k=3, k_aux=17, steps=2, window=WINDOW,
+              mesh=mesh_of({"data": 1}))
     with pytest.raises(ValueError, match="`steps` must be a positive integer"):
         train(0, store, n_latents=16, k=3, steps=0, window=WINDOW)
 
@@ -283,36 +284,90 @@ def test_two_processes_match_single_process(store_dir, reference, tmp_path):
     assert_params_close(cc.Params(*(got[f] for f in cc.Params._fields)), reference.params)
 
 
+def test_resume_refuses_changed_training_settings(store_dir, tmp_path):
+    ck = tmp_path / "ck"
+    run(store_dir, {"data": 1}, steps=4, checkpoint_dir=ck, checkpoint_every=2)
+    for over, name in ((dict(lr=2 * 1e-2), "lr"), (dict(dead_steps=4), "dead_steps"),
+                       (dict(k_aux=2), "k_aux"), (dict(sparsity_coef=0.1), "sparsity_coef")):
+        with pytest.raises(ValueError, match=rf"incompatible run \({name}: checkpoint"):
+            run(store_dir, {"data": 1}, steps=6, checkpoint_dir=ck, resume=True, **over)
+    with pytest.raises(ValueError, match=r"`steps` 3 is below the step of the checkpoint"):
+        run(store_dir, {"data": 1}, steps=3, checkpoint_dir=ck, resume=True)
+    assert _finished_steps(ck) == [2, 4]  # nothing was written by the refused runs
+
+
 # --------------------------------------------------------------------------- CLI
+
+
+def _cli(store_dir, out, *extra):
+    from typer.testing import CliRunner
+
+    from jaxkit.crosscoder.cli import app
+
+    base = ["train", "--activations", str(store_dir), "--n-latents", str(N_LATENTS), "--k",
+            "3", "--window", str(WINDOW), "--batch-size", str(BATCH), "--lr", "0.01",
+            "--k-aux", "4", "--dead-steps", "3", "--out", str(out), "--checkpoint-every", "4",
+            "--log-every", "2", "--mesh", "data=4,model=2"]
+    return CliRunner().invoke(app, [*base, *map(str, extra)])
+
+
+def _metric_steps(out):
+    return [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 def test_cli_train_writes_metrics_params_and_resumes(store_dir, reference, tmp_path):
     from safetensors.numpy import load_file
-    from typer.testing import CliRunner
-
-    from jaxkit.cli import app
 
     out = tmp_path / "run"
-    base = ["crosscoder", "train", "--activations", str(store_dir), "--n-latents",
-            str(N_LATENTS), "--k", "3", "--window", str(WINDOW), "--batch-size", str(BATCH),
-            "--lr", "0.01", "--k-aux", "4", "--dead-steps", "3", "--out", str(out),
-            "--checkpoint-every", "4", "--log-every", "2", "--mesh", "data=4,model=2"]
-    runner = CliRunner()
-    r = runner.invoke(app, [*base, "--steps", "8"])
+    r = _cli(store_dir, out, "--steps", 8)
     assert r.exit_code == 0, r.output
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in lines] == [2, 4, 6, 8]
     assert {"fvu", "l0", "dead_fraction", "loss", "epoch", "cursor"} <= set(lines[0])
-    r = runner.invoke(app, [*base, "--steps", str(STEPS), "--resume"])
+    r = _cli(store_dir, out, "--steps", STEPS, "--resume")
     assert r.exit_code == 0, r.output
     assert "resumed from step 8" in r.output
-    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in lines] == [2, 4, 6, 8, 10, 12]
+    assert _metric_steps(out) == [2, 4, 6, 8, 10, 12]
     params = load_file(str(out / "params.safetensors"))
     assert_params_close(cc.Params(**params), reference.params)
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["resumed_from"] == 8 and cfg["window"] == WINDOW
-    r = runner.invoke(app, [*base, "--steps", "4"])  # checkpoints there, no --resume
-    assert r.exit_code == 2 and "already holds checkpoints" in " ".join(r.output.split())
-    r = runner.invoke(app, [*base[:3], str(tmp_path / "missing"), *base[4:], "--steps", "2"])
+    assert cfg["resumed_from"] == 8 and cfg["window"] == WINDOW and cfg["steps"] == STEPS
+    r = _cli(tmp_path / "missing", out, "--steps", 2)
     assert r.exit_code == 2 and "does not exist" in " ".join(r.output.split())
+
+
+def test_cli_refused_runs_leave_the_output_alone(store_dir, tmp_path):
+    out = tmp_path / "run"
+    assert _cli(store_dir, out, "--steps", 4).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert set(before) == {"metrics.jsonl", "params.safetensors", "config.json"}
+    r = _cli(store_dir, out, "--steps", 4)  # checkpoints there, no --resume
+    assert r.exit_code == 2 and "already holds checkpoints" in " ".join(r.output.split())
+    for extra, name in ((("--lr", 0.02), "lr"), (("--dead-steps", 5), "dead_steps")):
+        r = _cli(store_dir, out, "--steps", 8, "--resume", *extra)
+        assert r.exit_code == 2 and f"({name}: checkpoint" in " ".join(r.output.split())
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def test_cli_resume_after_a_kill_logs_each_step_once_and_skips_a_corrupt_checkpoint(
+        store_dir, reference, tmp_path):
+    """A run killed after logging step 8 but whose checkpoint 8 is unreadable (a kill
+    during the save, or a damaged disk): --resume restores checkpoint 4, drops the lines
+    logged after it, and ends with the uninterrupted run's parameters."""
+    from safetensors.numpy import load_file
+
+    out = tmp_path / "run"
+    assert _cli(store_dir, out, "--steps", 8).exit_code == 0
+    (out / "params.safetensors").unlink()
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"step": 10, "loss": 1.0')  # a line cut by the kill
+    for p in (out / "checkpoints" / "8").rglob("*"):
+        if p.is_file() and "meta" not in p.parts:
+            p.write_bytes(b"not a checkpoint")
+    with pytest.warns(UserWarning, match="checkpoint 8 .* unreadable"):
+        r = _cli(store_dir, out, "--steps", STEPS, "--resume")
+    assert r.exit_code == 0, r.output
+    assert "resumed from step 4" in r.output
+    assert _metric_steps(out) == [2, 4, 6, 8, 10, 12]
+    assert_params_close(cc.Params(**load_file(str(out / "params.safetensors"))),
+                        reference.params)

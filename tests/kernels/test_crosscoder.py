@@ -58,6 +58,8 @@ def np_fvu(x, xh):
     return ((x - xh) ** 2).sum() / ((x - x.mean(0)) ** 2).sum()
 
 
+KEY = jax.random.key(1)  # the steps are deterministic: any key
+
 # --------------------------------------------------------------------------- fixtures
 
 
@@ -279,14 +281,14 @@ def test_decoder_parallel_grad_removed_and_unit_norm(params, batch, topk_step):
     dots = np.sum(np.asarray(gp).reshape(F, -1) * np.asarray(params.W_dec).reshape(F, -1), 1)
     np.testing.assert_allclose(dots, 0.0, atol=1e-5)
     init_state, step, _ = topk_step
-    state, info = step(init_state(jax.random.key(1), params), batch)
+    state, info = step(KEY, init_state(params), batch)
     norms = np.linalg.norm(np.asarray(state.params.W_dec).reshape(F, -1), axis=1)
     np.testing.assert_allclose(norms, 1.0, rtol=1e-5)
     assert not np.allclose(state.params.W_dec, params.W_dec)
     assert int(state.step) == 1 and np.isfinite(float(info.loss))
     # SGD step: W_dec moves only orthogonally to the atoms before renormalisation
     init2, step2 = cc.make_train_step(activation="topk", k=3, optimizer=optax.sgd(1e-3))
-    s2, _ = jax.jit(step2)(init2(jax.random.key(1), params), batch)
+    s2, _ = jax.jit(step2)(KEY, init2(params), batch)
     delta = (np.asarray(s2.params.W_dec) - np.asarray(params.W_dec)).reshape(F, -1)
     par = np.sum(delta * np.asarray(params.W_dec).reshape(F, -1), 1)
     assert np.max(np.abs(par)) < 1e-3 * np.max(np.abs(delta)) + 1e-7
@@ -294,24 +296,25 @@ def test_decoder_parallel_grad_removed_and_unit_norm(params, batch, topk_step):
 
 def test_step_dead_latents_aux_and_fired_counter(params, batch, topk_step):
     init_state, step, _ = topk_step
-    state = init_state(jax.random.key(1), params)
-    state, info = step(state, batch)
+    state = init_state(params)
+    state, info = step(KEY, state, batch)
     assert float(info.aux_loss) == 0.0  # nothing dead yet
     fired = np.any(np.asarray(cc.encode(params, batch, k=3)) != 0, axis=0)
-    np.testing.assert_array_equal(np.asarray(state.steps_since_fired), np.where(fired, 0, 1))
-    state = state._replace(steps_since_fired=jnp.where(jnp.arange(F) < 4, 5, 0).astype(jnp.int32))
-    state, info = step(state, batch)
+    np.testing.assert_array_equal(np.asarray(state.aux.steps_since_fired), np.where(fired, 0, 1))
+    ssf = jnp.where(jnp.arange(F) < 4, 5, 0).astype(jnp.int32)
+    state = state._replace(aux=state.aux._replace(steps_since_fired=ssf))
+    state, info = step(KEY, state, batch)
     assert float(info.aux_loss) > 0 and np.isfinite(float(info.loss))
     assert float(info.loss) == pytest.approx(float(info.fvu + info.aux_loss), rel=1e-6)
 
 
 def test_step_jit_and_vmap_invariance(params, batch, topk_step):
     init_state, jstep, _ = topk_step
-    s0 = init_state(jax.random.key(1), params)
+    s0 = init_state(params)
     xs = jnp.stack([batch, batch[::-1] * 0.5])
-    vs, vi = jax.jit(jax.vmap(jstep, in_axes=(None, 0)))(s0, xs)
+    vs, vi = jax.jit(jax.vmap(jstep, in_axes=(None, None, 0)))(KEY, s0, xs)
     for i, x in enumerate(xs):
-        si, ii = jstep(s0, x)
+        si, ii = jstep(KEY, s0, x)
         jax.tree.map(lambda u, v, i=i: np.testing.assert_allclose(u[i], v, rtol=1e-5, atol=1e-6),
                      vs.params, si.params)
         assert float(vi.loss[i]) == pytest.approx(float(ii.loss), rel=1e-5)
@@ -338,19 +341,19 @@ def test_other_activations_train(params, batch, activation, sparsity):
     init_state, step = cc.make_train_step(activation=activation, k=3,
                                           optimizer=optax.adam(1e-2), sparsity=sparsity,
                                           sparsity_coef=1e-2, bandwidth=0.5, clip_norm=1.0)
-    state = init_state(jax.random.key(0), params)
+    state = init_state(params)
     step = jax.jit(step)
     losses = []
     for _ in range(15):
-        state, info = step(state, batch)
+        state, info = step(KEY, state, batch)
         losses.append(float(info.loss))
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
     if activation == "jumprelu":  # the STE moves the thresholds
         assert not np.allclose(state.params.log_threshold, params.log_threshold)
     if activation == "batch_topk":  # EMA of the smallest kept activation
-        assert float(state.threshold) > 0
+        assert float(state.aux.threshold) > 0
         pre = cc.pre_activation(state.params, batch)
-        assert float(state.threshold) < float(jnp.max(pre))
+        assert float(state.aux.threshold) < float(jnp.max(pre))
 
 
 @pytest.mark.parametrize("sparsity,coef", [("l1", 0.0), ("l1", 1e-2), ("tanh", 1e-2)])
@@ -362,17 +365,17 @@ def test_sparse_topk_step_equals_dense(params, batch, sparsity, coef):
     init_s, step_s = cc.make_train_step(**kw, decoder="sparse")
     init_d, step_d = cc.make_train_step(**kw, decoder="dense")
     step_s, step_d = jax.jit(step_s), jax.jit(step_d)
-    ss, sd = init_s(jax.random.key(1), params), init_d(jax.random.key(1), params)
+    ss, sd = init_s(params), init_d(params)
     saw_aux = False
     for i in range(4):
         x = batch * (1.0 + 0.25 * i)
-        ss, a = step_s(ss, x)
-        sd, b = step_d(sd, x)
+        ss, a = step_s(KEY, ss, x)
+        sd, b = step_d(KEY, sd, x)
         for name in a._fields:
             assert float(getattr(a, name)) == pytest.approx(float(getattr(b, name)),
                                                             rel=1e-4, abs=1e-6), name
-        np.testing.assert_array_equal(np.asarray(ss.steps_since_fired),
-                                      np.asarray(sd.steps_since_fired))
+        np.testing.assert_array_equal(np.asarray(ss.aux.steps_since_fired),
+                                      np.asarray(sd.aux.steps_since_fired))
         jax.tree.map(lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-5),
                      ss.params, sd.params)
         saw_aux |= float(a.aux_loss) > 0
@@ -409,7 +412,7 @@ def test_sparse_decode_and_its_vjp_match_dense(k, B):
     dead = jnp.zeros((n_lat,), bool)
 
     def sparse(x, We, be):
-        v, i, _, _ = cc._topk_encode(x, We, be, dead, k, None)
+        v, i, _, _ = cc.topk_encode(x, We, be, dead, k, None)
         return jnp.sum(cc.sparse_decode(v, i, W) ** 2)
 
     def dense(x, We, be):
@@ -449,7 +452,7 @@ def test_decoder_option_errors():
 def test_step_sharded_over_data_and_model(params, batch, topk_step):
     init_state, jstep, step = topk_step
     mesh = make_mesh({"data": 4, "model": 2})
-    s0 = init_state(jax.random.key(1), params)
+    s0 = init_state(params)
     rep = NamedSharding(mesh, PartitionSpec())
     model_spec = cc.Params(
         W_enc=NamedSharding(mesh, PartitionSpec(None, None, "model")),
@@ -458,8 +461,8 @@ def test_step_sharded_over_data_and_model(params, batch, topk_step):
         b_dec=rep, log_threshold=NamedSharding(mesh, PartitionSpec("model")))
     s_sh = jax.device_put(s0, rep)._replace(params=jax.device_put(params, model_spec))
     x_sh = jax.device_put(batch, NamedSharding(mesh, PartitionSpec("data", None, None)))
-    b, ib = jax.jit(step)(s_sh, x_sh)
-    a, ia = jstep(s0, batch)
+    b, ib = jax.jit(step)(KEY, s_sh, x_sh)
+    a, ia = jstep(KEY, s0, batch)
     jax.tree.map(lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6),
                  a.params, b.params)
     assert float(ia.loss) == pytest.approx(float(ib.loss), rel=1e-5)
@@ -563,7 +566,7 @@ def test_steer(params, batch):
 
 def test_bad_inputs(params, batch):
     with pytest.raises(ValueError, match="`k`"):
-        cc.encode(params, batch, k=F)
+        cc.encode(params, batch, k=F + 1)
     with pytest.raises(ValueError, match="`k`"):
         cc.encode(params, batch, k=0)
     with pytest.raises(ValueError, match="`k`"):
@@ -588,9 +591,20 @@ def test_bad_inputs(params, batch):
         cc.make_train_step(activation="topk", k=0, optimizer=optax.sgd(1.0))
     with pytest.raises(ValueError, match="`sparsity`"):
         cc.make_train_step(activation="relu", k=None, optimizer=optax.sgd(1.0), sparsity="l2")
-    init_state, step = cc.make_train_step(activation="topk", k=F, optimizer=optax.sgd(1.0))
-    with pytest.raises(ValueError, match="`k`"):
-        init_state(jax.random.key(0), params)
+    init_state, step = cc.make_train_step(activation="topk", k=F + 1, optimizer=optax.sgd(1.0))
+    with pytest.raises(ValueError, match=r"`k` must be <= n_latents"):
+        init_state(params)
+    init_state, step = cc.make_train_step(activation="topk", k=3, k_aux=F + 1,
+                                          optimizer=optax.sgd(1.0))
+    with pytest.raises(ValueError, match=r"`k_aux` must be <= n_latents"):
+        init_state(params)
+    for bad in (dict(sparsity_coef=-1.0), dict(aux_coef=-0.1), dict(tanh_c=0.0),
+                dict(dead_steps=0), dict(threshold_momentum=1.0), dict(bandwidth=0.0)):
+        with pytest.raises(ValueError, match=f"`{next(iter(bad))}`"):
+            cc.make_train_step(activation="topk", k=3, optimizer=optax.sgd(1.0), **bad)
+    with pytest.raises(ValueError, match=r"`k_aux` must be <= n_latents"):
+        cc.auxk_loss(jnp.zeros((2, F)), jnp.zeros((2, 3)), jnp.zeros((F, 3)),
+                     jnp.ones((F,), bool), F + 1)
     with pytest.raises(ValueError, match="`sample`"):
         cc.init(jax.random.key(0), D, F, site=(T,), sample=jnp.zeros((4, D)))
     with pytest.raises(ValueError, match="`x`.*NaN"):
@@ -608,3 +622,53 @@ def test_bad_inputs(params, batch):
     enc = jax.jit(lambda x: cc.encode(params, x, k=3))
     with pytest.raises(Exception, match="NaN"):
         jax.block_until_ready(enc(batch.at[0, 0, 0].set(jnp.nan)))
+
+
+def test_k_equal_to_n_latents_is_accepted_everywhere(params, batch):
+    # k == n_latents keeps every latent: TopK is then ReLU, in topk, encode and forward
+    pre = cc.pre_activation(params, batch)
+    relu = np.asarray(cc.relu(pre))
+    np.testing.assert_allclose(cc.topk(pre, F), relu, rtol=1e-6)
+    np.testing.assert_allclose(cc.encode(params, batch, k=F), relu, rtol=1e-6)
+    np.testing.assert_allclose(cc.forward(params, batch, k=F)[1], relu, rtol=1e-6)
+    np.testing.assert_allclose(cc.encode(params, batch, activation="batch_topk", k=F), relu,
+                               rtol=1e-6)
+    init_state, step = cc.make_train_step(activation="topk", k=F, k_aux=F,
+                                          optimizer=optax.sgd(1e-2))
+    _, info = jax.jit(step)(KEY, init_state(params), batch)
+    assert np.isfinite(float(info.loss)) and bool(info.finite)
+    for fn in (lambda: cc.topk(pre, F + 1), lambda: cc.encode(params, batch, k=F + 1),
+               lambda: cc.forward(params, batch, k=F + 1)):
+        with pytest.raises(ValueError, match=rf"`k` must be <= n_latents \({F}\)"):
+            fn()
+
+
+def test_sparse_blocks_are_static_arguments(params, batch):
+    # the blocking of the sparse step is an explicit argument; one block and tiny blocks
+    # give the default's result
+    assert cc.default_blocks("cpu") == cc.Blocks()
+    assert cc.default_blocks("gpu") == cc.Blocks(slots=None, enc_rows=None)
+    kw = dict(activation="topk", k=3, optimizer=optax.adam(1e-2), k_aux=4, dead_steps=1)
+    init_state, ref = cc.make_train_step(**kw)
+    s0 = init_state(params)
+    a, ia = jax.jit(ref)(KEY, s0, batch)
+    for blocks in (cc.Blocks(slots=None, enc_rows=None), cc.Blocks(unroll_k=1, slots=6,
+                                                                   enc_rows=3)):
+        _, step = cc.make_train_step(**kw, blocks=blocks)
+        b, ib = jax.jit(step)(KEY, s0, batch)
+        jax.tree.map(lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6),
+                     a.params, b.params)
+        assert float(ia.loss) == pytest.approx(float(ib.loss), rel=1e-6)
+    with pytest.raises(ValueError, match="`blocks.slots`"):
+        cc.sparse_decode(jnp.ones((2, 1)), jnp.zeros((2, 1), jnp.int32), jnp.ones((3, 2)),
+                         blocks=cc.Blocks(slots=0))
+
+
+def test_step_reports_non_finite_and_check_params(params, batch):
+    # Info.finite is the generic step's flag; check_params also looks at the parameters
+    poison = optax.scale_by_schedule(lambda c: jnp.where(c == 0, jnp.nan, 1.0))
+    for check in (False, True):
+        init_state, step = cc.make_train_step(activation="topk", k=3, check_params=check,
+                                              optimizer=optax.chain(optax.sgd(1e-2), poison))
+        _, info = jax.jit(step)(KEY, init_state(params), batch)
+        assert np.isfinite(float(info.loss)) and bool(info.finite) is (not check)

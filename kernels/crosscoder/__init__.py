@@ -1,0 +1,144 @@
+"""Sparse autoencoders and crosscoders: one dictionary, specialised by the site shape.
+
+Inputs ``x`` have shape ``(B, *site, d)``: ``site = ()`` is a sparse autoencoder (SAE),
+``(T,)`` a temporal crosscoder over T consecutive positions, ``(V,)`` an acausal
+crosscoder over V layers/models, ``(V, T)`` both. With ``W_enc (*site, d, F)`` and
+``W_dec (F, *site, d)``::
+
+    pre   = einsum(x, W_enc) + b_enc            (sum over site and d)
+    z     = sparsify(pre)                       (ReLU, TopK, BatchTopK, JumpReLU, ...)
+    x_hat = einsum("bf,f...->b...", z, W_dec) + b_dec
+
+and every decoder atom ``W_dec[f]`` has unit norm jointly over ``(*site, d)``. A TopK
+training step is computed sparsely by default (one dense encoder product; gathered atoms
+and scatter-add gradients for the rest, as in EleutherAI's sparsify).
+
+Modules (every public name is re-exported here):
+
+* :mod:`.params` -- :class:`Params`, :func:`init`, :func:`geometric_median`, the checks;
+* :mod:`.activations` -- ReLU, TopK, BatchTopK, threshold, JumpReLU and its STE;
+* :mod:`.model` -- encode, decode, forward, steer;
+* :mod:`.losses` -- penalties, AuxK, the dense loss, the decoder constraints;
+* :mod:`.sparse` -- the sparse TopK loss (custom VJPs) and its static blocking;
+* :mod:`.step` -- :func:`make_train_step` on :func:`jaxkit.kernels.train.make_train_step`;
+* :mod:`.metrics` -- FVU, L0, dead latents, MMCS, Hungarian MCC, recovery;
+* :mod:`.clt` -- cross-layer transcoders.
+
+References:
+  * Bricken et al. 2023, "Towards monosemanticity" (ReLU SAE, L1 with decoder norms).
+  * Gao et al. 2024, "Scaling and evaluating sparse autoencoders" (TopK, AuxK, FVU,
+    decoder-parallel gradient removal, tied initialisation, geometric-median b_dec).
+  * Bussmann et al. 2024, "BatchTopK sparse autoencoders" (batch TopK, inference
+    threshold).
+  * Rajamanoharan et al. 2024, "Jumping ahead: improving reconstruction fidelity with
+    JumpReLU SAEs" (JumpReLU, straight-through rectangle-kernel estimator, L0 penalty).
+  * Lindsey et al. 2024, "Sparse crosscoders for cross-layer features and model diffing"
+    (acausal crosscoders); Ameisen et al. 2025 "Circuit tracing" (cross-layer
+    transcoders).
+
+Everything here is pure: it runs eagerly, under ``jit``, ``vmap`` and ``grad``, and under
+``jit`` with the batch sharded over a ``data`` mesh axis and the latents over ``model``.
+"""
+
+from __future__ import annotations
+
+from .activations import Selector, batch_topk, jumprelu, relu, sparsify, step_ste, threshold, topk
+from .clt import CLTParams, clt_forward, clt_init, clt_loss, clt_mask
+from .losses import (
+    auxk_loss,
+    l0_penalty,
+    l1_penalty,
+    loss_fn,
+    normalize_decoder,
+    remove_parallel_grad,
+    tanh_penalty,
+)
+from .metrics import (
+    cosine_matrix,
+    dead_fraction,
+    explained_variance,
+    fvu,
+    l0,
+    mcc_hungarian,
+    mmcs,
+    reconstruction_cosine,
+    recovery,
+    recovery_auc,
+)
+from .model import decode, encode, forward, pre_activation, steer
+from .params import (
+    ACTIVATIONS,
+    DEFAULT_BANDWIDTH,
+    SPARSITIES,
+    Activation,
+    Params,
+    atom_norms,
+    check_activation,
+    check_k,
+    check_x,
+    flat_decoder,
+    geometric_median,
+    init,
+)
+from .sparse import Blocks, default_blocks, sparse_decode, sparse_topk_loss, topk_encode
+from .step import Carry, Info, StepOut, TrainState, make_train_step
+
+__all__ = [
+    "Selector",
+    "Params",
+    "TrainState",
+    "Carry",
+    "StepOut",
+    "Info",
+    "CLTParams",
+    "Blocks",
+    "ACTIVATIONS",
+    "SPARSITIES",
+    "DEFAULT_BANDWIDTH",
+    "Activation",
+    "init",
+    "geometric_median",
+    "check_activation",
+    "check_k",
+    "check_x",
+    "flat_decoder",
+    "atom_norms",
+    "relu",
+    "topk",
+    "batch_topk",
+    "threshold",
+    "jumprelu",
+    "step_ste",
+    "sparsify",
+    "l1_penalty",
+    "l0_penalty",
+    "tanh_penalty",
+    "pre_activation",
+    "encode",
+    "decode",
+    "forward",
+    "loss_fn",
+    "auxk_loss",
+    "remove_parallel_grad",
+    "normalize_decoder",
+    "make_train_step",
+    "default_blocks",
+    "sparse_decode",
+    "topk_encode",
+    "sparse_topk_loss",
+    "clt_init",
+    "clt_mask",
+    "clt_forward",
+    "clt_loss",
+    "fvu",
+    "explained_variance",
+    "l0",
+    "dead_fraction",
+    "reconstruction_cosine",
+    "cosine_matrix",
+    "mmcs",
+    "mcc_hungarian",
+    "recovery",
+    "recovery_auc",
+    "steer",
+]

@@ -1,0 +1,218 @@
+"""Losses and penalties of crosscoder training, and the decoder constraints.
+
+The training objective is ``FVU(x, x_hat) + sparsity_coef * penalty + aux_coef * AuxK``
+with the penalty one of
+
+* L1 weighted by the decoder norms ``mean_b sum_f z_f ||W_dec_f||`` (Bricken et al.
+  2023; Lindsey et al. 2024 for crosscoders, norms jointly over the site);
+* L0 through the JumpReLU straight-through estimator (Rajamanoharan et al. 2024);
+* tanh ``mean_b sum_f tanh(c z_f ||W_dec_f||)`` (Anthropic, "Circuits updates", Feb.
+  2024);
+
+and AuxK the FVU of the residual reconstructed from the top ``k_aux`` dead latents (Gao et
+al. 2024). Atoms are kept at unit norm: the gradient component parallel to each atom is
+removed before the update and the atoms are renormalised after it (Gao et al. 2024).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .activations import Selector, scatter_last, sparsify, step_ste
+from .metrics import fvu
+from .model import decoder_product, encoder_product
+from .params import DEFAULT_BANDWIDTH, TINY, Activation, Params, atom_norms, check_k, flat_decoder
+
+__all__ = [
+    "l1_penalty",
+    "l0_penalty",
+    "tanh_penalty",
+    "auxk_loss",
+    "loss_fn",
+    "remove_parallel_grad",
+    "normalize_decoder",
+]
+
+
+def l1_penalty(z: Float[Array, "*B F"], W_dec: Float[Array, " F *unit"]) -> Float[Array, ""]:
+    """Batch mean of ``sum_f z_f ||W_dec_f||`` (Bricken et al. 2023).
+
+    Args:
+      z: codes ``(*B, F)``.
+      W_dec: atoms ``(F, *unit)``.
+
+    Returns:
+      The penalty.
+    """
+    per_row = z.reshape(-1, z.shape[-1]) @ atom_norms(W_dec).astype(z.dtype)
+    return jnp.mean(per_row)
+
+
+def l0_penalty(
+    pre: Float[Array, "*B F"],
+    log_threshold: Float[Array, " F"],
+    bandwidth: float = DEFAULT_BANDWIDTH,
+) -> Float[Array, ""]:
+    """Batch mean of ``sum_f H(pre_f - theta_f)`` with the STE of
+    :func:`~jaxkit.kernels.crosscoder.step_ste` (Rajamanoharan et al. 2024).
+
+    Args:
+      pre: pre-activations ``(*B, F)``.
+      log_threshold: ``log(theta)`` per latent.
+      bandwidth: the kernel width.
+
+    Returns:
+      The penalty.
+    """
+    s = step_ste(pre, log_threshold, bandwidth)
+    return jnp.mean(jnp.sum(s.reshape(-1, s.shape[-1]), axis=-1))
+
+
+def tanh_penalty(
+    z: Float[Array, "*B F"], W_dec: Float[Array, " F *unit"], c: float = 4.0
+) -> Float[Array, ""]:
+    """Batch mean of ``sum_f tanh(c z_f ||W_dec_f||)`` (Anthropic, Feb. 2024 update).
+
+    Args:
+      z: codes ``(*B, F)``.
+      W_dec: atoms ``(F, *unit)``.
+      c: the tanh scale.
+
+    Returns:
+      The penalty.
+    """
+    t = jnp.tanh(c * z.reshape(-1, z.shape[-1]) * atom_norms(W_dec).astype(z.dtype))
+    return jnp.mean(jnp.sum(t, axis=-1))
+
+
+def auxk_loss(
+    pre: Float[Array, "B F"],
+    residual: Float[Array, "B D"],
+    W_dec_flat: Float[Array, "F D"],
+    dead: Float[Array, " F"],
+    k_aux: int,
+    select: Selector | None = None,
+) -> Float[Array, ""]:
+    """AuxK loss of Gao et al. 2024: reconstruct the residual ``x - x_hat`` (no ``b_dec``)
+    from the top-``k_aux`` pre-activations among dead latents.
+
+    Non-dead latents are masked with ``-inf`` so shapes stay static; the residual is a
+    constant (``stop_gradient``).
+
+    Args:
+      pre: pre-activations ``(B, F)``.
+      residual: ``x - x_hat`` flattened, ``(B, D)``.
+      W_dec_flat: atoms ``(F, D)``.
+      dead: boolean ``(F,)`` mask of dead latents.
+      k_aux: dead latents used per row, ``1 <= k_aux <= F``.
+      select: optional :class:`~jaxkit.kernels.crosscoder.Selector`.
+
+    Returns:
+      The FVU of the residual's reconstruction; 0 when no latent is dead.
+    """
+    k_aux = check_k(k_aux, pre.shape[-1], "k_aux")
+    masked = jnp.where(dead, pre, -jnp.inf)
+    if select is not None:
+        sel = select.topk_mask(masked, k_aux) & dead
+        z_aux = jnp.where(sel, jnp.maximum(pre, 0), 0)
+    else:
+        vals, idx = jax.lax.top_k(masked, k_aux)
+        vals = jnp.where(jnp.isfinite(vals), jnp.maximum(vals, 0), 0.0)
+        z_aux = scatter_last(pre.shape, idx, vals, pre.dtype)
+    e = jax.lax.stop_gradient(residual)
+    e_hat = z_aux @ W_dec_flat
+    return jnp.where(jnp.any(dead), fvu(e, e_hat), 0.0)
+
+
+def remove_parallel_grad(W_dec: Float[Array, " F *unit"], g: Float[Array, " F *unit"]):
+    """Remove from each atom's gradient its component parallel to the atom (jointly over
+    ``(*site, d)``): ``g_f - <g_f, w_f> w_f / ||w_f||^2`` (Gao et al. 2024).
+
+    Args:
+      W_dec: atoms ``(F, *unit)``.
+      g: their gradient.
+
+    Returns:
+      The projected gradient, shape of ``g``.
+    """
+    W, G = flat_decoder(W_dec), flat_decoder(g)
+    coef = jnp.sum(G * W, axis=-1, keepdims=True) / jnp.maximum(
+        jnp.sum(W * W, axis=-1, keepdims=True), TINY)
+    return (G - coef * W).reshape(g.shape)
+
+
+def normalize_decoder(params: Params) -> Params:
+    """Rescale every decoder atom to unit norm jointly over ``(*site, d)``.
+
+    Args:
+      params: the parameters.
+
+    Returns:
+      The parameters with unit-norm atoms.
+    """
+    W = flat_decoder(params.W_dec)
+    W = W / jnp.maximum(jnp.linalg.norm(W, axis=-1, keepdims=True), TINY)
+    return params._replace(W_dec=W.reshape(params.W_dec.shape))
+
+
+def loss_fn(
+    params: Params,
+    x: Float[Array, "B *site d"],
+    *,
+    activation: Activation,
+    k: int | None = None,
+    theta=None,
+    dead: Float[Array, " F"] | None = None,
+    sparsity_coef: float = 0.0,
+    sparsity: str = "l1",
+    bandwidth: float = DEFAULT_BANDWIDTH,
+    tanh_c: float = 4.0,
+    k_aux: int | None = None,
+    aux_coef: float = 1 / 32,
+    select: Selector | None = None,
+):
+    """The dense training loss ``FVU(x, x_hat) + sparsity_coef * penalty + aux_coef *
+    AuxK`` (AuxK only when ``k_aux`` and ``dead`` are given).
+
+    Args:
+      params: the parameters.
+      x: ``(B, *site, d)`` (one batch axis).
+      activation: one of :data:`~jaxkit.kernels.crosscoder.ACTIVATIONS`.
+      k: TopK / BatchTopK ``k``.
+      theta: the ``"threshold"`` threshold.
+      dead: boolean ``(F,)`` mask of dead latents.
+      sparsity_coef: penalty weight.
+      sparsity: ``"l1"``, ``"l0"`` or ``"tanh"``.
+      bandwidth: JumpReLU kernel width.
+      tanh_c: the tanh penalty's scale.
+      k_aux: AuxK latents per row.
+      aux_coef: AuxK weight.
+      select: optional :class:`~jaxkit.kernels.crosscoder.Selector`.
+
+    Returns:
+      ``(loss, (fvu, aux, penalty, z, min_kept))``; ``min_kept`` is the BatchTopK
+      threshold sample (``inf`` for other activations).
+    """
+    B = x.shape[0]
+    pre = encoder_product(params, x)
+    z, min_kept = sparsify(pre, params.log_threshold, activation, k, theta, bandwidth, select)
+    x_hat = decoder_product(params, z)
+    xf = x.reshape(B, -1).astype(pre.dtype)
+    rec = fvu(xf, x_hat.reshape(B, -1))
+    if sparsity == "l1":
+        pen = l1_penalty(z, params.W_dec)
+    elif sparsity == "l0":
+        pen = l0_penalty(pre, params.log_threshold, bandwidth)
+    else:
+        pen = tanh_penalty(z, params.W_dec, tanh_c)
+    if k_aux is None or dead is None:
+        aux = jnp.zeros((), pre.dtype)
+    else:
+        aux = aux_coef * auxk_loss(pre, xf - x_hat.reshape(B, -1), flat_decoder(params.W_dec),
+                                   dead, k_aux, select)
+    loss = rec + sparsity_coef * pen + aux
+    if min_kept is None:
+        min_kept = jnp.asarray(jnp.inf, pre.dtype)
+    return loss, (rec, aux, pen, z, min_kept)

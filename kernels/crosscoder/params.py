@@ -1,0 +1,228 @@
+"""Crosscoder parameters, their initialisation, and the argument checks shared by the
+other modules of :mod:`jaxkit.kernels.crosscoder`.
+
+A dictionary over a site of shape ``site`` with ``d`` features per position and ``F``
+latents has ``W_enc (*site, d, F)``, ``b_enc (F,)``, ``W_dec (F, *site, d)`` with every
+atom ``W_dec[f]`` of unit norm jointly over ``(*site, d)``, ``b_dec (*site, d)`` and a
+JumpReLU ``log_threshold (F,)``.
+
+References:
+  * Gao et al. 2024, "Scaling and evaluating sparse autoencoders" (tied initialisation:
+    ``W_enc = W_dec^T``; ``b_dec`` at the geometric median of a data sample).
+  * Weiszfeld 1937 (the geometric-median iteration).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from ..checks import check_finite
+
+__all__ = [
+    "ACTIVATIONS",
+    "SPARSITIES",
+    "DEFAULT_BANDWIDTH",
+    "Activation",
+    "Params",
+    "check_activation",
+    "check_k",
+    "check_x",
+    "flat_decoder",
+    "atom_norms",
+    "geometric_median",
+    "init",
+]
+
+Activation = Literal["relu", "topk", "batch_topk", "threshold", "jumprelu"]
+ACTIVATIONS = ("relu", "topk", "batch_topk", "threshold", "jumprelu")
+SPARSITIES = ("l1", "l0", "tanh")
+DEFAULT_BANDWIDTH = 0.001
+TINY = 1e-12  # floor of the norms and variances divided by
+
+
+class Params(NamedTuple):
+    """Crosscoder parameters.
+
+    Attributes:
+      W_enc: encoder ``(*site, d, F)``.
+      b_enc: encoder bias ``(F,)``.
+      W_dec: decoder atoms ``(F, *site, d)``, unit norm jointly over ``(*site, d)``.
+      b_dec: decoder bias ``(*site, d)``.
+      log_threshold: JumpReLU ``log(theta)`` ``(F,)``; used only by JumpReLU but always
+        present, so the pytree structure does not depend on the activation.
+    """
+
+    W_enc: Float[Array, "*site d F"]
+    b_enc: Float[Array, " F"]
+    W_dec: Float[Array, "F *site d"]
+    b_dec: Float[Array, "*site d"]
+    log_threshold: Float[Array, " F"]
+
+
+def check_activation(activation: str) -> None:
+    """Raise ``ValueError`` unless ``activation`` is one of :data:`ACTIVATIONS`.
+
+    Args:
+      activation: the activation name.
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"`activation` must be one of {ACTIVATIONS}; got {activation!r}")
+
+
+def check_k(k, n_latents: int | None = None, name: str = "k") -> int:
+    """Validate a number of kept latents: a Python int with ``1 <= k <= n_latents``.
+
+    Args:
+      k: the value to check.
+      n_latents: the dictionary size (``None``: no upper bound checked yet).
+      name: the argument name used in the error message.
+
+    Returns:
+      ``k`` as an ``int``.
+
+    Raises:
+      ValueError: ``k`` is missing, not an int, below 1 or above ``n_latents``.
+    """
+    if k is None:
+        raise ValueError(f"`{name}` is required for this activation")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer):
+        raise ValueError(f"`{name}` must be a Python int; got {k!r}")
+    k = int(k)
+    if k < 1:
+        raise ValueError(f"`{name}` must be >= 1; got {k}")
+    if n_latents is not None and k > n_latents:
+        raise ValueError(f"`{name}` must be <= n_latents ({n_latents}); got {k}")
+    return k
+
+
+def check_x(params: Params, x, name: str = "x"):
+    """Check that ``x`` is an array of shape ``(*batch, *site, d)`` (at least one batch
+    axis) for ``params`` and holds no NaN/inf (a run-time check under ``jit``).
+
+    Args:
+      params: the parameters giving ``(*site, d)``.
+      x: the input.
+      name: the argument name used in the error messages.
+
+    Returns:
+      ``x`` (with a run-time check attached when traced).
+    """
+    unit = params.W_enc.shape[:-1]
+    if not hasattr(x, "ndim"):
+        raise ValueError(f"`{name}` must be an array; got {type(x).__name__}")
+    if x.ndim < len(unit) + 1 or tuple(x.shape[x.ndim - len(unit):]) != tuple(unit):
+        raise ValueError(f"`{name}` must have shape (batch, *site, d) = "
+                         f"(B, {', '.join(map(str, unit))}); got shape {tuple(x.shape)}")
+    return check_finite(x, name)
+
+
+def flat_decoder(W_dec: Float[Array, " F *unit"]) -> Float[Array, "F D"]:
+    """The decoder flattened to ``(F, D)``, ``D = prod(site) * d``."""
+    return W_dec.reshape(W_dec.shape[0], -1)
+
+
+def atom_norms(W_dec: Float[Array, " F *unit"]) -> Float[Array, " F"]:
+    """``||W_dec[f]||`` jointly over ``(*site, d)``."""
+    return jnp.linalg.norm(flat_decoder(W_dec), axis=-1)
+
+
+def geometric_median(
+    x: Float[Array, " N *rest"], *, iters: int = 64, eps: float = 1e-8
+) -> Float[Array, "*rest"]:
+    """Geometric median ``argmin_m sum_i ||x_i - m||`` by Weiszfeld iterations.
+
+    ``m <- sum_i w_i x_i / sum_i w_i`` with ``w_i = 1 / max(||x_i - m||, eps)`` (the
+    epsilon guard keeps the update finite when ``m`` lands on a data point), started at
+    the mean, for a fixed number of iterations (``lax.fori_loop``). Trailing axes of
+    ``x`` are flattened jointly. Weiszfeld 1937; Gao et al. 2024 initialise ``b_dec``
+    with it.
+
+    Args:
+      x: ``(N, *rest)`` points, ``N >= 1``, finite.
+      iters: number of Weiszfeld iterations.
+      eps: floor of the distances.
+
+    Returns:
+      The median, shape ``rest``.
+    """
+    x = jnp.asarray(x)
+    if x.ndim < 1 or x.shape[0] < 1:
+        raise ValueError(f"`x` must have at least one row; got shape {x.shape}")
+    x = check_finite(x, "x")
+    flat = x.reshape(x.shape[0], -1)
+
+    def body(_, m):
+        dist = jnp.linalg.norm(flat - m, axis=-1)
+        w = 1.0 / jnp.maximum(dist, eps)
+        return (w @ flat) / jnp.sum(w)
+
+    m = jax.lax.fori_loop(0, iters, body, jnp.mean(flat, axis=0))
+    return m.reshape(x.shape[1:])
+
+
+def init(
+    key: PRNGKeyArray,
+    d: int,
+    n_latents: int,
+    *,
+    site: Sequence[int] = (),
+    sample: Float[Array, "N *site d"] | None = None,
+    activation: Activation = "topk",
+    init_threshold: float = 1e-3,
+    dtype=jnp.float32,
+) -> Params:
+    """Initial parameters (Gao et al. 2024's tied initialisation).
+
+    Random unit-norm decoder atoms ``W_dec (F, *site, d)``; ``W_enc`` is their transpose
+    (the same numbers); ``b_enc = 0``; ``b_dec`` is the geometric median of ``sample`` or
+    0; ``log_threshold = log(init_threshold)``.
+
+    Args:
+      key: PRNG key of the atoms.
+      d: features per site position.
+      n_latents: dictionary size ``F``.
+      site: the site shape (``()``: an SAE; ``(T,)``: a temporal crosscoder ...).
+      sample: optional ``(N, *site, d)`` data sample for ``b_dec``.
+      activation: the activation the parameters are for (checked).
+      init_threshold: the initial JumpReLU threshold (> 0).
+      dtype: parameter dtype.
+
+    Returns:
+      The :class:`Params`.
+    """
+    check_activation(activation)
+    site = tuple(int(s) for s in site)
+    if int(d) < 1 or any(s < 1 for s in site):
+        raise ValueError(f"`d` and `site` must be positive; got d={d}, site={site}")
+    if int(n_latents) < 1:
+        raise ValueError(f"`n_latents` must be >= 1; got {n_latents}")
+    if not init_threshold > 0:
+        raise ValueError(f"`init_threshold` must be > 0; got {init_threshold}")
+    unit = (*site, int(d))
+    D = math.prod(unit)
+    W = jax.random.normal(key, (n_latents, D), dtype=jnp.float32)
+    W = W / jnp.linalg.norm(W, axis=-1, keepdims=True)
+    W_dec = W.reshape(n_latents, *unit).astype(dtype)
+    W_enc = W.T.reshape(*unit, n_latents).astype(dtype)
+    if sample is None:
+        b_dec = jnp.zeros(unit, dtype)
+    else:
+        sample = jnp.asarray(sample)
+        if sample.ndim != len(unit) + 1 or tuple(sample.shape[1:]) != unit:
+            raise ValueError(f"`sample` must have shape (N, {', '.join(map(str, unit))}); "
+                             f"got {tuple(sample.shape)}")
+        b_dec = geometric_median(sample.astype(jnp.float32)).astype(dtype)
+    return Params(
+        W_enc=W_enc,
+        b_enc=jnp.zeros((n_latents,), dtype),
+        W_dec=W_dec,
+        b_dec=b_dec,
+        log_threshold=jnp.full((n_latents,), math.log(init_threshold), dtype),
+    )

@@ -114,9 +114,15 @@ class Checkpointer:
         return steps[-1] if steps else None
 
     def save(self, step: int, state: Any, meta: dict | None = None) -> None:
-        """Save ``state`` (a pytree of arrays) and the JSON-able ``meta`` at ``step``."""
+        """Save ``state`` (a pytree of arrays) and the JSON-able ``meta`` at ``step``.
+
+        A checkpoint already at ``step`` is replaced (it can only be one that
+        :meth:`restore` skipped as unreadable, or the resumed run would have started at or
+        after it)."""
         import orbax.checkpoint as ocp
 
+        if int(step) in self.steps():
+            self._mngr.delete(int(step))
         self._mngr.save(int(step), args=ocp.args.Composite(
             state=ocp.args.StandardSave(_to_saveable(state)),
             meta=ocp.args.JsonSave(dict(meta or {}))), force=True)

@@ -1,5 +1,5 @@
 """The ``jaxkit`` command line: ``info``, ``run``, ``bench``, and the family commands
-(``lingam``, ``ballad``: assembled from their packages; ``crosscoder``)."""
+(``lingam``, ``ballad``, ``crosscoder``: each assembled from its paper package)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,13 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from .ballad.cli import ballad_app
+from .crosscoder.cli import app as crosscoder_app
 from .pooled_lingam.cli import lingam_app
 
 app = typer.Typer(help="jaxkit: JAX kernels and research pipelines.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 app.add_typer(lingam_app, name="lingam")
 app.add_typer(ballad_app, name="ballad")
-crosscoder_app = typer.Typer(help="Crosscoders / SAEs trained on stored activations.",
-                             no_args_is_help=True)
 app.add_typer(crosscoder_app, name="crosscoder")
 console = Console()
 err_console = Console(stderr=True)
@@ -82,10 +81,6 @@ def _resolve_configs(todo: list[str], entries: dict, *, all_: bool, quick: bool,
 
     from .config import read_toml
 
-    def no_config(n: str, what: str):
-        _fail(f"pipeline {n!r} has no configuration yet (legacy; --quick picks its "
-              f"settings), so {what} does not apply to it")
-
     def unknown_pipeline(n: str, what: str):
         close = difflib.get_close_matches(n, todo, n=3)
         _fail(f"{what}: unknown pipeline {n!r}"
@@ -126,20 +121,14 @@ def _resolve_configs(todo: list[str], entries: dict, *, all_: bool, quick: bool,
     configs = {}
     for n in todo:
         cfg = entries[n].config(quick)
-        if cfg is None:
-            if tables[n]:
-                no_config(n, f"--config {toml}")
-            if assigns[n]:
-                no_config(n, "--set")
-        else:
-            try:
-                cfg = cfg.merged(tables[n])
-            except ValueError as e:
-                _fail(f"{n}: --config {toml}: {e}")
-            try:
-                cfg = cfg.override(assigns[n])
-            except ValueError as e:
-                _fail(f"{n}: --set: {e}")
+        try:
+            cfg = cfg.merged(tables[n])
+        except ValueError as e:
+            _fail(f"{n}: --config {toml}: {e}")
+        try:
+            cfg = cfg.override(assigns[n])
+        except ValueError as e:
+            _fail(f"{n}: --set: {e}")
         configs[n] = cfg
     return configs
 
@@ -149,10 +138,7 @@ def _show_config(name: str, configs: dict, quick: bool) -> str:
 
     mode = "quick" if quick else "full"
     if name != "all":
-        cfg = configs[name]
-        body = (cfg.to_toml() if cfg is not None else
-                "# no configuration (legacy pipeline: --quick picks its settings)")
-        return f"# {name} ({mode})\n{body}\n"
+        return f"# {name} ({mode})\n{configs[name].to_toml()}\n"
     return f"# all pipelines ({mode})\n" + to_toml(configs)
 
 
@@ -160,8 +146,8 @@ def _run_record(name: str, configs: dict, *, quick: bool, seed: int) -> dict:
     from . import __version__
 
     return {"pipeline": name, "mode": "quick" if quick else "full", "seed": seed,
-            "configs": {n: None if c is None else c.to_dict() for n, c in configs.items()},
-            "digests": {n: None if c is None else c.digest() for n, c in configs.items()},
+            "configs": {n: c.to_dict() for n, c in configs.items()},
+            "digests": {n: c.digest() for n, c in configs.items()},
             "jaxkit": __version__}
 
 
@@ -303,113 +289,12 @@ def bench(
 
 
 def _parse_mesh(spec: str) -> dict[str, int]:
+    from jaxkit.distributed import parse_mesh
+
     try:
-        axes = {k.strip(): int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
-    except ValueError:
-        _fail(f"--mesh must look like 'data=-1' or 'data=4,model=2'; got {spec!r}")
-    if set(axes) - {"data", "model"} or "data" not in axes:
-        _fail(f"--mesh axes must be 'data' and optionally 'model'; got {spec!r}")
-    return axes
-
-
-@crosscoder_app.command("train")
-def crosscoder_train(
-    activations: Annotated[Path, typer.Option(
-        help="activation store: a .npy/.safetensors file or a directory of shards "
-             "(n_tokens, d) or (n_docs, n_tokens, d); see jaxkit/crosscoder/ACTIVATIONS.md")],
-    n_latents: Annotated[int, typer.Option(help="dictionary size F")],
-    k: Annotated[int, typer.Option(help="active latents per window (TopK / BatchTopK)")],
-    steps: Annotated[int, typer.Option(help="total training steps")],
-    out: Annotated[Path, typer.Option(
-        help="output folder: metrics.jsonl, params.safetensors, config.json, checkpoints/")],
-    window: Annotated[int, typer.Option(help="consecutive tokens per window (1: SAE)")] = 1,
-    stride: Annotated[int | None, typer.Option(help="token step between windows")] = None,
-    activation: Annotated[str, typer.Option(help="topk, batch_topk, relu, jumprelu")]
-    = "topk",
-    batch_size: Annotated[int, typer.Option(help="global batch size")] = 256,
-    lr: Annotated[float, typer.Option(help="Adam learning rate")] = 1e-3,
-    seed: Annotated[int, typer.Option(help="init and shuffle seed")] = 0,
-    k_aux: Annotated[int | None, typer.Option(help="AuxK latents (dead-latent loss)")] = None,
-    dead_steps: Annotated[int, typer.Option(help="steps without firing = dead")] = 1000,
-    sparsity_coef: Annotated[float, typer.Option(help="sparsity penalty weight")] = 0.0,
-    checkpoint_every: Annotated[int, typer.Option(help="steps between checkpoints")] = 1000,
-    log_every: Annotated[int, typer.Option(help="steps between metric lines")] = 10,
-    mesh: Annotated[str, typer.Option(
-        help="device mesh, e.g. data=-1 or data=4,model=2 (latents split over model)")]
-    = "data=-1",
-    resume: Annotated[bool, typer.Option(help="continue from OUT/checkpoints")] = False,
-):
-    """Train a crosscoder (window > 1) or SAE on an activation store, sharded over the
-    mesh, with orbax checkpoints (--resume continues a killed run exactly).
-
-    Multi-host / TPU pod: run the same command on every host with
-    `jaxkit --distributed crosscoder train ...` (JAXKIT_DISTRIBUTED=auto on TPU)."""
-    import jax
-    import numpy as np
-    from rich.progress import MofNCompleteColumn
-
-    from .crosscoder.store import ActivationStore
-    from .crosscoder.train import TrainingDiverged, train
-    from .distributed import make_mesh
-
-    axes = _parse_mesh(mesh)
-    try:
-        the_mesh = make_mesh(axes)
-        store = ActivationStore(activations, batch_size=batch_size, window=window,
-                                stride=stride, seed=seed)
+        return parse_mesh(spec)
     except ValueError as e:
         _fail(str(e))
-    main = jax.process_index() == 0
-    if main:
-        out.mkdir(parents=True, exist_ok=True)
-    metrics = open(out / "metrics.jsonl", "a" if resume else "w") if main else None
-    progress = Progress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"),
-                        BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
-                        TimeElapsedColumn(), console=err_console, disable=not main)
-    clock = {"t": None, "step": 0}
-
-    def on_step(i: int, m: dict) -> None:
-        now = time.perf_counter()
-        if clock["t"] is not None and i > clock["step"]:
-            m["steps_per_s"] = (i - clock["step"]) / max(now - clock["t"], 1e-9)
-        clock["t"], clock["step"] = now, i
-        if metrics is not None:
-            metrics.write(json.dumps(m) + "\n")
-            metrics.flush()
-        sps = m.get("steps_per_s")
-        stats = (f"{'-' if sps is None else f'{sps:.1f}'} steps/s  FVU {m['fvu']:.4f}  "
-                 f"L0 {m['l0']:.1f}  dead {m['dead_fraction']:.1%}")
-        progress.update(task, completed=i, stats=stats)
-
-    try:
-        with progress:
-            task = progress.add_task("crosscoder", total=steps, stats="compiling")
-            res = train(jax.random.key(seed), store, n_latents=n_latents, k=k, steps=steps,
-                        window=window, activation=activation, lr=lr, mesh=the_mesh,
-                        checkpoint_dir=out / "checkpoints", checkpoint_every=checkpoint_every,
-                        resume=resume, log_every=log_every, on_step=on_step, k_aux=k_aux,
-                        dead_steps=dead_steps, sparsity_coef=sparsity_coef)
-    except ValueError as e:
-        _fail(str(e))
-    except TrainingDiverged as e:
-        _fail(str(e), 3)
-    finally:
-        if metrics is not None:
-            metrics.close()
-    if main:
-        from safetensors.numpy import save_file
-
-        save_file({f: np.ascontiguousarray(v) for f, v in res.params._asdict().items()},
-                  str(out / "params.safetensors"))
-        cfg = dict(res.config, threshold=float(jax.device_get(res.state.threshold)),
-                   resumed_from=res.resumed_from, position=list(res.position))
-        (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-        last = res.history[-1] if res.history else {}
-        console.print(f"trained {steps} steps"
-                      + (f" (resumed from step {res.resumed_from})" if res.resumed_from else "")
-                      + (f": FVU {last['fvu']:.4f}, L0 {last['l0']:.1f}, dead "
-                         f"{last['dead_fraction']:.1%}" if last else "")
-                      + f"; saved {out / 'params.safetensors'}", highlight=False)
 
 
 if __name__ == "__main__":

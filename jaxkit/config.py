@@ -345,12 +345,9 @@ class PipelineConfig:
         return "\n".join(f"{n} = {_toml_value(v)}" for n, v in self.to_dict().items())
 
 
-def to_toml(tables: Mapping[str, PipelineConfig | None]) -> str:
+def to_toml(tables: Mapping[str, PipelineConfig]) -> str:
     """Several configurations as TOML tables named after their pipelines."""
     out = []
     for name, cfg in tables.items():
-        out.append(f"[{name}]")
-        out.append(cfg.to_toml() if cfg is not None else
-                   "# no configuration (legacy pipeline: --quick picks its settings)")
-        out.append("")
+        out += [f"[{name}]", cfg.to_toml(), ""]
     return "\n".join(out).rstrip() + "\n"

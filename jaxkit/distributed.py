@@ -29,6 +29,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 __all__ = [
     "initialize",
     "make_mesh",
+    "parse_mesh",
     "data_sharding",
     "replicated",
     "global_batch",
@@ -84,6 +85,28 @@ def initialize(
         local_device_ids=local_device_ids,
     )
     return True
+
+
+def parse_mesh(spec: str) -> dict[str, int]:
+    """Axis sizes from a command-line spec such as ``"data=-1"`` or ``"data=4,model=2"``.
+
+    Args:
+      spec: comma-separated ``axis=size`` pairs; axes ``data`` (required) and ``model``.
+
+    Returns:
+      The axis sizes for :func:`make_mesh`.
+
+    Raises:
+      ValueError: the spec is malformed or names other axes.
+    """
+    try:
+        axes = {k.strip(): int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
+    except ValueError:
+        raise ValueError(f"--mesh must look like 'data=-1' or 'data=4,model=2'; "
+                         f"got {spec!r}") from None
+    if set(axes) - {"data", "model"} or "data" not in axes:
+        raise ValueError(f"--mesh axes must be 'data' and optionally 'model'; got {spec!r}")
+    return axes
 
 
 def make_mesh(

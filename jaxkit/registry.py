@@ -10,10 +10,7 @@ A pipeline is a function ``run(ctx: RunContext) -> PipelineResult`` registered w
         ...
 
 Pipelines are found without a hand-kept list: every subpackage ``jaxkit/<paper>/``
-with a ``pipeline.py`` is imported, and, during the move to paper packages, every
-module of ``jaxkit/pipelines/`` (legacy pipelines, registered without configurations,
-get ``ctx.config = None`` and read ``ctx.quick``). A paper package's registration
-replaces a legacy one of the same name.
+with a ``pipeline.py`` is imported.
 """
 
 from __future__ import annotations
@@ -43,7 +40,7 @@ class RunContext:
 
     Attributes:
         out_dir: folder for figures and the stage cache.
-        config: the resolved configuration (None for a legacy pipeline).
+        config: the resolved configuration (the paper's ``Config``).
         quick: the small configuration was asked for (``--quick``).
         seed: the base seed; every random stream comes from :meth:`key`.
         mesh: a ``jax.sharding.Mesh`` with a "data" axis, or None for the default.
@@ -82,8 +79,8 @@ class RunContext:
 
     def stage_path(self, name: str, *, config: Any = None) -> Path:
         """The cache file of stage ``name``: ``out_dir/.stages/NAME-HASH.pkl``, HASH
-        over the stage name, the whole configuration (its digest; ``quick`` for a
-        legacy pipeline), the seed, ``jaxkit.__version__`` and the ``config`` argument
+        over the stage name, the whole configuration (its digest; ``quick`` when the
+        context has none), the seed, ``jaxkit.__version__`` and the ``config`` argument
         of :meth:`stage`."""
         import jaxkit
 
@@ -103,7 +100,7 @@ class RunContext:
         Args:
             name: the stage name (unique within the pipeline).
             fn: computes the stage's result (picklable).
-            config: extra key material (legacy pipelines pass their settings here).
+            config: extra key material mixed into the cache key.
 
         Returns:
             ``fn()``, or the saved result when resuming.
@@ -144,12 +141,7 @@ class Entry:
     title: str | None = None
     module: str = ""
 
-    @property
-    def legacy(self) -> bool:
-        """Registered from ``jaxkit/pipelines/`` without configurations."""
-        return self.module.startswith("jaxkit.pipelines.")
-
-    def config(self, quick: bool) -> PipelineConfig | None:
+    def config(self, quick: bool) -> PipelineConfig:
         """The base configuration of a quick or full run."""
         return self.quick if quick else self.full
 
@@ -161,8 +153,8 @@ _REGISTRY: dict[str, Entry] = {}
 _LOADED = False
 
 
-def register(name: str, *, quick: PipelineConfig | None = None,
-             full: PipelineConfig | None = None, title: str | None = None):
+def register(name: str, *, quick: PipelineConfig, full: PipelineConfig,
+             title: str | None = None):
     """Decorator registering ``run(ctx) -> PipelineResult`` as pipeline ``name``.
 
     Args:
@@ -176,10 +168,10 @@ def register(name: str, *, quick: PipelineConfig | None = None,
     """
     if name in RESERVED:
         raise ValueError(f"`name` {name!r} is reserved")
-    if (quick is None) != (full is None):
-        raise ValueError(f"pipeline {name!r}: give both `quick` and `full` configurations "
-                         "or neither")
-    if quick is not None and type(quick) is not type(full):
+    if not isinstance(quick, PipelineConfig) or not isinstance(full, PipelineConfig):
+        raise ValueError(f"pipeline {name!r}: `quick` and `full` must be PipelineConfig "
+                         f"instances; got {type(quick).__name__} and {type(full).__name__}")
+    if type(quick) is not type(full):
         raise ValueError(f"pipeline {name!r}: `quick` and `full` must be the same Config "
                          f"class; got {type(quick).__name__} and {type(full).__name__}")
 
@@ -187,11 +179,8 @@ def register(name: str, *, quick: PipelineConfig | None = None,
         entry = Entry(name, fn, quick, full, title, getattr(fn, "__module__", "") or "")
         old = _REGISTRY.get(name)
         if old is not None and old.module != entry.module:
-            if entry.legacy and not old.legacy:
-                return fn  # the paper package's pipeline wins over the legacy one
-            if not (old.legacy and not entry.legacy):
-                raise ValueError(f"pipeline {name!r} registered twice: by {old.module} "
-                                 f"and {entry.module}")
+            raise ValueError(f"pipeline {name!r} registered twice: by {old.module} "
+                             f"and {entry.module}")
         _REGISTRY[name] = entry
         return fn
 
@@ -199,7 +188,7 @@ def register(name: str, *, quick: PipelineConfig | None = None,
 
 
 def _load() -> None:
-    """Import every ``jaxkit.<pkg>.pipeline`` and every ``jaxkit.pipelines.*`` module."""
+    """Import every ``jaxkit.<pkg>.pipeline`` module."""
     global _LOADED
     if _LOADED:
         return
@@ -207,18 +196,9 @@ def _load() -> None:
 
     mods = []
     for info in pkgutil.iter_modules(jaxkit.__path__):
-        if info.ispkg and info.name != "pipelines" and any(
+        if info.ispkg and any(
                 (Path(p) / info.name / "pipeline.py").is_file() for p in jaxkit.__path__):
             mods.append(f"jaxkit.{info.name}.pipeline")
-    try:
-        legacy = importlib.import_module("jaxkit.pipelines")
-    except ModuleNotFoundError as e:  # the transition is over and the folder is gone
-        if e.name != "jaxkit.pipelines":
-            raise
-    else:
-        mods += [f"jaxkit.pipelines.{info.name}"
-                 for info in pkgutil.iter_modules(legacy.__path__)
-                 if not info.name.startswith("_")]
     for m in mods:
         importlib.import_module(m)
     _LOADED = True

@@ -40,13 +40,12 @@ def _fail(msg: str, code: int = 2):
 
 
 def _parse_mesh(spec: str) -> dict[str, int]:
+    from jaxkit.distributed import parse_mesh
+
     try:
-        axes = {k.strip(): int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
-    except ValueError:
-        _fail(f"--mesh must look like 'data=-1' or 'data=4,model=2'; got {spec!r}")
-    if set(axes) - {"data", "model"} or "data" not in axes:
-        _fail(f"--mesh axes must be 'data' and optionally 'model'; got {spec!r}")
-    return axes
+        return parse_mesh(spec)
+    except ValueError as e:
+        _fail(str(e))
 
 
 def truncate_metrics(path: Path, step: int) -> None:

@@ -65,7 +65,7 @@ def test_registered():
     from jaxkit.registry import get
 
     entry = get("actflow")
-    assert entry.quick == QUICK and entry.full == FULL and not entry.legacy
+    assert entry.quick == QUICK and entry.full == FULL
 
 
 @pytest.mark.slow

@@ -138,11 +138,6 @@ def toy():
                               metrics={"n": len(draws)},
                               claims=[Claim.from_verdict("Toy 2024", "draws beat -10", v)])
 
-    @registry.register("toy-noconfig")
-    def run_noconfig(ctx):  # a legacy-style pipeline: no configurations, ctx.config None
-        seen.append(ctx)
-        return PipelineResult("toy-noconfig", "toy", "")
-
     yield seen
     registry._REGISTRY.clear()
     registry._REGISTRY.update(saved)
@@ -174,7 +169,7 @@ def test_run_all_show_config_and_per_pipeline_settings(toy, tmp_path):
                             "--set", "toy-cli.scale=0.5", "--show-config"])
     assert r.exit_code == 0, r.output
     assert "[toy-cli]\nrounds = 2\nscale = 0.5" in r.output
-    assert "[toy-noconfig]\n# no configuration" in r.output and "[pooled-lingam]" in r.output
+    assert "[pooled-lingam]" in r.output
 
 
 @pytest.mark.parametrize(("args", "match"), [
@@ -203,16 +198,11 @@ def test_run_bad_config_files_and_all_syntax(toy, tmp_path):
     toml.write_text("rounds = 2\n")
     r = runner.invoke(app, ["run", "all", "--config", str(toml)])
     assert r.exit_code == 2 and "tables named after pipelines" in _out(r)
-    toml.write_text("[toy-noconfig]\nrounds = 2\n")
-    r = runner.invoke(app, ["run", "all", "--config", str(toml)])
-    assert r.exit_code == 2 and "'toy-noconfig' has no configuration yet" in _out(r)
     toml.write_text("[toy-clj]\nrounds = 2\n")
     r = runner.invoke(app, ["run", "all", "--config", str(toml)])
     assert r.exit_code == 2 and "unknown pipeline 'toy-clj'; did you mean toy-cli" in _out(r)
     r = runner.invoke(app, ["run", "all", "--set", "rounds=2"])
     assert r.exit_code == 2 and "PIPELINE.field=value" in _out(r)
-    r = runner.invoke(app, ["run", "toy-noconfig", "--set", "seeds=2"])
-    assert r.exit_code == 2 and "'toy-noconfig' has no configuration yet" in _out(r)
     assert not toy
 
 
@@ -276,13 +266,3 @@ def test_lingam_json_folder_is_checked_before_computing(tmp_path):
 def test_bench_json_folder_is_checked(tmp_path):
     r = runner.invoke(app, ["bench", "ica", "--json", str(tmp_path / "missing" / "b.json")])
     assert r.exit_code == 2 and "does not exist" in _out(r)
-
-
-def test_run_pipeline_without_config_gets_none(toy, tmp_path):
-    r = runner.invoke(app, ["run", "toy-noconfig", "--quick", "--out", str(tmp_path / "o")])
-    assert r.exit_code == 0, r.output
-    assert toy[-1].config is None and toy[-1].quick
-    rec = json.loads((tmp_path / "o" / "run.json").read_text())
-    assert rec["configs"] == {"toy-noconfig": None}
-    r = runner.invoke(app, ["run", "toy-noconfig", "--show-config"])
-    assert "# toy-noconfig (full)\n# no configuration" in r.output

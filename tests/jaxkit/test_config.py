@@ -100,8 +100,8 @@ def test_toml_round_trip(tmp_path):
         read_toml(path)
     with pytest.raises(ValueError, match="no such file"):
         read_toml(tmp_path / "missing.toml")
-    text = to_toml({"toy": c, "legacy": None})
-    assert "[toy]\nrounds = 4" in text and "[legacy]\n# no configuration" in text
+    text = to_toml({"toy": c, "other": Toy()})
+    assert "[toy]\nrounds = 4" in text and "[other]\nrounds = " in text
 
 
 def test_to_dict_is_json_and_digest_tracks_config_and_version(monkeypatch):

@@ -33,14 +33,6 @@ def clean_registry():
     registry._LOADED = loaded
 
 
-def _fn(module: str):
-    def run(ctx):
-        return PipelineResult("x", "X", "")
-
-    run.__module__ = module
-    return run
-
-
 def test_every_pipeline_is_discovered():
     assert set(registry.names()) >= {"pooled-lingam", "ballad", "amgenc", "actflow",
                                      "tempbench"}
@@ -49,28 +41,6 @@ def test_every_pipeline_is_discovered():
         assert e.name == n and (e.quick is None) == (e.full is None)
     with pytest.raises(KeyError, match="unknown pipeline 'nope'; available: .*ballad"):
         registry.get("nope")
-
-
-def test_legacy_modules_are_discovered_without_configs(tmp_path, clean_registry,
-                                                       monkeypatch):
-    import jaxkit.pipelines as legacy
-
-    (tmp_path / "toy_legacy.py").write_text(textwrap.dedent("""
-        from . import PipelineResult, RunContext, register
-
-        @register("toy-legacy")
-        def run(ctx: RunContext, settings=None) -> PipelineResult:
-            return PipelineResult("toy-legacy", "Toy", f"config {ctx.config}")
-    """))
-    monkeypatch.setattr(legacy, "__path__", [*legacy.__path__, str(tmp_path)])
-    registry._LOADED = False
-    try:
-        e = registry.get("toy-legacy")
-        assert e.legacy and e.quick is None and e.full is None
-        assert legacy.get("toy-legacy") is e.run  # the legacy get returns the function
-        assert legacy.RunContext is RunContext and legacy.PipelineResult is PipelineResult
-    finally:
-        sys.modules.pop("jaxkit.pipelines.toy_legacy", None)
 
 
 def test_register_with_configs(clean_registry):
@@ -82,24 +52,16 @@ def test_register_with_configs(clean_registry):
 
     e = registry.get("toy-reg")
     assert (e.run, e.quick, e.full, e.title) == (run, quick, full, "Toy")
-    assert e.config(True) is quick and e.config(False) is full and not e.legacy
+    assert e.config(True) is quick and e.config(False) is full
     assert e(RunContext(out_dir=".")).name == "toy-reg"
-    with pytest.raises(ValueError, match="both `quick` and `full`"):
-        registry.register("toy-half", quick=quick)
-    with pytest.raises(ValueError, match="reserved"):
-        registry.register("all")
-
-
-def test_paper_package_replaces_legacy_registration(clean_registry):
-    legacy, paper, other = (_fn("jaxkit.pipelines.toy"), _fn("jaxkit.toy.pipeline"),
-                            _fn("jaxkit.other.pipeline"))
-    registry.register("toy-move")(legacy)
-    registry.register("toy-move", quick=Cfg(rounds=1), full=Cfg())(paper)
-    assert registry._REGISTRY["toy-move"].run is paper
-    registry.register("toy-move")(legacy)  # a later legacy import does not win back
-    assert registry._REGISTRY["toy-move"].run is paper
     with pytest.raises(ValueError, match="registered twice"):
-        registry.register("toy-move")(other)
+        other = lambda ctx: None  # noqa: E731
+        other.__module__ = "jaxkit.other.pipeline"
+        registry.register("toy-reg", quick=quick, full=full)(other)
+    with pytest.raises(ValueError, match="must be PipelineConfig instances"):
+        registry.register("toy-half", quick=quick, full=None)
+    with pytest.raises(ValueError, match="reserved"):
+        registry.register("all", quick=quick, full=full)
 
 
 def test_discovers_paper_packages_with_a_pipeline_module(tmp_path, clean_registry,
@@ -108,10 +70,17 @@ def test_discovers_paper_packages_with_a_pipeline_module(tmp_path, clean_registr
     pkg.mkdir()
     (pkg / "__init__.py").write_text('"""A toy paper."""\n')
     (pkg / "pipeline.py").write_text(textwrap.dedent("""
+        from dataclasses import dataclass
+
+        from jaxkit.config import PipelineConfig
         from jaxkit.registry import register
         from jaxkit.report import PipelineResult
 
-        @register("toy-discovered")
+        @dataclass(frozen=True)
+        class Config(PipelineConfig):
+            n: int = 1
+
+        @register("toy-discovered", quick=Config(), full=Config(n=2))
         def run(ctx):
             return PipelineResult("toy-discovered", "Toy", "")
     """))

@@ -274,7 +274,7 @@ def tiny_pipeline(tmp_path_factory):
 
 def test_registered_package():
     entry = get_pipeline("tempbench")
-    assert entry.module == "jaxkit.tempbench.pipeline" and not entry.legacy
+    assert entry.module == "jaxkit.tempbench.pipeline"
     assert entry.quick is QUICK and entry.full is FULL
 
 

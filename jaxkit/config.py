@@ -37,11 +37,12 @@ import json
 import tomllib
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Self, Union
 
-__all__ = ["PipelineConfig", "require", "read_toml", "to_toml"]
+__all__ = ["PipelineConfig", "require", "require_at_least", "require_positive",
+           "require_distinct", "read_toml", "to_toml"]
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
@@ -51,6 +52,28 @@ def require(cond: bool, field: str, msg: str) -> None:
     """Raise ``ValueError("`FIELD` MSG")`` unless ``cond``; for ``validate``."""
     if not cond:
         raise ValueError(f"`{field}` {msg}")
+
+
+def require_at_least(cfg: Any, fields: Iterable[str], minimum: float = 1) -> None:
+    """:func:`require` ``cfg.F >= minimum`` for each field name ``F`` of ``fields``."""
+    for f in fields:
+        v = getattr(cfg, f)
+        require(v >= minimum, f, f"must be >= {minimum}; got {v}")
+
+
+def require_positive(cfg: Any, fields: Iterable[str]) -> None:
+    """:func:`require` ``cfg.F > 0`` for each field name ``F`` of ``fields``."""
+    for f in fields:
+        v = getattr(cfg, f)
+        require(v > 0, f, f"must be > 0; got {v}")
+
+
+def require_distinct(field: str, values: Sequence[Any], what: str) -> None:
+    """:func:`require` that ``values`` (the tuple field ``field``) name at least one
+    ``what`` and none twice."""
+    require(len(values) >= 1, field, f"must name at least one {what}")
+    require(len(set(values)) == len(values), field,
+            f"must not repeat a {what}; got {values}")
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
@@ -88,34 +111,45 @@ class _Bad(Exception):
     """A value that does not fit a type (internal; turned into a ValueError)."""
 
 
+def _first_fit(convert: Callable[[Any, Any], Any], tp, v: Any, is_none: bool) -> Any:
+    """``v`` as the union ``tp``: None where ``tp`` is optional and ``is_none``, else
+    ``convert(alternative, v)`` for the first alternative it fits."""
+    args = typing.get_args(tp)
+    if type(None) in args and is_none:
+        return None
+    for a in args:
+        if a is type(None):
+            continue
+        try:
+            return convert(a, v)
+        except _Bad:
+            pass
+    raise _Bad
+
+
+def _each_item(convert: Callable[[Any, Any], Any], tp, items: Sequence[Any]) -> tuple:
+    """``items`` as the tuple type ``tp`` (``tuple[T, ...]`` or fixed length), each
+    through ``convert(item_type, item)``."""
+    args = typing.get_args(tp)
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(convert(args[0], x) for x in items)
+    if len(items) != len(args):
+        raise _Bad
+    return tuple(convert(a, x) for a, x in zip(args, items, strict=True))
+
+
 def _parse(tp, s: str) -> Any:
     """Parse the command-line text ``s`` as type ``tp``."""
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if type(None) in args and s.strip().lower() == "none":
-            return None
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _parse(a, s)
-            except _Bad:
-                pass
-        raise _Bad
+        return _first_fit(_parse, tp, s, s.strip().lower() == "none")
     if origin is Literal:
         for choice in typing.get_args(tp):
             if str(choice) == s.strip():
                 return choice
         raise _Bad
     if origin is tuple:
-        args = typing.get_args(tp)
-        items = [] if not s.strip() else [p.strip() for p in s.split(",")]
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_parse(args[0], p) for p in items)
-        if len(items) != len(args):
-            raise _Bad
-        return tuple(_parse(a, p) for a, p in zip(args, items, strict=True))
+        return _each_item(_parse, tp, [] if not s.strip() else [p.strip() for p in s.split(",")])
     if tp is bool:
         v = s.strip().lower()
         if v in _TRUE:
@@ -145,18 +179,8 @@ def _coerce(tp, v: Any) -> Any:
     become floats for float fields, "none" becomes None for optional fields."""
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if type(None) in args and (v is None or (isinstance(v, str)
-                                                 and v.strip().lower() == "none")):
-            return None
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _coerce(a, v)
-            except _Bad:
-                pass
-        raise _Bad
+        return _first_fit(_coerce, tp, v, v is None or (isinstance(v, str)
+                                                        and v.strip().lower() == "none"))
     if origin is Literal:
         for choice in typing.get_args(tp):
             if type(choice) is type(v) and choice == v:
@@ -165,12 +189,7 @@ def _coerce(tp, v: Any) -> Any:
     if origin is tuple:
         if not isinstance(v, (list, tuple)):
             raise _Bad
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_coerce(args[0], x) for x in v)
-        if len(v) != len(args):
-            raise _Bad
-        return tuple(_coerce(a, x) for a, x in zip(args, v, strict=True))
+        return _each_item(_coerce, tp, v)
     if tp is bool:
         if isinstance(v, bool):
             return v

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from jaxkit.config import PipelineConfig, require
+from jaxkit.config import PipelineConfig, require, require_at_least, require_distinct
 from jaxkit.kernels import flow
 
 __all__ = ["ActFlowConfig", "Config", "QUICK", "FULL", "DOMAINS", "PEPTIDE_FIELDS"]
@@ -29,29 +29,10 @@ _POSITIVE = ("hidden", "depth", "n_data", "batch", "rounds", "budget", "sample_s
              "n_eval", "pretrain_steps", "adapt_steps")
 
 
-def _check_loop(cfg) -> None:
-    for f in _POSITIVE:
-        require(int(getattr(cfg, f)) >= 1, f, f"must be a positive integer; got "
-                                              f"{getattr(cfg, f)}")
-    require(int(cfg.steer_steps) >= 0, "steer_steps", f"must be >= 0; got {cfg.steer_steps}")
-    require(cfg.lr > 0, "lr", f"must be > 0; got {cfg.lr}")
-    require(0.0 <= cfg.replay <= 1.0, "replay", f"must lie in [0, 1]; got {cfg.replay}")
-    require(0.0 <= cfg.perturb <= 1.0, "perturb", f"must lie in [0, 1]; got {cfg.perturb}")
-    require(cfg.ode in flow.METHODS, "ode", f"must be one of {flow.METHODS}; got {cfg.ode!r}")
-
-
 @dataclass(frozen=True)
-class ActFlowConfig(PipelineConfig):
-    """Model, pre-training, loop and exploration settings of one domain (hashable).
-
-    Model: ``hidden`` x ``depth`` MLP, Adam ``lr``. Pre-training: ``n_data`` points,
-    ``pretrain_steps`` steps of minibatch ``batch`` (rounded up to whole chunks of
-    ``adapt_steps``). Loop: ``rounds`` rounds of ``budget`` samples and ``adapt_steps``
-    Adam steps on minibatches with a share ``replay`` of kept samples; ``sample_steps``
-    steps of the ``ode`` solver. ActFlow exploration: a share ``perturb`` of the budget
-    from ODE-inverted anchors plus ``sigma`` noise, the rest from ``temperature`` x
-    N(0, I); ``steer_steps`` gradient steps of length ``steer_lr`` toward novelty.
-    Evaluation: ``n_eval`` samples."""
+class _LoopSettings(PipelineConfig):
+    """The loop settings: the fields of :class:`ActFlowConfig`, shared by :class:`Config`
+    (which gives some of them other defaults)."""
 
     hidden: int = 128
     depth: int = 3
@@ -73,34 +54,42 @@ class ActFlowConfig(PipelineConfig):
     n_eval: int = 1024
 
     def validate(self) -> None:
-        _check_loop(self)
+        require_at_least(self, _POSITIVE)
+        require(self.steer_steps >= 0, "steer_steps", f"must be >= 0; got {self.steer_steps}")
+        require(self.lr > 0, "lr", f"must be > 0; got {self.lr}")
+        for f in ("replay", "perturb"):
+            v = getattr(self, f)
+            require(0.0 <= v <= 1.0, f, f"must lie in [0, 1]; got {v}")
+        require(self.ode in flow.METHODS, "ode",
+                f"must be one of {flow.METHODS}; got {self.ode!r}")
 
 
 @dataclass(frozen=True)
-class Config(PipelineConfig):
+class ActFlowConfig(_LoopSettings):
+    """Model, pre-training, loop and exploration settings of one domain (hashable).
+
+    Model: ``hidden`` x ``depth`` MLP, Adam ``lr``. Pre-training: ``n_data`` points,
+    ``pretrain_steps`` steps of minibatch ``batch`` (rounded up to whole chunks of
+    ``adapt_steps``). Loop: ``rounds`` rounds of ``budget`` samples and ``adapt_steps``
+    Adam steps on minibatches with a share ``replay`` of kept samples; ``sample_steps``
+    steps of the ``ode`` solver. ActFlow exploration: a share ``perturb`` of the budget
+    from ODE-inverted anchors plus ``sigma`` noise, the rest from ``temperature`` x
+    N(0, I); ``steer_steps`` gradient steps of length ``steer_lr`` toward novelty.
+    Evaluation: ``n_eval`` samples."""
+
+
+@dataclass(frozen=True)
+class Config(_LoopSettings):
     """``jaxkit run actflow``: domains, shared loop settings (see
-    :class:`ActFlowConfig`), peptide overrides, and the claim tests' ``n_draws``
+    :class:`ActFlowConfig`; ``pretrain_steps``, ``rounds``, ``budget`` and ``n_eval``
+    with other defaults), peptide overrides, and the claim tests' ``n_draws``
     independent evaluation draws of every final model."""
 
-    domains: tuple[Literal["rings", "torus", "sphere", "peptides"], ...] = DOMAINS
-    hidden: int = 128
-    depth: int = 3
-    lr: float = 2e-3
-    n_data: int = 1024
     pretrain_steps: int = 4000
-    batch: int = 256
     rounds: int = 6
     budget: int = 256
-    adapt_steps: int = 300
-    replay: float = 0.5
-    sample_steps: int = 16
-    ode: str = "midpoint"
-    temperature: float = 2.0
-    perturb: float = 0.5
-    sigma: float = 0.5
-    steer_steps: int = 1
-    steer_lr: float = 0.2
     n_eval: int = 768
+    domains: tuple[Literal["rings", "torus", "sphere", "peptides"], ...] = DOMAINS
     peptide_hidden: int | None = None
     peptide_depth: int | None = None
     peptide_n_data: int | None = None
@@ -116,12 +105,10 @@ class Config(PipelineConfig):
     n_draws: int = 8
 
     def validate(self) -> None:
-        require(len(self.domains) >= 1, "domains", "must name at least one domain")
-        require(len(set(self.domains)) == len(self.domains), "domains",
-                f"must not repeat a domain; got {self.domains}")
+        require_distinct("domains", self.domains, "domain")
         require(self.n_draws >= 2, "n_draws", f"must be >= 2 (a t interval); got "
                                               f"{self.n_draws}")
-        _check_loop(self)
+        super().validate()
         for f in (*PEPTIDE_FIELDS, "rounds"):
             v = getattr(self, f"peptide_{f}")
             require(v is None or v >= (0 if f == "steer_steps" else 1), f"peptide_{f}",
@@ -131,7 +118,7 @@ class Config(PipelineConfig):
     def loop(self, domain: str) -> ActFlowConfig:
         """The loop settings of ``domain`` (the shared ones, with the ``peptide_*``
         overrides for the peptide domain)."""
-        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(ActFlowConfig)}
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(_LoopSettings)}
         if domain == "peptides":
             for f in (*PEPTIDE_FIELDS, "rounds"):
                 v = getattr(self, f"peptide_{f}")

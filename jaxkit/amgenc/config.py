@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from jaxkit.config import PipelineConfig, require
+from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
 
 from .tables import N_ATOMS_RANGE
 
@@ -66,21 +66,18 @@ class Config(PipelineConfig):
     rdf_margin: float = 0.25
 
     def validate(self) -> None:
-        for name in ("n_train", "n_test", "hidden", "layers", "k_nbr", "train_steps", "batch",
-                     "checkpoint_every", "samples_per_target", "sample_steps", "timing_runs",
-                     "post_relax_steps"):
-            require(getattr(self, name) >= 1, name, f"must be >= 1; got {getattr(self, name)}")
-        require(self.relax_steps >= 2, "relax_steps", f"must be >= 2; got {self.relax_steps}")
-        require(self.min_steps >= 0, "min_steps", f"must be >= 0; got {self.min_steps}")
+        require_at_least(self, ("n_train", "n_test", "hidden", "layers", "k_nbr", "train_steps",
+                                "batch", "checkpoint_every", "samples_per_target",
+                                "sample_steps", "timing_runs", "post_relax_steps"))
+        require_at_least(self, ("relax_steps",), 2)
+        require_at_least(self, ("min_steps",), 0)
         lo, hi = self.n_atoms
         require(N_ATOMS_RANGE[0] <= lo <= hi <= N_ATOMS_RANGE[1], "n_atoms",
                 f"must satisfy {N_ATOMS_RANGE[0]} <= lo <= hi <= {N_ATOMS_RANGE[1]}; "
                 f"got {self.n_atoms}")
-        require(self.lr > 0, "lr", f"must be > 0; got {self.lr}")
+        require_positive(self, ("lr", "soft_eta", "rdf_margin"))
         require(0.0 <= self.balanced_share <= 1.0, "balanced_share",
                 f"must lie in [0, 1]; got {self.balanced_share}")
-        require(self.soft_eta > 0, "soft_eta", f"must be > 0; got {self.soft_eta}")
-        require(self.rdf_margin > 0, "rdf_margin", f"must be > 0; got {self.rdf_margin}")
 
 
 QUICK = Config(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from jaxkit.config import PipelineConfig, require
+from jaxkit.config import PipelineConfig, require_at_least, require_distinct, require_positive
 
 __all__ = ["Config", "QUICK", "FULL", "PROBLEMS"]
 
@@ -42,12 +42,9 @@ class Config(PipelineConfig):
     match_margin: float = 0.02
 
     def validate(self) -> None:
-        require(len(self.problems) >= 1, "problems", "must name at least one problem")
-        require(len(set(self.problems)) == len(self.problems), "problems",
-                f"must not repeat a problem; got {self.problems}")
-        for f in ("seeds", "calls", "train_instances", "test_instances", "n_init"):
-            require(getattr(self, f) >= 1, f, f"must be >= 1; got {getattr(self, f)}")
-        require(self.match_margin > 0, "match_margin", f"must be > 0; got {self.match_margin}")
+        require_distinct("problems", self.problems, "problem")
+        require_at_least(self, ("seeds", "calls", "train_instances", "test_instances", "n_init"))
+        require_positive(self, ("match_margin",))
 
 
 QUICK = Config(problems=("binpacking_weibull", "tsp", "cvrp"), seeds=3, calls=40,

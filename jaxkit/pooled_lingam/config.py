@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxkit.config import PipelineConfig, require
+from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
 
 from .methods import METHODS
 
@@ -51,13 +51,11 @@ class Config(PipelineConfig):
     gies_margin: float = 0.05  # "matches label-aware GIES": F1 at most this much lower
 
     def validate(self) -> None:
-        require(self.n_seeds >= 1, "n_seeds", f"must be >= 1; got {self.n_seeds}")
+        require_at_least(self, ("n_seeds",))
         _positive("ds", self.ds, 2)
-        require(self.n_per_env >= 1, "n_per_env", f"must be >= 1; got {self.n_per_env}")
-        require(self.sweep_d >= 2, "sweep_d", f"must be >= 2; got {self.sweep_d}")
-        require(self.strength > 0, "strength", f"must be > 0; got {self.strength}")
-        require(self.edges_per_node > 0, "edges_per_node",
-                f"must be > 0; got {self.edges_per_node}")
+        require_at_least(self, ("n_per_env",))
+        require_at_least(self, ("sweep_d",), 2)
+        require_positive(self, ("strength", "edges_per_node"))
         _positive("env_values", self.env_values)
         n_total = (self.sweep_d + 1) * self.n_per_env
         require(max(self.env_values) < n_total, "env_values",
@@ -65,20 +63,17 @@ class Config(PipelineConfig):
         _positive("samples_values", self.samples_values)
         require(len(self.strengths) >= 1 and all(s > 0 for s in self.strengths),
                 "strengths", f"must be non-empty and > 0; got {self.strengths}")
-        require(self.gies_seeds >= 0, "gies_seeds", f"must be >= 0; got {self.gies_seeds}")
+        require_at_least(self, ("gies_seeds",), 0)
         require(set(self.sweep_methods) <= set(METHODS) and "pooled-ica" in self.sweep_methods,
                 "sweep_methods", f"must be a subset of {METHODS} with 'pooled-ica'; got "
                 f"{self.sweep_methods}")
         _positive("theory_ds", self.theory_ds, 2)
-        require(self.theory_npe >= 1, "theory_npe", f"must be >= 1; got {self.theory_npe}")
-        require(self.theory_seeds >= 1, "theory_seeds",
-                f"must be >= 1; got {self.theory_seeds}")
+        require_at_least(self, ("theory_npe", "theory_seeds"))
         require(len(self.theory_strengths) >= 1 and all(s > 0 for s in self.theory_strengths),
                 "theory_strengths", f"must be non-empty and > 0; got {self.theory_strengths}")
-        require(self.sachs_restarts >= 1, "sachs_restarts",
-                f"must be >= 1; got {self.sachs_restarts}")
+        require_at_least(self, ("sachs_restarts",))
         require(0 < self.f1_target <= 1, "f1_target", f"must be in (0, 1]; got {self.f1_target}")
-        require(self.gies_margin > 0, "gies_margin", f"must be > 0; got {self.gies_margin}")
+        require_positive(self, ("gies_margin",))
 
 
 FULL = Config()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxkit.config import PipelineConfig, require
+from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
 
 __all__ = ["Config", "QUICK", "FULL"]
 
@@ -55,18 +55,16 @@ class Config(PipelineConfig):
     equivalence_margin: float = 0.05
 
     def validate(self) -> None:
-        for f in ("seeds", "steps", "batch_size", "n_latents", "d", "n_features", "length",
-                  "n_train", "n_test", "n_chains", "log_every", "checkpoint_every"):
-            v = getattr(self, f)
-            require(isinstance(v, int) and v >= 1, f, f"must be an int >= 1; got {v!r}")
-        require(self.n_states >= 2, "n_states", f"must be >= 2; got {self.n_states}")
+        require_at_least(self, ("seeds", "steps", "batch_size", "n_latents", "d", "n_features",
+                                "length", "n_train", "n_test", "n_chains", "log_every",
+                                "checkpoint_every"))
+        require_at_least(self, ("n_states",), 2)
         require(self.n_states <= self.d, "n_states",
                 f"must be <= d ({self.d}) (orthonormal state directions); got {self.n_states}")
         require(self.steps % self.log_every == 0, "steps",
                 f"must be a multiple of log_every ({self.log_every}); got {self.steps}")
-        for f in ("lr", "acausal_lam", "equivalence_margin", "sigma"):
-            require(getattr(self, f) > 0, f, f"must be > 0; got {getattr(self, f)}")
-        require(self.acausal_eta >= 0, "acausal_eta", f"must be >= 0; got {self.acausal_eta}")
+        require_positive(self, ("lr", "acausal_lam", "equivalence_margin", "sigma"))
+        require_at_least(self, ("acausal_eta",), 0)
         require(0 < self.pi < 1, "pi", f"must lie in (0, 1); got {self.pi}")
         require(len(self.rhos) >= 1 and all(-1 <= r <= 1 for r in self.rhos), "rhos",
                 f"must be a non-empty tuple of values in [-1, 1]; got {self.rhos}")

@@ -179,6 +179,17 @@ def _too_few(x: np.ndarray, name: str) -> Verdict | None:
                    f"{name}: fewer than 2 finite values (n={x.size})")
 
 
+def _t_test(diffs, level: float, name: str, decide: Callable[[float, float], str]) -> Verdict:
+    """The ``level`` t interval ``[lo, hi]`` of the mean of the finite ``diffs``, with
+    the verdict ``decide(lo, hi)``; "not shown" with fewer than two finite values."""
+    x = _finite(diffs)
+    if (v := _too_few(x, name)) is not None:
+        return v
+    mean, half = t_interval(x, level)
+    lo, hi = mean - half, mean + half
+    return Verdict(decide(lo, hi), mean, lo, hi, int(x.size), f"{name}, n={x.size}")
+
+
 def superiority(diffs, *, margin: float = 0.0, level: float = 0.95) -> Verdict:
     """Is the mean paired difference (larger is better) above ``margin``?
 
@@ -193,14 +204,9 @@ def superiority(diffs, *, margin: float = 0.0, level: float = 0.95) -> Verdict:
     Returns:
         A :class:`Verdict`.
     """
-    x = _finite(diffs)
-    name = f"superiority (paired t, {level:.0%} CI vs margin {margin:g})"
-    if (v := _too_few(x, name)) is not None:
-        return v
-    mean, half = t_interval(x, level)
-    lo, hi = mean - half, mean + half
-    verdict = "yes" if lo > margin else "no" if hi < margin else "not shown"
-    return Verdict(verdict, mean, lo, hi, int(x.size), f"{name}, n={x.size}")
+    return _t_test(diffs, level, f"superiority (paired t, {level:.0%} CI vs margin {margin:g})",
+                   lambda lo, hi: "yes" if lo > margin else "no" if hi < margin
+                   else "not shown")
 
 
 def equivalence(diffs, *, margin: float, level: float = 0.90) -> Verdict:
@@ -220,16 +226,12 @@ def equivalence(diffs, *, margin: float, level: float = 0.90) -> Verdict:
     """
     if not margin > 0:
         raise ValueError(f"`margin` must be > 0; got {margin}")
-    x = _finite(diffs)
-    name = f"equivalence (TOST, {level:.0%} t CI within ±{margin:g})"
-    if (v := _too_few(x, name)) is not None:
-        return v
-    mean, half = t_interval(x, level)
-    lo, hi = mean - half, mean + half
-    if -margin < lo and hi < margin:
-        verdict = "yes"
-    elif hi <= -margin or lo >= margin:
-        verdict = "no"
-    else:
-        verdict = "not shown"
-    return Verdict(verdict, mean, lo, hi, int(x.size), f"{name}, n={x.size}")
+    def decide(lo: float, hi: float) -> str:
+        if -margin < lo and hi < margin:
+            return "yes"
+        if hi <= -margin or lo >= margin:
+            return "no"
+        return "not shown"
+
+    return _t_test(diffs, level, f"equivalence (TOST, {level:.0%} t CI within ±{margin:g})",
+                   decide)

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ._cli_common import check_json_path, console, err_console
+from ._cli_common import fail as _fail
 from .ballad.cli import ballad_app
 from .crosscoder.cli import app as crosscoder_app
 from .pooled_lingam.cli import lingam_app
@@ -25,13 +25,6 @@ app = typer.Typer(help="jaxkit: JAX kernels and research pipelines.", no_args_is
 app.add_typer(lingam_app, name="lingam")
 app.add_typer(ballad_app, name="ballad")
 app.add_typer(crosscoder_app, name="crosscoder")
-console = Console()
-err_console = Console(stderr=True)
-
-
-def _fail(msg: str, code: int = 2):
-    err_console.print(f"[bold red]error:[/] {escape(msg)}", soft_wrap=True)  # one line
-    raise typer.Exit(code)
 
 
 def _progress() -> Progress:
@@ -49,7 +42,11 @@ def _main(
     if distributed:
         from . import distributed as jd
 
-        if not jd.initialize():
+        try:
+            started = jd.initialize()
+        except (ValueError, RuntimeError) as e:  # not a cluster, bad env, JAX already up
+            _fail(f"--distributed: {' '.join(str(e).split())}")
+        if not started:
             _fail("--distributed given but no JAXKIT_COORDINATOR or JAXKIT_DISTRIBUTED=auto")
 
 
@@ -270,10 +267,8 @@ def bench(
     quick: Annotated[bool, typer.Option(help="small sizes")] = False,
 ):
     """Run a benchmark from the source checkout's benchmarks/ folder (jaxkit vs peers)."""
-    if json_out is not None and json_out.is_dir():
-        _fail(f"--json {json_out}: is a folder; give a file name")
-    if json_out is not None and not json_out.parent.is_dir():
-        _fail(f"--json {json_out}: the folder {json_out.parent} does not exist")
+    if json_out is not None:
+        check_json_path(json_out)
     d = _benchmarks_dir()
     if d is None:
         _fail("benchmarks/ not found: benchmarks ship with the source checkout; run from it")

@@ -6,18 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-console = Console()
-err_console = Console(stderr=True)
-
-
-def _fail(msg: str, code: int = 2):
-    err_console.print(f"[bold red]error:[/] {escape(msg)}", soft_wrap=True)  # one line
-    raise typer.Exit(code)
-
+from jaxkit._cli_common import console
+from jaxkit._cli_common import fail as _fail
 
 ballad_app = typer.Typer(help="Ballad: LLM-driven heuristic discovery.", no_args_is_help=True)
 

@@ -7,28 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-console = Console()
-err_console = Console(stderr=True)
-
-
-def _fail(msg: str, code: int = 2):
-    err_console.print(f"[bold red]error:[/] {escape(msg)}", soft_wrap=True)  # one line
-    raise typer.Exit(code)
-
+from jaxkit._cli_common import check_json_path, console, err_console
+from jaxkit._cli_common import fail as _fail
 
 lingam_app = typer.Typer(help="LiNGAM causal discovery on your own data.", no_args_is_help=True)
-
-
-def _check_json_path(path: Path) -> None:
-    """Fail before computing if ``--json`` cannot be written."""
-    if path.is_dir():
-        _fail(f"--json {path}: is a folder; give a file name")
-    if not path.parent.is_dir():
-        _fail(f"--json {path}: the folder {path.parent} does not exist")
 
 
 @lingam_app.command("fit")
@@ -54,7 +38,7 @@ def lingam_fit(
     if method not in ("ica", "direct"):
         _fail(f"--method must be 'ica' or 'direct'; got {method!r}")
     if json_out is not None:
-        _check_json_path(json_out)
+        check_json_path(json_out)
     try:
         x, names = read_csv_matrix(data)
     except DataError as e:

@@ -36,6 +36,16 @@ def _find(rows: list[dict], method: str, param: str, value) -> dict | None:
     return None
 
 
+def _f1_gain(rows: list[dict], param: str, value, other) -> Verdict | None:
+    """Paired superiority of pooled ICA-LiNGAM's F1 at ``param == value`` over its F1 at
+    ``param == other``; None when ``other`` is None or a row is missing."""
+    a = _find(rows, "pooled-ica", param, value)
+    b = None if other is None else _find(rows, "pooled-ica", param, other)
+    if a is None or b is None:
+        return None
+    return superiority(paired_difference(a["f1_seeds"], b["f1_seeds"]))
+
+
 def _fmt(v: Verdict) -> str:
     def f(x):
         return "n/a" if x is None or not np.isfinite(x) else f"{x:.3g}"
@@ -121,10 +131,7 @@ def claims(cfg: Config, d_rows, env_rows, str_rows, th: dict, sachs_rows) -> lis
 
     d0 = cfg.sweep_d
     few = sorted(v for v in cfg.env_values if v < d0)
-    a = _find(env_rows, "pooled-ica", "n_envs", d0)
-    b = _find(env_rows, "pooled-ica", "n_envs", few[0]) if few else None
-    v = None if a is None or b is None else superiority(
-        paired_difference(a["f1_seeds"], b["f1_seeds"]))
+    v = _f1_gain(env_rows, "n_envs", d0, few[0] if few else None)
     out.append(_one(
         "Identifiability needs every node intervened on: with fewer environments than "
         "nodes (some sources stay Gaussian) pooled ICA-LiNGAM's F1 drops.",
@@ -132,10 +139,7 @@ def claims(cfg: Config, d_rows, env_rows, str_rows, th: dict, sachs_rows) -> lis
         f"d={d0}, total rows fixed; paired F1 difference ({d0} environments minus "
         f"{few[0] if few else '-'})."))
     weak = sorted(s for s in cfg.strengths if 1.0 < s < cfg.strength)
-    a = _find(str_rows, "pooled-ica", "strength", cfg.strength)
-    b = _find(str_rows, "pooled-ica", "strength", weak[0]) if weak else None
-    v = None if a is None or b is None else superiority(
-        paired_difference(a["f1_seeds"], b["f1_seeds"]))
+    v = _f1_gain(str_rows, "strength", cfg.strength, weak[0] if weak else None)
     out.append(_one(
         "Weak interventions give too little non-Gaussianity: F1 at the reference strength "
         "exceeds F1 at the weakest one.",

@@ -142,6 +142,19 @@ def summarise(res: dict[str, dict[str, np.ndarray]], extra: dict[str, Any]) -> l
     return rows
 
 
+def _scored(key, items: list, setting: Callable[[Any], tuple[TrialConfig, dict]],
+            description: str, track: Callable | None, evaluate_kw: dict) -> list[dict]:
+    """:func:`summarise` rows of :func:`evaluate` (on the same ``key``, with
+    ``evaluate_kw``) for each of ``items``, whose ``setting(item)`` is the setting and
+    the extra row fields (``n_samples`` is added)."""
+    rows: list[dict] = []
+    for item in (items if track is None else track(items, description)):
+        cfg, extra = setting(item)
+        res = evaluate(key, cfg, **evaluate_kw)
+        rows += summarise(res, {**extra, "n_samples": cfg.n_samples})
+    return rows
+
+
 def sweep(
     key,
     param: str,
@@ -149,29 +162,21 @@ def sweep(
     *,
     base: TrialConfig = TrialConfig(),
     n_seeds: int = 4,
-    methods: Sequence[str] = METHODS,
-    mesh=None,
-    gies_seeds: int | None = None,
-    gies_max_d: int = 10,
     track: Callable | None = None,
+    **evaluate_kw,
 ) -> list[dict]:
     """Vary one :class:`.data.TrialConfig` field; one :func:`summarise` row per
-    (value, method), with ``param`` and ``n_samples``.
+    (value, method), with ``param`` and ``n_samples``. ``evaluate_kw`` (``methods``,
+    ``mesh``, ``gies_seeds``, ``gies_max_d``) go to :func:`evaluate`.
 
     The same ``key`` is used for every value, so values are compared on the same
     graphs and base noise whenever the shapes agree (e.g. a strength sweep is paired).
     """
     if param not in {f.name for f in dataclasses.fields(TrialConfig)}:
         raise ValueError(f"`param` must be a TrialConfig field; got {param!r}")
-    values = list(values)
-    it = values if track is None else track(values, f"pooled-lingam: {param}")
-    rows: list[dict] = []
-    for v in it:
-        cfg = dataclasses.replace(base, **{param: v})
-        res = evaluate(key, cfg, n_seeds=n_seeds, methods=methods, mesh=mesh,
-                       gies_seeds=gies_seeds, gies_max_d=gies_max_d)
-        rows += summarise(res, {param: v, "n_samples": cfg.n_samples})
-    return rows
+    return _scored(key, list(values),
+                   lambda v: (dataclasses.replace(base, **{param: v}), {param: v}),
+                   f"pooled-lingam: {param}", track, dict(evaluate_kw, n_seeds=n_seeds))
 
 
 def run_sweep(
@@ -188,7 +193,7 @@ def run_sweep(
 ) -> list[dict]:
     """F1 / SHD vs number of variables ``ds``; ``config`` overrides
     :class:`.data.TrialConfig` fields (e.g. ``n_per_env=50, strength=3.0``). See
-    :func:`sweep` for the rows."""
+    :func:`sweep` for the rows and :func:`evaluate` for the other arguments."""
     return sweep(key, "d", ds, base=TrialConfig(**config), n_seeds=n_seeds, methods=methods,
                  mesh=mesh, gies_seeds=gies_seeds, gies_max_d=gies_max_d, track=track)
 
@@ -197,20 +202,13 @@ def run_ablations(
     key,
     base: TrialConfig,
     *,
-    n_seeds: int,
-    methods: Sequence[str] = METHODS,
-    mesh=None,
-    gies_seeds: int | None = None,
-    gies_max_d: int = 10,
     track: Callable | None = None,
+    **evaluate_kw,
 ) -> list[dict]:
     """Every :func:`.data.ablations` setting applied to ``base``, on the same keys;
-    :func:`summarise` rows with ``setting`` (the ablation's name) and ``n_samples``."""
-    todo = ablations()
-    rows: list[dict] = []
-    for name, over in (todo if track is None else track(todo, "pooled-lingam: ablations")):
-        cfg = dataclasses.replace(base, **over)
-        res = evaluate(key, cfg, n_seeds=n_seeds, methods=methods, mesh=mesh,
-                       gies_seeds=gies_seeds, gies_max_d=gies_max_d)
-        rows += summarise(res, {"setting": name, "n_samples": cfg.n_samples})
-    return rows
+    :func:`summarise` rows with ``setting`` (the ablation's name) and ``n_samples``.
+    ``evaluate_kw`` (``n_seeds``, ``methods``, ``mesh``, ``gies_seeds``, ``gies_max_d``)
+    go to :func:`evaluate`."""
+    return _scored(key, ablations(),
+                   lambda item: (dataclasses.replace(base, **item[1]), {"setting": item[0]}),
+                   "pooled-lingam: ablations", track, evaluate_kw)

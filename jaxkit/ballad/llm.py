@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import os
 import re
 import urllib.error
@@ -263,26 +264,62 @@ class OpenAIChat:
         return candidates, self.cost(data.get("usage"))
 
 
+def _price(text: str) -> float | None:
+    """A price field as a float, or None when it is not a number."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _pool_entry(entry: str) -> tuple[str, float, float]:
+    """``(model, price_in, price_out)`` from ``"model"`` or ``"model:price_in:price_out"``.
+
+    Model names may contain ':' (``llama3:8b``); a numeric last field means prices were
+    given, so both of the last two fields must then be prices.
+
+    Raises:
+      ValueError: naming the entry: a price that is not a number, a single price, a
+        negative or non-finite price, or an empty model name.
+    """
+    fields = entry.split(":")
+    model, prices = entry, (0.0, 0.0)
+    if len(fields) >= 2 and _price(fields[-1]) is not None:
+        if len(fields) == 2:
+            raise ValueError(f"LLM pool entry {entry!r} gives one price; write "
+                             f"'model:price_in:price_out' (dollars per 1M tokens) or just "
+                             f"'model'")
+        p_in, p_out = _price(fields[-2]), _price(fields[-1])
+        if p_in is None:
+            raise ValueError(f"LLM pool entry {entry!r}: price_in {fields[-2]!r} is not a "
+                             f"number (expected 'model:price_in:price_out')")
+        model, prices = ":".join(fields[:-2]), (p_in, p_out)
+    elif len(fields) >= 3 and _price(fields[-2]) is not None:
+        raise ValueError(f"LLM pool entry {entry!r}: price_out {fields[-1]!r} is not a "
+                         f"number (expected 'model:price_in:price_out')")
+    if not all(math.isfinite(v) and v >= 0 for v in prices):
+        raise ValueError(f"LLM pool entry {entry!r}: prices must be finite and >= 0; got "
+                         f"{prices[0]:g} and {prices[1]:g}")
+    if not model.strip():
+        raise ValueError(f"empty model name in LLM pool entry {entry!r}")
+    return model.strip(), prices[0], prices[1]
+
+
 def pool_from_env(spec: str | None = None, **kwargs: Any) -> list[OpenAIChat]:
     """Proposers from ``"model:price_in:price_out,model2,..."`` (prices optional, dollars per
     1M tokens; model names may contain ':'). ``spec`` defaults to env ``JAXKIT_LLM_POOL``;
-    ``kwargs`` go to every :class:`OpenAIChat`."""
+    ``kwargs`` go to every :class:`OpenAIChat`.
+
+    Raises:
+      ValueError: an empty spec, or an entry whose prices do not parse (naming it).
+    """
     spec = spec if spec is not None else os.environ.get("JAXKIT_LLM_POOL", "")
     pool = []
     for entry in (e.strip() for e in spec.split(",")):
         if not entry:
             continue
-        model, prices = entry, (0.0, 0.0)
-        head, *tail = entry.rsplit(":", 2)
-        if len(tail) == 2:
-            try:
-                prices = (float(tail[0]), float(tail[1]))
-                model = head
-            except ValueError:
-                pass
-        if not model:
-            raise ValueError(f"empty model name in LLM pool entry {entry!r}")
-        pool.append(OpenAIChat(model, price_in=prices[0], price_out=prices[1], **kwargs))
+        model, price_in, price_out = _pool_entry(entry)
+        pool.append(OpenAIChat(model, price_in=price_in, price_out=price_out, **kwargs))
     if not pool:
         raise ValueError("empty LLM pool spec (set JAXKIT_LLM_POOL='model:price_in:price_out,...')")
     return pool

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 
@@ -164,6 +165,22 @@ def test_pool_from_env(monkeypatch):
     assert pool_from_env()[0].price_out == 2.0
     with pytest.raises(ValueError, match="empty"):
         pool_from_env(" , ")
+
+
+@pytest.mark.parametrize("entry,what", [
+    ("name:abc:1", "price_in 'abc' is not a number"),
+    ("name:1:abc", "price_out 'abc' is not a number"),
+    ("name:0.5", "gives one price"),
+    ("name:-1:2", "finite and >= 0"),
+    ("name:inf:2", "finite and >= 0"),
+    (":1:2", "empty model name"),
+])
+def test_pool_from_env_refuses_unparseable_prices_naming_the_entry(monkeypatch, entry, what):
+    """'name:abc:1' used to become a model called 'name:abc:1' at price 0."""
+    monkeypatch.setenv("JAXKIT_LLM_BASE_URL", "http://localhost:1/v1")
+    with pytest.raises(ValueError, match=re.escape(what)) as e:
+        pool_from_env(f"gpt-a:1:2,{entry}")
+    assert repr(entry) in str(e.value)
 
 
 def test_extract_functions():

@@ -41,6 +41,7 @@ __all__ = [
     "batched",
     "sharded_vmap",
     "sharded_runs",
+    "run_keys",
 ]
 
 DATA = "data"
@@ -63,13 +64,19 @@ def initialize(
     Must be called before any other JAX operation. On CPU, ``cpu_collectives`` selects
     the cross-process collective implementation (gloo). Returns True when multi-host
     JAX was initialised.
+
+    Raises:
+      ValueError: ``JAXKIT_DISTRIBUTED=auto`` on a machine where JAX detects no cluster,
+        a non-integer ``JAXKIT_NUM_PROCESSES`` / ``JAXKIT_PROCESS_ID``, or a coordinator
+        without the process count and id.
+      RuntimeError: JAX has already started its backends (from JAX).
     """
     env = os.environ
     if coordinator_address is None and "JAXKIT_COORDINATOR" in env:
         coordinator_address = env["JAXKIT_COORDINATOR"]
-        num_processes = num_processes or int(env["JAXKIT_NUM_PROCESSES"])
+        num_processes = num_processes or _env_int("JAXKIT_NUM_PROCESSES")
         if process_id is None:
-            process_id = int(env["JAXKIT_PROCESS_ID"])
+            process_id = _env_int("JAXKIT_PROCESS_ID")
     auto = env.get("JAXKIT_DISTRIBUTED", "").lower() == "auto"
     if coordinator_address is None and not auto:
         return False
@@ -78,13 +85,34 @@ def initialize(
                          "`coordinator_address`")
     if cpu_collectives:
         jax.config.update("jax_cpu_collectives_implementation", cpu_collectives)
-    jax.distributed.initialize(
-        coordinator_address=coordinator_address,
-        num_processes=num_processes,
-        process_id=process_id,
-        local_device_ids=local_device_ids,
-    )
+    try:
+        jax.distributed.initialize(
+            coordinator_address=coordinator_address,
+            num_processes=num_processes,
+            process_id=process_id,
+            local_device_ids=local_device_ids,
+        )
+    except ValueError as e:
+        if coordinator_address is not None:
+            raise
+        # auto-detection found no cluster: JAX asks for the address it could not detect
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(
+            "JAXKIT_DISTRIBUTED=auto, but JAX detected no cluster here (TPU pod, Slurm, "
+            "OpenMPI, ...): set JAXKIT_COORDINATOR, JAXKIT_NUM_PROCESSES and "
+            "JAXKIT_PROCESS_ID, or unset JAXKIT_DISTRIBUTED for a single-process run "
+            f"(jax: {reason})") from None
     return True
+
+
+def _env_int(name: str) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        raise ValueError(f"JAXKIT_COORDINATOR is set, so {name} must be set too")
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer; got {value!r}") from None
 
 
 def parse_mesh(spec: str) -> dict[str, int]:
@@ -332,6 +360,21 @@ def sharded_vmap(fn: Callable, mesh: Mesh | None = None, axis: str = DATA) -> Ca
     return call
 
 
+class _SplitKey:
+    """The runs axis marker of a 0-d PRNG key that becomes one key per run."""
+
+    def __repr__(self) -> str:
+        return "key"
+
+
+_KEY = _SplitKey()
+
+
+def _is_key(x) -> bool:
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
 def _runs_axis(ax, ndim: int):
     """The runs axis of a leaf, or None for a replicated one (0-d leaves, ``ax=None``)."""
     if ax is None or ndim == 0:
@@ -342,7 +385,33 @@ def _runs_axis(ax, ndim: int):
 
 
 def _runs_spec(ax, axis: str) -> PartitionSpec:
-    return PartitionSpec() if ax is None else PartitionSpec(*([None] * ax), axis)
+    return PartitionSpec() if ax is None or ax is _KEY else PartitionSpec(*([None] * ax), axis)
+
+
+def _run_count(leaves, axes) -> int:
+    """The number of runs the split leaves hold (they must agree)."""
+    sizes = {jnp.shape(x)[a] for x, a in zip(leaves, axes, strict=True)
+             if a is not None and a is not _KEY}
+    if len(sizes) != 1:
+        raise ValueError("the arguments must hold the same number of runs (at least one "
+                         "split argument that is not a lone PRNG key); got run counts "
+                         f"{sorted(sizes)}")
+    return sizes.pop()
+
+
+def run_keys(key, n_runs: int):
+    """The keys :func:`sharded_runs` gives runs ``0 .. n_runs - 1`` from one key:
+    ``fold_in(key, r)`` for run ``r``, whatever the mesh and the run count.
+
+    Args:
+      key: a typed PRNG key (0-d).
+      n_runs: the number of runs.
+
+    Returns:
+      A ``(n_runs,)`` key array.
+    """
+    return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(
+        key, jnp.arange(n_runs, dtype=jnp.uint32))
 
 
 def sharded_runs(fn: Callable, mesh: Mesh | None = None, axis: str = DATA, *,
@@ -356,16 +425,32 @@ def sharded_runs(fn: Callable, mesh: Mesh | None = None, axis: str = DATA, *,
     leading axis); this is for kernels that take many runs natively, e.g.
     ``bandit.simulate_runs``, whose states are (K, R) with the runs last.
 
-    ``in_axes``: the runs axis of every argument (one int for all, or one per positional
-    argument; ``None`` = the same on every device). 0-d leaves, such as PRNG keys, are
-    always passed whole. ``out_axes``: the runs axis of every output with at least one
-    dimension; 0-d outputs (a step counter) must agree across devices and are taken from
-    the first. All devices get the same key: fold ``jax.lax.axis_index(axis)`` into it
-    inside ``fn`` for independent random numbers per device. Runs are padded to a
-    multiple of the axis size by repeating the last run, and the outputs cut back.
-    ``call.global_fn`` is the jitted function on arguments already placed (runs a
-    multiple of the axis size); multi-process, pass global arrays sharded this way to
-    either."""
+    Random numbers: a single (0-d, typed) PRNG key in an argument whose ``in_axes``
+    entry is not ``None`` is turned into one key per run, ``fold_in(key, r)`` for run
+    ``r`` (:func:`run_keys`), and ``fn`` receives its runs' keys as a ``(R_local,)`` key
+    array. Run ``r`` then draws the same numbers on one device or on many, so the result
+    does not depend on the mesh and no two runs share a stream; ``fn`` must draw each
+    run's numbers from that run's key (e.g. ``vmap`` over the keys). A key whose entry is
+    ``None`` is passed whole, the same on every device (for ``fn`` that draws nothing
+    per run; a ``fn`` that draws R_local numbers from it would repeat the same runs on
+    every device).
+
+    Args:
+      fn: the function of many runs.
+      mesh: the mesh (default all devices on one ``data`` axis).
+      axis: the mesh axis the runs are split over.
+      in_axes: the runs axis of every argument (one int for all, or one per positional
+        argument; ``None`` = the same on every device). Other 0-d leaves are always
+        passed whole.
+      out_axes: the runs axis of every output with at least one dimension; 0-d outputs
+        (a step counter) must agree across devices and are taken from the first.
+
+    Returns:
+      The sharded function. Runs are padded to a multiple of the axis size by repeating
+      the last run, and the outputs cut back. ``call.global_fn`` is the jitted function
+      on arguments already placed (runs a multiple of the axis size, keys still 0-d);
+      multi-process, pass global arrays sharded this way to either.
+    """
     mesh = make_mesh() if mesh is None else mesh
     size = mesh.shape[axis]
 
@@ -373,13 +458,20 @@ def sharded_runs(fn: Callable, mesh: Mesh | None = None, axis: str = DATA, *,
         axes = (tuple(in_axes) if isinstance(in_axes, Sequence) else (in_axes,) * len(args))
         if len(axes) != len(args):
             raise ValueError(f"`in_axes` has {len(axes)} entries for {len(args)} arguments")
-        return [_runs_axis(a, jnp.ndim(x)) for a, arg in zip(axes, args, strict=True)
-                for x in jax.tree.leaves(arg)]
+        return [_KEY if a is not None and jnp.ndim(x) == 0 and _is_key(x)
+                else _runs_axis(a, jnp.ndim(x))
+                for a, arg in zip(axes, args, strict=True) for x in jax.tree.leaves(arg)]
 
     @jax.jit
     def global_fn(*args):
         leaves, treedef = jax.tree.flatten(args)
-        in_specs = tuple(_runs_spec(a, axis) for a in leaf_axes(args))
+        axes = leaf_axes(args)
+        if any(a is _KEY for a in axes):  # one key per run, from the run's global index
+            n = _run_count(leaves, axes)
+            leaves = [run_keys(x, n) if a is _KEY else x for x, a in zip(leaves, axes,
+                                                                           strict=True)]
+            axes = [0 if a is _KEY else a for a in axes]
+        in_specs = tuple(_runs_spec(a, axis) for a in axes)
 
         def local(*flat):
             return fn(*jax.tree.unflatten(treedef, flat))
@@ -397,15 +489,11 @@ def sharded_runs(fn: Callable, mesh: Mesh | None = None, axis: str = DATA, *,
     def call(*args):
         leaves, treedef = jax.tree.flatten(args)
         axes = leaf_axes(args)
-        sizes = {jnp.shape(x)[a] for x, a in zip(leaves, axes, strict=True) if a is not None}
-        if len(sizes) != 1:
-            raise ValueError("the arguments must hold the same number of runs (at least one "
-                             f"split argument); got run counts {sorted(sizes)}")
-        n = sizes.pop()
+        n = _run_count(leaves, axes)
         if any(isinstance(x, jax.Array) and not x.is_fully_addressable for x in leaves):
             return global_fn(*args)
         pad = (-n) % size
-        leaves = [x if a is None or pad == 0 else jnp.concatenate(
+        leaves = [x if a is None or a is _KEY or pad == 0 else jnp.concatenate(
             [x, jnp.repeat(jax.lax.slice_in_dim(x, n - 1, n, axis=a), pad, axis=a)], axis=a)
             for x, a in zip(leaves, axes, strict=True)]
         leaves = [jax.device_put(x, NamedSharding(mesh, _runs_spec(a, axis)))

@@ -84,6 +84,28 @@ def test_initialize_is_noop_unless_asked(monkeypatch):
         jd.initialize("localhost:1234")
 
 
+def test_initialize_auto_off_a_cluster_is_a_clear_error(monkeypatch):
+    """JAXKIT_DISTRIBUTED=auto where JAX detects no cluster: JAX's bare 'coordinator_address
+    should be defined' becomes an error that says what to set."""
+    for k in ("JAXKIT_COORDINATOR", "JAX_COORDINATOR_ADDRESS"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("JAXKIT_DISTRIBUTED", "auto")
+
+    def no_cluster(**kw):
+        assert kw["coordinator_address"] is None
+        raise ValueError("coordinator_address should be defined.")
+
+    monkeypatch.setattr(jax.distributed, "initialize", no_cluster)
+    monkeypatch.setattr(jax.config, "update", lambda *a: None)  # keep this process's config
+    with pytest.raises(ValueError, match="detected no cluster.*JAXKIT_COORDINATOR"):
+        jd.initialize()
+    monkeypatch.delenv("JAXKIT_DISTRIBUTED")
+    monkeypatch.setenv("JAXKIT_COORDINATOR", "localhost:1")
+    monkeypatch.setenv("JAXKIT_NUM_PROCESSES", "two")
+    with pytest.raises(ValueError, match="JAXKIT_NUM_PROCESSES must be an integer; got 'two'"):
+        jd.initialize()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -140,6 +162,37 @@ def test_sharded_runs_splits_the_runs_axis_and_cuts_the_padding():
     assert not np.array_equal(draw[0:2], draw[2:4])  # the devices drew different numbers
     out2 = fn(x + 1, w, jax.random.key(0))  # same signature: the compiled program is reused
     np.testing.assert_allclose(np.asarray(out2["sum"]), np.asarray(w @ (x + 1)))
+
+
+def _noisy_runs(keys, x):
+    """Runs on the last axis of x (3, R); ``keys`` (R,) one key per run, as sharded_runs
+    gives them from one key."""
+    noise = jax.vmap(lambda k: jax.random.normal(k, (3,)), out_axes=-1)(keys)
+    return {"x": x + noise, "u": jax.vmap(jax.random.uniform)(keys)}
+
+
+def test_sharded_runs_one_key_gives_every_run_its_own_stream_on_any_mesh():
+    """One key in: run r gets fold_in(key, r) whatever the mesh, so 1 and 8 devices give
+    the same runs and no two runs (on one device or across devices) are copies."""
+    x = jnp.zeros((3, 11))  # 11 runs: padded to 16 over 8 devices
+    key = jax.random.key(3)
+    one = jd.sharded_runs(_noisy_runs, jd.make_mesh({"data": 1}, devices=jax.devices()[:1]))
+    eight = jd.sharded_runs(_noisy_runs, jd.make_mesh())
+    r1, r8 = one(key, x), eight(key, x)
+    assert r8["x"].shape == (3, 11) and r8["u"].shape == (11,)
+    for name in ("x", "u"):
+        np.testing.assert_array_equal(np.asarray(r8[name]), np.asarray(r1[name]))
+    assert len(np.unique(np.asarray(r8["u"]))) == 11
+    assert len({tuple(c) for c in np.asarray(r8["x"]).T}) == 11
+    np.testing.assert_array_equal(np.asarray(r8["u"]), np.asarray(
+        jax.vmap(jax.random.uniform)(jd.run_keys(key, 11))))
+    # already placed (16 runs): the same keys for the first 11
+    placed = jax.device_put(jnp.zeros((3, 16)), jax.sharding.NamedSharding(
+        jd.make_mesh(), jax.sharding.PartitionSpec(None, "data")))
+    g = eight.global_fn(key, placed)
+    np.testing.assert_array_equal(np.asarray(g["u"][:11]), np.asarray(r1["u"]))
+    with pytest.raises(ValueError, match="not a lone PRNG key"):
+        jd.sharded_runs(lambda k: jax.vmap(jax.random.uniform)(k), jd.make_mesh())(key)
 
 
 def test_sharded_runs_bad_input():

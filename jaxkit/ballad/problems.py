@@ -22,6 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+# the features are plain array arithmetic: one definition serves NumPy and JAX
+from .reference import binpack_features as _binpack_features
+
 __all__ = [
     "Problem",
     "NAMES",
@@ -70,18 +73,6 @@ def _dist(coords):
 # ---------------------------------------------------------------------------------------
 
 BINPACK_FEATURES = ("slack", "slack^2", "exact_fit", "fresh_bin", "awkward_leftover", "item*slack")
-
-
-def _binpack_features(item, bins, capacity):
-    s = (bins - item) / capacity
-    return [
-        s,
-        s * s,
-        (s == 0).astype(s.dtype),
-        (bins == capacity).astype(s.dtype),
-        ((s > 0) & (s <= 0.1)).astype(s.dtype),
-        (item / capacity) * s,
-    ]
 
 
 # The greedy step only needs bins [0, n_open]: every bin past the open ones is still empty, so

@@ -148,6 +148,16 @@ def distance_matrix(coords: np.ndarray) -> np.ndarray:
     return np.sqrt(np.sum(diff * diff, axis=-1))
 
 
+def _tour_start(theta, coords) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``theta`` as float64, the distance matrix of ``coords`` and the unvisited mask of a
+    tour that starts at node 0 (the TSP start, the CVRP depot)."""
+    theta = np.asarray(theta, dtype=np.float64)
+    dist = distance_matrix(np.asarray(coords, dtype=np.float64))
+    unvisited = np.ones(len(dist), dtype=bool)
+    unvisited[0] = False
+    return theta, dist, unvisited
+
+
 def tsp_features(dist: np.ndarray, cur: int, unvisited: np.ndarray) -> list[np.ndarray]:
     """Per-node features of moving from ``cur`` to each node (all n, masked by the caller).
 
@@ -166,14 +176,9 @@ def tsp_features(dist: np.ndarray, cur: int, unvisited: np.ndarray) -> list[np.n
 
 def tsp_theta(theta, coords: np.ndarray) -> tuple[float, np.ndarray]:
     """Tour length and tour (starting at node 0) of the linear next-node heuristic ``theta``."""
-    theta = np.asarray(theta, dtype=np.float64)
-    coords = np.asarray(coords, dtype=np.float64)
-    n = len(coords)
-    dist = distance_matrix(coords)
-    unvisited = np.ones(n, dtype=bool)
-    unvisited[0] = False
+    theta, dist, unvisited = _tour_start(theta, coords)
     cur, length, tour = 0, 0.0, [0]
-    for _ in range(n - 1):
+    for _ in range(len(dist) - 1):
         p = linear(tsp_features(dist, cur, unvisited), theta)
         p = np.where(unvisited, p, -np.inf)
         nxt = int(np.argmax(p))
@@ -246,13 +251,8 @@ def cvrp_features(dist, demands, cur: int, load, capacity: float) -> list[np.nda
 
 def cvrp_theta(theta, coords, demands, capacity: float) -> tuple[float, list[list[int]]]:
     """Total length and routes (customer lists, depot 0 implicit) of the linear heuristic."""
-    theta = np.asarray(theta, dtype=np.float64)
-    coords = np.asarray(coords, dtype=np.float64)
+    theta, dist, unvisited = _tour_start(theta, coords)
     demands = np.asarray(demands, dtype=np.float64)
-    dist = distance_matrix(coords)
-    n = len(coords)
-    unvisited = np.ones(n, dtype=bool)
-    unvisited[0] = False
     cur, load, length = 0, float(capacity), 0.0
     routes: list[list[int]] = [[]]
     while unvisited.any():

@@ -2,11 +2,11 @@
 Jonker-Volgenant shortest augmenting paths in float64 for exactness.
 
 Why hand-written (with numba): OT-CFM pairs every minibatch by an exact assignment, and on a
-CPU the libraries we have take 2-7x a CFM training step's time (1.1-1.6 ms) at B = 256
-with squared Euclidean costs (POT's network simplex 3.2-4.8 ms, SciPy's
-``linear_sum_assignment`` 8 ms, ``lap.lapjv`` ~10 ms; one thread). None of them takes
-starting prices, and from zero prices the shortest-augmenting-path methods do O(B) long
-searches on these near-degenerate geometric costs. Here:
+CPU the libraries we have (POT's network simplex, SciPy's ``linear_sum_assignment``,
+``lap.lapjv``) take several times a CFM training step's time on squared Euclidean costs
+(see benchmarks/RESULTS.md). None of them takes starting prices, and from zero prices the
+shortest-augmenting-path methods do O(B) long searches on these near-degenerate geometric
+costs. Here:
 
 1. **Prices by auction** (Bertsekas 1988; epsilon-scaling, Bertsekas & Castanon 1992),
    Gauss-Seidel bidding on costs quantised to integers, with the bid's value and column
@@ -21,10 +21,9 @@ searches on these near-degenerate geometric costs. Here:
    so exactness does not depend on the quantisation; good prices only make the paths
    short. This is the same optimality certificate as SciPy's solver.
 
-At B = 256 this takes 0.38-0.44 ms (2D and 64D OT-CFM minibatches, one thread), against
-3.2-4.4 ms for POT's network simplex and 7.7-7.8 ms for SciPy's; at B = 1024, 10-13 ms
-against 85-144 and 306-324 ms (``benchmarks/bench_flow.py --only assign``). The
-functions release the GIL, so pairing threads run alongside the device's training step.
+Timings against POT and SciPy are in benchmarks/RESULTS.md (``benchmarks/bench_flow.py
+--only assign``). The functions release the GIL, so pairing threads run alongside the
+device's training step.
 """
 from __future__ import annotations
 
@@ -206,11 +205,22 @@ def _solve(c, eps_fractions):
 
 
 def auction_assignment(cost: np.ndarray) -> np.ndarray:
-    """Optimal assignment of a square, finite cost matrix: ``perm`` (int32) minimising
-    ``sum_i cost[i, perm[i]]``, exact up to float64 rounding at the scale of the cost
-    range (the duals live there; entries many decades below it can round away, as in any
-    dual method). Falls back to
-    SciPy's ``linear_sum_assignment`` above 16,384 rows (the auction's integer keys)."""
+    """Optimal assignment of a square, finite cost matrix: ``perm`` minimising
+    ``sum_i cost[i, perm[i]]``.
+
+    Auction prices (Bertsekas 1988; epsilon-scaling, Bertsekas & Castanon 1992), then
+    Jonker-Volgenant shortest augmenting paths in float64 (Jonker & Volgenant 1987), see
+    the module docstring. Exact up to float64 rounding at the scale of the cost range
+    (the duals live there; entries many decades below it can round away, as in any dual
+    method). Falls back to SciPy's ``linear_sum_assignment`` above 16,384 rows (the
+    auction's integer keys). A NumPy function for the host, not traceable.
+
+    Args:
+        cost: square, finite cost matrix ``(B, B)``.
+
+    Returns:
+        The int32 permutation ``perm`` ``(B,)``.
+    """
     c = np.ascontiguousarray(cost, np.float64)
     n = c.shape[0]
     if n == 0:

@@ -4,24 +4,52 @@ from __future__ import annotations
 
 import jax
 
-__all__ = ["map_over_batch"]
+__all__ = ["map_over_batch", "resolve_sequential_vmap"]
 
 
-def map_over_batch(f):
-    """``f`` whose ``vmap`` runs the members one after another (``lax.map``) on CPU.
+def resolve_sequential_vmap(sequential_vmap: bool | None) -> bool:
+    """The batching rule a public kernel uses under ``vmap``.
 
-    ``f`` takes positional array arguments. Under a plain ``vmap`` a batched
-    ``while_loop`` iterates every member until the slowest has converged (converged
-    members are carried along by ``select``), and every step streams the whole batch's
-    intermediates through memory. On CPU, mapping instead stops each member at its own
-    tolerance (the same ``n_iter`` as a lone fit) and keeps one member's working set in
-    cache; the results are identical. It also keeps each member's ops small, which
-    sidesteps an XLA:CPU stall seen when several simulated CPU devices run large
-    batched while-loops at once (see benchmarks/RESULTS.md).
+    Public kernels built on :func:`map_over_batch` take ``sequential_vmap: bool | None =
+    None`` and resolve it here, once, at their boundary: ``None`` picks the sequential
+    rule when the default backend is ``"cpu"`` and plain batching on GPU/TPU.
 
-    On GPU/TPU (the default backend at trace time is not ``"cpu"``) the rule is plain
-    batching: there, one wide batched step beats many narrow sequential ones.
-    Nested ``vmap`` batches the mapped body as usual.
+    Args:
+        sequential_vmap: ``True`` or ``False`` to force a rule, ``None`` for the
+            backend's default.
+
+    Returns:
+        Whether ``vmap`` maps the batch members one after another.
+    """
+    if sequential_vmap is None:
+        return jax.default_backend() == "cpu"
+    if not isinstance(sequential_vmap, bool):
+        raise ValueError(f"`sequential_vmap` must be True, False or None; got "
+                         f"{sequential_vmap!r}")
+    return sequential_vmap
+
+
+def map_over_batch(f, *, sequential: bool):
+    """``f`` with a custom ``vmap`` rule: sequential (``lax.map``) or plain batching.
+
+    Under a plain ``vmap`` a batched ``while_loop`` iterates every member until the
+    slowest has converged (converged members are carried along by ``select``), and every
+    step streams the whole batch's intermediates through memory. With
+    ``sequential=True`` the members are mapped one after another instead: each stops at
+    its own tolerance (the same ``n_iter`` as a lone fit) and keeps one member's working
+    set in cache; the results are identical. It also keeps each member's ops small, which
+    sidesteps an XLA:CPU stall seen when several simulated CPU devices run large batched
+    while-loops at once (see benchmarks/RESULTS.md). On GPU/TPU one wide batched step
+    beats many narrow sequential ones, hence ``sequential=False`` there (see
+    :func:`resolve_sequential_vmap`). Nested ``vmap`` batches the mapped body as usual.
+
+    Args:
+        f: a function of positional array arguments.
+        sequential: the batching rule (static): ``True`` maps the batch members with
+            ``lax.map``, ``False`` is plain ``vmap`` batching.
+
+    Returns:
+        A function with ``f``'s signature and values and the chosen ``vmap`` rule.
     """
     g = jax.custom_batching.custom_vmap(f)
 
@@ -32,7 +60,7 @@ def map_over_batch(f):
         if not batched:  # e.g. only a tangent is batched under jvp: nothing to map over
             out = f(*args)
             return out, jax.tree.map(lambda _: False, out)
-        if jax.default_backend() != "cpu":
+        if not sequential:
             axes = tuple(0 if b else None for b in flags)
             out = jax.vmap(f, in_axes=axes)(*args)
             return out, jax.tree.map(lambda _: True, out)

@@ -21,7 +21,7 @@ on the last axis: ``init(n_runs)`` gives (K, R) arrays, ``select`` returns (R,) 
 this way. It exists for speed on CPU: ``vmap`` puts the runs first, which leaves the
 argmax over the K arms on the minor (vector) axis, a short reduction that XLA:CPU does
 not vectorise; with the runs minor every operation of a step is a vector loop over the
-runs (about twice the steps/s of ``vmap(simulate)`` in ``benchmarks/bench_bandit.py``).
+runs (``benchmarks/bench_bandit.py`` compares the two; see benchmarks/RESULTS.md).
 
 References: UCB1 (Auer, Cesa-Bianchi & Fischer 2002); discounted and sliding-window UCB
 (Garivier & Moulines, ALT 2011); discounted Thompson sampling (Raj & Kalyani 2017);
@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from .checks import fail, fail_first
@@ -130,7 +131,7 @@ def _check_observation(n_arms: int, arm, reward, dtype, runs: tuple = ()):
 
 
 # Indices are int32 throughout, also with jax_enable_x64: an int64 argmax or one-hot
-# makes the whole float32 step ~40% slower on XLA:CPU (wider lanes in every pass).
+# slows the whole float32 step on XLA:CPU (wider lanes in every pass).
 
 
 def _argmax(index: Array) -> Array:
@@ -196,7 +197,7 @@ def _count_update(n_arms: int, gamma: float, dtype):
 def _discounted_total(t, gamma: float, dtype):
     """``sum_k N_k`` after ``t`` discounted updates, ``sum_{i<t} gamma^i``, in closed form:
     every step adds 1 to one arm and decays all, so no reduction over the arms is needed
-    (a reduction over a short axis costs as much as the rest of the step on XLA:CPU)."""
+    (a reduction over a short axis is comparatively slow on XLA:CPU)."""
     t = t.astype(dtype)
     if gamma == 1.0:
         return t
@@ -205,7 +206,16 @@ def _discounted_total(t, gamma: float, dtype):
 
 def ucb1(n_arms: int, *, alpha: float = 1.0, dtype=jnp.float32) -> Policy:
     """UCB1: ``index_k = X_k/N_k + alpha * sqrt(2 ln n / N_k)`` with ``n`` the total number
-    of pulls (MABWiser's ``UCB1(alpha)`` form; Auer et al. 2002 with ``alpha = 1``)."""
+    of pulls (MABWiser's ``UCB1(alpha)`` form; Auer et al. 2002 with ``alpha = 1``).
+
+    Args:
+        n_arms: number of arms ``K`` (static).
+        alpha: exploration weight (``>= 0``).
+        dtype: float dtype of the statistics (static).
+
+    Returns:
+        A :class:`Policy` (``runs_last``: also (K, R) states for R runs).
+    """
     n_arms = _check_arms(n_arms)
     alpha = _check_positive("alpha", alpha)
 
@@ -226,7 +236,17 @@ def discounted_ucb(n_arms: int, *, gamma: float = 0.99, alpha: float = 1.0,
     """Discounted UCB (Garivier & Moulines 2011). Every arm decays every step:
     ``N_k <- gamma N_k + [a=k]``, ``X_k <- gamma X_k + r [a=k]``; the index is
     ``X_k/N_k + sqrt(2 alpha ln(n) / N_k)`` with ``n = sum_k N_k``; +inf for an arm
-    never pulled."""
+    never pulled.
+
+    Args:
+        n_arms: number of arms ``K`` (static).
+        gamma: discount per step, in ``(0, 1]``.
+        alpha: exploration weight (``>= 0``).
+        dtype: float dtype of the statistics (static).
+
+    Returns:
+        A :class:`Policy` (``runs_last``: also (K, R) states for R runs).
+    """
     n_arms = _check_arms(n_arms)
     gamma = _check_unit("gamma", gamma)
     alpha = _check_positive("alpha", alpha)
@@ -250,7 +270,19 @@ def thompson_gaussian(n_arms: int, *, gamma: float = 1.0, sigma: float = 1.0,
     """Gaussian Thompson sampling with discounting: the posterior of arm k is
     ``N((X_k + c m0) / (N_k + c), sigma^2 / (N_k + c))`` with the discounted ``N_k, X_k``
     of :func:`discounted_ucb` (every arm decays every step) and a prior worth ``c``
-    pseudo-observations at ``m0``."""
+    pseudo-observations at ``m0``.
+
+    Args:
+        n_arms: number of arms ``K`` (static).
+        gamma: discount per step, in ``(0, 1]``.
+        sigma: reward noise standard deviation (``> 0``).
+        prior_mean: prior mean ``m0``.
+        prior_count: prior weight ``c`` in pseudo-observations (``> 0``).
+        dtype: float dtype of the statistics (static).
+
+    Returns:
+        A :class:`Policy` (``runs_last``: also (K, R) states for R runs).
+    """
     n_arms = _check_arms(n_arms)
     gamma = _check_unit("gamma", gamma)
     sigma = _check_positive("sigma", sigma, strict=True)
@@ -284,7 +316,17 @@ def thompson_beta(n_arms: int, *, gamma: float = 1.0, prior: tuple[float, float]
     Samples ``Beta(a + S_k, b + F_k)``.
 
     (SMPyBandits' ``DiscountedBayesianIndexPolicy`` decays the pulled arm K-1 times and
-    never the others; this follows the paper.)"""
+    never the others; this follows the paper.)
+
+    Args:
+        n_arms: number of arms ``K`` (static).
+        gamma: discount per step, in ``(0, 1]``.
+        prior: the Beta prior ``(a, b)``, both ``> 0``.
+        dtype: float dtype of the statistics (static).
+
+    Returns:
+        A :class:`Policy` (``runs_last``: also (K, R) states for R runs).
+    """
     n_arms = _check_arms(n_arms)
     gamma = _check_unit("gamma", gamma)
     a0, b0 = (_check_positive("prior", p, strict=True) for p in prior)
@@ -324,7 +366,17 @@ def sliding_window_ucb(n_arms: int, *, window: int = 100, alpha: float = 1.0,
                        dtype=jnp.float32) -> Policy:
     """Sliding-window UCB (Garivier & Moulines 2011): statistics over the last ``window``
     steps only, ``index_k = X_k/N_k + sqrt(2 alpha ln(min(t, window)) / N_k)``; an arm
-    with no pull inside the window has index +inf."""
+    with no pull inside the window has index +inf.
+
+    Args:
+        n_arms: number of arms ``K`` (static).
+        window: number of recent steps kept (static).
+        alpha: exploration weight (``>= 0``).
+        dtype: float dtype of the statistics (static).
+
+    Returns:
+        A :class:`Policy`.
+    """
     n_arms = _check_arms(n_arms)
     if int(window) != window or window < 1:
         raise ValueError(f"`window` must be a positive integer; got {window!r}")
@@ -371,7 +423,19 @@ def qomax(n_arms: int, *, n_batches: int = 4, batch_size: int = 4, q: float = 0.
     taken over each arm's most recent ``n_batches * batch_size`` rewards (so the index
     forgets old behaviour), plus an optional bonus ``alpha * sqrt(ln t / n_k)``. An arm
     with fewer samples than one full set has index +inf (forced exploration, as in
-    QoMax-ETC)."""
+    QoMax-ETC).
+
+    Args:
+        n_arms: number of arms ``K`` (static).
+        n_batches: number of batches (static).
+        batch_size: samples per batch (static).
+        q: the quantile level, in ``[0, 1]``.
+        alpha: exploration weight (``>= 0``).
+        dtype: float dtype of the statistics (static).
+
+    Returns:
+        A :class:`Policy`.
+    """
     n_arms = _check_arms(n_arms)
     for name, v in (("n_batches", n_batches), ("batch_size", batch_size)):
         if int(v) != v or v < 1:
@@ -416,7 +480,18 @@ def threshold_ascent(n_arms: int, *, horizon: int, s: int = 10, delta: float = 0
     payoffs exceed it); with ``S_k`` arm k's payoffs above ``T`` out of ``n_k`` pulls,
     ``mu = S_k / n_k`` and ``index_k = mu + (a + sqrt(2 n_k mu a + a^2)) / n_k`` with
     ``a = ln(2 n K / delta)``, ``n`` the pulls so far. ``horizon`` fixes the history
-    buffer (updates beyond it are not stored)."""
+    buffer (updates beyond it are not stored).
+
+    Args:
+        n_arms: number of arms ``K`` (static).
+        horizon: length of the history buffer (static).
+        s: the threshold's rank: fewer than ``s`` payoffs exceed it (static).
+        delta: confidence parameter, in ``(0, 1]``.
+        dtype: float dtype of the statistics (static).
+
+    Returns:
+        A :class:`Policy`.
+    """
     n_arms = _check_arms(n_arms)
     if int(horizon) != horizon or horizon < 1:
         raise ValueError(f"`horizon` must be a positive integer; got {horizon!r}")
@@ -464,16 +539,29 @@ def cost_aware(policy: Policy, costs, *, budget: float | None = None,
     per unit cost (each reward is scaled by ``min(costs) / costs[arm]``). With a
     ``budget``, arms whose cost exceeds what is left get index -inf; once nothing is
     affordable the cheapest arm is returned and ``spent`` passes ``budget`` (check
-    ``state.spent`` to stop)."""
-    costs_np = jnp.asarray(costs, jnp.float32)
-    if costs_np.shape != (policy.n_arms,):
-        raise ValueError(f"`costs` must have shape ({policy.n_arms},); got {costs_np.shape}")
-    if not bool(jnp.all(jnp.isfinite(costs_np) & (costs_np > 0))):
+    ``state.spent`` to stop).
+
+    Args:
+        policy: the inner policy (one run per state).
+        costs: positive, finite cost per arm ``(K,)`` (concrete: a list or array).
+        budget: optional total budget (``> 0``).
+        per_unit_cost: scale rewards by ``min(costs) / costs[arm]`` (static).
+
+    Returns:
+        A :class:`Policy` whose state is a :class:`CostState`.
+    """
+    # validated in NumPy: the factory also works inside jit (costs are static, concrete)
+    costs_host = np.asarray(costs, np.float32)
+    if costs_host.shape != (policy.n_arms,):
+        raise ValueError(f"`costs` must have shape ({policy.n_arms},); "
+                         f"got {costs_host.shape}")
+    if not np.all(np.isfinite(costs_host) & (costs_host > 0)):
         raise ValueError("`costs` must be finite and > 0")
     if budget is not None:
         budget = _check_positive("budget", budget, strict=True)
-    scale = jnp.min(costs_np) / costs_np
-    cheapest = jnp.argmin(costs_np).astype(jnp.int32)
+    costs_np = jnp.asarray(costs_host)
+    scale = jnp.asarray(np.min(costs_host) / costs_host)
+    cheapest = jnp.asarray(np.argmin(costs_host), jnp.int32)
 
     def init() -> CostState:
         return CostState(policy.init(), jnp.zeros((), jnp.float32))
@@ -520,7 +608,16 @@ def propagate_credit(parents: Int[Array, "N P"], gain: Float[Array, " N"], *,
 
     Nodes are ``0..N-1`` in topological order (every parent id is smaller than its
     child's); ``parents`` is padded with -1 (fixed capacity: unused nodes have gain 0).
-    One reverse ``lax.scan``, O(N P)."""
+    One reverse ``lax.scan``, O(N P).
+
+    Args:
+        parents: int parent ids ``(N, P)``, -1 padded, each smaller than its node's id.
+        gain: each node's own gain ``(N,)``.
+        decay: the factor on credit passed from a child to its parents.
+
+    Returns:
+        The credit ``c`` ``(N,)``.
+    """
     parents = _check_parents(parents)
     gain = jnp.asarray(gain)
     if gain.shape != parents.shape[:1]:
@@ -545,7 +642,19 @@ def credit_per_arm(credit: Float[Array, " N"], node_arm: Int[Array, " N"], *, n_
                    node_time: Int[Array, " N"] | None = None, now=None,
                    gamma: float = 1.0) -> Float[Array, " K"]:
     """Sum node credit per generating arm: ``C_k = sum_{v: arm(v)=k} c_v *
-    gamma^(now - t_v)``. Nodes with arm -1 (roots, padding) count for no arm."""
+    gamma^(now - t_v)``. Nodes with arm -1 (roots, padding) count for no arm.
+
+    Args:
+        credit: node credit ``(N,)`` (e.g. from :func:`propagate_credit`).
+        node_arm: the arm that produced each node ``(N,)``, -1 for none.
+        n_arms: number of arms ``K`` (static).
+        node_time: optional step each node was produced at ``(N,)``.
+        now: the current step, required with ``node_time``.
+        gamma: discount per step of age.
+
+    Returns:
+        The credit per arm ``(K,)``.
+    """
     credit = jnp.asarray(credit)
     node_arm = jnp.asarray(node_arm)
     if node_arm.shape != credit.shape:
@@ -611,7 +720,24 @@ def ballad(n_arms: int, *, capacity: int, max_parents: int = 2, gamma: float = 0
     The quantile term favours arms that produce rare high scores over arms with a stable
     average (``extreme=False`` drops it). An arm never pulled has index +inf. Roots (the
     initial population) are added with :func:`ballad_add_roots`. Updates beyond
-    ``capacity`` nodes are counted in ``pulls`` but not stored."""
+    ``capacity`` nodes are counted in ``pulls`` but not stored.
+
+    Args:
+        n_arms: number of arms ``K`` (static).
+        capacity: most nodes stored (static).
+        max_parents: parents per node, ``P`` (static).
+        gamma: node discount per step, in ``(0, 1]``.
+        alpha: exploration weight (``>= 0``).
+        decay: credit decay along the genealogy (``>= 0``).
+        q: quantile level of the extreme term, in ``[0, 1]``.
+        extreme: include the quantile term (static).
+        credit: propagate credit through the genealogy (static).
+        discount: discount node weights by age (static).
+        dtype: float dtype of the statistics (static).
+
+    Returns:
+        A :class:`Policy`.
+    """
     n_arms = _check_arms(n_arms)
     gamma = _check_unit("gamma", gamma)
     q = _check_unit("q", q, low_open=False)
@@ -682,7 +808,15 @@ def _check_node_parents(parents, max_parents: int, n_nodes):
 
 def ballad_add_roots(state: BalladState, scores: Float[Array, " R"]) -> BalladState:
     """Add the initial population (no parents, no generating arm) as nodes ``n_nodes ..
-    n_nodes + R - 1`` of a :func:`ballad` state."""
+    n_nodes + R - 1`` of a :func:`ballad` state.
+
+    Args:
+        state: a :class:`BalladState`.
+        scores: the roots' normalised scores ``(R,)``.
+
+    Returns:
+        The updated state (roots beyond ``capacity`` are dropped).
+    """
     scores = jnp.asarray(scores)
     if scores.ndim != 1:
         raise ValueError(f"`scores` must be 1-D; got shape {scores.shape}")
@@ -710,8 +844,17 @@ def simulate(key: PRNGKeyArray, policy: Policy, reward_fn: Callable, n_steps: in
     """Run ``policy`` for ``n_steps`` in one ``lax.scan``: at step t, ``arm =
     select(k1, state)``, ``reward = reward_fn(k2, t, arm)``, ``state = update(...)``.
     ``jax.vmap`` over keys (and whatever ``reward_fn`` closes over) runs independent
-    runs in one program."""
+    runs in one program.
 
+    Args:
+        key: PRNG key.
+        policy: the :class:`Policy`.
+        reward_fn: ``reward_fn(key, t, arm) -> reward`` (a scalar).
+        n_steps: horizon ``T`` (static).
+
+    Returns:
+        ``(final_state, trace)`` with ``trace`` a :class:`SimTrace` of ``(T,)`` arrays.
+    """
     return _scan_steps(key, policy.init(), policy.select, policy.update, reward_fn, n_steps)
 
 
@@ -745,8 +888,18 @@ def simulate_runs(key: PRNGKeyArray, policy: Policy, reward_fn: Callable, n_step
     step vectorises over the runs (the fast path on CPU; see the module docstring);
     otherwise the per-run functions are ``vmap``-ed (state arrays (R, ...), one key per
     run). A deterministic policy picks the same arms as ``vmap(simulate)`` on the same
-    rewards; a randomised one draws from other streams. Returns the final state and a
-    :class:`SimTrace` of (T, R) arrays."""
+    rewards; a randomised one draws from other streams.
+
+    Args:
+        key: PRNG key.
+        policy: the :class:`Policy`.
+        reward_fn: ``reward_fn(key, t, arms) -> rewards``, ``(R,)`` arms to ``(R,)``.
+        n_steps: horizon ``T`` (static).
+        n_runs: number of runs ``R`` (static).
+
+    Returns:
+        ``(final_state, trace)`` with ``trace`` a :class:`SimTrace` of ``(T, R)`` arrays.
+    """
     if int(n_runs) != n_runs or n_runs < 1:
         raise ValueError(f"`n_runs` must be a positive integer; got {n_runs!r}")
     n_runs = int(n_runs)

@@ -17,14 +17,35 @@ __all__ = ["check_data_matrix", "check_finite", "fail", "fail_first", "is_traced
 
 
 def is_traced(x) -> bool:
+    """Whether ``x`` is a tracer (inside ``jit``/``vmap``/``grad``), not a concrete value.
+
+    Args:
+        x: any value.
+
+    Returns:
+        ``True`` for a :class:`jax.core.Tracer`.
+    """
     return isinstance(x, jax.core.Tracer)
 
 
 def fail(x, bad, msg: str):
-    """Raise now when ``bad`` is concrete, else attach a run-time check to ``x``."""
+    """Raise now when ``bad`` is concrete, else attach a run-time check to ``x``.
+
+    Args:
+        x: the value the check rides on (returned; traced, it carries the check).
+        bad: boolean (array): the error condition; an array fails where any entry is
+            true (as :func:`equinox.error_if`).
+        msg: the error message, naming the argument.
+
+    Returns:
+        ``x``, with an :func:`equinox.error_if` check attached when traced.
+
+    Raises:
+        ValueError: ``bad`` is concrete and true.
+    """
     if is_traced(bad) or is_traced(x):
         return eqx.error_if(x, bad, msg)
-    if bool(np.asarray(bad)):
+    if np.any(np.asarray(bad)):  # an array of conditions fails if any holds, as error_if
         raise ValueError(msg)
     return x
 
@@ -32,7 +53,18 @@ def fail(x, bad, msg: str):
 def fail_first(x, checks):
     """Like :func:`fail` for several ``(bad, msg)`` checks at once, reporting the first
     that fails. Traced, it is one :func:`equinox.branched_error_if` (one branch instead
-    of one per check), which matters inside a loop body run thousands of times."""
+    of one per check), which matters inside a loop body run thousands of times.
+
+    Args:
+        x: the value the checks ride on.
+        checks: a sequence of ``(bad, msg)`` pairs, ``bad`` a boolean (array).
+
+    Returns:
+        ``x``, with one run-time check attached when traced.
+
+    Raises:
+        ValueError: some ``bad`` is concrete and true (the first such message).
+    """
     bads = [jnp.any(bad) for bad, _ in checks]
     msgs = [msg for _, msg in checks]
     if any(is_traced(b) for b in bads) or is_traced(x):
@@ -45,13 +77,34 @@ def fail_first(x, checks):
 
 
 def check_finite(x, name: str):
-    """Error naming ``name`` if ``x`` holds NaN or inf."""
+    """Error naming ``name`` if ``x`` holds NaN or inf.
+
+    Args:
+        x: array to check.
+        name: the argument's name, for the message.
+
+    Returns:
+        ``x`` (with a run-time check attached when traced).
+    """
     return fail(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` contains NaN or inf values")
 
 
 def check_data_matrix(x, name: str = "x", *, min_rows: int | None = None, constant: bool = True):
-    """Validate an (n, d) data matrix: rank 2, floating, finite, n >= min_rows, no
-    constant column. Returns ``x`` (with run-time checks attached when traced)."""
+    """Validate an (n, d) data matrix: rank 2, n >= 2, finite, n >= min_rows, no
+    constant column.
+
+    A column is constant when ``max - min <= 10 eps max(|max|, |min|, 1)``. Shape
+    checks raise at trace time; value checks as :func:`fail`.
+
+    Args:
+        x: the data matrix.
+        name: the argument's name, for the messages.
+        min_rows: the fewest rows allowed (``None``: 2).
+        constant: also reject constant columns.
+
+    Returns:
+        ``x`` (with run-time checks attached when traced).
+    """
     if not hasattr(x, "ndim") or x.ndim != 2:
         shape = getattr(x, "shape", None)
         raise ValueError(f"`{name}` must be a 2-D array of shape (n_samples, n_features); "

@@ -52,7 +52,7 @@ __all__ = [
 
 FIXED_METHODS = ("euler", "midpoint", "heun", "rk4")
 ADAPTIVE_METHODS = ("tsit5", "dopri5", "dopri8")
-# Kept as the fixed-step tuple for backward compatibility (tests parametrize over it).
+# The fixed-step methods under their first name (tests parametrize over it).
 METHODS = FIXED_METHODS
 _EVALS_PER_STEP = {"euler": 1, "midpoint": 2, "heun": 2, "rk4": 4}
 PyTree = Any
@@ -66,7 +66,7 @@ def _axpy(a, x: PyTree, y: PyTree) -> PyTree:
     return _tmap(lambda xi, yi: yi + a * xi, x, y)
 
 
-def _bt(t, leaf):
+def _broadcast_t(t, leaf):
     """Broadcast ``t`` (scalar, ``(B,)`` or already broadcastable) against ``leaf``."""
     t = jnp.asarray(t)
     if t.ndim == 1 and jnp.ndim(leaf) > 1:
@@ -119,12 +119,22 @@ def _normal_like(key, x: PyTree) -> PyTree:
 
 def linear_path(x0: PyTree, x1: PyTree, t, *, sigma: float = 0.0,
                 key: PRNGKeyArray | None = None) -> tuple[PyTree, PyTree]:
-    """Rectified-flow path ``x_t = (1 - t) x0 + t x1 + sigma eps``, ``u_t = x1 - x0``.
+    """Rectified-flow path ``x_t = (1 - t) x0 + t x1 + sigma eps``, ``u_t = x1 - x0``
+    (Liu et al., "Flow straight and fast", ICLR 2023; with ``sigma > 0`` the I-CFM path
+    of Tong et al., TMLR 2024).
 
-    ``eps ~ N(0, I)`` drawn from ``key`` (needed only when ``sigma != 0``; I-CFM of Tong
-    et al. 2024). ``t``: scalar, ``(B,)`` or broadcastable against every leaf."""
+    Args:
+        x0: source sample(s), any pytree.
+        x1: target sample(s), the same pytree and shapes.
+        t: time: a scalar, ``(B,)`` or broadcastable against every leaf.
+        sigma: noise level (static); ``eps ~ N(0, I)`` is drawn only when non-zero.
+        key: PRNG key for ``eps``, required when ``sigma != 0``.
+
+    Returns:
+        ``(x_t, u_t)``, pytrees of ``x0``'s shapes.
+    """
     _check_t(t, x0)
-    xt = _tmap(lambda a, b: (1 - _bt(t, a)) * a + _bt(t, a) * b, x0, x1)
+    xt = _tmap(lambda a, b: (1 - _broadcast_t(t, a)) * a + _broadcast_t(t, a) * b, x0, x1)
     ut = _tmap(lambda a, b: b - a, x0, x1)
     if isinstance(sigma, (int, float)) and sigma == 0:
         return xt, ut
@@ -135,27 +145,48 @@ def linear_path(x0: PyTree, x1: PyTree, t, *, sigma: float = 0.0,
 
 
 def cond_ot_path(x0: PyTree, x1: PyTree, t, sigma_min: float = 0.0) -> tuple[PyTree, PyTree]:
-    """Conditional OT path (Lipman et al. 2023) from ``x0 ~ N(0, I)``:
-    ``x_t = (1 - (1 - sigma_min) t) x0 + t x1``, ``u_t = x1 - (1 - sigma_min) x0``."""
+    """Conditional OT path (Lipman et al., "Flow matching for generative modeling", ICLR
+    2023, eq. 20) from ``x0 ~ N(0, I)``: ``x_t = (1 - (1 - sigma_min) t) x0 + t x1``,
+    ``u_t = x1 - (1 - sigma_min) x0``.
+
+    Args:
+        x0: source sample(s), any pytree.
+        x1: target sample(s), the same pytree and shapes.
+        t: time: a scalar, ``(B,)`` or broadcastable against every leaf.
+        sigma_min: the path's terminal standard deviation.
+
+    Returns:
+        ``(x_t, u_t)``, pytrees of ``x0``'s shapes.
+    """
     _check_t(t, x0)
     c = 1.0 - sigma_min
-    xt = _tmap(lambda a, b: (1 - c * _bt(t, a)) * a + _bt(t, a) * b, x0, x1)
+    xt = _tmap(lambda a, b: (1 - c * _broadcast_t(t, a)) * a + _broadcast_t(t, a) * b, x0, x1)
     ut = _tmap(lambda a, b: b - c * a, x0, x1)
     return xt, ut
 
 
 def vp_path(x0: PyTree, x1: PyTree, t) -> tuple[PyTree, PyTree]:
     """Trigonometric / variance-preserving path ``x_t = cos(pi t/2) x0 + sin(pi t/2) x1``,
-    ``u_t = pi/2 (cos(pi t/2) x1 - sin(pi t/2) x0)``."""
+    ``u_t = pi/2 (cos(pi t/2) x1 - sin(pi t/2) x0)`` (Albergo & Vanden-Eijnden, "Building
+    normalizing flows with stochastic interpolants", ICLR 2023).
+
+    Args:
+        x0: source sample(s), any pytree.
+        x1: target sample(s), the same pytree and shapes.
+        t: time: a scalar, ``(B,)`` or broadcastable against every leaf.
+
+    Returns:
+        ``(x_t, u_t)``, pytrees of ``x0``'s shapes.
+    """
     _check_t(t, x0)
     h = math.pi / 2
 
     def xt_(a, b):
-        tt = _bt(t, a)
+        tt = _broadcast_t(t, a)
         return jnp.cos(h * tt) * a + jnp.sin(h * tt) * b
 
     def ut_(a, b):
-        tt = _bt(t, a)
+        tt = _broadcast_t(t, a)
         return h * (jnp.cos(h * tt) * b - jnp.sin(h * tt) * a)
 
     return _tmap(xt_, x0, x1), _tmap(ut_, x0, x1)
@@ -169,16 +200,28 @@ def sb_path(key: PRNGKeyArray, x0: PyTree, x1: PyTree, t, sigma: float = 1.0, *,
 
     The noise part of ``u_t`` is computed as ``sigma (1 - 2t) / (2 sqrt(t (1 - t))) eps``
     with ``t`` clamped to ``[t_clamp, 1 - t_clamp]`` in that coefficient only (finite at
-    the endpoints)."""
+    the endpoints).
+
+    Args:
+        key: PRNG key for ``eps ~ N(0, I)``.
+        x0: source sample(s), any pytree.
+        x1: target sample(s), the same pytree and shapes.
+        t: time: a scalar, ``(B,)`` or broadcastable against every leaf.
+        sigma: the bridge's noise level.
+        t_clamp: the clamp of ``t`` in the noise coefficient of ``u_t``.
+
+    Returns:
+        ``(x_t, u_t)``, pytrees of ``x0``'s shapes.
+    """
     _check_t(t, x0)
     eps = _normal_like(key, x0)
 
     def xt_(a, b, e):
-        tt = _bt(t, a)
+        tt = _broadcast_t(t, a)
         return (1 - tt) * a + tt * b + sigma * jnp.sqrt(tt * (1 - tt)) * e
 
     def ut_(a, b, e):
-        tc = jnp.clip(_bt(t, a), t_clamp, 1 - t_clamp)
+        tc = jnp.clip(_broadcast_t(t, a), t_clamp, 1 - t_clamp)
         return sigma * (1 - 2 * tc) / (2 * jnp.sqrt(tc * (1 - tc))) * e + b - a
 
     return _tmap(xt_, x0, x1, eps), _tmap(ut_, x0, x1, eps)
@@ -195,7 +238,19 @@ PATHS: dict[str, Callable] = {
 
 def sample_path(path: str, key: PRNGKeyArray, x0: PyTree, x1: PyTree, t,
                 **kwargs) -> tuple[PyTree, PyTree]:
-    """``PATHS[path](key, x0, x1, t, **kwargs)`` with a readable error for a bad name."""
+    """Sample the path named ``path``: ``PATHS[path](key, x0, x1, t, **kwargs)``.
+
+    Args:
+        path: ``"linear"``, ``"cond_ot"``, ``"vp"`` or ``"sb"`` (static).
+        key: PRNG key (used by the stochastic paths).
+        x0: source sample(s), any pytree.
+        x1: target sample(s), the same pytree and shapes.
+        t: time: a scalar, ``(B,)`` or broadcastable against every leaf.
+        **kwargs: the path's options (``sigma``, ``sigma_min``).
+
+    Returns:
+        ``(x_t, u_t)``, pytrees of ``x0``'s shapes.
+    """
     if path not in PATHS:
         raise ValueError(f"path must be one of {tuple(PATHS)}; got {path!r}")
     return PATHS[path](key, x0, x1, t, **kwargs)
@@ -210,7 +265,18 @@ def cfm_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x1: PyTre
 
     Draws ``t ~ U(0, 1)`` from ``key`` and returns the mean over all leaves' entries of
     ``(velocity_fn(params, t, x_t) - u_t)^2``. ``vmap`` it over a batch (with split keys)
-    and average for a minibatch loss, or use :func:`cfm_batch_loss`."""
+    and average for a minibatch loss, or use :func:`cfm_batch_loss`.
+
+    Args:
+        velocity_fn: ``velocity_fn(params, t, x) -> v`` on one sample, ``t`` a scalar.
+        params: the model's parameters (any pytree).
+        key: PRNG key for ``t``.
+        x1: a target sample (any pytree).
+        x0: a source sample, the same pytree and shapes.
+
+    Returns:
+        The scalar loss.
+    """
     dtype = jnp.result_type(*_leaves(x1))
     dtype = dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.float32
     t = jax.random.uniform(key, (), dtype)  # the data's precision (no x64 upcast)
@@ -225,7 +291,17 @@ def drop_labels(key: PRNGKeyArray, y: Int[Array, " B"], p_uncond: float,
                 null_label: int = -1) -> Int[Array, " B"]:
     """Classifier-free-guidance label dropout: each label becomes ``null_label`` with
     probability ``p_uncond`` (Ho & Salimans 2022). jaxkit nets map negative labels to
-    their learned null-class embedding."""
+    their learned null-class embedding.
+
+    Args:
+        key: PRNG key.
+        y: integer labels.
+        p_uncond: drop probability.
+        null_label: the label that replaces a dropped one.
+
+    Returns:
+        The labels, of ``y``'s shape and dtype.
+    """
     drop = jax.random.bernoulli(key, p_uncond, jnp.shape(y))
     return jnp.where(drop, jnp.asarray(null_label, jnp.asarray(y).dtype), y)
 
@@ -279,7 +355,27 @@ def cfm_batch_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x0:
     (see :func:`jaxkit.kernels.nets.apply_batch`). ``y``: integer labels; with
     ``p_uncond > 0`` each is replaced by ``null_label`` with that probability
     (classifier-free guidance training). ``weights``: optional ``(B,)`` sample weights or
-    a validity mask. Returns the (weighted) mean over samples of the per-sample MSE."""
+    a validity mask.
+
+    References: Lipman et al., ICLR 2023; Tong et al., TMLR 2024; Ho & Salimans,
+    "Classifier-free diffusion guidance", 2022.
+
+    Args:
+        velocity_fn: batched ``velocity_fn(params, t, x[, y]) -> v``.
+        params: the model's parameters (any pytree).
+        key: PRNG key (``t``, the path's noise, the label dropout).
+        x0: source batch, leaves ``(B, ...)``.
+        x1: target batch, the same pytree and shapes.
+        path: the path's name (static), see :data:`PATHS`.
+        y: optional integer labels ``(B,)``.
+        p_uncond: label-dropout probability (static).
+        null_label: the dropped label.
+        weights: optional sample weights ``(B,)``.
+        **path_kwargs: the path's options.
+
+    Returns:
+        The scalar (weighted) mean over samples of the per-sample MSE.
+    """
     x0, x1, b = _check_batch(x0, x1, y)
     kt, kp, kd = jax.random.split(key, 3)
     leaf = _leaves(x1)[0]
@@ -299,7 +395,20 @@ def cfg_velocity(velocity: Callable, params: PyTree, t, x: PyTree, y, guidance: 
                  null_label: int = -1) -> PyTree:
     """Classifier-free guidance: ``(1 + w) v(t, x | y) - w v(t, x | null)`` with
     ``w = guidance`` (Ho & Salimans 2022). ``velocity(params, t, x, y)``; the null label
-    is ``null_label`` broadcast to ``y``'s shape. ``w = 0`` is the conditional field."""
+    is ``null_label`` broadcast to ``y``'s shape. ``w = 0`` is the conditional field.
+
+    Args:
+        velocity: ``velocity(params, t, x, y) -> v``.
+        params: the model's parameters.
+        t: time, as ``velocity`` takes it.
+        x: state (any pytree).
+        y: integer labels.
+        guidance: the guidance weight ``w``.
+        null_label: the unconditional label.
+
+    Returns:
+        The guided velocity, of ``x``'s shapes.
+    """
     vc = velocity(params, t, x, y)
     vu = velocity(params, t, x, jnp.full_like(jnp.asarray(y), null_label))
     return _tmap(lambda c, u: (1 + guidance) * c - guidance * u, vc, vu)
@@ -382,7 +491,24 @@ def integrate_with_stats(velocity: Callable, x0: PyTree, *, method: str = "euler
     For the adaptive methods ``nfe`` is computed from diffrax's step counts and the
     solver's Butcher tableau (FSAL: ``stages - 1`` per attempted step plus one initial
     evaluation, shared with the automatic initial-step selection); the tests check it
-    against a counting callback."""
+    against a counting callback.
+
+    Args:
+        velocity: ``velocity(t, x) -> dx/dt``, ``x`` of ``x0``'s shapes.
+        x0: initial state (any pytree).
+        method: the solver (static), see :func:`integrate`.
+        steps: number of steps (static; for the adaptive methods the ``dt0`` hint).
+        t0: initial time.
+        t1: final time.
+        post: optional ``post(t, x) -> x`` after every fixed step.
+        rtol: adaptive methods' relative tolerance.
+        atol: adaptive methods' absolute tolerance.
+        max_steps: adaptive methods' step cap (static).
+        reverse: integrate backwards, ``t0 > t1`` (static).
+
+    Returns:
+        ``(x(t1), stats)`` with ``stats`` a dict of int32 scalars.
+    """
     _validate(velocity, x0, method, steps, t0, t1, reverse, post)
     dtype = _state_dtype(x0)
     user_velocity = velocity
@@ -442,7 +568,29 @@ def integrate(velocity: Callable, x0: PyTree, *, method: str = "euler",
     initial-step hint ``dt0 = (t1 - t0) / steps`` (``None``: automatic), ``max_steps`` caps
     the attempted steps (diffrax raises when exceeded). ``t0 < t1`` is required unless
     ``reverse=True`` (then ``t0 > t1``). ``x0`` is any pytree; ``t0``/``t1`` may be traced;
-    ``velocity`` must return ``x0``'s shapes (checked with :func:`jax.eval_shape`)."""
+    ``velocity`` must return ``x0``'s shapes (checked with :func:`jax.eval_shape`).
+
+    References: J. C. Butcher, "Numerical methods for ordinary differential equations",
+    2016 (the explicit Runge-Kutta methods); C. Tsitouras, Comput. Math. Appl. 62, 2011
+    (Tsit5); J. R. Dormand, P. J. Prince, J. Comput. Appl. Math. 6, 1980 (Dopri5).
+
+    Args:
+        velocity: ``velocity(t, x) -> dx/dt``, ``x`` of ``x0``'s shapes.
+        x0: initial state (any pytree).
+        method: ``"euler"``, ``"midpoint"``, ``"heun"``, ``"rk4"``, ``"tsit5"``,
+            ``"dopri5"`` or ``"dopri8"`` (static).
+        steps: number of steps (static; for the adaptive methods the ``dt0`` hint).
+        t0: initial time.
+        t1: final time.
+        post: optional ``post(t, x) -> x`` after every fixed step.
+        rtol: adaptive methods' relative tolerance.
+        atol: adaptive methods' absolute tolerance.
+        max_steps: adaptive methods' step cap (static).
+        reverse: integrate backwards, ``t0 > t1`` (static).
+
+    Returns:
+        The state at ``t1``, of ``x0``'s shapes.
+    """
     x, _ = integrate_with_stats(velocity, x0, method=method, steps=steps, t0=t0, t1=t1,
                                 post=post, rtol=rtol, atol=atol, max_steps=max_steps,
                                 reverse=reverse)
@@ -453,7 +601,15 @@ def integrate(velocity: Callable, x0: PyTree, *, method: str = "euler",
 
 
 def gaussian_logp(x: Float[Array, "..."]) -> Float[Array, ""]:
-    """Standard normal log-density of one sample (sum over all entries)."""
+    """Standard normal log-density of one sample,
+    ``-|x|^2 / 2 - (d / 2) log(2 pi)`` with ``d`` the number of entries.
+
+    Args:
+        x: one sample (any shape).
+
+    Returns:
+        The scalar log-density.
+    """
     return -0.5 * jnp.sum(jnp.square(x)) - 0.5 * x.size * math.log(2 * math.pi)
 
 
@@ -476,7 +632,29 @@ def log_likelihood(velocity: Callable, x1: Float[Array, "..."], *,
     an unbiased estimate of ``log p`` up to the solver error. ``velocity(t, x)`` acts on
     one sample; ``vmap`` over a batch (with split keys). Differentiable wrt parameters
     closed over by ``velocity``. ``method``/``steps``/``rtol``/``atol`` as in
-    :func:`integrate`."""
+    :func:`integrate`.
+
+    References: R. T. Q. Chen et al., "Neural ordinary differential equations", NeurIPS
+    2018; W. Grathwohl et al., "FFJORD", ICLR 2019; M. F. Hutchinson, Commun. Stat.
+    Simul. Comput. 19, 1990.
+
+    Args:
+        velocity: ``velocity(t, x) -> dx/dt`` on one sample.
+        x1: the sample whose log-density is wanted.
+        base_logp: log-density of ``p_0`` on one sample.
+        method: the solver (static), see :func:`integrate`.
+        steps: number of steps (static).
+        divergence: ``"exact"`` or ``"hutchinson"`` (static).
+        key: PRNG key for the probes, required for ``"hutchinson"``.
+        n_probes: number of Hutchinson probes (static).
+        probe: ``"rademacher"`` or ``"gaussian"`` (static).
+        rtol: adaptive methods' relative tolerance.
+        atol: adaptive methods' absolute tolerance.
+        max_steps: adaptive methods' step cap (static).
+
+    Returns:
+        The scalar ``log p_1(x1)``.
+    """
     if divergence not in ("exact", "hutchinson"):
         raise ValueError(f"divergence must be 'exact' or 'hutchinson'; got {divergence!r}")
     if probe not in ("rademacher", "gaussian"):

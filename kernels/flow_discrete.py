@@ -43,14 +43,33 @@ def _check_scheduler(scheduler: str, exponent: float):
 
 
 def kappa(t, *, scheduler: str = "linear", exponent: float = 2.0):
-    """Mixture schedule ``kappa(t)``: ``t`` (linear) or ``t^exponent`` (polynomial)."""
+    """Mixture schedule ``kappa(t)``: ``t`` (linear) or ``t^exponent`` (polynomial)
+    (Gat et al. 2024, sec. 2.2).
+
+    Args:
+        t: time(s) in ``[0, 1]``.
+        scheduler: ``"linear"`` or ``"polynomial"`` (static).
+        exponent: the polynomial's exponent (``> 0``).
+
+    Returns:
+        ``kappa(t)``, of ``t``'s shape.
+    """
     _check_scheduler(scheduler, exponent)
     t = jnp.asarray(t)
     return t if scheduler == "linear" else t ** exponent
 
 
 def kappa_dot(t, *, scheduler: str = "linear", exponent: float = 2.0):
-    """``d kappa / dt``: ``1`` (linear) or ``exponent t^(exponent - 1)`` (polynomial)."""
+    """``d kappa / dt``: ``1`` (linear) or ``exponent t^(exponent - 1)`` (polynomial).
+
+    Args:
+        t: time(s) in ``[0, 1]``.
+        scheduler: ``"linear"`` or ``"polynomial"`` (static).
+        exponent: the polynomial's exponent (``> 0``).
+
+    Returns:
+        ``kappa'(t)``, of ``t``'s shape.
+    """
     _check_scheduler(scheduler, exponent)
     t = jnp.asarray(t)
     if scheduler == "linear":
@@ -60,12 +79,31 @@ def kappa_dot(t, *, scheduler: str = "linear", exponent: float = 2.0):
 
 def uniform_source(key: PRNGKeyArray, shape: tuple[int, ...],
                    vocab_size: int) -> Int[Array, "..."]:
-    """``x0`` uniform over the ``vocab_size`` tokens."""
+    """``x0`` uniform over the ``vocab_size`` tokens (the uniform source of Gat et al.
+    2024).
+
+    Args:
+        key: PRNG key.
+        shape: token shape, e.g. ``(B, L)`` (static).
+        vocab_size: number of tokens ``V`` (static).
+
+    Returns:
+        int32 tokens in ``[0, V)`` of shape ``shape``.
+    """
     return jax.random.randint(key, shape, 0, vocab_size, dtype=jnp.int32)
 
 
 def mask_source(shape: tuple[int, ...], mask_token: int) -> Int[Array, "..."]:
-    """``x0`` all equal to ``mask_token`` (the masking / absorbing source)."""
+    """``x0`` all equal to ``mask_token`` (the masking / absorbing source of Gat et al.
+    2024 and Campbell et al. 2024).
+
+    Args:
+        shape: token shape, e.g. ``(B, L)`` (static).
+        mask_token: the mask token's id (conventionally ``V``).
+
+    Returns:
+        int32 tokens of shape ``shape``.
+    """
     return jnp.full(shape, mask_token, jnp.int32)
 
 
@@ -92,7 +130,20 @@ def mixture_path(key: PRNGKeyArray, x0: Int[Array, "B L"], x1: Int[Array, "B L"]
                  t: Float[Array, " B"], *, scheduler: str = "linear",
                  exponent: float = 2.0) -> tuple[Int[Array, "B L"], Bool[Array, "B L"]]:
     """Sample ``x_t``: position ``i`` of sequence ``b`` takes ``x1`` with probability
-    ``kappa(t_b)`` else ``x0``. Returns ``(x_t, from_x1)``."""
+    ``kappa(t_b)`` else ``x0``: ``p_t(x^i | x0, x1) = kappa(t) delta(x^i, x1^i) +
+    (1 - kappa(t)) delta(x^i, x0^i)`` (Gat et al. 2024, eq. 7).
+
+    Args:
+        key: PRNG key.
+        x0: source tokens ``(B, L)``.
+        x1: target tokens ``(B, L)``.
+        t: time per sequence ``(B,)`` or a scalar.
+        scheduler: ``"linear"`` or ``"polynomial"`` (static).
+        exponent: the polynomial's exponent.
+
+    Returns:
+        ``(x_t, from_x1)``: the tokens and whether each came from ``x1``.
+    """
     if x0.shape != x1.shape:
         raise ValueError(f"`x0` and `x1` must have the same shape; got {x0.shape} and "
                          f"{x1.shape}")
@@ -119,7 +170,25 @@ def dfm_loss(logits_fn: Callable, params: PyTree, key: PRNGKeyArray, x1: Int[Arr
     over positions whose token came from ``x0`` (for the mask source exactly the masked
     positions; the posterior elsewhere is known), ``"all"`` over every position (the
     loss of Gat et al. 2024). ``valid``: optional padding mask (``False`` positions are
-    ignored). Returns the mean cross-entropy over the counted positions."""
+    ignored).
+
+    Args:
+        logits_fn: ``logits_fn(params, t, x_t) -> (B, L, V)``, ``t`` of shape ``(B,)``.
+        params: the model's parameters (any pytree).
+        key: PRNG key (``t``, the source, the path).
+        x1: target tokens ``(B, L)`` in ``[0, V)``.
+        vocab_size: ``V`` (static).
+        source: ``"mask"`` or ``"uniform"`` (static).
+        mask_token: the mask token (default ``vocab_size``).
+        scheduler: ``"linear"`` or ``"polynomial"`` (static).
+        exponent: the polynomial's exponent.
+        positions: ``"corrupted"`` or ``"all"`` (static).
+        valid: optional padding mask, broadcastable to ``(B, L)``.
+        x0: optional source tokens ``(B, L)``, overriding ``source``.
+
+    Returns:
+        The scalar mean cross-entropy over the counted positions.
+    """
     _check_tokens(x1, "x1")
     if source not in ("mask", "uniform"):
         raise ValueError(f"source must be 'mask' or 'uniform'; got {source!r}")
@@ -171,7 +240,24 @@ def ctmc_euler_sample(key: PRNGKeyArray, logits_fn: Callable, x0: Int[Array, "B 
     of the predicted ``x1``.
     ``mask_token``: if given, only positions currently equal to it may change
     (unmasking sampler for the mask source). ``valid``: padding positions never change.
-    ``logits_fn(t, x) -> (B, L, V)`` with scalar ``t``. One ``lax.scan``; jit/vmap-able."""
+    ``logits_fn(t, x) -> (B, L, V)`` with scalar ``t``. One ``lax.scan``; jit/vmap-able.
+
+    Args:
+        key: PRNG key.
+        logits_fn: ``logits_fn(t, x) -> (B, L, V)``, ``t`` a scalar.
+        x0: initial tokens ``(B, L)`` (e.g. :func:`mask_source`).
+        steps: number of Euler steps (static).
+        scheduler: ``"linear"`` or ``"polynomial"`` (static).
+        exponent: the polynomial's exponent.
+        t0: initial time.
+        t1: final time.
+        temperature: softmax temperature of the posterior draws.
+        mask_token: if given (static), only positions equal to it may change.
+        valid: optional padding mask, broadcastable to ``(B, L)``.
+
+    Returns:
+        The tokens at ``t1``, ``(B, L)``.
+    """
     _check_tokens(x0, "x0")
     _check_scheduler(scheduler, exponent)
     if int(steps) != steps or steps < 1:

@@ -60,9 +60,18 @@ def _prep(x0: PyTree, x1: PyTree) -> tuple[Array, Array]:
 
 
 def sq_cost(x0: Float[Array, "B d"], x1: Float[Array, "B d"]) -> Float[Array, "B B"]:
-    """Squared Euclidean cost matrix ``C_ij = ||x0_i - x1_j||^2`` (flattened samples), as
-    ``|a|^2 + |b|^2 - 2 a b^T`` clipped at 0: one matrix product instead of a (B, B, d)
-    difference tensor (66 against 414 us at B = 256, d = 64 on CPU)."""
+    """Squared Euclidean cost matrix ``C_ij = ||x0_i - x1_j||^2`` (flattened samples).
+
+    Computed as ``|a_i|^2 + |b_j|^2 - 2 a_i . b_j`` clipped at 0: one matrix product
+    instead of a ``(B, B, d)`` difference tensor.
+
+    Args:
+        x0: first batch, leaves ``(B, ...)`` (any pytree; each sample is flattened).
+        x1: second batch, leaves ``(B', ...)`` with the same sample size.
+
+    Returns:
+        The cost matrix ``(B, B')``.
+    """
     a, b = _flat(x0), _flat(x1)
     return jnp.maximum(jnp.sum(a * a, 1)[:, None] + jnp.sum(b * b, 1)[None, :]
                        - 2 * a @ b.T, 0)
@@ -115,7 +124,16 @@ def host_sq_cost(x0: np.ndarray, x1: np.ndarray, *, row_norms: bool = True) -> n
     (samples flattened), for host-side pipelines: ``|a|^2 + |b|^2 - 2 a b^T`` (one GEMM
     instead of a ``(B, B, d)`` difference tensor), clipped at 0. ``row_norms=False``
     leaves out the row constants ``|a_i|^2`` (and the clip): every assignment pays each
-    once, so the optimal assignments are the same, for one pass fewer over the matrix."""
+    once, so the optimal assignments are the same, for one pass fewer over the matrix.
+
+    Args:
+        x0: first batch ``(B, ...)``.
+        x1: second batch ``(B', ...)`` with the same sample size.
+        row_norms: include the row constants ``|a_i|^2`` (and clip at 0).
+
+    Returns:
+        The float64 cost matrix ``(B, B')``.
+    """
     a = np.asarray(x0, np.float64).reshape(len(x0), -1)
     b = np.asarray(x1, np.float64).reshape(len(x1), -1)
     if a.shape[1] != b.shape[1]:
@@ -133,11 +151,19 @@ def host_sq_cost(x0: np.ndarray, x1: np.ndarray, *, row_norms: bool = True) -> n
 def host_assignment(cost: np.ndarray, solver: str = "auction") -> np.ndarray:
     """The optimal assignment of a square NumPy ``cost`` matrix on the host: ``perm`` with
     ``sum_i cost[i, perm[i]]`` minimal (int32). ``solver``: ``"auction"`` (jaxkit's
-    auction-then-augmentation solver, the fastest here: 0.4-0.45 ms at B = 256),
-    ``"emd"`` (POT's network simplex, the solver torchcfm calls) or ``"host"`` (SciPy's
-    ``linear_sum_assignment``). For input pipelines that
+    auction-then-augmentation solver, :mod:`jaxkit.kernels._auction`; the fastest here,
+    see benchmarks/RESULTS.md), ``"emd"`` (POT's network simplex, the solver torchcfm
+    calls) or ``"host"`` (SciPy's ``linear_sum_assignment``). For input pipelines that
     pair minibatches off the device (e.g. in background threads, overlapping the device's
-    training step); inside ``jit`` use :func:`exact_coupling`."""
+    training step); inside ``jit`` use :func:`exact_coupling`.
+
+    Args:
+        cost: a square, finite NumPy cost matrix ``(B, B)``.
+        solver: ``"auction"``, ``"emd"`` or ``"host"``.
+
+    Returns:
+        The int32 permutation ``perm`` ``(B,)``.
+    """
     if solver not in HOST_SOLVERS:
         raise ValueError(f"solver must be one of {tuple(HOST_SOLVERS)}; got {solver!r}")
     cost = np.asarray(cost)
@@ -157,13 +183,24 @@ def exact_coupling(x0: PyTree, x1: PyTree, *,
     device, any backend), ``"host"`` (SciPy's ``linear_sum_assignment``), ``"emd"``
     (POT's network simplex, ``ot.emd``, the solver torchcfm calls) or ``"auction"``
     (jaxkit's auction-then-Jonker-Volgenant solver, :mod:`jaxkit.kernels._auction`), the
-    last three on the host through ``jax.pure_callback``. We keep host routes because
-    optax's O(B^3) Hungarian loop is slow on CPU (about 40 ms at B = 256 and 2 s at
-    B = 1024 on 2 cores); on minibatches of Gaussian noise against clustered data,
-    ``"auction"`` is the fastest here (0.4-0.45 ms at B = 256, against 3-5 ms for POT's
-    network simplex and 8 ms for SciPy's; see benchmarks/RESULTS.md). On an accelerator
-    the round trip to the host usually costs more than it saves. All give an optimal
-    assignment (equal total cost; the permutation may differ on ties)."""
+    last three on the host through ``jax.pure_callback`` (batched sequentially under
+    ``vmap``). We keep host routes because optax's O(B^3) Hungarian loop is slow on CPU;
+    on minibatches of Gaussian noise against clustered data ``"auction"`` is the fastest
+    (see benchmarks/RESULTS.md). On an accelerator the round trip to the host usually
+    costs more than it saves. All give an optimal assignment (equal total cost; the
+    permutation may differ on ties).
+
+    References: H. W. Kuhn, "The Hungarian method for the assignment problem", Naval
+    Research Logistics Quarterly 2, 1955; Tong et al., TMLR 2024 (minibatch OT-CFM).
+
+    Args:
+        x0: source batch, leaves ``(B, ...)`` (any pytree).
+        x1: target batch, the same pytree and shapes.
+        solver: ``"hungarian"``, ``"host"``, ``"emd"`` or ``"auction"`` (static).
+
+    Returns:
+        ``(i, j)``: int32 ``(B,)`` indices, ``i = arange(B)`` and ``j`` the permutation.
+    """
     if solver not in EXACT_SOLVERS:
         raise ValueError(f"solver must be one of {EXACT_SOLVERS}; got {solver!r}")
     a, b = _prep(x0, x1)
@@ -184,7 +221,22 @@ def sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
     """Entropic OT plan between the uniform empirical measures of ``x0`` and ``x1`` for the
     squared Euclidean cost (ott-jax Sinkhorn, log domain). ``epsilon`` is relative to the
     cost scaled by ``scale_cost`` (``"mean"``: divided by the mean cost, as torchcfm
-    normalises). Rows sum to ``1/B``, columns to ``1/B`` (to ``threshold``)."""
+    normalises). Rows sum to ``1/B``, columns to ``1/B`` (to ``threshold``).
+
+    The plan is ``argmin_{P in U(a, b)} <P, C> - epsilon H(P)`` (M. Cuturi, "Sinkhorn
+    distances", NeurIPS 2013), ``a = b = 1/B``.
+
+    Args:
+        x0: source batch, leaves ``(B, ...)`` (any pytree).
+        x1: target batch, the same pytree and shapes.
+        epsilon: entropic regularisation, relative to the scaled cost.
+        scale_cost: ott-jax's cost scaling (``"mean"``, ``"max_cost"``, a float, ...).
+        threshold: ott-jax's stopping tolerance on the marginals.
+        max_iterations: iteration cap (static).
+
+    Returns:
+        The plan ``(B, B)``.
+    """
     a, b = _prep(x0, x1)
     geom = pointcloud.PointCloud(a, b, epsilon=epsilon, scale_cost=scale_cost)
     out = sinkhorn.Sinkhorn(threshold=threshold, max_iterations=max_iterations)(
@@ -203,14 +255,26 @@ def scaling_sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
     ``a`` in L1 (its column sums are exact), or ``max_iterations``; ott-jax's stopping
     rule.
 
-    Why beside ott-jax: on a 256 x 256 minibatch on CPU, ott-jax's log-domain solver
-    takes 2.6-4 ms (a log-sum-exp over all B^2 entries in every iteration), more than a
-    CFM training step, while a scaling iteration is two multiply-add passes over ``K``.
+    Why beside ott-jax: on CPU, ott-jax's log-domain solver does a log-sum-exp over all
+    B^2 entries in every iteration, which costs more than a CFM training step on a
+    minibatch of 256, while a scaling iteration is two multiply-add passes over ``K``
+    (see benchmarks/RESULTS.md).
     Each row of ``K`` is stabilised by its smallest cost, but the scaling form still
     underflows for small ``epsilon``: an ``x1`` whose cost to every ``x0`` exceeds that
     ``x0``'s smallest cost by more than ~87 ``epsilon`` in float32 (~708 in float64;
     relative to the mean cost) gets no mass. Use :func:`sinkhorn_plan` (log domain) for
-    ``epsilon`` below ~0.02."""
+    ``epsilon`` below ~0.02.
+
+    Args:
+        x0: source batch, leaves ``(B, ...)`` (any pytree).
+        x1: target batch, the same pytree and shapes.
+        epsilon: entropic regularisation, relative to the mean cost (static, ``> 0``).
+        threshold: L1 tolerance on the row sums (static, ``> 0``).
+        max_iterations: iteration cap (static).
+
+    Returns:
+        The plan ``(B, B)``, columns summing to ``1/B`` exactly.
+    """
     if not (float(epsilon) > 0):
         raise ValueError(f"`epsilon` must be > 0; got {epsilon!r}")
     if not (float(threshold) > 0):
@@ -227,13 +291,12 @@ def scaling_sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
     w = 1.0 / n
 
     # K v and K^T u as multiply-and-reduce passes: on XLA:CPU each fuses into one loop
-    # (10 iterations at B = 256 took ~0.3 ms, against ~0.8 ms as two matrix-vector
-    # products each; ad hoc). Over-relaxation (Thibault et al. 2017, "Overrelaxed
-    # Sinkhorn-Knopp"): after _MOMENTUM_START plain iterations, u <- u (a / K v / u)^w with
-    # w = 2 / (1 + sqrt(1 - k)) from the observed error contraction k per iteration (capped
-    # at 1.8), like ott-jax's adaptive momentum; it cut the iterations to 1e-3 on the flow
-    # benchmark's 2D minibatches (float32, B = 256) from 20-35 to 16-18 and left 64D (6-7)
-    # unchanged.
+    # (faster there than matrix-vector products). Over-relaxation (Thibault et al. 2017,
+    # "Overrelaxed Sinkhorn-Knopp"): after _MOMENTUM_START plain iterations,
+    # u <- u (a / K v / u)^w with w = 2 / (1 + sqrt(1 - k)) from the observed error
+    # contraction k per iteration (capped at 1.8), like ott-jax's adaptive momentum; it cut
+    # the iterations to 1e-3 on the flow benchmark's 2D minibatches (float32, B = 256) from
+    # 20-35 to 16-18 and left 64D (6-7) unchanged.
     hi = w / tiny
 
     def relax(old, target, omega):
@@ -267,9 +330,9 @@ def _sample_rows(key: PRNGKeyArray, w: Float[Array, "n m"], block: int = 16
                  ) -> Int[Array, " n"]:
     """One column per row of the nonnegative weights ``w``, drawn in proportion to the
     row: inverse-CDF sampling with one uniform per row, in two levels (the block of
-    ``block`` columns from the block sums, then the column inside it). At B = 256 on
-    XLA:CPU this takes ~85 us, against ~200 us for a cumulative sum over all B^2 entries
-    and ~1.3 ms for ``jax.random.categorical`` (B^2 Gumbel variates)."""
+    ``block`` columns from the block sums, then the column inside it): less work than a
+    cumulative sum over all B^2 entries or ``jax.random.categorical`` (B^2 Gumbel
+    variates)."""
     n, m = w.shape
     w = jnp.pad(w, ((0, 0), (0, (-m) % block)))
     wb = w.reshape(n, -1, block)
@@ -283,10 +346,6 @@ def _sample_rows(key: PRNGKeyArray, w: Float[Array, "n m"], block: int = 16
     inner = jnp.cumsum(jnp.take_along_axis(wb, blk[:, None, None], axis=1)[:, 0], axis=1)
     col = jnp.minimum(jnp.sum(inner <= (r - base)[:, None], axis=1), block - 1)
     return jnp.minimum(blk * block + col, m - 1).astype(jnp.int32)
-
-
-def _gumbel(key, shape, dtype):
-    return jax.random.gumbel(key, shape, dtype)
 
 
 def sample_plan(key: PRNGKeyArray, plan: Float[Array, "B B"], *,
@@ -304,7 +363,17 @@ def sample_plan(key: PRNGKeyArray, plan: Float[Array, "B B"], *,
     * ``"no_duplicates"``: Gumbel-top-``B`` over the ``B^2`` entries: ``B`` distinct
       pairs drawn without replacement proportionally to ``P`` (rows/columns may repeat).
     * ``"replace"``: ``B`` i.i.d. draws of pairs from ``P`` (with replacement; torchcfm's
-      ``OTPlanSampler`` behaviour: duplicate pairs are possible)."""
+      ``OTPlanSampler`` behaviour: duplicate pairs are possible).
+
+    Args:
+        key: PRNG key.
+        plan: a nonnegative coupling ``(B, B)`` (e.g. from :func:`sinkhorn_plan`).
+        sampling: ``"permutation"``, ``"rows"``, ``"no_duplicates"`` or ``"replace"``
+            (static).
+
+    Returns:
+        ``(i, j)``: int32 ``(B,)`` index arrays.
+    """
     if sampling not in SAMPLINGS:
         raise ValueError(f"sampling must be one of {SAMPLINGS}; got {sampling!r}")
     if plan.ndim != 2 or plan.shape[0] != plan.shape[1]:
@@ -313,7 +382,7 @@ def sample_plan(key: PRNGKeyArray, plan: Float[Array, "B B"], *,
     dtype = plan.dtype if jnp.issubdtype(plan.dtype, jnp.floating) else jnp.float32
     logp = jnp.log(jnp.maximum(plan, 0).astype(dtype))
     if sampling == "permutation":
-        score = logp + _gumbel(key, (n, n), dtype)
+        score = logp + jax.random.gumbel(key, (n, n), dtype)
         # optax solves a minimisation; -inf log-probabilities become a large finite cost
         cost = -jnp.where(jnp.isfinite(score), score, -1e30)
         rows, cols = optax.assignment.hungarian_algorithm(cost)
@@ -324,7 +393,7 @@ def sample_plan(key: PRNGKeyArray, plan: Float[Array, "B B"], *,
         return jnp.arange(n, dtype=jnp.int32), j
     flat = logp.reshape(-1)
     if sampling == "no_duplicates":
-        _, idx = jax.lax.top_k(flat + _gumbel(key, flat.shape, dtype), n)
+        _, idx = jax.lax.top_k(flat + jax.random.gumbel(key, flat.shape, dtype), n)
     else:
         # inverse-CDF sampling: O(B^2) memory (jax.random.categorical with shape=(B,)
         # would draw B x B^2 Gumbel variates: 4 GB at B = 1024)
@@ -344,7 +413,22 @@ def sinkhorn_coupling(key: PRNGKeyArray, x0: PyTree, x1: PyTree, *, epsilon: flo
     ``sampling``; default ``"permutation"``, no duplicate pairs and every sample used
     once). ``solver="ott"``: :func:`sinkhorn_plan`; ``"scaling"``:
     :func:`scaling_sinkhorn_plan` (faster on CPU; the cost is scaled by its mean). Both
-    stop at ``threshold`` or ``max_iterations``. Returns ``(i, j)``."""
+    stop at ``threshold`` or ``max_iterations``.
+
+    Args:
+        key: PRNG key for :func:`sample_plan`.
+        x0: source batch, leaves ``(B, ...)`` (any pytree).
+        x1: target batch, the same pytree and shapes.
+        epsilon: entropic regularisation, relative to the scaled cost.
+        sampling: see :func:`sample_plan` (static).
+        scale_cost: the cost scaling (``"mean"`` only for ``solver="scaling"``).
+        threshold: stopping tolerance.
+        max_iterations: iteration cap (static).
+        solver: ``"ott"`` or ``"scaling"`` (static).
+
+    Returns:
+        ``(i, j)``: int32 ``(B,)`` index arrays.
+    """
     if solver not in SINKHORN_SOLVERS:
         raise ValueError(f"solver must be one of {SINKHORN_SOLVERS}; got {solver!r}")
     if solver == "ott":
@@ -361,7 +445,17 @@ def sinkhorn_coupling(key: PRNGKeyArray, x0: PyTree, x1: PyTree, *, epsilon: flo
 
 def apply_coupling(x0: PyTree, x1: PyTree, i: Int[Array, " B"],
                    j: Int[Array, " B"]) -> tuple[PyTree, PyTree]:
-    """The paired minibatch ``(x0[i], x1[j])`` (leaf-wise along the batch axis)."""
+    """The paired minibatch ``(x0[i], x1[j])`` (leaf-wise along the batch axis).
+
+    Args:
+        x0: source batch, leaves ``(B, ...)``.
+        x1: target batch, leaves ``(B, ...)``.
+        i: indices into ``x0``.
+        j: indices into ``x1``.
+
+    Returns:
+        ``(x0[i], x1[j])``.
+    """
     take = lambda x, k: jax.tree_util.tree_map(lambda a: a[k], x)  # noqa: E731
     return take(x0, i), take(x1, j)
 
@@ -378,7 +472,28 @@ def ot_cfm_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x0: Py
     ``solver=sinkhorn_solver``), then
     :func:`jaxkit.kernels.flow.cfm_batch_loss` on the pairs. Labels ``y`` belong to
     ``x1`` and follow its re-indexing. The coupling is computed on the stopped-gradient
-    data (indices carry no gradient)."""
+    data (indices carry no gradient).
+
+    Args:
+        velocity_fn: batched ``velocity_fn(params, t, x[, y]) -> v``.
+        params: the model's parameters (any pytree).
+        key: PRNG key (coupling and loss).
+        x0: source batch, leaves ``(B, ...)``.
+        x1: target batch, the same pytree and shapes.
+        coupling: ``"exact"`` or ``"sinkhorn"`` (static).
+        epsilon: Sinkhorn's regularisation.
+        sampling: Sinkhorn pair sampling (static), see :func:`sample_plan`.
+        path: the probability path (static), see :data:`jaxkit.kernels.flow.PATHS`.
+        y: optional integer labels of ``x1`` ``(B,)``.
+        p_uncond: label-dropout probability (static).
+        null_label: the dropped label.
+        exact_solver: :func:`exact_coupling`'s ``solver`` (static).
+        sinkhorn_solver: :func:`sinkhorn_coupling`'s ``solver`` (static).
+        **path_kwargs: the path's options.
+
+    Returns:
+        The scalar loss.
+    """
     if coupling not in ("exact", "sinkhorn"):
         raise ValueError(f"coupling must be 'exact' or 'sinkhorn'; got {coupling!r}")
     kc, kl = jax.random.split(key)

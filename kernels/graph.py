@@ -48,6 +48,17 @@ def shd(true: Num[Array, "d d"], est: Num[Array, "d d"], *, threshold: float = 0
     an extra edge and a reversed edge each count **once** (as in the CDT / AVICI
     ``shd(..., double_for_anticausal=False)``). A pair with one true edge estimated
     in both directions also counts once. Symmetric in its two graph arguments.
+
+    Reference: I. Tsamardinos, L. E. Brown, C. F. Aliferis, "The max-min hill-climbing
+    Bayesian network structure learning algorithm", Machine Learning 65, 2006.
+
+    Args:
+        true: true adjacency ``(d, d)``; ``true[i, j] != 0`` is the edge ``j -> i``.
+        est: estimated (weighted) adjacency ``(d, d)``.
+        threshold: an estimated edge is present where ``|est| > threshold``.
+
+    Returns:
+        The int32 number of node pairs whose edges differ.
     """
     true, est = _check_pair(true, est, "est")
     t, e = _binary_offdiag(true, est, threshold)
@@ -66,8 +77,17 @@ def edge_metrics(true: Num[Array, "d d"], est: Num[Array, "d d"], *,
     precision = 0 when no edge is estimated, recall = 0 when the truth has no edge,
     F1 = 0 when precision + recall = 0 (scikit-learn's ``zero_division=0``).
 
-    Returns a dict with float ``"precision"``, ``"recall"``, ``"f1"`` and integer
-    ``"shd"``, ``"n_edges_true"``, ``"n_edges_est"``.
+    With ``TP`` the estimated edges that are true: precision ``TP / n_est``, recall
+    ``TP / n_true``, ``F1 = 2 P R / (P + R)``.
+
+    Args:
+        true: true adjacency ``(d, d)``; ``true[i, j] != 0`` is the edge ``j -> i``.
+        est: estimated (weighted) adjacency ``(d, d)``.
+        threshold: an estimated edge is present where ``|est| > threshold``.
+
+    Returns:
+        A dict with float ``"precision"``, ``"recall"``, ``"f1"`` and int32 ``"shd"``
+        (:func:`shd`), ``"n_edges_true"``, ``"n_edges_est"``.
     """
     true, est = _check_pair(true, est, "est")
     t, e = _binary_offdiag(true, est, threshold)
@@ -107,6 +127,17 @@ def auroc(true: Num[Array, "d d"], scores: Num[Array, "d d"]) -> Float[Array, ""
     Computed as the Mann-Whitney statistic with average ranks for ties, which equals
     ``sklearn.metrics.roc_auc_score(true != 0, scores)`` on the off-diagonal entries.
     NaN when the truth has no edge or is complete (the AUC is undefined).
+
+    With ``n+`` true and ``n-`` absent edges and ``R`` the average ranks of the scores,
+    ``AUC = (sum_{true} R - n+ (n+ + 1) / 2) / (n+ n-)`` (H. B. Mann, D. R. Whitney,
+    Ann. Math. Stat. 18, 1947; J. A. Hanley, B. J. McNeil, Radiology 143, 1982).
+
+    Args:
+        true: true adjacency ``(d, d)``; ``true[i, j] != 0`` is the edge ``j -> i``.
+        scores: edge scores ``(d, d)``, higher meaning more likely an edge.
+
+    Returns:
+        The scalar AUC, in ``[0, 1]`` or NaN.
     """
     y, s = _offdiag_labels_scores(true, scores)
     srt = jnp.sort(s)
@@ -128,6 +159,13 @@ def auprc(true: Num[Array, "d d"], scores: Num[Array, "d d"]) -> Float[Array, ""
     true edges, of the precision at the threshold equal to that edge's score.
 
     0 when the truth has no edge (as scikit-learn, which also warns).
+
+    Args:
+        true: true adjacency ``(d, d)``; ``true[i, j] != 0`` is the edge ``j -> i``.
+        scores: edge scores ``(d, d)``, higher meaning more likely an edge.
+
+    Returns:
+        The scalar average precision, in ``[0, 1]``.
     """
     y, s = _offdiag_labels_scores(true, scores)
     m = s.shape[0]

@@ -7,12 +7,12 @@ the same ``w_init`` the float64 results agree with scikit-learn to ~1e-6.
 
 Everything here is a pure function of arrays: it runs eagerly, under ``jit``, and under
 ``vmap`` over a batch of same-shaped datasets, where each dataset stops at its own
-tolerance (on CPU ``vmap`` maps the members through the iteration one after another, see
-:func:`jaxkit.kernels._batching.map_over_batch`) and non-convergence is a per-dataset
-flag, never an exception.
+tolerance (by default on CPU ``vmap`` maps the members through the iteration one after
+another, see ``sequential_vmap`` of :func:`fastica`) and non-convergence is a
+per-dataset flag, never an exception.
 
-ICA-LiNGAM and DirectLiNGAM live in :mod:`jaxkit.kernels.lingam`; they are re-exported
-here so ``jaxkit.kernels.ica`` is the family's single entry point.
+ICA-LiNGAM and DirectLiNGAM, built on :func:`fastica`, live in
+:mod:`jaxkit.kernels.lingam`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from ._batching import map_over_batch
+from ._batching import map_over_batch, resolve_sequential_vmap
 from .checks import check_data_matrix, check_finite, is_traced
 
 __all__ = [
@@ -68,10 +68,27 @@ def whiten(
 ) -> WhitenResult:
     """Centre and whiten (PCA-sphere) the data.
 
+    With the centred data ``xc = x - mean`` and its thin SVD ``xc^T = U S V^T``, the
+    whitening matrix is ``K = sqrt(n) S^{-1} U^T`` (first ``n_components`` rows), so
+    ``z = xc K^T`` has identity population covariance ``z^T z / n = I`` (scikit-learn's
+    ``FastICA`` whitening; Hyvarinen & Oja, "Independent component analysis: algorithms
+    and applications", Neural Networks 13, 2000, sec. 5.2).
+
     ``solver="svd"`` takes the thin SVD of the centred data; ``"eigh"`` eigendecomposes
-    the d x d scatter matrix (cheaper for n >> d; eigenvalues below 10 eps times the
-    largest are clamped, where scikit-learn clamps below an absolute 10 eps). Singular
-    vectors are sign-normalised so their first entry is positive (scikit-learn >= 1.9).
+    the d x d scatter matrix ``xc^T xc`` (fewer flops for n >> d; eigenvalues below 10
+    eps times the largest are clamped, where scikit-learn clamps below an absolute 10
+    eps). Singular vectors are sign-normalised so their first entry is positive
+    (scikit-learn >= 1.9).
+
+    Args:
+        x: data matrix, one sample per row; finite, at least 2 rows.
+        n_components: number of whitened components ``k <= d`` (static); ``None`` keeps
+            all ``d``.
+        solver: ``"svd"`` or ``"eigh"`` (static).
+
+    Returns:
+        A :class:`WhitenResult` ``(z, whitening, mean)`` with ``z = (x - mean) @
+        whitening.T`` of shape ``(n, k)``.
     """
     x = check_data_matrix(x, "x", constant=False)
     n, d = x.shape
@@ -105,7 +122,18 @@ def _whitening_matrix(xc: Float[Array, "n d"], k: int, solver: str) -> Float[Arr
 
 
 def sym_decorrelation(w: Float[Array, "k k"]) -> Float[Array, "k k"]:
-    """Symmetric decorrelation ``(W W^T)^{-1/2} W`` (eigenvalues clipped at ``tiny``)."""
+    """Symmetric decorrelation ``W <- (W W^T)^{-1/2} W`` (Hyvarinen 1999, eq. 23).
+
+    The inverse square root comes from the eigendecomposition ``W W^T = U diag(s) U^T``,
+    with the eigenvalues ``s`` clipped below at the dtype's ``tiny`` so a rank-deficient
+    ``W`` stays finite.
+
+    Args:
+        w: square matrix whose rows are to be made orthonormal.
+
+    Returns:
+        The matrix ``(W W^T)^{-1/2} W``, whose rows are orthonormal.
+    """
     s, u = jnp.linalg.eigh(w @ w.T)
     s = jnp.maximum(s, jnp.finfo(s.dtype).tiny)
     return (u * jax.lax.rsqrt(s)) @ u.T @ w
@@ -127,9 +155,22 @@ def _contrast(fun: Fun, y, alpha):
 def fixed_point_update(
     w: Float[Array, "k k"], z: Float[Array, "n k"], *, fun: Fun = "logcosh", alpha: float = 1.0
 ) -> tuple[Float[Array, "k k"], Float[Array, ""]]:
-    """One parallel FastICA step: ``W+ = decorr(E[g(Wz) z^T] - E[g'(Wz)] W)``.
+    """One parallel FastICA fixed-point step (Hyvarinen 1999, eqs. 20 and 23).
 
-    Returns the new unmixing and the convergence measure ``max_i | |<w+_i, w_i>| - 1 |``.
+    ``W+ = decorr(E[g(W z) z^T] - diag(E[g'(W z)]) W)`` with ``decorr`` the symmetric
+    decorrelation :func:`sym_decorrelation` and ``g`` the derivative of the contrast:
+    ``"logcosh"`` ``g(u) = tanh(alpha u)``, ``"exp"`` ``g(u) = u exp(-u^2 / 2)``,
+    ``"cube"`` ``g(u) = u^3``.
+
+    Args:
+        w: current unmixing matrix in whitened space, shape ``(k, k)``.
+        z: whitened data, one sample per row, shape ``(n, k)``.
+        fun: the contrast (static): ``"logcosh"``, ``"exp"`` or ``"cube"``.
+        alpha: the ``logcosh`` constant, in ``[1, 2]``.
+
+    Returns:
+        ``(w_new, change)``: the updated unmixing and the convergence measure
+        ``max_i | |<w+_i, w_i>| - 1 |``.
     """
     return _step(w, z.T, z, fun, alpha)
 
@@ -161,13 +202,39 @@ def fastica(
     w_init: Float[Array, "k k"] | None = None,
     whiten_solver: Literal["svd", "eigh"] = "svd",
     whiten_mode: Literal["unit-variance", "arbitrary-variance"] = "unit-variance",
+    sequential_vmap: bool | None = None,
 ) -> FastICAResult:
-    """Parallel FastICA: whiten, then iterate :func:`fixed_point_update` from
-    ``sym_decorrelation(w_init)`` until the change is below ``tol`` or ``max_iter``.
+    """Parallel FastICA (Hyvarinen 1999; scikit-learn's ``FastICA(algorithm="parallel")``).
 
-    ``w_init`` defaults to a standard normal (k, k) matrix drawn from ``key``.
-    With ``whiten_mode="unit-variance"`` the sources have unit variance and
-    ``components`` is rescaled accordingly (scikit-learn's default).
+    Whiten ``x`` (:func:`whiten`), then iterate :func:`fixed_point_update` from
+    ``W_0 = sym_decorrelation(w_init)`` until ``max_i | |<w+_i, w_i>| - 1 | < tol`` or
+    ``max_iter`` steps, in one ``lax.while_loop``. The unmixing in data space is
+    ``components = W K`` (``K`` the whitening matrix), the sources
+    ``(x - mean) @ components.T``. With ``whiten_mode="unit-variance"`` (scikit-learn's
+    default) the sources have unit variance and ``components`` is rescaled accordingly;
+    ``"arbitrary-variance"`` uses scikit-learn's scale without the ``sqrt(n)``.
+
+    Args:
+        key: PRNG key for the default ``w_init`` (a standard normal ``(k, k)`` draw);
+            may be ``None`` when ``w_init`` is given.
+        x: data matrix, one sample per row: finite, no constant column, ``n >= d``.
+        n_components: number of components ``k <= d`` (static); ``None`` keeps all ``d``.
+        fun: the contrast (static), see :func:`fixed_point_update`.
+        alpha: the ``logcosh`` constant, in ``[1, 2]``.
+        max_iter: maximum number of fixed-point steps (static, ``>= 1``).
+        tol: convergence tolerance (``> 0``).
+        w_init: initial unmixing ``(k, k)``; overrides ``key``.
+        whiten_solver: ``"svd"`` or ``"eigh"`` (static), see :func:`whiten`.
+        whiten_mode: ``"unit-variance"`` or ``"arbitrary-variance"`` (static).
+        sequential_vmap: how ``jax.vmap`` batches the fit (static): ``True`` maps the
+            datasets one after another (``lax.map``; each stops at its own tolerance),
+            ``False`` runs one batched loop until the slowest has converged; the results
+            are the same. ``None`` (default): ``True`` when the default backend is the
+            CPU, ``False`` on GPU/TPU.
+
+    Returns:
+        A :class:`FastICAResult`; ``converged`` is a flag (non-convergence is not an
+        error) and ``n_iter`` the number of steps taken.
     """
     if getattr(x, "ndim", None) != 2 or x.shape[0] < 2 or x.shape[1] < 1:
         check_data_matrix(x, "x")  # raises the standard shape error
@@ -182,7 +249,7 @@ def fastica(
     if not 1.0 <= alpha <= 2.0:
         raise ValueError(f"`alpha` must lie in [1, 2]; got {alpha}")
     if whiten_solver not in ("svd", "eigh"):
-        raise ValueError(f"`solver` must be 'svd' or 'eigh'; got {whiten_solver!r}")
+        raise ValueError(f"`whiten_solver` must be 'svd' or 'eigh'; got {whiten_solver!r}")
     if whiten_mode not in ("unit-variance", "arbitrary-variance"):
         raise ValueError(f"`whiten_mode` must be 'unit-variance' or 'arbitrary-variance'; "
                          f"got {whiten_mode!r}")
@@ -201,9 +268,10 @@ def fastica(
         return _fastica_core(x, w_init, k=k, fun=fun, alpha=alpha, max_iter=max_iter, tol=tol,
                              whiten_solver=whiten_solver, whiten_mode=whiten_mode)
 
+    sequential = resolve_sequential_vmap(sequential_vmap)
     if not (is_traced(x) or is_traced(w_init)):
         return core(x, w_init)  # eager: bad values raise ValueError right away
-    return map_over_batch(core)(x, w_init)
+    return map_over_batch(core, sequential=sequential)(x, w_init)
 
 
 def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whiten_mode):
@@ -213,10 +281,9 @@ def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whi
     sources are formed once, after the loop. In float64 it keeps a row-major copy
     ``z = zt^T`` (n, k) as well, so that both matrix products of a step, ``W zt`` and
     ``g(W zt) z``, are plain (non-transposed) GEMMs. In float32 the second product
-    contracts the sample axis of ``g(W zt)`` and ``zt`` directly: XLA:CPU runs that
-    (k, n) x (k, n)^T product faster than the (k, n) x (n, k) GEMM, and the copy is
-    saved (about 10% of a batched float32 fit; in float64 it is the other way round).
-    See benchmarks/RESULTS.md.
+    contracts the sample axis of ``g(W zt)`` and ``zt`` directly, which XLA:CPU runs
+    faster in float32 (and saves the copy); in float64 it is the other way round. See
+    benchmarks/RESULTS.md.
     """
     x = check_data_matrix(x, "x")
     w_init = check_finite(w_init, "w_init")
@@ -266,8 +333,8 @@ def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whi
 
 def _mixing(comps: Float[Array, "k d"]) -> Float[Array, "d k"]:
     """The mixing matrix ``pinv(components)`` (as scikit-learn): for a square, invertible
-    unmixing an LU inverse (the same matrix, about 5% of a batched fit cheaper than the
-    SVD behind ``pinv``), with ``pinv`` where that inverse is not finite or k < d."""
+    unmixing an LU inverse (the same matrix, cheaper than the SVD behind ``pinv``), with
+    ``pinv`` where that inverse is not finite or k < d."""
     if comps.shape[0] != comps.shape[1]:
         return jnp.linalg.pinv(comps)
     inv = jnp.linalg.inv(comps)
@@ -276,8 +343,21 @@ def _mixing(comps: Float[Array, "k d"]) -> Float[Array, "d k"]:
 
 
 def amari_distance(w: Float[Array, "k k"], a: Float[Array, "k k"]) -> Float[Array, ""]:
-    """Amari distance between an unmixing ``w`` and the true mixing ``a``, in [0, 1];
-    0 iff ``w @ a`` is a scaled permutation (Amari, Cichocki & Yang 1996, normalised)."""
+    """Normalised Amari distance between an unmixing ``w`` and the true mixing ``a``.
+
+    With ``p = |w a|`` (k x k),
+    ``d = [sum_i (sum_j p_ij / max_j p_ij - 1) + sum_j (sum_i p_ij / max_i p_ij - 1)]
+    / (2 k (k - 1))`` (Amari, Cichocki & Yang, "A new learning algorithm for blind signal
+    separation", NeurIPS 1996), which lies in ``[0, 1]`` and is 0 iff ``w a`` is a scaled
+    permutation (perfect separation up to order and scale).
+
+    Args:
+        w: estimated unmixing matrix, shape ``(k, k)`` (e.g. ``components``).
+        a: true mixing matrix, shape ``(k, k)``.
+
+    Returns:
+        The scalar distance.
+    """
     p = jnp.abs(w @ a)
     k = p.shape[0]
     rows = jnp.sum(p / jnp.max(p, axis=1, keepdims=True), axis=1) - 1
@@ -295,10 +375,3 @@ def _n_components(n_components: int | None, d: int) -> int:
                          f"variables d={d}")
     return n_components
 
-
-def __getattr__(name):  # lazy re-export, avoids a circular import with lingam
-    if name in ("ica_lingam", "direct_lingam"):
-        from . import lingam
-
-        return getattr(lingam, name)
-    raise AttributeError(name)

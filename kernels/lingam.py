@@ -14,7 +14,9 @@ Convention (``lingam``'s): ``adjacency[i, j]`` is the direct effect of ``x_j`` o
 ``x_i``, so row ``i`` holds the parents of ``i``.
 
 Every function is fixed-shape with no Python control flow on data values: it runs
-eagerly, under ``jit`` and under ``vmap`` over a batch of same-shaped datasets.
+eagerly, under ``jit`` and under ``vmap`` over a batch of same-shaped datasets. Under
+``vmap`` the fits run one dataset after another on CPU by default (``sequential_vmap``,
+see :func:`jaxkit.kernels.ica.fastica`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from ._batching import map_over_batch
+from ._batching import map_over_batch, resolve_sequential_vmap
 from .checks import check_data_matrix, is_traced
 from .ica import fastica
 
@@ -98,13 +100,21 @@ def _check_order(causal_order, d: int):
 
 
 def b_from_unmixing(w: Float[Array, "d d"]) -> Float[Array, "d d"]:
-    """Steps 2-3 of ICA-LiNGAM: permute the rows of the unmixing ``w`` so that the
-    diagonal has no small entries, scale rows to a unit diagonal, return ``I - W'``.
+    """Steps 2-3 of ICA-LiNGAM (Shimizu et al. 2006, sec. 4): ``B = I - W'``.
 
-    The row permutation solves the assignment problem on ``1 / |w|`` (as lingam's
-    ``scipy.optimize.linear_sum_assignment``) with :func:`optax.assignment.hungarian_algorithm`;
-    component (row) ``r`` assigned to variable ``c`` moves to row ``c``. Entries of
-    ``|w|`` below ``eps * max|w|`` are floored there so the cost stays finite.
+    Permute the rows of the unmixing ``w`` so that the diagonal has no small entries,
+    scale each row to a unit diagonal (``W'``), and return ``I - W'``. The row
+    permutation minimises ``sum_i 1 / |W_perm(i), i|``, the assignment problem on
+    ``1 / |w|`` (as lingam's ``scipy.optimize.linear_sum_assignment``), solved with
+    :func:`optax.assignment.hungarian_algorithm`; component (row) ``r`` assigned to
+    variable ``c`` moves to row ``c``. Entries of ``|w|`` below ``eps * max|w|`` are
+    floored there so the cost stays finite.
+
+    Args:
+        w: square unmixing matrix ``(d, d)`` (e.g. FastICA's ``components``).
+
+    Returns:
+        The estimated ``B`` ``(d, d)``, zero on the diagonal.
     """
     w = jnp.asarray(w)
     if w.ndim != 2 or w.shape[0] != w.shape[1]:
@@ -141,8 +151,8 @@ def _peel(active: Bool[Array, "d d"]) -> tuple[Int[Array, " d"], Bool[Array, ""]
 
 
 def causal_order_from_b(b: Float[Array, "d d"]) -> Int[Array, " d"]:
-    """Step 4 of ICA-LiNGAM: a causal order making ``b`` as close to strictly lower
-    triangular as possible.
+    """Step 4 of ICA-LiNGAM (Shimizu et al. 2006, sec. 4): a causal order making ``b``
+    as close to strictly lower triangular as possible.
 
     lingam zeroes the ``d(d+1)/2`` smallest ``|b|`` entries, then alternates "find a
     strict order by repeatedly peeling the lowest-index all-zero row" with "zero the
@@ -152,6 +162,13 @@ def causal_order_from_b(b: Float[Array, "d d"]) -> Int[Array, " d"]:
     minimal ``k`` - the same result, including lingam's lowest-index tie-break.
     ``k = d^2`` always succeeds, so a valid permutation is always returned. Ties in
     ``|b|`` are ranked by a stable sort (NumPy's default sort there is not stable).
+
+    Args:
+        b: square weighted adjacency ``(d, d)``, ``b[i, j]`` the effect of ``j`` on ``i``.
+
+    Returns:
+        ``causal_order`` ``(d,)`` int32, a permutation of ``0..d-1`` with
+        ``causal_order[0]`` a root.
     """
     b = jnp.asarray(b)
     if b.ndim != 2 or b.shape[0] != b.shape[1]:
@@ -316,10 +333,10 @@ def _lasso_path_support(corr, theta, pred, n, gamma, criterion):
         grams, cvecs, usable)
 
 
-def _prune(x, order, gamma, criterion, prune: bool):
-    # one dataset at a time under vmap on CPU (see map_over_batch)
-    return map_over_batch(lambda x, order: _prune_one(x, order, gamma, criterion, prune))(
-        x, order)
+def _prune(x, order, gamma, criterion, prune: bool, sequential: bool):
+    # with ``sequential``, one dataset at a time under vmap (see map_over_batch)
+    return map_over_batch(lambda x, order: _prune_one(x, order, gamma, criterion, prune),
+                          sequential=sequential)(x, order)
 
 
 def _prune_one(x, order, gamma, criterion, prune: bool):
@@ -342,6 +359,7 @@ def adaptive_lasso_prune(
     *,
     gamma: float = 1.0,
     criterion: Criterion = "bic",
+    sequential_vmap: bool | None = None,
 ) -> tuple[Float[Array, "d d"], Float[Array, "d d"]]:
     """Prune a causal order into a weighted DAG by adaptive lasso (lingam step 5).
 
@@ -379,11 +397,28 @@ def adaptive_lasso_prune(
     so the selections differ only near the decision boundary (a few entries per
     thousand in weak-signal simulations). Ties keep the first (sparser) kink, as
     ``np.argmin`` does in scikit-learn.
+
+    References: H. Zou, "The adaptive lasso and its oracle properties", JASA 101, 2006;
+    B. Efron, T. Hastie, I. Johnstone, R. Tibshirani, "Least angle regression", Annals
+    of Statistics 32, 2004.
+
+    Args:
+        x: data matrix ``(n, d)``: finite, no constant column, ``n >= d``.
+        causal_order: a permutation of ``0..d-1``, ``causal_order[0]`` a root.
+        gamma: exponent of the adaptive weights ``|theta|^gamma`` (``>= 0``).
+        criterion: ``"bic"``, ``"aic"``, ``"bic_sklearn"`` or ``"aic_sklearn"`` (static).
+        sequential_vmap: how ``jax.vmap`` batches the fit (static), as in
+            :func:`jaxkit.kernels.ica.fastica`; ``None`` picks the backend's default.
+
+    Returns:
+        ``(adjacency, adjacency_unpruned)``, each ``(d, d)`` with ``[i, j]`` the direct
+        effect of ``x_j`` on ``x_i``.
     """
     x = _check_x(x)
     _check_prune_args(gamma, criterion)
     order = _check_order(causal_order, x.shape[1])
-    return _prune(x, order, gamma, criterion, prune=True)
+    return _prune(x, order, gamma, criterion, prune=True,
+                  sequential=resolve_sequential_vmap(sequential_vmap))
 
 
 # -------------------------------------------------------------------- public fits
@@ -401,6 +436,7 @@ def ica_lingam(
     whiten_solver: Literal["svd", "eigh"] = "svd",
     gamma: float = 1.0,
     criterion: Criterion = "bic",
+    sequential_vmap: bool | None = None,
 ) -> LiNGAMResult:
     """ICA-LiNGAM (Shimizu et al. 2006) as lingam's ``ICALiNGAM.fit``.
 
@@ -417,13 +453,31 @@ def ica_lingam(
     scikit-learn's FastICA + ``scipy.optimize.linear_sum_assignment``).
     ``converged`` and ``n_iter`` report FastICA; non-convergence (e.g. Gaussian data,
     which runs to ``max_iter``) is a flag, not an error.
+
+    Args:
+        key: PRNG key for FastICA's default ``w_init``; may be ``None`` with ``w_init``.
+        x: data matrix ``(n, d)``: finite, no constant column, ``n >= d``.
+        prune: prune the full order by adaptive lasso (static).
+        max_iter: FastICA's maximum number of steps (static).
+        tol: FastICA's tolerance.
+        fun: FastICA's contrast (static).
+        w_init: FastICA's initial unmixing ``(d, d)``.
+        whiten_solver: ``"svd"`` or ``"eigh"`` (static).
+        gamma: adaptive-lasso exponent, see :func:`adaptive_lasso_prune`.
+        criterion: information criterion (static), see :func:`adaptive_lasso_prune`.
+        sequential_vmap: how ``jax.vmap`` batches the fit (static), as in
+            :func:`jaxkit.kernels.ica.fastica`; ``None`` picks the backend's default.
+
+    Returns:
+        A :class:`LiNGAMResult`.
     """
     x = _check_x(x)
     _check_prune_args(gamma, criterion)
+    sequential = resolve_sequential_vmap(sequential_vmap)
     ica = fastica(key, x, max_iter=max_iter, tol=tol, fun=fun, w_init=w_init,
-                  whiten_solver=whiten_solver)
+                  whiten_solver=whiten_solver, sequential_vmap=sequential)
     order = causal_order_from_b(b_from_unmixing(ica.components))
-    adjacency, unpruned = _prune(x, order, gamma, criterion, prune)
+    adjacency, unpruned = _prune(x, order, gamma, criterion, prune, sequential)
     return LiNGAMResult(adjacency, unpruned, order, ica.converged, ica.n_iter)
 
 
@@ -485,6 +539,7 @@ def direct_lingam(
     prune: bool = True,
     gamma: float = 1.0,
     criterion: Criterion = "bic",
+    sequential_vmap: bool | None = None,
 ) -> LiNGAMResult:
     """DirectLiNGAM (Shimizu et al. 2011) with the pairwise likelihood-ratio measure of
     Hyvarinen & Smith (2013), as lingam's ``DirectLiNGAM(measure='pwling').fit``.
@@ -504,10 +559,22 @@ def direct_lingam(
     All pairs are evaluated at once: each step materialises an ``n x d x d`` tensor
     (memory ``~ 3 n d^2`` floats per dataset under ``vmap``). No prior-knowledge
     support. ``converged`` is always True and ``n_iter`` 0.
+
+    Args:
+        x: data matrix ``(n, d)``: finite, no constant column, ``n >= d``.
+        prune: prune the order by adaptive lasso (static).
+        gamma: adaptive-lasso exponent, see :func:`adaptive_lasso_prune`.
+        criterion: information criterion (static), see :func:`adaptive_lasso_prune`.
+        sequential_vmap: how ``jax.vmap`` batches the fit (static), as in
+            :func:`jaxkit.kernels.ica.fastica`; ``None`` picks the backend's default.
+
+    Returns:
+        A :class:`LiNGAMResult`.
     """
     x = _check_x(x)
     _check_prune_args(gamma, criterion)
-    order = map_over_batch(_direct_order)(x)
-    adjacency, unpruned = _prune(x, order, gamma, criterion, prune)
+    sequential = resolve_sequential_vmap(sequential_vmap)
+    order = map_over_batch(_direct_order, sequential=sequential)(x)
+    adjacency, unpruned = _prune(x, order, gamma, criterion, prune, sequential)
     return LiNGAMResult(adjacency, unpruned, order, jnp.asarray(True),
                         jnp.asarray(0, jnp.int32))

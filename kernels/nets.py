@@ -31,7 +31,18 @@ def sinusoidal_embedding(t: Float[Array, ""], dim: int, *, max_period: float = 1
                          scale: float = 1000.0) -> Float[Array, " dim"]:
     """Transformer / DDPM time features ``[sin(s t w_k), cos(s t w_k)]`` with
     ``w_k = max_period^(-k / (dim/2))`` and ``s = scale`` (``t in [0, 1]`` mapped to
-    ``[0, 1000]``). ``dim`` must be even."""
+    ``[0, 1000]``) (Vaswani et al., "Attention is all you need", NeurIPS 2017; Ho et al.,
+    "Denoising diffusion probabilistic models", NeurIPS 2020).
+
+    Args:
+        t: a scalar time.
+        dim: the embedding size, even (static).
+        max_period: the longest period (static).
+        scale: the factor on ``t`` (static).
+
+    Returns:
+        float32 features ``(dim,)``.
+    """
     if dim % 2:
         raise ValueError(f"dim must be even; got {dim}")
     half = dim // 2
@@ -53,7 +64,24 @@ class MLP(eqx.Module):
     default 1000 puts features up to ``sin(1000 t)`` into the field, which makes it
     oscillate in ``t`` and costs adaptive solvers many more evaluations (a test checks
     more than 5x for a random net against ``time_scale=1``); use a small scale (or
-    ``time_dim=0``: t as a plain input) when sampling adaptively."""
+    ``time_dim=0``: t as a plain input) when sampling adaptively.
+
+    Args:
+        data_shape: shape of one sample, or an int for vectors.
+        width: hidden width.
+        depth: number of hidden layers.
+        time_dim: size of the sinusoidal time embedding (even; 0 for none).
+        time_scale: the embedding's ``scale``.
+        activation: hidden activation.
+        num_classes: number of classes for a class embedding, or ``None``.
+        class_dim: size of the class embedding.
+        dtype: weight dtype.
+        key: PRNG key for the initialisation.
+
+    Calling ``model(t, x, y=None)`` on one sample (scalar ``t``, ``x`` of
+    ``data_shape``, optional integer label ``y``) returns the velocity, of ``x``'s shape
+    and dtype.
+    """
 
     layers: tuple[eqx.nn.Linear, ...]
     class_embed: eqx.nn.Embedding | None
@@ -110,7 +138,19 @@ class MLP(eqx.Module):
 
 
 class AttentionBlock(eqx.Module):
-    """Pre-LN transformer block: ``h + MHA(LN(h))`` then ``h + MLP(LN(h))`` (GELU)."""
+    """Pre-LN transformer block: ``h + MHA(LN(h))`` then ``h + MLP(LN(h))`` (GELU)
+    (Xiong et al., "On layer normalization in the transformer architecture", ICML 2020).
+
+    Args:
+        dim: model width.
+        heads: number of attention heads (dividing ``dim``).
+        mlp_ratio: the MLP's hidden width over ``dim``.
+        dtype: weight dtype.
+        key: PRNG key for the initialisation.
+
+    Calling ``block(h, mask=None)`` on one sequence ``h`` ``(L, dim)``, with an optional
+    ``(L, L)`` attention mask, returns ``(L, dim)``.
+    """
 
     ln1: eqx.nn.LayerNorm
     attn: eqx.nn.MultiheadAttention
@@ -143,7 +183,22 @@ class SeqTransformer(eqx.Module):
     heads, time embedding added to every position, and ``out_size`` logits per position
     (default ``vocab_size``; pass ``V`` to predict only the real tokens). ``mask``:
     optional ``(L,)`` validity mask (padding positions are not attended to). Weights are
-    ``dtype`` (float32 by default)."""
+    ``dtype`` (float32 by default).
+
+    Args:
+        vocab_size: number of input tokens.
+        max_len: longest sequence.
+        dim: model width.
+        depth: number of blocks.
+        heads: attention heads per block.
+        time_dim: size of the sinusoidal time embedding (even).
+        out_size: logits per position (default ``vocab_size``).
+        dtype: weight dtype.
+        key: PRNG key for the initialisation.
+
+    Calling ``model(t, x, mask=None)`` on one sequence (scalar ``t``, int tokens ``x``
+    ``(L,)``, optional validity mask ``(L,)``) returns logits ``(L, out_size)``.
+    """
 
     tok_embed: eqx.nn.Embedding
     pos_embed: Float[Array, "max_len dim"]
@@ -188,7 +243,17 @@ def apply_batch(model: Callable, t, x: Array, *extra) -> Array:
     """Batched call ``vmap(model)(t, x, *extra)``; a scalar ``t`` is broadcast to ``(B,)``.
     Use as ``velocity_fn(params, t, x[, y])`` with ``params = model``, e.g.
     ``flow.cfm_batch_loss(nets.apply_batch, model, key, x0, x1)``, and as
-    ``lambda t, x: apply_batch(model, t, x)`` for :func:`jaxkit.kernels.flow.integrate`."""
+    ``lambda t, x: apply_batch(model, t, x)`` for :func:`jaxkit.kernels.flow.integrate`.
+
+    Args:
+        model: a per-sample callable ``model(t, x, *extra)``.
+        t: a scalar or ``(B,)`` times.
+        x: batch ``(B, ...)``.
+        *extra: further per-sample arguments with a leading batch axis (e.g. labels).
+
+    Returns:
+        ``(B, ...)``, the model's outputs stacked.
+    """
     b = x.shape[0]
     t = jnp.broadcast_to(jnp.asarray(t), (b,))
     return jax.vmap(model)(t, x, *extra)

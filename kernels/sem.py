@@ -104,7 +104,19 @@ def _check_w_range(w_low, w_high):
 def edge_weights(
     key: PRNGKeyArray, shape: tuple[int, ...], *, w_low=0.5, w_high=2.0, dtype=None
 ) -> Float[Array, "..."]:
-    """Weights with a uniformly random sign and magnitude ``U[w_low, w_high]``."""
+    """Edge weights ``s * m`` with a uniformly random sign ``s`` and magnitude
+    ``m ~ U[w_low, w_high]`` (the weight law of Shimizu et al. 2011's simulations).
+
+    Args:
+        key: PRNG key.
+        shape: output shape (static).
+        w_low: smallest magnitude (``0 <= w_low <= w_high``); may be traced.
+        w_high: largest magnitude; may be traced.
+        dtype: float dtype (default: JAX's default float).
+
+    Returns:
+        The weights, of shape ``shape``.
+    """
     _check_w_range(w_low, w_high)
     dtype = _float_dtype(dtype)
     k_mag, k_sign = jax.random.split(key)
@@ -139,7 +151,18 @@ def erdos_renyi_dag(
     the expected number of edges is ``edges_per_node * d`` (the "ER-k" convention; the
     average total degree, in + out, is ``2 * edges_per_node``) unless ``p`` saturates at 1.
 
-    ``d`` is static; ``edges_per_node``, ``w_low`` and ``w_high`` may be traced.
+    Reference: P. Erdos, A. Renyi, "On random graphs I", Publ. Math. Debrecen 6, 1959.
+
+    Args:
+        key: PRNG key.
+        d: number of nodes (static).
+        edges_per_node: expected edges per node; may be traced.
+        w_low: smallest edge-weight magnitude, see :func:`edge_weights`.
+        w_high: largest edge-weight magnitude.
+        dtype: float dtype (default: JAX's default float).
+
+    Returns:
+        The weighted adjacency ``b`` ``(d, d)``, ``b[i, j]`` the weight of ``j -> i``.
     """
     d = _check_d(d)
     dtype = _float_dtype(dtype)
@@ -168,7 +191,19 @@ def scale_free_dag(
     randomly permuted. The number of edges is exactly ``sum_i min(i, m)``
     ``= m d - m (m + 1) / 2`` (for ``d > m``), i.e. about ``edges_per_node * d``.
 
-    ``d`` and ``edges_per_node`` are static.
+    Reference: A.-L. Barabasi, R. Albert, "Emergence of scaling in random networks",
+    Science 286, 1999.
+
+    Args:
+        key: PRNG key.
+        d: number of nodes (static).
+        edges_per_node: edges each new node attaches with, rounded (static).
+        w_low: smallest edge-weight magnitude, see :func:`edge_weights`.
+        w_high: largest edge-weight magnitude.
+        dtype: float dtype (default: JAX's default float).
+
+    Returns:
+        The weighted adjacency ``b`` ``(d, d)``, ``b[i, j]`` the weight of ``j -> i``.
     """
     d = _check_d(d)
     dtype = _float_dtype(dtype)
@@ -205,8 +240,21 @@ def random_dag(
     w_high: float = 2.0,
     dtype=None,
 ) -> Float[Array, "d d"]:
-    """Dispatch to :func:`erdos_renyi_dag` (``graph="er"``) or :func:`scale_free_dag`
-    (``graph="sf"``); ``graph`` is static."""
+    """A random weighted DAG: :func:`erdos_renyi_dag` (``graph="er"``) or
+    :func:`scale_free_dag` (``graph="sf"``).
+
+    Args:
+        key: PRNG key.
+        d: number of nodes (static).
+        graph: ``"er"`` or ``"sf"`` (static).
+        edges_per_node: see the two generators.
+        w_low: smallest edge-weight magnitude.
+        w_high: largest edge-weight magnitude.
+        dtype: float dtype (default: JAX's default float).
+
+    Returns:
+        The weighted adjacency ``b`` ``(d, d)``.
+    """
     if graph == "er":
         fn = erdos_renyi_dag
     elif graph == "sf":
@@ -217,8 +265,18 @@ def random_dag(
 
 
 def is_acyclic(b: Float[Array, "d d"]) -> Bool[Array, ""]:
-    """True iff the directed graph with edges ``b != 0`` has no cycle (the 0/1 adjacency is
-    nilpotent: ``A^d = 0``, computed by ``ceil(log2 d)`` boolean squarings)."""
+    """Whether the directed graph with edges ``b != 0`` has no cycle.
+
+    A graph is acyclic iff its 0/1 adjacency ``A`` is nilpotent, ``A^d = 0``, i.e. no
+    node reaches itself; reachability within ``2^k`` steps comes from ``ceil(log2 d)``
+    boolean squarings ``R <- min(R R + R, 1)``.
+
+    Args:
+        b: square (weighted) adjacency ``(d, d)``; self-loops count as cycles.
+
+    Returns:
+        A boolean scalar.
+    """
     d = b.shape[-1]
     a = (b != 0).astype(jnp.float32)
     p = a
@@ -232,8 +290,20 @@ def is_acyclic(b: Float[Array, "d d"]) -> Bool[Array, ""]:
 
 def sample_noise(key: PRNGKeyArray, shape: tuple[int, ...], kind: NoiseKind = "gaussian",
                  dtype=None) -> Float[Array, "..."]:
-    """Zero-mean, unit-variance noise: ``"gaussian"``, ``"laplace"`` (excess kurtosis 3)
-    or ``"uniform"`` (excess kurtosis -1.2). ``kind`` is static."""
+    """Zero-mean, unit-variance noise.
+
+    ``"gaussian"``: ``N(0, 1)``; ``"laplace"``: ``Laplace(0, 1/sqrt 2)`` (excess
+    kurtosis 3); ``"uniform"``: ``U[-sqrt 3, sqrt 3]`` (excess kurtosis -1.2).
+
+    Args:
+        key: PRNG key.
+        shape: output shape (static).
+        kind: ``"gaussian"``, ``"laplace"`` or ``"uniform"`` (static).
+        dtype: float dtype (default: JAX's default float).
+
+    Returns:
+        The noise, of shape ``shape``.
+    """
     dtype = _float_dtype(dtype)
     if kind == "gaussian":
         return jax.random.normal(key, shape, dtype)
@@ -264,6 +334,16 @@ def intervention_targets(
     is a target once ``n_envs * targets_per_env >= d`` (with ``n_envs = d`` and ``t = 1``:
     one atomic intervention per node). ``choice="random"`` draws each environment's targets
     independently and uniformly.
+
+    Args:
+        key: PRNG key.
+        d: number of nodes (static).
+        n_envs: number of interventional environments (static).
+        targets_per_env: distinct targets per environment, in ``[1, d]`` (static).
+        choice: ``"cycle"`` or ``"random"`` (static).
+
+    Returns:
+        A boolean mask ``(n_envs, d)``: ``[k, j]`` iff environment ``k`` intervenes on ``j``.
     """
     d = _check_d(d)
     if not isinstance(n_envs, int) or n_envs < 0:
@@ -338,6 +418,26 @@ def simulate_pooled(
     run-time callback inside jitted simulation code).
 
     ``strength=1`` with ``"scale"`` gives purely observational data of the same shape.
+
+    Args:
+        key: PRNG key.
+        b: weighted adjacency of a DAG ``(d, d)``, ``b[i, j]`` the weight of ``j -> i``.
+        n_envs: number of interventional environments.
+        n_per_env: rows per environment (exclusive with ``n_total``).
+        n_total: total rows, split evenly (exclusive with ``n_per_env``).
+        intervention: ``"scale"``, ``"shift"`` or ``"replace"``.
+        strength: intervention strength (scalar).
+        noise: observational noise law, see :func:`sample_noise`.
+        noise_scale: per-node noise standard deviation, scalar or ``(d,)``.
+        targets_per_env: nodes intervened on per environment.
+        target_choice: ``"cycle"`` or ``"random"``, see :func:`intervention_targets`.
+        perturb_all: perturb every node in every interventional environment.
+        replacement: the noise law of ``"replace"`` interventions.
+        obs_env: prepend an observational environment.
+
+    Returns:
+        A :class:`SEMData` ``(x, env, targets, noise)`` with ``x`` and ``noise`` of shape
+        ``(n, d)``, ``env`` ``(n,)`` and ``targets`` ``(K, d)``.
     """
     if not hasattr(b, "ndim") or b.ndim != 2 or b.shape[0] != b.shape[1]:
         raise ValueError(f"`b` must be a square (d, d) matrix; got shape "
@@ -413,6 +513,13 @@ def dag_inverse(b: Float[Array, "d d"]) -> Float[Array, "d d"]:
     LAPACK call. (Batched LAPACK solves under ``vmap`` can deadlock jaxlib 0.10.2's CPU
     thread pool on small machines, see the pooled-LiNGAM pipeline notes.) For a cyclic
     ``b`` the result is *not* the inverse.
+
+    Args:
+        b: weighted adjacency of a DAG ``(d, d)``.
+
+    Returns:
+        ``(I - b)^{-1}`` ``(d, d)``, so that ``x = e @ dag_inverse(b).T`` solves
+        ``x = x b^T + e`` row-wise.
     """
     d = b.shape[-1]
     eye = jnp.eye(d, dtype=b.dtype)
@@ -428,7 +535,15 @@ def dag_inverse(b: Float[Array, "d d"]) -> Float[Array, "d d"]:
 
 
 def excess_kurtosis(e: Float[Array, "n d"]) -> Float[Array, " d"]:
-    """Sample excess kurtosis ``m4 / m2^2 - 3`` of every column (0 for a Gaussian)."""
+    """Sample excess kurtosis ``m4 / m2^2 - 3`` of every column, with the central
+    moments ``m_k = mean((e - mean e)^k)`` (0 for a Gaussian).
+
+    Args:
+        e: samples ``(n, d)``, one row per sample.
+
+    Returns:
+        The excess kurtosis of each column, ``(d,)``.
+    """
     c = e - jnp.mean(e, axis=0)
     m2 = jnp.mean(c * c, axis=0)
     m4 = jnp.mean(c ** 4, axis=0)
@@ -441,6 +556,12 @@ def square_correlation(e: Float[Array, "n d"]) -> Float[Array, "d d"]:
     Uncorrelated sources can still be dependent; for sources that are scale mixtures
     (variance-changing interventions) the dependence shows up exactly here. Zero off the
     diagonal for independent sources (up to sampling error ~ ``1/sqrt(n)``).
+
+    Args:
+        e: samples ``(n, d)``, one row per sample.
+
+    Returns:
+        The ``(d, d)`` correlation matrix of ``(e - mean e)^2``.
     """
     c = e - jnp.mean(e, axis=0)
     s = c * c
@@ -451,7 +572,15 @@ def square_correlation(e: Float[Array, "n d"]) -> Float[Array, "d d"]:
 
 
 def mean_offdiag(m: Float[Array, "d d"]) -> Float[Array, ""]:
-    """Mean of the off-diagonal entries of a square matrix (signed)."""
+    """Mean of the off-diagonal entries of a square matrix (signed),
+    ``sum_{i != j} m_ij / (d (d - 1))``.
+
+    Args:
+        m: square matrix ``(d, d)``.
+
+    Returns:
+        The scalar mean (0 for ``d = 1``).
+    """
     d = m.shape[-1]
     off = ~jnp.eye(d, dtype=bool)
     return jnp.sum(jnp.where(off, m, 0.0)) / max(d * (d - 1), 1)
@@ -465,6 +594,18 @@ def hsic(a: Float[Array, " n"], b: Float[Array, " n"], *,
     ``O(n^2)`` memory: pass a subsample of rows (shuffled: pooled rows are ordered by
     environment). Positive bias ~ ``1/n`` even for independent inputs, so compare
     against a permutation of one argument.
+
+    Reference: A. Gretton, O. Bousquet, A. Smola, B. Scholkopf, "Measuring statistical
+    dependence with Hilbert-Schmidt norms", ALT 2005.
+
+    Args:
+        a: first sample ``(n,)``.
+        b: second sample ``(n,)``, paired with ``a``.
+        bandwidth_a: Gaussian-kernel bandwidth for ``a``; ``None``: median heuristic.
+        bandwidth_b: Gaussian-kernel bandwidth for ``b``; ``None``: median heuristic.
+
+    Returns:
+        The scalar HSIC estimate ``tr(K H L H) / n^2`` (``H`` the centring matrix).
     """
     a = jnp.asarray(a)
     b = jnp.asarray(b)
@@ -496,7 +637,14 @@ def atomic_scale_theory(n_nodes, strength, n_envs_total=None):
     * excess kurtosis ``3 m4 / m2^2 - 3 = 3 p (1 - p) (s^2 - 1)^2 / m2^2`` -- ``O(1/n)``;
     * ``corr(e_i^2, e_j^2) = -p^2 (s^2 - 1)^2 / (3 m4 - m2^2)`` -- ``O(1/n^2)``.
 
-    Returns ``(excess_kurtosis, square_correlation)``; broadcasts over array inputs.
+    Args:
+        n_nodes: number of nodes ``d``.
+        strength: the intervention's scale factor ``s``.
+        n_envs_total: number of environments ``K`` (default ``n_nodes + 1``).
+
+    Returns:
+        ``(excess_kurtosis, square_correlation)`` of one pooled source; broadcasts over
+        array inputs.
     """
     n_nodes = jnp.asarray(n_nodes, jnp.result_type(float))
     k = n_nodes + 1.0 if n_envs_total is None else jnp.asarray(n_envs_total, n_nodes.dtype)

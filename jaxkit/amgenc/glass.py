@@ -64,67 +64,49 @@ import numpy as np
 
 from jaxkit.io import atomic_open
 
-from .analysis import (
-    angle_distribution,
-    bond_angles,
-    coordination_numbers,
-    distribution_l1,
-    min_distance,
-    rdf,
-)
-from .potential import CUTOFF, KT_MELT, minimize, padded_size, pair_energy, relax
+from . import analysis, potential, tables
+from .analysis import angle_distribution as angle_distribution
+from .analysis import bond_angles as bond_angles
+from .analysis import coordination_numbers, min_distance
+from .analysis import distribution_l1 as distribution_l1
+from .analysis import rdf as rdf
+from .potential import CUTOFF as CUTOFF
+from .potential import KT_MELT as KT_MELT
+from .potential import minimize as minimize
+from .potential import padded_size as padded_size
+from .potential import pair_energy as pair_energy
+from .potential import relax
 from .tables import (
     _AVOGADRO,
     _CHARGE,
     _MASS,
     _OXIDE_ELEMENT,
-    BOND_LENGTHS,
     ELEMENTS,
     FORMERS,
     KINDS,
     MAX_MODIFIER_FRACTION,
     MODIFIERS,
     N_ATOMS_RANGE,
-    OXIDATION_STATES,
     OXIDE_NAMES,
     OXIDES,
-    TYPICAL_CN,
-    Oxide,
     mass_density,
 )
+from .tables import BOND_LENGTHS as BOND_LENGTHS
+from .tables import OXIDATION_STATES as OXIDATION_STATES
+from .tables import TYPICAL_CN as TYPICAL_CN
+from .tables import Oxide as Oxide
 
+# the public names of the three modules this one re-exports, then its own
 __all__ = [
-    "BOND_LENGTHS",
-    "CUTOFF",
-    "ELEMENTS",
-    "FORMERS",
-    "KINDS",
-    "KT_MELT",
-    "MAX_MODIFIER_FRACTION",
-    "MODIFIERS",
-    "N_ATOMS_RANGE",
-    "OXIDATION_STATES",
-    "OXIDES",
-    "OXIDE_NAMES",
-    "TYPICAL_CN",
+    *tables.__all__,
+    *potential.__all__,
+    *analysis.__all__,
     "Cell",
-    "Oxide",
-    "mass_density",
     "additive_density",
-    "angle_distribution",
-    "bond_angles",
     "cell_from_counts",
-    "coordination_numbers",
     "draw_composition",
     "generate",
     "load_cells",
-    "distribution_l1",
-    "min_distance",
-    "minimize",
-    "padded_size",
-    "pair_energy",
-    "rdf",
-    "relax",
     "save_cells",
 ]
 

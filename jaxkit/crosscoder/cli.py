@@ -20,6 +20,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from jaxkit._cli_common import fail as _fail  # one line on stderr, exit 2
+
 __all__ = ["app", "truncate_metrics"]
 
 app = typer.Typer(help="Crosscoders / SAEs trained on stored activations.",
@@ -32,11 +34,6 @@ err_console = Console(stderr=True)
 def _group() -> None:
     """Crosscoders / SAEs trained on stored activations."""
     # a callback keeps ``train`` a sub-command when the app is run on its own too
-
-
-def _fail(msg: str, code: int = 2):
-    err_console.print(f"[bold red]error:[/] {msg}")
-    raise typer.Exit(code)
 
 
 def _parse_mesh(spec: str) -> dict[str, int]:
@@ -81,6 +78,9 @@ def train_cmd(
     steps: Annotated[int, typer.Option(help="total training steps")],
     out: Annotated[Path, typer.Option(
         help="output folder: metrics.jsonl, params.safetensors, config.json, checkpoints/")],
+    tensor: Annotated[str | None, typer.Option(
+        help="tensor to read from .safetensors shards holding several (default: the only "
+             "one, or 'activations')")] = None,
     window: Annotated[int, typer.Option(help="consecutive tokens per window (1: SAE)")] = 1,
     stride: Annotated[int | None, typer.Option(help="token step between windows")] = None,
     activation: Annotated[str, typer.Option(help="topk, batch_topk, relu, jumprelu")]
@@ -117,7 +117,7 @@ def train_cmd(
     try:
         the_mesh = make_mesh(axes)
         store = ActivationStore(activations, batch_size=batch_size, window=window,
-                                stride=stride, seed=seed)
+                                stride=stride, seed=seed, tensor=tensor)
     except ValueError as e:
         _fail(str(e))
     main = jax.process_index() == 0

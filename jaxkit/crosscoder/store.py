@@ -21,6 +21,7 @@ one. See ``ACTIVATIONS.md`` for how to write shards from a PyTorch model.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -65,29 +66,82 @@ def _list_files(path: Path) -> list[Path]:
     return [path]
 
 
-def _open_shard(p: Path, tensor: str | None) -> _Shard:
-    if p.suffix == ".npy":
-        arr = np.load(p, mmap_mode="r")
-        shape, dtype, name, kind = arr.shape, str(arr.dtype), None, "npy"
-    else:
-        from safetensors import safe_open
+def _npy_header(p: Path) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of a ``.npy`` file, checked against its size, without reading it.
 
+    Raises:
+      ValueError: naming the file: not a ``.npy`` file, a corrupt or truncated header, a
+        dtype that is not real numbers (object, string, complex, structured), or fewer
+        data bytes than the header promises (a truncated file).
+    """
+    fmt = np.lib.format
+    try:
+        with open(p, "rb") as f:
+            version = fmt.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = fmt.read_array_header_1_0(f)
+            else:  # 2.0 and 3.0 share the 4-byte header length
+                shape, _, dtype = fmt.read_array_header_2_0(f)
+            data_start = f.tell()
+    except (ValueError, EOFError, OSError, SyntaxError) as e:
+        raise ValueError(f"shard {str(p)!r} is not a readable .npy file (corrupt or truncated "
+                         f"header: {' '.join(str(e).split()) or type(e).__name__})") from None
+    if dtype.hasobject:
+        raise ValueError(f"shard {str(p)!r} holds Python objects (dtype object), not "
+                         f"numbers; save the activations as a float array")
+    if dtype.kind not in "biuf":
+        raise ValueError(f"shard {str(p)!r} has dtype {dtype}; activations must be real "
+                         f"numbers (float, int or bool)")
+    need = math.prod(shape) * dtype.itemsize
+    have = p.stat().st_size - data_start
+    if have < need:
+        raise ValueError(f"shard {str(p)!r} is truncated: its header promises shape "
+                         f"{tuple(shape)} {dtype} ({need} bytes of data) but the file holds "
+                         f"{have}")
+    return tuple(int(n) for n in shape), dtype
+
+
+def _safetensors_header(p: Path, tensor: str | None) -> tuple[tuple[int, ...], str, str]:
+    """Shape, dtype and name of the tensor a ``.safetensors`` shard is read from.
+
+    Raises:
+      ValueError: naming the file: a corrupt or truncated file, ``tensor`` missing, or
+        several tensors and no ``tensor`` given (listing the names).
+    """
+    from safetensors import SafetensorError, safe_open
+
+    try:
         with safe_open(str(p), framework="numpy") as f:
             names = list(f.keys())
             if tensor is not None:
                 if tensor not in names:
                     raise ValueError(f"`tensor` {tensor!r} not in shard {str(p)!r} "
-                                     f"(has {names})")
+                                     f"(it holds {', '.join(map(repr, names)) or 'nothing'})")
                 name = tensor
             elif len(names) == 1:
                 name = names[0]
             elif "activations" in names:
                 name = "activations"
+            elif not names:
+                raise ValueError(f"shard {str(p)!r} holds no tensors")
             else:
-                raise ValueError(f"shard {str(p)!r} holds several tensors {names}; pass "
-                                 f"`tensor` to choose one")
+                raise ValueError(f"shard {str(p)!r} holds several tensors "
+                                 f"({', '.join(map(repr, names))}); choose one with "
+                                 f"`tensor` (`--tensor NAME` on the command line)")
             sl = f.get_slice(name)
-            shape, dtype, kind = tuple(sl.get_shape()), str(sl.get_dtype()), "safetensors"
+            return tuple(int(n) for n in sl.get_shape()), str(sl.get_dtype()), name
+    except (SafetensorError, OSError) as e:
+        raise ValueError(f"shard {str(p)!r} is not a readable .safetensors file (corrupt or "
+                         f"truncated: {' '.join(str(e).split())})") from None
+
+
+def _open_shard(p: Path, tensor: str | None) -> _Shard:
+    if p.suffix == ".npy":
+        shape, dtype = _npy_header(p)
+        dtype, name, kind = str(dtype), None, "npy"
+    else:
+        shape, dtype, name = _safetensors_header(p, tensor)
+        kind = "safetensors"
     if len(shape) not in (2, 3):
         raise ValueError(f"shard {str(p)!r} has shape {shape}; expected (n_tokens, d) or "
                          f"(n_docs, n_tokens, d)")
@@ -106,7 +160,8 @@ class ActivationStore:
       stride: token step between window starts within a document (default ``W``:
         non-overlapping windows).
       seed: shuffle seed; the epoch-``e`` order is a permutation drawn from ``(seed, e)``.
-      tensor: safetensors tensor name (default: the only tensor, or ``"activations"``).
+      tensor: safetensors tensor name (default: the only tensor, or ``"activations"``;
+        a shard with several other tensors is refused, listing their names).
       dtype: dtype of the returned batches.
       process_index, process_count: this process's share of every global batch (default
         ``jax.process_index()`` / ``jax.process_count()``).
@@ -224,6 +279,16 @@ class ActivationStore:
         return s, local // wpd, (local % wpd) * self.stride
 
     def _read_shard(self, si: int, docs: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        from safetensors import SafetensorError
+
+        try:
+            return self._read_shard_unchecked(si, docs, starts)
+        except (SafetensorError, OSError, EOFError) as e:  # changed or unreadable since
+            raise ValueError(f"shard {str(self.shards[si].path)!r} could not be read: "
+                             f"{' '.join(str(e).split()) or type(e).__name__}") from None
+
+    def _read_shard_unchecked(self, si: int, docs: np.ndarray, starts: np.ndarray
+                              ) -> np.ndarray:
         sh, w = self.shards[si], (1 if self.window is None else self.window)
         if sh.kind == "npy":
             arr = self._mmaps.get(si)

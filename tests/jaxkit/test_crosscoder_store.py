@@ -197,3 +197,56 @@ def test_bad_arguments(stores, tmp_path):
     np.save(tmp_path / "bad.npy", np.zeros((2, 3, 4, 5), np.float32))
     with pytest.raises(ValueError, match="expected \\(n_tokens, d\\)"):
         make(tmp_path / "bad.npy", batch_size=1)
+
+
+def _broken_files(d):
+    """Files that used to give a raw library error (or none naming the file)."""
+    from safetensors.numpy import save_file
+
+    np.save(d / "ok.npy", np.ones((10, 4), np.float32))
+    raw = (d / "ok.npy").read_bytes()
+    (d / "truncated.npy").write_bytes(raw[:-20])
+    (d / "header.npy").write_bytes(raw[:30])
+    (d / "empty.npy").write_bytes(b"")
+    (d / "text.npy").write_bytes(b"not an npy file at all")
+    np.save(d / "objects.npy", np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    np.save(d / "strings.npy", np.array([["a", "b"], ["c", "d"]]))
+    save_file({"x": np.ones((10, 4), np.float32)}, str(d / "ok.safetensors"))
+    raw = (d / "ok.safetensors").read_bytes()
+    (d / "truncated.safetensors").write_bytes(raw[:-20])
+    (d / "junk.safetensors").write_bytes(b"\xff" * 64)
+
+
+@pytest.mark.parametrize("name,what", [
+    ("truncated.npy", r"is truncated: its header promises shape \(10, 4\) float32"),
+    ("header.npy", "not a readable .npy file"),
+    ("empty.npy", "not a readable .npy file"),
+    ("text.npy", "not a readable .npy file"),
+    ("objects.npy", r"holds Python objects \(dtype object\)"),
+    ("strings.npy", "activations must be real numbers"),
+    ("truncated.safetensors", "not a readable .safetensors file"),
+    ("junk.safetensors", "not a readable .safetensors file"),
+])
+def test_corrupt_or_unusable_shards_are_value_errors_naming_the_file(tmp_path, name, what):
+    _broken_files(tmp_path)
+    with pytest.raises(ValueError, match=what) as e:
+        make(tmp_path / name, batch_size=1)
+    assert repr(str(tmp_path / name)) in str(e.value)
+    with pytest.raises(ValueError, match=what):  # in a directory of shards too
+        d = tmp_path / "dir"
+        d.mkdir(exist_ok=True)
+        (d / "a.npy").write_bytes((tmp_path / "ok.npy").read_bytes())
+        (d / name).write_bytes((tmp_path / name).read_bytes())
+        make(d, batch_size=1)
+
+
+def test_tensor_choice_lists_the_names(tmp_path):
+    from safetensors.numpy import save_file
+
+    save_file({"resid": np.zeros((4, 2), np.float32), "mlp": np.zeros((4, 3), np.float32)},
+              str(tmp_path / "two.safetensors"))
+    with pytest.raises(ValueError, match=r"several tensors \('mlp', 'resid'\).*--tensor"):
+        make(tmp_path / "two.safetensors", batch_size=1)
+    with pytest.raises(ValueError, match=r"`tensor` 'attn' not in shard.*'mlp', 'resid'"):
+        make(tmp_path / "two.safetensors", batch_size=1, tensor="attn")
+    assert make(tmp_path / "two.safetensors", batch_size=1, tensor="mlp").d == 3

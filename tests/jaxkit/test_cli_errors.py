@@ -1,0 +1,94 @@
+"""Bad input at the command line ends in one ``error:`` line naming the problem, not a
+traceback: corrupt or unusable activation shards, a safetensors file with several tensors
+(``--tensor``), ``--distributed`` off a cluster, unparseable LLM prices."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from jaxkit.cli import app
+
+runner = CliRunner()
+
+
+def _one_line_error(r) -> str:
+    assert r.exit_code == 2, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert "Traceback" not in r.output
+    out = " ".join(r.output.split())
+    assert out.startswith("error:"), r.output
+    return out
+
+
+def _train(tmp_path, activations, *extra):
+    return runner.invoke(app, [
+        "crosscoder", "train", "--activations", str(activations), "--n-latents", "8",
+        "--k", "2", "--steps", "2", "--batch-size", "8", "--log-every", "1",
+        "--checkpoint-every", "2", "--out", str(tmp_path / "out"), *extra])
+
+
+@pytest.fixture
+def shards(tmp_path):
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 4)).astype(np.float32)
+    np.save(tmp_path / "ok.npy", x)
+    raw = (tmp_path / "ok.npy").read_bytes()
+    (tmp_path / "truncated.npy").write_bytes(raw[:-7])
+    np.save(tmp_path / "objects.npy", np.array([[None, 1.0]], dtype=object),
+            allow_pickle=True)
+    save_file({"resid": x, "mlp": 2 * x}, str(tmp_path / "two.safetensors"))
+    (tmp_path / "corrupt.safetensors").write_bytes(
+        (tmp_path / "two.safetensors").read_bytes()[:-9])
+    return tmp_path
+
+
+@pytest.mark.parametrize("name,what", [
+    ("corrupt.safetensors", "is not a readable .safetensors file"),
+    ("truncated.npy", "is truncated"),
+    ("objects.npy", "holds Python objects (dtype object)"),
+    ("two.safetensors", "holds several tensors ('mlp', 'resid'); choose one with `tensor` "
+                        "(`--tensor NAME` on the command line)"),
+])
+def test_crosscoder_train_bad_shards(shards, name, what):
+    out = _one_line_error(_train(shards, shards / name))
+    assert what in out and name in out
+    assert not (shards / "out").exists()
+
+
+def test_crosscoder_train_tensor_option(shards):
+    out = _one_line_error(_train(shards, shards / "two.safetensors", "--tensor", "attn"))
+    assert "`tensor` 'attn' not in shard" in out and "'mlp', 'resid'" in out
+    r = _train(shards, shards / "two.safetensors", "--tensor", "mlp")
+    assert r.exit_code == 0, r.output
+    assert (shards / "out" / "params.safetensors").is_file()
+
+
+def test_ballad_unparseable_price_names_the_entry(tmp_path):
+    # not 'name:abc:1': rich's console turns ':abc:' into an emoji (see _cli_common.fail)
+    r = runner.invoke(app, ["ballad", "discover", "--models", "good:1:2,name:x9:1",
+                            "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path)])
+    out = _one_line_error(r)
+    assert "'name:x9:1'" in out and "price_in 'x9' is not a number" in out
+
+
+def test_distributed_auto_off_a_cluster_is_one_line():
+    """A fresh process (JAX must not have started): JAXKIT_DISTRIBUTED=auto on a machine
+    JAX finds no cluster on."""
+    drop = ("JAX_COORDINATOR_ADDRESS", "JAXKIT_COORDINATOR", "SLURM_JOB_ID",
+            "OMPI_MCA_orte_hnp_uri", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",
+            "TPU_WORKER_HOSTNAMES", "MEGASCALE_COORDINATOR_ADDRESS")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(JAXKIT_DISTRIBUTED="auto", JAX_PLATFORMS="cpu")
+    p = subprocess.run([sys.executable, "-m", "jaxkit.cli", "--distributed", "info"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --distributed:"), p.stderr
+    assert "detected no cluster" in lines[0] and "JAXKIT_COORDINATOR" in lines[0]

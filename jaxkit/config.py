@@ -300,35 +300,38 @@ class PipelineConfig:
         """
         if isinstance(assignments, str):
             assignments = [assignments]
-        hints = self._hints()
-        changes: dict[str, Any] = {}
-        for a in assignments:
-            name, sep, text = a.partition("=")
-            name = name.strip()
-            if not sep or not name:
-                raise ValueError(f"expected field=value; got {a!r}")
-            if name not in self.field_names():
-                raise self._unknown(name)
-            try:
-                changes[name] = _parse(hints[name], text)
-            except _Bad:
-                raise ValueError(f"`{name}` expects {_type_name(hints[name], cli=True)}; "
-                                 f"got {text!r}") from None
-        return dataclasses.replace(self, **changes)
+
+        def pairs():
+            for a in assignments:
+                name, sep, text = a.partition("=")
+                name = name.strip()
+                if not sep or not name:
+                    raise ValueError(f"expected field=value; got {a!r}")
+                yield name, text
+
+        return self._replaced(pairs(), _parse, cli=True)
 
     def merged(self, mapping: Mapping[str, Any]) -> Self:
         """A copy with the values of ``mapping`` (e.g. a TOML table) applied, each
         checked against the field's type (ints are accepted for floats, lists for
         tuples, ``"none"`` for optional fields)."""
+        return self._replaced(mapping.items(), _coerce, cli=False)
+
+    def _replaced(self, pairs: Iterable[tuple[str, Any]],
+                  convert: Callable[[Any, Any], Any], cli: bool) -> Self:
+        """A copy with each ``(field, value)`` of ``pairs`` applied as
+        ``convert(field_type, value)``; an unknown field or a value that does not fit is a
+        ValueError naming the field (and the type, spelled for the command line when
+        ``cli``)."""
         hints = self._hints()
         changes: dict[str, Any] = {}
-        for name, v in mapping.items():
+        for name, v in pairs:
             if name not in self.field_names():
                 raise self._unknown(name)
             try:
-                changes[name] = _coerce(hints[name], v)
+                changes[name] = convert(hints[name], v)
             except _Bad:
-                raise ValueError(f"`{name}` expects {_type_name(hints[name])}; got "
+                raise ValueError(f"`{name}` expects {_type_name(hints[name], cli=cli)}; got "
                                  f"{v!r}") from None
         return dataclasses.replace(self, **changes)
 

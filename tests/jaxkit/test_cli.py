@@ -124,8 +124,8 @@ TOY_QUICK, TOY_FULL = ToyConfig(rounds=1), ToyConfig()
 @pytest.fixture
 def toy():
     """A tiny registered pipeline with QUICK/FULL configs; records its contexts."""
+    registry.names()  # discover the real ones first, so that they are restored afterwards
     saved = dict(registry._REGISTRY)
-    registry.names()  # discover the real ones first
     seen = []
 
     @registry.register("toy-cli", quick=TOY_QUICK, full=TOY_FULL, title="Toy paper")

@@ -92,3 +92,12 @@ def test_distributed_auto_off_a_cluster_is_one_line():
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --distributed:"), p.stderr
     assert "detected no cluster" in lines[0] and "JAXKIT_COORDINATOR" in lines[0]
+
+
+def test_the_cli_imports_without_library_deprecation_warnings():
+    """A guard: importing the CLI and listing the pipelines calls no deprecated API."""
+    code = "import jaxkit.cli; from jaxkit import registry; registry.names()"
+    p = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert p.returncode == 0, p.stderr
+    assert "DeprecationWarning" not in p.stderr and "FutureWarning" not in p.stderr, p.stderr

@@ -869,8 +869,9 @@ def test_sharded_runs_on_8_devices_equals_one_device():
     rng = np.random.default_rng(6)
     tables = jnp.asarray((rng.random((60, K, 20)) < MEANS[:, None]).astype(np.float64))
     state1, trace1 = jax.jit(_runs_ducb)(jax.random.key(0), tables)
-    state8, trace8 = jd.sharded_runs(_runs_ducb, jd.make_mesh({"data": 8}))(
-        jax.random.key(0), tables)
+    # the key is shared by every device (in_axes None): a table reward uses no randomness
+    state8, trace8 = jd.sharded_runs(_runs_ducb, jd.make_mesh({"data": 8}),
+                                     in_axes=(None, -1))(jax.random.key(0), tables)
     assert trace8.arms.shape == (60, 20) and state8.counts.shape == (K, 20)
     np.testing.assert_array_equal(np.asarray(trace8.arms), np.asarray(trace1.arms))
     for got, want in zip(jax.tree.leaves(state8), jax.tree.leaves(state1), strict=True):

@@ -4,16 +4,33 @@ Shape checks are static, so they run in Python at trace time and raise ``ValueEr
 Value checks (NaN/inf, constant columns) need the data: on concrete arrays they raise
 ``ValueError`` before any computation; on traced arrays (inside ``jit``/``vmap``) they
 become :func:`equinox.error_if` checks, which raise at run time with the same message.
+
+Errors raised inside ``jit``. JAX delivers an :func:`equinox.error_if` failure as a
+``jax.errors.JaxRuntimeError`` ("INTERNAL: CpuCallback error ...") whose text holds the
+message after a Python traceback and an equinox banner (under :func:`equinox.filter_jit`
+it is an ``EquinoxRuntimeError`` with the same banner). That cannot be changed from
+inside the kernel: the message travels through XLA as the text of a host-callback
+failure. The host side can unwrap it: :func:`runtime_error_message` extracts the
+message, :func:`clear_errors` (a context manager and decorator) re-raises such an error
+as a plain ``ValueError`` with that message, and :func:`checked_jit` is ``jax.jit``
+whose calls do so. ``EQX_ON_ERROR=nan`` (equinox's switch) turns every check into NaN
+outputs instead, ``EQX_ON_ERROR=off`` removes them.
 """
 
 from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import re
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["check_data_matrix", "check_finite", "fail", "fail_first", "is_traced"]
+__all__ = ["check_data_matrix", "check_finite", "check_in_range", "checked_jit", "clear_errors",
+           "collinear_columns", "fail", "fail_first", "is_traced", "runtime_error_message"]
 
 
 def is_traced(x) -> bool:
@@ -126,3 +143,179 @@ def check_data_matrix(x, name: str = "x", *, min_rows: int | None = None, consta
     const = hi - lo <= 10 * jnp.finfo(x.dtype).eps * scale
     return fail(x, jnp.any(const), f"`{name}` has a constant column (zero variance); "
                  f"drop it before fitting")
+
+
+def check_in_range(value, name: str, *, lo=None, hi=None, lo_open: bool = False,
+                   hi_open: bool = False, integer: bool = False):
+    """Validate a concrete scalar hyperparameter: finite, in ``[lo, hi]`` (an end open
+    with ``lo_open`` / ``hi_open``; ``None``: unbounded), an integer with ``integer``.
+    A traced value is returned unchecked (it is data, checked where it is used).
+
+    Args:
+        value: the hyperparameter (a Python or NumPy scalar, or a traced value).
+        name: the argument's name, for the message.
+        lo: lower bound, or ``None``.
+        hi: upper bound, or ``None``.
+        lo_open: exclude ``lo``.
+        hi_open: exclude ``hi``.
+        integer: require an integer value.
+
+    Returns:
+        ``value``.
+
+    Raises:
+        ValueError: ``value`` is concrete and outside the domain (or not a scalar).
+    """
+    if is_traced(value):
+        return value
+    arr = np.asarray(value)
+    if arr.ndim != 0 or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise ValueError(f"`{name}` must be a real scalar; got {value!r}")
+    v = float(arr)
+    if lo is None and hi is None:
+        want = "a finite number"
+    elif hi is None:
+        want = f"{'>' if lo_open else '>='} {lo}"
+    elif lo is None:
+        want = f"{'<' if hi_open else '<='} {hi}"
+    else:
+        want = f"in {'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+    if integer:
+        want = {(1, None): "a positive integer", (0, None): "a non-negative integer"}.get(
+            (lo, hi), f"an integer {want}")
+    elif lo is not None and hi is not None:
+        want = f"finite and {want}"
+    bad = not np.isfinite(v)
+    if integer:
+        bad |= arr.dtype == bool or bad or v != int(v)
+    if lo is not None:
+        bad |= v <= lo if lo_open else v < lo
+    if hi is not None:
+        bad |= v >= hi if hi_open else v > hi
+    if bad:
+        raise ValueError(f"`{name}` must be {want}; got {value!r}")
+    return value
+
+
+def collinear_columns(x, *, rtol: float | None = None) -> tuple[int, list[int]]:
+    """The numerical rank of the centred data matrix ``x`` and the columns taking part
+    in its linear dependencies (concrete arrays only; for error messages).
+
+    The null directions are the right singular vectors of ``x - mean`` (float64 SVD)
+    whose singular value is at most ``rtol`` times the largest (default ``10 d eps`` of
+    ``x``'s dtype); the rank counts the others. The columns are those with weight above
+    ``1e-3`` in a null direction (in the smallest direction when there is none).
+
+    Args:
+        x: concrete ``(n, d)`` data.
+        rtol: relative singular-value threshold.
+
+    Returns:
+        ``(rank, columns)``: the numerical rank and the sorted 0-based column indices.
+    """
+    a = np.asarray(x)
+    dtype = a.dtype if np.issubdtype(a.dtype, np.floating) else np.float64
+    a = a.astype(np.float64)
+    n, d = a.shape
+    if rtol is None:
+        rtol = 10 * d * float(np.finfo(dtype).eps)
+    _, s, vt = np.linalg.svd(a - a.mean(axis=0), full_matrices=True)
+    s = np.concatenate([s, np.zeros(d - s.shape[0])])
+    null = s <= rtol * max(s[0], np.finfo(np.float64).tiny)
+    rank = int(d - null.sum())
+    null[-1] = True
+    cols = np.nonzero(np.max(np.abs(vt[null]), axis=0) > 1e-3)[0]
+    return rank, [int(c) for c in cols]
+
+
+_EQX_MESSAGE = re.compile(r"EquinoxRuntimeError: (.*?)(?:\n\n\n?-{10,}|\n-{10,}|$)", re.S)
+
+
+def runtime_error_message(exc: BaseException) -> str | None:
+    """The message of an :func:`equinox.error_if` check that failed inside ``jit``.
+
+    Args:
+        exc: an exception, e.g. a ``jax.errors.JaxRuntimeError`` caught around a jitted
+            call.
+
+    Returns:
+        The check's message (e.g. ``"`x` contains NaN or inf values"``), or ``None``
+        when ``exc`` is not such a failure.
+    """
+    text = str(exc)
+    if "EquinoxRuntimeError" not in text:
+        return None
+    found = _EQX_MESSAGE.findall(text)
+    return found[-1].strip() if found else None
+
+
+def _is_check_record(record: logging.LogRecord) -> bool:
+    """A log record of JAX's callback machinery reporting a failed equinox check."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not (exc is not None and "EquinoxRuntimeError" in type(exc).__name__)
+
+
+@contextlib.contextmanager
+def _clear_errors():
+    # JAX also logs the failing host callback with its traceback ("jax.pure_callback
+    # failed"); inside the block those records of failed checks are dropped.
+    log = logging.getLogger("jax._src.callback")
+    log.addFilter(_is_check_record)
+    try:
+        yield
+    except (jax.errors.JaxRuntimeError, RuntimeError) as e:
+        msg = runtime_error_message(e)
+        if msg is None:
+            raise
+        raise ValueError(msg) from None
+    finally:
+        log.removeFilter(_is_check_record)
+
+
+class clear_errors(contextlib.ContextDecorator):  # noqa: N801 (used as a function)
+    """Context manager and decorator: an :func:`equinox.error_if` failure raised inside
+    the block (a ``JaxRuntimeError`` or ``EquinoxRuntimeError`` carrying a jaxkit check)
+    is re-raised as ``ValueError(message)``, without the callback traceback and banner.
+    Other exceptions pass through unchanged. JAX dispatches asynchronously: block on the
+    results (``jax.block_until_ready``) inside the block so a failure arrives there.
+
+    Example::
+
+        with checks.clear_errors():
+            out = jax.block_until_ready(jitted(x))
+    """
+
+    def __enter__(self):
+        self._cm = _clear_errors()
+        return self._cm.__enter__()
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+
+def checked_jit(fn=None, **jit_kwargs):
+    """``jax.jit(fn, **jit_kwargs)`` whose calls block on their results and re-raise a
+    failed jaxkit check as a plain ``ValueError`` with the check's message (see
+    :class:`clear_errors`). For host-side callers; inside another ``jit`` call the
+    function itself. Usable as ``@checked_jit`` or ``@checked_jit(static_argnames=...)``.
+
+    Args:
+        fn: the function to compile.
+        **jit_kwargs: passed to :func:`jax.jit`.
+
+    Returns:
+        The wrapped, compiled function (its ``lower`` and ``trace`` are ``jax.jit``'s).
+    """
+    if fn is None:
+        return functools.partial(checked_jit, **jit_kwargs)
+    jitted = jax.jit(fn, **jit_kwargs)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with clear_errors():
+            return jax.block_until_ready(jitted(*args, **kwargs))
+
+    call.lower = jitted.lower
+    call.trace = getattr(jitted, "trace", None)
+    call.jitted = jitted
+    return call

@@ -7,6 +7,9 @@ edge ``j -> i`` is present where ``|est[i, j]| > threshold``. Diagonal entries
 
 All functions are pure, use fixed shapes and no Python control flow on values, so they
 run eagerly, under ``jit`` and under ``vmap`` over a batch of same-shaped graphs.
+NaN or inf off the diagonal of any graph or score matrix is an error naming the
+argument (``ValueError`` on concrete arrays, an :func:`equinox.error_if` run-time check
+under ``jit``), as is a negative or non-finite ``threshold``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, Num
+
+from .checks import check_in_range, fail
 
 __all__ = ["shd", "edge_metrics", "auroc", "auprc"]
 
@@ -25,13 +30,24 @@ def _check_square(a, name: str):
     return a
 
 
-def _check_pair(true, other, other_name: str):
+def _check_pair(true, other, other_name: str, threshold=None):
     true = _check_square(true, "true")
     other = _check_square(other, other_name)
     if true.shape != other.shape:
         raise ValueError(f"`true` and `{other_name}` must have the same shape; "
                          f"got {true.shape} and {other.shape}")
-    return true, other
+    if threshold is not None:
+        check_in_range(threshold, "threshold", lo=0)
+    return _check_offdiag_finite(true, "true"), _check_offdiag_finite(other, other_name)
+
+
+def _check_offdiag_finite(a, name: str):
+    """NaN/inf off the diagonal is an error naming ``name`` (the diagonal is ignored)."""
+    if not jnp.issubdtype(a.dtype, jnp.inexact):
+        return a
+    off = ~jnp.eye(a.shape[0], dtype=bool)
+    return fail(a, ~jnp.all(jnp.isfinite(jnp.where(off, a, 0))),
+                f"`{name}` contains NaN or inf values (off the diagonal)")
 
 
 def _binary_offdiag(true, est, threshold) -> tuple[Bool[Array, "d d"], Bool[Array, "d d"]]:
@@ -55,12 +71,16 @@ def shd(true: Num[Array, "d d"], est: Num[Array, "d d"], *, threshold: float = 0
     Args:
         true: true adjacency ``(d, d)``; ``true[i, j] != 0`` is the edge ``j -> i``.
         est: estimated (weighted) adjacency ``(d, d)``.
-        threshold: an estimated edge is present where ``|est| > threshold``.
+        threshold: an estimated edge is present where ``|est| > threshold`` (``>= 0``).
 
     Returns:
         The int32 number of node pairs whose edges differ.
+
+    Raises:
+        ValueError: non-square or mismatched shapes, NaN/inf entries, or a negative
+            ``threshold`` (under ``jit``, value checks at run time).
     """
-    true, est = _check_pair(true, est, "est")
+    true, est = _check_pair(true, est, "est", threshold)
     t, e = _binary_offdiag(true, est, threshold)
     diff = t != e
     pair_diff = diff | diff.T  # pair {i, j} differs in either direction
@@ -83,13 +103,13 @@ def edge_metrics(true: Num[Array, "d d"], est: Num[Array, "d d"], *,
     Args:
         true: true adjacency ``(d, d)``; ``true[i, j] != 0`` is the edge ``j -> i``.
         est: estimated (weighted) adjacency ``(d, d)``.
-        threshold: an estimated edge is present where ``|est| > threshold``.
+        threshold: an estimated edge is present where ``|est| > threshold`` (``>= 0``).
 
     Returns:
         A dict with float ``"precision"``, ``"recall"``, ``"f1"`` and int32 ``"shd"``
         (:func:`shd`), ``"n_edges_true"``, ``"n_edges_est"``.
     """
-    true, est = _check_pair(true, est, "est")
+    true, est = _check_pair(true, est, "est", threshold)
     t, e = _binary_offdiag(true, est, threshold)
     dtype = jnp.result_type(float)
     tp = jnp.sum(t & e).astype(dtype)

@@ -166,3 +166,34 @@ def test_one_trace_for_same_shapes():
     for _ in range(3):
         f((rng.random((D, D)) < 0.4).astype(float), rng.normal(size=(D, D)))
     assert len(traces) == 1
+
+
+# ---------------------------------------------------------------- no silent garbage
+
+
+@pytest.mark.parametrize("fn, name", [(auroc, "scores"), (auprc, "scores"),
+                                      (shd, "est"), (edge_metrics, "est")])
+def test_nan_scores_are_an_error_naming_the_argument(fn, name):
+    """A NaN score used to rank silently (AUROC/AUPRC) or count as no edge (SHD, F1)."""
+    from jaxkit.kernels.checks import clear_errors
+
+    bad = np.abs(np.random.default_rng(0).normal(size=(D, D)))
+    bad[1, 0] = np.nan
+    with pytest.raises(ValueError, match=f"`{name}` contains NaN"):
+        fn(TRUE, bad)
+    with pytest.raises(ValueError, match="`true` contains NaN"):
+        fn(np.where(np.eye(D, k=1) > 0, np.nan, TRUE), np.abs(bad[::-1]))
+    jitted = {auroc: auroc_j, auprc: auprc_j, shd: shd_j, edge_metrics: metrics_j}[fn]
+    with pytest.raises(ValueError, match=f"`{name}` contains NaN"), clear_errors():
+        jax.block_until_ready(jitted(jnp.asarray(TRUE), jnp.asarray(bad)))
+    # the ignored diagonal may hold anything
+    diag_nan = np.where(np.eye(D) > 0, np.nan, np.nan_to_num(bad))
+    assert np.isfinite(float(auroc(TRUE, diag_nan)))
+
+
+@pytest.mark.parametrize("threshold", [-0.1, np.nan, np.inf])
+def test_threshold_out_of_domain_is_an_error(threshold):
+    with pytest.raises(ValueError, match="`threshold`"):
+        shd(TRUE, TRUE, threshold=threshold)
+    with pytest.raises(ValueError, match="`threshold`"):
+        edge_metrics(TRUE, TRUE, threshold=threshold)

@@ -19,6 +19,7 @@ import hashlib
 import importlib
 import pickle
 import pkgutil
+import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -39,7 +40,8 @@ class RunContext:
     """What a pipeline run gets: where to write, its configuration and its randomness.
 
     Attributes:
-        out_dir: folder for figures and the stage cache.
+        out_dir: folder for figures and the stage cache (a ``Path``; a string is
+            converted).
         config: the resolved configuration (the paper's ``Config``).
         quick: the small configuration was asked for (``--quick``).
         seed: the base seed; every random stream comes from :meth:`key`.
@@ -47,6 +49,7 @@ class RunContext:
         progress: a ``rich.progress.Progress``, or None when silent.
         resume: reuse stages a previous (killed) run of the same configuration saved.
         reloaded: the stages reloaded rather than recomputed, in order.
+        started: ``time.perf_counter()`` when the context was made (the run's start).
     """
 
     out_dir: Path
@@ -57,6 +60,14 @@ class RunContext:
     progress: Any = None
     resume: bool = True
     reloaded: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter, repr=False, compare=False)
+
+    def __post_init__(self):
+        self.out_dir = Path(self.out_dir)
+
+    def elapsed(self) -> float:
+        """Seconds since the run started (:attr:`started`)."""
+        return time.perf_counter() - self.started
 
     # -- randomness -------------------------------------------------------------------
 
@@ -87,7 +98,7 @@ class RunContext:
         resolved = self.config.digest() if self.config is not None else ("quick", self.quick)
         key = repr((name, resolved, config, self.seed, jaxkit.__version__))
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-        return Path(self.out_dir) / ".stages" / f"{name}-{digest}.pkl"
+        return self.out_dir / ".stages" / f"{name}-{digest}.pkl"
 
     def stage(self, name: str, fn: Callable[[], Any], *, config: Any = None) -> Any:
         """Run one stage of a pipeline, or reload it from an earlier run.

@@ -17,9 +17,6 @@ Per domain (:mod:`jaxkit.actflow.domains`, and the peptide domain of
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
@@ -34,18 +31,16 @@ TITLE = "ActFlow: verifier-guided expansion of a flow's generable set"
 def run(ctx: RunContext) -> PipelineResult:
     """Pre-train, run the four methods per domain, tabulate, plot and test the claims."""
     cfg: Config = ctx.config
-    out = Path(ctx.out_dir)
-    t0 = time.perf_counter()
     results = {}
     for name in cfg.domains:
         keys = {k: ctx.key(f"{k}-{name}") for k in ("pretrain", "rounds", "draws")}
         results[name] = ctx.stage(
             f"actflow-{name}",
             lambda name=name, keys=keys: compare_domain(
-                cfg, name, keys, checkpoint_root=out / "checkpoints", resume=ctx.resume,
+                cfg, name, keys, checkpoint_root=ctx.out_dir / "checkpoints", resume=ctx.resume,
                 mesh=ctx.mesh, track=ctx.track))
-    figures = [report.plot_curves(results, out)]
-    figures += [report.plot_scatter(cfg, n, results[n], out) for n in results]
+    figures = [report.plot_curves(results, ctx.out_dir)]
+    figures += [report.plot_scatter(cfg, n, results[n], ctx.out_dir) for n in results]
     body, warnings = report.tables(cfg, results)
     md = [f"Mode: {'quick' if ctx.quick else 'full'}; seed {ctx.seed}. Settings: "
           + ", ".join(f"{n}: {cfg.loop(n).to_dict()}" for n in cfg.domains) + ". "
@@ -58,6 +53,6 @@ def run(ctx: RunContext) -> PipelineResult:
         md.append(f"\nStages reloaded from an earlier run: {', '.join(ctx.reloaded)}.")
     metrics = {name: {m: run["history"] for m, run in res["runs"].items()}
                for name, res in results.items()}
-    metrics["total_seconds"] = time.perf_counter() - t0
+    metrics["total_seconds"] = ctx.elapsed()
     return PipelineResult("actflow", TITLE, "\n".join(md), figures=figures, metrics=metrics,
                           warnings=warnings, claims=report.claims(results))

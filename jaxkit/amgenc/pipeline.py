@@ -12,9 +12,6 @@ and the report with the claims (:mod:`jaxkit.amgenc.report`).
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
@@ -32,11 +29,9 @@ TITLE = "AMGenC: charge-balanced amorphous cell generation"
 def run(ctx: RunContext) -> PipelineResult:
     """Data, training, sampling of the AMGenC ablation, evaluation and the report."""
     cfg: Config = ctx.config
-    out = Path(ctx.out_dir)
-    t_start = time.perf_counter()
     data = ctx.stage("amgenc-data", lambda: make_data(cfg, ctx.rng("data")))
     # one checkpoint folder per configuration and seed
-    ckpt = out / "checkpoints" / "train" / f"{cfg.digest()[:16]}-seed{ctx.seed}"
+    ckpt = ctx.out_dir / "checkpoints" / "train" / f"{cfg.digest()[:16]}-seed{ctx.seed}"
     trained = fit_denoiser(cfg, data, ctx.key("train"), mesh=ctx.mesh, checkpoint_dir=ckpt,
                            resume=ctx.resume, track=ctx.track)
     samples = ctx.stage("amgenc-samples", lambda: sample_all(
@@ -45,8 +40,8 @@ def run(ctx: RunContext) -> PipelineResult:
     ev = evaluate(cfg, data, samples, trained.norm, ctx.rng("baseline"),
                   {AMGENC_ARM: relaxed})
 
-    files = report.cell_files(out, samples, ev)
-    figures = [report.figure(ev, trained, out)]
+    files = report.cell_files(ctx.out_dir, samples, ev)
+    figures = [report.figure(ev, trained, ctx.out_dir)]
     claims = report.claims(cfg, ev, samples)
     warnings = []
     if claims[0].verdict != "yes":
@@ -58,7 +53,7 @@ def run(ctx: RunContext) -> PipelineResult:
                "conditioning": ev.conditioning, "train_seconds": trained.seconds,
                "train_resumed_from": trained.resumed_from,
                "final_loss": float(trained.losses[-20:].mean()),
-               "relax_seconds": relaxed[1], "total_seconds": time.perf_counter() - t_start,
+               "relax_seconds": relaxed[1], "total_seconds": ctx.elapsed(),
                "claim_ok": claims[0].verdict == "yes", "relaxed_row": RELAXED}
     return PipelineResult("amgenc", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)

@@ -14,8 +14,6 @@ expensive model, and the claims (paired tests over seeds, an equivalence margin 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
@@ -30,7 +28,6 @@ TITLE = "Ballad: bandit routing of an LLM pool"
 def run(ctx: RunContext) -> PipelineResult:
     """Ballad and its baselines on every problem; see the module docstring."""
     cfg: Config = ctx.config
-    out = Path(ctx.out_dir)
     results = []
     for name in cfg.problems:
         keys = {k: ctx.key(f"{k}-{name}") for k in ("train", "test", "search")}
@@ -38,7 +35,7 @@ def run(ctx: RunContext) -> PipelineResult:
             f"ballad-{name}",
             lambda name=name, keys=keys: search_problem(
                 cfg, name, keys, ctx.rng(f"init-{name}"), track=ctx.track, mesh=ctx.mesh)))
-    figures = [report.plot(results, out)]
+    figures = [report.plot(results, ctx.out_dir)]
 
     train_sizes = ("full-size for " + ", ".join(cfg.train_full) + ", small for the rest"
                    if cfg.train_full else "small sizes")

@@ -12,8 +12,6 @@ samples per environment and strength, ablations (:mod:`.sweeps`), the moments vs
 from __future__ import annotations
 
 import dataclasses
-import time
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -44,9 +42,7 @@ def run(ctx: RunContext) -> PipelineResult:
 
 
 def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
-    t_start = time.perf_counter()
-    out = Path(ctx.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    ctx.out_dir.mkdir(parents=True, exist_ok=True)
     d0 = cfg.sweep_d
     base = TrialConfig(d=d0, n_per_env=cfg.n_per_env, strength=cfg.strength,
                        edges_per_node=cfg.edges_per_node)
@@ -73,10 +69,10 @@ def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
     sachs_rows = ctx.stage("sachs", lambda: sachs_eval(
         ctx.key("sachs"), n_restarts=cfg.sachs_restarts, mesh=ctx.mesh))
 
-    figures = report.figures(out, cfg, d_rows, env_rows, npe_rows, str_rows, th)
+    figures = report.figures(ctx.out_dir, cfg, d_rows, env_rows, npe_rows, str_rows, th)
     tested = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs_rows)
     holds = all(c.verdict == "yes" for c in tested[:3])
-    seconds = time.perf_counter() - t_start
+    seconds = ctx.elapsed()
     md = report.markdown(cfg, quick=ctx.quick, seed=ctx.seed, tested=tested, d_rows=d_rows,
                          env_rows=env_rows, npe_rows=npe_rows, str_rows=str_rows,
                          abl_rows=abl_rows, th=th, sachs_rows=sachs_rows, seconds=seconds,

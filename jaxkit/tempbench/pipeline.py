@@ -19,9 +19,6 @@ resumes to the same parameters (:mod:`jaxkit.tempbench.train`); batches are spli
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
@@ -50,10 +47,8 @@ def _summ(res: dict) -> dict:
 def run(ctx: RunContext) -> PipelineResult:
     """Markov-feature sweep, HMM denoising and ordered chains; tables, plots, claims."""
     cfg: Config = ctx.config
-    out = Path(ctx.out_dir)
-    t_start = time.perf_counter()
     tc = train_config(cfg)
-    trainer = Trainer(mesh=ctx.mesh, checkpoint_dir=out / "checkpoints", resume=ctx.resume,
+    trainer = Trainer(mesh=ctx.mesh, checkpoint_dir=ctx.out_dir / "checkpoints", resume=ctx.resume,
                       cache=ctx.stage)
     common = dict(d=cfg.d, length=cfg.length, n_train=cfg.n_train, n_test=cfg.n_test)
     mk = C.MarkovSetting(n_features=cfg.n_features, pi=cfg.pi, **common)
@@ -76,13 +71,14 @@ def run(ctx: RunContext) -> PipelineResult:
         ctx.key("tempbench-chains"), cs, tc, windows=cfg.chain_windows, k=1,
         n_seeds=cfg.seeds, trainer=trainer, name="tempbench-chains")))
 
-    figures = [report.plot_markov(cfg, markov, out), report.plot_other(hmm, chains, out)]
+    figures = [report.plot_markov(cfg, markov, ctx.out_dir),
+               report.plot_other(hmm, chains, ctx.out_dir)]
     md, summary = report.markdown(cfg, markov, hmm, chains, quick=ctx.quick, seed=ctx.seed)
     claims = report.claims(cfg, markov, hmm, chains)
     warnings = [] if cfg.seeds >= 3 else [
         f"{cfg.seeds} seeds per setting: the t-intervals have {cfg.seeds - 1} degree(s) of "
         "freedom, so most claims cannot be decided at this size"]
     metrics = dict(settings=cfg.to_dict(), markov=markov, hmm=hmm, chains=chains, **summary,
-                   total_seconds=time.perf_counter() - t_start)
+                   total_seconds=ctx.elapsed())
     return PipelineResult("tempbench", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)

@@ -12,8 +12,9 @@ from rich.markup import escape
 
 __all__ = ["console", "err_console", "fail", "check_json_path"]
 
-console = Console()
-err_console = Console(stderr=True)
+# no emoji codes: a model name such as "name:abc:1" must print as written
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:

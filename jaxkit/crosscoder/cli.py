@@ -17,17 +17,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from jaxkit._cli_common import console, err_console
 from jaxkit._cli_common import fail as _fail  # one line on stderr, exit 2
 
 __all__ = ["app", "truncate_metrics"]
 
 app = typer.Typer(help="Crosscoders / SAEs trained on stored activations.",
                   no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
+
 
 
 @app.callback()

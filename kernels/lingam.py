@@ -424,6 +424,14 @@ def adaptive_lasso_prune(
 # -------------------------------------------------------------------- public fits
 
 
+def _check_fit(x, gamma, criterion, sequential_vmap):
+    """The checks of a whole fit: the data, the pruning options and the vmap rule;
+    returns ``(x, sequential)``."""
+    x = _check_x(x)
+    _check_prune_args(gamma, criterion)
+    return x, resolve_sequential_vmap(sequential_vmap)
+
+
 def ica_lingam(
     key: PRNGKeyArray | None,
     x: Float[Array, "n d"],
@@ -469,11 +477,9 @@ def ica_lingam(
             :func:`jaxkit.kernels.ica.fastica`; ``None`` picks the backend's default.
 
     Returns:
-        A :class:`LiNGAMResult`.
+        A :class:`LiNGAMResult`; ``converged`` and ``n_iter`` are FastICA's.
     """
-    x = _check_x(x)
-    _check_prune_args(gamma, criterion)
-    sequential = resolve_sequential_vmap(sequential_vmap)
+    x, sequential = _check_fit(x, gamma, criterion, sequential_vmap)
     ica = fastica(key, x, max_iter=max_iter, tol=tol, fun=fun, w_init=w_init,
                   whiten_solver=whiten_solver, sequential_vmap=sequential)
     order = causal_order_from_b(b_from_unmixing(ica.components))
@@ -569,11 +575,9 @@ def direct_lingam(
             :func:`jaxkit.kernels.ica.fastica`; ``None`` picks the backend's default.
 
     Returns:
-        A :class:`LiNGAMResult`.
+        A :class:`LiNGAMResult` (``n_iter`` 0: no ICA).
     """
-    x = _check_x(x)
-    _check_prune_args(gamma, criterion)
-    sequential = resolve_sequential_vmap(sequential_vmap)
+    x, sequential = _check_fit(x, gamma, criterion, sequential_vmap)
     order = map_over_batch(_direct_order, sequential=sequential)(x)
     adjacency, unpruned = _prune(x, order, gamma, criterion, prune, sequential)
     return LiNGAMResult(adjacency, unpruned, order, jnp.asarray(True),

@@ -21,10 +21,11 @@ from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._batching import map_over_batch, resolve_sequential_vmap
-from .checks import check_data_matrix, check_finite, is_traced
+from .checks import check_data_matrix, check_finite, collinear_columns, is_traced
 
 __all__ = [
     "WhitenResult",
@@ -40,11 +41,16 @@ Fun = Literal["logcosh", "exp", "cube"]
 
 
 class WhitenResult(NamedTuple):
-    """``z = (x - mean) @ whitening.T`` has identity covariance (population, 1/n)."""
+    """``z = (x - mean) @ whitening.T`` has identity covariance (population, 1/n).
+
+    ``rank_deficient`` (traced inputs only; concrete ones raise): the data span fewer than
+    ``k`` dimensions (collinear or duplicated columns), so the clamped whitening is
+    finite but meaningless."""
 
     z: Float[Array, "n k"]
     whitening: Float[Array, "k d"]
     mean: Float[Array, " d"]
+    rank_deficient: Bool[Array, ""]
 
 
 class FastICAResult(NamedTuple):
@@ -57,7 +63,8 @@ class FastICAResult(NamedTuple):
     whitening: Float[Array, "k d"]
     unmixing: Float[Array, "k k"]  # rotation found in whitened space
     n_iter: Int[Array, ""]
-    converged: Bool[Array, ""]
+    converged: Bool[Array, ""]  # False as well when rank_deficient
+    rank_deficient: Bool[Array, ""]  # collinear columns: a finite, meaningless fit
 
 
 def whiten(
@@ -80,6 +87,16 @@ def whiten(
     eps). Singular vectors are sign-normalised so their first entry is positive
     (scikit-learn >= 1.9).
 
+    Rank deficiency: ``rank_deficient`` is set when the solver cannot resolve ``k``
+    components, i.e. the ``k``-th singular value is at most ``10 d eps`` times the
+    largest (``"eigh"``: the ``k``-th eigenvalue at most ``10 d eps`` times the largest,
+    the resolution of an eigendecomposition of the scatter matrix); the spectrum is
+    clamped there, so the output stays finite. Concrete data whose centred columns are
+    collinear at that precision (singular values of a float64 SVD, see
+    :func:`jaxkit.kernels.checks.collinear_columns`) raise ``ValueError`` naming the
+    columns; ill-conditioned data that only ``"eigh"`` in float32 cannot resolve are
+    returned with the flag set.
+
     Args:
         x: data matrix, one sample per row; finite, at least 2 rows.
         n_components: number of whitened components ``k <= d`` (static); ``None`` keeps
@@ -87,23 +104,50 @@ def whiten(
         solver: ``"svd"`` or ``"eigh"`` (static).
 
     Returns:
-        A :class:`WhitenResult` ``(z, whitening, mean)`` with ``z = (x - mean) @
-        whitening.T`` of shape ``(n, k)``.
+        A :class:`WhitenResult` ``(z, whitening, mean, rank_deficient)`` with ``z = (x -
+        mean) @ whitening.T`` of shape ``(n, k)``.
+
+    Raises:
+        ValueError: bad shapes or options; concrete ``x`` non-finite or rank-deficient.
     """
     x = check_data_matrix(x, "x", constant=False)
     n, d = x.shape
     k = _n_components(n_components, d)
+    if solver not in ("svd", "eigh"):
+        raise ValueError(f"`solver` must be 'svd' or 'eigh'; got {solver!r}")
     mean = jnp.mean(x, axis=0)
     xc = x - mean
-    whitening = _whitening_matrix(xc, k, solver)
-    return WhitenResult(z=xc @ whitening.T, whitening=whitening, mean=mean)
+    whitening, deficient = _whitening_matrix(xc, k, solver)
+    _raise_if_rank_deficient(x, deficient, k)
+    return WhitenResult(z=xc @ whitening.T, whitening=whitening, mean=mean,
+                        rank_deficient=deficient)
 
 
-def _whitening_matrix(xc: Float[Array, "n d"], k: int, solver: str) -> Float[Array, "k d"]:
-    """The (k, d) PCA-sphering matrix of centred data ``xc`` (see :func:`whiten`)."""
-    n = xc.shape[0]
+def _raise_if_rank_deficient(x, deficient, k: int) -> None:
+    """Concrete collinear data: a ValueError naming ``x`` and the collinear columns."""
+    if is_traced(deficient) or not bool(deficient):
+        return
+    rank, cols = collinear_columns(x)
+    if rank >= k:
+        return  # the solver's resolution, not the data: the flag says so
+    raise ValueError(
+        f"`x` is rank-deficient: its centred columns span about {rank} dimensions, fewer "
+        f"than the {k} components asked for; columns {cols} are collinear (one is a "
+        f"linear combination of the others, e.g. a duplicated column). Drop or combine "
+        f"them, or ask for fewer components")
+
+
+def _whitening_matrix(xc: Float[Array, "n d"], k: int, solver: str
+                      ) -> tuple[Float[Array, "k d"], Bool[Array, ""]]:
+    """The (k, d) PCA-sphering matrix of centred data ``xc`` (see :func:`whiten`) and
+    whether the data are rank-deficient at ``k`` components."""
+    n, d = xc.shape
+    rtol = 10 * d * jnp.finfo(xc.dtype).eps
     if solver == "svd":
         u, s, _ = jnp.linalg.svd(xc.T, full_matrices=False)
+        floor = jnp.maximum(rtol * s[0], jnp.finfo(s.dtype).tiny)
+        deficient = s[k - 1] <= floor if k <= s.shape[0] else jnp.asarray(True)
+        s = jnp.maximum(s, floor)  # finite whitening even when rank-deficient
     elif solver == "eigh":
         evals, u = jnp.linalg.eigh(xc.T @ xc)
         # scikit-learn clamps eigenvalues below 10 eps (absolute); we clamp relative to
@@ -112,13 +156,14 @@ def _whitening_matrix(xc: Float[Array, "n d"], k: int, solver: str) -> Float[Arr
         # component up by orders of magnitude. Identical whenever the spectrum is
         # resolved (the float64 parity tests).
         floor = 10 * jnp.finfo(evals.dtype).eps * jnp.maximum(evals[-1], 1.0)
+        deficient = evals[d - k] <= jnp.maximum(rtol * evals[-1], jnp.finfo(evals.dtype).tiny)
         s = jnp.sqrt(jnp.maximum(evals, floor))[::-1]
         u = u[:, ::-1]
     else:
         raise ValueError(f"`solver` must be 'svd' or 'eigh'; got {solver!r}")
     sign = jnp.where(u[0] < 0, -1.0, 1.0).astype(u.dtype)
     u = u * sign
-    return (u / s).T[:k] * jnp.sqrt(jnp.asarray(n, xc.dtype))
+    return (u / s).T[:k] * jnp.sqrt(jnp.asarray(n, xc.dtype)), deficient
 
 
 def sym_decorrelation(w: Float[Array, "k k"]) -> Float[Array, "k k"]:
@@ -234,7 +279,13 @@ def fastica(
 
     Returns:
         A :class:`FastICAResult`; ``converged`` is a flag (non-convergence is not an
-        error) and ``n_iter`` the number of steps taken.
+        error) and ``n_iter`` the number of steps taken. Traced rank-deficient data
+        (collinear columns, see :func:`whiten`) give a finite result with
+        ``rank_deficient=True`` and ``converged=False``.
+
+    Raises:
+        ValueError: bad shapes or hyperparameters; concrete ``x`` non-finite, with a
+            constant column, or rank-deficient (naming the collinear columns).
     """
     if getattr(x, "ndim", None) != 2 or x.shape[0] < 2 or x.shape[1] < 1:
         check_data_matrix(x, "x")  # raises the standard shape error
@@ -242,11 +293,11 @@ def fastica(
     k = _n_components(n_components, d)
     if n < d:
         raise ValueError(f"`x` has fewer samples ({n}) than variables ({d})")
-    if max_iter < 1:
-        raise ValueError(f"`max_iter` must be >= 1; got {max_iter}")
-    if not tol > 0:
-        raise ValueError(f"`tol` must be positive; got {tol}")
-    if not 1.0 <= alpha <= 2.0:
+    if isinstance(max_iter, bool) or int(max_iter) != max_iter or max_iter < 1:
+        raise ValueError(f"`max_iter` must be an integer >= 1; got {max_iter!r}")
+    if not is_traced(tol) and not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"`tol` must be positive and finite; got {tol}")
+    if not is_traced(alpha) and not 1.0 <= alpha <= 2.0:
         raise ValueError(f"`alpha` must lie in [1, 2]; got {alpha}")
     if whiten_solver not in ("svd", "eigh"):
         raise ValueError(f"`whiten_solver` must be 'svd' or 'eigh'; got {whiten_solver!r}")
@@ -270,7 +321,9 @@ def fastica(
 
     sequential = resolve_sequential_vmap(sequential_vmap)
     if not (is_traced(x) or is_traced(w_init)):
-        return core(x, w_init)  # eager: bad values raise ValueError right away
+        res = core(x, w_init)  # eager: bad values raise ValueError right away
+        _raise_if_rank_deficient(x, res.rank_deficient, k)
+        return res
     return map_over_batch(core, sequential=sequential)(x, w_init)
 
 
@@ -290,7 +343,7 @@ def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whi
     n = x.shape[0]
     mean = jnp.mean(x, axis=0)
     xc = x - mean
-    whitening = _whitening_matrix(xc, k, whiten_solver)
+    whitening, deficient = _whitening_matrix(xc, k, whiten_solver)
     zt = whitening @ xc.T  # (k, n) whitened data, sample-last
     # (n, k) copy for the second product of each step; the barrier keeps XLA from
     # folding it back into a transposed operand of that product
@@ -312,7 +365,7 @@ def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whi
     st = w @ zt  # (k, n) sources in whitened units: unit variance already
     comps = w @ whitening
     if whiten_mode == "unit-variance":
-        std = jnp.std(st, axis=1)
+        std = jnp.maximum(jnp.std(st, axis=1), jnp.finfo(st.dtype).tiny)
         st = st / std[:, None]
         comps = comps / std[:, None]
     else:  # scikit-learn's 'arbitrary-variance' scale (no sqrt(n) in the whitening)
@@ -327,7 +380,8 @@ def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whi
         whitening=whitening,
         unmixing=w,
         n_iter=n_iter,
-        converged=lim < tol,
+        converged=(lim < tol) & ~deficient,
+        rank_deficient=deficient,
     )
 
 

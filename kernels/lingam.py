@@ -31,7 +31,7 @@ import optax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._batching import map_over_batch, resolve_sequential_vmap
-from .checks import check_data_matrix, is_traced
+from .checks import check_data_matrix, collinear_columns, fail, is_traced
 from .ica import fastica
 
 __all__ = [
@@ -61,8 +61,11 @@ class LiNGAMResult(NamedTuple):
     adjacency: Float[Array, "d d"]  # pruned; [i, j] = direct effect of j on i
     adjacency_unpruned: Float[Array, "d d"]  # OLS of each variable on all predecessors
     causal_order: Int[Array, " d"]  # causal_order[0] is a root
-    converged: Bool[Array, ""]  # FastICA converged (always True for DirectLiNGAM)
+    converged: Bool[Array, ""]  # FastICA converged (DirectLiNGAM: True); False if rank_deficient
     n_iter: Int[Array, ""]  # FastICA iterations (0 for DirectLiNGAM)
+    # traced data only (concrete data raise): collinear columns; the adjacencies are then
+    # finite ridge-stabilised fits, not estimates
+    rank_deficient: Bool[Array, ""] = False
 
 
 # --------------------------------------------------------------------------- checks
@@ -74,14 +77,36 @@ def _check_x(x):
     if not jnp.issubdtype(x.dtype, jnp.floating):
         x = jnp.asarray(x, jnp.result_type(float))
     min_rows = x.shape[1] if x.ndim == 2 else None
-    return check_data_matrix(x, "x", min_rows=min_rows)
+    x = check_data_matrix(x, "x", min_rows=min_rows)
+    if not is_traced(x) and bool(_rank_deficient(_moments(x)[0])):
+        raise ValueError(_collinear_message(x))
+    return x
+
+
+def _rank_deficient(corr: Float[Array, "d d"]) -> Bool[Array, ""]:
+    """The correlation matrix is numerically singular: its smallest eigenvalue is at most
+    ``10 d eps`` times its largest (collinear or duplicated columns)."""
+    d = corr.shape[0]
+    ev = jnp.linalg.eigvalsh(corr)
+    return ev[0] <= 10 * d * jnp.finfo(corr.dtype).eps * ev[-1]
+
+
+def _collinear_message(x) -> str:
+    if is_traced(x):
+        cols = "some columns"
+    else:
+        _, found = collinear_columns(x)
+        cols = f"columns {found}"
+    return (f"`x` is rank-deficient: {cols} are collinear (one is a linear combination of "
+            f"the others, e.g. a duplicated column), so the regressions of a LiNGAM fit "
+            f"are not identified. Drop or combine them before fitting")
 
 
 def _check_prune_args(gamma, criterion):
     if criterion not in _CRITERIA:
         raise ValueError(f"`criterion` must be one of {_CRITERIA}; got {criterion!r}")
-    if not is_traced(gamma) and np.ndim(gamma) == 0 and not float(gamma) >= 0:
-        raise ValueError(f"`gamma` must be non-negative; got {gamma}")
+    if not is_traced(gamma) and not (np.ndim(gamma) == 0 and 0 <= float(gamma) < np.inf):
+        raise ValueError(f"`gamma` must be a finite non-negative scalar; got {gamma}")
 
 
 def _check_order(causal_order, d: int):
@@ -342,15 +367,21 @@ def _prune(x, order, gamma, criterion, prune: bool, sequential: bool):
 def _prune_one(x, order, gamma, criterion, prune: bool):
     n, d = x.shape
     corr, sd = _moments(x)
+    # collinear columns make the OLS systems singular (NaN rows that pruning would then
+    # silently zero): flag them and solve a ridge-stabilised system instead, so every
+    # output stays finite
+    deficient = _rank_deficient(corr)
+    ridge = jnp.sqrt(jnp.finfo(corr.dtype).eps) * jnp.max(jnp.abs(corr))
+    corr = corr + jnp.where(deficient, ridge, 0.0) * jnp.eye(d, dtype=corr.dtype)
     pos = jnp.zeros(d, jnp.int32).at[order].set(jnp.arange(d, dtype=jnp.int32))
     pred = pos[None, :] < pos[:, None]  # pred[t, j]: j precedes t
     theta = _masked_ols(corr, pred)
     unpruned = _to_original_scale(theta, sd)
     if not prune:
-        return unpruned, unpruned
+        return unpruned, unpruned, deficient
     support = _lasso_path_support(corr, theta, pred, n, gamma, criterion)
     pruned = _to_original_scale(_masked_ols(corr, support), sd)
-    return pruned, unpruned
+    return pruned, unpruned, deficient
 
 
 def adaptive_lasso_prune(
@@ -413,12 +444,19 @@ def adaptive_lasso_prune(
     Returns:
         ``(adjacency, adjacency_unpruned)``, each ``(d, d)`` with ``[i, j]`` the direct
         effect of ``x_j`` on ``x_i``.
+
+    Raises:
+        ValueError: bad shapes or options; ``x`` non-finite, with a constant column or
+            rank-deficient (collinear columns; under ``jit`` a run-time check).
     """
     x = _check_x(x)
     _check_prune_args(gamma, criterion)
     order = _check_order(causal_order, x.shape[1])
-    return _prune(x, order, gamma, criterion, prune=True,
-                  sequential=resolve_sequential_vmap(sequential_vmap))
+    adjacency, unpruned, deficient = _prune(
+        x, order, gamma, criterion, prune=True,
+        sequential=resolve_sequential_vmap(sequential_vmap))
+    adjacency = fail(adjacency, deficient, _collinear_message(x))
+    return adjacency, unpruned
 
 
 # -------------------------------------------------------------------- public fits
@@ -483,8 +521,10 @@ def ica_lingam(
     ica = fastica(key, x, max_iter=max_iter, tol=tol, fun=fun, w_init=w_init,
                   whiten_solver=whiten_solver, sequential_vmap=sequential)
     order = causal_order_from_b(b_from_unmixing(ica.components))
-    adjacency, unpruned = _prune(x, order, gamma, criterion, prune, sequential)
-    return LiNGAMResult(adjacency, unpruned, order, ica.converged, ica.n_iter)
+    adjacency, unpruned, deficient = _prune(x, order, gamma, criterion, prune, sequential)
+    deficient = deficient | ica.rank_deficient
+    return LiNGAMResult(adjacency, unpruned, order, ica.converged & ~deficient, ica.n_iter,
+                        deficient)
 
 
 def _log_cosh(u):
@@ -579,6 +619,6 @@ def direct_lingam(
     """
     x, sequential = _check_fit(x, gamma, criterion, sequential_vmap)
     order = map_over_batch(_direct_order, sequential=sequential)(x)
-    adjacency, unpruned = _prune(x, order, gamma, criterion, prune, sequential)
-    return LiNGAMResult(adjacency, unpruned, order, jnp.asarray(True),
-                        jnp.asarray(0, jnp.int32))
+    adjacency, unpruned, deficient = _prune(x, order, gamma, criterion, prune, sequential)
+    return LiNGAMResult(adjacency, unpruned, order, ~deficient, jnp.asarray(0, jnp.int32),
+                        deficient)

@@ -220,3 +220,50 @@ def test_mixing_inverse_and_pinv_fallback():
     wide = rng.normal(size=(2, 5))
     np.testing.assert_allclose(np.asarray(ica._mixing(jnp.asarray(wide))), np.linalg.pinv(wide),
                                rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------- no silent garbage
+
+
+def _collinear(dtype, n=300):
+    """Columns 1 and 2 duplicated: rank 3 of 4."""
+    e = np.random.default_rng(0).laplace(size=(n, 3))
+    x = np.c_[e[:, 0], 2 * e[:, 0] + e[:, 1], 2 * e[:, 0] + e[:, 1], e[:, 2] + e[:, 0]]
+    return jnp.asarray(x, dtype)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+@pytest.mark.parametrize("solver", ["svd", "eigh"])
+def test_collinear_columns_raise_eagerly_and_flag_under_jit(dtype, solver):
+    """Duplicated columns used to give components of 1e7-1e15 and converged=False with
+    no word why; now a ValueError naming `x` and the columns, or (traced) a finite
+    result with rank_deficient set."""
+    x = _collinear(dtype)
+    with pytest.raises(ValueError, match=r"`x` is rank-deficient.*columns \[1, 2\]"):
+        ica.fastica(None, x, w_init=jnp.eye(4), whiten_solver=solver)
+    with pytest.raises(ValueError, match=r"`x` is rank-deficient.*columns \[1, 2\]"):
+        ica.whiten(x, solver=solver)
+    r = _fit(x, w_init=jnp.eye(4, dtype=dtype), whiten_solver=solver)
+    assert bool(r.rank_deficient) and not bool(r.converged)
+    for leaf in (r.components, r.mixing, r.sources, r.whitening):
+        assert bool(jnp.all(jnp.isfinite(leaf)))
+    # fewer components than the rank is fine
+    ok = ica.fastica(None, x, n_components=3, w_init=jnp.eye(3))
+    assert not bool(ok.rank_deficient)
+
+
+def test_rank_flag_is_per_dataset_under_vmap():
+    x_bad = _collinear(jnp.float64, n=N)
+    x_ok, _, _ = _mixed(5)
+    r = _fit_batched(jnp.stack([x_bad, jnp.asarray(x_ok)]), jnp.stack([jnp.eye(D)] * 2))
+    assert r.rank_deficient.tolist() == [True, False]
+    assert r.converged.tolist() == [False, True]
+
+
+@pytest.mark.parametrize("kw, name", [({"tol": -1e-4}, "tol"), ({"tol": float("nan")}, "tol"),
+                                      ({"max_iter": 2.5}, "max_iter"),
+                                      ({"alpha": 3.0}, "alpha")])
+def test_out_of_domain_hyperparameters(kw, name):
+    x, _, w0 = _mixed(0, n=50)
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        ica.fastica(None, jnp.asarray(x), w_init=w0, **kw)

@@ -381,3 +381,46 @@ def test_one_trace_for_same_shapes():
         adj, order = fit_j(_simulate(B_TRUE[:3, :3], seed=seed, n=60))
         assert sorted(np.asarray(order).tolist()) == [0, 1, 2]
     assert len(traces) == 1
+
+
+# ---------------------------------------------------------------- no silent garbage
+
+
+def _collinear_x(dtype=jnp.float64, n=300):
+    e = np.random.default_rng(0).laplace(size=(n, 3))
+    x = np.c_[e[:, 0], 2 * e[:, 0] + e[:, 1], 2 * e[:, 0] + e[:, 1], e[:, 2] + e[:, 0]]
+    return jnp.asarray(x, dtype)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_collinear_columns_raise_eagerly_and_flag_under_jit(dtype):
+    """Duplicated columns used to give NaN rows in adjacency_unpruned that pruning
+    silently turned into zeros (the real edge 0 -> 3 dropped)."""
+    from jaxkit.kernels.lingam import adaptive_lasso_prune
+
+    x = _collinear_x(dtype)
+    fits = {"ica": lambda x: ica_lingam(jax.random.key(0), x), "direct": direct_lingam}
+    for fit in fits.values():
+        with pytest.raises(ValueError, match=r"`x` is rank-deficient.*columns \[1, 2\]"):
+            fit(x)
+        res = jax.jit(fit)(x)
+        assert bool(res.rank_deficient) and not bool(res.converged)
+        assert bool(jnp.all(jnp.isfinite(res.adjacency_unpruned)))
+        assert bool(jnp.all(jnp.isfinite(res.adjacency)))
+    with pytest.raises(ValueError, match="`x` is rank-deficient"):
+        adaptive_lasso_prune(x, jnp.arange(4))
+    from jaxkit.kernels.checks import checked_jit
+    with pytest.raises(ValueError, match="`x` is rank-deficient"):
+        checked_jit(lambda x: adaptive_lasso_prune(x, jnp.arange(4)))(x)
+
+
+def test_full_rank_data_are_not_flagged():
+    x = _collinear_x()[:, [0, 1, 3]]
+    res = direct_lingam(x)
+    assert not bool(res.rank_deficient) and bool(res.converged)
+
+
+@pytest.mark.parametrize("gamma", [-1.0, float("nan"), float("inf")])
+def test_gamma_out_of_domain(gamma):
+    with pytest.raises(ValueError, match="`gamma`"):
+        direct_lingam(_collinear_x()[:, [0, 1, 3]], gamma=gamma)

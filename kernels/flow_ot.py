@@ -36,6 +36,7 @@ from ott.problems.linear import linear_problem
 from ott.solvers.linear import sinkhorn
 
 from . import flow
+from .checks import check_finite, check_in_range, fail, is_traced
 
 __all__ = ["EXACT_SOLVERS", "SAMPLINGS", "SINKHORN_SOLVERS", "sq_cost", "exact_coupling",
            "sinkhorn_plan", "scaling_sinkhorn_plan", "sinkhorn_coupling", "sample_plan",
@@ -53,10 +54,36 @@ def _flat(x: PyTree) -> Array:
     return jnp.concatenate([jnp.reshape(a, (b, -1)) for a in leaves], axis=1)
 
 
-def _prep(x0: PyTree, x1: PyTree) -> tuple[Array, Array]:
-    """Same shapes, finite values; returns the flattened ``(B, d)`` matrices."""
+def _prep(x0: PyTree, x1: PyTree, *, rescale: bool = True) -> tuple[Array, Array]:
+    """Same shapes, finite values; returns the flattened ``(B, d)`` matrices.
+
+    With ``rescale`` both are divided by the power of two ``2^e`` with ``max(|x0|, |x1|)
+    = m 2^e``, ``m`` in ``[0.5, 1)``: exact in floating point (the cost matrix is scaled
+    by exactly ``4^-e``), so every scale-invariant use of the cost (assignments,
+    mean-scaled plans) is unchanged, while the squared distances can no longer overflow
+    (``|x| ~ 1e20`` in float32) or underflow to zero (``|x| ~ 1e-25``).
+    """
     x0, x1, _ = flow.check_batch(x0, x1)
-    return _flat(x0), _flat(x1)
+    a, b = _flat(x0), _flat(x1)
+    if not rescale or not jnp.issubdtype(a.dtype, jnp.floating):
+        return a, b
+    big = jnp.maximum(jnp.max(jnp.abs(a)), jnp.max(jnp.abs(b)))
+    _, e = jnp.frexp(jnp.where(big > 0, big, 1.0))
+    return jnp.ldexp(a, -e), jnp.ldexp(b, -e)
+
+
+def _check_sinkhorn_args(epsilon, threshold, max_iterations) -> None:
+    check_in_range(epsilon, "epsilon", lo=0, lo_open=True)
+    check_in_range(threshold, "threshold", lo=0, lo_open=True)
+    check_in_range(max_iterations, "max_iterations", lo=1, integer=True)
+
+
+def _check_plan_marginals(plan, msg: str):
+    """A plan whose rows miss their ``1/B`` marginals by more than 0.5 in total (L1; the
+    masses sum to 1) or that is not finite is a failed solve, not a coupling."""
+    n = plan.shape[0]
+    err = jnp.sum(jnp.abs(jnp.sum(plan, axis=1) - 1.0 / n))
+    return fail(plan, ~(jnp.all(jnp.isfinite(plan)) & (err <= 0.5)), msg)
 
 
 def sq_cost(x0: Float[Array, "B d"], x1: Float[Array, "B d"]) -> Float[Array, "B B"]:
@@ -203,7 +230,7 @@ def exact_coupling(x0: PyTree, x1: PyTree, *,
     """
     if solver not in EXACT_SOLVERS:
         raise ValueError(f"solver must be one of {EXACT_SOLVERS}; got {solver!r}")
-    a, b = _prep(x0, x1)
+    a, b = _prep(x0, x1)  # rescaled by a power of two: the same assignment, no overflow
     cost = sq_cost(a, b)
     n = a.shape[0]
     if solver in HOST_SOLVERS:
@@ -226,22 +253,42 @@ def sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
     The plan is ``argmin_{P in U(a, b)} <P, C> - epsilon H(P)`` (M. Cuturi, "Sinkhorn
     distances", NeurIPS 2013), ``a = b = 1/B``.
 
+    With a string ``scale_cost`` (scale-invariant) the samples are first divided by a
+    power of two (exact), so that huge or tiny coordinates cannot overflow or underflow
+    the cost; a float ``scale_cost`` uses the raw cost, which must then be finite.
+
     Args:
         x0: source batch, leaves ``(B, ...)`` (any pytree).
         x1: target batch, the same pytree and shapes.
-        epsilon: entropic regularisation, relative to the scaled cost.
+        epsilon: entropic regularisation, relative to the scaled cost (``> 0``).
         scale_cost: ott-jax's cost scaling (``"mean"``, ``"max_cost"``, a float, ...).
-        threshold: ott-jax's stopping tolerance on the marginals.
-        max_iterations: iteration cap (static).
+        threshold: ott-jax's stopping tolerance on the marginals (``> 0``).
+        max_iterations: iteration cap (static, ``>= 1``).
 
     Returns:
         The plan ``(B, B)``.
+
+    Raises:
+        ValueError: non-positive ``epsilon``/``threshold``/``scale_cost``, non-finite
+            samples or cost, or a failed solve (rows off their marginals by more than
+            0.5 in L1 or a non-finite plan, e.g. ``epsilon`` far too small); traced
+            values as run-time checks.
     """
-    a, b = _prep(x0, x1)
+    _check_sinkhorn_args(epsilon, threshold, max_iterations)
+    if not isinstance(scale_cost, str):
+        check_in_range(scale_cost, "scale_cost", lo=0, lo_open=True)
+    a, b = _prep(x0, x1, rescale=isinstance(scale_cost, str))
+    if not isinstance(scale_cost, str):
+        a = fail(a, ~jnp.all(jnp.isfinite(sq_cost(a, b))),
+                 "`x0`/`x1`: the squared distances overflow their dtype; rescale the "
+                 "samples or use a string `scale_cost` such as 'mean'")
     geom = pointcloud.PointCloud(a, b, epsilon=epsilon, scale_cost=scale_cost)
     out = sinkhorn.Sinkhorn(threshold=threshold, max_iterations=max_iterations)(
         linear_problem.LinearProblem(geom))
-    return out.matrix
+    return _check_plan_marginals(
+        out.matrix, "Sinkhorn failed: the plan is not finite or misses its marginals by "
+        "more than 0.5; `epsilon` is too small for the samples (or `max_iterations` too "
+        "few)")
 
 
 def scaling_sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
@@ -274,14 +321,16 @@ def scaling_sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
 
     Returns:
         The plan ``(B, B)``, columns summing to ``1/B`` exactly.
+
+    Raises:
+        ValueError: non-positive ``epsilon``/``threshold``, non-finite samples, or a
+            failed solve (rows off their marginals by more than 0.5 in L1, the
+            underflow above at a far too small ``epsilon``); traced, a run-time check.
     """
-    if not (float(epsilon) > 0):
-        raise ValueError(f"`epsilon` must be > 0; got {epsilon!r}")
-    if not (float(threshold) > 0):
-        raise ValueError(f"`threshold` must be > 0; got {threshold!r}")
-    if int(max_iterations) != max_iterations or max_iterations < 1:
-        raise ValueError(f"`max_iterations` must be a positive integer; got "
-                         f"{max_iterations!r}")
+    if is_traced(epsilon) or is_traced(threshold):
+        raise ValueError("`epsilon` and `threshold` of scaling_sinkhorn_plan are static: "
+                         "pass Python floats, not traced values")
+    _check_sinkhorn_args(epsilon, threshold, max_iterations)
     a, b = _prep(x0, x1)
     n = a.shape[0]
     cost = sq_cost(a, b)
@@ -323,7 +372,11 @@ def scaling_sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
         cond, body, (jnp.int32(0), ones, ones, jnp.sum(kern, axis=1), inf, inf,
                      jnp.asarray(1.0, kern.dtype)))
     v = w / jnp.maximum(jnp.sum(kern * u[:, None], axis=0), tiny)  # exact column sums
-    return u[:, None] * kern * v[None, :]
+    return _check_plan_marginals(
+        u[:, None] * kern * v[None, :],
+        "scaling Sinkhorn failed: the plan misses its row marginals by more than 0.5 (the "
+        "kernel exp(-C / epsilon) underflows): `epsilon` is too small for this solver; "
+        "use sinkhorn_plan (log domain) or a larger `epsilon`")
 
 
 def _sample_rows(key: PRNGKeyArray, w: Float[Array, "n m"], block: int = 16
@@ -376,8 +429,12 @@ def sample_plan(key: PRNGKeyArray, plan: Float[Array, "B B"], *,
     """
     if sampling not in SAMPLINGS:
         raise ValueError(f"sampling must be one of {SAMPLINGS}; got {sampling!r}")
-    if plan.ndim != 2 or plan.shape[0] != plan.shape[1]:
+    plan = jnp.asarray(plan)
+    if plan.ndim != 2 or plan.shape[0] != plan.shape[1] or plan.shape[0] < 1:
         raise ValueError(f"`plan` must be a square (B, B) matrix; got shape {plan.shape}")
+    plan = check_finite(plan, "plan")
+    plan = fail(plan, jnp.any(plan < 0) | ~(jnp.sum(plan) > 0),
+                "`plan` must be nonnegative with positive total mass")
     n = plan.shape[0]
     dtype = plan.dtype if jnp.issubdtype(plan.dtype, jnp.floating) else jnp.float32
     logp = jnp.log(jnp.maximum(plan, 0).astype(dtype))

@@ -311,3 +311,57 @@ def test_cost_without_row_norms_differs_by_row_constants():
     diff = flow_ot.host_sq_cost(x0, x1) - flow_ot.host_sq_cost(x0, x1, row_norms=False)
     np.testing.assert_allclose(diff, np.repeat(diff[:, :1], 20, axis=1), atol=1e-12)
     np.testing.assert_allclose(diff[:, 0], (x0.reshape(20, -1) ** 2).sum(1), atol=1e-12)
+
+
+# ---------------------------------------------------------------- no silent garbage
+
+
+@pytest.mark.parametrize("eps", [0.0, -0.05, float("nan")])
+def test_sinkhorn_plan_refuses_bad_epsilon(data, eps):
+    """ott-jax returned an all-zero plan for epsilon = 0 and a plan for epsilon < 0."""
+    x0, x1 = data
+    with pytest.raises(ValueError, match="`epsilon`"):
+        flow_ot.sinkhorn_plan(x0, x1, epsilon=eps)
+    with pytest.raises(ValueError, match="`epsilon`"):
+        flow_ot.sinkhorn_coupling(jax.random.key(0), x0, x1, epsilon=eps)
+    with pytest.raises(ValueError, match="`epsilon`"):
+        flow_ot.scaling_sinkhorn_plan(x0, x1, epsilon=eps)
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e-25])
+def test_huge_and_tiny_samples_are_coupled_as_the_unit_scale_ones(scale):
+    """float32 samples of 1e20 overflowed the squared cost: NaN plans and the identity
+    permutation as 'optimal'; 1e-25 underflowed it to zero. The samples are now rescaled
+    by a power of two (exact), so the couplings equal those at unit scale."""
+    rng = np.random.default_rng(0)
+    x0 = jnp.asarray(rng.normal(size=(6, 2)), jnp.float32)
+    x1 = jnp.asarray(rng.normal(size=(6, 2)), jnp.float32)
+    ref = flow_ot.exact_coupling(x0, x1)[1]
+    assert not np.array_equal(np.asarray(ref), np.arange(6))
+    np.testing.assert_array_equal(flow_ot.exact_coupling(x0 * scale, x1 * scale)[1], ref)
+    for plan in (flow_ot.sinkhorn_plan, flow_ot.scaling_sinkhorn_plan):
+        p_ref, p = plan(x0, x1), plan(x0 * scale, x1 * scale)
+        assert bool(jnp.all(jnp.isfinite(p)))
+        np.testing.assert_allclose(np.asarray(p), np.asarray(p_ref), rtol=1e-4, atol=1e-7)
+
+
+def test_failed_solves_are_errors_not_plans(data):
+    """epsilon = 1e-30: ott-jax reported converged=True with a plan of total mass 8, the
+    scaling solver a plan of mass 1/3; both are now errors naming epsilon."""
+    from jaxkit.kernels.checks import clear_errors
+
+    x0, x1 = data
+    with pytest.raises(ValueError, match="`epsilon` is too small"):
+        flow_ot.sinkhorn_plan(x0, x1, epsilon=1e-30)
+    with pytest.raises(ValueError, match="`epsilon` is too small"):
+        flow_ot.scaling_sinkhorn_plan(x0, x1, epsilon=1e-30)
+    jitted = jax.jit(lambda a, b: flow_ot.scaling_sinkhorn_plan(a, b, epsilon=1e-30))
+    with pytest.raises(ValueError, match="`epsilon` is too small"), clear_errors():
+        jax.block_until_ready(jitted(x0, x1))
+
+
+def test_sample_plan_refuses_nan_negative_and_empty_plans():
+    key = jax.random.key(0)
+    for plan in (jnp.full((3, 3), jnp.nan), -jnp.eye(3), jnp.zeros((3, 3))):
+        with pytest.raises(ValueError, match="`plan`"):
+            flow_ot.sample_plan(key, plan, sampling="rows")

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..checks import is_traced
+from ..checks import check_in_range, fail, is_traced
 from ._tree import PyTree, axpy, state_dtype, tleaves, tmap
 
 __all__ = ["METHODS", "FIXED_METHODS", "ADAPTIVE_METHODS", "integrate",
@@ -44,7 +44,8 @@ def _step(method: str, velocity: Callable, t, x: PyTree, dt) -> PyTree:
 
 
 
-def _validate(velocity, x0, method, steps, t0, t1, reverse, post):
+def _validate(velocity, x0, method, steps, t0, t1, reverse, post, rtol=1.0, atol=1.0,
+              max_steps=1):
     if method not in FIXED_METHODS + ADAPTIVE_METHODS:
         raise ValueError(f"method must be one of {FIXED_METHODS + ADAPTIVE_METHODS}; "
                          f"got {method!r}")
@@ -58,6 +59,10 @@ def _validate(velocity, x0, method, steps, t0, t1, reverse, post):
     if method in ADAPTIVE_METHODS and post is not None:
         raise ValueError("post is only supported by the fixed-step methods "
                          f"{FIXED_METHODS}; got method {method!r}")
+    if method in ADAPTIVE_METHODS:
+        check_in_range(rtol, "rtol", lo=0, lo_open=True)
+        check_in_range(atol, "atol", lo=0, lo_open=True)
+        check_in_range(max_steps, "max_steps", lo=1, integer=True)
     if not (is_traced(t0) or is_traced(t1)):
         a, b = float(np.asarray(t0)), float(np.asarray(t1))
         if not (np.isfinite(a) and np.isfinite(b)):
@@ -75,6 +80,13 @@ def _validate(velocity, x0, method, steps, t0, t1, reverse, post):
             tuple(jnp.shape(a)) != tuple(b.shape)
             for a, b in zip(tleaves(x0), tleaves(out), strict=True)):
         raise ValueError(f"velocity(t, x) must return the shapes of x0 {want}; got {got}")
+
+
+def _finite(x: PyTree):
+    """Whether every inexact leaf of ``x`` is finite (a boolean scalar)."""
+    oks = [jnp.all(jnp.isfinite(a)) for a in tleaves(x)
+           if jnp.issubdtype(jnp.asarray(a).dtype, jnp.inexact)]
+    return jnp.all(jnp.stack(oks)) if oks else jnp.asarray(True)
 
 
 _SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
@@ -98,9 +110,19 @@ def integrate_with_stats(velocity: Callable, x0: PyTree, *, method: str = "euler
             :func:`integrate`, which documents each.
 
     Returns:
-        ``(x(t1), stats) with ``stats`` a dict of int32 scalars.
+        ``(x(t1), stats)`` with ``stats`` a dict of int32 scalars and the boolean
+        ``"finite"``: False when the velocity produced NaN or inf on the way (a flag
+        here; :func:`integrate` raises instead).
+
+    Raises:
+        ValueError: as :func:`integrate`; NaN/inf in ``x0`` (a run-time check when
+            traced).
     """
-    _validate(velocity, x0, method, steps, t0, t1, reverse, post)
+    _validate(velocity, x0, method, steps, t0, t1, reverse, post, rtol, atol, max_steps)
+    leaves, treedef = jax.tree_util.tree_flatten(x0)
+    if leaves:
+        leaves[0] = fail(leaves[0], ~_finite(x0), "`x0` contains NaN or inf values")
+        x0 = jax.tree_util.tree_unflatten(treedef, leaves)
     dtype = state_dtype(x0)
     user_velocity = velocity
 
@@ -124,7 +146,8 @@ def integrate_with_stats(velocity: Callable, x0: PyTree, *, method: str = "euler
         x, _ = lax.scan(body, x0, jnp.arange(steps))
         n = jnp.asarray(steps, jnp.int32)
         stats = {"nfe": n * _EVALS_PER_STEP[method], "num_steps": n,
-                 "num_accepted_steps": n, "num_rejected_steps": jnp.zeros((), jnp.int32)}
+                 "num_accepted_steps": n, "num_rejected_steps": jnp.zeros((), jnp.int32),
+                 "finite": _finite(x)}
         return x, stats
     solver = _SOLVERS[method]()
     term = diffrax.ODETerm(lambda t, y, args: velocity(t, y))
@@ -140,7 +163,8 @@ def integrate_with_stats(velocity: Callable, x0: PyTree, *, method: str = "euler
     init = 1
     stats = {"nfe": per * nsteps + init, "num_steps": nsteps,
              "num_accepted_steps": jnp.asarray(sol.stats["num_accepted_steps"], jnp.int32),
-             "num_rejected_steps": jnp.asarray(sol.stats["num_rejected_steps"], jnp.int32)}
+             "num_rejected_steps": jnp.asarray(sol.stats["num_rejected_steps"], jnp.int32),
+             "finite": _finite(x)}
     return x, stats
 
 
@@ -181,9 +205,19 @@ def integrate(velocity: Callable, x0: PyTree, *, method: str = "euler",
 
     Returns:
         The state at ``t1``, of ``x0``'s shapes.
+
+    Raises:
+        ValueError: bad options or shapes; NaN/inf in ``x0``, or a NaN/inf state produced
+            by ``velocity`` (under ``jit``, run-time checks; see
+            :func:`jaxkit.kernels.checks.clear_errors` for reading them cleanly).
     """
-    x, _ = integrate_with_stats(velocity, x0, method=method, steps=steps, t0=t0, t1=t1,
-                                post=post, rtol=rtol, atol=atol, max_steps=max_steps,
-                                reverse=reverse)
-    return x
+    x, stats = integrate_with_stats(velocity, x0, method=method, steps=steps, t0=t0, t1=t1,
+                                    post=post, rtol=rtol, atol=atol, max_steps=max_steps,
+                                    reverse=reverse)
+    leaves, treedef = jax.tree_util.tree_flatten(x)
+    if leaves:
+        leaves[0] = fail(leaves[0], ~stats["finite"],
+                         "`velocity` produced NaN or inf values while integrating (x0 was "
+                         "finite)")
+    return jax.tree_util.tree_unflatten(treedef, leaves)
 

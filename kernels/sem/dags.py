@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
+from ..checks import check_in_range
 from ._checks import check_d as _check_d
 from ._checks import float_dtype as _float_dtype
 
@@ -21,8 +22,9 @@ GraphKind = Literal["er", "sf"]
 
 def _check_w_range(w_low, w_high):
     if isinstance(w_low, int | float) and isinstance(w_high, int | float):
-        if not 0 <= w_low <= w_high:
-            raise ValueError(f"need 0 <= w_low <= w_high; got w_low={w_low}, w_high={w_high}")
+        if not (0 <= w_low <= w_high and math.isfinite(w_high)):
+            raise ValueError(f"need finite 0 <= w_low <= w_high; got w_low={w_low}, "
+                             f"w_high={w_high}")
 
 
 def edge_weights(
@@ -92,6 +94,7 @@ def erdos_renyi_dag(key: PRNGKeyArray, d: int, *, edges_per_node: float = 2.0,
         The weighted adjacency ``b`` ``(d, d)``, ``b[i, j]`` the weight of ``j -> i``.
     """
     d = _check_d(d)
+    check_in_range(edges_per_node, "edges_per_node", lo=0)
     dtype = _float_dtype(dtype)
     k_edge, k_w, k_perm = jax.random.split(key, 3)
     p = jnp.clip(2.0 * jnp.asarray(edges_per_node, dtype) / max(d - 1, 1), 0.0, 1.0)

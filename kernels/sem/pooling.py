@@ -7,10 +7,11 @@ from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ..checks import check_finite, is_traced
-from .dags import dag_inverse
+from .dags import dag_inverse, is_acyclic
 from .interventions import intervention_targets
 from .noise import NOISES as _NOISES
 from .noise import NoiseKind, sample_noise
@@ -28,12 +29,17 @@ class SEMData(NamedTuple):
     label-aware baseline needs: environment ``k`` holds the rows with ``env == k`` and
     intervenes on the nodes ``targets[k]`` (an all-False row is observational).
     ``noise`` are the sources: ``x = (I - b)^{-1} e`` row-wise.
+
+    ``valid`` is False when a traced ``b``, ``strength`` or ``noise_scale`` was out of
+    its domain (cyclic or non-finite ``b``, non-positive or non-finite strength or noise
+    scale): ``x`` and ``noise`` are then NaN. Concrete out-of-domain values raise.
     """
 
     x: Float[Array, "n d"]
     env: Int[Array, " n"]
     targets: Bool[Array, "k d"]
     noise: Float[Array, "n d"]
+    valid: Bool[Array, ""] = True
 
 
 
@@ -87,8 +93,10 @@ def simulate_pooled(
     Static: ``n_envs``, ``n_per_env``, ``n_total``, ``intervention``, ``noise``,
     ``targets_per_env``, ``target_choice``, ``perturb_all``, ``replacement``, ``obs_env``.
     ``b``, ``strength`` and ``noise_scale`` (scalar or ``(d,)``) may be traced. A
-    concrete ``b`` with NaN/inf raises ``ValueError``; a traced one is not checked (no
-    run-time callback inside jitted simulation code).
+    concrete ``b`` that is cyclic or holds NaN/inf, and a concrete non-finite or
+    non-positive ``strength`` (``"shift"``: negative) or ``noise_scale``, raise
+    ``ValueError``; traced ones are not checked by a run-time callback inside jitted
+    simulation code: the result then has ``valid=False`` and NaN data.
 
     ``strength=1`` with ``"scale"`` gives purely observational data of the same shape.
 
@@ -109,8 +117,12 @@ def simulate_pooled(
         obs_env: prepend an observational environment.
 
     Returns:
-        A :class:`SEMData` ``(x, env, targets, noise)`` with ``x`` and ``noise`` of shape
-        ``(n, d)``, ``env`` ``(n,)`` and ``targets`` ``(K, d)``.
+        A :class:`SEMData` ``(x, env, targets, noise, valid)`` with ``x`` and ``noise`` of
+        shape ``(n, d)``, ``env`` ``(n,)`` and ``targets`` ``(K, d)``.
+
+    Raises:
+        ValueError: bad shapes or options; concrete out-of-domain ``b``, ``strength`` or
+            ``noise_scale`` (see above).
     """
     if not hasattr(b, "ndim") or b.ndim != 2 or b.shape[0] != b.shape[1]:
         raise ValueError(f"`b` must be a square (d, d) matrix; got shape "
@@ -127,8 +139,16 @@ def simulate_pooled(
         b = b.astype(jnp.result_type(float))
     if not is_traced(b):  # traced b (e.g. drawn inside the same jit): no run-time callback
         b = check_finite(b, "b")
+        if not bool(is_acyclic(b)):
+            raise ValueError("`b` has a directed cycle (or a self-loop): the SEM "
+                             "x = b x + e needs an acyclic weight matrix")
     dtype = b.dtype
     d = b.shape[0]
+    strength_ok = _check_positive(strength, "strength", allow_zero=intervention == "shift")
+    scale_ok = _check_positive(noise_scale, "noise_scale", allow_zero=False)
+    if not (jnp.ndim(noise_scale) == 0 or jnp.shape(noise_scale) == (d,)):
+        raise ValueError(f"`noise_scale` must be a scalar or of shape ({d},); got shape "
+                         f"{jnp.shape(noise_scale)}")
     n_k = int(n_envs) + int(bool(obs_env))
     if n_k < 1:
         raise ValueError("need at least one environment (n_envs >= 1 or obs_env=True)")
@@ -174,5 +194,18 @@ def simulate_pooled(
         alt = sample_noise(k_alt, (n, d), replacement, dtype)
         e = jnp.where(tr, factor[env] * alt, eps)
     e = e * jnp.broadcast_to(jnp.asarray(noise_scale, dtype), (d,))
-    x = e @ dag_inverse(b).T
-    return SEMData(x=x, env=env, targets=tgt, noise=e)
+    valid = is_acyclic(b) & jnp.all(jnp.isfinite(b)) & strength_ok & scale_ok
+    e = jnp.where(valid, e, jnp.nan)
+    x = e @ dag_inverse(jnp.where(valid, b, 0.0)).T
+    return SEMData(x=x, env=env, targets=tgt, noise=e, valid=valid)
+
+
+def _check_positive(value, name: str, *, allow_zero: bool):
+    """Concrete: raise unless every entry is finite and > 0 (``>= 0`` with
+    ``allow_zero``). Returns the condition as a boolean array (for traced values)."""
+    v = jnp.asarray(value)
+    ok = jnp.all(jnp.isfinite(v) & ((v >= 0) if allow_zero else (v > 0)))
+    if not is_traced(v) and not bool(np.asarray(ok)):
+        want = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"`{name}` must be finite and {want}; got {value!r}")
+    return ok

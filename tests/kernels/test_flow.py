@@ -488,3 +488,28 @@ def test_bad_input_extended():
     with pytest.raises(Exception, match="x1"):
         jax.jit(lambda a: flow.cfm_batch_loss(zero, None, key, X0, a))(
             X1.at[0, 0].set(jnp.nan)).block_until_ready()
+
+
+# ---------------------------------------------------------------- no silent garbage
+
+
+def test_integrate_nan_inputs_and_velocities_are_errors_or_flags():
+    """NaN in x0 or a velocity producing NaN used to come back as a NaN state."""
+    from jaxkit.kernels import flow as flow_mod
+    from jaxkit.kernels.checks import clear_errors
+
+    x0 = jnp.ones((3, 2))
+    with pytest.raises(ValueError, match="`x0` contains NaN"):
+        flow_mod.integrate(lambda t, x: -x, x0.at[0, 0].set(jnp.nan), steps=2)
+    with pytest.raises(ValueError, match="`velocity` produced NaN"):
+        flow_mod.integrate(lambda t, x: jnp.log(x - 2.0), x0, steps=2)
+    jitted = jax.jit(lambda x: flow_mod.integrate(lambda t, y: jnp.log(y - 2.0), x, steps=2))
+    with pytest.raises(ValueError, match="`velocity` produced NaN"), clear_errors():
+        jax.block_until_ready(jitted(x0))
+    _, stats = flow_mod.integrate_with_stats(lambda t, x: jnp.log(x - 2.0), x0, steps=2)
+    assert not bool(stats["finite"])
+    _, stats = flow_mod.integrate_with_stats(lambda t, x: -x, x0, steps=2)
+    assert bool(stats["finite"])
+    for kw in ({"rtol": -1.0}, {"atol": 0.0}, {"max_steps": 0}):
+        with pytest.raises(ValueError, match="rtol|atol|max_steps"):
+            flow_mod.integrate(lambda t, x: -x, x0, method="tsit5", **kw)

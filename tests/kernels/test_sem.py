@@ -249,3 +249,43 @@ def test_dag_inverse_matches_inverse():
         b = sem.erdos_renyi_dag(jax.random.key(i), d, edges_per_node=1.5)
         np.testing.assert_allclose(sem.dag_inverse(b), np.linalg.inv(np.eye(d) - np.asarray(b)),
                                    rtol=1e-10, atol=1e-10)
+
+
+# ---------------------------------------------------------------- no silent garbage
+
+
+def test_cyclic_weights_and_bad_strengths_are_errors(key):
+    """A cyclic b used to be simulated with a truncated series that is not the inverse;
+    NaN or non-positive strengths and noise scales gave NaN or sign-flipped data."""
+    cyc = jnp.array([[0.0, 0.5, 0.0], [0.0, 0.0, 0.7], [0.4, 0.0, 0.0]])
+    with pytest.raises(ValueError, match="`b` has a directed cycle"):
+        sem.simulate_pooled(key, cyc, n_envs=2, n_per_env=5)
+    with pytest.raises(ValueError, match="`b` has a directed cycle"):
+        sem.simulate_pooled(key, jnp.eye(3) * 0.5, n_envs=2, n_per_env=5)
+    dag = jnp.tril(cyc.T, -1)
+    for kw, name in [({"strength": float("nan")}, "strength"), ({"strength": 0.0}, "strength"),
+                     ({"strength": -2.0}, "strength"),
+                     ({"strength": -1.0, "intervention": "shift"}, "strength"),
+                     ({"noise_scale": 0.0}, "noise_scale"),
+                     ({"noise_scale": jnp.array([1.0, -1.0, 1.0])}, "noise_scale")]:
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            sem.simulate_pooled(key, dag, n_envs=2, n_per_env=5, **kw)
+    assert bool(sem.simulate_pooled(key, dag, n_envs=2, n_per_env=5, strength=0.0,
+                                    intervention="shift").valid)
+
+
+def test_traced_out_of_domain_inputs_give_an_invalid_flag(key):
+    cyc = jnp.array([[0.0, 0.5, 0.0], [0.0, 0.0, 0.7], [0.4, 0.0, 0.0]])
+    sim = jax.jit(lambda b, s: sem.simulate_pooled(key, b, n_envs=2, n_per_env=5, strength=s))
+    ok = sim(jnp.tril(cyc.T, -1), 3.0)
+    assert bool(ok.valid) and bool(jnp.all(jnp.isfinite(ok.x)))
+    for b, s in [(cyc, 3.0), (jnp.tril(cyc.T, -1), -1.0), (jnp.tril(cyc.T, -1), jnp.nan)]:
+        bad = sim(b, s)
+        assert not bool(bad.valid) and bool(jnp.all(jnp.isnan(bad.x)))
+
+
+@pytest.mark.parametrize("kw", [{"edges_per_node": -1.0}, {"w_low": 1.0, "w_high": 0.5},
+                                {"w_high": float("inf")}])
+def test_dag_hyperparameters_out_of_domain(key, kw):
+    with pytest.raises(ValueError, match="edges_per_node|w_low"):
+        sem.erdos_renyi_dag(key, 4, **kw)

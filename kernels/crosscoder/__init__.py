@@ -24,6 +24,8 @@ Modules (every public name is re-exported here):
 * :mod:`.metrics` -- FVU, L0, dead latents, MMCS, Hungarian MCC, recovery;
 * :mod:`.clt` -- cross-layer transcoders.
 
+The public names are listed once, in this package's ``__all__``.
+
 References:
   * Bricken et al. 2023, "Towards monosemanticity" (ReLU SAE, L1 with decoder norms).
   * Gao et al. 2024, "Scaling and evaluating sparse autoencoders" (TopK, AuxK, FVU,

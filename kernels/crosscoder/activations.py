@@ -23,18 +23,6 @@ from jaxtyping import Array, Float
 
 from .params import DEFAULT_BANDWIDTH, check_k
 
-__all__ = [
-    "Selector",
-    "relu",
-    "topk",
-    "batch_topk",
-    "threshold",
-    "jumprelu",
-    "step_ste",
-    "scatter_last",
-    "sparsify",
-]
-
 
 def relu(pre: Float[Array, "*B F"]) -> Float[Array, "*B F"]:
     """``max(pre, 0)``.

@@ -25,8 +25,6 @@ from .activations import batch_topk, sparsify
 from .metrics import fvu
 from .params import DEFAULT_BANDWIDTH, Activation, check_activation, check_k
 
-__all__ = ["CLTParams", "clt_mask", "clt_init", "clt_forward", "clt_loss"]
-
 
 class CLTParams(NamedTuple):
     """Cross-layer transcoder parameters; ``W_dec[s, :, t]`` for ``t < s`` is masked out

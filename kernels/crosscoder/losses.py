@@ -25,16 +25,6 @@ from .metrics import fvu
 from .model import decoder_product, encoder_product
 from .params import DEFAULT_BANDWIDTH, TINY, Activation, Params, atom_norms, check_k, flat_decoder
 
-__all__ = [
-    "l1_penalty",
-    "l0_penalty",
-    "tanh_penalty",
-    "auxk_loss",
-    "loss_fn",
-    "remove_parallel_grad",
-    "normalize_decoder",
-]
-
 
 def l1_penalty(z: Float[Array, "*B F"], W_dec: Float[Array, " F *unit"]) -> Float[Array, ""]:
     """Batch mean of ``sum_f z_f ||W_dec_f||`` (Bricken et al. 2023).

@@ -23,19 +23,6 @@ from jaxtyping import Array, Float, Int
 
 from .params import TINY
 
-__all__ = [
-    "fvu",
-    "explained_variance",
-    "l0",
-    "dead_fraction",
-    "reconstruction_cosine",
-    "cosine_matrix",
-    "mmcs",
-    "mcc_hungarian",
-    "recovery",
-    "recovery_auc",
-]
-
 
 def _rows(x: Array) -> Array:
     """Flatten to ``(rows, features)``: every axis but the first is a feature axis."""

@@ -21,17 +21,6 @@ from ..checks import is_traced
 from .activations import sparsify
 from .params import DEFAULT_BANDWIDTH, Activation, Params, check_activation, check_k, check_x
 
-__all__ = [
-    "pre_activation",
-    "encode",
-    "decode",
-    "forward",
-    "steer",
-    "encoder_product",
-    "decoder_product",
-    "check_encode_args",
-]
-
 
 def encoder_product(params: Params, x: Array) -> Array:
     """``x W_enc + b_enc`` over the flattened ``(*site, d)`` (``x`` not checked).
@@ -80,6 +69,14 @@ def check_encode_args(params: Params, activation: str, k, theta) -> None:
         raise ValueError("`theta` is required for activation='threshold'")
 
 
+def _pre_and_codes(params: Params, x, activation, k, theta, bandwidth):
+    """The checked ``(pre, z)`` of :func:`encode` and :func:`forward`."""
+    check_encode_args(params, activation, k, theta)
+    x = check_x(params, x)
+    pre = encoder_product(params, x)
+    return pre, sparsify(pre, params.log_threshold, activation, k, theta, bandwidth)[0]
+
+
 def pre_activation(params: Params, x: Float[Array, "... d"]) -> Float[Array, "*B F"]:
     """``einsum(x, W_enc) + b_enc`` summed over ``(*site, d)``.
 
@@ -115,10 +112,7 @@ def encode(
     Returns:
       The codes ``(*B, F)``.
     """
-    check_encode_args(params, activation, k, theta)
-    x = check_x(params, x)
-    return sparsify(encoder_product(params, x), params.log_threshold, activation, k, theta,
-                    bandwidth)[0]
+    return _pre_and_codes(params, x, activation, k, theta, bandwidth)[1]
 
 
 def decode(params: Params, z: Float[Array, "*B F"]) -> Float[Array, "... d"]:
@@ -142,20 +136,12 @@ def forward(params, x, *, activation="topk", k=None, theta=None, bandwidth=DEFAU
     """``(pre, z, x_hat)`` in one pass (see :func:`encode` and :func:`decode`).
 
     Args:
-      params: the parameters.
-      x: ``(*B, *site, d)``, finite.
-      activation: one of :data:`~jaxkit.kernels.crosscoder.ACTIVATIONS`.
-      k: kept latents for TopK / BatchTopK (``1 <= k <= n_latents``).
-      theta: the threshold of ``activation="threshold"``.
-      bandwidth: JumpReLU kernel width.
+      params, x, activation, k, theta, bandwidth: as in :func:`encode`.
 
     Returns:
       The pre-activations ``(*B, F)``, the codes ``(*B, F)`` and the reconstruction.
     """
-    check_encode_args(params, activation, k, theta)
-    x = check_x(params, x)
-    pre = encoder_product(params, x)
-    z = sparsify(pre, params.log_threshold, activation, k, theta, bandwidth)[0]
+    pre, z = _pre_and_codes(params, x, activation, k, theta, bandwidth)
     return pre, z, decoder_product(params, z)
 
 

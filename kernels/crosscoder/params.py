@@ -25,21 +25,6 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from ..checks import check_finite
 
-__all__ = [
-    "ACTIVATIONS",
-    "SPARSITIES",
-    "DEFAULT_BANDWIDTH",
-    "Activation",
-    "Params",
-    "check_activation",
-    "check_k",
-    "check_x",
-    "flat_decoder",
-    "atom_norms",
-    "geometric_median",
-    "init",
-]
-
 Activation = Literal["relu", "topk", "batch_topk", "threshold", "jumprelu"]
 ACTIVATIONS = ("relu", "topk", "batch_topk", "threshold", "jumprelu")
 SPARSITIES = ("l1", "l0", "tanh")

@@ -42,8 +42,6 @@ from ..checks import is_traced
 from .metrics import fvu
 from .params import Params, atom_norms, check_k, flat_decoder
 
-__all__ = ["Blocks", "default_blocks", "sparse_decode", "topk_encode", "sparse_topk_loss"]
-
 
 class Blocks(NamedTuple):
     """Static blocking of the sparse TopK path.

@@ -35,8 +35,6 @@ from .metrics import dead_fraction, l0
 from .params import DEFAULT_BANDWIDTH, SPARSITIES, Activation, Params, check_activation, check_k
 from .sparse import Blocks, default_blocks, sparse_topk_loss
 
-__all__ = ["TrainState", "Carry", "StepOut", "Info", "make_train_step"]
-
 TrainState = _train.TrainState
 
 

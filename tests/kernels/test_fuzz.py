@@ -7,6 +7,7 @@ Shapes come from a tiny fixed set so that eager op compilations are shared acros
 examples; ``max_examples`` is small.
 """
 
+import os
 import re
 
 import jax
@@ -17,7 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jaxkit.kernels import flow, flow_ot, graph, ica, lingam, sem
 
-SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
+# JAXKIT_FUZZ_EXAMPLES=200 for a longer hunt (random, not derandomised, when set)
+_N = int(os.environ.get("JAXKIT_FUZZ_EXAMPLES", "12"))
+SETTINGS = settings(max_examples=_N, deadline=None,
+                    derandomize="JAXKIT_FUZZ_EXAMPLES" not in os.environ,
                     suppress_health_check=[HealthCheck.too_slow])
 NAMED = re.compile(r"`[A-Za-z_][A-Za-z0-9_/`]*`")  # a backticked argument name
 

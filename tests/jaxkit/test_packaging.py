@@ -35,7 +35,7 @@ def test_wheel_file_list(wheel):
     for required in ["jaxkit/__init__.py", "jaxkit/cli.py", "jaxkit/py.typed",
                      "jaxkit/kernels/__init__.py", "jaxkit/kernels/ica.py",
                      "jaxkit/kernels/py.typed", "jaxkit/registry.py",
-                     "jaxkit/kernels/bandit.py", "jaxkit/ballad/pipeline.py",
+                     "jaxkit/kernels/bandit/__init__.py", "jaxkit/ballad/pipeline.py",
                      "jaxkit/ballad/search.py", "jaxkit/ballad/_sandbox_worker.py"]:
         assert required in names, required
     assert not [n for n in names if n.startswith("kernels/")]

@@ -29,11 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["check_data_matrix", "check_finite", "fail", "fail_first", "is_traced"]
-# Host-side helpers, public but outside __all__ (which lists the traceable checks that
-# tests/kernels/test_kernel_shape.py runs under jit/vmap): check_in_range (concrete
-# hyperparameters), collinear_columns (NumPy, for messages), runtime_error_message,
-# clear_errors and checked_jit (reading failed checks after a jitted call).
+__all__ = ["check_data_matrix", "check_finite", "check_in_range", "checked_jit",
+           "clear_errors", "collinear_columns", "fail", "fail_first", "is_traced",
+           "runtime_error_message"]
 
 
 def is_traced(x) -> bool:

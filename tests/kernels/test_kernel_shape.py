@@ -595,6 +595,10 @@ NOT_TRACEABLE = {
     "_batching.resolve_sequential_vmap": "a Python-level choice of batching rule, no arrays",
     "checks.is_traced": "a Python predicate on the argument's type: it differs under jit "
                         "by design",
+    "checks.check_in_range": "checks concrete hyperparameters in Python, before tracing",
+    "checks.collinear_columns": "NumPy on the host, for error messages",
+    "checks.runtime_error_message": "reads a raised exception, no arrays",
+    "checks.checked_jit": "a wrapper around jax.jit (returns a function, not arrays)",
 }
 
 

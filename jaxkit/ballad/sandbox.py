@@ -56,6 +56,7 @@ Every failure is reported as ``ok=False`` with a one-line reason and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -169,16 +170,56 @@ def _tail(path: Path, n: int = 4000) -> str:
         return ""
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the worker's process group; in a jail, killing ``unshare`` takes the PID
-    namespace with it (its init dies by ``--kill-child``)."""
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (from ``/proc/PID/task/TID/children``); empty
+    where ``/proc`` has no such files."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/children") as fh:
+                    kids = [int(c) for c in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and has not exited (a zombie has exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _kill_group(proc: subprocess.Popen, *, settle: float = 5.0) -> None:
+    """SIGKILL the worker's process group and every descendant, and wait until they are
+    gone. In a jail, killing the PID namespace's init makes the kernel kill every
+    process of the namespace (``setsid`` ones included), but only as that init exits:
+    returning before then would let a candidate's process outlive the evaluation by a
+    few milliseconds, so the parent waits (at most ``settle`` seconds) for all of them."""
+    family = _descendants(proc.pid)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):  # already gone
         pass
     except AttributeError:  # pragma: no cover - no process groups (Windows)
         proc.kill()
+    for pid in family:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait()
+    end = time.monotonic() + settle
+    while any(_running(pid) for pid in family) and time.monotonic() < end:
+        time.sleep(0.005)
 
 
 def _check_items(items: np.ndarray, capacity: float) -> np.ndarray:

@@ -1,10 +1,10 @@
 """Host-side minibatch pairing for exact OT-CFM input pipelines.
 
 Exact minibatch OT (Tong et al. 2024, OT-CFM) needs an assignment problem solved per
-minibatch; on a CPU that takes 0.4-0.45 ms at B = 256 with jaxkit's auction solver and
-3-5 ms with POT's network simplex, against ~1.1-1.6 ms for a CFM training step. Solved
-inside the step (``flow_ot.exact_coupling(..., solver="auction")``, a ``pure_callback``)
-the device waits for it. Here the pairing moves into the input pipeline instead:
+minibatch, a cost of the same order as a CFM training step on a CPU (figures in
+``benchmarks/RESULTS.md``). Solved inside the step
+(``flow_ot.exact_coupling(..., solver="auction")``, a ``pure_callback``) the device
+waits for it. Here the pairing moves into the input pipeline instead:
 :func:`paired_chunks` draws chunks of minibatches on the host and re-pairs each one
 exactly, and :func:`ot_paired_chunks` prefetches them on background threads
 (:func:`jaxkit.prefetch.prefetch`) while the device trains on the previous chunk, e.g.
@@ -85,10 +85,9 @@ def limit_blas(n: int | None = 1) -> contextlib.AbstractContextManager:
     limits come back on exit.
 
     Host pipelines that run next to XLA want ``n = 1``. Their cost matrices are small
-    GEMMs, and BLAS's own worker threads spin on the cores XLA trains on: the prefetched
-    exact OT-CFM pipeline of ``benchmarks/bench_flow.py`` (64-D, B = 256, 2 cores) ran at
-    7.1 ms a step with OpenBLAS's default threads and 3.9 ms with one. The limit is
-    process-wide while it lasts."""
+    GEMMs, and BLAS's own worker threads spin on the cores XLA trains on (the measured
+    effect on ``benchmarks/bench_flow.py``'s prefetched pipeline is in
+    ``benchmarks/RESULTS.md``). The limit is process-wide while it lasts."""
     _check_blas(n)
     if n is None:
         return contextlib.nullcontext()
@@ -111,10 +110,9 @@ def ot_paired_chunks(data: np.ndarray, batch: int, n_steps: int, n_chunks: int |
 
     ``nice``: the pairing threads' niceness (Linux; :func:`jaxkit.prefetch.prefetch`).
     The default, 19, makes them yield to XLA's threads, so that on a CPU the pairing fills
-    the idle time of the training step instead of stalling its parallel loops: the
-    prefetched exact OT-CFM step of ``benchmarks/bench_flow.py`` (B = 256, 2 cores) went
-    from 1.34x a CFM step's time to 1.18-1.20x (2D and 64D). Pass ``None`` where other
-    busy processes share the CPU and could starve the threads."""
+    the idle time of the training step instead of stalling its parallel loops
+    (``benchmarks/RESULTS.md`` has the figures). Pass ``None`` where other busy processes
+    share the CPU and could starve the threads."""
     _check_blas(blas_threads)
     make = paired_chunks(data, batch, n_steps, seed=seed, solver=solver)
     it = prefetch(make, n_chunks, depth=2 * workers if depth is None else depth,

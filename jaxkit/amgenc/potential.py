@@ -185,7 +185,7 @@ def relax(positions: np.ndarray, box: float, elements: np.ndarray, *, seed: int 
     mask = np.arange(size) < n
     n_hold = steps // 3
     out, energy = _relax_padded(jnp.asarray(pos), jnp.float32(box), jnp.asarray(el),
-                                jnp.asarray(mask), jax.random.PRNGKey(seed),
+                                jnp.asarray(mask), jax.random.key(seed),
                                 n_hold=n_hold, n_quench=steps - n_hold, n_min=int(min_steps))
     return np.asarray(out[:n], dtype=np.float64), float(energy)
 
@@ -205,6 +205,6 @@ def minimize(positions: np.ndarray, box: float, elements: np.ndarray, *,
     el[:n] = elements
     mask = np.arange(size) < n
     out, energy = _relax_padded(jnp.asarray(pos), jnp.float32(box), jnp.asarray(el),
-                                jnp.asarray(mask), jax.random.PRNGKey(0),
+                                jnp.asarray(mask), jax.random.key(0),  # no Langevin step uses it
                                 n_hold=0, n_quench=0, n_min=int(steps))
     return np.asarray(out[:n], dtype=np.float64), float(energy)

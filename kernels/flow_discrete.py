@@ -26,7 +26,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from .checks import is_traced
+from .checks import check_in_range, is_traced
 
 __all__ = ["SCHEDULERS", "kappa", "kappa_dot", "uniform_source", "mask_source",
            "mixture_path", "dfm_loss", "ctmc_euler_sample"]
@@ -37,9 +37,9 @@ PyTree = Any
 
 def _check_scheduler(scheduler: str, exponent: float):
     if scheduler not in SCHEDULERS:
-        raise ValueError(f"scheduler must be one of {SCHEDULERS}; got {scheduler!r}")
-    if scheduler == "polynomial" and not is_traced(exponent) and not exponent > 0:
-        raise ValueError(f"exponent must be > 0; got {exponent!r}")
+        raise ValueError(f"`scheduler` must be one of {SCHEDULERS}; got {scheduler!r}")
+    if scheduler == "polynomial":
+        check_in_range(exponent, "exponent", lo=0, lo_open=True)
 
 
 def kappa(t, *, scheduler: str = "linear", exponent: float = 2.0):
@@ -191,9 +191,9 @@ def dfm_loss(logits_fn: Callable, params: PyTree, key: PRNGKeyArray, x1: Int[Arr
     """
     _check_tokens(x1, "x1")
     if source not in ("mask", "uniform"):
-        raise ValueError(f"source must be 'mask' or 'uniform'; got {source!r}")
+        raise ValueError(f"`source` must be 'mask' or 'uniform'; got {source!r}")
     if positions not in ("corrupted", "all"):
-        raise ValueError(f"positions must be 'corrupted' or 'all'; got {positions!r}")
+        raise ValueError(f"`positions` must be 'corrupted' or 'all'; got {positions!r}")
     valid = _check_valid(valid, x1.shape)
     msg = f"`x1` tokens must lie in [0, vocab_size={vocab_size})"
     if is_traced(x1):
@@ -214,7 +214,7 @@ def dfm_loss(logits_fn: Callable, params: PyTree, key: PRNGKeyArray, x1: Int[Arr
     xt, from_x1 = mixture_path(kp, x0, x1, t, scheduler=scheduler, exponent=exponent)
     logits = logits_fn(params, t, xt)
     if logits.shape != x1.shape + (vocab_size,):
-        raise ValueError(f"logits_fn must return shape {x1.shape + (vocab_size,)}; "
+        raise ValueError(f"`logits_fn` must return shape {x1.shape + (vocab_size,)}; "
                          f"got {logits.shape}")
     logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     ce = -jnp.take_along_axis(logp, x1[..., None], axis=-1)[..., 0]
@@ -260,16 +260,18 @@ def ctmc_euler_sample(key: PRNGKeyArray, logits_fn: Callable, x0: Int[Array, "B 
     """
     _check_tokens(x0, "x0")
     _check_scheduler(scheduler, exponent)
-    if int(steps) != steps or steps < 1:
-        raise ValueError(f"steps must be a positive integer; got {steps!r}")
+    check_in_range(steps, "steps", lo=1, integer=True)
+    check_in_range(temperature, "temperature", lo=0, lo_open=True)
+    check_in_range(t0, "t0")
+    check_in_range(t1, "t1")
     if not (is_traced(t0) or is_traced(t1)) and not float(t0) < float(t1):
-        raise ValueError(f"t0 must be < t1; got t0={t0}, t1={t1}")
+        raise ValueError(f"`t0` must be < `t1`; got t0={t0}, t1={t1}")
     valid = _check_valid(valid, x0.shape)
     steps = int(steps)
     h = (t1 - t0) / steps
     out = jax.eval_shape(logits_fn, jax.ShapeDtypeStruct((), jnp.float32), x0)
     if out.shape[:-1] != x0.shape:
-        raise ValueError(f"logits_fn(t, x) must return shape {x0.shape + ('V',)}; "
+        raise ValueError(f"`logits_fn(t, x)` must return shape {x0.shape + ('V',)}; "
                          f"got {out.shape}")
 
     def body(x, inp):

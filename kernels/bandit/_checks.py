@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 
 from ..checks import fail_first
@@ -9,7 +11,11 @@ from ..checks import fail_first
 
 def check_count(name: str, value, *, or_none: bool = False) -> int:
     """``value`` must be a positive integer (a static size); returns it as an int."""
-    if int(value) != value or value < 1:
+    try:
+        bad = isinstance(value, bool) or int(value) != value or value < 1
+    except (TypeError, ValueError, OverflowError):  # NaN, inf, not a number
+        bad = True
+    if bad:
         raise ValueError(f"`{name}` must be a positive integer{' or None' if or_none else ''}; "
                          f"got {value!r}")
     return int(value)
@@ -31,8 +37,9 @@ def check_unit(name: str, value: float, *, low_open: bool = True) -> float:
 
 def check_positive(name: str, value: float, *, strict: bool = False) -> float:
     value = float(value)
-    if not (value > 0 if strict else value >= 0) or value != value:
-        raise ValueError(f"`{name}` must be {'> 0' if strict else '>= 0'}; got {value}")
+    if not (value > 0 if strict else value >= 0) or not math.isfinite(value):
+        raise ValueError(f"`{name}` must be {'> 0' if strict else '>= 0'} and finite; "
+                         f"got {value}")
     return value
 
 

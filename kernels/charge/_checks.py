@@ -90,6 +90,8 @@ def check_q_int(q) -> np.ndarray:
         raise ValueError(f"`q` must hold integer charges; got dtype {qn.dtype}")
     if not np.all(np.isfinite(qn)):
         raise ValueError("`q` contains NaN or inf values")
+    if np.abs(qn).max() > 1000:
+        raise ValueError(f"charges in `q` must be at most 1000 in magnitude; got {qn.tolist()}")
     if not np.all(qn == np.round(qn)):
         raise ValueError(f"`q` must hold integer charges for the discrete projection; "
                          f"got {qn.tolist()}")

@@ -10,7 +10,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, ArrayLike, Float
 
-from ..checks import is_traced
+from ..checks import check_in_range, is_traced
 from ._assign import DiscreteProjection, prepare_discrete, score, with_fallback
 from ._checks import check_q_int
 
@@ -48,6 +48,7 @@ def composition_splits(q: ArrayLike, element: ArrayLike, counts: ArrayLike, *,
         ValueError: malformed or traced ``q``, ``element`` or ``counts``, a count for an
             element no species has, or more than ``max_splits`` splits.
     """
+    check_in_range(max_splits, "max_splits", lo=1, integer=True)
     qi = check_q_int(q)
     k = qi.shape[0]
     for name, v in (("element", element), ("counts", counts)):
@@ -81,13 +82,13 @@ def composition_splits(q: ArrayLike, element: ArrayLike, counts: ArrayLike, *,
                     nxt.setdefault(ch + dq, []).append(w)
             if sum(len(v) for v in nxt.values()) > 50 * max_splits:
                 raise ValueError(f"the composition has too many oxidation-state splits to "
-                                 f"enumerate (max_splits = {max_splits}); raise it, or list "
+                                 f"enumerate (`max_splits` = {max_splits}); raise it, or list "
                                  f"fewer oxidation states per element")
         partial = nxt
     out = partial.get(0, [])
     if len(out) > max_splits:
         raise ValueError(f"the composition has {len(out)} balanced oxidation-state splits "
-                         f"(> max_splits = {max_splits}); raise it, or list fewer "
+                         f"(> `max_splits` = {max_splits}); raise it, or list fewer "
                          f"oxidation states per element")
     return np.asarray(out, np.int32).reshape(len(out), k)
 

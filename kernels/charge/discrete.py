@@ -16,6 +16,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
+from ..checks import check_in_range
 from ._assign import DiscreteProjection, prepare_discrete, score, with_fallback
 from .dp import exact_dp, window_dp
 from .lagrangian import approx_prepared
@@ -143,8 +144,7 @@ def reduced_cost_fixing(cost: Float[Array, "N K"], q: ArrayLike, *,
 def _check_window(window, qi: np.ndarray) -> int:
     """The fixing route's repair window (default ``8 (qmax - qmin)``)."""
     window = 8 * int(qi.max() - qi.min()) if window is None else window
-    if int(window) != window or window < 0:
-        raise ValueError(f"`window` must be a non-negative integer; got {window!r}")
+    check_in_range(window, "window", lo=0, integer=True)
     return int(window)
 
 

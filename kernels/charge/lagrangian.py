@@ -17,6 +17,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from ..checks import check_in_range
 from ._assign import DiscreteProjection, prepare_discrete, score, with_fallback
 from .dp import window_dp
 
@@ -97,8 +98,7 @@ def lagrangian_bound(cost: Float[Array, "N K"], q: ArrayLike, *,
         ValueError: bad shapes, ``q`` not concrete integers or unable to balance, a
             non-positive ``iters``, or NaN / ``-inf`` on allowed entries of ``cost``.
     """
-    if int(iters) != iters or iters < 1:
-        raise ValueError(f"`iters` must be a positive integer; got {iters!r}")
+    check_in_range(iters, "iters", lo=1, integer=True)
     qi, c, m = prepare_discrete(cost, q, mask, allowed)
     c = jnp.where(m[:, None], c, 0)
     lam, _, _ = bisect_multiplier(c, m, qi, int(iters))
@@ -148,14 +148,12 @@ def project_discrete_approx(cost: Float[Array, "N K"], q: ArrayLike, *,
     Raises:
         ValueError: as :func:`lagrangian_bound`, or a negative ``window``.
     """
-    if int(iters) != iters or iters < 1:
-        raise ValueError(f"`iters` must be a positive integer; got {iters!r}")
+    check_in_range(iters, "iters", lo=1, integer=True)
     qi, c, m = prepare_discrete(cost, q, mask, allowed)
     span = int(qi.max() - qi.min())
     if window is None:
         window = 2 * span
-    if int(window) != window or window < 0:
-        raise ValueError(f"`window` must be a non-negative integer; got {window!r}")
+    check_in_range(window, "window", lo=0, integer=True)
     return approx_prepared(c, m, qi, int(iters), int(window))[0]
 
 

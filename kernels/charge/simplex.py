@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float
 
+from ..checks import check_finite
 from ._unroll import UNROLL_K, ksum
 
 __all__ = ["simplex_rows"]
@@ -45,8 +46,14 @@ def simplex_rows(z: Float[Array, "... K"], *, method: str | None = None
         ``(p, tau)``: the projected rows ``(..., K)`` and their thresholds ``(...)``.
 
     Raises:
-        ValueError: unknown ``method``.
+        ValueError: unknown ``method``, or NaN/inf in ``z`` (a run-time error under jit).
     """
+    z = check_finite(jnp.asarray(z), "z")
+    return _project_rows(z, method=method)
+
+
+def _project_rows(z, *, method: str | None = None):
+    """:func:`simplex_rows` without the finiteness check (for callers that checked)."""
     k = z.shape[-1]
     if method is None:
         method = "michelot" if k <= UNROLL_K else "sort"

@@ -15,10 +15,10 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from ..checks import fail, is_traced
+from ..checks import check_in_range, fail, is_traced
 from ._checks import check_mask, check_matrix, check_q_real, never_balances
 from .semismooth import check_warm, solve_semismooth
-from .simplex import simplex_rows
+from .simplex import _project_rows
 
 __all__ = ["SoftProjection", "project_soft", "relax"]
 
@@ -115,8 +115,7 @@ def project_soft(p: Float[Array, "N K"], q: ArrayLike, *, mask: ArrayLike | None
         msg = never_balances(float(jnp.min(q)), float(jnp.max(q)))
         if msg:
             raise ValueError(msg)
-    if int(max_iter) != max_iter or max_iter < 1:
-        raise ValueError(f"`max_iter` must be a positive integer; got {max_iter!r}")
+    check_in_range(max_iter, "max_iter", lo=1, integer=True)
     eps = float(jnp.finfo(dtype).eps)
     tol = 64 * eps if tol is None else float(tol)
     if not tol >= 0:
@@ -186,7 +185,7 @@ def _bracketed(y, m, q, possible, tol_abs, eps: float, max_iter: int):
     # sort-based rows: inside the fallback loop of the semismooth route the unrolled
     # Michelot passes compile to a slower projection on XLA:CPU, even when it never runs
     def evaluate(mu):
-        x, _ = simplex_rows(y - mu * q, method="sort")
+        x, _ = _project_rows(y - mu * q, method="sort")
         x = jnp.where(m[:, None], x, 0)
         g = jnp.sum(x @ q)
         s = (x > 0).astype(dtype)
@@ -224,7 +223,7 @@ def _bracketed(y, m, q, possible, tol_abs, eps: float, max_iter: int):
     g_pol, _ = evaluate(polish)
     mu = jnp.where((best_slope > 0) & (jnp.abs(g_pol) < jnp.abs(best_g)), polish, best)
     mu = jnp.where(possible, mu, 0)
-    _, tau = simplex_rows(y - mu * q, method="sort")
+    _, tau = _project_rows(y - mu * q, method="sort")
     return mu, tau, it
 
 

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ..checks import check_finite
 from .params import DEFAULT_BANDWIDTH, check_k
 
 
@@ -64,7 +65,11 @@ def topk(pre: Float[Array, "*B F"], k: int) -> Float[Array, "*B F"]:
     Returns:
       The sparse code, shape of ``pre``.
     """
-    k = check_k(k, pre.shape[-1])
+    return _topk(check_finite(pre, "pre"), check_k(k, pre.shape[-1]))
+
+
+def _topk(pre, k: int):
+    """:func:`topk` on checked arguments."""
     flat = pre.reshape(-1, pre.shape[-1])
     vals, idx = jax.lax.top_k(flat, k)
     return scatter_last(flat.shape, idx, relu(vals), pre.dtype).reshape(pre.shape)
@@ -82,7 +87,11 @@ def batch_topk(pre: Float[Array, "*B F"], k: int) -> tuple[Float[Array, "*B F"],
       ``(z, min_kept)``: the code and the smallest kept positive value (``inf`` if none
       is positive), the sample of the inference-threshold EMA.
     """
-    k = check_k(k, pre.shape[-1])
+    return _batch_topk(check_finite(pre, "pre"), check_k(k, pre.shape[-1]))
+
+
+def _batch_topk(pre, k: int):
+    """:func:`batch_topk` on checked arguments."""
     flat = pre.reshape(-1)
     n = min(k * (flat.shape[0] // pre.shape[-1]), flat.shape[0])
     vals, idx = jax.lax.top_k(flat, n)
@@ -238,12 +247,12 @@ def sparsify(pre, log_threshold, activation, k, theta, bandwidth, select=None):
     if activation == "topk":
         if select is not None:
             return jnp.where(select.topk_mask(pre, k), relu(pre), 0), None
-        return topk(pre, k), None
+        return _topk(pre, k), None
     if activation == "batch_topk":
         if select is not None:
             t, min_kept = select.batch_threshold(pre, min(k * pre.shape[0], pre.size))
             return jnp.where(pre >= t, relu(pre), 0), min_kept
-        return batch_topk(pre, k)
+        return _batch_topk(pre, k)
     if activation == "threshold":
         return threshold(pre, theta), None
     return jumprelu(pre, log_threshold, bandwidth), None

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int
 
+from ..checks import check_finite
 from .params import TINY
 
 
@@ -40,7 +41,8 @@ def fvu(x: Float[Array, " B *unit"], x_hat: Float[Array, " B *unit"]) -> Float[A
     Returns:
       The scalar FVU (the denominator floored at 1e-12).
     """
-    x, x_hat = _rows(x), _rows(x_hat)
+    x, x_hat = jnp.asarray(x), jnp.asarray(x_hat)
+    x, x_hat = _rows(check_finite(x, "x")), _rows(check_finite(x_hat, "x_hat"))
     num = jnp.sum((x - x_hat) ** 2)
     den = jnp.sum((x - jnp.mean(x, axis=0)) ** 2)
     return num / jnp.maximum(den, TINY)
@@ -124,6 +126,7 @@ def cosine_matrix(
       The ``(G, F)`` cosines.
     """
     _check_dicts(W_dec, true)
+    W_dec, true = check_finite(W_dec, "W_dec"), check_finite(true, "true")
     return _unit_rows(true) @ _unit_rows(W_dec).T
 
 

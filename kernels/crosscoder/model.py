@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from jaxtyping import Array, Float, Int
 
-from ..checks import is_traced
+from ..checks import check_finite, is_traced
 from .activations import sparsify
 from .params import DEFAULT_BANDWIDTH, Activation, Params, check_activation, check_k, check_x
 
@@ -129,7 +129,7 @@ def decode(params: Params, z: Float[Array, "*B F"]) -> Float[Array, "... d"]:
     if not hasattr(z, "ndim") or z.ndim < 1 or z.shape[-1] != F:
         raise ValueError(f"`z` must have shape (..., n_latents={F}); "
                          f"got {tuple(getattr(z, 'shape', ()))}")
-    return decoder_product(params, z)
+    return decoder_product(params, check_finite(z, "z"))
 
 
 def forward(params, x, *, activation="topk", k=None, theta=None, bandwidth=DEFAULT_BANDWIDTH):

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ..checks import check_finite
+from ..checks import check_finite, check_in_range
 
 Activation = Literal["relu", "topk", "batch_topk", "threshold", "jumprelu"]
 ACTIVATIONS = ("relu", "topk", "batch_topk", "threshold", "jumprelu")
@@ -188,8 +188,7 @@ def init(
         raise ValueError(f"`d` and `site` must be positive; got d={d}, site={site}")
     if int(n_latents) < 1:
         raise ValueError(f"`n_latents` must be >= 1; got {n_latents}")
-    if not init_threshold > 0:
-        raise ValueError(f"`init_threshold` must be > 0; got {init_threshold}")
+    check_in_range(init_threshold, "init_threshold", lo=0, lo_open=True)
     unit = (*site, int(d))
     D = math.prod(unit)
     W = jax.random.normal(key, (n_latents, D), dtype=jnp.float32)

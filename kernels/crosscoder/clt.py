@@ -22,7 +22,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from ..checks import check_finite
 from .activations import batch_topk, sparsify
-from .metrics import fvu
+from .metrics import fvu_unchecked as fvu
 from .params import DEFAULT_BANDWIDTH, Activation, check_activation, check_k
 
 

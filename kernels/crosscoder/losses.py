@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .activations import Selector, scatter_last, sparsify, step_ste
-from .metrics import fvu
+from .metrics import fvu_unchecked as fvu
 from .model import decoder_product, encoder_product
 from .params import DEFAULT_BANDWIDTH, TINY, Activation, Params, atom_norms, check_k, flat_decoder
 

@@ -42,7 +42,15 @@ def fvu(x: Float[Array, " B *unit"], x_hat: Float[Array, " B *unit"]) -> Float[A
       The scalar FVU (the denominator floored at 1e-12).
     """
     x, x_hat = jnp.asarray(x), jnp.asarray(x_hat)
-    x, x_hat = _rows(check_finite(x, "x")), _rows(check_finite(x_hat, "x_hat"))
+    return fvu_unchecked(check_finite(x, "x"), check_finite(x_hat, "x_hat"))
+
+
+def fvu_unchecked(x: Float[Array, " B *unit"], x_hat: Float[Array, " B *unit"]
+                  ) -> Float[Array, ""]:
+    """:func:`fvu` without the finiteness checks, for training losses: there a non-finite
+    value is reported by the step's ``finite`` flag (:mod:`jaxkit.kernels.train`), and a
+    run-time check in the step would stop the loop instead."""
+    x, x_hat = _rows(x), _rows(x_hat)
     num = jnp.sum((x - x_hat) ** 2)
     den = jnp.sum((x - jnp.mean(x, axis=0)) ** 2)
     return num / jnp.maximum(den, TINY)

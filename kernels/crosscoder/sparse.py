@@ -39,7 +39,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from ..checks import is_traced
-from .metrics import fvu
+from .metrics import fvu_unchecked as fvu
 from .params import Params, atom_norms, check_k, flat_decoder
 
 

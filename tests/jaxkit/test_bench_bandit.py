@@ -96,6 +96,7 @@ def test_reward_tables_and_regret(bb):
     assert ci["mean"] == 2.0 and ci["lo"] < 2.0 < ci["hi"]
 
 
+@pytest.mark.slow  # the whole benchmark script end to end; its parts are tested above
 def test_quick_run_without_peers(bb, tmp_path):
     out = tmp_path / "bandit.json"
     assert bb.main(["--quick", "--no-peers", "--json", str(out)]) == 0

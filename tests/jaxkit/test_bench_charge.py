@@ -111,6 +111,7 @@ def test_numpy_dp_and_milp_match_brute_force(bc):
             assert cn == pytest.approx(cm, rel=1e-9)
 
 
+@pytest.mark.slow  # the whole benchmark script end to end; its parts are tested above
 def test_quick_run_without_peers(bc, tmp_path):
     pytest.importorskip("jaxkit.kernels.charge")
     out = tmp_path / "charge.json"

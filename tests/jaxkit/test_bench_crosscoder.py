@@ -123,6 +123,7 @@ def test_bad_arguments(bc):
         bc.main(["--k", "600", "--latents", "512", "--no-peers"])
 
 
+@pytest.mark.slow  # the whole benchmark script end to end; its parts are tested above
 def test_quick_run_without_peers(bc, tmp_path):
     out = tmp_path / "crosscoder.json"
     assert bc.main(["--quick", "--no-peers", "--runs", "2", "--warmup", "1",

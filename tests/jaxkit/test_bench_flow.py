@@ -164,6 +164,7 @@ def test_paired_steps_train_on_prefetched_pairs(bf):
                               np.asarray(m.layers[0].weight))
 
 
+@pytest.mark.slow  # the whole benchmark script end to end; its parts are tested above
 def test_quick_run_without_peers(bf, tmp_path):
     out = tmp_path / "flow.json"
     x64 = jax.config.read("jax_enable_x64")

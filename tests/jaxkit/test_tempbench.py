@@ -373,7 +373,8 @@ def _kill_at_save(monkeypatch, n: int):
     monkeypatch.setattr(Checkpointer, "save", killing)
 
 
-@pytest.mark.parametrize("method", ["acausal", "tc"])
+# "tc" trains through crosscoder.fit, whose kill-and-resume test is in test_crosscoder_fit
+@pytest.mark.parametrize("method", ["acausal", pytest.param("tc", marks=pytest.mark.slow)])
 def test_training_killed_resumes_to_same_params(tmp_path, monkeypatch, method):
     """A training killed after its first checkpoint (of 4) and resumed ends with exactly
     the parameters of an uninterrupted training (the acausal crosscoder through

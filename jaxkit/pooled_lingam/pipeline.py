@@ -28,7 +28,7 @@ from .theory import theory_check
 
 __all__ = ["run"]
 
-TITLE = "Pooled ICA-LiNGAM without environment labels (Paper 7)"
+TITLE = "Pooled ICA-LiNGAM: causal discovery without environment labels"
 
 
 @register("pooled-lingam", quick=QUICK, full=FULL, title=TITLE)

@@ -22,7 +22,7 @@ from .methods import LABELS
 
 __all__ = ["PAPER", "claims", "figures", "markdown", "sweep_table", "clean_rows"]
 
-PAPER = "Pooled ICA-LiNGAM (Paper 7)"
+PAPER = "ICA-LiNGAM on pooled interventional data (NeurIPS 2026)"
 NOT_TESTED = "not tested at this size"
 
 

@@ -272,11 +272,12 @@ def bench(
     d = _benchmarks_dir()
     if d is None:
         _fail("benchmarks/ not found: benchmarks ship with the source checkout; run from it")
-    path = d / f"bench_{name}.py"
+    path = d / f"bench_{name.replace('-', '_')}.py"
     if not path.is_file():
-        avail = sorted(p.stem.removeprefix("bench_") for p in d.glob("bench_*.py"))
+        avail = sorted(p.stem.removeprefix("bench_").replace("_", "-")
+                       for p in d.glob("bench_*.py"))
         _fail(f"unknown benchmark {name!r}; available: {', '.join(avail)}")
-    spec = importlib.util.spec_from_file_location(f"jaxkit_bench_{name}", path)
+    spec = importlib.util.spec_from_file_location(f"jaxkit_bench_{path.stem}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     argv = (["--json", str(json_out)] if json_out else []) + (["--quick"] if quick else [])

@@ -20,4 +20,14 @@ outside [0, 1] or NaN, tables of the wrong shape) raises ``ValueError`` naming t
 argument on concrete values and an :func:`equinox.error_if` run-time error under ``jit``.
 """
 
-__all__: list[str] = []
+from .voi import VOI, Coherent, binary_entropy, check_probability, cohere, voi, voi_categorical
+
+__all__ = [
+    "VOI",
+    "Coherent",
+    "voi",
+    "voi_categorical",
+    "cohere",
+    "binary_entropy",
+    "check_probability",
+]

@@ -1,0 +1,271 @@
+"""Value of information (VOI) of a question about a target outcome, in closed form.
+
+Binary target ``Y`` with price (current belief) ``p = P(Y)``, binary subquestion ``S``
+with ``q = P(S)``, ``p1 = P(Y | S)``, ``p0 = P(Y | not S)``; coherence requires
+``p = q p1 + (1 - q) p0``. Learning the answer to ``S`` moves the price to ``p1``
+(probability ``q``) or ``p0``. The expected shifts (Cover & Thomas ch. 2; Brier 1950;
+Raiffa & Schlaifer 1961 for the value of sample information):
+
+- expected absolute shift ``E|dp| = q |p1 - p| + (1 - q) |p0 - p| = 2 q (1 - q) |p1 - p0|``;
+- expected squared shift ``E dp^2 = q (1 - q) (p1 - p0)^2`` = the variance of the
+  posterior price = the expected improvement of the Brier score ``(p - y)^2``
+  = ``p (1 - p) - E[p_S (1 - p_S)]``;
+- mutual information ``I(S; Y) = H(p) - q H(p1) - (1 - q) H(p0)`` (nats)
+  = ``E_S KL(Bern(p_S) || Bern(p))`` = the expected gain of the log score
+  ``log p_S(y) - log p(y)``;
+- discrimination ``|p1 - p0|``, an upper bound on every shift.
+
+K-ary generalisation (:func:`voi_categorical`): ``S`` has M answers with probabilities
+``q_m`` and ``Y`` has K outcomes with conditionals ``P(Y | S = m) = p_m``; the prior is
+``p = sum_m q_m p_m``. Shifts are measured by total variation ``TV = 1/2 ||p_m - p||_1``
+(abs_shift = ``E TV``), half the squared Euclidean distance (sq_shift =
+``1/2 E ||p_m - p||^2``, half the expected improvement of the multi-class Brier score
+``sum_k (p_k - y_k)^2``), ``E KL(p_m || p)`` (mutual_info) and the largest pairwise TV
+(discrimination). For M = K = 2 these equal the binary quantities.
+
+Coherence (:func:`cohere`): inputs that violate ``p = q p1 + (1 - q) p0`` (a market
+price and separately elicited conditionals) are projected: with ``method="conditionals"``
+``(p1, p0)`` move to the nearest point (Euclidean) of the box ``[0, 1]^2`` on the line
+``q p1 + (1 - q) p0 = p`` (the KKT point ``clip(x + lambda a)``, solved exactly:
+``a . x`` is piecewise linear in lambda); with ``method="q"`` first
+``q = clip((p - p0) / (p1 - p0), 0, 1)``, then the remaining gap (when
+``p`` lies outside ``[min(p0, p1), max(p0, p1)]``) is closed the same way.
+
+Every function broadcasts over leading batch axes, is pure and works under ``jit`` and
+``vmap`` in float32 and float64. Probabilities 0 and 1 are allowed (``0 log 0 = 0``).
+Probabilities outside ``[0, 1]`` or NaN raise ``ValueError`` naming the argument
+(an :func:`equinox.error_if` run-time error under ``jit``); pass ``check=False`` to skip
+the checks in a hot loop whose inputs are already valid.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import xlogy
+
+from ..checks import fail_first
+
+__all__ = ["VOI", "Coherent", "voi", "voi_categorical", "cohere", "binary_entropy",
+           "check_probability"]
+
+
+class VOI(NamedTuple):
+    """Value-of-information measures of a question (arrays of the batch shape).
+
+    Attributes:
+        abs_shift: expected absolute change of the price (expected total variation).
+        sq_shift: expected squared change (= expected Brier improvement).
+        mutual_info: mutual information between question and target, in nats.
+        discrimination: ``|p1 - p0|`` (largest pairwise total variation for K-ary).
+    """
+
+    abs_shift: jax.Array
+    sq_shift: jax.Array
+    mutual_info: jax.Array
+    discrimination: jax.Array
+
+
+class Coherent(NamedTuple):
+    """Coherent inputs from :func:`cohere`.
+
+    Attributes:
+        q: ``P(S)`` after projection.
+        p1: ``P(Y | S)`` after projection.
+        p0: ``P(Y | not S)`` after projection.
+        gap: the incoherence of the inputs, ``|p - (q p1 + (1 - q) p0)|``.
+    """
+
+    q: jax.Array
+    p1: jax.Array
+    p0: jax.Array
+    gap: jax.Array
+
+
+def _float(*xs):
+    dtype = jnp.result_type(float, *xs)
+    return [jnp.asarray(x, dtype) for x in xs]
+
+
+def check_probability(x, name: str):
+    """Error naming ``name`` unless every entry of ``x`` is in ``[0, 1]`` (NaN fails).
+
+    Args:
+        x: array of probabilities.
+        name: the argument's name, for the message.
+
+    Returns:
+        ``x`` (with a run-time check attached when traced).
+    """
+    ok = (x >= 0) & (x <= 1)  # False for NaN
+    return fail_first(x, [(~jnp.all(ok), f"`{name}` must hold probabilities in [0, 1] "
+                                         f"(no NaN)")])
+
+
+def binary_entropy(p):
+    """Entropy of ``Bernoulli(p)`` in nats, ``-p log p - (1 - p) log(1 - p)``; 0 at 0 and 1.
+
+    Args:
+        p: probabilities, any shape.
+
+    Returns:
+        Array of ``p``'s shape.
+    """
+    (p,) = _float(p)
+    return -(xlogy(p, p) + xlogy(1 - p, 1 - p))
+
+
+def _kl_bern(a, b):
+    """``KL(Bern(a) || Bern(b))``, 0 log 0 = 0; callers guarantee b in (0, 1) where a
+    is not 0 or 1 respectively (the mixture property)."""
+    pos = jnp.where(a > 0, xlogy(a, a) - xlogy(a, jnp.where(a > 0, b, 1.0)), 0.0)
+    neg = jnp.where(a < 1, xlogy(1 - a, 1 - a) - xlogy(1 - a, jnp.where(a < 1, 1 - b, 1.0)),
+                    0.0)
+    return pos + neg
+
+
+def voi(q, p1, p0, *, check: bool = True) -> VOI:
+    """Value of information of a binary subquestion about a binary target.
+
+    With ``p = q p1 + (1 - q) p0``: ``abs_shift = 2 q (1 - q) |p1 - p0|``,
+    ``sq_shift = q (1 - q) (p1 - p0)^2``, ``mutual_info = q KL(p1 || p) + (1 - q)
+    KL(p0 || p)`` (the expected-KL form of ``H(p) - q H(p1) - (1 - q) H(p0)``, accurate
+    when ``p1`` is close to ``p0``), ``discrimination = |p1 - p0|``. See the module
+    docstring for the identities and references.
+
+    Args:
+        q: ``P(S)``, any shape broadcastable with ``p1`` and ``p0``.
+        p1: ``P(Y | S)``.
+        p0: ``P(Y | not S)``.
+        check: check that the inputs are probabilities (default).
+
+    Returns:
+        :class:`VOI` of the broadcast shape, in the inputs' float dtype (float32 by
+        default).
+    """
+    q, p1, p0 = _float(q, p1, p0)
+    if check:
+        q = check_probability(q, "q")
+        p1 = check_probability(p1, "p1")
+        p0 = check_probability(p0, "p0")
+    q, p1, p0 = jnp.broadcast_arrays(q, p1, p0)
+    d = p1 - p0
+    w = q * (1 - q)
+    p = q * p1 + (1 - q) * p0
+    mi = (jnp.where(q > 0, q * _kl_bern(p1, p), 0.0)
+          + jnp.where(q < 1, (1 - q) * _kl_bern(p0, p), 0.0))
+    return VOI(abs_shift=2 * w * jnp.abs(d), sq_shift=w * d * d,
+               mutual_info=jnp.maximum(mi, 0.0), discrimination=jnp.abs(d))
+
+
+def voi_categorical(q, p_cond, *, check: bool = True, atol: float = 1e-4) -> VOI:
+    """Value of information of an M-answer question about a K-outcome target.
+
+    With ``p = sum_m q_m p_m``: ``abs_shift = sum_m q_m TV(p_m, p)``, ``sq_shift =
+    1/2 sum_m q_m ||p_m - p||^2``, ``mutual_info = sum_m q_m KL(p_m || p)``,
+    ``discrimination = max_{m, m'} TV(p_m, p_m')``. For M = K = 2 these equal
+    :func:`voi` of ``(q_1, p_1[1], p_0[1])``.
+
+    Args:
+        q: ``(..., M)`` answer probabilities (each row sums to 1 within ``atol``).
+        p_cond: ``(..., M, K)`` conditionals ``P(Y = k | S = m)`` (rows sum to 1).
+        check: check ranges and sums (default).
+        atol: tolerance of the sums.
+
+    Returns:
+        :class:`VOI` of the batch shape ``broadcast(q.shape[:-1], p_cond.shape[:-2])``.
+
+    Raises:
+        ValueError: ``p_cond`` has fewer than 2 axes, or the answer axes differ.
+    """
+    q, p_cond = _float(q, p_cond)
+    if q.ndim < 1 or p_cond.ndim < 2 or q.shape[-1] != p_cond.shape[-2]:
+        raise ValueError(f"`p_cond` must have shape (..., M, K) with M = q.shape[-1]; got "
+                         f"q {q.shape}, p_cond {p_cond.shape}")
+    if check:
+        q = check_probability(q, "q")
+        p_cond = check_probability(p_cond, "p_cond")
+        q = fail_first(q, [(jnp.any(jnp.abs(q.sum(-1) - 1) > atol),
+                            "`q` must sum to 1 over its last axis (the answers)")])
+        p_cond = fail_first(p_cond, [(jnp.any(jnp.abs(p_cond.sum(-1) - 1) > atol),
+                                      "`p_cond` rows must sum to 1 over the outcomes")])
+    p = jnp.einsum("...m,...mk->...k", q, p_cond)[..., None, :]
+    dev = p_cond - p
+    tv = 0.5 * jnp.sum(jnp.abs(dev), -1)
+    sq = 0.5 * jnp.sum(dev * dev, -1)
+    # KL(p_m || p): p_mk > 0 implies p_k >= q_m p_mk > 0 where q_m > 0
+    safe_p = jnp.where(p_cond > 0, p, 1.0)
+    kl = jnp.sum(xlogy(p_cond, p_cond) - xlogy(p_cond, safe_p), -1)
+    kl = jnp.where(q > 0, kl, 0.0)
+    pair = 0.5 * jnp.sum(jnp.abs(p_cond[..., :, None, :] - p_cond[..., None, :, :]), -1)
+    return VOI(abs_shift=jnp.sum(q * tv, -1), sq_shift=jnp.sum(q * sq, -1),
+               mutual_info=jnp.maximum(jnp.sum(q * kl, -1), 0.0),
+               discrimination=jnp.max(pair, axis=(-2, -1)))
+
+
+def _project_conditionals(p, q, p1, p0):
+    """Nearest ``(p1', p0')`` in ``[0, 1]^2`` with ``q p1' + (1 - q) p0' = p``.
+
+    KKT: ``x(lambda) = clip(x + lambda a)`` with ``a = (q, 1 - q)``; ``g(lambda) =
+    a . x(lambda)`` is piecewise linear and non-decreasing with breakpoints where a
+    coordinate reaches 0 or 1 (``g = 0`` at the first, 1 at the last), so ``g = p`` is
+    solved exactly by linear interpolation on the segment that holds ``p``.
+    """
+    a1, a0 = q, 1 - q
+    s1, s0 = jnp.where(a1 > 0, a1, 1.0), jnp.where(a0 > 0, a0, 1.0)
+    b0 = jnp.stack([-p0 / s0, (1 - p0) / s0])
+    b1 = jnp.where(a1 > 0, jnp.stack([-p1 / s1, (1 - p1) / s1]), b0)
+    b0 = jnp.where(a0 > 0, b0, b1)
+    bs = jnp.sort(jnp.concatenate([b1, b0]), axis=0)
+
+    def g(lam):
+        return a1 * jnp.clip(p1 + lam * a1, 0, 1) + a0 * jnp.clip(p0 + lam * a0, 0, 1)
+
+    gs = g(bs)
+    lam = bs[3]
+    for j in (2, 1, 0):  # the first segment holding p wins
+        width = gs[j + 1] - gs[j]
+        frac = jnp.clip((p - gs[j]) / jnp.where(width > 0, width, 1.0), 0, 1)
+        seg = bs[j] + frac * (bs[j + 1] - bs[j])
+        lam = jnp.where((p >= gs[j]) & (p <= gs[j + 1]), seg, lam)
+    return jnp.clip(p1 + lam * a1, 0, 1), jnp.clip(p0 + lam * a0, 0, 1)
+
+
+def cohere(p, q, p1, p0, *, method: str = "conditionals", check: bool = True) -> Coherent:
+    """Make ``(q, p1, p0)`` coherent with the price ``p``: ``p = q p1 + (1 - q) p0``.
+
+    ``method="conditionals"`` keeps ``q`` and moves ``(p1, p0)`` to the nearest
+    (Euclidean) coherent point in ``[0, 1]^2``; ``method="q"`` first sets ``q =
+    clip((p - p0) / (p1 - p0), 0, 1)`` (kept where ``|p1 - p0| < 1e-6``) and closes any
+    remaining gap as ``"conditionals"``. Coherent inputs are returned unchanged (up to
+    rounding).
+
+    Args:
+        p: the target's price ``P(Y)``.
+        q: ``P(S)``.
+        p1: ``P(Y | S)``.
+        p0: ``P(Y | not S)``; all four broadcast together.
+        method: ``"conditionals"`` or ``"q"`` (static).
+        check: check that the inputs are probabilities.
+
+    Returns:
+        :class:`Coherent` ``(q, p1, p0, gap)`` of the broadcast shape.
+    """
+    if method not in ("conditionals", "q"):
+        raise ValueError(f"`method` must be 'conditionals' or 'q'; got {method!r}")
+    p, q, p1, p0 = _float(p, q, p1, p0)
+    if check:
+        p = check_probability(p, "p")
+        q = check_probability(q, "q")
+        p1 = check_probability(p1, "p1")
+        p0 = check_probability(p0, "p0")
+    p, q, p1, p0 = jnp.broadcast_arrays(p, q, p1, p0)
+    gap = jnp.abs(p - (q * p1 + (1 - q) * p0))
+    if method == "q":
+        d = p1 - p0
+        ok = jnp.abs(d) >= 1e-6
+        q = jnp.where(ok, jnp.clip((p - p0) / jnp.where(ok, d, 1.0), 0, 1), q)
+    n1, n0 = _project_conditionals(p, q, p1, p0)
+    return Coherent(q=q, p1=n1, p0=n0, gap=gap)

@@ -38,11 +38,20 @@ def fvu(x: Float[Array, " B *unit"], x_hat: Float[Array, " B *unit"]) -> Float[A
       x: the inputs ``(B, *unit)``.
       x_hat: the reconstructions, same shape.
 
+    Both arrays are first divided by the power of two nearest their largest magnitude
+    (exact in floating point, and the ratio is scale-free), so activations near the
+    float32 range (1e30) or below its square root (1e-25) neither overflow nor underflow
+    in the squares.
+
     Returns:
-      The scalar FVU (the denominator floored at 1e-12).
+      The scalar FVU (the scaled denominator floored at 1e-12).
     """
-    x, x_hat = jnp.asarray(x), jnp.asarray(x_hat)
-    return fvu_unchecked(check_finite(x, "x"), check_finite(x_hat, "x_hat"))
+    x = check_finite(jnp.asarray(x), "x")
+    x_hat = check_finite(jnp.asarray(x_hat), "x_hat")
+    big = jnp.maximum(jnp.max(jnp.abs(x), initial=0.0), jnp.max(jnp.abs(x_hat), initial=0.0))
+    scale = jnp.where(big > 0, jnp.exp2(jnp.round(jnp.log2(jnp.where(big > 0, big, 1.0)))),
+                      1.0).astype(x.dtype)
+    return fvu_unchecked(x / scale, x_hat / scale)
 
 
 def fvu_unchecked(x: Float[Array, " B *unit"], x_hat: Float[Array, " B *unit"]

@@ -214,6 +214,16 @@ def test_l0_ste_matches_finite_difference_of_count():
 # --------------------------------------------------------------------------- penalties / loss
 
 
+@pytest.mark.parametrize("scale", [1e30, 1e-30])
+def test_fvu_has_no_overflow_or_underflow_at_float32_extremes(scale):
+    """FVU is scale-free: activations near float32's range give the float64 answer."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 8))
+    xh = x + 0.3 * rng.normal(size=x.shape)
+    got = float(cc.fvu(jnp.asarray(x * scale, jnp.float32), jnp.asarray(xh * scale, jnp.float32)))
+    assert np.isfinite(got) and got == pytest.approx(np_fvu(x, xh), rel=1e-4)
+
+
 def test_penalties_and_fvu_match_numpy(params, batch):
     rng = _rng(8)
     z = np.maximum(rng.normal(size=(8, F)), 0)

@@ -1,0 +1,32 @@
+"""Sequence-model kernels: selective state-space scans (Mamba-1, sequential and
+associative; Mamba-2 chunked SSD), causal attention, the MLP, normalisation, the causal
+depthwise convolution and the Mamba mixer assembled from them.
+
+Every block is a pure function of a NamedTuple of weights and the input, written once
+and shared by the composed language models (:mod:`jaxkit.compose`) and the benchmarks.
+Scan states and exponentials are float32 whatever the input dtype.
+
+Modules: ``scan``, ``ssd``, ``attention``, ``mlp``, ``norm``, ``conv``, ``mamba``; every
+public name is re-exported here.
+"""
+
+from .attention import AttentionParams, causal_attention, init_attention, self_attention
+from .conv import causal_conv1d
+from .mamba import MambaParams, init_mamba, mamba_mixer
+from .mlp import MLPParams, init_mlp, mlp
+from .norm import layer_norm, rms_norm
+from .scan import (
+    ScanResult,
+    selective_scan,
+    selective_scan_associative,
+    selective_scan_sequential,
+)
+from .ssd import SSDResult, segsum, ssd_chunked
+
+__all__ = [
+    "AttentionParams", "MLPParams", "MambaParams", "ScanResult", "SSDResult",
+    "causal_attention", "self_attention", "init_attention", "mlp", "init_mlp",
+    "layer_norm", "rms_norm", "causal_conv1d", "mamba_mixer", "init_mamba",
+    "selective_scan", "selective_scan_sequential", "selective_scan_associative",
+    "segsum", "ssd_chunked",
+]

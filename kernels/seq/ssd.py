@@ -1,0 +1,126 @@
+"""The Mamba-2 state-space dual (SSD) in chunked form.
+
+Per head ``h`` with a scalar decay (Dao & Gu 2024, "Transformers are SSMs", Sec. 6):
+
+.. math::
+
+    H_t = e^{\\Delta_t A_h} H_{t-1} + \\Delta_t\\, x_t B_t^\\top, \\qquad y_t = H_t C_t
+    \\quad (H_t \\in \\mathbb{R}^{P \\times N})
+
+Within a chunk of ``Q`` steps the output is a masked matrix product,
+``Y = (C B^T \\circ L) (\\Delta x)`` with ``L_{ij} = \\exp(\\sum_{k=j+1}^{i} \\Delta_k A)``
+for ``i >= j`` (0 above the diagonal), computed by the stable segment sum (values masked
+to ``-inf`` *after* a cumulative sum of masked entries, never as differences of
+cumsums); the chunks then exchange their final states by a short recurrence over
+``L / Q`` chunk states, and each chunk adds the decayed incoming state ``C_t^T H``.
+This follows ``ssd_minimal.py`` of state-spaces/mamba. A length not divisible by ``Q``
+is padded at the end with ``Delta = 0`` (the identity step), which leaves every earlier
+output unchanged. ``Delta A``, the segment sums, exponentials and states are float32.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+__all__ = ["SSDResult", "segsum", "ssd_chunked"]
+
+F32 = jnp.float32
+
+
+class SSDResult(NamedTuple):
+    """Output ``y`` (B, L, H, P) in ``x``'s dtype; final state (B, H, P, N), float32."""
+
+    y: Array
+    state: Array
+
+
+def segsum(x: Float[Array, "... T"]) -> Float[Array, "... T T"]:
+    """Stable segment sums ``S_ij = sum_{k=j+1}^{i} x_k`` for ``i >= j``, ``-inf`` above
+    the diagonal (so ``exp(S)`` is the lower-triangular decay matrix).
+
+    Args:
+      x: values along the last axis.
+
+    Returns:
+      The (..., T, T) segment sums.
+    """
+    t = x.shape[-1]
+    rep = jnp.broadcast_to(x[..., :, None], (*x.shape, t))
+    strict = jnp.tril(jnp.ones((t, t), bool), -1)
+    s = jnp.cumsum(jnp.where(strict, rep, 0), axis=-2)
+    return jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, -jnp.inf)
+
+
+def ssd_chunked(x: Float[Array, "B L H P"], dt: Float[Array, "B L H"], A: Float[Array, " H"],
+                B: Float[Array, "B L G N"], C: Float[Array, "B L G N"], *, chunk: int = 64,
+                D: Float[Array, " H"] | None = None,
+                h0: Float[Array, "B H P N"] | None = None) -> SSDResult:
+    """Mamba-2 SSD in chunks of ``chunk`` steps (module docstring).
+
+    Args:
+      x: inputs (batch, length, heads, head dim).
+      dt: positive step sizes (batch, length, heads) (already through softplus).
+      A: the negative scalar decay per head (heads,).
+      B, C: projections (batch, length, groups, state); heads are split evenly over the
+        groups (``heads % groups == 0``).
+      chunk: chunk length ``Q`` (static, >= 1).
+      D: skip weight per head, or None.
+      h0: initial state (batch, heads, head dim, state), zeros when None.
+
+    Returns:
+      An :class:`SSDResult`.
+    """
+    if x.ndim != 4:
+        raise ValueError(f"`x` must be (batch, length, heads, head_dim); got {x.shape}")
+    b, length, nh, p = x.shape
+    if dt.shape != (b, length, nh):
+        raise ValueError(f"`dt` must be (batch, length, heads) = {(b, length, nh)}; "
+                         f"got {dt.shape}")
+    if A.shape != (nh,):
+        raise ValueError(f"`A` must be (heads,) = ({nh},); got {A.shape}")
+    if B.ndim != 4 or B.shape[:2] != (b, length) or C.shape != B.shape:
+        raise ValueError(f"`B` and `C` must be (batch, length, groups, state) with batch "
+                         f"{b} and length {length}; got {B.shape} and {C.shape}")
+    g, n = B.shape[2], B.shape[3]
+    if nh % g:
+        raise ValueError(f"heads ({nh}) must be divisible by the groups of `B` ({g})")
+    if not (isinstance(chunk, int) and chunk >= 1):
+        raise ValueError(f"`chunk` must be an int >= 1; got {chunk!r}")
+    q = chunk
+    pad = (-length) % q
+    xf, dtf = x.astype(F32), dt.astype(F32)
+    Bf = jnp.repeat(B.astype(F32), nh // g, axis=2)
+    Cf = jnp.repeat(C.astype(F32), nh // g, axis=2)
+    if pad:
+        widths = ((0, 0), (0, pad))
+        xf = jnp.pad(xf, widths + ((0, 0), (0, 0)))
+        dtf = jnp.pad(dtf, widths + ((0, 0),))
+        Bf = jnp.pad(Bf, widths + ((0, 0), (0, 0)))
+        Cf = jnp.pad(Cf, widths + ((0, 0), (0, 0)))
+    nc = (length + pad) // q
+    X = (xf * dtf[..., None]).reshape(b, nc, q, nh, p)
+    Bc = Bf.reshape(b, nc, q, nh, n)
+    Cc = Cf.reshape(b, nc, q, nh, n)
+    a = jnp.moveaxis((dtf * A.astype(F32)).reshape(b, nc, q, nh), -1, 1)   # (b, h, c, q)
+    a_cum = jnp.cumsum(a, axis=-1)
+    # 1. intra-chunk outputs
+    Lm = jnp.exp(segsum(a))                                                # (b, h, c, q, q)
+    y_diag = jnp.einsum("bclhn,bcshn,bhcls,bcshp->bclhp", Cc, Bc, Lm, X)
+    # 2. each chunk's final state from its own inputs
+    decay = jnp.exp(a_cum[..., -1:] - a_cum)                               # (b, h, c, q)
+    states = jnp.einsum("bclhn,bhcl,bclhp->bchpn", Bc, decay, X)
+    # 3. states passed between chunks
+    init = jnp.zeros((b, 1, nh, p, n), F32) if h0 is None else h0.astype(F32)[:, None]
+    states = jnp.concatenate([init, states], axis=1)
+    chunk_decay = jnp.exp(segsum(jnp.pad(a_cum[..., -1], ((0, 0), (0, 0), (1, 0)))))
+    states = jnp.einsum("bhzc,bchpn->bzhpn", chunk_decay, states)
+    prev, final = states[:, :-1], states[:, -1]
+    # 4. the incoming state's contribution
+    y_off = jnp.einsum("bclhn,bchpn,bhcl->bclhp", Cc, prev, jnp.exp(a_cum))
+    y = (y_diag + y_off).reshape(b, nc * q, nh, p)[:, :length]
+    if D is not None:
+        y = y + D.astype(F32)[:, None] * x.astype(F32)
+    return SSDResult(y.astype(x.dtype), final)

@@ -1,0 +1,231 @@
+"""Expected information gain (EIG) of an experiment about K explanations, and greedy
+EIG-per-cost selection of experiments under a budget.
+
+An experiment ``x`` with outcomes ``y = 0 .. Y-1`` has the likelihood table
+``log_lik[..., k, y] = log p(y | H_k, x)`` (each row a distribution over y). With the
+belief ``pi`` over the explanations,
+
+.. math:: p(y | x) = \\sum_k \\pi_k\\, p(y | H_k, x), \\qquad
+          \\mathrm{EIG}(x) = \\sum_k \\pi_k \\sum_y p(y | H_k, x)
+          \\log\\frac{p(y | H_k, x)}{p(y | x)}
+
+the mutual information between the explanation and the outcome (nats), equal to
+:math:`H(Y) - \\sum_k \\pi_k H(Y | H_k)` and to the expected KL of the posterior from the
+prior, :math:`\\sum_y p(y | x)\\, KL(\\pi'_y \\| \\pi)` (Lindley 1956). The expected
+posterior is the prior (:func:`outcome_posteriors`).
+
+Greedy selection (:func:`greedy_eig`): with the budget left ``B``, choose the unused
+candidate with the largest ``EIG(x) / c(x)`` among those with ``c(x) <= B`` (ties: lowest
+index), observe its outcome, update the belief by Bayes' rule, recompute, until nothing
+affordable is left. Greedy EIG has no identification guarantee (EC^2, Golovin, Krause &
+Ray 2010, is the adaptive-submodular alternative); it is the contrastive-discovery rule.
+Outcomes are given (``outcomes[x]``: what candidate ``x`` yields when run, drawn by the
+caller from the true process), so the loop is a pure ``lax.scan`` of fixed length.
+Masked candidates (padding) carry cost ``inf``; masked outcomes ``log_lik = -inf``.
+
+Bad input raises ``ValueError`` naming the argument (concrete) or an
+:func:`equinox.error_if` check (traced): NaN / +inf in the table, a table whose
+explanation axis is not K, a row (with prior mass) not summing to one over y
+(``|logsumexp| > tol``, 1e-3 float32 / 1e-6 float64), non-positive or NaN costs, a
+budget below every cost, outcomes out of range.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import logsumexp
+
+from ..checks import check_in_range, fail, fail_first
+from .posterior import check_log_prior, check_log_probs, normalise_tol, posterior
+
+__all__ = ["check_log_lik_table", "check_selection", "eig", "outcome_posteriors", "GreedyState",
+           "GreedyInfo",
+           "greedy_init", "eig_per_cost", "greedy_step", "greedy_eig"]
+
+Array = jax.Array
+
+
+def check_log_lik_table(log_prior, log_lik, name: str = "log_lik"):
+    """Validate a likelihood table ``(..., K, Y)`` against a log prior ``(..., K)``: the
+    explanation axis is K, no NaN or +inf, each row whose explanation has prior mass sums
+    to one over the outcomes. Returns ``(log_prior, log_lik)`` as float arrays."""
+    lp = check_log_prior(log_prior)
+    ll = check_log_probs(log_lik, name)
+    K = lp.shape[-1]
+    if ll.ndim < 2 or ll.shape[-2] != K:
+        raise ValueError(f"`{name}` must have shape (..., K, Y) = (..., {K}, n_outcomes) with "
+                         f"K = {K} explanations as `log_prior`; got shape {ll.shape}")
+    tol = normalise_tol(ll.dtype)
+    row = logsumexp(ll, axis=-1)
+    bad = (lp > -jnp.inf) & (jnp.abs(row) > tol)
+    ll = fail(ll, bad, f"`{name}` rows must be distributions over the outcomes (each "
+                       f"logsumexp over the last axis within {tol:g} of 0)")
+    return lp, ll
+
+
+def _log_marginal(lp: Array, ll: Array) -> Array:
+    """``log p(y) = logsumexp_k(log pi_k + log p(y | k))``: ``(..., Y)``."""
+    return logsumexp(lp[..., :, None] + ll, axis=-2)
+
+
+def _eig(lp: Array, ll: Array) -> Array:
+    log_py = _log_marginal(lp, ll)
+    w = jnp.exp(lp[..., :, None] + ll)  # pi_k p(y | k)
+    safe_ll = jnp.where(w > 0, ll, 0.0)
+    safe_py = jnp.where(w > 0, log_py[..., None, :], 0.0)
+    val = jnp.sum(jnp.where(w > 0, w * (safe_ll - safe_py), 0.0), axis=(-2, -1))
+    return jnp.maximum(val, 0.0)
+
+
+def eig(log_prior, log_lik) -> Array:
+    """Expected information gain of an experiment (see the module docstring).
+
+    Args:
+        log_prior: ``(..., K)`` normalised log belief over the explanations.
+        log_lik: ``(..., K, Y)`` ``log p(y | H_k, x)``; leading axes (e.g. candidate
+            experiments) broadcast against ``log_prior``'s.
+
+    Returns:
+        ``(...)`` EIG in nats, in ``[0, log min(K, Y)]`` (rounding below 0 clipped to 0).
+    """
+    lp, ll = check_log_lik_table(log_prior, log_lik)
+    return _eig(lp, ll)
+
+
+def outcome_posteriors(log_prior, log_lik) -> tuple[Array, Array]:
+    """The posterior after each outcome and the outcome's predictive probability.
+
+    Args:
+        log_prior: ``(..., K)``.
+        log_lik: ``(..., K, Y)``.
+
+    Returns:
+        ``(log_post, log_py)``: ``(..., Y, K)`` log posteriors (NaN for an outcome that
+        no explanation allows) and ``(..., Y)`` :math:`\\log p(y | x)`.
+    """
+    lp, ll = check_log_lik_table(log_prior, log_lik)
+    res = posterior(lp[..., None, :], jnp.swapaxes(ll, -1, -2))
+    return res.log_post, res.log_evidence
+
+
+class GreedyState(NamedTuple):
+    """State of the greedy selection: belief ``log_post`` (K,), ``spent`` budget and the
+    ``used`` candidates (X,) bool."""
+
+    log_post: Array
+    spent: Array
+    used: Array
+
+
+class GreedyInfo(NamedTuple):
+    """One greedy step: ``choice`` (int32, -1 when nothing was affordable), its ``eig``,
+    ``cost`` and observed ``outcome``, the belief after it ``log_post`` and the budget
+    ``spent`` so far."""
+
+    choice: Array
+    eig: Array
+    cost: Array
+    outcome: Array
+    log_post: Array
+    spent: Array
+
+
+def greedy_init(log_prior, n_candidates: int) -> GreedyState:
+    """The state before any experiment: the prior, nothing spent, nothing used."""
+    lp = check_log_prior(log_prior)
+    return GreedyState(lp, jnp.zeros((), lp.dtype), jnp.zeros((n_candidates,), bool))
+
+
+def eig_per_cost(log_post, log_lik, costs, remaining, used) -> Array:
+    """``EIG(x) / c(x)`` of every candidate, ``-inf`` where used or ``c(x) > remaining``.
+
+    Args:
+        log_post: ``(K,)`` current belief.
+        log_lik: ``(X, K, Y)`` tables of the X candidates.
+        costs: ``(X,)`` positive costs (``inf``: unavailable).
+        remaining: scalar budget left.
+        used: ``(X,)`` bool.
+
+    Returns:
+        ``(X,)`` scores.
+    """
+    e = _eig(log_post[None, :], log_lik)
+    ok = (~used) & (costs <= remaining)
+    return jnp.where(ok, e / jnp.where(ok, costs, 1.0), -jnp.inf)
+
+
+def greedy_step(state: GreedyState, log_lik, costs, budget, outcomes
+                ) -> tuple[GreedyState, GreedyInfo]:
+    """One greedy step: choose, observe ``outcomes[choice]``, update (no-op when nothing
+    affordable is left). Arguments as :func:`greedy_eig`; no input checks (the caller,
+    :func:`greedy_eig`, checks once)."""
+    score = eig_per_cost(state.log_post, log_lik, costs, budget - state.spent, state.used)
+    x = jnp.argmax(score).astype(jnp.int32)
+    ok = score[x] > -jnp.inf
+    y = outcomes[x]
+    row = log_lik[x, :, y]
+    joint = state.log_post + row
+    new = joint - logsumexp(joint)
+    new = jnp.where(ok & jnp.all(jnp.isfinite(new) | (joint == -jnp.inf)), new, state.log_post)
+    c = jnp.where(ok, costs[x], 0.0).astype(state.spent.dtype)
+    e = jnp.where(ok, _eig(state.log_post, log_lik[x]), 0.0)
+    st = GreedyState(new, state.spent + c, state.used.at[x].set(state.used[x] | ok))
+    info = GreedyInfo(jnp.where(ok, x, -1), e, c, jnp.where(ok, y, -1), new, st.spent)
+    return st, info
+
+
+def check_selection(log_prior, log_lik, costs, budget, outcomes):
+    """Shared checks of a budgeted selection: table ``(X, K, Y)``, costs ``(X,)``
+    positive (inf allowed), budget >= the cheapest cost, outcomes ``(X,)`` in
+    ``[0, Y)``. Returns the checked ``(log_prior, log_lik, costs, outcomes)``."""
+    lp, ll = check_log_lik_table(log_prior, log_lik)
+    if lp.ndim != 1 or ll.ndim != 3:
+        raise ValueError(f"`log_prior` must be (K,) and `log_lik` (X, K, Y); got shapes "
+                         f"{lp.shape} and {ll.shape}")
+    X, _, Y = ll.shape
+    costs = jnp.asarray(costs, lp.dtype)
+    outcomes = jnp.asarray(outcomes)
+    if costs.shape != (X,):
+        raise ValueError(f"`costs` must have shape ({X},) (one per candidate); got {costs.shape}")
+    if outcomes.shape != (X,) or not jnp.issubdtype(outcomes.dtype, jnp.integer):
+        raise ValueError(f"`outcomes` must be an integer array of shape ({X},); got "
+                         f"{outcomes.dtype} {outcomes.shape}")
+    check_in_range(budget, "budget", lo=0, lo_open=True)
+    budget = jnp.asarray(budget, lp.dtype)
+    costs = fail_first(costs, [
+        (jnp.isnan(costs) | (costs <= 0), "`costs` must be positive (inf: unavailable)"),
+        (jnp.min(costs) > budget, "`budget` is below every cost: no experiment is "
+                                  "affordable")])
+    outcomes = fail(outcomes, (outcomes < 0) | (outcomes >= Y),
+                    f"`outcomes` must lie in [0, {Y})")
+    return lp, ll, costs, budget, outcomes
+
+
+def greedy_eig(log_prior, log_lik, costs, budget, outcomes, *, max_steps: int
+               ) -> tuple[GreedyState, GreedyInfo]:
+    """Greedy EIG-per-cost selection under a budget (see the module docstring).
+
+    Args:
+        log_prior: ``(K,)`` normalised log prior.
+        log_lik: ``(X, K, Y)`` likelihood tables of the X candidate experiments.
+        costs: ``(X,)`` positive costs (``inf`` for masked candidates).
+        budget: total budget, at least the cheapest cost.
+        outcomes: ``(X,)`` int: the outcome each candidate yields when run.
+        max_steps: static number of scan steps (at least the most experiments the budget
+            buys; later steps are no-ops).
+
+    Returns:
+        ``(final_state, infos)``, ``infos`` a :class:`GreedyInfo` stacked over the steps.
+    """
+    check_in_range(max_steps, "max_steps", lo=1, integer=True)
+    lp, ll, costs, budget, outcomes = check_selection(log_prior, log_lik, costs, budget,
+                                                      outcomes)
+    st = greedy_init(lp, ll.shape[0])
+
+    def body(s, _):
+        return greedy_step(s, ll, costs, budget, outcomes)
+
+    return jax.lax.scan(body, st, None, length=int(max_steps))

@@ -22,7 +22,10 @@ Modules (every public name is re-exported here):
 * :mod:`.sparse` -- the sparse TopK loss (custom VJPs) and its static blocking;
 * :mod:`.step` -- :func:`make_train_step` on :func:`jaxkit.kernels.train.make_train_step`;
 * :mod:`.metrics` -- FVU, L0, dead latents, MMCS, Hungarian MCC, recovery;
-* :mod:`.clt` -- cross-layer transcoders.
+* :mod:`.clt` -- cross-layer transcoders;
+* :mod:`.cross_model` -- cross-model cross-layer transcoders (Universal Circuits);
+* :mod:`.attribution` -- their replacement model and latent-to-logit attribution;
+* :mod:`.circuits` -- class-circuit pruning, intersections, universal latents, surgery.
 
 The public names are listed once, in this package's ``__all__``.
 
@@ -45,7 +48,40 @@ Everything here is pure: it runs eagerly, under ``jit``, ``vmap`` and ``grad``, 
 from __future__ import annotations
 
 from .activations import Selector, batch_topk, jumprelu, relu, sparsify, step_ste, threshold, topk
+from .attribution import (
+    centred,
+    class_attribution,
+    uc_accuracy,
+    uc_attribution,
+    uc_errors,
+    uc_replacement,
+)
+from .circuits import (
+    PruneResult,
+    check_circuit,
+    decoder_norms,
+    logit_effects,
+    match_by_decoder,
+    prefix_gates,
+    prune_sweep,
+    surgery_head,
+    universal_latents,
+)
 from .clt import CLTParams, clt_forward, clt_init, clt_loss, clt_mask
+from .cross_model import (
+    UCOut,
+    UCParams,
+    UCSpec,
+    check_sites,
+    kl_logits,
+    uc_decode,
+    uc_encode,
+    uc_forward,
+    uc_init,
+    uc_loss,
+    uc_source_mask,
+    uc_spec,
+)
 from .losses import (
     auxk_loss,
     l0_penalty,
@@ -143,4 +179,31 @@ __all__ = [
     "recovery",
     "recovery_auc",
     "steer",
+    "UCSpec",
+    "UCParams",
+    "UCOut",
+    "uc_spec",
+    "uc_init",
+    "uc_source_mask",
+    "uc_encode",
+    "uc_decode",
+    "uc_forward",
+    "uc_loss",
+    "check_sites",
+    "kl_logits",
+    "centred",
+    "uc_errors",
+    "uc_replacement",
+    "uc_attribution",
+    "class_attribution",
+    "uc_accuracy",
+    "PruneResult",
+    "prefix_gates",
+    "prune_sweep",
+    "check_circuit",
+    "decoder_norms",
+    "universal_latents",
+    "logit_effects",
+    "match_by_decoder",
+    "surgery_head",
 ]

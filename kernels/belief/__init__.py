@@ -20,6 +20,7 @@ outside [0, 1] or NaN, tables of the wrong shape) raises ``ValueError`` naming t
 argument on concrete values and an :func:`equinox.error_if` run-time error under ``jit``.
 """
 
+from .updates import Updates, clip_prices, realised_updates, update_between
 from .voi import VOI, Coherent, binary_entropy, check_probability, cohere, voi, voi_categorical
 
 __all__ = [
@@ -30,4 +31,8 @@ __all__ = [
     "cohere",
     "binary_entropy",
     "check_probability",
+    "Updates",
+    "realised_updates",
+    "update_between",
+    "clip_prices",
 ]

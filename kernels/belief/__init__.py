@@ -20,19 +20,61 @@ outside [0, 1] or NaN, tables of the wrong shape) raises ``ValueError`` naming t
 argument on concrete values and an :func:`equinox.error_if` run-time error under ``jit``.
 """
 
+from .eig import (
+    GreedyInfo,
+    GreedyState,
+    check_log_lik_table,
+    check_selection,
+    eig,
+    eig_per_cost,
+    greedy_eig,
+    greedy_init,
+    greedy_step,
+    outcome_posteriors,
+)
+from .evidence import (
+    Evidence,
+    beta_binomial_log_evidence,
+    gamma_poisson_log_evidence,
+    latent_sites,
+    log_evidence,
+    log_lik_table,
+    normal_log_evidence,
+    observed_log_lik,
+)
+from .posterior import (
+    Posterior,
+    Redistribution,
+    bf_resolved,
+    check_log_prior,
+    check_log_probs,
+    entropy,
+    entropy_drop,
+    kl,
+    normalise_tol,
+    posterior,
+    redistribution,
+    resolved,
+    top_two_log_bf,
+    total_variation,
+)
 from .updates import Updates, clip_prices, realised_updates, update_between
 from .voi import VOI, Coherent, binary_entropy, check_probability, cohere, voi, voi_categorical
 
 __all__ = [
-    "VOI",
-    "Coherent",
-    "voi",
-    "voi_categorical",
-    "cohere",
-    "binary_entropy",
+    # voi
+    "VOI", "Coherent", "voi", "voi_categorical", "cohere", "binary_entropy",
     "check_probability",
-    "Updates",
-    "realised_updates",
-    "update_between",
-    "clip_prices",
+    # updates
+    "Updates", "realised_updates", "update_between", "clip_prices",
+    # posterior
+    "Posterior", "Redistribution", "check_log_prior", "check_log_probs", "normalise_tol",
+    "posterior", "entropy", "kl", "total_variation", "entropy_drop", "top_two_log_bf",
+    "redistribution", "resolved", "bf_resolved",
+    # eig
+    "check_log_lik_table", "check_selection", "eig", "outcome_posteriors", "GreedyState",
+    "GreedyInfo", "greedy_init", "eig_per_cost", "greedy_step", "greedy_eig",
+    # evidence
+    "Evidence", "latent_sites", "observed_log_lik", "log_evidence", "log_lik_table",
+    "beta_binomial_log_evidence", "gamma_poisson_log_evidence", "normal_log_evidence",
 ]

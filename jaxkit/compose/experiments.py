@@ -1,0 +1,211 @@
+"""The three stages of ``jaxkit run aira-compose``: search, extrapolation, scaling.
+
+* :func:`stage1`: candidates of ``cfg.depth`` layers ranked by validation bits per
+  byte; every policy of ``cfg.policies`` runs ``cfg.search_seeds`` times. Small spaces
+  (``3 ** depth <= cfg.table_max``) are trained exhaustively in one batch and searched
+  by look-up; larger ones are trained round by round (each round's new strings of all
+  policies and seeds together; every round its own cached stage).
+* :func:`stage2`: the top strings, stacked and stretched to ``depth * depth_factor``
+  layers at width ``width2``, with the Llama-style and Nemotron-style baselines and
+  the scaling grid (the best string and the Llama-style string stacked to each depth
+  of ``scaling_depths``), all trained together for ``seeds2`` initialisations.
+* :func:`scaling`: Chinchilla approach-3 fits per architecture and seed on the
+  (non-embedding parameters, tokens) grid, frontier slopes, "scales X% faster".
+
+Functions return plain dicts of lists and arrays (picklable for ``ctx.stage``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+from . import scaling as S
+from .arch import LETTERS, Arch, llama_style, nemotron_style, stack, stretch
+from .search import make_policy
+from .train import TrainSettings, train_candidates
+
+__all__ = ["arch_of", "settings", "stage1", "stage2_plan", "stage2", "scaling"]
+
+
+def arch_of(cfg, depth: int, width: int) -> Arch:
+    return Arch("A" * depth, width=width, heads=cfg.heads, d_state=cfg.d_state,
+                context=cfg.context)
+
+
+def settings(cfg, steps: int, eval_at=()) -> TrainSettings:
+    return TrainSettings(steps=steps, batch=cfg.batch, lr=cfg.lr, warmup=cfg.warmup,
+                         chunk=cfg.chunk, checkpoint_every=cfg.checkpoint_every,
+                         eval_at=tuple(eval_at), n_val=cfg.n_val, dtype=cfg.dtype)
+
+
+def _search_all(cfg, key, evaluate: Callable[[list[str]], dict]) -> dict:
+    """All policies x seeds in lockstep rounds; ``evaluate(new strings) -> {s: loss}``."""
+    runs = {}
+    for p in cfg.policies:
+        for seed in range(cfg.search_seeds):
+            k = jax.random.fold_in(jax.random.fold_in(key, seed), zlib.crc32(p.encode()))
+            rng = np.random.default_rng([seed, sum(map(ord, p))])
+            runs[(p, seed)] = dict(policy=make_policy(p, cfg.depth, k,
+                                                      population=cfg.population,
+                                                      sample=cfg.tournament),
+                                   rng=rng, strings=[], losses=[])
+    known: dict[str, float] = {}
+    rnd = 0
+    while any(len(r["strings"]) < cfg.budget for r in runs.values()):
+        asks = {}
+        for rk, r in runs.items():
+            n = min(cfg.search_batch, cfg.budget - len(r["strings"]))
+            asks[rk] = [r["policy"].ask(r["rng"]) for _ in range(n)]
+        new = sorted({s for a in asks.values() for s in a} - set(known))
+        if new:
+            known.update(evaluate(new, rnd))
+        for rk, a in asks.items():
+            r = runs[rk]
+            for s in a:
+                r["policy"].tell(s, known[s])
+                r["strings"].append(s)
+                r["losses"].append(known[s])
+        rnd += 1
+    out = {}
+    for (p, _seed), r in runs.items():
+        losses = np.asarray(r["losses"])
+        i = int(np.argmin(losses))
+        out.setdefault(p, []).append(dict(
+            strings=r["strings"], losses=losses.tolist(),
+            best_curve=np.minimum.accumulate(losses).tolist(), best=r["strings"][i],
+            best_loss=float(losses[i]),
+            pulls=getattr(r["policy"], "pulls", np.zeros(0)).tolist()))
+    return dict(runs=out, evaluated=known)
+
+
+def stage1(key, cfg, corpus, *, mesh=None, checkpoint_dir=None, resume=True,
+           cache=None) -> dict:
+    """Stage 1 (module docstring). ``cache(name, fn)`` caches each training round."""
+    arch = arch_of(cfg, cfg.depth, cfg.width)
+    s = settings(cfg, cfg.steps)
+    k_train, k_search = jax.random.split(key)
+    cache = cache or (lambda name, fn: fn())
+    meta = {}
+
+    def train(strings, name):
+        def fn():
+            r = train_candidates(k_train, arch, strings, corpus, s, mesh=mesh,
+                                 checkpoint_dir=None if checkpoint_dir is None
+                                 else checkpoint_dir / name, resume=resume)
+            return dict(losses=dict(zip(strings, r.val_bpb[-1].tolist(), strict=True)),
+                        tokens_per_s=r.tokens_per_s, flops_per_s=r.flops_per_s,
+                        compile_s=r.compile_s)
+        res = cache(f"aira-compose-{name}", fn)
+        meta.setdefault("trainings", []).append(
+            {k: res[k] for k in ("tokens_per_s", "flops_per_s", "compile_s")}
+            | {"n": len(strings)})
+        return res["losses"]
+
+    exhaustive = len(LETTERS) ** cfg.depth <= cfg.table_max
+    if exhaustive:
+        table = train(["".join(p) for p in itertools.product(LETTERS, repeat=cfg.depth)],
+                      "stage1-table")
+        res = _search_all(cfg, k_search, lambda new, rnd: {x: table[x] for x in new})
+    else:
+        res = _search_all(cfg, k_search, lambda new, rnd: train(new, f"stage1-round{rnd}"))
+        table = res["evaluated"]
+    return dict(res, table=table, exhaustive=exhaustive, **meta)
+
+
+def stage2_plan(cfg, s1: dict) -> dict[str, str]:
+    """The stage-2 architectures ``{label: string}`` (module docstring)."""
+    d2 = cfg.depth * cfg.depth_factor
+    guided = [p for p in cfg.policies if p != "composer"]
+    found = {s: v for p in guided for r in s1["runs"][p] for s, v in
+             zip(r["strings"], r["losses"], strict=True)}
+    top = sorted(found, key=found.get)[:cfg.top_k]
+    plan = {}
+    for i, s in enumerate(top):
+        plan[f"best{i + 1}-stack"] = stack(s, d2)
+        plan[f"best{i + 1}-stretch"] = stretch(s, cfg.depth_factor)
+    if "composer" in s1["runs"]:
+        comp = {s: v for r in s1["runs"]["composer"] for s, v in
+                zip(r["strings"], r["losses"], strict=True)}
+        plan["composer-stack"] = stack(min(comp, key=comp.get), d2)
+    plan["llama"] = llama_style(d2)
+    plan["nemotron"] = nemotron_style(d2)
+    for d in sorted(set(cfg.scaling_depths) - {d2}):
+        plan[f"best1@{d}"] = stack(top[0], d)
+        plan[f"llama@{d}"] = llama_style(d)
+    return plan
+
+
+def stage2(key, cfg, corpus, plan: dict[str, str], *, mesh=None, checkpoint_dir=None,
+           resume=True) -> dict:
+    """Train every architecture of ``plan`` for ``cfg.seeds2`` initialisations
+    together; the same initialisation key per seed index for every architecture and
+    the same batches for all (paired comparisons)."""
+    d2 = cfg.depth * cfg.depth_factor
+    arch = arch_of(cfg, d2, cfg.width2)
+    labels = list(plan)
+    strings = [plan[lab] for lab in labels for _ in range(cfg.seeds2)]
+    k_init, k_train = jax.random.split(key)
+    seed_keys = jax.random.split(k_init, cfg.seeds2)
+    init_keys = jax.numpy.concatenate([seed_keys] * len(labels))
+    r = train_candidates(k_train, arch, strings, corpus,
+                         settings(cfg, cfg.steps2, cfg.scaling_budgets), init_keys=init_keys,
+                         mesh=mesh, checkpoint_dir=checkpoint_dir, resume=resume)
+    n_b = len(r.steps)
+    bpb = r.val_bpb.reshape(n_b, len(labels), cfg.seeds2)
+    best_i = labels.index("best1-stack") * cfg.seeds2
+    best_params = jax.tree.map(lambda a: np.asarray(a[best_i]), r.params)
+    return dict(labels=labels, strings=[plan[lab] for lab in labels],
+                n_params=[arch.with_layers(plan[lab]).n_params() for lab in labels],
+                steps=r.steps.tolist(), tokens=r.tokens.tolist(),
+                bpb={lab: bpb[:, i].tolist() for i, lab in enumerate(labels)},
+                tokens_per_s=r.tokens_per_s, flops_per_s=r.flops_per_s,
+                compile_s=r.compile_s, best_params=best_params,
+                arch=dict(width=cfg.width2, heads=cfg.heads, d_state=cfg.d_state,
+                          context=cfg.context, depth=d2))
+
+
+def _grid(s2, family: str, cfg, seed: int | None):
+    d2 = cfg.depth * cfg.depth_factor
+    labels = {d: (f"{family}-stack" if family == "best1" else family) if d == d2
+              else f"{family}@{d}" for d in set(cfg.scaling_depths) | {d2}}
+    N, D, L = [], [], []
+    for _, lab in sorted(labels.items()):
+        i = s2["labels"].index(lab)
+        vals = np.asarray(s2["bpb"][lab])  # (budgets, seeds)
+        for j, tok in enumerate(s2["tokens"]):
+            N.append(s2["n_params"][i])
+            D.append(tok)
+            L.append(vals[j].mean() if seed is None else vals[j, seed])
+    return np.asarray(N), np.asarray(D), np.asarray(L)
+
+
+def scaling(s2: dict, cfg) -> dict:
+    """Fits per family (``best1``, ``llama``): on the seed means and on each seed."""
+    out = {}
+    for fam in ("best1", "llama"):
+        N, D, L = _grid(s2, fam, cfg, None)
+        fit = S.fit_chinchilla(N, D, L)
+        per_seed = [S.fit_chinchilla(*_grid(s2, fam, cfg, k)) for k in range(cfg.seeds2)]
+        out[fam] = dict(N=N.tolist(), D=D.tolist(), L=L.tolist(), fit=fit._asdict(),
+                        gamma=fit.gamma, gamma_seeds=[f.gamma for f in per_seed],
+                        fits_seeds=[f._asdict() for f in per_seed])
+    out["faster_pct"] = S.scales_faster(S.ScalingFit(**out["best1"]["fit"]),
+                                        S.ScalingFit(**out["llama"]["fit"]))
+    out["faster_pct_seeds"] = [100 * (a / b - 1) for a, b in zip(
+        out["best1"]["gamma_seeds"], out["llama"]["gamma_seeds"], strict=True)]
+    return out
+
+
+def synthetic_check(rng: np.random.Generator) -> dict:
+    """The fit on synthetic losses from Chinchilla's parameters (a 4 x 4 grid, 0.5%
+    log-normal noise): the recovered parameters."""
+    n, d, L = S.synthetic_losses(rng, np.geomspace(1e7, 1e10, 4), np.geomspace(1e9, 1e12, 4),
+                                 noise=0.005)
+    f = S.fit_chinchilla(n, d, L)
+    return dict(true=dict(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28),
+                fit=f._asdict())

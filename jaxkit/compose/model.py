@@ -1,0 +1,274 @@
+"""Language models built from layer strings (flax nnx), one block implementation shared
+by the single model and the candidate-batched "supernet".
+
+``build(arch, key)`` returns a :class:`ComposeLM`: byte embedding (tied with the output
+projection) plus learned positions, then one pre-normalised residual block per letter,
+``x <- x + f_l(LN(x))`` with ``f`` causal self-attention (``A``), an MLP (``M``) or a
+Mamba mixer (``S``) from :mod:`jaxkit.kernels.seq`, a final LayerNorm and the logits
+``x E^T`` (nanoGPT's layout: LayerNorm without bias, no biases, tied embedding).
+
+:class:`SuperLM` holds *every* block kind at every layer and takes the layer kinds as an
+integer array (``lax.switch``; kind 3 is the identity, used to pad shorter strings), so
+candidates with different strings of one depth have one parameter shape: ``jax.vmap``
+over candidates trains many of them in one compiled step (under ``vmap`` the switch
+evaluates every branch and selects, about 3x the work of one string, traded for a
+single compilation). :func:`extract` copies one candidate's blocks into a
+:class:`ComposeLM`; the two agree exactly (tested).
+
+Public: :func:`build`, :func:`extract`, :func:`lm_loss`, :func:`save_lm`,
+:func:`load_lm` (TempBench on real activations reuses the trained byte LM through them;
+:meth:`ComposeLM.hidden_states` returns every layer's residual stream).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from jaxkit.io import atomic_write
+from jaxkit.kernels import seq
+
+from .arch import IDENTITY, LETTERS, Arch
+
+__all__ = ["Block", "ComposeLM", "SuperLM", "build", "extract", "lm_loss", "save_lm",
+           "load_lm", "supernet_from_params", "identity_kinds"]
+
+_FIELDS = {"A": seq.AttentionParams._fields, "M": seq.MLPParams._fields,
+           "S": seq.MambaParams._fields}
+_TYPES = {"A": seq.AttentionParams, "M": seq.MLPParams, "S": seq.MambaParams}
+
+
+def _init_block(letter: str, arch: Arch, key, n_layers: int):
+    d = arch.width
+    if letter == "A":
+        return seq.init_attention(key, d, n_layers=n_layers)
+    if letter == "M":
+        return seq.init_mlp(key, d, arch.mlp_ratio * d, n_layers=n_layers)
+    return seq.init_mamba(key, d, expand=arch.expand, d_state=arch.d_state,
+                          d_conv=arch.d_conv, n_layers=n_layers)
+
+
+class Block(nnx.Module):
+    """One residual block ``x + f(LN(x))`` of kind ``letter`` (A, M or S)."""
+
+    def __init__(self, letter: str, arch: Arch, *, rngs: nnx.Rngs, n_layers: int = 1,
+                 scan_mode: str = "sequential", attn_impl: str = "einsum"):
+        if letter not in LETTERS:
+            raise ValueError(f"`letter` must be one of {LETTERS}; got {letter!r}")
+        self.letter, self.heads = letter, arch.heads
+        self.scan_mode, self.attn_impl = scan_mode, attn_impl
+        self.norm = nnx.Param(jnp.ones((arch.width,), jnp.float32))
+        p = _init_block(letter, arch, rngs.params(), n_layers)
+        for f, v in zip(p._fields, p, strict=True):
+            setattr(self, f, nnx.Param(v))
+
+    def weights(self):
+        """The block's weights as the kernel's NamedTuple."""
+        return _TYPES[self.letter](*(getattr(self, f)[...] for f in _FIELDS[self.letter]))
+
+    def __call__(self, x):
+        h = seq.layer_norm(x, self.norm[...].astype(x.dtype))
+        p = self.weights()
+        if self.letter == "A":
+            f = seq.self_attention(p, h, self.heads, impl=self.attn_impl)
+        elif self.letter == "M":
+            f = seq.mlp(p, h)
+        else:
+            f = seq.mamba_mixer(p, h, mode=self.scan_mode)
+        return x + f
+
+
+class _Embed(nnx.Module):
+    def __init__(self, arch: Arch, rngs: nnx.Rngs):
+        self.tok = nnx.Param(0.02 * jax.random.normal(rngs.params(), (arch.vocab, arch.width)))
+        self.pos = nnx.Param(0.01 * jax.random.normal(rngs.params(), (arch.context,
+                                                                        arch.width)))
+        self.norm_f = nnx.Param(jnp.ones((arch.width,), jnp.float32))
+        self.context = arch.context
+
+    def embed(self, tokens, dtype):
+        t = tokens.shape[-1]
+        if t > self.context:
+            raise ValueError(f"`tokens` has sequence length {t}, longer than the model's "
+                             f"context ({self.context})")
+        return (self.tok[...][tokens] + self.pos[...][:t]).astype(dtype)
+
+    def logits(self, x):
+        x = seq.layer_norm(x, self.norm_f[...].astype(x.dtype))
+        return jnp.einsum("btd,vd->btv", x, self.tok[...].astype(x.dtype),
+                          preferred_element_type=jnp.float32)
+
+
+class ComposeLM(nnx.Module):
+    """The byte-level language model of one :class:`~jaxkit.compose.arch.Arch`.
+
+    ``model(tokens)`` maps int tokens (batch, time <= context) to float32 logits
+    (batch, time, vocab). ``dtype`` (e.g. ``jnp.bfloat16``) is the activation dtype;
+    parameters, norms, scan states and logits stay float32."""
+
+    def __init__(self, arch: Arch, *, rngs: nnx.Rngs, dtype=jnp.float32,
+                 scan_mode: str = "sequential", attn_impl: str = "einsum"):
+        self.arch, self.dtype = arch, dtype
+        self.embed = _Embed(arch, rngs)
+        self.blocks = nnx.List([Block(c, arch, rngs=rngs, n_layers=arch.depth,
+                                      scan_mode=scan_mode, attn_impl=attn_impl)
+                                for c in arch.layers])
+
+    def hidden_states(self, tokens) -> list:
+        """The residual stream after the embedding and after each block (depth + 1
+        arrays of (batch, time, width))."""
+        x = self.embed.embed(tokens, self.dtype)
+        out = [x]
+        for b in self.blocks:
+            x = b(x)
+            out.append(x)
+        return out
+
+    def __call__(self, tokens):
+        return self.embed.logits(self.hidden_states(tokens)[-1])
+
+
+class _SuperLayer(nnx.Module):
+    def __init__(self, arch: Arch, rngs: nnx.Rngs, n_layers: int, scan_mode: str):
+        self.blocks = nnx.List([Block(c, arch, rngs=rngs, n_layers=n_layers,
+                                      scan_mode=scan_mode) for c in LETTERS])
+
+    def __call__(self, x, kind):
+        branches = [lambda x, b=b: b(x) for b in self.blocks] + [lambda x: x]
+        return jax.lax.switch(kind, branches, x)
+
+
+class SuperLM(nnx.Module):
+    """Every block kind at each of ``depth`` layers; ``model(tokens, kinds)`` runs the
+    string ``kinds`` (int array (depth,): A=0, M=1, S=2, identity=3). ``arch`` gives
+    the width, heads, state size and context (its ``layers`` only the depth)."""
+
+    def __init__(self, arch: Arch, *, rngs: nnx.Rngs, dtype=jnp.float32,
+                 scan_mode: str = "sequential"):
+        self.arch, self.dtype = arch, dtype
+        self.embed = _Embed(arch, rngs)
+        self.layers = nnx.List([_SuperLayer(arch, rngs, arch.depth, scan_mode)
+                                for _ in range(arch.depth)])
+
+    def __call__(self, tokens, kinds):
+        x = self.embed.embed(tokens, self.dtype)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, kinds[i])
+        return self.embed.logits(x)
+
+
+def build(arch: Arch | str, key=None, *, dtype=jnp.float32, scan_mode: str = "sequential",
+          attn_impl: str = "einsum", **arch_kw) -> ComposeLM:
+    """The model of ``arch`` (an :class:`Arch`, or a layer string plus ``Arch`` keyword
+    arguments), initialised from ``key`` (default ``key(0)``).
+
+    Args:
+      arch: the architecture.
+      key: PRNG key of the initialisation.
+      dtype: activation dtype.
+      scan_mode: the Mamba scan form ("sequential" or "associative").
+      attn_impl: the attention path ("einsum" or "xla").
+      **arch_kw: ``Arch`` fields when ``arch`` is a string.
+
+    Returns:
+      A :class:`ComposeLM`.
+    """
+    if isinstance(arch, str):
+        arch = Arch(arch.strip().upper(), **arch_kw)
+    key = jax.random.key(0) if key is None else key
+    return ComposeLM(arch, rngs=nnx.Rngs(params=key), dtype=dtype, scan_mode=scan_mode,
+                     attn_impl=attn_impl)
+
+
+def extract(sup: SuperLM, layers: str) -> ComposeLM:
+    """The :class:`ComposeLM` of string ``layers`` with ``sup``'s weights (identity
+    layers of a padded string are left out: pass the string without them)."""
+    arch = dataclasses.replace(sup.arch, layers=layers)
+    if len(layers) > len(sup.layers):
+        raise ValueError(f"`layers` ({len(layers)}) is deeper than the supernet "
+                         f"({len(sup.layers)})")
+    model = nnx.eval_shape(lambda: build(arch))
+    model.embed = sup.embed
+    model.blocks = nnx.List([sup.layers[i].blocks[LETTERS.index(c)]
+                             for i, c in enumerate(layers)])
+    model.dtype = sup.dtype
+    return model
+
+
+def lm_loss(logits, targets, mask=None):
+    """Mean next-byte cross-entropy in nats (float32); bits per byte = nats / ln 2.
+
+    Args:
+      logits: (..., vocab).
+      targets: int (...,).
+      mask: optional (...,) weights.
+    """
+    lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    nll = -jnp.take_along_axis(lp, targets[..., None], axis=-1)[..., 0]
+    if mask is None:
+        return jnp.mean(nll)
+    return jnp.sum(nll * mask) / jnp.maximum(jnp.sum(mask), 1)
+
+
+BITS = 1.0 / math.log(2.0)
+
+
+def save_lm(path: str | Path, model: ComposeLM, meta: dict | None = None) -> Path:
+    """Write ``model`` to ``path`` (a folder): ``arch.json`` (the Arch, ``meta``) and
+    ``params.npz`` (the flattened weights), both atomically."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    state = nnx.state(model, nnx.Param)
+    flat = {"/".join(map(str, k)): np.asarray(v[...]) for k, v in nnx.to_flat_state(state)}
+    buf = io.BytesIO()
+    np.savez(buf, **flat)
+    atomic_write(path / "params.npz", buf.getvalue())
+    atomic_write(path / "arch.json", json.dumps(
+        {"arch": dataclasses.asdict(model.arch), "meta": meta or {}}, indent=2) + "\n")
+    return path
+
+
+def load_lm(path: str | Path) -> tuple[ComposeLM, dict]:
+    """Read a model written by :func:`save_lm`: ``(model, meta)``. A missing or
+    mismatching file is a ValueError naming it."""
+    path = Path(path)
+    try:
+        spec = json.loads((path / "arch.json").read_text())
+        arrays = dict(np.load(path / "params.npz"))
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"`path` {path}: not a saved model ({e})") from e
+    model = build(Arch(**spec["arch"]))
+    state = nnx.state(model, nnx.Param)
+    for k, v in nnx.to_flat_state(state):
+        name = "/".join(map(str, k))
+        if name not in arrays or arrays[name].shape != v[...].shape:
+            raise ValueError(f"`path` {path}: params.npz lacks or misshapes {name}")
+        v[...] = jnp.asarray(arrays[name])
+    nnx.update(model, state)
+    return model, spec.get("meta", {})
+
+
+def supernet_from_params(arch: Arch, params, *, dtype=jnp.float32) -> SuperLM:
+    """The :class:`SuperLM` of ``arch`` holding ``params`` (one candidate's pure dict,
+    as :func:`jaxkit.compose.train.train_candidates` returns them, candidate axis
+    removed)."""
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: SuperLM(arch, rngs=nnx.Rngs(0),
+                                                               dtype=dtype)))
+    nnx.replace_by_pure_dict(state, jax.tree.map(jnp.asarray, params))
+    return nnx.merge(graphdef, state)
+
+
+def identity_kinds(layers: str, depth: int) -> np.ndarray:
+    """The kinds of ``layers`` padded with identity layers to ``depth``."""
+    k = [LETTERS.index(c) for c in layers]
+    if len(k) > depth:
+        raise ValueError(f"`layers` ({len(k)}) is deeper than {depth}")
+    return np.asarray(k + [IDENTITY] * (depth - len(k)), np.int32)

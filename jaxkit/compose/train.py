@@ -1,0 +1,258 @@
+"""Training many candidate architectures at once, through the one training step
+(:func:`jaxkit.kernels.train.make_train_step`) and the one loop
+(:func:`jaxkit.training.fit`).
+
+Candidates of one depth share the :class:`~jaxkit.compose.model.SuperLM` parameter
+shape; their layer kinds are the carried state (``TrainState.aux``), so
+``jax.vmap(step)`` over candidates trains them all in one compiled step on the *same*
+batches (common random numbers: the ranking is not blurred by batch noise), each with its
+own AdamW state (a sum of independent losses would couple nothing either, but gradient
+clipping must stay per candidate, hence ``vmap`` of the whole step). ``chunk`` steps run
+in one ``lax.scan`` per call; a checkpoint every ``checkpoint_every`` chunks. The
+validation loss (bits per byte) is read at each step count of ``eval_at`` (one training
+continued through the budgets, constant learning rate after warm-up, so the shorter
+budgets are intermediate points of the longer run, not separately tuned runs).
+
+With a mesh whose "data" axis has several devices the batch axis is split over it
+(data parallel; parameters replicated). A non-finite loss stops the training with
+:class:`CandidateDiverged`, which names the checkpoint folder holding the last finite
+state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
+
+from jaxkit import distributed, training
+from jaxkit.kernels import train as ktrain
+
+from .arch import Arch
+from .data import sample_windows, validation_windows
+from .model import BITS, SuperLM, identity_kinds, lm_loss
+
+__all__ = ["TrainSettings", "CandidateResult", "CandidateDiverged", "train_candidates",
+           "peak_flops"]
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Hashable training settings.
+
+    Attributes:
+      steps: AdamW steps (a multiple of ``chunk``).
+      batch: sequences per step (each of ``context`` + 1 bytes).
+      lr: peak learning rate (linear warm-up over ``warmup`` steps, then constant).
+      warmup: warm-up steps.
+      weight_decay: AdamW decoupled weight decay.
+      clip: global gradient-norm clip per candidate.
+      chunk: steps per compiled call (``lax.scan``).
+      checkpoint_every: chunks between checkpoints.
+      eval_at: step counts at which the validation loss is read (default: ``steps``).
+      n_val: validation windows.
+      dtype: activation dtype, "float32" or "bfloat16".
+    """
+
+    steps: int = 200
+    batch: int = 8
+    lr: float = 3e-3
+    warmup: int = 20
+    weight_decay: float = 0.0
+    clip: float = 1.0
+    chunk: int = 20
+    checkpoint_every: int = 5
+    eval_at: tuple[int, ...] = ()
+    n_val: int = 64
+    dtype: str = "float32"
+
+    def budgets(self) -> tuple[int, ...]:
+        b = tuple(sorted(set(self.eval_at or (self.steps,)) | {self.steps}))
+        for s in b:
+            if s % self.chunk or s < 1:
+                raise ValueError(f"`eval_at` steps must be positive multiples of `chunk` "
+                                 f"({self.chunk}); got {s}")
+        return b
+
+
+class CandidateResult(NamedTuple):
+    """Validation bits per byte (n_budgets, C), the step and token count of each
+    budget, the final parameters (pure dict, leading candidate axis), the training log
+    and the throughput."""
+
+    val_bpb: np.ndarray
+    steps: np.ndarray
+    tokens: np.ndarray
+    params: Any
+    history: list
+    tokens_per_s: float
+    flops_per_s: float
+    compile_s: float
+
+
+class CandidateDiverged(RuntimeError):
+    """A candidate's loss or parameters became non-finite during training."""
+
+
+PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "TPU v5p": 459e12,
+              "TPU v5 lite": 197e12, "TPU v4": 275e12}
+
+
+def peak_flops(device=None) -> float | None:
+    """Dense bfloat16 peak FLOP/s of the device (datasheet), None when unknown (CPUs)."""
+    kind = (device or jax.devices()[0]).device_kind
+    return next((v for k, v in PEAK_FLOPS.items() if k in kind), None)
+
+
+def _optimizer(s: TrainSettings):
+    sched = optax.join_schedules([optax.linear_schedule(0.0, s.lr, max(s.warmup, 1)),
+                                  optax.constant_schedule(s.lr)], [max(s.warmup, 1)])
+    return optax.chain(optax.clip_by_global_norm(s.clip),
+                       optax.adamw(sched, b1=0.9, b2=0.95, weight_decay=s.weight_decay))
+
+
+@functools.lru_cache(maxsize=16)
+def _programs(arch: Arch, s: TrainSettings, dtype_name: str):
+    """(graphdef, init, chunk, evaluate) for the supernet of ``arch`` (jitted)."""
+    dtype = jnp.bfloat16 if dtype_name == "bfloat16" else jnp.float32
+    abstract = nnx.eval_shape(lambda: SuperLM(arch, rngs=nnx.Rngs(0), dtype=dtype))
+    graphdef, _ = nnx.split(abstract)
+    opt = _optimizer(s)
+
+    def init_one(key):
+        _, state = nnx.split(SuperLM(arch, rngs=nnx.Rngs(params=key), dtype=dtype))
+        return nnx.to_pure_dict(state)
+
+    def init(keys, kinds):
+        params = jax.vmap(init_one)(keys)
+        return jax.vmap(lambda p, k: ktrain.init(p, opt, k))(params, kinds)
+
+    def forward(params, tokens, kinds):
+        state = nnx.state(nnx.merge(graphdef, nnx.split(abstract)[1]))
+        nnx.replace_by_pure_dict(state, params)
+        return nnx.merge(graphdef, state)(tokens, kinds)
+
+    def loss_fn(params, key, batch, kinds):
+        del key
+        logits = forward(params, batch[:, :-1], kinds)
+        return lm_loss(logits, batch[:, 1:]), ()
+
+    vstep = jax.vmap(ktrain.make_train_step(loss_fn, opt), in_axes=(None, 0, None))
+    scan = ktrain.scan_steps(vstep)
+
+    def chunk(key, state, batches):
+        state, info = scan(key, state, batches)
+        return state, ktrain.StepInfo(loss=info.loss.mean(-1), grad_norm=info.grad_norm.max(-1),
+                                      finite=jnp.all(info.finite), out=())
+
+    def evaluate(params, kinds, val):
+        def one(p, k):
+            return lm_loss(forward(p, val[:, :-1], k), val[:, 1:]) * BITS
+        return jax.vmap(one)(params, kinds)
+
+    return graphdef, jax.jit(init), jax.jit(chunk, donate_argnums=1), jax.jit(evaluate)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _sample_chunk(key, data, n, batch, context):
+    return jax.vmap(lambda k: sample_windows(k, data, batch, context))(jax.random.split(key, n))
+
+
+def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettings, *,
+                     init_keys=None, mesh=None, checkpoint_dir: str | Path | None = None,
+                     resume: bool = True) -> CandidateResult:
+    """Train the candidates ``strings`` (each at most ``arch.depth`` letters; shorter
+    ones padded with identity layers) together.
+
+    Args:
+      key: the run key (initialisation, batches and step keys derive from it).
+      arch: width, heads, state size, context and the (maximum) depth.
+      strings: the candidates' layer strings.
+      corpus: a :class:`~jaxkit.compose.data.Corpus`.
+      s: the :class:`TrainSettings`.
+      init_keys: one initialisation key per candidate (default: split from ``key``).
+      mesh: a mesh with a "data" axis (the batch is split over it), or None.
+      checkpoint_dir: checkpoint folder (a temporary one when None).
+      resume: restore the newest checkpoint in ``checkpoint_dir``.
+
+    Returns:
+      A :class:`CandidateResult`.
+
+    Raises:
+      CandidateDiverged: a non-finite loss (the message names the checkpoint folder).
+    """
+    if not strings:
+        raise ValueError("`strings` must name at least one candidate")
+    if s.steps % s.chunk:
+        raise ValueError(f"`steps` ({s.steps}) must be a multiple of `chunk` ({s.chunk})")
+    for st in strings:
+        arch.with_layers(st)  # validates the letters
+    budgets = s.budgets()
+    kinds = jnp.asarray(np.stack([identity_kinds(st, arch.depth) for st in strings]))
+    k_init, k_data, k_run = jax.random.split(key, 3)
+    if init_keys is None:
+        init_keys = jax.random.split(k_init, len(strings))
+    _, init, chunk, evaluate = _programs(arch, dataclasses.replace(s, eval_at=()), s.dtype)
+    state = init(init_keys, kinds)
+    data = jnp.asarray(corpus.train)
+    val = jnp.asarray(validation_windows(corpus.val, s.n_val, arch.context))
+    dmesh = distributed.data_mesh(mesh)
+    shard = None
+    if dmesh is not None and distributed.mesh_size(dmesh) > 1 \
+            and s.batch % distributed.mesh_size(dmesh) == 0:
+        shard = NamedSharding(dmesh, PartitionSpec(None, "data"))
+        state = jax.device_put(state, distributed.replicated(dmesh))
+
+    def batch_fn(i):
+        b = _sample_chunk(jax.random.fold_in(k_data, i), data, s.chunk, s.batch, arch.context)
+        return b if shard is None else jax.device_put(b, shard)
+
+    t0 = time.perf_counter()
+    compiled = chunk.lower(k_run, state, batch_fn(0)).compile()
+    compile_s = time.perf_counter() - t0
+    tmp = tempfile.TemporaryDirectory() if checkpoint_dir is None else None
+    ckpt = Path(tmp.name if tmp else checkpoint_dir)
+    losses, history = [], []
+    trained = 0.0
+    n_done = 0
+    t_train = 0.0
+    try:
+        for b in budgets:
+            t1 = time.perf_counter()
+            try:
+                res = training.fit(k_run, state, compiled, batch_fn, steps=b // s.chunk,
+                                   checkpoint_dir=ckpt, checkpoint_every=s.checkpoint_every,
+                                   resume=resume or n_done > 0, log_every=1)
+            except training.TrainingDiverged as e:
+                raise CandidateDiverged(
+                    f"training diverged at step {e.step * s.chunk} (non-finite loss, "
+                    f"gradient or parameters) of candidates {strings}; the last finite "
+                    f"checkpoint is kept in {ckpt} (lower `lr`)") from e
+            jax.block_until_ready(res.state)
+            t_train += time.perf_counter() - t1
+            trained += (b // s.chunk - res.resumed_from) * s.chunk
+            state = res.state
+            history += res.history
+            losses.append(np.asarray(evaluate(state.params, kinds, val)))
+            n_done += 1
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    tok_step = len(strings) * s.batch * arch.context
+    tps = trained * tok_step / t_train if t_train > 0 else float("nan")
+    flops = float(np.mean([arch.with_layers(st).flops_per_token() for st in strings]))
+    return CandidateResult(np.stack(losses), np.asarray(budgets),
+                           np.asarray(budgets) * s.batch * arch.context,
+                           jax.device_get(state.params), history, tps, tps * flops,
+                           compile_s)

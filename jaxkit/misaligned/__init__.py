@@ -1,0 +1,32 @@
+"""Misaligned baselines for AI drug discovery: does a model beat the baselines that rely
+on signals misaligned with the learning objective?
+
+Position paper: "AI for Drug Discovery Models Often Do Not Learn as Expected"
+(ICML 2026 FM4LS): models often learn dataset biases rather than chemistry; baselines
+built on reductionist information (molecular size, descriptors), heavily perturbed
+inputs (scrambled labels, shuffled or random features, AddCarbon) or heuristics (train
+mean, 1-nearest-neighbour by Tanimoto similarity) expose this when they are competitive.
+
+* :mod:`~jaxkit.misaligned.features`: RDKit featurisation (descriptors, Morgan
+  fingerprints, padded graphs), random and scaffold splits, AddCarbon.
+* :mod:`~jaxkit.misaligned.baselines`: the baseline family, one pure function vmapped
+  over seeds and strengths.
+* :mod:`~jaxkit.misaligned.models`: the MLP on fingerprints and the MPNN, trained for all
+  seeds at once through the one training step and loop.
+* :mod:`~jaxkit.misaligned.metrics`: masked metrics and the two-level bootstrap.
+* :func:`audit` (:mod:`~jaxkit.misaligned.evaluation`): a user's ``fit_predict`` against the family;
+  ``jaxkit misaligned audit data.csv --smiles-column S --label-column Y``
+  (:mod:`~jaxkit.misaligned.cli`); ``jaxkit run misaligned`` is
+  :mod:`~jaxkit.misaligned.pipeline`.
+"""
+
+from . import baselines, evaluation, features, metrics, models
+from .baselines import BASELINES, MISALIGNED, baseline_family, run_family
+from .config import FULL, QUICK, Config
+from .evaluation import AuditResult, audit, baseline_predictions, evaluate
+from .features import MolDataset, Splits, featurise, make_splits
+
+__all__ = ["audit", "AuditResult", "evaluate", "baseline_predictions", "BASELINES",
+           "MISALIGNED", "baseline_family", "run_family", "MolDataset", "Splits",
+           "featurise", "make_splits", "Config", "QUICK", "FULL", "features", "baselines",
+           "metrics", "models", "evaluation"]

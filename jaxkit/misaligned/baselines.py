@@ -1,0 +1,225 @@
+"""The misaligned baseline family: pure functions of (features, labels, split, key),
+vmapped over seeds and perturbation strengths.
+
+Each baseline predicts every molecule (metrics read the test rows). With :math:`w` the
+0/1 training mask:
+
+* ``train_mean``: :math:`\\hat y = \\bar y_w`.
+* ``size_only``: least squares on molecular size (``MolWt``, ``HeavyAtomCount``) with an
+  intercept; ``descriptors``: ridge on the four RDKit descriptors (size, TPSA, logP),
+  standardised on the training rows (:func:`linear_ridge`).
+* ``label_scramble``: fingerprint ridge fitted to training labels permuted among the
+  training molecules (Y-scrambling, the permuted-label null: it must score at chance,
+  :math:`R^2 \\le 0` in expectation).
+* ``shuffled_inputs`` (strength :math:`p`): a random fraction :math:`p` of the molecules
+  swap fingerprints among themselves before the fingerprint ridge; :math:`p = 1` breaks
+  every structure-label link.
+* ``replaced_bits`` (strength :math:`p`): each fingerprint bit replaced, with probability
+  :math:`p`, by a Bernoulli bit of the data's bit density; ``random_features`` is
+  :math:`p = 1` drawn independently: random inputs of the same dimension and density.
+* ``nn_tanimoto``: the label of the most similar training molecule by Tanimoto similarity
+  on the fingerprints (:func:`jaxkit.kernels.fingerprint.nearest_neighbour_predict`).
+* ``add_carbon`` (strength :math:`k`): the fingerprint ridge fitted on the true training
+  molecules, queried with test molecules that had :math:`k` carbons inserted (AddCarbon,
+  :func:`jaxkit.misaligned.features.add_carbon`): a model whose error does not move when
+  the molecule changes is not reading the structure.
+* ``noise_ceiling``: the labels plus Gaussian noise of the stated experimental error
+  :math:`\\sigma` (Crusius et al., ChemRxiv 2024): the error of a perfect model of the
+  true values measured against noisy labels; no model is expected to beat it.
+
+The *fingerprint ridge* is linear ridge regression with an unpenalised intercept in
+its dual (kernel) form on the Gram matrix :math:`G = X X^\\top` (:func:`kernel_ridge`):
+the Gram matrix is computed once per data set and shared by every seed (permuting
+molecules permutes :math:`G`), so 100 seeds cost 100 ``n x n`` Cholesky solves, not 100
+fits on the raw fingerprints. ``ridge_fp`` (the ridge on the true fingerprints) is
+reported as the aligned reference, not as a misaligned baseline.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.linalg import cho_factor, cho_solve
+from jaxtyping import Array, Bool, Float
+
+from jaxkit.kernels import fingerprint as kfp
+
+__all__ = ["BASELINES", "MISALIGNED", "CURVES", "FamilyData", "FamilySettings",
+           "linear_ridge", "kernel_ridge", "family_data", "baseline_family", "run_family"]
+
+#: every output of :func:`baseline_family` (curves carry a leading strength axis)
+BASELINES = ("train_mean", "size_only", "descriptors", "label_scramble", "shuffled_inputs",
+             "replaced_bits", "random_features", "nn_tanimoto", "add_carbon",
+             "noise_ceiling", "ridge_fp")
+#: the misaligned baselines a model is compared with (curves at their strongest setting)
+MISALIGNED = ("train_mean", "size_only", "descriptors", "label_scramble", "shuffled_inputs",
+              "random_features", "nn_tanimoto", "add_carbon")
+CURVES = ("shuffled_inputs", "replaced_bits", "add_carbon")
+
+
+class FamilyData(NamedTuple):
+    """The arrays every seed shares: labels ``y`` (n,), descriptors ``desc`` (n, 4),
+    fingerprints ``fp`` (n, d) float32 0/1, ``gram`` = fp fp^T, ``sim`` the Tanimoto
+    matrix, ``addc_gram`` (K, V, n, n) the Gram matrices of V AddCarbon variants at K
+    strengths against the true fingerprints (rows: perturbed molecules), ``sigma`` the
+    stated experimental error."""
+
+    y: Float[Array, " n"]
+    desc: Float[Array, "n 4"]
+    fp: Float[Array, "n d"]
+    gram: Float[Array, "n n"]
+    sim: Float[Array, "n n"]
+    addc_gram: Float[Array, "K V n n"]
+    sigma: Float[Array, ""]
+
+
+class FamilySettings(NamedTuple):
+    """Static settings: the ridge penalty ``lam`` of the fingerprint ridge, the strengths
+    of the two fraction curves (``fractions``) and the number of AddCarbon variants."""
+
+    lam: float = 3.0
+    fractions: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def linear_ridge(x: Float[Array, "n d"], y: Float[Array, " n"], train: Bool[Array, " n"],
+                 lam: float = 0.0, standardise: bool = True) -> Float[Array, " n"]:
+    """Ridge regression with an unpenalised intercept in the primal (``d x d``) form,
+    fitted on the rows ``train``; predictions for all rows.
+
+    :math:`\\beta = (\\tilde X^\\top W \\tilde X + \\lambda I)^{-1} \\tilde X^\\top W
+    (y - \\bar y_w)`, :math:`\\tilde X` the columns centred (and, with ``standardise``,
+    scaled) by their training mean and standard deviation. ``lam = 0`` is ordinary least
+    squares (a tiny ``1e-6 n`` jitter keeps it solvable)."""
+    w = train.astype(x.dtype)
+    nt = jnp.sum(w)
+    mu = (w @ x) / nt
+    xc = x - mu
+    if standardise:
+        sd = jnp.sqrt((w @ xc ** 2) / nt)
+        xc = xc / jnp.where(sd > 0, sd, 1.0)
+    ybar = (w @ y) / nt
+    a = (xc * w[:, None]).T @ xc + (lam + 1e-6 * nt) * jnp.eye(x.shape[1], dtype=x.dtype)
+    beta = jnp.linalg.solve(a, (xc * w[:, None]).T @ (y - ybar))
+    return xc @ beta + ybar
+
+
+def kernel_ridge(gram: Float[Array, "n n"], y: Float[Array, " n"], train: Bool[Array, " n"],
+                 lam: float, query_gram: Float[Array, "q n"] | None = None
+                 ) -> Float[Array, " q"]:
+    """Linear ridge with an unpenalised intercept in dual form, from the Gram matrix.
+
+    With :math:`a = G w / n_t`, :math:`c = w^\\top G w / n_t^2` the centred Gram matrix is
+    :math:`G^c_{ij} = G_{ij} - a_i - a_j + c` (inner products of training-mean-centred
+    features); :math:`\\alpha = (W G^c W + \\lambda I)^{-1} W (y - \\bar y_w)` and
+    :math:`\\hat y_q = G^c_{q\\cdot} W \\alpha + \\bar y_w`. Equal to the primal ridge on
+    the features behind :math:`G` (tested).
+
+    Args:
+        gram: ``(n, n)`` inner products of the features.
+        y: ``(n,)`` labels (only training rows are read).
+        train: ``(n,)`` training mask.
+        lam: the ridge penalty (> 0).
+        query_gram: ``(q, n)`` inner products of query features with the ``n`` molecules;
+            ``None``: the molecules themselves.
+
+    Returns:
+        ``(q,)`` predictions.
+    """
+    w = train.astype(gram.dtype)
+    nt = jnp.sum(w)
+    a = gram @ w / nt
+    c = w @ a / nt
+    gc = gram - a[:, None] - a[None, :] + c
+    ybar = (w @ y) / nt
+    k = gc * (w[:, None] * w[None, :]) + lam * jnp.eye(gram.shape[0], dtype=gram.dtype)
+    alpha = cho_solve(cho_factor(k, lower=True), w * (y - ybar))
+    if query_gram is None:
+        qc = gc
+    else:
+        qc = query_gram - (query_gram @ w / nt)[:, None] - a[None, :] + c
+    return qc @ (w * alpha) + ybar
+
+
+def family_data(y, desc, fp, addc_fp, sigma: float) -> FamilyData:
+    """:class:`FamilyData` from NumPy arrays; ``addc_fp`` is ``(K, V, n, d)`` (AddCarbon
+    fingerprints). Computes the Gram and Tanimoto matrices once."""
+    f = jnp.asarray(fp, jnp.float32)
+    hp = jax.lax.Precision.HIGHEST
+    ac = jnp.asarray(addc_fp, jnp.float32)
+    return FamilyData(y=jnp.asarray(y, jnp.float32), desc=jnp.asarray(desc, jnp.float32),
+                      fp=f, gram=jnp.matmul(f, f.T, precision=hp),
+                      sim=kfp.tanimoto_matrix(f),
+                      addc_gram=jnp.einsum("kvnd,md->kvnm", ac, f, precision=hp),
+                      sigma=jnp.asarray(sigma, jnp.float32))
+
+
+def _permute_fraction(key, n: int, p, train=None):
+    """A permutation of ``range(n)`` that moves a random fraction ``p`` of the entries
+    among themselves (the rest stay in place)."""
+    k1, k2 = jax.random.split(key)
+    chosen = jax.random.uniform(k1, (n,)) < p
+    # the chosen entries, in a random order, fill the chosen slots in index order
+    order = jnp.argsort(jnp.where(chosen, jax.random.uniform(k2, (n,)), 2.0))
+    slots = jnp.argsort(jnp.where(chosen, jnp.arange(n), n + jnp.arange(n)))
+    perm = jnp.arange(n).at[slots].set(order)
+    return jnp.where(chosen, perm, jnp.arange(n))
+
+
+def _scramble_labels(key, y, train):
+    """``y`` with the training labels permuted among the training molecules."""
+    n = y.shape[0]
+    order = jnp.argsort(jnp.where(train, jax.random.uniform(key, (n,)), 2.0))
+    slots = jnp.argsort(jnp.where(train, jnp.arange(n), n + jnp.arange(n)))
+    return y.at[slots].set(y[order]) * train + y * ~train
+
+
+def baseline_family(key, data: FamilyData, train: Bool[Array, " n"],
+                    settings: FamilySettings = FamilySettings()) -> dict[str, Array]:
+    """Every baseline of :data:`BASELINES` for one seed: ``{name: (n,) predictions}``,
+    curves ``(strengths, n)`` (``shuffled_inputs``, ``replaced_bits``:
+    ``settings.fractions``; ``add_carbon``: one row per AddCarbon strength, variant
+    ``fold_in(key)``-chosen). Pure; vmap it over seeds (:func:`run_family`)."""
+    n = data.y.shape[0]
+    lam = settings.lam
+    ks = jax.random.split(key, 6)
+    fr = jnp.asarray(settings.fractions, jnp.float32)
+    out = {"train_mean": jnp.full((n,), jnp.sum(data.y * train) / jnp.sum(train))}
+    out["size_only"] = linear_ridge(data.desc[:, :2], data.y, train, 0.0)
+    out["descriptors"] = linear_ridge(data.desc, data.y, train, 1e-3)
+    out["ridge_fp"] = kernel_ridge(data.gram, data.y, train, lam)
+    out["label_scramble"] = kernel_ridge(data.gram, _scramble_labels(ks[0], data.y, train),
+                                         train, lam)
+
+    def shuffled(k, p):
+        perm = _permute_fraction(k, n, p)
+        return kernel_ridge(data.gram[perm][:, perm], data.y, train, lam)
+
+    out["shuffled_inputs"] = jax.vmap(shuffled)(jax.random.split(ks[1], fr.shape[0]), fr)
+    density = jnp.mean(data.fp)
+
+    def replaced(k, p):
+        k1, k2 = jax.random.split(k)
+        rep = jax.random.uniform(k1, data.fp.shape) < p
+        noise = (jax.random.uniform(k2, data.fp.shape) < density).astype(data.fp.dtype)
+        x = jnp.where(rep, noise, data.fp)
+        return kernel_ridge(x @ x.T, data.y, train, lam)
+
+    out["replaced_bits"] = jax.vmap(replaced)(jax.random.split(ks[2], fr.shape[0]), fr)
+    out["random_features"] = replaced(ks[3], jnp.float32(1.0))
+    out["nn_tanimoto"] = kfp.nearest_neighbour_predict(data.sim, data.y, train)
+    v = jax.random.randint(ks[4], (), 0, data.addc_gram.shape[1])
+    out["add_carbon"] = jax.vmap(
+        lambda g: kernel_ridge(data.gram, data.y, train, lam, query_gram=g[v]))(data.addc_gram)
+    out["noise_ceiling"] = data.y + data.sigma * jax.random.normal(ks[5], (n,))
+    return out
+
+
+def run_family(key, data: FamilyData, train: Bool[Array, "S n"],
+               settings: FamilySettings = FamilySettings()) -> dict[str, Array]:
+    """:func:`baseline_family` vmapped over the seeds of ``train`` (``(S, n)`` masks),
+    with the keys ``fold_in(key, s)``: ``{name: (S, n)}`` or ``(S, strengths, n)``."""
+    keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(jnp.arange(train.shape[0]))
+    one = lambda k, d, t: baseline_family(k, d, t, settings)  # noqa: E731
+    return jax.vmap(one, (0, None, 0))(keys, data, train)

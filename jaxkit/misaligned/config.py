@@ -1,0 +1,82 @@
+"""Misaligned-baselines configuration: data sets, splits, models, baseline family, tests.
+
+``jaxkit run misaligned --set datasets=freesolv --set seeds=10``. Each data set is
+featurised (``n_bits`` Morgan bits, graphs padded to ``max_atoms``), optionally
+subsampled to ``max_molecules``, split ``seeds`` times at random and ``seeds`` times by
+scaffold (``test_fraction`` in test); both models train ``steps`` AdamW steps (batch
+``batch_size``, learning rate ``lr``) in compiled chunks of ``log_every`` steps with a
+checkpoint every ``checkpoint_every`` chunks. The baseline family uses ridge penalty
+``ridge_lambda``, perturbation fractions ``fractions`` and AddCarbon insertions
+``add_carbon_strengths`` (``add_carbon_variants`` random variants each). Gaps are
+bootstrapped ``n_boot`` times; the "competitive" claim uses the equivalence margin
+``competitive_margin`` x the label standard deviation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxkit.config import PipelineConfig, require, require_at_least, require_distinct
+
+__all__ = ["Config", "QUICK", "FULL"]
+
+_DATASETS = ("solubility", "freesolv", "chembl")
+
+
+@dataclass(frozen=True)
+class Config(PipelineConfig):
+    """Settings of ``jaxkit run misaligned`` (see the module docstring)."""
+
+    datasets: tuple[str, ...] = _DATASETS
+    max_molecules: int | None = None
+    seeds: int = 5
+    test_fraction: float = 0.2
+    n_bits: int = 2048
+    max_atoms: int = 48
+    steps: int = 1000
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    log_every: int = 50
+    checkpoint_every: int = 4
+    mlp_width: int = 256
+    mpnn_width: int = 64
+    mpnn_rounds: int = 3
+    ridge_lambda: float = 3.0
+    fractions: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    add_carbon_strengths: tuple[int, ...] = (1, 2, 3)
+    add_carbon_variants: int = 2
+    n_boot: int = 1000
+    competitive_margin: float = 0.1
+
+    def validate(self) -> None:
+        require_distinct("datasets", self.datasets, "data set")
+        bad = [d for d in self.datasets if d not in _DATASETS]
+        require(not bad, "datasets", f"must be out of {', '.join(_DATASETS)}; got {bad}")
+        require_at_least(self, ("seeds",), 2)
+        require_at_least(self, ("n_bits", "max_atoms", "steps", "batch_size", "log_every",
+                                "checkpoint_every", "mlp_width", "mpnn_width", "mpnn_rounds",
+                                "add_carbon_variants", "n_boot"))
+        require(self.max_molecules is None or self.max_molecules >= 20, "max_molecules",
+                f"must be None or >= 20; got {self.max_molecules}")
+        require(0 < self.test_fraction < 1, "test_fraction",
+                f"must lie in (0, 1); got {self.test_fraction}")
+        require(self.steps % self.log_every == 0, "steps",
+                f"must be a multiple of log_every ({self.log_every}); got {self.steps}")
+        require(self.lr > 0 and self.ridge_lambda > 0 and self.weight_decay >= 0, "lr",
+                "lr and ridge_lambda must be > 0, weight_decay >= 0")
+        require(len(self.fractions) >= 1 and all(0 <= f <= 1 for f in self.fractions)
+                and self.fractions[-1] == 1.0, "fractions",
+                f"must be values in [0, 1] ending at 1.0; got {self.fractions}")
+        require(len(self.add_carbon_strengths) >= 1
+                and all(k >= 1 for k in self.add_carbon_strengths), "add_carbon_strengths",
+                f"must be integers >= 1; got {self.add_carbon_strengths}")
+        require(self.competitive_margin > 0, "competitive_margin",
+                f"must be > 0; got {self.competitive_margin}")
+
+
+QUICK = Config(max_molecules=160, seeds=3, n_bits=512, steps=100, batch_size=32,
+               log_every=50, checkpoint_every=1, mlp_width=64, mpnn_width=32, mpnn_rounds=2,
+               fractions=(0.0, 0.5, 1.0), add_carbon_strengths=(1, 3),
+               add_carbon_variants=1, n_boot=200, lr=3e-3)
+FULL = Config()

@@ -1,0 +1,247 @@
+"""``audit``: a model against its whole misaligned baseline family, with honest statistics.
+
+:func:`audit` runs a user's ``fit_predict`` on every seed of a split, the baseline
+family (:mod:`jaxkit.misaligned.baselines`) on the same splits, and :func:`evaluate`;
+the pipeline calls :func:`baseline_predictions` and :func:`evaluate` directly with its
+own vmapped models. :func:`evaluate` computes, per method and seed, RMSE, MAE, R^2 and
+Spearman on the test molecules; for each model the *best misaligned baseline* (lowest
+mean RMSE over seeds among :data:`~jaxkit.misaligned.baselines.MISALIGNED`, curves at
+their strongest setting); the gap (baseline RMSE - model RMSE, positive = the model is
+better) with a two-level paired bootstrap interval over seeds and test molecules
+(:func:`jaxkit.misaligned.metrics.bootstrap_gap`) and the paired t test over seeds
+(:func:`jaxkit.stats.superiority`); ``flag`` marks a gap whose bootstrap interval
+contains 0 (the model is not shown to beat its baseline). Choosing the best baseline on
+the test sets favours the baselines slightly; with eight candidates the effect is small
+next to the seed-to-seed spread, and it is the conservative direction for an audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxkit import stats
+
+from . import baselines as B
+from . import metrics as Me
+from .features import MolDataset, Splits, add_carbon, check_splits, fingerprints
+
+__all__ = ["AuditResult", "add_carbon_fingerprints", "baseline_predictions", "evaluate",
+           "audit"]
+
+
+@dataclass
+class AuditResult:
+    """What :func:`evaluate` returns.
+
+    Attributes:
+        dataset, split: names; ``seeds`` the number of seeds.
+        metrics: ``{method: {metric: (S,) per-seed values}}`` (models, baselines,
+            ``ridge_fp`` and ``noise_ceiling``).
+        curves: ``{curve: {metric: (S, strengths)}}`` with ``strengths[curve]``.
+        gaps: ``{model: {"best": name, "per_seed": (S,), "boot": BootGap, "test":
+            stats.Verdict, "flag": bool}}``.
+        duplicates: train/test duplicate molecules per seed.
+        models: the names of the models under audit.
+    """
+
+    dataset: str
+    split: str
+    seeds: int
+    metrics: dict
+    curves: dict
+    strengths: dict
+    gaps: dict
+    duplicates: list
+    models: list
+    notes: list = field(default_factory=list)
+
+    def summary(self) -> dict:
+        """JSON-able means and t-intervals per method and metric, and the gaps."""
+        def s(v):
+            m, h = stats.t_interval(v)
+            return {"mean": m, "ci95": h, "seeds": np.asarray(v, float).tolist()}
+
+        return {
+            "dataset": self.dataset, "split": self.split, "seeds": self.seeds,
+            "metrics": {k: {m: s(v) for m, v in d.items()} for k, d in self.metrics.items()},
+            "curves": {k: {m: np.asarray(v).tolist() for m, v in d.items()}
+                       for k, d in self.curves.items()},
+            "strengths": {k: list(v) for k, v in self.strengths.items()},
+            "gaps": {k: {"best": g["best"], "per_seed": np.asarray(g["per_seed"]).tolist(),
+                         "boot": g["boot"]._asdict(), "test": g["test"]._asdict(),
+                         "flag": g["flag"]} for k, g in self.gaps.items()},
+            "duplicates": self.duplicates, "notes": self.notes,
+        }
+
+
+def add_carbon_fingerprints(data: MolDataset, rng: np.random.Generator,
+                            strengths: Sequence[int], variants: int) -> np.ndarray:
+    """``(K, V, n, d)`` fingerprints of every molecule after ``k`` AddCarbon insertions
+    (``k`` in ``strengths``), ``variants`` random variants each; a molecule where an
+    insertion failed keeps its own fingerprint."""
+    from rdkit import Chem
+
+    n_bits, radius = data.fp.shape[1], data.info.get("radius", 2)
+    out = np.zeros((len(strengths), variants, data.n, n_bits), np.uint8)
+    for a, k in enumerate(strengths):
+        for v in range(variants):
+            smi = [add_carbon(s, rng, int(k)) or s for s in data.canonical]
+            out[a, v] = fingerprints([Chem.MolFromSmiles(s) for s in smi], n_bits, radius)
+    return out
+
+
+def baseline_predictions(key, data: MolDataset, splits: Splits, *, sigma: float,
+                         settings: B.FamilySettings = B.FamilySettings(),
+                         add_carbon_strengths: Sequence[int] = (1, 2, 3),
+                         add_carbon_variants: int = 2) -> tuple[dict, dict]:
+    """The baseline family on every seed of ``splits``: ``({name: (S, n) or (S, K, n)},
+    strengths)``. ``sigma`` is the experimental error of the noise ceiling."""
+    k_addc, k_fam = jax.random.split(key)
+    rng = stats.as_generator(k_addc)
+    addc = add_carbon_fingerprints(data, rng, add_carbon_strengths, add_carbon_variants)
+    fd = B.family_data(data.y, data.desc, data.fp, addc, sigma)
+    out = _family_jit(settings)(k_fam, fd, jnp.asarray(splits.train))
+    strengths = {"shuffled_inputs": tuple(settings.fractions),
+                 "replaced_bits": tuple(settings.fractions),
+                 "add_carbon": tuple(int(k) for k in add_carbon_strengths)}
+    return {k: np.asarray(v, np.float64) for k, v in out.items()}, strengths
+
+
+_FAMILY_CACHE: dict = {}
+
+
+def _family_jit(settings: B.FamilySettings):
+    if settings not in _FAMILY_CACHE:
+        _FAMILY_CACHE[settings] = jax.jit(lambda k, d, t: B.run_family(k, d, t, settings))
+    return _FAMILY_CACHE[settings]
+
+
+def _per_seed(y, pred, test) -> dict:
+    y = jnp.asarray(y, jnp.float32)
+    w = jnp.asarray(test, jnp.float32)
+    p = jnp.asarray(pred, jnp.float32)
+    vals = jax.vmap(lambda pp, ww: Me.all_metrics(y, pp, ww))(p, w)
+    return {m: np.asarray(v, np.float64) for m, v in vals.items()}
+
+
+def evaluate(key, data: MolDataset, splits: Splits, model_preds: dict, base_preds: dict,
+             strengths: dict, *, n_boot: int = 1000, baselines: Sequence[str] | None = None
+             ) -> AuditResult:
+    """Metrics, best misaligned baseline, gaps and flags (module docstring).
+
+    Args:
+        key: PRNG key of the bootstrap.
+        data: the molecules.
+        splits: the ``(S, n)`` masks the predictions were made on.
+        model_preds: ``{model: (S, n)}`` predictions of the models under audit.
+        base_preds: :func:`baseline_predictions`' first output.
+        strengths: its second output.
+        n_boot: bootstrap resamples.
+        baselines: the misaligned baselines to compare with (default: all of
+            :data:`~jaxkit.misaligned.baselines.MISALIGNED`).
+
+    Returns:
+        An :class:`AuditResult`.
+    """
+    chosen = tuple(B.MISALIGNED if baselines is None else baselines)
+    bad = [b for b in chosen if b not in B.MISALIGNED]
+    if bad:
+        raise ValueError(f"`baselines` must name baselines out of {', '.join(B.MISALIGNED)}; "
+                         f"got {bad}")
+    test = np.asarray(splits.test, bool)
+    S = test.shape[0]
+    metrics, curves, flat = {}, {}, {}
+    for name, p in model_preds.items():
+        p = np.asarray(p, np.float64)
+        if p.shape != test.shape:
+            raise ValueError(f"predictions of {name!r} must have shape {test.shape} (seeds, "
+                             f"molecules); got {p.shape}")
+        if not np.all(np.isfinite(p[test])):
+            raise ValueError(f"predictions of {name!r} contain NaN or inf on test molecules")
+        flat[name] = p
+    for name, p in base_preds.items():
+        if name in B.CURVES:
+            per = [_per_seed(data.y, p[:, j], test) for j in range(p.shape[1])]
+            curves[name] = {m: np.stack([q[m] for q in per], axis=1) for m in per[0]}
+            flat[name] = p[:, -1]
+        else:
+            flat[name] = p
+    for name, p in flat.items():
+        metrics[name] = _per_seed(data.y, p, test)
+    candidates = [b for b in chosen if b in metrics]
+    gaps = {}
+    keys = jax.random.split(key, max(1, len(model_preds)))
+    for k, name in zip(keys, model_preds, strict=False):
+        best = min(candidates, key=lambda b: float(np.mean(metrics[b]["rmse"])))
+        d = metrics[best]["rmse"] - metrics[name]["rmse"]
+        boot = Me.bootstrap_gap(k, data.y, flat[name], flat[best], test, metric="rmse",
+                                n_boot=n_boot)
+        gaps[name] = {"best": best, "per_seed": d, "boot": boot,
+                      "test": stats.superiority(d), "flag": not boot.significant}
+    dups = [int(x) for x in check_splits(data, splits, warn=False)]
+    return AuditResult(data.name, splits.kind, S, metrics, curves, dict(strengths), gaps,
+                       dups, list(model_preds))
+
+
+def audit(fit_predict: Callable, dataset: MolDataset, splits: Splits,
+          baselines: Sequence[str] | None = None, *, key=None, sigma: float | None = None,
+          name: str = "model", n_boot: int = 1000,
+          settings: B.FamilySettings = B.FamilySettings(),
+          add_carbon_strengths: Sequence[int] = (1, 2, 3),
+          add_carbon_variants: int = 2) -> AuditResult:
+    """Audit a user's model against the misaligned baseline family.
+
+    Args:
+        fit_predict: ``fit_predict(dataset, train_idx, test_idx) -> predictions`` for
+            the molecules ``test_idx`` (a 1-D array of ``len(test_idx)`` finite
+            numbers), having fitted on ``train_idx`` (index arrays into ``dataset``).
+            Called once per seed.
+        dataset: a :class:`~jaxkit.misaligned.features.MolDataset`
+            (:func:`~jaxkit.misaligned.features.featurise`).
+        splits: a :class:`~jaxkit.misaligned.features.Splits`
+            (:func:`~jaxkit.misaligned.features.make_splits`).
+        baselines: the misaligned baselines to compare with (default all).
+        key: PRNG key (default ``jax.random.key(0)``).
+        sigma: experimental error for the noise ceiling (default
+            ``dataset.info["experimental_error"]``, else 10% of the label deviation).
+        name: the model's name in the result.
+        n_boot: bootstrap resamples.
+        settings, add_carbon_strengths, add_carbon_variants: the baseline family's
+            settings (:func:`baseline_predictions`).
+
+    Returns:
+        An :class:`AuditResult` (with a warning in ``notes`` for train/test duplicates).
+
+    Raises:
+        ValueError: empty or overlapping split sets, a ``fit_predict`` returning the
+            wrong shape or non-finite values (naming the seed), unknown baselines.
+    """
+    dups = check_splits(dataset, splits)
+    key = jax.random.key(0) if key is None else key
+    if sigma is None:
+        sigma = float(dataset.info.get("experimental_error", 0.1 * np.std(dataset.y)))
+    preds = np.zeros(splits.train.shape)
+    for s in range(splits.seeds):
+        tr, te = np.flatnonzero(splits.train[s]), np.flatnonzero(splits.test[s])
+        p = np.asarray(fit_predict(dataset, tr, te), dtype=np.float64)
+        if p.shape != (te.size,):
+            raise ValueError(f"`fit_predict` must return one prediction per test molecule, "
+                             f"shape ({te.size},); got shape {p.shape} on seed {s}")
+        if not np.all(np.isfinite(p)):
+            raise ValueError(f"`fit_predict` returned NaN or inf predictions on seed {s}")
+        preds[s, te] = p
+    k_base, k_eval = jax.random.split(key)
+    base, strengths = baseline_predictions(
+        k_base, dataset, splits, sigma=sigma, settings=settings,
+        add_carbon_strengths=add_carbon_strengths, add_carbon_variants=add_carbon_variants)
+    res = evaluate(k_eval, dataset, splits, {name: preds}, base, strengths, n_boot=n_boot,
+                   baselines=baselines)
+    if any(dups):
+        res.notes.append(f"{sum(dups)} test molecules duplicate a training molecule "
+                         f"(per seed {dups})")
+    return res

@@ -1,0 +1,232 @@
+"""The models under audit: an MLP on fingerprints and a message-passing network on the
+padded molecular graph (equinox), trained for all seeds at once through the one step
+(:func:`jaxkit.kernels.train.make_train_step`) and loop (:func:`jaxkit.training.fit`).
+
+* :class:`FingerprintMLP`: :math:`f(x) = W_L \\sigma(\\dots \\sigma(W_1 x))`, ReLU, on
+  the Morgan bits.
+* :class:`MPNN`: atom embeddings :math:`h^0_v = W_e a_v`; ``rounds`` steps of
+  :math:`h^{t+1}_v = \\mathrm{ReLU}(W_s^t h^t_v + W_m^t \\sum_{u \\in N(v)} h^t_u +
+  b^t)` (the GraphConv / GIN-style sum aggregation of Gilmer et al. 2017), masked to
+  the real atoms; readout :math:`\\mathrm{MLP}(\\sum_v h^T_v)`.
+
+Seeds are a leading axis of the parameters: ``S`` models (one per seed and split) are
+initialised with ``eqx.filter_vmap`` and trained together, the loss being the sum of the
+per-seed mean squared errors on each seed's own minibatch of its own training set. The
+seeds' parameters do not interact (Adam is element-wise and nothing is clipped jointly),
+so this is ``S`` independent trainings in one compiled step. Labels are standardised by
+each seed's training mean and deviation, predictions mapped back. A chunk of
+``log_every`` steps is one ``lax.scan``; the minibatches of chunk ``i`` come from
+``fold_in(key, i)``, so a training killed and resumed from its checkpoint ends with the
+same parameters.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxkit import training
+from jaxkit.kernels import train as ktrain
+
+__all__ = ["MODELS", "FingerprintMLP", "MPNN", "TrainSettings", "make_models", "train",
+           "predict"]
+
+MODELS = ("mlp", "mpnn")
+
+
+class FingerprintMLP(eqx.Module):
+    """MLP on a fingerprint ``(d,)`` -> scalar."""
+
+    net: eqx.nn.MLP
+
+    def __init__(self, key, n_bits: int, width: int = 256, depth: int = 2):
+        self.net = eqx.nn.MLP(n_bits, "scalar", width, depth, activation=jax.nn.relu, key=key)
+
+    def __call__(self, mol: dict) -> jax.Array:
+        return self.net(mol["fp"])
+
+
+class MPNN(eqx.Module):
+    """Message passing on ``atoms (N, f)``, ``adj (N, N)``, ``mask (N,)`` -> scalar."""
+
+    embed: eqx.nn.Linear
+    self_w: tuple
+    msg_w: tuple
+    readout: eqx.nn.MLP
+
+    def __init__(self, key, n_features: int, width: int = 64, rounds: int = 3):
+        ks = jax.random.split(key, 2 * rounds + 2)
+        self.embed = eqx.nn.Linear(n_features, width, key=ks[0])
+        self.self_w = tuple(eqx.nn.Linear(width, width, key=k) for k in ks[1:rounds + 1])
+        self.msg_w = tuple(eqx.nn.Linear(width, width, use_bias=False, key=k)
+                           for k in ks[rounds + 1:2 * rounds + 1])
+        self.readout = eqx.nn.MLP(width, "scalar", width, 1, activation=jax.nn.relu,
+                                  key=ks[-1])
+
+    def __call__(self, mol: dict) -> jax.Array:
+        m = mol["mask"].astype(jnp.float32)[:, None]
+        h = jax.vmap(self.embed)(mol["atoms"]) * m
+        for ws, wm in zip(self.self_w, self.msg_w, strict=True):
+            agg = mol["adj"] @ h
+            h = jax.nn.relu(jax.vmap(ws)(h) + jax.vmap(wm)(agg)) * m
+        return self.readout(jnp.sum(h, axis=0))
+
+
+class TrainSettings(NamedTuple):
+    """Hashable training settings: Adam(W) steps, batch, learning rate, weight decay,
+    steps per compiled chunk, chunks between checkpoints, network sizes."""
+
+    steps: int = 600
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    log_every: int = 50
+    checkpoint_every: int = 2
+    mlp_width: int = 256
+    mlp_depth: int = 2
+    mpnn_width: int = 64
+    mpnn_rounds: int = 3
+
+
+def make_models(kind: str, keys, n_bits: int, n_features: int, ts: TrainSettings):
+    """``len(keys)`` models of ``kind`` stacked on a leading axis."""
+    if kind == "mlp":
+        mk = lambda k: FingerprintMLP(k, n_bits, ts.mlp_width, ts.mlp_depth)  # noqa: E731
+    elif kind == "mpnn":
+        mk = lambda k: MPNN(k, n_features, ts.mpnn_width, ts.mpnn_rounds)  # noqa: E731
+    else:
+        raise ValueError(f"`kind` must be one of {MODELS}; got {kind!r}")
+    return eqx.filter_vmap(mk)(keys)
+
+
+def _inputs(kind: str, arrays: dict) -> dict:
+    if kind == "mlp":
+        return {"fp": jnp.asarray(arrays["fp"], jnp.float32)}
+    return {"atoms": jnp.asarray(arrays["atoms"], jnp.float32),
+            "adj": jnp.asarray(arrays["adj"], jnp.float32),
+            "mask": jnp.asarray(arrays["atom_mask"], bool)}
+
+
+def _forward(params, static, mols):
+    """Per-seed models on per-seed molecule batches: ``mols`` leaves ``(S, B, ...)``."""
+    model = eqx.combine(params, static)
+    return eqx.filter_vmap(lambda m, x: jax.vmap(m)(x))(model, mols)
+
+
+@functools.lru_cache(maxsize=8)
+def _chunk_fn(static, lr: float, weight_decay: float):
+    """The jitted chunk ``(key, state, (idx, data)) -> (state, info)``: the steps of
+    :func:`jaxkit.kernels.train.make_train_step` in one scan over ``idx`` (C, S, B)."""
+
+    def loss(params, key, batch, aux):
+        del key, aux
+        idx, (mols, z) = batch
+        sub = jax.tree.map(lambda a: jax.vmap(lambda i: a[i])(idx), mols)
+        zb = jax.vmap(lambda zs, i: zs[i])(z, idx)
+        err = _forward(params, static, sub) - zb
+        per_seed = jnp.mean(err ** 2, axis=1)
+        return jnp.sum(per_seed), per_seed
+
+    step = ktrain.make_train_step(loss, optax.adamw(lr, weight_decay=weight_decay))
+
+    def chunk(key, state, batch):
+        idx, data = batch
+        keys = jax.random.split(key, idx.shape[0])
+        state, info = jax.lax.scan(lambda st, ki: step(ki[0], st, (ki[1], data)), state,
+                                   (keys, idx))
+        return state, info._replace(out=jnp.mean(info.out, axis=0), loss=info.loss[-1])
+
+    return jax.jit(chunk, donate_argnums=1)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _sample(key, order, n_train, chunk: int, batch: int):
+    """``(chunk, S, batch)`` training-row indices, uniform within each seed's set."""
+    S = order.shape[0]
+    u = jax.random.uniform(key, (chunk, S, batch))
+    slot = jnp.minimum((u * n_train[None, :, None]).astype(jnp.int32), order.shape[1] - 1)
+    return jax.vmap(lambda sl: jnp.take_along_axis(order, sl, axis=1))(slot)
+
+
+def train(key, kind: str, arrays: dict, y, train_mask, ts: TrainSettings, *,
+          checkpoint_dir: Path | None = None, resume: bool = True,
+          on_log: Callable[[int, dict], None] | None = None) -> tuple[np.ndarray, list]:
+    """Train ``S`` models of ``kind`` (one per row of ``train_mask``) and predict every
+    molecule.
+
+    Args:
+        key: the training key (init, minibatches, steps derive from it).
+        kind: ``"mlp"`` or ``"mpnn"``.
+        arrays: ``fp``; or ``atoms``, ``adj``, ``atom_mask`` (a
+            :class:`~jaxkit.misaligned.features.MolDataset`'s arrays).
+        y: ``(n,)`` labels.
+        train_mask: ``(S, n)`` boolean training masks.
+        ts: the :class:`TrainSettings`.
+        checkpoint_dir: checkpoint folder of this training (``None``: none).
+        resume: restore the newest checkpoint there.
+        on_log: passed to :func:`jaxkit.training.fit`.
+
+    Returns:
+        ``(pred, history)``: ``(S, n)`` float64 predictions, the logged losses.
+    """
+    if ts.steps % ts.log_every:
+        raise ValueError(f"`steps` ({ts.steps}) must be a multiple of `log_every` "
+                         f"({ts.log_every})")
+    train_mask = np.asarray(train_mask, bool)
+    S, n = train_mask.shape
+    y = np.asarray(y, np.float64)
+    mu = np.array([y[t].mean() for t in train_mask])
+    sd = np.array([y[t].std() if t.sum() > 1 else 1.0 for t in train_mask])
+    sd = np.where(sd > 0, sd, 1.0)
+    z = jnp.asarray((y[None, :] - mu[:, None]) / sd[:, None], jnp.float32)
+    k_init, k_data, k_run = jax.random.split(key, 3)
+    mols = _inputs(kind, arrays)
+    n_bits = arrays["fp"].shape[1] if "fp" in arrays else 1
+    n_feat = arrays["atoms"].shape[-1] if "atoms" in arrays else 1
+    models = make_models(kind, jax.random.split(k_init, S), n_bits, n_feat, ts)
+    params, static = eqx.partition(models, eqx.is_array)
+    opt = optax.adamw(ts.lr, weight_decay=ts.weight_decay)
+    state = ktrain.init(params, opt)
+    chunk = _chunk_fn(static, float(ts.lr), float(ts.weight_decay))
+    order = jnp.asarray(np.argsort(~train_mask, axis=1, kind="stable"), jnp.int32)
+    n_train = jnp.asarray(train_mask.sum(axis=1), jnp.float32)
+    data = (mols, z)
+
+    def batch_fn(i):
+        return _sample(jax.random.fold_in(k_data, i), order, n_train, ts.log_every,
+                       ts.batch_size), data
+
+    res = training.fit(k_run, state, chunk, batch_fn, steps=ts.steps // ts.log_every,
+                       checkpoint_dir=checkpoint_dir, checkpoint_every=ts.checkpoint_every,
+                       resume=resume, log_every=1, on_log=on_log)
+    zhat = predict(res.state.params, static, mols, S)
+    return np.asarray(zhat, np.float64) * sd[:, None] + mu[:, None], res.history
+
+
+def predict(params, static, mols: dict, S: int, block: int = 256) -> np.ndarray:
+    """``(S, n)`` standardised predictions of the stacked models for every molecule (in
+    blocks of ``block`` molecules)."""
+    n = jax.tree.leaves(mols)[0].shape[0]
+    fwd = _predict_fn(static)
+    out = []
+    for s in range(0, n, block):
+        part = jax.tree.map(lambda a, s=s: a[s:s + block], mols)
+        out.append(np.asarray(fwd(params, part)))
+    return np.concatenate(out, axis=1)
+
+
+@functools.lru_cache(maxsize=8)
+def _predict_fn(static) -> Any:
+    def fwd(params, mols):
+        model = eqx.combine(params, static)
+        return eqx.filter_vmap(lambda m: jax.vmap(m)(mols))(model)
+
+    return jax.jit(fwd)

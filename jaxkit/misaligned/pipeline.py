@@ -1,0 +1,106 @@
+"""``jaxkit run misaligned``: models against their misaligned baselines on real molecules.
+
+Claim under test (position paper "AI for drug discovery models often do not learn as
+expected", ICML 2026 FM4LS): misaligned baselines (size, descriptors, scrambled labels,
+perturbed or random inputs, nearest neighbours) are often competitive with the models,
+exposing what the models do not learn; random splits flatter models. Per data set
+(stages cached under ``out_dir/.stages``):
+
+1. ``misaligned-data-<ds>``: load (:mod:`jaxkit.data.molecules`), subsample to
+   ``cfg.max_molecules`` (``ctx.rng``), featurise; ``seeds`` random and ``seeds``
+   scaffold splits.
+2. ``misaligned-<ds>-baselines``: the whole baseline family, vmapped over the ``2 seeds``
+   splits and the perturbation strengths, in one compiled call.
+3. ``misaligned-<ds>-<model>``: the MLP and the MPNN, all ``2 seeds`` trainings in one
+   :func:`jaxkit.training.fit` with checkpoints under ``out_dir/checkpoints/``.
+4. :func:`jaxkit.misaligned.audit.evaluate` per split; report and claims in
+   :mod:`jaxkit.misaligned.report`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxkit.data import molecules
+from jaxkit.registry import RunContext, register
+from jaxkit.report import PipelineResult
+
+from . import evaluation as A
+from . import models as Mo
+from . import report
+from .baselines import FamilySettings
+from .config import FULL, QUICK, Config
+from .features import Splits, featurise, make_splits
+
+TITLE = "Misaligned baselines for AI drug discovery"
+
+
+def _data(ctx: RunContext, cfg: Config, name: str):
+    smiles, y, info = molecules.load(name)
+    if cfg.max_molecules is not None and len(smiles) > cfg.max_molecules:
+        keep = np.sort(ctx.rng(f"misaligned-subsample-{name}").permutation(len(smiles))
+                       [:cfg.max_molecules])
+        smiles, y = [smiles[i] for i in keep], y[keep]
+    data = featurise(smiles, y, name=name, n_bits=cfg.n_bits, max_atoms=cfg.max_atoms,
+                     skip_invalid=True, info={k: v for k, v in info.items()
+                                              if not isinstance(v, list)})
+    rng = ctx.rng(f"misaligned-splits-{name}")
+    splits = {k: make_splits(data, k, rng, cfg.seeds, cfg.test_fraction)
+              for k in ("random", "scaffold")}
+    return data, splits
+
+
+def _both(splits: dict) -> Splits:
+    return Splits("both", np.concatenate([splits["random"].train, splits["scaffold"].train]),
+                  np.concatenate([splits["random"].test, splits["scaffold"].test]))
+
+
+@register("misaligned", quick=QUICK, full=FULL, title=TITLE)
+def run(ctx: RunContext) -> PipelineResult:
+    """Baseline family and both models on every data set and split; tables, figures,
+    claims."""
+    cfg: Config = ctx.config
+    ts = Mo.TrainSettings(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
+                          weight_decay=cfg.weight_decay, log_every=cfg.log_every,
+                          checkpoint_every=cfg.checkpoint_every, mlp_width=cfg.mlp_width,
+                          mpnn_width=cfg.mpnn_width, mpnn_rounds=cfg.mpnn_rounds)
+    fam = FamilySettings(lam=cfg.ridge_lambda, fractions=tuple(cfg.fractions))
+    results: dict = {}
+    for name in ctx.track(cfg.datasets, "misaligned data sets"):
+        data, splits = ctx.stage(f"misaligned-data-{name}", lambda n=name: _data(ctx, cfg, n))
+        both = _both(splits)
+        base, strengths = ctx.stage(f"misaligned-{name}-baselines", lambda d=data, b=both:
+                                    A.baseline_predictions(
+            ctx.key(f"misaligned-baselines-{d.name}"), d, b,
+            sigma=d.info["experimental_error"], settings=fam,
+            add_carbon_strengths=cfg.add_carbon_strengths,
+            add_carbon_variants=cfg.add_carbon_variants))
+        arrays = dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
+        preds = {}
+        for kind in Mo.MODELS:
+            stage = f"misaligned-{name}-{kind}"
+            preds[kind] = ctx.stage(stage, lambda k=kind, s=stage, d=data, a=arrays, b=both:
+                                    Mo.train(ctx.key(f"misaligned-train-{d.name}-{k}"), k, a,
+                                             d.y, b.train, ts, resume=ctx.resume,
+                                             checkpoint_dir=ctx.out_dir / "checkpoints" / s
+                                             )[0])
+        S = cfg.seeds
+        for j, kind in enumerate(("random", "scaffold")):
+            sl = slice(j * S, (j + 1) * S)
+            res = A.evaluate(ctx.key(f"misaligned-boot-{name}-{kind}"), data, splits[kind],
+                             {m: p[sl] for m, p in preds.items()},
+                             {b: p[sl] for b, p in base.items()}, strengths,
+                             n_boot=cfg.n_boot)
+            results[(name, kind)] = res.summary()
+            results[(name, kind)]["label_std"] = float(np.std(data.y))
+            results[(name, kind)]["n"] = data.n
+    figures = [report.forest_plot(cfg, results, ctx.out_dir),
+               report.curve_plot(cfg, results, ctx.out_dir)]
+    md = report.markdown(cfg, results, quick=ctx.quick, seed=ctx.seed)
+    claims = report.claims(cfg, results)
+    metrics = dict(settings=cfg.to_dict(), total_seconds=ctx.elapsed(),
+                   results={f"{d}/{s}": r for (d, s), r in results.items()})
+    warnings = [f"{d} ({s}): {sum(r['duplicates'])} test molecules duplicate a training "
+                "molecule" for (d, s), r in results.items() if sum(r["duplicates"])]
+    return PipelineResult("misaligned", TITLE, md, figures=figures, metrics=metrics,
+                          warnings=warnings, claims=claims)

@@ -17,6 +17,13 @@ global batch ``b`` is the same on every process and process ``i`` of ``n`` reads
 its rows ``[i * B / n, (i + 1) * B / n)`` (or the rows the caller asks for), so the
 processes read disjoint parts and the assembled global batch equals the single-process
 one. See ``ACTIVATIONS.md`` for how to write shards from a PyTorch model.
+
+Several models: :class:`SiteStore` holds one activation array per (model, site), all over
+the same images in the same order, plus their labels (:func:`write_sites` writes one,
+with a ``sites.json`` manifest). Every site is an :class:`ActivationStore` of single rows
+with one shared seed, so one permutation orders them all and a batch is the same images
+at every site; counts that differ between sites, NaN activations and (with
+``n_classes``) a class missing from the labels are errors naming the site or argument.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["ActivationStore", "StorePosition", "SUFFIXES", "write_shards"]
+__all__ = ["ActivationStore", "StorePosition", "SUFFIXES", "write_shards", "SiteStore",
+           "write_sites"]
 
 SUFFIXES = (".npy", ".safetensors")
 
@@ -366,3 +374,150 @@ def write_shards(directory: str | os.PathLike, arrays: Sequence[np.ndarray], *,
             raise ValueError(f"`fmt` must be 'npy' or 'safetensors'; got {fmt!r}")
         paths.append(p)
     return paths
+
+
+MANIFEST = "sites.json"
+
+
+def write_sites(directory: str | os.PathLike, sites: dict[str, Sequence[np.ndarray]],
+                labels: np.ndarray | None = None) -> Path:
+    """Write the activations of several models over the same images.
+
+    Args:
+      directory: the store folder (created): ``<model>/site_<t>.npy`` per site,
+        ``labels.npy`` and the manifest ``sites.json``; each file written atomically.
+      sites: ``{model name: [array (n, d_t) for each site t]}``.
+      labels: ``(n,)`` integer labels of the images, or None.
+
+    Returns:
+      The folder.
+
+    Raises:
+      ValueError: naming the site whose row count differs, or ``labels``.
+    """
+    import json
+
+    from jaxkit.io import atomic_open, atomic_write
+
+    directory = Path(directory)
+    if not sites:
+        raise ValueError("`sites` must hold at least one model")
+    n = None
+    manifest: dict = {"models": {}, "labels": None}
+    for name, arrs in sites.items():
+        if not arrs:
+            raise ValueError(f"`sites`[{name!r}] holds no site")
+        if "/" in name or name.startswith("."):
+            raise ValueError(f"`sites` model name {name!r} must be a plain folder name")
+        files = []
+        for t, a in enumerate(arrs):
+            a = np.asarray(a)
+            if a.ndim != 2:
+                raise ValueError(f"`sites`[{name!r}][{t}] must have shape (n, d); got {a.shape}")
+            if n is None:
+                n = a.shape[0]
+            elif a.shape[0] != n:
+                raise ValueError(f"`sites`[{name!r}][{t}] holds {a.shape[0]} activations but "
+                                 f"the first site holds {n}: every site must hold the same "
+                                 f"images")
+            rel = f"{name}/site_{t:02d}.npy"
+            with atomic_open(directory / rel, "wb") as fh:
+                np.save(fh, np.ascontiguousarray(a))
+            files.append(rel)
+        manifest["models"][name] = files
+    if labels is not None:
+        labels = np.asarray(labels)
+        if labels.shape != (n,) or labels.dtype.kind not in "iu":
+            raise ValueError(f"`labels` must be an integer array of shape ({n},); got "
+                             f"{labels.dtype} {labels.shape}")
+        with atomic_open(directory / "labels.npy", "wb") as fh:
+            np.save(fh, labels)
+        manifest["labels"] = "labels.npy"
+    atomic_write(directory / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    return directory
+
+
+class SiteStore:
+    """Aligned shuffled batches of several models' sites (and labels) from disk.
+
+    Args:
+      directory: a folder written by :func:`write_sites`.
+      batch_size: global batch size.
+      seed: shuffle seed (one permutation for every site).
+      models: the models to read, in order (default: all, in manifest order).
+      n_classes: when given, every class ``0..n_classes-1`` must occur in the labels.
+      process_index, process_count, check_finite, dtype: as :class:`ActivationStore`.
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, batch_size: int, seed: int = 0,
+                 models: Sequence[str] | None = None, n_classes: int | None = None,
+                 dtype=np.float32, process_index: int | None = 0,
+                 process_count: int | None = 1, check_finite: bool = True):
+        import json
+
+        self.path = Path(directory)
+        mf = self.path / MANIFEST
+        if not mf.is_file():
+            raise ValueError(f"`directory` {str(self.path)!r} has no {MANIFEST} (write it with "
+                             f"write_sites)")
+        manifest = json.loads(mf.read_text())
+        names = list(manifest["models"]) if models is None else list(models)
+        missing = [m for m in names if m not in manifest["models"]]
+        if missing or not names:
+            raise ValueError(f"`models` {missing or names} not in the store (it holds "
+                             f"{', '.join(manifest['models'])})")
+        self.models = tuple(names)
+        self.stores = tuple(tuple(ActivationStore(self.path / rel, batch_size=batch_size,
+                                                  window=None, seed=seed, dtype=dtype,
+                                                  process_index=process_index,
+                                                  process_count=process_count,
+                                                  check_finite=check_finite)
+                                  for rel in manifest["models"][m]) for m in names)
+        first = self.stores[0][0]
+        for m, row in zip(names, self.stores, strict=True):
+            for t, st in enumerate(row):
+                if st.n_windows != first.n_windows:
+                    raise ValueError(f"`directory` site {m}/{t} holds {st.n_windows} "
+                                     f"activations but site {names[0]}/0 holds "
+                                     f"{first.n_windows}: the models' activation counts "
+                                     f"differ")
+        self.n = first.n_windows
+        self.batch_size = first.batch_size
+        self.batches_per_epoch = first.batches_per_epoch
+        self.labels = None
+        if manifest.get("labels"):
+            self.labels = np.load(self.path / manifest["labels"])
+            if self.labels.shape != (self.n,):
+                raise ValueError(f"`directory` labels hold {self.labels.shape[0]} entries for "
+                                 f"{self.n} activations")
+        if n_classes is not None:
+            if self.labels is None:
+                raise ValueError("`n_classes` given but the store has no labels")
+            absent = sorted(set(range(n_classes)) - set(np.unique(self.labels).tolist()))
+            if absent:
+                raise ValueError(f"`labels` of the store have no image of class(es) {absent} "
+                                 f"(a class missing from the data)")
+
+    @property
+    def d_sites(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(st.d for st in row) for row in self.stores)
+
+    def config(self) -> dict:
+        """What a checkpoint must agree on to resume this stream."""
+        return {"models": list(self.models), "d_sites": [list(r) for r in self.d_sites],
+                "n": self.n, **{k: v for k, v in self.stores[0][0].config().items()
+                                if k in ("batch_size", "seed")}}
+
+    def read(self, ids: np.ndarray) -> tuple[tuple[tuple[np.ndarray, ...], ...], np.ndarray]:
+        """Rows ``ids`` of every site, and their labels (None without labels)."""
+        sites = tuple(tuple(st.read(ids) for st in row) for row in self.stores)
+        return sites, (None if self.labels is None else self.labels[np.asarray(ids)])
+
+    def batch(self, position, rows: slice | None = None):
+        """``(sites, labels, next_position)``: this process's rows of the global batch at
+        ``position`` for every site (the same images everywhere)."""
+        first = self.stores[0][0]
+        pos = first._normalise(position)
+        ids = first.batch_ids(pos, first.local_rows() if rows is None else rows)
+        sites, labels = self.read(ids)
+        return sites, labels, first._normalise((pos.epoch, pos.cursor + 1))

@@ -64,6 +64,7 @@ from .circuits import (
     match_by_decoder,
     prefix_gates,
     prune_sweep,
+    select_circuit,
     surgery_head,
     universal_latents,
 )
@@ -200,6 +201,7 @@ __all__ = [
     "PruneResult",
     "prefix_gates",
     "prune_sweep",
+    "select_circuit",
     "check_circuit",
     "decoder_norms",
     "universal_latents",

@@ -42,7 +42,7 @@ from jaxtyping import Array, Bool, Float, Int
 from ..checks import fail
 from .cross_model import UCParams, UCSpec, uc_source_mask
 
-__all__ = ["PruneResult", "prefix_gates", "prune_sweep", "universal_latents",
+__all__ = ["PruneResult", "prefix_gates", "prune_sweep", "select_circuit", "universal_latents",
            "decoder_norms", "logit_effects", "match_by_decoder", "surgery_head",
            "check_circuit"]
 
@@ -92,7 +92,26 @@ def prune_sweep(scores: Float[Array, " N"], accuracy: Callable[[Array], Array],
     sizes = fail(sizes, (sizes < 1) | (sizes > scores.shape[0]) | jnp.any(jnp.diff(sizes) <= 0),
                  f"`sizes` must increase strictly within [1, {scores.shape[0]}]")
     gates = prefix_gates(scores, sizes)
-    accs = jax.vmap(accuracy)(gates)
+    return select_circuit(sizes, gates, jax.vmap(accuracy)(gates), frac, full)
+
+
+def select_circuit(sizes: Int[Array, " K"], gates: Float[Array, "K N"], accs: Float[Array, " K"],
+                   frac: float, full: Float[Array, ""]) -> PruneResult:
+    """The selection step of :func:`prune_sweep` on precomputed prefix accuracies (for a
+    caller that batches the accuracies of many classes in one call; vmappable).
+
+    Args:
+      sizes: ``(K,)`` increasing prefix sizes.
+      gates: ``(K, N)`` their gates (:func:`prefix_gates`).
+      accs: ``(K,)`` their accuracies.
+      frac: the kept fraction, in ``(0, 1]``.
+      full: the full replacement model's accuracy.
+
+    Returns:
+      A :class:`PruneResult`.
+    """
+    if not 0 < frac <= 1:
+        raise ValueError(f"`frac` must lie in (0, 1]; got {frac}")
     ok = accs >= frac * full - 1e-6
     first = jnp.argmax(ok)
     found = jnp.any(ok)

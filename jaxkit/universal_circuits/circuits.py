@@ -1,0 +1,279 @@
+"""Class circuits, their cross-model intersection and the baselines.
+
+For a transcoder over models ``0..M-1`` (:mod:`jaxkit.kernels.crosscoder` ``attribution``
+and ``circuits``):
+
+1. **Attribution** of every latent to every class on the *discovery* images (the real,
+   unaugmented training images): activation x gradient through the replacement model
+   with the error terms held fixed, averaged over the images of the class.
+2. **Circuit** of (model m, class c): the smallest attribution-ordered prefix of latents
+   whose replacement model (transcoder alone, no error terms) keeps ``keep_frac`` of the
+   full replacement's accuracy on the class's discovery images (one vmapped sweep over
+   ``n_sizes`` prefix sizes).
+3. **Intersection** ``I_c = C_0(c) & C_1(c)``; on the held-out *test* images of class c,
+   model m's accuracy with only ``I_c`` active divided by its accuracy with its full
+   circuit ``C_m(c)`` is the intersection ratio (the paper's 89-98% claim).
+4. **Baselines**: random subsets of ``C_m(c)`` of the size of ``I_c`` (the same
+   ratio), and the decoder-matched intersection of two independently trained
+   single-model CLTs (:func:`matched_ratios`).
+5. **Universal latents** kept by one model's circuit only: universal latents (decoder
+   share >= tau in both models) in ``C_0(c) xor C_1(c)``.
+
+Accuracies are per class on fixed-size, weight-padded image sets
+(:func:`per_class`), so every class shares one compiled computation.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxkit.kernels import crosscoder as cc
+
+from .transcoder import model_sites
+
+__all__ = ["PerClass", "per_class", "Circuits", "find_circuits", "gate_accuracy",
+           "intersection_stats", "matched_ratios", "latent_images"]
+
+
+class PerClass(NamedTuple):
+    """Images grouped by class: ``x (C, n, P)``, weights ``w (C, n)`` (0 = padding)."""
+
+    x: np.ndarray
+    w: np.ndarray
+
+
+def per_class(x, y, n_classes: int, cap: int | None = None) -> PerClass:
+    """The images of each class, padded (weight 0) to the largest class (or ``cap``).
+
+    Raises:
+      ValueError: naming ``y`` when a class has no image.
+    """
+    y = np.asarray(y)
+    counts = np.bincount(y, minlength=n_classes)
+    if (counts == 0).any():
+        raise ValueError(f"`y` has no image of class(es) {np.flatnonzero(counts == 0).tolist()} "
+                         "(a class missing from the data)")
+    n = int(counts.max() if cap is None else min(cap, counts.max()))
+    xs = np.zeros((n_classes, n, x.shape[1]), np.float32)
+    ws = np.zeros((n_classes, n), np.float32)
+    for c in range(n_classes):
+        idx = np.flatnonzero(y == c)[:n]
+        xs[c, :len(idx)] = x[idx]
+        ws[c, :len(idx)] = 1.0
+    return PerClass(xs, ws)
+
+
+class Circuits(NamedTuple):
+    """Circuits of every (model, class): ``gates (M, C, N)`` 0/1, ``sizes (M, C)``,
+    ``found (M, C)``, ``full (M, C)`` full-replacement accuracy on the discovery images,
+    ``scores (M, C, N)`` mean attributions, ``sweep (M, C, K)`` prefix accuracies and
+    ``prefix_sizes (K,)``."""
+
+    gates: np.ndarray
+    sizes: np.ndarray
+    found: np.ndarray
+    full: np.ndarray
+    scores: np.ndarray
+    sweep: np.ndarray
+    prefix_sizes: np.ndarray
+
+
+def _rest(clfs):
+    return tuple(c.rest for c in clfs)
+
+
+@functools.lru_cache(maxsize=16)
+def _acc_fn(spec: cc.UCSpec, clfs: tuple, k: int):
+    """``acc(params, mparams, xs (C, n, P), ws (C, n), gates (C, K, N)) -> (C, K, M)``."""
+
+    def one_class(params, mparams, x, w, c, gates):
+        sites = tuple((x,) + (None,) * c_.n_layers for c_ in clfs)
+
+        def acc(g):
+            _, logits = cc.uc_replacement(params, sites, spec, _rest(clfs), mparams,
+                                          gate=g.reshape(spec.n_depths, spec.n_latents),
+                                          k=k, check=False)
+            return jnp.stack([jnp.sum(w * (jnp.argmax(lg, -1) == c)) / jnp.sum(w)
+                              for lg in logits])
+
+        return jax.vmap(acc)(gates)
+
+    def fn(params, mparams, xs, ws, gates):
+        cs = jnp.arange(xs.shape[0])
+        return jax.vmap(one_class, in_axes=(None, None, 0, 0, 0, 0))(params, mparams, xs, ws,
+                                                                     cs, gates)
+
+    return jax.jit(fn)
+
+
+def gate_accuracy(params, spec, clfs, mparams, pc: PerClass, gates, k: int) -> np.ndarray:
+    """Accuracy ``(C, K, M)`` of each model's replacement on each class's images under
+    gates ``(C, K, N)`` (transcoder alone, no error terms)."""
+    gates = jnp.asarray(gates, jnp.float32)
+    return np.asarray(_acc_fn(spec, tuple(clfs), int(k))(params, tuple(mparams),
+                                                         jnp.asarray(pc.x), jnp.asarray(pc.w),
+                                                         gates))
+
+
+@functools.lru_cache(maxsize=16)
+def _attr_fn(spec: cc.UCSpec, clfs: tuple, k: int):
+    def fn(params, mparams, sites, labels):
+        A = cc.uc_attribution(params, sites, spec, _rest(clfs), mparams, k=k)
+        return cc.class_attribution(A, labels)
+
+    return jax.jit(fn)
+
+
+def class_scores(params, spec, clfs, mparams, x, y, k: int, chunk: int = 512) -> np.ndarray:
+    """Mean attribution ``(M, C, N)`` of every latent to each class over its images."""
+    C = int(np.max(y)) + 1
+    total, counts = 0.0, np.zeros(C)
+    fn = _attr_fn(spec, tuple(clfs), int(k))
+    for i in range(0, len(x), chunk):
+        xb, yb = x[i:i + chunk], np.asarray(y[i:i + chunk])
+        sites = model_sites(clfs, mparams, xb)
+        n = np.bincount(yb, minlength=C).astype(np.float64)
+        # class_attribution needs every class present: pad the chunk with one image each
+        miss = np.flatnonzero(n == 0)
+        if miss.size:
+            pad_idx = np.array([np.flatnonzero(np.asarray(y) == c)[0] for c in miss])
+            xb = np.concatenate([xb, x[pad_idx]])
+            yb = np.concatenate([yb, miss])
+            sites = model_sites(clfs, mparams, xb)
+        s = np.asarray(fn(params, tuple(mparams), sites, jnp.asarray(yb)), np.float64)
+        nb = np.bincount(yb, minlength=C).astype(np.float64)
+        if miss.size:  # remove the padding images' contribution by weighting it out
+            nb_used = nb.copy()
+            nb_used[miss] = 0.0
+            s = s * (nb_used / np.maximum(nb, 1))[None, :, None, None]
+            nb = nb_used
+        total = total + s * nb[None, :, None, None]
+        counts += nb
+    M = len(clfs)
+    return (total / counts[None, :, None, None]).reshape(M, C, -1)
+
+
+def prefix_sizes(n: int, k: int) -> np.ndarray:
+    """``k`` increasing prefix sizes from 1 to ``n``, denser at small sizes."""
+    s = np.unique(np.round(np.geomspace(1, n, k)).astype(np.int32))
+    return s
+
+
+def find_circuits(params, spec, clfs, mparams, disc_x, disc_y, *, k: int, keep_frac: float,
+                  n_sizes: int, cap: int = 64) -> Circuits:
+    """Attribution, then the pruned circuit of every (model, class) (module docstring)."""
+    M, N = len(clfs), spec.n_depths * spec.n_latents
+    C = int(np.max(disc_y)) + 1
+    scores = class_scores(params, spec, clfs, mparams, disc_x, disc_y, k)
+    pc = per_class(disc_x, disc_y, C, cap)
+    full = gate_accuracy(params, spec, clfs, mparams, pc, np.ones((C, 1, N)), k)[:, 0, :].T
+    sizes = jnp.asarray(prefix_sizes(N, n_sizes))
+    gates, out_sizes, found, sweeps = [], [], [], []
+    for m in range(M):
+        sc = jnp.asarray(scores[m], jnp.float32)
+        pg = jax.vmap(lambda s: cc.prefix_gates(s, sizes))(sc)  # (C, K, N)
+        accs = gate_accuracy(params, spec, clfs, mparams, pc, pg, k)[..., m]  # (C, K)
+        res = jax.vmap(lambda g, a, f: cc.select_circuit(sizes, g, a, keep_frac, f))(
+            pg, jnp.asarray(accs), jnp.asarray(full[m], jnp.float32))
+        gates.append(np.asarray(res.gate))
+        out_sizes.append(np.asarray(res.size))
+        found.append(np.asarray(res.found))
+        sweeps.append(accs)
+    return Circuits(np.stack(gates), np.asarray(out_sizes), np.asarray(found), full, scores,
+                    np.stack(sweeps), np.asarray(sizes))
+
+
+def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x, test_y, *,
+                       k: int, n_random: int, tau: float) -> dict[str, np.ndarray]:
+    """Intersections, their ratios, the random baseline and the universal latents.
+
+    Returns:
+      ``{"shared" (C,), "ratio" (M, C), "acc_intersection", "acc_circuit", "acc_full"
+      (M, C), "random_ratio" (M, C), "one_only" (M, C), "universal" (N,) bool, "empty"
+      (C,) bool}``; an empty intersection has ratio 0 (its accuracy is not evaluated).
+    """
+    M, C, N = circ.gates.shape
+    if M != 2:
+        raise ValueError(f"intersections need a transcoder over 2 models; got {M}")
+    pc = per_class(test_x, test_y, C)
+    inter = circ.gates[0] * circ.gates[1]  # (C, N)
+    shared = inter.sum(1).astype(int)
+    empty = shared == 0
+    gates = np.stack([inter, circ.gates[0], circ.gates[1], np.ones_like(inter)], axis=1)
+    acc = gate_accuracy(params, spec, clfs, mparams, pc, gates, k)  # (C, 4, M)
+    acc_i = acc[:, 0, :].T
+    acc_c = np.stack([acc[:, 1, 0], acc[:, 2, 1]])
+    acc_f = acc[:, 3, :].T
+    ratio = np.where(empty[None], 0.0, acc_i / np.maximum(acc_c, 1e-9))
+    # random subsets of each model's circuit of the intersection's size
+    rand = np.zeros((M, C))
+    for m in range(M):
+        keys = jax.random.split(jax.random.fold_in(key, m), n_random)
+        u = jax.vmap(lambda kk: jax.random.uniform(kk, (C, N)))(keys)  # (R, C, N)
+        sc = jnp.where(jnp.asarray(circ.gates[m])[None] > 0, u, -1.0)
+        g = jax.vmap(lambda s: jax.vmap(lambda sc_c, n: cc.prefix_gates(sc_c, n[None])[0])(
+            s, jnp.asarray(np.maximum(shared, 1))))(sc)  # (R, C, N)
+        a = gate_accuracy(params, spec, clfs, mparams, pc, jnp.swapaxes(g, 0, 1), k)[..., m]
+        rand[m] = np.where(empty, 0.0, a.mean(1) / np.maximum(acc_c[m], 1e-9))
+    univ = np.asarray(cc.universal_latents(params, spec, tau)).reshape(-1)
+    one_only = np.stack([((circ.gates[m] > 0) & (circ.gates[1 - m] == 0) & univ[None]).sum(1)
+                         for m in range(M)])
+    return dict(shared=shared, ratio=ratio, acc_intersection=acc_i, acc_circuit=acc_c,
+                acc_full=acc_f, random_ratio=rand, one_only=one_only, universal=univ,
+                empty=empty)
+
+
+def matched_ratios(singles: Sequence[tuple], circs: Sequence[Circuits], test_x, test_y, *,
+                   k: int, threshold: float) -> dict[str, np.ndarray]:
+    """The decoder-matched intersection of two single-model CLTs.
+
+    Args:
+      singles: per model ``(params, spec, clf, mparams)`` of its own CLT.
+      circs: their circuits (:func:`find_circuits` with one model each).
+      test_x, test_y: held-out images.
+      k: TopK.
+      threshold: logit-effect cosine for a match.
+
+    Returns:
+      ``{"ratio" (2, C), "shared" (2, C)}``: each model's accuracy with its matched
+      latents over its accuracy with its circuit (0 where nothing matched).
+    """
+    C = circs[0].gates.shape[1]
+    pc = per_class(test_x, test_y, C)
+    effs = []
+    for (p, spec, clf, mp) in singles:
+        W, _ = clf.head(mp)
+        effs.append(np.asarray(cc.logit_effects(p, spec, 0, W)).reshape(-1, W.shape[1]))
+    ratio, shared = np.zeros((2, C)), np.zeros((2, C), int)
+    sa_all, sb_all = [], []
+    for c in range(C):
+        sa, sb = cc.match_by_decoder(jnp.asarray(effs[0]), jnp.asarray(effs[1]),
+                                     jnp.asarray(circs[0].gates[0, c]),
+                                     jnp.asarray(circs[1].gates[0, c]), threshold)
+        sa_all.append(np.asarray(sa))
+        sb_all.append(np.asarray(sb))
+    for m, (sh, (p, spec, clf, mp)) in enumerate(zip((sa_all, sb_all), singles, strict=True)):
+        sh = np.stack(sh)
+        g = np.stack([sh, circs[m].gates[0]], axis=1)  # (C, 2, N)
+        acc = gate_accuracy(p, spec, [clf], [mp], pc, g, k)[..., 0]
+        shared[m] = sh.sum(1)
+        ratio[m] = np.where(shared[m] == 0, 0.0, acc[:, 0] / np.maximum(acc[:, 1], 1e-9))
+    return dict(ratio=ratio, shared=shared)
+
+
+def latent_images(params, spec, clfs, mparams, x, latents: Sequence[int], k: int) -> np.ndarray:
+    """Activation-weighted mean input image of each latent (flat index) over ``x``:
+    ``sum_b z_bf x_b / sum_b z_bf`` (zeros for a latent that never fires)."""
+    z = np.asarray(cc.uc_encode(params, model_sites(clfs, mparams, x), spec, k=k))
+    z = z.reshape(len(x), -1)[:, list(latents)]
+    return (z.T @ x) / np.maximum(z.sum(0), 1e-9)[:, None]
+
+
+def _unused(*_: Any) -> None:  # pragma: no cover
+    return None

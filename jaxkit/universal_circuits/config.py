@@ -1,0 +1,110 @@
+"""Universal Circuits configuration: data, the vision models, the transcoders, circuits,
+surgery and the claim tests.
+
+``jaxkit run universal-circuits --set uc_latents=256 --set uc_steps=4000``.
+
+* Data: scikit-learn's 1,797 real 8x8 digits, resized to ``image_size``; every
+  ``test_every``-th image (by index) is the held-out test split, the rest the training
+  pool, augmented on the fly (shifts up to ``max_shift`` pixels, rotations up to
+  ``max_rotation`` degrees, elastic noise of strength ``elastic_alpha`` smoothed over
+  ``elastic_sigma`` pixels).
+* Models (flax nnx): an MLP with hidden widths ``mlp_widths`` and a CNN with conv
+  channels ``cnn_channels`` (3x3, the second with stride 2) and a dense layer of
+  ``cnn_hidden``; ``model_steps`` Adam steps (``model_lr``, batch ``model_batch``).
+  The same-architecture pair is two MLPs of different seeds (``same_arch_pair``).
+* Transcoders: ``uc_latents`` latents per depth, TopK ``uc_k`` per depth, ``uc_steps``
+  steps of batch ``uc_batch`` at ``uc_lr``, fidelity weight ``fidelity_coef``, trained on
+  ``n_record`` recorded augmented images; ``log_every`` steps per compiled chunk,
+  ``checkpoint_every`` chunks between checkpoints.
+* Circuits: the smallest attribution-ordered prefix keeping ``keep_frac`` of the full
+  replacement's accuracy on the class, over ``n_sizes`` prefix sizes; universal
+  latents have a decoder-norm share >= ``universal_tau`` in both models; independent
+  CLTs are matched at logit-effect cosine >= ``match_cos``; ``n_random`` random subsets.
+* Surgery: class ``surgery_class`` is removed from the receiving model's (CNN) training
+  and written back from the MLP's circuit; ``ridge`` of the read-out solve.
+* Claims: intersection ratio vs ``claim_low``; surgery other-class accuracy equivalence
+  margin ``equivalence_margin``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
+
+__all__ = ["Config", "QUICK", "FULL"]
+
+
+@dataclass(frozen=True)
+class Config(PipelineConfig):
+    """Settings of ``jaxkit run universal-circuits`` (see the module docstring)."""
+
+    image_size: int = 16
+    test_every: int = 5
+    max_shift: float = 1.5
+    max_rotation: float = 12.0
+    elastic_alpha: float = 1.0
+    elastic_sigma: float = 2.0
+    mlp_widths: tuple[int, ...] = (128, 128)
+    cnn_channels: tuple[int, ...] = (8, 16)
+    cnn_hidden: int = 64
+    model_steps: int = 3000
+    model_batch: int = 128
+    model_lr: float = 2e-3
+    same_arch_pair: bool = True
+    n_record: int = 32768
+    uc_latents: int = 256
+    uc_k: int = 16
+    uc_steps: int = 6000
+    uc_batch: int = 256
+    uc_lr: float = 1e-3
+    fidelity_coef: float = 1.0
+    log_every: int = 200
+    checkpoint_every: int = 5
+    keep_frac: float = 0.9
+    n_sizes: int = 48
+    universal_tau: float = 0.1
+    match_cos: float = 0.9
+    n_random: int = 8
+    surgery_class: int = 7
+    ridge: float = 1e-2
+    claim_low: float = 0.89
+    equivalence_margin: float = 0.02
+
+    def validate(self) -> None:
+        require_at_least(self, ("model_steps", "model_batch", "uc_latents", "uc_k", "uc_steps",
+                                "uc_batch", "log_every", "checkpoint_every", "n_sizes",
+                                "n_random", "cnn_hidden"))
+        require_at_least(self, ("image_size",), 8)
+        require_at_least(self, ("test_every",), 2)
+        require(self.uc_k < self.uc_latents, "uc_k",
+                f"must be < uc_latents ({self.uc_latents}); got {self.uc_k}")
+        for f in ("model_steps", "uc_steps"):
+            require(getattr(self, f) % self.log_every == 0, f,
+                    f"must be a multiple of log_every ({self.log_every})")
+        require(self.n_record >= self.uc_batch, "n_record",
+                f"must be >= uc_batch ({self.uc_batch}); got {self.n_record}")
+        require(len(self.mlp_widths) >= 1 and min(self.mlp_widths) >= 1, "mlp_widths",
+                f"must be a non-empty tuple of widths >= 1; got {self.mlp_widths}")
+        require(len(self.cnn_channels) == 2 and min(self.cnn_channels) >= 1, "cnn_channels",
+                f"must be two channel counts >= 1; got {self.cnn_channels}")
+        require(self.image_size % 2 == 0, "image_size", f"must be even; got {self.image_size}")
+        require_positive(self, ("model_lr", "uc_lr", "ridge", "equivalence_margin"))
+        require_at_least(self, ("fidelity_coef", "max_shift", "max_rotation", "elastic_alpha"),
+                         0)
+        require(0 < self.keep_frac <= 1, "keep_frac", f"must lie in (0, 1]; got {self.keep_frac}")
+        require(0 <= self.universal_tau <= 0.5, "universal_tau",
+                f"must lie in [0, 0.5]; got {self.universal_tau}")
+        require(-1 <= self.match_cos <= 1, "match_cos",
+                f"must lie in [-1, 1]; got {self.match_cos}")
+        require(0 <= self.surgery_class <= 9, "surgery_class",
+                f"must be a digit class 0..9; got {self.surgery_class}")
+        require(0 < self.claim_low < 1, "claim_low", f"must lie in (0, 1); got {self.claim_low}")
+        require(self.elastic_sigma > 0, "elastic_sigma", f"must be > 0; got {self.elastic_sigma}")
+
+
+QUICK = Config(image_size=8, mlp_widths=(64, 64), cnn_channels=(6, 12), cnn_hidden=32,
+               model_steps=600, model_batch=128, model_lr=3e-3, n_record=4096, uc_latents=48,
+               uc_k=6, uc_steps=600, uc_batch=256, uc_lr=3e-3, log_every=100,
+               checkpoint_every=2, n_sizes=16, n_random=4)
+FULL = Config()

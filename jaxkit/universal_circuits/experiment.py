@@ -1,0 +1,171 @@
+"""The stages of ``jaxkit run universal-circuits``, each a function of the config, keys
+and earlier stages' results, returning picklable NumPy results (``ctx.stage`` caches
+them): the models, a pair's transcoder with its circuits and intersections, the
+single-model CLT baseline and the surgery.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxkit.crosscoder.store import SiteStore
+from jaxkit.kernels import crosscoder as cc
+
+from . import circuits as C
+from . import surgery as S
+from .config import Config
+from .data import N_CLASSES, Digits, augmented_stream
+from .models import Arch, Classifier, accuracy, train_classifier
+from .transcoder import model_sites, record, train_uc
+
+__all__ = ["aug_kwargs", "archs", "stream", "train_model", "train_pair", "pair_analysis",
+           "single_baseline", "surgery", "uc_eval"]
+
+
+def aug_kwargs(cfg: Config) -> dict:
+    return dict(max_shift=cfg.max_shift, max_rotation=cfg.max_rotation,
+                alpha=cfg.elastic_alpha, sigma=cfg.elastic_sigma)
+
+
+def archs(cfg: Config) -> dict[str, Arch]:
+    """Architecture of every model name (``mlp2``: the MLP's second seed; ``cnn-minus``:
+    the CNN trained without the surgery class)."""
+    mlp = Arch("mlp", cfg.image_size, widths=tuple(cfg.mlp_widths))
+    cnn = Arch("cnn", cfg.image_size, channels=tuple(cfg.cnn_channels), hidden=cfg.cnn_hidden)
+    return {"mlp": mlp, "cnn": cnn, "mlp2": mlp, "cnn-minus": cnn}
+
+
+_CLF: dict[Arch, Classifier] = {}
+
+
+def classifier(arch: Arch) -> Classifier:
+    """One :class:`Classifier` per architecture (so compiled functions are shared)."""
+    if arch not in _CLF:
+        _CLF[arch] = Classifier(arch)
+    return _CLF[arch]
+
+
+def stream(key, cfg: Config, digits: Digits, n: int, exclude: int | None = None):
+    """``n`` augmented training images (and the real pool itself), optionally without a
+    class."""
+    keep = np.ones(len(digits.y_train), bool) if exclude is None else digits.y_train != exclude
+    x, y = augmented_stream(key, digits.x_train[keep], digits.y_train[keep], n, cfg.image_size,
+                            **aug_kwargs(cfg))
+    return np.concatenate([x, digits.x_train[keep]]), np.concatenate([y, digits.y_train[keep]])
+
+
+def train_model(key, cfg: Config, name: str, digits: Digits, out: Path, *, resume: bool,
+                mesh) -> dict:
+    """Train model ``name``; returns its parameters (NumPy leaves), history and per-image
+    test correctness."""
+    arch = archs(cfg)[name]
+    clf = classifier(arch)
+    exclude = cfg.surgery_class if name == "cnn-minus" else None
+    x, y = stream(jax.random.fold_in(key, 1), cfg, digits, 8 * cfg.model_steps, exclude)
+    p, hist = train_classifier(jax.random.fold_in(key, 2), clf, x, y, steps=cfg.model_steps,
+                               batch=cfg.model_batch, lr=cfg.model_lr, chunk=cfg.log_every,
+                               checkpoint_dir=out / "checkpoints" / f"model-{name}",
+                               checkpoint_every=cfg.checkpoint_every, resume=resume, mesh=mesh)
+    return dict(leaves=Classifier.to_numpy(p), history=hist,
+                correct=accuracy(clf, p, digits.x_test, digits.y_test))
+
+
+def load(cfg: Config, names, models: dict) -> tuple[list[Classifier], list[Any]]:
+    clfs = [classifier(archs(cfg)[n]) for n in names]
+    return clfs, [c.from_numpy(models[n]["leaves"]) for c, n in zip(clfs, names, strict=True)]
+
+
+def train_pair(key, cfg: Config, names, models: dict, out: Path, tag: str, *,
+               resume: bool, mesh) -> dict:
+    """Record the models' activations on augmented images and train a transcoder over
+    them (one model: a single-model CLT)."""
+    clfs, ps = load(cfg, names, models)
+    digits_key, train_key = jax.random.split(key)
+    from .data import load_digits
+
+    dg = load_digits(cfg.image_size, cfg.test_every)
+    x, y = stream(digits_key, cfg, dg, cfg.n_record)
+    x, y = x[:cfg.n_record], y[:cfg.n_record]
+    folder = record(out / "stores" / tag, names, clfs, ps, x, y)
+    store = SiteStore(folder, batch_size=cfg.uc_batch, seed=0, models=names,
+                      n_classes=N_CLASSES)
+    spec, params, hist = train_uc(train_key, store, clfs, ps, n_latents=cfg.uc_latents,
+                                  k=cfg.uc_k, steps=cfg.uc_steps, lr=cfg.uc_lr,
+                                  fidelity_coef=cfg.fidelity_coef, chunk=cfg.log_every,
+                                  checkpoint_dir=out / "checkpoints" / f"uc-{tag}",
+                                  checkpoint_every=cfg.checkpoint_every, resume=resume,
+                                  mesh=mesh)
+    return dict(spec=spec, params=jax.tree.map(np.asarray, params), history=hist)
+
+
+def uc_eval(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
+    """Per-site FVU, fidelity KL and replacement accuracy (transcoder alone) on the test
+    images."""
+    clfs, ps = load(cfg, names, models)
+    spec, params = uc["spec"], uc["params"]
+    sites = model_sites(clfs, ps, digits.x_test)
+    _, out = cc.uc_loss(params, sites, spec, rest_fns=tuple(c.rest for c in clfs),
+                        model_params=tuple(ps), k=cfg.uc_k, fidelity_coef=1.0)
+    _, logits = cc.uc_replacement(params, sites, spec, tuple(c.rest for c in clfs), ps,
+                                  k=cfg.uc_k)
+    acc = [float(np.mean(np.argmax(np.asarray(lg), -1) == digits.y_test)) for lg in logits]
+    return dict(fvu=np.asarray(out.fvu), kl=float(out.kl), l0=float(out.l0),
+                replacement_acc=acc, layers=spec.layers())
+
+
+def pair_analysis(key, cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
+    """Circuits of every class in both models, intersections and baselines."""
+    clfs, ps = load(cfg, names, models)
+    spec, params = uc["spec"], uc["params"]
+    circ = C.find_circuits(params, spec, clfs, ps, digits.x_train, digits.y_train, k=cfg.uc_k,
+                           keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
+    st = C.intersection_stats(key, params, spec, clfs, ps, circ, digits.x_test, digits.y_test,
+                              k=cfg.uc_k, n_random=cfg.n_random, tau=cfg.universal_tau)
+    # the latents shared by most classes' intersections, and their mean input images
+    inter = circ.gates[0] * circ.gates[1]
+    score = inter.sum(0) + 1e-3 * np.abs(circ.scores).sum((0, 1))
+    top = np.argsort(-score)[:8]
+    imgs = C.latent_images(params, spec, clfs, ps, digits.x_train, top.tolist(), cfg.uc_k)
+    return dict(circuits=circ._asdict(), **st, top_latents=top, top_images=imgs)
+
+
+def single_baseline(cfg: Config, names, models: dict, singles: list[dict], digits: Digits
+                    ) -> dict:
+    """Circuits of two independently trained single-model CLTs, matched by decoder
+    (logit-effect) similarity."""
+    out, circs = [], []
+    for n, uc in zip(names, singles, strict=True):
+        clfs, ps = load(cfg, [n], models)
+        circ = C.find_circuits(uc["params"], uc["spec"], clfs, ps, digits.x_train,
+                               digits.y_train, k=cfg.uc_k, keep_frac=cfg.keep_frac,
+                               n_sizes=cfg.n_sizes)
+        out.append((uc["params"], uc["spec"], clfs[0], ps[0]))
+        circs.append(circ)
+    res = C.matched_ratios(out, circs, digits.x_test, digits.y_test, k=cfg.uc_k,
+                           threshold=cfg.match_cos)
+    return dict(**res, sizes=np.stack([c.sizes[0] for c in circs]))
+
+
+def surgery(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
+    """Write ``cfg.surgery_class`` into the receiver (``names[1]``) from the giver's
+    (``names[0]``) circuit; before/after/probe on the test images."""
+    clfs, ps = load(cfg, names, models)
+    spec, params, cls = uc["spec"], uc["params"], cfg.surgery_class
+    circ = C.find_circuits(params, spec, clfs, ps, digits.x_train, digits.y_train, k=cfg.uc_k,
+                           keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
+    gate = circ.gates[0, cls]
+    new = S.transfer(params, spec, 0, 1, cls, gate, clfs, ps, cfg.ridge)
+    yt = digits.y_test
+    before = S.evaluate(S.predictions(clfs[1], ps[1], jnp.asarray(digits.x_test)), yt, cls,
+                        N_CLASSES)
+    after = S.evaluate(S.predictions(clfs[1], new, jnp.asarray(digits.x_test)), yt, cls,
+                       N_CLASSES)
+    pr = S.evaluate(S.probe(clfs[1], ps[1], digits.x_train, digits.y_train, digits.x_test), yt,
+                    cls, N_CLASSES)
+    return dict(before=before, after=after, probe=pr, circuit_size=int(gate.sum()),
+                cls=cls, chance=1.0 / N_CLASSES, y_test=np.asarray(yt))

@@ -1,0 +1,224 @@
+"""The two vision classifiers (flax nnx) as chains of layers, and their training.
+
+Both models take flattened ``size x size`` images and are chains of layers whose
+outputs are the sites the transcoders read and write (:mod:`jaxkit.kernels.crosscoder`
+``cross_model``): site 0 is the image, site ``t`` the output of layer ``t - 1``, and the
+logits are ``head(site L)`` with a linear ``head``.
+
+* :class:`MLP`: ``h_{t+1} = relu(h_t W_t + b_t)`` for the hidden widths.
+* :class:`CNN`: layer 0 a 3x3 convolution (``SAME``, ReLU), layer 1 a 3x3 convolution with
+  stride 2 (ReLU), layer 2 dense + ReLU; conv outputs are flattened (HWC) sites.
+
+:class:`Classifier` wraps a model's graph definition into the pure functions the
+kernels take (``sites``, ``rest``, ``logits``, ``head``) of an ``nnx.State``; training is
+:func:`train_classifier`: cross-entropy on batches of an augmented stream by the one step
+(:mod:`jaxkit.kernels.train`) and the one loop (:func:`jaxkit.training.fit`,
+checkpointed, so a killed training resumes to the same parameters).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from jaxkit import distributed, training
+from jaxkit.kernels import train as ktrain
+
+from . import data as D
+
+__all__ = ["MLP", "CNN", "Arch", "Classifier", "train_classifier", "accuracy"]
+
+
+class MLP(nnx.Module):
+    """Multilayer perceptron with ReLU hidden layers and a linear head."""
+
+    def __init__(self, d_in: int, widths: tuple[int, ...], n_classes: int, *, rngs: nnx.Rngs):
+        dims = (d_in, *widths)
+        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in zip(dims, dims[1:],
+                                                                            strict=False)])
+        self.head = nnx.Linear(dims[-1], n_classes, rngs=rngs)
+        self.widths = tuple(dims)
+
+    def layer(self, j: int, h):
+        return jax.nn.relu(self.layers[j](h))
+
+
+class CNN(nnx.Module):
+    """Two 3x3 convolutions (the second with stride 2), a dense layer and a linear head."""
+
+    def __init__(self, size: int, channels: tuple[int, int], hidden: int, n_classes: int, *,
+                 rngs: nnx.Rngs):
+        c1, c2 = channels
+        self.size, self.c1, self.c2 = size, c1, c2
+        self.conv1 = nnx.Conv(1, c1, (3, 3), padding="SAME", rngs=rngs)
+        self.conv2 = nnx.Conv(c1, c2, (3, 3), strides=(2, 2), padding="SAME", rngs=rngs)
+        self.fc = nnx.Linear((size // 2) ** 2 * c2, hidden, rngs=rngs)
+        self.head = nnx.Linear(hidden, n_classes, rngs=rngs)
+        self.widths = (size * size, size * size * c1, (size // 2) ** 2 * c2, hidden)
+
+    def layer(self, j: int, h):
+        B, S = h.shape[0], self.size
+        if j == 0:
+            return jax.nn.relu(self.conv1(h.reshape(B, S, S, 1))).reshape(B, -1)
+        if j == 1:
+            return jax.nn.relu(self.conv2(h.reshape(B, S, S, self.c1))).reshape(B, -1)
+        return jax.nn.relu(self.fc(h))
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A model's architecture (hashable): ``kind`` "mlp" or "cnn"."""
+
+    kind: str
+    size: int
+    widths: tuple[int, ...] = ()
+    channels: tuple[int, int] = (8, 16)
+    hidden: int = 32
+    n_classes: int = D.N_CLASSES
+
+    def build(self, seed: int = 0) -> nnx.Module:
+        rngs = nnx.Rngs(seed)
+        if self.kind == "mlp":
+            return MLP(self.size ** 2, self.widths, self.n_classes, rngs=rngs)
+        if self.kind == "cnn":
+            return CNN(self.size, self.channels, self.hidden, self.n_classes, rngs=rngs)
+        raise ValueError(f"`kind` must be 'mlp' or 'cnn'; got {self.kind!r}")
+
+
+class Classifier:
+    """Pure functions of one architecture's parameters (an ``nnx.State``)."""
+
+    def __init__(self, arch: Arch):
+        self.arch = arch
+        model = arch.build(0)
+        self.graphdef, state = nnx.split(model)
+        self.treedef = jax.tree.structure(state)
+        self.d_sites = tuple(model.widths)
+        self.n_layers = len(self.d_sites) - 1
+
+    def init(self, key) -> Any:
+        seed = int(jax.random.randint(key, (), 0, 2 ** 31 - 1))
+        return nnx.split(self.arch.build(seed))[1]
+
+    def from_numpy(self, leaves) -> Any:
+        """Parameters from :meth:`to_numpy`'s leaves."""
+        return jax.tree.unflatten(self.treedef, [jnp.asarray(v) for v in leaves])
+
+    @staticmethod
+    def to_numpy(params) -> list[np.ndarray]:
+        return [np.asarray(v) for v in jax.tree.leaves(params)]
+
+    def _model(self, params):
+        return nnx.merge(self.graphdef, params)
+
+    def sites(self, params, x) -> list:
+        """``[h_0 = x, h_1, ..., h_L]``."""
+        m = self._model(params)
+        hs = [x]
+        for j in range(self.n_layers):
+            hs.append(m.layer(j, hs[-1]))
+        return hs
+
+    def rest(self, params, t: int, h):
+        """The logits from site ``t`` on (``t = L``: the head alone)."""
+        m = self._model(params)
+        for j in range(t, self.n_layers):
+            h = m.layer(j, h)
+        return m.head(h)
+
+    def logits(self, params, x):
+        return self.rest(params, 0, x)
+
+    def head(self, params) -> tuple[jax.Array, jax.Array]:
+        """The linear head ``(W (d_L, C), b (C,))``."""
+        m = self._model(params)
+        return m.head.kernel[...], m.head.bias[...]
+
+    def with_head(self, params, W, b):
+        """The parameters with the head replaced (no other change)."""
+        m = self._model(params)
+        m.head.kernel[...] = W
+        m.head.bias[...] = b
+        return nnx.split(m)[1]
+
+
+def accuracy(clf: Classifier, params, x, y) -> np.ndarray:
+    """Per-image correctness (0/1 float64) on ``(x, y)``."""
+    pred = np.asarray(jnp.argmax(_logits_jit(clf)(params, jnp.asarray(x)), -1))
+    return (pred == np.asarray(y)).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=16)
+def _logits_jit(clf: Classifier):
+    return jax.jit(clf.logits)
+
+
+@functools.lru_cache(maxsize=16)
+def _chunk_fn(clf: Classifier, lr: float, n: int, batch: int, mesh):
+    def loss(params, key, b, aux):
+        x, y = b
+        if mesh is not None:
+            x = jax.lax.with_sharding_constraint(x, distributed.data_sharding(mesh, 2))
+        lg = clf.logits(params, x)
+        ce = optax.softmax_cross_entropy_with_integer_labels(lg, y).mean()
+        return ce, {"ce": ce, "acc": jnp.mean((jnp.argmax(lg, -1) == y).astype(jnp.float32))}
+
+    step = ktrain.make_train_step(loss, optax.adam(lr), clip_norm=1.0)
+    scan = ktrain.scan_steps(step)
+
+    def chunk(key, state, pool_and_key):
+        xp, yp, kd = pool_and_key
+        idx = jax.random.randint(kd, (n, batch), 0, xp.shape[0])
+        batches = (xp[idx], yp[idx])
+        state, info = scan(key, state, batches)
+        return state, info._replace(out=jax.tree.map(jnp.mean, info.out))
+
+    return jax.jit(chunk, donate_argnums=1)
+
+
+def train_classifier(key, clf: Classifier, x_pool, y_pool, *, steps: int, batch: int, lr: float,
+                     chunk: int, checkpoint_dir: Path | None = None,
+                     checkpoint_every: int = 2, resume: bool = True, mesh=None
+                     ) -> tuple[Any, list[dict]]:
+    """Train ``clf`` on augmented batches of the pool (module docstring).
+
+    Args:
+      key: the training key (initialisation, batches and step keys derive from it).
+      clf: the classifier.
+      x_pool, y_pool: training images and labels (an augmented stream,
+        :func:`jaxkit.universal_circuits.data.augmented_stream`); batches are drawn
+        from them by ``fold_in(key, chunk index)``.
+      steps: Adam steps (a multiple of ``chunk``).
+      batch: images per step (divisible by the mesh's ``data`` size).
+      lr: learning rate.
+      chunk: steps per compiled call.
+      checkpoint_dir, checkpoint_every, resume: see :func:`jaxkit.training.fit`
+        (``checkpoint_every`` in chunks).
+      mesh: split each batch over its ``data`` axis.
+
+    Returns:
+      ``(params, history)``.
+    """
+    if steps % chunk:
+        raise ValueError(f"`steps` ({steps}) must be a multiple of `chunk` ({chunk})")
+    mesh = distributed.data_mesh(mesh)
+    k_init, k_data, k_run = jax.random.split(key, 3)
+    params = clf.init(k_init)
+    opt = optax.adam(lr)
+    state = ktrain.init(params, opt)
+    if mesh is not None:
+        state = jax.device_put(state, distributed.replicated(mesh))
+    fn = _chunk_fn(clf, float(lr), int(chunk), int(batch), mesh)
+    xp, yp = jnp.asarray(x_pool), jnp.asarray(y_pool)
+    res = training.fit(k_run, state, fn, lambda i: (xp, yp, jax.random.fold_in(k_data, i)),
+                       steps=steps // chunk, checkpoint_dir=checkpoint_dir,
+                       checkpoint_every=checkpoint_every, resume=resume, log_every=1)
+    return res.state.params, res.history

@@ -1,0 +1,79 @@
+"""``jaxkit run universal-circuits``: cross-model cross-layer transcoders between two
+vision models, shared class circuits and gradient-free model surgery.
+
+Stages (each cached with ``ctx.stage``; every training checkpointed under
+``out_dir/checkpoints/`` so a killed run resumes to the same parameters):
+
+1. the models: an MLP and a CNN (flax nnx) on augmented real digits, a second MLP seed
+   (same-architecture pair) and the CNN trained without the surgery class;
+2. per pair: activations recorded into one multi-model store, the universal-circuit
+   transcoder (UC) trained on it (data-parallel on ``ctx.mesh``), its reconstruction and
+   fidelity, the class circuits of both models, their intersection and baselines;
+3. two single-model CLTs (the baseline of joint training);
+4. the surgery pair (MLP giving, CNN-without-the-class receiving) and the transfer.
+"""
+
+from __future__ import annotations
+
+from jaxkit.registry import RunContext, register
+from jaxkit.report import PipelineResult
+
+from . import experiment as E
+from . import report
+from .config import FULL, QUICK, Config
+from .data import load_digits
+
+TITLE = "Universal Circuits: cross-model transcoders, shared class circuits, surgery"
+
+
+@register("universal-circuits", quick=QUICK, full=FULL, title=TITLE)
+def run(ctx: RunContext) -> PipelineResult:
+    """Models, transcoders, circuits, baselines and surgery; tables, figures, claims."""
+    cfg: Config = ctx.config
+    digits = load_digits(cfg.image_size, cfg.test_every)
+    out, common = ctx.out_dir, dict(resume=ctx.resume, mesh=ctx.mesh)
+    names = ["mlp", "cnn", "cnn-minus"] + (["mlp2"] if cfg.same_arch_pair else [])
+    models = {n: ctx.stage(f"uc-model-{n}", lambda n=n: E.train_model(
+        ctx.key(f"model-{n}"), cfg, n, digits, out, **common)) for n in ctx.track(names, "models")}
+    pair_names = {"mlp-cnn": ["mlp", "cnn"]}
+    if cfg.same_arch_pair:
+        pair_names["mlp-mlp2"] = ["mlp", "mlp2"]
+    pairs, evals = {}, {}
+    for tag, pn in ctx.track(list(pair_names.items()), "pairs"):
+        uc = ctx.stage(f"uc-train-{tag}", lambda tag=tag, pn=pn: E.train_pair(
+            ctx.key(f"uc-{tag}"), cfg, pn, models, out, tag, **common))
+        evals[tag] = ctx.stage(f"uc-eval-{tag}", lambda pn=pn, uc=uc: E.uc_eval(
+            cfg, pn, models, uc, digits))
+        pairs[tag] = (pn, ctx.stage(f"uc-circuits-{tag}", lambda tag=tag, pn=pn, uc=uc:
+                                    E.pair_analysis(ctx.key(f"random-{tag}"), cfg, pn, models,
+                                                    uc, digits)))
+    singles = [ctx.stage(f"uc-single-{n}", lambda n=n: E.train_pair(
+        ctx.key(f"single-{n}"), cfg, [n], models, out, f"single-{n}", **common))
+        for n in ("mlp", "cnn")]
+    single = ctx.stage("uc-single-matched", lambda: E.single_baseline(
+        cfg, ["mlp", "cnn"], models, singles, digits))
+    suc = ctx.stage("uc-train-surgery", lambda: E.train_pair(
+        ctx.key("uc-surgery"), cfg, ["mlp", "cnn-minus"], models, out, "surgery", **common))
+    surg = ctx.stage("uc-surgery", lambda: E.surgery(cfg, ["mlp", "cnn-minus"], models, suc,
+                                                     digits))
+    figures = report.figures(pairs, surg, cfg.image_size, out)
+    claims = report.claims(cfg, models, pairs, single, surg)
+    md = report.markdown(cfg, models, evals, pairs, single, surg)
+    warnings = [] if not ctx.quick else [
+        "quick run: tiny models and transcoders (see the settings); the circuit claims use "
+        "the 10 classes as replicates of one transcoder per pair"]
+    metrics = dict(settings=cfg.to_dict(),
+                   model_accuracy={n: float(m["correct"].mean()) for n, m in models.items()},
+                   transcoders={t: dict(fvu=e["fvu"], kl=e["kl"], l0=e["l0"],
+                                        replacement_acc=e["replacement_acc"])
+                                for t, e in evals.items()},
+                   pairs={t: dict(ratio=p["ratio"], random_ratio=p["random_ratio"],
+                                  shared=p["shared"], one_only=p["one_only"],
+                                  circuit_sizes=p["circuits"]["sizes"])
+                          for t, (_, p) in pairs.items()},
+                   single_matched=dict(ratio=single["ratio"], shared=single["shared"]),
+                   surgery={k: (surg[k]["recall"], surg[k]["other"])
+                            for k in ("before", "after", "probe")},
+                   total_seconds=ctx.elapsed())
+    return PipelineResult("universal-circuits", TITLE, md, figures=figures, metrics=metrics,
+                          warnings=warnings, claims=claims)

@@ -1,0 +1,21 @@
+"""Contrastive discovery (NeurIPS 2026): a scientific question together with its
+mutually exclusive and collectively exhaustive (MECE) explanations is the unit of
+discovery; an experiment is scored by how its evidence redistributes belief across them.
+
+Claims tested by ``jaxkit run contrastive``:
+
+1. Under the same evaluation budget, contrastive selection (greedy expected information
+   gain per cost over the MECE set) resolves more questions than pointwise baselines that
+   score one hypothesis at a time (Shannon surprisal and Bayesian surprise, the
+   AutoDiscovery style; an e-value sequential test, the POPPER style).
+2. High-surprisal pointwise candidates are overwhelmingly rejections, yet many become
+   resolved alternatives when the same evidence is evaluated contrastively.
+
+Modules: ``domains`` (six synthetic domains, explanations as numpyro models, candidate
+experiments with costs), ``simulate`` (questions, likelihood tables, outcomes),
+``methods`` (contrastive and pointwise agents), ``experiment`` (one domain, per-seed
+rates), ``report``, ``pipeline``, ``user`` (your own numpyro models as the MECE set).
+
+Kernels: :mod:`jaxkit.kernels.belief.posterior`, :mod:`jaxkit.kernels.belief.eig`,
+:mod:`jaxkit.kernels.belief.evidence`.
+"""

@@ -1,0 +1,60 @@
+"""Contrastive-discovery configuration: domains, questions, budget and the claim tests.
+
+``jaxkit run contrastive --set budget=8 --set seeds=10``. Each of ``seeds`` seeds draws
+``questions`` questions per domain; every method spends at most ``budget`` per question
+(experiment costs 0.7 to 3); a question is resolved when the final posterior reaches
+``tau``. ``n_samples`` is the number of prior draws of the Monte Carlo evidence
+estimator (kinetics, epidemic). The pointwise agents use ``tau`` too, the e-value agent
+level ``alpha`` and calibrator exponent ``kappa``. A pointwise candidate is
+*high-surprisal* when its Shannon surprisal is at least ``surprisal_threshold`` nats
+(3 nats: p < 0.05). Claim margins: ``rejection_margin`` (the share of rejections that
+counts as "overwhelmingly") and ``many_margin`` (the share that counts as "many").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
+
+from .domains import DOMAINS
+
+__all__ = ["Config", "QUICK", "FULL"]
+
+
+@dataclass(frozen=True)
+class Config(PipelineConfig):
+    """Settings of ``jaxkit run contrastive`` (see the module docstring)."""
+
+    domains: tuple[str, ...] = tuple(DOMAINS)
+    seeds: int = 10
+    questions: int = 40
+    budget: float = 6.0
+    tau: float = 0.9
+    n_samples: int = 512
+    alpha: float = 0.1
+    kappa: float = 0.5
+    surprisal_threshold: float = 3.0
+    rejection_margin: float = 0.75
+    many_margin: float = 0.25
+
+    def validate(self) -> None:
+        require_at_least(self, ("questions", "n_samples"))
+        require_at_least(self, ("seeds",), 2)
+        require(len(self.domains) >= 1 and all(d in DOMAINS for d in self.domains), "domains",
+                f"must be a non-empty tuple of {', '.join(DOMAINS)}; got {self.domains}")
+        require(len(set(self.domains)) == len(self.domains), "domains",
+                f"must not repeat a domain; got {self.domains}")
+        require_positive(self, ("budget", "surprisal_threshold"))
+        min_cost = min(float(DOMAINS[d].costs.min()) for d in self.domains)
+        require(self.budget >= min_cost, "budget",
+                f"is below every experiment's cost (cheapest {min_cost:g}); got {self.budget}")
+        require(0.5 < self.tau < 1, "tau", f"must lie in (0.5, 1); got {self.tau}")
+        require(0 < self.alpha < 1, "alpha", f"must lie in (0, 1); got {self.alpha}")
+        require(0 < self.kappa < 1, "kappa", f"must lie in (0, 1); got {self.kappa}")
+        for f in ("rejection_margin", "many_margin"):
+            require(0 <= getattr(self, f) < 1, f, f"must lie in [0, 1); got {getattr(self, f)}")
+
+
+QUICK = Config(seeds=4, questions=8, n_samples=32)
+FULL = Config()

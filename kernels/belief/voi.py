@@ -118,12 +118,22 @@ def binary_entropy(p):
 
 
 def _kl_bern(a, b):
-    """``KL(Bern(a) || Bern(b))``, 0 log 0 = 0; callers guarantee b in (0, 1) where a
+    """``KL(Bern(a) || Bern(b))``, ``0 log 0 = 0``. Each term ``a log(a / b)`` is
+    ``a log1p(d / b)`` (``d = a - b``) when ``|d / b| < 1/2``, where the O(d) terms of
+    the two outcomes cancel to O(d^2) without the rounding of ``a log a - a log b``,
+    and ``a (log a - log b)`` otherwise. Callers guarantee ``b in (0, 1)`` where ``a``
     is not 0 or 1 respectively (the mixture property)."""
-    pos = jnp.where(a > 0, xlogy(a, a) - xlogy(a, jnp.where(a > 0, b, 1.0)), 0.0)
-    neg = jnp.where(a < 1, xlogy(1 - a, 1 - a) - xlogy(1 - a, jnp.where(a < 1, 1 - b, 1.0)),
-                    0.0)
-    return pos + neg
+    d = a - b
+
+    def term(w, den, x):
+        den = jnp.where(den > 0, den, 1.0)
+        r = x / den
+        small = jnp.abs(r) < 0.5
+        near = w * jnp.log1p(jnp.where(small, r, 0.0))
+        far = xlogy(w, w) - xlogy(w, den)
+        return jnp.where(w > 0, jnp.where(small, near, far), 0.0)
+
+    return term(a, b, d) + term(1 - a, 1 - b, -d)
 
 
 def voi(q, p1, p0, *, check: bool = True) -> VOI:
@@ -195,9 +205,13 @@ def voi_categorical(q, p_cond, *, check: bool = True, atol: float = 1e-4) -> VOI
     dev = p_cond - p
     tv = 0.5 * jnp.sum(jnp.abs(dev), -1)
     sq = 0.5 * jnp.sum(dev * dev, -1)
-    # KL(p_m || p): p_mk > 0 implies p_k >= q_m p_mk > 0 where q_m > 0
-    safe_p = jnp.where(p_cond > 0, p, 1.0)
-    kl = jnp.sum(xlogy(p_cond, p_cond) - xlogy(p_cond, safe_p), -1)
+    # KL(p_m || p) as in _kl_bern: p_mk > 0 implies p_k >= q_m p_mk > 0 where q_m > 0
+    safe = jnp.where(p > 0, p, 1.0)
+    r = dev / safe
+    small = jnp.abs(r) < 0.5
+    terms = jnp.where(small, p_cond * jnp.log1p(jnp.where(small, r, 0.0)),
+                      xlogy(p_cond, p_cond) - xlogy(p_cond, safe))
+    kl = jnp.sum(jnp.where(p_cond > 0, terms, 0.0), -1)
     kl = jnp.where(q > 0, kl, 0.0)
     pair = 0.5 * jnp.sum(jnp.abs(p_cond[..., :, None, :] - p_cond[..., None, :, :]), -1)
     return VOI(abs_shift=jnp.sum(q * tv, -1), sq_shift=jnp.sum(q * sq, -1),

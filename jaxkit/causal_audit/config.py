@@ -1,0 +1,146 @@
+"""Settings of ``jaxkit run causal-audit``.
+
+The base SCM (``d`` variables, ``n`` rows, ER graphs with ``edges_per_node``, noise
+``base_noise`` with heterogeneity ``noise_hetero``) is moved two axes at a time: each
+entry of ``pairs`` reads ``"AXIS=v1/v2/...;AXIS=v1/v2/..."`` (rows; columns), e.g.
+``jaxkit run causal-audit --set 'pairs=noise=gaussian/laplace;scale=raw/iscm'``.
+``batch`` datasets per cell (one vmapped batch), of which the host peers (GES, GIES)
+fit the first ``host_datasets``. ``sizes`` are the sample sizes of the consistency
+curves of ``consistency_methods``. The Reisach cells (Gaussian noise, raw /
+standardised / iSCM) are always run. Margins: ``competitive_margin`` (non-inferiority of
+Var-SortnRegress to the best method, F1 units), ``chance_margin`` (equivalence with
+Random-SortnRegress), ``sortability_margin`` (equivalences of sortabilities),
+``tau_margin`` (a ranking with Kendall tau below it has changed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxkit.config import PipelineConfig, require, require_at_least, require_distinct
+
+from .axes import AXES, NOISES, cell
+from .grid import Pair
+from .methods import DEFAULT_METHODS, METHODS
+
+__all__ = ["Config", "QUICK", "FULL", "parse_pair"]
+
+
+def parse_pair(text: str) -> Pair:
+    """``"AXIS=v1/v2;AXIS=v1/v2"`` as a :class:`~.grid.Pair` (values typed by the axis).
+
+    Raises:
+        ValueError: malformed text, an unknown axis or a value outside its domain.
+    """
+    parts = [p.strip() for p in str(text).split(";")]
+    if len(parts) != 2 or not all("=" in p for p in parts):
+        raise ValueError(f"a pair must read 'AXIS=v1/v2;AXIS=v1/v2'; got {text!r}")
+    axes, values = [], []
+    for p in parts:
+        name, vals = (s.strip() for s in p.split("=", 1))
+        if name not in AXES:
+            raise ValueError(f"unknown axis {name!r} in pair {text!r}; known axes: "
+                             f"{', '.join(AXES)}")
+        ax = AXES[name]
+        raw = [v.strip() for v in vals.split("/") if v.strip()]
+        if ax.choices is None and name != "graph":
+            try:
+                typed = [ax.check(float(v)) for v in raw]
+            except ValueError as e:
+                raise ValueError(f"pair {text!r}: {e}") from None
+        else:
+            typed = [ax.check(v) if ax.choices else v for v in raw]
+        axes.append(name)
+        values.append(tuple(typed))
+    return Pair(axes[0], values[0], axes[1], values[1])
+
+
+@dataclass(frozen=True)
+class Config(PipelineConfig):
+    """See the module docstring."""
+
+    d: int = 10
+    n: int = 1000
+    edges_per_node: float = 2.0
+    base_noise: str = "laplace"
+    noise_hetero: float = 0.5
+    batch: int = 256
+    host_datasets: int = 32
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    pairs: tuple[str, ...] = (
+        "noise=gaussian/uniform/laplace;scale=raw/standardised/iscm",
+        "faithfulness=faithful/near/exact;confounders=0/1/2/4",
+        "mechanism=linear/nonlinear;meas_error=0/0.25/1",
+        "n_envs=0/2/5/10;targets=known/unknown",
+        "obs_fraction=0.2/0.5/0.8;n_envs=2/10",
+        "ar=0/0.5/0.9;noise_hetero=0/0.5/1.5",
+    )
+    sizes: tuple[int, ...] = (50, 100, 200, 500, 1000, 2000, 5000, 10000)
+    consistency_methods: tuple[str, ...] = ("direct-lingam", "ica-lingam", "var-sort-regress",
+                                            "r2-sort-regress")
+    competitive_margin: float = 0.1
+    chance_margin: float = 0.1
+    sortability_margin: float = 0.1
+    tau_margin: float = 0.9
+    n_boot: int = 500
+
+    def validate(self) -> None:
+        require_at_least(self, ("d",), 3)
+        require_at_least(self, ("batch",), 2)
+        require_at_least(self, ("host_datasets", "n_boot"), 0)
+        require(self.n >= self.d, "n", f"must be >= d ({self.d}); got {self.n}")
+        require(self.base_noise in NOISES, "base_noise",
+                f"must be one of {NOISES}; got {self.base_noise!r}")
+        require_distinct("methods", self.methods, "method")
+        unknown = [m for m in (*self.methods, *self.consistency_methods) if m not in METHODS]
+        require(not unknown, "methods", f"unknown method(s) {unknown}; registered: "
+                f"{', '.join(METHODS)}")
+        for m in ("var-sort-regress", "random-sort-regress"):
+            require(m in self.methods, "methods", f"must include {m!r} (the Reisach claims)")
+        require(all(m in self.methods for m in self.consistency_methods),
+                "consistency_methods", "must be a subset of `methods`")
+        require(len(self.sizes) >= 2 and all(s >= self.d for s in self.sizes), "sizes",
+                f"must hold >= 2 sample sizes, each >= d; got {self.sizes}")
+        for p in self.pairs:
+            try:
+                parse_pair(p)
+            except ValueError as e:
+                raise ValueError(f"`pairs` {e}") from None
+        try:
+            self.base()
+        except ValueError as e:
+            raise ValueError(f"`d`, `n`, `edges_per_node` or `noise_hetero`: {e}") from None
+        for f in ("competitive_margin", "chance_margin", "sortability_margin"):
+            require(0 < getattr(self, f) < 1, f, f"must be in (0, 1); got {getattr(self, f)}")
+        require(-1 < self.tau_margin <= 1, "tau_margin",
+                f"must be in (-1, 1]; got {self.tau_margin}")
+
+    def base(self):
+        """The base cell (``max_envs`` large enough for every ``n_envs`` value)."""
+        envs = [0]
+        for p in self.grid_pairs():
+            for ax, vals in ((p.row, p.row_values), (p.col, p.col_values)):
+                if ax == "n_envs":
+                    envs += list(vals)
+        return cell(n=self.n, d=self.d, edges_per_node=self.edges_per_node,
+                    noise=self.base_noise, noise_hetero=self.noise_hetero,
+                    max_envs=max(8, *envs))
+
+    def grid_pairs(self) -> list[Pair]:
+        return [parse_pair(p) for p in self.pairs]
+
+
+FULL = Config()
+
+# every claim at tiny size: one shape (d=5, n=300) for the grid, three sample sizes for
+# the consistency curves of two methods
+QUICK = Config(
+    d=5, n=300, edges_per_node=1.5, batch=16, host_datasets=8,
+    pairs=("noise=gaussian/laplace;scale=raw/standardised/iscm",
+           "faithfulness=faithful/exact;confounders=0/2",
+           "mechanism=linear/nonlinear;meas_error=0/0.5",
+           "n_envs=0/4;targets=known/unknown",
+           "ar=0/0.8;noise_hetero=0/1"),
+    sizes=(100, 300, 1000), consistency_methods=("direct-lingam", "var-sort-regress"),
+    n_boot=200,
+)

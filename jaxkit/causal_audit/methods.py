@@ -1,0 +1,254 @@
+"""Causal-discovery methods with their declared assumptions, and the method registry.
+
+Every method is a :class:`Method`: a fit function and a :class:`MethodRecord` listing
+the assumptions under which the method is identifiable and consistent (each an
+:class:`Assumption` with a predicate on a :class:`~.axes.CellSpec`), with the citation.
+A cell is *in scope* for a method when all its assumptions hold there; the report
+outlines those cells, so a failure inside the scope and a success outside it are both
+visible.
+
+Two kinds of fit:
+
+* ``"jax"``: ``fit(key, x, env, targets) -> adjacency`` for one dataset (pure, fixed
+  shape); the grid runs it under ``jit(vmap(...))`` over the whole cell at once;
+* ``"host"``: ``fit(x, env, targets) -> adjacency`` on NumPy arrays, one dataset at a
+  time (the CPU peers), on the first ``host_datasets`` datasets of a cell.
+
+``adjacency[i, j] != 0`` is an estimated edge ``j -> i`` (LiNGAM convention); an
+undirected edge of a CPDAG has both entries. Methods with ``uses_targets`` receive the
+environment labels and targets (withheld under ``targets="unknown"``).
+
+A user adds a method with one call::
+
+    register_method(Method("mine", my_fit, MethodRecord("my method", "Me et al. 2026",
+                                                        (LINEAR, SUFFICIENCY))))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxkit.kernels import lingam
+from jaxkit.kernels.sem import sortability as srt
+
+from .axes import CellSpec
+
+__all__ = ["Assumption", "MethodRecord", "Method", "METHODS", "register_method", "get_method",
+           "in_scope", "LINEAR", "NON_GAUSSIAN", "SUFFICIENCY", "NO_MEAS_ERROR", "IID",
+           "FAITHFUL", "RAW_SCALE", "EQUAL_VARIANCE", "OBSERVATIONAL", "KNOWN_TARGETS",
+           "NON_GAUSSIAN_OR_POOLED", "NOT_ISCM", "NEVER", "DEFAULT_METHODS"]
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One declared assumption: a short name, its meaning, and whether a cell meets it."""
+
+    name: str
+    text: str
+    holds: Callable[[CellSpec], bool] = field(compare=False)
+
+
+LINEAR = Assumption("linear", "linear mechanisms", lambda s: s.mechanism == "linear")
+NON_GAUSSIAN = Assumption("non-Gaussian", "non-Gaussian noise (at most one Gaussian source)",
+                          lambda s: s.noise != "gaussian")
+SUFFICIENCY = Assumption("sufficiency", "causal sufficiency: no hidden confounders",
+                         lambda s: s.confounders == 0)
+NO_MEAS_ERROR = Assumption("no measurement error", "variables observed without error",
+                           lambda s: s.meas_error == 0)
+IID = Assumption("i.i.d.", "rows i.i.d. (no time structure)", lambda s: s.ar == 0)
+FAITHFUL = Assumption("faithfulness", "no independence beyond the graph's d-separations "
+                      "(no path cancellation)", lambda s: s.faithfulness == "faithful")
+RAW_SCALE = Assumption("raw scale", "data on the simulator's own scale (the variance "
+                       "order carries the causal order)", lambda s: s.scale == "raw")
+EQUAL_VARIANCE = Assumption("equal noise variances", "equal noise variances (Peters & "
+                            "Buhlmann 2014)", lambda s: s.noise_hetero == 0)
+OBSERVATIONAL = Assumption("one distribution", "rows from one (observational) distribution",
+                           lambda s: s.n_envs == 0)
+KNOWN_TARGETS = Assumption("known targets", "environment labels and intervention targets "
+                           "known", lambda s: s.n_envs == 0 or s.targets == "known")
+NON_GAUSSIAN_OR_POOLED = Assumption(
+    "non-Gaussian sources", "non-Gaussian noise, or Gaussian noise made non-Gaussian by "
+    "pooled noise interventions", lambda s: s.noise != "gaussian" or s.n_envs > 0)
+NOT_ISCM = Assumption("R2-sortable", "R^2 grows along the causal order (raw or rescaled "
+                      "linear SEMs; iSCMs remove it)", lambda s: s.scale != "iscm")
+NEVER = Assumption("none", "a chance-level floor: no regime identifies the graph",
+                   lambda s: False)
+
+
+@dataclass(frozen=True)
+class MethodRecord:
+    """What a method claims: ``label``, ``citation`` and the ``assumptions`` under which
+    it is identifiable and consistent; ``identifies`` says what it recovers there (e.g.
+    the DAG, or only the Markov equivalence class)."""
+
+    label: str
+    citation: str
+    assumptions: tuple[Assumption, ...]
+    identifies: str = "the DAG"
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered method: ``name``, ``fit``, its ``record``, the ``kind`` of fit
+    (``"jax"`` or ``"host"``), whether it takes environment labels, and whether it is
+    a sort-and-regress floor (a benchmark-artefact detector, not a contender)."""
+
+    name: str
+    fit: Callable
+    record: MethodRecord | None
+    kind: str = "jax"
+    uses_targets: bool = False
+    floor: bool = False
+
+
+METHODS: dict[str, Method] = {}
+
+
+def register_method(method: Method) -> Method:
+    """Add ``method`` to :data:`METHODS` (replacing one of the same name).
+
+    Raises:
+        ValueError: no record (every method must declare its assumptions), a record
+            that is not a :class:`MethodRecord`, an unknown kind or a non-callable fit.
+    """
+    if not isinstance(method, Method):
+        raise ValueError(f"`method` must be a Method; got {type(method).__name__}")
+    if method.record is None:
+        raise ValueError(f"method {method.name!r} has no assumption record: pass a "
+                         f"MethodRecord listing the assumptions under which it is "
+                         f"identifiable and consistent")
+    if not isinstance(method.record, MethodRecord):
+        raise ValueError(f"method {method.name!r}: `record` must be a MethodRecord; got "
+                         f"{type(method.record).__name__}")
+    if not all(isinstance(a, Assumption) for a in method.record.assumptions):
+        raise ValueError(f"method {method.name!r}: every assumption must be an Assumption")
+    if method.kind not in ("jax", "host"):
+        raise ValueError(f"method {method.name!r}: `kind` must be 'jax' or 'host'; got "
+                         f"{method.kind!r}")
+    if not callable(method.fit):
+        raise ValueError(f"method {method.name!r}: `fit` must be callable")
+    METHODS[method.name] = method
+    return method
+
+
+def get_method(name: str) -> Method:
+    """The registered method ``name``; a ValueError listing the known names otherwise."""
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; registered: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+def in_scope(method: Method, spec: CellSpec) -> bool:
+    """Whether every declared assumption of ``method`` holds in the cell ``spec``."""
+    return all(bool(a.holds(spec)) for a in method.record.assumptions)
+
+
+# --------------------------------------------------------------------------- built-ins
+# module-level fits: the grid caches one compiled program per fit and shape
+
+
+def fit_var_sort(key, x, env, targets):
+    return srt.var_sort_regress(x).adjacency
+
+
+def fit_r2_sort(key, x, env, targets):
+    return srt.r2_sort_regress(x).adjacency
+
+
+def fit_random_sort(key, x, env, targets):
+    return srt.random_sort_regress(key, x).adjacency
+
+
+def fit_ica_lingam(key, x, env, targets):
+    return lingam.ica_lingam(key, x).adjacency
+
+
+def fit_direct_lingam(key, x, env, targets):
+    return lingam.direct_lingam(x).adjacency
+
+
+def fit_ges(x, env, targets):
+    """GES (Chickering 2002) as GIES on one observational environment (``gies.fit_bic``
+    with no targets is GES with the same BIC score); returns the CPDAG."""
+    import gies
+
+    est, _ = gies.fit_bic([np.asarray(x, np.float64)], [[]])
+    return (np.asarray(est) != 0).T.astype(np.float64)
+
+
+def fit_gies(x, env, targets):
+    """GIES (Hauser & Buhlmann 2012, ``gies.fit_bic``) given environments and targets;
+    returns the I-essential graph. Empty environments are skipped."""
+    import gies
+
+    x = np.asarray(x, np.float64)
+    data, ivs = [], []
+    for k in range(targets.shape[0]):
+        rows = x[env == k]
+        if rows.shape[0] == 0:
+            continue
+        data.append(rows)
+        ivs.append([int(j) for j in np.nonzero(targets[k])[0]])
+    est, _ = gies.fit_bic(data, ivs)
+    return (np.asarray(est) != 0).T.astype(np.float64)
+
+
+_LINGAM = (LINEAR, NON_GAUSSIAN, SUFFICIENCY, NO_MEAS_ERROR, IID, OBSERVATIONAL)
+_BUILTIN = (
+    Method("var-sort-regress", fit_var_sort, MethodRecord(
+        "Var-SortnRegress (floor)", "Reisach et al. 2021; Peters & Buhlmann 2014",
+        (LINEAR, RAW_SCALE, EQUAL_VARIANCE, SUFFICIENCY, NO_MEAS_ERROR),
+        "the causal order when variance grows along it (guaranteed for equal noise "
+        "variances only in expectation)"), floor=True),
+    Method("r2-sort-regress", fit_r2_sort, MethodRecord(
+        "R2-SortnRegress (floor)", "Reisach et al. 2023",
+        (LINEAR, NOT_ISCM, SUFFICIENCY, NO_MEAS_ERROR),
+        "the causal order when R^2 grows along it (a heuristic, no guarantee)"), floor=True),
+    Method("random-sort-regress", fit_random_sort, MethodRecord(
+        "Random-SortnRegress (chance)", "Reisach et al. 2021", (NEVER,), "nothing"),
+        floor=True),
+    Method("ica-lingam", fit_ica_lingam, MethodRecord(
+        "ICA-LiNGAM", "Shimizu et al. 2006", _LINGAM)),
+    Method("direct-lingam", fit_direct_lingam, MethodRecord(
+        "DirectLiNGAM", "Shimizu et al. 2011", _LINGAM)),
+    Method("pooled-ica-lingam", fit_ica_lingam, MethodRecord(
+        "pooled ICA-LiNGAM (no labels)", "ICA-LiNGAM on pooled interventional data "
+        "(Paper 7, 2026)", (LINEAR, NON_GAUSSIAN_OR_POOLED, SUFFICIENCY, NO_MEAS_ERROR, IID),
+        "the DAG; with Gaussian noise only approximately (atomic pooling leaves "
+        "O(1/d^2) source dependence)")),
+    Method("ges", fit_ges, MethodRecord(
+        "GES (BIC)", "Chickering 2002", (LINEAR, FAITHFUL, SUFFICIENCY, NO_MEAS_ERROR, IID,
+                                        OBSERVATIONAL),
+        "the Markov equivalence class (CPDAG; undirected edges score both ways)"),
+        kind="host"),
+    Method("gies", fit_gies, MethodRecord(
+        "GIES (BIC)", "Hauser & Buhlmann 2012", (LINEAR, FAITHFUL, SUFFICIENCY, NO_MEAS_ERROR,
+                                                IID, KNOWN_TARGETS),
+        "the interventional Markov equivalence class"), kind="host", uses_targets=True),
+)
+for _m in _BUILTIN:
+    register_method(_m)
+
+DEFAULT_METHODS = tuple(m.name for m in _BUILTIN)
+
+
+_BATCH_FITS: dict = {}
+
+
+def batch_fit(method: Method):
+    """The per-dataset jax fit of ``method`` with its finiteness flag,
+    ``(key, x, env, targets) -> (adjacency, finite)``; one function object per fit
+    (methods sharing a fit share it, so compiled programs are cached across cells)."""
+    fit = method.fit
+    one = _BATCH_FITS.get(fit)
+    if one is None:
+        def one(key, x, env, targets):
+            adj = jnp.asarray(fit(key, x, env, targets))
+            return adj, jnp.all(jnp.isfinite(adj))
+
+        _BATCH_FITS[fit] = one
+    return one

@@ -27,6 +27,13 @@ Contents
 * theory checks: :func:`excess_kurtosis`, :func:`square_correlation`,
   :func:`mean_offdiag`, :func:`hsic`, and the closed form :func:`atomic_scale_theory`.
 
+Causal priors (CausalTab, amortised causal discovery): padded graph families
+:mod:`.graphs` (ER, scale-free, Watts-Strogatz, SBM, geometric), noise laws
+:mod:`.prior_noise`, mechanisms and ancestral sampling with interventions and iSCM
+standardisation :mod:`.mechanisms`, and the task sampler :mod:`.prior`
+(:func:`make_prior`, :func:`sample_tasks`); the continuous-optimisation baseline
+:func:`notears` (:mod:`.notears`).
+
 Modules: ``dags`` (graphs, weights, acyclicity, ``(I - b)^{-1}``), ``noise``,
 ``interventions`` (targets), ``pooling`` (:func:`simulate_pooled`), ``stats`` (theory
 checks); every public name is re-exported here.
@@ -41,9 +48,29 @@ from .dags import (
     random_dag,
     scale_free_dag,
 )
+from .graphs import (
+    GRAPHS,
+    er_graph,
+    geometric_graph,
+    sample_graph,
+    sbm_graph,
+    sf_graph,
+    ws_graph,
+)
 from .interventions import intervention_targets
+from .mechanisms import (
+    INTERVENTION_TYPES,
+    MECHANISMS,
+    MechParams,
+    init_mechanisms,
+    simulate_scm,
+    topological_order,
+)
 from .noise import NoiseKind, sample_noise
+from .notears import NotearsResult, notears
 from .pooling import InterventionKind, SEMData, simulate_pooled
+from .prior import REGIMES, Prior, Task, TaskSpec, make_prior, mix_priors, sample_task, sample_tasks
+from .prior_noise import PRIOR_NOISES, prior_noise
 from .stats import atomic_scale_theory, excess_kurtosis, hsic, mean_offdiag, square_correlation
 
 __all__ = [
@@ -65,5 +92,12 @@ __all__ = [
     "mean_offdiag",
     "hsic",
     "atomic_scale_theory",
+    "GRAPHS", "er_graph", "sf_graph", "ws_graph", "sbm_graph", "geometric_graph", "sample_graph",
+    "PRIOR_NOISES", "prior_noise",
+    "MECHANISMS", "INTERVENTION_TYPES", "MechParams", "init_mechanisms", "simulate_scm",
+    "topological_order",
+    "REGIMES", "Prior", "TaskSpec", "Task", "make_prior", "mix_priors", "sample_task",
+    "sample_tasks",
+    "NotearsResult", "notears",
 ]
 

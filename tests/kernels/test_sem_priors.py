@@ -1,0 +1,235 @@
+"""The CausalTab priors against their definitions: graph families (edge counts and degree
+laws), noise moments, interventions, iSCM standardisation, the task sampler's masks."""
+
+from __future__ import annotations
+
+import functools
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxkit.kernels.sem import graphs as G
+from jaxkit.kernels.sem import mechanisms as M
+from jaxkit.kernels.sem import prior as P
+from jaxkit.kernels.sem.dags import is_acyclic
+from jaxkit.kernels.sem.prior_noise import PRIOR_NOISES, prior_noise
+
+DM, D, K = 12, 10, 1.5  # slots, active nodes, edges per node
+R = 300  # graphs per family
+
+
+@functools.cache
+def _families():
+    """R graphs of every family (and WS without rewiring), in one compiled function."""
+    def one(key):
+        return jnp.stack([G.er_graph(key, DM, D, K), G.sf_graph(key, DM, D, K),
+                          G.ws_graph(key, DM, D, K, rewire=0.3),
+                          G.sbm_graph(key, DM, D, K, n_blocks=3, ratio=10.0),
+                          G.geometric_graph(key, DM, D, K),
+                          G.ws_graph(key, DM, D, K, rewire=0.0)])
+    out = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(0), R))
+    return np.asarray(out).transpose(1, 0, 2, 3)
+
+
+def _family(code: int, rewire: float | None = None):
+    return _families()[5 if rewire == 0.0 else code]
+
+
+@pytest.mark.parametrize("code", range(5))
+def test_graph_families_acyclic_padded_and_expected_edges(code):
+    a = _family(code)
+    assert a.shape == (R, DM, DM)
+    assert not a[:, D:, :].any() and not a[:, :, D:].any()  # padding has no edges
+    assert not np.any(np.diagonal(a, axis1=1, axis2=2))
+    assert all(bool(is_acyclic(jnp.asarray(g))) for g in a[:20])
+    edges = a.sum(axis=(1, 2))
+    name = G.GRAPHS[code]
+    if name == "sf":  # m = round(1.5) = 2 earlier nodes each: sum_i min(i, 2) = 2 d - 3
+        assert np.all(edges == 2 * D - 3)
+    elif name == "ws":  # h = 2 lattice edges per node, rewiring merges a few duplicates
+        assert np.all(edges <= 2 * D) and edges.mean() > 0.85 * 2 * D
+    else:  # er, sbm, grg: k d edges in expectation
+        se = edges.std() / np.sqrt(R)
+        assert abs(edges.mean() - K * D) < 4 * se + 0.02 * K * D, (name, edges.mean())
+
+
+def test_watts_strogatz_lattice_degrees_without_rewiring():
+    a = _family(2, rewire=0.0)
+    und = a | a.transpose(0, 2, 1)
+    deg = und.sum(axis=2)[:, :D]
+    assert np.all(deg == 4)  # 2 h neighbours, h = round(1.5) = 2
+
+
+def test_erdos_renyi_degree_is_binomial():
+    a = _family(0)
+    und = (a | a.transpose(0, 2, 1))[:, :D, :D]
+    deg = und.sum(axis=2).ravel()
+    p = 2 * K / (D - 1)
+    assert abs(deg.mean() - (D - 1) * p) < 0.1
+    assert abs(deg.var() - (D - 1) * p * (1 - p)) < 0.25
+
+
+def test_scale_free_has_hubs_erdos_renyi_does_not():
+    def max_deg(a):
+        und = a | a.transpose(0, 2, 1)
+        return und.sum(axis=2).max(axis=1).mean()
+    assert max_deg(_family(1)) > max_deg(_family(0)) + 0.5
+
+
+def test_relabel_is_uniform_over_active_nodes():
+    a = _family(1)  # sf: the first arrival is a hub; after relabelling any label can be
+    out_deg = a.sum(axis=1)[:, :D]  # column sums = out-degrees
+    hub = out_deg.argmax(axis=1)
+    counts = np.bincount(hub, minlength=D)
+    assert counts.min() > 0
+
+
+@functools.cache
+def _noise():
+    f = jax.jit(jax.vmap(lambda c: prior_noise(jax.random.key(7), (200_000,), c)))
+    return np.asarray(f(jnp.arange(5)), np.float64)
+
+
+@pytest.mark.parametrize("code,kurt,skew", [(0, 0.0, 0.0), (1, 3.0, 0.0), (2, 6.0, 0.0),
+                                            (3, -1.2, 0.0), (4, 2.4, 1.1395)])
+def test_noise_moments(code, kurt, skew):
+    z = _noise()[code]
+    assert abs(z.mean()) < 0.01 and abs(z.var() - 1) < 0.03, PRIOR_NOISES[code]
+    zc = (z - z.mean()) / z.std()
+    assert abs(np.mean(zc ** 3) - skew) < 0.1
+    if code == 2:  # t_5's sample kurtosis has infinite variance: compare quantiles
+        from scipy import stats
+        q = np.array([0.01, 0.05, 0.25, 0.75, 0.95, 0.99])
+        ref = stats.t.ppf(q, 5) * np.sqrt(3 / 5)
+        assert np.allclose(np.quantile(z, q), ref, atol=0.03)
+    else:
+        assert abs(np.mean(zc ** 4) - 3 - kurt) < 0.25
+
+
+def _chain(d):
+    return jnp.asarray(np.eye(d, k=-1, dtype=bool))  # 0 -> 1 -> ... (a[i, i-1])
+
+
+def test_topological_order_respects_edges():
+    a = _family(0)[0]
+    order = np.asarray(M.topological_order(jnp.asarray(a), G.active_mask(DM, D)))
+    pos = np.argsort(order)
+    i, j = np.nonzero(a)
+    assert np.all(pos[j] < pos[i]) and set(order[D:]) == set(range(D, DM))
+
+
+@functools.cache
+def _sim():
+    def run(key, mech, itype, iscm):
+        d, n = 4, 400
+        adj = _chain(d)
+        p = M.init_mechanisms(jax.random.fold_in(key, 1), adj)
+        env = jnp.where(jnp.arange(n) >= 200, (jnp.arange(n) - 200) % 2, -1)
+        targets = jnp.zeros((2, d), bool).at[0, 2].set(True).at[1, 1].set(True)
+        return M.simulate_scm(key, adj, p, mechanism=mech, noise=jnp.int32(1),
+                              active=jnp.ones(d, bool), rows=jnp.ones(n, bool), env=env,
+                              targets=targets, itype=itype, iscm=iscm), env
+    return jax.jit(run)
+
+
+@pytest.mark.parametrize("mech", range(5))
+def test_hard_intervention_cuts_parents(mech):
+    x, env = map(np.asarray, _sim()(jax.random.key(3), jnp.int32(mech), jnp.int32(0), False))
+    assert np.isfinite(x).all()
+    hit2 = env == 0  # environment 0 sets node 2 (child of 1, parent of 3)
+    assert np.ptp(x[hit2, 2]) < 1e-4  # do(x_2 = c): one value, whatever x_1 is
+    assert np.ptp(x[~hit2, 2]) > 0.1
+    if mech != 4:  # (hetero: the child's noise scale may vanish at the do-value)
+        assert np.ptp(x[hit2, 3]) > 0.1  # the child still has its own noise
+
+
+def test_soft_interventions_shift_and_scale():
+    sim = _sim()
+    xs, env = map(np.asarray, sim(jax.random.key(4), jnp.int32(0), jnp.int32(1), False))
+    xo, _ = map(np.asarray, sim(jax.random.key(4), jnp.int32(0), jnp.int32(2), False))
+    obs, hit = env == -1, env == 1  # env 1 targets node 1, a child of root 0
+    assert abs(xs[hit, 1].mean() - xs[obs, 1].mean()) > 0.5  # shift |z| in [1, 3] sds
+    assert xo[hit, 1].std() > 1.3 * xo[obs, 1].std()  # noise scaled by U[2, 4]
+    assert np.allclose(xs[:, 0], xo[:, 0])  # the root is untouched by either
+
+
+def test_iscm_standardises_each_node_over_reference_rows():
+    x, env = map(np.asarray, _sim()(jax.random.key(5), jnp.int32(0), jnp.int32(1), True))
+    for v, tgt in ((0, None), (3, None), (1, 1), (2, 0)):
+        ref = env != tgt if tgt is not None else np.ones_like(env, bool)
+        assert abs(x[ref, v].mean()) < 1e-4 and abs(x[ref, v].std() - 1) < 1e-3
+
+
+def test_raw_linear_chain_is_var_sortable_iscm_is_not():
+    sim = _sim()
+    raw, env = map(np.asarray, sim(jax.random.key(6), jnp.int32(0), jnp.int32(1), False))
+    std, _ = map(np.asarray, sim(jax.random.key(6), jnp.int32(0), jnp.int32(1), True))
+    obs = env == -1
+    v_raw = raw[obs].var(axis=0)
+    assert v_raw[3] > v_raw[0]  # variance accumulates down a linear chain (|w| >= 0.5)
+    # iSCM: nodes 0 and 3 are never targeted, so all rows are their reference rows
+    assert abs(std[:, 0].var() - 1) < 1e-3 and abs(std[:, 3].var() - 1) < 1e-3
+
+
+BATCH, TDM, TNM = 32, 8, 40
+
+
+@functools.cache
+def _sampler():
+    @chex.assert_max_traces(n=1)
+    def f(key, prior):
+        return P.sample_tasks(key, prior, BATCH, d_max=TDM, n_max=TNM)
+    return jax.jit(f)
+
+
+def test_task_sampler_masks_padding_and_indicators():
+    prior = P.make_prior(d_range=(3, 8), n_range=(10, 40), p_known=0.5)
+    t = jax.device_get(_sampler()(jax.random.key(0), prior))
+    d, n = t.spec.d, t.spec.n
+    assert np.all((d >= 3) & (d <= 8) & (n >= 10) & (n <= 40))
+    for b in range(BATCH):
+        assert t.var_mask[b].sum() == d[b] and t.sample_mask[b].sum() == n[b]
+        assert np.all(t.x[b][~t.sample_mask[b]] == 0) and np.all(t.x[b][:, ~t.var_mask[b]] == 0)
+        assert not t.adj[b][~t.var_mask[b]].any()
+        ind = t.indicator[b]
+        if t.spec.known[b]:
+            assert np.array_equal(ind > 0, t.targets[b])
+        else:
+            assert not ind.any()
+        obs_rows = (t.env[b] == -1) & t.sample_mask[b]
+        assert obs_rows.sum() == t.spec.n_obs[b]
+        if t.spec.regime[b] == 0:
+            assert t.spec.n_obs[b] == n[b] and not t.targets[b].any()
+        if t.spec.regime[b] == 1:  # atomic: each interventional row targets one node
+            rows = t.env[b] >= 0
+            assert np.all(t.targets[b][rows].sum(axis=1) == 1)
+    assert np.isfinite(t.x).all()
+
+
+def test_task_sampler_mixture_weights_and_no_retrace():
+    f = _sampler()
+    only_ws = P.make_prior(graphs={"ws": 1.0}, mechanisms={"rff": 1.0}, regimes=(1, 0, 0),
+                           d_range=(3, 8), n_range=(10, 40))
+    t = jax.device_get(f(jax.random.key(1), only_ws))  # a new prior value: no new trace
+    assert np.all(t.spec.graph == 2) and np.all(t.spec.mechanism == 2)
+    assert np.all(t.spec.regime == 0) and not t.targets.any()
+    half = P.mix_priors(only_ws, P.make_prior(graphs={"er": 1.0}, d_range=(3, 8),
+                                              n_range=(10, 40)), 0.5)
+    assert np.allclose(np.asarray(half.graph_w), [0.5, 0, 0.5, 0, 0])
+    t = jax.device_get(f(jax.random.key(2), half))
+    assert set(np.unique(t.spec.graph)) <= {0, 2}
+
+
+def test_make_prior_bad_input_names_the_argument():
+    with pytest.raises(ValueError, match="graphs"):
+        P.make_prior(graphs={"tree": 1.0})
+    with pytest.raises(ValueError, match="d_range"):
+        P.make_prior(d_range=(5, 2))
+    with pytest.raises(ValueError, match="p_known"):
+        P.make_prior(p_known=1.5)
+    with pytest.raises(ValueError, match="obs_frac"):
+        P.make_prior(obs_frac=(0.8, 0.2))
+    with pytest.raises(ValueError, match="d_max"):
+        P.sample_task(jax.random.key(0), P.make_prior(), d_max=1, n_max=10)

@@ -120,8 +120,8 @@ def _parse(smiles: Sequence[str], skip_invalid: bool):
         shown = ", ".join(f"row {i} ({smiles[i]!r})" for i in bad[:10])
         more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
         raise DataError(f"{len(bad)} SMILES could not be parsed by RDKit: {shown}{more} "
-                        f"(rows count from 0, the first data row; pass skip_invalid=True / "
-                        f"--skip-invalid to drop them)")
+                        f"(rows count from 0 at the first data row: line row + 2 of a CSV with a "
+                        f"header; pass skip_invalid=True / --skip-invalid to drop them)")
     return mols, bad
 
 

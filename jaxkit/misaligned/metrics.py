@@ -19,6 +19,7 @@ model and the baseline (paired), and returns the percentile interval of the mean
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -26,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["METRICS", "HIGHER_IS_BETTER", "rmse", "mae", "r2", "spearman", "auroc",
-           "metric_fn", "all_metrics", "BootGap", "bootstrap_gap"]
+           "metric_fn", "all_metrics", "BootGap", "bootstrap_gap", "boot_gaps"]
 
 METRICS = ("rmse", "mae", "r2", "spearman")
 HIGHER_IS_BETTER = {"rmse": False, "mae": False, "r2": True, "spearman": True, "auroc": True}
@@ -145,22 +146,29 @@ def bootstrap_gap(key, y, pred_model, pred_base, test, *, metric: str = "rmse",
     if metric == "spearman":
         raise ValueError("`metric` 'spearman' has no weighted form; bootstrap rmse, mae, "
                          "r2 or auroc")
-    fn = metric_fn(metric)
+    metric_fn(metric)
+    est, gaps = boot_gaps(key, jnp.asarray(y, jnp.float32), jnp.asarray(pred_model, jnp.float32),
+                          jnp.asarray(pred_base, jnp.float32), jnp.asarray(test, bool),
+                          metric=metric, n_boot=int(n_boot))
+    gaps = np.asarray(gaps, np.float64)
+    lo, hi = np.quantile(gaps, [0.5 - level / 2, 0.5 + level / 2])
+    return BootGap(float(est), float(lo), float(hi), float(np.mean(gaps <= 0)),
+                   bool(lo > 0 or hi < 0))
+
+
+@functools.partial(jax.jit, static_argnames=("metric", "n_boot"))
+def boot_gaps(key, y, pred_model, pred_base, test, *, metric: str = "rmse",
+              n_boot: int = 1000):
+    """The jitted core of :func:`bootstrap_gap`: ``(estimate, (n_boot,) resampled gaps)``
+    (vmappable over replications, e.g. for a coverage study)."""
+    fn = _FNS[metric]
     sign = 1.0 if HIGHER_IS_BETTER[metric] else -1.0
-    y = jnp.asarray(y, jnp.float32)
-    pm, pb = jnp.asarray(pred_model, jnp.float32), jnp.asarray(pred_base, jnp.float32)
-    test = jnp.asarray(test, bool)
     per_seed = jax.vmap(fn, (None, 0, 0))
-    est = float(jnp.mean(sign * (per_seed(y, pm, test.astype(jnp.float32))
-                                 - per_seed(y, pb, test.astype(jnp.float32)))))
+    w = test.astype(jnp.float32)
+    est = jnp.mean(sign * (per_seed(y, pred_model, w) - per_seed(y, pred_base, w)))
     seeds, counts = _resample_weights(key, test, n_boot)
 
     def one(s, c):
-        gm = per_seed(y, pm[s], c)
-        gb = per_seed(y, pb[s], c)
-        return jnp.mean(sign * (gm - gb))
+        return jnp.mean(sign * (per_seed(y, pred_model[s], c) - per_seed(y, pred_base[s], c)))
 
-    gaps = np.asarray(jax.jit(jax.vmap(one))(seeds, counts), np.float64)
-    lo, hi = np.quantile(gaps, [0.5 - level / 2, 0.5 + level / 2])
-    return BootGap(est, float(lo), float(hi), float(np.mean(gaps <= 0)),
-                   bool(lo > 0 or hi < 0))
+    return est, jax.vmap(one)(seeds, counts)

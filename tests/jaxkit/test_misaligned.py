@@ -1,0 +1,295 @@
+"""jaxkit.misaligned: featurisation, splits, every baseline on a case with a known answer,
+metrics against SciPy / scikit-learn, the bootstrap's coverage, audit and bad inputs."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxkit.io import DataError
+from jaxkit.misaligned import baselines as B
+from jaxkit.misaligned import evaluation as E
+from jaxkit.misaligned import features as F
+from jaxkit.misaligned import metrics as Me
+
+SMILES = ["CCO", "CCCO", "CCCCO", "CCCCCO", "c1ccccc1", "c1ccccc1C", "c1ccccc1CC",
+          "c1ccccc1O", "C1CCCCC1", "C1CCCCC1C", "C1CCCCC1O", "CC(=O)O", "CCC(=O)O",
+          "c1ccncc1", "c1ccncc1C", "CC(C)O", "CC(C)CO", "OCCO", "c1ccc2ccccc2c1",
+          "c1ccc2ccccc2c1C", "C1CCNCC1", "C1CCNCC1C", "CCN", "CCCN", "CCCCN", "c1ccoc1",
+          "c1ccsc1", "c1ccsc1C", "CCOCC", "CCCOC", "C1CCOC1", "C1CCOC1C", "CC#N", "CCC#N",
+          "ClCCl", "ClC(Cl)Cl", "BrCC", "FC(F)F", "CC(=O)C", "CCC(=O)C"]
+
+
+@pytest.fixture(scope="module")
+def mols():
+    """40 small molecules, 128-bit fingerprints; the label is linear in the fingerprint
+    bits plus noise (so the fingerprint ridge can learn it and its nulls cannot)."""
+    rng = np.random.default_rng(0)
+    d = F.featurise(SMILES, np.zeros(len(SMILES)), name="toy", n_bits=128,
+                    info={"experimental_error": 0.3})
+    y = d.fp @ rng.standard_normal(128) + 0.1 * rng.standard_normal(d.n)
+    return F.replace(d, y=y)
+
+
+SETTINGS = B.FamilySettings(lam=1.0, fractions=(0.0, 1.0))
+SEEDS = 4
+
+
+@pytest.fixture(scope="module")
+def family_jit():
+    """The family's jitted function that audit() uses (shared, so compiled once here)."""
+    return E._family_jit(SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def family_out(mols, family_jit):
+    rng = np.random.default_rng(1)
+    splits = F.random_split(rng, mols.n, SEEDS, 0.25)
+    addc = E.add_carbon_fingerprints(mols, rng, (1, 2), 2)
+    fd = B.family_data(mols.y, mols.desc, mols.fp, addc, 0.3)
+    out = family_jit(jax.random.key(0), fd, jnp.asarray(splits.train))
+    return splits, fd, {k: np.asarray(v, np.float64) for k, v in out.items()}
+
+
+# -- featurisation and splits ---------------------------------------------------------
+
+def test_featurise_descriptors_graph_and_fingerprints(mols):
+    from rdkit import Chem
+    from rdkit.Chem import Descriptors, rdFingerprintGenerator
+
+    m = Chem.MolFromSmiles("c1ccccc1O")
+    i = SMILES.index("c1ccccc1O")
+    np.testing.assert_allclose(mols.desc[i], [Descriptors.MolWt(m), 7, Descriptors.TPSA(m),
+                                              Descriptors.MolLogP(m)])
+    gen = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=128)
+    np.testing.assert_array_equal(mols.fp[i], gen.GetFingerprintAsNumPy(m))
+    assert mols.atoms.shape == (40, 11, len(F.ATOM_FEATURES))  # padded to the largest
+    assert mols.atom_mask[i].sum() == 7 and not mols.atom_mask[i, 7:].any()
+    np.testing.assert_array_equal(mols.adj[i], mols.adj[i].T)
+    assert mols.adj[i].sum() == 2 * m.GetNumBonds()
+    # 4 one-hot groups (element, degree, charge, H) + aromatic + in-ring flags
+    np.testing.assert_array_equal(mols.atoms[i, :7].sum(axis=1), [6, 6, 6, 6, 6, 6, 4])
+    assert mols.scaffold[i] == "c1ccccc1" and mols.scaffold[0] == ""
+
+
+def test_unparseable_smiles_named_by_row_or_skipped():
+    with pytest.raises(DataError, match=r"2 SMILES could not be parsed.*row 1 \('C1CC'\).*"
+                                        r"row 3"):
+        F.featurise(["CCO", "C1CC", "CCN", "xyz", "CCC", "CCCC"], np.arange(6.0))
+    d = F.featurise(["CCO", "C1CC", "CCN", "xyz", "CCC", "CCCC"], np.arange(6.0),
+                    skip_invalid=True, n_bits=64)
+    assert d.info["skipped_rows"] == [1, 3] and d.n == 4
+    np.testing.assert_array_equal(d.rows, [0, 2, 4, 5])
+    np.testing.assert_array_equal(d.y, [0, 2, 4, 5])
+
+
+def test_bad_labels_and_too_large_molecules():
+    s = ["CCO", "CCN", "CCC", "CCCC"]
+    with pytest.raises(DataError, match="NaN or inf values, first at rows \\[2\\]"):
+        F.featurise(s, [1.0, 2.0, np.nan, 3.0])
+    with pytest.raises(DataError, match="`labels` must be numbers"):
+        F.featurise(s, ["a", "b", "c", "d"])
+    with pytest.raises(DataError, match="3 values for 4 SMILES"):
+        F.featurise(s, [1.0, 2.0, 3.0])
+    with pytest.raises(DataError, match="more than max_atoms=3 heavy atoms, first at rows"):
+        F.featurise(s, [1.0, 2.0, 3.0, 4.0], max_atoms=3)
+
+
+def test_scaffold_split_keeps_scaffolds_apart(mols):
+    sp = F.scaffold_split(np.random.default_rng(0), mols.scaffold, 5, 0.25)
+    for s in range(5):
+        tr = {mols.scaffold[i] for i in np.flatnonzero(sp.train[s])}
+        te = {mols.scaffold[i] for i in np.flatnonzero(sp.test[s])}
+        assert not tr & te
+        assert 5 <= sp.test[s].sum() <= 15 and not (sp.train[s] & sp.test[s]).any()
+    assert len({tuple(t) for t in sp.test}) > 1  # seeds give different splits
+    rs = F.random_split(np.random.default_rng(0), 40, 3, 0.25)
+    np.testing.assert_array_equal(rs.test.sum(1), 10)
+
+
+def test_empty_split_and_duplicates_are_reported(mols):
+    train = np.ones((1, mols.n), bool)
+    with pytest.raises(ValueError, match="seed 0 leaves the test set empty"):
+        F.check_splits(mols, F.Splits("user", train, ~train))
+    with pytest.raises(ValueError, match="seed 0 leaves the training set empty"):
+        F.check_splits(mols, F.Splits("user", ~train, train))
+    d = F.featurise(["CCO", "OCC", "CCN", "CCC", "CCCC"], np.arange(5.0), n_bits=32)
+    tr = np.array([[True, False, True, True, False]])
+    with pytest.warns(UserWarning, match="1 test molecules over 1 seeds duplicate"):
+        assert F.check_splits(d, F.Splits("user", tr, ~tr)) == [1]
+
+
+def test_add_carbon_adds_one_carbon():
+    from rdkit import Chem
+
+    rng = np.random.default_rng(0)
+    for s in ("c1ccccc1O", "CCN", "CC(=O)O"):
+        new = F.add_carbon(s, rng, 1)
+        m0, m1 = Chem.MolFromSmiles(s), Chem.MolFromSmiles(new)
+        count = lambda m: sum(a.GetSymbol() == "C" for a in m.GetAtoms())  # noqa: E731
+        assert count(m1) == count(m0) + 1 and m1.GetNumAtoms() == m0.GetNumAtoms() + 1
+        assert new != Chem.MolToSmiles(m0)
+
+
+# -- baselines with known answers -----------------------------------------------------
+
+def test_size_only_equals_least_squares_on_size(mols, family_out):
+    splits, _, out = family_out
+    for s in range(splits.seeds):
+        t = splits.train[s]
+        X = np.c_[np.ones(mols.n), mols.desc[:, :2]]
+        beta, *_ = np.linalg.lstsq(X[t], mols.y[t], rcond=None)
+        np.testing.assert_allclose(out["size_only"][s], X @ beta, atol=2e-3)
+        np.testing.assert_allclose(out["train_mean"][s], mols.y[t].mean(), rtol=1e-5)
+
+
+def test_kernel_ridge_equals_primal_and_sklearn(mols):
+    from sklearn.linear_model import Ridge
+
+    rng = np.random.default_rng(2)
+    t = rng.random(mols.n) < 0.7
+    x = mols.fp.astype(np.float64)
+    g = jnp.asarray(x @ x.T)  # float64 (the test suite enables x64)
+    got = np.asarray(B.kernel_ridge(g, jnp.asarray(mols.y), jnp.asarray(t), 2.0))
+    primal = np.asarray(B.linear_ridge(jnp.asarray(x), jnp.asarray(mols.y), jnp.asarray(t),
+                                       2.0, standardise=False))
+    want = Ridge(alpha=2.0).fit(x[t], mols.y[t]).predict(x)
+    np.testing.assert_allclose(got, want, atol=1e-8)
+    np.testing.assert_allclose(primal, want, atol=1e-4)  # primal adds a 1e-6 n jitter
+
+
+def test_label_scrambling_gives_chance_and_strength_zero_is_the_ridge(mols, family_out):
+    splits, _, out = family_out
+    w = jnp.asarray(splits.test, jnp.float32)
+    y = jnp.asarray(mols.y, jnp.float32)
+    r2 = lambda p: np.asarray(jax.vmap(Me.r2, (None, 0, 0))(y, jnp.asarray(p), w))  # noqa
+    assert r2(out["ridge_fp"]).mean() > 0.3
+    assert r2(out["label_scramble"]).mean() < 0.1  # chance: R2 <= 0 in expectation
+    assert r2(out["random_features"]).mean() < 0.1
+    assert r2(out["shuffled_inputs"][:, -1]).mean() < 0.1
+    np.testing.assert_allclose(out["shuffled_inputs"][:, 0], out["ridge_fp"], atol=1e-4)
+    np.testing.assert_allclose(out["replaced_bits"][:, 0], out["ridge_fp"], atol=1e-4)
+    assert out["add_carbon"].shape == (4, 2, mols.n)
+
+
+def test_nn_tanimoto_and_noise_ceiling(mols, family_out):
+    splits, fd, out = family_out
+    f = mols.fp.astype(float)
+    inter = f @ f.T
+    sim = inter / (f.sum(1)[:, None] + f.sum(1)[None, :] - inter)
+    for s in range(splits.seeds):
+        cand = np.flatnonzero(splits.train[s])
+        want = mols.y[cand[np.argmax(sim[:, cand], axis=1)]]
+        np.testing.assert_allclose(out["nn_tanimoto"][s], want, rtol=1e-6)
+    resid = out["noise_ceiling"] - mols.y[None, :]
+    assert 0.2 < resid.std() < 0.4  # sigma = 0.3
+
+
+def test_family_seeds_are_independent_and_compiled_once(mols, family_out, family_jit):
+    """Reversing the seeds' masks reverses the deterministic baselines' outputs (each
+    seed sees only its own mask), with no new trace of the compiled family."""
+    splits, fd, out = family_out
+    rev = family_jit(jax.random.key(0), fd, jnp.asarray(splits.train[::-1]))
+    assert family_jit._cache_size() == 1
+    for k in ("size_only", "descriptors", "nn_tanimoto", "ridge_fp", "train_mean"):
+        np.testing.assert_allclose(np.asarray(rev[k])[::-1], out[k], atol=1e-4)
+    assert not np.allclose(np.asarray(rev["label_scramble"])[::-1], out["label_scramble"])
+
+
+# -- metrics and the bootstrap --------------------------------------------------------
+
+def test_metrics_against_numpy_scipy_sklearn():
+    from scipy.stats import spearmanr
+    from sklearn.metrics import r2_score, roc_auc_score
+
+    rng = np.random.default_rng(0)
+    y = np.round(rng.standard_normal(30), 1)  # ties
+    p = np.round(y + rng.standard_normal(30), 1)
+    m = rng.random(30) < 0.6
+    w = jnp.asarray(m, jnp.float32)
+    yj, pj = jnp.asarray(y), jnp.asarray(p)
+    np.testing.assert_allclose(Me.rmse(yj, pj, w), np.sqrt(np.mean((p[m] - y[m]) ** 2)),
+                               rtol=1e-6)
+    np.testing.assert_allclose(Me.mae(yj, pj, w), np.mean(np.abs(p[m] - y[m])), rtol=1e-6)
+    np.testing.assert_allclose(Me.r2(yj, pj, w), r2_score(y[m], p[m]), rtol=1e-6)
+    np.testing.assert_allclose(Me.spearman(yj, pj, w), spearmanr(y[m], p[m])[0], rtol=1e-6)
+    lab = (y > 0).astype(float)
+    np.testing.assert_allclose(Me.auroc(jnp.asarray(lab), pj, w),
+                               roc_auc_score(lab[m], p[m]), rtol=1e-6)
+
+
+def test_bootstrap_interval_covers_the_true_gap():
+    """Simulated case with a known population gap: per-molecule errors of the model
+    N(0, 1), of the baseline N(0, 1.2^2) (independent), so the RMSE gap is 0.2; 3 seeds
+    with their own test sets of 40. The 95% interval must cover 0.2 in about 95% of
+    200 replications (binomial sd 1.5%)."""
+    S, n, reps = 3, 40, 200
+    y = jnp.zeros(n)
+    test = jnp.ones((S, n), bool)
+
+    def rep(k):
+        k1, k2, k3 = jax.random.split(k, 3)
+        pm = jax.random.normal(k1, (S, n))
+        pb = 1.2 * jax.random.normal(k2, (S, n))
+        _, gaps = Me.boot_gaps(k3, y, pm, pb, test, metric="rmse", n_boot=200)
+        lo, hi = jnp.quantile(gaps, jnp.array([0.025, 0.975]))
+        return (lo <= 0.2) & (0.2 <= hi)
+
+    covered = jax.jit(jax.vmap(rep))(jax.random.split(jax.random.key(0), reps))
+    assert 0.88 <= float(jnp.mean(covered)) <= 0.99
+
+
+# -- audit and bad inputs -------------------------------------------------------------
+
+def test_audit_oracle_beats_baselines_and_bad_models_are_named(mols):
+    splits = F.random_split(np.random.default_rng(3), mols.n, SEEDS, 0.25)
+
+    def oracle(data, tr, te):
+        return data.y[te] + 0.01
+
+    res = E.audit(oracle, mols, splits, key=jax.random.key(1), n_boot=200, settings=SETTINGS,
+                  add_carbon_strengths=(1, 2), add_carbon_variants=2)
+    g = res.gaps["model"]
+    assert g["boot"].lo > 0 and not g["flag"] and g["test"].verdict == "yes"
+    assert g["best"] in B.MISALIGNED
+    np.testing.assert_allclose(res.metrics["model"]["rmse"], 0.01, rtol=1e-3)
+    with pytest.raises(ValueError, match=r"`fit_predict` must return one prediction per test "
+                                         r"molecule, shape \(10,\); got shape \(9,\) on seed 0"):
+        E.audit(lambda d, tr, te: d.y[te][:-1], mols, splits)
+    with pytest.raises(ValueError, match="NaN or inf predictions on seed 0"):
+        E.audit(lambda d, tr, te: np.full(te.size, np.nan), mols, splits)
+    with pytest.raises(ValueError, match="`baselines` must name baselines"):
+        E.audit(oracle, mols, splits, baselines=("astrology",), n_boot=200, settings=SETTINGS,
+                add_carbon_strengths=(1, 2), add_carbon_variants=2)
+    empty = F.Splits("user", splits.train, np.zeros_like(splits.test))
+    with pytest.raises(ValueError, match="leaves the test set empty"):
+        E.audit(oracle, mols, empty)
+
+
+def test_read_molecule_csv_errors(tmp_path):
+    from jaxkit.misaligned.userdata import read_molecule_csv
+
+    p = tmp_path / "d.csv"
+    p.write_text("smiles,y\nCCO,1.0\nCCN,abc\nCCC,\nCCCC,2\n")
+    with pytest.raises(DataError, match=r"column 'y': 2 labels are not finite numbers: "
+                                        r"line 3 \('abc'\), line 4 \(''\)"):
+        read_molecule_csv(p, "smiles", "y")
+    with pytest.raises(DataError, match="no column 'smi' \\(--smiles-column\\); the header "
+                                        "has 'smiles', 'y'"):
+        read_molecule_csv(p, "smi", "y")
+    with pytest.raises(DataError, match="no such file"):
+        read_molecule_csv(tmp_path / "missing.csv", "smiles", "y")
+    p.write_text("smiles,y\nCCO,1.0\nCCN,2\n")
+    s, y = read_molecule_csv(p, "smiles", "y")
+    assert s == ["CCO", "CCN"] and y.tolist() == [1.0, 2.0]
+
+
+def test_shipped_data_load():
+    from jaxkit.data import molecules
+
+    for name, n in (("solubility", 1282), ("freesolv", 642), ("chembl", 1017)):
+        s, y, info = molecules.load(name)
+        assert len(s) == n == y.size and np.all(np.isfinite(y))
+        assert info["experimental_error"] > 0
+    with pytest.raises(ValueError, match="`name` must be one of"):
+        molecules.load("tox21")

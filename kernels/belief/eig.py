@@ -36,9 +36,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import logsumexp
 
-from ..checks import check_in_range, fail, fail_first
+from ..checks import check_in_range, fail, fail_first, is_traced
 from .posterior import check_log_prior, check_log_probs, normalise_tol, posterior
 
 __all__ = ["check_log_lik_table", "check_selection", "eig", "outcome_posteriors", "GreedyState",
@@ -59,10 +60,18 @@ def check_log_lik_table(log_prior, log_lik, name: str = "log_lik"):
         raise ValueError(f"`{name}` must have shape (..., K, Y) = (..., {K}, n_outcomes) with "
                          f"K = {K} explanations as `log_prior`; got shape {ll.shape}")
     tol = normalise_tol(ll.dtype)
+    msg = (f"`{name}` rows must be distributions over the outcomes (each logsumexp over "
+           f"the last axis within {tol:g} of 0)")
+    if not (is_traced(ll) or is_traced(lp)):  # concrete: check in NumPy
+        a = np.asarray(ll, np.float64)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            m = np.max(a, axis=-1, keepdims=True)
+            row = np.log(np.sum(np.exp(a - np.where(np.isfinite(m), m, 0.0)), axis=-1)) + m[..., 0]
+        if np.any((np.asarray(lp) > -np.inf) & (np.abs(row) > tol)):
+            raise ValueError(msg)
+        return lp, ll
     row = logsumexp(ll, axis=-1)
-    bad = (lp > -jnp.inf) & (jnp.abs(row) > tol)
-    ll = fail(ll, bad, f"`{name}` rows must be distributions over the outcomes (each "
-                       f"logsumexp over the last axis within {tol:g} of 0)")
+    ll = fail(ll, (lp > -jnp.inf) & (jnp.abs(row) > tol), msg)
     return lp, ll
 
 

@@ -54,13 +54,13 @@ class Evidence(NamedTuple):
         log_evidence: ``log p(D | H)`` (exact or estimated).
         stderr: delta-method standard error of the estimate (0 when exact).
         ess: effective sample size of the prior draws (``n_samples`` when exact).
-        exact: whether the model had no latent site (Python bool).
+        exact: bool array: the model had no latent site (the value is exact).
     """
 
     log_evidence: Array
     stderr: Array
     ess: Array
-    exact: bool
+    exact: Array
 
 
 def _trace(model: Callable, key, args, kwargs):
@@ -121,10 +121,11 @@ def log_evidence(key, model: Callable, *args, n_samples: int = 1000, **kwargs) -
     check_in_range(n_samples, "n_samples", lo=1, integer=True)
     if not latent_sites(model, *args, **kwargs):
         ll = observed_log_lik(key, model, *args, **kwargs)
-        return Evidence(ll, jnp.zeros_like(ll), jnp.asarray(float(n_samples), ll.dtype), True)
+        return Evidence(ll, jnp.zeros_like(ll), jnp.asarray(float(n_samples), ll.dtype),
+                        jnp.asarray(True))
     keys = jax.random.split(key, int(n_samples))
     ll = jax.vmap(lambda k: observed_log_lik(k, model, *args, **kwargs))(keys)
-    return Evidence(*_estimate(ll), False)
+    return Evidence(*_estimate(ll), jnp.asarray(False))
 
 
 def log_lik_table(key, models: Sequence[Callable], designs, outcomes, *, n_samples: int = 256,

@@ -40,9 +40,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import logsumexp
 
-from ..checks import check_in_range, fail_first
+from ..checks import check_in_range, fail_first, is_traced
 
 __all__ = ["Posterior", "Redistribution", "check_log_prior", "check_log_probs", "normalise_tol",
            "posterior", "entropy", "kl", "total_variation", "entropy_drop", "top_two_log_bf",
@@ -92,9 +93,14 @@ def check_log_probs(x, name: str):
     """Error naming ``name`` if the log probabilities ``x`` hold NaN or +inf (``-inf``,
     probability 0, is allowed). Returns ``x`` as a float array (checked when traced)."""
     x = _float(x)
-    return fail_first(x, [(jnp.isnan(x), f"`{name}` contains NaN"),
-                          (x == jnp.inf, f"`{name}` contains +inf (log probabilities "
-                                         f"are <= 0)")])
+    msgs = (f"`{name}` contains NaN", f"`{name}` contains +inf (log probabilities are <= 0)")
+    if not is_traced(x):  # concrete: check in NumPy (no per-op dispatch)
+        a = np.asarray(x)
+        for bad, msg in ((np.isnan(a), msgs[0]), (a == np.inf, msgs[1])):
+            if np.any(bad):
+                raise ValueError(msg)
+        return x
+    return fail_first(x, [(jnp.isnan(x), msgs[0]), (x == jnp.inf, msgs[1])])
 
 
 def check_log_prior(log_prior, name: str = "log_prior"):
@@ -113,8 +119,24 @@ def check_log_prior(log_prior, name: str = "log_prior"):
     if lp.ndim < 1 or lp.shape[-1] < 1:
         raise ValueError(f"`{name}` must have a last axis of K >= 1 explanations; got shape "
                          f"{lp.shape}")
-    lse = logsumexp(lp, axis=-1)
     tol = normalise_tol(lp.dtype)
+    if not is_traced(lp):  # concrete: check in NumPy (no per-op dispatch)
+        a = np.asarray(lp, np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            m = np.max(a, axis=-1, keepdims=True)
+            lse = np.log(np.sum(np.exp(a - np.where(np.isfinite(m), m, 0.0)), axis=-1)) + m[..., 0]
+        checks = [(np.isnan(a), f"`{name}` contains NaN"),
+                  (a == np.inf, f"`{name}` contains +inf (log probabilities are <= 0)"),
+                  (np.all(a == -np.inf, axis=-1), f"`{name}` is -inf everywhere (no "
+                                                  f"explanation has positive prior probability)"),
+                  (np.abs(lse) > tol, f"`{name}` must sum to one over its last axis "
+                                      f"(|logsumexp| <= {tol:g}); normalise it with "
+                                      f"log_prior - logsumexp(log_prior)")]
+        for bad, msg in checks:
+            if np.any(bad):
+                raise ValueError(msg)
+        return lp
+    lse = logsumexp(lp, axis=-1)
     return fail_first(lp, [
         (jnp.isnan(lp), f"`{name}` contains NaN"),
         (lp == jnp.inf, f"`{name}` contains +inf (log probabilities are <= 0)"),

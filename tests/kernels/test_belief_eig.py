@@ -1,0 +1,227 @@
+"""kernels.belief.eig and kernels.belief.evidence: EIG against brute-force enumeration
+in float64, the three forms of the mutual information, the expected posterior equal to
+the prior, bounds and limiting cases, vmap over candidates without retracing, the greedy
+selection against a brute-force step and its budget, the log evidence closed forms
+against numpyro and the Monte Carlo estimator, the likelihood table of numpyro models,
+and the bad inputs (eagerly and under jit)."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from jaxkit.kernels.checks import checked_jit
+from scipy import stats
+
+# the package re-exports the functions `eig` and `log_evidence`; import the modules
+E = importlib.import_module("jaxkit.kernels.belief.eig")
+V = importlib.import_module("jaxkit.kernels.belief.evidence")
+K, Y, X = 4, 5, 6
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(0)
+    lp = np.log(rng.dirichlet(np.ones(K)))
+    ll = np.log(rng.dirichlet(np.ones(Y) * 0.7, size=(X, K)))
+    return lp, ll
+
+
+def _brute_eig(lp, ll):
+    """Sum over every (explanation, outcome) pair, in float64 loops."""
+    pi, L = np.exp(lp), np.exp(ll)
+    py = [sum(pi[k] * L[k, y] for k in range(len(pi))) for y in range(L.shape[1])]
+    return sum(pi[k] * L[k, y] * math.log(L[k, y] / py[y])
+               for k in range(len(pi)) for y in range(L.shape[1]) if pi[k] * L[k, y] > 0)
+
+
+def test_eig_matches_brute_force(problem):
+    lp, ll = problem
+    got = np.asarray(E.eig(lp, ll))
+    np.testing.assert_allclose(got, [_brute_eig(lp, ll[x]) for x in range(X)], rtol=1e-10)
+
+
+def test_three_forms_of_mutual_information_and_expected_posterior(problem):
+    lp, ll = problem
+    e = np.asarray(E.eig(lp, ll))
+    pi, L = np.exp(lp), np.exp(ll)  # (K,), (X, K, Y)
+    py = np.einsum("k,xky->xy", pi, L)
+    H = lambda p, ax=-1: -np.sum(np.where(p > 0, p * np.log(p), 0), ax)  # noqa: E731
+    np.testing.assert_allclose(e, H(py) - np.einsum("k,xk->x", pi, H(L)), rtol=1e-10)
+    log_post, log_py = E.outcome_posteriors(lp, ll)  # (X, Y, K), (X, Y)
+    post = np.exp(np.asarray(log_post))
+    kl = np.sum(post * (np.asarray(log_post) - lp), -1)
+    np.testing.assert_allclose(e, np.sum(np.exp(log_py) * kl, -1), rtol=1e-10)
+    np.testing.assert_allclose(np.einsum("xy,xyk->xk", np.exp(log_py), post),
+                               np.broadcast_to(pi, (X, K)), atol=1e-12)
+
+
+def test_bounds_and_limiting_cases():
+    lp = np.log(np.array([0.1, 0.2, 0.3, 0.4]))
+    same = np.log(np.tile(np.array([0.2, 0.3, 0.5, 0.0]), (4, 1)) + 0.0)
+    assert float(E.eig(lp, same)) == pytest.approx(0.0, abs=1e-12)
+    ident = np.where(np.eye(4) > 0, 0.0, -np.inf)  # the outcome names the explanation
+    H = -np.sum(np.exp(lp) * lp)
+    assert float(E.eig(lp, ident)) == pytest.approx(H, rel=1e-12)
+    rng = np.random.default_rng(3)
+    ll = np.log(rng.dirichlet(np.ones(3), size=(50, 4)))
+    e = np.asarray(E.eig(lp, ll))
+    assert np.all(e >= 0) and np.all(e <= math.log(3) + 1e-12)
+
+
+def test_masked_explanations_and_outcomes_drop_out():
+    lp = np.log(np.array([0.5, 0.5, 0.0]))
+    rng = np.random.default_rng(1)
+    ll = np.log(rng.dirichlet(np.ones(3), size=(3,)))
+    ll_pad = np.concatenate([ll, np.full((3, 1), -np.inf)], -1)  # an impossible outcome
+    ll_pad[2] = 0.0  # the masked explanation's row: anything (not checked)
+    np.testing.assert_allclose(E.eig(lp, ll_pad), _brute_eig(lp[:2], ll[:2]), rtol=1e-10)
+
+
+def test_vmap_over_candidates_float32_no_retrace(problem):
+    lp, ll = problem
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def f(a, b):
+        return jax.vmap(E.eig, in_axes=(None, 0))(a, b)
+
+    lp32, ll32 = lp.astype(np.float32), ll.astype(np.float32)
+    got = f(lp32, ll32)
+    assert got.dtype == jnp.float32
+    np.testing.assert_allclose(got, E.eig(lp, ll), rtol=2e-4, atol=1e-6)
+    f(lp32, (ll32 - 0.0))  # new values: no retrace
+
+
+def test_greedy_matches_brute_force_steps_and_budget(problem):
+    lp, ll = problem
+    costs = np.array([1.0, 2.0, 0.5, 3.0, 1.5, 1.0])
+    outcomes = np.array([0, 1, 2, 3, 4, 0])
+    budget = 4.0
+    final, info = E.greedy_eig(lp, ll, costs, budget, outcomes, max_steps=6)
+    cur, left, used = lp.copy(), budget, set()
+    for t in range(6):
+        cand = [x for x in range(X) if x not in used and costs[x] <= left]
+        if not cand:
+            assert int(info.choice[t]) == -1
+            continue
+        scores = [_brute_eig(cur, ll[x]) / costs[x] for x in cand]
+        x = cand[int(np.argmax(scores))]
+        assert int(info.choice[t]) == x
+        used.add(x)
+        left -= costs[x]
+        j = cur + ll[x, :, outcomes[x]]
+        cur = j - np.log(np.exp(j).sum())
+        np.testing.assert_allclose(info.log_post[t], cur, atol=1e-10)
+    assert float(final.spent) <= budget and float(final.spent) == pytest.approx(budget - left)
+    assert len(set(int(c) for c in info.choice if c >= 0)) == int(np.sum(info.choice >= 0))
+
+
+def test_greedy_bad_inputs(problem):
+    lp, ll = problem
+    costs, outs = np.ones(X), np.zeros(X, np.int32)
+    with pytest.raises(ValueError, match="`budget` is below every cost"):
+        E.greedy_eig(lp, ll, costs * 2, 1.0, outs, max_steps=2)
+    with pytest.raises(ValueError, match="`budget` is below every cost"):
+        checked_jit(lambda c: E.greedy_eig(lp, ll, c, 1.0, outs, max_steps=2))(costs * 2)
+    with pytest.raises(ValueError, match="`costs` must be positive"):
+        E.greedy_eig(lp, ll, -costs, 1.0, outs, max_steps=2)
+    with pytest.raises(ValueError, match="`outcomes` must lie in"):
+        E.greedy_eig(lp, ll, costs, 1.0, outs + Y, max_steps=2)
+    with pytest.raises(ValueError, match=r"`costs` must have shape \(6,\)"):
+        E.greedy_eig(lp, ll, costs[:3], 1.0, outs, max_steps=2)
+    with pytest.raises(ValueError, match="`budget`"):
+        E.greedy_eig(lp, ll, costs, float("nan"), outs, max_steps=2)
+
+
+def test_table_bad_inputs(problem):
+    lp, ll = problem
+    with pytest.raises(ValueError, match=r"`log_lik` must have shape \(\.\.\., K, Y\)"):
+        E.eig(lp, ll[:, :3])
+    with pytest.raises(ValueError, match="rows must be distributions"):
+        E.eig(lp, ll + 0.1)
+    with pytest.raises(ValueError, match="rows must be distributions"):
+        checked_jit(E.eig)(lp, ll + 0.1)
+    with pytest.raises(ValueError, match="`log_lik` contains NaN"):
+        E.eig(lp, np.where(ll < -2, np.nan, ll))
+    with pytest.raises(ValueError, match="`log_prior` must sum to one"):
+        E.eig(lp + 0.5, ll)
+
+
+# ------------------------------------------------------------------ evidence
+
+
+def _bb_latent(n, y=None):
+    p = numpyro.sample("p", dist.Beta(2.0, 3.0))
+    numpyro.sample("y", dist.Binomial(n, p), obs=y)
+
+
+def _bb_marginal(n, y=None):
+    numpyro.sample("y", dist.BetaBinomial(2.0, 3.0, n), obs=y)
+
+
+def test_beta_binomial_closed_form_against_numpyro_and_monte_carlo():
+    k, n = np.array([3, 5, 1]), np.array([10, 8, 4])
+    exact = float(V.beta_binomial_log_evidence(k, n, 2.0, 3.0))
+    # one observation: the beta-binomial pmf itself
+    one = float(V.beta_binomial_log_evidence(k[:1], n[:1], 2.0, 3.0))
+    assert one == pytest.approx(float(dist.BetaBinomial(2.0, 3.0, 10).log_prob(3)), abs=1e-5)
+    ev = V.log_evidence(jax.random.key(0), _bb_marginal, 10, y=jnp.asarray(3))
+    assert bool(ev.exact) and float(ev.stderr) == 0.0
+    assert float(ev.log_evidence) == pytest.approx(one, abs=1e-5)
+
+    def shared(y=None):
+        p = numpyro.sample("p", dist.Beta(2.0, 3.0))
+        numpyro.sample("y", dist.Binomial(jnp.asarray(n), p), obs=y)
+
+    mc = jax.jit(lambda key: V.log_evidence(key, shared, n_samples=8000, y=jnp.asarray(k)))(
+        jax.random.key(1))
+    assert not bool(mc.exact) and 500 < float(mc.ess) <= 8000
+    assert abs(float(mc.log_evidence) - exact) < 4 * float(mc.stderr) + 1e-3
+
+
+def test_gamma_poisson_and_normal_closed_forms():
+    c, t = np.array([3, 0, 5]), np.array([1.0, 0.5, 2.0])
+    got = float(V.gamma_poisson_log_evidence(c, 2.0, 1.5, t))
+    lam = np.linspace(1e-6, 40, 400_001)  # numerical integral over the rate
+    dens = stats.gamma.pdf(lam, 2.0, scale=1 / 1.5) * np.prod(
+        [stats.poisson.pmf(ci, ti * lam) for ci, ti in zip(c, t, strict=True)], 0)
+    assert got == pytest.approx(math.log(np.trapezoid(dens, lam)), abs=1e-6)
+    y = np.array([0.3, -0.2, 1.1, 0.4])
+    cov = 0.5 ** 2 * np.eye(4) + 0.8 ** 2 * np.ones((4, 4))
+    ref = stats.multivariate_normal(np.full(4, 0.1), cov).logpdf(y)
+    assert float(V.normal_log_evidence(y, 0.1, 0.8, 0.5)) == pytest.approx(ref, abs=1e-10)
+
+
+def test_closed_form_bad_inputs():
+    with pytest.raises(ValueError, match="`k` must be integer counts"):
+        V.beta_binomial_log_evidence(np.array([5]), np.array([3]), 1.0, 1.0)
+    with pytest.raises(ValueError, match="`a` must be > 0"):
+        V.beta_binomial_log_evidence(np.array([1]), np.array([3]), -1.0, 1.0)
+    with pytest.raises(ValueError, match="`counts` must be non-negative"):
+        V.gamma_poisson_log_evidence(np.array([-1]), 1.0, 1.0)
+    with pytest.raises(ValueError, match="`y` contains NaN"):
+        V.normal_log_evidence(np.array([np.nan]), 0.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="`n_samples`"):
+        V.log_evidence(jax.random.key(0), _bb_latent, 10, n_samples=0, y=jnp.asarray(3))
+
+
+def test_log_lik_table_rows_normalised_and_exact_where_no_latent():
+    designs, outcomes = jnp.asarray([4, 10]), jnp.arange(11)
+    tab = jax.jit(lambda k: V.log_lik_table(k, [_bb_latent, _bb_marginal], designs, outcomes,
+                                            n_samples=2000))(jax.random.key(2))
+    assert tab.shape == (2, 2, 11)
+    np.testing.assert_allclose(jax.scipy.special.logsumexp(tab, -1), 0.0, atol=1e-5)
+    ref = np.exp(np.asarray(dist.BetaBinomial(2.0, 3.0, 10).log_prob(np.arange(11))))
+    np.testing.assert_allclose(np.exp(tab[1, 1]), ref, atol=1e-5)  # exact
+    np.testing.assert_allclose(np.exp(tab[1, 0]), ref, atol=0.03)  # prior Monte Carlo
+    assert np.all(np.exp(tab[0, :, 5:]) < 1e-6)  # n = 4: at most 4 successes
+    assert V.latent_sites(_bb_latent, 10, y=3) == ["p"]
+    assert V.latent_sites(_bb_marginal, 10, y=3) == []

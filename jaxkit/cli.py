@@ -1,5 +1,6 @@
 """The ``jaxkit`` command line: ``info``, ``run``, ``bench``, and the family commands
-(``lingam``, ``ballad``, ``crosscoder``: each assembled from its paper package)."""
+(``lingam``, ``ballad``, ``crosscoder``, ``cruxbench``, ``misaligned``: each assembled from
+its paper package)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from ._cli_common import check_json_path, console, err_console
 from ._cli_common import fail as _fail
 from .ballad.cli import ballad_app
 from .crosscoder.cli import app as crosscoder_app
+from .cruxbench.cli import cruxbench_app
+from .misaligned.cli import app as misaligned_app
 from .pooled_lingam.cli import lingam_app
 
 app = typer.Typer(help="jaxkit: JAX kernels and research pipelines.", no_args_is_help=True,
@@ -25,6 +28,8 @@ app = typer.Typer(help="jaxkit: JAX kernels and research pipelines.", no_args_is
 app.add_typer(lingam_app, name="lingam")
 app.add_typer(ballad_app, name="ballad")
 app.add_typer(crosscoder_app, name="crosscoder")
+app.add_typer(cruxbench_app, name="cruxbench")
+app.add_typer(misaligned_app, name="misaligned")
 
 
 def _progress() -> Progress:

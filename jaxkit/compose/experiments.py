@@ -194,6 +194,8 @@ def scaling(s2: dict, cfg) -> dict:
         out[fam] = dict(N=N.tolist(), D=D.tolist(), L=L.tolist(), fit=fit._asdict(),
                         gamma=fit.gamma, gamma_seeds=[f.gamma for f in per_seed],
                         fits_seeds=[f._asdict() for f in per_seed])
+    N, D = np.asarray(out["best1"]["N"]), np.asarray(out["best1"]["D"])
+    out["span"] = (float(N.max() / N.min()), float(D.max() / D.min()))
     out["faster_pct"] = S.scales_faster(S.ScalingFit(**out["best1"]["fit"]),
                                         S.ScalingFit(**out["llama"]["fit"]))
     out["faster_pct_seeds"] = [100 * (a / b - 1) for a, b in zip(

@@ -44,7 +44,7 @@ from .data import sample_windows, validation_windows
 from .model import BITS, SuperLM, identity_kinds, lm_loss
 
 __all__ = ["TrainSettings", "CandidateResult", "CandidateDiverged", "train_candidates",
-           "peak_flops"]
+           "peak_flops", "to_supernet_params"]
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,8 @@ class TrainSettings:
 
 class CandidateResult(NamedTuple):
     """Validation bits per byte (n_budgets, C), the step and token count of each
-    budget, the final parameters (pure dict, leading candidate axis), the training log
-    and the throughput."""
+    budget, the final parameters (a :class:`SuperLM` pure dict with a leading candidate
+    axis), the training log and the throughput."""
 
     val_bpb: np.ndarray
     steps: np.ndarray
@@ -122,26 +122,50 @@ def _optimizer(s: TrainSettings):
                        optax.adamw(sched, b1=0.9, b2=0.95, weight_decay=s.weight_decay))
 
 
+def _merge(graphdef, abstract_state, pure):
+    """A module of ``graphdef`` holding the pure-dict ``pure`` values."""
+    state = nnx.state(nnx.merge(graphdef, abstract_state))
+    nnx.replace_by_pure_dict(state, pure)
+    return nnx.merge(graphdef, state)
+
+
+def to_supernet_params(params, depth: int) -> dict:
+    """Training parameters (``{"embed", "layers"}``, layers stacked on a leading axis)
+    as the pure dict of a :class:`~jaxkit.compose.model.SuperLM`."""
+    return {"embed": params["embed"],
+            "layers": {i: jax.tree.map(lambda a, i=i: a[i], params["layers"])
+                       for i in range(depth)}}
+
+
 @functools.lru_cache(maxsize=16)
 def _programs(arch: Arch, s: TrainSettings, dtype_name: str):
-    """(graphdef, init, chunk, evaluate) for the supernet of ``arch`` (jitted)."""
+    """(init, chunk, evaluate) for the supernet of ``arch`` (jitted). The layers are
+    one ``lax.scan`` over layer-stacked parameters (one layer body to compile)."""
     dtype = jnp.bfloat16 if dtype_name == "bfloat16" else jnp.float32
-    abstract = nnx.eval_shape(lambda: SuperLM(arch, rngs=nnx.Rngs(0), dtype=dtype))
-    graphdef, _ = nnx.split(abstract)
+    sup = nnx.eval_shape(lambda: SuperLM(arch, rngs=nnx.Rngs(0), dtype=dtype))
+    embed_gd, embed_abs = nnx.split(sup.embed)
+    layer_gd, layer_abs = nnx.split(sup.layers[0])
     opt = _optimizer(s)
 
     def init_one(key):
-        _, state = nnx.split(SuperLM(arch, rngs=nnx.Rngs(params=key), dtype=dtype))
-        return nnx.to_pure_dict(state)
+        m = SuperLM(arch, rngs=nnx.Rngs(params=key), dtype=dtype)
+        layers = [nnx.to_pure_dict(nnx.state(la)) for la in m.layers]
+        return {"embed": nnx.to_pure_dict(nnx.state(m.embed)),
+                "layers": jax.tree.map(lambda *a: jnp.stack(a), *layers)}
 
     def init(keys, kinds):
         params = jax.vmap(init_one)(keys)
         return jax.vmap(lambda p, k: ktrain.init(p, opt, k))(params, kinds)
 
     def forward(params, tokens, kinds):
-        state = nnx.state(nnx.merge(graphdef, nnx.split(abstract)[1]))
-        nnx.replace_by_pure_dict(state, params)
-        return nnx.merge(graphdef, state)(tokens, kinds)
+        emb = _merge(embed_gd, embed_abs, params["embed"])
+        x = emb.embed(tokens, dtype)
+
+        def body(x, pk):
+            return _merge(layer_gd, layer_abs, pk[0])(x, pk[1]), None
+
+        x, _ = jax.lax.scan(body, x, (params["layers"], kinds))
+        return emb.logits(x)
 
     def loss_fn(params, key, batch, kinds):
         del key
@@ -161,7 +185,7 @@ def _programs(arch: Arch, s: TrainSettings, dtype_name: str):
             return lm_loss(forward(p, val[:, :-1], k), val[:, 1:]) * BITS
         return jax.vmap(one)(params, kinds)
 
-    return graphdef, jax.jit(init), jax.jit(chunk, donate_argnums=1), jax.jit(evaluate)
+    return jax.jit(init), jax.jit(chunk, donate_argnums=1), jax.jit(evaluate)
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))
@@ -203,7 +227,7 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
     k_init, k_data, k_run = jax.random.split(key, 3)
     if init_keys is None:
         init_keys = jax.random.split(k_init, len(strings))
-    _, init, chunk, evaluate = _programs(arch, dataclasses.replace(s, eval_at=()), s.dtype)
+    init, chunk, evaluate = _programs(arch, dataclasses.replace(s, eval_at=()), s.dtype)
     state = init(init_keys, kinds)
     data = jnp.asarray(corpus.train)
     val = jnp.asarray(validation_windows(corpus.val, s.n_val, arch.context))
@@ -254,5 +278,5 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
     flops = float(np.mean([arch.with_layers(st).flops_per_token() for st in strings]))
     return CandidateResult(np.stack(losses), np.asarray(budgets),
                            np.asarray(budgets) * s.batch * arch.context,
-                           jax.device_get(state.params), history, tps, tps * flops,
-                           compile_s)
+                           to_supernet_params(jax.device_get(state.params), arch.depth),
+                           history, tps, tps * flops, compile_s)

@@ -1,0 +1,190 @@
+"""AIRA-Compose: layer strings, build() against hand-built models, the supernet, save /
+load, bad input, search policies, the scaling fit on synthetic losses, and the claim
+computations on small synthetic results."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxkit.kernels import seq
+
+from jaxkit.compose import (
+    Arch,
+    build,
+    extract,
+    fit_chinchilla,
+    frontier,
+    load_lm,
+    parse,
+    save_lm,
+    scales_faster,
+    stack,
+    stretch,
+)
+from jaxkit.compose import report as R
+from jaxkit.compose import scaling as S
+from jaxkit.compose.arch import llama_style, mutate, nemotron_style
+from jaxkit.compose.model import SuperLM, identity_kinds, lm_loss
+from jaxkit.compose.search import POLICIES, make_policy, run_search
+
+KW = dict(width=16, heads=2, d_state=4, context=8)
+
+
+def test_bad_architectures_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown letter.*X"):
+        Arch("AMX")
+    with pytest.raises(ValueError, match="non-empty"):
+        Arch("")
+    with pytest.raises(ValueError, match="divisible by `heads`"):
+        Arch("AM", width=30, heads=4)
+    with pytest.raises(ValueError, match="`width`"):
+        Arch("AM", width=0)
+    assert parse(" ams ").layers == "AMS"
+
+
+def test_stack_stretch_and_baselines():
+    assert stack("AMS", 7) == "AMSAMSA"
+    assert stretch("AMS", 2) == "AAMMSS"
+    assert llama_style(5) == "AMAMA"
+    assert nemotron_style(8) == "SMSMAMSM"
+    assert nemotron_style(16).count("A") == 2
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        s = mutate(rng, "AMAM", "to-S", "AM")
+        assert "S" not in s and len(s) == 4
+    with pytest.raises(ValueError, match="`depth`"):
+        stack("A", 0)
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    arch = Arch("AMS", **KW)
+    return arch, build(arch, jax.random.key(1))
+
+
+def test_build_matches_hand_built_model(small_model):
+    arch, model = small_model
+    tokens = jax.random.randint(jax.random.key(2), (2, 8), 0, 256)
+    # hand-built: embedding + positions, three residual blocks, final norm, tied head
+    tok, pos = model.embed.tok[...], model.embed.pos[...]
+    x = tok[tokens] + pos[:8]
+    b = model.blocks
+    x = x + seq.self_attention(b[0].weights(), seq.layer_norm(x, b[0].norm[...]), 2)
+    x = x + seq.mlp(b[1].weights(), seq.layer_norm(x, b[1].norm[...]))
+    x = x + seq.mamba_mixer(b[2].weights(), seq.layer_norm(x, b[2].norm[...]))
+    logits = seq.layer_norm(x, model.embed.norm_f[...]) @ tok.T
+    np.testing.assert_allclose(model(tokens), logits, rtol=1e-5, atol=1e-5)
+    assert [blk.letter for blk in model.blocks] == list("AMS")
+    assert len(model.hidden_states(tokens)) == 4
+    # the analytic parameter count equals the model's
+    from flax import nnx
+    n = sum(v[...].size for _, v in nnx.to_flat_state(nnx.state(model, nnx.Param)))
+    assert n == arch.n_params(embedding=True)
+    with pytest.raises(ValueError, match="longer than the model's context"):
+        model(jnp.zeros((1, 9), jnp.int32))
+
+
+def test_supernet_extract_and_identity_padding():
+    from flax import nnx
+    sup = SuperLM(Arch("AAAA", **KW), rngs=nnx.Rngs(params=jax.random.key(4)))
+    tokens = jax.random.randint(jax.random.key(5), (2, 8), 0, 256)
+    k = jnp.asarray(identity_kinds("SMA", 4))
+    np.testing.assert_array_equal(k, [2, 1, 0, 3])
+    ref = extract(sup, "SMA")
+    assert [b.letter for b in ref.blocks] == list("SMA")
+    # the supernet's layer 4 is the identity: its output equals the 3-layer model's
+    np.testing.assert_allclose(sup(tokens, k), ref(tokens), rtol=1e-5, atol=1e-5)
+
+
+def test_save_load_round_trip(small_model, tmp_path):
+    arch, model = small_model
+    save_lm(tmp_path / "lm", model, meta={"note": "x"})
+    m2, meta = load_lm(tmp_path / "lm")
+    tokens = jnp.arange(8)[None] % 256
+    np.testing.assert_array_equal(m2(tokens), model(tokens))
+    assert meta == {"note": "x"} and m2.arch == arch
+    with pytest.raises(ValueError, match="not a saved model"):
+        load_lm(tmp_path / "missing")
+
+
+def test_lm_loss_uniform_is_8_bits():
+    logits = jnp.zeros((2, 3, 256))
+    t = jnp.ones((2, 3), jnp.int32)
+    assert float(lm_loss(logits, t)) / np.log(2) == pytest.approx(8.0, rel=1e-6)
+
+
+def test_fit_recovers_known_scaling_law():
+    rng = np.random.default_rng(0)
+    N, D, L = S.synthetic_losses(rng, np.geomspace(1e7, 1e10, 5), np.geomspace(1e9, 1e12, 5),
+                                 E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.37)
+    f = fit_chinchilla(N, D, L)
+    assert f.E == pytest.approx(1.8, rel=1e-3)
+    assert f.alpha == pytest.approx(0.35, rel=1e-2)
+    assert f.beta == pytest.approx(0.37, rel=1e-2)
+    assert f.gamma == pytest.approx(0.35 * 0.37 / 0.72, rel=2e-2)
+    # the frontier is optimal: any other split of the same compute has a higher loss
+    n, d, lopt = frontier(f, 1e21)
+    for k in (0.5, 2.0):
+        assert S.predict(f, n * k, d / k) > lopt
+    steeper = f._replace(alpha=0.7, beta=0.74)
+    assert scales_faster(steeper, f) == pytest.approx(100.0, rel=1e-6)
+    with pytest.raises(ValueError, match="`N`, `D`, `L`"):
+        fit_chinchilla([1, 2], [1, 2], [1, 2])
+
+
+def test_search_policies_on_a_synthetic_landscape():
+    target = "SMSMAMSM"
+    cost = {}
+
+    def evaluate(strings):
+        return [cost.setdefault(s, sum(a != b for a, b in zip(s, target, strict=True)))
+                for s in strings]
+
+    best = {}
+    for name in POLICIES:
+        vals = []
+        for seed in range(6):
+            p = make_policy(name, 8, jax.random.key(seed), population=6, sample=3)
+            r = run_search(p, evaluate, 40, np.random.default_rng(seed), batch=2)
+            assert len(r["losses"]) == 40 and r["best_curve"][-1] == min(r["losses"])
+            if name == "composer":
+                assert all("S" not in s for s in r["strings"])
+            vals.append(r["best_loss"])
+        best[name] = np.mean(vals)
+    # a smooth landscape: evolution (and its bandit variants) beat random search
+    assert best["evolution"] < best["random"]
+    assert best["bandit-ducb"] < best["random"]
+    with pytest.raises(ValueError, match="`policy`"):
+        make_policy("greedy", 4, jax.random.key(0))
+
+
+def _fake_results(found_better: bool):
+    rng = np.random.default_rng(1)
+    runs = {p: [dict(best_loss=float(3.0 + rng.normal(0, 0.01) - (0.1 if p != "random"
+                                                                 else 0)),
+                     best="MSM", best_curve=[3.2, 3.0], strings=["MSM"], losses=[3.0],
+                     pulls=[]) for _ in range(5)] for p in POLICIES}
+    s1 = dict(runs=runs, exhaustive=True, table={"MSM": 3.0})
+    delta = -0.2 if found_better else 0.2
+    bpb = {lab: [[4.0 + rng.normal(0, 0.01) for _ in range(3)]] for lab in
+           ("llama", "nemotron", "composer-stack")}
+    bpb["best1-stack"] = [[4.0 + delta + rng.normal(0, 0.01) for _ in range(3)]]
+    s2 = dict(bpb=bpb, arch=dict(depth=6, width=32), tokens=[1000], labels=list(bpb))
+    g = dict(N=[1] * 6, D=[1] * 6)
+    sc = dict(faster_pct_seeds=[30.0, 35.0, 40.0], faster_pct=35.0, best1=g, llama=g,
+              span=(100.0, 100.0))
+    return s1, s2, sc
+
+
+def test_claims_say_yes_and_no():
+    from jaxkit.compose.config import QUICK
+    s1, s2, sc = _fake_results(True)
+    cl = {c.claim[:40]: c.verdict for c in R.claims(QUICK, s1, s2, sc)}
+    assert list(cl.values()).count("yes") == len(cl)
+    s1, s2, sc = _fake_results(False)
+    sc["faster_pct_seeds"] = [-30.0, -35.0, -40.0]
+    verdicts = [c.verdict for c in R.claims(QUICK, s1, s2, sc)]
+    assert verdicts[3:] == ["no"] * 4
+    # a grid spanning less than a decade cannot test the scaling claim
+    sc["span"] = (4.0, 4.0)
+    assert R.claims(QUICK, s1, s2, sc)[-1].verdict == "not tested at this size"

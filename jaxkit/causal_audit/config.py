@@ -44,10 +44,14 @@ def parse_pair(text: str) -> Pair:
         ax = AXES[name]
         raw = [v.strip() for v in vals.split("/") if v.strip()]
         if ax.choices is None and name != "graph":
-            try:
-                typed = [ax.check(float(v)) for v in raw]
-            except ValueError as e:
-                raise ValueError(f"pair {text!r}: {e}") from None
+            typed = []
+            for v in raw:
+                try:
+                    num = float(v)
+                except ValueError:
+                    raise ValueError(f"pair {text!r}: axis {name!r}: value must be a "
+                                     f"number; got {v!r}") from None
+                typed.append(ax.check(num))
         else:
             typed = [ax.check(v) if ax.choices else v for v in raw]
         axes.append(name)

@@ -2,7 +2,7 @@
 
 ``jaxkit run cruxbench --set n_targets=336 --set n_proposers=8``. The simulated
 benchmark has ``n_targets`` latent-Gaussian targets with ``n_factors`` factors
-(``explained`` of the latent variance, loadings concentrated by ``concentration``,
+(``explained`` of the latent variance, log-normal loading weights of spread ``loading_spread``,
 thresholds of scale ``threshold_scale``), ``n_proposers`` simulated models each asking
 ``n_questions`` questions per target (knowledge noise log-uniform in
 ``[noise_min, noise_max]``, vagueness up to ``vagueness_max``, threshold spread up to
@@ -37,7 +37,7 @@ class Config(PipelineConfig):
     n_steps: int = 64
     n_quality_targets: int = 2000
     explained: float = 0.8
-    concentration: float = 1.0
+    loading_spread: float = 1.0
     threshold_scale: float = 0.8
     noise_min: float = 0.05
     noise_max: float = 1.5
@@ -60,7 +60,7 @@ class Config(PipelineConfig):
         require(self.n_questions <= self.n_factors, "n_questions",
                 f"must be <= n_factors ({self.n_factors}); got {self.n_questions}")
         require(0 < self.explained < 1, "explained", f"must be in (0, 1); got {self.explained}")
-        require_positive(self, ("concentration", "threshold_scale", "noise_min", "r_margin"))
+        require_positive(self, ("loading_spread", "threshold_scale", "noise_min", "r_margin"))
         require(self.noise_max >= self.noise_min, "noise_max",
                 f"must be >= noise_min ({self.noise_min}); got {self.noise_max}")
         require_at_least(self, ("vagueness_max", "spread_max", "window"), 0)
@@ -73,7 +73,7 @@ class Config(PipelineConfig):
         """The simulator's (hashable) settings."""
         return SimSettings(self.n_targets, self.n_proposers, self.n_questions, self.n_factors,
                            self.n_steps, self.n_quality_targets, self.explained,
-                           self.concentration, self.threshold_scale, self.noise_min,
+                           self.loading_spread, self.threshold_scale, self.noise_min,
                            self.noise_max, self.vagueness_max, self.spread_max)
 
 

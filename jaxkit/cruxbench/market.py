@@ -25,7 +25,8 @@ so every market resolves to the one realised ``Y``) on the grid ``tau_j = j / T`
 
 The jump at ``t_S`` is therefore exactly the answer's update, with expected absolute
 size ``2 q (1 - q) |p1(B) - p0(B)|`` given the state ``B`` at ``t_S - 1``
-(:func:`known_voi_at_resolution`). ``Phi_2`` is :func:`bvn_cdf` (Sheppard's integral
+(:func:`known_voi_at_resolution`); at step 0 (``B = 0``, ``v = 1``) the two
+prices are the question's ``p1`` and ``p0``. ``Phi_2`` is :func:`bvn_cdf` (Sheppard's integral
 in ``theta``, Gauss-Legendre, log-spaced near ``theta = pi / 2`` for ``|r|`` close to 1).
 """
 
@@ -140,13 +141,12 @@ class Targets(NamedTuple):
 
 
 def make_targets(key, n: int, n_factors: int, *, explained: float = 0.8,
-                 concentration: float = 1.0, threshold_scale: float = 0.8) -> Targets:
-    """Draw ``n`` targets: loadings ``a = sqrt(explained) g / |g|`` with ``|g_j|``
-    Dirichlet-like weights (``concentration``; small: a few factors dominate), random
-    signs, thresholds ``c ~ N(0, threshold_scale^2)``."""
+                 loading_spread: float = 1.0, threshold_scale: float = 0.8) -> Targets:
+    """Draw ``n`` targets: loadings ``a_j = +-sqrt(explained w_j)`` with log-normal
+    weights ``w ~ exp(loading_spread g)`` normalised to sum 1 (a large spread: a few
+    factors dominate), random signs, thresholds ``c ~ N(0, threshold_scale^2)``."""
     k1, k2, k3, k4, k5 = jax.random.split(key, 5)
-    w = jax.random.gamma(k1, concentration, (n, n_factors))
-    w = w / jnp.sum(w, -1, keepdims=True)
+    w = jax.nn.softmax(loading_spread * jax.random.normal(k1, (n, n_factors)), -1)
     sign = jnp.where(jax.random.bernoulli(k2, 0.5, (n, n_factors)), 1.0, -1.0)
     a = sign * jnp.sqrt(explained * w)
     c = threshold_scale * jax.random.normal(k3, (n,))
@@ -164,20 +164,18 @@ class Markets(NamedTuple):
         t_resolve: ``(...)`` step ``t_S`` at which the answer is announced.
         answer: ``(...)`` the answer ``S`` (0/1 float).
         bridge: ``(..., T)`` the background path ``B(tau_j)``, ``j = 0 .. T - 1``.
+        if_yes, if_no: ``(..., T + 1)`` the price at each step had the answer been
+            announced by then as yes / no (at step 0: ``p1`` and ``p0``).
+        q: ``(...)`` ``P(S)``.
     """
 
     prices: jax.Array
     t_resolve: jax.Array
     answer: jax.Array
     bridge: jax.Array
-
-
-def _after(u_sqv, d, rho_v, q, s_val):
-    joint = bvn_cdf(-u_sqv, -d, rho_v)
-    marg = ndtr(-u_sqv)
-    yes = joint / jnp.maximum(q, 1e-30)
-    no = (marg - joint) / jnp.maximum(1 - q, 1e-30)
-    return jnp.clip(jnp.where(s_val > 0, yes, no), 0, 1)
+    if_yes: jax.Array
+    if_no: jax.Array
+    q: jax.Array
 
 
 def simulate_markets(key, c, d, rho, z_y, z_s, n_steps: int) -> Markets:
@@ -206,32 +204,27 @@ def simulate_markets(key, c, d, rho, z_y, z_s, n_steps: int) -> Markets:
     answer = (z_s > d).astype(bridge.dtype)
     t = jnp.arange(T + 1)
     j = jnp.where(t < t_s[..., None], t, t - 1)  # no background news in the announcement step
+    j = jnp.where(t == 0, 0, j)
     b = jnp.take_along_axis(bridge, jnp.minimum(j, T - 1), -1)
     tj = jnp.asarray(j, tau.dtype) / T
     v = rho[..., None] ** 2 + s[..., None] ** 2 * (1 - tj)
     sqv = jnp.sqrt(v)
     u = (c[..., None] - s[..., None] * b) / sqv
     before = ndtr(-u)
-    q = ndtr(-d)[..., None]
-    after = _after(u, d[..., None], rho[..., None] / sqv, q, answer[..., None])
+    q = ndtr(-d)
+    joint = bvn_cdf(-u, -d[..., None], rho[..., None] / sqv)
+    yes = jnp.clip(joint / jnp.maximum(q[..., None], 1e-30), 0, 1)
+    no = jnp.clip((before - joint) / jnp.maximum(1 - q[..., None], 1e-30), 0, 1)
+    after = jnp.where(answer[..., None] > 0, yes, no)
     prices = jnp.where(t < t_s[..., None], before, after)
-    return Markets(prices, t_s, answer, bridge)
+    return Markets(prices, t_s, answer, bridge, yes, no, q)
 
 
-def known_voi_at_resolution(markets: Markets, c, d, rho, n_steps: int) -> VOI:
+def known_voi_at_resolution(markets: Markets) -> VOI:
     """The VOI of each question given the market's state just before its announcement
     (the background path at step ``t_S - 1``): the expected size of the jump at
-    ``t_S``."""
-    T = int(n_steps)
-    s = jnp.sqrt(jnp.maximum(1 - rho**2, 0))
-    jb = markets.t_resolve - 1
-    b = jnp.take_along_axis(markets.bridge, jb[..., None], -1)[..., 0]
-    tj = jnp.asarray(jb, b.dtype) / T
-    sqv = jnp.sqrt(rho**2 + s**2 * (1 - tj))
-    u = (c - s * b) / sqv
-    q = ndtr(-d)
-    p = ndtr(-u)
-    joint = bvn_cdf(-u, -d, rho / sqv)
-    p1 = jnp.clip(joint / jnp.maximum(q, 1e-30), 0, 1)
-    p0 = jnp.clip((p - joint) / jnp.maximum(1 - q, 1e-30), 0, 1)
-    return voi(q, p1, p0, check=False)
+    ``t_S``, from the prices the market would show after a yes or a no."""
+    at = markets.t_resolve[..., None]
+    p1 = jnp.take_along_axis(markets.if_yes, at, -1)[..., 0]
+    p0 = jnp.take_along_axis(markets.if_no, at, -1)[..., 0]
+    return voi(markets.q, p1, p0, check=False)

@@ -25,8 +25,12 @@ price: ``Brier(p) - Brier(f)`` and ``log f(y) - log p(y)``, larger is better.
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import numpy as np
 
+from jaxkit.kernels import checks
 from jaxkit.kernels.belief import cohere, update_between, voi
 
 from .data import Dataset
@@ -45,6 +49,14 @@ def _price_index(times: np.ndarray, at: np.ndarray, *, strict: bool) -> np.ndarr
     return cmp.sum(1) - 1
 
 
+@functools.partial(jax.jit, static_argnames="clip")
+def _kernels(p_ask, q, p1, p0, prices, start, stop, mask, y, clip):
+    """The kernels of :func:`question_scores` in one compiled call per shape."""
+    co = cohere(p_ask, q, p1, p0)
+    return co, voi(co.q, co.p1, co.p0), update_between(prices, start, stop, mask=mask,
+                                                        outcome=y, clip=clip)
+
+
 def question_scores(ds: Dataset, *, window: float = 0.0,
                     clip: tuple[float, float] = (0.01, 0.99)) -> dict[str, np.ndarray]:
     """Per-question ex-ante and realised VOI (``(Q,)`` arrays, NaN where unknown), the
@@ -55,8 +67,6 @@ def question_scores(ds: Dataset, *, window: float = 0.0,
     asked = np.where(np.isnan(ds.asked_at), -np.inf, ds.asked_at)
     i_ask = np.maximum(_price_index(times, asked, strict=False), 0)
     p_ask = prices[np.arange(len(i_ask)), i_ask]
-    co = cohere(p_ask, ds.q, ds.p1, ds.p0)
-    v = voi(co.q, co.p1, co.p0)
     resolved = ~np.isnan(ds.resolved_at)
     r_at = np.where(resolved, ds.resolved_at, 0.0)
     start = np.where(resolved, _price_index(times, r_at, strict=True), -1)
@@ -64,7 +74,9 @@ def question_scores(ds: Dataset, *, window: float = 0.0,
     outcome = ds.outcome[ds.question_target]
     last = prices[np.arange(len(i_ask)), mask.sum(1) - 1]
     y = np.where(np.isnan(outcome), last, outcome)
-    u = update_between(prices, start, stop, mask=mask, outcome=y, clip=clip)
+    with checks.clear_errors():
+        co, v, u = jax.device_get(_kernels(p_ask, ds.q, ds.p1, ds.p0, prices, start, stop,
+                                           mask, y, tuple(float(c) for c in clip)))
     ok = np.asarray(u.valid) & (stop > start)
     nan = np.full(len(ok), np.nan)
     return dict(

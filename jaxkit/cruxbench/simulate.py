@@ -33,7 +33,7 @@ class SimSettings(NamedTuple):
     n_steps: int
     n_quality_targets: int
     explained: float
-    concentration: float
+    loading_spread: float
     threshold_scale: float
     noise_min: float
     noise_max: float
@@ -57,9 +57,9 @@ class Simulation(NamedTuple):
 def _arrays(key, s: SimSettings):
     kt, kh, kp, kq, kz, km = jax.random.split(key, 6)
     tg = make_targets(kt, s.n_targets, s.n_factors, explained=s.explained,
-                      concentration=s.concentration, threshold_scale=s.threshold_scale)
+                      loading_spread=s.loading_spread, threshold_scale=s.threshold_scale)
     held = make_targets(kh, s.n_quality_targets, s.n_factors, explained=s.explained,
-                        concentration=s.concentration, threshold_scale=s.threshold_scale)
+                        loading_spread=s.loading_spread, threshold_scale=s.threshold_scale)
     pr = make_proposers(kp, s.n_proposers, noise_min=s.noise_min, noise_max=s.noise_max,
                         vagueness_max=s.vagueness_max, spread_max=s.spread_max)
     qu = propose(kq, pr, tg, s.n_questions)
@@ -70,9 +70,11 @@ def _arrays(key, s: SimSettings):
     zy = jnp.repeat(tg.z, s.n_proposers * s.n_questions)
     d, rho, zs = tr(qu.threshold), tr(qu.rho), tr(qu.z)
     mk = simulate_markets(km, c, d, rho, zy, zs, s.n_steps)
-    known = known_voi_at_resolution(mk, c, d, rho, s.n_steps)
+    known = known_voi_at_resolution(mk)
+    # the opening (q, p1, p0) are the market's prices after a yes / no at step 0 (one
+    # bivariate normal evaluation serves both; qu.q/p1/p0 are the same numbers)
     return dict(outcome=tg.outcome, prices=mk.prices, t_s=mk.t_resolve, answer=mk.answer,
-                q=tr(qu.q), p1=tr(qu.p1), p0=tr(qu.p0), quality=quality, rho=rho,
+                q=mk.q, p1=mk.if_yes[:, 0], p0=mk.if_no[:, 0], quality=quality, rho=rho,
                 known_abs=known.abs_shift, known_sq=known.sq_shift,
                 known_mi=known.mutual_info, traits=pr._asdict())
 

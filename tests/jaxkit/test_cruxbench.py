@@ -1,0 +1,232 @@
+"""CruxBench: the bivariate normal CDF, the simulator's known VOI recovered from its
+prices, scoring closed forms, the JSON Lines format (round trip and bad input), the
+statistics, the pipeline (claims, user data, stage resume) and the CLI."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.special import ndtr
+from scipy.stats import multivariate_normal
+
+from jaxkit.cruxbench import analysis as A
+from jaxkit.cruxbench.config import Config
+from jaxkit.cruxbench.data import Dataset, parse_records, read_jsonl, to_records, write_jsonl
+from jaxkit.cruxbench.market import (
+    bvn_cdf,
+    known_voi_at_resolution,
+    question_probs,
+    simulate_markets,
+)
+from jaxkit.cruxbench.scoring import agent_usefulness, question_scores, score
+from jaxkit.cruxbench.simulate import simulate
+from jaxkit.io import DataError
+from jaxkit.registry import RunContext
+from jaxkit.registry import get as get_pipeline
+
+TINY = Config(n_targets=16, n_proposers=6, n_questions=2, n_factors=4, n_steps=8,
+              n_quality_targets=64, n_boot=200, n_perm=500)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return simulate(jax.random.key(1), TINY.sim_settings())
+
+
+def test_bvn_cdf_matches_scipy_including_near_singular_correlations():
+    rng = np.random.default_rng(0)
+    for r in (-1.0, -0.9999, -0.6, 0.0, 0.4, 0.97, 0.9999, 1.0):
+        h, k = rng.normal(size=(2, 12)) * 1.5
+        k[:3] = h[:3] + rng.normal(size=3) * 0.01
+        ours = np.asarray(jax.jit(bvn_cdf)(h, k, r))
+        if abs(r) == 1:  # the limits in closed form
+            ref = (ndtr(np.minimum(h, k)) if r > 0 else np.maximum(ndtr(h) - ndtr(-k), 0))
+        else:
+            ref = np.array([multivariate_normal(cov=[[1, r], [r, 1]]).cdf([a, b])
+                            for a, b in zip(h, k, strict=True)])
+        np.testing.assert_allclose(ours, ref, atol=1e-9)
+
+
+def test_question_probs_are_coherent_and_independent_at_zero_correlation():
+    c, d = np.array([-0.5, 0.2, 1.0]), np.array([0.3, -1.0, 0.0])
+    p, q, p1, p0 = (np.asarray(a) for a in question_probs(c, d, np.array([0.6, -0.3, 0.0])))
+    np.testing.assert_allclose(q * p1 + (1 - q) * p0, p, atol=1e-12)
+    assert p1[0] > p[0] > p0[0]                                   # positive correlation
+    assert p1[1] < p[1] < p0[1]                                   # negative correlation
+    assert p1[2] == pytest.approx(p[2]) and p0[2] == pytest.approx(p[2])
+
+
+def test_simulated_prices_recover_the_known_voi():
+    """The jump at each announcement has the closed-form VOI as its expectation
+    (absolute and squared shift; the log-score gain's expectation is the mutual
+    information); opening prices are Phi(-c) and every path stays in [0, 1]."""
+    n, T = 40000, 6
+    k = jax.random.split(jax.random.key(7), 5)
+    rho = jax.random.uniform(k[0], (n,), minval=-0.9, maxval=0.9)
+    c, d = 0.7 * jax.random.normal(k[1], (n,)), 0.7 * jax.random.normal(k[2], (n,))
+    zs = jax.random.normal(k[3], (n,))
+    zy = rho * zs + jnp.sqrt(1 - rho**2) * jax.random.normal(k[4], (n,))
+
+    @jax.jit
+    def run(key):
+        m = simulate_markets(key, c, d, rho, zy, zs, T)
+        return m, known_voi_at_resolution(m)
+
+    m, known = run(jax.random.key(3))
+    i = np.arange(n)
+    a, b = np.asarray(m.prices)[i, m.t_resolve - 1], np.asarray(m.prices)[i, m.t_resolve]
+    y = np.asarray(zy > c, float)
+    jump = b - a
+    with np.errstate(divide="ignore", invalid="ignore"):  # a 0 or 1 price on the
+        gain = np.where(y > 0, np.log(b) - np.log(a), np.log1p(-b) - np.log1p(-a))
+    np.testing.assert_allclose(m.if_yes[:, 0], question_probs(c, d, rho)[2], atol=1e-6)
+    np.testing.assert_allclose(m.if_no[:, 0], question_probs(c, d, rho)[3], atol=1e-6)
+    for measured, expected in ((np.abs(jump), known.abs_shift), (jump**2, known.sq_shift),
+                               (gain, known.mutual_info)):
+        ok = np.isfinite(measured)   # float32 prices can round to 0 or 1 (log score)
+        assert ok.mean() > 0.999
+        diff = measured[ok] - np.asarray(expected)[ok]
+        assert abs(diff.mean()) < 4 * diff.std() / math.sqrt(n)
+    assert float(jnp.max(jnp.abs(m.prices[:, 0] - question_probs(c, d, rho)[0]))) < 1e-6
+    assert float(m.prices.min()) >= 0 and float(m.prices.max()) <= 1
+    assert abs(float(m.prices[:, -1].mean()) - y.mean()) < 0.01  # martingale to the end
+
+
+def _two_question_dataset() -> Dataset:
+    """One target (price path 0.5 -> 0.5 -> 0.8 -> 0.8, outcome 1), two proposers."""
+    recs = [{"type": "target", "id": "t", "prices": [[0, 0.5], [1, 0.5], [2, 0.8], [3, 0.8]],
+             "outcome": 1},
+            {"type": "question", "target": "t", "proposer": "a", "q": 0.5, "p1": 0.8,
+             "p0": 0.2, "resolved_at": 2, "answer": 1},
+            {"type": "question", "target": "t", "proposer": "b", "q": 0.5, "p1": 0.9,
+             "p0": 0.3, "asked_at": 1, "resolved_at": 1.5, "answer": 0},
+            {"type": "quality", "proposer": "a", "score": 2.0}]
+    return parse_records(recs)
+
+
+def test_scoring_closed_forms():
+    ds = _two_question_dataset()
+    qs = question_scores(ds)
+    # a: coherent at 0.5, E|dp| = 2 q (1 - q) |p1 - p0| = 0.3; realised 0.5 -> 0.8
+    assert qs["ex_ante_abs"][0] == pytest.approx(0.3)
+    assert qs["realised_abs"][0] == pytest.approx(0.3)
+    assert qs["realised_log_score"][0] == pytest.approx(math.log(0.8 / 0.5))
+    # b: 0.5 q1 + 0.5 q0 = 0.6 != 0.5: conditionals move by -0.1 each (q = 1/2)
+    assert (qs["p1"][1], qs["p0"][1], qs["gap"][1]) == pytest.approx((0.8, 0.2, 0.1))
+    # b resolves at 1.5: last price before is t=1 (0.5), last at or before 1.5 is t=1:
+    # no price move was observed, so the realised update is unknown
+    assert math.isnan(qs["realised_abs"][1])
+    ag = agent_usefulness(ds, qs)
+    # agent: a's answer yes -> forecast 0.8; b's answer no -> 0.2 (projected p0)
+    assert ag["forecast"][0, 0] == pytest.approx(0.8)
+    assert ag["forecast"][0, 1] == pytest.approx(0.2)
+    assert ag["brier_gain"][0, 0] == pytest.approx(0.25 - 0.04)
+    assert ag["log_gain"][0, 1] == pytest.approx(math.log(0.2 / 0.5))
+    sc = score(ds, window=1.0)
+    assert sc["questions"]["realised_abs"][1] == pytest.approx(0.3)  # 0.5 -> 0.8 by t=2.5
+    assert math.isnan(sc["per_proposer"]["ex_ante_abs"][0]) is False
+
+
+def test_jsonl_round_trip_scores_the_same(sim, tmp_path):
+    path = write_jsonl(tmp_path / "sim.jsonl", sim.data)
+    back = read_jsonl(path)
+    a, b = score(sim.data), score(back)
+    for k in ("ex_ante_abs", "realised_abs", "brier_gain"):
+        np.testing.assert_allclose(a["per_proposer"][k], b["per_proposer"][k], atol=1e-6)
+    np.testing.assert_allclose(back.quality, sim.data.quality)
+    assert len(to_records(back)) == len(to_records(sim.data))
+
+
+@pytest.mark.parametrize(("line", "match"), [
+    ('{"type": "target", "id": "t", "prices": [[0, 0.5]]', "line 2: invalid JSON"),
+    ('{"type": "question", "target": "t", "proposer": "a", "q": 1.5, "p1": 0.5, "p0": 0.5}',
+     "line 2: 'q' must be a probability"),
+    ('{"type": "question", "target": "t", "proposer": "a", "q": 0.5, "p1": 0.5}',
+     "line 2: missing field 'p0'"),
+    ('{"type": "question", "target": "x", "proposer": "a", "q": 0.5, "p1": 0.5, "p0": 0.5}',
+     "line 2: question names an unknown target 'x'"),
+    ('{"type": "target", "id": "u", "prices": [[1, 0.5], [1, 0.6]]}',
+     "line 2: prices\\[1\\] time 1 is not after"),
+    ('{"type": "target", "id": "u", "prices": [[0, NaN]]}', "line 2: prices\\[0\\] price"),
+    ('{"type": "quality", "proposer": "a", "score": "high"}', "line 2: 'score' must be"),
+    ('{"type": "forecast"}', "line 2: 'type' must be"),
+    ('{"type": "target", "id": "t", "prices": [[0, 0.5]]}', "line 2: duplicate target id"),
+    ('[1, 2]', "line 2: each line must be a JSON object"),
+])
+def test_malformed_jsonl_names_the_line(tmp_path, line, match):
+    good = '{"type": "target", "id": "t", "prices": [[0, 0.5], [1, 0.6]]}'
+    q = '{"type": "question", "target": "t", "proposer": "a", "q": 0.5, "p1": 0.6, "p0": 0.4}'
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join([good, line, q]) + "\n")
+    with pytest.raises(DataError, match=match):
+        read_jsonl(path)
+
+
+def test_empty_or_missing_files(tmp_path):
+    with pytest.raises(DataError, match="no such file"):
+        read_jsonl(tmp_path / "none.jsonl")
+    (tmp_path / "t.jsonl").write_text('{"type": "target", "id": "t", "prices": [[0, 0.5]]}\n')
+    with pytest.raises(DataError, match="no question records"):
+        read_jsonl(tmp_path / "t.jsonl")
+
+
+def test_correlation_statistics():
+    x = np.arange(5.0)
+    assert A.permutation_p(0, x, x) == pytest.approx(2 / 120)  # exact: r = +-1 only twice
+    assert A.permutation_p(0, x, x[[1, 0, 3, 4, 2]]) > 0.1
+    assert A.correlation_verdict(0.95, 20).verdict == "yes"
+    assert A.correlation_verdict(-0.9, 20).verdict == "no"
+    assert A.correlation_verdict(0.3, 8).verdict == "not shown"
+    assert A.correlation_equivalence(0.87, 400, target=0.87, margin=0.1).verdict == "yes"
+    assert A.correlation_equivalence(0.2, 400, target=0.87, margin=0.1).verdict == "no"
+    assert A.correlation_equivalence(0.8, 8, target=0.87, margin=0.1).verdict == "not shown"
+    rng = np.random.default_rng(0)
+    per = rng.normal(size=(30, 6)) * 0.1 + np.arange(6)   # proposer means 0..5
+    s = A.correlation_summary(rng, per, np.arange(6.0), n_boot=300, n_perm=100)
+    assert s["r"] > 0.99 and s["spearman"] == pytest.approx(1.0) and s["n"] == 6
+    assert s["boot_lo"] <= s["r"] <= s["boot_hi"] + 1e-12
+    assert s["fisher_lo"] < s["r"] < s["fisher_hi"]
+
+
+def test_heldout_usefulness_can_say_yes_and_no():
+    rng = np.random.default_rng(1)
+    voi = rng.normal(size=(40, 6)) * 0.1 + np.arange(6)
+    good = voi * 0.5 + rng.normal(size=(40, 6)) * 0.3   # usefulness follows VOI
+    v, d = A.heldout_usefulness(voi, good)
+    assert v.verdict == "yes" and d.shape == (40,)
+    v, _ = A.heldout_usefulness(voi, -good)
+    assert v.verdict == "no"
+
+
+def test_simulated_scores_and_pipeline(sim, tmp_path):
+    """The tiny pipeline: three claims with valid verdicts, the user-data path scored
+    by the same code, and a second run reloading the simulated stage."""
+    path = write_jsonl(tmp_path / "mine.jsonl", sim.data)
+    cfg = TINY.merged({"data": str(path)})
+    entry = get_pipeline("cruxbench")
+    res = entry.run(RunContext(out_dir=tmp_path / "out", config=cfg, quick=True))
+    assert len(res.claims) == 6
+    assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown",
+                                               "not tested at this size"}
+    assert "Simulator check" in res.markdown and "Data:" in res.markdown
+    mine = score(sim.data)["per_proposer"]["realised_abs"]
+    np.testing.assert_allclose(res.metrics["data"]["per_proposer"]["realised_abs"], mine,
+                               atol=1e-6)  # the data path is the same scoring
+    assert all(f.is_file() for f in res.figures)
+    ctx = RunContext(out_dir=tmp_path / "out", config=cfg, quick=True)
+    again = entry.run(ctx)
+    assert ctx.reloaded == ["cruxbench-sim"]
+    assert again.metrics["per_proposer"] == res.metrics["per_proposer"]
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ValueError, match="`n_questions`"):
+        Config(n_questions=9, n_factors=4)
+    with pytest.raises(ValueError, match="`clip_lo`"):
+        Config(clip_lo=0.6)
+    with pytest.raises(ValueError, match="`explained`"):
+        Config(explained=1.0)

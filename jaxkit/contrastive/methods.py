@@ -117,6 +117,8 @@ def pointwise_run(rule: str, log_prior, log_lik, costs, budget, outcomes, *, max
     """
     if rule not in POINTWISE:
         raise ValueError(f"`rule` must be one of {POINTWISE}; got {rule!r}")
+    log_prior, log_lik, costs = (jnp.asarray(a) for a in (log_prior, log_lik, costs))
+    outcomes = jnp.asarray(outcomes)
     X, K, Y = log_lik.shape
     log_r = -math.log(Y)
     b0 = jnp.clip(jnp.exp(log_prior), 1e-6, 1 - 1e-6)

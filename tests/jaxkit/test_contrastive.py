@@ -1,0 +1,183 @@
+"""Contrastive discovery: domain tables against closed forms, outcomes drawn from the true
+model matching its table, the methods on hand-checkable problems (greedy picks the
+informative experiment, pointwise agents accept/reject as their rules say, the e-value
+calibrator, replay equals the greedy trajectory), claims that can say no, config errors,
+and a tiny pipeline run that resumes from its stages."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxkit.contrastive import domains as D
+from jaxkit.contrastive import methods as M
+from jaxkit.contrastive import pipeline as P
+from jaxkit.contrastive import report as R
+from jaxkit.contrastive import simulate as S
+from jaxkit.contrastive.config import FULL, QUICK, Config
+from jaxkit.registry import RunContext
+from jaxkit.registry import get as get_pipeline
+
+TINY = Config(domains=("gene_knockout", "physics_law"), seeds=2, questions=3, n_samples=2)
+
+
+@pytest.fixture(scope="module")
+def gene_questions():
+    return jax.tree.map(np.asarray, S.questions(jax.random.key(0), D.DOMAINS["gene_knockout"], 3,
+                                                n_samples=2))
+
+
+def test_registered_and_configs_valid():
+    entry = get_pipeline("contrastive")
+    assert entry.module == "jaxkit.contrastive.pipeline"
+    assert entry.quick is QUICK and entry.full is FULL
+    assert len(FULL.domains) == 6 and len(QUICK.domains) == 6
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match="`domains`"):
+        Config(domains=("alchemy",))
+    with pytest.raises(ValueError, match="`budget` is below every experiment's cost"):
+        Config(budget=0.5)
+    with pytest.raises(ValueError, match="`tau`"):
+        Config(tau=0.3)
+    with pytest.raises(ValueError, match="`seeds`"):
+        Config(seeds=1)
+
+
+def test_gene_tables_match_closed_form(gene_questions):
+    q = gene_questions
+    assert q.log_lik.shape == (3, 24, 4, 21) and q.costs.shape == (3, 24)
+    np.testing.assert_allclose(np.log(np.exp(q.log_lik).sum(-1)), 0.0, atol=1e-5)
+    assert np.all(q.costs > 0) and set(q.truth) <= {0, 1, 2, 3}
+    leak = q.params[0, 0]
+    # design 2 knocks C out fully; "only C" (explanation 2) loses the phenotype w.p. 0.98
+    p = leak + (1 - 2 * leak) * 0.98
+    y = np.arange(21)
+    binom = np.exp([math.lgamma(21) - math.lgamma(k + 1) - math.lgamma(21 - k) for k in y]
+                   + y * np.log(p) + (20 - y) * np.log1p(-p))
+    ref = (1 - D.OUTLIER) * binom + D.OUTLIER / 21
+    np.testing.assert_allclose(np.exp(q.log_lik[0, 2, 2]), ref, atol=1e-5)
+    # design 0 knocks A only: "only C" predicts the leak rate
+    assert np.argmax(q.log_lik[0, 0, 2]) == round(20 * (leak + (1 - 2 * leak) * 0.0))
+    # replicates share the table
+    np.testing.assert_array_equal(q.log_lik[:, :12], q.log_lik[:, 12:])
+
+
+def test_outcomes_come_from_the_true_model():
+    dom = D.DOMAINS["kinetics"]  # latent batch rate: table is the prior Monte Carlo estimate
+    x = jnp.concatenate([jnp.asarray(dom.designs[4]), jnp.asarray([1.0, 1.0])])
+    model = dom.models[1]
+    ys = jax.jit(jax.vmap(lambda k: S._sample_outcome(k, model, x)))(
+        jax.random.split(jax.random.key(1), 4000))
+    freq = np.bincount(np.asarray(ys), minlength=21) / 4000
+    from jaxkit.kernels.belief.evidence import log_lik_table
+    tab = jax.jit(lambda k: log_lik_table(k, [model], x[None], jnp.arange(21), n_samples=2000))(
+        jax.random.key(2))
+    assert 0.5 * np.abs(freq - np.exp(np.asarray(tab[0, 0]))).sum() < 0.05
+
+
+def _toy():
+    """K = 2, Y = 2, X = 3: candidate 0 is uninformative, 1 perfectly informative (cost
+    2), 2 weakly informative (cost 1)."""
+    ll = np.log(np.array([
+        [[0.5, 0.5], [0.5, 0.5]],
+        [[1 - 1e-6, 1e-6], [1e-6, 1 - 1e-6]],
+        [[0.6, 0.4], [0.4, 0.6]]]))[None]
+    costs = np.array([[1.0, 2.0, 1.0]])
+    outcomes = np.array([[0, 0, 0]])  # consistent with explanation 0
+    return ll, costs, outcomes
+
+
+def test_contrastive_picks_informative_experiment_and_resolves():
+    ll, costs, outs = _toy()
+    out = M.run_methods(ll, costs, outs, 2.0, max_steps=3, tau=0.9, alpha=0.1, kappa=0.5)
+    c = jax.tree.map(np.asarray, out["contrastive"])
+    assert int(c["answer"][0]) == 0 and int(c["steps"][0]) == 1
+    assert np.exp(c["traj"][0, 0, 0]) > 0.99
+    # a budget of 1 only buys the weak experiment: unresolved
+    out = M.run_methods(ll, costs, outs, 1.0, max_steps=3, tau=0.9, alpha=0.1, kappa=0.5)
+    assert int(out["contrastive"]["answer"][0]) == -1
+
+
+def test_replay_equals_greedy_trajectory():
+    rng = np.random.default_rng(0)
+    ll = np.log(rng.dirichlet(np.ones(5), size=(6, 3)))
+    lp = np.log(np.full(3, 1 / 3))
+    outs = rng.integers(0, 5, 6)
+    from jaxkit.kernels.belief.eig import greedy_eig
+    final, info = greedy_eig(lp, ll, np.ones(6), 4.0, outs, max_steps=5)
+    end, traj = M.replay_posterior(jnp.asarray(lp), jnp.asarray(ll), info.choice, info.outcome)
+    np.testing.assert_allclose(traj, info.log_post, atol=1e-10)
+    np.testing.assert_allclose(end, final.log_post, atol=1e-10)
+
+
+def test_pointwise_rules_decide_as_stated():
+    # K = 2, Y = 4; H_0 predicts outcome 0 sharply; the truth's outcomes are all 0
+    row0 = np.array([0.97, 0.01, 0.01, 0.01])
+    row1 = np.array([0.01, 0.01, 0.01, 0.97])
+    ll = np.log(np.tile(np.stack([row0, row1]), (4, 1, 1)))  # (X=4, K=2, Y=4)
+    lp = np.log(np.array([0.5, 0.5]))
+    outs = np.zeros(4, np.int32)
+    for rule in ("shannon", "bayes"):
+        acc, info = M.pointwise_run(rule, lp, ll, np.ones(4), 4.0, outs, max_steps=4)
+        # logit(0.5) + log(0.97 * 4) = 1.356 -> b = 0.795 < 0.9; two experiments accept
+        assert int(acc) == 0 and int(np.sum(np.asarray(info.choice) >= 0)) == 2
+        assert float(info.log_lr[0]) == pytest.approx(math.log(0.97 * 4), rel=1e-6)
+    acc, info = M.pointwise_run("evalue", lp, ll, np.ones(4), 4.0, outs, max_steps=4)
+    # acceptance p-value 1/4 per experiment: e = 0.5 * 0.25^-0.5 = 1; never reaches 10
+    assert int(acc) == -1 and int(np.sum(np.asarray(info.choice) >= 0)) == 4
+    # outcomes 3: the focal H_0 is surprised (rejection), then H_1 becomes focal
+    acc, info = M.pointwise_run("shannon", lp, ll, np.ones(4), 4.0, outs + 3, max_steps=4)
+    assert float(info.surprisal[0]) == pytest.approx(-math.log(0.01), rel=1e-6)
+    assert float(info.log_lr[0]) < 0 and int(info.focal[0]) == 0
+    assert int(acc) == 1 and 1 in set(np.asarray(info.focal).tolist())
+    np.testing.assert_allclose(M._calibrate(jnp.asarray(0.01), 0.5), math.log(5.0), rtol=1e-6)
+
+
+def _fake(rates: dict, high=4.0, rej=4.0, alt=2.0):
+    cands = {m: dict(high=np.full(3, high), high_rejections=np.full(3, rej),
+                     alt_resolved=np.full(3, alt), alt_correct=np.full(3, alt))
+             for m in M.POINTWISE}
+    full = {m: dict(correct=np.asarray(v), wrong=np.zeros(3), unresolved=1 - np.asarray(v),
+                    spent=np.ones(3), steps=np.ones(3), contrastive_correct=np.asarray(v))
+            for m, v in rates.items()}
+    return dict(domain="toy", rates=full, candidates=cands)
+
+
+def test_claims_can_say_no_and_not_tested():
+    cfg = Config(seeds=3)
+    worse = _fake({"contrastive": [0.1, 0.15, 0.12], "shannon": [0.5, 0.55, 0.52],
+                   "bayes": [0.5, 0.6, 0.55], "evalue": [0.4, 0.45, 0.42]}, rej=1.0, alt=0.0)
+    cl = R.claims(cfg, [worse])
+    assert [c.verdict for c in cl[:3]] == ["no", "no", "no"]
+    assert cl[3].verdict == "no" and cl[4].verdict == "no"  # 25% rejections, none resolve
+    none = _fake({m: [0.5, 0.5, 0.5] for m in ("contrastive", *M.POINTWISE)}, high=0.0, rej=0.0)
+    cl = R.claims(cfg, [none])
+    assert cl[3].verdict == "not tested at this size" and cl[0].verdict == "not shown"
+
+
+def test_tiny_pipeline_runs_and_resumes(tmp_path):
+    r = P.run(RunContext(out_dir=tmp_path, config=TINY, quick=True))
+    assert len(r.claims) == 5 and len(r.figures) == 2
+    assert all(f.is_file() for f in r.figures)
+    assert "| gene_knockout | contrastive (EIG/cost) |" in r.markdown
+    pd = r.metrics["per_domain"]
+    for dom in TINY.domains:
+        for m in ("contrastive", *M.POINTWISE):
+            v = np.asarray(pd[dom][m]["correct"]) + np.asarray(pd[dom][m]["wrong"])
+            assert v.shape == (2,) and np.all((v >= 0) & (v <= 1))
+    ctx = RunContext(out_dir=tmp_path, config=TINY, quick=True)
+    again = P.run(ctx)
+    assert ctx.reloaded == [f"contrastive-{d}" for d in TINY.domains]
+    assert [c.to_dict() for c in again.claims] == [c.to_dict() for c in r.claims]
+
+
+@pytest.mark.slow
+def test_quick_pipeline(tmp_path):
+    r = P.run(RunContext(out_dir=tmp_path, config=QUICK, quick=True))
+    assert len(r.claims) == 5 and len(r.metrics["per_domain"]) == 6

@@ -89,18 +89,23 @@ def _eig(lp: Array, ll: Array) -> Array:
     return jnp.maximum(val, 0.0)
 
 
-def eig(log_prior, log_lik) -> Array:
+def eig(log_prior, log_lik, *, check: bool = True) -> Array:
     """Expected information gain of an experiment (see the module docstring).
 
     Args:
         log_prior: ``(..., K)`` normalised log belief over the explanations.
         log_lik: ``(..., K, Y)`` ``log p(y | H_k, x)``; leading axes (e.g. candidate
             experiments) broadcast against ``log_prior``'s.
+        check: validate the inputs (default); ``False`` skips the checks (one pass over
+            the table) in a hot loop whose inputs are known to be valid.
 
     Returns:
         ``(...)`` EIG in nats, in ``[0, log min(K, Y)]`` (rounding below 0 clipped to 0).
     """
-    lp, ll = check_log_lik_table(log_prior, log_lik)
+    if check:
+        lp, ll = check_log_lik_table(log_prior, log_lik)
+    else:
+        lp, ll = jnp.asarray(log_prior), jnp.asarray(log_lik)
     return _eig(lp, ll)
 
 

@@ -166,7 +166,7 @@ def prefix_sizes(n: int, k: int) -> np.ndarray:
 
 
 def find_circuits(params, spec, clfs, mparams, disc_x, disc_y, *, k: int, keep_frac: float,
-                  n_sizes: int, cap: int = 64) -> Circuits:
+                  n_sizes: int, cap: int | None = None) -> Circuits:
     """Attribution, then the pruned circuit of every (model, class) (module docstring)."""
     M, N = len(clfs), spec.n_depths * spec.n_latents
     C = int(np.max(disc_y)) + 1

@@ -16,7 +16,8 @@ surgery and the claim tests.
   steps of batch ``uc_batch`` at ``uc_lr``, fidelity weight ``fidelity_coef``, trained on
   ``n_record`` recorded augmented images; ``log_every`` steps per compiled chunk,
   ``checkpoint_every`` chunks between checkpoints.
-* Circuits: the smallest attribution-ordered prefix keeping ``keep_frac`` of the full
+* Circuits: attributions and pruning on up to ``discovery_per_class`` real training
+  images per class; the smallest attribution-ordered prefix keeping ``keep_frac`` of the full
   replacement's accuracy on the class, over ``n_sizes`` prefix sizes; universal
   latents have a decoder-norm share >= ``universal_tau`` in both models; independent
   CLTs are matched at logit-effect cosine >= ``match_cos``; ``n_random`` random subsets.
@@ -64,7 +65,8 @@ class Config(PipelineConfig):
     keep_frac: float = 0.9
     n_sizes: int = 48
     universal_tau: float = 0.1
-    match_cos: float = 0.9
+    match_cos: float = 0.5
+    discovery_per_class: int = 100
     n_random: int = 8
     surgery_class: int = 7
     ridge: float = 1e-2
@@ -74,7 +76,7 @@ class Config(PipelineConfig):
     def validate(self) -> None:
         require_at_least(self, ("model_steps", "model_batch", "uc_latents", "uc_k", "uc_steps",
                                 "uc_batch", "log_every", "checkpoint_every", "n_sizes",
-                                "n_random", "cnn_hidden"))
+                                "n_random", "cnn_hidden", "discovery_per_class"))
         require_at_least(self, ("image_size",), 8)
         require_at_least(self, ("test_every",), 2)
         require(self.uc_k < self.uc_latents, "uc_k",
@@ -106,5 +108,6 @@ class Config(PipelineConfig):
 QUICK = Config(image_size=8, mlp_widths=(64, 64), cnn_channels=(6, 12), cnn_hidden=32,
                model_steps=600, model_batch=128, model_lr=3e-3, n_record=4096, uc_latents=48,
                uc_k=6, uc_steps=600, uc_batch=256, uc_lr=3e-3, log_every=100,
-               checkpoint_every=2, n_sizes=16, n_random=4)
+               checkpoint_every=2, n_sizes=12, n_random=4, same_arch_pair=False,
+               discovery_per_class=30)
 FULL = Config()

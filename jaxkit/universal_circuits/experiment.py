@@ -103,6 +103,14 @@ def train_pair(key, cfg: Config, names, models: dict, out: Path, tag: str, *,
     return dict(spec=spec, params=jax.tree.map(np.asarray, params), history=hist)
 
 
+def discovery(cfg: Config, digits: Digits) -> tuple[np.ndarray, np.ndarray]:
+    """Up to ``cfg.discovery_per_class`` real training images of each class (the images
+    circuits are found on; the test split stays for evaluating them)."""
+    idx = np.concatenate([np.flatnonzero(digits.y_train == c)[:cfg.discovery_per_class]
+                          for c in range(N_CLASSES)])
+    return digits.x_train[idx], digits.y_train[idx]
+
+
 def uc_eval(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
     """Per-site FVU, fidelity KL and replacement accuracy (transcoder alone) on the test
     images."""
@@ -122,7 +130,7 @@ def pair_analysis(key, cfg: Config, names, models: dict, uc: dict, digits: Digit
     """Circuits of every class in both models, intersections and baselines."""
     clfs, ps = load(cfg, names, models)
     spec, params = uc["spec"], uc["params"]
-    circ = C.find_circuits(params, spec, clfs, ps, digits.x_train, digits.y_train, k=cfg.uc_k,
+    circ = C.find_circuits(params, spec, clfs, ps, *discovery(cfg, digits), k=cfg.uc_k,
                            keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
     st = C.intersection_stats(key, params, spec, clfs, ps, circ, digits.x_test, digits.y_test,
                               k=cfg.uc_k, n_random=cfg.n_random, tau=cfg.universal_tau)
@@ -130,7 +138,8 @@ def pair_analysis(key, cfg: Config, names, models: dict, uc: dict, digits: Digit
     inter = circ.gates[0] * circ.gates[1]
     score = inter.sum(0) + 1e-3 * np.abs(circ.scores).sum((0, 1))
     top = np.argsort(-score)[:8]
-    imgs = C.latent_images(params, spec, clfs, ps, digits.x_train, top.tolist(), cfg.uc_k)
+    imgs = C.latent_images(params, spec, clfs, ps, discovery(cfg, digits)[0], top.tolist(),
+                           cfg.uc_k)
     return dict(circuits=circ._asdict(), **st, top_latents=top, top_images=imgs)
 
 
@@ -141,8 +150,8 @@ def single_baseline(cfg: Config, names, models: dict, singles: list[dict], digit
     out, circs = [], []
     for n, uc in zip(names, singles, strict=True):
         clfs, ps = load(cfg, [n], models)
-        circ = C.find_circuits(uc["params"], uc["spec"], clfs, ps, digits.x_train,
-                               digits.y_train, k=cfg.uc_k, keep_frac=cfg.keep_frac,
+        circ = C.find_circuits(uc["params"], uc["spec"], clfs, ps, *discovery(cfg, digits),
+                               k=cfg.uc_k, keep_frac=cfg.keep_frac,
                                n_sizes=cfg.n_sizes)
         out.append((uc["params"], uc["spec"], clfs[0], ps[0]))
         circs.append(circ)
@@ -156,7 +165,7 @@ def surgery(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
     (``names[0]``) circuit; before/after/probe on the test images."""
     clfs, ps = load(cfg, names, models)
     spec, params, cls = uc["spec"], uc["params"], cfg.surgery_class
-    circ = C.find_circuits(params, spec, clfs, ps, digits.x_train, digits.y_train, k=cfg.uc_k,
+    circ = C.find_circuits(params, spec, clfs, ps, *discovery(cfg, digits), k=cfg.uc_k,
                            keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
     gate = circ.gates[0, cls]
     new = S.transfer(params, spec, 0, 1, cls, gate, clfs, ps, cfg.ridge)

@@ -11,7 +11,8 @@ logits are ``head(site L)`` with a linear ``head``.
 
 :class:`Classifier` wraps a model's graph definition into the pure functions the
 kernels take (``sites``, ``rest``, ``logits``, ``head``) of an ``nnx.State``; training is
-:func:`train_classifier`: cross-entropy on batches of an augmented stream by the one step
+:func:`train_classifier`: cross-entropy on batches of an augmented stream (Adam,
+cosine-decayed learning rate) by the one step
 (:mod:`jaxkit.kernels.train`) and the one loop (:func:`jaxkit.training.fit`,
 checkpointed, so a killed training resumes to the same parameters).
 """
@@ -143,8 +144,9 @@ class Classifier:
         return m.head.kernel[...], m.head.bias[...]
 
     def with_head(self, params, W, b):
-        """The parameters with the head replaced (no other change)."""
-        m = self._model(params)
+        """A copy of the parameters with the head replaced (``params`` is left as it was:
+        ``nnx.merge`` shares the state's variables, so the state is copied first)."""
+        m = self._model(jax.tree.map(jnp.array, params))
         m.head.kernel[...] = W
         m.head.bias[...] = b
         return nnx.split(m)[1]
@@ -161,8 +163,13 @@ def _logits_jit(clf: Classifier):
     return jax.jit(clf.logits)
 
 
+def _optimizer(lr: float, total: int):
+    """Adam with a cosine decay of the learning rate to 0 over ``total`` steps."""
+    return optax.adam(optax.cosine_decay_schedule(lr, max(int(total), 1)))
+
+
 @functools.lru_cache(maxsize=16)
-def _chunk_fn(clf: Classifier, lr: float, n: int, batch: int, mesh):
+def _chunk_fn(clf: Classifier, lr: float, n: int, batch: int, total: int, mesh):
     def loss(params, key, b, aux):
         x, y = b
         if mesh is not None:
@@ -171,7 +178,7 @@ def _chunk_fn(clf: Classifier, lr: float, n: int, batch: int, mesh):
         ce = optax.softmax_cross_entropy_with_integer_labels(lg, y).mean()
         return ce, {"ce": ce, "acc": jnp.mean((jnp.argmax(lg, -1) == y).astype(jnp.float32))}
 
-    step = ktrain.make_train_step(loss, optax.adam(lr), clip_norm=1.0)
+    step = ktrain.make_train_step(loss, _optimizer(lr, total), clip_norm=1.0)
     scan = ktrain.scan_steps(step)
 
     def chunk(key, state, pool_and_key):
@@ -212,11 +219,10 @@ def train_classifier(key, clf: Classifier, x_pool, y_pool, *, steps: int, batch:
     mesh = distributed.data_mesh(mesh)
     k_init, k_data, k_run = jax.random.split(key, 3)
     params = clf.init(k_init)
-    opt = optax.adam(lr)
-    state = ktrain.init(params, opt)
+    state = ktrain.init(params, _optimizer(lr, steps))
     if mesh is not None:
         state = jax.device_put(state, distributed.replicated(mesh))
-    fn = _chunk_fn(clf, float(lr), int(chunk), int(batch), mesh)
+    fn = _chunk_fn(clf, float(lr), int(chunk), int(batch), int(steps), mesh)
     xp, yp = jnp.asarray(x_pool), jnp.asarray(y_pool)
     res = training.fit(k_run, state, fn, lambda i: (xp, yp, jax.random.fold_in(k_data, i)),
                        steps=steps // chunk, checkpoint_dir=checkpoint_dir,

@@ -61,9 +61,11 @@ def _pair_claims(cfg: Config, tag: str, names, pa: dict, out: list):
 def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: dict) -> list:
     out = []
     for n, m in models.items():
+        sel = slice(None) if n != "cnn-minus" else _mask(surg, False)
+        what = "" if n != "cnn-minus" else f" on the 9 classes it learnt (all but {surg['cls']})"
         out.append(Claim.from_verdict(
-            PAPER, f"Model {n} reaches >= 95% test accuracy (the setup of the claims).",
-            superiority(m["correct"] - 0.95), note="measured: accuracy - 0.95, per image"))
+            PAPER, f"Model {n} reaches >= 95% test accuracy{what} (the setup of the claims).",
+            superiority(m["correct"][sel] - 0.95), note="measured: accuracy - 0.95, per image"))
     for tag, (names, pa) in pairs.items():
         _pair_claims(cfg, tag, names, pa, out)
     main = next(iter(pairs))

@@ -215,15 +215,18 @@ def surgery_head(params: UCParams, spec: UCSpec, giver: int, receiver: int, cls:
         raise ValueError(f"`ridge` must be > 0; got {ridge}")
     gate = check_circuit(gate)
     g = gate.reshape(-1)
-    a = logit_effects(params, spec, giver, W_head_g)[..., cls].reshape(-1) * g  # (N,)
+    others = jnp.arange(C) != cls
     Lr, Lg = len(spec.depth_map[receiver]), len(spec.depth_map[giver])
+    # the giver's logit c relative to the mean of its other logits, as a linear read-out
+    u = W_head_g[:, cls] - jnp.sum(W_head_g * others, axis=1) / (C - 1)
+    u0 = b_head_g[cls] - jnp.sum(b_head_g * others) / (C - 1)
+    Wg = params.W_dec[giver][Lg - 1] * uc_source_mask(spec, giver, Lg - 1)[:, None, None]
+    a = (Wg @ u).reshape(-1) * g  # (N,) each circuit latent's effect on it
     Dr = (params.W_dec[receiver][Lr - 1] * uc_source_mask(spec, receiver, Lr - 1)[:, None, None]
           ).reshape(-1, W_head_r.shape[0]) * g[:, None]  # (N, dr)
     lam = ridge * jnp.maximum(jnp.sum(Dr ** 2) / jnp.maximum(jnp.sum(g), 1.0), 1e-12)
     w = jnp.linalg.solve(Dr.T @ Dr + lam * jnp.eye(Dr.shape[1], dtype=Dr.dtype), Dr.T @ a)
-    Wc_g = W_head_g - jnp.mean(W_head_g, axis=1, keepdims=True)
-    a0 = params.b_dec[giver][Lg - 1] @ Wc_g[:, cls] + b_head_g[cls] - jnp.mean(b_head_g)
-    others = jnp.arange(C) != cls
+    a0 = params.b_dec[giver][Lg - 1] @ u + u0
     mean_W = jnp.sum(W_head_r * others, axis=1) / (C - 1)
     mean_b = jnp.sum(b_head_r * others) / (C - 1)
     col = mean_W + w

@@ -1,0 +1,325 @@
+"""Universal-circuit kernels (cross-model CLT, replacement model, attribution, pruning,
+surgery): shapes and masks against a direct loop, attribution against finite
+differences, pruning against brute force, surgery on a toy pair with a known answer,
+and every bad input."""
+
+import itertools
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jaxkit.kernels import crosscoder as cc
+from jaxkit.kernels.checks import clear_errors
+
+D_SITES = ((4, 5, 6), (4, 3, 7, 2))  # a 2-layer and a 3-layer model
+DEPTHS = ((0, 2), (0, 1, 2))
+F, B, C = 6, 7, 3
+
+
+def make_sites(key, spec, n=B, dtype=jnp.float64):
+    return tuple(tuple(jax.random.normal(jax.random.fold_in(key, 10 * m + t), (n, d), dtype)
+                       for t, d in enumerate(ds)) for m, ds in enumerate(spec.d_sites))
+
+
+def toy_rest(spec, heads):
+    """rest(mp, t, h): a tanh chain of random maps from site t, then the linear head."""
+    def mk(m):
+        def rest(mp, t, h):
+            for j in range(t, len(spec.depth_map[m])):
+                h = jnp.tanh(h @ mp["layers"][j])
+            return h @ mp["head"]
+        return rest
+    return tuple(mk(m) for m in range(spec.n_models))
+
+
+def toy_models(key, spec, dtype=jnp.float64):
+    mps = []
+    for m, ds in enumerate(spec.d_sites):
+        ks = jax.random.split(jax.random.fold_in(key, m), len(ds))
+        mps.append({"layers": [jax.random.normal(ks[j], (ds[j], ds[j + 1]), dtype) / ds[j] ** .5
+                               for j in range(len(ds) - 1)],
+                    "head": jax.random.normal(ks[-1], (ds[-1], C), dtype)})
+    return tuple(mps)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    spec = cc.uc_spec(D_SITES, DEPTHS, F)
+    key = jax.random.key(3)
+    params = jax.tree.map(lambda a: a.astype(jnp.float64), cc.uc_init(key, spec))
+    params = params._replace(b_enc=params.b_enc + 0.3)
+    sites = make_sites(jax.random.key(4), spec)
+    mps = toy_models(jax.random.key(5), spec)
+    # model sites consistent with the toy models (needed for the replacement identities)
+    sites = tuple(tuple(_chain(mp, s[0], len(s) - 1)) for mp, s in zip(mps, sites, strict=True))
+    return spec, params, sites, toy_rest(spec, None), mps
+
+
+def _chain(mp, x, L):
+    hs = [x]
+    for j in range(L):
+        hs.append(jnp.tanh(hs[-1] @ mp["layers"][j]))
+    return hs
+
+
+def loop_forward(params, sites, spec, k):
+    """The cross-model CLT written as nested loops over images, depths, layers (NumPy)."""
+    P = jax.tree.map(np.asarray, params)
+    S = [[np.asarray(h) for h in row] for row in sites]
+    n = S[0][0].shape[0]
+    z = np.zeros((n, spec.n_depths, spec.n_latents))
+    for b in range(n):
+        for s in range(spec.n_depths):
+            pre = P.b_enc[s].copy()
+            for m, dm in enumerate(spec.depth_map):
+                for j, dep in enumerate(dm):
+                    if dep == s:
+                        pre += S[m][j][b] @ P.W_enc[m][j]
+            keep = np.argsort(-pre, kind="stable")[:k]
+            z[b, s, keep] = np.maximum(pre[keep], 0)
+    yhat = []
+    for m, dm in enumerate(spec.depth_map):
+        row = []
+        for j, dep in enumerate(dm):
+            y = np.tile(P.b_dec[m][j], (n, 1))
+            for s in range(dep + 1):
+                y += z[:, s] @ P.W_dec[m][j][s]
+            row.append(y)
+        yhat.append(row)
+    return z, yhat
+
+
+def test_forward_matches_direct_loop_and_masks(setup):
+    spec, params, sites, _, _ = setup
+    z, yhat = cc.uc_forward(params, sites, spec, k=2)
+    z_ref, y_ref = loop_forward(params, sites, spec, 2)
+    np.testing.assert_allclose(z, z_ref, rtol=1e-12, atol=1e-12)
+    for m in range(2):
+        for j in range(len(DEPTHS[m])):
+            np.testing.assert_allclose(yhat[m][j], y_ref[m][j], rtol=1e-10, atol=1e-12)
+    assert z.shape == (B, 3, F) and yhat[1][1].shape == (B, 7)
+    assert np.all((np.asarray(z) != 0).sum(-1) <= 2)
+    # decoders from deeper sources into a shallower layer are masked: changing them
+    # (model 0's layer 0 at depth 0 from depths 1, 2) changes nothing
+    Wd = list(map(list, params.W_dec))
+    Wd[0][0] = Wd[0][0].at[1:].add(100.0)
+    p2 = params._replace(W_dec=tuple(map(tuple, Wd)))
+    np.testing.assert_array_equal(cc.uc_forward(p2, sites, spec, k=2)[1][0][0], yhat[0][0])
+
+
+def test_depth_zero_latents_write_every_layer_and_read_both_models(setup):
+    spec, params, sites, _, _ = setup
+    # a depth-0 latent's code depends on both models' inputs
+    z = cc.uc_encode(params, sites, spec, activation="relu")
+    s2 = (sites[0], (sites[1][0] * 0,) + sites[1][1:])
+    z2 = cc.uc_encode(params, s2, spec, activation="relu")
+    assert not np.allclose(z[:, 0], z2[:, 0]) and np.allclose(z[:, 1], z2[:, 1])
+    z1 = cc.uc_encode(params, sites, spec, activation="relu", read=jnp.array([1.0, 0.0]))
+    np.testing.assert_allclose(z1[:, 0], z2[:, 0], rtol=1e-12)
+
+
+def test_jit_equals_eager_and_no_retrace(setup):
+    spec, params, sites, rest, mps = setup
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def loss(p, s):
+        return cc.uc_loss(p, s, spec, rest_fns=rest, model_params=mps, k=2,
+                          fidelity_coef=1.0, sparsity_coef=0.1)[0]
+
+    eager = cc.uc_loss(params, sites, spec, rest_fns=rest, model_params=mps, k=2,
+                       fidelity_coef=1.0, sparsity_coef=0.1)[0]
+    np.testing.assert_allclose(loss(params, sites), eager, rtol=1e-12)
+    loss(params, jax.tree.map(lambda a: a * 1.5, sites))  # new values, same shapes: no trace
+    g = jax.grad(loss)(params, sites)
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(g))
+    # the fidelity term reaches the decoders of intermediate sites through the rest of the
+    # model (model 1's layer 0 output feeds layers 1, 2)
+    def kl_only(p):
+        return cc.uc_loss(p, sites, spec, rest_fns=rest, model_params=mps, k=2,
+                          fidelity_coef=1.0)[1].kl
+    assert np.abs(np.asarray(jax.grad(kl_only)(params).W_dec[1][0])).max() > 0
+
+
+def test_vmap_over_images_equals_batch_topk_per_image(setup):
+    spec, params, sites, _, _ = setup
+    one = jax.vmap(lambda s: cc.uc_encode(params, jax.tree.map(lambda a: a[None], s), spec,
+                                          k=2, check=False)[0])(sites)
+    np.testing.assert_allclose(one, cc.uc_encode(params, sites, spec, k=2), rtol=1e-12)
+    zb = cc.uc_encode(params, sites, spec, activation="batch_topk", k=2)
+    assert np.all((np.asarray(zb) != 0).sum((0, 2)) <= 2 * B)
+    zj = cc.uc_encode(params, sites, spec, activation="jumprelu")
+    assert np.all((np.asarray(zj) == 0) | (np.asarray(zj) > 0.03 - 1e-9))
+
+
+def test_replacement_with_errors_reproduces_the_models(setup):
+    spec, params, sites, rest, mps = setup
+    err = cc.uc_errors(params, sites, spec, k=2)
+    _, logits = cc.uc_replacement(params, sites, spec, rest, mps, errors=err, k=2)
+    for m in range(2):
+        np.testing.assert_allclose(logits[m], sites[m][-1] @ mps[m]["head"], rtol=1e-10,
+                                   atol=1e-10)
+    # without errors and with every latent gated off, the logits are the bias path only
+    _, l0 = cc.uc_replacement(params, sites, spec, rest, mps, k=2,
+                              gate=jnp.zeros((3, F)))
+    np.testing.assert_allclose(l0[0], jnp.broadcast_to(params.b_dec[0][1] @ mps[0]["head"],
+                                                       (B, C)), rtol=1e-10)
+
+
+@pytest.mark.parametrize("activation,k", [("relu", None), ("topk", 3)])
+def test_attribution_matches_finite_differences(setup, activation, k):
+    spec, params, sites, rest, mps = setup
+    A = cc.uc_attribution(params, sites, spec, rest, mps, activation=activation, k=k)
+    assert A.shape == (B, 2, C, 3, F)
+    err = cc.uc_errors(params, sites, spec, activation=activation, k=k)
+    eps = 1e-6
+    for b, s, f in [(0, 0, 1), (3, 1, 2), (5, 2, 0), (6, 0, 4)]:
+        def centred_logits(delta, b=b, s=s, f=f):
+            g = jnp.ones((3, F)).at[s, f].add(delta)
+            one = jax.tree.map(lambda a: a[b:b + 1], sites)
+            e1 = jax.tree.map(lambda a: a[b:b + 1], err)
+            _, lg = cc.uc_replacement(params, one, spec, rest, mps, gate=g, errors=e1,
+                                      activation=activation, k=k)
+            return np.stack([np.asarray(cc.centred(x))[0] for x in lg])
+        fd = (centred_logits(eps) - centred_logits(-eps)) / (2 * eps)
+        np.testing.assert_allclose(A[b, :, :, s, f], fd, rtol=1e-5, atol=1e-7)
+    # class attribution averages over each class's images
+    labels = jnp.array([0, 1, 2, 0, 1, 2, 0])
+    S = cc.class_attribution(A, labels)
+    np.testing.assert_allclose(S[1, 0], A[jnp.array([0, 3, 6]), 1, 0].mean(0), rtol=1e-12)
+
+
+def _brute_prefix(scores, acc, sizes, frac, full):
+    order = np.argsort(-scores, kind="stable")
+    for n in sizes:
+        g = np.zeros_like(scores)
+        g[order[:n]] = 1
+        if acc(g) >= frac * full - 1e-6:
+            return n, True
+    return sizes[-1], False
+
+
+@settings(max_examples=20, deadline=None)
+@given(w=st.lists(st.floats(0.0, 1.0), min_size=6, max_size=8), frac=st.floats(0.3, 1.0))
+def test_pruning_matches_brute_force(w, frac):
+    """Additive accuracy: the sweep finds the brute-force smallest prefix, and (with the
+    scores equal to the weights) the smallest subset of all 2^N subsets."""
+    w = np.asarray(w)
+    N = len(w)
+    full = min(1.0, w.sum())
+
+    def acc(g):
+        return jnp.minimum(1.0, jnp.sum(g * w))
+
+    sizes = np.arange(1, N + 1)
+    res = cc.prune_sweep(jnp.asarray(w), acc, jnp.asarray(sizes), frac, jnp.asarray(full))
+    n_ref, found_ref = _brute_prefix(w, lambda g: float(acc(g)), sizes, frac, full)
+    assert int(res.size) == n_ref and bool(res.found) == found_ref
+    assert int(np.asarray(res.gate).sum()) == n_ref
+    best = min((len(c) for r in range(N + 1) for c in itertools.combinations(range(N), r)
+                if min(1.0, w[list(c)].sum()) >= frac * full - 1e-6), default=None)
+    if best is not None and best >= 1:
+        assert int(res.size) == best
+
+
+def test_prune_sweep_grid_and_jit():
+    scores = jnp.array([0.1, 0.9, 0.5, 0.7, 0.2])
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def run(sc, full):
+        return cc.prune_sweep(sc, lambda g: jnp.sum(g * sc) / jnp.sum(sc), jnp.array([1, 2, 4]),
+                              0.8, full)
+
+    r = run(scores, jnp.asarray(1.0))
+    assert int(r.size) == 4 and bool(r.found)  # 1.6/2.4 < 0.8 <= 2.3/2.4
+    np.testing.assert_array_equal(r.gate, [0, 1, 1, 1, 1][:0] or [0, 1, 1, 1, 1])
+    r = run(scores, jnp.asarray(2.0))  # unreachable: the largest prefix, found False
+    assert int(r.size) == 4 and not bool(r.found)
+
+
+def test_surgery_on_a_rotated_toy_pair_copies_the_giver():
+    """Receiver's last layer = Q (giver's), its other classes' head = the giver's (in
+    Q coordinates), class c's column garbage: after surgery it predicts exactly what
+    the giver predicts, on any input."""
+    d, Fl, c = 5, 8, 2
+    rng = np.random.default_rng(1)
+    Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    spec = cc.uc_spec(((d, d), (d, d)), ((0,), (0,)), Fl)
+    Wd_g = rng.normal(size=(1, Fl, d))
+    bd_g = rng.normal(size=d)
+    params = cc.UCParams(W_enc=((jnp.zeros((d, Fl)),), (jnp.zeros((d, Fl)),)),
+                         b_enc=jnp.zeros((1, Fl)), log_threshold=jnp.zeros((1, Fl)),
+                         W_dec=((jnp.asarray(Wd_g),), (jnp.asarray(Wd_g @ Q.T),)),
+                         b_dec=((jnp.asarray(bd_g),), (jnp.asarray(Q @ bd_g),)))
+    Wg, bg = rng.normal(size=(d, 10)), rng.normal(size=10)
+    Wr, br = Q @ Wg, bg.copy()
+    Wr[:, c], br[c] = rng.normal(size=d) * 5, -3.0
+    W2, b2 = cc.surgery_head(params, spec, 0, 1, c, jnp.ones((1, Fl)), jnp.asarray(Wg),
+                             jnp.asarray(bg), jnp.asarray(Wr), jnp.asarray(br), ridge=1e-9)
+    np.testing.assert_allclose(np.delete(np.asarray(W2), c, 1), np.delete(Wr, c, 1))
+    h = rng.normal(size=(50, d))
+    np.testing.assert_allclose((h @ Q.T) @ np.asarray(W2) + np.asarray(b2), h @ Wg + bg,
+                               rtol=1e-6, atol=1e-6)
+    assert ((h @ Q.T) @ Wr + br).argmax(1).tolist() != (h @ Wg + bg).argmax(1).tolist()
+
+
+def test_universal_latents_and_matching():
+    spec = cc.uc_spec(((2, 3), (2, 3)), ((0,), (0,)), 3)
+    W0 = jnp.array([[[1.0, 0, 0], [1, 0, 0], [0, 0, 0]]])  # latent 2 writes to model 1 only
+    W1 = jnp.array([[[1.0, 0, 0], [0, 0, 0], [1, 0, 0]]])  # latent 1 writes to model 0 only
+    z = jnp.zeros((2, 3))
+    p = cc.UCParams(((z,), (z,)), jnp.zeros((1, 3)), jnp.zeros((1, 3)), ((W0,), (W1,)),
+                    ((jnp.zeros(3),), (jnp.zeros(3),)))
+    np.testing.assert_array_equal(cc.universal_latents(p, spec, 0.1), [[True, False, False]])
+    ea, eb = jnp.eye(3), jnp.array([[0.0, 1, 0], [1, 0, 0]])
+    sa, sb = cc.match_by_decoder(ea, eb, jnp.ones(3), jnp.ones(2), 0.9)
+    np.testing.assert_array_equal(sa, [1, 1, 0])
+    np.testing.assert_array_equal(sb, [1, 1])
+    sa, _ = cc.match_by_decoder(ea, eb, jnp.ones(3), jnp.array([1.0, 0]), 0.9)
+    np.testing.assert_array_equal(sa, [0, 1, 0])
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("dm,msg", [(((1, 0), (0, 1, 2)), "strictly increasing"),
+                                    (((0, 0), (0, 1, 2)), "strictly increasing"),
+                                    (((0, 3), (0, 1, 3)), "without a layer"),
+                                    (((0,), (0, 1, 2)), "each of the model's 2 layers"),
+                                    (((0, 2), (-1, 1, 2)), r"lie in \[0")])
+def test_bad_depth_maps(dm, msg):
+    with pytest.raises(ValueError, match=rf"`depth_map`.*{msg}"):
+        cc.uc_spec(D_SITES, dm, F)
+
+
+def test_bad_sites_and_labels(setup):
+    spec, params, sites, rest, mps = setup
+    short = (sites[0], (sites[1][0][:5],) + sites[1][1:])
+    with pytest.raises(ValueError, match=r"`sites`\[1\]\[0\] has 5 activations but"):
+        cc.uc_encode(params, short, spec, k=2)
+    nan = (sites[0], (sites[1][0].at[2, 1].set(jnp.nan),) + sites[1][1:])
+    with pytest.raises(ValueError, match=r"`sites\[1\]\[0\]` contains NaN"):
+        cc.uc_encode(params, nan, spec, k=2)
+    with clear_errors(), pytest.raises(ValueError, match=r"`sites\[1\]\[0\]` contains NaN"):
+        jax.jit(lambda s: cc.uc_encode(params, s, spec, k=2))(nan).block_until_ready()
+    with pytest.raises(ValueError, match=r"`sites`\[0\]\[1\] must have shape \(B, 5\)"):
+        cc.uc_encode(params, ((sites[0][0], sites[0][0], sites[0][2]), sites[1]), spec, k=2)
+    with pytest.raises(ValueError, match="`k`"):
+        cc.uc_encode(params, sites, spec, k=F + 1)
+    A = jnp.zeros((4, 2, C, 3, F))
+    with pytest.raises(ValueError, match="`labels`: some class has no image"):
+        cc.class_attribution(A, jnp.array([0, 1, 1, 0]))
+    with pytest.raises(ValueError, match="`gate` is an empty circuit"):
+        cc.check_circuit(jnp.zeros((3, F)))
+    with pytest.raises(ValueError, match="`gate` is an empty circuit"):
+        cc.surgery_head(params, spec, 0, 1, 0, jnp.zeros((3, F)), jnp.zeros((6, C)),
+                        jnp.zeros(C), jnp.zeros((2, C)), jnp.zeros(C))
+    with pytest.raises(ValueError, match="`sizes` must increase"):
+        cc.prune_sweep(jnp.ones(4), jnp.sum, jnp.array([2, 1]), 0.5, jnp.asarray(1.0))
+    with pytest.raises(ValueError, match="`rest_fns`"):
+        cc.uc_loss(params, sites, spec, k=2, fidelity_coef=1.0)

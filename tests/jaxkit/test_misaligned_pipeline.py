@@ -1,0 +1,158 @@
+"""jaxkit run misaligned at tiny size (claims, report, figures, stage reload), the
+models' kill-and-resume, the MPNN's padding invariance, the CLI sub-app's errors, and
+the benchmark script's smoke run."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from jaxkit.claims import VERDICTS
+from jaxkit.misaligned import features as F
+from jaxkit.misaligned import models as Mo
+from jaxkit.misaligned.config import QUICK
+from jaxkit.registry import RunContext
+from jaxkit.registry import get as get_pipeline
+
+TINY = QUICK.override(["datasets=freesolv", "max_molecules=40", "seeds=2", "steps=50",
+                       "n_bits=64", "fractions=0,1", "add_carbon_strengths=1",
+                       "n_boot=50", "mlp_width=16", "mpnn_width=8", "mpnn_rounds=1"])
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A whole run at tiny size (about 25 s of CPU, compile-bound: slow tests only; the
+    claims' computation has its own default test below)."""
+    out = tmp_path_factory.mktemp("misaligned")
+    entry = get_pipeline("misaligned")
+    return entry.run(RunContext(out_dir=out, config=TINY, quick=True)), out
+
+
+@pytest.mark.slow
+def test_tiny_pipeline_claims_report_and_figures(tiny_run):
+    res, out = tiny_run
+    assert res.name == "misaligned"
+    # per split and model (4), random flatters per model (2), competitive (1)
+    assert len(res.claims) == 7
+    assert all(c.verdict in VERDICTS for c in res.claims)
+    assert all(c.measured != "n/a" for c in res.claims)
+    for f in res.figures:
+        assert f.is_file() and f.stat().st_size > 1000
+    md = res.markdown
+    assert "Gap to the best misaligned baseline" in md and "Random versus scaffold" in md
+    r = res.metrics["results"]["freesolv/scaffold"]
+    assert set(r["gaps"]) == {"mlp", "mpnn"}
+    assert r["gaps"]["mlp"]["best"] in ("train_mean", "size_only", "descriptors",
+                                        "label_scramble", "shuffled_inputs",
+                                        "random_features", "nn_tanimoto", "add_carbon")
+    json.dumps(res.metrics, default=float)  # JSON-able
+    assert (out / "checkpoints" / "misaligned-freesolv-mlp").is_dir()
+
+
+@pytest.mark.slow
+def test_tiny_pipeline_reloads_its_stages(tiny_run):
+    res, out = tiny_run
+    ctx = RunContext(out_dir=out, config=TINY, quick=True)
+    again = get_pipeline("misaligned").run(ctx)
+    assert {"misaligned-data-freesolv", "misaligned-freesolv-baselines",
+            "misaligned-freesolv-mlp", "misaligned-freesolv-mpnn"} <= set(ctx.reloaded)
+    assert [c.measured for c in again.claims] == [c.measured for c in res.claims]
+
+
+def _fake_results(gap_mlp, gap_mpnn, shift):
+    """Hand-made evaluation summaries: per-seed RMSE gaps and a scaffold shift."""
+    from jaxkit.misaligned.metrics import BootGap
+    from jaxkit.stats import superiority
+
+    out = {}
+    for split, extra in (("random", 0.0), ("scaffold", shift)):
+        metrics, gaps = {}, {}
+        for m, gap in (("mlp", gap_mlp), ("mpnn", gap_mpnn)):
+            seeds = [1.0 + extra, 1.1 + extra, 0.9 + extra]
+            metrics[m] = {"rmse": {"mean": float(np.mean(seeds)), "ci95": 0.1, "seeds": seeds}}
+            d = np.asarray(gap)
+            gaps[m] = {"best": "size_only", "per_seed": d.tolist(),
+                       "boot": BootGap(d.mean(), d.min(), d.max(), 0.0, True)._asdict(),
+                       "test": superiority(d)._asdict(), "flag": False}
+        metrics["size_only"] = {"rmse": {"mean": 1.0, "ci95": 0.1, "seeds": [1.0] * 3}}
+        out[("freesolv", split)] = {"metrics": metrics, "gaps": gaps, "label_std": 2.0}
+    return out
+
+
+def test_claims_decide_from_the_per_seed_gaps():
+    from jaxkit.misaligned import report
+
+    cfg = QUICK.override(["datasets=freesolv"])
+    cl = report.claims(cfg, _fake_results([0.5, 0.6, 0.55], [-0.5, -0.4, -0.6], 1.0))
+    assert len(cl) == 7
+    assert [c.verdict for c in cl[:4]] == ["yes", "no", "yes", "no"]  # mlp wins, mpnn loses
+    assert cl[4].verdict == "yes" and cl[5].verdict == "yes"  # scaffold 1.0 worse: flatters
+    cl = report.claims(cfg, _fake_results([0.01, -0.01, 0.0], [0.5, 0.6, 0.4], 0.0))
+    assert cl[4].verdict == "no" or cl[4].verdict == "not shown"  # no shift: not flattered
+    assert "competitive" in cl[6].claim and cl[6].verdict == "yes"  # gap ~0 within 0.2
+
+
+@pytest.fixture(scope="module")
+def toy():
+    s = ["CCO", "CCCO", "CCCCO", "c1ccccc1", "c1ccccc1C", "c1ccccc1O", "C1CCCCC1", "CC(=O)O",
+         "c1ccncc1", "CC(C)O", "OCCO", "CCN"]
+    return F.featurise(s, np.arange(len(s), dtype=float), n_bits=32, max_atoms=8)
+
+
+def test_training_killed_and_resumed_ends_with_the_same_parameters(toy, tmp_path):
+    arrays = dict(fp=toy.fp, atoms=toy.atoms, adj=toy.adj, atom_mask=toy.atom_mask)
+    train = np.ones((2, toy.n), bool)
+    train[0, :3] = False
+    ts = Mo.TrainSettings(steps=40, log_every=10, checkpoint_every=1, batch_size=4,
+                          mlp_width=8, mlp_depth=1)
+    key = jax.random.key(3)
+    full, _ = Mo.train(key, "mlp", arrays, toy.y, train, ts)
+    ck = tmp_path / "ck"
+    # "killed" after 2 of 4 chunks: a run with steps=20 leaves its checkpoints behind
+    Mo.train(key, "mlp", arrays, toy.y, train, ts._replace(steps=20), checkpoint_dir=ck)
+    resumed, hist = Mo.train(key, "mlp", arrays, toy.y, train, ts, checkpoint_dir=ck)
+    assert [h["step"] for h in hist] == [3, 4]  # only the missing chunks ran
+    np.testing.assert_allclose(resumed, full, rtol=1e-6, atol=1e-6)
+    assert np.all(np.isfinite(full)) and full.shape == (2, toy.n)
+
+
+def test_mpnn_prediction_does_not_depend_on_padding(toy):
+    key = jax.random.key(0)
+    ts = Mo.TrainSettings(mpnn_width=8, mpnn_rounds=2)
+    model = Mo.make_models("mpnn", jax.random.split(key, 1), 32, toy.atoms.shape[-1], ts)
+    one = jax.tree.map(lambda a: a[0] if hasattr(a, "shape") else a, model)
+    four = ["c1ccccc1O", "CCO", "CCN", "CCC"]
+    big = F.featurise(four, [0.0] * 4, n_bits=32, max_atoms=20)
+    small = F.featurise(four, [0.0] * 4, n_bits=32, max_atoms=7)
+    fwd = jax.jit(lambda a, j, m: one({"atoms": a, "adj": j, "mask": m}))
+    f = lambda d: float(fwd(d.atoms[0], d.adj[0], d.atom_mask[0]))  # noqa: E731
+    assert f(big) == pytest.approx(f(small), rel=1e-5)
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from jaxkit.misaligned.cli import app
+
+    p = tmp_path / "d.csv"
+    p.write_text("smiles,y\nCCO,1\nC1CC,2\nCCN,x\n")
+    run = lambda *a: CliRunner().invoke(app, ["audit", str(p), *a])  # noqa: E731
+    r = run("--label-column", "dG")
+    assert r.exit_code == 2 and "no column 'dG' (--label-column)" in r.output
+    r = run()
+    assert r.exit_code == 2 and "labels are not finite numbers: line 4 ('x')" in r.output
+    p.write_text("smiles,y\nCCO,1\nC1CC,2\nCCN,3\nCCC,4\nCCCC,5\n")
+    r = run()
+    assert r.exit_code == 2 and "row 1 ('C1CC')" in r.output and "--skip-invalid" in r.output
+    r = run("--split", "cluster")
+    assert r.exit_code == 2 and "--split must be 'random' or 'scaffold'" in r.output
+
+
+@pytest.mark.slow
+def test_benchmark_quick_smoke(load_benchmark, tmp_path):
+    bm = load_benchmark("misaligned")
+    out = tmp_path / "b.json"
+    bm.main(["--quick", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["case"] for r in rows} >= {"family", "tanimoto"}

@@ -130,10 +130,11 @@ def _merge(graphdef, abstract_state, pure):
 
 
 def to_supernet_params(params, depth: int) -> dict:
-    """Training parameters (``{"embed", "layers"}``, layers stacked on a leading axis)
-    as the pure dict of a :class:`~jaxkit.compose.model.SuperLM`."""
+    """Training parameters of candidates (``{"embed", "layers"}``: leaves (C, ...) and
+    (C, depth, ...)) as the pure dict of a :class:`~jaxkit.compose.model.SuperLM` per
+    candidate (leaves (C, ...))."""
     return {"embed": params["embed"],
-            "layers": {i: jax.tree.map(lambda a, i=i: a[i], params["layers"])
+            "layers": {i: jax.tree.map(lambda a, i=i: a[:, i], params["layers"])
                        for i in range(depth)}}
 
 

@@ -1,0 +1,73 @@
+"""Candidate training: a killed training resumes to the same parameters, a non-finite
+loss stops with a clear message and keeps the last finite checkpoint, and candidates
+trained together are independent of each other."""
+
+import jax
+import numpy as np
+import pytest
+
+from jaxkit.compose import Arch, CandidateDiverged, TrainSettings, load_corpus, train_candidates
+from jaxkit.compose import train as T
+
+ARCH = Arch("AA", width=8, heads=2, d_state=2, context=8)
+SET = TrainSettings(steps=4, batch=2, lr=3e-3, warmup=1, chunk=2, checkpoint_every=1,
+                    n_val=4)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_corpus(max_bytes=20_000)
+
+
+@pytest.fixture(scope="module")
+def reference(corpus):
+    return train_candidates(jax.random.key(0), ARCH, ["MS", "SA"], corpus, SET)
+
+
+def test_kill_and_resume_gives_the_same_parameters(corpus, reference, tmp_path, monkeypatch):
+    real = T._sample_chunk
+    calls = {"n": 0}
+
+    def dying(*a):
+        calls["n"] += 1
+        if calls["n"] == 3:  # lower(), chunk 0, then killed fetching chunk 1
+            raise KeyboardInterrupt
+        return real(*a)
+
+    monkeypatch.setattr(T, "_sample_chunk", dying)
+    with pytest.raises(KeyboardInterrupt):
+        train_candidates(jax.random.key(0), ARCH, ["MS", "SA"], corpus, SET,
+                         checkpoint_dir=tmp_path)
+    monkeypatch.setattr(T, "_sample_chunk", real)
+    assert any(tmp_path.iterdir())
+    resumed = train_candidates(jax.random.key(0), ARCH, ["MS", "SA"], corpus, SET,
+                               checkpoint_dir=tmp_path)
+    for a, b in zip(jax.tree.leaves(resumed.params), jax.tree.leaves(reference.params),
+                    strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(resumed.val_bpb, reference.val_bpb)
+    assert np.all(reference.val_bpb < 8.5)  # near-uniform bytes at worst
+
+
+def test_candidates_are_independent(corpus, reference):
+    keys = jax.random.split(jax.random.split(jax.random.key(0), 3)[0], 2)
+    alone = train_candidates(jax.random.key(0), ARCH, ["SA"], corpus, SET,
+                             init_keys=keys[1:])
+    np.testing.assert_allclose(alone.val_bpb[:, 0], reference.val_bpb[:, 1], rtol=1e-5)
+
+
+def test_divergence_stops_with_the_checkpoint_named(corpus, tmp_path):
+    bad = TrainSettings(steps=4, batch=2, lr=1e30, warmup=1, chunk=2, checkpoint_every=1,
+                        n_val=4, clip=1e30)
+    with pytest.raises(CandidateDiverged, match=f"checkpoint is kept in {tmp_path}"):
+        train_candidates(jax.random.key(0), ARCH, ["MS", "SA"], corpus, bad,
+                         checkpoint_dir=tmp_path)
+
+
+def test_bad_candidate_lists(corpus):
+    with pytest.raises(ValueError, match="at least one"):
+        train_candidates(jax.random.key(0), ARCH, [], corpus, SET)
+    with pytest.raises(ValueError, match="unknown letter"):
+        train_candidates(jax.random.key(0), ARCH, ["AQ"], corpus, SET)
+    with pytest.raises(ValueError, match="deeper"):
+        train_candidates(jax.random.key(0), ARCH, ["AAA"], corpus, SET)

@@ -181,3 +181,46 @@ def test_tiny_pipeline_runs_and_resumes(tmp_path):
 def test_quick_pipeline(tmp_path):
     r = P.run(RunContext(out_dir=tmp_path, config=QUICK, quick=True))
     assert len(r.claims) == 5 and len(r.metrics["per_domain"]) == 6
+
+
+# ------------------------------------------------------------------ user models
+
+
+def _flat(x, y=None):
+    import numpyro
+    import numpyro.distributions as dist
+    numpyro.sample("y", dist.Binomial(10, 0.5), obs=y)
+
+
+def _rising(x, y=None):
+    import numpyro
+    import numpyro.distributions as dist
+    slope = numpyro.sample("slope", dist.Normal(0.8, 0.05))
+    numpyro.sample("y", dist.Binomial(10, jnp.clip(0.5 + slope * (x - 0.5), 0.01, 0.99)),
+                   obs=y)
+
+
+def test_user_models_rank_and_discover():
+    from jaxkit.contrastive import user as U
+
+    designs, costs, outs = np.array([0.5, 0.1, 0.9]), np.array([1.0, 1.0, 2.0]), np.arange(11)
+    ranked = U.rank_experiments(jax.random.key(0), [_flat, _rising], designs, costs,
+                                outcomes=outs, n_samples=64)
+    assert ranked["eig"][0] == pytest.approx(0.0, abs=1e-6)  # x = 0.5: both predict 0.5
+    assert ranked["order"][0] == 1 and ranked["order"][-1] == 0  # cheap and informative
+    res = U.discover(jax.random.key(0), [_flat, _rising], designs, costs, 4.0,
+                     observe=lambda i: 9 if designs[i] > 0.5 else 1, outcomes=outs,
+                     n_samples=64)
+    assert res.resolved and res.winner == 1 and res.spent <= 4.0
+    assert res.choices[0] == 1 and res.trajectory.shape == (len(res.choices), 2)
+    with pytest.raises(ValueError, match="`budget` is below every cost"):
+        U.discover(jax.random.key(0), [_flat, _rising], designs, costs, 0.5,
+                   observe=lambda i: 0, outcomes=outs)
+    with pytest.raises(ValueError, match="must return an outcome index"):
+        U.discover(jax.random.key(0), [_flat, _rising], designs, costs, 4.0,
+                   observe=lambda i: 11, outcomes=outs, n_samples=64)
+    with pytest.raises(ValueError, match="`models` must be a non-empty list"):
+        U.rank_experiments(jax.random.key(0), [], designs, costs, outcomes=outs)
+    with pytest.raises(ValueError, match=r"`log_prior` must have shape \(2,\)"):
+        U.rank_experiments(jax.random.key(0), [_flat, _rising], designs, costs,
+                           outcomes=outs, log_prior=np.zeros(3))

@@ -1,0 +1,226 @@
+"""jaxkit.universal_circuits: the multi-model activation store, data, models, transcoder
+training (resume, mesh), circuits, claims, and the quick pipeline (slow)."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxkit.crosscoder.store import SiteStore, write_sites
+from jaxkit.universal_circuits import circuits as C
+from jaxkit.universal_circuits import data as D
+from jaxkit.universal_circuits import report
+from jaxkit.universal_circuits.config import QUICK
+from jaxkit.universal_circuits.models import Arch, Classifier
+from jaxkit.universal_circuits.transcoder import default_depth_map, record, train_uc
+
+# ------------------------------------------------------------------ multi-model store
+
+
+def tagged_sites(n=40):
+    """Row i of every site encodes image i: site (m, t) holds 100 m + 10 t + i."""
+    return {f"m{m}": [np.full((n, d), 100 * m + 10 * t, np.float32) + np.arange(n)[:, None]
+                      for t, d in enumerate(ds)] for m, ds in enumerate(((3, 2), (3, 4, 1)))}
+
+
+def test_site_store_batches_are_the_same_images_everywhere(tmp_path):
+    n = 40
+    write_sites(tmp_path, tagged_sites(n), np.arange(n) % 4)
+    s = SiteStore(tmp_path, batch_size=8, seed=3, n_classes=4)
+    assert s.d_sites == ((3, 2), (3, 4, 1)) and s.n == n
+    seen = []
+    for c in range(s.batches_per_epoch):
+        sites, labels, nxt = s.batch((0, c))
+        ids = sites[0][0][:, 0].astype(int)
+        seen += ids.tolist()
+        for m, row in enumerate(sites):
+            for t, a in enumerate(row):
+                np.testing.assert_array_equal(a[:, 0], 100 * m + 10 * t + ids)
+        np.testing.assert_array_equal(labels, ids % 4)
+    assert sorted(seen) == list(range(n)) and nxt == (1, 0)
+    only = SiteStore(tmp_path, batch_size=8, seed=3, models=["m1"])
+    np.testing.assert_array_equal(only.batch((0, 2))[0][0][0], s.batch((0, 2))[0][1][0])
+    assert json.loads((tmp_path / "sites.json").read_text())["labels"] == "labels.npy"
+
+
+def test_site_store_errors(tmp_path):
+    sites = tagged_sites()
+    bad = dict(sites, m1=[sites["m1"][0], sites["m1"][1][:30], sites["m1"][2]])
+    with pytest.raises(ValueError, match=r"`sites`\['m1'\]\[1\] holds 30 activations"):
+        write_sites(tmp_path / "a", bad)
+    write_sites(tmp_path / "b", sites, np.arange(40) % 3)
+    with pytest.raises(ValueError, match=r"`labels` of the store have no image of class\(es\) "
+                                         r"\[3\]"):
+        SiteStore(tmp_path / "b", batch_size=4, n_classes=4)
+    # a site file replaced by one with a different count
+    np.save(tmp_path / "b" / "m1" / "site_01.npy", np.zeros((39, 4), np.float32))
+    with pytest.raises(ValueError, match=r"site m1/1 holds 39 activations but site m0/0 "
+                                         r"holds 40"):
+        SiteStore(tmp_path / "b", batch_size=4)
+    nan = dict(sites)
+    nan["m0"] = [sites["m0"][0].copy(), sites["m0"][1]]
+    nan["m0"][0][5, 1] = np.nan
+    write_sites(tmp_path / "c", nan)
+    s = SiteStore(tmp_path / "c", batch_size=40)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        s.batch((0, 0))
+    with pytest.raises(ValueError, match="no sites.json"):
+        SiteStore(tmp_path, batch_size=4)
+
+
+# ------------------------------------------------------------------ data and models
+
+
+def test_digits_split_by_index_and_exclusion():
+    d = D.load_digits(8, 5)
+    assert d.x_train.shape == (1437, 64) and d.x_test.shape == (360, 64)
+    assert 0 <= d.x_train.min() and d.x_train.max() <= 1
+    dx = D.load_digits(8, 5, exclude=7)
+    assert 7 not in dx.y_train and (dx.y_test == 7).sum() == (d.y_test == 7).sum()
+    np.testing.assert_array_equal(dx.x_test, d.x_test)
+
+
+def test_bilinear_matches_map_coordinates_and_augment_identity():
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.random((3, 36)))
+    si, sj = (jnp.asarray(rng.uniform(-1.5, 6.5, (3, 6, 6))) for _ in range(2))
+    ref = jax.vmap(lambda im, a, b: jax.scipy.ndimage.map_coordinates(
+        im, [a, b], order=1, mode="constant", cval=0.0))(x.reshape(3, 6, 6), si, sj)
+    np.testing.assert_allclose(D.bilinear(x, si, sj, 6), ref.reshape(3, -1), atol=1e-12)
+    same = D.augment(jax.random.key(0), x, 6, max_shift=0.0, max_rotation=0.0, alpha=0.0)
+    np.testing.assert_allclose(same, x, atol=1e-12)
+    a = D.augment(jax.random.key(1), x, 6)
+    np.testing.assert_array_equal(a, D.augment(jax.random.key(1), x, 6))
+    assert not np.allclose(a, x)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """Two tiny models (MLP, CNN) with random weights and a few digits."""
+    d = D.load_digits(8, 5)
+    clfs = [Classifier(Arch("mlp", 8, widths=(6, 5))), Classifier(Arch("cnn", 8, channels=(2, 3),
+                                                                       hidden=5))]
+    ps = [c.init(jax.random.key(i)) for i, c in enumerate(clfs)]
+    return d, clfs, ps
+
+
+def test_sites_rest_and_head(tiny):
+    d, clfs, ps = tiny
+    x = jnp.asarray(d.x_test[:4])
+    for c, p in zip(clfs, ps, strict=True):
+        hs = c.sites(p, x)
+        assert [h.shape[1] for h in hs] == list(c.d_sites)
+        for t in range(len(hs)):
+            np.testing.assert_allclose(c.rest(p, t, hs[t]), c.logits(p, x), rtol=1e-6)
+        W, b = c.head(p)
+        np.testing.assert_allclose(hs[-1] @ W + b, c.logits(p, x), rtol=1e-5, atol=1e-6)
+        p2 = c.with_head(p, W * 0, b * 0 + 1)
+        np.testing.assert_array_equal(c.head(p)[0], W)  # the original is left as it was
+        np.testing.assert_array_equal(c.logits(p2, x), 1.0)
+    assert clfs[1].d_sites == (64, 128, 48, 5)
+    assert default_depth_map([2, 3]) == ((0, 2), (0, 1, 2))
+    assert default_depth_map([3, 3]) == ((0, 1, 2),) * 2
+
+
+# ------------------------------------------------------------------ transcoder training
+
+
+@pytest.fixture(scope="module")
+def store(tiny, tmp_path_factory):
+    d, clfs, ps = tiny
+    folder = record(tmp_path_factory.mktemp("uc") / "store", ["mlp", "cnn"], clfs, ps,
+                    d.x_train[:64], d.y_train[:64])
+    return SiteStore(folder, batch_size=16, seed=0)
+
+
+def _train(tiny, store, steps, ckpt, mesh=None, resume=True):
+    _, clfs, ps = tiny
+    return train_uc(jax.random.key(7), store, clfs, ps, n_latents=8, k=2, steps=steps,
+                    lr=1e-2, fidelity_coef=1.0, chunk=2, checkpoint_dir=ckpt,
+                    checkpoint_every=1, resume=resume, mesh=mesh)
+
+
+def test_uc_training_resumes_to_the_same_parameters(tiny, store, tmp_path):
+    spec, straight, hist = _train(tiny, store, 6, tmp_path / "a")
+    assert spec.depth_map == ((0, 2), (0, 1, 2))
+    assert hist[-1]["recon"] < hist[0]["recon"] + 1e-3
+    _train(tiny, store, 2, tmp_path / "b")  # killed after the first chunk
+    _, resumed, _ = _train(tiny, store, 6, tmp_path / "b")
+    for a, b in zip(jax.tree.leaves(straight), jax.tree.leaves(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
+    mesh = jax.make_mesh((8,), ("data",))
+    _, sharded, _ = _train(tiny, store, 6, None, mesh=mesh)
+    for a, b in zip(jax.tree.leaves(straight), jax.tree.leaves(sharded), strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-5)
+
+
+def test_circuits_and_intersection_on_a_tiny_transcoder(tiny, store, tmp_path):
+    d, clfs, ps = tiny
+    spec, params, _ = _train(tiny, store, 2, None)
+    x, y = d.x_train[:200], d.y_train[:200]
+    circ = C.find_circuits(params, spec, clfs, ps, x, y, k=2, keep_frac=0.9, n_sizes=5, cap=6)
+    N = spec.n_depths * spec.n_latents
+    assert circ.gates.shape == (2, 10, N) and circ.sweep.shape[:2] == (2, 10)
+    np.testing.assert_array_equal(circ.gates.sum(-1), circ.sizes)
+    st = C.intersection_stats(jax.random.key(0), params, spec, clfs, ps, circ, d.x_test,
+                              d.y_test, k=2, n_random=2, tau=0.1)
+    np.testing.assert_array_equal(st["shared"], (circ.gates[0] * circ.gates[1]).sum(1))
+    assert np.all((st["ratio"] >= 0) & np.isfinite(st["ratio"]))
+    assert np.all(st["ratio"][:, st["empty"]] == 0)
+    with pytest.raises(ValueError, match=r"`y` has no image of class\(es\) \[9\]"):
+        C.per_class(x[y != 9], y[y != 9], 10)
+
+
+# ------------------------------------------------------------------ claims
+
+
+def _fake(ratio, rand, single_ratio, recall_hits, other_before, other_after):
+    y = np.array([7] * len(recall_hits) + [0] * len(other_before))
+    models = {"mlp": {"correct": np.ones(50)}, "cnn": {"correct": np.r_[np.ones(40), 0]}}
+    pa = dict(ratio=ratio, random_ratio=rand, one_only=np.ones((2, 10)),
+              universal=np.ones(5, bool), empty=np.zeros(10, bool), shared=np.ones(10, int))
+    surg = dict(before=dict(correct=np.r_[np.zeros(len(recall_hits)), other_before], recall=0,
+                            other=other_before.mean()),
+                after=dict(correct=np.r_[recall_hits, other_after], recall=recall_hits.mean(),
+                           other=other_after.mean()),
+                probe=dict(recall=1.0), cls=7, chance=0.1, y_test=y)
+    return models, {"mlp-cnn": (["mlp", "cnn"], pa)}, dict(ratio=single_ratio), surg
+
+
+def test_claims_can_say_yes_and_no():
+    rng = np.random.default_rng(0)
+    good = 0.95 + 0.01 * rng.standard_normal((2, 10))
+    models, pairs, single, surg = _fake(good, good - 0.3, good - 0.4, np.ones(30),
+                                        np.ones(100), np.ones(100))
+    cl = report.claims(QUICK, models, pairs, single, surg)
+    assert [c.verdict for c in cl if "89-98%" in c.claim] == ["yes", "yes"]
+    assert all(c.verdict == "yes" for c in cl if "beats" in c.claim or "Surgery" in c.claim)
+    assert [c.verdict for c in cl if "reaches" in c.claim] == ["yes", "not shown"]
+    bad = 0.5 + 0.01 * rng.standard_normal((2, 10))
+    other_after = np.r_[np.zeros(30), np.ones(70)]
+    models, pairs, single, surg = _fake(bad, bad + 0.3, bad + 0.3, np.zeros(30), np.ones(100),
+                                        other_after)
+    cl = report.claims(QUICK, models, pairs, single, surg)
+    assert [c.verdict for c in cl if "89-98%" in c.claim] == ["no", "no"]
+    assert all(c.verdict == "no" for c in cl if "beats" in c.claim or "Surgery" in c.claim)
+
+
+@pytest.mark.slow
+def test_quick_pipeline_end_to_end(tmp_path):
+    from typer.testing import CliRunner
+
+    from jaxkit.cli import app
+
+    sets = ["model_steps=100", "uc_steps=100", "n_record=1024", "uc_latents=16", "uc_k=3",
+            "n_sizes=4", "n_random=2", "discovery_per_class=10"]
+    args = ["run", "universal-circuits", "--quick", "--out", str(tmp_path)]
+    for s in sets:
+        args += ["--set", s]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "report.md").read_text()
+    assert "Surgery transfers class 7" in text and "89-98%" in text
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert len(metrics["claims"]) >= 8

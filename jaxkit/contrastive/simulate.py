@@ -72,18 +72,28 @@ def _compiled(name: str, n: int, n_samples: int):
     return jax.jit(lambda key: jax.vmap(one)(jax.random.split(key, n)))
 
 
-def questions(key, domain: Domain, n: int, *, n_samples: int = 128) -> Questions:
-    """``n`` questions of ``domain`` (see the module docstring).
+def questions(key, domain: Domain, n: int, *, n_samples: int = 128, chunk: int = 64
+              ) -> Questions:
+    """``n`` questions of ``domain`` (see the module docstring), computed ``chunk`` at a
+    time (one compilation; memory bounded by ``chunk x X x K x n_samples x Y``); question
+    ``i`` of chunk ``c`` comes from ``fold_in(key, c)``.
 
     Args:
         key: PRNG key.
         domain: a :class:`jaxkit.contrastive.domains.Domain` (one of ``DOMAINS``).
         n: number of questions (>= 1).
         n_samples: prior draws per (model, design) of the models with latents.
+        chunk: questions per compiled call (the last one is padded and truncated).
 
     Returns:
-        A :class:`Questions` of NumPy-convertible JAX arrays.
+        A :class:`Questions` of NumPy arrays.
     """
     if n < 1:
         raise ValueError(f"`n` must be >= 1; got {n}")
-    return _compiled(domain.name, int(n), int(n_samples))(key)
+    if chunk < 1:
+        raise ValueError(f"`chunk` must be >= 1; got {chunk}")
+    size = min(int(n), int(chunk))
+    fn = _compiled(domain.name, size, int(n_samples))
+    parts = [jax.tree.map(np.asarray, fn(jax.random.fold_in(key, c)))
+             for c in range(-(-n // size))]
+    return jax.tree.map(lambda *a: np.concatenate(a)[:n], *parts)

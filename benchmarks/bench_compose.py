@@ -1,0 +1,267 @@
+"""Composed language models: a character-level GPT training step and the Mamba block,
+jaxkit against PyTorch (nanoGPT-style GPT) and mambapy (pure-PyTorch Mamba).
+
+Run ``python benchmarks/bench_compose.py [--quick] [--json FILE] [--no-peers] [--only
+CASES] [--repeats R]`` (or ``jaxkit bench compose``). Cases (``--only`` takes a comma
+list):
+
+* ``gpt-small`` -- nanoGPT's CPU recipe: 4 layers, 4 heads, width 128, context 64,
+  batch 12, byte vocabulary (256), AdamW (lr 1e-3, betas 0.9/0.95, weight decay 0.1,
+  clip 1.0), fp32: jaxkit's ``build("AMAMAMAM")`` (``jaxkit.compose``: an A and an M
+  layer per nanoGPT block; LayerNorm without bias, no biases, tied embedding, learned
+  positions) trained by ``kernels.train.make_train_step``, one jitted step per call with
+  the batch drawn inside it (as the peer draws its batch in its step), against
+  ``peers/torch_nanogpt.py`` (nanoGPT's ``model.py`` layout). Both start from the same
+  weights (exported); the loss of those weights on one check batch is compared. Where
+  the time goes: jaxkit's forward alone, forward + backward (``value_and_grad``) and the
+  whole step are timed separately, and the step with ``jax.nn.dot_product_attention``
+  (``attn_impl="xla"``) beside the einsum path.
+* ``gpt-medium`` -- the same at 6 layers, 6 heads, width 384, context 256, batch 16.
+* ``mamba`` -- one Mamba mixer (width 128, expand 2, state 16, conv 4; batch 8, length
+  256; ``--quick``: width 64, batch 4, length 64), forward + backward of
+  ``sum(out * g)`` with respect to the weights and the input: jaxkit's
+  ``kernels.seq.mamba_mixer`` with the sequential (``lax.scan``) and the associative
+  selective scan against mambapy's ``MambaBlock`` (``pscan``), same weights; the
+  outputs are compared.
+
+Peers run in ``benchmarks/.peer-venv-torch`` (torch 2.14.1, mambapy 1.2.0; created on
+first use by :func:`jaxkit.bench.ensure_peer_venv`), one at a time, with
+``torch.set_num_threads(2)``. Targets (issue 23): GPT step >= 1.0x PyTorch, Mamba block
+>= 1.5x mambapy; on a GPU, MFU of the step >= 40% in bfloat16 (``--dtype bfloat16``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+PEER_VENV = HERE / ".peer-venv-torch"
+PEER_SPECS = ["torch==2.14.1", "mambapy==1.2.0"]
+PEER_CHECK = "import torch, mambapy"
+CASES = ("gpt-small", "gpt-medium", "mamba")
+GPT = {"gpt-small": dict(n_layer=4, n_head=4, d=128, block_size=64, batch=12),
+       "gpt-medium": dict(n_layer=6, n_head=6, d=384, block_size=256, batch=16)}
+MAMBA = dict(d=128, d_state=16, expand=2, d_conv=4, batch=8, length=256)
+MAMBA_QUICK = dict(d=64, d_state=16, expand=2, d_conv=4, batch=4, length=64)
+TARGETS = {"gpt-small": 1.0, "gpt-medium": 1.0, "mamba": 1.5}
+THREADS = 2
+
+
+def write_arrays(folder: Path, arrays: dict) -> Path:
+    """Raw float32/int32 bytes plus a JSON index (the torch venv has no NumPy)."""
+    raw = folder / "arrays.bin"
+    index, offset, chunks = [], 0, []
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a, np.int32 if np.issubdtype(np.asarray(a).dtype, np.integer)
+                                 else np.float32)
+        b = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        index.append(dict(name=name, dtype=str(a.dtype), shape=list(a.shape), offset=offset,
+                          count=int(a.size)))
+        chunks.append(b)
+        offset += len(b)
+    raw.write_bytes(b"".join(chunks))
+    path = folder / "arrays.json"
+    path.write_text(json.dumps(dict(file=str(raw), arrays=index)))
+    return path
+
+
+def run_peer(script: str, request: dict) -> dict:
+    """Run ``peers/SCRIPT REQUEST.json`` in the torch venv; its JSON reply."""
+    from jaxkit import bench
+
+    py = bench.ensure_peer_venv(PEER_VENV, PEER_SPECS, PEER_CHECK)
+    with tempfile.TemporaryDirectory() as tmp:
+        req = Path(tmp) / "request.json"
+        req.write_text(json.dumps(request))
+        env = dict(bench.peer_env(), OMP_NUM_THREADS=str(request.get("threads", THREADS)))
+        p = subprocess.run([str(py), str(HERE / "peers" / script), str(req)], env=env,
+                           capture_output=True, text=True, timeout=3600)
+    if p.returncode != 0:
+        raise RuntimeError(f"{script} failed: {p.stderr.strip().splitlines()[-3:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+    from jaxkit.kernels import train as ktrain
+
+    from jaxkit import bench
+    from jaxkit.compose import build, lm_loss
+    from jaxkit.compose.data import sample_windows
+    from jaxkit.compose.train import peak_flops
+
+    c = GPT[name]
+    L, H, D, T, B = c["n_layer"], c["n_head"], c["d"], c["block_size"], c["batch"]
+    dtype = jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32
+    data_dev = jnp.asarray(data)
+    check = sample_windows(jax.random.key(7), data_dev, B, T)
+    rows, recs = [], {}
+    opt = optax.chain(optax.clip_by_global_norm(1.0),
+                      optax.adamw(1e-3, b1=0.9, b2=0.95, weight_decay=0.1))
+    for impl in ("einsum", "xla"):
+        model = build("AM" * L, jax.random.key(0), width=D, heads=H, context=T,
+                      dtype=dtype, attn_impl=impl)
+        graphdef, state = nnx.split(model)
+
+        def loss(params, key, batch, aux, graphdef=graphdef):
+            del key, aux
+            logits = nnx.merge(graphdef, params)(batch[:, :-1])
+            return lm_loss(logits, batch[:, 1:]), ()
+
+        step = ktrain.make_train_step(loss, opt)
+
+        def train_step(st, key, data, step=step):
+            return step(key, st, sample_windows(key, data, B, T))
+
+        st0 = ktrain.init(state, opt)
+        rec = bench.time_jax_loop(train_step, st0, jax.random.key(1), data_dev,
+                                  n_runs=args.repeats, warmup=2, items=B * T,
+                                  name=f"{name} step ({impl})")
+        recs[impl] = rec
+        if impl == "einsum":
+            arch = model.arch
+            fwd = jax.jit(lambda p, b, graphdef=graphdef: lm_loss(
+                nnx.merge(graphdef, p)(b[:, :-1]), b[:, 1:]))
+            vg = jax.jit(jax.value_and_grad(lambda p, b, graphdef=graphdef: lm_loss(
+                nnx.merge(graphdef, p)(b[:, :-1]), b[:, 1:])))
+            r_f = bench.time_jax(fwd, state, check, n_runs=args.repeats, items=B * T,
+                                 name=f"{name} forward")
+            r_g = bench.time_jax(vg, state, check, n_runs=args.repeats, items=B * T,
+                                 name=f"{name} forward+backward")
+            check_loss = float(fwd(state, check))
+            flat = {"/".join(map(str, k)): np.asarray(v[...]) for k, v in
+                    nnx.to_flat_state(nnx.state(model, nnx.Param))}
+            arrays = {"tok": flat["embed/tok"], "pos": flat["embed/pos"],
+                      "norm_f": flat["embed/norm_f"], "data": data.astype(np.int32),
+                      "check_x": np.asarray(check[:, :-1]), "check_y": np.asarray(check[:, 1:])}
+            for k, v in flat.items():
+                if k.startswith("blocks/"):
+                    _, i, f = k.split("/")
+                    arrays[f"{i}.{f}"] = v
+    peer, acc_peer = None, ""
+    if not args.no_peers:
+        r = run_peer("torch_nanogpt.py", dict(c, arrays=str(write_arrays(tmp, arrays)),
+                                              n_runs=args.repeats, warmup=2,
+                                              threads=args.peer_threads))
+        peer = bench.record_from_times(f"{name} torch", r["times"], warmup=2, items=B * T)
+        acc_peer = f"check loss {r['check_loss']:.5f}"
+    fl = arch.flops_per_token() * B * T
+    pk = peak_flops()
+    mfu = "" if pk is None else f", MFU {fl / recs['einsum'].median_s / pk:.1%}"
+    acc = f"check loss {check_loss:.5f}; {B * T / recs['einsum'].median_s:,.0f} tok/s{mfu}"
+    rows.append(dict(case=f"{name} train step", dtype=args.dtype, jax=recs["einsum"],
+                     peer=peer, peer_name="torch nanoGPT" if peer else "-", acc_jax=acc,
+                     acc_peer=acc_peer))
+    rows.append(dict(case=f"{name} step, xla attention", dtype=args.dtype, jax=recs["xla"],
+                     peer=peer, peer_name="torch nanoGPT" if peer else "-", acc_jax="",
+                     acc_peer=""))
+    rows.append(dict(case=f"{name} forward only", dtype=args.dtype, jax=r_f, peer=None,
+                     acc_jax="", acc_peer=""))
+    rows.append(dict(case=f"{name} forward+backward", dtype=args.dtype, jax=r_g, peer=None,
+                     acc_jax="", acc_peer=""))
+    return rows
+
+
+def mamba_case(args, tmp: Path) -> list[dict]:
+    import jax
+    import jax.numpy as jnp
+    from jaxkit.kernels import seq
+
+    from jaxkit import bench
+
+    c = MAMBA_QUICK if args.quick else MAMBA
+    k = jax.random.key(0)
+    p = seq.init_mamba(k, c["d"], expand=c["expand"], d_state=c["d_state"], d_conv=c["d_conv"])
+    x = jax.random.normal(jax.random.fold_in(k, 1), (c["batch"], c["length"], c["d"]))
+    g = jax.random.normal(jax.random.fold_in(k, 2), x.shape)
+    recs, outs = {}, {}
+    for mode in ("sequential", "associative"):
+        def f(p, x, mode=mode):
+            return jnp.sum(seq.mamba_mixer(p, x, mode=mode) * g)
+        vg = jax.jit(jax.value_and_grad(f, argnums=(0, 1)))
+        recs[mode] = bench.time_jax(vg, p, x, n_runs=args.repeats, items=c["batch"] * c["length"],
+                                    name=f"mamba fwd+bwd ({mode})")
+        outs[mode] = float(f(p, x))
+    peer, acc_peer = None, ""
+    if not args.no_peers:
+        arrays = {f: np.asarray(v) for f, v in zip(p._fields, p, strict=True)}
+        arrays.update(x=np.asarray(x), g=np.asarray(g))
+        r = run_peer("torch_mamba.py", dict(c, arrays=str(write_arrays(tmp, arrays)),
+                                            n_runs=args.repeats, warmup=2,
+                                            threads=args.peer_threads))
+        peer = bench.record_from_times("mambapy fwd+bwd", r["times"], warmup=2,
+                                       items=c["batch"] * c["length"])
+        acc_peer = f"sum(out*g) {r['check'][1]:.5f}"
+    shape = f"B{c['batch']} L{c['length']} D{c['d']} N{c['d_state']}"
+    return [dict(case=f"mamba fwd+bwd {mode} {shape}", dtype="float32", jax=recs[mode],
+                 peer=peer, peer_name="mambapy pscan" if peer else "-",
+                 acc_jax=f"sum(out*g) {outs[mode]:.5f}", acc_peer=acc_peer)
+            for mode in ("sequential", "associative")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from jaxkit import bench
+
+    p = bench.benchmark_parser(
+        "bench_compose", __doc__, CASES,
+        quick_help="gpt-small and a small Mamba block only, 5 timed calls",
+        peers_help="skip the PyTorch peers (no virtual environment)")
+    p.add_argument("--repeats", type=int, default=None, help="timed calls (default 20)")
+    p.add_argument("--peer-threads", type=int, default=THREADS,
+                   help="torch.set_num_threads of the peers (default 2)")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                   help="activation dtype of jaxkit's GPT (bfloat16 pays on GPUs)")
+    args = p.parse_args(argv)
+    cases = [c.strip() for c in args.only.split(",") if c.strip()]
+    bad = sorted(set(cases) - set(CASES))
+    if bad:
+        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    if args.quick and "gpt-medium" in cases and args.only == ",".join(CASES):
+        cases.remove("gpt-medium")
+    args.repeats = args.repeats or (5 if args.quick else 20)
+    if args.repeats < 1:
+        p.error("--repeats must be >= 1")
+    os.environ.setdefault("XLA_FLAGS", "")
+    t0 = time.perf_counter()
+    env = bench.environment()
+    from jaxkit.compose import load_corpus
+
+    data = load_corpus(max_bytes=200_000 if args.quick else None).train
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for c in cases:
+            if c.startswith("gpt"):
+                rows += gpt_case(c, args, data, Path(tmp))
+            else:
+                rows += mamba_case(args, Path(tmp))
+    bench.print_table(rows, title="jaxkit compose vs PyTorch peers")
+    print(bench.table_markdown(rows))
+    print(bench.environment_line(env, time.perf_counter() - t0))
+    ratios = {r["case"]: bench.speedup(r["jax"], r.get("peer")) for r in rows
+              if r.get("peer") is not None}
+    for case, su in ratios.items():
+        tgt = next((v for k, v in TARGETS.items() if case.startswith(k)), None)
+        if su is not None and tgt is not None:
+            print(f"{case}: {su:.2f}x the peer (target >= {tgt}x): "
+                  f"{'met' if su >= tgt else 'NOT met'}")
+    if args.json:
+        bench.write_json(args.json, dict(environment=env, rows=[
+            {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in r.items()}
+            for r in rows], speedups=ratios, log2=math.log(2)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""benchmarks/bench_compose.py: the raw-array export the torch peers read, and a quick
+end-to-end run of the Mamba case without peers (slow: it compiles two gradients)."""
+
+import json
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="module")
+def bc(load_benchmark):
+    return load_benchmark("compose")
+
+
+def test_write_arrays_index_round_trips(bc, tmp_path):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([1, 2, 3], np.int64)
+    idx = json.loads(bc.write_arrays(tmp_path, {"a": a, "b": b}).read_text())
+    raw = (tmp_path / "arrays.bin").read_bytes()
+    got = {e["name"]: np.frombuffer(raw, np.dtype(e["dtype"]), e["count"], e["offset"])
+           .reshape(e["shape"]) for e in idx["arrays"]}
+    np.testing.assert_array_equal(got["a"], a)
+    np.testing.assert_array_equal(got["b"], b)
+    assert got["b"].dtype == np.int32
+
+
+@pytest.mark.slow
+def test_quick_mamba_case_without_peers(bc, tmp_path):
+    out = tmp_path / "b.json"
+    assert bc.main(["--quick", "--no-peers", "--only", "mamba", "--repeats", "2",
+                    "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 2 and all(r["jax"]["median_s"] > 0 for r in rows)

@@ -121,8 +121,7 @@ def case_cell(args, rows, results, spec):
     from jaxkit.causal_audit.scm import params_of, simulate_one
 
     p = params_of(spec)
-    kw = dict(n=spec.n, d=spec.d, graph=spec.graph, edges_per_node=spec.edges_per_node,
-              w_low=spec.w_low, w_high=spec.w_high, max_envs=spec.max_envs)
+    kw = dict(n=spec.n, d=spec.d, graph=spec.graph, max_envs=spec.max_envs)
 
     def one(key):
         data = simulate_one(key, p, **kw)

@@ -18,7 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jaxkit.kernels.sem.dags import random_dag
+import jax
+import jax.numpy as jnp
+
+from jaxkit.kernels.sem import graphs as prior_graphs
+from jaxkit.kernels.sem.dags import edge_weights, random_dag
 
 __all__ = ["Axis", "AXES", "CellSpec", "cell", "GRAPHS", "register_graph", "NOISES",
            "SCALES", "MECHANISMS", "FAITHFULNESS", "TARGETS"]
@@ -139,7 +143,8 @@ AXES: dict[str, Axis] = {a.name: a for a in (
     Axis("n", "sample size (rows); a new value compiles a new shape", lo=10, hi=10**6,
          integer=True),
     Axis("d", "number of observed variables (static)", lo=2, hi=200, integer=True),
-    Axis("graph", "graph family, a name in GRAPHS ('er', 'sf' or a registered one)"),
+    Axis("graph", "graph family, a name in GRAPHS: 'er', 'sf', CausalTab's 'ws', 'sbm', "
+         "'grg', or a registered one"),
     Axis("edges_per_node", "expected edges per node of the graph family", lo=0.0, hi=20.0),
     Axis("w_low", "smallest edge-weight magnitude", lo=0.0, hi=100.0),
     Axis("w_high", "largest edge-weight magnitude", lo=0.0, hi=100.0),
@@ -163,7 +168,23 @@ def _sf(key, d, *, edges_per_node, w_low, w_high):
                       w_high=w_high)
 
 
-GRAPHS: dict[str, GraphFn] = {"er": _er, "sf": _sf}
+def _prior(fn):
+    """A CausalTab prior family (``kernels/sem/graphs.py``: boolean, all ``d`` slots
+    active) with the grid's weight law ``+-U[w_low, w_high]``."""
+    def graph(key, d, *, edges_per_node, w_low, w_high):
+        k_a, k_w = jax.random.split(key)
+        a = fn(k_a, d, d, edges_per_node)
+        return jnp.where(a, edge_weights(k_w, (d, d), w_low=w_low, w_high=w_high), 0.0)
+
+    return graph
+
+
+GRAPHS: dict[str, GraphFn] = {
+    "er": _er, "sf": _sf,
+    "ws": _prior(prior_graphs.ws_graph),  # Watts-Strogatz small world (CausalTab prior)
+    "sbm": _prior(prior_graphs.sbm_graph),  # stochastic block model (CausalTab prior)
+    "grg": _prior(prior_graphs.geometric_graph),  # random geometric (CausalTab prior)
+}
 
 
 def register_graph(name: str, fn: GraphFn) -> None:

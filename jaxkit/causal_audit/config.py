@@ -5,7 +5,8 @@ The base SCM (``d`` variables, ``n`` rows, ER graphs with ``edges_per_node``, no
 entry of ``pairs`` reads ``"AXIS=v1/v2/...;AXIS=v1/v2/..."`` (rows; columns), e.g.
 ``jaxkit run causal-audit --set 'pairs=noise=gaussian/laplace;scale=raw/iscm'``.
 ``batch`` datasets per cell (one vmapped batch), of which the host peers (GES, GIES)
-fit the first ``host_datasets``. ``sizes`` are the sample sizes of the consistency
+fit the first ``host_datasets``; ``reisach_methods`` (default NOTEARS, slow on CPU) run
+on the three Reisach cells only. ``sizes`` are the sample sizes of the consistency
 curves of ``consistency_methods``. The Reisach cells (Gaussian noise, raw /
 standardised / iSCM) are always run. Margins: ``competitive_margin`` (non-inferiority of
 Var-SortnRegress to the best method, F1 units), ``chance_margin`` (equivalence with
@@ -71,6 +72,7 @@ class Config(PipelineConfig):
     batch: int = 256
     host_datasets: int = 32
     methods: tuple[str, ...] = DEFAULT_METHODS
+    reisach_methods: tuple[str, ...] = ("notears",)
     pairs: tuple[str, ...] = (
         "noise=gaussian/uniform/laplace;scale=raw/standardised/iscm",
         "faithfulness=faithful/near/exact;confounders=0/1/2/4",
@@ -96,7 +98,8 @@ class Config(PipelineConfig):
         require(self.base_noise in NOISES, "base_noise",
                 f"must be one of {NOISES}; got {self.base_noise!r}")
         require_distinct("methods", self.methods, "method")
-        unknown = [m for m in (*self.methods, *self.consistency_methods) if m not in METHODS]
+        unknown = [m for m in (*self.methods, *self.reisach_methods, *self.consistency_methods)
+                   if m not in METHODS]
         require(not unknown, "methods", f"unknown method(s) {unknown}; registered: "
                 f"{', '.join(METHODS)}")
         for m in ("var-sort-regress", "random-sort-regress"):
@@ -137,7 +140,8 @@ class Config(PipelineConfig):
 FULL = Config()
 
 # every claim at tiny size: one shape (d=5, n=300) for the grid, three sample sizes for
-# the consistency curves of two methods
+# the consistency curves of two methods; NOTEARS (~4 s per dataset on this CPU under
+# load) only in the full run
 QUICK = Config(
     d=5, n=300, edges_per_node=1.5, batch=16, host_datasets=8,
     pairs=("noise=gaussian/laplace;scale=raw/standardised/iscm",
@@ -146,5 +150,5 @@ QUICK = Config(
            "n_envs=0/4;targets=known/unknown",
            "ar=0/0.8;noise_hetero=0/1"),
     sizes=(100, 300, 1000), consistency_methods=("direct-lingam", "var-sort-regress"),
-    n_boot=200,
+    n_boot=200, reisach_methods=(),
 )

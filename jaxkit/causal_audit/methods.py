@@ -34,6 +34,7 @@ import numpy as np
 
 from jaxkit.kernels import lingam
 from jaxkit.kernels.sem import sortability as srt
+from jaxkit.kernels.sem.notears import notears as _notears
 
 from .axes import CellSpec
 
@@ -64,8 +65,9 @@ FAITHFUL = Assumption("faithfulness", "no independence beyond the graph's d-sepa
                       "(no path cancellation)", lambda s: s.faithfulness == "faithful")
 RAW_SCALE = Assumption("raw scale", "data on the simulator's own scale (the variance "
                        "order carries the causal order)", lambda s: s.scale == "raw")
-EQUAL_VARIANCE = Assumption("equal noise variances", "equal noise variances (Peters & "
-                            "Buhlmann 2014)", lambda s: s.noise_hetero == 0)
+EQUAL_VARIANCE = Assumption("equal noise variances", "equal noise variances on the data's "
+                            "scale (Peters & Buhlmann 2014; rescaling breaks it)",
+                            lambda s: s.noise_hetero == 0 and s.scale == "raw")
 OBSERVATIONAL = Assumption("one distribution", "rows from one (observational) distribution",
                            lambda s: s.n_envs == 0)
 KNOWN_TARGETS = Assumption("known targets", "environment labels and intervention targets "
@@ -171,6 +173,11 @@ def fit_direct_lingam(key, x, env, targets):
     return lingam.direct_lingam(x).adjacency
 
 
+def fit_notears(key, x, env, targets):
+    r = _notears(x)
+    return jnp.where(r.finite, r.b, jnp.nan)
+
+
 def fit_ges(x, env, targets):
     """GES (Chickering 2002) as GIES on one observational environment (``gies.fit_bic``
     with no targets is GES with the same BIC score); returns the CPDAG."""
@@ -220,6 +227,11 @@ _BUILTIN = (
         "(Paper 7, 2026)", (LINEAR, NON_GAUSSIAN_OR_POOLED, SUFFICIENCY, NO_MEAS_ERROR, IID),
         "the DAG; with Gaussian noise only approximately (atomic pooling leaves "
         "O(1/d^2) source dependence)")),
+    Method("notears", fit_notears, MethodRecord(
+        "NOTEARS (least squares)", "Zheng et al. 2018; Loh & Buhlmann 2014",
+        (LINEAR, EQUAL_VARIANCE, SUFFICIENCY, NO_MEAS_ERROR, IID, OBSERVATIONAL),
+        "the DAG when the least-squares score is identifying (equal noise variances); "
+        "a local optimum otherwise")),
     Method("ges", fit_ges, MethodRecord(
         "GES (BIC)", "Chickering 2002", (LINEAR, FAITHFUL, SUFFICIENCY, NO_MEAS_ERROR, IID,
                                         OBSERVATIONAL),

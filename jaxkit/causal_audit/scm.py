@@ -1,8 +1,8 @@
 """The grid's simulator: one jitted, vmapped batch of SCM datasets per cell.
 
 :func:`simulate` draws ``batch`` datasets of a :class:`~.axes.CellSpec`. Its shape
-fields (``n``, ``d``, ``graph``, ``edges_per_node``, the weight range, ``max_envs``)
-are static; every perturbation value is a traced parameter (:class:`Params`), so all
+fields (``n``, ``d``, ``graph``, ``max_envs``; ``edges_per_node`` for scale-free graphs
+only) are static; every other value is a traced parameter (:class:`Params`), so all
 cells of one shape share one compiled program. The steps, in order (see
 :data:`~.axes.AXES` for each axis's meaning):
 
@@ -60,6 +60,9 @@ class Params(NamedTuple):
     n_envs: Int[Array, ""]
     obs_fraction: Float[Array, ""]
     strength: Float[Array, ""]
+    edges_per_node: Float[Array, ""]  # traced except for "sf" (static there)
+    w_low: Float[Array, ""]
+    w_high: Float[Array, ""]
 
 
 class SCMData(NamedTuple):
@@ -86,7 +89,8 @@ def params_of(spec: CellSpec) -> Params:
         scale=i(SCALES.index(spec.scale)), faithfulness=i(FAITHFULNESS.index(spec.faithfulness)),
         confounders=i(spec.confounders), confounder_strength=f(spec.confounder_strength),
         meas_error=f(spec.meas_error), ar=f(spec.ar), n_envs=i(spec.n_envs),
-        obs_fraction=f(spec.obs_fraction), strength=f(spec.strength))
+        obs_fraction=f(spec.obs_fraction), strength=f(spec.strength),
+        edges_per_node=f(spec.edges_per_node), w_low=f(spec.w_low), w_high=f(spec.w_high))
 
 
 def standardise(x: Float[Array, "n d"]) -> Float[Array, "n d"]:
@@ -137,13 +141,19 @@ def _ar(eps, phi):
     return jnp.concatenate([eps[:1], rest], axis=0)
 
 
-def simulate_one(key, p: Params, *, n: int, d: int, graph: str, edges_per_node: float,
-                 w_low: float, w_high: float, max_envs: int) -> SCMData:
-    """One dataset; see the module docstring (static shape arguments keyword-only)."""
+STATIC_EDGES = ("sf",)  # graph families whose edges_per_node must be a Python number
+
+
+def simulate_one(key, p: Params, *, n: int, d: int, graph: str, max_envs: int,
+                 static_edges: float | None = None) -> SCMData:
+    """One dataset; see the module docstring (static arguments keyword-only;
+    ``static_edges`` replaces the traced ``p.edges_per_node`` for :data:`STATIC_EDGES`
+    families)."""
     h = MAX_CONFOUNDERS
     k_g, k_s, k_e, k_c, k_cw, k_t, k_m = jax.random.split(key, 7)
-    b = jnp.asarray(GRAPHS[graph](k_g, d, edges_per_node=edges_per_node, w_low=w_low,
-                                  w_high=w_high), jnp.float32)
+    epn = p.edges_per_node if static_edges is None else static_edges
+    b = jnp.asarray(GRAPHS[graph](k_g, d, edges_per_node=epn, w_low=p.w_low,
+                                  w_high=p.w_high), jnp.float32)
     b, pair, cancelled = _cancel(b, p.faithfulness)
 
     # noise: family, heterogeneous scale, AR(1) over rows
@@ -197,12 +207,10 @@ def simulate_one(key, p: Params, *, n: int, d: int, graph: str, edges_per_node: 
     return SCMData(x, b, env, targets, valid, pair, cancelled, kids, active)
 
 
-@partial(jax.jit, static_argnames=("n", "d", "graph", "edges_per_node", "w_low", "w_high",
-                                   "max_envs"))
-def _simulate(keys, p, *, n, d, graph, edges_per_node, w_low, w_high, max_envs):
-    return jax.vmap(lambda k: simulate_one(k, p, n=n, d=d, graph=graph,
-                                           edges_per_node=edges_per_node, w_low=w_low,
-                                           w_high=w_high, max_envs=max_envs))(keys)
+@partial(jax.jit, static_argnames=("n", "d", "graph", "max_envs", "static_edges"))
+def _simulate(keys, p, *, n, d, graph, max_envs, static_edges):
+    return jax.vmap(lambda k: simulate_one(k, p, n=n, d=d, graph=graph, max_envs=max_envs,
+                                           static_edges=static_edges))(keys)
 
 
 def simulate(key, spec: CellSpec, batch: int) -> SCMData:
@@ -223,9 +231,9 @@ def simulate(key, spec: CellSpec, batch: int) -> SCMData:
     if not isinstance(batch, int) or batch < 1:
         raise ValueError(f"`batch` must be a positive int; got {batch!r}")
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(batch))
+    static = float(spec.edges_per_node) if spec.graph in STATIC_EDGES else None
     return _simulate(keys, params_of(spec), n=spec.n, d=spec.d, graph=spec.graph,
-                     edges_per_node=float(spec.edges_per_node), w_low=float(spec.w_low),
-                     w_high=float(spec.w_high), max_envs=spec.max_envs)
+                     max_envs=spec.max_envs, static_edges=static)
 
 
 def expected_confounded_corr(w1: float, w2: float, s1: float = 1.0, s2: float = 1.0) -> float:

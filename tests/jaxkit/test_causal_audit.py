@@ -231,6 +231,14 @@ def _raising_fit(x, env, targets):
     raise RuntimeError("boom")
 
 
+def _corr_fit(key, x, env, targets):  # a cheap jax "method": thresholded correlations
+    c = jnp.corrcoef(x.T)
+    return jnp.tril(jnp.abs(c) > 0.3, -1).astype(x.dtype)
+
+
+SMALL = BASE  # the shape the module's simulator is compiled for
+
+
 def _cyclic(key, d, *, edges_per_node, w_low, w_high):
     return jnp.roll(jnp.eye(d), 1, axis=1) * 0.5  # a directed cycle through every node
 
@@ -239,31 +247,28 @@ def test_failures_are_reported_not_dropped():
     rec = M.MethodRecord("test", "none", (M.LINEAR,))
     nan_m = M.register_method(M.Method("nan-method", _nan_fit, rec))
     bad_m = M.register_method(M.Method("raising-method", _raising_fit, rec, kind="host"))
+    ok_m = M.register_method(M.Method("corr-method", _corr_fit, rec))
     try:
-        r = run_cell(jax.random.key(0), cell(n=40, d=3), [nan_m, bad_m, "var-sort-regress"],
-                     batch=3, host_datasets=2)
+        r = run_cell(jax.random.key(0), SMALL, [nan_m, bad_m, ok_m], batch=B, host_datasets=2)
         assert "non-finite" in r.failures["nan-method"]
         assert np.isnan(r.f1["nan-method"]).all()
         assert "boom" in r.failures["raising-method"]
-        assert np.isfinite(r.f1["var-sort-regress"]).all()
+        assert np.isfinite(r.f1["corr-method"]).all() and "corr-method" not in r.failures
         register_graph("cyclic-test", _cyclic)
-        r = run_cell(jax.random.key(0), cell(n=40, d=3, graph="cyclic-test"),
-                     ["var-sort-regress"], batch=3)
-        assert "3 of 3 datasets are invalid SCMs" in r.failures["(simulator)"]
-        assert np.isnan(r.f1["var-sort-regress"]).all() and r.n_invalid == 3
+        r = run_cell(jax.random.key(0), SMALL.replace(graph="cyclic-test"), [ok_m], batch=B)
+        assert f"{B} of {B} datasets are invalid SCMs" in r.failures["(simulator)"]
+        assert np.isnan(r.f1["corr-method"]).all() and r.n_invalid == B
     finally:
-        for name in ("nan-method", "raising-method"):
+        for name in ("nan-method", "raising-method", "corr-method"):
             M.METHODS.pop(name, None)
 
 
 def test_user_method_joins_with_one_function_and_one_record():
-    def mine(key, x, env, targets):  # a correlation-threshold "method"
-        c = jnp.corrcoef(x.T)
-        return jnp.tril(jnp.abs(c) > 0.3, -1).astype(x.dtype)
-
-    M.register_method(M.Method("mine", mine, M.MethodRecord("mine", "me", (M.LINEAR,))))
+    M.register_method(M.Method("mine", _corr_fit, M.MethodRecord("mine", "me", (M.LINEAR,))))
     try:
-        r = run_cell(jax.random.key(1), cell(n=60, d=3), ["mine"], batch=2)
+        assert M.in_scope(M.get_method("mine"), SMALL)
+        assert not M.in_scope(M.get_method("mine"), SMALL.replace(mechanism="nonlinear"))
+        r = run_cell(jax.random.key(1), SMALL, ["mine"], batch=B)
         assert np.isfinite(r.f1["mine"]).all() and not r.failures
     finally:
         M.METHODS.pop("mine", None)

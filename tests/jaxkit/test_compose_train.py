@@ -49,6 +49,7 @@ def test_kill_and_resume_gives_the_same_parameters(corpus, reference, tmp_path, 
     assert np.all(reference.val_bpb < 8.5)  # near-uniform bytes at worst
 
 
+@pytest.mark.slow
 def test_candidates_are_independent(corpus, reference):
     keys = jax.random.split(jax.random.split(jax.random.key(0), 3)[0], 2)
     alone = train_candidates(jax.random.key(0), ARCH, ["SA"], corpus, SET,
@@ -56,6 +57,7 @@ def test_candidates_are_independent(corpus, reference):
     np.testing.assert_allclose(alone.val_bpb[:, 0], reference.val_bpb[:, 1], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_divergence_stops_with_the_checkpoint_named(corpus, tmp_path):
     bad = TrainSettings(steps=4, batch=2, lr=1e30, warmup=1, chunk=2, checkpoint_every=1,
                         n_val=4, clip=1e30)

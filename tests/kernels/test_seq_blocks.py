@@ -99,6 +99,7 @@ def test_mamba_mixer_forms_agree_and_are_causal(mamba):
     assert dt.min() >= 1e-3 * 0.99 and dt.max() <= 0.1 * 1.01
 
 
+@pytest.mark.slow
 def test_mamba_jit_vmap_one_trace(mamba):
     p, x = mamba
 

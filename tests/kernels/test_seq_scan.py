@@ -62,6 +62,7 @@ def test_scan_bfloat16_inputs_keep_float32_state(key):
         np.testing.assert_allclose(res.state, h_ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_scan_initial_state_continues_a_split_sequence(key):
     x, delta, A, B, C, _ = make_inputs(key, length=10)
     full = seq.selective_scan_sequential(x, delta, A, B, C)
@@ -71,7 +72,8 @@ def test_scan_initial_state_continues_a_split_sequence(key):
         np.testing.assert_allclose(rest.y, full.y[:, 4:], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("mode", ["sequential", "associative"])
+@pytest.mark.parametrize("mode", ["sequential",
+                                  pytest.param("associative", marks=pytest.mark.slow)])
 def test_scan_gradient_matches_finite_differences(key, mode):
     x, delta, A, B, C, z = make_inputs(key, b=1, length=6, d=3, n=2)
     args64 = [np.asarray(v, np.float64) for v in (x, delta, A, B, C, z)]
@@ -123,7 +125,9 @@ def ssd_reference(x, dt, A, B, C):
     return np.stack(ys, 2), np.stack(hs, 1)
 
 
-@pytest.mark.parametrize("chunk", [1, 4, 5, 13, 16])
+@pytest.mark.parametrize("chunk", [pytest.param(1, marks=pytest.mark.slow), 4,
+                                   pytest.param(5, marks=pytest.mark.slow), 13,
+                                   pytest.param(16, marks=pytest.mark.slow)])
 def test_ssd_matches_reference_for_chunk_sizes(key, chunk):
     x, dt, A, B, C = ssd_inputs(key)
     res = seq.ssd_chunked(x, dt, A, B, C, chunk=chunk)
@@ -132,6 +136,7 @@ def test_ssd_matches_reference_for_chunk_sizes(key, chunk):
     np.testing.assert_allclose(res.state, h_ref, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.slow
 def test_ssd_bfloat16_and_gradient(key):
     x, dt, A, B, C = ssd_inputs(key, dtype=jnp.bfloat16)
     res = seq.ssd_chunked(x, dt, A, B, C, chunk=4)

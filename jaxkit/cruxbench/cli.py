@@ -130,3 +130,28 @@ def propose_cmd(
                      "asked_at": t_ask, **q} for q in qs]
     atomic_write(out, "".join(json.dumps(x) + "\n" for x in records))
     console.print(f"{len(records)} questions written to {out} (${dollars:.4f})")
+
+
+@cruxbench_app.command("simulate")
+def simulate_cmd(
+    out: Annotated[Path, typer.Argument(help="JSON Lines file to write")],
+    sets: Annotated[list[str] | None, typer.Option("--set", help="FIELD=VALUE of the "
+                                                   "cruxbench config (n_targets, ...)")] = None,
+    seed: Annotated[int, typer.Option(help="PRNG seed")] = 0,
+):
+    """Write a simulated benchmark in the JSON Lines format (an example of the format,
+    or test data for ``jaxkit cruxbench score``)."""
+    import jax
+
+    from .config import QUICK
+    from .data import write_jsonl
+    from .simulate import simulate
+
+    try:
+        cfg = QUICK.override(sets or [])
+    except ValueError as e:
+        _fail(str(e))
+    sim = simulate(jax.random.key(seed), cfg.sim_settings())
+    write_jsonl(out, sim.data)
+    console.print(f"{len(sim.data.q)} questions about {len(sim.data.target_ids)} targets "
+                  f"from {len(sim.data.proposers)} proposers written to {out}")

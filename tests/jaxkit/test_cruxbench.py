@@ -230,3 +230,20 @@ def test_config_errors_name_the_field():
         Config(clip_lo=0.6)
     with pytest.raises(ValueError, match="`explained`"):
         Config(explained=1.0)
+
+
+def test_cli_simulate_writes_a_scorable_file(sim, tmp_path):
+    from typer.testing import CliRunner
+
+    from jaxkit.cruxbench.cli import cruxbench_app
+
+    sets = [f"{k}={getattr(TINY, k)}" for k in ("n_targets", "n_proposers", "n_questions",
+                                                 "n_factors", "n_steps", "n_quality_targets")]
+    out = tmp_path / "sim.jsonl"
+    r = CliRunner().invoke(cruxbench_app, ["simulate", str(out), "--seed", "1",
+                                           *[a for s in sets for a in ("--set", s)]])
+    assert r.exit_code == 0, r.output
+    back = read_jsonl(out)   # the same draw as the fixture (same key and settings)
+    np.testing.assert_allclose(back.prices, sim.data.prices, atol=1e-6)
+    r = CliRunner().invoke(cruxbench_app, ["simulate", str(out), "--set", "n_targets=1"])
+    assert r.exit_code == 2 and "`n_targets`" in r.output

@@ -1,0 +1,140 @@
+"""The CausalTab experiments: synthetic in- and out-of-distribution cells at every ``d``
+and interventional fraction, semantic environments from expert networks, and the real
+Sachs data. Each returns plain per-dataset arrays (JSON-able lists) for the report.
+
+Pairing: within a prior and ``d``, every interventional fraction draws its datasets from
+the same key, so the graphs, mechanisms and noises are identical across fractions
+(:func:`jaxkit.kernels.sem.sample_task` uses separate draws for the regime) and the
+fraction comparison is paired.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxkit.data.sachs import load_sachs
+from jaxkit.kernels import sem
+from jaxkit.kernels.sem import sortability as srt
+
+from . import semantic
+from .evaluate import Bench, evaluate, make_bench
+
+__all__ = ["ood_prior", "cell_prior", "synthetic", "semantic_envs", "sachs_real",
+           "sortabilities"]
+
+
+def ood_prior() -> sem.Prior:
+    """Held-out families: SBM and geometric graphs, RFF and heteroscedastic mechanisms,
+    Student-t and Gumbel noise (none of them in the training prior)."""
+    return sem.make_prior(graphs={"sbm": 1, "grg": 1}, mechanisms={"rff": 1, "hetero": 1},
+                          noises={"student_t": 1, "gumbel": 1}, k_range=(1.0, 2.5))
+
+
+def id_prior() -> sem.Prior:
+    """In-distribution: the training prior's families (ER/SF/WS; linear, MLP, sigmoid;
+    Gaussian, Laplace, uniform)."""
+    return sem.make_prior(graphs={"er": 1, "sf": 1, "ws": 1},
+                          mechanisms={"linear": 2, "mlp": 1, "sigmoid": 1},
+                          noises={"gaussian": 1, "laplace": 1, "uniform": 1},
+                          k_range=(1.0, 2.5))
+
+
+def cell_prior(base: sem.Prior, int_frac: float) -> sem.Prior:
+    """``base`` restricted to one regime: observational (``int_frac = 0``) or atomic
+    interventions on a fraction ``int_frac`` of the rows with known targets."""
+    if int_frac == 0.0:
+        regime = jnp.asarray([1.0, 0.0, 0.0])
+    else:
+        regime = jnp.asarray([0.0, 1.0, 0.0])
+    f = jnp.asarray([1.0 - int_frac, 1.0 - int_frac], jnp.float32)
+    return base._replace(regime_w=regime, obs_frac=f, p_known=jnp.asarray(1.0))
+
+
+def _lists(res: dict) -> dict:
+    return {m: {k: np.asarray(v, np.float64).tolist() for k, v in r.items()}
+            for m, r in res.items()}
+
+
+def sortabilities(bench: Bench) -> dict:
+    """Mean var- and R2-sortability of a cell's observational rows (the artefacts a
+    benchmark should report)."""
+    vs, rs = [], []
+    for b in range(bench.x.shape[0]):
+        obs = ~bench.targets[b].any(axis=1)
+        x = jnp.asarray(bench.x[b][obs] if obs.sum() >= 8 else bench.x[b])
+        a = jnp.asarray(bench.adj[b], x.dtype)
+        vs.append(float(srt.var_sortability(x, a)))
+        try:
+            rs.append(float(srt.r2_sortability(x, a)))
+        except ValueError:  # collinear columns (e.g. a deterministic node)
+            rs.append(float("nan"))
+    return {"var_sortability": float(np.nanmean(vs)), "r2_sortability": float(np.nanmean(rs))}
+
+
+def synthetic(key, *, which: str, d: int, n: int, n_datasets: int, int_frac: float,
+              methods, model, gies_max_d: int) -> dict:
+    """One cell: ``which`` in ``{"id", "ood"}``, ``d`` variables, ``n`` rows, a fraction
+    ``int_frac`` of interventional rows. ``key`` must be the same for every fraction of a
+    (which, d) pair (pairing)."""
+    base = id_prior() if which == "id" else ood_prior()
+    bench = make_bench(key, cell_prior(base, int_frac), n_datasets, d, n)
+    res = evaluate(bench, methods, model=model, gies_max_d=gies_max_d)
+    return {"which": which, "d": d, "n": n, "int_frac": int_frac, **sortabilities(bench),
+            "methods": _lists(res)}
+
+
+def semantic_envs(key, *, networks, seeds: int, n: int, methods, model, max_vars: int,
+                  gies_max_d: int) -> list[dict]:
+    """Every expert network, observational and half-interventional, ``seeds`` datasets
+    each. BIF networks: their own CPTs (discrete states); dagitty DAGs: MLP mechanisms
+    with Gaussian noise. Networks with more than ``max_vars`` nodes are skipped (the
+    model's limit), and say so."""
+    rows = []
+    for ni, name in enumerate(networks):
+        net = semantic.load_network(name)
+        d = len(net.names)
+        if d > max_vars:
+            rows.append({"network": name, "d": d, "skipped": f"d={d} > max_vars={max_vars}"})
+            continue
+        for frac in (0.0, 0.5):
+            xs, ts = [], []
+            for s in range(seeds):
+                k = jax.random.fold_in(jax.random.fold_in(key, ni), s)
+                n_int = int(round(frac * n))
+                if net.cpt is not None:
+                    rng = np.random.default_rng(np.asarray(jax.random.key_data(k)).ravel())
+                    x, t = semantic.sample_bif(rng, net, n - n_int, n_int)
+                else:
+                    x, t = semantic.sample_structure(k, net, n - n_int, n_int)
+                # a discrete column can come out constant in a small sample: jitter it
+                sd = x.std(axis=0)
+                if np.any(sd == 0):
+                    jit = np.random.default_rng(s).normal(0, 1e-3, x.shape)
+                    x = x + jit * (sd == 0)
+                xs.append(x)
+                ts.append(t)
+            x, t = np.stack(xs), np.stack(ts)
+            bench = Bench(x, t.astype(np.float64), t,
+                          np.broadcast_to(net.adj, (seeds, d, d)).copy(), {})
+            res = evaluate(bench, methods, model=model, gies_max_d=gies_max_d)
+            rows.append({"network": name, "d": d, "int_frac": frac,
+                         "kind": "bif" if net.cpt is not None else "dagitty",
+                         "variables": list(net.names), **sortabilities(bench),
+                         "methods": _lists(res)})
+    return rows
+
+
+def sachs_real(key, *, rows: int, methods, model, gies_max_d: int) -> dict:
+    """The real Sachs et al. (2005) measurements (pooled, no intervention labels:
+    observational input), ``rows`` rows drawn at random, log-transformed; truth: the
+    18-edge consensus graph."""
+    x, names, truth = load_sachs()
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
+    sel = rng.choice(x.shape[0], size=min(rows, x.shape[0]), replace=False)
+    xs = np.log(np.maximum(x[sel], 1e-3))
+    bench = Bench(xs[None], np.zeros_like(xs)[None], np.zeros(xs.shape, bool)[None],
+                  (truth != 0)[None], {})
+    res = evaluate(bench, methods, model=model, gies_max_d=gies_max_d)
+    return {"variables": names, "rows": int(xs.shape[0]), "methods": _lists(res)}

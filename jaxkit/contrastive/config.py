@@ -5,10 +5,13 @@
 (experiment costs 0.7 to 3); a question is resolved when the final posterior reaches
 ``tau``. ``n_samples`` is the number of prior draws of the Monte Carlo evidence
 estimator (kinetics, epidemic). The pointwise agents use ``tau`` too, the e-value agent
-level ``alpha`` and calibrator exponent ``kappa``. A pointwise candidate is
-*high-surprisal* when its Shannon surprisal is at least ``surprisal_threshold`` nats
-(3 nats: p < 0.05). Claim margins: ``rejection_margin`` (the share of rejections that
-counts as "overwhelmingly") and ``many_margin`` (the share that counts as "many").
+level ``alpha`` and calibrator exponent ``kappa``; they start each hypothesis at belief
+``pointwise_prior`` (0.5: a pointwise agent knows no alternatives; 0.25 = 1/K hands it
+the MECE prior). A pointwise candidate is
+*high-surprisal* when it moves the focal hypothesis's belief by at least
+``surprise_width`` in either direction (0.2: AutoDiscovery's ``surprisal_width``).
+Claim margins: ``rejection_margin`` (the share of rejections that counts as
+"overwhelmingly") and ``many_margin`` (the share that counts as "many").
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ class Config(PipelineConfig):
     n_samples: int = 512
     alpha: float = 0.1
     kappa: float = 0.5
-    surprisal_threshold: float = 3.0
+    surprise_width: float = 0.2
+    pointwise_prior: float = 0.5
     rejection_margin: float = 0.75
     many_margin: float = 0.25
 
@@ -45,7 +49,11 @@ class Config(PipelineConfig):
                 f"must be a non-empty tuple of {', '.join(DOMAINS)}; got {self.domains}")
         require(len(set(self.domains)) == len(self.domains), "domains",
                 f"must not repeat a domain; got {self.domains}")
-        require_positive(self, ("budget", "surprisal_threshold"))
+        require_positive(self, ("budget",))
+        require(0 < self.pointwise_prior < 1, "pointwise_prior",
+                f"must lie in (0, 1); got {self.pointwise_prior}")
+        require(0 < self.surprise_width < 1, "surprise_width",
+                f"must lie in (0, 1); got {self.surprise_width}")
         min_cost = min(float(DOMAINS[d].costs.min()) for d in self.domains)
         require(self.budget >= min_cost, "budget",
                 f"is below every experiment's cost (cheapest {min_cost:g}); got {self.budget}")

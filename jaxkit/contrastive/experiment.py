@@ -8,11 +8,11 @@
   explanation), ``wrong`` (resolved to another one) and ``unresolved``, with the mean
   ``spent`` budget and ``steps`` (experiments run); for the pointwise agents also
   ``contrastive_correct`` / ``contrastive_wrong``: the same data evaluated contrastively.
-* ``candidates[rule]``: per-seed counts of the pointwise candidates: ``high`` (Shannon
-  surprisal >= the threshold), ``high_rejections`` (of those, evidence against the focal
-  hypothesis), ``alt_resolved`` (of those rejections, the question's data resolve an
-  alternative to the focal hypothesis when evaluated contrastively) and ``alt_correct``
-  (that alternative is the truth).
+* ``candidates[rule]``: per-seed counts of the pointwise candidates: ``high`` (the focal
+  belief moved by at least ``surprise_width``, either way: AutoDiscovery's Bayesian
+  surprise), ``high_rejections`` (of those, moves down), ``alt_resolved`` (of those
+  rejections, the question's data resolve an alternative to the focal hypothesis when
+  evaluated contrastively) and ``alt_correct`` (that alternative is the truth).
 * ``trajectory[method]``: ``(T + 1,)`` mean posterior probability of the true
   explanation before and after each step, and per seed (for the figures).
 """
@@ -60,7 +60,8 @@ def run_domain(key, name: str, cfg: Config) -> dict:
     S, Q = cfg.seeds, cfg.questions
     q = questions(key, DOMAINS[name], S * Q, n_samples=cfg.n_samples)
     out = run_methods(q.log_lik, q.costs, q.outcomes, float(cfg.budget), max_steps=max_steps(cfg),
-                      tau=float(cfg.tau), alpha=float(cfg.alpha), kappa=float(cfg.kappa))
+                      tau=float(cfg.tau), alpha=float(cfg.alpha), kappa=float(cfg.kappa),
+                      pointwise_prior=float(cfg.pointwise_prior))
     out = jax.tree.map(np.asarray, out)
     truth = np.asarray(q.truth)
     rs = lambda a: a.reshape(S, Q, *a.shape[1:])  # noqa: E731
@@ -73,8 +74,8 @@ def run_domain(key, name: str, cfg: Config) -> dict:
         if m != "contrastive":
             rc = _rates(rs(o["contrastive_answer"]), tr)
             r.update(contrastive_correct=rc["correct"], contrastive_wrong=rc["wrong"])
-            hi = o["valid"] & (o["surprisal"] >= cfg.surprisal_threshold)
-            rej = hi & (o["log_lr"] < 0)
+            hi = o["valid"] & (np.abs(o["shift"]) >= cfg.surprise_width)
+            rej = hi & (o["shift"] < 0)
             ca = o["contrastive_answer"][:, None]
             alt = rej & (ca >= 0) & (ca != o["focal"])
             alt_ok = alt & (ca == truth[:, None])

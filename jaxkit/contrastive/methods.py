@@ -9,8 +9,9 @@ every method, so methods are compared on common random numbers).
   final posterior has ``max_k pi_k >= tau``, *correctly* when that k is the truth.
 * **Pointwise** agents evaluate one hypothesis at a time. Each keeps a separate belief
   ``b_k = P(H_k)`` against an unspecified alternative "H_k is wrong", modelled as the
-  diffuse reference ``R(y) = 1 / Y`` (uniform over the outcomes), starting from the
-  prior ``pi_k``. The *focal* hypothesis f is the open one with the highest belief; the
+  diffuse reference ``R(y) = 1 / Y`` (uniform over the outcomes), starting from
+  ``b_k = 0.5`` (the agent knows no alternatives; ``pointwise_prior``; 1/K gives it the
+  MECE prior). The *focal* hypothesis f is the open one with the highest belief; the
   agent runs the affordable experiment with the best score per cost for f, observes
   y, updates ``logit b_f += log p(y | H_f) - log R(y)``, and decides: f is *accepted*
   (the agent stops: the question is resolved with answer f) or *rejected* (the next
@@ -30,8 +31,9 @@ every method, so methods are compared on common random numbers).
     product of its acceptance (rejection) e-values exceeds ``1 / alpha``.
 
 Also recorded, for the paper's second claim: every pointwise *candidate* (focal
-hypothesis, experiment, outcome) with its Shannon surprisal ``-log p(y | H_f)`` and
-whether it is a *rejection* (the evidence lowers b_f: ``p_f(y) < R(y)``); and the
+hypothesis, experiment, outcome) with its Shannon surprisal ``-log p(y | H_f)`` and its
+belief before and after (AutoDiscovery flags a candidate as surprising when the belief
+moves by at least a width, in either direction; a *rejection* is a move down); and the
 contrastive evaluation of the pointwise agent's data: the posterior over the MECE set
 given every experiment the agent ran (:func:`replay_posterior`).
 """
@@ -61,6 +63,8 @@ class PointwiseInfo(NamedTuple):
     focal: jax.Array
     surprisal: jax.Array
     log_lr: jax.Array
+    belief_before: jax.Array
+    belief_after: jax.Array
     spent: jax.Array
 
 
@@ -104,8 +108,9 @@ def pointwise_run(rule: str, log_prior, log_lik, costs, budget, outcomes, *, max
 
     Args:
         rule: ``"shannon"``, ``"bayes"`` or ``"evalue"``.
-        log_prior: ``(K,)``; log_lik ``(X, K, Y)``; costs ``(X,)``; budget scalar;
-            outcomes ``(X,)`` int.
+        log_prior: ``(K,)`` log of each hypothesis's initial pointwise belief (need not
+            sum to one: ``log 0.5`` each for agents that know no alternatives).
+        log_lik: ``(X, K, Y)``; costs ``(X,)``; budget scalar; outcomes ``(X,)`` int.
         max_steps: static number of steps.
         tau: belief threshold of acceptance (rejection at ``1 - tau``).
         alpha: level of the e-value tests.
@@ -155,7 +160,8 @@ def pointwise_run(rule: str, log_prior, log_lik, costs, budget, outcomes, *, max
         spent = s.spent + jnp.where(go, costs[x], 0.0)
         ns = _PState(logit, status, e_acc, e_rej, spent, s.used.at[x].set(s.used[x] | go),
                      s.done | (go & acc))
-        info = PointwiseInfo(jnp.where(go, x, -1), jnp.where(go, y, -1), f, -ly, llr, spent)
+        info = PointwiseInfo(jnp.where(go, x, -1), jnp.where(go, y, -1), f, -ly, llr, b,
+                             jnp.where(go, bf, b), spent)
         return ns, info
 
     final, infos = jax.lax.scan(body, st, None, length=int(max_steps))
@@ -176,17 +182,20 @@ def replay_posterior(log_prior, log_lik, choices, outcomes_seen):
     return final, traj
 
 
-@functools.partial(jax.jit, static_argnames=("max_steps", "tau", "alpha", "kappa"))
+@functools.partial(jax.jit, static_argnames=("max_steps", "tau", "alpha", "kappa",
+                                             "pointwise_prior"))
 def run_methods(log_lik, costs, outcomes, budget, *, max_steps: int, tau: float,
-                alpha: float, kappa: float) -> dict:
-    """All methods on a batch of questions (leading axis n) with a uniform prior.
+                alpha: float, kappa: float, pointwise_prior: float | None = 0.5) -> dict:
+    """All methods on a batch of questions (leading axis n) with a uniform prior over the
+    MECE set; the pointwise agents start each hypothesis at belief ``pointwise_prior``
+    (0.5: they know no alternatives; ``None``: the MECE prior 1/K).
 
     Returns:
         A dict of arrays: ``contrastive`` (``answer`` (n,) int32 or -1 unresolved,
         ``traj`` (n, T, K), ``spent``, ``steps``); per pointwise rule (``answer`` by its
         own rule, ``contrastive_answer`` of its data, ``traj``, ``steps``, ``spent`` and
-        the candidates ``focal``, ``surprisal``, ``log_lr``, ``valid`` (n, T), with
-        ``alt_answer`` the contrastive answer of the whole question's data).
+        the candidates ``focal``, ``surprisal``, ``log_lr``, ``shift`` (the focal belief's
+        change), ``valid`` (n, T)).
     """
     n, X, K, Y = log_lik.shape
     lp = jnp.full((K,), -math.log(K), log_lik.dtype)
@@ -200,16 +209,19 @@ def run_methods(log_lik, costs, outcomes, budget, *, max_steps: int, tau: float,
         return dict(answer=answer(final.log_post), traj=info.log_post, spent=final.spent,
                     steps=jnp.sum(info.choice >= 0))
 
+    lp_pw = lp if pointwise_prior is None else jnp.full((K,), math.log(pointwise_prior),
+                                                        log_lik.dtype)
     out = dict(contrastive=jax.vmap(contrastive)(log_lik, costs, outcomes))
     for rule in POINTWISE:
         def pw(ll, c, o, rule=rule):
-            acc, info = pointwise_run(rule, lp, ll, c, budget, o, max_steps=max_steps,
+            acc, info = pointwise_run(rule, lp_pw, ll, c, budget, o, max_steps=max_steps,
                                       tau=tau, alpha=alpha, kappa=kappa)
             final, traj = replay_posterior(lp, ll, info.choice, info.outcome)
             ca = answer(final)
             valid = info.choice >= 0
             return dict(answer=acc, contrastive_answer=ca, traj=traj, spent=jnp.max(info.spent),
                         steps=jnp.sum(valid), focal=info.focal, surprisal=info.surprisal,
-                        log_lr=info.log_lr, valid=valid)
+                        log_lr=info.log_lr, shift=info.belief_after - info.belief_before,
+                        valid=valid)
         out[rule] = jax.vmap(pw)(log_lik, costs, outcomes)
     return out

@@ -9,7 +9,8 @@ the true explanation (resolutions to a wrong explanation are reported apart). Cl
    correctly, contrastive minus each baseline; :func:`jaxkit.stats.superiority`
    (paired t over seeds, margin 0), one claim per baseline.
 2. "High-surprisal pointwise candidates are overwhelmingly rejection-heavy": per seed,
-   the share of rejections among the high-surprisal candidates of all three pointwise
+   the share of rejections (belief moves down) among the high-surprisal candidates
+   (belief moves by at least ``surprise_width`` either way) of all three pointwise
    agents; superiority against ``rejection_margin``.
 3. "... yet many become resolved alternatives when evaluated contrastively": per seed,
    the share of those rejections whose question's data, evaluated over the MECE set,
@@ -76,8 +77,9 @@ def claims(cfg: Config, results: list[dict]) -> list[Claim]:
     rej = _shares(results, "high_rejections", "high")
     out.append(_share_claim(
         rej, cfg.rejection_margin, "High-surprisal pointwise candidates are overwhelmingly "
-        "rejections", f"share of rejections among candidates with surprisal >= "
-        f"{cfg.surprisal_threshold:g} nats; 'overwhelmingly' := above {cfg.rejection_margin:g}"))
+        "rejections", f"share of belief moves down among candidates moving the focal "
+        f"belief by >= {cfg.surprise_width:g} either way; 'overwhelmingly' := above "
+        f"{cfg.rejection_margin:g}"))
     alt = _shares(results, "alt_resolved", "high_rejections")
     out.append(_share_claim(
         alt, cfg.many_margin, "Many high-surprisal rejections become resolved alternatives "
@@ -129,8 +131,9 @@ def markdown(cfg: Config, results: list[dict]) -> tuple[str, dict]:
         f"explanations; each candidate experiment at most once; every method sees the same "
         f"outcomes.", "",
         markdown_table(header, rows), "",
-        "High-surprisal pointwise candidates (surprisal >= "
-        f"{cfg.surprisal_threshold:g} nats), all domains and seeds:", "",
+        "High-surprisal pointwise candidates (the focal hypothesis's belief moves by >= "
+        f"{cfg.surprise_width:g}, up or down: AutoDiscovery's Bayesian surprise), all "
+        "domains and seeds; a rejection is a move down:", "",
         markdown_table(["agent", "candidates", "rejections", "of which resolve an "
                         "alternative contrastively", "... the true one"], cand_rows), "",
         "Pointwise agents weigh one hypothesis at a time against a diffuse alternative "

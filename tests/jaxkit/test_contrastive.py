@@ -22,7 +22,7 @@ from jaxkit.contrastive.config import FULL, QUICK, Config
 from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
 
-TINY = Config(domains=("gene_knockout", "physics_law"), seeds=2, questions=3, n_samples=2)
+TINY = Config(domains=("physics_law",), seeds=2, questions=3, n_samples=2)
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +62,8 @@ def test_gene_tables_match_closed_form(gene_questions):
                    + y * np.log(p) + (20 - y) * np.log1p(-p))
     ref = (1 - D.OUTLIER) * binom + D.OUTLIER / 21
     np.testing.assert_allclose(np.exp(q.log_lik[0, 2, 2]), ref, atol=1e-5)
-    # design 0 knocks A only: "only C" predicts the leak rate
-    assert np.argmax(q.log_lik[0, 0, 2]) == round(20 * (leak + (1 - 2 * leak) * 0.0))
+    # design 0 knocks A only: "only C" predicts the leak rate (binomial mode)
+    assert np.argmax(q.log_lik[0, 0, 2]) == math.floor(21 * leak)
     # replicates share the table
     np.testing.assert_array_equal(q.log_lik[:, :12], q.log_lik[:, 12:])
 
@@ -116,6 +116,9 @@ def test_replay_equals_greedy_trajectory():
     np.testing.assert_allclose(end, final.log_post, atol=1e-10)
 
 
+_pointwise = jax.jit(M.pointwise_run, static_argnames=("rule", "max_steps"))
+
+
 def test_pointwise_rules_decide_as_stated():
     # K = 2, Y = 4; H_0 predicts outcome 0 sharply; the truth's outcomes are all 0
     row0 = np.array([0.97, 0.01, 0.01, 0.01])
@@ -124,15 +127,15 @@ def test_pointwise_rules_decide_as_stated():
     lp = np.log(np.array([0.5, 0.5]))
     outs = np.zeros(4, np.int32)
     for rule in ("shannon", "bayes"):
-        acc, info = M.pointwise_run(rule, lp, ll, np.ones(4), 4.0, outs, max_steps=4)
+        acc, info = _pointwise(rule, lp, ll, np.ones(4), 4.0, outs, max_steps=4)
         # logit(0.5) + log(0.97 * 4) = 1.356 -> b = 0.795 < 0.9; two experiments accept
         assert int(acc) == 0 and int(np.sum(np.asarray(info.choice) >= 0)) == 2
         assert float(info.log_lr[0]) == pytest.approx(math.log(0.97 * 4), rel=1e-6)
-    acc, info = M.pointwise_run("evalue", lp, ll, np.ones(4), 4.0, outs, max_steps=4)
+    acc, info = _pointwise("evalue", lp, ll, np.ones(4), 4.0, outs, max_steps=4)
     # acceptance p-value 1/4 per experiment: e = 0.5 * 0.25^-0.5 = 1; never reaches 10
     assert int(acc) == -1 and int(np.sum(np.asarray(info.choice) >= 0)) == 4
     # outcomes 3: the focal H_0 is surprised (rejection), then H_1 becomes focal
-    acc, info = M.pointwise_run("shannon", lp, ll, np.ones(4), 4.0, outs + 3, max_steps=4)
+    acc, info = _pointwise("shannon", lp, ll, np.ones(4), 4.0, outs + 3, max_steps=4)
     assert float(info.surprisal[0]) == pytest.approx(-math.log(0.01), rel=1e-6)
     assert float(info.log_lr[0]) < 0 and int(info.focal[0]) == 0
     assert int(acc) == 1 and 1 in set(np.asarray(info.focal).tolist())
@@ -165,7 +168,7 @@ def test_tiny_pipeline_runs_and_resumes(tmp_path):
     r = P.run(RunContext(out_dir=tmp_path, config=TINY, quick=True))
     assert len(r.claims) == 5 and len(r.figures) == 2
     assert all(f.is_file() for f in r.figures)
-    assert "| gene_knockout | contrastive (EIG/cost) |" in r.markdown
+    assert "| physics_law | contrastive (EIG/cost) |" in r.markdown
     pd = r.metrics["per_domain"]
     for dom in TINY.domains:
         for m in ("contrastive", *M.POINTWISE):

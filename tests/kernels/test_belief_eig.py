@@ -167,15 +167,25 @@ def _bb_marginal(n, y=None):
     numpyro.sample("y", dist.BetaBinomial(2.0, 3.0, n), obs=y)
 
 
-def test_beta_binomial_closed_form_against_numpyro_and_monte_carlo():
+def test_beta_binomial_closed_form_against_numpyro_and_scipy():
+    from scipy.special import betaln, comb
+
     k, n = np.array([3, 5, 1]), np.array([10, 8, 4])
     exact = float(V.beta_binomial_log_evidence(k, n, 2.0, 3.0))
+    ref = np.log(comb(n, k)).sum() + betaln(2 + 9, 3 + 13) - betaln(2, 3)
+    assert exact == pytest.approx(ref, abs=1e-5)
     # one observation: the beta-binomial pmf itself
     one = float(V.beta_binomial_log_evidence(k[:1], n[:1], 2.0, 3.0))
     assert one == pytest.approx(float(dist.BetaBinomial(2.0, 3.0, 10).log_prob(3)), abs=1e-5)
     ev = V.log_evidence(jax.random.key(0), _bb_marginal, 10, y=jnp.asarray(3))
     assert bool(ev.exact) and float(ev.stderr) == 0.0
     assert float(ev.log_evidence) == pytest.approx(one, abs=1e-5)
+
+
+@pytest.mark.slow  # compile-heavy; the estimator also runs by default in test_contrastive
+def test_prior_monte_carlo_estimator_within_its_stderr():
+    k, n = np.array([3, 5, 1]), np.array([10, 8, 4])
+    exact = float(V.beta_binomial_log_evidence(k, n, 2.0, 3.0))
 
     def shared(y=None):
         p = numpyro.sample("p", dist.Beta(2.0, 3.0))
@@ -213,6 +223,7 @@ def test_closed_form_bad_inputs():
         V.log_evidence(jax.random.key(0), _bb_latent, 10, n_samples=0, y=jnp.asarray(3))
 
 
+@pytest.mark.slow  # compile-heavy; test_contrastive checks exact and estimated tables too
 def test_log_lik_table_rows_normalised_and_exact_where_no_latent():
     designs, outcomes = jnp.asarray([4, 10]), jnp.arange(11)
     tab = jax.jit(lambda k: V.log_lik_table(k, [_bb_latent, _bb_marginal], designs, outcomes,

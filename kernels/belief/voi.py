@@ -238,12 +238,18 @@ def _project_conditionals(p, q, p1, p0):
         return a1 * jnp.clip(p1 + lam * a1, 0, 1) + a0 * jnp.clip(p0 + lam * a0, 0, 1)
 
     gs = g(bs)
-    lam = bs[3]
-    for j in (2, 1, 0):  # the first segment holding p wins
-        width = gs[j + 1] - gs[j]
-        frac = jnp.clip((p - gs[j]) / jnp.where(width > 0, width, 1.0), 0, 1)
-        seg = bs[j] + frac * (bs[j + 1] - bs[j])
-        lam = jnp.where((p >= gs[j]) & (p <= gs[j + 1]), seg, lam)
+    # g is 0 at the first breakpoint and 1 at the last (exactly, not as rounded); the
+    # segment holding p is found by counting interior breakpoints below p, which stays
+    # consistent under rounding (g is monotone)
+    gs = jnp.stack([jnp.zeros_like(p), gs[1], gs[2], jnp.ones_like(p)])
+    j = (gs[1] < p).astype(jnp.int32) + (gs[2] < p).astype(jnp.int32)
+    lo_b = jnp.where(j == 0, bs[0], jnp.where(j == 1, bs[1], bs[2]))
+    hi_b = jnp.where(j == 0, bs[1], jnp.where(j == 1, bs[2], bs[3]))
+    lo_g = jnp.where(j == 0, gs[0], jnp.where(j == 1, gs[1], gs[2]))
+    hi_g = jnp.where(j == 0, gs[1], jnp.where(j == 1, gs[2], gs[3]))
+    width = hi_g - lo_g
+    frac = jnp.clip((p - lo_g) / jnp.where(width > 0, width, 1.0), 0, 1)
+    lam = lo_b + frac * (hi_b - lo_b)
     return jnp.clip(p1 + lam * a1, 0, 1), jnp.clip(p0 + lam * a0, 0, 1)
 
 

@@ -192,6 +192,19 @@ def test_cohere_is_the_nearest_coherent_point():
     assert (float(c.p1), float(c.p0), float(c.gap)) == pytest.approx((0.3, 0.1, 0.6))
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1), st.floats(0, 1),
+       st.sampled_from(["conditionals", "q"]))
+def test_cohere_properties(p, q, p1, p0, method):
+    c = jcohere(p, q, p1, p0, method=method)
+    assert 0 <= float(c.q) <= 1 and 0 <= float(c.p1) <= 1 and 0 <= float(c.p0) <= 1
+    assert float(c.q * c.p1 + (1 - c.q) * c.p0) == pytest.approx(p, abs=1e-12)
+    again = jcohere(p, c.q, c.p1, c.p0, method=method)  # a projection: idempotent
+    assert float(again.gap) < 1e-12
+    assert (float(again.p1), float(again.p0)) == pytest.approx((float(c.p1), float(c.p0)),
+                                                               abs=1e-12)
+
+
 def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="`q` must hold probabilities"):
         voi(1.2, 0.5, 0.5)

@@ -203,6 +203,9 @@ def test_cohere_properties(p, q, p1, p0, method):
     assert float(again.gap) < 1e-12
     assert (float(again.p1), float(again.p0)) == pytest.approx((float(c.p1), float(c.p0)),
                                                                abs=1e-12)
+    c32 = jcohere(*np.float32([p, q, p1, p0]), method=method)
+    assert c32.p1.dtype == jnp.float32
+    assert float(c32.q * c32.p1 + (1 - c32.q) * c32.p0) == pytest.approx(p, abs=1e-6)
 
 
 def test_bad_input_names_the_argument():

@@ -16,7 +16,8 @@ Per (target, proposer): the mean over the proposer's questions about that target
 per proposer the mean over targets (each target weighs the same).
 
 Downstream usefulness: a forecasting agent that starts from the market price at
-``asked_at`` and, for each answered question of a proposer, adds the question's update
+``asked_at`` (the mean over the proposer's questions about the target when they were
+asked at different times) and, for each answered question of a proposer, adds the question's update
 in logit space (a naive-Bayes pool, ``logit f = logit p + sum_k (logit p_{s_k} -
 logit p)``, with the projected conditionals), scored against the outcome by the Brier
 and log scores (forecasts clipped to ``[1e-4, 1 - 1e-4]``) relative to the starting

@@ -174,7 +174,8 @@ def eig_per_cost(log_post, log_lik, costs, remaining, used) -> Array:
 def greedy_step(state: GreedyState, log_lik, costs, budget, outcomes
                 ) -> tuple[GreedyState, GreedyInfo]:
     """One greedy step: choose, observe ``outcomes[choice]``, update (no-op when nothing
-    affordable is left). Arguments as :func:`greedy_eig`; no input checks (the caller,
+    affordable is left; an outcome with probability 0 under every explanation leaves the
+    belief as it was). Arguments as :func:`greedy_eig`; no input checks (the caller,
     :func:`greedy_eig`, checks once)."""
     score = eig_per_cost(state.log_post, log_lik, costs, budget - state.spent, state.used)
     x = jnp.argmax(score).astype(jnp.int32)
@@ -182,8 +183,9 @@ def greedy_step(state: GreedyState, log_lik, costs, budget, outcomes
     y = outcomes[x]
     row = log_lik[x, :, y]
     joint = state.log_post + row
-    new = joint - logsumexp(joint)
-    new = jnp.where(ok & jnp.all(jnp.isfinite(new) | (joint == -jnp.inf)), new, state.log_post)
+    log_z = logsumexp(joint)
+    possible = jnp.isfinite(log_z)  # an outcome no explanation allows leaves the belief
+    new = jnp.where(ok & possible, joint - jnp.where(possible, log_z, 0.0), state.log_post)
     c = jnp.where(ok, costs[x], 0.0).astype(state.spent.dtype)
     e = jnp.where(ok, _eig(state.log_post, log_lik[x]), 0.0)
     st = GreedyState(new, state.spent + c, state.used.at[x].set(state.used[x] | ok))

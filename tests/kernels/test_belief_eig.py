@@ -124,6 +124,14 @@ def test_greedy_matches_brute_force_steps_and_budget(problem):
     assert len(set(int(c) for c in info.choice if c >= 0)) == int(np.sum(info.choice >= 0))
 
 
+def test_greedy_impossible_outcome_keeps_belief():
+    lp = np.log(np.array([0.5, 0.5]))
+    ll = np.log(np.array([[[0.5, 0.5, 0.0], [0.2, 0.8, 0.0]]]))  # outcome 2 impossible
+    final, info = E.greedy_eig(lp, ll, np.ones(1), 1.0, np.array([2]), max_steps=1)
+    np.testing.assert_allclose(final.log_post, lp)
+    assert int(info.choice[0]) == 0 and bool(np.all(np.isfinite(final.log_post)))
+
+
 def test_greedy_bad_inputs(problem):
     lp, ll = problem
     costs, outs = np.ones(X), np.zeros(X, np.int32)

@@ -165,6 +165,8 @@ def plot_trajectories(results: list[dict], out: Path) -> Path:
     for ax in axes.ravel()[n:]:
         ax.axis("off")
     axes.ravel()[0].legend(fontsize=6)
+    fig.suptitle("Posterior of the true explanation (mean, 10-90% over seeds); pointwise "
+                 "agents: their experiments scored over the MECE set", fontsize=8)
     return save_figure(fig, Path(out) / "contrastive_trajectories.png")
 
 

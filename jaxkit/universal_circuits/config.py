@@ -107,7 +107,7 @@ class Config(PipelineConfig):
 
 QUICK = Config(image_size=8, mlp_widths=(64, 64), cnn_channels=(6, 12), cnn_hidden=32,
                model_steps=600, model_batch=128, model_lr=3e-3, n_record=4096, uc_latents=48,
-               uc_k=6, uc_steps=600, uc_batch=256, uc_lr=3e-3, log_every=100,
+               uc_k=6, uc_steps=400, uc_batch=256, uc_lr=3e-3, log_every=100,
                checkpoint_every=2, n_sizes=12, n_random=4, same_arch_pair=False,
                discovery_per_class=30)
 FULL = Config()

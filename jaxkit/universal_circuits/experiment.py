@@ -50,23 +50,36 @@ def classifier(arch: Arch) -> Classifier:
     return _CLF[arch]
 
 
+_STREAMS: dict = {}
+
+
 def stream(key, cfg: Config, digits: Digits, n: int, exclude: int | None = None):
-    """``n`` augmented training images (and the real pool itself), optionally without a
-    class."""
-    keep = np.ones(len(digits.y_train), bool) if exclude is None else digits.y_train != exclude
-    x, y = augmented_stream(key, digits.x_train[keep], digits.y_train[keep], n, cfg.image_size,
-                            **aug_kwargs(cfg))
-    return np.concatenate([x, digits.x_train[keep]]), np.concatenate([y, digits.y_train[keep]])
+    """``n`` augmented training images followed by the real pool itself; with
+    ``exclude``, the same stream without that class's images (so models trained on one
+    key see the same images, and the stream is made once per run)."""
+    tag = (cfg.digest(), n, tuple(np.asarray(jax.random.key_data(key)).ravel().tolist()))
+    if tag not in _STREAMS:
+        x, y = augmented_stream(key, digits.x_train, digits.y_train, n, cfg.image_size,
+                                **aug_kwargs(cfg))
+        _STREAMS.clear()
+        _STREAMS[tag] = (np.concatenate([x, digits.x_train]),
+                         np.concatenate([y, digits.y_train]))
+    x, y = _STREAMS[tag]
+    if exclude is None:
+        return x, y
+    keep = y != exclude
+    return x[keep], y[keep]
 
 
-def train_model(key, cfg: Config, name: str, digits: Digits, out: Path, *, resume: bool,
-                mesh) -> dict:
-    """Train model ``name``; returns its parameters (NumPy leaves), history and per-image
-    test correctness."""
+def train_model(key, stream_key, cfg: Config, name: str, digits: Digits, out: Path, *,
+                resume: bool, mesh) -> dict:
+    """Train model ``name`` (initialisation and batches from ``key``) on the augmented
+    stream of ``stream_key``; returns its parameters (NumPy leaves), history and
+    per-image test correctness."""
     arch = archs(cfg)[name]
     clf = classifier(arch)
     exclude = cfg.surgery_class if name == "cnn-minus" else None
-    x, y = stream(jax.random.fold_in(key, 1), cfg, digits, 8 * cfg.model_steps, exclude)
+    x, y = stream(stream_key, cfg, digits, 8 * cfg.model_steps, exclude)
     p, hist = train_classifier(jax.random.fold_in(key, 2), clf, x, y, steps=cfg.model_steps,
                                batch=cfg.model_batch, lr=cfg.model_lr, chunk=cfg.log_every,
                                checkpoint_dir=out / "checkpoints" / f"model-{name}",
@@ -117,10 +130,15 @@ def uc_eval(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
     clfs, ps = load(cfg, names, models)
     spec, params = uc["spec"], uc["params"]
     sites = model_sites(clfs, ps, digits.x_test)
-    _, out = cc.uc_loss(params, sites, spec, rest_fns=tuple(c.rest for c in clfs),
-                        model_params=tuple(ps), k=cfg.uc_k, fidelity_coef=1.0)
-    _, logits = cc.uc_replacement(params, sites, spec, tuple(c.rest for c in clfs), ps,
-                                  k=cfg.uc_k)
+    rest = tuple(c.rest for c in clfs)
+
+    @jax.jit
+    def ev(params, sites, ps):
+        _, out = cc.uc_loss(params, sites, spec, rest_fns=rest, model_params=ps, k=cfg.uc_k,
+                            fidelity_coef=1.0)
+        return out, cc.uc_replacement(params, sites, spec, rest, ps, k=cfg.uc_k)[1]
+
+    out, logits = ev(params, sites, tuple(ps))
     acc = [float(np.mean(np.argmax(np.asarray(lg), -1) == digits.y_test)) for lg in logits]
     return dict(fvu=np.asarray(out.fvu), kl=float(out.kl), l0=float(out.l0),
                 replacement_acc=acc, layers=spec.layers())

@@ -34,7 +34,8 @@ def run(ctx: RunContext) -> PipelineResult:
     out, common = ctx.out_dir, dict(resume=ctx.resume, mesh=ctx.mesh)
     names = ["mlp", "cnn", "cnn-minus"] + (["mlp2"] if cfg.same_arch_pair else [])
     models = {n: ctx.stage(f"uc-model-{n}", lambda n=n: E.train_model(
-        ctx.key(f"model-{n}"), cfg, n, digits, out, **common)) for n in ctx.track(names, "models")}
+        ctx.key(f"model-{n}"), ctx.key("model-stream"), cfg, n, digits, out, **common))
+        for n in ctx.track(names, "models")}
     pair_names = {"mlp-cnn": ["mlp", "cnn"]}
     if cfg.same_arch_pair:
         pair_names["mlp-mlp2"] = ["mlp", "mlp2"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -273,7 +273,3 @@ def latent_images(params, spec, clfs, mparams, x, latents: Sequence[int], k: int
     z = np.asarray(cc.uc_encode(params, model_sites(clfs, mparams, x), spec, k=k))
     z = z.reshape(len(x), -1)[:, list(latents)]
     return (z.T @ x) / np.maximum(z.sum(0), 1e-9)[:, None]
-
-
-def _unused(*_: Any) -> None:  # pragma: no cover
-    return None

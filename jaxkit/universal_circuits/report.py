@@ -164,6 +164,25 @@ def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict |
                               [[n, float(single["ratio"][m].mean()),
                                 float(single["shared"][m].mean())]
                                for m, n in enumerate(next(iter(pairs.values()))[0])]), ""]
+    tag, (names, pa) = next(iter(pairs.items()))
+    md += ["### Do the paper's claims reproduce?", "",
+           f"- Intersection / full-circuit accuracy ({tag}): mean "
+           + ", ".join(f"{n} {pa['ratio'][m].mean():.3f}" for m, n in enumerate(names))
+           + " (paper: 0.89-0.98); random subsets of the same size "
+           + ", ".join(f"{pa['random_ratio'][m].mean():.3f}" for m in range(2))
+           + ("; independently trained CLTs matched by decoder similarity "
+              + ", ".join(f"{single['ratio'][m].mean():.3f}" for m in range(2))
+              if single is not None else "") + ".",
+           f"- Shared latents per class: mean {pa['shared'].mean():.1f} of "
+           f"{pa['universal'].size} (paper: a few hundred of tens of thousands); universal "
+           f"latents kept by one model's circuit only: mean "
+           f"{pa['one_only'].sum(0).mean():.1f} per class.",
+           "- A circuit's accuracy is its recall on the class's images with only its latents "
+           "active (the transcoder alone, no error terms); a tiny circuit that pushes every "
+           "image towards its class scores high on it, so the random-subset baseline and "
+           "the single-CLT baseline are the comparisons to read.",
+           "- The verdicts are in the claims table; with one transcoder per pair the 10 "
+           "classes are the replicates, so the intervals do not cover transcoder seeds.", ""]
     b, a, p = surg["before"], surg["after"], surg["probe"]
     md += [f"### Surgery: class {surg['cls']} into the CNN trained without it", "",
            markdown_table(["receiver", f"recall of {surg['cls']}", "other classes"],

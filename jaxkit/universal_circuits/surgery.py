@@ -21,7 +21,7 @@ import numpy as np
 
 from jaxkit.kernels import crosscoder as cc
 
-from .models import Classifier, accuracy
+from .models import Classifier, _logits_jit
 from .transcoder import model_sites
 
 __all__ = ["transfer", "probe", "evaluate"]
@@ -49,8 +49,6 @@ def evaluate(pred: np.ndarray, y: np.ndarray, cls: int, n_classes: int) -> dict:
 
 
 def predictions(clf: Classifier, params, x) -> np.ndarray:
-    from .models import _logits_jit
-
     return np.asarray(np.argmax(np.asarray(_logits_jit(clf)(params, x)), -1))
 
 
@@ -64,7 +62,3 @@ def probe(clf: Classifier, params, x_train, y_train, x_test) -> np.ndarray:
     scale = max(float(np.abs(h_tr).max()), 1e-9)
     lr = LogisticRegression(max_iter=2000, C=1.0).fit(h_tr / scale, y_train)
     return lr.predict(h_te / scale)
-
-
-def _unused(*_: Any) -> None:  # pragma: no cover
-    return accuracy

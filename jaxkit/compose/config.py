@@ -92,8 +92,8 @@ class Config(PipelineConfig):
                 f"fit; got {n_points}")
 
 
-QUICK = Config(depth=3, width=32, heads=2, d_state=8, context=32, steps=60, batch=8,
+QUICK = Config(depth=3, width=32, heads=2, d_state=8, context=32, steps=40, batch=8,
                lr=6e-3, warmup=10, chunk=20, budget=10, search_seeds=20, search_batch=2,
-               population=4, tournament=2, top_k=1, depth_factor=2, width2=32, steps2=80,
-               seeds2=3, scaling_depths=(2,), scaling_budgets=(20, 40, 80), n_val=64)
+               population=4, tournament=2, top_k=1, depth_factor=2, width2=32, steps2=60,
+               seeds2=3, scaling_depths=(2,), scaling_budgets=(20, 40, 60), n_val=64)
 FULL = Config()

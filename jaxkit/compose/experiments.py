@@ -189,8 +189,9 @@ def scaling(s2: dict, cfg) -> dict:
     out = {}
     for fam in ("best1", "llama"):
         N, D, L = _grid(s2, fam, cfg, None)
-        fit = S.fit_chinchilla(N, D, L)
-        per_seed = [S.fit_chinchilla(*_grid(s2, fam, cfg, k)) for k in range(cfg.seeds2)]
+        fit = S.fit_chinchilla(N, D, L, n_starts=3)
+        per_seed = [S.fit_chinchilla(*_grid(s2, fam, cfg, k), n_starts=3)
+                    for k in range(cfg.seeds2)]
         out[fam] = dict(N=N.tolist(), D=D.tolist(), L=L.tolist(), fit=fit._asdict(),
                         gamma=fit.gamma, gamma_seeds=[f.gamma for f in per_seed],
                         fits_seeds=[f._asdict() for f in per_seed])
@@ -208,6 +209,6 @@ def synthetic_check(rng: np.random.Generator) -> dict:
     log-normal noise): the recovered parameters."""
     n, d, L = S.synthetic_losses(rng, np.geomspace(1e7, 1e10, 4), np.geomspace(1e9, 1e12, 4),
                                  noise=0.005)
-    f = S.fit_chinchilla(n, d, L)
+    f = S.fit_chinchilla(n, d, L, n_starts=3)
     return dict(true=dict(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28),
                 fit=f._asdict())

@@ -41,7 +41,7 @@ from jaxkit.kernels import train as ktrain
 
 from .arch import Arch
 from .data import sample_windows, validation_windows
-from .model import BITS, SuperLM, identity_kinds, lm_loss
+from .model import BITS, SuperLM, _Embed, _SuperLayer, identity_kinds, lm_loss
 
 __all__ = ["TrainSettings", "CandidateResult", "CandidateDiverged", "train_candidates",
            "peak_flops", "to_supernet_params"]
@@ -122,6 +122,10 @@ def _optimizer(s: TrainSettings):
                        optax.adamw(sched, b1=0.9, b2=0.95, weight_decay=s.weight_decay))
 
 
+def _stack(trees):
+    return jax.tree.map(lambda *a: jnp.stack(a), *trees)
+
+
 def _merge(graphdef, abstract_state, pure):
     """A module of ``graphdef`` holding the pure-dict ``pure`` values."""
     state = nnx.state(nnx.merge(graphdef, abstract_state))
@@ -140,7 +144,8 @@ def to_supernet_params(params, depth: int) -> dict:
 
 @functools.lru_cache(maxsize=16)
 def _programs(arch: Arch, s: TrainSettings, dtype_name: str):
-    """(init, chunk, evaluate) for the supernet of ``arch`` (jitted). The layers are
+    """(init, chunk, evaluate) for the supernet of ``arch`` (chunk and evaluate
+    jitted). The layers are
     one ``lax.scan`` over layer-stacked parameters (one layer body to compile)."""
     dtype = jnp.bfloat16 if dtype_name == "bfloat16" else jnp.float32
     sup = nnx.eval_shape(lambda: SuperLM(arch, rngs=nnx.Rngs(0), dtype=dtype))
@@ -148,15 +153,22 @@ def _programs(arch: Arch, s: TrainSettings, dtype_name: str):
     layer_gd, layer_abs = nnx.split(sup.layers[0])
     opt = _optimizer(s)
 
-    def init_one(key):
-        m = SuperLM(arch, rngs=nnx.Rngs(params=key), dtype=dtype)
-        layers = [nnx.to_pure_dict(nnx.state(la)) for la in m.layers]
-        return {"embed": nnx.to_pure_dict(nnx.state(m.embed)),
-                "layers": jax.tree.map(lambda *a: jnp.stack(a), *layers)}
+    def init_layer(key):
+        la = _SuperLayer(arch, nnx.Rngs(params=key), arch.depth, "sequential")
+        return nnx.to_pure_dict(nnx.state(la))
 
     def init(keys, kinds):
-        params = jax.vmap(init_one)(keys)
-        return jax.vmap(lambda p, k: ktrain.init(p, opt, k))(params, kinds)
+        # Eager, one layer at a time: XLA:CPU took longer to compile the jitted
+        # initialisation of all candidates (~7 s) than it takes to train them a while;
+        # eager ops are compiled once per shape and reused by every layer and stage.
+        params = []
+        for key in keys:
+            k_embed, k_layers = jax.random.split(key)
+            emb = nnx.to_pure_dict(nnx.state(_Embed(arch, nnx.Rngs(params=k_embed))))
+            layers = [init_layer(k) for k in jax.random.split(k_layers, arch.depth)]
+            params.append({"embed": emb, "layers": _stack(layers)})
+        return jax.vmap(lambda p, k: ktrain.init(p, opt, k))(_stack(params),
+                                                            jnp.array(kinds, copy=True))
 
     def forward(params, tokens, kinds):
         emb = _merge(embed_gd, embed_abs, params["embed"])
@@ -186,7 +198,7 @@ def _programs(arch: Arch, s: TrainSettings, dtype_name: str):
             return lm_loss(forward(p, val[:, :-1], k), val[:, 1:]) * BITS
         return jax.vmap(one)(params, kinds)
 
-    return jax.jit(init), jax.jit(chunk, donate_argnums=1), jax.jit(evaluate)
+    return init, jax.jit(chunk, donate_argnums=1), jax.jit(evaluate)
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))

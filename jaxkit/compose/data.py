@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Corpus", "load_corpus", "sample_windows", "validation_windows"]
+__all__ = ["Corpus", "load_corpus", "load_text", "sample_windows", "validation_windows"]
 
 
 class Corpus(NamedTuple):
@@ -63,6 +63,35 @@ def load_corpus(val_fraction: float = 0.1, max_bytes: int | None = None) -> Corp
     if max_bytes is not None:
         tr, va = tr[:max_bytes], va[:max_bytes]
     return Corpus(tr, va, tuple(names))
+
+
+def load_text(path, val_fraction: float = 0.1, *, min_bytes: int = 1024) -> Corpus:
+    """A user's text file as a byte corpus: its first ``1 - val_fraction`` of bytes
+    train, the rest validate. A missing, unreadable or too short file is a ValueError
+    naming it.
+
+    Args:
+      path: the file (read as bytes; any encoding).
+      val_fraction: the held-out share, in (0, 1).
+      min_bytes: the smallest accepted file.
+
+    Returns:
+      A :class:`Corpus` with one "play", the file name.
+    """
+    from pathlib import Path
+
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"`val_fraction` must be in (0, 1); got {val_fraction}")
+    p = Path(path)
+    try:
+        b = np.frombuffer(p.read_bytes(), np.uint8)
+    except OSError as e:
+        raise ValueError(f"`path` {p}: cannot read it ({e.strerror or e})") from e
+    if len(b) < min_bytes:
+        raise ValueError(f"`path` {p}: {len(b)} bytes; a language model needs at least "
+                         f"{min_bytes}")
+    cut = int(round(len(b) * (1 - val_fraction)))
+    return Corpus(b[:cut].copy(), b[cut:].copy(), (p.name,))
 
 
 def sample_windows(key, data: jax.Array, batch: int, context: int) -> jax.Array:

@@ -190,3 +190,35 @@ def test_claims_say_yes_and_no():
     # a grid spanning less than a decade cannot test the scaling claim
     sc["span"] = (4.0, 4.0)
     assert R.claims(QUICK, s1, s2, sc)[-1].verdict == "not tested at this size"
+
+
+def test_user_text_errors_and_split(tmp_path):
+    from jaxkit.compose.data import load_text
+    p = tmp_path / "t.txt"
+    p.write_bytes(b"x" * 100)
+    with pytest.raises(ValueError, match="at least"):
+        load_text(p)
+    with pytest.raises(ValueError, match="cannot read"):
+        load_text(tmp_path / "missing.txt")
+    p.write_bytes(bytes(range(256)) * 10)
+    c = load_text(p, 0.25)
+    assert len(c.train) == 1920 and len(c.val) == 640 and c.train[1] == 1
+
+
+@pytest.mark.slow
+def test_cli_train_lm(tmp_path):
+    from typer.testing import CliRunner
+
+    from jaxkit.compose.cli import app
+    p = tmp_path / "t.txt"
+    p.write_bytes(b"to be or not to be, that is the question. " * 100)
+    r = CliRunner().invoke(app, ["train-lm", "--text", str(p), "--out", str(tmp_path / "o"),
+                                 "--layers", "AS", "--width", "8", "--heads", "2",
+                                 "--d-state", "2", "--context", "8", "--steps", "4",
+                                 "--batch", "2", "--chunk", "2"])
+    assert r.exit_code == 0, r.output
+    model, meta = load_lm(tmp_path / "o" / "lm")
+    assert model.arch.layers == "AS" and meta["val_bpb"] < 8.5
+    bad = CliRunner().invoke(app, ["train-lm", "--text", str(p), "--out", str(tmp_path),
+                                   "--layers", "AX"])
+    assert bad.exit_code != 0 and "unknown letter" in bad.output

@@ -208,12 +208,12 @@ def test_user_models_rank_and_discover():
 
     designs, costs, outs = np.array([0.5, 0.1, 0.9]), np.array([1.0, 1.0, 2.0]), np.arange(11)
     ranked = U.rank_experiments(jax.random.key(0), [_flat, _rising], designs, costs,
-                                outcomes=outs, n_samples=64)
+                                outcomes=outs, n_samples=16)
     assert ranked["eig"][0] == pytest.approx(0.0, abs=1e-6)  # x = 0.5: both predict 0.5
     assert ranked["order"][0] == 1 and ranked["order"][-1] == 0  # cheap and informative
     res = U.discover(jax.random.key(0), [_flat, _rising], designs, costs, 4.0,
                      observe=lambda i: 9 if designs[i] > 0.5 else 1, outcomes=outs,
-                     n_samples=64)
+                     n_samples=16)
     assert res.resolved and res.winner == 1 and res.spent <= 4.0
     assert res.choices[0] == 1 and res.trajectory.shape == (len(res.choices), 2)
     with pytest.raises(ValueError, match="`budget` is below every cost"):
@@ -221,7 +221,7 @@ def test_user_models_rank_and_discover():
                    observe=lambda i: 0, outcomes=outs)
     with pytest.raises(ValueError, match="must return an outcome index"):
         U.discover(jax.random.key(0), [_flat, _rising], designs, costs, 4.0,
-                   observe=lambda i: 11, outcomes=outs, n_samples=64)
+                   observe=lambda i: 11, outcomes=outs, n_samples=16)
     with pytest.raises(ValueError, match="`models` must be a non-empty list"):
         U.rank_experiments(jax.random.key(0), [], designs, costs, outcomes=outs)
     with pytest.raises(ValueError, match=r"`log_prior` must have shape \(2,\)"):

@@ -73,7 +73,9 @@ def claims(cfg: Config, results: list[dict]) -> list[Claim]:
                    f"baseline under the same budget", v, fmt="{:.3f}",
             note=f"difference in the fraction of questions resolved correctly (max "
                  f"posterior >= {cfg.tau}), {len(results)} domain(s), {cfg.questions} "
-                 f"questions per domain and seed, budget {cfg.budget:g}"))
+                 f"questions per domain and seed, budget {cfg.budget:g}; resolved to a "
+                 f"wrong explanation: {overall(results, m, 'wrong').mean():.2f} "
+                 f"(contrastive {overall(results, 'contrastive', 'wrong').mean():.2f})"))
     rej = _shares(results, "high_rejections", "high")
     out.append(_share_claim(
         rej, cfg.rejection_margin, "High-surprisal pointwise candidates are overwhelmingly "

@@ -26,7 +26,11 @@ from . import search as S_
 from .config import Config
 from .llm import Candidate
 
-__all__ = ["initial_population", "search_problem", "summarise"]
+__all__ = ["initial_population", "search_problem", "search_pools", "summarise",
+           "pool_table", "POOL_ROUTERS"]
+
+# routers of the over-pools experiment (the singles come first, one per proposer slot)
+POOL_ROUTERS = ("uniform", "ucb1", "ballad", "ballad -credit", "ballad-cost", "ballad-budget")
 
 
 def initial_population(problem, n: int, rng: np.random.Generator) -> list[Candidate]:
@@ -54,8 +58,6 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
         objective and the cumulative cost after each call, the proposer of each call,
         the failures and the test objective of the run's best heuristic.
     """
-    import jax
-    import jax.numpy as jnp
 
     prob = problems.get(name, quick=name not in cfg.train_full)
     test_prob = problems.get(name, quick=not cfg.full_test)
@@ -63,7 +65,8 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
     test = test_prob.generate(keys["test"], cfg.test_instances)
     pool = pool_mod.default_pool()
     init = initial_population(prob, cfg.n_init, rng)
-    routers = S_.standard_routers(len(pool), len(init) + cfg.calls, [m.name for m in pool])
+    routers = S_.standard_routers(len(pool), len(init) + cfg.calls, [m.name for m in pool],
+                                  cost_weight=cfg.cost_weight, budget=cfg.budget)
     seeds = list(range(cfg.seeds))
     evaluate = S_.theta_evaluator(prob.score, train, len(routers) * len(seeds), prob.baseline,
                                   mesh=mesh)
@@ -76,9 +79,9 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
             pass
 
     best_theta = np.stack([log.genealogy.best().candidate.theta for log in logs])
-    test_score = jax.jit(jax.vmap(lambda th: jnp.mean(test_prob.score(th, test))))
-    test_scores = np.asarray(test_score(jnp.asarray(best_theta)))
-    base_test = float(np.asarray(test_score(jnp.asarray(prob.baseline)[None]))[0])
+    scored = np.asarray(_test_scores(
+        test_prob.score, np.vstack([best_theta, np.asarray(prob.baseline)[None]]), test))
+    test_scores, base_test = scored[:-1], float(scored[-1])
     sign = -1.0 if prob.lower_is_better_objective else 1.0
     return dict(
         problem=name, objective=prob.objective, lower_is_better=prob.lower_is_better_objective,
@@ -91,6 +94,15 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
         test=sign * test_scores, baseline_test=sign * base_test,
         init_best=sign * max(logs[0].genealogy.nodes[i].score for i in range(len(init))),
         best_theta=best_theta)
+
+
+def _test_scores(score, thetas, instances):
+    """Mean test score of each row of ``thetas`` (instances passed as an argument)."""
+    import jax
+    import jax.numpy as jnp
+
+    f = jax.jit(jax.vmap(lambda th, inst: jnp.mean(score(th, inst)), in_axes=(0, None)))
+    return f(jnp.asarray(thetas), instances)
 
 
 def summarise(res: dict) -> list[dict]:
@@ -127,3 +139,113 @@ def summarise(res: dict) -> list[dict]:
             share=share.tolist(), failures=float(fails[r].mean()),
             test_values=test[r].tolist(), cost_values=cost[r, :, -1].tolist()))
     return rows
+
+
+def search_pools(cfg: Config, name: str, keys: dict[str, Any], rng_pools: np.random.Generator,
+                 rng_init: np.random.Generator, *, track=None, mesh=None) -> dict:
+    """Every router of :data:`POOL_ROUTERS` (and every proposer alone) on ``cfg.pools``
+    random pools (:func:`jaxkit.ballad.pools.draw_pools`) x ``cfg.pool_seeds`` seeds of
+    problem ``name`` with ``cfg.pool_calls`` calls each, all runs in one lockstep loop
+    (seed ``j`` of pool ``p`` is run ``p * pool_seeds + j`` of each router). The search
+    runs on training instances of the quick size (there are many runs); the test
+    instances are full-size with ``cfg.full_test``.
+
+    Returns:
+        Picklable arrays: per pool the scenario, the prices, and per (router, pool,
+        seed) the test objective of the run's best heuristic, its final cost and the
+        best-so-far objective and cumulative cost after each call.
+    """
+
+    from .pools import draw_pools
+
+    prob = problems.get(name, quick=True)
+    test_prob = problems.get(name, quick=not cfg.full_test)
+    train = prob.generate(keys["train"], cfg.train_instances)
+    test = test_prob.generate(keys["test"], cfg.test_instances)
+    drawn = draw_pools(rng_pools, cfg.pools)
+    k = len(drawn[0][1])
+    init = initial_population(prob, cfg.n_init, rng_init)
+    every = S_.standard_routers(k, len(init) + cfg.pool_calls, [f"m{j}" for j in range(k)],
+                                ablations=("credit",), cost_weight=cfg.cost_weight,
+                                budget=cfg.budget)
+    routers = [r for r in every if r.kind == "fixed" or r.name in POOL_ROUTERS]
+    run_pools = [p for _, p in drawn for _ in range(cfg.pool_seeds)]
+    seeds = list(range(len(run_pools)))
+    evaluate = S_.theta_evaluator(prob.score, train, len(routers) * len(seeds), prob.baseline,
+                                  mesh=mesh)
+    n_calls = cfg.pool_calls
+    bar = iter(track(range(n_calls), f"pools {name}", total=n_calls)) if track else None
+    logs = S_.search(evaluate, run_pools[0], routers, seeds, init=init, n_calls=n_calls,
+                     key=keys["search"], run_pools=run_pools,
+                     progress=(lambda t: next(bar, None)) if bar else None)
+    if bar is not None:
+        for _ in bar:
+            pass
+    best_theta = np.stack([log.genealogy.best().candidate.theta for log in logs])
+    test_scores = np.asarray(_test_scores(test_prob.score, best_theta, test))
+    sign = -1.0 if prob.lower_is_better_objective else 1.0
+    shape = (len(routers), cfg.pools, cfg.pool_seeds)
+    return dict(
+        problem=name, objective=prob.objective, lower_is_better=prob.lower_is_better_objective,
+        routers=[r.name for r in routers], scenarios=[s for s, _ in drawn],
+        prices=np.array([[m.cost for m in p] for _, p in drawn]),
+        test=(sign * test_scores).reshape(shape),
+        cost=np.stack([log.cost[-1] for log in logs]).reshape(shape),
+        best=(sign * np.stack([log.best for log in logs])).reshape(shape + (-1,)),
+        cost_curve=np.stack([log.cost for log in logs]).reshape(shape + (-1,)),
+        pools=[[vars(m) for m in p] for _, p in drawn])
+
+
+def _oriented(res: dict, x):
+    return -np.asarray(x) if res["lower_is_better"] else np.asarray(x)
+
+
+def pool_table(res: dict, margin: float) -> dict:
+    """Per-pool statistics of the over-pools experiment.
+
+    For each pool ``p`` the best single proposer in hindsight is the one with the best
+    mean test objective over seeds (``ref``), the most expensive proposer ``top``. For
+    each router: its per-pool relative improvement over ``ref`` (mean over seeds of
+    ``(router - ref) / |ref|`` with the sign of the objective, positive = better), the
+    per-pool verdict of the seed-level tests (superiority, TOST within ``margin`` of
+    ``|ref|``: "beats" / "matches" / "short" / "not shown"), the relative cost saving
+    ``1 - cost / cost(top alone)``, and the cost at which the router's mean best-so-far
+    curve first reaches ``q`` of the way from the initial best to ``ref``'s final value
+    (q = 0.5, 0.9, 1.0), relative to the cost of ``top`` alone (inf: never).
+    """
+    from .report import match_verdict
+
+    names = res["routers"]
+    n_models = res["prices"].shape[1]
+    test = _oriented(res, res["test"])  # larger is better from here on
+    best = _oriented(res, res["best"])
+    n_pools = test.shape[1]
+    single = test[:n_models].mean(2)  # (K, P)
+    ref = single.argmax(0)
+    top = res["prices"].argmax(1)
+    out = {"ref": ref.tolist(), "top": top.tolist(), "routers": {}}
+    levels = (0.5, 0.9, 1.0)
+    for r, name in enumerate(names):
+        rel, verdicts, saving, reach = [], [], [], []
+        for p in range(n_pools):
+            scale = max(abs(single[ref[p], p]), 1e-12)
+            gain = test[r, p] - test[ref[p], p]
+            rel.append(float(np.mean(gain) / scale))
+            verdict, status, _, _ = match_verdict(gain, margin * scale)
+            verdicts.append("beats" if status == "beats" else "matches"
+                            if status.startswith("matches") else "short"
+                            if verdict == "no" else "not shown")
+            top_cost = res["cost"][top[p], p].mean()
+            saving.append(float(1 - res["cost"][r, p].mean() / top_cost))
+            curve = best[r, p].mean(0)
+            start, goal = best[ref[p], p, :, 0].mean(), best[ref[p], p, :, -1].mean()
+            cc = res["cost_curve"][r, p].mean(0)
+            row = []
+            for q in levels:
+                hit = np.nonzero(curve >= start + q * (goal - start) - 1e-12)[0]
+                row.append(float(cc[hit[0]] / res["cost_curve"][top[p], p, :, -1].mean())
+                           if hit.size else math.inf)
+            reach.append(row)
+        out["routers"][name] = dict(rel=rel, verdicts=verdicts, saving=saving,
+                                    reach=reach, levels=levels)
+    return out

@@ -1,4 +1,6 @@
-"""Settings of ``jaxkit run ballad`` (QUICK: three small problems, three seeds)."""
+"""Settings of ``jaxkit run ballad`` (QUICK: the hand-made pool on TSP and 5 random pools
+on TSP, small; FULL: the hand-made pool on all five problems and 50 random pools on each
+of three)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,24 @@ class Config(PipelineConfig):
             perturbations of it).
         match_margin: equivalence margin of "Ballad matches the best single model",
             relative to the best single model's mean test objective (0.02: within 2%).
+        pool_problems: problems of the over-pools experiment (random pools from
+            :mod:`jaxkit.ballad.pools`); empty to skip it.
+        pools: random pools per problem (scenarios in turn).
+        pool_seeds: seeds per pool and router.
+        pool_calls: proposer calls per run over pools (searched at the quick size).
+        cost_weight: price exponent of the "ballad-cost" router
+            (:func:`jaxkit.kernels.bandit.ballad_cost`).
+        budget: budget of the "ballad-budget" router, as a fraction of the cost of
+            always calling the most expensive proposer.
+        pool: "offline" (simulated proposers) or "http" (real models through
+            :mod:`jaxkit.ballad.http_run`; the offline stages are then skipped).
+        http_models: the HTTP pool, ``"model:price_in:price_out,..."`` (empty: env
+            ``JAXKIT_LLM_POOL``).
+        http_base_url: the endpoint (empty: env ``JAXKIT_LLM_BASE_URL``).
+        http_cache: response cache folder (empty: ``<out>/llm-cache``).
+        http_offline: replay from the cache only (a miss is a failed call).
+        http_calls, http_seeds, http_items, http_timeout: calls per run, seeds per
+            router, items per Weibull instance, seconds per request.
     """
 
     problems: tuple[_Problem, ...] = PROBLEMS
@@ -40,14 +60,36 @@ class Config(PipelineConfig):
     train_full: tuple[_Problem, ...] = ("binpacking_or", "tsp", "knapsack", "cvrp")
     n_init: int = 6
     match_margin: float = 0.02
+    pool_problems: tuple[_Problem, ...] = ("binpacking_or", "tsp", "knapsack")
+    pools: int = 50
+    pool_seeds: int = 4
+    pool_calls: int = 80
+    cost_weight: float = 0.5
+    budget: float = 0.3
+    pool: Literal["offline", "http"] = "offline"
+    http_models: str = ""
+    http_base_url: str = ""
+    http_cache: str = ""
+    http_offline: bool = False
+    http_calls: int = 20
+    http_seeds: int = 2
+    http_items: int = 200
+    http_timeout: float = 60.0
 
     def validate(self) -> None:
         require_distinct("problems", self.problems, "problem")
-        require_at_least(self, ("seeds", "calls", "train_instances", "test_instances", "n_init"))
-        require_positive(self, ("match_margin",))
+        if self.pool_problems:
+            require_distinct("pool_problems", self.pool_problems, "problem")
+        require_at_least(self, ("seeds", "calls", "train_instances", "test_instances", "n_init",
+                                "pools", "pool_seeds", "pool_calls", "http_calls", "http_seeds"))
+        require_at_least(self, ("http_items",), 2)
+        require_positive(self, ("http_timeout",))
+        require_positive(self, ("match_margin", "budget"))
+        if not self.cost_weight >= 0:
+            raise ValueError(f"`cost_weight` must be >= 0; got {self.cost_weight}")
 
 
-QUICK = Config(problems=("binpacking_weibull", "tsp", "cvrp"), seeds=3, calls=40,
-               test_instances=4, full_test=False, train_full=())
+QUICK = Config(problems=("tsp",), seeds=3, calls=30, test_instances=4, full_test=False,
+               train_full=(), pool_problems=("tsp",), pools=5, pool_seeds=2, pool_calls=30)
 # searched at full size; Weibull (5000 items) on 1000-item cells
 FULL = Config()

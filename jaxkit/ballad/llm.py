@@ -11,6 +11,7 @@ prices the call from the ``usage`` field. Every transport or parsing failure rai
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import math
 import os
@@ -19,9 +20,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from jaxkit.io import atomic_write
 
 __all__ = [
     "Candidate",
@@ -124,6 +128,13 @@ class OpenAIChat:
     ``base_url`` / ``api_key`` default to ``JAXKIT_LLM_BASE_URL`` / ``JAXKIT_LLM_API_KEY``,
     then ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Prices are dollars per million tokens.
     ``n_candidates > 1`` requests that many choices (field ``n``) in one call.
+
+    ``cache``: a folder where every successful response is stored (JSON, written
+    atomically) under a hash of the model and the request body plus how many times this
+    client has sent that same body before, so a run replays call for call. A cached
+    response is used instead of the network; with ``offline=True`` a request that is not
+    in the cache is a failed call (:class:`LLMError`) and nothing is sent, so a recorded
+    run can be replayed with no server. ``hits`` / ``misses`` count cache use.
     """
 
     def __init__(
@@ -137,8 +148,14 @@ class OpenAIChat:
         price_out: float = 0.0,
         temperature: float = 1.0,
         n_candidates: int = 1,
+        cache: str | os.PathLike | None = None,
+        offline: bool = False,
     ):
         base_url = base_url or _env("JAXKIT_LLM_BASE_URL", "OPENAI_BASE_URL")
+        if offline and cache is None:
+            raise ValueError(f"LLM {model!r}: offline=True needs a `cache` folder to replay")
+        if offline and not base_url:
+            base_url = "offline://replay"
         if not base_url:
             raise ValueError(
                 f"no base URL for LLM {model!r}: pass base_url= or set JAXKIT_LLM_BASE_URL "
@@ -155,6 +172,10 @@ class OpenAIChat:
         self.price_out = float(price_out)
         self.temperature = float(temperature)
         self.n_candidates = int(n_candidates)
+        self.cache = None if cache is None else Path(cache)
+        self.offline = bool(offline)
+        self.hits = self.misses = 0
+        self._seen: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"OpenAIChat({self.model!r}, base_url={self.base_url!r})"
@@ -190,6 +211,28 @@ class OpenAIChat:
         ]
 
     def _post(self, body: dict) -> dict:
+        if self.cache is None:
+            return self._send(body)
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        k = self._seen.get(digest, 0)
+        self._seen[digest] = k + 1
+        path = self.cache / f"{digest[:32]}-{k}.json"
+        if path.exists():
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError) as exc:
+                raise LLMError(self.model, str(path), f"unreadable cached response: {exc}"
+                               ) from exc
+            self.hits += 1
+            return data
+        self.misses += 1
+        if self.offline:
+            raise LLMError(self.model, str(path), "offline replay: response not in the cache")
+        data = self._send(body)
+        atomic_write(path, json.dumps(data, sort_keys=True))
+        return data
+
+    def _send(self, body: dict) -> dict:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"

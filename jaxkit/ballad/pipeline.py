@@ -4,12 +4,16 @@ discovery.
 For each problem (:mod:`jaxkit.ballad.problems`) one stage runs every router x seed
 (:func:`jaxkit.ballad.compare.search_problem`): every single model alone, uniform
 random routing, UCB1, Ballad (:func:`jaxkit.kernels.bandit.ballad`: extreme-value +
-discounted index with DAG credit) and Ballad without each of its three parts, over an
-offline pool of simulated LLMs. Reported (:mod:`jaxkit.ballad.report`): best objective
-versus calls and versus cost, the final test objective with 95% t intervals over seeds,
-the share of calls per model, the cost saving against always calling the most
-expensive model, and the claims (paired tests over seeds, an equivalence margin for
-"matches").
+discounted index with DAG credit), Ballad without each of its three parts and the two
+cost-aware Ballads (:func:`jaxkit.kernels.bandit.ballad_cost`), over the hand-made
+offline pool of simulated LLMs (the named case). Then, for each of ``pool_problems``,
+one stage runs the routers on ``pools`` random pools drawn from stated priors
+(:mod:`jaxkit.ballad.pools`; :func:`jaxkit.ballad.compare.search_pools`), and the
+claims are tested over pools (:mod:`jaxkit.ballad.report_pools`). Reported
+(:mod:`jaxkit.ballad.report`): best objective versus calls and versus cost, the final
+test objective with 95% t intervals over seeds, the share of calls per model, the cost
+saving against always calling the most expensive model, and the claims (paired tests
+over seeds, an equivalence margin for "matches").
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from __future__ import annotations
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
-from . import report
-from .compare import search_problem
+from . import report, report_pools
+from .compare import search_pools, search_problem
 from .config import FULL, QUICK, Config
+from .http_run import search_http
 
 TITLE = "Ballad: bandit routing of an LLM pool"
 
@@ -28,6 +33,8 @@ TITLE = "Ballad: bandit routing of an LLM pool"
 def run(ctx: RunContext) -> PipelineResult:
     """Ballad and its baselines on every problem; see the module docstring."""
     cfg: Config = ctx.config
+    if cfg.pool == "http":
+        return _run_http(ctx, cfg)
     results = []
     for name in cfg.problems:
         keys = {k: ctx.key(f"{k}-{name}") for k in ("train", "test", "search")}
@@ -35,6 +42,14 @@ def run(ctx: RunContext) -> PipelineResult:
             f"ballad-{name}",
             lambda name=name, keys=keys: search_problem(
                 cfg, name, keys, ctx.rng(f"init-{name}"), track=ctx.track, mesh=ctx.mesh)))
+    pooled = []
+    for name in cfg.pool_problems:
+        keys = {k: ctx.key(f"pools-{k}-{name}") for k in ("train", "test", "search")}
+        pooled.append(ctx.stage(
+            f"pools-{name}",
+            lambda name=name, keys=keys: search_pools(
+                cfg, name, keys, ctx.rng(f"pools-{name}"), ctx.rng(f"pools-init-{name}"),
+                track=ctx.track, mesh=ctx.mesh)))
     figures = [report.plot(results, ctx.out_dir)]
 
     train_sizes = ("full-size for " + ", ".join(cfg.train_full) + ", small for the rest"
@@ -53,7 +68,31 @@ def run(ctx: RunContext) -> PipelineResult:
         lines, rows = report.section(res, cfg.match_margin)
         md += lines
         metrics[res["problem"]] = rows
+    if pooled:
+        md += ["## The claim over random pools", ""]
+    for res in pooled:
+        lines, rows = report_pools.pool_section(res, cfg.match_margin)
+        md += lines
+        metrics[f"pools-{res['problem']}"] = rows
     if ctx.reloaded:
         md.append(f"\nStages reloaded from an earlier run: {', '.join(ctx.reloaded)}.")
     return PipelineResult(name="ballad", title=TITLE, markdown="\n".join(md), figures=figures,
-                          metrics=metrics, claims=report.claims(results, cfg.match_margin))
+                          metrics=metrics,
+                          claims=report.claims(results, cfg.match_margin)
+                          + report_pools.pool_claims(pooled, cfg.match_margin))
+
+
+def _run_http(ctx: RunContext, cfg: Config) -> PipelineResult:
+    """The same comparison over real models (:mod:`jaxkit.ballad.http_run`)."""
+    keys = {k: ctx.key(f"http-{k}") for k in ("train", "test", "search")}
+    res = ctx.stage("ballad-http", lambda: search_http(cfg, keys, ctx.out_dir, track=ctx.track))
+    lines, rows = report.section(res, cfg.match_margin)
+    md = [f"Mode: HTTP models ({', '.join(res['models'])}); {cfg.http_seeds} seeds x "
+          f"{cfg.http_calls} calls per router; programs run in the sandbox on "
+          f"{cfg.train_instances} Weibull instances of {cfg.http_items} items, scored on "
+          f"{cfg.test_instances} held-out ones; cost from the tokens each server reports. "
+          f"Responses cached ({res['cache_hits']} replayed, {res['cache_misses']} fetched).",
+          ""] + lines
+    return PipelineResult(name="ballad", title=TITLE, markdown="\n".join(md), figures=[],
+                          metrics={res["problem"]: rows},
+                          claims=report.claims([res], cfg.match_margin))

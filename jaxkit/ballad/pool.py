@@ -10,7 +10,9 @@ large edits; the scale is relative, ``step * (|theta_i| + 1)``). It fails (no pa
 code) with probability ``fail_prob`` and costs ``cost`` dollars per call, failed or
 not. ``drift`` makes its behaviour change during a run:
 ``((fraction_of_budget, insight_multiplier, step_multiplier), ...)``, e.g. a provider
-silently swapping the model behind an endpoint.
+silently swapping the model behind an endpoint. ``bias`` is a systematic preference:
+every edit also moves ``bias * (|theta_i| + 1)`` along a fixed unit direction of the
+model's own (drawn from ``bias_seed``), whether that direction helps or not.
 
 The models of :func:`default_pool` were designed from the paper's qualitative picture,
 before any routing experiment: a strong, costly model with careful, well-informed edits;
@@ -42,6 +44,8 @@ class SimulatedLLM:
     insight: float = 0.0
     fail_prob: float = 0.0
     drift: tuple[tuple[float, float, float], ...] = ()
+    bias: float = 0.0
+    bias_seed: int = 0
 
     def _multipliers(self, frac: float) -> tuple[float, float]:
         ins, stp = 1.0, 1.0
@@ -79,6 +83,9 @@ class SimulatedLLM:
         size = (rng.standard_t(self.tail_df, base.shape) if math.isfinite(self.tail_df)
                 else rng.standard_normal(base.shape))
         child += mask * self.step * m_step * (np.abs(base) + 1.0) * size
+        if self.bias:
+            d = np.random.default_rng(self.bias_seed).standard_normal(base.shape)
+            child += self.bias * (np.abs(base) + 1.0) * d / max(np.linalg.norm(d), 1e-12)
         return [Candidate(theta=child, note=self.name)], self.cost
 
 

@@ -17,6 +17,7 @@ failure), which is scale-free across problems.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -45,18 +46,27 @@ class EvalOutcome:
 @dataclass(frozen=True)
 class Router:
     """How a run picks its proposer: ``fixed`` (always ``arm``), ``uniform``, or a
-    bandit ``policy`` from :mod:`jaxkit.kernels.bandit` over the pool."""
+    bandit ``policy`` from :mod:`jaxkit.kernels.bandit` over the pool.
+
+    ``priced``: the policy is cost-aware (:func:`jaxkit.kernels.bandit.ballad_cost`) and
+    its state is initialised with each run's prices, a budget of ``budget`` times the
+    cost of always calling the run's most expensive proposer (``inf``: none) and the
+    run's number of calls as horizon."""
 
     name: str
     kind: str = "policy"
     arm: int = 0
     policy: bandit.Policy | None = None
+    priced: bool = False
+    budget: float = math.inf
 
     def __post_init__(self):
         if self.kind not in ("fixed", "uniform", "policy"):
             raise ValueError(f"`kind` must be 'fixed', 'uniform' or 'policy'; got {self.kind!r}")
         if self.kind == "policy" and self.policy is None:
             raise ValueError(f"router {self.name!r}: kind='policy' needs a `policy`")
+        if not self.budget > 0:
+            raise ValueError(f"router {self.name!r}: `budget` must be > 0; got {self.budget}")
 
 
 @dataclass
@@ -82,8 +92,10 @@ def theta_evaluator(score_fn: Callable, instances, n_runs: int, fallback, *,
     (:func:`jaxkit.distributed.sharded_vmap`); the scores are the same."""
     fallback = np.asarray(fallback, np.float64)
     one = lambda th: jnp.mean(score_fn(th, instances))
-    if mesh is None:
-        batched = jax.jit(jax.vmap(one))
+    if mesh is None:  # the instances as an argument, not a constant XLA would fold
+        scan = jax.jit(jax.vmap(lambda th, inst: jnp.mean(score_fn(th, inst)),
+                                in_axes=(0, None)))
+        batched = lambda thetas: scan(thetas, instances)
     else:
         from jaxkit.distributed import sharded_vmap
 
@@ -143,19 +155,57 @@ def source_evaluator(items: np.ndarray, capacity: float, *, timeout: float = 10.
     return evaluate
 
 
-def standard_routers(n_arms: int, capacity: int, names: Sequence[str] | None = None
-                     ) -> list[Router]:
-    """Every single proposer alone, uniform routing, UCB1, Ballad and Ballad without
-    each of its three parts (extreme-value index, DAG credit, discounting)."""
-    names = list(names) if names is not None else [f"arm{k}" for k in range(n_arms)]
+def standard_routers(n_arms: int, capacity: int, names: Sequence[str] | None = None, *,
+                     ablations: Sequence[str] = ("extreme", "credit", "discount"),
+                     cost_weight: float = 0.5, budget: float = 0.3) -> list[Router]:
+    """Every single proposer alone, uniform routing, UCB1, Ballad, Ballad without each
+    of the parts in ``ablations`` (extreme-value index, DAG credit, discounting), and the
+    two cost-aware Ballads (:func:`jaxkit.kernels.bandit.ballad_cost`): "ballad-cost"
+    (index per relative price to the power ``cost_weight``, no budget) and
+    "ballad-budget" (plain index under a budget of ``budget`` times the cost of always
+    calling the most expensive proposer, with the pacing reserve)."""
+    names = tuple(names) if names is not None else tuple(f"arm{k}" for k in range(n_arms))
+    return list(_standard_routers(n_arms, capacity, names, tuple(ablations),
+                                  float(cost_weight), float(budget)))
+
+
+@functools.lru_cache(maxsize=64)
+def _standard_routers(n_arms, capacity, names, ablations, cost_weight, budget):
+    # cached: the same settings give the same policy objects, so their jitted steps
+    # (:func:`_jitted`) compile once per process, not once per run of the pipeline
     kw = dict(capacity=capacity, max_parents=2)
-    return ([Router(f"only {names[k]}", "fixed", arm=k) for k in range(n_arms)]
+    return tuple([Router(f"only {names[k]}", "fixed", arm=k) for k in range(n_arms)]
             + [Router("uniform", "uniform"),
                Router("ucb1", policy=bandit.ucb1(n_arms, alpha=0.5)),
-               Router("ballad", policy=bandit.ballad(n_arms, **kw)),
-               Router("ballad -extreme", policy=bandit.ballad(n_arms, extreme=False, **kw)),
-               Router("ballad -credit", policy=bandit.ballad(n_arms, credit=False, **kw)),
-               Router("ballad -discount", policy=bandit.ballad(n_arms, discount=False, **kw))])
+               Router("ballad", policy=bandit.ballad(n_arms, **kw))]
+            + [Router(f"ballad -{a}", policy=bandit.ballad(n_arms, **{a: False}, **kw))
+               for a in ablations]
+            + [Router("ballad-cost", priced=True,
+                      policy=bandit.ballad_cost(n_arms, cost_weight=cost_weight, **kw)),
+               Router("ballad-budget", priced=True, budget=budget,
+                      policy=bandit.ballad_cost(n_arms, cost_weight=0.0, **kw))])
+
+
+@functools.lru_cache(maxsize=128)
+def _jitted(policy: bandit.Policy, with_parents: bool):
+    """``jit(vmap)`` of a policy's select and update (cached per policy object)."""
+    select = jax.jit(jax.vmap(policy.select))
+    if with_parents:
+        return select, jax.jit(jax.vmap(policy.update))
+    return select, jax.jit(jax.vmap(lambda s, a, r, p: policy.update(s, a, r)))
+
+
+def _price_per_call(model) -> float:
+    """A proposer's price per call for cost-aware routers: its ``cost`` when that is a
+    number (simulated models), else a nominal call of 1000 prompt and 500 completion
+    tokens at its ``price_in`` / ``price_out`` (dollars per million tokens), floored at
+    1e-9 so that free models stay comparable."""
+    cost = getattr(model, "cost", None)
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        return max(float(cost), 1e-9)
+    nominal = (1000 * float(getattr(model, "price_in", 0.0))
+               + 500 * float(getattr(model, "price_out", 0.0))) / 1e6
+    return max(nominal, 1e-9)
 
 
 def _rank(score: float, previous: list[float]) -> float:
@@ -177,19 +227,23 @@ def _run_key(key, ri: int, j: int):
 class _BatchedPolicy:
     """One policy's states for all seeds of a router, stepped with jit(vmap)."""
 
-    def __init__(self, policy: bandit.Policy, n: int, root_scores: np.ndarray | None):
+    def __init__(self, policy: bandit.Policy, n: int, root_scores: np.ndarray | None,
+                 priced: tuple | None = None):
         self.policy = policy
-        states = jax.vmap(lambda _: policy.init())(jnp.arange(n))
-        self.is_ballad = isinstance(states, bandit.BalladState)
+        if priced is None:
+            states = jax.vmap(lambda _: policy.init())(jnp.arange(n))
+        else:  # (costs (n, K), budgets (n,), horizon): one state per run's prices
+            costs, budgets, horizon = priced
+            states = jax.vmap(policy.init, in_axes=(0, 0, None))(
+                jnp.asarray(costs, jnp.float32), jnp.asarray(budgets, jnp.float32), horizon)
+        self.is_ballad = isinstance(states, (bandit.BalladState, bandit.BalladCostState))
         if self.is_ballad and root_scores is not None:
-            states = jax.vmap(bandit.ballad_add_roots, in_axes=(0, None))(
-                states, jnp.asarray(root_scores, states.score.dtype))
+            inner = states.inner if priced is not None else states
+            inner = jax.vmap(bandit.ballad_add_roots, in_axes=(0, None))(
+                inner, jnp.asarray(root_scores, inner.score.dtype))
+            states = states._replace(inner=inner) if priced is not None else inner
         self.states = states
-        self._select = jax.jit(jax.vmap(policy.select))
-        if self.is_ballad:
-            self._update = jax.jit(jax.vmap(policy.update))
-        else:
-            self._update = jax.jit(jax.vmap(lambda s, a, r, p: policy.update(s, a, r)))
+        self._select, self._update = _jitted(policy, self.is_ballad)
 
     def select(self, keys) -> np.ndarray:
         return np.asarray(self._select(keys, self.states))
@@ -204,6 +258,7 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
            seeds: Sequence[int], *, init: Sequence[Candidate], n_calls: int,
            n_islands: int = 2, island_size: int = 6, reset_every: int = 0,
            n_examples: int = 4, context: dict | None = None, key=None,
+           run_pools: Sequence[Sequence] | None = None,
            progress: Callable[[int], None] | None = None,
            on_step: Callable[[int, list[RunLog]], None] | None = None) -> list[RunLog]:
     """Run every (router, seed) for ``n_calls`` proposer calls in lockstep.
@@ -212,7 +267,8 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
     run (None = that run has no child this step). ``init`` is the initial population
     (evaluated once; identical for every run). ``context`` is passed to every proposer
     call, plus ``rng``, ``step``, ``budget``, ``examples`` ((theta, score) of island
-    members) and ``scores`` (of the parents). A proposer that raises (an
+    members), ``source_examples`` ((source, score) of island members) and ``scores``
+    (of the parents). A proposer that raises (an
     :class:`~jaxkit.ballad.llm.LLMError` or any other exception) or returns no candidate
     makes a failed node with the reason and the cost of the call (``LLMError.cost``); the
     loop goes on. ``on_step(t, logs)`` is called once the initial population is in every
@@ -223,13 +279,23 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
     (:func:`jaxkit.stats.as_generator`) and its routing keys are ``fold_in(fold_in(k,
     1), t)``; the ``seeds`` are then only the runs' labels. Without ``key`` the streams
     come from the integer seeds (``default_rng([seed, ri, 7])`` and ``fold_in(key(seed),
-    1000 + ri)``), as the ``jaxkit discover`` command uses them. Returns one
-    :class:`RunLog` per run, routers outer, seeds inner."""
+    1000 + ri)``), as the ``jaxkit discover`` command uses them. ``run_pools``: one pool
+    per seed (``len(seeds)`` pools of ``len(pool)`` proposers each; seed ``j`` of every
+    router calls ``run_pools[j]``), so that runs over many pools share one lockstep loop
+    and one compiled policy per router; the prices of cost-aware routers are then each
+    run's own. Returns one :class:`RunLog` per run, routers outer, seeds inner."""
     if n_calls < 1:
         raise ValueError(f"`n_calls` must be >= 1; got {n_calls}")
     if not init:
         raise ValueError("`init` must hold at least one candidate")
     n_arms = len(pool)
+    if run_pools is not None:
+        if len(run_pools) != len(seeds):
+            raise ValueError(f"`run_pools` must hold one pool per seed ({len(seeds)}); "
+                             f"got {len(run_pools)}")
+        if any(len(p) != n_arms for p in run_pools):
+            raise ValueError(f"every pool of `run_pools` must have {n_arms} proposers")
+    seed_pools = list(run_pools) if run_pools is not None else [pool] * len(seeds)
     for r in routers:
         if r.kind == "fixed" and not 0 <= r.arm < n_arms:
             raise ValueError(f"router {r.name!r}: arm {r.arm} out of range [0, {n_arms})")
@@ -263,8 +329,14 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
         ok_scores.append(list(root_scores))
         logs.append(RunLog(routers[ri].name, int(s), g, np.zeros(n_calls), np.zeros(n_calls),
                            np.zeros(n_calls, np.int32)))
-    policies = {ri: _BatchedPolicy(routers[ri].policy, len(seeds), root_ranks)
-                for ri, r in enumerate(routers) if r.kind == "policy"}
+    if any(r.priced for r in routers):
+        prices = np.array([[_price_per_call(m) for m in p] for p in seed_pools])
+    policies = {}
+    for ri, r in enumerate(routers):
+        if r.kind == "policy":
+            priced = ((prices, r.budget * n_calls * prices.max(1), n_calls) if r.priced
+                      else None)
+            policies[ri] = _BatchedPolicy(r.policy, len(seeds), root_ranks, priced)
     if key is None:
         seed_arr = jnp.asarray([int(s) for s in seeds], jnp.uint32)
         keys = {ri: jax.vmap(lambda s, ri=ri: jax.random.fold_in(jax.random.key(s),
@@ -299,12 +371,16 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
                             scores=[g.nodes[p].score for p in parents],
                             examples=[(g.nodes[m].candidate.theta, g.nodes[m].score)
                                       for m in members
-                                      if g.nodes[m].candidate.theta is not None])
+                                      if g.nodes[m].candidate.theta is not None],
+                            source_examples=[(g.nodes[m].candidate.source, g.nodes[m].score)
+                                             for m in members
+                                             if g.nodes[m].candidate.source is not None])
             try:
-                proposed, cost = pool[arms[i]].propose(
+                proposed, cost = seed_pools[i % len(seeds)][arms[i]].propose(
                     [g.nodes[p].candidate for p in parents], call_ctx)
                 if not proposed or not isinstance(proposed[0], Candidate):
-                    raise LLMError(getattr(pool[arms[i]], "name", str(arms[i])), "local",
+                    raise LLMError(getattr(seed_pools[i % len(seeds)][arms[i]], "name",
+                                           str(arms[i])), "local",
                                    "proposer returned no candidate", cost=float(cost))
                 cands.append(proposed[0])
                 meta.append((island, parents, float(cost), None))

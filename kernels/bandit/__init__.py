@@ -34,10 +34,12 @@ earlier in the order) raises ``ValueError`` on concrete values and an
 
 Modules: ``counts`` (UCB1, discounted UCB, Thompson sampling), ``history`` (sliding
 window, QoMax, Threshold Ascent), ``cost``, ``genealogy`` (credit, Ballad),
+``ballad_cost`` (Ballad's index per unit cost under a budget),
 ``simulation``; every public name is re-exported here.
 """
 
 from ._core import Policy
+from .ballad_cost import BalladCostState, ballad_cost
 from .cost import CostState, cost_aware
 from .counts import BetaState, CountState, discounted_ucb, thompson_beta, thompson_gaussian, ucb1
 from .genealogy import BalladState, ballad, ballad_add_roots, credit_per_arm, propagate_credit
@@ -59,6 +61,7 @@ __all__ = [
     "BufferState",
     "HistoryState",
     "BalladState",
+    "BalladCostState",
     "CostState",
     "SimTrace",
     "ucb1",
@@ -70,6 +73,7 @@ __all__ = [
     "threshold_ascent",
     "cost_aware",
     "ballad",
+    "ballad_cost",
     "ballad_add_roots",
     "propagate_credit",
     "credit_per_arm",

@@ -247,7 +247,8 @@ def test_pipeline_quick_and_resume(tmp_path):
     from jaxkit.registry import RunContext
 
     cfg = Config(problems=("tsp",), seeds=2, calls=6, train_instances=2, test_instances=2,
-                 n_init=3, full_test=False, train_full=())
+                 n_init=3, full_test=False, train_full=(), pool_problems=("tsp",), pools=3,
+                 pool_seeds=2, pool_calls=5)
     ctx = RunContext(out_dir=tmp_path, config=cfg, quick=True)
     res = pipeline.run(ctx)
     rows = res.metrics["tsp"]
@@ -262,11 +263,19 @@ def test_pipeline_quick_and_resume(tmp_path):
     assert "| ballad |" in res.markdown and "best single model" in res.markdown
     assert "indistinguishable" not in res.markdown
     assert (tmp_path / "ballad_best_vs_budget.png").stat().st_size > 1000
-    assert len(res.claims) == 3
+    assert len(res.claims) == 3 + 6  # the named case, then the claims over pools
     assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown"}
+    assert sum("over random pools" in c.claim for c in res.claims) == 6
+    assert "Over 3 random pools: tsp" in res.markdown
+    pooled = res.metrics["pools-tsp"]
+    assert set(pooled) == {"only m0", "only m1", "only m2", "only m3", "uniform", "ucb1",
+                           "ballad", "ballad -credit", "ballad-cost", "ballad-budget"}
+    for row in pooled.values():  # each pool's verdict is one of the four
+        assert sum(row[w] for w in ("beats", "matches", "short", "not shown")) == \
+            pytest.approx(1.0)
     ctx2 = RunContext(out_dir=tmp_path, config=cfg, quick=True)
     res2 = pipeline.run(ctx2)
-    assert ctx2.reloaded == ["ballad-tsp"]
+    assert ctx2.reloaded == ["ballad-tsp", "pools-tsp"]
     assert res2.metrics == res.metrics and res2.claims == res.claims
     other = pipeline.run(RunContext(out_dir=tmp_path, config=cfg, quick=True, seed=1))
     assert other.metrics != res.metrics  # keys come from the run seed
@@ -275,8 +284,11 @@ def test_pipeline_quick_and_resume(tmp_path):
 def test_config_validation_and_override():
     from jaxkit.ballad.config import FULL, QUICK, Config
 
-    assert QUICK.problems == ("binpacking_weibull", "tsp", "cvrp") and QUICK.seeds == 3
-    assert FULL.seeds == 10 and FULL.full_test
+    assert QUICK.problems == ("tsp",) and QUICK.seeds == 3 and QUICK.pools == 5
+    assert FULL.seeds == 10 and FULL.full_test and FULL.pools >= 50
+    assert len(FULL.problems) == 5 and FULL.pool_problems == ("binpacking_or", "tsp",
+                                                              "knapsack")
+    assert Config(pool_problems=()).pool_problems == ()  # skips the over-pools stage
     assert QUICK.override(["seeds=5", "problems=tsp,knapsack"]).problems == ("tsp", "knapsack")
     with pytest.raises(ValueError, match="`problems`"):
         Config(problems=("sat",))
@@ -284,6 +296,12 @@ def test_config_validation_and_override():
         Config(seeds=0)
     with pytest.raises(ValueError, match="`match_margin`"):
         Config(match_margin=0.0)
+    with pytest.raises(ValueError, match="`pools`"):
+        Config(pools=0)
+    with pytest.raises(ValueError, match="`cost_weight`"):
+        Config(cost_weight=-1.0)
+    with pytest.raises(ValueError, match="`pool_problems`"):
+        Config(pool_problems=("tsp", "tsp"))
 
 
 def test_match_verdict_needs_equivalence_not_a_wide_interval():

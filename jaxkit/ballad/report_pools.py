@@ -1,0 +1,121 @@
+"""Report of the over-pools experiment: match / beat rates, cost savings and the claims.
+
+The unit of every claim here is a pool (random pools from :mod:`jaxkit.ballad.pools`,
+none built to confirm the claim): per pool, the router's relative test improvement over
+the best single proposer in hindsight (mean over seeds, positive = better) and its
+relative cost saving against always calling the pool's most expensive proposer. Claims
+(one-sample tests over pools, :mod:`jaxkit.stats`):
+
+* Ballad matches or beats the best single proposer in hindsight: superiority, or TOST
+  equivalence within ``match_margin`` (relative); "not shown" when neither holds;
+* Ballad beats uniform routing (superiority of the paired per-pool difference);
+* Ballad costs less than always calling the most expensive proposer (saving > 0);
+* the cost-aware Ballad ("ballad-cost") matches or beats Ballad's test objective, and
+  costs less than Ballad;
+* the genealogy credit helps (Ballad against "ballad -credit", superiority).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from jaxkit.claims import Claim
+from jaxkit.report import markdown_table
+from jaxkit.stats import superiority, t_interval
+
+from .compare import pool_table
+from .report import PAPER, _measured, match_verdict
+
+__all__ = ["pool_section", "pool_claims"]
+
+
+def _ci(x, pct: bool = True) -> str:
+    m, h = t_interval(np.asarray(x, float))
+    f = 100.0 if pct else 1.0
+    return f"{f * m:+.1f}%" if not math.isfinite(h) else f"{f * m:+.1f} ± {f * h:.1f}%"
+
+
+def _median_reach(reach, j: int) -> str:
+    v = np.asarray([r[j] for r in reach])
+    med = float(np.median(v))
+    return "never" if not math.isfinite(med) else f"{med:.2f}"
+
+
+def pool_section(res: dict, match_margin: float) -> tuple[list[str], dict]:
+    """Markdown of one problem's over-pools table and its metrics."""
+    tab = pool_table(res, match_margin)
+    n_pools = len(res["scenarios"])
+    n_seeds = res["test"].shape[2]
+    arrow = "lower is better" if res["lower_is_better"] else "higher is better"
+    md = [f"### Over {n_pools} random pools: {res['problem']} ({res['objective']}, {arrow})",
+          "", f"{n_seeds} seeds per pool and router; pools of {res['prices'].shape[1]} "
+          "proposers drawn from the priors of `jaxkit.ballad.pools` (scenarios in turn: "
+          + ", ".join(f"{s} x{res['scenarios'].count(s)}" for s in dict.fromkeys(
+              res["scenarios"])) + "). Per pool: relative test improvement over the best "
+          "single proposer in hindsight (mean over seeds) and the seed-level verdict "
+          f"(beats: superiority; matches: TOST within ±{match_margin:.0%}); saving against "
+          "always calling the pool's most expensive proposer; cost to reach 50% / 90% / "
+          "100% of the way from the initial best to the best single proposer's final "
+          "value, as a fraction of the most expensive proposer's total cost (median over "
+          "pools). Intervals: 95% t over pools.", ""]
+    header = ["router", "improvement vs best single", "beats", "matches", "short",
+              "not shown", "saving", "cost to 50%", "to 90%", "to 100%"]
+    body = []
+    for name, row in tab["routers"].items():
+        v = row["verdicts"]
+        body.append([name, _ci(row["rel"])] + [f"{100 * v.count(w) / n_pools:.0f}%" for w in
+                                              ("beats", "matches", "short", "not shown")]
+                    + [_ci(row["saving"])] + [_median_reach(row["reach"], j)
+                                              for j in range(3)])
+    md += [markdown_table(header, body), ""]
+    refs = [f"m{j}" for j in tab["ref"]]
+    cheap = sum(int(r == int(np.argmin(p))) for r, p in zip(tab["ref"], res["prices"],
+                                                            strict=True))
+    dearest = sum(int(a == b) for a, b in zip(tab["ref"], tab["top"], strict=True))
+    md += [f"Best single proposer in hindsight: the cheapest in {cheap} of {n_pools} pools, "
+           f"the most expensive in {dearest} (per pool: {', '.join(refs)}).", ""]
+    metrics = {name: dict(rel_mean=float(np.mean(r["rel"])), saving_mean=float(
+        np.mean(r["saving"])), **{w: r["verdicts"].count(w) / n_pools for w in
+                                  ("beats", "matches", "short", "not shown")})
+               for name, r in tab["routers"].items()}
+    return md, metrics
+
+
+def pool_claims(results: list[dict], match_margin: float) -> list[Claim]:
+    """The over-pools claims of each problem (see the module docstring)."""
+    out = []
+    for res in results:
+        tab = pool_table(res, match_margin)["routers"]
+        p, n = res["problem"], len(res["scenarios"])
+        rel = {k: np.asarray(v["rel"]) for k, v in tab.items()}
+        sav = {k: np.asarray(v["saving"]) for k, v in tab.items()}
+        note = f"per-pool relative improvement (positive: better), n={n} pools"
+        verdict, status, sup, eq = match_verdict(rel["ballad"], match_margin)
+        beat = tab["ballad"]["verdicts"]
+        out.append(Claim(PAPER, f"{p}, over random pools: Ballad matches or beats the best "
+                         "single proposer in hindsight", _measured(sup), verdict,
+                         f"{sup.test}; {eq.test}",
+                         note + f"; margin {match_margin:.0%}; per pool beats "
+                         f"{beat.count('beats')}, matches {beat.count('matches')}, short "
+                         f"{beat.count('short')}, not shown {beat.count('not shown')}"))
+        out.append(Claim.from_verdict(
+            PAPER, f"{p}, over random pools: Ballad beats uniform routing",
+            superiority(rel["ballad"] - rel["uniform"]), fmt="{:+.3g}", note=note))
+        out.append(Claim.from_verdict(
+            PAPER, f"{p}, over random pools: Ballad costs less than always calling the most "
+            "expensive proposer", superiority(sav["ballad"]), fmt="{:+.3g}",
+            note=f"per-pool relative saving, n={n} pools"))
+        v2, _, sup2, eq2 = match_verdict(rel["ballad-cost"] - rel["ballad"], match_margin)
+        out.append(Claim(PAPER, f"{p}, over random pools: cost-aware Ballad (index per unit "
+                         "cost) matches or beats Ballad's test objective", _measured(sup2), v2,
+                         f"{sup2.test}; {eq2.test}", note + f"; margin {match_margin:.0%}"))
+        out.append(Claim.from_verdict(
+            PAPER, f"{p}, over random pools: cost-aware Ballad costs less than Ballad",
+            superiority(sav["ballad-cost"] - sav["ballad"]), fmt="{:+.3g}",
+            note=f"per-pool difference of relative savings, n={n} pools"))
+        out.append(Claim.from_verdict(
+            PAPER, f"{p}, over random pools: the genealogy credit improves Ballad (ablation)",
+            superiority(rel["ballad"] - rel["ballad -credit"]), fmt="{:+.3g}", note=note))
+    return out

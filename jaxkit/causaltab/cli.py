@@ -1,8 +1,9 @@
 """``jaxkit causaltab``: CausalTab edge probabilities for the user's own data.
 
-``jaxkit causaltab predict data.csv [--interventions mask.csv] [--threshold 0.5]
-[--json out.json]`` prints the edges with probability above the threshold (as a DAG:
-edges added by decreasing probability unless they close a cycle).
+``jaxkit causaltab predict data.csv [--interventions mask.csv] [--threshold P]
+[--json out.json]`` prints the edges with probability above the threshold (default:
+the ``round(sum p)`` most probable edges), as a DAG: edges added by decreasing
+probability unless they close a cycle.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ def causaltab_predict(
     interventions: Annotated[Path | None, typer.Option(
         help="CSV 0/1 mask of the same shape (header row): row r intervened on column v")]
     = None,
-    threshold: Annotated[float, typer.Option(help="edge probability threshold")] = 0.5,
+    threshold: Annotated[float | None, typer.Option(
+        help="edge probability threshold (default: the round(sum p) most probable edges)")]
+    = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the result as JSON")]
     = None,
 ):
@@ -36,7 +39,7 @@ def causaltab_predict(
     from .evaluate import dag_projection
     from .predict import predict
 
-    if not 0.0 < threshold < 1.0:
+    if threshold is not None and not 0.0 < threshold < 1.0:
         _fail(f"--threshold must lie in (0, 1); got {threshold}")
     if json_out is not None:
         check_json_path(json_out)
@@ -57,8 +60,8 @@ def causaltab_predict(
                    "convention": "probabilities[effect][cause]", "threshold": threshold,
                    "edges": edges, "n_samples": int(x.shape[0])}
         atomic_write(json_out, json.dumps(payload, indent=2) + "\n")
-    t = Table(title=f"CausalTab: {len(edges)} edges (n={x.shape[0]}, d={x.shape[1]}, "
-                    f"p > {threshold:g})")
+    rule = f"p > {threshold:g}" if threshold is not None else "round(sum p) edges"
+    t = Table(title=f"CausalTab: {len(edges)} edges (n={x.shape[0]}, d={x.shape[1]}, {rule})")
     for col in ("cause", "effect", "probability"):
         t.add_column(col, justify="right" if col == "probability" else "left")
     for e in sorted(edges, key=lambda e: -e["probability"]):

@@ -17,7 +17,14 @@ import jax
 from jaxkit.io import atomic_write
 
 from .model import ModelConfig, n_params
-from .train import TrainSettings, narrow_prior, save_weights, train_model, train_prior
+from .train import (
+    TrainSettings,
+    load_weights,
+    narrow_prior,
+    save_weights,
+    train_model,
+    train_prior,
+)
 
 
 def main(argv=None) -> None:
@@ -28,10 +35,17 @@ def main(argv=None) -> None:
     ap.add_argument("--n-max", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "weights")
+    ap.add_argument("--init", type=Path, default=None,
+                    help="continue from these weights (broad prior only, no curriculum)")
     a = ap.parse_args(argv)
     cfg = ModelConfig(max_vars=a.d_max)
+    init = None
+    if a.init is not None:
+        init, cfg, old = load_weights(a.init)
+        prev = old.get("command", "?")
     st = TrainSettings(steps=a.steps, batch=a.batch, d_max=a.d_max, n_max=a.n_max)
-    ckpt = a.out.parent / ".weights-checkpoints"
+    tag = f"{a.steps}-{a.batch}-{a.seed}" + ("-cont" if init is not None else "")
+    ckpt = a.out.parent / f".weights-checkpoints-{tag}"
     curve: list[dict] = []
     t0 = time.time()
 
@@ -40,16 +54,24 @@ def main(argv=None) -> None:
         print(json.dumps(rec), flush=True)
         atomic_write(a.out.parent / ".weights-curve.json", json.dumps(curve))
 
-    params, hist, thr = train_model(jax.random.key(a.seed), cfg, st,
-                                    start=narrow_prior(a.d_max, a.n_max),
-                                    end=train_prior(a.d_max, a.n_max), checkpoint_dir=ckpt,
-                                    on_log=log)
+    start = narrow_prior(a.d_max, a.n_max) if init is None else None
+    params, hist, thr = train_model(jax.random.key(a.seed), cfg, st, start=start,
+                                    end=train_prior(a.d_max, a.n_max), params=init,
+                                    checkpoint_dir=ckpt, on_log=log)
     meta = {"settings": asdict(st), "seed": a.seed, "throughput": thr,
             "n_params": n_params(params), "wall_seconds": time.time() - t0,
             "command": f"python -m jaxkit.causaltab.make_weights --steps {a.steps} "
-                       f"--batch {a.batch} --d-max {a.d_max} --n-max {a.n_max} --seed {a.seed}"}
+                       f"--batch {a.batch} --d-max {a.d_max} --n-max {a.n_max} --seed {a.seed}"
+                       + (f" --init {a.init}" if init is not None else "")}
+    if init is not None:
+        meta["continued_from"] = prev
     save_weights(a.out, params, cfg, meta)
-    atomic_write(a.out / "curve.json", json.dumps(hist, indent=0))
+    old_curve = []
+    if a.init is not None and (a.init / "curve.json").is_file():
+        old_curve = json.loads((a.init / "curve.json").read_text())
+        off = old_curve[-1]["step"] if old_curve else 0
+        hist = [{**h, "step": h["step"] + off} for h in hist]
+    atomic_write(a.out / "curve.json", json.dumps(old_curve + hist, indent=0))
     print(json.dumps(meta))
 
 

@@ -122,7 +122,8 @@ def method_table(rows: list[dict]) -> str:
                 for k in vals:
                     vals[k].extend(rec[k])
         body.append([m, *[_mean(vals[k]) for k in METRICS], _mean(vals["seconds"])])
-    return markdown_table(["method", "AUROC", "AUPRC", "SHD", "F1", "SID", "s / dataset"], body)
+    return markdown_table(["method", "AUROC", "AUPRC", "SHD", "F1", "SID (fraction)",
+                           "s / dataset"], body)
 
 
 def _cell_name(r: dict) -> str:
@@ -165,8 +166,9 @@ def markdown(cfg, *, synth, sem_rows, sachs, tested: list[Claim], training: dict
     """The report section."""
     parts = [f"Paper: {PAPER}. Quick run: {quick}. Edge probabilities are scored as "
              "``[i, j]`` = P(j -> i); CausalTab's binary graph is the greedy DAG projection "
-             "of p > 0.5. Timings are per dataset after compilation (each method's first "
-             "dataset warms it up), on this machine under whatever load it had.", "",
+             "of its round(sum p) most probable edges. Timings are per dataset after "
+             "compilation (each method's first dataset warms it up), on this machine "
+             "under whatever load it had.", "",
              "## Claims", "", markdown_table(
                  ["claim", "measured", "verdict", "test", "note"],
                  [[c.claim, c.measured, f"**{c.verdict}**", c.test, c.note] for c in tested]),

@@ -13,8 +13,10 @@ validation loss (bits per byte) is read at each step count of ``eval_at`` (one t
 continued through the budgets, constant learning rate after warm-up, so the shorter
 budgets are intermediate points of the longer run, not separately tuned runs).
 
-With a mesh whose "data" axis has several devices the batch axis is split over it
-(data parallel; parameters replicated). A non-finite loss stops the training with
+With a mesh, the batch axis is split over its "data" axis (data parallel) and, when
+the mesh has a "model" axis, the candidates over that one (each device trains its share
+of the candidates: the model-parallel axis of the larger stage, without any gradient
+traffic between devices). A non-finite loss stops the training with
 :class:`CandidateDiverged`, which names the checkpoint folder holding the last finite
 state.
 """
@@ -246,10 +248,21 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
     val = jnp.asarray(validation_windows(corpus.val, s.n_val, arch.context))
     dmesh = distributed.data_mesh(mesh)
     shard = None
-    if dmesh is not None and distributed.mesh_size(dmesh) > 1 \
-            and s.batch % distributed.mesh_size(dmesh) == 0:
-        shard = NamedSharding(dmesh, PartitionSpec(None, "data"))
-        state = jax.device_put(state, distributed.replicated(dmesh))
+    if dmesh is not None:
+        n_data = distributed.mesh_size(dmesh)
+        n_model = dmesh.shape.get("model", 1)
+        if n_data > 1 and s.batch % n_data:
+            raise ValueError(f"`batch` ({s.batch}) must be divisible by the mesh 'data' "
+                             f"size ({n_data})")
+        if n_model > 1 and len(strings) % n_model:
+            raise ValueError(f"the number of candidates ({len(strings)}) must be divisible "
+                             f"by the mesh 'model' size ({n_model})")
+        # candidates split over "model" (each device trains its own candidates, no
+        # gradient traffic), each batch over "data" (gradients all-reduced)
+        cand = PartitionSpec("model") if n_model > 1 else PartitionSpec()
+        state = jax.device_put(state, NamedSharding(dmesh, cand))
+        kinds = jax.device_put(kinds, NamedSharding(dmesh, cand))
+        shard = NamedSharding(dmesh, PartitionSpec(None, "data" if n_data > 1 else None))
 
     def batch_fn(i):
         b = _sample_chunk(jax.random.fold_in(k_data, i), data, s.chunk, s.batch, arch.context)

@@ -73,3 +73,13 @@ def test_bad_candidate_lists(corpus):
         train_candidates(jax.random.key(0), ARCH, ["AQ"], corpus, SET)
     with pytest.raises(ValueError, match="deeper"):
         train_candidates(jax.random.key(0), ARCH, ["AAA"], corpus, SET)
+
+
+@pytest.mark.slow
+def test_mesh_data_and_candidate_axes_give_the_same_losses(corpus, reference):
+    from jaxkit.distributed import make_mesh
+    mesh = make_mesh({"data": 2, "model": 2}, devices=jax.devices()[:4])
+    r = train_candidates(jax.random.key(0), ARCH, ["MS", "SA"], corpus, SET, mesh=mesh)
+    np.testing.assert_allclose(r.val_bpb, reference.val_bpb, rtol=1e-4)
+    with pytest.raises(ValueError, match="'model' size"):
+        train_candidates(jax.random.key(0), ARCH, ["MS"], corpus, SET, mesh=mesh)

@@ -22,11 +22,14 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
 import pytest
 from jaxkit.kernels import (
     _auction,
     _batching,
     bandit,
+    belief,
     checks,
     flow,
     flow_discrete,
@@ -39,7 +42,7 @@ from jaxkit.kernels import (
 )
 
 MODULES = {"ica": ica, "lingam": lingam, "sem": sem, "graph": graph, "flow": flow,
-           "flow_ot": flow_ot, "flow_discrete": flow_discrete, "bandit": bandit,
+           "flow_ot": flow_ot, "flow_discrete": flow_discrete, "bandit": bandit, "belief": belief,
            "nets": nets, "_batching": _batching, "_auction": _auction, "checks": checks}
 F32 = jnp.float32
 BATCH = 3  # examples per vmap batch
@@ -508,6 +511,81 @@ def _batching_args(key):
 
 _LINGAM = "whole fits; test_lingam: test_jit_equals_eager, test_vmap_equals_loop"
 
+def _belief_voi(q, p1, p0, p):
+    pc = jnp.stack([jnp.stack([1 - p0, p0], -1), jnp.stack([1 - p1, p1], -1)], -2)
+    return (belief.voi(q, p1, p0), belief.cohere(p, q, p1, p0),
+            belief.cohere(p, q, p1, p0, method="q"),
+            belief.voi_categorical(jnp.stack([1 - q, q], -1), pc),
+            belief.binary_entropy(p), belief.check_probability(p, "p"))
+
+
+def _belief_voi_args(key):
+    return tuple(jax.random.uniform(k, (4,)) for k in jax.random.split(key, 4))
+
+
+def _belief_updates(prices, start):
+    return (belief.realised_updates(prices, 2), belief.update_between(prices, start, start + 1),
+            belief.clip_prices(prices))
+
+
+def _belief_updates_args(key):
+    return jax.random.uniform(key, (2, 6)), jnp.array([0, 3])
+
+
+def _belief_posterior(lp, ll):
+    post = belief.posterior(lp, ll)
+    lpo = post.log_post
+    return (post, belief.redistribution(lpo, lp), belief.resolved(lpo, 0.5),
+            belief.bf_resolved(lpo, lp, 2.0), belief.entropy(lp), belief.kl(lpo, lp),
+            belief.total_variation(lpo, lp), belief.entropy_drop(lpo, lp),
+            belief.top_two_log_bf(lpo, lp), belief.check_log_prior(lp),
+            belief.check_log_probs(ll, "ll"))
+
+
+def _belief_posterior_args(key):
+    k1, k2 = jax.random.split(key)
+    return (jax.nn.log_softmax(jax.random.normal(k1, (4,), F32)),
+            jax.random.normal(k2, (4,), F32) - 2.0)
+
+
+def _belief_eig(lp, ll, costs, outcomes):
+    st = belief.greedy_init(lp, ll.shape[0])
+    return (belief.eig(lp, ll), belief.outcome_posteriors(lp, ll),
+            belief.greedy_eig(lp, ll, costs, 3.0, outcomes, max_steps=3),
+            belief.eig_per_cost(lp, ll, costs, 2.0, st.used),
+            belief.greedy_step(st, ll, costs, 3.0, outcomes),
+            belief.check_log_lik_table(lp, ll),
+            belief.check_selection(lp, ll, costs, 3.0, outcomes))
+
+
+def _belief_eig_args(key):
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    return (jax.nn.log_softmax(jax.random.normal(k1, (3,), F32)),
+            jax.nn.log_softmax(jax.random.normal(k2, (5, 3, 4), F32), axis=-1),
+            0.5 + jax.random.uniform(k3, (5,), F32), jax.random.randint(k4, (5,), 0, 4))
+
+
+def _belief_model(x, y=None):
+    p = numpyro.sample("p", dist.Beta(2.0, 3.0))
+    numpyro.sample("y", dist.Binomial(4, p * x), obs=y)
+
+
+def _belief_evidence(key, a, y):
+    k = jnp.array([1, 3])
+    return (belief.beta_binomial_log_evidence(k, jnp.array([4, 5]), a, 2.0),
+            belief.gamma_poisson_log_evidence(k, a, 1.5, 2.0),
+            belief.normal_log_evidence(y, 0.1, a, 0.5),
+            belief.log_evidence(key, _belief_model, a / 4, n_samples=8, y=jnp.asarray(2)),
+            belief.observed_log_lik(key, _belief_model, a / 4, y=jnp.asarray(2)),
+            belief.log_lik_table(key, [_belief_model], jnp.stack([a, a]) / 4, jnp.arange(5),
+                                 n_samples=8))
+
+
+def _belief_evidence_args(key):
+    k1, k2, k3 = jax.random.split(key, 3)
+    return k1, 1.0 + jax.random.uniform(k2, (), F32), jax.random.normal(k3, (3,), F32)
+
+
 CASES = [
     Case("ica.steps", _ica_steps, _ica_steps_args,
          ("ica.whiten", "ica.sym_decorrelation", "ica.fixed_point_update",
@@ -591,9 +669,30 @@ CASES = [
          ("checks.check_finite", "checks.check_data_matrix", "checks.fail",
           "checks.fail_first")),
     Case("_batching.map_over_batch", _batching_case, _batching_args, ("_batching.map_over_batch",)),
+    Case("belief.voi", _belief_voi, _belief_voi_args,
+         ("belief.voi", "belief.voi_categorical", "belief.cohere", "belief.binary_entropy",
+          "belief.check_probability")),
+    Case("belief.updates", _belief_updates, _belief_updates_args,
+         ("belief.realised_updates", "belief.update_between", "belief.clip_prices")),
+    Case("belief.posterior", _belief_posterior, _belief_posterior_args,
+         ("belief.posterior", "belief.redistribution", "belief.resolved", "belief.bf_resolved",
+          "belief.entropy", "belief.kl", "belief.total_variation", "belief.entropy_drop",
+          "belief.top_two_log_bf", "belief.check_log_prior", "belief.check_log_probs")),
+    Case("belief.eig", _belief_eig, _belief_eig_args,
+         ("belief.eig", "belief.outcome_posteriors", "belief.greedy_eig", "belief.eig_per_cost",
+          "belief.greedy_step", "belief.greedy_init", "belief.check_log_lik_table",
+          "belief.check_selection")),
+    Case("belief.evidence", _belief_evidence, _belief_evidence_args,
+         ("belief.beta_binomial_log_evidence", "belief.gamma_poisson_log_evidence",
+          "belief.normal_log_evidence", "belief.log_evidence", "belief.observed_log_lik",
+          "belief.log_lik_table"),
+         slow="compile-heavy (numpyro tracing, ~100 s); test_belief_eig checks the evidence "
+              "kernels against closed forms and under jit"),
 ]
 
 NOT_TRACEABLE = {
+    "belief.latent_sites": "inspects a model's site structure in Python (names, no arrays)",
+    "belief.normalise_tol": "a tolerance for a dtype (a Python float, no arrays)",
     "flow_ot.host_sq_cost": "NumPy on the host (input pipelines); not a JAX function",
     "flow_ot.host_assignment": "NumPy on the host; inside jit it is reached through "
                                "exact_coupling's pure_callback (case flow_ot.exact[host])",

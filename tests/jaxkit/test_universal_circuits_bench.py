@@ -1,5 +1,6 @@
 """benchmarks/bench_universal_circuits.py: the jaxkit step's loss equals a float64 NumPy
-evaluation of the same equations, and a tiny run of the script without the peer."""
+evaluation of the same equations, and a tiny run of the script without the peer (both
+slow: each compiles a full training step)."""
 
 import json
 
@@ -46,6 +47,7 @@ def numpy_loss(params, models, sites, k):
     return np.mean(fvus) + np.mean(kls)
 
 
+@pytest.mark.slow
 def test_step_loss_matches_numpy_reference(bu):
     cfg = dict(bu.shapes(True), d_sites=((8, 8, 8), (8, 12, 8, 4)), n_latents=16, k=3,
                batch=32)

@@ -53,10 +53,10 @@ class Config(PipelineConfig):
     model_batch: int = 128
     model_lr: float = 2e-3
     same_arch_pair: bool = True
-    n_record: int = 32768
+    n_record: int = 16384
     uc_latents: int = 256
     uc_k: int = 16
-    uc_steps: int = 6000
+    uc_steps: int = 3000
     uc_batch: int = 256
     uc_lr: float = 1e-3
     fidelity_coef: float = 1.0

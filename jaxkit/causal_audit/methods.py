@@ -187,6 +187,19 @@ def fit_ges(x, env, targets):
     return (np.asarray(est) != 0).T.astype(np.float64)
 
 
+def fit_causaltab(x, env, targets):
+    """CausalTab (Paper 5) through its public entry point ``jaxkit.causaltab.predict``
+    with the shipped weights: edge probabilities from the data and the known-target
+    intervention mask, projected to a DAG by its own rule (the ``round(sum p)`` most
+    probable edges, ``jaxkit.causaltab.evaluate.dag_projection``)."""
+    from jaxkit.causaltab.evaluate import dag_projection
+    from jaxkit.causaltab.predict import predict
+
+    mask = np.asarray(targets, bool)[np.asarray(env)].astype(np.float64)
+    p = predict(np.asarray(x, np.float64), mask if mask.any() else None)
+    return np.asarray(dag_projection(p), np.float64)
+
+
 def fit_gies(x, env, targets):
     """GIES (Hauser & Buhlmann 2012, ``gies.fit_bic``) given environments and targets;
     returns the I-essential graph. Empty environments are skipped."""
@@ -237,6 +250,12 @@ _BUILTIN = (
                                         OBSERVATIONAL),
         "the Markov equivalence class (CPDAG; undirected edges score both ways)"),
         kind="host"),
+    Method("causaltab", fit_causaltab, MethodRecord(
+        "CausalTab (shipped weights)", "CausalTab, Paper 5 (arXiv 2605.31156)",
+        (SUFFICIENCY, NO_MEAS_ERROR, IID),
+        "an amortised estimate; in scope where its training prior (graph families, "
+        "mechanisms, noise laws, interventions, iSCM) covers the cell"),
+        kind="host", uses_targets=True),
     Method("gies", fit_gies, MethodRecord(
         "GIES (BIC)", "Hauser & Buhlmann 2012", (LINEAR, FAITHFUL, SUFFICIENCY, NO_MEAS_ERROR,
                                                 IID, KNOWN_TARGETS),

@@ -175,6 +175,11 @@ def test_scope_outlines():
     assert M.in_scope(M.get_method("pooled-ica-lingam"), cell(noise="gaussian", n_envs=3))
     assert not M.in_scope(M.get_method("random-sort-regress"), cell())
     assert M.in_scope(M.get_method("gies"), cell(n_envs=3, targets="known"))
+    ct = M.get_method("causaltab")  # amortised: scope = its prior, minus what it excludes
+    assert ct.kind == "host" and ct.uses_targets
+    assert M.in_scope(ct, cell(noise="gaussian", mechanism="nonlinear"))
+    assert not M.in_scope(ct, cell(confounders=2))
+    assert not M.in_scope(M.get_method("notears"), cell(noise_hetero=0.0, scale="iscm"))
     assert not M.in_scope(M.get_method("gies"), cell(n_envs=3, targets="unknown"))
 
 

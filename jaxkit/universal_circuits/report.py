@@ -68,6 +68,11 @@ def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: di
             superiority(m["correct"][sel] - 0.95), note="measured: accuracy - 0.95, per image"))
     for tag, (names, pa) in pairs.items():
         _pair_claims(cfg, tag, names, pa, out)
+    if "mlp-mlp2" not in pairs:
+        out.append(Claim(PAPER, "[mlp-mlp2] The intersection gives 89-98% of the full circuit's "
+                         "accuracy in both models of a same-architecture pair (two seeds).",
+                         "n/a", "not tested at this size", "same_arch_pair=False",
+                         "the pair runs with same_arch_pair=True (FULL)"))
     main = next(iter(pairs))
     if single is not None:
         d = (pairs[main][1]["ratio"] - single["ratio"]).ravel()

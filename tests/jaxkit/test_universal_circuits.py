@@ -203,6 +203,7 @@ def test_claims_can_say_yes_and_no():
     assert [c.verdict for c in cl if "89-98%" in c.claim] == ["yes", "yes"]
     assert all(c.verdict == "yes" for c in cl if "beats" in c.claim or "Surgery" in c.claim)
     assert [c.verdict for c in cl if "reaches" in c.claim] == ["yes", "not shown"]
+    assert [c.verdict for c in cl if "mlp-mlp2" in c.claim] == ["not tested at this size"]
     bad = 0.5 + 0.01 * rng.standard_normal((2, 10))
     other_after = np.r_[np.zeros(30), np.ones(70)]
     models, pairs, single, surg = _fake(bad, bad + 0.3, bad + 0.3, np.zeros(30), np.ones(100),

@@ -103,7 +103,8 @@ def fit_chinchilla(N, D, L, *, delta: float = 1e-3, n_starts: int = 8) -> Scalin
     bounds = [(-20, 40), (-20, 40), (-10, 5), (1e-3, 3.0), (1e-3, 3.0)]
     for g in grid[np.argsort(vals)[:n_starts]]:
         r = minimize(_objective, g, args=(logN, logD, logL, delta), jac=True,
-                     method="L-BFGS-B", bounds=bounds, options=dict(maxiter=2000, gtol=1e-12))
+                     method="L-BFGS-B", bounds=bounds,
+                     options=dict(maxiter=5000, gtol=1e-14, ftol=1e-16))
         if best is None or r.fun < best.fun:
             best = r
     a, b, e, al, be = best.x

@@ -24,7 +24,7 @@ def test_registered_and_config_checks():
     assert entry.module == "jaxkit.compose.pipeline"
     assert entry.quick is QUICK and entry.full is FULL
     with pytest.raises(ValueError, match="`width`"):
-        QUICK.override(["width=30"])
+        QUICK.override(["width=31"])
     with pytest.raises(ValueError, match="`policies`"):
         QUICK.override(["policies=evolution"])
     with pytest.raises(ValueError, match="`steps`"):

@@ -220,10 +220,11 @@ def pool_table(res: dict, margin: float) -> dict:
     test = _oriented(res, res["test"])  # larger is better from here on
     best = _oriented(res, res["best"])
     n_pools = test.shape[1]
-    single = test[:n_models].mean(2)  # (K, P)
+    single = test[:n_models].mean(2)  # (K, P); ties go to the lowest proposer index
     ref = single.argmax(0)
     top = res["prices"].argmax(1)
-    out = {"ref": ref.tolist(), "top": top.tolist(), "routers": {}}
+    ties = np.ptp(single, axis=0) <= 1e-9 * np.maximum(np.abs(single).max(0), 1e-12)
+    out = {"ref": ref.tolist(), "top": top.tolist(), "ties": int(ties.sum()), "routers": {}}
     levels = (0.5, 0.9, 1.0)
     for r, name in enumerate(names):
         rel, verdicts, saving, reach = [], [], [], []

@@ -60,7 +60,9 @@ class Config(PipelineConfig):
     train_full: tuple[_Problem, ...] = ("binpacking_or", "tsp", "knapsack", "cvrp")
     n_init: int = 6
     match_margin: float = 0.02
-    pool_problems: tuple[_Problem, ...] = ("binpacking_or", "tsp", "knapsack")
+    # knapsack is left out: at the quick size every heuristic of its family ends at the
+    # same test value (20 of 20 pools tied in a 20-pool trial), so it cannot tell routers apart
+    pool_problems: tuple[_Problem, ...] = ("binpacking_or", "tsp", "cvrp")
     pools: int = 50
     pool_seeds: int = 4
     pool_calls: int = 80
@@ -91,5 +93,7 @@ class Config(PipelineConfig):
 
 QUICK = Config(problems=("tsp",), seeds=3, calls=30, test_instances=4, full_test=False,
                train_full=(), pool_problems=("tsp",), pools=5, pool_seeds=2, pool_calls=30)
-# searched at full size; Weibull (5000 items) on 1000-item cells
-FULL = Config()
+# searched at full size; Weibull (5000 items) on 1000-item cells. 16 training instances:
+# with 4, knapsack heuristics overfit (+2.5% on the training set, -0.2% on the test set
+# against greedy value/weight; with 32 the test gap is +0.0 +- 0.2%)
+FULL = Config(train_instances=16)

@@ -55,8 +55,9 @@ def run(ctx: RunContext) -> PipelineResult:
     train_sizes = ("full-size for " + ", ".join(cfg.train_full) + ", small for the rest"
                    if cfg.train_full else "small sizes")
     md = [f"Mode: {'quick' if ctx.quick else 'full'}; seed {ctx.seed}; {cfg.seeds} seeds x "
-          f"{cfg.calls} LLM calls per router; offline pool of simulated models "
-          f"(`jaxkit.ballad.pool.default_pool`). Search on {cfg.train_instances} training "
+          f"{cfg.calls} LLM calls per router. Named case: the hand-made offline pool of "
+          f"simulated models (`jaxkit.ballad.pool.default_pool`); the claim over random "
+          f"pools follows it. Search on {cfg.train_instances} training "
           f"instances ({train_sizes}); the best heuristic of each run is scored on "
           f"{cfg.test_instances} held-out {'full-size ' if cfg.full_test else ''}test "
           "instances. Intervals: 95% t intervals over seeds. Saving: 1 - cost / cost of "

@@ -56,7 +56,8 @@ def pool_section(res: dict, match_margin: float) -> tuple[list[str], dict]:
               res["scenarios"])) + "). Per pool: relative test improvement over the best "
           "single proposer in hindsight (mean over seeds) and the seed-level verdict "
           f"(beats: superiority; matches: TOST within ±{match_margin:.0%}); saving against "
-          "always calling the pool's most expensive proposer; cost to reach 50% / 90% / "
+          "always calling the pool's most expensive proposer (mean ± 95% t interval over pools, "
+          "and its quartiles over pools, in %); cost to reach 50% / 90% / "
           "100% of the way from the initial best to the best single proposer's final "
           "value, as a fraction of the most expensive proposer's total cost (median over "
           "pools). Intervals: 95% t over pools.", ""]
@@ -67,7 +68,9 @@ def pool_section(res: dict, match_margin: float) -> tuple[list[str], dict]:
         v = row["verdicts"]
         body.append([name, _ci(row["rel"])] + [f"{100 * v.count(w) / n_pools:.0f}%" for w in
                                               ("beats", "matches", "short", "not shown")]
-                    + [_ci(row["saving"])] + [_median_reach(row["reach"], j)
+                    + [_ci(row["saving"]) + " (quartiles " + "/".join(
+                        f"{100 * q:.0f}" for q in np.percentile(row["saving"], [25, 50, 75]))
+                       + ")"] + [_median_reach(row["reach"], j)
                                               for j in range(3)])
     md += [markdown_table(header, body), ""]
     refs = [f"m{j}" for j in tab["ref"]]
@@ -75,7 +78,9 @@ def pool_section(res: dict, match_margin: float) -> tuple[list[str], dict]:
                                                             strict=True))
     dearest = sum(int(a == b) for a, b in zip(tab["ref"], tab["top"], strict=True))
     md += [f"Best single proposer in hindsight: the cheapest in {cheap} of {n_pools} pools, "
-           f"the most expensive in {dearest} (per pool: {', '.join(refs)}).", ""]
+           f"the most expensive in {dearest} (per pool: {', '.join(refs)}). Every "
+           f"proposer alone ends at the same test value in {tab['ties']} of {n_pools} pools "
+           "(there the heuristic space leaves no room to tell routers apart).", ""]
     metrics = {name: dict(rel_mean=float(np.mean(r["rel"])), saving_mean=float(
         np.mean(r["saving"])), **{w: r["verdicts"].count(w) / n_pools for w in
                                   ("beats", "matches", "short", "not shown")})

@@ -165,25 +165,47 @@ def standard_routers(n_arms: int, capacity: int, names: Sequence[str] | None = N
     "ballad-budget" (plain index under a budget of ``budget`` times the cost of always
     calling the most expensive proposer, with the pacing reserve)."""
     names = tuple(names) if names is not None else tuple(f"arm{k}" for k in range(n_arms))
-    return list(_standard_routers(n_arms, capacity, names, tuple(ablations),
-                                  float(cost_weight), float(budget)))
+    pol = _policies(n_arms, capacity, tuple(ablations), float(cost_weight))
+    return ([Router(f"only {names[k]}", "fixed", arm=k) for k in range(n_arms)]
+            + [Router("uniform", "uniform"), Router("ucb1", policy=pol["ucb1"]),
+               Router("ballad", policy=pol["ballad"])]
+            + [Router(f"ballad -{a}", policy=pol[f"ballad -{a}"]) for a in ablations]
+            + [Router("ballad-cost", priced=True, policy=pol["ballad-cost"]),
+               Router("ballad-budget", priced=True, budget=budget,
+                      policy=pol["ballad-budget"])])
 
 
 @functools.lru_cache(maxsize=64)
-def _standard_routers(n_arms, capacity, names, ablations, cost_weight, budget):
+def _policies(n_arms, capacity, ablations, cost_weight) -> dict:
     # cached: the same settings give the same policy objects, so their jitted steps
-    # (:func:`_jitted`) compile once per process, not once per run of the pipeline
+    # (:func:`_jitted`) compile once per process and batch shape, not once per stage or
+    # run of the pipeline (the proposers' names and the budget are not part of a policy)
     kw = dict(capacity=capacity, max_parents=2)
-    return tuple([Router(f"only {names[k]}", "fixed", arm=k) for k in range(n_arms)]
-            + [Router("uniform", "uniform"),
-               Router("ucb1", policy=bandit.ucb1(n_arms, alpha=0.5)),
-               Router("ballad", policy=bandit.ballad(n_arms, **kw))]
-            + [Router(f"ballad -{a}", policy=bandit.ballad(n_arms, **{a: False}, **kw))
-               for a in ablations]
-            + [Router("ballad-cost", priced=True,
-                      policy=bandit.ballad_cost(n_arms, cost_weight=cost_weight, **kw)),
-               Router("ballad-budget", priced=True, budget=budget,
-                      policy=bandit.ballad_cost(n_arms, cost_weight=0.0, **kw))])
+    out = {"ucb1": bandit.ucb1(n_arms, alpha=0.5), "ballad": bandit.ballad(n_arms, **kw),
+           "ballad-cost": bandit.ballad_cost(n_arms, cost_weight=cost_weight, **kw),
+           "ballad-budget": bandit.ballad_cost(n_arms, cost_weight=0.0, **kw)}
+    for a in ablations:
+        out[f"ballad -{a}"] = bandit.ballad(n_arms, **{a: False}, **kw)
+    return out
+
+
+@functools.lru_cache(maxsize=128)
+def _initialiser(policy: bandit.Policy, n: int, priced: bool, roots: bool):
+    """One jitted function building the ``n`` runs' states (prices and roots included)."""
+
+    def make(root_scores, costs, budgets, horizon):
+        if priced:
+            states = jax.vmap(policy.init, in_axes=(0, 0, None))(costs, budgets, horizon)
+        else:
+            states = jax.vmap(lambda _: policy.init())(jnp.arange(n))
+        inner = states.inner if priced else states
+        if roots and isinstance(inner, bandit.BalladState):
+            inner = jax.vmap(bandit.ballad_add_roots, in_axes=(0, None))(
+                inner, root_scores.astype(inner.score.dtype))
+            states = states._replace(inner=inner) if priced else inner
+        return states
+
+    return jax.jit(make)
 
 
 @functools.lru_cache(maxsize=128)
@@ -230,18 +252,16 @@ class _BatchedPolicy:
     def __init__(self, policy: bandit.Policy, n: int, root_scores: np.ndarray | None,
                  priced: tuple | None = None):
         self.policy = policy
+        k = policy.n_arms
         if priced is None:
-            states = jax.vmap(lambda _: policy.init())(jnp.arange(n))
+            costs, budgets, horizon = np.ones((n, k)), np.ones(n), 0
         else:  # (costs (n, K), budgets (n,), horizon): one state per run's prices
             costs, budgets, horizon = priced
-            states = jax.vmap(policy.init, in_axes=(0, 0, None))(
-                jnp.asarray(costs, jnp.float32), jnp.asarray(budgets, jnp.float32), horizon)
+        make = _initialiser(policy, n, priced is not None, root_scores is not None)
+        roots = np.zeros(0) if root_scores is None else np.asarray(root_scores)
+        states = make(jnp.asarray(roots), jnp.asarray(costs, jnp.float32),
+                      jnp.asarray(budgets, jnp.float32), jnp.int32(horizon))
         self.is_ballad = isinstance(states, (bandit.BalladState, bandit.BalladCostState))
-        if self.is_ballad and root_scores is not None:
-            inner = states.inner if priced is not None else states
-            inner = jax.vmap(bandit.ballad_add_roots, in_axes=(0, None))(
-                inner, jnp.asarray(root_scores, inner.score.dtype))
-            states = states._replace(inner=inner) if priced is not None else inner
         self.states = states
         self._select, self._update = _jitted(policy, self.is_ballad)
 

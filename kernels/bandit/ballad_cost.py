@@ -54,6 +54,10 @@ def ballad_cost(n_arms: int, *, capacity: int, cost_weight: float = 1.0,
     ``init(costs, budget=inf, horizon=0)`` takes the prices (positive, finite; checked,
     also under ``jit``); ``update(state, arm, reward, parents)`` is Ballad's update.
 
+    References: the ratio (reward per unit cost) index of budget-limited bandits
+    (Tran-Thanh, Chapman, Rogers & Jennings, AAAI 2012; Xia et al., IJCAI 2015), applied
+    to the Ballad index of :func:`~jaxkit.kernels.bandit.ballad`.
+
     Args:
         n_arms: number of arms ``K`` (static).
         capacity: most genealogy nodes stored (static).

@@ -150,6 +150,7 @@ def test_offline_miss_is_a_failed_call_and_offline_needs_a_cache(tmp_path):
         m2.propose([], {})
 
 
+@pytest.mark.slow  # ~70 s under load: 84 sandboxed evaluations plus the test scoring
 def test_pipeline_pool_http_records_then_replays(editor_server, tmp_path):
     from jaxkit.ballad import pipeline
     from jaxkit.ballad.config import QUICK

@@ -188,7 +188,7 @@ def test_pool_table_and_claims_on_known_answers():
     res = _fake_pools({"uniform": -0.2, "ucb1": 0.0, "ballad": 0.1, "ballad -credit": 0.1,
                        "ballad-cost": 0.1, "ballad-budget": -0.001})
     tab = pool_table(res, 0.02)
-    assert tab["ref"] == [0] * 8 and tab["top"] == [0] * 8
+    assert tab["ref"] == [0] * 8 and tab["top"] == [0] * 8 and tab["ties"] == 0
     r = tab["routers"]
     assert r["ballad"]["verdicts"] == ["beats"] * 8
     assert r["ucb1"]["verdicts"] == ["matches"] * 8
@@ -207,6 +207,10 @@ def test_pool_table_and_claims_on_known_answers():
                   "objective"] == "yes"
     md, metrics = pool_section(res, 0.02)
     assert "| ballad |" in "\n".join(md) and metrics["ballad"]["beats"] == 1.0
+    assert "same test value in 0 of 8 pools" in "\n".join(md)
+    tied = {**res, "test": res["test"].copy()}
+    tied["test"][1] = tied["test"][0]  # both proposers alone end at the same value
+    assert pool_table(tied, 0.02)["ties"] == 8
 
     worse = _fake_pools({"uniform": 0.0, "ucb1": 0.0, "ballad": -0.1, "ballad -credit": 0.0,
                          "ballad-cost": -0.3, "ballad-budget": 0.0}, seed=1)

@@ -247,8 +247,8 @@ def test_pipeline_quick_and_resume(tmp_path):
     from jaxkit.registry import RunContext
 
     cfg = Config(problems=("tsp",), seeds=2, calls=6, train_instances=2, test_instances=2,
-                 n_init=3, full_test=False, train_full=(), pool_problems=("tsp",), pools=3,
-                 pool_seeds=2, pool_calls=5)
+                 n_init=3, full_test=False, train_full=(), pool_problems=("tsp",), pools=2,
+                 pool_seeds=1, pool_calls=6)  # 2 x 1 runs per router, like the 2 seeds
     ctx = RunContext(out_dir=tmp_path, config=cfg, quick=True)
     res = pipeline.run(ctx)
     rows = res.metrics["tsp"]
@@ -266,7 +266,7 @@ def test_pipeline_quick_and_resume(tmp_path):
     assert len(res.claims) == 3 + 6  # the named case, then the claims over pools
     assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown"}
     assert sum("over random pools" in c.claim for c in res.claims) == 6
-    assert "Over 3 random pools: tsp" in res.markdown
+    assert "Over 2 random pools: tsp" in res.markdown
     pooled = res.metrics["pools-tsp"]
     assert set(pooled) == {"only m0", "only m1", "only m2", "only m3", "uniform", "ucb1",
                            "ballad", "ballad -credit", "ballad-cost", "ballad-budget"}
@@ -286,8 +286,7 @@ def test_config_validation_and_override():
 
     assert QUICK.problems == ("tsp",) and QUICK.seeds == 3 and QUICK.pools == 5
     assert FULL.seeds == 10 and FULL.full_test and FULL.pools >= 50
-    assert len(FULL.problems) == 5 and FULL.pool_problems == ("binpacking_or", "tsp",
-                                                              "knapsack")
+    assert len(FULL.problems) == 5 and FULL.pool_problems == ("binpacking_or", "tsp", "cvrp")
     assert Config(pool_problems=()).pool_problems == ()  # skips the over-pools stage
     assert QUICK.override(["seeds=5", "problems=tsp,knapsack"]).problems == ("tsp", "knapsack")
     with pytest.raises(ValueError, match="`problems`"):

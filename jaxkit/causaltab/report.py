@@ -190,6 +190,7 @@ def markdown(cfg, *, synth, sem_rows, sachs, tested: list[Claim], training: dict
                   f"{r['int_frac']:g}; variables: {', '.join(r['variables'])})", "",
                   method_table([r]), ""]
     parts += ["## Real Sachs data (pooled, log, no intervention labels; 18-edge consensus)",
-              "", f"{sachs['rows']} rows drawn at random.", "", method_table([sachs]), ""]
+              "", f"{sachs['rows']} rows drawn at random. SID is undefined here: the "
+              "consensus graph has a cycle.", "", method_table([sachs]), ""]
     parts += ["## Inference time (all synthetic cells)", "", method_table(synth)]
     return "\n".join(parts)

@@ -120,7 +120,7 @@ def consistency(results: Sequence[CellResult], method: str) -> dict:
     """Error versus sample size: per dataset (the same graph at every ``n``), the
     least-squares slope of ``log(SHD + 1)`` on ``log n``; its mean is the fitted rate
     with a 95% t interval, and ``superiority(-slope)`` decides "the error falls with
-    n". Also the pooled rate of the mean SHD."""
+    n". Also the pooled rate: the slope of ``log(mean SHD + 1)`` on ``log n``."""
     ns = np.array([r.spec.n for r in results], float)
     shd = np.stack([r.shd[method] for r in results], 0)  # (n_sizes, batch)
     ln = np.log(ns)
@@ -128,7 +128,7 @@ def consistency(results: Sequence[CellResult], method: str) -> dict:
     lc = ln - ln.mean()
     slopes = (lc[:, None] * (y - y.mean(0))).sum(0) / (lc * lc).sum()
     mean_shd = np.nanmean(shd, 1)
-    pooled = float(np.polyfit(ln, np.log(mean_shd + 1e-9), 1)[0]) if np.isfinite(
+    pooled = float(np.polyfit(ln, np.log(mean_shd + 1.0), 1)[0]) if np.isfinite(
         mean_shd).all() else math.nan
     return dict(ns=ns.astype(int).tolist(), mean_shd=mean_shd.tolist(),
                 mean_f1=[float(np.nanmean(r.f1[method])) for r in results],

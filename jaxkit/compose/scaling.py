@@ -115,7 +115,8 @@ def fit_chinchilla(N, D, L, *, delta: float = 1e-3, n_starts: int = 8) -> Scalin
 def predict(fit: ScalingFit, N, D):
     """``E + A N^-alpha + B D^-beta``."""
     N, D = np.asarray(N, np.float64), np.asarray(D, np.float64)
-    return fit.E + fit.A * N ** -fit.alpha + fit.B * D ** -fit.beta
+    with np.errstate(divide="ignore", over="ignore"):  # a degenerate fit gives inf
+        return fit.E + fit.A * N ** -fit.alpha + fit.B * D ** -fit.beta
 
 
 def frontier_slope(fit: ScalingFit) -> float:
@@ -127,9 +128,10 @@ def frontier(fit: ScalingFit, C):
     """Compute-optimal ``(N*, D*, L*)`` at compute ``C`` (FLOPs, ``C = 6 N D``)."""
     C = np.asarray(C, np.float64)
     s = fit.alpha + fit.beta
-    G = (fit.alpha * fit.A / (fit.beta * fit.B)) ** (1 / s)
-    n = G * (C / 6) ** (fit.beta / s)
-    d = (C / 6) / n
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        G = (fit.alpha * fit.A / (fit.beta * fit.B)) ** (1 / s)
+        n = G * (C / 6) ** (fit.beta / s)
+        d = (C / 6) / n
     return n, d, predict(fit, n, d)
 
 

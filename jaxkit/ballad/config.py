@@ -4,10 +4,17 @@ of three)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Literal
 
-from jaxkit.config import PipelineConfig, require_at_least, require_distinct, require_positive
+from jaxkit.config import (
+    PipelineConfig,
+    require,
+    require_at_least,
+    require_distinct,
+    require_positive,
+)
 
 __all__ = ["Config", "QUICK", "FULL", "PROBLEMS"]
 
@@ -87,6 +94,14 @@ class Config(PipelineConfig):
         require_at_least(self, ("http_items",), 2)
         require_positive(self, ("http_timeout",))
         require_positive(self, ("match_margin", "budget"))
+        if self.pool == "http":  # checked here so that the run stops before any stage
+            require(bool(self.http_models or os.environ.get("JAXKIT_LLM_POOL")), "http_models",
+                    "must name the HTTP models ('model:price_in:price_out,...') with "
+                    "pool=http (or set JAXKIT_LLM_POOL)")
+            require(bool(self.http_offline or self.http_base_url
+                         or os.environ.get("JAXKIT_LLM_BASE_URL")
+                         or os.environ.get("OPENAI_BASE_URL")), "http_base_url",
+                    "must give the endpoint with pool=http (or set JAXKIT_LLM_BASE_URL)")
         if not self.cost_weight >= 0:
             raise ValueError(f"`cost_weight` must be >= 0; got {self.cost_weight}")
 

@@ -174,3 +174,21 @@ def test_pipeline_pool_http_records_then_replays(editor_server, tmp_path):
     res2 = pipeline.run(RunContext(out_dir=tmp_path / "b", config=again, quick=True))
     assert res2.metrics == res.metrics and res2.claims == res.claims
     assert "42 replayed, 0 fetched" in res2.markdown
+
+
+def test_pool_http_config_errors_name_the_field(monkeypatch):
+    from jaxkit.ballad.config import QUICK
+
+    for var in ("JAXKIT_LLM_POOL", "JAXKIT_LLM_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(ValueError, match="`http_models` must name the HTTP models"):
+        QUICK.override(["pool=http"])
+    with pytest.raises(ValueError, match="`http_base_url` must give the endpoint"):
+        QUICK.override(["pool=http", "http_models=a:1:2"])
+    # replaying offline needs no endpoint; the environment can name the models
+    assert QUICK.override(["pool=http", "http_models=a:1:2", "http_offline=true"]).http_offline
+    monkeypatch.setenv("JAXKIT_LLM_POOL", "a:1:2")
+    monkeypatch.setenv("JAXKIT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    assert QUICK.override(["pool=http"]).pool == "http"
+    with pytest.raises(ValueError, match="`pool`"):
+        QUICK.override(["pool=grpc"])

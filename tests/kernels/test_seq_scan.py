@@ -125,8 +125,9 @@ def ssd_reference(x, dt, A, B, C):
     return np.stack(ys, 2), np.stack(hs, 1)
 
 
-@pytest.mark.parametrize("chunk", [pytest.param(1, marks=pytest.mark.slow), 4,
-                                   pytest.param(5, marks=pytest.mark.slow), 13,
+@pytest.mark.parametrize("chunk", [pytest.param(1, marks=pytest.mark.slow), 4,  # 13 = 3*4+1
+                                   pytest.param(5, marks=pytest.mark.slow),
+                                   pytest.param(13, marks=pytest.mark.slow),
                                    pytest.param(16, marks=pytest.mark.slow)])
 def test_ssd_matches_reference_for_chunk_sizes(key, chunk):
     x, dt, A, B, C = ssd_inputs(key)

@@ -286,7 +286,8 @@ def test_config_validation_and_override():
 
     assert QUICK.problems == ("tsp",) and QUICK.seeds == 3 and QUICK.pools == 5
     assert FULL.seeds == 10 and FULL.full_test and FULL.pools >= 50
-    assert len(FULL.problems) == 5 and FULL.pool_problems == ("binpacking_or", "tsp", "cvrp")
+    assert len(FULL.problems) == 5 and FULL.pool_problems == ("binpacking_weibull", "tsp",
+                                                              "cvrp")
     assert Config(pool_problems=()).pool_problems == ()  # skips the over-pools stage
     assert QUICK.override(["seeds=5", "problems=tsp,knapsack"]).problems == ("tsp", "knapsack")
     with pytest.raises(ValueError, match="`problems`"):

@@ -463,6 +463,20 @@ def _ballad_args(key):
             jax.random.uniform(kw, (2,), F32), jax.random.uniform(kg, (4,), F32))
 
 
+def _ballad_cost(key, costs, arms, rewards):
+    pol = bandit.ballad_cost(3, capacity=6, max_parents=2)
+    state = pol.init(costs, 4.0, 5)
+    for n, (a, r) in enumerate(zip(arms, rewards, strict=True)):
+        state = pol.update(state, a, r, jnp.array([n - 1, -1], jnp.int32))
+    return state, pol.index(key, state), pol.select(key, state)
+
+
+def _ballad_cost_args(key):
+    kc, ka, kr, kk = jax.random.split(key, 4)
+    return (kk, jax.random.uniform(kc, (3,), F32, 0.1, 2.0),
+            jax.random.randint(ka, (2,), 0, 3), jax.random.uniform(kr, (2,), F32))
+
+
 def _simulate(key, means):
     reward = lambda k, t, arm: jax.random.bernoulli(k, means[arm]).astype(F32)  # noqa: E731
     # simulate_runs: a runs_last policy, and one whose per-run functions are vmapped
@@ -661,6 +675,9 @@ CASES = [
          ("bandit.ballad", "bandit.ballad_add_roots", "bandit.propagate_credit",
           "bandit.credit_per_arm"),
          slow="test_bandit: test_propagate_credit_jit_and_vmap_equal_the_loop, simulate"),
+    Case("bandit.ballad_cost", _ballad_cost, _ballad_cost_args, ("bandit.ballad_cost",),
+         slow="test_bandit_cost: test_runs_with_different_prices_share_one_compilation_and_"
+              "vmap_equals_loop"),
     Case("bandit.simulate", _simulate, _simulate_args,
          ("bandit.simulate", "bandit.simulate_runs"),
          slow="test_bandit: test_simulate_vmap_equals_python_loop, "

@@ -1,7 +1,7 @@
-"""LLM proposers: the :class:`Proposer` protocol and an OpenAI-compatible chat client.
+"""LLM proposers: the :class:`Proposer` protocol and an OpenAI-compatible proposer.
 
 :class:`OpenAIChat` talks to any server exposing ``POST {base_url}/chat/completions``
-(OpenAI, vLLM, llama.cpp, Ollama, ...) with the standard library only. It asks for ONE
+(OpenAI, vLLM, llama.cpp, Ollama, ...) through :class:`jaxkit.llm.ChatClient`. It asks for ONE
 improved ``priority`` function in a fenced Python block, extracts the code from each
 returned choice (parsed and compiled, never executed here; the sandbox runs it), and
 prices the call from the ``usage`` field. Every transport or parsing failure raises
@@ -11,21 +11,16 @@ prices the call from the ``usage`` field. Every transport or parsing failure rai
 from __future__ import annotations
 
 import ast
-import hashlib
-import json
 import math
 import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from jaxkit.io import atomic_write
+from jaxkit.llm import ChatClient, LLMError
 
 __all__ = [
     "Candidate",
@@ -66,18 +61,6 @@ class Candidate:
     note: str = ""
 
 
-class LLMError(RuntimeError):
-    """A failed LLM call; ``model``, ``url``, ``status`` (HTTP code or None), ``reason``,
-    ``cost``."""
-
-    def __init__(self, model: str, url: str, reason: str, status: int | None = None,
-                 cost: float = 0.0):
-        self.model, self.url, self.reason, self.status = model, url, reason, status
-        self.cost = cost  # dollars the failed call still cost (tokens of a useless reply)
-        code = f"HTTP {status}: " if status is not None else ""
-        super().__init__(f"LLM {model!r} at {url}: {code}{reason}")
-
-
 @runtime_checkable
 class Proposer(Protocol):
     """Anything that turns parent candidates into new ones, at a cost in dollars."""
@@ -114,75 +97,14 @@ def extract_functions(text: str, func_name: str = "priority") -> list[str]:
     return found
 
 
-def _env(*names: str) -> str | None:
-    for name in names:
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
-
-
-class OpenAIChat:
-    """Proposer backed by an OpenAI-compatible ``/chat/completions`` endpoint.
-
-    ``base_url`` / ``api_key`` default to ``JAXKIT_LLM_BASE_URL`` / ``JAXKIT_LLM_API_KEY``,
-    then ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Prices are dollars per million tokens.
-    ``n_candidates > 1`` requests that many choices (field ``n``) in one call.
-
-    ``cache``: a folder where every successful response is stored (JSON, written
-    atomically) under a hash of the model and the request body plus how many times this
-    client has sent that same body before, so a run replays call for call. A cached
-    response is used instead of the network; with ``offline=True`` a request that is not
-    in the cache is a failed call (:class:`LLMError`) and nothing is sent, so a recorded
-    run can be replayed with no server. ``hits`` / ``misses`` count cache use.
+class OpenAIChat(ChatClient):
+    """Proposer backed by an OpenAI-compatible ``/chat/completions`` endpoint: the prompt
+    for an improved ``priority`` function and the extraction of code from each choice.
+    Transport, response cache, offline replay and pricing are
+    :class:`jaxkit.llm.ChatClient`'s, with its arguments (``model``, ``base_url``,
+    ``api_key``, ``timeout``, ``price_in`` / ``price_out``, ``temperature``,
+    ``n_candidates``, ``cache``, ``offline``).
     """
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        price_in: float = 0.0,
-        price_out: float = 0.0,
-        temperature: float = 1.0,
-        n_candidates: int = 1,
-        cache: str | os.PathLike | None = None,
-        offline: bool = False,
-    ):
-        base_url = base_url or _env("JAXKIT_LLM_BASE_URL", "OPENAI_BASE_URL")
-        if offline and cache is None:
-            raise ValueError(f"LLM {model!r}: offline=True needs a `cache` folder to replay")
-        if offline and not base_url:
-            base_url = "offline://replay"
-        if not base_url:
-            raise ValueError(
-                f"no base URL for LLM {model!r}: pass base_url= or set JAXKIT_LLM_BASE_URL "
-                "(or OPENAI_BASE_URL), e.g. http://localhost:8000/v1"
-            )
-        if n_candidates < 1:
-            raise ValueError(f"n_candidates must be >= 1, got {n_candidates}")
-        self.name = model
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.api_key = api_key or _env("JAXKIT_LLM_API_KEY", "OPENAI_API_KEY")
-        self.timeout = float(timeout)
-        self.price_in = float(price_in)
-        self.price_out = float(price_out)
-        self.temperature = float(temperature)
-        self.n_candidates = int(n_candidates)
-        self.cache = None if cache is None else Path(cache)
-        self.offline = bool(offline)
-        self.hits = self.misses = 0
-        self._seen: dict[str, int] = {}
-
-    def __repr__(self) -> str:
-        return f"OpenAIChat({self.model!r}, base_url={self.base_url!r})"
-
-    @property
-    def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
 
     def messages(
         self, parents: Sequence[Candidate], context: Mapping[str, Any]
@@ -210,68 +132,6 @@ class OpenAIChat:
             {"role": "user", "content": "\n\n".join(parts)},
         ]
 
-    def _post(self, body: dict) -> dict:
-        if self.cache is None:
-            return self._send(body)
-        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        k = self._seen.get(digest, 0)
-        self._seen[digest] = k + 1
-        path = self.cache / f"{digest[:32]}-{k}.json"
-        if path.exists():
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
-                raise LLMError(self.model, str(path), f"unreadable cached response: {exc}"
-                               ) from exc
-            self.hits += 1
-            return data
-        self.misses += 1
-        if self.offline:
-            raise LLMError(self.model, str(path), "offline replay: response not in the cache")
-        data = self._send(body)
-        atomic_write(path, json.dumps(data, sort_keys=True))
-        return data
-
-    def _send(self, body: dict) -> dict:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(
-            self.url, data=json.dumps(body).encode(), headers=headers, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(500).decode("utf-8", "replace") if exc.fp else ""
-            raise LLMError(
-                self.model, self.url, " ".join(detail.split()) or str(exc.reason), exc.code
-            ) from exc
-        except TimeoutError as exc:
-            raise LLMError(self.model, self.url, f"timeout after {self.timeout:g} s") from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise LLMError(self.model, self.url, f"timeout after {self.timeout:g} s") from exc
-            raise LLMError(self.model, self.url, f"connection failed: {exc.reason}") from exc
-        except OSError as exc:  # reset connections and the like
-            raise LLMError(self.model, self.url, f"connection failed: {exc}") from exc
-        try:
-            data = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            snippet = " ".join(raw[:80].decode("utf-8", "replace").split())
-            raise LLMError(self.model, self.url, f"invalid JSON response: {snippet!r}") from exc
-        if not isinstance(data, dict):
-            raise LLMError(self.model, self.url, "invalid JSON response: not an object")
-        return data
-
-    def cost(self, usage: Mapping[str, Any] | None) -> float:
-        """Dollars for a call with this ``usage`` (0 when the server reports none)."""
-        if not usage:
-            return 0.0
-        tokens_in = float(usage.get("prompt_tokens") or 0)
-        tokens_out = float(usage.get("completion_tokens") or 0)
-        return (tokens_in * self.price_in + tokens_out * self.price_out) / 1e6
-
     def propose(
         self, parents: Sequence[Candidate], context: Mapping[str, Any]
     ) -> tuple[list[Candidate], float]:
@@ -286,7 +146,7 @@ class OpenAIChat:
         }
         if self.n_candidates > 1:
             body["n"] = self.n_candidates
-        data = self._post(body)
+        data = self.post(body)
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             raise LLMError(self.model, self.url, "response has no choices")

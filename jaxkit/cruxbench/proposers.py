@@ -16,7 +16,7 @@ on held-out targets whose factors are all revealed, forecasting with its noisy l
 choice, so VOI and quality share one trait and differ in two.
 
 :class:`ChatProposer` asks an OpenAI-compatible endpoint for subquestions with its
-probabilities, through the Ballad pipeline's HTTP client (:class:`OpenAIChat`).
+probabilities, through jaxkit's HTTP client (:class:`jaxkit.llm.ChatClient`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import ndtr
 
-from jaxkit.ballad.llm import LLMError, OpenAIChat
+from jaxkit.llm import ChatClient, LLMError
 
 from .market import Targets, question_probs
 
@@ -159,10 +159,10 @@ def parse_questions(text: str, n_max: int | None = None) -> list[dict[str, Any]]
     return out[:n_max] if n_max else out
 
 
-class ChatProposer(OpenAIChat):
+class ChatProposer(ChatClient):
     """Subquestions from any OpenAI-compatible ``/chat/completions`` endpoint.
 
-    Takes :class:`OpenAIChat`'s arguments (``model``, ``base_url``, ``api_key``,
+    Takes :class:`jaxkit.llm.ChatClient`'s arguments (``model``, ``base_url``, ``api_key``,
     ``timeout``, prices, ``temperature``); transport failures raise :class:`LLMError`.
     """
 
@@ -181,9 +181,7 @@ class ChatProposer(OpenAIChat):
         Raises:
             LLMError: the call failed or the reply held no usable subquestion.
         """
-        body = {"model": self.model, "temperature": self.temperature,
-                "messages": self.question_messages(target, price, n)}
-        data = self._post(body)
+        data = self.chat(self.question_messages(target, price, n))
         cost = self.cost(data.get("usage"))
         try:
             content = data["choices"][0]["message"]["content"]

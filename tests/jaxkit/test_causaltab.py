@@ -126,3 +126,25 @@ def test_claims_say_yes_no_and_not_tested():
     c = report.claims(synth, [_row("id", 0.0, good[:2], bad[:2])])
     assert [x.verdict for x in c] == ["yes", "no", "yes", "not tested at this size"]
     assert "notears" in c[0].note
+
+
+def test_cli_predict_writes_edges_and_names_bad_columns(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from jaxkit.causaltab.cli import causaltab_app
+
+    x = _x(60, 4)
+    csv = tmp_path / "data.csv"
+    csv.write_text("a,b,c,d\n" + "\n".join(",".join(f"{v:.5f}" for v in r) for r in x))
+    out = tmp_path / "g.json"
+    r = CliRunner().invoke(causaltab_app, ["predict", str(csv), "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    g = json.loads(out.read_text())
+    assert g["variables"] == ["a", "b", "c", "d"] and len(g["probabilities"]) == 4
+    assert all(e["cause"] != e["effect"] for e in g["edges"])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n3,oops\n")
+    r = CliRunner().invoke(causaltab_app, ["predict", str(bad)])
+    assert r.exit_code != 0 and "b" in r.output

@@ -152,8 +152,8 @@ class Neighbour(NamedTuple):
     valid: Bool[Array, " n"]
 
 
-def nearest_neighbour(sim: Float[Array, "n m"], candidates: Bool[Array, " m"] | None = None
-                      ) -> Neighbour:
+def nearest_neighbour(sim: Float[Array, "n m"], candidates: Bool[Array, " m"] | None = None,
+                      *, checked: bool = True) -> Neighbour:
     """The most similar candidate of each query row of ``sim`` (first index on ties).
 
     Args:
@@ -161,6 +161,9 @@ def nearest_neighbour(sim: Float[Array, "n m"], candidates: Bool[Array, " m"] | 
             :func:`tanimoto_matrix` of queries against a reference set.
         candidates: ``(m,)`` mask of the reference rows that may be chosen (the training
             molecules); ``None``: all. An all-False mask is an error naming it.
+        checked: run the value checks (empty mask, NaN similarities); ``False`` leaves
+            them to the caller (inside a loop body, where a run-time check costs a host
+            callback per iteration); an empty mask then gives ``valid = False``.
 
     Returns:
         A :class:`Neighbour`.
@@ -175,9 +178,10 @@ def nearest_neighbour(sim: Float[Array, "n m"], candidates: Bool[Array, " m"] | 
     if candidates.shape != (m,):
         raise ValueError(f"`candidates` must have shape ({m},) (one flag per column of "
                          f"`sim`); got {candidates.shape}")
-    candidates = fail(candidates, ~jnp.any(candidates),
-                      "`candidates` selects no reference molecule (empty training set)")
-    sim = fail(sim, jnp.any(jnp.isnan(sim)), "`sim` contains NaN values")
+    if checked:
+        candidates = fail(candidates, ~jnp.any(candidates),
+                          "`candidates` selects no reference molecule (empty training set)")
+        sim = fail(sim, jnp.any(jnp.isnan(sim)), "`sim` contains NaN values")
     masked = jnp.where(candidates[None, :], sim, -jnp.inf)
     idx = jnp.argmax(masked, axis=1).astype(jnp.int32)
     best = jnp.take_along_axis(masked, idx[:, None], axis=1)[:, 0]
@@ -186,21 +190,22 @@ def nearest_neighbour(sim: Float[Array, "n m"], candidates: Bool[Array, " m"] | 
 
 
 def nearest_neighbour_predict(sim: Float[Array, "n m"], y: Float[Array, " m"],
-                              candidates: Bool[Array, " m"] | None = None
-                              ) -> Float[Array, " n"]:
+                              candidates: Bool[Array, " m"] | None = None, *,
+                              checked: bool = True) -> Float[Array, " n"]:
     """The label of each query's most similar candidate (1-NN regression by similarity).
 
     Args:
         sim: ``(n, m)`` similarities of the queries to the reference set.
         y: ``(m,)`` labels of the reference set (non-candidate entries are ignored).
         candidates: ``(m,)`` mask of the reference rows that may be chosen.
+        checked: as :func:`nearest_neighbour`.
 
     Returns:
-        ``(n,)`` predictions, ``y[nearest]``.
+        ``(n,)`` predictions, ``y[nearest]`` (NaN where no candidate exists).
     """
     y = jnp.asarray(y)
     if y.shape != (sim.shape[1],):
         raise ValueError(f"`y` must have shape ({sim.shape[1]},) (one label per column of "
                          f"`sim`); got {y.shape}")
-    nb = nearest_neighbour(sim, candidates)
+    nb = nearest_neighbour(sim, candidates, checked=checked)
     return jnp.where(nb.valid, y[nb.index], jnp.nan)

@@ -162,3 +162,11 @@ def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="`candidates` selects no"), clear_errors():
         nb = jax.jit(fp.nearest_neighbour)(jnp.ones((2, 3)), jnp.zeros(3, bool))
         nb.index.block_until_ready()
+
+
+def test_unchecked_nearest_neighbour_flags_an_empty_mask():
+    nb = fp.nearest_neighbour(jnp.ones((2, 3)), jnp.zeros(3, bool), checked=False)
+    assert not np.asarray(nb.valid).any() and np.isnan(np.asarray(nb.similarity)).all()
+    p = fp.nearest_neighbour_predict(jnp.ones((2, 3)), jnp.ones(3), jnp.zeros(3, bool),
+                                     checked=False)
+    assert np.isnan(np.asarray(p)).all()

@@ -1,6 +1,6 @@
 """The ``jaxkit`` command line: ``info``, ``run``, ``bench``, and the family commands
-(``lingam``, ``ballad``, ``crosscoder``, ``cruxbench``, ``compose``, ``misaligned``: each
-assembled from its paper package)."""
+(``lingam``, ``ballad``, ``crosscoder``, ``causaltab``, ``cruxbench``, ``compose``,
+``misaligned``: each assembled from its paper package)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from rich.table import Table
 from ._cli_common import check_json_path, console, err_console
 from ._cli_common import fail as _fail
 from .ballad.cli import ballad_app
+from .causaltab.cli import causaltab_app
 from .compose.cli import app as compose_app
 from .crosscoder.cli import app as crosscoder_app
 from .cruxbench.cli import cruxbench_app
@@ -29,6 +30,7 @@ app = typer.Typer(help="jaxkit: JAX kernels and research pipelines.", no_args_is
 app.add_typer(lingam_app, name="lingam")
 app.add_typer(ballad_app, name="ballad")
 app.add_typer(crosscoder_app, name="crosscoder")
+app.add_typer(causaltab_app, name="causaltab")
 app.add_typer(cruxbench_app, name="cruxbench")
 app.add_typer(compose_app, name="compose")
 app.add_typer(misaligned_app, name="misaligned")

@@ -47,6 +47,12 @@ def test_wheel_file_list(wheel):
     wheel_pkgs = {n.rsplit("/", 1)[0] for n in names if n.endswith("/__init__.py")}
     assert source == wheel_pkgs, source ^ wheel_pkgs
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/"))]
+    # every data file jaxkit ships (data sets, expert networks, trained weights) is in it
+    shipped = {p.relative_to(ROOT).as_posix() for p in (ROOT / "jaxkit").rglob("*")
+               if p.is_file() and p.suffix in (".gz", ".csv", ".npz", ".bif", ".txt")
+               and "__pycache__" not in p.parts and not any(q.startswith(".") for q in p.parts)}
+    shipped.add("jaxkit/causaltab/weights/model.json")
+    assert shipped - set(names) == set(), shipped - set(names)
     top = [n for n in names if n.endswith("top_level.txt")]
     if top:
         assert zipfile.ZipFile(wheel).read(top[0]).decode().split() == ["jaxkit"]

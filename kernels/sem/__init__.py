@@ -71,6 +71,17 @@ from .notears import NotearsResult, notears
 from .pooling import InterventionKind, SEMData, simulate_pooled
 from .prior import REGIMES, Prior, Task, TaskSpec, make_prior, mix_priors, sample_task, sample_tasks
 from .prior_noise import PRIOR_NOISES, prior_noise
+from .sortability import (
+    SortRegressResult,
+    order_alignment,
+    r2_coefficients,
+    r2_sort_regress,
+    r2_sortability,
+    random_sort_regress,
+    sort_regress,
+    var_sort_regress,
+    var_sortability,
+)
 from .stats import atomic_scale_theory, excess_kurtosis, hsic, mean_offdiag, square_correlation
 
 __all__ = [
@@ -99,5 +110,8 @@ __all__ = [
     "REGIMES", "Prior", "TaskSpec", "Task", "make_prior", "mix_priors", "sample_task",
     "sample_tasks",
     "NotearsResult", "notears",
+    "SortRegressResult", "order_alignment", "var_sortability", "r2_coefficients",
+    "r2_sortability", "sort_regress", "var_sort_regress", "r2_sort_regress",
+    "random_sort_regress",
 ]
 

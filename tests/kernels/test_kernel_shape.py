@@ -600,6 +600,44 @@ def _belief_evidence_args(key):
     return k1, 1.0 + jax.random.uniform(k2, (), F32), jax.random.normal(k3, (3,), F32)
 
 
+def _sem_priors(key, k):
+    kg, km, ks, kt = jax.random.split(key, 4)
+    graphs = [f(kg, 6, 5, k) for f in (sem.er_graph, sem.sf_graph, sem.ws_graph, sem.sbm_graph,
+                                       sem.geometric_graph)]
+    adj = sem.sample_graph(kg, jnp.asarray(2), 6, 5, k)
+    params = sem.init_mechanisms(km, adj)
+    active = jnp.arange(6) < 5
+    x = sem.simulate_scm(ks, adj, params, mechanism=jnp.asarray(1), noise=jnp.asarray(2),
+                         active=active, rows=jnp.arange(16) < 14, env=jnp.zeros(16, jnp.int32),
+                         targets=jnp.zeros((1, 6), bool), itype=jnp.asarray(0))
+    prior = sem.mix_priors(sem.make_prior(d_range=(3, 5), n_range=(8, 16)),
+                           sem.make_prior(d_range=(3, 5), n_range=(8, 16)), 0.5)
+    return (graphs, sem.topological_order(adj, active), x,
+            sem.prior_noise(kt, (8,), jnp.asarray(3)),
+            sem.sample_task(kt, prior, d_max=6, n_max=16),
+            sem.sample_tasks(kt, prior, 2, d_max=6, n_max=16))
+
+
+def _sem_priors_args(key):
+    return key, 1.0 + jax.random.uniform(key, (), F32)
+
+
+def _sem_sortability(key, x, b):
+    return (sem.var_sortability(x, b), sem.r2_sortability(x, b), sem.r2_coefficients(x),
+            sem.order_alignment(jnp.var(x, 0), b), sem.var_sort_regress(x),
+            sem.r2_sort_regress(x), sem.random_sort_regress(key, x),
+            sem.sort_regress(x, jnp.var(x, 0)))
+
+
+def _sem_sortability_args(key):
+    b = sem.erdos_renyi_dag(key, 4, edges_per_node=1.0)
+    return key, sem.simulate_pooled(key, b, n_envs=0, n_per_env=200).x.astype(F32), b
+
+
+def _sem_notears(x):
+    return sem.notears(x, outer_iters=3, inner_steps=20)
+
+
 CASES = [
     Case("ica.steps", _ica_steps, _ica_steps_args,
          ("ica.whiten", "ica.sym_decorrelation", "ica.fixed_point_update",
@@ -705,6 +743,22 @@ CASES = [
           "belief.log_lik_table"),
          slow="compile-heavy (numpyro tracing, ~100 s); test_belief_eig checks the evidence "
               "kernels against closed forms and under jit"),
+    Case("sem.priors", _sem_priors, _sem_priors_args,
+         ("sem.er_graph", "sem.sf_graph", "sem.ws_graph", "sem.sbm_graph",
+          "sem.geometric_graph", "sem.sample_graph", "sem.init_mechanisms",
+          "sem.simulate_scm", "sem.topological_order", "sem.prior_noise", "sem.make_prior",
+          "sem.mix_priors", "sem.sample_task", "sem.sample_tasks"),
+         slow="compile-heavy; test_sem_priors checks the families and the task sampler "
+              "under jit(vmap) and without retracing"),
+    Case("sem.sortability", _sem_sortability, _sem_sortability_args,
+         ("sem.var_sortability", "sem.r2_sortability", "sem.r2_coefficients",
+          "sem.order_alignment", "sem.var_sort_regress", "sem.r2_sort_regress",
+          "sem.random_sort_regress", "sem.sort_regress"), rtol=1e-4, atol=1e-5,
+         slow="test_sortability: test_jit_vmap_match_eager_without_retracing"),
+    Case("sem.notears", _sem_notears, lambda k: (jax.random.normal(k, (32, 3), jnp.float64),),
+         ("sem.notears",), rtol=1e-5, atol=1e-6,  # float64: L-BFGS amplifies float32 rounding
+         slow="test_notears: test_notears_no_retrace_for_new_values, "
+              "test_notears_vmap_matches_single_fits"),
 ]
 
 NOT_TRACEABLE = {

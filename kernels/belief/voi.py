@@ -117,21 +117,27 @@ def binary_entropy(p):
     return -(xlogy(p, p) + xlogy(1 - p, 1 - p))
 
 
+def _log_ratio(w, den, r):
+    """``log(w / den)`` given ``r = (w - den) / den``: ``log1p(r)`` for ``r >= -1/2``
+    (accurate near 0), ``log(w / den)`` below (no rounding of ``r`` to -1)."""
+    far = r < -0.5
+    return jnp.where(far, jnp.log(jnp.where(far, w / den, 1.0)),
+                     jnp.log1p(jnp.where(far, 0.0, r)))
+
+
 def _kl_bern(a, b):
     """``KL(Bern(a) || Bern(b))``, ``0 log 0 = 0``. Each term ``a log(a / b)`` is
-    ``a log1p(d / b)`` (``d = a - b``) when ``|d / b| < 1/2``, where the O(d) terms of
-    the two outcomes cancel to O(d^2) without the rounding of ``a log a - a log b``,
-    and ``a (log a - log b)`` otherwise. Callers guarantee ``b in (0, 1)`` where ``a``
-    is not 0 or 1 respectively (the mixture property)."""
+    ``a log1p(d / b)`` (``d = a - b``, ``a / b = 1 + d / b``) when ``d / b >= -1/2``,
+    where near ``a = b`` the O(d) terms of the two outcomes cancel to O(d^2) without the
+    rounding of ``a log a - a log b``, and ``a log(a / b)`` below, where ``d / b`` would
+    round to -1 when ``a << b``: two transcendentals per term. Callers guarantee
+    ``b in (0, 1)`` where ``a`` is not 0 or 1 respectively (the mixture property)."""
     d = a - b
 
     def term(w, den, x):
         den = jnp.where(den > 0, den, 1.0)
         r = x / den
-        small = jnp.abs(r) < 0.5
-        near = w * jnp.log1p(jnp.where(small, r, 0.0))
-        far = xlogy(w, w) - xlogy(w, den)
-        return jnp.where(w > 0, jnp.where(small, near, far), 0.0)
+        return jnp.where(w > 0, w * _log_ratio(w, den, r), 0.0)
 
     return term(a, b, d) + term(1 - a, 1 - b, -d)
 
@@ -207,10 +213,7 @@ def voi_categorical(q, p_cond, *, check: bool = True, atol: float = 1e-4) -> VOI
     sq = 0.5 * jnp.sum(dev * dev, -1)
     # KL(p_m || p) as in _kl_bern: p_mk > 0 implies p_k >= q_m p_mk > 0 where q_m > 0
     safe = jnp.where(p > 0, p, 1.0)
-    r = dev / safe
-    small = jnp.abs(r) < 0.5
-    terms = jnp.where(small, p_cond * jnp.log1p(jnp.where(small, r, 0.0)),
-                      xlogy(p_cond, p_cond) - xlogy(p_cond, safe))
+    terms = p_cond * _log_ratio(p_cond, safe, dev / safe)
     kl = jnp.sum(jnp.where(p_cond > 0, terms, 0.0), -1)
     kl = jnp.where(q > 0, kl, 0.0)
     pair = 0.5 * jnp.sum(jnp.abs(p_cond[..., :, None, :] - p_cond[..., None, :, :]), -1)

@@ -9,11 +9,12 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 import numpy as np
 
-__all__ = ["DataError", "read_csv_matrix", "atomic_write", "atomic_open"]
+__all__ = ["DataError", "read_csv_matrix", "atomic_write", "atomic_open", "Table", "read_table",
+           "labels_to_codes", "targets_mask"]
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -126,3 +127,171 @@ def _is_number(s: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# -- tables with label columns (CSV or Parquet) -------------------------------------------
+
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+class Table(NamedTuple):
+    """A user's table: the numeric columns and the label columns kept as text.
+
+    ``rows[i]`` names row ``i`` in messages: the line number in a CSV file, the 1-based
+    row number in a Parquet file (``where(i)`` spells it).
+    """
+
+    path: Path
+    x: np.ndarray  # (n, d) float64: every column not kept as a label
+    names: list[str]  # the d numeric column names
+    labels: dict[str, list[str]]  # kept column -> its n cells as text ("" for empty)
+    rows: list[int]  # line (CSV) or row (Parquet) number of each row
+    parquet: bool
+
+    def where(self, i: int) -> str:
+        """``"FILE, line L"`` (CSV) or ``"FILE, row R"`` (Parquet) of row ``i``."""
+        return f"{self.path}, {'row' if self.parquet else 'line'} {self.rows[i]}"
+
+
+def read_table(path: str | Path, *, labels: tuple[str, ...] | list[str] = (),
+               optional: tuple[str, ...] | list[str] = (), min_columns: int = 2) -> Table:
+    """Read a CSV (header row) or Parquet file (``.parquet`` / ``.pq``, or the ``PAR1``
+    magic bytes; needs ``pyarrow``) into numeric columns and text label columns.
+
+    Args:
+        path: the file.
+        labels: columns read as text labels (an environment or an intervention column,
+            SMILES); each must be present.
+        optional: label columns kept when present.
+        min_columns: the fewest numeric columns accepted.
+
+    Returns:
+        A :class:`Table`.
+
+    Raises:
+        DataError: naming the file (and the line / row and column where one is at fault)
+            for a missing, empty, binary or unreadable file, a missing label column
+            (listing the columns there), duplicated names, ragged rows, non-numeric cells
+            in a numeric column, or fewer than ``min_columns`` numeric columns.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    with path.open("rb") as fh:
+        magic = fh.read(4)
+    if path.suffix.lower() in _PARQUET_SUFFIXES or magic == b"PAR1":
+        header, cells, rows, parquet = _parquet_cells(path)
+    else:
+        header, cells, rows = _csv_cells(path)
+        parquet = False
+    if len(set(header)) != len(header):
+        raise DataError(f"{path}: duplicate column names in the header")
+    for col in labels:
+        if col not in header:
+            raise DataError(f"{path}: no column {col!r}; the header has "
+                            f"{', '.join(map(repr, header)) or 'no columns'}")
+    kept = [c for c in header if c in labels or c in optional]
+    names = [c for c in header if c not in kept]
+    if len(names) < min_columns:
+        raise DataError(f"{path}: need at least {min_columns} numeric columns besides "
+                        f"{kept or 'the label columns'}; got {names}")
+    if not rows:
+        raise DataError(f"{path}: the header has no data rows below it")
+    where = "row" if parquet else "line"
+    x = np.empty((len(rows), len(names)))
+    for j, c in enumerate(names):
+        for i, cell in enumerate(cells[c]):
+            if cell is None or (isinstance(cell, str) and not cell.strip()):
+                x[i, j] = np.nan
+                continue
+            try:
+                x[i, j] = float(cell.strip() if isinstance(cell, str) else cell)
+            except (TypeError, ValueError):
+                raise DataError(f"{path}, {where} {rows[i]}, column {c!r}: not a number: "
+                                f"{cell!r}") from None
+    text = {c: ["" if v is None else str(v).strip() for v in cells[c]] for c in kept}
+    return Table(path, x, names, text, rows, parquet)
+
+
+def _csv_cells(path: Path) -> tuple[list[str], dict[str, list], list[int]]:
+    head = path.read_bytes()[:4096]
+    if head.startswith(b"\x93NUMPY"):
+        raise DataError(f"{path}: this is a NumPy .npy file, not a CSV or Parquet table")
+    if b"\0" in head:
+        raise DataError(f"{path}: a binary file, not a text CSV (Parquet files end in "
+                        f".parquet)")
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            numbered = [(i + 1, r) for i, r in enumerate(csv.reader(fh))]
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except csv.Error as e:
+        raise DataError(f"{path}: not a readable CSV ({e})") from None
+    numbered = [(n, r) for n, r in numbered if any(c.strip() for c in r)]
+    if not numbered:
+        raise DataError(f"{path}: the file is empty")
+    header = [h.strip() for h in numbered[0][1]]
+    if any(_is_number(h) for h in header):
+        raise DataError(f"{path}: the first row must be a header of column names; "
+                        f"got {numbered[0][1]}")
+    body = numbered[1:]
+    for line, r in body:
+        if len(r) != len(header):
+            raise DataError(f"{path}, line {line}: expected {len(header)} values, "
+                            f"got {len(r)}")
+    cells = {h: [r[j] for _, r in body] for j, h in enumerate(header)}
+    return header, cells, [n for n, _ in body]
+
+
+def _parquet_cells(path: Path) -> tuple[list[str], dict[str, list], list[int], bool]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow), "
+                        f"or save the table as CSV") from None
+    try:
+        t = pq.read_table(path)
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a bad file
+        raise DataError(f"{path}: not a readable Parquet file ({e})") from None
+    header = [str(c) for c in t.column_names]
+    cells = {h: t.column(k).to_pylist() for k, h in enumerate(header)}
+    return header, cells, list(range(1, t.num_rows + 1)), True
+
+
+def labels_to_codes(table: Table, column: str) -> tuple[np.ndarray, list[str]]:
+    """The label column ``column`` as integer codes ``(n,)`` in order of first
+    appearance, and the label of each code; an empty cell is a :class:`DataError`
+    naming its line / row."""
+    values = table.labels[column]
+    codes: dict[str, int] = {}
+    out = np.empty(len(values), np.int32)
+    for i, v in enumerate(values):
+        if not v:
+            raise DataError(f"{table.where(i)}, column {column!r}: empty label")
+        out[i] = codes.setdefault(v, len(codes))
+    return out, list(codes)
+
+
+_OBSERVATIONAL = {"", "none", "obs", "observational", "-"}
+
+
+def targets_mask(table: Table, column: str, sep: str = ";") -> np.ndarray:
+    """The intervention column ``column`` as a 0/1 mask ``(n, d)`` over the numeric
+    columns: a cell names the intervened variables (``sep``-separated), or is empty /
+    ``none`` / ``obs`` / ``observational`` / ``-`` for an observational row.
+
+    Raises:
+        DataError: a cell naming no numeric column of the table (with its line / row).
+    """
+    index = {n: j for j, n in enumerate(table.names)}
+    mask = np.zeros(table.x.shape)
+    for i, v in enumerate(table.labels[column]):
+        if v.lower() in _OBSERVATIONAL:
+            continue
+        for t in (s.strip() for s in v.split(sep)):
+            if t not in index:
+                raise DataError(f"{table.where(i)}, column {column!r}: {t!r} is not a "
+                                f"variable of the table ({', '.join(table.names)}); use "
+                                f"'{sep}' between several targets, empty for none")
+            mask[i, index[t]] = 1.0
+    return mask

@@ -54,10 +54,12 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
 
 
 def new_figure(ncols: int = 1, nrows: int = 1, size=(4.5, 3.5)):
-    """A matplotlib figure on the non-interactive Agg backend."""
-    import matplotlib
+    """A matplotlib figure on the non-interactive Agg backend, in jaxkit's shared style
+    (:mod:`jaxkit.plotting`: draw intervals, bars, reference lines and legends with its
+    helpers). Returns ``(fig, axes)`` with ``axes`` a 2-D array ``[row, col]``."""
+    from .plotting import apply_style
 
-    matplotlib.use("Agg")
+    apply_style()
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows),
@@ -66,12 +68,15 @@ def new_figure(ncols: int = 1, nrows: int = 1, size=(4.5, 3.5)):
 
 
 def save_figure(fig, path: Path) -> Path:
-    """Write ``fig`` as a PNG at ``path`` (atomically) and close it; returns ``path``."""
+    """Write ``fig`` as a PNG at ``path`` (atomically) and close it; returns ``path``.
+
+    The saved area is the drawn content's bounding box, so a legend placed outside the
+    axes (:func:`jaxkit.plotting.legend_outside`) is kept whole."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, dpi=120, format="png")
+        fig.savefig(fh, dpi=120, format="png", bbox_inches="tight", pad_inches=0.05)
     plt.close(fig)
     return Path(path)
 

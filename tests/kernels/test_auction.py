@@ -115,3 +115,138 @@ def test_float_keys_preserve_order(w):
     # _argmin's integer keys: order-preserving, so the first minimum is the float minimum
     m, j = _auction._argmin(w, w.view(np.int64))
     assert m == w.min() and w[j] == m and not np.any(w[:j] < m)
+
+
+# ------------------------------------------------------------------ public assignment API
+# Cases ported from SciPy's own suite (scipy/optimize/tests/test_linear_assignment.py and
+# scipy/sparse/csgraph/tests/test_matching.py::linear_sum_assignment_test_cases), with
+# SciPy's reference answers: the chosen entries of each row, for both signs
+# (maximize=True on the negated matrix) and for the transpose.
+from jaxkit.kernels import assignment as lsa  # noqa: E402
+
+_INF = float("inf")
+SCIPY_CASES = [
+    ([[400, 150, 400], [400, 450, 600], [300, 225, 300]], [150, 400, 300]),
+    ([[400, 150, 400, 1], [400, 450, 600, 2], [300, 225, 300, 3]], [150, 2, 300]),
+    ([[10, 10, 8], [9, 8, 1], [9, 7, 4]], [10, 1, 7]),
+    ([[10, 10, 8, 11], [9, 8, 1, 1], [9, 7, 4, 10]], [10, 1, 4]),
+    ([[10, _INF, _INF], [_INF, _INF, 1], [_INF, 7, _INF]], [10, 1, 7]),
+]
+
+
+@pytest.mark.parametrize("sign", [-1, 1])
+@pytest.mark.parametrize("case", range(len(SCIPY_CASES)))
+def test_scipy_small_inputs(sign, case):
+    cost, expected = SCIPY_CASES[case]
+    c = sign * np.array(cost, float)
+    exp = sign * np.array(expected, float)
+    res = lsa.linear_sum_assignment(c, maximize=sign == -1)
+    assert res.feasible
+    np.testing.assert_array_equal(res.rows, np.sort(res.rows))
+    np.testing.assert_array_equal(c[res.rows, res.cols], exp)
+    assert res.cost == exp.sum()
+    res = lsa.linear_sum_assignment(c.T, maximize=sign == -1)
+    np.testing.assert_array_equal(res.rows, np.sort(res.rows))
+    np.testing.assert_array_equal(np.sort(c.T[res.rows, res.cols]), np.sort(exp))
+
+
+def test_scipy_input_checks_and_trivial_problems():
+    with pytest.raises(ValueError, match="`cost` must be a matrix"):
+        lsa.linear_sum_assignment([1, 2, 3])
+    with pytest.raises(ValueError, match="invalid numeric entries"):
+        lsa.linear_sum_assignment(np.diag([np.nan, 1, 1]))
+    with pytest.raises(ValueError, match="invalid numeric entries"):
+        lsa.linear_sum_assignment(np.diag([1, -np.inf, 1]))
+    with pytest.raises(ValueError, match="invalid numeric entries"):  # +inf when maximising
+        lsa.linear_sum_assignment(np.diag([1, np.inf, 1]), maximize=True)
+    with pytest.raises(TypeError, match="numeric"):
+        lsa.linear_sum_assignment(np.identity(3).astype(str))
+    # list input, bool input as SciPy
+    c = [[1, 2, 3], [4, 5, 6]]
+    res = lsa.linear_sum_assignment(c)
+    r, col = linear_sum_assignment(c)
+    np.testing.assert_array_equal(res.rows, r)
+    assert res.cost == np.asarray(c)[r, col].sum()
+    eye = np.identity(3)
+    assert lsa.linear_sum_assignment(eye.astype(bool)).cost == \
+        lsa.linear_sum_assignment(eye).cost == 0
+    # constant matrix (SciPy #11602): any permutation, cost n
+    res = lsa.linear_sum_assignment(np.ones((8, 8)))
+    assert sorted(res.cols.tolist()) == list(range(8)) and res.cost == 8
+    for shape in [(0, 0), (2, 0), (0, 3)]:
+        res = lsa.linear_sum_assignment(np.empty(shape))
+        assert res.rows.size == res.cols.size == 0 and res.feasible and res.cost == 0
+
+
+def test_infeasible_is_a_flag_not_an_assignment():
+    c = np.identity(3)
+    c[:, 0] = np.inf  # SciPy: ValueError("cost matrix is infeasible")
+    res = lsa.linear_sum_assignment(c)
+    assert not res.feasible and res.rows.size == 0 and res.cost == np.inf
+    # every row has an allowed column, but two rows share the only one
+    c = np.array([[1.0, np.inf, np.inf], [2.0, np.inf, np.inf], [1.0, 1.0, 1.0]])
+    assert not lsa.linear_sum_assignment(c).feasible
+    res = lsa.linear_sum_assignment(-c, maximize=True)
+    assert not res.feasible and res.cost == -np.inf
+    # rectangular: 2 rows, 3 columns, feasible only through the last column
+    c = np.array([[np.inf, np.inf, 5.0], [1.0, np.inf, 2.0]])
+    res = lsa.linear_sum_assignment(c)
+    assert res.feasible and res.cols.tolist() == [2, 0] and res.cost == 6.0
+
+
+def test_scipy_sparse_comparison_feasible_and_infeasible():
+    # SciPy's test_two_methods_give_same_result_on_many_sparse_inputs, smaller: sparse
+    # integer costs with +inf for missing edges, many infeasible; SciPy as the reference
+    rng = np.random.default_rng(12342309)
+    n_infeasible = 0
+    for _ in range(30):
+        dense = np.where(rng.random((30, 30)) < 0.1, rng.integers(1, 100, (30, 30)), np.inf)
+        try:
+            r, col = linear_sum_assignment(dense)
+            ref = dense[r, col].sum()
+        except ValueError:
+            ref = None
+        res = lsa.linear_sum_assignment(dense)
+        assert res.feasible == (ref is not None)
+        if ref is None:
+            n_infeasible += 1
+        else:
+            assert res.cost == ref
+    assert 0 < n_infeasible < 30  # both outcomes exercised
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 7), st.integers(1, 7), st.booleans(), st.integers(0, 2 ** 31))
+def test_property_rectangular_with_forbidden_matches_scipy(n, m, maximize, seed):
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(n, m)) * 100
+    c[rng.random((n, m)) < 0.3] = -np.inf if maximize else np.inf
+    try:
+        r, col = linear_sum_assignment(c, maximize=maximize)
+        ref = c[r, col].sum()
+    except ValueError:
+        ref = None
+    res = lsa.linear_sum_assignment(c, maximize=maximize)
+    assert res.feasible == (ref is not None)
+    if ref is not None:
+        assert res.rows.size == min(n, m) and len(set(res.cols.tolist())) == min(n, m)
+        assert res.cost == pytest.approx(ref, rel=1e-12, abs=1e-9)
+
+
+def test_assignment_under_jit_and_vmap():
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(3)
+    c = rng.random((4, 3, 5))
+    c[1, :, :] = np.inf
+    c[1, 0, 0] = 1.0  # batch element 1 is infeasible
+    rows, cols, ok = jax.jit(jax.vmap(lsa.assignment))(jnp.asarray(c, jnp.float32))
+    assert ok.tolist() == [True, False, True, True]
+    for b in (0, 2, 3):
+        ref = lsa.linear_sum_assignment(np.float32(c[b]))
+        np.testing.assert_array_equal(np.asarray(cols[b]), ref.cols)
+    r, col, f = jax.jit(lambda x: lsa.assignment(x, maximize=True))(jnp.asarray(c[0]))
+    assert bool(f) and r.shape == (3,)
+    assert float(c[0][np.asarray(r), np.asarray(col)].sum()) == pytest.approx(
+        lsa.linear_sum_assignment(c[0], maximize=True).cost)

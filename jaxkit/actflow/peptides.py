@@ -157,3 +157,29 @@ def peptide_domain(rules: Rules = Rules(), *, max_charge_data: float = 3.0,
     thr = float(np.sqrt(2 * novelty_hamming + 1))  # Hamming > novelty_hamming
     return Domain("peptides", L * VOCAB, Verifier(host_verify, "peptide-rules", host=True),
                   data, None, None, radius=thr, novelty=thr, embed=embed, view=view)
+
+
+def peptide_token_domain(rules: Rules = Rules(), *, max_charge_data: float = 3.0,
+                         novelty_hamming: int = 8):
+    """Discrete peptide domain (:class:`jaxkit.actflow.discrete.TokenDomain`): tokens of
+    :data:`AMINO` plus padding (length ``rules.max_len``); pre-training data are the
+    valid AMPs with net charge <= ``max_charge_data``; the reference (k-NN coverage) is
+    the valid AMPs above it (valid region outside the pre-training region); novel =
+    Hamming distance > ``novelty_hamming`` on the padded tokens."""
+    from .discrete import TokenDomain
+
+    L = rules.max_len
+    valid = sorted({s for s in load_peptides(("AMP",))["sequence"] if not check_rules(s, rules)})
+    inside = [s for s in valid if net_charge(s) <= max_charge_data]
+    outside = [s for s in valid if net_charge(s) > max_charge_data]
+
+    def verify(tokens):
+        return np.array([not check_rules(s, rules) for s in decode(tokens)], bool)
+
+    return TokenDomain("peptides-discrete", L, VOCAB, encode(inside, L), verify, decode,
+                       float(novelty_hamming), reference=encode(outside, L),
+                       outside=lambda t: np.array([net_charge(q) > max_charge_data
+                                                   for q in decode(t)], bool),
+                       description=f"{len(inside)} valid AMPs with net charge <= "
+                       f"+{max_charge_data:g} (pre-training), {len(outside)} above it "
+                       f"(reference); rules {rules}; novel: Hamming > {novelty_hamming}")

@@ -50,6 +50,16 @@ __all__ = [
     "time_jax_loop",
     "machine_check",
     "environment",
+    "cpu_flags",
+    "isa_extensions",
+    "matmul_roofline",
+    "machine_record",
+    "roofline_fraction",
+    "ISA_LIMITS",
+    "isa_env",
+    "apply_isa",
+    "parse_cases",
+    "finish",
     "speedup",
     "print_table",
     "table_markdown",
@@ -66,7 +76,10 @@ class TimingRecord:
     ``items`` is the number of work items one call processes (e.g. datasets in a batch);
     ``items_per_s = items / median_s``. ``compile_s`` is the ahead-of-time compile time
     (``None`` for peers); ``flops`` is XLA's cost-analysis estimate for one call, when
-    known, and ``flops_per_s`` the resulting rate at the median time.
+    known, and ``flops_per_s`` the resulting rate at the median time. ``model_flops`` is the
+    FLOP count the benchmark case declares for one call (the useful arithmetic of the
+    algorithm, the same figure for jaxkit and its peer), and ``model_flops_per_s`` its rate;
+    :func:`roofline_fraction` relates that rate to the in-run matmul roofline.
     """
 
     name: str
@@ -83,18 +96,23 @@ class TimingRecord:
     flops: float | None = None
     flops_per_s: float | None = None
     times_s: list[float] = field(default_factory=list)
+    model_flops: float | None = None
+    model_flops_per_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def record_from_times(name: str, times, *, warmup: int = 0, items: int = 1,
-                      compile_s: float | None = None, flops: float | None = None
-                      ) -> TimingRecord:
+                      compile_s: float | None = None, flops: float | None = None,
+                      model_flops: float | None = None) -> TimingRecord:
     """A :class:`TimingRecord` from already measured per-call times (e.g. reported back
-    by a peer running in another process)."""
+    by a peer running in another process). ``model_flops``: the case's declared FLOPs per
+    call (see :class:`TimingRecord`)."""
     t = np.asarray(times, dtype=float)
     med = float(np.median(t))
+    if model_flops is not None and not (math.isfinite(model_flops) and model_flops >= 0):
+        raise ValueError(f"`model_flops` must be finite and >= 0; got {model_flops}")
     return TimingRecord(
         name=name,
         median_s=med,
@@ -110,6 +128,9 @@ def record_from_times(name: str, times, *, warmup: int = 0, items: int = 1,
         flops=flops,
         flops_per_s=(flops / med) if (flops is not None and med > 0) else None,
         times_s=[float(v) for v in t],
+        model_flops=model_flops,
+        model_flops_per_s=(model_flops / med) if (model_flops is not None and med > 0)
+        else None,
     )
 
 
@@ -164,6 +185,7 @@ def time_jax(
     warmup: int = 2,
     items: int = 1,
     name: str | None = None,
+    model_flops: float | None = None,
 ) -> TimingRecord:
     """Time a JAX function: AOT compile time, then its steady state called through jax.jit.
 
@@ -190,7 +212,8 @@ def time_jax(
     jax.block_until_ready(jitted(*args))
     times = _run_timed(lambda: jitted(*args), n_runs, warmup, jax.block_until_ready)
     return record_from_times(name or getattr(fn, "__name__", "jax"), times, warmup=warmup,
-                             items=items, compile_s=compile_s, flops=flops)
+                             items=items, compile_s=compile_s, flops=flops,
+                             model_flops=model_flops)
 
 
 def time_jax_loop(
@@ -202,6 +225,7 @@ def time_jax_loop(
     warmup: int = 2,
     items: int = 1,
     name: str | None = None,
+    model_flops: float | None = None,
 ) -> TimingRecord:
     """Time a training loop: ``state, aux = step(state, key_i, *args)``, each call taking
     the state the previous call returned, donated to it (updated in place, as a JAX
@@ -229,7 +253,8 @@ def time_jax_loop(
 
     times = _run_timed(call, n_runs, warmup, jax.block_until_ready)
     return record_from_times(name or getattr(step, "__name__", "jax"), times, warmup=warmup,
-                             items=items, compile_s=compile_s, flops=flops)
+                             items=items, compile_s=compile_s, flops=flops,
+                             model_flops=model_flops)
 
 
 def time_python(
@@ -239,13 +264,14 @@ def time_python(
     warmup: int = 1,
     items: int = 1,
     name: str | None = None,
+    model_flops: float | None = None,
 ) -> TimingRecord:
     """Time a plain Python callable (a NumPy / scikit-learn peer); same record as
     :func:`time_jax` with ``compile_s=None``."""
     _check_counts(n_runs, warmup)
     times = _run_timed(lambda: fn(*args), n_runs, warmup, lambda out: out)
     return record_from_times(name or getattr(fn, "__name__", "python"), times, warmup=warmup,
-                             items=items)
+                             items=items, model_flops=model_flops)
 
 
 def _cpu_model() -> str | None:
@@ -286,9 +312,223 @@ def machine_check(n_runs: int = 5) -> float:
     return 2.0 * rows * width * width * n / float(np.median(times)) / 1e9
 
 
-def environment(peers: Sequence[str] = DEFAULT_PEERS) -> dict[str, Any]:
-    """Where the numbers come from: JAX version/backend/devices, CPUs, peer versions, and
-    :func:`machine_check`'s GFLOP/s now (``matmul_gflops_at_start``)."""
+# ---------------------------------------------------------------- the machine record
+
+# /proc/cpuinfo flags -> the extensions a benchmark's speed depends on
+_ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512dq",
+              "avx512cd", "avx512bw", "avx512vl", "avx512ifma", "avx512vbmi", "avx512_vbmi2",
+              "avx512_vnni", "avx512_bitalg", "avx512_vpopcntdq", "avx512_bf16",
+              "avx512_fp16", "avx512_vp2intersect", "amx_tile", "amx_bf16", "amx_int8",
+              "amx_fp16", "avx10_1", "avx10_2")
+
+# --isa NAME -> (XLA's --xla_cpu_max_isa value, the peers' variables)
+ISA_LIMITS: dict[str, dict[str, str]] = {
+    "avx2": {"xla": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+             "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell"},
+    "avx512": {"xla": "AVX512", "ATEN_CPU_CAPABILITY": "avx512",
+               "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16", "MKL_ENABLE_INSTRUCTIONS": "AVX512",
+               "OPENBLAS_CORETYPE": "SkylakeX"},
+}
+
+
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU feature flags of the first ``flags`` line of ``/proc/cpuinfo`` (or of the
+    text ``cpuinfo``); an empty set where there is none (not Linux, not x86)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return set()
+    for line in cpuinfo.splitlines():
+        key, _, val = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(val.split())
+    return set()
+
+
+def isa_extensions(flags: set[str] | Sequence[str]) -> dict[str, Any]:
+    """Summarise CPU flags: ``level`` (the widest vector ISA: ``"AMX"``, ``"AVX-512"``,
+    ``"AVX2"``, ``"AVX"``, ``"SSE"`` or ``"unknown"``), ``avx512`` (the AVX-512 subsets
+    present, e.g. ``["f", "bw", "bf16", ...]``), ``amx`` (the AMX subsets), ``avx2``,
+    ``fma``, ``avx_vnni`` (booleans) and ``flags`` (the recorded subset of the flags)."""
+    flags = set(flags)
+    avx512 = sorted(f[len("avx512"):].lstrip("_") for f in flags if f.startswith("avx512"))
+    amx = sorted(f[len("amx_"):] for f in flags if f.startswith("amx_"))
+    if amx:
+        level = "AMX"
+    elif "avx512f" in flags:
+        level = "AVX-512"
+    elif "avx2" in flags:
+        level = "AVX2"
+    elif "avx" in flags:
+        level = "AVX"
+    elif any(f.startswith("sse") for f in flags):
+        level = "SSE"
+    else:
+        level = "unknown"
+    return {"level": level, "avx2": "avx2" in flags, "fma": "fma" in flags,
+            "avx_vnni": "avx_vnni" in flags, "avx512": avx512, "amx": amx,
+            "flags": sorted(f for f in flags if f in _ISA_FLAGS)}
+
+
+def _roofline_fn(n: int, reps: int, dtype):
+    def chain(x, w):  # reps dependent (n, n) @ (n, n) products, float32 accumulation
+        body = lambda i, h: jnp.dot(h, w, preferred_element_type=jnp.float32  # noqa: E731
+                                    ).astype(dtype)
+        return jax.lax.fori_loop(0, reps, body, x)
+    return jax.jit(chain)
+
+
+def matmul_roofline(dtype="float32", *, n: int = 768, reps: int = 4,
+                    n_runs: int = 3) -> float:
+    """GFLOP/s of ``reps`` chained ``(n, n) @ (n, n)`` products in ``dtype`` (bfloat16:
+    bfloat16 operands, float32 accumulation) on the default device, the median of
+    ``n_runs`` calls after a warm-up: the in-run roofline a benchmark's hot kernels are
+    measured against (the matmul rate this machine, under its current load and ISA limit,
+    reaches). ``2 n^3 reps`` FLOPs per call; about 0.1 s per call at the defaults on 2
+    cores."""
+    if n < 1 or reps < 1 or n_runs < 1:
+        raise ValueError(f"`n`, `reps`, `n_runs` must be >= 1; got {n}, {reps}, {n_runs}")
+    dt = jnp.dtype(dtype)
+    x = jnp.full((n, n), 0.5, dt)
+    w = (jnp.eye(n, dtype=jnp.float32) * 0.99).astype(dt)
+    f = _roofline_fn(n, reps, dt)
+    times = _run_timed(lambda: f(x, w), n_runs, 1, jax.block_until_ready)
+    return 2.0 * n ** 3 * reps / float(np.median(times)) / 1e9
+
+
+def _xla_max_isa(flags: str | None = None) -> str | None:
+    flags = os.environ.get("XLA_FLAGS", "") if flags is None else flags
+    for tok in flags.split():
+        if tok.startswith("--xla_cpu_max_isa="):
+            return tok.split("=", 1)[1]
+    return None
+
+
+_LAST_MACHINE: dict[str, Any] = {}
+
+
+def machine_record(cpuinfo: str | None = None, *, roofline: bool = True,
+                   roofline_n: int = 768) -> dict[str, Any]:
+    """What a benchmark's speed depends on: the CPU model, its instruction-set extensions
+    (:func:`isa_extensions` of ``/proc/cpuinfo``, or of the text ``cpuinfo``), the core
+    count (usable: the CPU affinity), the ISA limit in effect (``--isa``:
+    ``XLA_FLAGS=--xla_cpu_max_isa=...`` for XLA and the peers' variables, see
+    :data:`ISA_LIMITS`; ``effective_level`` is the ISA the run emulates) and, unless
+    ``roofline=False``, the in-run matmul roofline ``roofline_gflops`` (float32 and
+    bfloat16, :func:`matmul_roofline`). The last record is kept for :func:`print_table`'s
+    header and roofline column."""
+    ext = isa_extensions(cpu_flags(cpuinfo))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count()
+    limit = _xla_max_isa()
+    peer_vars = {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA",
+                                            "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE")
+                 if k in os.environ}
+    effective = ext["level"]
+    if limit and limit.upper().startswith("AVX2"):
+        effective = "AVX2 (emulated: XLA max ISA AVX2)"
+    elif limit:
+        effective = f"{ext['level']} (XLA max ISA {limit})"
+    rec: dict[str, Any] = {
+        "cpu_model": _cpu_model() if cpuinfo is None else _model_from(cpuinfo),
+        "isa": ext,
+        "cores": cores,
+        "cpu_count": os.cpu_count(),
+        "xla_max_isa": limit,
+        "peer_isa_env": peer_vars,
+        "effective_level": effective,
+        "roofline_gflops": None,
+    }
+    if roofline:
+        rec["roofline_gflops"] = {
+            "float32": round(matmul_roofline("float32", n=roofline_n), 1),
+            "bfloat16": round(matmul_roofline("bfloat16", n=roofline_n), 1),
+            "shape": f"4 chained ({roofline_n}, {roofline_n}) @ ({roofline_n}, {roofline_n})",
+        }
+    _LAST_MACHINE.clear()
+    _LAST_MACHINE.update(rec)
+    return rec
+
+
+def _model_from(cpuinfo: str) -> str | None:
+    for line in cpuinfo.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def roofline_fraction(flops_per_s: float | None, machine: Mapping[str, Any] | None = None,
+                      dtype: str = "float32") -> float | None:
+    """Achieved FLOP/s as a fraction of the machine's ``dtype`` matmul roofline (from
+    ``machine``, default the last :func:`machine_record`); ``None`` when either is
+    unknown."""
+    m = _LAST_MACHINE if machine is None else machine
+    roof = (m.get("roofline_gflops") or {}).get(dtype) if m else None
+    if flops_per_s is None or not roof:
+        return None
+    return float(flops_per_s) / (float(roof) * 1e9)
+
+
+def machine_line(machine: Mapping[str, Any] | None = None) -> str:
+    """One line for a table header: ISA level and AVX-512 / AMX subsets, cores, the ISA
+    limit and the roofline."""
+    m = _LAST_MACHINE if machine is None else machine
+    if not m:
+        return ""
+    isa = m["isa"]
+    parts = [m.get("effective_level") or isa["level"]]
+    if isa["avx512"]:
+        parts.append("avx512 " + ",".join(isa["avx512"]))
+    if isa["amx"]:
+        parts.append("amx " + ",".join(isa["amx"]))
+    parts.append(f"{m.get('cores')} cores")
+    roof = m.get("roofline_gflops")
+    if roof:
+        parts.append(f"roofline f32 {roof['float32']:.0f} / bf16 {roof['bfloat16']:.0f} "
+                     "GFLOP/s")
+    return "; ".join(parts)
+
+
+def isa_env(isa: str, xla_flags: str = "") -> dict[str, str]:
+    """The environment variables that limit both sides to ``isa`` (a key of
+    :data:`ISA_LIMITS`, e.g. ``"avx2"``): ``XLA_FLAGS`` (``xla_flags`` plus
+    ``--xla_cpu_max_isa=...``, replacing an earlier limit) for jaxkit and
+    ``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``, ``MKL_ENABLE_INSTRUCTIONS``,
+    ``OPENBLAS_CORETYPE`` for PyTorch / NumPy peers (their subprocesses inherit them)."""
+    if isa not in ISA_LIMITS:
+        raise ValueError(f"`isa` must be one of {sorted(ISA_LIMITS)}; got {isa!r}")
+    lim = ISA_LIMITS[isa]
+    flags = [t for t in xla_flags.split() if not t.startswith("--xla_cpu_max_isa=")]
+    env = {"XLA_FLAGS": " ".join([*flags, f"--xla_cpu_max_isa={lim['xla']}"])}
+    env.update({k: v for k, v in lim.items() if k != "xla"})
+    return env
+
+
+def apply_isa(isa: str | None) -> dict[str, str]:
+    """Set :func:`isa_env` in this process's environment (``None``: no change). XLA reads
+    the limit when its CPU backend starts, so this must run before the first JAX
+    computation; raises ``RuntimeError`` otherwise."""
+    if isa is None:
+        return {}
+    from jax._src import xla_bridge
+
+    env = isa_env(isa, os.environ.get("XLA_FLAGS", ""))
+    if xla_bridge.backends_are_initialized() and _xla_max_isa() != ISA_LIMITS[isa]["xla"]:
+        raise RuntimeError("`--isa` must be applied before JAX starts its backend (run the "
+                           "benchmark as its own process)")
+    os.environ.update(env)
+    return env
+
+
+def environment(peers: Sequence[str] = DEFAULT_PEERS, *, roofline: bool = True
+                ) -> dict[str, Any]:
+    """Where the numbers come from: JAX version/backend/devices, CPUs, peer versions,
+    :func:`machine_check`'s GFLOP/s now (``matmul_gflops_at_start``) and the machine record
+    (``machine``: ISA extensions, cores, ISA limit, float32 / bfloat16 matmul roofline; see
+    :func:`machine_record`)."""
     devices = jax.devices()
     try:
         affinity = len(os.sched_getaffinity(0))
@@ -311,6 +551,7 @@ def environment(peers: Sequence[str] = DEFAULT_PEERS) -> dict[str, Any]:
         "cpu_model": _cpu_model(),
         "peers": {p: _version(p) for p in peers},
         "matmul_gflops_at_start": round(machine_check(), 1),
+        "machine": machine_record(roofline=roofline),
     }
 
 
@@ -343,7 +584,16 @@ def _fmt_time(s) -> str:
 
 
 TABLE_COLUMNS = ("case", "dtype", "jaxkit median", "p10", "p90", "peer", "peer median",
-                 "speed-up", "compile", "accuracy jaxkit", "accuracy peer")
+                 "speed-up", "roofline jaxkit / peer", "compile", "accuracy jaxkit",
+                 "accuracy peer")
+
+
+def _fmt_roof(rec, dtype: str) -> str:
+    """``model_flops_per_s`` of a record as a percentage of the last machine record's
+    roofline (bfloat16 rows against the bfloat16 roofline, others against float32)."""
+    fr = roofline_fraction(_get(rec, "model_flops_per_s"),
+                           dtype="bfloat16" if "bfloat16" in str(dtype) else "float32")
+    return "-" if fr is None else f"{100 * fr:.0f}%"
 
 
 def _table_cells(row: Mapping[str, Any]) -> list[str]:
@@ -352,7 +602,7 @@ def _table_cells(row: Mapping[str, Any]) -> list[str]:
     ``skipped`` (a reason) instead of the records."""
     if row.get("skipped"):
         return [str(row.get("case", "")), str(row.get("dtype", "")), "skipped", "", "", "",
-                "", "", "", str(row["skipped"]), ""]
+                "", "", "", "", str(row["skipped"]), ""]
     j, p = row.get("jax"), row.get("peer")
     su = speedup(j, p) if p is not None else None
     return [
@@ -364,6 +614,7 @@ def _table_cells(row: Mapping[str, Any]) -> list[str]:
         str(row.get("peer_name", "-")),
         _fmt_time(_get(p, "median_s")),
         "-" if su is None else f"{su:.2f}x",
+        f"{_fmt_roof(j, row.get('dtype', ''))} / {_fmt_roof(p, row.get('dtype', ''))}",
         _fmt_time(_get(j, "compile_s")),
         str(row.get("acc_jax", "")),
         str(row.get("acc_peer", "")),
@@ -375,12 +626,18 @@ def print_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = None,
     """Print the comparison table with rich and return the ``rich.table.Table``.
 
     Each row: jaxkit median/p10/p90, the peer's median, the speed-up (peer/jaxkit),
-    the AOT compile time and free-form accuracy strings for both sides.
+    each side's declared model FLOP/s as a percentage of the in-run matmul roofline
+    (``-`` where the case declares no FLOP count), the AOT compile time and free-form
+    accuracy strings for both sides. The title ends with the machine (:func:`machine_line`
+    of the last :func:`machine_record`).
     """
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    ml = machine_line()
+    if ml:
+        title = f"{title}\n[{ml}]" if title else f"[{ml}]"
     table = Table(title=title, show_lines=False)
     for col in TABLE_COLUMNS:
         table.add_column(col, justify="left" if col in ("case", "peer", "dtype")
@@ -492,7 +749,8 @@ def environment_line(env: Mapping[str, Any], wall_s: float) -> str:
             f"{env['cpu_count']} CPUs ({env['cpu_model']}); load average at start "
             f"{env.get('loadavg_at_start')}, at end {load_end} (other work on the host skews "
             f"times); float32 matmul check {env.get('matmul_gflops_at_start')} GFLOP/s at "
-            f"start, {gflops_end} at end; wall {wall_s:.0f} s")
+            f"start, {gflops_end} at end; machine: {machine_line(env.get('machine')) or '-'}; "
+            f"wall {wall_s:.0f} s")
 
 
 def int_list(s: str) -> list[int]:
@@ -512,4 +770,53 @@ def benchmark_parser(prog: str, doc: str | None, cases: Sequence[str], *, quick_
         p.add_argument("--no-peers", action="store_true", help=peers_help)
     p.add_argument("--only", default=",".join(cases),
                    help=f"comma-separated cases out of {','.join(cases)}")
+    p.add_argument("--isa", choices=sorted(ISA_LIMITS), default=None, action=_IsaAction,
+                   help="limit both sides to this instruction set (XLA's "
+                        "--xla_cpu_max_isa; ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA, "
+                        "MKL_ENABLE_INSTRUCTIONS, OPENBLAS_CORETYPE for the peers' "
+                        "subprocesses); e.g. --isa avx2 emulates an AVX2 machine")
     return p
+
+
+class _IsaAction(argparse.Action):
+    """Applies ``--isa`` as soon as it is parsed (before any JAX computation)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            apply_isa(values)
+        except RuntimeError as e:
+            parser.error(str(e))
+        setattr(namespace, self.dest, values)
+
+
+def parse_cases(parser: argparse.ArgumentParser, only: str, cases: Sequence[str]) -> list[str]:
+    """The ``--only`` comma list as a list, each checked against ``cases``
+    (``parser.error`` naming the unknown ones)."""
+    chosen = [c.strip() for c in only.split(",") if c.strip()]
+    bad = sorted(set(chosen) - set(cases))
+    if bad:
+        parser.error(f"unknown case(s) {bad}; choose from {list(cases)}")
+    return chosen
+
+
+def finish(rows: Sequence[Mapping[str, Any]], env: dict, t0: float, *, title: str,
+           json_path: str | None = None, payload: Mapping[str, Any] | None = None,
+           after_table: Callable[[], Any] | None = None,
+           markdown: bool = True) -> Path | None:
+    """The tail every benchmark script shares: :func:`print_table` of ``rows`` under
+    ``title``, then ``after_table()`` (e.g. a summary), the :func:`environment_line` (wall
+    time since ``t0``, a ``time.perf_counter()``) and, with ``json_path``, the JSON file:
+    ``environment`` then ``payload``'s entries and (``markdown``) ``table_markdown``.
+    Returns the JSON path or ``None``."""
+    print_table(rows, title=title)
+    if after_table is not None:
+        after_table()
+    print(environment_line(env, time.perf_counter() - t0))
+    if not json_path:
+        return None
+    body: dict[str, Any] = {"environment": env, **(payload or {})}
+    if markdown:
+        body.setdefault("table_markdown", table_markdown(rows))
+    path = write_json(json_path, body)
+    print(f"wrote {path}")
+    return path

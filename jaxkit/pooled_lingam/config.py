@@ -22,6 +22,9 @@ def _positive(name: str, values, minimum: float = 1) -> None:
 class Config(PipelineConfig):
     """Pooled ICA-LiNGAM settings.
 
+    ``data=FILE`` (with ``env_column``) analyses the user's own table instead of the
+    simulations: see :mod:`jaxkit.pooled_lingam.userdata`.
+
     The reference setting (:attr:`sweep_d` variables, one observational environment
     plus one atomic variance-scaling intervention per node of noise-sd factor
     :attr:`strength`, :attr:`n_per_env` rows each, ER graphs with
@@ -40,6 +43,7 @@ class Config(PipelineConfig):
     gies_seeds: int = 8  # GIES (pure Python) on the first datasets of each cell
     gies_max_d: int = 20  # ... and only up to this d
     sweep_methods: tuple[str, ...] = METHODS  # methods of the sweeps other than d
+    d_methods: tuple[str, ...] = METHODS  # methods of the d sweep
     ablations: bool = True
     theory_ds: tuple[int, ...] = (5, 10, 20, 40, 80, 160)
     theory_npe: int = 1000
@@ -47,8 +51,13 @@ class Config(PipelineConfig):
     theory_strengths: tuple[float, ...] = (3.0, 1.5)
     theory_tail_from: int = 20
     sachs_restarts: int = 8
+    sachs_direct: bool = True  # DirectLiNGAM on the Sachs data too (a table row)
     f1_target: float = 0.85  # "recovers the DAG": mean F1 above this at every d
     gies_margin: float = 0.05  # "matches label-aware GIES": F1 at most this much lower
+    # your own data (:mod:`.userdata`): a CSV / Parquet file; then only it is analysed
+    data: str = ""  # path of the table; "" runs the simulations
+    env_column: str = "env"  # the column naming each row's environment ("" for none)
+    data_restarts: int = 8  # FastICA starts on the user's table
 
     def validate(self) -> None:
         require_at_least(self, ("n_seeds",))
@@ -67,6 +76,9 @@ class Config(PipelineConfig):
         require(set(self.sweep_methods) <= set(METHODS) and "pooled-ica" in self.sweep_methods,
                 "sweep_methods", f"must be a subset of {METHODS} with 'pooled-ica'; got "
                 f"{self.sweep_methods}")
+        require(set(self.d_methods) <= set(METHODS) and "pooled-ica" in self.d_methods,
+                "d_methods", f"must be a subset of {METHODS} with 'pooled-ica'; got "
+                f"{self.d_methods}")
         _positive("theory_ds", self.theory_ds, 2)
         require_at_least(self, ("theory_npe", "theory_seeds"))
         require(len(self.theory_strengths) >= 1 and all(s > 0 for s in self.theory_strengths),
@@ -74,18 +86,21 @@ class Config(PipelineConfig):
         require_at_least(self, ("sachs_restarts",))
         require(0 < self.f1_target <= 1, "f1_target", f"must be in (0, 1]; got {self.f1_target}")
         require_positive(self, ("gies_margin",))
+        require_at_least(self, ("data_restarts",))
 
 
 FULL = Config()
 
-# Every claim at tiny size: two d's, the larger one the reference shape of the other
-# sweeps, so one compile of each fit serves the d = sweep_d cell, the strength sweep,
-# the ablations and the environments sweep (fixed total rows); GIES (pure Python) and
-# the observational-only control only where a claim needs them (the d sweep).
+# A first look (about 30 s of CPU on a quiet 2-core machine, compilation included): every
+# claim at tiny size on one shape. d = sweep_d = 8 only, so one compile of ICA-LiNGAM
+# serves the d cell (pooled and observational-only rows), the strength sweep, the
+# environments sweep (fixed total rows) and the samples "sweep" (the reference value
+# only); GIES (pure Python) on the 8 datasets; no DirectLiNGAM, no ablations (tables
+# only, 7 more compiles); the theory check at one strength; Sachs with 2 ICA starts.
 QUICK = Config(
-    n_seeds=8, ds=(5, 8), n_per_env=100, sweep_d=8, env_values=(2, 8),
-    samples_values=(30, 100), strengths=(1.0, 1.5, 3.0), gies_seeds=8, gies_max_d=8,
-    sweep_methods=("pooled-ica", "pooled-direct"),
-    theory_ds=(5, 10, 20, 40), theory_npe=400, theory_seeds=4, theory_strengths=(3.0, 1.5),
-    theory_tail_from=10, sachs_restarts=2,
+    n_seeds=8, ds=(8,), n_per_env=100, sweep_d=8, env_values=(2, 8),
+    samples_values=(100,), strengths=(1.5, 3.0), gies_seeds=8, gies_max_d=8,
+    sweep_methods=("pooled-ica",), d_methods=("pooled-ica", "obs-ica", "gies"),
+    ablations=False, theory_ds=(5, 10, 20, 40), theory_npe=300, theory_seeds=4,
+    theory_strengths=(3.0,), theory_tail_from=10, sachs_restarts=2, sachs_direct=False,
 )

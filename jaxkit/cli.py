@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -12,8 +13,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.markup import escape
 
 from ._cli_common import check_json_path, console, err_console
 from ._cli_common import fail as _fail
@@ -36,10 +36,12 @@ app.add_typer(compose_app, name="compose")
 app.add_typer(misaligned_app, name="misaligned")
 
 
-def _progress() -> Progress:
-    return Progress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"),
-                    BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TimeElapsedColumn(), console=err_console, transient=True)
+def _version(value: bool):
+    if value:
+        from . import __version__
+
+        typer.echo(f"jaxkit {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -47,7 +49,16 @@ def _main(
     distributed: Annotated[bool, typer.Option(
         help="Initialise multi-host JAX from JAXKIT_COORDINATOR / JAXKIT_NUM_PROCESSES / "
              "JAXKIT_PROCESS_ID (or JAXKIT_DISTRIBUTED=auto) before anything else.")] = False,
+    compile_cache: Annotated[bool, typer.Option(
+        help="keep compiled XLA programs in the user cache folder (see 'jaxkit info'), so "
+             "a second run compiles nothing; also off with JAXKIT_NO_COMPILE_CACHE=1")] = True,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
 ):
+    from .log import quiet_third_party_warnings
+
+    quiet_third_party_warnings()
     if distributed:
         from . import distributed as jd
 
@@ -57,14 +68,96 @@ def _main(
             _fail(f"--distributed: {' '.join(str(e).split())}")
         if not started:
             _fail("--distributed given but no JAXKIT_COORDINATOR or JAXKIT_DISTRIBUTED=auto")
+    if compile_cache:
+        from .config import enable_compile_cache
+
+        enable_compile_cache()
 
 
 @app.command()
 def info():
-    """JAX version, backend, devices and process count."""
+    """jaxkit and JAX versions, jaxkit's dependencies (optional ones too), XLA_FLAGS,
+    thread settings, the compilation cache and the devices."""
+    console.print(_info_table())
+
+
+# packages jaxkit uses when present, beyond its declared dependencies
+OPTIONAL = {
+    "pyarrow": "Parquet tables (jaxkit.io)",
+    "platformdirs": "the user cache folder (non-Linux)",
+    "scikit-learn": "baselines and test references",
+    "hypothesis": "property tests",
+    "chex": "no-retracing tests",
+    "mkdocs": "the API reference site",
+    "mkdocstrings": "the API reference site",
+}
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+               "NUMBA_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "JAX_NUM_CPU_DEVICES")
+
+
+def _dist_version(name: str) -> str:
+    import importlib.metadata as md
+
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return "not installed"
+
+
+def _dependencies() -> tuple[list[tuple[str, str]], dict[str, list[tuple[str, str]]]]:
+    """(required, {extra: [...]}) from jaxkit's installed metadata: (name, version)."""
+    import importlib.metadata as md
+    import re
+
+    try:
+        reqs = md.requires("jaxkit") or []
+    except md.PackageNotFoundError:
+        reqs = []
+    required, extras = [], {}
+    for r in reqs:
+        name = re.match(r"[A-Za-z0-9_.\-]+", r).group(0)
+        m = re.search(r"extra\s*==\s*[\"']([^\"']+)", r)
+        row = (name, _dist_version(name))
+        (extras.setdefault(m.group(1), []) if m else required).append(row)
+    seen = {n.lower() for n, _ in required} | {n.lower() for v in extras.values() for n, _ in v}
+    extras["optional"] = [(n, _dist_version(n)) for n in OPTIONAL if n.lower() not in seen]
+    return required, extras
+
+
+def _threads() -> list[tuple[str, str]]:
+    import os
+    import re
+
+    rows = [("os.cpu_count", str(os.cpu_count()))]
+    if hasattr(os, "sched_getaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        rows.append(("CPU affinity", f"{len(cpus)} cores"
+                     + (f" ({cpus[0]}-{cpus[-1]})" if cpus and len(cpus) == cpus[-1] - cpus[0] + 1
+                        else f" ({','.join(map(str, cpus[:16]))})")))
+    flags = os.environ.get("XLA_FLAGS", "")
+    rows.append(("XLA_FLAGS", flags or "(unset)"))
+    m = re.search(r"intra_op_parallelism_threads=(\d+)", flags)
+    eig = re.search(r"xla_cpu_multi_thread_eigen=(\w+)", flags)
+    rows.append(("XLA intra-op threads", (m.group(1) if m else "default (all cores)")
+                 + (f"; multi-thread Eigen {eig.group(1)}" if eig else "")))
+    rows += [(v, os.environ.get(v, "(unset)")) for v in THREAD_VARS]
+    try:
+        from threadpoolctl import threadpool_info
+
+        pools = [f"{p.get('internal_api')} {p.get('num_threads')}" for p in threadpool_info()]
+        rows.append(("BLAS / OpenMP pools", ", ".join(pools) or "none loaded"))
+    except Exception:  # threadpoolctl missing or a library it cannot read
+        pass
+    return rows
+
+
+def _info_table():
     import jax
+    from rich.table import Table
 
     from . import __version__
+    from .config import compile_cache_dir, compile_cache_disabled, compile_cache_in_use
 
     devs = jax.devices()
     t = Table(title="jaxkit environment", show_header=False)
@@ -74,9 +167,52 @@ def info():
     t.add_row("backend", jax.default_backend())
     t.add_row("devices", f"{len(devs)} x {devs[0].device_kind} "
                          f"({jax.local_device_count()} local)")
+    kinds: dict[str, int] = {}
+    for d in devs:
+        kinds[f"{d.platform}: {d.device_kind}"] = kinds.get(f"{d.platform}: {d.device_kind}",
+                                                            0) + 1
+    for k, c in kinds.items():
+        mem = ""
+        try:
+            stats = devs[0].memory_stats() or {}
+            if stats.get("bytes_limit"):
+                mem = f", {stats['bytes_limit'] / 2**30:.1f} GiB each"
+        except Exception:  # CPU devices have no memory stats
+            pass
+        if mem or len(kinds) > 1:
+            t.add_row("", f"{c} x {k}{mem}")
     t.add_row("processes", f"{jax.process_count()} (this is {jax.process_index()})")
     t.add_row("x64", str(jax.config.jax_enable_x64))
-    console.print(t)
+    used = compile_cache_in_use()
+    state = (f"on: {used}" if used else
+             f"off (JAXKIT_NO_COMPILE_CACHE; would be {compile_cache_dir()})"
+             if compile_cache_disabled() else f"off (would be {compile_cache_dir()})")
+    t.add_row("compile cache", state)
+    for k, v in _threads():
+        t.add_row(k, v)
+    required, extras = _dependencies()
+    t.add_row("dependencies", ", ".join(f"{n} {v}" for n, v in required))
+    for extra, rows in extras.items():
+        t.add_row(escape(f"[{extra}]") if extra != "optional" else "optional",
+                  ", ".join(f"{n} {v}" for n, v in rows))
+    return t
+
+
+def _short(verdict: str) -> str:
+    return {"yes": "Y", "no": "N", "not shown": "?"}.get(verdict, "-")
+
+
+def _claims_line(claims) -> str:
+    """``YY?- (2 yes, 1 not shown, 1 not tested)``: each claim's verdict, short."""
+    if not claims:
+        return "no claims"
+    from collections import Counter
+
+    n = Counter("not tested" if c.verdict.startswith("not tested") else c.verdict
+                for c in claims)
+    order = ("yes", "no", "not shown", "not tested")
+    counts = ", ".join(f"{n[k]} {k}" for k in order if n[k])
+    return "".join(_short(c.verdict) for c in claims) + f" ({counts})"
 
 
 def _resolve_configs(todo: list[str], entries: dict, *, all_: bool, quick: bool,
@@ -238,27 +374,57 @@ def run(
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(out_dir / "run.json", json.dumps(dict(record, status="running"), indent=2)
                  + "\n")
-    results = []
+    results, failed = [], []
     t_all = time.perf_counter()
-    with _progress() as progress:
-        for n in todo:
+    if all_:
+        console.print(f"running {len(todo)} pipelines ({'quick' if quick else 'full'}); "
+                      "verdicts: Y yes, N no, ? not shown, - not tested at this size",
+                      soft_wrap=True)
+    width = max(map(len, todo))
+    from .log import make_progress, use_progress
+
+    try:
+        progress = make_progress(err_console)
+    except ValueError as e:
+        _fail(str(e))
+    with progress if progress is not None else contextlib.nullcontext(), \
+            use_progress(progress):
+        for i, n in enumerate(todo, 1):
             ctx = registry.RunContext(out_dir=out_dir / n if all_ else out_dir,
                                       config=configs[n], quick=quick, seed=seed,
                                       mesh=the_mesh, progress=progress, resume=not fresh)
             ctx.out_dir.mkdir(parents=True, exist_ok=True)
             t0 = time.perf_counter()
-            res = entries[n].run(ctx)
+            try:
+                res = entries[n].run(ctx)
+            except Exception as e:  # with 'all', one failure does not stop the others
+                if not all_:
+                    raise
+                failed.append(n)
+                console.print(f"[{i:>2}/{len(todo)}] {n:<{width}} [red]FAILED[/] after "
+                              f"{time.perf_counter() - t0:.1f}s: "
+                              f"{escape(type(e).__name__ + ': ' + str(e))}", soft_wrap=True)
+                continue
             if entries[n].title is not None:
                 res.title = entries[n].title
             res.metrics.setdefault("wall_s", time.perf_counter() - t0)
             results.append(res)
             for w in res.warnings:
-                err_console.print(f"[yellow]warning ({n}):[/] {w}")
-            console.print(f"[green]done[/] {n} in {time.perf_counter() - t0:.1f}s")
+                err_console.print(f"[yellow]warning ({n}):[/] {escape(w)}", soft_wrap=True)
+            dt = time.perf_counter() - t0
+            console.print(f"[{i:>2}/{len(todo)}] {n:<{width}} {dt:7.1f}s  "
+                          f"{escape(_claims_line(res.claims))}", soft_wrap=True, highlight=False)
     report = write_report(out_dir, results, quick=quick, seed=seed)
+    wall = time.perf_counter() - t_all
     atomic_write(out_dir / "run.json", json.dumps(
-        dict(record, status="done", wall_s=time.perf_counter() - t_all), indent=2) + "\n")
+        dict(record, status="failed" if failed else "done", wall_s=wall,
+             failed=failed), indent=2) + "\n")
+    if all_:
+        console.print(f"{len(results)}/{len(todo)} pipelines in {wall:.1f}s"
+                      + (f"; failed: {', '.join(failed)}" if failed else ""))
     console.print(f"report: {report}")
+    if failed:
+        raise typer.Exit(1)
 
 
 def _benchmarks_dir() -> Path | None:

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any, Literal, Self, Union
 
 __all__ = ["PipelineConfig", "require", "require_at_least", "require_positive",
-           "require_distinct", "read_toml", "to_toml"]
+           "require_distinct", "read_toml", "to_toml", "compile_cache_dir",
+           "enable_compile_cache", "compile_cache_disabled", "compile_cache_in_use"]
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
@@ -373,3 +374,87 @@ def to_toml(tables: Mapping[str, PipelineConfig]) -> str:
     for name, cfg in tables.items():
         out += [f"[{name}]", cfg.to_toml(), ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+# -- JAX's persistent compilation cache (the process's run-time configuration) ----------
+
+NO_COMPILE_CACHE_ENV = "JAXKIT_NO_COMPILE_CACHE"
+COMPILE_CACHE_ENV = "JAXKIT_COMPILE_CACHE_DIR"
+
+
+def compile_cache_dir() -> Path:
+    """Where ``jaxkit`` keeps compiled XLA programs: ``$JAXKIT_COMPILE_CACHE_DIR``, else
+    the user cache directory's ``jaxkit/xla`` (``$XDG_CACHE_HOME/jaxkit/xla``, by default
+    ``~/.cache/jaxkit/xla`` on Linux; ``platformdirs`` elsewhere when installed)."""
+    import os
+    import sys
+
+    if os.environ.get(COMPILE_CACHE_ENV):
+        return Path(os.environ[COMPILE_CACHE_ENV]).expanduser()
+    if sys.platform.startswith("linux") or not _has_platformdirs():
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base) / "jaxkit" / "xla"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("jaxkit")) / "xla"
+
+
+def _has_platformdirs() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("platformdirs") is not None
+
+
+def compile_cache_disabled() -> bool:
+    """``JAXKIT_NO_COMPILE_CACHE`` is set to anything but ``""``, ``0``, ``false`` or
+    ``no``."""
+    import os
+
+    return os.environ.get(NO_COMPILE_CACHE_ENV, "").strip().lower() not in ("", "0", "false",
+                                                                           "no")
+
+
+def enable_compile_cache(directory: str | Path | None = None, *,
+                         max_bytes: int = 4 << 30) -> Path | None:
+    """Turn on JAX's persistent compilation cache, so a second run of the same pipeline
+    loads its compiled programs instead of compiling them again.
+
+    Called by the ``jaxkit`` command line before anything compiles (``--no-compile-cache``
+    or ``JAXKIT_NO_COMPILE_CACHE=1`` turn it off); a library user may call it too.
+    Every program is cached whatever its compile time (the quick runs are many short
+    compilations), the folder kept under ``max_bytes`` (least recently used first out)
+    when the ``filelock`` package is installed (JAX's eviction needs it), unbounded
+    otherwise.
+
+    Args:
+        directory: the cache folder (default :func:`compile_cache_dir`).
+        max_bytes: the cache's size limit.
+
+    Returns:
+        The folder, or None when ``JAXKIT_NO_COMPILE_CACHE`` is set or the folder
+        cannot be created (the run then compiles as usual).
+    """
+    if compile_cache_disabled():
+        return None
+    import jax
+
+    path = Path(directory) if directory is not None else compile_cache_dir()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    import importlib.util
+
+    if importlib.util.find_spec("filelock") is not None:  # JAX's LRU eviction needs it
+        jax.config.update("jax_compilation_cache_max_size", int(max_bytes))
+    return path
+
+
+def compile_cache_in_use() -> str | None:
+    """The folder JAX's persistent compilation cache is using now, or None."""
+    import jax
+
+    return jax.config.jax_compilation_cache_dir or None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -96,6 +97,7 @@ def fit(
     meta_fn: Callable[[int], dict] | None = None,
     on_restore: Callable[[dict], None] | None = None,
     target: Any = None,
+    progress: Any = "auto",
 ) -> FitResult:
     """Run ``steps`` training steps with checkpoints and resume.
 
@@ -118,6 +120,10 @@ def fit(
         data position, the config).
       on_restore: ``on_restore(meta)`` after a restore (to reposition a data stream).
       target: the restore target (see :meth:`jaxkit.checkpoint.Checkpointer.restore`).
+      progress: where to report steps done (a ``rich`` Progress or a
+        :class:`jaxkit.log.PlainProgress`); ``"auto"``: the one ``jaxkit run`` installed
+        (:func:`jaxkit.log.current_progress`, none outside the command line); None:
+        silent. Reporting never changes what is computed.
 
     Returns:
       A :class:`FitResult`.
@@ -135,12 +141,20 @@ def fit(
         raise ValueError(f"`log_every` must be >= 0; got {log_every}")
     ckpt = Checkpointer(checkpoint_dir, keep=keep) if checkpoint_dir is not None else None
     start, meta = 0, {}
+    task = None
     try:
         if ckpt is not None and resume and ckpt.latest_step() is not None:
             tgt = abstract_like(state) if target is None else target
             state, meta, start = ckpt.restore(tgt)
             if on_restore is not None:
                 on_restore(meta)
+        if progress == "auto":
+            from .log import current_progress
+
+            progress = current_progress()
+        if progress is not None and steps > start:
+            name = Path(checkpoint_dir).name if checkpoint_dir is not None else ""
+            task = progress.add_task(f"train {name}".strip(), total=steps, completed=start)
         history: list[dict] = []
         bad = jnp.asarray(-1, jnp.int32)  # first non-finite step (1-based); -1: none
         last_info = None
@@ -166,9 +180,13 @@ def fit(
             if ckpt is not None and (done % checkpoint_every == 0 or done == steps):
                 check()
                 ckpt.save(done, state, meta_fn(done) if meta_fn is not None else {})
+            if task is not None:
+                progress.advance(task)
         if last_info is not None:
             check()
         return FitResult(state=state, history=history, resumed_from=start, meta=meta)
     finally:
+        if task is not None:
+            progress.remove_task(task)
         if ckpt is not None:
             ckpt.close()

@@ -1,6 +1,7 @@
 """The jaxkit CLI: info, run, bench and lingam fit, including malformed input."""
 
 import json
+import os
 from dataclasses import dataclass
 
 import jax
@@ -15,6 +16,8 @@ from jaxkit.config import PipelineConfig, require
 from jaxkit.report import PipelineResult
 from jaxkit.stats import superiority
 
+# the CLI turns on the persistent compilation cache: never from tests
+os.environ.setdefault("JAXKIT_NO_COMPILE_CACHE", "1")
 runner = CliRunner()
 
 

@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 
 from jaxkit.cli import app
 
+# the CLI turns on the persistent compilation cache: never from tests
+os.environ.setdefault("JAXKIT_NO_COMPILE_CACHE", "1")
 runner = CliRunner()
 
 

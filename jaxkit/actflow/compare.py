@@ -20,10 +20,69 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
-from . import domains, loop, peptides
-from .config import Config
+from . import discrete, domains, loop, peptides
+from .config import DISCRETE, Config
 
-__all__ = ["make_domain", "compare_domain", "measure_of"]
+__all__ = ["make_domain", "make_token_domain", "compare_domain", "compare_discrete",
+           "measure_of"]
+
+
+def make_token_domain(name: str, cfg: Config) -> discrete.TokenDomain:
+    """The discrete task ``name`` of :data:`jaxkit.actflow.config.DISCRETE`."""
+    if name == "peptides-discrete":
+        return peptides.peptide_token_domain(max_charge_data=cfg.peptide_max_charge)
+    if name == "molecules":
+        from .molecules import molecule_domain
+
+        return molecule_domain(max_mw_data=cfg.molecule_max_mw)
+    if name == "proteins":
+        from .proteins import protein_domain
+
+        return protein_domain(max_moment_data=cfg.protein_max_moment)
+    if name == "user":
+        from .user import user_domain
+
+        return user_domain(cfg.user_data, cfg.user_verifier, column=cfg.user_column,
+                           novelty=cfg.user_novelty)
+    raise ValueError(f"`name` must be one of {DISCRETE}; got {name!r}")
+
+
+def compare_discrete(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
+                     checkpoint_root: str | Path | None = None, resume: bool = True,
+                     track=None, domain: discrete.TokenDomain | None = None
+                     ) -> dict[str, Any]:
+    """:func:`compare_domain` for a discrete domain (:mod:`jaxkit.actflow.discrete`):
+    pre-train the denoiser, run the four methods with the same keys, and evaluate each
+    final model on ``n_draws`` draws. Returns the same keys as :func:`compare_domain`
+    (``runs[method]`` without samples) plus ``description``."""
+    dcfg = cfg.discrete()
+    dom = domain if domain is not None else make_token_domain(name, cfg)
+    import jax
+
+    tag = hashlib.sha256(repr((dcfg.digest(), name, dom.description,
+                               [np.asarray(jax.random.key_data(keys[k])).tolist()
+                                for k in ("pretrain", "rounds")])).encode()).hexdigest()[:12]
+
+    def ck(stage: str) -> Path | None:
+        if checkpoint_root is None:
+            return None
+        return _fresh(Path(checkpoint_root) / f"actflow-{name}-{stage}-{tag}", resume)
+
+    pre = discrete.pretrain(dom, dcfg, keys["pretrain"], checkpoint_dir=ck("pretrain"),
+                            resume=resume)
+    runs, draws = {}, {}
+    for method in discrete.METHODS:
+        res = discrete.run_method(pre, method, keys["rounds"], resume=resume, track=track,
+                                  checkpoint_dir=ck(method.replace("+", "_")))
+        draws[method] = discrete.evaluate_draws(pre.kernels, res.pop("params"), keys["draws"],
+                                                cfg.n_draws)
+        smp, val = res.pop("samples"), res.pop("valid")
+        res["examples"] = [] if smp is None else [
+            s for s, v in zip(dom.decode(smp), val, strict=True) if v][:5]
+        runs[method] = res
+    return dict(measure="novel_circles", runs=runs, draws=draws, description=dom.description,
+                pretrain=dict(loss=pre.loss, seconds=pre.seconds, n_data=int(dom.data.shape[0]),
+                              resumed_from=pre.resumed_from))
 
 
 def make_domain(name: str, cfg: Config) -> domains.Domain:

@@ -21,7 +21,14 @@ from jaxkit.kernels import flow
 
 __all__ = ["ActFlowConfig", "Config", "QUICK", "FULL", "DOMAINS", "PEPTIDE_FIELDS"]
 
-DOMAINS = ("rings", "torus", "sphere", "peptides")
+DOMAINS = ("rings", "torus", "sphere", "peptides", "peptides-discrete", "molecules",
+           "proteins", "user")
+#: the discrete (token) domains, run by :mod:`jaxkit.actflow.discrete`
+DISCRETE = ("peptides-discrete", "molecules", "proteins", "user")
+#: the discrete settings a ``dfm_<name>`` field sets (:class:`DiscreteSettings`)
+DFM_FIELDS = ("hidden", "depth", "pretrain_steps", "batch", "rounds", "budget",
+              "adapt_steps", "n_eval", "sample_steps", "temperature", "perturb", "restart",
+              "frontier", "replay")
 #: the loop settings a ``peptide_<name>`` field can replace for the peptide domain
 PEPTIDE_FIELDS = ("hidden", "depth", "n_data", "pretrain_steps", "batch", "budget",
                   "adapt_steps", "n_eval", "sample_steps", "steer_steps")
@@ -89,7 +96,8 @@ class Config(_LoopSettings):
     rounds: int = 6
     budget: int = 256
     n_eval: int = 768
-    domains: tuple[Literal["rings", "torus", "sphere", "peptides"], ...] = DOMAINS
+    domains: tuple[Literal["rings", "torus", "sphere", "peptides", "peptides-discrete",
+                           "molecules", "proteins", "user"], ...] = DOMAINS[:-1]
     peptide_hidden: int | None = None
     peptide_depth: int | None = None
     peptide_n_data: int | None = None
@@ -103,9 +111,38 @@ class Config(_LoopSettings):
     peptide_steer_steps: int | None = None
     peptide_max_charge: float = 3.0
     n_draws: int = 8
+    n_seeds: int = 1
+    dfm_hidden: int = 256
+    dfm_depth: int = 2
+    dfm_pretrain_steps: int = 1500
+    dfm_batch: int = 128
+    dfm_rounds: int = 5
+    dfm_budget: int = 256
+    dfm_adapt_steps: int = 100
+    dfm_n_eval: int = 256
+    dfm_sample_steps: int = 12
+    dfm_temperature: float = 1.5
+    dfm_perturb: float = 0.75
+    dfm_restart: float = 0.6
+    dfm_frontier: float = 0.5
+    dfm_replay: float = 0.5
+    molecule_max_mw: float = 160.0
+    protein_max_moment: float = 0.12
+    user_data: str = ""
+    user_verifier: str = ""
+    user_column: str = "sequence"
+    user_novelty: int = 4
 
     def validate(self) -> None:
         require_distinct("domains", self.domains, "domain")
+        require(self.n_seeds >= 1, "n_seeds", f"must be >= 1; got {self.n_seeds}")
+        if "user" in self.domains:
+            require(bool(self.user_data), "user_data",
+                    "must name your data file when domains include 'user'")
+            require(bool(self.user_verifier), "user_verifier",
+                    "must name your verifier as 'module:function' when domains include "
+                    "'user'")
+        self.discrete()  # validates the dfm_* fields
         require(self.n_draws >= 2, "n_draws", f"must be >= 2 (a t interval); got "
                                               f"{self.n_draws}")
         super().validate()
@@ -126,13 +163,24 @@ class Config(_LoopSettings):
                     shared[f] = v
         return ActFlowConfig(**shared)
 
+    def discrete(self):
+        """The :class:`~jaxkit.actflow.discrete.DiscreteSettings` of the discrete domains
+        (the ``dfm_*`` fields; ``lr`` shared)."""
+        from .discrete import DiscreteSettings
 
-QUICK = Config(domains=("rings", "peptides"), hidden=64, depth=3, n_data=512,
+        return DiscreteSettings(lr=self.lr, **{f: getattr(self, f"dfm_{f}")
+                                               for f in DFM_FIELDS})
+
+
+QUICK = Config(domains=("rings", "peptides-discrete", "molecules"), hidden=64, depth=3, n_data=512,
                pretrain_steps=1500, batch=128, rounds=3, budget=128, adapt_steps=100,
                n_eval=256, sample_steps=12, steer_steps=1,
                peptide_hidden=128, peptide_depth=2, peptide_pretrain_steps=600,
                peptide_batch=64, peptide_rounds=2, peptide_budget=64, peptide_adapt_steps=50,
-               peptide_n_eval=128, peptide_sample_steps=8, peptide_steer_steps=0)
-FULL = Config(peptide_hidden=256, peptide_pretrain_steps=3000, peptide_batch=128,
+               peptide_n_eval=128, peptide_sample_steps=8, peptide_steer_steps=0,
+               dfm_hidden=128, dfm_pretrain_steps=300, dfm_batch=64, dfm_rounds=2,
+               dfm_budget=64, dfm_adapt_steps=50, dfm_n_eval=128, dfm_sample_steps=8,
+               n_draws=4)
+FULL = Config(n_seeds=5, peptide_hidden=256, peptide_pretrain_steps=3000, peptide_batch=128,
               peptide_rounds=5, peptide_adapt_steps=200, peptide_n_eval=512,
               peptide_sample_steps=12, peptide_steer_steps=0)

@@ -2,8 +2,10 @@
 
 All functions are pure JAX (``jit``/``vmap``-able), take a fixed-shape batch plus an
 optional boolean ``mask`` of the rows that count (e.g. the valid samples), and work for
-two distances: ``"euclidean"`` on feature vectors ``(n, d)`` and ``"hamming"`` on token
-arrays ``(n, L)`` (number of differing positions).
+three distances: ``"euclidean"`` on feature vectors ``(n, d)``, ``"hamming"`` on token
+arrays ``(n, L)`` (number of differing positions) and ``"tanimoto"`` on binary
+fingerprints ``(n, F)`` (``1 - |a & b| / |a | b|``, Jaccard / Tanimoto distance; two
+empty rows are at distance 0).
 
 * :func:`validity`, :func:`uniqueness`, :func:`novelty`: the usual generative-model
   rates (valid share; share of distinct valid samples; share of valid samples farther
@@ -33,7 +35,7 @@ from jaxtyping import Array, Bool, Float, Int
 __all__ = ["pairwise_distances", "validity", "uniqueness", "novelty", "circles",
            "knn_coverage", "vendi_from_kernel", "vendi_score", "exact_coverage"]
 
-METRICS = ("euclidean", "hamming")
+METRICS = ("euclidean", "hamming", "tanimoto")
 
 
 def _mask(x, mask):
@@ -60,6 +62,11 @@ def pairwise_distances(a: Array, b: Array, metric: str = "euclidean") -> Float[A
         raise ValueError(f"rows of `a` and `b` differ in size: {a.shape} vs {b.shape}")
     if metric == "hamming":
         return jnp.sum(a[:, None, :] != b[None, :, :], axis=-1).astype(jnp.float32)
+    if metric == "tanimoto":
+        a, b = (jnp.asarray(v, jnp.float32) for v in (a, b))
+        inter = a @ b.T
+        union = jnp.sum(a, 1)[:, None] + jnp.sum(b, 1)[None, :] - inter
+        return jnp.where(union > 0, 1.0 - inter / jnp.maximum(union, 1e-9), 0.0)
     a = a.astype(jnp.result_type(a.dtype, jnp.float32))
     b = b.astype(a.dtype)
     sq = (jnp.sum(a * a, 1)[:, None] + jnp.sum(b * b, 1)[None, :] - 2.0 * a @ b.T)
@@ -134,10 +141,13 @@ def vendi_from_kernel(K: Float[Array, "n n"],
 
 def vendi_score(x: Array, mask: Bool[Array, " n"] | None = None, bandwidth: float = 1.0,
                 metric: str = "euclidean") -> Float[Array, ""]:
-    """Vendi score with an RBF kernel ``exp(-d^2 / (2 h^2))`` (euclidean) or the share of
-    equal positions ``1 - d / L`` (hamming; a mean of indicator kernels, so PSD)."""
+    """Vendi score with an RBF kernel ``exp(-d^2 / (2 h^2))`` (euclidean), the share of
+    equal positions ``1 - d / L`` (hamming; a mean of indicator kernels, so PSD) or the
+    Tanimoto similarity ``1 - d`` (tanimoto; PSD on binary vectors)."""
     d = pairwise_distances(x, x, metric)
-    if metric == "hamming":
+    if metric == "tanimoto":
+        K = 1.0 - d
+    elif metric == "hamming":
         K = 1.0 - d / jnp.reshape(x, (x.shape[0], -1)).shape[1]
     else:
         K = jnp.exp(-jnp.square(d) / (2.0 * bandwidth ** 2))

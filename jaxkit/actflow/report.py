@@ -10,6 +10,7 @@ noise of the measure, not the variance over training seeds (one training run).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,15 @@ import numpy as np
 
 from jaxkit.claims import Claim
 from jaxkit.report import markdown_table, new_figure, save_figure
-from jaxkit.stats import paired_difference, superiority
+from jaxkit.stats import paired_difference, superiority, t_interval
 
 from . import loop, peptides
 from .compare import make_domain
 from .config import Config
 
-__all__ = ["PAPER", "claims", "tables", "plot_scatter", "plot_curves", "METHOD_NOTE"]
+__all__ = ["PAPER", "claims", "tables", "final_table", "per_unit", "per_unit_all",
+           "plot_scatter",
+           "plot_curves", "METHOD_NOTE", "DISCRETE_NOTE"]
 
 PAPER = "De Santi et al. 2026 (ActFlow)"
 METHOD_NOTE = (
@@ -37,6 +40,20 @@ METHOD_NOTE = (
     "novelty threshold from the pre-training data. ActFlow exploration: tempered noise, "
     "perturbed ODE-inverted latents of training and accepted samples, and a normalised "
     "gradient step in noise space toward novel outputs (see `jaxkit.actflow.loop`).")
+DISCRETE_NOTE = (
+    "Discrete domains (peptides-discrete, molecules, proteins, user) use a masking-source "
+    "discrete flow (MLP denoiser, CTMC Euler unmasking; `jaxkit.actflow.discrete`). "
+    "ActFlow explores in the flow's partially unmasked states: known valid anchors (data "
+    "and the accepted frontier) are re-masked and completed from a restart time that the "
+    "verifier's acceptance adapts each round, plus tempered-posterior samples. Measures: "
+    "#Circles at the novelty distance over valid samples (circles), over valid samples "
+    "novel w.r.t. the pre-training data (novel_circles, the claim measure), and over "
+    "valid samples outside the pre-training region (outside_circles); k-NN coverage "
+    "(k = 5) of the valid held-out sequences outside that region; Vendi with the "
+    "Hamming (share of equal positions) or Tanimoto kernel; molecules also count Murcko "
+    "scaffolds and internal diversity (1 - mean Tanimoto) of the distinct valid "
+    "molecules. Final-model numbers are mean ± 95% t half-width over the paired units "
+    "named in each table.")
 
 
 def _pct(v, pct=True):
@@ -49,85 +66,162 @@ def _fmtv(measure: str):
     return (lambda v: f"{100 * v:.1f}%") if measure == "coverage" else (lambda v: f"{v:.0f}")
 
 
-def best_baseline(res: dict) -> str:
-    """The method other than ActFlow with the highest mean measure over the draws of
-    the final models (the strictest opponent)."""
-    m = res["measure"]
-    return max((k for k in res["draws"] if k != "actflow"),
-               key=lambda k: float(np.mean(res["draws"][k][m])))
+def per_unit(seeds: list[dict], metric: str) -> tuple[dict[str, np.ndarray], str]:
+    """The paired units of a domain's tests: with two or more seeds, one value per seed
+    (the mean over that seed's evaluation draws of the final model); with one seed, the
+    evaluation draws. Returns ({method: (n,) values}, description)."""
+    if len(seeds) >= 2:
+        vals = {k: np.array([float(np.nanmean(r["draws"][k][metric])) for r in seeds])
+                for k in seeds[0]["draws"]}
+        return vals, (f"{len(seeds)} training seeds (each the mean of "
+                      f"{len(seeds[0]['draws']['actflow'][metric])} evaluation draws)")
+    d = seeds[0]["draws"]
+    return ({k: np.asarray(v[metric]) for k, v in d.items()},
+            f"{len(d['actflow'][metric])} evaluation draws of the final models (same keys), "
+            "one training run: training-seed variance not included")
 
 
-def claims(results: dict[str, dict]) -> list[Claim]:
-    """Two claims per domain, each a paired superiority test over the draws."""
-    out = []
-    for name, res in results.items():
-        m = res["measure"]
-        d = res["draws"]
-        unit = "exact coverage" if m == "coverage" else "#Circles"
-        fmt = "{:.3f}" if m == "coverage" else "{:.1f}"
-        note = (f"{len(d['actflow'][m])} evaluation draws of the final models (same keys), "
-                "one training run: training-seed variance not included")
-        v = superiority(paired_difference(d["actflow"][m], d["pretrained"][m]))
-        out.append(Claim.from_verdict(
-            PAPER, f"{name}: ActFlow expands the generable set beyond the pre-trained "
-            f"model ({unit}, ActFlow minus pre-trained)", v, fmt=fmt, note=note))
-        base = best_baseline(res)
-        v = superiority(paired_difference(d["actflow"][m], d[base][m]))
-        out.append(Claim.from_verdict(
-            PAPER, f"{name}: ActFlow covers more than the best baseline ({base}; {unit}, "
-            "ActFlow minus baseline)", v, fmt=fmt, note=note))
+def per_unit_all(seeds: list[dict]) -> dict[str, dict[str, list]]:
+    """``{method: {metric: per-unit values}}`` of every metric (NaN as None), for
+    ``metrics.json``."""
+    out: dict[str, dict[str, list]] = {}
+    for k in seeds[0]["draws"]["actflow"]:
+        vals, _ = per_unit(seeds, k)
+        for meth, v in vals.items():
+            out.setdefault(meth, {})[k] = [None if math.isnan(x) else float(x) for x in v]
     return out
 
 
-def tables(cfg: Config, results: dict[str, dict]) -> tuple[list[str], list[str]]:
-    """The report's Markdown lines (summary table, then one section per domain) and
-    its warnings."""
+def best_baseline(seeds: list[dict] | dict, metric: str | None = None) -> str:
+    """The method other than ActFlow with the highest mean ``metric`` (default: the
+    domain's measure) over the draws (and seeds) of the final models."""
+    seeds = seeds if isinstance(seeds, list) else [seeds]
+    m = metric or seeds[0]["measure"]
+    return max((k for k in seeds[0]["draws"] if k != "actflow"),
+               key=lambda k: float(np.mean([np.nanmean(r["draws"][k][m]) for r in seeds])))
+
+
+_UNITS = {"coverage": "exact coverage", "circles": "#Circles",
+          "novel_circles": "#Circles of valid novel samples",
+          "outside_circles": "#Circles of valid samples outside the pre-training region"}
+
+
+def claims(results: dict[str, list[dict]]) -> list[Claim]:
+    """Per domain: ActFlow expands beyond the pre-trained model and covers more than the
+    best baseline (the domain's measure); discrete domains with a pre-training region
+    add the second claim on #Circles outside that region. Paired superiority tests."""
+    out = []
+    for name, seeds in results.items():
+        seeds = seeds if isinstance(seeds, list) else [seeds]
+        m = seeds[0]["measure"]
+        tests = [(m, "pretrained"), (m, None)]
+        if name in ("peptides-discrete", "molecules", "proteins"):
+            tests.append(("outside_circles", None))
+        for metric, fixed in tests:
+            vals, note = per_unit(seeds, metric)
+            base = fixed or best_baseline(seeds, metric)
+            fmt = "{:.3f}" if metric == "coverage" else "{:.1f}"
+            v = superiority(paired_difference(vals["actflow"], vals[base]))
+            what = ("expands the generable set beyond the pre-trained model" if fixed
+                    else f"covers more than the best baseline ({base})")
+            out.append(Claim.from_verdict(
+                PAPER, f"{name}: ActFlow {what} ({_UNITS[metric]}, ActFlow minus {base})", v,
+                fmt=fmt, note=note))
+    return out
+
+
+def _ci(x) -> str:
+    mean, half = t_interval(np.asarray(x, float))
+    if math.isnan(mean):
+        return "n/a"
+    return f"{mean:.3g}" if math.isnan(half) else f"{mean:.3g} ± {half:.2g}"
+
+
+def final_table(seeds: list[dict]) -> str:
+    """Every metric of every method's final model: mean ± 95% t half-width over the
+    paired units (:func:`per_unit`)."""
+    metrics = [k for k in seeds[0]["draws"]["actflow"]
+               if not np.all(np.isnan(seeds[0]["draws"]["actflow"][k]))]
+    rows = []
+    for meth in seeds[0]["draws"]:
+        rows.append([meth] + [_ci(per_unit(seeds, k)[0][meth]) for k in metrics])
+    return markdown_table(["method", *metrics], rows)
+
+
+def _round_rows(name: str, cfg: Config, runs: dict, discrete: bool) -> tuple[list, list]:
+    if discrete:
+        keys = [k for k in ("validity", "uniqueness", "novelty", "circles", "novel_circles",
+                            "outside_circles", "knn_coverage", "vendi", "scaffolds", "int_div")
+                if k in runs["actflow"]["history"][0]]
+        hdr = ["method", "round", *keys, "kept (round)", "restart t", "updated"]
+        rows = [[meth, h["round"], *[h[k] for k in keys],
+                 "" if h.get("n_kept_round") is None else int(h["n_kept_round"]),
+                 "" if h.get("restart") is None else f"{h['restart']:.2f}",
+                 "yes" if h["updated"] else "no"]
+                for meth, run in runs.items() for h in run["history"]]
+        return hdr, rows
+    has_cov = "coverage" in runs["actflow"]["history"][0]
+    hdr = ["method", "round"] + (["coverage", "k-NN cov."] if has_cov else []) + [
+        "validity", "uniqueness", "novelty", "#Circles", "Vendi"] + (
+        [f"valid, charge > +{cfg.peptide_max_charge:g}"] if name == "peptides" else []) + [
+        "kept (round)", "updated"]
+    rows = []
+    for meth, run in runs.items():
+        for h in run["history"]:
+            rows.append([meth, h["round"]]
+                        + ([_pct(h["coverage"]), _pct(h["knn_coverage"])] if has_cov else [])
+                        + [_pct(h["validity"]), _pct(h["uniqueness"]), _pct(h["novelty"]),
+                           int(h["circles"]), h["vendi"]]
+                        + ([_pct(h["valid_beyond_data_charge"])] if name == "peptides"
+                           else [])
+                        + ["" if h["n_kept_round"] is None else int(h["n_kept_round"]),
+                           "yes" if h["updated"] else "no"])
+    return hdr, rows
+
+
+def tables(cfg: Config, results: dict[str, list[dict]]) -> tuple[list[str], list[str]]:
+    """The report's Markdown lines (summary table, then one section per domain: the
+    final models of every method with intervals, the per-round table of the first seed)
+    and its warnings."""
     md: list[str] = []
     warnings: list[str] = []
     summary = []
-    for name, res in results.items():
-        runs, m = res["runs"], res["measure"]
-        has_cov = m == "coverage"
-        hdr = ["method", "round"] + (["coverage", "k-NN cov."] if has_cov else []) + [
-            "validity", "uniqueness", "novelty", "#Circles", "Vendi"] + (
-            [f"valid, charge > +{cfg.peptide_max_charge:g}"] if name == "peptides" else []) + [
-            "kept (round)", "updated"]
-        rows = []
-        for meth, run in runs.items():
-            for h in run["history"]:
-                rows.append([meth, h["round"]]
-                            + ([_pct(h["coverage"]), _pct(h["knn_coverage"])] if has_cov
-                               else [])
-                            + [_pct(h["validity"]), _pct(h["uniqueness"]), _pct(h["novelty"]),
-                               int(h["circles"]), h["vendi"]]
-                            + ([_pct(h["valid_beyond_data_charge"])] if name == "peptides"
-                               else [])
-                            + ["" if h["n_kept_round"] is None else int(h["n_kept_round"]),
-                               "yes" if h["updated"] else "no"])
-        final = {k: run["history"][-1][m] for k, run in runs.items()}
+    for name, seeds in results.items():
+        seeds = seeds if isinstance(seeds, list) else [seeds]
+        res, m = seeds[0], seeds[0]["measure"]
+        discrete = "description" in res
+        vals, unit_note = per_unit(seeds, m)
+        base = best_baseline(seeds)
         fmtv = _fmtv(m)
-        base = best_baseline(res)
-        means = {k: float(np.mean(v[m])) for k, v in res["draws"].items()}
-        line = (f"Final models over {len(res['draws']['actflow'][m])} evaluation draws: "
-                f"ActFlow {fmtv(means['actflow'])}, best baseline {base} {fmtv(means[base])}, "
-                f"pre-trained {fmtv(means['pretrained'])} (claims above).")
+        means = {k: float(np.mean(v)) for k, v in vals.items()}
         if means["actflow"] <= means[base]:
             warnings.append(f"actflow/{name}: ActFlow does not beat the best baseline ({base}) "
                             f"on {m}: {fmtv(means['actflow'])} vs {fmtv(means[base])}")
-        summary.append([name, m] + [fmtv(final[k]) for k in loop.METHODS])
-        secs = {k: round(run["seconds"], 1) for k, run in runs.items()}
+        summary.append([name, m] + [_ci(vals[k]) for k in loop.METHODS])
+        hdr, rows = _round_rows(name, cfg, res["runs"], discrete)
+        secs = {k: round(run["seconds"], 1) for k, run in res["runs"].items()}
         pre = res["pretrain"]
+        about = res.get("description", "")
+        if name == "peptides":
+            about = (f"Continuous relaxation (ablation of the discrete arm). Rules: "
+                     f"{peptides.Rules()}; pre-training data: valid AMPs with net charge <= "
+                     f"+{cfg.peptide_max_charge:g}; #Circles at Hamming distance > 2 is the "
+                     "coverage measure and 'valid, charge > ...' the share of samples that "
+                     "are valid and outside the pre-training charge range.")
         md += [f"### {name}", "",
-               f"Pre-training: {pre['n_data']} points, final loss {pre['loss']:.3f}, "
+               f"Pre-training (seed 0): {pre['n_data']} points, final loss {pre['loss']:.3f}, "
                f"{pre['seconds']:.1f} s. Seconds per method (all rounds incl. evaluation): "
-               f"{secs}. "
-               + (f"Rules: {peptides.Rules()}; pre-training data: valid AMPs with net charge "
-                  f"<= +{cfg.peptide_max_charge:g}; no exact coverage (the valid set is not "
-                  "enumerable), so #Circles at Hamming distance > 2 is the coverage measure "
-                  "and 'valid, charge > ...' the share of samples that are valid and outside "
-                  "the pre-training charge range." if name == "peptides" else ""),
-               "", markdown_table(hdr, rows), "", line, ""]
-    head = ["Final round (one evaluation batch), per method:", "",
+               f"{secs}. {about}", "",
+               f"Final models, mean ± 95% t half-width over {unit_note}:", "",
+               final_table(seeds), "",
+               "Per round (seed 0; round 0 = pre-trained):", "",
+               markdown_table(hdr, rows), ""]
+        if discrete:
+            md += ["Valid samples of the final models (seed 0): "
+                   + "; ".join(f"{k}: {', '.join(r.get('examples', [])[:3]) or '-'}"
+                               for k, r in res["runs"].items()), ""]
+    head = ["Final models, measure per domain (mean ± 95% t half-width; units named in "
+            "each domain's section):", "",
             markdown_table(["domain", "measure", *loop.METHODS], summary), ""]
     return head + md, warnings
 
@@ -160,16 +254,17 @@ def plot_scatter(cfg: Config, name: str, res: dict, out: Path) -> Path:
     return save_figure(fig, out / f"actflow_{name}_scatter.png")
 
 
-def plot_curves(results: dict[str, dict[str, Any]], out: Path) -> Path:
-    """Coverage (or #Circles) versus round, per domain and method."""
+def plot_curves(results: dict[str, list[dict[str, Any]]], out: Path) -> Path:
+    """Coverage (or #Circles) versus round, per domain and method (first seed)."""
     fig, axes = new_figure(ncols=len(results), size=(3.4, 2.8))
-    for ax, (name, res) in zip(axes[0], results.items(), strict=True):
+    for ax, (name, seeds) in zip(axes[0], results.items(), strict=True):
+        res = seeds[0] if isinstance(seeds, list) else seeds
         key = res["measure"]
         for meth, run in res["runs"].items():
             ax.plot([h["round"] for h in run["history"]], [h[key] for h in run["history"]],
                     marker="o", ms=3, label=meth)
         ax.set_title(name, fontsize=8)
         ax.set_xlabel("round")
-        ax.set_ylabel("exact valid coverage" if key == "coverage" else "#Circles (valid)")
+        ax.set_ylabel(_UNITS.get(key, key), fontsize=6)
         ax.legend(fontsize=6)
     return save_figure(fig, out / "actflow_coverage.png")

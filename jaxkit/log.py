@@ -45,7 +45,8 @@ def format_duration(s: float) -> str:
 class PlainProgress:
     """The subset of ``rich.progress.Progress`` jaxkit uses (``add_task``, ``advance``,
     ``update``, ``remove_task``, a context manager), writing one plain line per task at
-    most every ``every`` seconds, and one when it finishes::
+    most every ``every`` seconds, and one when it finishes (when it printed before or ran
+    for at least ``every / 2``: hundreds of sub-second tasks print nothing)::
 
         models: 3/10 (30%) 0.52/s, elapsed 5.8s, ETA 13s
 
@@ -104,8 +105,12 @@ class PlainProgress:
         t["fields"].update(fields)
         now = self.clock()
         done = t["total"] is not None and t["completed"] >= t["total"]
-        if now - t["last"] >= self.every or (done and not t.get("finished")):
-            t["finished"] = done
+        if done and not t.get("finished"):
+            t["finished"] = True
+            # the end of a task that printed before or ran long; a short task stays quiet
+            if t["printed"] or now - t["start"] >= self.every / 2:
+                self._line(t, now)
+        elif now - t["last"] >= self.every:
             self._line(t, now)
 
     def remove_task(self, task: int) -> None:

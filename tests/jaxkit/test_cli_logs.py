@@ -122,7 +122,8 @@ def two_toys():
 def test_run_all_prints_one_line_per_pipeline_and_carries_on(two_toys, tmp_path):
     out = tmp_path / "all"
     r = runner.invoke(app, ["run", "all", "--quick", "--out", str(out)],
-                      env={"JAXKIT_PROGRESS": "plain", "COLUMNS": "200"})
+                      env={"JAXKIT_PROGRESS": "plain", "JAXKIT_PROGRESS_EVERY": "0",
+                           "COLUMNS": "200"})
     assert r.exit_code == 1, r.output
     lines = r.output.splitlines()
     assert lines[0].startswith("running 2 pipelines (quick); verdicts: Y yes")

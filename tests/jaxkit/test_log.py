@@ -44,6 +44,10 @@ def test_plain_progress_prints_periodic_lines_with_rate_and_eta():
     assert "ETA" not in lines[1]
     p.remove_task(t)
     assert len(buf.getvalue().splitlines()) == 2  # nothing twice
+    short = p.add_task("short", total=2)
+    clock.t += 1.0
+    p.update(short, advance=2)  # 1 s < every / 2: a short task prints nothing
+    assert len(buf.getvalue().splitlines()) == 2
     u = p.add_task("stream")  # no total: a count, no ETA
     clock.t += 20
     p.update(u, completed=40, loss=0.5)
@@ -79,7 +83,7 @@ def test_make_progress_modes(monkeypatch):
 
 def test_run_context_track_reports_to_plain_progress():
     buf, clock = io.StringIO(), Clock()
-    ctx = RunContext("unused", progress=PlainProgress(buf, every=1e9, clock=clock))
+    ctx = RunContext("unused", progress=PlainProgress(buf, every=0, clock=clock))
     assert list(ctx.track(range(3), "cells")) == [0, 1, 2]
     assert buf.getvalue().splitlines()[-1].startswith("cells: 3/3 (100%)")
 
@@ -108,7 +112,7 @@ def test_fit_reports_steps_through_the_installed_progress(tmp_path):
     buf = io.StringIO()
     silent = _toy_fit(tmp_path / "a", 6)
     assert buf.getvalue() == ""  # nothing installed: silent
-    with use_progress(PlainProgress(buf, every=1e9)):
+    with use_progress(PlainProgress(buf, every=0)):
         assert log.current_progress() is not None
         loud = _toy_fit(tmp_path / "b", 6)
     assert log.current_progress() is None
@@ -116,7 +120,7 @@ def test_fit_reports_steps_through_the_installed_progress(tmp_path):
     assert jnp.array_equal(silent.state.params["w"], loud.state.params["w"])
     # a resumed run counts from its restored step
     buf2 = io.StringIO()
-    with use_progress(PlainProgress(buf2, every=1e9)):
+    with use_progress(PlainProgress(buf2, every=0)):
         res = _toy_fit(tmp_path / "b", 10)
     assert res.resumed_from == 6
     assert buf2.getvalue().splitlines()[-1].startswith("train ckpt: 10/10 (100%)")

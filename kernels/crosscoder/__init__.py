@@ -104,20 +104,25 @@ from .metrics import (
     recovery,
     recovery_auc,
 )
-from .model import decode, encode, forward, pre_activation, steer
+from .model import apply_activation, decode, encode, forward, pre_activation, steer
 from .params import (
     ACTIVATIONS,
+    AUX_NORMS,
     DEFAULT_BANDWIDTH,
     SPARSITIES,
     Activation,
     Params,
     atom_norms,
+    batch_count,
     check_activation,
+    check_aux_norm,
+    check_batch_k,
     check_k,
     check_x,
     flat_decoder,
     geometric_median,
     init,
+    log_threshold_from,
 )
 from .sparse import Blocks, default_blocks, sparse_decode, sparse_topk_loss, topk_encode
 from .step import Carry, Info, StepOut, TrainState, make_train_step
@@ -139,6 +144,12 @@ __all__ = [
     "geometric_median",
     "check_activation",
     "check_k",
+    "check_batch_k",
+    "batch_count",
+    "check_aux_norm",
+    "AUX_NORMS",
+    "log_threshold_from",
+    "apply_activation",
     "check_x",
     "flat_decoder",
     "atom_norms",

@@ -10,8 +10,11 @@ with the penalty one of
   2024);
 
 and AuxK the FVU of the residual reconstructed from the top ``k_aux`` dead latents (Gao et
-al. 2024). Atoms are kept at unit norm: the gradient component parallel to each atom is
-removed before the update and the atoms are renormalised after it (Gao et al. 2024).
+al. 2024; ``aux_norm="gao"``) or sparsify's form, the squared error over the input's total
+variance scaled by ``min(n_dead / k_aux, 1)`` (``aux_norm="sparsify"``; see
+:func:`~jaxkit.kernels.crosscoder.params.check_aux_norm`). Atoms are kept at unit norm:
+the gradient component parallel to each atom is removed before the update and the atoms
+are renormalised after it (Gao et al. 2024).
 """
 
 from __future__ import annotations
@@ -20,10 +23,19 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .activations import Selector, scatter_last, sparsify, step_ste
+from .activations import Selector, scatter_last, step_ste
 from .metrics import fvu_unchecked as fvu
-from .model import decoder_product, encoder_product
-from .params import DEFAULT_BANDWIDTH, TINY, Activation, Params, atom_norms, check_k, flat_decoder
+from .model import apply_activation, decoder_product, encoder_product
+from .params import (
+    DEFAULT_BANDWIDTH,
+    TINY,
+    Activation,
+    Params,
+    atom_norms,
+    check_aux_norm,
+    check_k,
+    flat_decoder,
+)
 
 
 def l1_penalty(z: Float[Array, "*B F"], W_dec: Float[Array, " F *unit"]) -> Float[Array, ""]:
@@ -84,12 +96,22 @@ def auxk_loss(
     dead: Float[Array, " F"],
     k_aux: int,
     select: Selector | None = None,
+    *,
+    aux_norm: str = "gao",
+    total_variance: Float[Array, ""] | None = None,
 ) -> Float[Array, ""]:
     """AuxK loss of Gao et al. 2024: reconstruct the residual ``x - x_hat`` (no ``b_dec``)
     from the top-``k_aux`` pre-activations among dead latents.
 
-    Non-dead latents are masked with ``-inf`` so shapes stay static; the residual is a
-    constant (``stop_gradient``).
+    Non-dead latents are masked with ``-inf`` so shapes stay static (a slot that falls
+    on a live latent contributes 0: the same as taking ``min(k_aux, n_dead)`` latents);
+    the residual is a constant (``stop_gradient``). Normalisation (``aux_norm``):
+
+    * ``"gao"``: ``||e - e_hat||^2 / ||e - mean_B(e)||^2``, the residual's FVU
+      (openai/sparse_autoencoder's ``normalized_mse``);
+    * ``"sparsify"``: ``min(n_dead / k_aux, 1) ||e - e_hat||^2 / total_variance`` with
+      ``total_variance = ||x - mean_B(x)||^2`` of the input (EleutherAI sparsify's
+      ``SparseCoder.forward``; it takes ``k_aux = d // 2``).
 
     Args:
       pre: pre-activations ``(B, F)``.
@@ -98,11 +120,17 @@ def auxk_loss(
       dead: boolean ``(F,)`` mask of dead latents.
       k_aux: dead latents used per row, ``1 <= k_aux <= F``.
       select: optional :class:`~jaxkit.kernels.crosscoder.Selector`.
+      aux_norm: ``"gao"`` or ``"sparsify"``.
+      total_variance: the input's ``sum ||x - mean_B(x)||^2`` (needed by
+        ``"sparsify"``).
 
     Returns:
-      The FVU of the residual's reconstruction; 0 when no latent is dead.
+      The normalised loss; 0 when no latent is dead.
     """
     k_aux = check_k(k_aux, pre.shape[-1], "k_aux")
+    check_aux_norm(aux_norm)
+    if aux_norm == "sparsify" and total_variance is None:
+        raise ValueError("`total_variance` is required for aux_norm='sparsify'")
     masked = jnp.where(dead, pre, -jnp.inf)
     if select is not None:
         sel = select.topk_mask(masked, k_aux) & dead
@@ -113,7 +141,18 @@ def auxk_loss(
         z_aux = scatter_last(pre.shape, idx, vals, pre.dtype)
     e = jax.lax.stop_gradient(residual)
     e_hat = z_aux @ W_dec_flat
-    return jnp.where(jnp.any(dead), fvu(e, e_hat), 0.0)
+    return jnp.where(jnp.any(dead), aux_normalised(e, e_hat, dead, k_aux, aux_norm,
+                                                   total_variance), 0.0)
+
+
+def aux_normalised(e, e_hat, dead, k_aux: int, aux_norm: str, total_variance=None):
+    """The AuxK reconstruction error of the residual ``e`` by ``e_hat`` under
+    ``aux_norm`` (see :func:`auxk_loss`); ``e`` is treated as a constant."""
+    if aux_norm == "gao":
+        return fvu(e, e_hat)
+    n_dead = jnp.sum(dead.astype(e_hat.dtype))
+    scale = jnp.minimum(n_dead / k_aux, 1.0)
+    return scale * jnp.sum((e_hat - e) ** 2) / jnp.maximum(total_variance, TINY)
 
 
 def remove_parallel_grad(W_dec: Float[Array, " F *unit"], g: Float[Array, " F *unit"]):
@@ -162,6 +201,8 @@ def loss_fn(
     k_aux: int | None = None,
     aux_coef: float = 1 / 32,
     select: Selector | None = None,
+    aux_norm: str = "gao",
+    apply_b_dec_to_input: bool = False,
 ):
     """The dense training loss ``FVU(x, x_hat) + sparsity_coef * penalty + aux_coef *
     AuxK`` (AuxK only when ``k_aux`` and ``dead`` are given).
@@ -180,14 +221,18 @@ def loss_fn(
       k_aux: AuxK latents per row.
       aux_coef: AuxK weight.
       select: optional :class:`~jaxkit.kernels.crosscoder.Selector`.
+      aux_norm: AuxK normalisation, ``"gao"`` or ``"sparsify"`` (see :func:`auxk_loss`).
+      apply_b_dec_to_input: encode ``x - b_dec`` (sparsify's convention; the gradient
+        reaches ``b_dec`` through the encoder too).
 
     Returns:
       ``(loss, (fvu, aux, penalty, z, min_kept))``; ``min_kept`` is the BatchTopK
       threshold sample (``inf`` for other activations).
     """
     B = x.shape[0]
-    pre = encoder_product(params, x)
-    z, min_kept = sparsify(pre, params.log_threshold, activation, k, theta, bandwidth, select)
+    pre = encoder_product(params, x, apply_b_dec_to_input)
+    z, min_kept = apply_activation(pre, params.log_threshold, activation, k, theta, bandwidth,
+                                   select)
     x_hat = decoder_product(params, z)
     xf = x.reshape(B, -1).astype(pre.dtype)
     rec = fvu(xf, x_hat.reshape(B, -1))
@@ -200,8 +245,9 @@ def loss_fn(
     if k_aux is None or dead is None:
         aux = jnp.zeros((), pre.dtype)
     else:
+        tv = jnp.sum((xf - jnp.mean(xf, axis=0)) ** 2)
         aux = aux_coef * auxk_loss(pre, xf - x_hat.reshape(B, -1), flat_decoder(params.W_dec),
-                                   dead, k_aux, select)
+                                   dead, k_aux, select, aux_norm=aux_norm, total_variance=tv)
     loss = rec + sparsity_coef * pen + aux
     if min_kept is None:
         min_kept = jnp.asarray(jnp.inf, pre.dtype)

@@ -87,6 +87,84 @@ def check_k(k, n_latents: int | None = None, name: str = "k") -> int:
     return k
 
 
+AUX_NORMS = ("gao", "sparsify")
+
+
+def log_threshold_from(theta) -> Array:
+    """JumpReLU's ``log_threshold`` for thresholds ``theta`` (e.g. a SAELens JumpReLU
+    SAE's ``threshold``): ``log(theta)`` where ``theta > 0`` and ``-inf`` where ``theta
+    <= 0``. jaxkit's threshold ``exp(log_threshold)`` is positive by construction
+    (Rajamanoharan et al. 2024's parametrisation); a threshold ``<= 0`` gives the code
+    ``relu(pre)``, which is what SAELens' ``relu(pre) * 1{pre > theta}`` gives for it.
+
+    Args:
+      theta: thresholds, any real values.
+
+    Returns:
+      ``log_threshold``, shape of ``theta``.
+    """
+    t = jnp.asarray(theta)
+    if not jnp.issubdtype(t.dtype, jnp.floating):
+        t = t.astype(jnp.float32)
+    return jnp.where(t > 0, jnp.log(jnp.where(t > 0, t, 1)), -jnp.inf)
+
+
+def check_batch_k(k, n_latents: int | None = None) -> int | float:
+    """Validate BatchTopK's ``k``, the mean kept latents per row: an int as
+    :func:`check_k`, or a finite float ``0 < k <= n_latents`` (SAELens' float ``k``).
+
+    Args:
+      k: the value to check.
+      n_latents: the dictionary size (``None``: no upper bound checked yet).
+
+    Returns:
+      ``k`` as an ``int`` or a ``float``.
+    """
+    if isinstance(k, float | np.floating) and not isinstance(k, bool):
+        k = float(k)
+        if not (math.isfinite(k) and k > 0):
+            raise ValueError(f"`k` must be a finite number > 0; got {k}")
+        if n_latents is not None and k > n_latents:
+            raise ValueError(f"`k` must be <= n_latents ({n_latents}); got {k}")
+        return k
+    return check_k(k, n_latents)
+
+
+def batch_count(k, rows: int, n_latents: int) -> int:
+    """The number of entries BatchTopK keeps in a batch of ``rows`` rows:
+    ``int(k * rows)`` (rounded down, as SAELens' ``BatchTopK`` does for a float ``k``; an
+    int ``k`` gives exactly ``k * rows``), at least 1 and at most ``rows * n_latents``.
+
+    Args:
+      k: the mean kept latents per row (int or float, see :func:`check_batch_k`).
+      rows: rows in the batch (static).
+      n_latents: the dictionary size ``F``.
+
+    Returns:
+      The count ``n``.
+    """
+    k = check_batch_k(k, n_latents)
+    n = k * rows if isinstance(k, int) else int(k * rows)
+    if n < 1:
+        raise ValueError(f"BatchTopK keeps int(k * rows) = int({k} * {rows}) = {n} entries; "
+                         "`k` must give at least 1")
+    return min(n, rows * n_latents)
+
+
+def check_aux_norm(aux_norm: str) -> str:
+    """Validate the AuxK normalisation name (one of :data:`AUX_NORMS`).
+
+    ``"gao"`` (Gao et al. 2024, openai/sparse_autoencoder): the FVU of the residual,
+    ``||e - e_hat||^2 / ||e - mean_B(e)||^2``. ``"sparsify"`` (EleutherAI sparsify,
+    SAELens without its variance division): ``min(n_dead / k_aux, 1) ||e - e_hat||^2 /
+    ||x - mean_B(x)||^2``, the squared error over the input's total variance, scaled down
+    when fewer latents are dead than ``k_aux``.
+    """
+    if aux_norm not in AUX_NORMS:
+        raise ValueError(f"`aux_norm` must be one of {AUX_NORMS}; got {aux_norm!r}")
+    return aux_norm
+
+
 def check_x(params: Params, x, name: str = "x"):
     """Check that ``x`` is an array of shape ``(*batch, *site, d)`` (at least one batch
     axis) for ``params`` and holds no NaN/inf (a run-time check under ``jit``).

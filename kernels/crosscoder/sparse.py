@@ -40,7 +40,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ..checks import is_traced
 from .metrics import fvu_unchecked as fvu
-from .params import Params, atom_norms, check_k, flat_decoder
+from .params import Params, atom_norms, check_aux_norm, check_k, flat_decoder
 
 
 class Blocks(NamedTuple):
@@ -304,7 +304,8 @@ _topk_encode.defvjp(_topk_encode_fwd, _topk_encode_bwd)
 
 def sparse_topk_loss(params: Params, x, *, k: int, dead, sparsity_coef: float,
                      sparsity: str, tanh_c: float, k_aux: int | None, aux_coef: float,
-                     blocks: Blocks | None = None):
+                     blocks: Blocks | None = None, aux_norm: str = "gao",
+                     apply_b_dec_to_input: bool = False):
     """:func:`~jaxkit.kernels.crosscoder.loss_fn` for ``activation="topk"`` with an
     ``"l1"`` or ``"tanh"`` penalty, computed sparsely (the same loss and gradients to
     float rounding).
@@ -320,12 +321,16 @@ def sparse_topk_loss(params: Params, x, *, k: int, dead, sparsity_coef: float,
       k_aux: AuxK latents per row, or ``None``.
       aux_coef: AuxK weight.
       blocks: static blocking (``None``: :func:`default_blocks`).
+      aux_norm: AuxK normalisation, ``"gao"`` or ``"sparsify"``
+        (:func:`~jaxkit.kernels.crosscoder.auxk_loss`).
+      apply_b_dec_to_input: encode ``x - b_dec`` (sparsify's convention).
 
     Returns:
       ``(loss, (fvu, aux, penalty, (vals, idx)))`` with the ``(B, k)`` kept values and
       latent indices.
     """
     blocks = _check_blocks(blocks)
+    check_aux_norm(aux_norm)
     B, F = x.shape[0], params.W_enc.shape[-1]
     W = params.W_enc.reshape(-1, F)
     Wd = flat_decoder(params.W_dec)
@@ -333,7 +338,8 @@ def sparse_topk_loss(params: Params, x, *, k: int, dead, sparsity_coef: float,
     use_aux = k_aux is not None and dead is not None
     kk_aux = check_k(k_aux, F, "k_aux") if use_aux else None
     dead_arg = dead if use_aux else jnp.zeros((F,), bool)
-    vals, idx, va, ia = _topk_encode(xf, W, params.b_enc, dead_arg, check_k(k, F), kk_aux,
+    xin = xf - params.b_dec.reshape(-1).astype(xf.dtype) if apply_b_dec_to_input else xf
+    vals, idx, va, ia = _topk_encode(xin, W, params.b_enc, dead_arg, check_k(k, F), kk_aux,
                                      blocks)
     x_hat = _sparse_decode(vals, idx, Wd, blocks) + params.b_dec.reshape(-1)
     rec = fvu(xf, x_hat)
@@ -345,8 +351,14 @@ def sparse_topk_loss(params: Params, x, *, k: int, dead, sparsity_coef: float,
         pen = jnp.mean(jnp.sum(jnp.tanh(tanh_c * scaled), -1))
     if use_aux:
         e = jax.lax.stop_gradient(xf - x_hat)
-        aux = aux_coef * jnp.where(jnp.any(dead), fvu(e, _sparse_decode(va, ia, Wd, blocks)),
-                                   0.0)
+        e_hat = _sparse_decode(va, ia, Wd, blocks)
+        if aux_norm == "gao":
+            a = fvu(e, e_hat)
+        else:
+            tv = jnp.sum((xf - jnp.mean(xf, axis=0)) ** 2)
+            a = (jnp.minimum(jnp.sum(dead.astype(xf.dtype)) / kk_aux, 1.0)
+                 * jnp.sum((e_hat - e) ** 2) / jnp.maximum(tv, 1e-30))
+        aux = aux_coef * jnp.where(jnp.any(dead), a, 0.0)
     else:
         aux = jnp.zeros((), W.dtype)
     return rec + sparsity_coef * pen + aux, (rec, aux, pen, (vals, idx))

@@ -32,7 +32,16 @@ from ..base import Algorithm
 from .activations import Selector
 from .losses import loss_fn, normalize_decoder, remove_parallel_grad
 from .metrics import dead_fraction, l0
-from .params import DEFAULT_BANDWIDTH, SPARSITIES, Activation, Params, check_activation, check_k
+from .params import (
+    DEFAULT_BANDWIDTH,
+    SPARSITIES,
+    Activation,
+    Params,
+    check_activation,
+    check_aux_norm,
+    check_batch_k,
+    check_k,
+)
 from .sparse import Blocks, default_blocks, sparse_topk_loss
 
 TrainState = _train.TrainState
@@ -121,6 +130,8 @@ def make_train_step(
     decoder: Literal["auto", "dense", "sparse"] = "auto",
     blocks: Blocks | None = None,
     check_params: bool = False,
+    aux_norm: Literal["gao", "sparsify"] = "gao",
+    apply_b_dec_to_input: bool = False,
 ) -> Algorithm:
     """Build ``(init(params) -> TrainState, step(key, state, x) -> (state, Info))``.
 
@@ -133,7 +144,9 @@ def make_train_step(
 
     Args:
       activation: one of :data:`~jaxkit.kernels.crosscoder.ACTIVATIONS`.
-      k: kept latents for TopK / BatchTopK (``1 <= k <= n_latents``); else unused.
+      k: kept latents for TopK (``1 <= k <= n_latents``); BatchTopK's mean kept latents
+        per row, an int or a float (``int(k * B)`` entries of the batch, SAELens' float
+        ``k``); else unused.
       optimizer: the optax optimiser.
       sparsity_coef: penalty weight (``>= 0``).
       sparsity: ``"l1"``, ``"l0"`` or ``"tanh"``.
@@ -158,6 +171,12 @@ def make_train_step(
         ``Info.finite`` (one more pass over the parameters). Without it the loss and the
         gradient norm are checked: finite gradients give a finite optax update of finite
         parameters except on overflow.
+      aux_norm: AuxK normalisation: ``"gao"`` (the residual's FVU, Gao et al. 2024) or
+        ``"sparsify"`` (``min(n_dead / k_aux, 1)`` times the squared error over the
+        input's total variance, EleutherAI sparsify); see
+        :func:`~jaxkit.kernels.crosscoder.auxk_loss`.
+      apply_b_dec_to_input: encode ``x - b_dec`` (sparsify's convention, SAELens'
+        ``apply_b_dec_to_input=True``); jaxkit's default encodes ``x``.
 
     Returns:
       An :class:`~jaxkit.kernels.base.Algorithm` ``(init, step)`` (unpacks as a pair).
@@ -173,8 +192,11 @@ def make_train_step(
     if decoder == "sparse" and why_not is not None:
         raise ValueError(f"decoder='sparse' needs {why_not}")
     use_sparse = decoder != "dense" and why_not is None
-    if activation in ("topk", "batch_topk"):
+    if activation == "topk":
         k = check_k(k, None)
+    elif activation == "batch_topk":
+        k = check_batch_k(k, None)
+    check_aux_norm(aux_norm)
     if sparsity not in SPARSITIES:
         raise ValueError(f"`sparsity` must be one of {SPARSITIES}; got {sparsity!r}")
     if k_aux is not None:
@@ -198,8 +220,10 @@ def make_train_step(
 
     def check_sizes(params: Params) -> None:
         F = params.W_enc.shape[-1]
-        if activation in ("topk", "batch_topk"):
+        if activation == "topk":
             check_k(k, F)
+        elif activation == "batch_topk":
+            check_batch_k(k, F)
         if k_aux is not None:
             check_k(k_aux, F, "k_aux")
 
@@ -210,7 +234,8 @@ def make_train_step(
         if use_sparse:
             total, (rec, aux, pen, (vals, idx)) = sparse_topk_loss(
                 params, x, k=k, dead=dead, sparsity_coef=sparsity_coef, sparsity=sparsity,
-                tanh_c=tanh_c, k_aux=k_aux, aux_coef=aux_coef, blocks=blocks)
+                tanh_c=tanh_c, k_aux=k_aux, aux_coef=aux_coef, blocks=blocks,
+                aux_norm=aux_norm, apply_b_dec_to_input=apply_b_dec_to_input)
             fired = jnp.zeros((F,), bool).at[idx.reshape(-1)].max(vals.reshape(-1) != 0)
             n_active = jnp.mean(jnp.sum((vals != 0).astype(jnp.float32), axis=-1))
             min_kept = jnp.asarray(jnp.inf, total.dtype)
@@ -219,7 +244,8 @@ def make_train_step(
             total, (rec, aux, pen, z, min_kept) = loss_fn(
                 params, x, activation=activation, k=k, theta=theta, dead=dead,
                 sparsity_coef=sparsity_coef, sparsity=sparsity, bandwidth=bandwidth,
-                tanh_c=tanh_c, k_aux=k_aux, aux_coef=aux_coef, select=select)
+                tanh_c=tanh_c, k_aux=k_aux, aux_coef=aux_coef, select=select,
+                aux_norm=aux_norm, apply_b_dec_to_input=apply_b_dec_to_input)
             fired = jnp.any(z.reshape(-1, z.shape[-1]) != 0, axis=0)
             n_active = l0(z)
         out = StepOut(fvu=rec, aux_loss=aux, sparsity=pen, l0=n_active,

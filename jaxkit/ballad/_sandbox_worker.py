@@ -24,6 +24,8 @@ import signal
 import struct
 import sys
 
+from jaxkit.ballad import _seccomp
+
 _FSIZE = 16 * 1024**2  # bytes any file the candidate writes may grow to
 _NOFILE = 32  # descriptors the candidate may hold
 _MEMORY_LIMIT: list[int] = []  # the RLIMIT_AS that was set, for the MemoryError message
@@ -294,6 +296,8 @@ def _candidate(job: dict, rfd: int, wfd: int, np) -> None:
         _set_limits(job["limits"])
         if job["jail"]:
             _drop_privileges(job["jail"].get("uid"))
+        if job["seccomp"]:
+            _seccomp.install()  # no sockets, exec, processes, ptrace, mounts: see _seccomp
     except BaseException as exc:
         _send(wfd, b"E", ("worker: cannot confine the candidate: " + _reason(exc)).encode())
         os._exit(0)
@@ -406,6 +410,7 @@ def _supervise(job: dict, items, np) -> dict:
     os.close(to_cand_r)
     os.close(from_cand_w)
     capacity = float(job["capacity"])
+    filtered = bool(job["seccomp"]) and _seccomp.supported()
     job.clear()
     try:
         _receive(from_cand_r, None)
@@ -417,7 +422,7 @@ def _supervise(job: dict, items, np) -> dict:
         os.kill(pid, signal.SIGKILL)
         return {"ok": False, "error": str(exc)}
     os.kill(pid, signal.SIGKILL)
-    return {"ok": True, "assignments": assignments}
+    return {"ok": True, "assignments": assignments, "seccomp": filtered}
 
 
 def main(job_dir: str, result_fd: str) -> None:

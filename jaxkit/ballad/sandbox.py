@@ -39,16 +39,24 @@ Isolation levels (``EvalResult.isolation`` says which one a run got):
     container that forbids unprivileged user namespaces, an unknown CPU architecture)
     The same two processes, empty environment, resource limits (RLIMIT_NPROC of 1, so the
     candidate cannot fork unless it runs as root), a non-dumpable supervisor,
-    ``PR_SET_PDEATHSIG`` and the group kill at the deadline. The candidate can still read
-    and write the user's files and open network connections; the first evaluation at
-    this level warns (a ``RuntimeWarning``, once per process).
+    ``PR_SET_PDEATHSIG`` and the group kill at the deadline, and the system-call filter
+    below (where the architecture has one). The candidate can still read and write the
+    user's files (and, without the filter, open network connections); the first
+    evaluation at this level warns (a ``RuntimeWarning``, once per process).
 
 ``isolation="auto"`` (the default of :func:`evaluate_source`) probes ``"namespaces"`` once
 per process with a trivial job and falls back to ``"rlimits"`` with the warning;
 ``isolation="namespaces"`` never falls back (a run where the jail cannot be built fails).
-Not covered at any level: seccomp syscall filtering (no binding is required here), and a
-memory limit for the process tree as a whole (each process has its own RLIMIT_AS; a cgroup
-would need privileges).
+At both levels the candidate process runs under a seccomp-BPF system-call filter
+(:mod:`jaxkit.ballad._seccomp`, installed through ``prctl`` with no binding needed, on
+x86-64 and AArch64; ``EvalResult.seccomp`` says whether it was on): no sockets of any kind,
+no ``execve``, no new processes (threads only), no ``ptrace`` or reading other processes'
+memory, no namespaces or mounts, no ``bpf`` / ``io_uring`` / ``userfaultfd`` /
+``perf_event_open`` / keyrings, and system calls of another ABI kill it. At the
+``"rlimits"`` level this is what keeps the candidate off the network and from starting
+programs; it can still read and write the user's files there.
+Not covered at any level: a memory limit for the process tree as a whole (each process has
+its own RLIMIT_AS; a cgroup would need privileges).
 
 Every failure is reported as ``ok=False`` with a one-line reason and
 ``score = FAILURE_SCORE``; nothing the candidate does raises in the caller.
@@ -78,7 +86,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import reference
+from . import _seccomp, reference
 
 __all__ = ["FAILURE_SCORE", "ISOLATION_LEVELS", "EvalResult", "evaluate_source",
            "evaluate_many", "isolation_level"]
@@ -134,7 +142,8 @@ class EvalResult:
     reason when ``ok`` is false; ``seconds`` the wall time of the whole evaluation;
     ``bins`` the bins used per instance (empty on failure), counted by the parent from the
     candidate's bin assignments; ``isolation`` the level the run got (one of
-    :data:`ISOLATION_LEVELS`, empty if it never started).
+    :data:`ISOLATION_LEVELS`, empty if it never started); ``seccomp`` whether the
+    candidate ran under the system-call filter of :mod:`jaxkit.ballad._seccomp`.
     """
 
     ok: bool
@@ -144,6 +153,7 @@ class EvalResult:
     seconds: float
     bins: tuple[int, ...] = field(default=())
     isolation: str = ""
+    seccomp: bool = False
 
 
 class _Impossible(ValueError):
@@ -345,7 +355,8 @@ def _warn_rlimits() -> None:
         why = _REASON[0] if _REASON else "isolation='rlimits' was requested"
     warnings.warn(
         f"jaxkit.ballad.sandbox: {why}; candidate code runs with resource limits only and "
-        "CAN read and write your files and use the network (isolation='rlimits')",
+        "CAN read and write your files" + ("" if _seccomp.supported() else
+                                          " and use the network") + " (isolation='rlimits')",
         RuntimeWarning, stacklevel=4)
 
 
@@ -381,7 +392,7 @@ def _read_result(fd: int, deadline: float) -> tuple[bytes, bool]:
 
 def _run(source: str, items: np.ndarray, capacity: float, *, timeout: float,
          func_name: str, memory_bytes: int | None, level: str,
-         flavour: str | None = None) -> EvalResult:
+         flavour: str | None = None, syscall_filter: bool = True) -> EvalResult:
     start = time.perf_counter()
     deadline = start + timeout
     jail = level == "namespaces"
@@ -395,6 +406,7 @@ def _run(source: str, items: np.ndarray, capacity: float, *, timeout: float,
             "source": source,
             "capacity": float(capacity),
             "func_name": func_name,
+            "seccomp": bool(syscall_filter),
             "limits": {
                 "memory_bytes": memory_bytes,
                 "cpu_seconds": math.ceil(timeout) + 1,
@@ -466,7 +478,8 @@ def _run(source: str, items: np.ndarray, capacity: float, *, timeout: float,
         bins, excess = _score_packing(result.get("assignments"), items, capacity)
     except _Impossible as exc:
         return _fail(f"impossible result rejected: {exc}", start, level)
-    return EvalResult(True, -excess, excess, None, time.perf_counter() - start, bins, level)
+    return EvalResult(True, -excess, excess, None, time.perf_counter() - start, bins, level,
+                      bool(result.get("seccomp")))
 
 
 def _resolve(isolation: str) -> str:
@@ -491,6 +504,7 @@ def evaluate_source(
     func_name: str = "priority",
     memory_bytes: int | None = DEFAULT_MEMORY_BYTES,
     isolation: str = "auto",
+    syscall_filter: bool = True,
 ) -> EvalResult:
     """Run ``source``'s ``func_name`` as an online bin-packing priority on every row of
     ``items`` (shape ``(n_instances, n_items)``; a 1-D array is one instance) in the jail.
@@ -505,6 +519,8 @@ def evaluate_source(
         memory_bytes: address-space limit of the candidate process (``None``: none).
         isolation: ``"auto"`` (the strongest level available, see the module
             docstring), ``"namespaces"`` or ``"rlimits"``.
+        syscall_filter: run the candidate under the seccomp filter (the default). Turn it
+            off only to test the jail's other layers, which the filter otherwise shields.
 
     Returns:
         An :class:`EvalResult`. Never raises for anything the candidate does; bad
@@ -513,7 +529,7 @@ def evaluate_source(
     items = _check_items(items, capacity)
     level = _resolve(isolation)
     return _run(source, items, capacity, timeout=timeout, func_name=func_name,
-                memory_bytes=memory_bytes, level=level)
+                memory_bytes=memory_bytes, level=level, syscall_filter=syscall_filter)
 
 
 def evaluate_many(

@@ -17,6 +17,9 @@ ICA-LiNGAM and DirectLiNGAM, built on :func:`fastica`, live in
 
 from __future__ import annotations
 
+import functools
+import warnings
+from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 import jax
@@ -26,18 +29,30 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._batching import map_over_batch, resolve_sequential_vmap
 from .checks import check_data_matrix, check_finite, collinear_columns, is_traced
+from .ica_transform import inverse_transform, transform
 
 __all__ = [
     "WhitenResult",
     "FastICAResult",
+    "RankDeficientWarning",
     "whiten",
     "fastica",
+    "fit_transform",
+    "transform",
+    "inverse_transform",
     "sym_decorrelation",
     "fixed_point_update",
     "amari_distance",
 ]
 
-Fun = Literal["logcosh", "exp", "cube"]
+Fun = Literal["logcosh", "exp", "cube"] | Callable
+Whiten = Literal["unit-variance", "arbitrary-variance"] | bool
+
+
+class RankDeficientWarning(UserWarning):
+    """The whitening clamped singular values it could not resolve (scikit-learn warns
+    "There are some small singular values" in the same case); the fit is finite but the
+    clamped components are not meaningful."""
 
 
 class WhitenResult(NamedTuple):
@@ -124,12 +139,21 @@ def whiten(
 
 
 def _raise_if_rank_deficient(x, deficient, k: int) -> None:
-    """Concrete collinear data: a ValueError naming ``x`` and the collinear columns."""
+    """Concrete collinear data: a ValueError naming ``x`` and the collinear columns. Data
+    whose columns are resolvable (a float64 SVD finds rank ``>= k``) but that the chosen
+    solver and dtype could not resolve get a :class:`RankDeficientWarning` instead: the
+    clamped whitening is finite and the result carries ``rank_deficient=True``."""
     if is_traced(deficient) or not bool(deficient):
         return
     rank, cols = collinear_columns(x)
     if rank >= k:
-        return  # the solver's resolution, not the data: the flag says so
+        warnings.warn(
+            f"There are some small singular values: the whitening of `x` ({x.dtype}) "
+            f"cannot resolve {k} components and clamps the spectrum, so the fit is finite "
+            f"but flagged rank_deficient; whiten_solver='svd', float64 or fewer "
+            f"components might lead to more accurate results", RankDeficientWarning,
+            stacklevel=3)
+        return
     raise ValueError(
         f"`x` is rank-deficient: its centred columns span about {rank} dimensions, fewer "
         f"than the {k} components asked for; columns {cols} are collinear (one is a "
@@ -184,8 +208,21 @@ def sym_decorrelation(w: Float[Array, "k k"]) -> Float[Array, "k k"]:
     return (u * jax.lax.rsqrt(s)) @ u.T @ w
 
 
-def _contrast(fun: Fun, y, alpha):
-    """Return g(y) and the sample mean of g'(y) for the negentropy contrast ``fun``."""
+def _contrast(fun: Fun, y, alpha, fun_args=None):
+    """Return g(y) and the sample mean (last axis) of g'(y) for the negentropy contrast
+    ``fun``; a callable ``fun(y, **fun_args)`` returns that pair itself (scikit-learn's
+    convention)."""
+    if callable(fun):
+        out = fun(y, **(fun_args or {}))
+        if not (isinstance(out, tuple | list) and len(out) == 2):
+            raise ValueError("a callable `fun` must return a pair (g(u), mean of g'(u) over "
+                             f"the last axis); got {type(out).__name__}")
+        gy, dg = (jnp.asarray(o, y.dtype) for o in out)
+        if gy.shape != y.shape or dg.shape != y.shape[:-1]:
+            raise ValueError(f"a callable `fun` must return g(u) of the shape of u "
+                             f"{y.shape} and the mean of g'(u) over the last axis (shape "
+                             f"{y.shape[:-1]}); got shapes {gy.shape} and {dg.shape}")
+        return gy, dg
     if fun == "logcosh":
         gy = jnp.tanh(alpha * y)
         return gy, alpha * (1 - jnp.mean(gy * gy, axis=-1))
@@ -194,38 +231,47 @@ def _contrast(fun: Fun, y, alpha):
         return y * e, jnp.mean((1 - y * y) * e, axis=-1)
     if fun == "cube":
         return y**3, jnp.mean(3 * y * y, axis=-1)
-    raise ValueError(f"`fun` must be one of 'logcosh', 'exp', 'cube'; got {fun!r}")
+    raise ValueError(f"`fun` must be one of 'logcosh', 'exp', 'cube' or a callable; "
+                     f"got {fun!r}")
 
 
 def fixed_point_update(
-    w: Float[Array, "k k"], z: Float[Array, "n k"], *, fun: Fun = "logcosh", alpha: float = 1.0
+    w: Float[Array, "k k"], z: Float[Array, "n k"], *, fun: Fun = "logcosh", alpha: float = 1.0,
+    fun_args: dict | None = None,
 ) -> tuple[Float[Array, "k k"], Float[Array, ""]]:
     """One parallel FastICA fixed-point step (Hyvarinen 1999, eqs. 20 and 23).
 
     ``W+ = decorr(E[g(W z) z^T] - diag(E[g'(W z)]) W)`` with ``decorr`` the symmetric
     decorrelation :func:`sym_decorrelation` and ``g`` the derivative of the contrast:
     ``"logcosh"`` ``g(u) = tanh(alpha u)``, ``"exp"`` ``g(u) = u exp(-u^2 / 2)``,
-    ``"cube"`` ``g(u) = u^3``.
+    ``"cube"`` ``g(u) = u^3``, or a callable ``fun(u, **fun_args) -> (g(u), mean of
+    g'(u) over the last axis)`` (scikit-learn's convention for a user contrast).
 
     Args:
         w: current unmixing matrix in whitened space, shape ``(k, k)``.
         z: whitened data, one sample per row, shape ``(n, k)``.
-        fun: the contrast (static): ``"logcosh"``, ``"exp"`` or ``"cube"``.
+        fun: the contrast (static): ``"logcosh"``, ``"exp"``, ``"cube"`` or a callable.
         alpha: the ``logcosh`` constant, in ``[1, 2]``.
+        fun_args: keyword arguments of a callable ``fun``.
 
     Returns:
         ``(w_new, change)``: the updated unmixing and the convergence measure
         ``max_i | |<w+_i, w_i>| - 1 |``.
     """
-    return _step(w, z.T, z, fun, alpha)
+    return _step(w, z.T, z, _g(fun, alpha, fun_args))
 
 
-def _step(w, zt, z, fun, alpha):
+def _g(fun, alpha, fun_args):
+    """The contrast as one function ``u -> (g(u), mean g'(u))`` (see :func:`_contrast`)."""
+    return lambda u: _contrast(fun, u, alpha, fun_args)
+
+
+def _step(w, zt, z, g):
     """The fixed-point step on whitened data ``zt`` (k, n). With the row-major copy ``z``
     (n, k) both matrix products are plain GEMMs; with ``z=None`` the second contracts the
     sample axis of ``gy`` and ``zt`` directly (see :func:`_fastica_core` for which is
     used when)."""
-    gy, dg = _contrast(fun, w @ zt, alpha)
+    gy, dg = g(w @ zt)
     if z is None:
         gz = jax.lax.dot_general(gy, zt, (((1,), (1,)), ((), ())))
     else:
@@ -235,42 +281,84 @@ def _step(w, zt, z, fun, alpha):
     return w_new, lim
 
 
+def _resolve_whiten(whiten, whiten_mode):
+    """scikit-learn's ``whiten`` (``"unit-variance"``, ``"arbitrary-variance"`` or
+    ``False``), with the older ``whiten_mode`` name accepted."""
+    modes = ("unit-variance", "arbitrary-variance")
+    if whiten_mode is not None:
+        if whiten_mode not in modes:
+            raise ValueError(f"`whiten_mode` must be 'unit-variance' or 'arbitrary-variance'; "
+                             f"got {whiten_mode!r}")
+        if whiten is not None and whiten != whiten_mode:
+            raise ValueError(f"`whiten` ({whiten!r}) and `whiten_mode` ({whiten_mode!r}) "
+                             f"disagree; pass only `whiten`")
+        return whiten_mode
+    if whiten is None:
+        return "unit-variance"
+    if whiten is False or whiten in modes:
+        return whiten
+    raise ValueError(f"`whiten` must be 'unit-variance', 'arbitrary-variance' or False (as "
+                     f"scikit-learn >= 1.3); got {whiten!r}")
+
+
 def fastica(
     key: PRNGKeyArray | None,
     x: Float[Array, "n d"],
     *,
     n_components: int | None = None,
+    algorithm: Literal["parallel", "deflation"] = "parallel",
+    whiten: Whiten | None = None,
     fun: Fun = "logcosh",
+    fun_args: dict | None = None,
     alpha: float = 1.0,
     max_iter: int = 200,
     tol: float = 1e-4,
     w_init: Float[Array, "k k"] | None = None,
     whiten_solver: Literal["svd", "eigh"] = "svd",
-    whiten_mode: Literal["unit-variance", "arbitrary-variance"] = "unit-variance",
+    whiten_mode: Literal["unit-variance", "arbitrary-variance"] | None = None,
     sequential_vmap: bool | None = None,
 ) -> FastICAResult:
-    """Parallel FastICA (Hyvarinen 1999; scikit-learn's ``FastICA(algorithm="parallel")``).
+    """FastICA (Hyvarinen 1999) with scikit-learn's ``FastICA`` options and semantics.
 
-    Whiten ``x`` (:func:`whiten`), then iterate :func:`fixed_point_update` from
-    ``W_0 = sym_decorrelation(w_init)`` until ``max_i | |<w+_i, w_i>| - 1 | < tol`` or
-    ``max_iter`` steps, in one ``lax.while_loop``. The unmixing in data space is
-    ``components = W K`` (``K`` the whitening matrix), the sources
-    ``(x - mean) @ components.T``. With ``whiten_mode="unit-variance"`` (scikit-learn's
-    default) the sources have unit variance and ``components`` is rescaled accordingly;
-    ``"arbitrary-variance"`` uses scikit-learn's scale without the ``sqrt(n)``.
+    Whiten ``x`` (:func:`whiten`) to ``z``, then find the rotation ``W`` in whitened
+    space, in one ``lax.while_loop``:
+
+    * ``algorithm="parallel"``: iterate :func:`fixed_point_update` from
+      ``W_0 = sym_decorrelation(w_init)`` until ``max_i | |<w+_i, w_i>| - 1 | < tol`` or
+      ``max_iter`` steps.
+    * ``algorithm="deflation"``: one component after another (Hyvarinen 1999, eq. 19):
+      ``w+ = E[z g(w^T z)] - E[g'(w^T z)] w``, Gram-Schmidt against the components
+      already found, normalise, until ``| |<w+, w>| - 1 | < tol`` or ``max_iter``
+      steps (:mod:`jaxkit.kernels.ica_deflation`); ``n_iter`` is the largest count over
+      the components, as scikit-learn's.
+
+    The unmixing in data space is ``components = W K`` (``K`` the whitening matrix), the
+    sources ``(x - mean) @ components.T`` (:func:`transform`). ``whiten`` as
+    scikit-learn: ``"unit-variance"`` (default) rescales ``components`` so that the
+    sources have unit variance; ``"arbitrary-variance"`` keeps scikit-learn's scale
+    ``W K`` (no ``sqrt(n)``); ``False`` takes ``x`` as already white: no centring
+    (``mean`` is zero), no whitening (``whitening`` is the identity), ``components = W``
+    and ``n_components`` is ignored with a warning (scikit-learn's
+    "Ignoring n_components with whiten=False").
 
     Args:
         key: PRNG key for the default ``w_init`` (a standard normal ``(k, k)`` draw);
             may be ``None`` when ``w_init`` is given.
         x: data matrix, one sample per row: finite, no constant column, ``n >= d``.
         n_components: number of components ``k <= d`` (static); ``None`` keeps all ``d``.
-        fun: the contrast (static), see :func:`fixed_point_update`.
+        algorithm: ``"parallel"`` or ``"deflation"`` (static).
+        whiten: ``"unit-variance"``, ``"arbitrary-variance"`` or ``False`` (static);
+            ``None`` means ``whiten_mode`` or else ``"unit-variance"``.
+        fun: the contrast (static), see :func:`fixed_point_update`; a callable
+            ``fun(u, **fun_args)`` returns ``(g(u), mean of g'(u) over the last axis)``.
+        fun_args: keyword arguments of a callable ``fun``.
         alpha: the ``logcosh`` constant, in ``[1, 2]``.
         max_iter: maximum number of fixed-point steps (static, ``>= 1``).
-        tol: convergence tolerance (``> 0``).
+        tol: convergence tolerance (``>= 0``; ``0`` runs to ``max_iter`` and reports
+            ``converged=False``, as scikit-learn's ConvergenceWarning).
         w_init: initial unmixing ``(k, k)``; overrides ``key``.
         whiten_solver: ``"svd"`` or ``"eigh"`` (static), see :func:`whiten`.
-        whiten_mode: ``"unit-variance"`` or ``"arbitrary-variance"`` (static).
+        whiten_mode: the older name of ``whiten`` (string modes only).
         sequential_vmap: how ``jax.vmap`` batches the fit (static): ``True`` maps the
             datasets one after another (``lax.map``; each stops at its own tolerance),
             ``False`` runs one batched loop until the slowest has converged; the results
@@ -279,9 +367,10 @@ def fastica(
 
     Returns:
         A :class:`FastICAResult`; ``converged`` is a flag (non-convergence is not an
-        error) and ``n_iter`` the number of steps taken. Traced rank-deficient data
-        (collinear columns, see :func:`whiten`) give a finite result with
-        ``rank_deficient=True`` and ``converged=False``.
+        error) and ``n_iter`` the number of steps taken. Rank-deficient data (see
+        :func:`whiten`): traced, a finite result with ``rank_deficient=True`` and
+        ``converged=False``; concrete, a :class:`RankDeficientWarning` when only the
+        solver could not resolve the spectrum.
 
     Raises:
         ValueError: bad shapes or hyperparameters; concrete ``x`` non-finite, with a
@@ -290,22 +379,27 @@ def fastica(
     if getattr(x, "ndim", None) != 2 or x.shape[0] < 2 or x.shape[1] < 1:
         check_data_matrix(x, "x")  # raises the standard shape error
     n, d = x.shape
+    whiten = _resolve_whiten(whiten, whiten_mode)
+    if whiten is False and n_components is not None:
+        warnings.warn("Ignoring n_components with whiten=False.", UserWarning, stacklevel=2)
+        n_components = None
     k = _n_components(n_components, d)
     if n < d:
         raise ValueError(f"`x` has fewer samples ({n}) than variables ({d})")
+    if algorithm not in ("parallel", "deflation"):
+        raise ValueError(f"`algorithm` must be 'parallel' or 'deflation'; got {algorithm!r}")
     if isinstance(max_iter, bool) or int(max_iter) != max_iter or max_iter < 1:
         raise ValueError(f"`max_iter` must be an integer >= 1; got {max_iter!r}")
-    if not is_traced(tol) and not (np.isfinite(tol) and tol > 0):
-        raise ValueError(f"`tol` must be positive and finite; got {tol}")
+    if not is_traced(tol) and not (np.isfinite(tol) and tol >= 0):
+        raise ValueError(f"`tol` must be non-negative and finite; got {tol}")
     if not is_traced(alpha) and not 1.0 <= alpha <= 2.0:
         raise ValueError(f"`alpha` must lie in [1, 2]; got {alpha}")
     if whiten_solver not in ("svd", "eigh"):
         raise ValueError(f"`whiten_solver` must be 'svd' or 'eigh'; got {whiten_solver!r}")
-    if whiten_mode not in ("unit-variance", "arbitrary-variance"):
-        raise ValueError(f"`whiten_mode` must be 'unit-variance' or 'arbitrary-variance'; "
-                         f"got {whiten_mode!r}")
+    if fun_args is not None and not isinstance(fun_args, dict):
+        raise ValueError(f"`fun_args` must be a dict or None; got {type(fun_args).__name__}")
     x = jnp.asarray(x)
-    _contrast(fun, jnp.zeros((1, 1), x.dtype), alpha)  # validates `fun` eagerly
+    _contrast(fun, jnp.zeros((1, 2), x.dtype), alpha, fun_args)  # validates `fun` eagerly
     if w_init is None:
         if key is None:
             raise ValueError("pass a PRNG `key` or an explicit `w_init`")
@@ -315,19 +409,49 @@ def fastica(
         if w_init.shape != (k, k):
             raise ValueError(f"`w_init` must have shape ({k}, {k}); got {w_init.shape}")
 
-    def core(x, w_init):
-        return _fastica_core(x, w_init, k=k, fun=fun, alpha=alpha, max_iter=max_iter, tol=tol,
-                             whiten_solver=whiten_solver, whiten_mode=whiten_mode)
-
+    static = (k, fun, _hashable_args(fun_args), max_iter, whiten_solver, whiten, algorithm)
     sequential = resolve_sequential_vmap(sequential_vmap)
-    if not (is_traced(x) or is_traced(w_init)):
-        res = core(x, w_init)  # eager: bad values raise ValueError right away
+    if not any(is_traced(v) for v in (x, w_init, alpha, tol)):
+        # concrete call: bad values raise ValueError right away, then one compiled core
+        # per static configuration and shape (reused across calls, as a jitted function)
+        check_data_matrix(x, "x")
+        check_finite(w_init, "w_init")
+        if static[2] is not None or fun_args is None:
+            res = _compiled_core(*static)(x, w_init, jnp.asarray(alpha, x.dtype),
+                                          jnp.asarray(tol, x.dtype))
+        else:  # unhashable fun_args: no cache
+            res = _fastica_core(x, w_init, alpha, tol, *static[:2], fun_args, *static[3:])
         _raise_if_rank_deficient(x, res.rank_deficient, k)
         return res
+
+    def core(x, w_init):
+        return _fastica_core(x, w_init, alpha, tol, k, fun, fun_args, *static[3:])
+
     return map_over_batch(core, sequential=sequential)(x, w_init)
 
 
-def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whiten_mode):
+def _hashable_args(fun_args):
+    """``fun_args`` as a hashable key for the compile cache, or None if it is not."""
+    if not fun_args:
+        return None
+    key = tuple(sorted(fun_args.items()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+@functools.lru_cache(maxsize=128)
+def _compiled_core(k, fun, fun_args_key, max_iter, whiten_solver, whiten, algorithm):
+    """The jitted :func:`_fastica_core` of one static configuration (concrete calls)."""
+    fun_args = dict(fun_args_key) if fun_args_key is not None else None
+    return jax.jit(lambda x, w, alpha, tol: _fastica_core(
+        x, w, alpha, tol, k, fun, fun_args, max_iter, whiten_solver, whiten, algorithm))
+
+
+def _fastica_core(x, w_init, alpha, tol, k, fun, fun_args, max_iter, whiten_solver, whiten,
+                  algorithm):
     """Array part of :func:`fastica` for one dataset (arguments already validated).
 
     Works in the transposed, sample-last layout ``zt = K (x - mean)^T`` (k, n); the
@@ -340,35 +464,49 @@ def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whi
     """
     x = check_data_matrix(x, "x")
     w_init = check_finite(w_init, "w_init")
-    n = x.shape[0]
-    mean = jnp.mean(x, axis=0)
-    xc = x - mean
-    whitening, deficient = _whitening_matrix(xc, k, whiten_solver)
-    zt = whitening @ xc.T  # (k, n) whitened data, sample-last
-    # (n, k) copy for the second product of each step; the barrier keeps XLA from
-    # folding it back into a transposed operand of that product
-    z = jax.lax.optimization_barrier(zt.T) if x.dtype == jnp.float64 else None
-    w0 = sym_decorrelation(w_init)
-    inf = jnp.asarray(jnp.inf, x.dtype)
+    g = _g(fun, alpha, fun_args)
+    n, d = x.shape
+    if whiten is False:  # the data are taken as white already (scikit-learn's whiten=False)
+        mean = jnp.zeros(d, x.dtype)
+        whitening = jnp.eye(d, dtype=x.dtype)
+        deficient = jnp.asarray(False)
+        zt = x.T
+    else:
+        mean = jnp.mean(x, axis=0)
+        xc = x - mean
+        whitening, deficient = _whitening_matrix(xc, k, whiten_solver)
+        zt = whitening @ xc.T  # (k, n) whitened data, sample-last
+    if algorithm == "deflation":
+        from .ica_deflation import deflation_loop
 
-    def cond(carry):
-        _, it, lim = carry
-        return (lim >= tol) & (it < max_iter)
+        w, n_iter, ok = deflation_loop(zt, w_init, g, max_iter=max_iter, tol=tol)
+    else:
+        # (n, k) copy for the second product of each step; the barrier keeps XLA from
+        # folding it back into a transposed operand of that product
+        z = jax.lax.optimization_barrier(zt.T) if x.dtype == jnp.float64 else None
+        w0 = sym_decorrelation(w_init)
+        inf = jnp.asarray(jnp.inf, x.dtype)
 
-    def body(carry):
-        w, it, _ = carry
-        w_new, lim = _step(w, zt, z, fun, alpha)
-        return w_new, it + 1, lim
+        def cond(carry):
+            _, it, lim = carry
+            return (lim >= tol) & (it < max_iter)
 
-    w, n_iter, lim = jax.lax.while_loop(cond, body, (w0, jnp.asarray(0, jnp.int32), inf))
+        def body(carry):
+            w, it, _ = carry
+            w_new, lim = _step(w, zt, z, g)
+            return w_new, it + 1, lim
+
+        w, n_iter, lim = jax.lax.while_loop(cond, body,
+                                            (w0, jnp.asarray(0, jnp.int32), inf))
+        ok = lim < tol
 
     st = w @ zt  # (k, n) sources in whitened units: unit variance already
     comps = w @ whitening
-    if whiten_mode == "unit-variance":
+    if whiten == "unit-variance":
         std = jnp.maximum(jnp.std(st, axis=1), jnp.finfo(st.dtype).tiny)
         st = st / std[:, None]
         comps = comps / std[:, None]
-    else:  # scikit-learn's 'arbitrary-variance' scale (no sqrt(n) in the whitening)
+    elif whiten == "arbitrary-variance":  # scikit-learn's scale (no sqrt(n) in K)
         root_n = jnp.sqrt(jnp.asarray(n, x.dtype))
         st = st / root_n
         comps = comps / root_n
@@ -380,9 +518,26 @@ def _fastica_core(x, w_init, *, k, fun, alpha, max_iter, tol, whiten_solver, whi
         whitening=whitening,
         unmixing=w,
         n_iter=n_iter,
-        converged=(lim < tol) & ~deficient,
+        converged=ok & ~deficient,
         rank_deficient=deficient,
     )
+
+
+def fit_transform(key: PRNGKeyArray | None, x: Float[Array, "n d"], **kwargs
+                  ) -> tuple[FastICAResult, Float[Array, "n k"]]:
+    """:func:`fastica` and the sources of ``x`` in one call (scikit-learn's
+    ``FastICA.fit_transform``; the sources equal ``transform(result, x)``).
+
+    Args:
+        key: as :func:`fastica`.
+        x: as :func:`fastica`.
+        **kwargs: the options of :func:`fastica`.
+
+    Returns:
+        ``(result, sources)``.
+    """
+    res = fastica(key, x, **kwargs)
+    return res, res.sources
 
 
 def _mixing(comps: Float[Array, "k d"]) -> Float[Array, "d k"]:

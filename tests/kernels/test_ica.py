@@ -129,8 +129,8 @@ def test_step_layouts_agree():
     for dtype, rtol in ((jnp.float64, 1e-12), (jnp.float32, 1e-5)):
         z = ica.whiten(jnp.asarray(x, dtype)).z
         w = ica.sym_decorrelation(jnp.asarray(w0, dtype))
-        a, lim_a = ica._step(w, z.T, z, "logcosh", 1.0)
-        b, lim_b = ica._step(w, z.T, None, "logcosh", 1.0)
+        a, lim_a = ica._step(w, z.T, z, ica._g("logcosh", 1.0, None))
+        b, lim_b = ica._step(w, z.T, None, ica._g("logcosh", 1.0, None))
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=rtol, atol=rtol)
         np.testing.assert_allclose(float(lim_b), float(lim_a), rtol=rtol, atol=rtol)
         assert not np.allclose(np.asarray(a), np.asarray(w))  # the step moved

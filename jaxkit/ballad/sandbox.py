@@ -55,8 +55,10 @@ memory, no namespaces or mounts, no ``bpf`` / ``io_uring`` / ``userfaultfd`` /
 ``perf_event_open`` / keyrings, and system calls of another ABI kill it. At the
 ``"rlimits"`` level this is what keeps the candidate off the network and from starting
 programs; it can still read and write the user's files there.
-Not covered at any level: a memory limit for the process tree as a whole (each process has
-its own RLIMIT_AS; a cgroup would need privileges).
+Since the filter lets the candidate start threads but no processes, its RLIMIT_AS bounds
+all the memory the untrusted code can take (threads share the address space); only with
+``syscall_filter=False`` or on an architecture without a filter is the limit per process
+(a cgroup for the whole tree would need privileges).
 
 Every failure is reported as ``ok=False`` with a one-line reason and
 ``score = FAILURE_SCORE``; nothing the candidate does raises in the caller.

@@ -201,21 +201,24 @@ def host_assignment(cost: np.ndarray, solver: str = "auction") -> np.ndarray:
     return HOST_SOLVERS[solver](cost)
 
 
-def exact_coupling(x0: PyTree, x1: PyTree, *,
-                   solver: str = "hungarian") -> tuple[Int[Array, " B"], Int[Array, " B"]]:
+def exact_coupling(x0: PyTree, x1: PyTree, *, solver: str = "hungarian",
+                   sampling: str = "permutation", key: PRNGKeyArray | None = None
+                   ) -> tuple[Int[Array, " B"], Int[Array, " B"]]:
     """Exact minibatch OT: the permutation ``j`` minimising ``sum_i ||x0_i - x1_{j_i}||^2``.
-    Returns ``(arange(B), j)``: every sample on both sides is used exactly once.
+
+    ``sampling="permutation"`` (default): ``(arange(B), j)``, every sample used once.
+    ``"replace"``: torchcfm's ``OTPlanSampler.sample_plan`` (what its
+    ``ExactOptimalTransportConditionalFlowMatcher`` trains on), ``B`` pairs i.i.d. from the
+    plan ``Perm(j) / B``: ``i_k ~ U{0..B-1}`` with replacement, pairs ``(i_k, j[i_k])``
+    (duplicates; about ``B / e`` samples left out); needs ``key``. ``"rows"`` and
+    ``"no_duplicates"`` are the permutation itself on a permutation plan.
 
     ``solver``: ``"hungarian"`` (:func:`optax.assignment.hungarian_algorithm`, on the
-    device, any backend), ``"host"`` (SciPy's ``linear_sum_assignment``), ``"emd"``
-    (POT's network simplex, ``ot.emd``, the solver torchcfm calls) or ``"auction"``
-    (jaxkit's auction-then-Jonker-Volgenant solver, :mod:`jaxkit.kernels._auction`), the
-    last three on the host through ``jax.pure_callback`` (batched sequentially under
-    ``vmap``). We keep host routes because optax's O(B^3) Hungarian loop is slow on CPU;
-    on minibatches of Gaussian noise against clustered data ``"auction"`` is the fastest
-    (see benchmarks/RESULTS.md). On an accelerator the round trip to the host usually
-    costs more than it saves. All give an optimal assignment (equal total cost; the
-    permutation may differ on ties).
+    device), or on the host through ``jax.pure_callback`` (sequential under ``vmap``)
+    ``"host"`` (SciPy), ``"emd"`` (POT's ``ot.emd``, torchcfm's solver) or ``"auction"``
+    (:mod:`jaxkit.kernels._auction`, the fastest on CPU, see benchmarks/RESULTS.md; on an
+    accelerator the host round trip usually costs more than it saves). All are optimal
+    (equal total cost; the permutation may differ on ties).
 
     References: H. W. Kuhn, "The Hungarian method for the assignment problem", Naval
     Research Logistics Quarterly 2, 1955; Tong et al., TMLR 2024 (minibatch OT-CFM).
@@ -224,12 +227,18 @@ def exact_coupling(x0: PyTree, x1: PyTree, *,
         x0: source batch, leaves ``(B, ...)`` (any pytree).
         x1: target batch, the same pytree and shapes.
         solver: ``"hungarian"``, ``"host"``, ``"emd"`` or ``"auction"`` (static).
+        sampling: ``"permutation"`` or ``"replace"`` (static; see above).
+        key: PRNG key, required for ``sampling="replace"``.
 
     Returns:
-        ``(i, j)``: int32 ``(B,)`` indices, ``i = arange(B)`` and ``j`` the permutation.
+        ``(i, j)``: int32 ``(B,)`` indices: ``(arange(B), perm)``, or the resampled pairs.
     """
     if solver not in EXACT_SOLVERS:
         raise ValueError(f"solver must be one of {EXACT_SOLVERS}; got {solver!r}")
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {SAMPLINGS}; got {sampling!r}")
+    if sampling == "replace" and key is None:
+        raise ValueError("`key` is required for exact_coupling with sampling='replace'")
     a, b = _prep(x0, x1)  # rescaled by a power of two: the same assignment, no overflow
     cost = sq_cost(a, b)
     n = a.shape[0]
@@ -239,6 +248,9 @@ def exact_coupling(x0: PyTree, x1: PyTree, *,
     else:
         rows, cols = optax.assignment.hungarian_algorithm(cost)
         perm = jnp.zeros((n,), jnp.int32).at[rows].set(cols.astype(jnp.int32))
+    if sampling == "replace":
+        i = jax.random.randint(key, (n,), 0, n, jnp.int32)
+        return i, perm[i]
     return jnp.arange(n, dtype=jnp.int32), perm
 
 
@@ -250,8 +262,18 @@ def sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
     cost scaled by ``scale_cost`` (``"mean"``: divided by the mean cost, as torchcfm
     normalises). Rows sum to ``1/B``, columns to ``1/B`` (to ``threshold``).
 
-    The plan is ``argmin_{P in U(a, b)} <P, C> - epsilon H(P)`` (M. Cuturi, "Sinkhorn
-    distances", NeurIPS 2013), ``a = b = 1/B``.
+    The plan is ``argmin_{P in U(a, b)} <P, C / s> - epsilon H(P)`` (M. Cuturi, "Sinkhorn
+    distances", NeurIPS 2013), ``a = b = 1/B``, ``C_ij = ||x0_i - x1_j||^2`` and ``s`` the
+    ``scale_cost`` (the mean of ``C`` for ``"mean"``, its maximum for ``"max_cost"``, the
+    number itself for a float).
+
+    **Relation to torchcfm / POT.** torchcfm's ``OTPlanSampler("sinkhorn", reg=r)`` calls
+    ``ot.sinkhorn(a, b, C, reg=r)`` on the raw ``C``: ``argmin <P, C> + r sum P log P``.
+    On ``U(a, b)`` POT's, ott-jax's (``KL(P | a b^T)``) and Cuturi's (``-H(P)``) entropy
+    terms differ by constants, so: ``epsilon = r, scale_cost = 1.0`` is torchcfm's ``reg``
+    exactly (absolute; SB-CFM's coupling is ``epsilon = 2 sigma^2, scale_cost = 1.0``);
+    with ``scale_cost="mean"`` (the default) ``epsilon = r / mean(C)``, a different ``r``
+    on every minibatch; torchcfm's ``normalize_cost=True`` is ``scale_cost="max_cost"``.
 
     With a string ``scale_cost`` (scale-invariant) the samples are first divided by a
     power of two (exact), so that huge or tiny coordinates cannot overflow or underflow
@@ -302,10 +324,9 @@ def scaling_sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
     ``a`` in L1 (its column sums are exact), or ``max_iterations``; ott-jax's stopping
     rule.
 
-    Why beside ott-jax: on CPU, ott-jax's log-domain solver does a log-sum-exp over all
-    B^2 entries in every iteration, which costs more than a CFM training step on a
-    minibatch of 256, while a scaling iteration is two multiply-add passes over ``K``
-    (see benchmarks/RESULTS.md).
+    Why beside ott-jax: on CPU its log-domain iteration (a log-sum-exp over all B^2
+    entries) costs more than a CFM step at B = 256; a scaling iteration is two
+    multiply-add passes over ``K`` (see benchmarks/RESULTS.md).
     Each row of ``K`` is stabilised by its smallest cost, but the scaling form still
     underflows for small ``epsilon``: an ``x1`` whose cost to every ``x0`` exceeds that
     ``x0``'s smallest cost by more than ~87 ``epsilon`` in float32 (~708 in float64;
@@ -522,14 +543,22 @@ def ot_cfm_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x0: Py
                 sampling: str = "permutation", path: str = "linear",
                 y: Int[Array, " B"] | None = None, p_uncond: float = 0.0,
                 null_label: int = -1, exact_solver: str = "hungarian",
-                sinkhorn_solver: str = "ott", **path_kwargs) -> Float[Array, ""]:
+                sinkhorn_solver: str = "ott", scale_cost: str | float = "mean",
+                **path_kwargs) -> Float[Array, ""]:
     """OT-CFM loss (Tong et al. 2024): pair the minibatch with ``coupling="exact"``
-    (:func:`exact_coupling` with ``solver=exact_solver``) or ``"sinkhorn"``
-    (:func:`sinkhorn_coupling` with ``epsilon``, ``sampling`` and
-    ``solver=sinkhorn_solver``), then
+    (:func:`exact_coupling` with ``solver=exact_solver`` and ``sampling``: the exact
+    permutation, or torchcfm's resampling with replacement for ``"replace"``) or
+    ``"sinkhorn"`` (:func:`sinkhorn_coupling` with ``epsilon``, ``scale_cost``,
+    ``sampling`` and ``solver=sinkhorn_solver``), then
     :func:`jaxkit.kernels.flow.cfm_batch_loss` on the pairs. Labels ``y`` belong to
     ``x1`` and follow its re-indexing. The coupling is computed on the stopped-gradient
     data (indices carry no gradient).
+
+    torchcfm equivalents: ``ExactOptimalTransportConditionalFlowMatcher(sigma)`` is
+    ``coupling="exact", sampling="replace", path="linear", sigma=sigma``;
+    ``SchrodingerBridgeConditionalFlowMatcher(sigma, ot_method="sinkhorn")`` is
+    ``coupling="sinkhorn", epsilon=2 * sigma**2, scale_cost=1.0, sampling="replace",
+    path="sb", sigma=sigma`` (see :func:`sinkhorn_plan` for the epsilon relation).
 
     Args:
         velocity_fn: batched ``velocity_fn(params, t, x[, y]) -> v``.
@@ -538,14 +567,18 @@ def ot_cfm_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x0: Py
         x0: source batch, leaves ``(B, ...)``.
         x1: target batch, the same pytree and shapes.
         coupling: ``"exact"`` or ``"sinkhorn"`` (static).
-        epsilon: Sinkhorn's regularisation.
-        sampling: Sinkhorn pair sampling (static), see :func:`sample_plan`.
+        epsilon: Sinkhorn's regularisation, relative to the cost scaled by
+            ``scale_cost``.
+        sampling: pair sampling (static), see :func:`sample_plan` (Sinkhorn) and
+            :func:`exact_coupling` (exact: ``"replace"`` resamples, else the permutation).
         path: the probability path (static), see :data:`jaxkit.kernels.flow.PATHS`.
         y: optional integer labels of ``x1`` ``(B,)``.
         p_uncond: label-dropout probability (static).
         null_label: the dropped label.
         exact_solver: :func:`exact_coupling`'s ``solver`` (static).
         sinkhorn_solver: :func:`sinkhorn_coupling`'s ``solver`` (static).
+        scale_cost: the Sinkhorn cost scaling (``"mean"``, ``"max_cost"``, or a float:
+            ``1.0`` makes ``epsilon`` absolute, torchcfm's ``reg``).
         **path_kwargs: the path's options.
 
     Returns:
@@ -556,10 +589,11 @@ def ot_cfm_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x0: Py
     kc, kl = jax.random.split(key)
     sg = jax.lax.stop_gradient
     if coupling == "exact":
-        i, j = exact_coupling(sg(x0), sg(x1), solver=exact_solver)
+        i, j = exact_coupling(sg(x0), sg(x1), solver=exact_solver, sampling=sampling,
+                              key=kc)
     else:
         i, j = sinkhorn_coupling(kc, sg(x0), sg(x1), epsilon=epsilon, sampling=sampling,
-                                 solver=sinkhorn_solver)
+                                 scale_cost=scale_cost, solver=sinkhorn_solver)
     x0p, x1p = apply_coupling(x0, x1, i, j)
     yp = None if y is None else jnp.asarray(y)[j]
     return flow.cfm_batch_loss(velocity_fn, params, kl, x0p, x1p, path=path, y=yp,

@@ -5,6 +5,17 @@ Runs inside the isolated virtual environment ``benchmarks/.peer-venv-flow`` made
 0.2.5), so it imports neither jaxkit nor jax. Usage::
 
     python flow_worker.py IN.npz OUT.npz
+    python flow_worker.py --parity IN.npz OUT.npz
+
+``--parity`` (for ``tests/kernels/test_flow_parity.py``): ``IN.npz`` holds ``x0``, ``x1``
+(B, ...), ``t`` (B,), ``eps`` (B, ...) in float64 and the scalars ``sigma``, ``reg``;
+``OUT.npz`` gets torchcfm's ``sample_xt`` and ``compute_conditional_flow`` for each
+matcher on exactly those inputs (``xt/<name>``, ``ut/<name>``; names ``icfm``, ``otcfm``,
+``sbcfm``, ``target``, ``vp``, all with ``sigma``), the plans of
+``OTPlanSampler(method="exact").get_map`` (``plan/exact``) and ``OTPlanSampler("sinkhorn",
+reg).get_map`` (``plan/sinkhorn``; ``SchrodingerBridgeConditionalFlowMatcher(sigma,
+"sinkhorn")`` uses ``reg = 2 sigma^2``), and ``torchcfm.optimal_transport.wasserstein`` with
+``method="exact"`` and ``power`` 1 and 2 (``w1``, ``w2``).
 
 ``IN.npz`` holds ``config`` (a JSON string: threads, seed, learning rate, the cases and
 their sizes) and, per dimension ``d``, the data set ``data_{d}`` (N, d), the exported
@@ -258,7 +269,41 @@ def case_likelihood(torch, cfg, params, x1, res, arrays):
     res[key]["exact"] = exact
 
 
+def parity(inp: str, out: str) -> int:
+    """torchcfm's paths, plans and Wasserstein distances on given inputs (see the module
+    docstring); float64 throughout."""
+    torch = _torch(1)
+    from torchcfm import conditional_flow_matching as cfm
+    from torchcfm.optimal_transport import OTPlanSampler, wasserstein
+
+    d = np.load(inp)
+    x0, x1, t, eps = (torch.from_numpy(np.asarray(d[k], np.float64)) for k in
+                      ("x0", "x1", "t", "eps"))
+    sigma, reg = float(d["sigma"]), float(d["reg"])
+    res = {}
+    matchers = {"icfm": cfm.ConditionalFlowMatcher(sigma),
+                "otcfm": cfm.ExactOptimalTransportConditionalFlowMatcher(sigma),
+                "sbcfm": cfm.SchrodingerBridgeConditionalFlowMatcher(sigma, "sinkhorn"),
+                "target": cfm.TargetConditionalFlowMatcher(sigma),
+                "vp": cfm.VariancePreservingConditionalFlowMatcher(sigma)}
+    for name, fm in matchers.items():
+        xt = fm.sample_xt(x0, x1, t, eps)
+        res[f"xt/{name}"] = xt.numpy()
+        res[f"ut/{name}"] = fm.compute_conditional_flow(x0, x1, t, xt).numpy()
+    res["plan/exact"] = OTPlanSampler(method="exact").get_map(x0, x1)
+    res["plan/sinkhorn"] = OTPlanSampler(method="sinkhorn", reg=reg).get_map(x0, x1)
+    res["plan/sbcfm"] = matchers["sbcfm"].ot_sampler.get_map(x0, x1)
+    res["w2"] = np.float64(wasserstein(x0, x1, "exact", power=2))
+    res["w1"] = np.float64(wasserstein(x0, x1, "exact", power=1))
+    np.savez(out, meta=json.dumps(dict(versions=peer_versions(("torch", "torchcfm", "POT")))),
+             **res)
+    return 0
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "--parity":
+        return parity(*argv[1:3])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("inp")
     p.add_argument("out")

@@ -273,14 +273,15 @@ def figure_problems(fig) -> list[str]:
     or y label, a reference line (``axhline`` / ``axvline``) without a legend label or
     absent from every legend, a legend inside an axes' data area.
 
-    Image panels (``imshow``) need no axis labels."""
+    Image panels (``imshow``) and colour bars need no axis labels.
+    :func:`jaxkit.report.save_figure` warns with these (``FigureWarning``)."""
     problems = []
     legends = [a.get_legend() for a in fig.axes if a.get_legend() is not None]
     legends += list(fig.legends)
     named = {t.get_text() for lg in legends for t in lg.get_texts()}
     for i, a in enumerate(fig.axes):
         has_data = bool(a.lines or a.collections or a.patches or a.containers)
-        if not has_data or a.images:
+        if not has_data or a.images or a.get_label() == "<colorbar>":
             continue
         tag = f"axes {i}" + (f" ({a.get_title()!r})" if a.get_title() else "")
         if not a.get_xlabel():

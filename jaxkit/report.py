@@ -21,7 +21,7 @@ from .io import atomic_open, atomic_write
 from .stats import t_interval
 
 __all__ = ["PipelineResult", "markdown_table", "write_report", "new_figure", "save_figure",
-           "t_interval"]
+           "t_interval", "FigureWarning"]
 
 
 @dataclass
@@ -67,14 +67,30 @@ def new_figure(ncols: int = 1, nrows: int = 1, size=(4.5, 3.5)):
     return fig, axes
 
 
-def save_figure(fig, path: Path) -> Path:
+class FigureWarning(UserWarning):
+    """A saved figure lacks an axis label, names no reference line, or hides data under
+    its legend (:func:`jaxkit.plotting.figure_problems`)."""
+
+
+def save_figure(fig, path: Path, *, check: bool = True) -> Path:
     """Write ``fig`` as a PNG at ``path`` (atomically) and close it; returns ``path``.
 
     The saved area is the drawn content's bounding box, so a legend placed outside the
-    axes (:func:`jaxkit.plotting.legend_outside`) is kept whole."""
+    axes (:func:`jaxkit.plotting.legend_outside`) is kept whole. With ``check``, what
+    :func:`jaxkit.plotting.figure_problems` finds is reported as one
+    :class:`FigureWarning` naming the file."""
+    import warnings
+
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
+    if check:
+        from .plotting import figure_problems
+
+        problems = figure_problems(fig)
+        if problems:
+            warnings.warn(f"figure {Path(path).name}: {'; '.join(problems)}", FigureWarning,
+                          stacklevel=2)
     with atomic_open(path, "wb") as fh:
         fig.savefig(fh, dpi=120, format="png", bbox_inches="tight", pad_inches=0.05)
     plt.close(fig)

@@ -1,6 +1,8 @@
 """jaxkit.plotting: clipped intervals, named reference lines, legends outside the data,
 and the figure checker each pipeline's figure tests use."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -79,3 +81,19 @@ def test_figure_problems_names_what_is_missing():
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_save_figure_warns_about_an_unfinished_figure(tmp_path):
+    from jaxkit.report import FigureWarning
+
+    fig, ax = new_figure()
+    im = ax[0, 0].imshow(np.eye(3))
+    fig.colorbar(im, ax=ax[0, 0], label="value")  # images and colour bars need no labels
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FigureWarning)
+        save_figure(fig, tmp_path / "ok.png")
+    fig, ax = new_figure()
+    ax[0, 0].plot([0, 1], [1, 2])
+    with pytest.warns(FigureWarning, match=r"figure bad.png: axes 0: no x label"):
+        save_figure(fig, tmp_path / "bad.png")
+    assert (tmp_path / "bad.png").is_file()  # still written

@@ -49,6 +49,7 @@ def test_claims_table():
 def test_write_report_opens_with_one_claims_table(tmp_path):
     fig, ax = new_figure()
     ax[0, 0].plot([0, 1], [1, 0])
+    ax[0, 0].set(xlabel="x", ylabel="y")
     png = save_figure(fig, tmp_path / "a" / "f.png")
     r1 = PipelineResult("alpha", "Alpha paper", "body one", figures=[png],
                         metrics={"x": 1.5}, warnings=["careful"],

@@ -1,0 +1,167 @@
+"""Discrete ActFlow: the RDKit and protein verifiers on known cases, the molecule
+metrics on hand-made cases, the discrete loop (keep rule, kill and resume), and the
+user-data domain (entry point, errors naming file and line)."""
+
+import math
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+from jaxkit.actflow import discrete as D
+from jaxkit.actflow import molecules as Mo
+from jaxkit.actflow import proteins as P
+from jaxkit.actflow.metrics import pairwise_distances, vendi_score
+from jaxkit.io import DataError
+
+TINY = D.DiscreteSettings(hidden=32, depth=1, pretrain_steps=40, batch=16, rounds=2,
+                          budget=16, adapt_steps=10, sample_steps=3, n_eval=16)
+L, V = 6, 3
+
+
+def _valid(tokens):  # no two equal neighbours, no padding token needed
+    t = np.asarray(tokens)
+    return np.all(t[:, 1:] != t[:, :-1], axis=1)
+
+
+def _toy():
+    seqs = np.array([s for s in np.ndindex(*(V,) * L) if s[0] == 0], np.int32)
+    seqs = seqs[_valid(seqs)]
+    return D.TokenDomain("toy", L, V, seqs, _valid, lambda t: [str(r) for r in t], 1.0,
+                         outside=lambda t: np.asarray(t)[:, 0] != 0)
+
+
+@pytest.fixture(scope="module")
+def toy_pre():
+    dom = _toy()
+    return dom, D.pretrain(dom, TINY, jax.random.key(0))
+
+
+def test_rdkit_verifier_on_known_molecules():
+    ok = ["CC(=O)Oc1ccccc1C(=O)O",  # aspirin
+          "Cn1cnc2c1c(=O)n(C)c(=O)n2C",  # caffeine
+          "c1ccccc1O"]  # phenol
+    for s in ok:
+        assert Mo.check_molecule(s) == [], s
+    assert any("heavy atoms" in r for r in Mo.check_molecule("CCO"))
+    assert Mo.check_molecule("CC(=O)Cl") == ["forbidden acyl halide"]
+    assert "forbidden peroxide" in Mo.check_molecule("CCOOCC")
+    assert "forbidden azo/diazo" in Mo.check_molecule("c1ccccc1N=Nc1ccccc1")
+    assert "more than one fragment" in Mo.check_molecule("CCCC.CCCC")
+    assert Mo.check_molecule("C1CC") == ["not parsable / sanitisable by RDKit"]
+    assert Mo.check_molecule("C(C)(C)(C)(C)C") == ["not parsable / sanitisable by RDKit"]
+    assert any(r.startswith("MW") for r in Mo.check_molecule("C" * 30))  # MW 422
+    assert any(r.startswith("logP") for r in Mo.check_molecule("CCCCCCCCCCCCCCCC"))
+    assert Mo.check_molecule("") == ["empty"]
+
+
+def test_molecule_metrics_on_hand_made_cases():
+    a = np.array([[1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]], np.float32)
+    d = np.asarray(pairwise_distances(a, a, "tanimoto"))
+    np.testing.assert_allclose(d[0, 1], 1 - 1 / 3, rtol=1e-6)
+    assert d[0, 0] == 0 and d[2, 3] == 0 and d[0, 2] == 1
+    np.testing.assert_allclose(Mo.internal_diversity(a[:2]), 2 / 3, rtol=1e-6)
+    assert math.isnan(Mo.internal_diversity(a[:1]))
+    # identical fingerprints: Vendi 1; two disjoint ones: 2
+    assert float(vendi_score(a[[0, 0]], None, metric="tanimoto")) == pytest.approx(1.0)
+    b = np.array([[1, 1, 0, 0], [0, 0, 1, 1]], np.float32)
+    assert float(vendi_score(b, None, metric="tanimoto")) == pytest.approx(2.0, rel=1e-5)
+    assert Mo.scaffold_count(["c1ccccc1", "Cc1ccccc1", "C1CCCCC1", "CCO", "CCCO"]) == 3
+    fp = Mo.fingerprints(["CCO", "", "C1CC"])
+    assert fp[0].sum() > 0 and fp[1].sum() == 0 and fp[2].sum() == 0
+
+
+def test_protein_rules_and_moment():
+    seq = "L" * 9
+    th = np.deg2rad(100.0)
+    closed = 1.06 * abs(math.sin(9 * th / 2) / math.sin(th / 2)) / 9
+    assert P.hydrophobic_moment(seq) == pytest.approx(closed, rel=1e-9)
+    # an ideal amphipathic helix (hydrophobic on one face) has a large moment
+    helix = "".join("L" if (i * 100) % 360 < 180 else "K" for i in range(36))
+    assert P.hydrophobic_moment(helix) > 0.8
+    assert any("hydrophobic moment" in r for r in P.check_protein(helix))
+    good = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEV"
+    assert P.check_protein(good) == []
+    assert any("length" in r for r in P.check_protein(good[:20]))
+    assert any("one residue" in r for r in P.check_protein("A" * 30))
+    assert P.check_protein(good[:-4] + "NGDP") == ["forbidden motif DP", "forbidden motif NG"]
+    assert P.check_protein("X" + good) == ["non-canonical residues X"]
+
+
+def test_discrete_loop_keep_rule_and_feedback(toy_pre):
+    dom, pre = toy_pre
+    assert np.isfinite(pre.loss)
+    res = D.run_method(pre, "actflow", jax.random.key(1))
+    for h in res["history"][1:]:
+        assert h["n_kept_round"] <= h["n_novel_round"] <= h["n_valid_round"] <= TINY.budget
+        assert 0.05 <= h["restart"] <= 0.95
+        assert abs(h["restart"] - TINY.restart) <= TINY.remask_step * h["round"] + 1e-6
+    base = D.run_method(pre, "pretrained", jax.random.key(1))
+    assert all(h["n_kept_round"] == 0 and not h["updated"] for h in base["history"][1:])
+    # the pre-trained model does not change: its rounds differ only by the eval key
+    for a, b in zip(jax.tree.leaves(base["params"]),
+                    jax.tree.leaves(eqx.filter(pre.model, eqx.is_array)), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_discrete_round_killed_resumes_exactly(toy_pre, tmp_path):
+    _, pre = toy_pre
+    full = D.run_method(pre, "actflow", jax.random.key(3))
+
+    class Killed(Exception):
+        pass
+
+    def killing_track(it, desc):
+        for r in it:
+            if r == 1:
+                raise Killed
+            yield r
+
+    with pytest.raises(Killed):
+        D.run_method(pre, "actflow", jax.random.key(3), checkpoint_dir=tmp_path / "ck",
+                     track=killing_track)
+    resumed = D.run_method(pre, "actflow", jax.random.key(3), checkpoint_dir=tmp_path / "ck")
+    assert resumed["resumed_from"] == 1
+    assert repr(resumed["history"]) == repr(full["history"])  # repr: NaN == NaN
+    for a, b in zip(jax.tree.leaves(full["params"]), jax.tree.leaves(resumed["params"]),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="`checkpoint_dir`"):
+        D.run_method(pre, "actflow", jax.random.key(4), checkpoint_dir=tmp_path / "ck")
+
+
+def test_user_domain_entry_point_and_errors(tmp_path, monkeypatch):
+    from jaxkit.actflow.user import load_verifier, user_domain
+
+    (tmp_path / "myrules.py").write_text(
+        "def ok(seqs):\n    return [s.count('A') <= 2 for s in seqs]\n"
+        "def bad(seqs):\n    return [True]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    f = tmp_path / "seqs.csv"
+    f.write_text("id,sequence\n1,ABBA\n2,BAB\n3,CAB\n")
+    dom = user_domain(f, "myrules:ok", novelty=1)
+    assert dom.vocab == 4 and dom.length == 4 and dom.decode(dom.data) == ["ABBA", "BAB", "CAB"]
+    np.testing.assert_array_equal(dom.check(dom.data), [True, True, True])
+    with pytest.raises(ValueError, match="myrules:bad"):
+        user_domain(f, "myrules:bad").check(dom.data)
+    with pytest.raises(ValueError, match="nosuchmod:ok"):
+        load_verifier("nosuchmod:ok")
+    with pytest.raises(ValueError, match="module:function"):
+        load_verifier("myrules.ok")
+    f.write_text("id,sequence\n1,ABBA\n2,\n")
+    with pytest.raises(DataError, match=r"seqs.csv, line 3, column 'sequence'"):
+        user_domain(f, "myrules:ok")
+    f.write_text("id,seq\n1,ABBA\n")
+    with pytest.raises(DataError, match="no column 'sequence'"):
+        user_domain(f, "myrules:ok")
+    with pytest.raises(DataError, match="no such file"):
+        user_domain(tmp_path / "missing.csv", "myrules:ok")
+
+
+def test_peptide_token_domain_split():
+    from jaxkit.actflow import peptides
+
+    dom = peptides.peptide_token_domain(max_charge_data=3.0)
+    assert dom.check(dom.data).all() and dom.check(dom.reference).all()
+    assert not dom.outside(dom.data).any() and dom.outside(dom.reference).all()

@@ -42,7 +42,7 @@ def initial_population(problem, n: int, rng: np.random.Generator) -> list[Candid
 
 
 def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.Generator,
-                   *, track=None, mesh=None) -> dict:
+                   *, track=None, mesh=None, test: dict | None = None) -> dict:
     """Run every router x seed on problem ``name``.
 
     Args:
@@ -52,6 +52,8 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
         rng: host generator of the initial population.
         track: ``track(iterable, text, total)`` progress wrapper.
         mesh: a mesh with a "data" axis (candidates sharded over it), or None.
+        test: the test instances (the user's, :mod:`jaxkit.ballad.instances`) instead
+            of generated ones.
 
     Returns:
         Arrays (picklable) for the report: per run (routers outer, seeds inner) the best
@@ -62,7 +64,8 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
     prob = problems.get(name, quick=name not in cfg.train_full)
     test_prob = problems.get(name, quick=not cfg.full_test)
     train = prob.generate(keys["train"], cfg.train_instances)
-    test = test_prob.generate(keys["test"], cfg.test_instances)
+    if test is None:
+        test = test_prob.generate(keys["test"], cfg.test_instances)
     pool = pool_mod.default_pool()
     init = initial_population(prob, cfg.n_init, rng)
     routers = S_.standard_routers(len(pool), len(init) + cfg.calls, [m.name for m in pool],

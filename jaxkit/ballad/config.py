@@ -56,6 +56,12 @@ class Config(PipelineConfig):
         http_offline: replay from the cache only (a miss is a failed call).
         http_calls, http_seeds, http_items, http_timeout: calls per run, seeds per
             router, items per Weibull instance, seconds per request.
+        instances: your own test instances (``.json`` / ``.npy`` / ``.npz``, see
+            :mod:`jaxkit.ballad.instances`): the best heuristic of each run on
+            ``instances_problem`` is scored on them instead of generated test instances
+            ("": generated).
+        instances_problem: the problem the instances are for (one of ``problems``;
+            empty: the ``problem`` a JSON file names).
     """
 
     problems: tuple[_Problem, ...] = PROBLEMS
@@ -85,6 +91,8 @@ class Config(PipelineConfig):
     http_seeds: int = 2
     http_items: int = 200
     http_timeout: float = 60.0
+    instances: str = ""
+    instances_problem: str = ""
 
     def validate(self) -> None:
         require_distinct("problems", self.problems, "problem")
@@ -103,6 +111,13 @@ class Config(PipelineConfig):
                          or os.environ.get("JAXKIT_LLM_BASE_URL")
                          or os.environ.get("OPENAI_BASE_URL")), "http_base_url",
                     "must give the endpoint with pool=http (or set JAXKIT_LLM_BASE_URL)")
+        if self.instances:
+            from .instances import file_problem
+
+            prob = self.instances_problem or file_problem(self.instances) or ""
+            require(prob in self.problems, "instances_problem",
+                    f"must name the problem of `instances` among `problems` "
+                    f"({', '.join(self.problems)}); got {prob!r}")
         if not self.cost_weight >= 0:
             raise ValueError(f"`cost_weight` must be >= 0; got {self.cost_weight}")
 

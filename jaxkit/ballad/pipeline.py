@@ -14,6 +14,10 @@ claims are tested over pools (:mod:`jaxkit.ballad.report_pools`). Reported
 test objective with 95% t intervals over seeds, the share of calls per model, the cost
 saving against always calling the most expensive model, and the claims (paired tests
 over seeds, an equivalence margin for "matches").
+
+Your own instances: ``--set instances=FILE --set instances_problem=tsp`` (JSON, .npy or
+.npz; :mod:`jaxkit.ballad.instances`) replace the generated test instances of that
+problem.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from . import report, report_pools
 from .compare import search_pools, search_problem
 from .config import FULL, QUICK, Config
 from .http_run import search_http
+from .instances import load_instances
 
 TITLE = "Ballad: bandit routing of an LLM pool"
 
@@ -35,13 +40,15 @@ def run(ctx: RunContext) -> PipelineResult:
     cfg: Config = ctx.config
     if cfg.pool == "http":
         return _run_http(ctx, cfg)
+    user = load_instances(cfg.instances, cfg.instances_problem) if cfg.instances else None
     results = []
     for name in cfg.problems:
         keys = {k: ctx.key(f"{k}-{name}") for k in ("train", "test", "search")}
         results.append(ctx.stage(
             f"ballad-{name}",
             lambda name=name, keys=keys: search_problem(
-                cfg, name, keys, ctx.rng(f"init-{name}"), track=ctx.track, mesh=ctx.mesh)))
+                cfg, name, keys, ctx.rng(f"init-{name}"), track=ctx.track, mesh=ctx.mesh,
+                test=user[1] if user and user[0] == name else None)))
     pooled = []
     for name in cfg.pool_problems:
         keys = {k: ctx.key(f"pools-{k}-{name}") for k in ("train", "test", "search")}
@@ -54,7 +61,9 @@ def run(ctx: RunContext) -> PipelineResult:
 
     train_sizes = ("full-size for " + ", ".join(cfg.train_full) + ", small for the rest"
                    if cfg.train_full else "small sizes")
-    md = [f"Mode: {'quick' if ctx.quick else 'full'}; seed {ctx.seed}; {cfg.seeds} seeds x "
+    md = ([f"Test instances of {user[0]}: yours, `{cfg.instances}` "
+           f"({len(next(iter(user[1].values())))} instances).", ""] if user else []) + [
+        f"Mode: {'quick' if ctx.quick else 'full'}; seed {ctx.seed}; {cfg.seeds} seeds x "
           f"{cfg.calls} LLM calls per router. Named case: the hand-made offline pool of "
           f"simulated models (`jaxkit.ballad.pool.default_pool`); the claim over random "
           f"pools follows it. Search on {cfg.train_instances} training "

@@ -1,6 +1,7 @@
 """``jaxkit misaligned ...``: audit a model on your own molecules (a :class:`typer.Typer`).
 
-``jaxkit misaligned audit data.csv --smiles-column smiles --label-column y`` featurises
+``jaxkit misaligned audit data.csv --smiles-column smiles --label-column y`` (a CSV with a
+header row, or a Parquet file ``data.parquet``) featurises
 the molecules, makes ``--seeds`` random or scaffold splits, trains jaxkit's model
 (``--model mlp|mpnn|ridge``) on each, runs the whole misaligned baseline family on the
 same splits and writes ``audit.md`` and ``audit.json`` into ``--out`` (atomically).
@@ -33,7 +34,8 @@ def _group() -> None:
 
 @app.command("audit")
 def audit_cmd(
-    data: Annotated[Path, typer.Argument(help="CSV file with a header row")],
+    data: Annotated[Path, typer.Argument(
+        help="CSV file with a header row, or a Parquet file (.parquet)")],
     smiles_column: Annotated[str, typer.Option(help="column holding SMILES")] = "smiles",
     label_column: Annotated[str, typer.Option(help="column holding the numeric label")] = "y",
     split: Annotated[str, typer.Option(help="random or scaffold")] = "scaffold",
@@ -58,7 +60,7 @@ def audit_cmd(
 
     from . import evaluation, models, report
     from .features import featurise, make_splits
-    from .userdata import model_fit_predict, read_molecule_csv
+    from .userdata import model_fit_predict, read_molecules
 
     if split not in ("random", "scaffold"):
         _fail(f"--split must be 'random' or 'scaffold'; got {split!r}")
@@ -69,7 +71,7 @@ def audit_cmd(
     if not 0 < test_fraction < 1:
         _fail(f"--test-fraction must lie in (0, 1); got {test_fraction}")
     try:
-        smiles, labels = read_molecule_csv(data, smiles_column, label_column)
+        smiles, labels = read_molecules(data, smiles_column, label_column)
         ds = featurise(smiles, labels, name=data.stem, n_bits=n_bits,
                        skip_invalid=skip_invalid)
         if ds.info["skipped_rows"]:

@@ -1,6 +1,7 @@
 """Reading a user's molecules from CSV, and jaxkit's own models as ``fit_predict``.
 
-:func:`read_molecule_csv` reads a SMILES column and a numeric label column with errors
+:func:`read_molecules` reads a CSV or a Parquet file (:func:`read_molecule_csv` a CSV) with
+a SMILES column and a numeric label column with errors
 that name the file, the column and the row (a missing column lists the ones there; a
 label that is empty, NaN or text is an error with its line numbers). :func:`model_fit_predict`
 wraps the MLP / MPNN of :mod:`jaxkit.misaligned.models` (or the fingerprint ridge) as a
@@ -21,7 +22,7 @@ from jaxkit.io import DataError
 from . import models as Mo
 from .features import MolDataset
 
-__all__ = ["read_molecule_csv", "model_fit_predict"]
+__all__ = ["read_molecule_csv", "read_molecules", "model_fit_predict"]
 
 
 def read_molecule_csv(path: str | Path, smiles_column: str, label_column: str
@@ -62,6 +63,55 @@ def read_molecule_csv(path: str | Path, smiles_column: str, label_column: str
             bad.append(f"line {line} ({cell!r})")
         smiles.append((r.get(smiles_column) or "").strip())
         labels.append(v)
+    if bad:
+        raise DataError(f"{path}, column {label_column!r}: {len(bad)} labels are not finite "
+                        f"numbers: {', '.join(bad[:10])}" + (" ..." if len(bad) > 10 else ""))
+    return smiles, np.asarray(labels)
+
+
+def read_molecules(path: str | Path, smiles_column: str, label_column: str
+                   ) -> tuple[list[str], np.ndarray]:
+    """``(smiles, labels)`` from a CSV (header row; :func:`read_molecule_csv`) or a
+    Parquet file (``.parquet`` / ``.pq`` or the ``PAR1`` magic bytes; needs pyarrow), with
+    the same errors: a Parquet row is named by its 1-based row number.
+
+    Raises:
+        DataError: as :func:`read_molecule_csv`; a Parquet file that cannot be read.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    with path.open("rb") as fh:
+        parquet = fh.read(4) == b"PAR1"
+    if not (parquet or path.suffix.lower() in (".parquet", ".pq")):
+        return read_molecule_csv(path, smiles_column, label_column)
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow), or "
+                        "save the table as CSV") from None
+    try:
+        header = pq.read_schema(path).names
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a bad file
+        raise DataError(f"{path}: not a readable Parquet file ({e})") from None
+    for col, what in ((smiles_column, "--smiles-column"), (label_column, "--label-column")):
+        if col not in header:
+            raise DataError(f"{path}: no column {col!r} ({what}); the table has "
+                            f"{', '.join(map(repr, header)) or 'no columns'}")
+    t = pq.read_table(path, columns=[smiles_column, label_column])
+    if t.num_rows == 0:
+        raise DataError(f"{path}: the table has no rows")
+    smiles, labels, bad = [], [], []
+    for i, (sm, v) in enumerate(zip(t.column(0).to_pylist(), t.column(1).to_pylist(),
+                                    strict=True)):
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            x = math.nan
+        if not math.isfinite(x):
+            bad.append(f"row {i + 1} ({v!r})")
+        smiles.append("" if sm is None else str(sm).strip())
+        labels.append(x)
     if bad:
         raise DataError(f"{path}, column {label_column!r}: {len(bad)} labels are not finite "
                         f"numbers: {', '.join(bad[:10])}" + (" ..." if len(bad) > 10 else ""))

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["ActivationStore", "StorePosition", "SUFFIXES", "write_shards", "SiteStore",
-           "write_sites"]
+           "write_sites", "iter_tensors"]
 
 SUFFIXES = (".npy", ".safetensors")
 
@@ -354,6 +354,61 @@ class ActivationStore:
         while True:
             x, pos = self.batch(pos, rows)
             yield x, pos
+
+
+def iter_tensors(path: str | os.PathLike, names: Sequence[str], *,
+                 optional: Sequence[str] = (), chunk: int | None = None
+                 ) -> Iterator[tuple[Path, dict[str, np.ndarray | None]]]:
+    """Stream named tensors of a store's ``.safetensors`` shards, one shard (or one chunk
+    of ``chunk`` leading rows of a shard) at a time, in sorted file-name order, so a
+    directory larger than memory is read piece by piece (``safe_open(...).get_slice``:
+    only the requested rows are read).
+
+    Args:
+      path: a ``.safetensors`` file or a directory of them (``.npy`` files are refused:
+        they hold one unnamed array).
+      names: tensors every shard must hold.
+      optional: tensors read when present (``None`` in the dict when absent).
+      chunk: leading rows (documents) per yielded piece; None: whole shards.
+
+    Yields:
+      ``(shard path, {name: array})``; the arrays of one piece share the leading rows.
+
+    Raises:
+      ValueError: naming the shard: an ``.npy`` shard, a missing tensor, tensors whose
+        leading sizes differ, or an unreadable file.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    if chunk is not None and (int(chunk) != chunk or chunk < 1):
+        raise ValueError(f"`chunk` must be a positive integer or None; got {chunk!r}")
+    for p in _list_files(Path(path)):
+        if p.suffix != ".safetensors":
+            raise ValueError(f"shard {str(p)!r} is a .npy file; named tensors need "
+                             f".safetensors shards")
+        try:
+            with safe_open(str(p), framework="numpy") as f:
+                have = set(f.keys())
+                missing = [n for n in names if n not in have]
+                if missing:
+                    raise ValueError(f"shard {str(p)!r} lacks tensor(s) "
+                                     f"{', '.join(map(repr, missing))} (it holds "
+                                     f"{', '.join(map(repr, sorted(have))) or 'nothing'})")
+                wanted = [*names, *(n for n in optional if n in have)]
+                slices = {n: f.get_slice(n) for n in wanted}
+                rows = {n: int(sl.get_shape()[0]) for n, sl in slices.items()}
+                if len(set(rows.values())) > 1:
+                    raise ValueError(f"shard {str(p)!r}: tensors disagree on the number "
+                                     f"of rows: {rows}")
+                n_rows = next(iter(rows.values()))
+                step = n_rows if chunk is None else int(chunk)
+                for a in range(0, max(n_rows, 1), max(step, 1)):
+                    out: dict[str, np.ndarray | None] = {n: None for n in optional}
+                    out.update({n: sl[a:min(a + step, n_rows)] for n, sl in slices.items()})
+                    yield p, out
+        except (SafetensorError, OSError) as e:
+            raise ValueError(f"shard {str(p)!r} is not a readable .safetensors file "
+                             f"({' '.join(str(e).split())})") from None
 
 
 def write_shards(directory: str | os.PathLike, arrays: Sequence[np.ndarray], *,

@@ -178,8 +178,8 @@ def evaluate(method: str, params, x_test: Float[Array, "S B T d"], cfg: TrainCon
 def hmm_references(task: tasks.HMMTask, window: int, *, amplitude, sigma) -> dict[str, float]:
     """State accuracy of references on the same windows: a single raw token
     (``argmax <x_t, mu_s>``), the window mean (the state of every position read from the
-    mean of the window) and the Bayes-optimal forward-backward posterior of the whole
-    sequence."""
+    mean of the window), the causal Bayes filter ``P(s_t | x_{1:t})`` and the
+    Bayes-optimal forward-backward posterior of the whole sequence."""
     out = _hmm_refs(task, window, amplitude, sigma)
     return {k: float(v) for k, v in out.items()}
 
@@ -196,7 +196,11 @@ def _hmm_refs(task, window, amplitude, sigma):
                                                    task.initial, amplitude=amplitude,
                                                    sigma=sigma))(task.x)
     fb = jnp.mean(jnp.argmax(post, -1) == s)
-    return dict(single_token=single, window_mean=win, forward_backward=fb)
+    filt = jax.vmap(lambda xx: tasks.hmm_posterior(xx, task.directions, task.transition,
+                                                   task.initial, amplitude=amplitude,
+                                                   sigma=sigma, filtered=True))(task.x)
+    bf = jnp.mean(jnp.argmax(filt, -1) == s)
+    return dict(single_token=single, window_mean=win, forward_backward=fb, bayes_filter=bf)
 
 
 interval = t_interval  # mean and 95% t-interval half-width over seeds

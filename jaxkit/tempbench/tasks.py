@@ -207,10 +207,11 @@ def hmm_denoising(key: PRNGKeyArray, *, n_seq: int, length: int, d: int, n_state
 
 def hmm_posterior(x: Float[Array, "L d"], directions: Float[Array, "S d"],
                   transition: Float[Array, "S S"], initial: Float[Array, " S"], *,
-                  amplitude=1.0, sigma=0.8) -> Float[Array, "L S"]:
+                  amplitude=1.0, sigma=0.8, filtered: bool = False) -> Float[Array, "L S"]:
     """Smoothed posterior ``P(s_t | x_{1:L})`` of one sequence by the (log-space)
     forward-backward algorithm (Rabiner 1989) with the true model: the Bayes-optimal
-    reference for any state readout. ``vmap`` over sequences."""
+    reference for any state readout. ``filtered=True``: the causal Bayes filter
+    ``P(s_t | x_{1:t})`` (the forward pass alone). ``vmap`` over sequences."""
     mu = amplitude * directions
     loglik = -0.5 * jnp.sum((x[:, None, :] - mu[None]) ** 2, -1) / sigma ** 2  # (L, S)
     logp = jnp.log(transition)
@@ -224,6 +225,8 @@ def hmm_posterior(x: Float[Array, "L d"], directions: Float[Array, "S d"],
     a0 = a0 - lse(a0)
     _, alphas = jax.lax.scan(fwd, a0, loglik[1:])
     alphas = jnp.concatenate([a0[None], alphas])
+    if filtered:
+        return jnp.exp(alphas)
 
     def bwd(b, ll):
         b = lse(logp + (ll + b)[None, :], axis=1)

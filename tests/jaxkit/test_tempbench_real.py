@@ -1,0 +1,212 @@
+"""TempBench on real activations: the text-task labels on a short text with known
+answers, streaming a multi-file safetensors store, the LM recording round trip, the
+probe metrics against scikit-learn, the fair tally and claims, and kill-and-resume of
+the store-streamed dictionary training on a mesh with the dictionary sharded."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxkit.crosscoder.store import ActivationStore, iter_tensors
+from jaxkit.tempbench import lm_acts, real, report_real, stream
+from jaxkit.tempbench import text_tasks as TT
+from jaxkit.tempbench.config import QUICK
+
+TEXT = "EUS**  \nNow, fair _Enter A_ the the the **HIPPO**\nFour d"
+WANT = {  # ? = not knowable from the document
+    "word_interior":   "??100000001000011000011100000010001000100000111000001100",
+    "line_start":      "????????111111110000000000000000000000000000000000111111",
+    "speaker":         "?????00000000000000000000000000000000000??11111??0000000",
+    "stage_direction": "???????????????????1111111?00000000000000000000000000000",
+    "repeated_ngram":  "???00000000000000000000000000000001111110000000000000000",
+}
+
+
+def _render(y, v):
+    return "".join("?" if not vv else "1" if yy else "0" for yy, vv in zip(y, v, strict=True))
+
+
+def test_task_labels_on_a_known_text():
+    tok = TT.encode_text(TEXT, len(TEXT.encode()))
+    got = TT.task_labels(tok)
+    assert tuple(got) == TT.TASKS
+    for t, want in WANT.items():
+        assert _render(*(a[0] for a in got[t])) == want, t
+    # " the" ends at 34 for the second time: positions 34..39 repeat a 4-gram
+    # a document opening inside a bold span is read from its closing marker
+    assert got["speaker"][1][0, 3] == np.False_ and got["speaker"][1][0, 5]
+
+
+def test_task_label_errors():
+    with pytest.raises(ValueError, match="tokens"):
+        TT.task_labels(np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match="tokens"):
+        TT.task_labels(np.full((1, 3), 300))
+    with pytest.raises(ValueError, match="ngram"):
+        TT.task_labels(np.zeros((1, 3), np.uint8), ngram=0)
+    with pytest.raises(ValueError, match="text"):
+        TT.encode_text("ab", 8)
+
+
+def _write_store(tmp_path, n_files=3, docs=(3, 2, 4), L=10, d=4, layers=True):
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(0)
+    acts, toks = [], []
+    for i in range(n_files):
+        a = rng.normal(size=(docs[i], L, d)).astype(np.float32)
+        t = rng.integers(0, 256, (docs[i], L)).astype(np.uint8)
+        blob = {"activations": a, "tokens": t}
+        if layers:
+            blob["layers"] = np.repeat(a[:, :, None], 2, axis=2)
+        save_file(blob, str(tmp_path / f"shard_{i:05d}.safetensors"))
+        acts.append(a)
+        toks.append(t)
+    return np.concatenate(acts), np.concatenate(toks)
+
+
+def test_streaming_a_multi_file_store(tmp_path):
+    acts, toks = _write_store(tmp_path)
+    pieces = list(iter_tensors(tmp_path, ("activations", "tokens"), optional=("layers",),
+                               chunk=2))
+    assert [p.name for p, _ in pieces] == ["shard_00000.safetensors"] * 2 + [
+        "shard_00001.safetensors"] + ["shard_00002.safetensors"] * 2  # 3, 2, 4 docs by 2
+    assert max(len(g["activations"]) for _, g in pieces) == 2  # never a whole shard
+    np.testing.assert_array_equal(np.concatenate([g["activations"] for _, g in pieces]), acts)
+    docs = lm_acts.load_documents(tmp_path)
+    np.testing.assert_array_equal(docs.acts, acts)
+    np.testing.assert_array_equal(docs.tokens, toks)
+    assert docs.layers.shape == (9, 10, 2, 4)
+    part = lm_acts.load_documents(tmp_path, max_docs=4)  # stops inside the second shard
+    np.testing.assert_array_equal(part.acts, acts[:4])
+    # the training stream: windows never cross a document, ids map to the right rows
+    st = ActivationStore(tmp_path, batch_size=4, window=3, tensor="activations", seed=1)
+    assert len(st.shards) == 3 and st.n_windows == 9 * 3  # stride = window: 3 per doc
+    flat = acts[:, :9].reshape(9, 3, 3, 4).reshape(-1, 3, 4)
+    np.testing.assert_array_equal(st.read(np.arange(st.n_windows)), flat)
+    b, _ = st.batch((0, 1), rows=slice(None))
+    np.testing.assert_array_equal(b, flat[st.permutation(0)[4:8]])
+
+
+def test_store_errors_name_the_shard(tmp_path):
+    from safetensors.numpy import save_file
+
+    save_file({"activations": np.zeros((2, 4, 3), np.float32)},
+              str(tmp_path / "shard_00000.safetensors"))
+    with pytest.raises(ValueError, match="shard_00000.*tokens"):
+        lm_acts.load_documents(tmp_path)
+    np.save(tmp_path / "x.npy", np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="npy"):
+        list(iter_tensors(tmp_path, ("activations",)))
+
+
+def test_record_round_trip(tmp_path):
+    from jaxkit.compose.model import build
+
+    model = build("AM", width=16, heads=2, context=16)
+    text = np.frombuffer((TEXT * 8).encode(), np.uint8)
+    lm_acts.record(model, tmp_path, n_docs=6, length=16, layer=1, docs_per_shard=4,
+                   text=text)
+    assert sorted(p.name for p in tmp_path.glob("*.safetensors")) == [
+        "shard_00000.safetensors", "shard_00001.safetensors"]
+    meta = json.loads((tmp_path / lm_acts.MANIFEST).read_text())
+    docs = lm_acts.load_documents(tmp_path)
+    assert docs.acts.shape == (6, 16, 16) and docs.layers.shape == (6, 16, 2, 16)
+    assert float(np.sqrt(np.mean(docs.acts.astype(np.float64) ** 2))) == pytest.approx(1, 1e-4)
+    np.testing.assert_allclose(docs.layers[:, :, 1], docs.acts)  # the recorded block
+    hs = lm_acts.hidden_states(model, docs.tokens[:2])
+    np.testing.assert_allclose(hs[1] / meta["scale"], docs.acts[:2], rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="layer"):
+        lm_acts.record(model, tmp_path, n_docs=2, length=16, layer=2, text=text)
+
+
+def test_auroc_and_probe_scores_against_sklearn():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(3)
+    y = rng.random(300) < 0.3
+    s = np.stack([y + rng.normal(0, 1, 300), rng.normal(size=300),
+                  np.round(rng.normal(size=300))], 1)  # ties in column 2
+    got = real.auroc_columns(s, y)
+    want = [roc_auc_score(y, s[:, j]) for j in range(3)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert np.isnan(real.auroc_columns(s, np.zeros(300, bool))).all()
+    codes = np.concatenate([y[:, None] * 2.0, rng.random((300, 5))], 1)  # latent 0 = label
+    sc = real.probe_scores(codes[:150], y[:150], codes[150:], y[150:], k_probe=2)
+    assert sc["auroc_best"] == pytest.approx(1.0) and sc["probe_k"] > 0.99
+
+
+def _fake_summary(tc_shift: float, seeds=3):
+    rng = np.random.default_rng(0)
+    res = {}
+    for m in ("raw_token", "raw_window", "sae", "tfa", "tc"):
+        met = {}
+        for t in TT.TASKS:
+            for k in real.PROBE_METRICS:
+                base = 0.7 + 0.01 * rng.normal(size=seeds)
+                met[f"{t}/{k}"] = base + (tc_shift if m == "tc" else 0.0)
+        met["fvu"], met["l0"] = np.full(seeds, 0.2), np.full(seeds, 3.0)
+        res[m] = met
+    return {"tasks": {t: {"positives": 0.3, "valid": 100} for t in TT.TASKS},
+            "T=3": res}
+
+
+@pytest.mark.parametrize("shift,verdict,tally", [(0.2, "yes", "win"), (-0.2, "no", "loss")])
+def test_real_claims_and_fair_tally(shift, verdict, tally):
+    info = {"source": "x", "real": real.summarise_real(_fake_summary(shift))}
+    cfg = QUICK.merged({"real_seeds": 3, "real_windows": (3,)})
+    claims = report_real.real_claims(cfg, info)
+    assert [c.verdict for c in claims[:-1]] == [verdict] * len(TT.TASKS)
+    assert claims[-1].verdict == "not tested at this size"
+    assert "reasoning model" in claims[-1].note
+    tl = report_real.tally(info["real"]["T=3"])
+    assert set(tl) == {"sae", "tfa"}  # references and TC itself are not tallied
+    assert tl["sae"]["auroc_best"][tally] == len(TT.TASKS)
+    md, summ = report_real.real_markdown(cfg, info)
+    assert "fair tally" in md and "not tested" in md and "T=3" in summ["real_tallies"]
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("acts")
+    rng = np.random.default_rng(1)
+    from safetensors.numpy import save_file
+
+    atoms = rng.normal(size=(6, 3, 8)).astype(np.float32)
+    for i in range(3):  # several small files
+        z = (rng.random((8, 12, 6)) < 0.2).astype(np.float32)
+        a = np.einsum("nlf,ftd->nld", z, atoms[:, :1]) + 0.01 * rng.normal(size=(8, 12, 8))
+        save_file({"activations": a.astype(np.float32),
+                   "tokens": np.zeros((8, 12), np.uint8)}, str(d / f"shard_{i:05d}.safetensors"))
+    return d
+
+
+def test_store_tc_kill_and_resume_on_a_sharded_mesh(store_dir, tmp_path):
+    kw = dict(window=2, n_latents=8, k=1, steps=8, batch_size=8, lr=3e-3, log_every=2)
+    key = jax.random.key(0)
+    full = stream.train_tc_on_store(key, store_dir, checkpoint_dir=tmp_path / "a", **kw)
+    assert full.config["mesh"] == {"data": len(jax.devices()) // 2, "model": 2}
+
+    class Kill(Exception):
+        pass
+
+    def die(step, m):
+        if step >= 5:
+            raise Kill
+
+    with pytest.raises(Kill):
+        stream.train_tc_on_store(key, store_dir, checkpoint_dir=tmp_path / "b", on_step=die,
+                                 **kw)
+    resumed = stream.train_tc_on_store(key, store_dir, checkpoint_dir=tmp_path / "b", **kw)
+    assert resumed.resumed_from == 4  # the checkpoint at half the steps
+    for a, b in zip(jax.tree.leaves(full.params), jax.tree.leaves(resumed.params),
+                    strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    docs = lm_acts.load_documents(store_dir)
+    f = stream.window_fvu(full.params, jnp.asarray(real.held_out_windows(docs, 2)), 2)
+    assert np.isfinite(f) and f < 1.5

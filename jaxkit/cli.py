@@ -105,15 +105,35 @@ def _dist_version(name: str) -> str:
         return "not installed"
 
 
+def _source_requirements() -> list[str] | None:
+    """The requirements in the source checkout's pyproject.toml (newer than an editable
+    install's metadata), as metadata-style strings; None outside a checkout."""
+    import tomllib
+
+    path = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    try:
+        proj = tomllib.loads(path.read_text())["project"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if proj.get("name") != "jaxkit":
+        return None
+    reqs = list(proj.get("dependencies", []))
+    for extra, deps in proj.get("optional-dependencies", {}).items():
+        reqs += [f'{d}; extra == "{extra}"' for d in deps]
+    return reqs
+
+
 def _dependencies() -> tuple[list[tuple[str, str]], dict[str, list[tuple[str, str]]]]:
     """(required, {extra: [...]}) from jaxkit's installed metadata: (name, version)."""
     import importlib.metadata as md
     import re
 
-    try:
-        reqs = md.requires("jaxkit") or []
-    except md.PackageNotFoundError:
-        reqs = []
+    reqs = _source_requirements()
+    if reqs is None:  # an installed wheel: its metadata
+        try:
+            reqs = md.requires("jaxkit") or []
+        except md.PackageNotFoundError:
+            reqs = []
     required, extras = [], {}
     for r in reqs:
         name = re.match(r"[A-Za-z0-9_.\-]+", r).group(0)

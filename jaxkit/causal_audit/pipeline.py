@@ -6,14 +6,20 @@ vmapped batch per cell; :mod:`.audit`, :mod:`.grid`) and the consistency curves 
 base cell at each sample size). Analyses in :mod:`.analysis`, claims, figures and the
 written findings in :mod:`.report`. Nothing is trained, so there is no checkpoint: a
 killed run resumes at its first unfinished stage.
+
+Your own data: ``jaxkit run causal-audit --set data=FILE.csv
+--set intervention_column=NAME`` (the column optional) runs the methods on bootstrap
+resamples of your table instead, raw and standardised (:mod:`.userdata`).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
-from . import report
+from . import report, userdata
 from .analysis import consistency
 from .audit import run_main_grid, run_sizes
 from .config import FULL, QUICK, Config
@@ -28,6 +34,8 @@ def run(ctx: RunContext) -> PipelineResult:
     """The grid, the consistency curves, the claims and the report."""
     cfg: Config = ctx.config if ctx.config is not None else (QUICK if ctx.quick else FULL)
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.data:
+        return _run_user(ctx, cfg)
     results = ctx.stage("grid", lambda: run_main_grid(ctx.key("grid"), cfg, mesh=ctx.mesh,
                                                       track=ctx.track))
     sizes = ctx.stage("sizes", lambda: run_sizes(ctx.key("sizes"), cfg, mesh=ctx.mesh,
@@ -57,3 +65,16 @@ def run(ctx: RunContext) -> PipelineResult:
                      for m in cfg.consistency_methods})
     return PipelineResult("causal-audit", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=tested)
+
+
+def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
+    """The audit of the user's table ``cfg.data`` (:mod:`.userdata`)."""
+    data = userdata.read_audit_table(cfg.data, cfg.intervention_column)
+    res = ctx.stage("user-data", lambda: userdata.audit_table(
+        ctx.key("user-data"), data, cfg.methods, resamples=cfg.user_resamples,
+        host_resamples=cfg.host_datasets))
+    metrics = dict(data=str(data.path), variables=data.names,
+                   methods={m: {k: (v.tolist() if isinstance(v, np.ndarray) else v)
+                                for k, v in r.items()} for m, r in res.items()})
+    return PipelineResult("causal-audit", TITLE, userdata.markdown(data, res, cfg.user_resamples),
+                          metrics=metrics, claims=userdata.claims(res, cfg.user_shd_margin))

@@ -29,28 +29,38 @@ def _group():
 
 @causaltab_app.command("predict")
 def causaltab_predict(
-    data: Annotated[Path, typer.Argument(help="CSV with a header row, one column a variable")],
+    data: Annotated[Path, typer.Argument(
+        help="CSV with a header row (or a Parquet file), one column a variable")],
     interventions: Annotated[Path | None, typer.Option(
         help="CSV 0/1 mask of the same shape (header row): row r intervened on column v")]
     = None,
+    intervention_column: Annotated[str | None, typer.Option(
+        help="column of DATA naming each row's intervened variables ('a;b'; empty, none "
+             "or obs: observational); not a variable itself")] = None,
     threshold: Annotated[float | None, typer.Option(
         help="edge probability threshold (default: the round(sum p) most probable edges)")]
     = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the result as JSON")]
     = None,
 ):
-    """Edge probabilities P(cause -> effect) from the shipped CausalTab weights."""
+    """Edge probabilities P(cause -> effect) from the shipped CausalTab weights.
+
+    Known interventions come either as an intervention column of DATA
+    (--intervention-column) or as a separate 0/1 mask file (--interventions)."""
     from ..io import DataError, atomic_write, read_csv_matrix
     from .evaluate import dag_projection
-    from .predict import predict
+    from .predict import predict, read_data
 
     if threshold is not None and not 0.0 < threshold < 1.0:
         _fail(f"--threshold must lie in (0, 1); got {threshold}")
     if json_out is not None:
         check_json_path(json_out)
     try:
-        x, names = read_csv_matrix(data)
-        mask = read_csv_matrix(interventions)[0] if interventions is not None else None
+        if intervention_column and interventions is not None:
+            _fail("give --intervention-column or --interventions, not both")
+        x, names, mask = read_data(data, intervention_column or "")
+        if interventions is not None:
+            mask = read_csv_matrix(interventions)[0]
     except DataError as e:
         _fail(str(e))
     try:

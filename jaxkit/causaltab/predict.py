@@ -1,7 +1,10 @@
 """Inference on a user's own data: ``predict(x, interventions=None) -> edge probabilities``.
 
 ``x`` is an ``(n, d)`` array or the path of a CSV file with a header row of variable
-names (read by :func:`jaxkit.io.read_csv_matrix`, which names a non-numeric column).
+names, or of a Parquet file (read by :func:`jaxkit.io.read_table`, which names the
+line / row and column of a non-numeric cell). :func:`read_data` reads such a file with an
+optional intervention column: a cell names the row's intervened variables
+(``;``-separated; empty / ``none`` / ``obs`` for observational rows).
 ``interventions`` is an optional ``(n, d)`` 0/1 mask: ``[r, v]`` = row ``r`` was
 measured under an intervention on ``v`` (known targets); without it every row counts
 as observational (no indicator). The result ``p[i, j]`` is the probability of the edge
@@ -24,13 +27,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxkit.io import read_csv_matrix
+from jaxkit.io import read_table, targets_mask
 from jaxkit.kernels.checks import check_data_matrix
 
 from .model import ModelConfig, forward
 from .train import shipped_weights
 
-__all__ = ["predict", "load_model"]
+__all__ = ["predict", "load_model", "read_data"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,13 +56,26 @@ def _batched_forward(cfg: ModelConfig):
                             in_axes=(None, 0, 0, None, 0)))
 
 
+def read_data(path: str | Path, intervention_column: str = ""
+              ) -> tuple[np.ndarray, list[str], np.ndarray | None]:
+    """``(x, names, mask)`` from a CSV / Parquet table; ``mask`` ``(n, d)`` 0/1 from the
+    ``intervention_column`` (None without one; the column is not a variable).
+
+    Raises:
+        jaxkit.io.DataError: naming the file, line / row and column.
+    """
+    t = read_table(path, labels=(intervention_column,) if intervention_column else ())
+    mask = targets_mask(t, intervention_column) if intervention_column else None
+    return t.x, t.names, mask
+
+
 def predict(x, interventions=None, *, weights=None, n_chunk: int | None = None,
             seed: int = 0) -> np.ndarray:
     """Edge probabilities ``(d, d)`` (module docstring) from the shipped weights (or
     ``weights = (params, cfg, meta)``).
 
     Args:
-        x: ``(n, d)`` data or a CSV path.
+        x: ``(n, d)`` data or a CSV / Parquet path.
         interventions: optional ``(n, d)`` 0/1 intervention mask (known targets).
         weights: optional ``(params, cfg, meta)`` from
             :func:`jaxkit.causaltab.train.load_weights` or training.
@@ -75,7 +91,7 @@ def predict(x, interventions=None, *, weights=None, n_chunk: int | None = None,
             with values other than 0/1; each message names the argument.
     """
     if isinstance(x, str | Path):
-        x, _ = read_csv_matrix(x)
+        x = read_table(x).x
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"`x` must be a 2-D array (n_samples, n_variables); got shape "

@@ -46,12 +46,14 @@ def _version(value: bool):
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     distributed: Annotated[bool, typer.Option(
         help="Initialise multi-host JAX from JAXKIT_COORDINATOR / JAXKIT_NUM_PROCESSES / "
              "JAXKIT_PROCESS_ID (or JAXKIT_DISTRIBUTED=auto) before anything else.")] = False,
     compile_cache: Annotated[bool, typer.Option(
         help="keep compiled XLA programs in the user cache folder (see 'jaxkit info'), so "
-             "a second run compiles nothing; also off with JAXKIT_NO_COMPILE_CACHE=1")] = True,
+             "a second run compiles nothing; also off with JAXKIT_NO_COMPILE_CACHE=1; never "
+             "for 'bench', which times compilation")] = True,
     version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="print the version and exit")
     ] = False,
@@ -68,10 +70,11 @@ def _main(
             _fail(f"--distributed: {' '.join(str(e).split())}")
         if not started:
             _fail("--distributed given but no JAXKIT_COORDINATOR or JAXKIT_DISTRIBUTED=auto")
-    if compile_cache:
-        from .config import enable_compile_cache
+    # benchmarks time compilation themselves: never from a cache
+    if compile_cache and ctx.invoked_subcommand != "bench":
+        from . import config
 
-        enable_compile_cache()
+        config.enable_compile_cache()
 
 
 @app.command()

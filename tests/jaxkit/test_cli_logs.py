@@ -54,6 +54,8 @@ def test_compile_cache_flag_and_env(monkeypatch, tmp_path):
     assert r.exit_code == 0 and calls == []
     runner.invoke(app, ["info"])
     assert calls == [1]  # on by default (the real one then reads JAXKIT_NO_COMPILE_CACHE)
+    runner.invoke(app, ["bench", "no-such"])
+    assert calls == [1]  # benchmarks time compilation: no cache
     monkeypatch.undo()
     monkeypatch.setenv("JAXKIT_NO_COMPILE_CACHE", "1")
     assert config.enable_compile_cache(tmp_path / "c") is None and not (tmp_path / "c").exists()

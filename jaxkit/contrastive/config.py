@@ -12,6 +12,9 @@ the MECE prior). A pointwise candidate is
 ``surprise_width`` in either direction (0.2: AutoDiscovery's ``surprisal_width``).
 Claim margins: ``rejection_margin`` (the share of rejections that counts as
 "overwhelmingly") and ``many_margin`` (the share that counts as "many").
+
+Your own hypotheses: ``--set data=FILE.json`` (format: :mod:`jaxkit.contrastive.userfile`)
+reports the belief and ranks the next experiments by EIG per cost instead.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class Config(PipelineConfig):
     pointwise_prior: float = 0.5
     rejection_margin: float = 0.75
     many_margin: float = 0.25
+
+    data: str = ""  # your own hypotheses file (JSON, :mod:`.userfile`); "": the domains
 
     def validate(self) -> None:
         require_at_least(self, ("questions", "n_samples"))

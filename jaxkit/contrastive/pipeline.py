@@ -9,7 +9,8 @@ One stage per domain (``contrastive-<domain>``, :func:`jaxkit.contrastive.experi
 run_domain`): its questions for every seed, the likelihood tables of the candidate
 experiments from the domain's numpyro models, and all four methods on the same outcomes.
 Nothing is trained; a killed run resumes at its first unfinished domain. Report,
-figures and claims: :mod:`jaxkit.contrastive.report`.
+figures and claims: :mod:`jaxkit.contrastive.report`. Your own hypotheses:
+``--set data=FILE.json`` (:mod:`jaxkit.contrastive.userfile`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
-from . import report
+from . import report, userfile
 from .config import FULL, QUICK, Config
 from .experiment import max_steps, run_domain
 
@@ -28,6 +29,12 @@ TITLE = "Contrastive discovery: EIG over MECE explanations vs pointwise surprisa
 def run(ctx: RunContext) -> PipelineResult:
     """Every domain's comparison; tables, figures, claims."""
     cfg: Config = ctx.config
+    if cfg.data:
+        h = userfile.read_hypotheses(cfg.data)
+        r = userfile.rank_file(h)
+        return PipelineResult("contrastive", TITLE, userfile.markdown(h, r), metrics=dict(
+            data=cfg.data, hypotheses=h.hypotheses, posterior=r["posterior"].tolist(),
+            ranking=[h.experiments[i] for i in r["order"]], impossible=r["impossible"]))
     results = [ctx.stage(f"contrastive-{name}",
                          lambda name=name: run_domain(ctx.key(f"contrastive-{name}"), name, cfg))
                for name in ctx.track(list(cfg.domains), "contrastive domains")]

@@ -25,6 +25,9 @@ surgery and the claim tests.
   and written back from the MLP's circuit; ``ridge`` of the read-out solve.
 * Claims: intersection ratio vs ``claim_low``; surgery other-class accuracy equivalence
   margin ``equivalence_margin``.
+* Your own activations: ``--set activations=DIR`` (one subfolder of ``.safetensors`` /
+  ``.npy`` site files per model, optional ``activation_models``) trains the transcoder
+  (``uc_*`` settings) on them instead (:mod:`jaxkit.universal_circuits.userdata`).
 """
 
 from __future__ import annotations
@@ -72,12 +75,17 @@ class Config(PipelineConfig):
     ridge: float = 1e-2
     claim_low: float = 0.89
     equivalence_margin: float = 0.02
+    # your own activations (:mod:`.userdata`): a folder of per-model site files
+    activations: str = ""  # "" runs the digits experiment
+    activation_models: tuple[str, ...] = ()  # subfolders to use, in order (): all
+    user_eval_rows: int = 2048  # rows the FVU is measured on
 
     def validate(self) -> None:
         require_at_least(self, ("model_steps", "model_batch", "uc_latents", "uc_k", "uc_steps",
                                 "uc_batch", "log_every", "checkpoint_every", "n_sizes",
                                 "n_random", "cnn_hidden", "discovery_per_class"))
         require_at_least(self, ("image_size",), 8)
+        require_at_least(self, ("user_eval_rows",))
         require_at_least(self, ("test_every",), 2)
         require(self.uc_k < self.uc_latents, "uc_k",
                 f"must be < uc_latents ({self.uc_latents}); got {self.uc_k}")

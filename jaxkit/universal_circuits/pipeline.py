@@ -11,6 +11,8 @@ Stages (each cached with ``ctx.stage``; every training checkpointed under
    fidelity, the class circuits of both models, their intersection and baselines;
 3. two single-model CLTs (the baseline of joint training);
 4. the surgery pair (MLP giving, CNN-without-the-class receiving) and the transfer.
+
+Your own activations: ``--set activations=DIR`` (:mod:`.userdata`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ TITLE = "Universal Circuits: cross-model transcoders, shared class circuits, sur
 def run(ctx: RunContext) -> PipelineResult:
     """Models, transcoders, circuits, baselines and surgery; tables, figures, claims."""
     cfg: Config = ctx.config
+    if cfg.activations:
+        return _run_user(ctx, cfg)
     digits = load_digits(cfg.image_size, cfg.test_every)
     out, common = ctx.out_dir, dict(resume=ctx.resume, mesh=ctx.mesh)
     names = ["mlp", "cnn", "cnn-minus"] + (["mlp2"] if cfg.same_arch_pair else [])
@@ -78,3 +82,17 @@ def run(ctx: RunContext) -> PipelineResult:
                    total_seconds=ctx.elapsed())
     return PipelineResult("universal-circuits", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)
+
+
+def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
+    """The transcoder on the user's activation folder (:mod:`.userdata`)."""
+    from . import userdata
+
+    res = ctx.stage("uc-user", lambda: userdata.fit_user(
+        ctx.key("uc-user"), cfg.activations, ctx.out_dir, models=cfg.activation_models,
+        n_latents=cfg.uc_latents, k=cfg.uc_k, steps=cfg.uc_steps, batch=cfg.uc_batch,
+        lr=cfg.uc_lr, chunk=cfg.log_every, tau=cfg.universal_tau,
+        eval_rows=cfg.user_eval_rows, resume=ctx.resume, mesh=ctx.mesh))
+    return PipelineResult("universal-circuits", TITLE, userdata.markdown(res, cfg.activations),
+                          metrics={k: v for k, v in res.items()},
+                          claims=userdata.claims(res, cfg.universal_tau))

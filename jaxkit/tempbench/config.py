@@ -130,10 +130,10 @@ class Config(PipelineConfig):
                 f"got {self.n_latents}")
 
 
-QUICK = Config(rhos=(0.0, 0.9), windows=(3,), ks=(1,), seeds=2, steps=200, batch_size=64,
+QUICK = Config(rhos=(0.0, 0.9), windows=(3,), ks=(1,), seeds=2, steps=100, batch_size=64,
                n_latents=24, d=8, n_features=16, pi=0.1, length=32, n_train=16, n_test=4,
                n_states=4, sigma=0.8, n_chains=4, hmm_windows=(3,), chain_windows=(3,),
                lm_layers="AMAM", lm_width=32, lm_context=64, lm_steps=100, lm_batch=16,
                act_layer=2, real_docs=96, real_docs_per_shard=32, real_windows=(3,),
-               real_latents=32, real_k=1, real_steps=100, real_seeds=2, store_steps=20)
+               real_latents=32, real_k=1, real_steps=100, real_seeds=2, store_steps=0)
 FULL = Config()

@@ -122,8 +122,9 @@ def real_markdown(cfg: Config, info: dict) -> tuple[str, dict]:
            "predicted codes besides its k·T novel ones; `sae_kT` and `mlc` represent one "
            "token with k·T latents (the per-window budget) and the MLC also reads every "
            "other block's stream; per-token methods and TFA expose T·F columns to the "
-           "probes (F for the crosscoders). Backtracking detection and induction (the "
-           "paper's reasoning-model result) need a reasoning model and are not tested."]
+           "probes (F for the crosscoders). The paper's backtracking result (detecting "
+           "backtracking in a reasoning model, and inducing it by steering) needs a "
+           "reasoning model and is not tested."]
     return "\n".join(md), summary
 
 

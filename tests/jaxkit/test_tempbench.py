@@ -215,7 +215,7 @@ TINY = QUICK.override(["rhos=0.0,0.9", "windows=2", "ks=1", "seeds=2", "steps=40
                        "log_every=20", "checkpoint_every=1", "batch_size=32", "n_latents=12",
                        "d=6", "n_features=10", "pi=0.1", "length=16", "n_train=8", "n_test=4",
                        "n_states=3", "sigma=0.8", "n_chains=3", "hmm_windows=2",
-                       "chain_windows=2"])
+                       "chain_windows=2", "real=false"])
 METRIC_KEYS = {"token_auc", "token_mmcs", "token_mcc", "temporal_auc", "temporal_mmcs",
                "fvu", "l0", "train_fvu_final"}
 
@@ -441,7 +441,8 @@ def test_quick_pipeline(tmp_path):
     r = P.run(RunContext(out_dir=tmp_path, config=QUICK, quick=True))
     assert len(r.figures) == 2 and "### Markov features" in r.markdown
     assert set(r.metrics["markov"]["T=3"]["k=1"]) == {"rho=0.0", "rho=0.9"}
-    assert len(r.claims) == 5
+    assert len(r.claims) == 6 + 6  # synthetic (with the raw-window-mean one) + real
+    assert "### Real activations" in r.markdown and "real_tallies" in r.metrics
 
 
 def test_training_on_a_mesh_matches_one_device():

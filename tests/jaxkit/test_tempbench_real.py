@@ -210,3 +210,40 @@ def test_store_tc_kill_and_resume_on_a_sharded_mesh(store_dir, tmp_path):
     docs = lm_acts.load_documents(store_dir)
     f = stream.window_fvu(full.params, jnp.asarray(real.held_out_windows(docs, 2)), 2)
     assert np.isfinite(f) and f < 1.5
+
+
+@pytest.mark.slow
+def test_every_baseline_trains_and_probes(store_dir):
+    """compare_real end to end on the small store (every method, two seeds): finite
+    probe scores, L0 per representation at the budget k T."""
+    from jaxkit.tempbench import baselines as BL
+    from jaxkit.tempbench.train import TrainConfig
+
+    docs = lm_acts.load_documents(store_dir)
+    docs = docs._replace(layers=np.repeat(docs.acts[:, :, None], 2, axis=2),
+                         tokens=TT.encode_text((TEXT * 8)[:12 * 24], 12)[:24])
+    cfg = TrainConfig(window=2, n_latents=8, k=1, steps=20, batch_size=16, lr=3e-3,
+                      log_every=10, checkpoint_every=1)
+    out = real.compare_real(jax.random.key(0), docs, cfg, windows=(2,), n_seeds=2,
+                            test_every=2)
+    assert set(out["T=2"]) == {*real.REFERENCES, *BL.ALL_METHODS}
+    for m in BL.ALL_METHODS:
+        np.testing.assert_allclose(out["T=2"][m]["l0"], 2.0, atol=0.6)
+        assert np.isfinite(out["T=2"][m]["word_interior/auroc_best"]).all(), m
+
+
+@pytest.mark.slow
+def test_bench_tempbench_smoke(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tempbench.py"
+    spec = importlib.util.spec_from_file_location("bench_tempbench", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "b.json"
+    assert mod.main(["--quick", "--no-peers", "--only", "matryoshka,tfa", "--repeats", "1",
+                     "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["case"].split()[0] for r in rows] == ["matryoshka", "tfa"]
+    assert all(r["jax"]["median_s"] > 0 for r in rows)

@@ -5,6 +5,16 @@ Runs inside an isolated virtual environment made by ``benchmarks/bench_bandit.py
 SMPyBandits 0.9.7 + scipy 1.13.1), so it imports nothing from jaxkit. Usage::
 
     python bandit_worker.py DATA.npz OUT.json --policy ucb1|ducb [--variants stock,matched]
+    python bandit_worker.py --arms SCHEDULE.json OUT.json
+
+``--arms`` (for ``tests/kernels/test_bandit_parity.py``): one MABWiser ``UCB1(alpha)``
+bandit driven through a schedule of ``add_arm`` / ``remove_arm`` calls. ``SCHEDULE.json``
+holds ``alpha``, ``initial`` (the starting arm ids), ``table`` (T x K rewards) and
+``events`` (``[step, "add" | "remove", arm]``, applied before that step's choice). At
+each step the bandit plays the lowest active arm it has not been trained on since it
+(re)entered (``partial_fit`` on it: jaxkit's "+inf for a fresh arm", which MABWiser
+leaves to the user since its fresh arms have expectation 0), else ``predict()``.
+``OUT.json`` gets the arm sequence and the final ``predict_expectations()``.
 
 ``DATA.npz`` holds ``table`` (P, T, K) uint8: the reward of every arm at every step of
 each of P runs (the same table jaxkit and the NumPy baseline get), and the hyper-parameters
@@ -133,7 +143,51 @@ def run_smpy_ducb(table: np.ndarray, alpha: float, gamma: float, variant: str,
 # ------------------------------------------------------------------------------ main
 
 
+def run_mabwiser_arms(schedule: dict) -> dict:
+    """MABWiser UCB1 through ``schedule`` (see the module docstring)."""
+    from mabwiser.mab import MAB, LearningPolicy
+
+    table = np.asarray(schedule["table"], float)
+    events: dict = {}
+    for step, op, arm in schedule["events"]:
+        events.setdefault(int(step), []).append((op, int(arm)))
+    active = [int(a) for a in schedule["initial"]]
+    fresh = set(active)
+    mab = MAB(arms=list(active), learning_policy=LearningPolicy.UCB1(alpha=schedule["alpha"]),
+              n_jobs=1)
+    seq, fitted = [], False
+    for t in range(table.shape[0]):
+        for op, arm in events.get(t, []):
+            if op == "add":
+                mab.add_arm(arm)
+                active.append(arm)
+                fresh.add(arm)
+            else:
+                mab.remove_arm(arm)
+                active.remove(arm)
+                fresh.discard(arm)
+        arm = min(fresh) if fresh else int(mab.predict())
+        fresh.discard(arm)
+        reward = [float(table[t, arm])]
+        if fitted:
+            mab.partial_fit([arm], reward)
+        else:
+            mab.fit([arm], reward)
+            fitted = True
+        seq.append(arm)
+    exp = {int(k): float(v) for k, v in mab.predict_expectations().items()}
+    return {"arms": seq, "expectations": exp,
+            "versions": peer_versions(("mabwiser", "numpy"))}
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "--arms":
+        with open(argv[1]) as f:
+            res = run_mabwiser_arms(json.load(f))
+        with open(argv[2], "w") as f:
+            json.dump(res, f)
+        return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("data")
     p.add_argument("out")

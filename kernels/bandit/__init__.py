@@ -28,17 +28,22 @@ References: UCB1 (Auer, Cesa-Bianchi & Fischer 2002); discounted and sliding-win
 QoMax (Baudry, Russac & Kaufmann, AISTATS 2022); Threshold Ascent (Streeter & Smith,
 CP 2006); Ballad (bandit routing of LLMs in heuristic discovery) for :func:`ballad`.
 
+:func:`dynamic_arms` wraps a policy sized for a maximum number of arms so that arms can
+be added and removed while it runs (``policy.add_arm`` / ``policy.remove_arm``; an
+active-arm mask, MABWiser's semantics).
+
 Bad input (an arm out of range, a non-finite reward, a genealogy whose parent is not
 earlier in the order) raises ``ValueError`` on concrete values and an
 :func:`equinox.error_if` run-time error under ``jit``/``vmap``.
 
 Modules: ``counts`` (UCB1, discounted UCB, Thompson sampling), ``history`` (sliding
-window, QoMax, Threshold Ascent), ``cost``, ``genealogy`` (credit, Ballad),
-``ballad_cost`` (Ballad's index per unit cost under a budget),
+window, QoMax, Threshold Ascent), ``arms`` (adding and removing arms), ``cost``,
+``genealogy`` (credit, Ballad), ``ballad_cost`` (Ballad's index per unit cost under a budget),
 ``simulation``; every public name is re-exported here.
 """
 
 from ._core import Policy
+from .arms import ArmSetState, dynamic_arms
 from .ballad_cost import BalladCostState, ballad_cost
 from .cost import CostState, cost_aware
 from .counts import BetaState, CountState, discounted_ucb, thompson_beta, thompson_gaussian, ucb1
@@ -55,6 +60,8 @@ from .simulation import SimTrace, simulate, simulate_runs
 
 __all__ = [
     "Policy",
+    "ArmSetState",
+    "dynamic_arms",
     "CountState",
     "WindowState",
     "BetaState",

@@ -21,7 +21,11 @@ class Policy(NamedTuple):
 
     ``runs_last``: the functions also work on many runs at once with the runs on the last
     axis (``init(n_runs)`` gives (K, R) state arrays, ``select`` returns (R,) arms,
-    ``update`` takes (R,) arms and rewards); see :func:`simulate_runs`."""
+    ``update`` takes (R,) arms and rewards); see :func:`simulate_runs`.
+
+    ``add_arm(state, arm) -> state`` / ``remove_arm(state, arm) -> state``: set only on
+    policies wrapped by :func:`dynamic_arms` (arms entering and leaving a running policy);
+    None otherwise."""
 
     init: Callable[..., Any]
     index: Callable[..., Array]
@@ -29,6 +33,8 @@ class Policy(NamedTuple):
     update: Callable[..., Any]
     n_arms: int
     runs_last: bool = False
+    add_arm: Callable[..., Any] | None = None
+    remove_arm: Callable[..., Any] | None = None
 
 
 # Indices are int32 throughout, also with jax_enable_x64: an int64 argmax or one-hot

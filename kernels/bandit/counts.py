@@ -76,6 +76,11 @@ def ucb1(n_arms: int, *, alpha: float = 1.0, dtype=jnp.float32) -> Policy:
     """UCB1: ``index_k = X_k/N_k + alpha * sqrt(2 ln n / N_k)`` with ``n`` the total number
     of pulls (MABWiser's ``UCB1(alpha)`` form; Auer et al. 2002 with ``alpha = 1``).
 
+    Peer conventions: MABWiser ``LearningPolicy.UCB1(alpha=a)`` is ``alpha = a`` (its
+    ``_get_ucb``: ``mean + alpha sqrt(2 ln(total_count) / arm_count)``; it gives a
+    never-pulled arm expectation 0 where jaxkit gives +inf). SMPyBandits'
+    ``UCBalpha(alpha=a)`` (``mean + sqrt(a ln t / (2 N))``) is ``alpha = sqrt(a) / 2``.
+
     Args:
         n_arms: number of arms ``K`` (static).
         alpha: exploration weight (``>= 0``).
@@ -94,6 +99,13 @@ def discounted_ucb(n_arms: int, *, gamma: float = 0.99, alpha: float = 1.0,
     ``N_k <- gamma N_k + [a=k]``, ``X_k <- gamma X_k + r [a=k]``; the index is
     ``X_k/N_k + sqrt(2 alpha ln(n) / N_k)`` with ``n = sum_k N_k``; +inf for an arm
     never pulled.
+
+    Peer convention: SMPyBandits' ``DiscountedUCB(alpha=a, gamma)`` has the index
+    ``X/N + sqrt(a ln(sum N) / (2 N))``, so **jaxkit's ``alpha`` is SMPyBandits'
+    ``a / 4``** (its default ``a = 1`` is ``alpha = 0.25``). SMPyBandits also returns
+    +inf whenever ``N_k < 1`` (not only for never-pulled arms), truncates ``N_k`` to an
+    integer and discounts an arm lazily when it is next pulled (see
+    ``benchmarks/peers/bandit_worker.py``); the formula is the same.
 
     Args:
         n_arms: number of arms ``K`` (static).

@@ -30,6 +30,10 @@ def sliding_window_ucb(n_arms: int, *, window: int = 100, alpha: float = 1.0,
     steps only, ``index_k = X_k/N_k + sqrt(2 alpha ln(min(t, window)) / N_k)``; an arm
     with no pull inside the window has index +inf.
 
+    Peer convention: SMPyBandits' ``SWUCB(tau=window, alpha=a)`` has the index
+    ``mean + sqrt(a ln(min(t, tau)) / N)``, so **jaxkit's ``alpha`` is SMPyBandits'
+    ``a / 2``** (its default ``a = 1`` is ``alpha = 0.5``).
+
     Args:
         n_arms: number of arms ``K`` (static).
         window: number of recent steps kept (static).

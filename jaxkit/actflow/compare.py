@@ -49,14 +49,18 @@ def make_token_domain(name: str, cfg: Config) -> discrete.TokenDomain:
 
 def compare_discrete(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
                      checkpoint_root: str | Path | None = None, resume: bool = True,
-                     track=None, domain: discrete.TokenDomain | None = None
-                     ) -> dict[str, Any]:
+                     track=None, domain: discrete.TokenDomain | None = None,
+                     shared: dict | None = None) -> dict[str, Any]:
     """:func:`compare_domain` for a discrete domain (:mod:`jaxkit.actflow.discrete`):
     pre-train the denoiser, run the four methods with the same keys, and evaluate each
     final model on ``n_draws`` draws. Returns the same keys as :func:`compare_domain`
-    (``runs[method]`` without samples) plus ``description``."""
+    (``runs[method]`` without samples) plus ``description``. ``shared``: a dict kept
+    across the seeds of one run, holding the domain and its compiled kernels."""
     dcfg = cfg.discrete()
-    dom = domain if domain is not None else make_token_domain(name, cfg)
+    shared = {} if shared is None else shared
+    if domain is None:
+        domain = shared.get(("domain", name)) or make_token_domain(name, cfg)
+    shared[("domain", name)] = dom = domain
     import jax
 
     tag = hashlib.sha256(repr((dcfg.digest(), name, dom.description,
@@ -69,7 +73,8 @@ def compare_discrete(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
         return _fresh(Path(checkpoint_root) / f"actflow-{name}-{stage}-{tag}", resume)
 
     pre = discrete.pretrain(dom, dcfg, keys["pretrain"], checkpoint_dir=ck("pretrain"),
-                            resume=resume)
+                            resume=resume, kernels=shared.get(("kernels", name)))
+    shared[("kernels", name)] = pre.kernels
     runs, draws = {}, {}
     for method in discrete.METHODS:
         res = discrete.run_method(pre, method, keys["rounds"], resume=resume, track=track,
@@ -107,7 +112,7 @@ def _fresh(path: Path, resume: bool) -> Path:
 
 def compare_domain(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
                    checkpoint_root: str | Path | None = None, resume: bool = True,
-                   mesh=None, track=None) -> dict[str, Any]:
+                   mesh=None, track=None, shared: dict | None = None) -> dict[str, Any]:
     """Pre-train on domain ``name`` and run every method.
 
     Args:
@@ -119,6 +124,7 @@ def compare_domain(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
         resume: continue from the checkpoints there (otherwise they are deleted).
         mesh: a mesh with a "data" axis, or None.
         track: ``track(iterable, text)`` progress wrapper for the rounds.
+        shared: a dict kept across the seeds of one run (the compiled kernels).
 
     Returns:
         ``dict(measure, pretrain=dict(loss, seconds, n_data, resumed_from), data,
@@ -138,8 +144,11 @@ def compare_domain(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
             return None
         return _fresh(Path(checkpoint_root) / f"actflow-{name}-{stage}-{tag}", resume)
 
+    shared = {} if shared is None else shared
     pre = loop.pretrain(dom, lcfg, keys["pretrain"], mesh=mesh,
-                        checkpoint_dir=ck("pretrain"), resume=resume)
+                        checkpoint_dir=ck("pretrain"), resume=resume,
+                        kernels=shared.get(("kernels", name)))
+    shared[("kernels", name)] = pre.kernels
     data = np.asarray(pre.data)
     runs, draws = {}, {}
     for method in loop.METHODS:

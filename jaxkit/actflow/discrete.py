@@ -317,13 +317,16 @@ def _guard(ckpt, expected):
 
 
 def pretrain(dom: TokenDomain, cfg: DiscreteSettings, key: PRNGKeyArray, *,
-             checkpoint_dir: str | Path | None = None, resume: bool = True) -> DPretrained:
+             checkpoint_dir: str | Path | None = None, resume: bool = True,
+             kernels: DKernels | None = None) -> DPretrained:
     """Fit the denoiser on ``dom.data`` for ``pretrain_steps`` steps (whole chunks of
-    ``adapt_steps``) through :func:`jaxkit.training.fit`, checkpointed every 5 chunks."""
+    ``adapt_steps``) through :func:`jaxkit.training.fit`, checkpointed every 5 chunks.
+    ``kernels``: the compiled functions of an earlier run on the same domain and
+    settings (another seed), reused instead of compiling again."""
     km, kt, kb = jax.random.split(key, 3)
     model = Denoiser(dom.length, dom.vocab, cfg.hidden, cfg.depth, key=km)
     params, static = eqx.partition(model, eqx.is_array)
-    kern = DKernels(dom, cfg, static)
+    kern = kernels if kernels is not None else DKernels(dom, cfg, static)
     n_chunks = max(math.ceil(cfg.pretrain_steps / cfg.adapt_steps), 1)
     last, prev, t0 = {"loss": math.nan}, {"seconds": 0.0}, time.perf_counter()
     expected = _meta(cfg, dom, key, stage="pretrain")

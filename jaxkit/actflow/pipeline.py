@@ -28,23 +28,25 @@ from .config import DISCRETE, FULL, QUICK, Config
 TITLE = "ActFlow: verifier-guided expansion of a flow's generable set"
 
 
-def _stage(ctx: RunContext, cfg: Config, name: str, seed: int):
+def _stage(ctx: RunContext, cfg: Config, name: str, seed: int, shared: dict):
     tag = "" if seed == 0 else f"-s{seed}"
     keys = {k: ctx.key(f"{k}-{name}{tag}") for k in ("pretrain", "rounds", "draws")}
     ck = ctx.out_dir / "checkpoints"
     if name in DISCRETE:
         return ctx.stage(f"actflow-{name}{tag}", lambda: compare_discrete(
-            cfg, name, keys, checkpoint_root=ck, resume=ctx.resume, track=ctx.track))
+            cfg, name, keys, checkpoint_root=ck, resume=ctx.resume, track=ctx.track,
+            shared=shared))
     return ctx.stage(f"actflow-{name}{tag}", lambda: compare_domain(
         cfg, name, keys, checkpoint_root=ck, resume=ctx.resume, mesh=ctx.mesh,
-        track=ctx.track))
+        track=ctx.track, shared=shared))
 
 
 @register("actflow", quick=QUICK, full=FULL, title=TITLE)
 def run(ctx: RunContext) -> PipelineResult:
     """Pre-train, run the four methods per domain and seed, tabulate, plot, test."""
     cfg: Config = ctx.config
-    results = {name: [_stage(ctx, cfg, name, s) for s in range(cfg.n_seeds)]
+    shared: dict = {}  # per domain: the domain and its compiled kernels, for every seed
+    results = {name: [_stage(ctx, cfg, name, s, shared) for s in range(cfg.n_seeds)]
                for name in cfg.domains}
     figures = [report.plot_curves(results, ctx.out_dir)]
     figures += [report.plot_scatter(cfg, n, results[n][0], ctx.out_dir) for n in results

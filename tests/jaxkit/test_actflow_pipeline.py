@@ -7,25 +7,31 @@ import pytest
 from jaxkit.actflow.config import FULL, QUICK, Config
 from jaxkit.registry import RunContext
 
-TINY = Config(domains=("rings", "peptides"), hidden=16, depth=2, n_data=128,
+TINY = Config(domains=("rings", "peptides-discrete"), hidden=16, depth=2, n_data=128,
               pretrain_steps=20, batch=32, rounds=1, budget=32, adapt_steps=5, n_eval=32,
-              sample_steps=4, steer_steps=1, n_draws=2, peptide_depth=1, peptide_n_data=64,
-              peptide_pretrain_steps=10, peptide_batch=16, peptide_budget=16,
-              peptide_n_eval=16, peptide_sample_steps=3, peptide_steer_steps=0)
+              sample_steps=4, steer_steps=1, n_draws=2, n_seeds=2, dfm_hidden=16,
+              dfm_depth=1, dfm_pretrain_steps=10, dfm_batch=16, dfm_rounds=1, dfm_budget=16,
+              dfm_adapt_steps=5, dfm_n_eval=16, dfm_sample_steps=3)
 
 
 def _check(res, out: Path, domains):
     assert res.name == "actflow"
     for d in domains:
         assert f"### {d}" in res.markdown
-        assert (out / f"actflow_{d}_scatter.png").stat().st_size > 1000
+        if d in ("rings", "torus", "sphere", "peptides"):
+            assert (out / f"actflow_{d}_scatter.png").stat().st_size > 1000
     assert (out / "actflow_coverage.png").stat().st_size > 1000
     assert "| domain | measure | pretrained | retrain | retrain+filter | actflow |" \
         in res.markdown
     assert all(p.parent == out for p in res.figures)
     for d in domains:
         assert set(res.metrics[d]) == {"pretrained", "retrain", "retrain+filter", "actflow"}
-    assert len(res.claims) == 2 * len(domains)
+    n_claims = sum(3 if d in ("peptides-discrete", "molecules", "proteins") else 2
+                   for d in domains)
+    assert len(res.claims) == n_claims
+    assert "over 2 training seeds" in res.markdown or "evaluation draws" in res.markdown
+    for d in domains:  # every final number has its per-unit values in metrics.json
+        assert set(res.metrics["final"][d]) == set(res.metrics[d])
     assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown"}
 
 
@@ -46,6 +52,13 @@ def test_config_fields_and_validation():
         Config(domains=("disk",))
     with pytest.raises(ValueError, match="`n_draws`"):
         Config(n_draws=1)
+    with pytest.raises(ValueError, match="`user_data`"):
+        Config(domains=("user",))
+    with pytest.raises(ValueError, match="`restart`"):
+        Config(dfm_restart=1.0)
+    assert FULL.n_seeds >= 5 and FULL.discrete().rounds == 5
+    assert set(FULL.domains) >= {"rings", "torus", "sphere", "peptides", "peptides-discrete",
+                                 "molecules", "proteins"}
 
 
 def test_pipeline_tiny_writes_report_claims_and_resumes(tmp_path):
@@ -56,7 +69,8 @@ def test_pipeline_tiny_writes_report_claims_and_resumes(tmp_path):
     assert any((tmp_path / "checkpoints").iterdir())
     ctx = RunContext(out_dir=tmp_path, config=TINY, quick=True)
     res2 = pipeline.run(ctx)
-    assert ctx.reloaded == ["actflow-rings", "actflow-peptides"]
+    assert ctx.reloaded == ["actflow-rings", "actflow-rings-s1", "actflow-peptides-discrete",
+                            "actflow-peptides-discrete-s1"]
     assert res2.metrics["rings"] == res.metrics["rings"]
     assert res2.claims == res.claims
 

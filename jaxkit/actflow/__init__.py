@@ -1,14 +1,17 @@
 """ActFlow (Active Flow Expansion): verifier-guided expansion of a flow model's
-generable set. See :mod:`jaxkit.actflow.loop` for the algorithm,
-:mod:`jaxkit.actflow.metrics` for coverage metrics, :mod:`jaxkit.actflow.domains` and
-:mod:`jaxkit.actflow.peptides` for the tasks, :mod:`jaxkit.actflow.config` for the
-settings, and ``jaxkit run actflow`` (:mod:`jaxkit.actflow.pipeline`) for the
-pipeline."""
+generable set. See :mod:`jaxkit.actflow.loop` for the continuous algorithm,
+:mod:`jaxkit.actflow.discrete` for the discrete one (masking discrete flow matching,
+exploration by re-masking verified anchors), :mod:`jaxkit.actflow.metrics` for the
+coverage metrics, :mod:`jaxkit.actflow.domains`, :mod:`jaxkit.actflow.peptides`,
+:mod:`jaxkit.actflow.molecules` (SELFIES + RDKit verifier) and
+:mod:`jaxkit.actflow.proteins` for the tasks, :mod:`jaxkit.actflow.user` for your own
+sequences and verifier, :mod:`jaxkit.actflow.config` for the settings, and
+``jaxkit run actflow`` (:mod:`jaxkit.actflow.pipeline`) for the pipeline."""
 
-from . import config, domains, loop, metrics, peptides, verifiers
+from . import config, discrete, domains, loop, metrics, peptides, verifiers
 from .config import ActFlowConfig, Config
 from .loop import METHODS, run_method
 from .verifiers import Verifier
 
-__all__ = ["config", "domains", "loop", "metrics", "peptides", "verifiers", "METHODS",
-           "ActFlowConfig", "Config", "run_method", "Verifier"]
+__all__ = ["config", "discrete", "domains", "loop", "metrics", "peptides", "verifiers",
+           "METHODS", "ActFlowConfig", "Config", "run_method", "Verifier"]

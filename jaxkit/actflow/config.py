@@ -8,6 +8,13 @@ domain, and ``peptide_*`` fields that replace a shared setting for the peptide d
 (``none``: the shared value). ``jaxkit run actflow --set rounds=2`` sets the rounds of
 the continuous domains; the peptide domain runs ``peptide_rounds`` (QUICK: 2, FULL: 5)
 unless that is set to none (``--set rounds=2 --set peptide_rounds=none``: 2 everywhere).
+The discrete domains (``peptides-discrete``, ``molecules``, ``proteins``, ``user``) run
+:mod:`jaxkit.actflow.discrete` with the ``dfm_*`` settings (:meth:`Config.discrete`);
+``n_seeds`` training seeds per domain (FULL: 5) give the intervals and the claim tests;
+``user_data`` / ``user_verifier`` / ``user_column`` / ``user_novelty`` define the
+``user`` domain (:mod:`jaxkit.actflow.user`). QUICK runs rings and the discrete
+peptides and molecules at tiny size; proteins and the relaxed peptides (the ablation
+of the discrete arm) run in FULL.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ from typing import Literal
 from jaxkit.config import PipelineConfig, require, require_at_least, require_distinct
 from jaxkit.kernels import flow
 
-__all__ = ["ActFlowConfig", "Config", "QUICK", "FULL", "DOMAINS", "PEPTIDE_FIELDS"]
+__all__ = ["ActFlowConfig", "Config", "QUICK", "FULL", "DOMAINS", "DISCRETE", "DFM_FIELDS",
+           "PEPTIDE_FIELDS"]
 
 DOMAINS = ("rings", "torus", "sphere", "peptides", "peptides-discrete", "molecules",
            "proteins", "user")
@@ -172,9 +180,9 @@ class Config(_LoopSettings):
                                                for f in DFM_FIELDS})
 
 
-QUICK = Config(domains=("rings", "peptides-discrete", "molecules"), hidden=64, depth=3, n_data=512,
-               pretrain_steps=1500, batch=128, rounds=3, budget=128, adapt_steps=100,
-               n_eval=256, sample_steps=12, steer_steps=1,
+QUICK = Config(domains=("rings", "peptides-discrete", "molecules"), hidden=32, depth=2,
+               n_data=256, pretrain_steps=800, batch=64, rounds=3, budget=128, adapt_steps=80,
+               n_eval=128, sample_steps=6, steer_steps=1,
                peptide_hidden=128, peptide_depth=2, peptide_pretrain_steps=600,
                peptide_batch=64, peptide_rounds=2, peptide_budget=64, peptide_adapt_steps=50,
                peptide_n_eval=128, peptide_sample_steps=8, peptide_steer_steps=0,

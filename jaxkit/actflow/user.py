@@ -1,6 +1,6 @@
 """Your own discrete domain: your sequences and your verifier.
 
-``jaxkit run actflow --set 'domains=["user"]' --set user_data=seqs.csv --set
+``jaxkit run actflow --set domains=user --set user_data=seqs.csv --set
 user_verifier=mypkg.rules:is_valid`` (or :func:`user_domain` from Python) pre-trains the
 discrete flow on the strings in column ``user_column`` (default ``sequence``) of a CSV
 or Parquet file and expands it with ActFlow, the baselines running beside it. The

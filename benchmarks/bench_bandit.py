@@ -9,6 +9,15 @@ comma list):
 * ``ducb`` -- discounted UCB (Garivier & Moulines), gamma = 0.99, alpha = 1,
   ``index_k = X_k/N_k + sqrt(2 alpha ln(sum N) / N_k)``, on piecewise-stationary
   Bernoulli arms: the K means are re-drawn from U(0, 1) at 4 change points (T/5, 2T/5, ...).
+* ``arms`` -- arms entering and leaving a running UCB1 (alpha = 1):
+  ``bandit.dynamic_arms(bandit.ucb1(10), initial=5)`` (a fixed maximum of 10 arms, a
+  mask) through :data:`ARM_EVENTS` (adds and removes at fixed fractions of the horizon),
+  ``jax.jit(jax.vmap(...))`` over the runs in float64, against MABWiser 2.7.4's
+  ``MAB.add_arm`` / ``MAB.remove_arm`` on the same schedule and reward tables
+  (``bandit_worker.py --arms``: a new arm is fitted once when it enters, as jaxkit's +inf
+  index plays it); the arm sequences are equal up to exact ties of the index after a
+  re-addition (jaxkit: lowest arm id; MABWiser: first in its arm list, where a re-added
+  arm goes last), after which a run diverges.
 * ``binpack`` -- heuristic evaluation: online bin packing with best fit on Weibull
   instances (``jaxkit.ballad.problems``, "binpacking_weibull": 5,000 items, capacity 100;
   ``--quick``: 1,000 items), ``problems.score(baseline theta)`` (vmapped ``lax.scan``) on
@@ -79,7 +88,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "peers" / "bandit_worker.py"
-CASES = ("ucb1", "ducb", "binpack")
+CASES = ("ucb1", "ducb", "arms", "binpack")
 N_ARMS = 10
 ALPHA = 1.0
 GAMMA = 0.99
@@ -503,6 +512,92 @@ def case_bandit(args, name: str, rows, results, summary):
                                if v["kind"] == "peer"), default=None)))
 
 
+# "arms": (fraction of the horizon, "add" | "remove", arm); arms 0..4 start active
+ARM_EVENTS = ((0.2, "add", 5), (0.2, "add", 6), (0.4, "remove", 0), (0.6, "add", 7),
+              (0.6, "remove", 5), (0.8, "add", 0), (0.8, "add", 8), (0.8, "remove", 2))
+
+
+def _jax_dynamic_arms(events, n_steps: int):
+    """``table (T, K) -> arms (T,)``: UCB1 on :func:`bandit.dynamic_arms` with the static
+    ``events`` ``(step, op, arm)`` applied between ``lax.scan`` segments (float64)."""
+    import jax
+    import jax.numpy as jnp
+    from jaxkit.kernels import bandit
+
+    pol = bandit.dynamic_arms(bandit.ucb1(N_ARMS, alpha=ALPHA, dtype=jnp.float64), initial=5)
+    key = jax.random.key(0)  # UCB1 draws nothing
+
+    def one(table):
+        def body(state, t):
+            arm = pol.select(key, state)
+            return pol.update(state, arm, table[t, arm].astype(jnp.float64)), arm
+
+        state, out, start = pol.init(), [], 0
+        for stop in sorted({s for s, _, _ in events} | {n_steps}):
+            state, arms = jax.lax.scan(body, state, jnp.arange(start, stop))
+            out.append(arms)
+            for s, op, arm in events:
+                if s == stop:
+                    state = (pol.add_arm if op == "add" else pol.remove_arm)(state, arm)
+            start = stop
+        return jnp.concatenate(out)
+
+    return one
+
+
+def case_arms(args, rows, results):
+    import jax
+
+    from jaxkit import bench
+    from jaxkit.bench import peer_env
+
+    R, T = args.runs, args.steps
+    table, means, segment = reward_tables(R, T, seed=args.seed + 2)
+    events = [(int(f * T), op, arm) for f, op, arm in ARM_EVENTS]
+    one = jax.vmap(_jax_dynamic_arms(events, T))
+    rec = bench.time_jax(one, table, n_runs=args.repeats, items=R * T,
+                         name="jaxkit dynamic_arms(ucb1), vmap, float64")
+    jarms = np.asarray(jax.jit(one)(table))
+    case = f"UCB1 with arms added / removed ({len(events)} events), {R} runs x {T} steps"
+    res = dict(config=dict(runs=R, steps=T, max_arms=N_ARMS, initial=5, events=events),
+               jaxkit=dict(record=rec, steps_per_s=rec.items_per_s))
+    if args.no_peers:
+        rows.append(dict(case=case, dtype="float64", skipped="peers skipped (--no-peers)"))
+        results["arms"] = res
+        return
+    P = min(args.peer_runs, R)
+    try:
+        py = ensure_peer_venv("mabwiser")
+        with tempfile.TemporaryDirectory() as tmp:
+            sched = dict(alpha=ALPHA, initial=list(range(5)), events=events,
+                         tables=[table[0].tolist()] + [t.tolist() for t in table[:P]])
+            (Path(tmp) / "s.json").write_text(json.dumps(sched))
+            p = subprocess.run([str(py), str(WORKER), "--arms", str(Path(tmp) / "s.json"),
+                                str(Path(tmp) / "o.json")], env=peer_env(),
+                               capture_output=True, text=True, cwd=WORKER.parent)
+            if p.returncode != 0:
+                raise RuntimeError(" | ".join(p.stderr.strip().splitlines()[-3:]))
+            out = json.loads((Path(tmp) / "o.json").read_text())
+    except RuntimeError as e:
+        rows.append(dict(case=case, dtype="float64", skipped=f"mabwiser peer unavailable: {e}"))
+        results["arms"] = res
+        return
+    peer_arms = np.asarray(out["arms"][1:])
+    run_t = np.asarray(out["run_times_s"])
+    prec = bench.record_from_times(f"MABWiser 2.7.4, {P} runs, extrapolated to {R}",
+                                   run_t * R, items=R * T, warmup=0)
+    agree = agreement(peer_arms, jarms[:P])
+    res["mabwiser"] = dict(record=prec, steps_per_s=P * T / float(run_t.sum()),
+                           agreement=agree, versions=out["versions"])
+    rows.append(dict(case=case, dtype="float64", jax=rec, peer=prec,
+                     peer_name=f"MABWiser 2.7.4 add_arm/remove_arm, {P} runs, time "
+                               f"x{R / P:g}",
+                     acc_jax=f"{rec.items_per_s / 1e6:.3g}M steps/s",
+                     acc_peer=f"{res['mabwiser']['steps_per_s'] / 1e3:.3g}k steps/s; "
+                              f"{_fmt_agree(agree)}"))
+    results["arms"] = res
+
+
 BINPACK_CAPACITY = 100.0  # FunSearch / LLM4AD Weibull instances
 
 
@@ -674,6 +769,8 @@ def main(argv: list[str] | None = None) -> int:
     for c in ("ucb1", "ducb"):
         if c in cases:
             case_bandit(args, c, rows, results, summary)
+    if "arms" in cases:
+        case_arms(args, rows, results)
     if "binpack" in cases:
         case_binpack(args, rows, results, summary)
     bench.print_table(rows, title="jaxkit bandits / heuristic evaluation vs CPU peers "

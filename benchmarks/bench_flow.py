@@ -44,6 +44,13 @@ Cases (``--only`` takes a comma list):
   ``linear_sum_assignment`` on the same 12 OT-CFM minibatches (the training batch sizes;
   Gaussian noise against data points, squared Euclidean cost in float64); the total costs
   must agree (all three are exact).
+* ``parity`` -- the SciPy / POT parity APIs on the same inputs, one thread:
+  ``assignment.linear_sum_assignment`` on a rectangular ``B x 2B`` cost (the squared
+  distances of ``B`` noise points to ``2B`` data points) with 30% of the pairs forbidden
+  (``+inf``) against SciPy's ``linear_sum_assignment`` (optimal totals must agree), and
+  ``wasserstein.wasserstein(x0, x1, 2, solver="auction")`` (jitted, float32 as the rest
+  of this benchmark) against POT's ``ot.emd2`` (float64) on the Euclidean cost matrix
+  squared (``W_2``; values agree to float32 rounding).
 * ``sample`` -- samples/s at equal function evaluations: Euler 100 steps and RK4 25 steps
   (100 velocity evaluations each; counted), ``flow.integrate`` against
   ``torchdiffeq.odeint`` on the same grid and flow_matching's ``ODESolver.sample``, with
@@ -110,7 +117,7 @@ PEER_CHECK = ("from importlib.metadata import version; import torch, torchcfm, t
               "import flow_matching.solver; assert version('torchcfm') == '1.0.7'; "
               "assert version('flow_matching') == '1.0.10'; "
               "assert version('torchdiffeq') == '0.2.5'")
-CASES = ("train", "assign", "sample", "adaptive", "likelihood")
+CASES = ("train", "assign", "parity", "sample", "adaptive", "likelihood")
 # host assignment solvers on OT-CFM minibatches ("assign"): jaxkit's, then the peers
 ASSIGN_SOLVERS = {"jaxkit auction": "auction", "POT ot.emd": "emd",
                   "SciPy linear_sum_assignment": "host"}
@@ -513,6 +520,63 @@ def time_assignments(data: np.ndarray, batch: int, n_problems: int, *, seed: int
     return out
 
 
+def time_parity(data: np.ndarray, batch: int, n_problems: int, *, seed: int = 0) -> dict:
+    """The ``parity`` case: jaxkit's SciPy-style assignment (rectangular, forbidden pairs)
+    and exact ``W_2`` against SciPy and POT on the same ``n_problems`` inputs, one
+    thread; a record per side and the largest relative disagreement."""
+    import jax
+    import ot
+    from jaxkit.kernels import assignment, flow_ot, wasserstein
+    from scipy.optimize import linear_sum_assignment
+
+    from jaxkit import bench
+    from jaxkit.pairing import limit_blas
+
+    rng = np.random.default_rng([seed, batch, data.shape[1], 7])
+    dim = data.shape[1]
+    costs, pairs = [], []
+    for _ in range(n_problems):
+        x0 = rng.standard_normal((batch, dim))
+        x1 = data[rng.choice(len(data), 2 * batch, replace=False)].astype(np.float64)
+        c = flow_ot.host_sq_cost(x0, x1)
+        c[rng.random(c.shape) < 0.3] = np.inf
+        costs.append(c)
+        pairs.append((x0, data[rng.choice(len(data), batch, replace=False)].astype(float)))
+    w_jax = jax.jit(lambda a, b: wasserstein.wasserstein(a, b, 2, solver="auction"))
+    unif = ot.unif(batch)
+
+    def w_pot(a, b):
+        m = ot.dist(a, b, metric="euclidean")
+        return float(np.sqrt(ot.emd2(unif, unif, m * m)))
+
+    calls = {
+        "jaxkit linear_sum_assignment": lambda i: assignment.linear_sum_assignment(
+            costs[i]).cost,
+        "SciPy linear_sum_assignment": lambda i: (lambda r: costs[i][r].sum())(
+            linear_sum_assignment(costs[i])),
+        "jaxkit wasserstein": lambda i: float(w_jax(*pairs[i])),
+        "POT ot.emd2": lambda i: w_pot(*pairs[i]),
+    }
+    out, vals = dict(problems=n_problems), {}
+    with limit_blas(1):
+        for name, call in calls.items():
+            call(0)  # compiles (jit, numba) / warms caches
+            times, got = [], []
+            for i in range(n_problems):
+                t0 = time.perf_counter()
+                got.append(call(i))
+                times.append(time.perf_counter() - t0)
+            out[name] = dict(record=bench.record_from_times(f"{name}, B = {batch}", times))
+            vals[name] = np.asarray(got)
+
+    def gap(a, b):
+        return float(np.max(np.abs(vals[a] - vals[b]) / np.abs(vals[b])))
+
+    out["lsa_max_rel_gap"] = gap("jaxkit linear_sum_assignment", "SciPy linear_sum_assignment")
+    out["w2_max_rel_gap"] = gap("jaxkit wasserstein", "POT ot.emd2")
+    return out
+
+
 def per_step_record(rec, n: int):
     """The record of a call of ``n`` steps as a per-step record (times divided by
     ``n``; ``items`` 1), so that it compares with one-step-per-call records."""
@@ -691,7 +755,7 @@ def run(args):
                 f"time_dim={args.time_dim})",
             fit_steps=args.fit_steps, fit_final_loss=fit_loss, check_loss_jaxkit=chk_loss,
             mlp_flops_per_eval=mlp_flops(dim, time_dim=args.time_dim), train={}, assign={},
-            sample={}, adaptive={}, likelihood={})
+            parity={}, sample={}, adaptive={}, likelihood={})
 
     # ---- jaxkit timings
     for dim in args.dims:
@@ -756,6 +820,11 @@ def run(args):
         if "assign" in args.cases:
             for batch in args.batches:
                 res["assign"][batch] = time_assignments(
+                    np.asarray(js["data"]), batch, 3 if args.quick else ASSIGN_PROBLEMS,
+                    seed=args.seed)
+        if "parity" in args.cases:
+            for batch in args.batches:
+                res["parity"][batch] = time_parity(
                     np.asarray(js["data"]), batch, 3 if args.quick else ASSIGN_PROBLEMS,
                     seed=args.seed)
         if "sample" in args.cases:
@@ -878,6 +947,20 @@ def run(args):
                     acc_jax=f"optimal: total cost within {a['max_rel_gap']:.1e} of SciPy's",
                     acc_peer=f"{p['record'].median_s * 1e3:.3g} ms a problem"))
                 p["ratio"] = p["record"].median_s / ours["record"].median_s
+        for batch, a in res["parity"].items():
+            for ours, peer, what, gap, dtype in (
+                    ("jaxkit linear_sum_assignment", "SciPy linear_sum_assignment",
+                     f"assignment {batch} x {2 * batch}, 30% forbidden", "lsa_max_rel_gap",
+                     "float64"),
+                    ("jaxkit wasserstein", "POT ot.emd2", f"exact W_2, B = {batch}",
+                     "w2_max_rel_gap", "float32 (POT float64)")):
+                j, p = a[ours]["record"], a[peer]["record"]
+                rows.append(dict(
+                    case=f"{what}, {dim}D ({a['problems']} problems)", dtype=dtype,
+                    jax=j, peer=p, peer_name=peer,
+                    acc_jax=f"within {a[gap]:.1e} of {peer.split()[0]}",
+                    acc_peer=f"{p.median_s * 1e3:.3g} ms a problem"))
+                a[peer]["ratio"] = p.median_s / j.median_s
         for method, steps in FIXED if "sample" in args.cases else []:
             j = res["sample"][f"{method}{steps}"]
             case = f"sample {method} x{steps} (NFE {j['nfe']}), {dim}D, {args.sample_batch}"

@@ -14,7 +14,10 @@ holds ``alpha``, ``initial`` (the starting arm ids), ``table`` (T x K rewards) a
 each step the bandit plays the lowest active arm it has not been trained on since it
 (re)entered (``partial_fit`` on it: jaxkit's "+inf for a fresh arm", which MABWiser
 leaves to the user since its fresh arms have expectation 0), else ``predict()``.
-``OUT.json`` gets the arm sequence and the final ``predict_expectations()``.
+``OUT.json`` gets the arm sequence and the final ``predict_expectations()``. With
+``tables`` (P x T x K) instead of ``table``, every run is simulated and timed (the first
+twice: an untimed warm-up), and ``OUT.json`` gets the P arm sequences and the
+run times (``run_times_s``, warm-up excluded).
 
 ``DATA.npz`` holds ``table`` (P, T, K) uint8: the reward of every arm at every step of
 each of P runs (the same table jaxkit and the NumPy baseline get), and the hyper-parameters
@@ -184,7 +187,18 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "--arms":
         with open(argv[1]) as f:
-            res = run_mabwiser_arms(json.load(f))
+            sched = json.load(f)
+        if "tables" in sched:  # several runs (bench_bandit.py "arms"), each timed
+            runs, times = [], []
+            for n, table in enumerate(sched["tables"]):
+                t0 = time.perf_counter()
+                runs.append(run_mabwiser_arms({**sched, "table": table})["arms"])
+                if n:  # the first run is the untimed warm-up (imports)
+                    times.append(time.perf_counter() - t0)
+            res = {"arms": runs, "run_times_s": times,
+                   "versions": peer_versions(("mabwiser", "numpy"))}
+        else:
+            res = run_mabwiser_arms(sched)
         with open(argv[2], "w") as f:
             json.dump(res, f)
         return 0

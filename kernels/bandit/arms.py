@@ -22,7 +22,10 @@ retracing for new arms). Semantics, MABWiser's where they exist:
   since removed: MABWiser's ``total_count`` does the same;
 * a fresh arm has index ``+inf`` (jaxkit's convention: it is pulled next, as UCB1 plays
   each arm once), where MABWiser gives it expectation 0 until it is trained; a MABWiser
-  user reproduces jaxkit by fitting the new arm once (``partial_fit([arm], [reward])``).
+  user reproduces jaxkit by fitting the new arm once (``partial_fit([arm], [reward])``);
+* exact ties of the index go to the lowest arm id (``jnp.argmax``); MABWiser takes the
+  first in its arm list, where a re-added arm goes last, so after a re-addition the two
+  can break an exact tie (equal counts and sums) differently.
 
 Supported wrapped policies: those with :class:`CountState` (:func:`ucb1`,
 :func:`discounted_ucb`, :func:`thompson_gaussian`, also with the runs on the last axis),

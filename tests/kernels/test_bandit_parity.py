@@ -231,3 +231,27 @@ def test_sliding_window_alpha_is_smpybandits_alpha_over_2_and_ucb1_conversion():
         su = u.update(su, jnp.int32(a), r)
     ref = [2 / 3 + sqrt(a_s * log(5) / 6), 1 / 2 + sqrt(a_s * log(5) / 4)]
     np.testing.assert_allclose(u.index(KEY, su), ref, rtol=1e-12)
+
+
+def test_bench_dynamic_arms_segments_equal_the_step_loop():
+    # benchmarks/bench_bandit.py "arms": the scanned segments with events between them
+    bb = _load_benchmark("bandit")
+    T = 30
+    events = [(int(f * T), op, arm) for f, op, arm in bb.ARM_EVENTS]
+    table = (np.random.default_rng(4).random((2, T, bb.N_ARMS)) < 0.5).astype(np.uint8)
+    got = np.asarray(jax.jit(jax.vmap(bb._jax_dynamic_arms(events, T)))(table))
+    for r in range(2):
+        sched = dict(alpha=bb.ALPHA, initial=list(range(5)), table=table[r].tolist(),
+                     events=[list(e) for e in events])
+        assert got[r].tolist() == _run_jaxkit(sched, bb.N_ARMS)[0]
+
+
+def _load_benchmark(name: str):
+    """``benchmarks/bench_NAME.py`` (not a package) as a module."""
+    import importlib.util
+
+    path = ROOT / "benchmarks" / f"bench_{name}.py"
+    spec = importlib.util.spec_from_file_location(f"jaxkit_bench_{name}_parity", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

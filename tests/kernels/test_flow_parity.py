@@ -285,3 +285,25 @@ def test_paths_plans_and_distances_match_torchcfm_live(tmp_path):
     for p in (1, 2):
         assert float(wasserstein(jnp.asarray(x0), jnp.asarray(x1), p, solver="auction")) \
             == pytest.approx(float(ref[f"w{p}"]), rel=1e-10)
+
+
+def test_bench_parity_case_agrees_with_scipy_and_pot():
+    # benchmarks/bench_flow.py "parity", tiny: the optimal totals and W_2 must agree
+    bf = _load_benchmark("flow")
+    data = np.random.default_rng(0).normal(size=(64, 2)).astype(np.float32)
+    out = bf.time_parity(data, 8, 2)
+    assert out["lsa_max_rel_gap"] < 1e-12 and out["w2_max_rel_gap"] < 1e-5
+    assert all(out[k]["record"].median_s > 0 for k in (
+        "jaxkit linear_sum_assignment", "SciPy linear_sum_assignment", "jaxkit wasserstein",
+        "POT ot.emd2"))
+
+
+def _load_benchmark(name: str):
+    """``benchmarks/bench_NAME.py`` (not a package) as a module."""
+    import importlib.util
+
+    path = ROOT / "benchmarks" / f"bench_{name}.py"
+    spec = importlib.util.spec_from_file_location(f"jaxkit_bench_{name}_parity", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -13,8 +13,9 @@ Burkard, Dell'Amico & Martello, "Assignment Problems", SIAM 2009, sections 4.1 a
   ``m - n`` dummy rows of cost 0 are appended. Every row of the smaller side is assigned,
   each column at most once, minimising the total (SciPy's definition).
 * **forbidden pairs** (``+inf``; ``-inf`` when maximising): with the finite entries
-  shifted to ``[0, R]``, a forbidden entry becomes ``M = (k + 1) max(R, 1)``,
-  ``k = min(n, m)``. Any assignment avoiding them costs at most ``k R < M``, so the
+  mapped to ``[0, 1]`` (shifted by their minimum, divided by their range ``R``; the same
+  argmin), a forbidden entry becomes ``M = k + 1``, ``k = min(n, m)``. Any assignment
+  avoiding them costs at most ``k < M``, so the
   optimum uses a forbidden entry only when no feasible assignment exists: that is the
   infeasibility certificate, reported as ``feasible=False`` (SciPy raises
   ``ValueError("cost matrix is infeasible")``).
@@ -22,7 +23,7 @@ Burkard, Dell'Amico & Martello, "Assignment Problems", SIAM 2009, sections 4.1 a
 
 Exactness: optimal up to float64 rounding at the scale of the (shifted) cost range, as
 the underlying solver; with forbidden pairs the range is that of ``M``, ``k + 1`` times
-the finite range.
+the finite range ``R``.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def _solve_min(c: np.ndarray) -> tuple[np.ndarray, bool]:
     else:
         vals = c[finite]
         lo, rng = vals.min(), vals.max() - vals.min()
-        work = np.where(finite, c - lo, (n + 1) * max(rng, 1.0))
+        scale = rng if rng > 0 else 1.0  # [0, 1] after scaling: M = n + 1 cannot overflow
+        work = np.where(finite, (c - lo) / scale, float(n + 1))
     if n < m:
         work = np.vstack([work, np.zeros((m - n, m))])
     cols = auction_assignment(work)[:n].astype(np.int64)

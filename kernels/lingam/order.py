@@ -39,16 +39,19 @@ def b_from_unmixing(w: Float[Array, "d d"]) -> Float[Array, "d d"]:
     return jnp.eye(w.shape[0], dtype=w.dtype) - w_scaled
 
 
-def _peel(active: Bool[Array, "d d"]) -> tuple[Int[Array, " d"], Bool[Array, ""]]:
+def _peel(active: Bool[Array, "d d"], before=None) -> tuple[Int[Array, " d"], Bool[Array, ""]]:
     """Repeatedly remove the lowest-index remaining row with no ``active`` entry in the
-    remaining columns. Returns the removal order and whether all rows were removed
-    (i.e. whether the pattern is acyclic)."""
+    remaining columns (and, with ``before``, no remaining row that must precede it).
+    Returns the removal order and whether all rows were removed (i.e. whether the
+    pattern is acyclic)."""
     d = active.shape[0]
     idx = jnp.arange(d)
 
     def body(s, carry):
         remaining, order, ok = carry
         blocked = jnp.any(active & remaining[None, :], axis=1)
+        if before is not None:
+            blocked = blocked | jnp.any(before & remaining[:, None], axis=0)
         free = remaining & ~blocked
         found = jnp.any(free)
         t = jnp.argmax(free)  # lowest index among free rows
@@ -62,7 +65,7 @@ def _peel(active: Bool[Array, "d d"]) -> tuple[Int[Array, " d"], Bool[Array, ""]
     return order, ok
 
 
-def causal_order_from_b(b: Float[Array, "d d"]) -> Int[Array, " d"]:
+def causal_order_from_b(b: Float[Array, "d d"], before=None) -> Int[Array, " d"]:
     """Step 4 of ICA-LiNGAM (Shimizu et al. 2006, sec. 4): a causal order making ``b``
     as close to strictly lower triangular as possible.
 
@@ -75,8 +78,14 @@ def causal_order_from_b(b: Float[Array, "d d"]) -> Int[Array, " d"]:
     ``k = d^2`` always succeeds, so a valid permutation is always returned. Ties in
     ``|b|`` are ranked by a stable sort (NumPy's default sort there is not stable).
 
+    With ``before`` (prior knowledge, ``before[a, c]``: ``a`` must precede ``c``, an
+    acyclic relation; see :func:`jaxkit.kernels.lingam.prior.partial_order`) a row is
+    peeled only once every row that must precede it is gone; success stays monotone in
+    ``k`` and ``k = d^2`` still always succeeds.
+
     Args:
         b: square weighted adjacency ``(d, d)``, ``b[i, j]`` the effect of ``j`` on ``i``.
+        before: optional ``(d, d)`` boolean partial order.
 
     Returns:
         ``causal_order`` ``(d,)`` int32, a permutation of ``0..d-1`` with
@@ -101,11 +110,11 @@ def causal_order_from_b(b: Float[Array, "d d"]) -> Int[Array, " d"]:
     def bisect(_, carry):
         lo, hi = carry
         mid = (lo + hi) // 2
-        _, ok = _peel(pattern(mid))
+        _, ok = _peel(pattern(mid), before)
         active = lo < hi
         return jnp.where(active & ~ok, mid + 1, lo), jnp.where(active & ok, mid, hi)
 
     _, hi = jax.lax.fori_loop(0, n_steps, bisect,
                               (jnp.asarray(k0, jnp.int32), jnp.asarray(d * d, jnp.int32)))
-    order, _ = _peel(pattern(hi))
+    order, _ = _peel(pattern(hi), before)
     return order

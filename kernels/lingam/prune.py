@@ -144,13 +144,15 @@ def _lasso_path_support(corr, theta, pred, n, gamma, criterion):
         grams, cvecs, usable)
 
 
-def _prune(x, order, gamma, criterion, prune: bool, sequential: bool):
-    # with ``sequential``, one dataset at a time under vmap (see map_over_batch)
-    return map_over_batch(lambda x, order: _prune_one(x, order, gamma, criterion, prune),
-                          sequential=sequential)(x, order)
+def _prune(x, order, gamma, criterion, prune: bool, sequential: bool, allowed=None):
+    # with ``sequential``, one dataset at a time under vmap (see map_over_batch);
+    # ``allowed[t, j]``: j may be a parent of t (prior knowledge), shared by the batch
+    return map_over_batch(
+        lambda x, order: _prune_one(x, order, gamma, criterion, prune, allowed),
+        sequential=sequential)(x, order)
 
 
-def _prune_one(x, order, gamma, criterion, prune: bool):
+def _prune_one(x, order, gamma, criterion, prune: bool, allowed=None):
     n, d = x.shape
     corr, sd = _moments(x)
     # collinear columns make the OLS systems singular (NaN rows that pruning would then
@@ -161,6 +163,8 @@ def _prune_one(x, order, gamma, criterion, prune: bool):
     corr = corr + jnp.where(deficient, ridge, 0.0) * jnp.eye(d, dtype=corr.dtype)
     pos = jnp.zeros(d, jnp.int32).at[order].set(jnp.arange(d, dtype=jnp.int32))
     pred = pos[None, :] < pos[:, None]  # pred[t, j]: j precedes t
+    if allowed is not None:  # prior knowledge: forbidden parents never enter (lingam)
+        pred = pred & allowed
     theta = _masked_ols(corr, pred)
     unpruned = _to_original_scale(theta, sd)
     if not prune:

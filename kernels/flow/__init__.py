@@ -7,10 +7,15 @@ Paths ``(x0, x1, t) -> (x_t, u_t)`` with ``u_t = d x_t / dt`` (conditional on th
   (rectified flow: Liu et al., ICLR 2023; I-CFM: Tong et al., TMLR 2024).
 * :func:`cond_ot_path`: ``x_t = (1 - (1 - s) t) x0 + t x1``, ``u_t = x1 - (1 - s) x0``
   (Lipman et al., "Flow matching for generative modeling", ICLR 2023).
-* :func:`vp_path`: ``x_t = cos(pi t / 2) x0 + sin(pi t / 2) x1`` (trigonometric / VP).
+* :func:`vp_path`: ``x_t = cos(pi t / 2) x0 + sin(pi t / 2) x1 (+ sigma eps)``
+  (trigonometric / VP; torchcfm's ``VariancePreservingConditionalFlowMatcher(sigma)``).
 * :func:`sb_path`: Schrodinger-bridge CFM (Tong et al., AISTATS 2024): Brownian bridge
   ``x_t ~ N((1 - t) x0 + t x1, sigma^2 t (1 - t))`` with
-  ``u_t = (1 - 2t) / (2 t (1 - t)) (x_t - mu_t) + x1 - x0``.
+  ``u_t = (1 - 2t) / (2 t (1 - t) + 1e-8) (x_t - mu_t) + x1 - x0`` as torchcfm
+  (``x1 - x0`` at ``t = 0`` and ``t = 1``).
+
+The noisy paths take ``noise=`` (a given ``eps``, as torchcfm's ``sample_xt``) instead of
+drawing it from ``key``.
 
 Losses: :func:`cfm_loss` (one sample, linear path) and :func:`cfm_batch_loss` (a batch,
 any path, optional labels with classifier-free-guidance label dropout);

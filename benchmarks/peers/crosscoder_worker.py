@@ -230,6 +230,9 @@ def main(argv=None) -> int:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "torch_threads": torch.get_num_threads(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "isa_env": {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA",
+                                               "MKL_ENABLE_INSTRUCTIONS") if k in os.environ},
         "results": {},
     }
     for impl in impls:

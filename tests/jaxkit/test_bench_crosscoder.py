@@ -121,23 +121,37 @@ def test_bad_arguments(bc):
         bc.main(["--only", "nope", "--no-peers"])
     with pytest.raises(SystemExit):
         bc.main(["--k", "600", "--latents", "512", "--no-peers"])
+    with pytest.raises(SystemExit):  # this process's JAX has started: no ISA limit now
+        jnp.ones(1).block_until_ready()
+        bc.main(["--isa", "avx2", "--no-peers", "--quick"])
 
 
 @pytest.mark.slow  # the whole benchmark script end to end; its parts are tested above
 def test_quick_run_without_peers(bc, tmp_path):
     out = tmp_path / "crosscoder.json"
-    assert bc.main(["--quick", "--no-peers", "--runs", "2", "--warmup", "1",
+    assert bc.main(["--quick", "--no-peers", "--runs", "2", "--warmup", "1", "--profile",
                     "--json", str(out)]) == 0
     d = json.loads(out.read_text())
     assert len(d["rows"]) == 3 and d["table_markdown"]
     assert d["environment"]["threads"] == 2
+    m = d["environment"]["machine"]  # the machine record: ISA, cores, roofline
+    assert m["isa"]["level"] and m["cores"] >= 1 and m["roofline_gflops"]["float32"] > 0
+    assert "roofline jaxkit / peer" in d["table_markdown"]
+    parts = d["results"]["topk"]["implementations"]["profile"]["parts"]
+    assert len(parts) == 5 and parts[-1]["median_s"] > 0
+    assert sum(p["increment_s"] for p in parts) == pytest.approx(parts[-1]["median_s"])
     for case, tokens in (("topk", 256), ("batchtopk", 256), ("temporal", 255)):
         res = d["results"][case]
         cfg = res["config"]
         assert (cfg["d"], cfg["F"], cfg["k"], cfg["tokens"]) == (64, 512, 32, tokens)
-        impls = {"jaxkit"} if case == "batchtopk" else {"jaxkit", "jaxkit_dense"}
+        impls = ({"jaxkit"} if case == "batchtopk" else {"jaxkit", "jaxkit_dense"}) | {
+            "encoder_product"} | ({"profile"} if case != "batchtopk" else set())
         assert set(res["implementations"]) == impls
-        for impl in res["implementations"].values():
+        enc = res["implementations"]["encoder_product"]
+        assert enc["step_over_encoder"] > 0 and enc["record"]["model_flops"] > 0
+        for name, impl in res["implementations"].items():
+            if name == "profile":
+                continue
             assert impl["tokens_per_s"] > 0 and impl["record"]["median_s"] > 0
             assert impl["record"]["items"] == tokens and impl["model_gflops_per_s"] > 0
         assert res["implementations"]["jaxkit"]["record"]["compile_s"] > 0

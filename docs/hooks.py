@@ -3,7 +3,7 @@
 ``--8<-- "PATH"`` alone on a line includes a file of the repository (the README, DESIGN.md,
 benchmarks/RESULTS.md), so the site and the repository never disagree.
 
-``<!-- api: PACKAGE -->`` on a page expands to one mkdocstrings block (``::: module``) per
+``<!-- api: PACKAGE -->`` alone on a line expands to one mkdocstrings block (``::: module``) per
 public module of PACKAGE, found on disk at build time, so a module added to a kernel family
 or a pipeline appears in the reference without editing the page. ``PACKAGE`` is a dotted
 path relative to the repository root (``kernels.lingam``, ``jaxkit.tempbench``); the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INCLUDE = re.compile(r'^--8<-- "([^"]+)"\s*$', re.M)
-API = re.compile(r"<!--\s*api:\s*([\w.]+)\s*-->")
+API = re.compile(r"^<!--\s*api:\s*([\w.]+)\s*-->\s*$", re.M)
 LINK = re.compile(r"\[([^\]\n]+)\]\((?!https?:|#|mailto:)([^)\s]+)\)")
 # repository files that are pages of the site
 PAGES = {"DESIGN.md": "design.md", "benchmarks/RESULTS.md": "benchmarks.md",

@@ -127,18 +127,23 @@ def _augment(c, v, rowof, colof):
     nearest free column, the dual update ``v[k] += d[k] - mu`` on the scanned columns,
     then the path is flipped. Scanned columns sit at +inf in ``d`` (their distance kept
     in ``dist``) and are masked out of the relaxation, so that the searches and
-    relaxations are branch-free vector loops."""
-    n = c.shape[0]
-    d = np.empty(n)
+    relaxations are branch-free vector loops.
+
+    Rectangular ``(n, m)``, ``n < m``, from ``v = 0``: only scanned (matched) columns'
+    duals decrease and a matched column stays matched, so every column with ``v_j < 0``
+    is matched at the end: the complementary slackness of the rectangular problem, as in
+    SciPy's solver (Crouse, IEEE TAES 2016)."""
+    n, m = c.shape  # n <= m: every row is assigned (rectangular: Crouse 2016)
+    d = np.empty(m)
     di = d.view(np.int64)
-    dist = np.empty(n)
-    pred = np.empty(n, np.int64)
-    open_ = np.empty(n, np.bool_)
-    scanned = np.empty(n, np.int64)
+    dist = np.empty(m)
+    pred = np.empty(m, np.int64)
+    open_ = np.empty(m, np.bool_)
+    scanned = np.empty(m, np.int64)
     for f in range(n):
         if colof[f] >= 0:
             continue
-        for j in range(n):
+        for j in range(m):
             d[j] = c[f, j] - v[j]
             pred[j] = f
             open_[j] = True
@@ -154,7 +159,7 @@ def _augment(c, v, rowof, colof):
             ns += 1
             i = rowof[jm]
             base = mu - (c[i, jm] - v[jm])
-            for k in range(n):
+            for k in range(m):
                 h = base + c[i, k] - v[k]
                 better = (h < d[k]) & open_[k]
                 d[k] = h if better else d[k]
@@ -174,7 +179,18 @@ def _augment(c, v, rowof, colof):
 
 
 @nb.njit(nogil=True, cache=True)
-def _solve(c, eps_fractions):
+def _solve_rect(c):
+    """Rectangular ``(n, m)``, ``n < m``: shortest augmenting paths from zero duals."""
+    n, m = c.shape
+    v = np.zeros(m)
+    rowof = np.full(m, -1, np.int64)
+    colof = np.full(n, -1, np.int64)
+    _augment(c, v, rowof, colof)
+    return colof
+
+
+@nb.njit(nogil=True, cache=True)
+def _solve(c, eps_fractions, cap):
     n = c.shape[0]
     bits = 1
     while (1 << bits) < n:
@@ -187,12 +203,12 @@ def _solve(c, eps_fractions):
         lo_k = min(lo_k, _fkey(fi[k]))
         hi_k = max(hi_k, _fkey(fi[k]))
     lo = np.array([_fkey(lo_k)]).view(np.float64)[0]  # the map is its own inverse
-    hi = np.array([_fkey(hi_k)]).view(np.float64)[0]
+    hi = min(np.array([_fkey(hi_k)]).view(np.float64)[0], cap)
     scale = _SPAN / max(hi - lo, 1e-300)
     cq = np.empty((n, n), np.int64)
     cqf = cq.ravel()
-    for k in range(flat.shape[0]):
-        cqf[k] = np.int64((flat[k] - lo) * scale)
+    for k in range(flat.shape[0]):  # entries above ``cap`` bid as if at ``cap``
+        cqf[k] = np.int64(min(flat[k] - lo, hi - lo) * scale)
     vq = np.zeros(n, np.int64)
     rowof = np.full(n, -1, np.int64)
     colof = np.full(n, -1, np.int64)
@@ -204,7 +220,7 @@ def _solve(c, eps_fractions):
     return colof
 
 
-def auction_assignment(cost: np.ndarray) -> np.ndarray:
+def auction_assignment(cost: np.ndarray, *, cap: float = np.inf) -> np.ndarray:
     """Optimal assignment of a square, finite cost matrix: ``perm`` minimising
     ``sum_i cost[i, perm[i]]``.
 
@@ -215,18 +231,26 @@ def auction_assignment(cost: np.ndarray) -> np.ndarray:
     method). Falls back to SciPy's ``linear_sum_assignment`` above 16,384 rows (the
     auction's integer keys). A NumPy function for the host, not traceable.
 
+    A rectangular ``(n, m)`` cost with ``n < m`` is solved by the augmentation alone
+    from zero duals (no auction: its prices need a square problem), every row assigned.
+
     Args:
-        cost: square, finite cost matrix ``(B, B)``.
+        cost: finite cost matrix ``(B, B)``, or ``(n, m)`` with ``n < m``.
+        cap: entries above ``cap`` enter the auction (the prices only) as ``cap``; the
+            exact finish uses them as they are. For big-M stand-ins of forbidden pairs,
+            whose size would otherwise coarsen the auction's epsilon schedule.
 
     Returns:
-        The int32 permutation ``perm`` ``(B,)``.
+        The int32 column of each row, ``(n,)`` (a permutation when square).
     """
     c = np.ascontiguousarray(cost, np.float64)
-    n = c.shape[0]
+    n, m = c.shape
     if n == 0:
         return np.zeros(0, np.int32)
+    if n < m:
+        return _solve_rect(c).astype(np.int32)
     if n > _MAX_N:
         from scipy.optimize import linear_sum_assignment
 
         return linear_sum_assignment(c)[1].astype(np.int32)
-    return _solve(c, _EPS).astype(np.int32)
+    return _solve(c, _EPS, float(cap)).astype(np.int32)

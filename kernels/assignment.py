@@ -9,9 +9,11 @@ shapes).
 Reductions to the square, finite problem the solver takes (the standard ones, e.g.
 Burkard, Dell'Amico & Martello, "Assignment Problems", SIAM 2009, sections 4.1 and 5.4):
 
-* **rectangular** ``(n, m)``: with ``n > m`` the transpose is solved; with ``n < m``
-  ``m - n`` dummy rows of cost 0 are appended. Every row of the smaller side is assigned,
-  each column at most once, minimising the total (SciPy's definition).
+* **rectangular** ``(n, m)``: with ``n > m`` the transpose is solved; with ``n < m`` the
+  shortest-augmenting-path phase runs on the rectangle from zero column duals (Crouse,
+  "On implementing 2D rectangular assignment algorithms", IEEE TAES 2016, SciPy's
+  method). Every row of the smaller side is assigned, each column at most once,
+  minimising the total (SciPy's definition).
 * **forbidden pairs** (``+inf``; ``-inf`` when maximising): with the finite entries
   mapped to ``[0, 1]`` (shifted by their minimum, divided by their range ``R``; the same
   argmin), a forbidden entry becomes ``M = k + 1``, ``k = min(n, m)``. Any assignment
@@ -80,6 +82,7 @@ def _solve_min(c: np.ndarray) -> tuple[np.ndarray, bool]:
     finite = np.isfinite(c)
     if not finite.any(axis=1).all():
         return np.zeros(0, np.int64), False  # a row with no allowed column
+    cap = np.inf
     if finite.all():
         work = c
     else:
@@ -87,9 +90,8 @@ def _solve_min(c: np.ndarray) -> tuple[np.ndarray, bool]:
         lo, rng = vals.min(), vals.max() - vals.min()
         scale = rng if rng > 0 else 1.0  # [0, 1] after scaling: M = n + 1 cannot overflow
         work = np.where(finite, (c - lo) / scale, float(n + 1))
-    if n < m:
-        work = np.vstack([work, np.zeros((m - n, m))])
-    cols = auction_assignment(work)[:n].astype(np.int64)
+        cap = 2.0  # the auction's prices see M as twice the finite range
+    cols = auction_assignment(work, cap=cap).astype(np.int64)
     if not finite[np.arange(n), cols].all():
         return np.zeros(0, np.int64), False
     return cols, True

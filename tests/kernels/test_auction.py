@@ -250,3 +250,20 @@ def test_assignment_under_jit_and_vmap():
     assert bool(f) and r.shape == (3,)
     assert float(c[0][np.asarray(r), np.asarray(col)].sum()) == pytest.approx(
         lsa.linear_sum_assignment(c[0], maximize=True).cost)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 9), st.integers(0, 6), st.integers(0, 2 ** 31))
+def test_rectangular_augmentation_and_capped_prices_are_optimal(n, extra, seed):
+    # n < m: shortest augmenting paths from zero duals (no auction); and square costs
+    # whose big entries enter the auction capped: both exact against SciPy
+    rng = np.random.default_rng(seed)
+    c = rng.integers(0, 20, (n, n + extra)).astype(float)
+    cols = auction_assignment(c)
+    assert cols.shape == (n,) and len(set(cols.tolist())) == n
+    r, col = linear_sum_assignment(c)
+    assert c[np.arange(n), cols].sum() == c[r, col].sum()
+    sq = rng.random((n, n))
+    sq[rng.random((n, n)) < 0.3] = n + 1.0  # big-M stand-ins
+    perm = auction_assignment(sq, cap=2.0)
+    assert sq[np.arange(n), perm].sum() == pytest.approx(_optimal(sq), rel=1e-12)

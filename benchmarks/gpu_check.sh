@@ -59,6 +59,7 @@ GPU_ARGS = {
     "misaligned": [],
     "universal_circuits": ["--no-peers"],
 }
+NOT_FAMILIES = {"bench_quickrun"}  # the pipelines step covers it
 TINY_BENCH = "belief"  # the one benchmark the tiny mode runs (--quick)
 # each section's share of the budget (seconds of the default 570) and one step's limit
 SHARE = {"info": 30, "bench": 270, "pipelines": 180, "tests": 90}
@@ -123,7 +124,11 @@ def steps(a, out: Path) -> list[dict]:
         if shutil.which("nvidia-smi"):
             s.append(dict(name="nvidia-smi", kind="info", cmd=["nvidia-smi"]))
     if "bench" in a.sections:
-        for name, extra in GPU_ARGS.items():
+        found = sorted(p.stem.removeprefix("bench_") for p in (ROOT / "benchmarks").glob(
+            "bench_*.py") if p.stem not in NOT_FAMILIES)
+        plan = dict(GPU_ARGS)
+        plan.update({f: [] for f in found if f not in plan})  # a new family: its defaults
+        for name, extra in sorted(plan.items()):
             fam = name.split("-")[0]
             path = ROOT / "benchmarks" / f"bench_{fam}.py"
             if not path.is_file():

@@ -15,6 +15,10 @@ Run ``python benchmarks/bench_ica.py [--quick] [--json FILE] [--runs N] [--only 
   the ``lingam`` package run in its own virtual environment
   (``benchmarks/.peer-venv-lingam``, created on first use) through
   ``benchmarks/peers/lingam_worker.py``.
+* ``bootstrap`` -- DirectLiNGAM bootstrap, 100 resamples of one dataset (n=1000, d=6):
+  ``jaxkit.kernels.lingam.bootstrap`` (one ``jit(vmap)`` over the resamples; and sharded
+  over the CPU devices) against lingam's ``DirectLiNGAM().bootstrap`` (a Python loop of
+  refits, 1 BLAS thread), with the edge probabilities of both side by side.
 
 Both sides get the same data in one run; float64 (``jax_enable_x64``) unless the case
 says float32. Accuracy (Amari distance, n_iter, SHD/F1 via
@@ -35,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 VENV = HERE / ".peer-venv-lingam"
 WORKER = HERE / "peers" / "lingam_worker.py"
 LINGAM_SPEC = "lingam==1.13.0"
-CASES = ("batched", "batched32", "large", "lingam")
+CASES = ("batched", "batched32", "large", "lingam", "bootstrap")
 
 
 def _configure_jax() -> int:
@@ -448,6 +452,95 @@ def case_lingam(args, rows, results):
                           lingam_default=p_edges["default"]))
 
 
+def run_bootstrap_worker(py: Path, x, n_sampling: int, runs: int) -> dict:
+    import json
+
+    from jaxkit.bench import peer_env
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data, out = Path(tmp) / "data.npz", Path(tmp) / "out.json"
+        np.savez(data, x=x)
+        cmd = [str(py), str(WORKER), "--bootstrap", str(data), str(out), "--n-sampling",
+               str(n_sampling), "--runs", str(runs), "--methods", "direct"]
+        p = subprocess.run(cmd, env=peer_env(), capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"lingam worker exited {p.returncode}: "
+                               + " | ".join(p.stderr.strip().splitlines()[-3:]))
+        print(p.stdout.strip(), flush=True)
+        return json.loads(out.read_text())
+
+
+def case_bootstrap(args, rows, results):
+    import jax
+    from jaxkit.kernels.lingam import bootstrap
+
+    from jaxkit import bench
+
+    n_samp, n, d = (10, 300, 4) if args.quick else (100, 1000, 6)
+    x, b_true = sem_data(1, n, d, seed=4)
+    x, b_true = x[0], b_true[0]
+    crit = args.criterion
+    key = jax.random.key(0)
+
+    def boot(x):
+        r = bootstrap(key, x, n_samp, method="direct", criterion=crit)
+        return r.adjacency_matrices
+
+    runs = max(3, args.runs // 4)
+    rec = bench.time_jax(boot, x, n_runs=runs, items=n_samp,
+                         name=f"jaxkit bootstrap x{n_samp} (vmap, 1 device)")
+    adj = np.asarray(jax.jit(boot)(x))
+    p_j = np.mean(adj != 0, axis=0)
+    recs = {"vmap, 1 device": rec}
+    ndev = jax.device_count()
+    if ndev > 1 and n_samp % ndev == 0:
+        from jaxkit.kernels.lingam import direct_lingam
+
+        from jaxkit import distributed as jd
+
+        mesh = jd.make_mesh()
+        idx = jax.random.randint(key, (n_samp, n), 0, n)
+        placed, _ = jd.shard_batch((idx,), mesh)
+
+        xj = jax.numpy.asarray(x)
+
+        def one(rows):
+            return direct_lingam(xj[rows], criterion=crit).adjacency
+
+        sharded = jd.sharded_vmap(one, mesh).global_fn
+        recs[f"sharded over {ndev} devices"] = bench.time_jax(
+            sharded, *placed, n_runs=runs, items=n_samp,
+            name=f"jaxkit bootstrap x{n_samp} (sharded_vmap, {ndev} devices)")
+    true_edges = b_true != 0
+    acc_j = (f"edge prob. on true edges mean {p_j[true_edges].mean():.3f}, on absent "
+             f"{p_j[~true_edges & ~np.eye(d, dtype=bool)].mean():.3f}")
+    cfg = dict(n_sampling=n_samp, n=n, d=d, method="direct", criterion=crit, dtype="float64")
+    try:
+        py = ensure_lingam_venv()
+        peer = run_bootstrap_worker(py, x, n_samp, runs=1 if args.quick else 2)
+    except RuntimeError as e:
+        reason = f"lingam peer unavailable: {e}"
+        for jl, jrec in recs.items():
+            rows.append(dict(case=f"DirectLiNGAM bootstrap x{n_samp} [{jl}]", dtype="float64",
+                             jax=jrec, peer=None, peer_name="lingam: skipped", acc_jax=acc_j,
+                             acc_peer=reason))
+        results["bootstrap"] = dict(config=cfg, skipped=reason, jaxkit=recs)
+        return
+    pr = peer["direct"]
+    p_p = np.asarray(pr["probabilities"])
+    prec = _peer_record(pr["times_s"], n_samp, "lingam DirectLiNGAM().bootstrap, 1 thread")
+    acc_p = (f"edge prob. on true edges mean {p_p[true_edges].mean():.3f}, on absent "
+             f"{p_p[~true_edges & ~np.eye(d, dtype=bool)].mean():.3f}; max |p_jaxkit - "
+             f"p_lingam| {np.abs(p_j - p_p).max():.2f}")
+    for jl, jrec in recs.items():
+        rows.append(dict(case=f"DirectLiNGAM bootstrap x{n_samp} [{jl}]", dtype="float64",
+                         jax=jrec, peer=prec, peer_name="lingam bootstrap, 1 thread",
+                         acc_jax=acc_j, acc_peer=acc_p))
+    results["bootstrap"] = dict(config=cfg, peer_versions=peer["versions"], jaxkit=recs,
+                                peer=prec, probabilities_jaxkit=p_j.tolist(),
+                                probabilities_lingam=p_p.tolist())
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -487,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
         case_large(args, rows, results)
     if "lingam" in cases:
         case_lingam(args, rows, results)
+    if "bootstrap" in cases:
+        case_bootstrap(args, rows, results)
     bench.print_table(rows, title="jaxkit ICA family vs CPU peers (speed-up = peer / jaxkit)")
     print(f"environment: jax {env['jax']} {env['backend']} x{env['device_count']} devices, "
           f"{env['cpu_count']} CPUs ({env['cpu_model']}); wall {time.perf_counter() - t0:.0f} s")

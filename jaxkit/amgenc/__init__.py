@@ -9,10 +9,15 @@ The paper package:
   melt-quench and FIRE relaxation), :mod:`~jaxkit.amgenc.analysis` (RDF, bond angles,
   coordination);
 * the experiment: :mod:`~jaxkit.amgenc.config` (``QUICK``/``FULL``),
-  :mod:`~jaxkit.amgenc.data` (cells, conditions, padding), :mod:`~jaxkit.amgenc.model`
-  (the periodic graph flow model), :mod:`~jaxkit.amgenc.train` (flow matching through
-  ``jaxkit.training.fit``), :mod:`~jaxkit.amgenc.sample` (the ablation arms),
-  :mod:`~jaxkit.amgenc.evaluate` (metrics);
+  :mod:`~jaxkit.amgenc.data` (cells, twins, conditions, padding),
+  :mod:`~jaxkit.amgenc.userdata` (your cells from extended XYZ / CIF),
+  :mod:`~jaxkit.amgenc.model` (the periodic graph denoiser: wrapped-Gaussian position
+  noise, element flow), :mod:`~jaxkit.amgenc.train` (through ``jaxkit.training.fit``),
+  :mod:`~jaxkit.amgenc.sample` (the ablation arms), :mod:`~jaxkit.amgenc.scale`
+  (800-atom throughput), :mod:`~jaxkit.amgenc.evaluate` (metrics),
+  :mod:`~jaxkit.amgenc.plausibility` (close pairs, partial RDFs and bond angles against
+  twin cells), :mod:`~jaxkit.amgenc.design` (pressure, relaxation at the recipe's
+  pressure, design accuracy);
 * :mod:`~jaxkit.amgenc.report` (files, figure, tables, claims) and
   :mod:`~jaxkit.amgenc.pipeline` (the registered run).
 """

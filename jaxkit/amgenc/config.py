@@ -8,7 +8,7 @@ from typing import Literal
 
 from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
 
-from .tables import N_ATOMS_RANGE
+from .tables import KINDS, N_ATOMS_RANGE
 
 __all__ = ["Config", "QUICK", "FULL"]
 
@@ -19,6 +19,11 @@ class Config(PipelineConfig):
 
     Attributes:
         kind: composition family of the glass cells (``"silica"`` or ``"multi"``).
+        other_kinds: further datasets run the same way after ``kind`` (each with its own
+            data, held-out split, model and report section).
+        user_train: extended XYZ / CIF file of your training cells ("" = generate
+            ``n_train`` recipe cells; :mod:`jaxkit.amgenc.userdata`).
+        user_test: the same for the held-out targets ("" = generate ``n_test``).
         n_train: training cells.
         n_test: held-out cells (the sampling targets and the RDF reference).
         n_atoms: (lo, hi) inclusive range of the atom-count target of a cell.
@@ -33,16 +38,27 @@ class Config(PipelineConfig):
         balanced_share: share of training cells whose element noise is charge balanced.
         checkpoint_every: training steps between checkpoints.
         samples_per_target: cells sampled per held-out target.
-        sample_steps: ODE steps of the sampler.
-        method: fixed-step ODE method of the sampler.
+        augment: apply a random cubic-cell symmetry to every training cell.
+        sample_steps: noise levels (predictor steps) of the sampler.
+        corrector_steps: Langevin corrector steps per noise level.
+        snr: signal-to-noise ratio of the corrector step size.
         soft_eta: strength of the soft charge projection (when switched on).
         soft_target: what the soft projection moves (see :func:`jaxkit.amgenc.model.sample`).
         timing_runs: timed sampling calls per arm (the median is reported).
         post_relax_steps: FIRE steps of the post-relaxation of the AMGenC cells.
+        pressure_steps: FIRE steps per box-rescaling round of the relaxation at the
+            recipe's pressure (:func:`jaxkit.amgenc.design.relax_at_pressure`).
+        scale_cells: cells of the large-cell throughput run (0: none;
+            :mod:`jaxkit.amgenc.scale`).
+        scale_atoms: atoms per cell of that run.
+        scale_steps: noise levels of that run's sampler.
         rdf_margin: equivalence margin (RDF L1, A) of "the projections keep the structure".
     """
 
     kind: Literal["silica", "multi"] = "multi"
+    other_kinds: tuple[str, ...] = ("silica",)
+    user_train: str = ""
+    user_test: str = ""
     n_train: int = 160
     n_test: int = 24
     n_atoms: tuple[int, int] = (100, 256)
@@ -57,31 +73,46 @@ class Config(PipelineConfig):
     balanced_share: float = 0.5
     checkpoint_every: int = 200
     samples_per_target: int = 4
-    sample_steps: int = 50
-    method: Literal["euler", "midpoint", "heun", "rk4"] = "heun"
+    augment: bool = True
+    sample_steps: int = 200
+    corrector_steps: int = 1
+    snr: float = 0.15
     soft_eta: float = 1.0
     soft_target: Literal["endpoint", "state"] = "endpoint"
     timing_runs: int = 3
     post_relax_steps: int = 300
+    pressure_steps: int = 100
+    scale_cells: int = 64
+    scale_atoms: int = 800
+    scale_steps: int = 200
     rdf_margin: float = 0.25
 
     def validate(self) -> None:
         require_at_least(self, ("n_train", "n_test", "hidden", "layers", "k_nbr", "train_steps",
                                 "batch", "checkpoint_every", "samples_per_target",
-                                "sample_steps", "timing_runs", "post_relax_steps"))
+                                "sample_steps", "timing_runs", "post_relax_steps",
+                                "pressure_steps"))
         require_at_least(self, ("relax_steps",), 2)
-        require_at_least(self, ("min_steps",), 0)
+        require_at_least(self, ("min_steps", "corrector_steps", "scale_cells"), 0)
+        require_at_least(self, ("scale_steps",))
+        require(N_ATOMS_RANGE[0] <= self.scale_atoms <= N_ATOMS_RANGE[1], "scale_atoms",
+                f"must lie in {N_ATOMS_RANGE}; got {self.scale_atoms}")
         lo, hi = self.n_atoms
         require(N_ATOMS_RANGE[0] <= lo <= hi <= N_ATOMS_RANGE[1], "n_atoms",
                 f"must satisfy {N_ATOMS_RANGE[0]} <= lo <= hi <= {N_ATOMS_RANGE[1]}; "
                 f"got {self.n_atoms}")
-        require_positive(self, ("lr", "soft_eta", "rdf_margin"))
+        require(all(k in KINDS and k != self.kind for k in self.other_kinds)
+                and len(set(self.other_kinds)) == len(self.other_kinds), "other_kinds",
+                f"must hold distinct kinds of {KINDS} other than kind={self.kind!r}; "
+                f"got {self.other_kinds}")
+        require_positive(self, ("lr", "soft_eta", "rdf_margin", "snr"))
         require(0.0 <= self.balanced_share <= 1.0, "balanced_share",
                 f"must lie in [0, 1]; got {self.balanced_share}")
 
 
 QUICK = Config(
-    n_train=24, n_test=8, n_atoms=(100, 128), relax_steps=600, min_steps=150, hidden=32,
-    layers=2, train_steps=600, batch=8, lr=3e-3, checkpoint_every=100, samples_per_target=2,
-    sample_steps=20, method="euler", post_relax_steps=150)
-FULL = Config()
+    other_kinds=(), n_train=24, n_test=8, n_atoms=(100, 128), relax_steps=600, min_steps=150,
+    hidden=32, layers=2, train_steps=600, batch=8, lr=3e-3, checkpoint_every=100,
+    samples_per_target=2, sample_steps=40, corrector_steps=0, post_relax_steps=150,
+    pressure_steps=40, scale_cells=2, scale_steps=10)
+FULL = Config(n_atoms=(100, 800))

@@ -9,7 +9,7 @@ element among the atoms as they are. Cells are padded to one size (a bucket of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,10 +23,13 @@ __all__ = ["Data", "Norm", "make_data", "element_fractions", "raw_targets", "con
 
 @dataclass(frozen=True, eq=False)
 class Data:
-    """Training and held-out cells (:class:`jaxkit.amgenc.glass.Cell` lists)."""
+    """Training and held-out cells (:class:`jaxkit.amgenc.glass.Cell` lists) and one
+    *twin* per held-out cell: the same recipe (oxide counts, box) with another packing
+    and melt-quench seed, the yardstick of :mod:`jaxkit.amgenc.plausibility`."""
 
     train: list
     test: list
+    twins: list = field(default_factory=list)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,10 +48,30 @@ class Norm:
 
 
 def make_data(cfg: Config, rng: np.random.Generator) -> Data:
-    """``cfg.n_train + cfg.n_test`` relaxed glass cells drawn from ``rng``."""
-    cells = glass.generate(cfg.kind, cfg.n_train + cfg.n_test, rng=rng, n_atoms=cfg.n_atoms,
-                           steps=cfg.relax_steps, min_steps=cfg.min_steps)
-    return Data(train=cells[:cfg.n_train], test=cells[cfg.n_train:])
+    """``cfg.n_train + cfg.n_test`` relaxed glass cells drawn from ``rng`` (the held-out
+    ones last), then a twin of every held-out cell (seeds from ``rng``).
+
+    ``cfg.user_train`` / ``cfg.user_test`` (paths of extended XYZ or CIF files,
+    :func:`jaxkit.amgenc.userdata.read_cells`) replace the generated training / held-out
+    cells. A held-out user cell whose species make whole oxide units gets a recipe twin;
+    one that does not is its own twin (its twin distances are 0, so its ratios are not
+    defined and the report shows them empty)."""
+    from .userdata import read_cells
+
+    n_gen = (0 if cfg.user_train else cfg.n_train) + (0 if cfg.user_test else cfg.n_test)
+    cells = (glass.generate(cfg.kind, n_gen, rng=rng, n_atoms=cfg.n_atoms,
+                            steps=cfg.relax_steps, min_steps=cfg.min_steps) if n_gen else [])
+    train = read_cells(cfg.user_train) if cfg.user_train else cells[:cfg.n_train]
+    test = read_cells(cfg.user_test) if cfg.user_test else cells[len(cells) - cfg.n_test:]
+    twins = []
+    for c in test:
+        seed = int(rng.integers(2**31))
+        if c.oxide_counts.sum() == 0:
+            twins.append(c)
+            continue
+        twins.append(glass.cell_from_counts(c.oxide_counts, seed=seed, steps=cfg.relax_steps,
+                                            min_steps=cfg.min_steps))
+    return Data(train=train, test=test, twins=twins)
 
 
 def element_fractions(species: np.ndarray, k: int) -> np.ndarray:

@@ -22,8 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import glass
+from jaxkit import stats
+
+from . import design, glass
 from . import model as M
+from . import plausibility as PL
 from .config import Config
 from .data import Data, Norm, element_fractions, raw_targets
 from .sample import AMGENC_ARM, Samples
@@ -60,6 +63,11 @@ class Evaluation:
             ``random_rdf_l1`` (per held-out target).
         overhead: ``soft``, ``soft_all`` (relative ODE time) and ``discrete``.
         conditioning: per arm, the composition L1 to the own and the other targets.
+        plausibility: per arm (and ``uniform random``, ``twin``),
+            :func:`jaxkit.amgenc.plausibility.plausibility` of its cells.
+        design: per arm (and ``twin``), the design accuracy on the cells relaxed at the
+            recipe's pressure: mean ``density_error`` (relative), ``composition_l1`` and
+            ``former_cn_error`` (absolute), and their per-cell arrays (``per_cell``).
     """
 
     rows: dict
@@ -69,6 +77,8 @@ class Evaluation:
     baselines: dict
     overhead: dict
     conditioning: dict
+    plausibility: dict
+    design: dict
 
 
 def _rdf_l1(g: np.ndarray, g_ref: np.ndarray, dr: float) -> float:
@@ -97,6 +107,24 @@ def _angle_l1(cells, ref: dict) -> dict:
         out[name] = glass.distribution_l1(x, dens, ref[name]) if n else float("nan")
         out[name + " density"] = dens
         out["degrees"] = x
+    return out
+
+
+def overhead_intervals(samples: Samples) -> dict:
+    """Paired per-round overheads of the soft projection (``soft only`` and AMGenC over
+    ``none``, the same timing round) with 95 % intervals: ``<name>_runs`` (per-round
+    relative extra time) and ``<name>_ci`` (95 % t interval of their mean; NaN with fewer
+    than 2 rounds)."""
+    base = np.asarray(samples.arms["none"].ode_times, float)
+    out = {}
+    for key, name in (("soft", "soft only"), ("soft_all", AMGENC_ARM)):
+        runs = np.asarray(samples.arms[name].ode_times, float) / base - 1.0
+        out[f"{key}_runs"] = runs.tolist()
+        if runs.size >= 2:
+            mean, half = stats.t_interval(runs)
+            out[f"{key}_ci"] = (mean - half, mean + half)
+        else:
+            out[f"{key}_ci"] = (math.nan, math.nan)
     return out
 
 
@@ -136,6 +164,34 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
     ref_angles = {name: glass.angle_distribution(ref_cells, centre, nbr,
                                                  cutoff=ANGLE_CUTOFF)[1]
                   for name, (centre, nbr) in ANGLES.items()}
+    struct = lambda pos, box, el: PL.structure(pos, box, el, r_max)  # noqa: E731
+    ref_s = [struct(c.positions, c.box, c.elements) for c in data.test]
+    twins = data.twins or data.test  # old data without twins: distance 0 (flagged NaN)
+    twin_s = [struct(c.positions, c.box, c.elements) for c in twins]
+    p_target = np.array([design.pressure(c.positions, c.box, c.elements)
+                         for c in data.test])
+    tgt_cn = np.array([design.former_cn(c.positions, c.box, c.elements) for c in data.test])
+    t_all = np.arange(len(data.test))
+
+    def accuracy(cells, t_idx, comp_l1):
+        relaxed = design.relax_at_pressure([(p, b, el) for p, b, el in cells],
+                                           p_target[t_idx], steps=cfg.pressure_steps)
+        props = [design.properties(p, b, el) for (p, b, _), (_, _, el)
+                 in zip(relaxed, cells, strict=True)]
+        dens = np.array([abs(pr["density"] - data.test[t].density) / data.test[t].density
+                         for pr, t in zip(props, t_idx, strict=True)])
+        cn = np.array([abs(pr["former_cn"] - tgt_cn[t]) for pr, t in zip(props, t_idx,
+                                                                         strict=True)])
+        comp_l1 = np.asarray(comp_l1, float)
+        return dict(density_error=float(np.mean(dens)), composition_l1=float(comp_l1.mean()),
+                    former_cn_error=PL._nanmean(cn),
+                    per_cell=dict(density_error=dens, composition_l1=comp_l1,
+                                  former_cn_error=cn))
+
+    plaus, acc = {}, {}
+    plaus["twin"] = PL.plausibility(twin_s, t_all, ref_s, twin_s)
+    acc["twin"] = accuracy([(c.positions, c.box, c.elements) for c in twins], t_all,
+                           np.zeros(len(twins)))
     rand = [(rng.uniform(0, c.box, (c.n_atoms, 3)), c.box) for c in data.test]
     _, g_rand, g_rand_each = _mean_rdf(rand, r_max)
     test_f = np.array([element_fractions(c.elements, k) for c in data.test])
@@ -174,6 +230,10 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
             cells.append((pos, box, np.maximum(sp, 0)))
         _, g, g_each = _mean_rdf([c[:2] for c in cells], r_max)
         curves[name] = g
+        plaus[name] = PL.plausibility([struct(*c) for c in cells], samples.target_index,
+                                      ref_s, twin_s)
+        if name in samples.arms:
+            acc[name] = accuracy(cells, samples.target_index, comp_err)
         n = len(balanced)
         ang = _angle_l1(cells, ref_angles)
         angle_curves[name] = ang["O-T-O density"]
@@ -197,6 +257,8 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
                           out_of_range=float(ce[out_cell].mean()) if out_cell.any() else None)
     rand_cells = [(p, b, c.elements) for (p, b), c in zip(rand, data.test, strict=True)]
     rand_ang = _angle_l1(rand_cells, ref_angles)
+    plaus["uniform random"] = PL.plausibility([struct(*c) for c in rand_cells], t_all, ref_s,
+                                              twin_s)
     # the same post-relaxation from uniformly random positions: how much of the relaxed
     # row's structure the relaxation alone produces
     rand_rel = [(glass.minimize(p, b, el, steps=cfg.post_relax_steps)[0], b, el)
@@ -225,5 +287,7 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
         soft=ode["soft only"] / ode["none"] - 1.0,
         soft_all=ode[AMGENC_ARM] / ode["none"] - 1.0,
         discrete=samples.arms["final discrete only"].discrete_seconds / ode["none"])
+    overhead.update(overhead_intervals(samples))
     return Evaluation(rows=rows, per_cell=per_cell, curves=curves, angle_curves=angle_curves,
-                      baselines=baselines, overhead=overhead, conditioning=cond)
+                      baselines=baselines, overhead=overhead, conditioning=cond,
+                      plausibility=plaus, design=acc)

@@ -7,7 +7,8 @@ returns the same cells on every run of the same software stack.
 1. **Composition** (:func:`draw_composition`). A cell is an integer number of oxide
    formula units (SiO2, B2O3, Al2O3, P2O5, Li2O, Na2O, K2O, CaO, MgO, ZnO, BaO). Each unit
    is neutral under the formal oxidation states of :data:`OXIDATION_STATES`, so every
-   cell is *exactly* charge balanced. ``"silica"``: SiO2 only. ``"multi"``: 1-3 network
+   cell is *exactly* charge balanced. Iron enters as FeO (Fe2+) and Fe2O3 (Fe3+), two
+   species of one element. ``"silica"``: SiO2 only. ``"multi"``: 1-3 network
    formers (at least one of Si, B, P; Al joins only as a second or third former) and 1-3
    modifiers, mole fractions drawn from flat Dirichlet distributions, total modifier
    fraction uniform in [5, 40] mol%. Integer rounding moves the realised fractions a
@@ -89,6 +90,7 @@ from .tables import (
     N_ATOMS_RANGE,
     OXIDE_NAMES,
     OXIDES,
+    SYMBOLS,
     mass_density,
 )
 from .tables import BOND_LENGTHS as BOND_LENGTHS
@@ -242,7 +244,7 @@ class Cell:
 
     @property
     def symbols(self) -> list[str]:
-        return [ELEMENTS[i] for i in self.elements]
+        return [SYMBOLS[i] for i in self.elements]
 
     @property
     def charges(self) -> np.ndarray:

@@ -11,26 +11,28 @@ graph joins each atom to its ``k`` nearest real atoms under the minimum-image co
 (Cartesian distances = fractional displacement x box); edges carry a Gaussian radial
 basis times a cosine envelope that vanishes at ``r_cut``. Node features start from the
 element channels, a time embedding and the normalised condition vector; a few residual
-message-passing layers follow. Outputs: the coordinate velocity
-``v_i = sum_j w_ij d_ij / box`` (``w_ij`` an invariant scalar of the edge, ``d_ij`` the
-minimum-image displacement), which is equivariant under rotations/reflections of the
+message-passing layers follow. Outputs: the predicted position noise
+``eps_i = sum_j w_ij d_ij / k`` (``w_ij`` an invariant scalar of the edge, ``d_ij`` the
+minimum-image displacement in A), equivariant under rotations/reflections of the
 displacements and invariant under translations and atom permutations, and an invariant
 per-atom element-channel velocity.
 
-Training (:func:`loss`): conditional flow matching on the linear path. Coordinates live on
-the torus: ``x0 ~ U[0,1)^3``, ``x_t = x0 + t wrap(x1 - x0) mod 1`` along the minimum-image
-displacement, target ``u = wrap(x1 - x0)``. Elements: ``x0`` Gaussian noise or (for a
-share ``balanced_share`` of the cells) :func:`jaxkit.kernels.charge.balanced_noise`,
-``x1`` one-hot, target ``x1 - x0`` (:func:`jaxkit.kernels.flow.linear_path`).
+Training (:func:`loss`): positions are noised on the torus by a wrapped Gaussian of
+log-linear scale :func:`sigma` (12 A, i.e. uniform, down to 0.02 A) and the network
+predicts the minimum-image noise (denoising score matching, the DiffCSP form of the
+wrapped-normal score); each cell first gets a random symmetry of the cubic cell
+(:func:`augment`). Elements: flow matching on the linear path from Gaussian noise or
+(for a share ``balanced_share`` of the cells) :func:`jaxkit.kernels.charge.balanced_noise`
+to the one-hot species (:func:`jaxkit.kernels.flow.linear_path`), on the same time.
 
-Sampling (:func:`sample`): :func:`jaxkit.kernels.flow.integrate` with coordinates wrapped
-into [0, 1) after each step (the ``post`` hook) and, optionally, the AMGenC soft
-projection at every step: the row-wise simplex projection ``s`` of the predicted endpoint
-channels is moved towards the charge-balanced simplex
-(:func:`jaxkit.kernels.charge.relax`) and the element velocity corrected accordingly (or,
-``soft_target="state"``, the current channels are shifted in the ``post`` hook).
-:func:`final_species` turns the final channels into species by argmax or by
-the exact discrete projection (:func:`jaxkit.kernels.charge.project_discrete` with cost
+Sampling (:func:`sample`): the reverse-time SDE of the position noise (predictor, and
+optionally Langevin corrector steps) together with Euler steps of the element flow, one
+``lax.scan``, and optionally the AMGenC soft projection at every step: the row-wise
+simplex projection ``s`` of the predicted endpoint channels is moved towards the
+charge-balanced simplex (:func:`jaxkit.kernels.charge.relax`) and the element velocity
+corrected accordingly (or, ``soft_target="state"``, the current channels are shifted).
+:func:`final_species` turns the final channels into species by argmax or by the exact
+discrete projection (:func:`jaxkit.kernels.charge.project_discrete` with cost
 ``-log p``).
 """
 
@@ -44,28 +46,38 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxkit.amgenc import glass
-from jaxkit.data.oxidation import species
+from jaxkit.data.oxidation import oxidation_table, species_name
 from jaxkit.kernels import charge, flow
 
 __all__ = [
+    "SIGMA_MAX",
+    "SIGMA_MIN",
     "Batch",
     "Denoiser",
+    "augment",
     "final_species",
     "loss",
     "neighbours",
     "sample",
+    "sigma",
     "species_charges",
     "wrap",
 ]
 
 
 def species_charges() -> tuple[list[str], np.ndarray]:
-    """Species names and integer charges for the glass elements (one state each)."""
-    names, q = species(list(glass.ELEMENTS))
-    if len(names) != len(glass.ELEMENTS) or not np.array_equal(
-            q, [glass.OXIDATION_STATES[e] for e in glass.ELEMENTS]):
-        raise RuntimeError("oxidation table and glass.OXIDATION_STATES disagree")
-    return names, q
+    """Species names and integer charges of the glass vocabulary
+    (:data:`jaxkit.amgenc.glass.ELEMENTS`: one species per element, iron as Fe2+ and
+    Fe3+), checked against the shipped oxidation-state table."""
+    table = oxidation_table()
+    names, q = [], []
+    for e, sym in zip(glass.ELEMENTS, glass.SYMBOLS, strict=True):
+        z = glass.OXIDATION_STATES[e]
+        if z not in table.get(sym, ()):
+            raise RuntimeError(f"oxidation table lacks {sym} {z:+d} (glass species {e})")
+        names.append(species_name(sym, z))
+        q.append(z)
+    return names, np.asarray(q, np.int64)
 
 
 class Batch(NamedTuple):
@@ -171,10 +183,23 @@ class Denoiser(eqx.Module):
         return jnp.where(m, vec, 0.0), jnp.where(m, hv, 0.0)
 
     def __call__(self, x, h, mask, box, cond, t):
-        """Velocities (fractional coordinates (N, 3), element channels (N, K))."""
+        """(predicted position noise ``eps`` (N, 3), Cartesian, E(3)-equivariant; element
+        channel velocity (N, K))."""
         idx, disp, valid = neighbours(x, box, mask, self.k_nbr)
-        vec, hv = self.core(h, disp, idx, valid, mask, t, cond)
-        return vec / box, hv
+        return self.core(h, disp, idx, valid, mask, t, cond)
+
+
+#: Position noise schedule (A): ``sigma(t) = SIGMA_MAX (SIGMA_MIN / SIGMA_MAX)^t``, t = 0
+#: noise, t = 1 data. A wrapped Gaussian of SIGMA_MAX = 12 A is uniform to within 0.3 % on
+#: the largest recipe box (about 22 A for 800 atoms; the first Fourier mode of the wrapped
+#: density is exp(-2 pi^2 sigma^2 / L^2) = 0.003), so sampling starts from uniform positions.
+SIGMA_MAX = 12.0
+SIGMA_MIN = 0.02
+
+
+def sigma(t) -> jax.Array:
+    """Noise level (A) of the positions at time ``t`` (log-linear, see :data:`SIGMA_MAX`)."""
+    return SIGMA_MAX * (SIGMA_MIN / SIGMA_MAX) ** jnp.asarray(t, jnp.float32)
 
 
 def _element_noise(key, mask, q, balanced):
@@ -184,24 +209,44 @@ def _element_noise(key, mask, q, balanced):
     return jnp.where(balanced, b, g)
 
 
-def loss(model: Denoiser, batch: Batch, key, q, *, balanced_share: float = 0.5,
-         coord_weight: float = 1.0) -> jax.Array:
-    """Conditional flow-matching loss (mean over real atoms) of one padded batch.
+def augment(key, x: jax.Array) -> jax.Array:
+    """A random symmetry of the periodic cubic cell applied to fractional ``x`` (N, 3): a
+    lattice translation, a permutation of the axes and sign flips (the 48 operations of
+    the cubic point group), wrapped into [0, 1)."""
+    kp, ks, kt = jax.random.split(key, 3)
+    perm = jax.random.permutation(kp, 3)
+    signs = jnp.where(jax.random.bernoulli(ks, 0.5, (3,)), -1.0, 1.0)
+    return jnp.mod(x[:, perm] * signs + jax.random.uniform(kt, (3,)), 1.0)
 
-    Cells whose mask is all False (padding of the batch) contribute nothing."""
+
+def loss(model: Denoiser, batch: Batch, key, q, *, balanced_share: float = 0.5,
+         coord_weight: float = 1.0, augment_cells: bool = True) -> jax.Array:
+    """Denoising loss (mean over real atoms) of one padded batch.
+
+    Positions: wrapped-Gaussian noise on the torus, ``x_t = x1 + sigma(t) eps / box mod 1``
+    with ``t ~ U[0, 1]`` (uniform in log sigma); the network predicts the minimum-image
+    noise ``eps_t = wrap(x_t - x1) box / sigma(t)`` (= ``eps`` unless sigma is a sizable
+    part of the box), i.e. the score ``-eps_t / sigma`` of the wrapped Gaussian to leading
+    order (the DiffCSP / score-matching form on the torus). Elements: flow matching on
+    the linear path from Gaussian or charge-balanced noise to the one-hot species.
+    ``augment_cells``: each cell first gets a random cubic-cell symmetry
+    (:func:`augment`). Cells whose mask is all False (padding of the batch) contribute
+    nothing."""
     q = jnp.asarray(q, jnp.float32)
 
     def one(x1, h1, mask, box, cond, k):
-        kt, kx, kh, kb = jax.random.split(k, 4)
+        kt, kx, kh, kb, ka = jax.random.split(k, 5)
+        if augment_cells:
+            x1 = augment(ka, x1)
         t = jax.random.uniform(kt, ())
-        x0 = jax.random.uniform(kx, x1.shape)
-        d = wrap(x1 - x0)
-        xt = jnp.mod(x0 + t * d, 1.0)
+        s = sigma(t)
+        xt = jnp.mod(x1 + s * jax.random.normal(kx, x1.shape) / box, 1.0)
+        eps = wrap(xt - x1) * box / s
         h0 = _element_noise(kh, mask, q, jax.random.uniform(kb) < balanced_share)
         ht, uh = flow.linear_path(h0, h1, t)
         vx, vh = model(xt, ht, mask, box, cond, t)
         m = mask.astype(jnp.float32)
-        ex = jnp.sum(jnp.square(vx - d), axis=1) * coord_weight * 12.0  # var(d) = 1/12
+        ex = jnp.sum(jnp.square(vx - eps), axis=1) * coord_weight
         eh = jnp.mean(jnp.square(vh - uh), axis=1)
         return jnp.sum((ex / 3 + eh) * m), jnp.sum(m)
 
@@ -214,9 +259,16 @@ def loss(model: Denoiser, batch: Batch, key, q, *, balanced_share: float = 0.5,
 
 @eqx.filter_jit
 def sample(model: Denoiser, key, mask, box, cond, q, *, steps: int = 20,
-           method: str = "euler", balanced: bool = False, soft_eta: float = 0.0,
-           soft_target: str = "endpoint"):
+           corrector_steps: int = 0, snr: float = 0.1, balanced: bool = False,
+           soft_eta: float = 0.0, soft_target: str = "endpoint"):
     """Generate one cell: returns final (x (N, 3) in [0, 1), h (N, K)).
+
+    Time runs over ``t_i = i / steps``. Positions: the reverse-time SDE of the wrapped
+    Gaussian noise (Song et al. 2021, VE; the SMLD predictor), from uniform positions,
+    ``x <- x + (s_i^2 - s_{i+1}^2) score + sqrt(s_i^2 - s_{i+1}^2) z`` with
+    ``score = -eps_hat / s_i``, wrapped after every step, then ``corrector_steps``
+    Langevin corrector steps at ``s_{i+1}`` (step ``2 (snr s_{i+1})^2``), and a final
+    denoising ``x - sigma_min eps_hat``. Elements: Euler steps of the flow velocity.
 
     ``balanced``: start the element channels from charge-balanced noise (mechanism 1).
     ``soft_eta`` > 0: soft charge projection at every step (mechanism 2), on the
@@ -226,41 +278,57 @@ def sample(model: Denoiser, key, mask, box, cond, q, *, steps: int = 20,
       predicted endpoint ``h + (1 - t) v``; the element velocity is corrected by
       ``(relax(s, eta) - s) / (1 - t)`` so that the predicted endpoint moves by the soft
       step (floor 0.05 on ``1 - t``);
-    * ``soft_target="state"``: after each step (the ``post`` hook) ``s`` is the simplex
-      projection of the current channels and ``h`` is shifted by
-      ``relax(s, eta * t) - s``. The model then reacts to the shifted state; in the
-      quick run this overshoots (see the pipeline report), so it is not the default.
+    * ``soft_target="state"``: after each step ``s`` is the simplex projection of the
+      current channels and ``h`` is shifted by ``relax(s, eta * t) - s``.
 
-    Pure and jitted (``q`` is a traced argument; ``steps``, ``method``, ``balanced``,
-    ``soft_eta`` and ``soft_target`` are static); ``vmap`` over cells."""
+    Pure and jitted (``q`` is a traced argument; the keyword arguments are static);
+    ``vmap`` over cells."""
     if soft_target not in ("endpoint", "state"):
         raise ValueError(f"soft_target must be 'endpoint' or 'state'; got {soft_target!r}")
     qf = jnp.asarray(q, jnp.float32)
-    kx, kh = jax.random.split(key)
+    kx, kh, ks = jax.random.split(key, 3)
     n = mask.shape[0]
+    m3 = mask[:, None]
     x0 = jax.random.uniform(kx, (n, 3))
     h0 = _element_noise(kh, mask, qf, balanced)
     endpoint = soft_eta > 0 and soft_target == "endpoint"
     state = soft_eta > 0 and soft_target == "state"
+    dt = 1.0 / steps
 
-    def velocity(t, st):
-        vx, vh = model(st[0], st[1], mask, box, cond, t)
+    def body(carry, i):
+        x, h = carry
+        t = i * dt
+        s_now, s_next = sigma(t), sigma(t + dt)
+        eps, vh = model(x, h, mask, box, cond, t)
         if endpoint:
-            s, _ = charge.simplex_rows(st[1] + (1 - t) * vh)
-            moved = charge.relax(s, qf, soft_eta, mask=mask)
-            vh = vh + jnp.where(mask[:, None], moved - s, 0.0) / jnp.maximum(1 - t, 0.05)
-        return vx, vh
-
-    def post(t, st):
-        x, h = st
-        x = jnp.mod(x, 1.0)
+            p, _ = charge.simplex_rows(h + (1 - t) * vh)
+            moved = charge.relax(p, qf, soft_eta, mask=mask)
+            vh = vh + jnp.where(m3, moved - p, 0.0) / jnp.maximum(1 - t, 0.05)
+        h = h + dt * vh
         if state:
-            s, _ = charge.simplex_rows(h)
-            moved = charge.relax(s, qf, soft_eta * jnp.minimum(t, 1.0), mask=mask)
-            h = h + jnp.where(mask[:, None], moved - s, 0.0)
-        return x, h
+            p, _ = charge.simplex_rows(h)
+            moved = charge.relax(p, qf, soft_eta * jnp.minimum(t + dt, 1.0), mask=mask)
+            h = h + jnp.where(m3, moved - p, 0.0)
+        var = s_now ** 2 - s_next ** 2
+        k1, k2 = jax.random.split(jax.random.fold_in(ks, i))
+        z = jax.random.normal(k1, x.shape)
+        x = jnp.mod(x + jnp.where(m3, -var / s_now * eps + jnp.sqrt(var) * z, 0.0) / box, 1.0)
 
-    return flow.integrate(velocity, (x0, h0), method=method, steps=steps, post=post)
+        def correct(xc, kc):
+            e, _ = model(xc, h, mask, box, cond, t + dt)
+            a = 2.0 * (snr * s_next) ** 2
+            zc = jax.random.normal(kc, xc.shape)
+            step = -a / s_next * e + jnp.sqrt(2.0 * a) * zc
+            return jnp.mod(xc + jnp.where(m3, step, 0.0) / box, 1.0), None
+
+        if corrector_steps:
+            x, _ = jax.lax.scan(correct, x, jax.random.split(k2, corrector_steps))
+        return (x, h), None
+
+    (x, h), _ = jax.lax.scan(body, (x0, h0), jnp.arange(steps))
+    eps, _ = model(x, h, mask, box, cond, 1.0)
+    x = jnp.mod(x - jnp.where(m3, SIGMA_MIN * eps, 0.0) / box, 1.0)
+    return x, h
 
 
 def probabilities(h: jax.Array, floor: float = 1e-6) -> jax.Array:

@@ -1,17 +1,23 @@
 """``jaxkit run amgenc [--quick]``: charge-balanced generation of amorphous oxide cells,
-with its ablation.
+with its ablation, on one dataset (``kind``) and then on each of ``other_kinds``.
 
-Stages: **data** (relaxed, charge-balanced glass cells, :mod:`jaxkit.amgenc.data`);
-**train** (the periodic graph flow model by conditional flow matching,
-:mod:`jaxkit.amgenc.train`; checkpoints in ``OUT/checkpoints/train/<config>``, so a
-killed run resumes to the same parameters); **samples** (every held-out target with the
-three AMGenC mechanisms on or off, :mod:`jaxkit.amgenc.sample`); **relaxed** (FIRE
-post-relaxation of the AMGenC cells); then the metrics (:mod:`jaxkit.amgenc.evaluate`)
-and the report with the claims (:mod:`jaxkit.amgenc.report`).
+Stages per dataset: **data** (relaxed, charge-balanced glass cells with a held-out split
+and a twin of every held-out cell, :mod:`jaxkit.amgenc.data`); **train** (the periodic
+graph denoiser, :mod:`jaxkit.amgenc.train`; checkpoints in
+``OUT/checkpoints/train/<config>``, so a killed run resumes to the same parameters);
+**samples** (every held-out target with the three AMGenC mechanisms on or off,
+:mod:`jaxkit.amgenc.sample`); **relaxed** (FIRE post-relaxation of the AMGenC cells);
+then the metrics (:mod:`jaxkit.amgenc.evaluate`: charge, plausibility, design accuracy
+at the recipe's pressure) and the report with the claims (:mod:`jaxkit.amgenc.report`).
+The stages of a further dataset carry its kind in their names (``amgenc-data-silica``),
+its claims and files too.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+from jaxkit.claims import Claim
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
@@ -20,40 +26,78 @@ from .config import FULL, QUICK, Config
 from .data import make_data
 from .evaluate import RELAXED, evaluate, relax_cells
 from .sample import AMGENC_ARM, sample_all
+from .scale import sample_large
 from .train import fit_denoiser
 
 TITLE = "AMGenC: charge-balanced amorphous cell generation"
 
 
-@register("amgenc", quick=QUICK, full=FULL, title=TITLE)
-def run(ctx: RunContext) -> PipelineResult:
-    """Data, training, sampling of the AMGenC ablation, evaluation and the report."""
-    cfg: Config = ctx.config
-    data = ctx.stage("amgenc-data", lambda: make_data(cfg, ctx.rng("data")))
+def _dataset(ctx: RunContext, cfg: Config, tag: str) -> tuple[str, list, dict, list, list]:
+    """One dataset: (markdown, claims, metrics, figures, warnings); ``tag`` is "" for
+    the first dataset and ``-<kind>`` for the others (stage, key, file and claim names)."""
+    data = ctx.stage(f"amgenc-data{tag}", lambda: make_data(cfg, ctx.rng(f"data{tag}")))
     # one checkpoint folder per configuration and seed
     ckpt = ctx.out_dir / "checkpoints" / "train" / f"{cfg.digest()[:16]}-seed{ctx.seed}"
-    trained = fit_denoiser(cfg, data, ctx.key("train"), mesh=ctx.mesh, checkpoint_dir=ckpt,
-                           resume=ctx.resume, track=ctx.track)
-    samples = ctx.stage("amgenc-samples", lambda: sample_all(
-        cfg, data, trained, ctx.key("sample"), mesh=ctx.mesh))
-    relaxed = ctx.stage("amgenc-relaxed", lambda: relax_cells(cfg, samples, AMGENC_ARM))
-    ev = evaluate(cfg, data, samples, trained.norm, ctx.rng("baseline"),
+    trained = fit_denoiser(cfg, data, ctx.key(f"train{tag}"), mesh=ctx.mesh,
+                           checkpoint_dir=ckpt, resume=ctx.resume, track=ctx.track)
+    samples = ctx.stage(f"amgenc-samples{tag}", lambda: sample_all(
+        cfg, data, trained, ctx.key(f"sample{tag}"), mesh=ctx.mesh))
+    relaxed = ctx.stage(f"amgenc-relaxed{tag}",
+                        lambda: relax_cells(cfg, samples, AMGENC_ARM))
+    ev = evaluate(cfg, data, samples, trained.norm, ctx.rng(f"baseline{tag}"),
                   {AMGENC_ARM: relaxed})
-
-    files = report.cell_files(ctx.out_dir, samples, ev)
-    figures = [report.figure(ev, trained, ctx.out_dir)]
+    prefix = f"amgenc{tag.replace('-', '_')}"
+    files = report.cell_files(ctx.out_dir, samples, ev, prefix)
+    figures = [report.figure(ev, trained, ctx.out_dir, prefix)]
     claims = report.claims(cfg, ev, samples)
+    if tag:
+        claims = [dataclasses.replace(c, claim=f"[{cfg.kind}] {c.claim}") for c in claims]
     warnings = []
     if claims[0].verdict != "yes":
-        warnings.append("a cell with the final discrete projection on is not charge balanced")
+        warnings.append(f"{cfg.kind}: a cell with the final discrete projection on is not "
+                        "charge balanced")
     md = report.markdown(cfg, quick=ctx.quick, seed=ctx.seed, data=data, trained=trained,
                          samples=samples, ev=ev, files=files)
+    scale = None
+    if cfg.scale_cells and not tag:
+        scale = ctx.stage("amgenc-scale", lambda: sample_large(
+            cfg, data, trained, ctx.key("scale"), mesh=ctx.mesh))
+        md += "\n\n" + report.scale_text(scale)
     base = {k: v for k, v in ev.baselines.items() if k != "random_rdf_l1"}
-    metrics = {"arms": ev.rows, "baselines": base, "overhead": ev.overhead,
-               "conditioning": ev.conditioning, "train_seconds": trained.seconds,
-               "train_resumed_from": trained.resumed_from,
+    metrics = {"kind": cfg.kind, "arms": ev.rows, "baselines": base,
+               "overhead": ev.overhead, "conditioning": ev.conditioning,
+               "plausibility": {k: {f: v[f] for f in ("no_close_pair", "gen", "twin", "ratio",
+                                                      "meets", "all_met")}
+                                for k, v in ev.plausibility.items()},
+               "design": {k: {f: v for f, v in d.items() if f != "per_cell"}
+                          for k, d in ev.design.items()},
+               "train_seconds": trained.seconds, "train_resumed_from": trained.resumed_from,
                "final_loss": float(trained.losses[-20:].mean()),
-               "relax_seconds": relaxed[1], "total_seconds": ctx.elapsed(),
-               "claim_ok": claims[0].verdict == "yes", "relaxed_row": RELAXED}
+               "relax_seconds": relaxed[1], "claim_ok": claims[0].verdict == "yes",
+               "relaxed_row": RELAXED,
+               "scale": None if scale is None else {
+                   "cells": scale.n_cells, "atoms": scale.n_atoms, "steps": scale.steps,
+                   "devices": scale.devices, "seconds": scale.seconds,
+                   "cells_per_second": scale.cells_per_second,
+                   "no_close_pair": scale.no_close_pair, "balanced": scale.balanced}}
+    return md, claims, metrics, figures, warnings
+
+
+@register("amgenc", quick=QUICK, full=FULL, title=TITLE)
+def run(ctx: RunContext) -> PipelineResult:
+    """Every dataset's data, training, sampling, evaluation and report."""
+    cfg: Config = ctx.config
+    md, claims, metrics, figures, warnings = _dataset(ctx, cfg, "")
+    metrics["datasets"] = {}
+    for kind in cfg.other_kinds:
+        sub = dataclasses.replace(cfg, kind=kind, other_kinds=())
+        md2, c2, m2, f2, w2 = _dataset(ctx, sub, f"-{kind}")
+        md += f"\n\n### Dataset `{kind}`\n\n" + md2
+        claims: list[Claim] = claims + c2
+        figures += f2
+        warnings += w2
+        metrics["datasets"][kind] = m2
+        metrics["claim_ok"] = metrics["claim_ok"] and m2["claim_ok"]
+    metrics["total_seconds"] = ctx.elapsed()
     return PipelineResult("amgenc", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)

@@ -53,8 +53,10 @@ class Arm:
         x: (B, N, 3) fractional coordinates.
         species: (B, N) species indices, -1 on padding.
         soft_charge: (B,) ``|sum_i q . p_i|`` of the final channel probabilities.
-        ode_seconds: steady-state time of the ODE solve of all B cells.
+        ode_seconds: steady-state time of the sampling of all B cells (median).
         discrete_seconds: steady-state time of the final projection (0 without one).
+        ode_times: every timed sampling run (s); run ``r`` of every arm was timed in the
+            same round, so per-run ratios between arms are paired.
     """
 
     x: np.ndarray
@@ -62,6 +64,7 @@ class Arm:
     soft_charge: np.ndarray
     ode_seconds: float
     discrete_seconds: float
+    ode_times: tuple = ()
 
     @property
     def seconds(self) -> float:
@@ -115,16 +118,27 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> 
 
     def sampler(balanced: bool, eta: float):
         return distributed.sharded_vmap(lambda kk, m, b, c: M.sample(
-            net, kk, m, b, c, q, steps=cfg.sample_steps, method=cfg.method,
+            net, kk, m, b, c, q, steps=cfg.sample_steps,
+            corrector_steps=cfg.corrector_steps, snr=cfg.snr,
             balanced=balanced, soft_eta=eta, soft_target=cfg.soft_target), mesh)
 
-    trajectories, seconds = {}, {}
+    trajectories, fns, times = {}, {}, {}
     for _, balanced, soft, _ in ARMS:
         mech = (balanced, cfg.soft_eta if soft else 0.0)
-        if mech not in trajectories:
-            out, sec = timed(sampler(*mech), keys, mask, box, cond, runs=cfg.timing_runs)
+        if mech not in trajectories:  # compile and keep the cells
+            fns[mech] = sampler(*mech)
+            out = jax.block_until_ready(fns[mech](keys, mask, box, cond))
             trajectories[mech] = tuple(np.asarray(a) for a in out)
-            seconds[mech] = sec
+            times[mech] = []
+    # timing rounds: every mechanism once per round, in a rotating order, so that a slow
+    # spell of the machine hits the arms alike and per-round ratios are paired
+    order = list(fns)
+    for r in range(cfg.timing_runs):
+        for mech in order[r % len(order):] + order[:r % len(order)]:
+            t0 = time.perf_counter()
+            jax.block_until_ready(fns[mech](keys, mask, box, cond))
+            times[mech].append(time.perf_counter() - t0)
+    seconds = {m: float(np.median(v)) for m, v in times.items()}
 
     discrete = distributed.sharded_vmap(
         lambda c, m: charge.project_discrete(c, qn, mask=m), mesh)
@@ -142,7 +156,8 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> 
         soft_charge = np.abs(np.einsum("bnk,k,bn->b", np.asarray(p, np.float64),
                                        qn.astype(np.float64), batch.mask.astype(np.float64)))
         arms[name] = Arm(x=x, species=species, soft_charge=soft_charge,
-                         ode_seconds=seconds[mech], discrete_seconds=extra)
+                         ode_seconds=seconds[mech], discrete_seconds=extra,
+                         ode_times=tuple(times[mech]))
     target_index = np.repeat(np.arange(len(data.test)), cfg.samples_per_target)
     # fixed composition: each target's element counts (one species per element here, so
     # one split); the cells of one target share the counts, hence one compiled solve each
@@ -161,6 +176,7 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> 
         extra += sec
     arms[COMPOSITION_ARM] = Arm(x=x, species=species,
                                 soft_charge=arms[AMGENC_ARM].soft_charge,
-                                ode_seconds=seconds[mech], discrete_seconds=extra)
+                                ode_seconds=seconds[mech], discrete_seconds=extra,
+                                ode_times=tuple(times[mech]))
     return Samples(arms=arms, mask=np.asarray(batch.mask), box=np.asarray(batch.box),
                    target_index=target_index)

@@ -118,7 +118,8 @@ def fit_denoiser(cfg: Config, data: Data, key, *, mesh=None,
 
     def loss_fn(params, key, batch, aux):
         model = eqx.combine(params, static)
-        return M.loss(model, batch, key, q, balanced_share=cfg.balanced_share), ()
+        return M.loss(model, batch, key, q, balanced_share=cfg.balanced_share,
+                      augment_cells=cfg.augment), ()
 
     opt = optax.adam(cfg.lr)
     step = jax.jit(ktrain.make_train_step(loss_fn, opt))

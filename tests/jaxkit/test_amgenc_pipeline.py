@@ -15,7 +15,7 @@ from scipy.spatial.transform import Rotation
 from jaxkit.amgenc import model as M
 from jaxkit.registry import RunContext
 
-K = 12
+K = len(M.species_charges()[1])
 N = 24
 N_REAL = 20
 BOX = 6.0
@@ -172,7 +172,9 @@ def _tiny():
     return QUICK.override(["n_train=4", "n_test=2", "relax_steps=60", "min_steps=20",
                            "hidden=16", "layers=1", "train_steps=15", "batch=4",
                            "checkpoint_every=5", "samples_per_target=1", "sample_steps=4",
-                           "timing_runs=1", "post_relax_steps=150"])
+                           "pressure_steps=5", "timing_runs=2", "other_kinds=silica",
+                           "scale_atoms=100", "scale_cells=2", "scale_steps=2",
+                           "post_relax_steps=150"])
 
 
 def test_tiny_pipeline_and_resume(tmp_path):
@@ -202,7 +204,28 @@ def test_tiny_pipeline_and_resume(tmp_path):
     assert f"| {COMPOSITION_ARM} |" in md
     assert res.metrics["claim_ok"] and not res.warnings
     # claims: the exact balance claim holds; every verdict is a known one
-    assert len(res.claims) == 7 and res.claims[0].verdict == "yes"
+    assert len(res.claims) == 14 and res.claims[0].verdict == "yes"
+    # the second dataset: its own section, claims, metrics and files
+    assert all(c.claim.startswith("[silica] ") for c in res.claims[7:])
+    assert res.claims[7].verdict == "yes"
+    sil = res.metrics["datasets"]["silica"]
+    assert sil["kind"] == "silica" and sil["arms"]["final discrete only"]["balanced"] == 1.0
+    assert "### Dataset `silica`" in md
+    # plausibility against the twins, design accuracy per arm, overhead intervals, scale
+    pl = res.metrics["plausibility"]
+    assert {"twin", "uniform random", "none", "all three (AMGenC)"} <= set(pl)
+    assert all(v == pytest.approx(1.0) for v in pl["twin"]["ratio"].values())
+    assert pl["uniform random"]["no_close_pair"] == 0.0
+    for arm in ("none", "soft only", "final discrete only", "all three (AMGenC)", "twin"):
+        d = res.metrics["design"][arm]
+        assert np.isfinite(d["density_error"]) and d["composition_l1"] >= 0
+    assert res.metrics["design"]["twin"]["composition_l1"] == 0
+    ov = res.metrics["overhead"]
+    assert len(ov["soft_runs"]) == 2 and ov["soft_ci"][0] <= ov["soft_ci"][1]
+    sc = res.metrics["scale"]
+    assert sc["cells"] == 2 and sc["atoms"] == 100 and sc["cells_per_second"] > 0
+    assert sc["balanced"] in (0.0, 0.5, 1.0) and "cells per second" in md
+    assert "no pair < 1 A" in md and "density error (relaxed" in md
     assert all(c.verdict in VERDICTS and c.paper == "AMGenC" for c in res.claims)
     # FIRE post-relaxation keeps species (balance) and removes close pairs
     gen, rel = arms["all three (AMGenC)"], arms["all three (AMGenC) + FIRE relaxation"]
@@ -215,7 +238,7 @@ def test_tiny_pipeline_and_resume(tmp_path):
         assert np.isfinite(c["other"])
     assert all(p.is_file() for p in res.figures)
     files = sorted(tmp_path.glob("amgenc_*.xyz"))
-    assert len(files) == 5
+    assert len(files) == 10 and len(list(tmp_path.glob("amgenc_silica_*.xyz"))) == 5
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files
     _, q = M.species_charges()
     charge_of = dict(zip(glass.ELEMENTS, q.tolist(), strict=True))
@@ -226,7 +249,8 @@ def test_tiny_pipeline_and_resume(tmp_path):
         # every frame says whether its target lies outside the training range
         flags = [ln.split("extrapolated=")[1][0] for ln in f.read_text().splitlines()
                  if "extrapolated=" in ln]
-        assert flags == [str(int(t in outside)) for t in range(2)]
+        out_set = set(sil["baselines"]["outside_targets"]) if "silica" in f.name else outside
+        assert flags == [str(int(t in out_set)) for t in range(2)]
         for symbols, pos, lat in frames:
             box = lat[0, 0]
             assert np.allclose(lat, box * np.eye(3))
@@ -247,7 +271,9 @@ def test_tiny_pipeline_and_resume(tmp_path):
     # a second run reloads the stages and restores the final checkpoint (no step runs)
     ctx2 = RunContext(out_dir=tmp_path, config=tiny, quick=True, mesh=mesh)
     res2 = pipeline.run(ctx2)
-    assert ctx2.reloaded == ["amgenc-data", "amgenc-samples", "amgenc-relaxed"]
+    assert ctx2.reloaded == ["amgenc-data", "amgenc-samples", "amgenc-relaxed", "amgenc-scale",
+                             "amgenc-data-silica", "amgenc-samples-silica",
+                             "amgenc-relaxed-silica"]
     assert res2.metrics["train_resumed_from"] == tiny.train_steps
     assert res2.metrics["final_loss"] == res.metrics["final_loss"]
     assert res2.metrics["arms"]["none"]["balanced"] == arms["none"]["balanced"]

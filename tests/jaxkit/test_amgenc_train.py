@@ -107,6 +107,6 @@ def test_config_validation_names_the_field():
         QUICK.override(["n_atoms=50,120"])
     with pytest.raises(ValueError, match="`balanced_share`"):
         QUICK.override(["balanced_share=1.5"])
-    with pytest.raises(ValueError, match="method"):
-        QUICK.override(["method=leapfrog"])
-    assert QUICK.train_steps == 600 and QUICK.method == "euler"
+    with pytest.raises(ValueError, match="corrector_steps"):
+        QUICK.override(["corrector_steps=-1"])
+    assert QUICK.train_steps == 600 and QUICK.corrector_steps == 0

@@ -1,0 +1,105 @@
+"""Design accuracy measured on the generated structure: the cell is relaxed at the data
+recipe's pressure and its density, composition and network-former coordination are
+compared with the target's.
+
+Pressure of the pair potential at zero temperature (virial form, affine strain):
+``P = -dE/dV = -(1 / (3 V)) dE(s)/ds`` at ``s = 1``, where ``E(s)`` is the energy with
+positions and box scaled by ``s`` (eV / A^3; 1 eV/A^3 = 160.2 GPa).
+
+Relaxation at a pressure ``P*`` (:func:`relax_at_pressure`): ``iters`` rounds of FIRE at
+fixed box (:func:`jaxkit.amgenc.potential.minimize`'s kernel) followed by an isotropic
+rescaling of the box and positions by ``s = 1 + (P - P*) / (3 B)`` (clipped to
+[0.97, 1.03] per round), with ``B`` :data:`BULK_MODULUS`, a fixed estimate of the
+recipe's bulk modulus; the density is that of the last box. The recipe's pressure of a
+target is the pressure of the held-out cell itself (quenched at its additive-model box).
+The twin of a target (same recipe, other seed) gives the noise floor of this density.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import potential as P
+from .analysis import coordination_numbers
+from .tables import _MASS, ELEMENTS
+
+__all__ = ["BULK_MODULUS", "pressure", "relax_at_pressure", "former_cn", "properties"]
+
+BULK_MODULUS = 0.25  # eV/A^3 (40 GPa, of the order of silicate glasses)
+_FORMERS = [ELEMENTS.index(s) for s in ("Si", "B", "Al", "P")]
+_O = ELEMENTS.index("O")
+
+
+def _pressure(pos, box, params):
+    e = lambda s: P._energy(pos * s, box * s, params)  # noqa: E731
+    return -jax.grad(e)(jnp.asarray(1.0, pos.dtype)) / (3.0 * box ** 3)
+
+
+def pressure(pos: np.ndarray, box: float, elements: np.ndarray) -> float:
+    """Zero-temperature virial pressure (eV/A^3) of one cell under the recipe's
+    potential."""
+    pos = jnp.asarray(pos, jnp.float32)
+    el = jnp.asarray(elements, jnp.int32)
+    params = P._pair_params(el, jnp.ones(el.shape, bool), pos.dtype)
+    return float(_pressure(pos, jnp.float32(box), params))
+
+
+@partial(jax.jit, static_argnames=("iters", "steps"))
+def _relax_batch(pos, box, elements, mask, p_target, *, iters, steps):
+    def one(x, b, el, m, pt):
+        params = P._pair_params(el, m, x.dtype)
+
+        def round_(carry, _):
+            x, b = carry
+            x, _ = P._relax_padded(x, b, el, m, jax.random.key(0), n_hold=0, n_quench=0,
+                                   n_min=steps)
+            p = _pressure(x, b, params)
+            s = jnp.clip(1.0 + (p - pt) / (3.0 * BULK_MODULUS), 0.97, 1.03)
+            return (x * s, b * s), p
+
+        (x, b), ps = jax.lax.scan(round_, (x, b), None, length=iters)
+        return x, b, ps[-1]
+
+    return jax.vmap(one)(pos, box, elements, mask, p_target)
+
+
+def relax_at_pressure(cells: list[tuple[np.ndarray, float, np.ndarray]],
+                      p_target: np.ndarray, *, iters: int = 4, steps: int = 50):
+    """Relax cells ((positions A, box A, elements) each) at the pressures ``p_target``
+    (eV/A^3). Returns a list of (positions, box, last measured pressure)."""
+    if not cells:
+        return []
+    size = P.padded_size(max(len(el) for _, _, el in cells))
+    b = len(cells)
+    pos = np.zeros((b, size, 3), np.float32)
+    el = np.full((b, size), _O, np.int32)
+    mask = np.zeros((b, size), bool)
+    for i, (p, _, e) in enumerate(cells):
+        n = len(e)
+        pos[i, :n], el[i, :n], mask[i, :n] = p, e, True
+    box = np.array([c[1] for c in cells], np.float32)
+    x, bx, pr = _relax_batch(jnp.asarray(pos), jnp.asarray(box), jnp.asarray(el),
+                             jnp.asarray(mask), jnp.asarray(p_target, jnp.float32),
+                             iters=int(iters), steps=int(steps))
+    x, bx, pr = np.asarray(x, np.float64), np.asarray(bx, np.float64), np.asarray(pr)
+    return [(x[i, :len(c[2])], float(bx[i]), float(pr[i])) for i, c in enumerate(cells)]
+
+
+def former_cn(pos: np.ndarray, box: float, elements: np.ndarray) -> float:
+    """Mean O coordination of the network-former cations (NaN without formers)."""
+    el = np.asarray(elements)
+    f = np.isin(el, _FORMERS)
+    if not f.any():
+        return float("nan")
+    return float(coordination_numbers(pos, box, el)[f].mean())
+
+
+def properties(pos: np.ndarray, box: float, elements: np.ndarray) -> dict[str, float]:
+    """``density`` (g/cm^3) and ``former_cn`` of a cell."""
+    el = np.asarray(elements)
+    dens = float(_MASS[el].sum() / 6.02214076e23 / (box * 1e-8) ** 3)
+    return {"density": dens, "former_cn": former_cn(pos, box, el)}

@@ -1,0 +1,173 @@
+"""Your own amorphous cells for AMGenC: extended XYZ or CIF files read with ase, turned
+into :class:`jaxkit.amgenc.glass.Cell` objects for training (``user_train``) or as
+held-out targets (``user_test``).
+
+Requirements of a frame: a cubic periodic cell (three equal, orthogonal lattice
+vectors), elements of the glass vocabulary (:data:`jaxkit.amgenc.glass.SYMBOLS`), an atom
+count within [100, 800], and a charge-balanced assignment of oxidation states: iron
+(Fe2+ or Fe3+) gets its states from the exact discrete projection
+(:func:`jaxkit.kernels.charge.project_discrete` over the species each atom's element
+allows), every other element has one state. The formula units of the cell (its
+``oxide_counts``) follow from the species when they are whole numbers; the twin of a
+held-out user cell (the plausibility yardstick) is then built with the data recipe.
+
+Errors name the file and, for extended XYZ and CIF atom-site rows, the line
+(``cells.xyz:14: ...``); a frame-level problem names the frame.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from jaxkit.kernels import charge
+
+from . import glass
+from .potential import padded_size
+from .tables import ELEMENTS, N_ATOMS_RANGE, OXIDATION_STATES, OXIDES, SYMBOLS
+
+__all__ = ["UserDataError", "read_cells", "assign_species", "oxide_counts"]
+
+_Q = np.array([OXIDATION_STATES[e] for e in ELEMENTS], np.int64)
+
+
+class UserDataError(ValueError):
+    """A user structure file that cannot be used; the message names file and line."""
+
+
+def _check_xyz(path: Path, text: str) -> None:
+    lines = text.splitlines()
+    i, frame = 0, 0
+    while i < len(lines):
+        if not lines[i].strip():
+            i += 1
+            continue
+        try:
+            n = int(lines[i].split()[0])
+        except ValueError:
+            raise UserDataError(f"{path}:{i + 1}: frame {frame}: expected the atom count, "
+                                f"got {lines[i].strip()[:40]!r}") from None
+        if i + 1 >= len(lines) or "Lattice=" not in lines[i + 1]:
+            raise UserDataError(f"{path}:{i + 2}: frame {frame}: the comment line must give "
+                                'Lattice="ax ay az bx by bz cx cy cz" (a periodic cell)')
+        for j in range(i + 2, i + 2 + n):
+            if j >= len(lines):
+                raise UserDataError(f"{path}:{j + 1}: frame {frame}: file ends after "
+                                    f"{j - i - 2} of {n} atom lines")
+            parts = lines[j].split()
+            try:
+                if len(parts) < 4:
+                    raise ValueError
+                [float(v) for v in parts[1:4]]
+            except ValueError:
+                raise UserDataError(f"{path}:{j + 1}: frame {frame}: expected 'symbol x y "
+                                    f"z', got {lines[j].strip()[:60]!r}") from None
+        i += 2 + n
+        frame += 1
+
+
+def _check_cif(path: Path, text: str) -> None:
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == "loop_":
+            heads, j = [], i + 1
+            while j < len(lines) and lines[j].strip().startswith("_"):
+                heads.append(lines[j].split()[0])
+                j += 1
+            cols = [k for k, h in enumerate(heads) if h.startswith(("_atom_site_fract_",
+                                                                   "_atom_site_Cartn_"))]
+            while j < len(lines) and lines[j].strip() and not lines[j].strip().startswith(
+                    ("_", "loop_", "data_")):
+                parts = lines[j].split()
+                for k in cols:
+                    try:
+                        float(parts[k].split("(")[0])
+                    except (ValueError, IndexError):
+                        raise UserDataError(f"{path}:{j + 1}: {heads[k]}: not a number in "
+                                            f"{lines[j].strip()[:60]!r}") from None
+                j += 1
+            i = j
+        else:
+            i += 1
+
+
+def assign_species(symbols: list[str], where: str) -> np.ndarray:
+    """Species indices (into :data:`ELEMENTS`) of atoms with chemical ``symbols``:
+    the element's only species, or for Fe the state the exact discrete projection picks
+    for a balanced cell (ties: the lowest-index solution of the DP)."""
+    unknown = sorted(set(symbols) - set(SYMBOLS))
+    if unknown:
+        raise UserDataError(f"{where}: elements {unknown} are not in the glass vocabulary "
+                            f"{sorted(set(SYMBOLS))}")
+    sym = np.array(SYMBOLS)
+    n = len(symbols)
+    size = padded_size(n)  # one compiled projection per size bucket
+    allowed = np.ones((size, len(SYMBOLS)), bool)
+    allowed[:n] = [sym == s for s in symbols]
+    res = _project(np.zeros(allowed.shape, np.float32), allowed, np.arange(size) < n)
+    if not bool(res.feasible):
+        raise UserDataError(f"{where}: no charge-balanced assignment of oxidation states "
+                            "exists for this composition")
+    return np.asarray(res.assignment, np.int64)[:n]
+
+
+@jax.jit
+def _project(cost, allowed, mask):
+    return charge.project_discrete(cost, _Q, allowed=allowed, mask=mask)
+
+
+def oxide_counts(elements: np.ndarray) -> np.ndarray | None:
+    """Formula units per oxide of :data:`OXIDES` when the cations and O make whole units,
+    else None."""
+    counts = np.zeros(len(OXIDES), np.int64)
+    n_o = 0
+    for k, o in enumerate(OXIDES):
+        n = int((elements == ELEMENTS.index(o.cation)).sum())
+        if n % o.n_cation:
+            return None
+        counts[k] = n // o.n_cation
+        n_o += counts[k] * o.n_oxygen
+    return counts if n_o == int((elements == ELEMENTS.index("O")).sum()) else None
+
+
+def read_cells(path: str | Path) -> list[glass.Cell]:
+    """Every frame of an extended XYZ (``.xyz``/``.extxyz``) or CIF (``.cif``) file as a
+    :class:`jaxkit.amgenc.glass.Cell` (see the module docstring for the requirements)."""
+    from ase.io import read
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserDataError(f"{path}: no such file")
+    fmt = {".xyz": "extxyz", ".extxyz": "extxyz", ".cif": "cif"}.get(path.suffix.lower())
+    if fmt is None:
+        raise UserDataError(f"{path}: unknown format; use .xyz / .extxyz or .cif")
+    text = path.read_text(errors="replace")
+    (_check_xyz if fmt == "extxyz" else _check_cif)(path, text)
+    try:
+        frames = read(path, index=":", format=fmt)
+    except Exception as e:  # ase raises many types; keep the file name
+        raise UserDataError(f"{path}: ase could not read it: {type(e).__name__}: {e}") from e
+    if not frames:
+        raise UserDataError(f"{path}: no structure in the file")
+    cells = []
+    for f, atoms in enumerate(frames):
+        where = f"{path}: frame {f}"
+        lat = np.asarray(atoms.cell.array, float)
+        box = float(np.linalg.norm(lat[0])) if lat.any() else 0.0
+        if not atoms.pbc.all() or box <= 0 or not np.allclose(lat, box * np.eye(3),
+                                                               atol=1e-4 * max(box, 1)):
+            raise UserDataError(f"{where}: the cell must be cubic and periodic (lattice "
+                                f"{np.round(lat, 3).tolist()}, pbc {atoms.pbc.tolist()})")
+        n = len(atoms)
+        if not N_ATOMS_RANGE[0] <= n <= N_ATOMS_RANGE[1]:
+            raise UserDataError(f"{where}: {n} atoms; the model handles {N_ATOMS_RANGE}")
+        el = assign_species(atoms.get_chemical_symbols(), where)
+        pos = np.mod(atoms.get_positions(), box)
+        counts = oxide_counts(el)
+        props = {"density": glass.mass_density(el, box)}
+        cells.append(glass.Cell(el, pos, box, counts if counts is not None
+                                else np.zeros(len(OXIDES), np.int64), props))
+    return cells

@@ -277,3 +277,20 @@ def test_live_peer_parity(tmp_path):
     np.testing.assert_allclose(out["pv"]["p_values"], PEER_P_VALUES, rtol=1e-10)
     for (a, b), ref in PEER_TOTAL_EFFECT.items():
         assert out[f"te{a}{b}"]["effect"] == pytest.approx(ref, rel=1e-10)
+
+
+@pytest.mark.slow
+def test_bench_ica_bootstrap_smoke(tmp_path):
+    """`benchmarks/bench_ica.py --quick --only bootstrap` runs and records the case (the
+    lingam side is skipped with its reason when the peer venv cannot be built)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("jaxkit_bench_ica_smoke",
+                                                  ROOT / "benchmarks" / "bench_ica.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "b.json"
+    assert mod.main(["--quick", "--only", "bootstrap", "--runs", "3", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())["results"]["bootstrap"]
+    assert res["config"]["n_sampling"] == 10
+    assert res["jaxkit"]["vmap, 1 device"]["median_s"] > 0

@@ -336,9 +336,17 @@ def test_pipeline_report_consistent(tiny_pipeline):
     refs = hmm["references"]
     assert refs["forward_backward"]["mean"] >= refs["single_token"]["mean"]
     assert 0 <= hmm["tc"]["state_acc"]["mean"] <= 1
-    # one claim per test: 3 Markov (rho max: temporal, token; rho min: equivalence), HMM,
-    # chains; each measured on the per-seed differences of the summaries
-    assert len(result.claims) == 5
+    # one claim per test: 3 Markov (rho max: temporal, token; rho min: equivalence), HMM
+    # vs the SAE and vs the raw window mean, chains; each measured on the per-seed
+    # differences of the summaries
+    assert len(result.claims) == 6
+    d_wm = np.subtract(hmm["tc"]["state_acc"]["seeds"], refs["window_mean"]["seeds"])
+    assert "raw window" in result.claims[4].claim
+    assert result.claims[4].measured.startswith(f"{d_wm.mean():.3g}")
+    assert 0 <= refs["bayes_filter"]["mean"] <= 1
+    # the temporal AUC is tallied only against the acausal crosscoder (structural vs SAEs)
+    assert "structural_temporal_auc_vs_sae" in result.metrics
+    assert "Structural, not counted as wins" in md
     assert all(c.verdict in ("yes", "no", "not shown") for c in result.claims)
     s = result.metrics["chains"]["T=2"]
     d = np.subtract(s["tc"]["temporal_auc"]["seeds"], s["sae"]["temporal_auc"]["seeds"])

@@ -92,19 +92,15 @@ def test_claims_line_short_form():
     assert _claims_line([]) == "no claims"
 
 
-class Cfg(PipelineConfig):
-    pass
-
-
 @pytest.fixture
 def two_toys():
     """'all' made of two toy pipelines, the second failing."""
     from dataclasses import dataclass
 
     cfg = dataclass(frozen=True)(type("AllCfg", (PipelineConfig,), {}))()
-    registry.names()
-    saved = dict(registry._REGISTRY)
+    saved, loaded = dict(registry._REGISTRY), registry._LOADED
     registry._REGISTRY.clear()
+    registry._LOADED = True  # 'all' is the two toys (the real pipelines are not imported)
 
     @registry.register("toy-a", quick=cfg, full=cfg, title="Toy A")
     def run_a(ctx):
@@ -119,6 +115,7 @@ def two_toys():
     yield
     registry._REGISTRY.clear()
     registry._REGISTRY.update(saved)
+    registry._LOADED = loaded
 
 
 def test_run_all_prints_one_line_per_pipeline_and_carries_on(two_toys, tmp_path):

@@ -96,7 +96,7 @@ def _toy_fit(tmp_path, steps, **kw):
 
     st = T.init({"w": jnp.zeros(3)}, opt)
     return fit(jax.random.key(0), st, _STEP(loss, opt), lambda i: jnp.ones(3), steps=steps,
-               checkpoint_dir=tmp_path / "ckpt", checkpoint_every=4, **kw)
+               checkpoint_dir=tmp_path / "ckpt", checkpoint_every=100, **kw)
 
 
 _COMPILED = {}

@@ -13,8 +13,9 @@ The discrete domains (``peptides-discrete``, ``molecules``, ``proteins``, ``user
 ``n_seeds`` training seeds per domain (FULL: 5) give the intervals and the claim tests;
 ``user_data`` / ``user_verifier`` / ``user_column`` / ``user_novelty`` define the
 ``user`` domain (:mod:`jaxkit.actflow.user`). QUICK runs rings and the discrete
-peptides and molecules at tiny size; proteins and the relaxed peptides (the ablation
-of the discrete arm) run in FULL.
+peptides at tiny size (the 40 s budget); molecules, proteins, torus, sphere and the
+relaxed peptides (the ablation of the discrete arm) run in FULL (``--quick --set
+domains=molecules`` runs one at QUICK size).
 """
 
 from __future__ import annotations
@@ -180,9 +181,9 @@ class Config(_LoopSettings):
                                                for f in DFM_FIELDS})
 
 
-QUICK = Config(domains=("rings", "peptides-discrete", "molecules"), hidden=32, depth=2,
-               n_data=256, pretrain_steps=800, batch=64, rounds=3, budget=128, adapt_steps=80,
-               n_eval=128, sample_steps=6, steer_steps=1,
+QUICK = Config(domains=("rings", "peptides-discrete"), hidden=64, depth=3, n_data=512,
+               pretrain_steps=1500, batch=128, rounds=3, budget=128, adapt_steps=100,
+               n_eval=256, sample_steps=12, steer_steps=1,
                peptide_hidden=128, peptide_depth=2, peptide_pretrain_steps=600,
                peptide_batch=64, peptide_rounds=2, peptide_budget=64, peptide_adapt_steps=50,
                peptide_n_eval=128, peptide_sample_steps=8, peptide_steer_steps=0,

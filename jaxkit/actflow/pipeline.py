@@ -23,7 +23,7 @@ from jaxkit.report import PipelineResult
 
 from . import report
 from .compare import compare_discrete, compare_domain
-from .config import DISCRETE, FULL, QUICK, Config
+from .config import DISCRETE, DOMAINS, FULL, QUICK, Config
 
 TITLE = "ActFlow: verifier-guided expansion of a flow's generable set"
 
@@ -63,6 +63,10 @@ def run(ctx: RunContext) -> PipelineResult:
           "`actflow_DOMAIN_scatter.png` for the continuous domains (samples per method at "
           "the first, middle and last round; blue valid, grey invalid, orange pre-training "
           "data, light grey the valid manifold)."]
+    skipped = [d for d in DOMAINS[:-1] if d not in cfg.domains]
+    if skipped:
+        md.append(f"\nDomains not run in this configuration (their claims are not tested at "
+                  f"this size): {', '.join(skipped)}.")
     if ctx.reloaded:
         md.append(f"\nStages reloaded from an earlier run: {', '.join(ctx.reloaded)}.")
     metrics = {name: {m: run["history"] for m, run in seeds[0]["runs"].items()}

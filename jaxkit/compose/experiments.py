@@ -189,8 +189,9 @@ def scaling(s2: dict, cfg) -> dict:
     out = {}
     for fam in ("best1", "llama"):
         N, D, L = _grid(s2, fam, cfg, None)
-        fit = S.fit_chinchilla(N, D, L, n_starts=3)
-        per_seed = [S.fit_chinchilla(*_grid(s2, fam, cfg, k), n_starts=3)
+        fit = S.fit_chinchilla(N, D, L, n_starts=3, maxiter=cfg.fit_maxiter)
+        per_seed = [S.fit_chinchilla(*_grid(s2, fam, cfg, k), n_starts=3,
+                                     maxiter=cfg.fit_maxiter)
                     for k in range(cfg.seeds2)]
         out[fam] = dict(N=N.tolist(), D=D.tolist(), L=L.tolist(), fit=fit._asdict(),
                         gamma=fit.gamma, gamma_seeds=[f.gamma for f in per_seed],

@@ -67,7 +67,8 @@ def _objective(theta, logN, logD, logL, delta):
     return float(h.sum()), grad
 
 
-def fit_chinchilla(N, D, L, *, delta: float = 1e-3, n_starts: int = 8) -> ScalingFit:
+def fit_chinchilla(N, D, L, *, delta: float = 1e-3, n_starts: int = 8,
+                   maxiter: int = 5000) -> ScalingFit:
     """Fit ``L(N, D)`` (module docstring) to measured losses.
 
     Args:
@@ -78,6 +79,7 @@ def fit_chinchilla(N, D, L, *, delta: float = 1e-3, n_starts: int = 8) -> Scalin
       n_starts: L-BFGS runs, from the best points of the start grid
         (``alpha, beta in {0.1, 0.3, 0.6, 1.0}``, ``e in {-1, -0.5, 0, 0.5, 1}``,
         ``a, b in {0, 2.5, 5, 10, 15}``).
+      maxiter: the L-BFGS iteration budget of each run.
 
     Returns:
       The best :class:`ScalingFit` over the starts.
@@ -104,7 +106,7 @@ def fit_chinchilla(N, D, L, *, delta: float = 1e-3, n_starts: int = 8) -> Scalin
     for g in grid[np.argsort(vals)[:n_starts]]:
         r = minimize(_objective, g, args=(logN, logD, logL, delta), jac=True,
                      method="L-BFGS-B", bounds=bounds,
-                     options=dict(maxiter=5000, gtol=1e-14, ftol=1e-16))
+                     options=dict(maxiter=int(maxiter), gtol=1e-14, ftol=1e-16))
         if best is None or r.fun < best.fun:
             best = r
     a, b, e, al, be = best.x

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxkit.claims import Claim
+from jaxkit.plotting import label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import Verdict, equivalence, paired_difference, superiority
 
@@ -152,9 +153,8 @@ def plot(results: list[dict], out: Path) -> Path:
             axes[row, 0].plot(calls, best[r], label=name, **style)
             axes[row, 1].plot(np.maximum(cost[r], 1e-3), best[r], label=name, **style)
         for ax, xl in zip(axes[row], ("LLM calls", "cumulative cost ($, log)"), strict=True):
-            ax.set_xlabel(xl)
-            ax.set_ylabel(res["objective"])
-            ax.set_title(res["problem"], fontsize=9)
+            label_axes(ax, xl, f"best {res['objective']} (mean over seeds)",
+                       title=res["problem"])
         axes[row, 1].set_xscale("log")
-    axes[0, 0].legend(fontsize=6, ncol=2)
+    legend_outside(fig, where="below", ncol=4)
     return save_figure(fig, out / "ballad_best_vs_budget.png")

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxkit.claims import Claim
+from jaxkit.plotting import label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import Verdict, equivalence, paired_difference, superiority
 
@@ -173,7 +174,8 @@ def _heatmap_figure(cfg: Config, results, pair, out_dir: Path, idx: int) -> Path
         ax.set_title(m, fontsize=8)
     for ax in axes[len(ms):]:
         ax.axis("off")
-    fig.suptitle(f"mean F1 over {pair.name} (red: inside the declared scope)", fontsize=9)
+    fig.suptitle(f"mean F1 (0-1, in each cell) over {pair.name} (red: inside the declared "
+                 "scope)", fontsize=9)
     return save_figure(fig, out_dir / f"causal_audit_heatmap_{idx}.png")
 
 
@@ -184,10 +186,14 @@ def _consistency_figure(cfg: Config, sizes, out_dir: Path) -> Path:
         c = A.consistency(sizes, m)
         ax.loglog(c["ns"], np.asarray(c["mean_shd"]) + 1e-3, "o-",
                   label=f"{m} (rate {c['falls'].estimate * -1:.2f})")
-    ax.set_xlabel("n")
-    ax.set_ylabel("mean SHD")
-    ax.legend(fontsize=7)
-    ax.set_title("consistency: error vs sample size", fontsize=9)
+    from matplotlib.ticker import NullFormatter
+
+    ns = sorted({int(n) for m in cfg.consistency_methods for n in A.consistency(sizes, m)["ns"]})
+    ax.set_xticks(ns, [f"{n:g}" for n in ns])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    label_axes(ax, "sample size n", "mean SHD (+0.001 for the log axis)",
+               title="consistency: error vs sample size")
+    legend_outside(ax, where="below")
     return save_figure(fig, out_dir / "causal_audit_consistency.png")
 
 

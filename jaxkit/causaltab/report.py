@@ -20,6 +20,7 @@ import numpy as np
 
 from jaxkit import stats
 from jaxkit.claims import Claim
+from jaxkit.plotting import interval, label_axes, legend_outside, reference_line
 from jaxkit.report import markdown_table, new_figure, save_figure
 
 __all__ = ["claims", "markdown", "figures", "best_baseline", "method_table"]
@@ -130,33 +131,54 @@ def _cell_name(r: dict) -> str:
     return f"{r['which']} d={r['d']} int={r['int_frac']:g}"
 
 
+BOUNDS = {"auroc": (0, 1), "shd": (0, None)}  # where the metrics' intervals are clipped
+
+
+def _ci(v) -> tuple[float, float]:
+    """Mean and 95% t half-width over the datasets of one cell (half nan for one)."""
+    from jaxkit.stats import t_interval
+
+    a = np.asarray(v, np.float64)
+    return t_interval(a) if np.isfinite(a).any() else (float("nan"), float("nan"))
+
+
 def figures(synth: list[dict], out_dir: Path) -> list[Path]:
     """AUROC and SHD versus d (observational and the largest fraction), and versus the
-    interventional fraction (at the smallest d)."""
+    interventional fraction (at the smallest d); means with 95% t intervals over the
+    datasets of each cell, clipped to the metric's range."""
     paths = []
     ds = sorted({r["d"] for r in synth})
     fr = sorted({r["int_frac"] for r in synth})
+
+    def cell(which, d, f, m, metric):
+        return _ci(next(r for r in synth if (r["which"], r["d"], r["int_frac"])
+                        == (which, d, f))["methods"][m][metric])
+
     for metric in ("auroc", "shd"):
         fig, ax = new_figure(2, 1)
         for k, which in enumerate(("id", "ood")):
             for m in synth[0]["methods"]:
                 for f, ls in ((fr[0], "-"), (fr[-1], "--")):
-                    ys = [_mean(next(r for r in synth if (r["which"], r["d"], r["int_frac"])
-                                     == (which, d, f))["methods"][m][metric]) for d in ds]
-                    ax[0, k].plot(ds, ys, ls, marker="o", label=f"{m} int={f:g}")
-            ax[0, k].set(title=f"{which}: {metric.upper()} vs d", xlabel="d", ylabel=metric)
-        ax[0, 1].legend(fontsize=5)
+                    mh = np.array([cell(which, d, f, m, metric) for d in ds])
+                    interval(ax[0, k], ds, mh[:, 0], half=mh[:, 1], bounds=BOUNDS[metric],
+                             label=f"{m}, interventional fraction {f:g}", linestyle=ls)
+            if metric == "auroc":
+                reference_line(ax[0, k], 0.5, "chance (AUROC 0.5)")
+            label_axes(ax[0, k], "number of variables d", metric.upper(),
+                       title=f"{which}: {metric.upper()} vs d", bounds=BOUNDS[metric])
+        legend_outside(fig, where="below", ncol=3)
         paths.append(save_figure(fig, out_dir / f"causaltab_{metric}_vs_d.png"))
     fig, ax = new_figure(2, 1)
     d0 = ds[0]
     for k, which in enumerate(("id", "ood")):
         for m in synth[0]["methods"]:
-            ys = [_mean(next(r for r in synth if (r["which"], r["d"], r["int_frac"])
-                             == (which, d0, f))["methods"][m]["auroc"]) for f in fr]
-            ax[0, k].plot(fr, ys, marker="o", label=m)
-        ax[0, k].set(title=f"{which}, d={d0}: AUROC vs interventional fraction",
-                     xlabel="interventional fraction", ylabel="AUROC")
-    ax[0, 1].legend(fontsize=6)
+            mh = np.array([cell(which, d0, f, m, "auroc") for f in fr])
+            interval(ax[0, k], fr, mh[:, 0], half=mh[:, 1], bounds=BOUNDS["auroc"], label=m)
+        reference_line(ax[0, k], 0.5, "chance (AUROC 0.5)")
+        label_axes(ax[0, k], "interventional fraction", "AUROC",
+                   title=f"{which}, d={d0}: AUROC vs interventional fraction",
+                   bounds=BOUNDS["auroc"])
+    legend_outside(fig, where="below", ncol=4)
     paths.append(save_figure(fig, out_dir / "causaltab_auroc_vs_int_frac.png"))
     return paths
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from jaxkit import stats
 from jaxkit.claims import Claim
+from jaxkit.plotting import label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
 
 from . import scaling as S
@@ -29,12 +30,12 @@ def plot_search(s1: dict, out_dir: Path) -> Path:
     for p, runs in s1["runs"].items():
         c = np.asarray([r["best_curve"] for r in runs])
         x = np.arange(1, c.shape[1] + 1)
-        ax.plot(x, c.mean(0), label=p)
-        ax.fill_between(x, np.percentile(c, 25, 0), np.percentile(c, 75, 0), alpha=0.15)
-    ax.set_xlabel("evaluations")
-    ax.set_ylabel("best validation bits/byte")
-    ax.set_title("search curves (mean, IQR over seeds)")
-    ax.legend(fontsize=7)
+        (line,) = ax.plot(x, c.mean(0), label=p)
+        ax.fill_between(x, np.percentile(c, 25, 0), np.percentile(c, 75, 0), alpha=0.15,
+                        color=line.get_color(), linewidth=0)
+    label_axes(ax, "evaluations", "best validation bits/byte", bounds=(0, None),
+               title="search curves (mean, IQR over seeds)")
+    legend_outside(ax)
     return save_figure(fig, Path(out_dir) / "aira_compose_search.png")
 
 
@@ -50,9 +51,8 @@ def plot_frontier(s2: dict, sc: dict, out_dir: Path) -> Path:
         ax.plot(cs, S.frontier(fit, cs)[2], color=color,
                 label=f"{fam} frontier, gamma={fit.gamma:.3f}")
     ax.set_xscale("log")
-    ax.set_xlabel("compute C = 6 N D (FLOPs)")
-    ax.set_ylabel("validation bits/byte")
-    ax.legend(fontsize=7)
+    label_axes(ax, "compute C = 6 N D (FLOPs)", "validation bits/byte")
+    legend_outside(ax)
     return save_figure(fig, Path(out_dir) / "aira_compose_frontier.png")
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxkit.claims import Claim
+from jaxkit.plotting import bars, label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import superiority, t_interval
 
@@ -158,15 +159,13 @@ def plot_trajectories(results: list[dict], out: Path) -> Path:
             ps = t["per_seed"]
             lo, hi = np.percentile(ps, [10, 90], axis=0)
             x = np.arange(ps.shape[1])
-            ax.plot(x, t["mean"], label=LABELS[m])
-            ax.fill_between(x, lo, hi, alpha=0.15)
-        ax.set_title(r["domain"])
-        ax.set_xlabel("experiments run")
-        ax.set_ylabel("P(true explanation)")
-        ax.set_ylim(0, 1)
+            (line,) = ax.plot(x, t["mean"], label=LABELS[m])
+            ax.fill_between(x, lo, hi, alpha=0.15, color=line.get_color(), linewidth=0)
+        label_axes(ax, "experiments run", "P(true explanation)", title=r["domain"],
+                   bounds=(0, 1))
     for ax in axes.ravel()[n:]:
         ax.axis("off")
-    axes.ravel()[0].legend(fontsize=6)
+    legend_outside(fig, where="below", ncol=4)
     fig.suptitle("Posterior of the true explanation (mean, 10-90% over seeds); pointwise "
                  "agents: their experiments scored over the MECE set", fontsize=8)
     return save_figure(fig, Path(out) / "contrastive_trajectories.png")
@@ -176,14 +175,11 @@ def plot_resolved(results: list[dict], out: Path) -> Path:
     """Fraction resolved correctly per domain and method, with 95% t intervals."""
     fig, axes = new_figure(1, 1, size=(7.0, 3.5))
     ax = axes[0, 0]
-    w = 0.8 / len(METHODS)
-    for i, m in enumerate(METHODS):
-        stats = [t_interval(r["rates"][m]["correct"]) for r in results]
-        mean = [s[0] for s in stats]
-        half = [s[1] if math.isfinite(s[1]) else 0.0 for s in stats]
-        ax.bar(np.arange(len(results)) + i * w, mean, w, yerr=half, label=LABELS[m])
-    ax.set_xticks(np.arange(len(results)) + 0.4 - w / 2, [r["domain"] for r in results],
-                  rotation=20, fontsize=7)
-    ax.set_ylabel("resolved correctly")
-    ax.legend(fontsize=6)
+    series = {}
+    for m in METHODS:
+        st = np.array([t_interval(r["rates"][m]["correct"]) for r in results], float)
+        series[LABELS[m]] = (st[:, 0], st[:, 0] - st[:, 1], st[:, 0] + st[:, 1])
+    bars(ax, [r["domain"] for r in results], series, bounds=(0, 1))  # a rate: 0..1
+    label_axes(ax, "domain", "fraction resolved correctly (95% t interval)", bounds=(0, 1))
+    legend_outside(ax)
     return save_figure(fig, Path(out) / "contrastive_resolved.png")

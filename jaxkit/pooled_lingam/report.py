@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from jaxkit.claims import Claim
+from jaxkit.plotting import interval, label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import Verdict, paired_difference, superiority
 
@@ -179,16 +180,18 @@ def _int_ticks(ax, values):
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+METRIC_BOUNDS = {"f1": (0, 1), "shd": (0, None)}  # interval clipping (F1 <= 1, SHD >= 0)
+
+
 def _plot_metric(ax, rows, param, metric, *, logx=False):
     for method, (xs, ms) in _by_method(rows, param).items():
-        ax.errorbar(xs, ms[metric], yerr=ms[metric + "_sd"], marker="o", capsize=3,
-                    label=LABELS[method])
-    ax.set_xlabel(param)
-    ax.set_ylabel(metric.upper())
+        interval(ax, xs, ms[metric], half=ms[metric + "_sd"],
+                 bounds=METRIC_BOUNDS[metric], label=LABELS[method])
+    label_axes(ax, param, f"{metric.upper()} (mean +- sd over seeds)",
+               bounds=METRIC_BOUNDS[metric])
     if logx:
         ax.set_xscale("log")
     _int_ticks(ax, sorted({r[param] for r in rows}))
-    ax.grid(alpha=0.3)
 
 
 def _theory_figure(th: dict, path: Path) -> Path:
@@ -209,7 +212,7 @@ def _theory_figure(th: dict, path: Path) -> Path:
         a.set_xlabel("number of variables n")
         a.set_ylabel(ylab)
         a.grid(alpha=0.3, which="both")
-        a.legend(fontsize=6)
+    legend_outside(fig, where="below", ncol=3)
     return save_figure(fig, path)
 
 
@@ -220,7 +223,7 @@ def figures(out: Path, cfg: Config, d_rows, env_rows, npe_rows, str_rows, th) ->
         fig, ax = new_figure()
         _plot_metric(ax[0, 0], d_rows, "d", metric)
         ax[0, 0].set_xlabel("number of variables d (one atomic intervention per node)")
-        ax[0, 0].legend(fontsize=7)
+        legend_outside(ax[0, 0])
         paths.append(save_figure(fig, out / f"pooled_lingam_{metric}_vs_d.png"))
     for rows, param, logx, xlabel in (
         (env_rows, "n_envs", True, f"interventional environments (d={d0}, fixed total rows)"),
@@ -231,7 +234,7 @@ def figures(out: Path, cfg: Config, d_rows, env_rows, npe_rows, str_rows, th) ->
         for j, metric in enumerate(("f1", "shd")):
             _plot_metric(ax[0, j], rows, param, metric, logx=logx)
             ax[0, j].set_xlabel(xlabel)
-        ax[0, 0].legend(fontsize=7)
+        legend_outside(fig)
         paths.append(save_figure(fig, out / f"pooled_lingam_{param}_sweep.png"))
     paths.append(_theory_figure(th, out / "pooled_lingam_theory_slopes.png"))
     return paths

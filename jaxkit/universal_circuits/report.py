@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxkit.claims import Claim
+from jaxkit.plotting import label_axes, legend_outside, reference_line
 from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import equivalence, superiority
 
@@ -108,13 +109,18 @@ def figures(pairs: dict, surg: dict, image_size: int, out: Path) -> list[Path]:
     fig, ax = new_figure(ncols=2, size=(5.0, 3.4))
     cls = np.arange(pa["ratio"].shape[1])
     for m, n in enumerate(names):
-        ax[0, 0].bar(cls + (m - 0.5) * 0.4, pa["ratio"][m], 0.4, label=n)
+        ax[0, 0].bar(cls + (m - 0.5) * 0.4, np.clip(pa["ratio"][m], 0, 1.1), 0.4, label=n)
         ax[0, 1].bar(cls + (m - 0.5) * 0.4, pa["circuits"]["sizes"][m], 0.4, label=n)
-    ax[0, 0].plot(cls, pa["shared"] / max(pa["shared"].max(), 1), "k.", label="shared (scaled)")
-    ax[0, 0].axhline(0.89, color="grey", ls=":")
-    ax[0, 0].set(title=f"{tag}: intersection / circuit accuracy", xlabel="class", ylim=(0, 1.1))
-    ax[0, 1].set(title="circuit sizes (latents)", xlabel="class")
-    ax[0, 0].legend(fontsize=6)
+    ax[0, 0].plot(cls, pa["shared"] / max(pa["shared"].max(), 1), "k.",
+                  label="shared latents (scaled to max 1)")
+    reference_line(ax[0, 0], 0.89, "paper's lowest ratio (0.89)")
+    label_axes(ax[0, 0], "class", "intersection / circuit accuracy",
+               title=f"{tag}: intersection circuit")
+    ax[0, 0].set_ylim(0, 1.1)
+    label_axes(ax[0, 1], "class", "circuit size (latents)", title="circuit sizes")
+    for a in ax[0]:
+        a.set_xticks(cls)
+    legend_outside(fig, where="below", ncol=4)
     figs.append(save_figure(fig, out / "uc_intersection.png"))
     fig, ax = new_figure(ncols=3, size=(3.4, 3.2))
     for i, (key, title) in enumerate((("before", "receiver before"), ("after", "after surgery"),

@@ -73,20 +73,22 @@ def relax_at_pressure(cells: list[tuple[np.ndarray, float, np.ndarray]],
     (eV/A^3). Returns a list of (positions, box, last measured pressure)."""
     if not cells:
         return []
+    n_cells = len(cells)
     size = P.padded_size(max(len(el) for _, _, el in cells))
-    b = len(cells)
+    b = -(-len(cells) // 16) * 16  # batch bucket: one compilation for every call up to 16
+    p_target = np.resize(np.asarray(p_target, np.float32), b)
+    cells = [cells[i % len(cells)] for i in range(b)]
     pos = np.zeros((b, size, 3), np.float32)
     el = np.full((b, size), _O, np.int32)
     mask = np.zeros((b, size), bool)
     for i, (p, _, e) in enumerate(cells):
-        n = len(e)
-        pos[i, :n], el[i, :n], mask[i, :n] = p, e, True
+        pos[i, :len(e)], el[i, :len(e)], mask[i, :len(e)] = p, e, True
     box = np.array([c[1] for c in cells], np.float32)
     x, bx, pr = _relax_batch(jnp.asarray(pos), jnp.asarray(box), jnp.asarray(el),
                              jnp.asarray(mask), jnp.asarray(p_target, jnp.float32),
                              iters=int(iters), steps=int(steps))
     x, bx, pr = np.asarray(x, np.float64), np.asarray(bx, np.float64), np.asarray(pr)
-    return [(x[i, :len(c[2])], float(bx[i]), float(pr[i])) for i, c in enumerate(cells)]
+    return [(x[i, :len(c[2])], float(bx[i]), float(pr[i])) for i, c in enumerate(cells[:n_cells])]
 
 
 def former_cn(pos: np.ndarray, box: float, elements: np.ndarray) -> float:

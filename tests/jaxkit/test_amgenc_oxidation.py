@@ -10,10 +10,10 @@ from jaxkit.amgenc import model as M
 FE2, FE3, OX = (glass.ELEMENTS.index(s) for s in ("Fe2+", "Fe3+", "O"))
 
 
-def _channels(fe_rows, n_o, pad=1):
-    """Channels (1, N, K): Fe atoms with the given (p(Fe2+), p(Fe3+)), then O atoms."""
+def _channels(fe_rows, n_o, n=8):
+    """Channels (1, n, K): Fe atoms with the given (p(Fe2+), p(Fe3+)), then O atoms, then
+    padding (one size for every case: one compiled projection)."""
     _, q = M.species_charges()
-    n = len(fe_rows) + n_o + pad
     h = np.zeros((1, n, q.size), np.float32)
     for i, (p2, p3) in enumerate(fe_rows):
         h[0, i, FE2], h[0, i, FE3] = p2, p3

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxkit.claims import Claim
+from jaxkit.plotting import interval, label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import equivalence, superiority
 
@@ -84,11 +85,16 @@ def forest_plot(cfg: Config, results: dict, out: Path) -> Path:
             colours = ["tab:blue" if m in MODELS else "tab:green" if m == "ridge_fp"
                        else "grey" if m == "noise_ceiling" else "tab:red" for m in ms]
             yy = np.arange(len(ms))[::-1]
-            for x, yv, h, c in zip(means, yy, half, colours, strict=True):
-                ax.errorbar([x], [yv], xerr=[h], fmt="o", ms=3, color=c, capsize=2)
+            kinds = ["model" if m in MODELS else "aligned ridge" if m == "ridge_fp"
+                     else "noise ceiling" if m == "noise_ceiling" else "misaligned baseline"
+                     for m in ms]
+            for x, yv, h, c, k in zip(means, yy, half, colours, kinds, strict=True):
+                interval(ax, [yv], [x], half=[h], bounds=(0, None), horizontal=True,
+                         color=c, markersize=3, label=k)  # RMSE >= 0
             ax.set_yticks(yy, [LABELS[m] for m in ms], fontsize=6)
-            ax.set_xlabel("test RMSE")
-            ax.set_title(f"{ds}, {split} split", fontsize=8)
+            label_axes(ax, "test RMSE (mean, 95% t interval over seeds)", "method",
+                       title=f"{ds}, {split} split")
+    legend_outside(fig, where="below", ncol=4)
     return save_figure(fig, out / "misaligned_forest.png")
 
 
@@ -108,13 +114,11 @@ def curve_plot(cfg: Config, results: dict, out: Path) -> Path:
                 for m, col in zip(MODELS, ("tab:blue", "tab:purple"), strict=True):
                     ax.axhline(_rmse(r, m), ls=ls, color=col, lw=0.8,
                                label=f"{LABELS[m]}, {split}")
-            ax.set_xlabel({"shuffled_inputs": "fraction of molecules shuffled",
-                           "replaced_bits": "fraction of bits replaced",
-                           "add_carbon": "carbons inserted (test inputs)"}[c], fontsize=7)
-            ax.set_ylabel("test RMSE", fontsize=7)
-            ax.set_title(f"{ds}: {c}", fontsize=8)
-            if i == 0 and j == 0:
-                ax.legend(fontsize=5)
+            label_axes(ax, {"shuffled_inputs": "fraction of molecules shuffled",
+                            "replaced_bits": "fraction of bits replaced",
+                            "add_carbon": "carbons inserted (test inputs)"}[c], "test RMSE",
+                       title=f"{ds}: {c}")
+    legend_outside(fig, where="below", ncol=3)
     return save_figure(fig, out / "misaligned_curves.png")
 
 

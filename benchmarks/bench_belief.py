@@ -209,10 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             setattr(args, name, quick if q else full)
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1")
-    cases = [c.strip() for c in args.only.split(",") if c.strip()]
-    bad = sorted(set(cases) - set(CASES))
-    if bad:
-        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    cases = bench.parse_cases(p, args.only, CASES)
 
     bench.configure_cpu_devices(x64=False)
     env = bench.environment()
@@ -220,14 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     for c in cases:
         globals()[f"case_{c}"](args, rows, results)
-    bench.print_table(rows, title="jaxkit belief kernels vs NumPy/SciPy (speed-up = peer / "
-                                  "jaxkit)")
-    print(bench.environment_line(env, time.perf_counter() - t0))
-    if args.json:
-        path = bench.write_json(args.json, dict(
-            environment=env, argv=sys.argv if argv is None else argv, quick=args.quick,
-            results=results, rows=rows, table_markdown=bench.table_markdown(rows)))
-        print(f"wrote {path}")
+    bench.finish(rows, env, t0, title="jaxkit belief kernels vs NumPy/SciPy (speed-up = peer "
+                                      "/ jaxkit)", json_path=args.json,
+                 payload=dict(argv=sys.argv if argv is None else argv, quick=args.quick,
+                              results=results, rows=rows))
     return 0
 
 

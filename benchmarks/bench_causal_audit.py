@@ -171,10 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=None, help="timed runs of jaxkit (default 10)")
     p.add_argument("--peer-runs", type=int, default=3, help="timed runs of a peer (default 3)")
     args = p.parse_args(argv)
-    cases = [c.strip() for c in args.only.split(",") if c.strip()]
-    bad = sorted(set(cases) - set(CASES))
-    if bad:
-        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    cases = bench.parse_cases(p, args.only, CASES)
     q = args.quick
     args.batch = args.batch or (8 if q else 256)
     args.n = args.n or (100 if q else 1000)
@@ -195,13 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         case_floors(args, rows, results, data)
     if "cell" in cases:
         case_cell(args, rows, results, spec)
-    bench.print_table(rows, title="causal-audit (speed-up = peer / jaxkit)")
-    print(bench.environment_line(env, time.perf_counter() - t0))
-    if args.json:
-        path = bench.write_json(args.json, dict(
-            environment=env, argv=sys.argv if argv is None else argv, quick=args.quick,
-            results=results, rows=rows, table_markdown=bench.table_markdown(rows)))
-        print(f"wrote {path}")
+    bench.finish(rows, env, t0, title="causal-audit (speed-up = peer / jaxkit)",
+                 json_path=args.json,
+                 payload=dict(argv=sys.argv if argv is None else argv, quick=args.quick,
+                              results=results, rows=rows))
     return 0
 
 

@@ -299,10 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     p = bench.benchmark_parser("bench_causaltab", __doc__, CASES, quick_help="small sizes",
                                peers_help="skip causal-learn's PC and GES")
     args = p.parse_args(argv)
-    cases = [c.strip() for c in args.only.split(",") if c.strip()]
-    bad = sorted(set(cases) - set(CASES))
-    if bad:
-        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    cases = bench.parse_cases(p, args.only, CASES)
     bench.configure_cpu_devices(x64=False)
     env = bench.environment()
     rows, results = [], {}
@@ -310,15 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     for c in cases:
         {"prior": case_prior, "inference": case_inference, "train": case_train}[c](
             args, rows, results)
-    bench.print_table(rows, title="CausalTab (speed-up = peer / jaxkit)")
-    wall = time.perf_counter() - t0
-    print(bench.environment_line(env, wall))
-    if args.json:
-        path = bench.write_json(args.json, dict(environment=env, quick=args.quick,
-                                                argv=sys.argv if argv is None else argv,
-                                                results=results, rows=rows,
-                                                table_markdown=bench.table_markdown(rows)))
-        print(f"wrote {path}")
+    bench.finish(rows, env, t0, title="CausalTab (speed-up = peer / jaxkit)",
+                 json_path=args.json,
+                 payload=dict(quick=args.quick, argv=sys.argv if argv is None else argv,
+                              results=results, rows=rows))
     return 0
 
 

@@ -1182,10 +1182,7 @@ def main(argv: list[str] | None = None) -> int:
     args.ov_cells, args.ov_atoms = (2, 64) if q else (4, 800)
     args.ov_steps = args.ov_steps or (5 if q else 50)
     args.ov_width = args.ov_width or (32 if q else 256)
-    cases = [c.strip() for c in args.only.split(",") if c.strip()]
-    bad = sorted(set(cases) - set(CASES))
-    if bad:
-        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    cases = bench.parse_cases(p, args.only, CASES)
     if min(args.repeats, args.numpy_repeats, args.batch, args.batch_atoms, args.peer_cells,
            args.instances, args.ov_steps, args.ov_width, *args.soft_sizes,
            *args.discrete_sizes) < 1:
@@ -1202,20 +1199,15 @@ def main(argv: list[str] | None = None) -> int:
                      ("composition", case_composition), ("overhead", case_overhead)):
         if name in cases:
             fn(args, rows, results, summary, targets)
-    bench.print_table(rows, title="jaxkit charge projections vs peers "
-                                  "(speed-up = peer time / jaxkit time for the same work)")
-    if summary:
-        print_summary(summary, targets)
-    print(bench.environment_line(env, time.perf_counter() - t0))
-    if args.json:
-        path = bench.write_json(args.json, dict(
-            environment=env, argv=sys.argv if argv is None else argv, quick=args.quick,
-            config=dict(species=SPECIES, charges=CHARGES, prior=PRIOR,
-                        logit_scale=LOGIT_SCALE, cost_rtol=COST_RTOL, targets=TARGETS,
-                        cvxpy_specs=CVXPY_SPECS),
-            results=results, rows=rows, summary=summary, targets=targets,
-            table_markdown=bench.table_markdown(rows)))
-        print(f"wrote {path}")
+    bench.finish(rows, env, t0, title="jaxkit charge projections vs peers "
+                                      "(speed-up = peer time / jaxkit time for the same work)",
+                 after_table=(lambda: print_summary(summary, targets)) if summary else None,
+                 json_path=args.json,
+                 payload=dict(argv=sys.argv if argv is None else argv, quick=args.quick,
+                              config=dict(species=SPECIES, charges=CHARGES, prior=PRIOR,
+                                          logit_scale=LOGIT_SCALE, cost_rtol=COST_RTOL,
+                                          targets=TARGETS, cvxpy_specs=CVXPY_SPECS),
+                              results=results, rows=rows, summary=summary, targets=targets))
     return 0
 
 

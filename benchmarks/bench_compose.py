@@ -224,10 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                    help="activation dtype of jaxkit's GPT (bfloat16 pays on GPUs)")
     args = p.parse_args(argv)
-    cases = [c.strip() for c in args.only.split(",") if c.strip()]
-    bad = sorted(set(cases) - set(CASES))
-    if bad:
-        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    cases = bench.parse_cases(p, args.only, CASES)
     if args.quick and "gpt-medium" in cases and args.only == ",".join(CASES):
         cases.remove("gpt-medium")
     args.repeats = args.repeats or (5 if args.quick else 20)
@@ -246,20 +243,18 @@ def main(argv: list[str] | None = None) -> int:
                 rows += gpt_case(c, args, data, Path(tmp))
             else:
                 rows += mamba_case(args, Path(tmp))
-    bench.print_table(rows, title="jaxkit compose vs PyTorch peers")
-    print(bench.table_markdown(rows))
-    print(bench.environment_line(env, time.perf_counter() - t0))
     ratios = {r["case"]: bench.speedup(r["jax"], r.get("peer")) for r in rows
               if r.get("peer") is not None}
+    bench.finish(rows, env, t0, title="jaxkit compose vs PyTorch peers",
+                 after_table=lambda: print(bench.table_markdown(rows)), json_path=args.json,
+                 payload=dict(rows=[{k: (v.to_dict() if hasattr(v, "to_dict") else v)
+                                     for k, v in r.items()} for r in rows],
+                              speedups=ratios, log2=math.log(2)), markdown=False)
     for case, su in ratios.items():
         tgt = next((v for k, v in TARGETS.items() if case.startswith(k)), None)
         if su is not None and tgt is not None:
             print(f"{case}: {su:.2f}x the peer (target >= {tgt}x): "
                   f"{'met' if su >= tgt else 'NOT met'}")
-    if args.json:
-        bench.write_json(args.json, dict(environment=env, rows=[
-            {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in r.items()}
-            for r in rows], speedups=ratios, log2=math.log(2)))
     return 0
 
 

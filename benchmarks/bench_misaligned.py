@@ -241,10 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     args.max_molecules = args.max_molecules or (200 if q else None)
     args.runs = args.runs or (2 if q else 5)
     args.peer_runs = args.peer_runs or (1 if q else 3)
-    cases = [c.strip() for c in args.only.split(",") if c.strip()]
-    bad = sorted(set(cases) - set(CASES))
-    if bad:
-        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    cases = bench.parse_cases(p, args.only, CASES)
     env = bench.environment()
     rows, results = [], {}
     t0 = time.perf_counter()
@@ -254,16 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     if "tanimoto" in cases:
         case_tanimoto(args, rows, results)
         print(f"tanimoto done ({time.perf_counter() - t0:.0f} s)", flush=True)
-    bench.print_table(rows, title="misaligned baselines: jaxkit vs scikit-learn / RDKit "
-                                  "(speed-up = peer / jaxkit)")
-    print(bench.environment_line(env, time.perf_counter() - t0))
-    if args.json:
-        path = bench.write_json(args.json, dict(
-            environment=env, argv=sys.argv if argv is None else argv, quick=q,
-            results=results, rows=[dict(r, case=r["case"].split(",")[0].split(" ")[0]
-                                        .lower()) for r in rows],
-            table_markdown=bench.table_markdown(rows)))
-        print(f"wrote {path}")
+    bench.finish(rows, env, t0, title="misaligned baselines: jaxkit vs scikit-learn / RDKit "
+                                      "(speed-up = peer / jaxkit)", json_path=args.json,
+                 payload=dict(argv=sys.argv if argv is None else argv, quick=q,
+                              results=results,
+                              rows=[dict(r, case=r["case"].split(",")[0].split(" ")[0].lower())
+                                    for r in rows]))
     return 0
 
 

@@ -236,10 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2, help="threads for both sides")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    cases = [c.strip() for c in args.only.split(",") if c.strip()]
-    bad = sorted(set(cases) - set(CASES))
-    if bad:
-        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    cases = bench.parse_cases(p, args.only, CASES)
     if min(args.runs, args.warmup, args.threads) < 1:
         p.error("--runs, --warmup and --threads must be >= 1")
     cfg = shapes(args.quick)
@@ -260,16 +257,11 @@ def main(argv: list[str] | None = None) -> int:
             case_step(args, cfg, rows, results, peer_py)
         if "attribution" in cases:
             case_attribution(args, cfg, rows, results)
-        bench.print_table(rows, title="universal-circuit transcoder: training step vs PyTorch, "
-                                      "attribution and pruning sweeps (CPU)")
-        print(bench.environment_line(env, time.perf_counter() - t0))
-        if args.json:
-            path = bench.write_json(args.json, dict(environment=env, shapes=cfg,
-                                                    argv=sys.argv if argv is None else argv,
-                                                    quick=args.quick, results=results,
-                                                    rows=rows,
-                                                    table_markdown=bench.table_markdown(rows)))
-            print(f"wrote {path}")
+        bench.finish(rows, env, t0, title="universal-circuit transcoder: training step vs "
+                                          "PyTorch, attribution and pruning sweeps (CPU)",
+                     json_path=args.json,
+                     payload=dict(shapes=cfg, argv=sys.argv if argv is None else argv,
+                                  quick=args.quick, results=results, rows=rows))
     finally:
         if old is not None:
             os.sched_setaffinity(0, old)

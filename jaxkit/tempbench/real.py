@@ -10,8 +10,9 @@ representation (:func:`jaxkit.tempbench.baselines.window_codes`) is read and, pe
 * ``auroc_best``: the latent with the largest AUROC on the probe-fit half, scored on the
   probe-test half (selection and score on disjoint data);
 * ``probe_k``: ``k_probe`` latents chosen by the largest class-mean difference on the
-  probe-fit half, a logistic regression on them (scikit-learn), AUROC on the probe-test
-  half (SAEBench's k-sparse probing).
+  probe-fit half, an L2 logistic regression on them (:func:`logistic_fit`, the
+  objective of scikit-learn's ``LogisticRegression(C=1)``), AUROC on the probe-test half
+  (SAEBench's k-sparse probing).
 
 References on the same windows: the raw activations of the last token (``raw_token``,
 d columns) and of the whole window (``raw_window``, T d columns). Also per method the
@@ -36,7 +37,7 @@ from .lm_acts import Documents
 from .text_tasks import TASKS, task_labels
 from .train import TrainConfig, Trainer
 
-__all__ = ["auroc_columns", "probe_scores", "compare_real", "summarise_real",
+__all__ = ["auroc_columns", "logistic_fit", "probe_scores", "compare_real", "summarise_real",
            "held_out_windows", "REFERENCES", "PROBE_METRICS"]
 
 REFERENCES = ("raw_token", "raw_window")
@@ -55,12 +56,31 @@ def auroc_columns(scores: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (r[y].sum(0) - n1 * (n1 + 1) / 2) / (n1 * n0)
 
 
+def logistic_fit(x: np.ndarray, y: np.ndarray, C: float = 1.0, iters: int = 50
+                 ) -> tuple[np.ndarray, float]:
+    """L2-regularised logistic regression by Newton's method (float64): minimises
+    ``||w||^2 / 2 + C sum_i logloss(y_i, x_i w + b)`` with the intercept ``b``
+    unpenalised (scikit-learn's ``LogisticRegression(C=C)`` objective). Returns
+    ``(w, b)``."""
+    X = np.concatenate([np.asarray(x, np.float64), np.ones((len(x), 1))], 1)
+    t = np.asarray(y, np.float64)
+    reg = np.eye(X.shape[1]) / C
+    reg[-1, -1] = 0.0
+    beta = np.zeros(X.shape[1])
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-X @ beta))
+        g = X.T @ (p - t) + reg @ beta
+        H = (X * (p * (1 - p))[:, None]).T @ X + reg + 1e-10 * np.eye(X.shape[1])
+        step = np.linalg.solve(H, g)
+        beta -= step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return beta[:-1], float(beta[-1])
+
+
 def probe_scores(fit_x: np.ndarray, fit_y: np.ndarray, test_x: np.ndarray,
                  test_y: np.ndarray, k_probe: int) -> dict[str, float]:
     """``auroc_best`` and ``probe_k`` (module docstring) of one representation."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import roc_auc_score
-
     fit_y, test_y = np.asarray(fit_y, bool), np.asarray(test_y, bool)
     if fit_y.all() or not fit_y.any() or test_y.all() or not test_y.any():
         return {"auroc_best": float("nan"), "probe_k": float("nan")}
@@ -70,10 +90,9 @@ def probe_scores(fit_x: np.ndarray, fit_y: np.ndarray, test_x: np.ndarray,
     diff = np.abs(fit_x[fit_y].mean(0) - fit_x[~fit_y].mean(0))
     cols = np.argsort(-diff, kind="stable")[:k_probe]
     mu, sd = fit_x[:, cols].mean(0), fit_x[:, cols].std(0) + 1e-6
-    clf = LogisticRegression(C=1.0, max_iter=300)
-    clf.fit((fit_x[:, cols] - mu) / sd, fit_y)
-    out["probe_k"] = float(roc_auc_score(test_y, clf.decision_function(
-        (test_x[:, cols] - mu) / sd)))
+    w, b = logistic_fit((fit_x[:, cols] - mu) / sd, fit_y)
+    score = ((test_x[:, cols] - mu) / sd) @ w + b
+    out["probe_k"] = float(auroc_columns(score[:, None], test_y)[0])
     return out
 
 

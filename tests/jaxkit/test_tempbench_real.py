@@ -136,6 +136,13 @@ def test_auroc_and_probe_scores_against_sklearn():
     want = [roc_auc_score(y, s[:, j]) for j in range(3)]
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert np.isnan(real.auroc_columns(s, np.zeros(300, bool))).all()
+    from sklearn.linear_model import LogisticRegression
+
+    xs = (s - s.mean(0)) / s.std(0)
+    w, b = real.logistic_fit(xs, y)
+    ref = LogisticRegression(C=1.0, tol=1e-10, max_iter=1000).fit(xs, y)
+    np.testing.assert_allclose(w, ref.coef_[0], rtol=1e-4, atol=1e-6)
+    assert b == pytest.approx(float(ref.intercept_[0]), rel=1e-4, abs=1e-6)
     codes = np.concatenate([y[:, None] * 2.0, rng.random((300, 5))], 1)  # latent 0 = label
     sc = real.probe_scores(codes[:150], y[:150], codes[150:], y[150:], k_probe=2)
     assert sc["auroc_best"] == pytest.approx(1.0) and sc["probe_k"] > 0.99

@@ -28,6 +28,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._batching import map_over_batch, resolve_sequential_vmap
+from ._ica_checks import screened_check
 from .checks import check_data_matrix, check_finite, collinear_columns, is_traced
 from .ica_transform import inverse_transform, transform
 
@@ -462,11 +463,11 @@ def _fastica_core(x, w_init, alpha, tol, k, fun, fun_args, max_iter, whiten_solv
     faster in float32 (and saves the copy); in float64 it is the other way round. See
     benchmarks/RESULTS.md.
     """
-    x = check_data_matrix(x, "x")
     w_init = check_finite(w_init, "w_init")
     g = _g(fun, alpha, fun_args)
     n, d = x.shape
     if whiten is False:  # the data are taken as white already (scikit-learn's whiten=False)
+        x = check_data_matrix(x, "x")
         mean = jnp.zeros(d, x.dtype)
         whitening = jnp.eye(d, dtype=x.dtype)
         deficient = jnp.asarray(False)
@@ -475,6 +476,7 @@ def _fastica_core(x, w_init, alpha, tol, k, fun, fun_args, max_iter, whiten_solv
         mean = jnp.mean(x, axis=0)
         xc = x - mean
         whitening, deficient = _whitening_matrix(xc, k, whiten_solver)
+        whitening = screened_check(x, mean, xc, whitening)
         zt = whitening @ xc.T  # (k, n) whitened data, sample-last
     if algorithm == "deflation":
         from .ica_deflation import deflation_loop

@@ -248,3 +248,37 @@ def test_transform_shape_errors():
         ica.transform(r, np.zeros((5, D + 1)))
     with pytest.raises(ValueError, match="`s` must have shape"):
         ica.inverse_transform(r, np.zeros((5, D - 1)))
+
+
+def test_screened_input_check_agrees_with_check_data_matrix_under_jit():
+    """Inside jit the fit checks its input from the moments it computes anyway (an exact
+    max/min pass only when that screen fails): the same verdicts as check_data_matrix
+    on clean, NaN, inf, constant, huge and tiny data."""
+    from jaxkit.kernels import checks
+    from jaxkit.kernels._ica_checks import screened_check
+
+    def screened(x):
+        mean = jnp.mean(x, axis=0)
+        return screened_check(x, mean, x - mean, jnp.zeros(()))
+
+    f = checks.checked_jit(screened)
+    ref = checks.checked_jit(lambda x: checks.check_data_matrix(x, "x"))
+    base = np.random.default_rng(0).laplace(size=(50, 3))
+    cases = {"clean": base, "huge": base * 1e150, "tiny": base * 1e-150}
+    for name, bad in (("nan", np.nan), ("inf", np.inf)):
+        x = base.copy()
+        x[7, 1] = bad
+        cases[name] = x
+    x = base.copy()
+    x[:, 2] = 3.0
+    cases["const"] = x
+    for name, x in cases.items():
+        outcomes = []
+        for fn in (f, ref):
+            try:
+                jax.block_until_ready(fn(jnp.asarray(x)))
+                outcomes.append(None)
+            except ValueError as e:
+                outcomes.append(str(e).split(";")[0])
+        assert outcomes[0] == outcomes[1], (name, outcomes)
+        assert (outcomes[0] is None) == (name in ("clean", "huge")), (name, outcomes)

@@ -255,3 +255,28 @@ def test_bench_tempbench_smoke(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert [r["case"].split()[0] for r in rows] == ["matryoshka", "tfa"]
     assert all(r["jax"]["median_s"] > 0 for r in rows)
+
+
+def test_pipeline_stage_reads_a_user_directory(store_dir, tmp_path, monkeypatch):
+    """With ``acts_dir`` the real stage trains no LM and probes the user's shards (the
+    comparison itself is stubbed here; it runs end to end in the slow test above)."""
+    from jaxkit.registry import RunContext
+    from jaxkit.tempbench import panel
+    from jaxkit.tempbench.pipeline import train_config
+    from jaxkit.tempbench.train import Trainer
+
+    seen = {}
+
+    def fake(key, docs, cfg, **kw):
+        seen.update(n=docs.acts.shape[0], layers=docs.layers, windows=kw["windows"])
+        return _fake_summary(0.1)
+
+    monkeypatch.setattr(real, "compare_real", fake)
+    monkeypatch.setattr(lm_acts, "train_lm", lambda *a, **k: pytest.fail("LM trained"))
+    cfg = QUICK.merged({"acts_dir": str(store_dir), "store_steps": 0})
+    ctx = RunContext(out_dir=tmp_path, config=cfg, quick=True)
+    info = panel.run_real(ctx, cfg, Trainer(), train_config(cfg))
+    assert seen == {"n": 24, "layers": None, "windows": cfg.real_windows}
+    assert info["source"] == str(store_dir) and "lm" not in info
+    md, _ = report_real.real_markdown(cfg, info)
+    assert f"the user's activations in `{store_dir}`" in md

@@ -7,6 +7,8 @@ at import time of this conftest, which pytest loads before any test module.
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# no persistent compilation cache in tests (a CLI test would otherwise turn it on in-process)
+os.environ.setdefault("JAXKIT_NO_COMPILE_CACHE", "1")
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()

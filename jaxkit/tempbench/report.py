@@ -153,7 +153,7 @@ def claims(cfg: Config, markov: dict, hmm: dict, chains: dict) -> list[Claim]:
             add(f"Persistent Markov features (rho={hi}, T={T}, k={k}/token): the temporal "
                 "crosscoder recovers the window-level features better than the per-token "
                 "SAE (temporal AUC, TC - SAE > 0).", test(_diffs(s, "temporal_auc")),
-                note=f"partly structural: an SAE atom scores at most 1/sqrt(T) = "
+                note=f"structural (not tallied): an SAE atom scores at most 1/sqrt(T) = "
                      f"{1 / math.sqrt(T):.3f} against a persisting feature")
             add(f"Persistent Markov features (rho={hi}, T={T}, k={k}/token): the temporal "
                 "crosscoder recovers the per-token directions better than the per-token "

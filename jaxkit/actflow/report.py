@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from jaxkit.claims import Claim
+from jaxkit.plotting import legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import paired_difference, superiority, t_interval
 
@@ -251,6 +252,9 @@ def plot_scatter(cfg: Config, name: str, res: dict, out: Path) -> Path:
             if name == "peptides":
                 ax.set_xlabel("net charge", fontsize=6)
                 ax.set_ylabel("mean Eisenberg H", fontsize=6)
+            else:
+                ax.set_xlabel("x1", fontsize=6)
+                ax.set_ylabel("x2", fontsize=6)
     return save_figure(fig, out / f"actflow_{name}_scatter.png")
 
 
@@ -266,5 +270,5 @@ def plot_curves(results: dict[str, list[dict[str, Any]]], out: Path) -> Path:
         ax.set_title(name, fontsize=8)
         ax.set_xlabel("round")
         ax.set_ylabel(_UNITS.get(key, key), fontsize=6)
-        ax.legend(fontsize=6)
+    legend_outside(fig, where="below", ncol=4, fontsize=6)
     return save_figure(fig, out / "actflow_coverage.png")

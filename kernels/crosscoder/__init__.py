@@ -25,7 +25,8 @@ Modules (every public name is re-exported here):
 * :mod:`.clt` -- cross-layer transcoders;
 * :mod:`.cross_model` -- cross-model cross-layer transcoders (Universal Circuits);
 * :mod:`.attribution` -- their replacement model and latent-to-logit attribution;
-* :mod:`.circuits` -- class-circuit pruning, intersections, universal latents, surgery.
+* :mod:`.circuits` -- class-circuit pruning, intersections, universal latents, surgery;
+* :mod:`.temporal_baselines` -- Matryoshka, multi-layer crosscoder views, T-SAE, TFA.
 
 The public names are listed once, in this package's ``__all__``.
 
@@ -126,6 +127,19 @@ from .params import (
 )
 from .sparse import Blocks, default_blocks, sparse_decode, sparse_topk_loss, topk_encode
 from .step import Carry, Info, StepOut, TrainState, make_train_step
+from .temporal_baselines import (
+    TFAOut,
+    TFAParams,
+    contrastive_loss,
+    layer_views,
+    matryoshka_loss,
+    smoothness_loss,
+    tfa_forward,
+    tfa_init,
+    tfa_loss,
+    tfa_normalize,
+    tsae_loss,
+)
 
 __all__ = [
     "Selector",
@@ -219,4 +233,15 @@ __all__ = [
     "logit_effects",
     "match_by_decoder",
     "surgery_head",
+    "TFAParams",
+    "TFAOut",
+    "tfa_init",
+    "tfa_forward",
+    "tfa_loss",
+    "tfa_normalize",
+    "matryoshka_loss",
+    "layer_views",
+    "contrastive_loss",
+    "smoothness_loss",
+    "tsae_loss",
 ]

@@ -90,6 +90,7 @@ def test_frames_that_cannot_be_used_are_named(tmp_path):
         U.read_cells(tmp_path / "x.pdb")
 
 
+@pytest.mark.slow
 def test_data_stage_reads_held_out_cells_from_a_file(written):
     from jaxkit.amgenc.config import QUICK
     from jaxkit.amgenc.data import make_data

@@ -28,6 +28,7 @@ import pytest
 from jaxkit.kernels import (
     _auction,
     _batching,
+    assignment,
     bandit,
     belief,
     checks,
@@ -39,11 +40,13 @@ from jaxkit.kernels import (
     lingam,
     nets,
     sem,
+    wasserstein,
 )
 
 MODULES = {"ica": ica, "lingam": lingam, "sem": sem, "graph": graph, "flow": flow,
            "flow_ot": flow_ot, "flow_discrete": flow_discrete, "bandit": bandit, "belief": belief,
-           "nets": nets, "_batching": _batching, "_auction": _auction, "checks": checks}
+           "nets": nets, "_batching": _batching, "_auction": _auction, "checks": checks,
+           "assignment": assignment, "wasserstein": wasserstein}
 F32 = jnp.float32
 BATCH = 3  # examples per vmap batch
 
@@ -444,6 +447,24 @@ def _bandit_buffers(key, arms, rewards):
     return [_play(p, key, arms, rewards) for p in pols]
 
 
+def _dynamic_arms(key, arms, rewards):
+    pol = bandit.dynamic_arms(bandit.ucb1(4), initial=3)  # arms 0..2 active, 3 padded
+    state = pol.init()
+    for a, r in zip(arms, rewards, strict=True):
+        state = pol.update(state, a, r)
+    state = pol.add_arm(pol.remove_arm(state, arms[0]), 3)
+    return state, pol.index(key, state), pol.select(key, state)
+
+
+def _wasserstein(x0, x1):
+    return (wasserstein.wasserstein(x0, x1), wasserstein.wasserstein(x0, x1[:2], 1),
+            wasserstein.wasserstein(x0, x1, solver="auction"))
+
+
+def _assignment(c):
+    return assignment.assignment(c), assignment.assignment(c[:, :3].T, maximize=True)
+
+
 def _ballad(key, roots, arms, rewards, gain):
     pol = bandit.ballad(3, capacity=8, max_parents=2)
     state = bandit.ballad_add_roots(pol.init(), roots)
@@ -709,6 +730,12 @@ CASES = [
     Case("bandit.buffers", _bandit_buffers, _bandit_args,
          ("bandit.sliding_window_ucb", "bandit.qomax", "bandit.threshold_ascent",
           "bandit.cost_aware")),
+    Case("bandit.dynamic_arms", _dynamic_arms, _bandit_args, ("bandit.dynamic_arms",)),
+    Case("wasserstein", _wasserstein,
+         lambda k: (_normal(k, (4, 2)), _normal(jax.random.fold_in(k, 1), (4, 2))),
+         ("wasserstein.wasserstein",)),
+    Case("assignment", _assignment, lambda k: (_normal(k, (4, 5)),),
+         ("assignment.assignment",)),
     Case("bandit.ballad", _ballad, _ballad_args,
          ("bandit.ballad", "bandit.ballad_add_roots", "bandit.propagate_credit",
           "bandit.credit_per_arm"),
@@ -762,6 +789,8 @@ CASES = [
 ]
 
 NOT_TRACEABLE = {
+    "assignment.linear_sum_assignment": "NumPy on the host (SciPy's API); inside jit it is "
+                                        "reached through assignment.assignment's callback",
     "belief.latent_sites": "inspects a model's site structure in Python (names, no arrays)",
     "belief.normalise_tol": "a tolerance for a dtype (a Python float, no arrays)",
     "flow_ot.host_sq_cost": "NumPy on the host (input pipelines); not a JAX function",

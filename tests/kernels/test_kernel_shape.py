@@ -659,6 +659,36 @@ def _sem_notears(x):
     return sem.notears(x, outer_iters=3, inner_steps=20)
 
 
+def _ica_transforms(key, x):
+    fit, s = ica.fit_transform(key, x, max_iter=30)
+    return ica.transform(fit, x), ica.inverse_transform(fit, s), s
+
+
+def _lingam_effects(x, b):
+    te, ok = lingam.estimate_total_effect(x, b, jnp.arange(3), 0, 2)
+    return (te, ok, lingam.total_effects_from_adjacency(b),
+            lingam.error_independence_p_values(x, b), lingam.hsic_test_gamma(x[:, 0], x[:, 1]),
+            lingam.kernel_mutual_information(x[:, 0], x[:, 1]))
+
+
+def _lingam_effects_args(key):
+    b = jnp.tril(jax.random.normal(jax.random.fold_in(key, 2), (3, 3)), -1)
+    return _lingam_data(key), b
+
+
+def _lingam_bootstrap(key, x):
+    r = lingam.bootstrap(key, x, 2, prune=False)
+    return r, lingam.bootstrap_probabilities(r)
+
+
+def _direct_lingam_prior(x):
+    pk = np.asarray([[-1, -1, -1], [0, -1, -1], [-1, -1, -1]])  # x0 has no path to x1
+    return (lingam.direct_lingam(x, prune=False, prior_knowledge=pk),
+            lingam.direct_lingam(x, prune=False, prior_knowledge=pk,
+                                 apply_prior_knowledge_softly=True),
+            lingam.direct_lingam(x[:12], prune=False, measure="kernel"))
+
+
 CASES = [
     Case("ica.steps", _ica_steps, _ica_steps_args,
          ("ica.whiten", "ica.sym_decorrelation", "ica.fixed_point_update",
@@ -668,6 +698,21 @@ CASES = [
          slow="test_ica: test_jit_equals_eager_and_vmap_equals_loop"),
     Case("ica.fastica[plain vmap]", _fastica_plain_vmap, _ica_steps_args, ("ica.fastica",),
          rtol=1e-8, atol=1e-10),
+    Case("ica.transforms", _ica_transforms,
+         lambda k: (k, _mixed_data(jax.random.fold_in(k, 1))),
+         ("ica.fit_transform", "ica.transform", "ica.inverse_transform"), rtol=1e-8,
+         atol=1e-10, slow="test_ica_options: fit_transform == transform, inverse round trip"),
+    Case("lingam.effects", _lingam_effects, _lingam_effects_args,
+         ("lingam.estimate_total_effect", "lingam.total_effects_from_adjacency",
+          "lingam.error_independence_p_values", "lingam.hsic_test_gamma",
+          "lingam.kernel_mutual_information"), rtol=1e-8, atol=1e-10),
+    Case("lingam.bootstrap", _lingam_bootstrap,
+         lambda k: (k, _lingam_data(jax.random.fold_in(k, 1))),
+         ("lingam.bootstrap", "lingam.bootstrap_probabilities"), rtol=1e-8, atol=1e-10,
+         slow="test_lingam_options: each resample equals the single fit on its rows"),
+    Case("lingam.direct_lingam[prior, kernel]", _direct_lingam_prior,
+         lambda k: (_lingam_data(k),), ("lingam.direct_lingam",), rtol=1e-8, atol=1e-10,
+         slow=_LINGAM),
     Case("lingam.steps", _lingam_steps, lambda k: (jax.random.normal(k, (4, 4)),),
          ("lingam.b_from_unmixing", "lingam.causal_order_from_b")),
     Case("lingam.adaptive_lasso_prune", _prune, _prune_args, ("lingam.adaptive_lasso_prune",),
@@ -789,6 +834,11 @@ CASES = [
 ]
 
 NOT_TRACEABLE = {
+    "lingam.check_prior_knowledge": "validates a concrete prior-knowledge matrix in NumPy "
+                                    "before tracing (it shapes the computation)",
+    "lingam.partial_order": "NumPy on the host, from a validated prior-knowledge matrix",
+    "lingam.causal_direction_counts": "counts a concrete bootstrap result's edges in NumPy "
+                                      "(returns Python lists)",
     "assignment.linear_sum_assignment": "NumPy on the host (SciPy's API); inside jit it is "
                                         "reached through assignment.assignment's callback",
     "belief.latent_sites": "inspects a model's site structure in Python (names, no arrays)",

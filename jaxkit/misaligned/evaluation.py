@@ -116,8 +116,15 @@ _FAMILY_CACHE: dict = {}
 
 
 def _family_jit(settings: B.FamilySettings):
+    # One seed per lax.map step: with seeds vmapped 4 at a time, the family's independent
+    # batched LAPACK solves (Cholesky of each kernel ridge) ran concurrently on XLA:CPU's
+    # intra-op pool, and each batched call waits inside jaxlib's ParallelBatchMap for
+    # sub-tasks queued to that same pool: on 2 cores both pool threads waited and the run
+    # hung (gdb: two lapack_spotrf_ffi frames in BlockingCounter::Wait; 4 of 4 quick runs
+    # hung, 3 of 3 finished with seed_batch=1).
     if settings not in _FAMILY_CACHE:
-        _FAMILY_CACHE[settings] = jax.jit(lambda k, d, t: B.run_family(k, d, t, settings))
+        _FAMILY_CACHE[settings] = jax.jit(lambda k, d, t: B.run_family(k, d, t, settings,
+                                                                         seed_batch=1))
     return _FAMILY_CACHE[settings]
 
 

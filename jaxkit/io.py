@@ -78,24 +78,8 @@ def read_csv_matrix(path: str | Path) -> tuple[np.ndarray, list[str]]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    head = path.read_bytes()[:4096]
-    if head.startswith(b"\x93NUMPY"):
-        raise DataError(f"{path}: this is a NumPy .npy file, not a CSV; save it with "
-                        f"numpy.savetxt(path, x, delimiter=',', header=..., comments='')")
-    if b"\0" in head:
-        raise DataError(f"{path}: a binary file, not a text CSV")
-    try:
-        # utf-8-sig drops a byte-order mark, which would otherwise stick to the first name
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            numbered = [(i + 1, r) for i, r in enumerate(csv.reader(fh))]
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except csv.Error as e:
-        raise DataError(f"{path}: not a readable CSV ({e})") from None
-    # blank lines are skipped but every message gives the line number in the file
-    rows = [(n, r) for n, r in numbered if any(c.strip() for c in r)]
-    if not rows:
-        raise DataError(f"{path}: the file is empty")
+    rows = _csv_rows(path, npy_hint="; save it with numpy.savetxt(path, x, delimiter=',', "
+                               "header=..., comments='')", binary_hint="")
     header = [h.strip() for h in rows[0][1]]
     if len(header) < 2:
         raise DataError(f"{path}: need a header row naming at least 2 columns; got {header}")
@@ -213,13 +197,16 @@ def read_table(path: str | Path, *, labels: tuple[str, ...] | list[str] = (),
     return Table(path, x, names, text, rows, parquet)
 
 
-def _csv_cells(path: Path) -> tuple[list[str], dict[str, list], list[int]]:
+def _csv_rows(path: Path, *, npy_hint: str, binary_hint: str) -> list[tuple[int, list[str]]]:
+    """The non-blank rows of a CSV file with their line numbers in the file (blank lines
+    are skipped, but every message gives the real line); clear errors for a .npy or binary
+    file, text that is not UTF-8 (a byte-order mark is dropped: it would stick to the first
+    name), an unreadable CSV, and an empty file."""
     head = path.read_bytes()[:4096]
     if head.startswith(b"\x93NUMPY"):
-        raise DataError(f"{path}: this is a NumPy .npy file, not a CSV or Parquet table")
+        raise DataError(f"{path}: this is a NumPy .npy file, not a CSV{npy_hint}")
     if b"\0" in head:
-        raise DataError(f"{path}: a binary file, not a text CSV (Parquet files end in "
-                        f".parquet)")
+        raise DataError(f"{path}: a binary file, not a text CSV{binary_hint}")
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             numbered = [(i + 1, r) for i, r in enumerate(csv.reader(fh))]
@@ -227,9 +214,15 @@ def _csv_cells(path: Path) -> tuple[list[str], dict[str, list], list[int]]:
         raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except csv.Error as e:
         raise DataError(f"{path}: not a readable CSV ({e})") from None
-    numbered = [(n, r) for n, r in numbered if any(c.strip() for c in r)]
-    if not numbered:
+    rows = [(n, r) for n, r in numbered if any(c.strip() for c in r)]
+    if not rows:
         raise DataError(f"{path}: the file is empty")
+    return rows
+
+
+def _csv_cells(path: Path) -> tuple[list[str], dict[str, list], list[int]]:
+    numbered = _csv_rows(path, npy_hint=" or Parquet table",
+                         binary_hint=" (Parquet files end in .parquet)")
     header = [h.strip() for h in numbered[0][1]]
     if any(_is_number(h) for h in header):
         raise DataError(f"{path}: the first row must be a header of column names; "

@@ -15,6 +15,22 @@ message, :func:`clear_errors` (a context manager and decorator) re-raises such a
 as a plain ``ValueError`` with that message, and :func:`checked_jit` is ``jax.jit``
 whose calls do so. ``EQX_ON_ERROR=nan`` (equinox's switch) turns every check into NaN
 outputs instead, ``EQX_ON_ERROR=off`` removes them.
+
+A user's own ``jax.jit``. The failure is a ``JaxRuntimeError`` created by jaxlib in C++
+(``"INTERNAL: CpuCallback error calling callback: Traceback ..."``), so no exception
+type of ours can make its ``str()`` lead with the message. What can be done on the
+host, and is done when this module is imported (:func:`install_error_display`; set
+``JAXKIT_ERROR_DISPLAY=0`` before the import to keep Python's defaults):
+
+* JAX's callback logger no longer prints the failed check's callback traceback to
+  stderr ahead of the exception (a :mod:`logging` filter that drops only records of
+  failed equinox checks);
+* an uncaught such error (``sys.excepthook``, and IPython's / Jupyter's handler when a
+  shell is running) prints ``jaxkit check failed: <message>`` as its first line, then
+  the user's frames, then :class:`CheckError` with the message, instead of the banner.
+
+A caught error still carries the full text; :func:`runtime_error_message` reads the
+message from it.
 """
 
 from __future__ import annotations
@@ -22,16 +38,25 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import re
+import sys
+import traceback
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["check_data_matrix", "check_finite", "check_in_range", "checked_jit",
-           "clear_errors", "collinear_columns", "fail", "fail_first", "is_traced",
-           "runtime_error_message"]
+__all__ = ["CheckError", "check_data_matrix", "check_finite", "check_in_range", "checked_jit",
+           "check_message", "clear_errors", "collinear_columns", "fail", "fail_first",
+           "format_check_failure", "install_error_display", "is_traced", "runtime_error_message"]
+
+
+class CheckError(ValueError):
+    """A jaxkit input check that failed inside a compiled function, re-raised on the host
+    (:func:`clear_errors`, :func:`checked_jit`) with the check's message alone. A
+    ``ValueError``, as the same check raises outside ``jit``."""
 
 
 def is_traced(x) -> bool:
@@ -261,24 +286,28 @@ def _clear_errors():
     # JAX also logs the failing host callback with its traceback ("jax.pure_callback
     # failed"); inside the block those records of failed checks are dropped.
     log = logging.getLogger("jax._src.callback")
-    log.addFilter(_is_check_record)
+    added = _is_check_record not in log.filters  # installed for good already: keep it
+    if added:
+        log.addFilter(_is_check_record)
     try:
         yield
     except (jax.errors.JaxRuntimeError, RuntimeError) as e:
         msg = runtime_error_message(e)
         if msg is None:
             raise
-        raise ValueError(msg) from None
+        raise CheckError(msg) from None
     finally:
-        log.removeFilter(_is_check_record)
+        if added:
+            log.removeFilter(_is_check_record)
 
 
 class clear_errors(contextlib.ContextDecorator):  # noqa: N801 (used as a function)
     """Context manager and decorator: an :func:`equinox.error_if` failure raised inside
     the block (a ``JaxRuntimeError`` or ``EquinoxRuntimeError`` carrying a jaxkit check)
-    is re-raised as ``ValueError(message)``, without the callback traceback and banner.
-    Other exceptions pass through unchanged. JAX dispatches asynchronously: block on the
-    results (``jax.block_until_ready``) inside the block so a failure arrives there.
+    is re-raised as :class:`CheckError` (a ``ValueError``) with the message, without the
+    callback traceback and banner. Other exceptions pass through unchanged. JAX
+    dispatches asynchronously: block on the results (``jax.block_until_ready``) inside
+    the block so a failure arrives there.
 
     Example::
 
@@ -320,3 +349,93 @@ def checked_jit(fn=None, **jit_kwargs):
     call.trace = getattr(jitted, "trace", None)
     call.jitted = jitted
     return call
+
+
+def check_message(exc: BaseException | None) -> str | None:
+    """:func:`runtime_error_message` of ``exc`` or of an exception it was raised from
+    (``__cause__`` / ``__context__``, a few levels)."""
+    for _ in range(8):
+        if exc is None:
+            return None
+        if isinstance(exc, CheckError):
+            return str(exc)
+        msg = runtime_error_message(exc)
+        if msg is not None:
+            return msg
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _user_frames(tb) -> list[str]:
+    """The formatted frames of ``tb`` outside JAX's and equinox's own source."""
+    keep = []
+    for fs in traceback.extract_tb(tb):
+        f = fs.filename.replace("\\", "/")
+        if "/jax/_src/" in f or "/jaxlib/" in f or "/equinox/" in f:
+            continue
+        keep.append(fs)
+    return traceback.format_list(keep)
+
+
+def format_check_failure(msg: str, tb) -> str:
+    """The text printed for an uncaught failed check: the message first, then the user's
+    frames, then ``CheckError: message``."""
+    lines = [f"jaxkit check failed: {msg}\n",
+             "  (raised inside a compiled JAX function as jax.errors.JaxRuntimeError; call "
+             "it through jaxkit.kernels.checks.checked_jit or within checks.clear_errors() "
+             "to get a plain ValueError)\n",
+             "Traceback (most recent call last):\n", *_user_frames(tb),
+             f"{__name__}.CheckError: {msg}\n"]
+    return "".join(lines)
+
+
+_PREVIOUS_HOOK = None
+
+
+def _excepthook(etype, value, tb):
+    msg = check_message(value)
+    if msg is None:
+        return (_PREVIOUS_HOOK or sys.__excepthook__)(etype, value, tb)
+    try:
+        sys.stderr.write(format_check_failure(msg, tb))
+        sys.stderr.flush()
+    except Exception:  # never lose the error because the display failed
+        (_PREVIOUS_HOOK or sys.__excepthook__)(etype, value, tb)
+
+
+def _ipython_handler(shell, etype, value, tb, tb_offset=None):
+    msg = check_message(value)
+    if msg is None:
+        return shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    sys.stderr.write(f"jaxkit check failed: {msg}\n")
+    err = CheckError(msg)
+    return shell.showtraceback((CheckError, err, tb), tb_offset=tb_offset)
+
+
+def install_error_display() -> bool:
+    """Make a failed jaxkit check inside a user's ``jax.jit`` read as clearly as outside
+    it (module docstring): the logging filter, ``sys.excepthook`` (chained to the one
+    installed before) and, in a running IPython shell without custom handlers, its
+    exception handler. Idempotent; done on import unless ``JAXKIT_ERROR_DISPLAY=0``.
+
+    Returns:
+        Whether the hooks are installed.
+    """
+    global _PREVIOUS_HOOK
+    logging.getLogger("jax._src.callback").addFilter(_is_check_record)  # a set: idempotent
+    if sys.excepthook is not _excepthook:
+        _PREVIOUS_HOOK = sys.excepthook
+        sys.excepthook = _excepthook
+    ipy = sys.modules.get("IPython")
+    shell = getattr(ipy, "get_ipython", lambda: None)() if ipy is not None else None
+    if shell is not None and not getattr(shell, "custom_exceptions", ()):
+        try:
+            shell.set_custom_exc((jax.errors.JaxRuntimeError, RuntimeError),
+                                 _ipython_handler)
+        except Exception:  # an unusual shell: keep its own display
+            pass
+    return True
+
+
+if os.environ.get("JAXKIT_ERROR_DISPLAY", "1") != "0":
+    install_error_display()

@@ -104,6 +104,23 @@ def check_probability(x, name: str):
                                          f"(no NaN)")])
 
 
+def _check_probabilities(named):
+    """Check several probability arrays in one run-time check (one ``branched_error_if``
+    instead of one per argument: each separate check copies its array through a
+    conditional under ``jit``).
+
+    Args:
+        named: a sequence of ``(array, name)`` pairs.
+
+    Returns:
+        The arrays, in order, with the check attached when traced.
+    """
+    xs = tuple(x for x, _ in named)
+    checks = [(~jnp.all((x >= 0) & (x <= 1)),
+               f"`{name}` must hold probabilities in [0, 1] (no NaN)") for x, name in named]
+    return fail_first(xs, checks)
+
+
 def binary_entropy(p):
     """Entropy of ``Bernoulli(p)`` in nats, ``-p log p - (1 - p) log(1 - p)``; 0 at 0 and 1.
 
@@ -125,21 +142,42 @@ def _log_ratio(w, den, r):
                      jnp.log1p(jnp.where(far, 0.0, r)))
 
 
-def _kl_bern(a, b):
-    """``KL(Bern(a) || Bern(b))``, ``0 log 0 = 0``. Each term ``a log(a / b)`` is
-    ``a log1p(d / b)`` (``d = a - b``, ``a / b = 1 + d / b``) when ``d / b >= -1/2``,
-    where near ``a = b`` the O(d) terms of the two outcomes cancel to O(d^2) without the
-    rounding of ``a log a - a log b``, and ``a log(a / b)`` below, where ``d / b`` would
-    round to -1 when ``a << b``: two transcendentals per term. Callers guarantee
-    ``b in (0, 1)`` where ``a`` is not 0 or 1 respectively (the mixture property)."""
-    d = a - b
+def _log_ratio_shared(w, inv_den, r):
+    """``log(w / den)`` from the shared reciprocal ``inv_den = 1 / den`` and ``r = w / den
+    - 1`` (built from shared subterms by the caller): ``log1p(r)`` for ``r >= -1/2``,
+    ``log(w * inv_den)`` below. No division of its own, so that XLA fuses every use of
+    the two reciprocals of :func:`_mutual_info` into one loop."""
+    far = r < -0.5
+    return jnp.where(far, jnp.log(jnp.where(far, w * inv_den, 1.0)),
+                     jnp.log1p(jnp.where(far, 0.0, r)))
 
-    def term(w, den, x):
-        den = jnp.where(den > 0, den, 1.0)
-        r = x / den
-        return jnp.where(w > 0, w * _log_ratio(w, den, r), 0.0)
 
-    return term(a, b, d) + term(1 - a, 1 - b, -d)
+def _mutual_info(q, p1, p0, d, p):
+    """``q KL(p1 || p) + (1 - q) KL(p0 || p)`` (Bernoulli KLs, ``0 log 0 = 0``) in one pass.
+
+    The four ratios of the KL terms share two reciprocals: with ``d = p1 - p0``,
+    ``p1 - p = (1 - q) d`` and ``p0 - p = -q d``, so ``p1 / p = 1 + (1 - q) d / p``,
+    ``(1 - p1) / (1 - p) = 1 - (1 - q) d / (1 - p)``, ``p0 / p = 1 - q d / p`` and
+    ``(1 - p0) / (1 - p) = 1 + q d / (1 - p)``. Each term is ``w log1p(r)`` with ``r``
+    from ``d / p`` or ``d / (1 - p)`` (no cancellation of ``p1 - p`` near ``p1 = p0``,
+    where the O(d) terms cancel to O(d^2)), or ``w log(w / den)`` where ``r < -1/2``
+    (``w << den``, where ``r`` would round to -1). Two divisions and 8 transcendentals
+    per market, no intermediate arrays: an earlier form with one division per term made
+    XLA materialise four ratio arrays (five loops; 2.3x NumPy instead of 5x). Where
+    ``q > 0`` (``q < 1``), ``p1 > 0`` implies ``p > 0`` (``p0 > 0`` likewise), the
+    mixture property that keeps every selected ratio finite.
+    """
+    qb = 1 - q
+    pb = 1 - p
+    ip = 1 / jnp.where(p > 0, p, 1.0)
+    ipb = 1 / jnp.where(pb > 0, pb, 1.0)
+    u = d * ip
+    v = d * ipb
+    t1 = (jnp.where(p1 > 0, p1 * _log_ratio_shared(p1, ip, qb * u), 0.0)
+          + jnp.where(p1 < 1, (1 - p1) * _log_ratio_shared(1 - p1, ipb, -qb * v), 0.0))
+    t0 = (jnp.where(p0 > 0, p0 * _log_ratio_shared(p0, ip, -q * u), 0.0)
+          + jnp.where(p0 < 1, (1 - p0) * _log_ratio_shared(1 - p0, ipb, q * v), 0.0))
+    return jnp.where(q > 0, q * t1, 0.0) + jnp.where(q < 1, qb * t0, 0.0)
 
 
 def voi(q, p1, p0, *, check: bool = True) -> VOI:
@@ -163,15 +201,12 @@ def voi(q, p1, p0, *, check: bool = True) -> VOI:
     """
     q, p1, p0 = _float(q, p1, p0)
     if check:
-        q = check_probability(q, "q")
-        p1 = check_probability(p1, "p1")
-        p0 = check_probability(p0, "p0")
+        q, p1, p0 = _check_probabilities([(q, "q"), (p1, "p1"), (p0, "p0")])
     q, p1, p0 = jnp.broadcast_arrays(q, p1, p0)
     d = p1 - p0
     w = q * (1 - q)
     p = q * p1 + (1 - q) * p0
-    mi = (jnp.where(q > 0, q * _kl_bern(p1, p), 0.0)
-          + jnp.where(q < 1, (1 - q) * _kl_bern(p0, p), 0.0))
+    mi = _mutual_info(q, p1, p0, d, p)
     return VOI(abs_shift=2 * w * jnp.abs(d), sq_shift=w * d * d,
                mutual_info=jnp.maximum(mi, 0.0), discrimination=jnp.abs(d))
 
@@ -211,7 +246,7 @@ def voi_categorical(q, p_cond, *, check: bool = True, atol: float = 1e-4) -> VOI
     dev = p_cond - p
     tv = 0.5 * jnp.sum(jnp.abs(dev), -1)
     sq = 0.5 * jnp.sum(dev * dev, -1)
-    # KL(p_m || p) as in _kl_bern: p_mk > 0 implies p_k >= q_m p_mk > 0 where q_m > 0
+    # KL(p_m || p) as in _mutual_info: p_mk > 0 implies p_k >= q_m p_mk > 0 where q_m > 0
     safe = jnp.where(p > 0, p, 1.0)
     terms = p_cond * _log_ratio(p_cond, safe, dev / safe)
     kl = jnp.sum(jnp.where(p_cond > 0, terms, 0.0), -1)
@@ -280,10 +315,7 @@ def cohere(p, q, p1, p0, *, method: str = "conditionals", check: bool = True) ->
         raise ValueError(f"`method` must be 'conditionals' or 'q'; got {method!r}")
     p, q, p1, p0 = _float(p, q, p1, p0)
     if check:
-        p = check_probability(p, "p")
-        q = check_probability(q, "q")
-        p1 = check_probability(p1, "p1")
-        p0 = check_probability(p0, "p0")
+        p, q, p1, p0 = _check_probabilities([(p, "p"), (q, "q"), (p1, "p1"), (p0, "p0")])
     p, q, p1, p0 = jnp.broadcast_arrays(p, q, p1, p0)
     gap = jnp.abs(p - (q * p1 + (1 - q) * p0))
     if method == "q":

@@ -281,7 +281,11 @@ def sample(model: Denoiser, key, mask, box, cond, q, *, steps: int = 20,
     * ``soft_target="state"``: after each step ``s`` is the simplex projection of the
       current channels and ``h`` is shifted by ``relax(s, eta * t) - s``.
 
-    Pure and jitted (``q`` is a traced argument; the keyword arguments are static);
+    ``balanced`` and ``soft_eta`` may be arrays (traced): then one compiled program
+    serves every arm, the soft projection running under ``lax.cond(soft_eta > 0)`` (keep
+    ``soft_eta`` unbatched under ``vmap`` so that the cond stays a branch).
+
+    Pure and jitted (``q`` is a traced argument; Python keyword values are static);
     ``vmap`` over cells."""
     if soft_target not in ("endpoint", "state"):
         raise ValueError(f"soft_target must be 'endpoint' or 'state'; got {soft_target!r}")
@@ -291,9 +295,16 @@ def sample(model: Denoiser, key, mask, box, cond, q, *, steps: int = 20,
     m3 = mask[:, None]
     x0 = jax.random.uniform(kx, (n, 3))
     h0 = _element_noise(kh, mask, qf, balanced)
-    endpoint = soft_eta > 0 and soft_target == "endpoint"
-    state = soft_eta > 0 and soft_target == "state"
+    # a traced soft_eta: the projection runs under lax.cond(eta > 0), so one compiled
+    # program serves every arm and an arm with eta = 0 skips the projection's work
+    traced = isinstance(soft_eta, jax.Array)
+    on = traced or soft_eta > 0
+    endpoint = on and soft_target == "endpoint"
+    state = on and soft_target == "state"
     dt = 1.0 / steps
+
+    def when_on(fn, arg):
+        return jax.lax.cond(soft_eta > 0, fn, lambda a: a, arg) if traced else fn(arg)
 
     def body(carry, i):
         x, h = carry
@@ -301,14 +312,20 @@ def sample(model: Denoiser, key, mask, box, cond, q, *, steps: int = 20,
         s_now, s_next = sigma(t), sigma(t + dt)
         eps, vh = model(x, h, mask, box, cond, t)
         if endpoint:
-            p, _ = charge.simplex_rows(h + (1 - t) * vh)
-            moved = charge.relax(p, qf, soft_eta, mask=mask)
-            vh = vh + jnp.where(m3, moved - p, 0.0) / jnp.maximum(1 - t, 0.05)
+            def soft_v(vh):
+                p, _ = charge.simplex_rows(h + (1 - t) * vh)
+                moved = charge.relax(p, qf, soft_eta, mask=mask)
+                return vh + jnp.where(m3, moved - p, 0.0) / jnp.maximum(1 - t, 0.05)
+
+            vh = when_on(soft_v, vh)
         h = h + dt * vh
         if state:
-            p, _ = charge.simplex_rows(h)
-            moved = charge.relax(p, qf, soft_eta * jnp.minimum(t + dt, 1.0), mask=mask)
-            h = h + jnp.where(m3, moved - p, 0.0)
+            def soft_h(h):
+                p, _ = charge.simplex_rows(h)
+                moved = charge.relax(p, qf, soft_eta * jnp.minimum(t + dt, 1.0), mask=mask)
+                return h + jnp.where(m3, moved - p, 0.0)
+
+            h = when_on(soft_h, h)
         var = s_now ** 2 - s_next ** 2
         k1, k2 = jax.random.split(jax.random.fold_in(ks, i))
         z = jax.random.normal(k1, x.shape)

@@ -19,9 +19,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec
 
 from jaxkit import distributed
 from jaxkit.kernels import charge
@@ -31,7 +33,8 @@ from .config import Config
 from .data import Data, pad_cells
 from .train import Trained
 
-__all__ = ["ARMS", "COMPOSITION_ARM", "AMGENC_ARM", "Arm", "Samples", "timed", "sample_all"]
+__all__ = ["ARMS", "COMPOSITION_ARM", "AMGENC_ARM", "Arm", "Samples", "timed", "sample_cells",
+           "project_cells", "sample_all"]
 
 #: (name, balanced noise, soft projection, final discrete projection)
 ARMS: tuple[tuple[str, bool, bool, bool], ...] = (
@@ -43,6 +46,75 @@ ARMS: tuple[tuple[str, bool, bool, bool], ...] = (
 AMGENC_ARM = "all three (AMGenC)"
 #: the AMGenC arm again, its final projection at each target's element counts
 COMPOSITION_ARM = "all three, at the target composition"
+
+
+_Q = np.asarray(M.species_charges()[1])
+
+
+@eqx.filter_jit
+def _sample_batch(net, keys, mask, box, cond, balanced, eta, settings, mesh):
+    """Every cell of a placed batch, split over ``mesh``'s data axis; ``balanced`` and
+    ``eta`` are unbatched scalars (traced), ``settings`` the static sampler settings."""
+    steps, corrector_steps, snr, soft_target = settings
+    params, static = eqx.partition(net, eqx.is_array)
+
+    def local(params, keys, mask, box, cond, balanced, eta):
+        model = eqx.combine(params, static)
+        return jax.vmap(lambda k, m, b, c: M.sample(
+            model, k, m, b, c, _Q, steps=steps, corrector_steps=corrector_steps, snr=snr,
+            balanced=balanced, soft_eta=eta, soft_target=soft_target))(keys, mask, box, cond)
+
+    d, r = PartitionSpec(distributed.DATA), PartitionSpec()
+    return jax.shard_map(local, mesh=mesh, in_specs=(r, d, d, d, d, r, r), out_specs=d,
+                         check_vma=False)(params, keys, mask, box, cond, balanced, eta)
+
+
+def sample_cells(net: M.Denoiser, keys, mask, box, cond, *, balanced: bool, soft_eta: float,
+                 steps: int, corrector_steps: int = 0, snr: float = 0.1,
+                 soft_target: str = "endpoint", mesh=None):
+    """:func:`jaxkit.amgenc.model.sample` of every cell (keys (B,), mask (B, N), box (B,),
+    cond (B, C)), the batch padded and split over the mesh's ``"data"`` axis (None: all
+    devices). The mechanisms (``balanced``, ``soft_eta``) are traced, so every arm, every
+    network of the same architecture and every batch of the same padded shape share one
+    compiled program. Returns (x (B, N, 3), h (B, N, K))."""
+    mesh = distributed.make_mesh() if mesh is None else mesh
+    placed, n = distributed.shard_batch((keys, mask, box, cond), mesh)
+    settings = (int(steps), int(corrector_steps), float(snr), str(soft_target))
+    out = _sample_batch(net, *placed, jnp.asarray(bool(balanced)),
+                        jnp.asarray(soft_eta, jnp.float32), settings, mesh)
+    return tuple(a[:n] for a in out)
+
+
+def _discrete(cost, mask):
+    return charge.project_discrete(cost, _Q, mask=mask)
+
+
+def _by_splits(cost, mask, splits):
+    return charge.project_splits(cost, _Q, splits, mask=mask)
+
+
+def project_cells(cost, mask, mesh=None, splits=None):
+    """The exact discrete projection of every cell (cost (B, N, K), mask (B, N)), or with
+    ``splits`` (B, S, K) the projection at those species counts
+    (:func:`jaxkit.kernels.charge.project_splits`); one compiled program per shape."""
+    if splits is None:
+        return distributed.sharded_vmap(_discrete, mesh)(cost, mask)
+    return distributed.sharded_vmap(_by_splits, mesh)(cost, mask, splits)
+
+
+def target_splits(cells, k: int) -> np.ndarray:
+    """(T, S, K) int32 balanced species counts of each cell's counts
+    (:func:`jaxkit.kernels.charge.composition_splits` with every species its own element,
+    as in the glass vocabulary: one split, the target's species counts), padded to one
+    ``S`` by repeating a cell's first split (all zeros, never met, when it has none)."""
+    rows = [charge.composition_splits(_Q, np.arange(k), np.bincount(c.elements, minlength=k))
+            for c in cells]
+    s = max(1, max(r.shape[0] for r in rows))
+    out = np.zeros((len(cells), s, k), np.int32)
+    for i, r in enumerate(rows):
+        if r.shape[0]:
+            out[i] = r[np.arange(s) % r.shape[0]]
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,32 +188,29 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> 
     mask, box, cond = (jnp.asarray(a) for a in (batch.mask, batch.box, batch.cond))
     keys = jax.random.split(key, len(targets))
 
-    def sampler(balanced: bool, eta: float):
-        return distributed.sharded_vmap(lambda kk, m, b, c: M.sample(
-            net, kk, m, b, c, q, steps=cfg.sample_steps,
-            corrector_steps=cfg.corrector_steps, snr=cfg.snr,
-            balanced=balanced, soft_eta=eta, soft_target=cfg.soft_target), mesh)
+    def run(mech):
+        return sample_cells(net, keys, mask, box, cond, balanced=mech[0], soft_eta=mech[1],
+                            steps=cfg.sample_steps, corrector_steps=cfg.corrector_steps,
+                            snr=cfg.snr, soft_target=cfg.soft_target, mesh=mesh)
 
-    trajectories, fns, times = {}, {}, {}
+    trajectories, times = {}, {}
     for _, balanced, soft, _ in ARMS:
         mech = (balanced, cfg.soft_eta if soft else 0.0)
-        if mech not in trajectories:  # compile and keep the cells
-            fns[mech] = sampler(*mech)
-            out = jax.block_until_ready(fns[mech](keys, mask, box, cond))
+        if mech not in trajectories:  # one compiled program serves every mechanism
+            out = jax.block_until_ready(run(mech))
             trajectories[mech] = tuple(np.asarray(a) for a in out)
             times[mech] = []
     # timing rounds: every mechanism once per round, in a rotating order, so that a slow
     # spell of the machine hits the arms alike and per-round ratios are paired
-    order = list(fns)
+    order = list(trajectories)
     for r in range(cfg.timing_runs):
         for mech in order[r % len(order):] + order[:r % len(order)]:
             t0 = time.perf_counter()
-            jax.block_until_ready(fns[mech](keys, mask, box, cond))
+            jax.block_until_ready(run(mech))
             times[mech].append(time.perf_counter() - t0)
     seconds = {m: float(np.median(v)) for m, v in times.items()}
 
-    discrete = distributed.sharded_vmap(
-        lambda c, m: charge.project_discrete(c, qn, mask=m), mesh)
+    discrete = lambda c, m: project_cells(c, m, mesh)  # noqa: E731
     arms = {}
     for name, balanced, soft, disc in ARMS:
         mech = (balanced, cfg.soft_eta if soft else 0.0)
@@ -159,21 +228,15 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> 
                          ode_seconds=seconds[mech], discrete_seconds=extra,
                          ode_times=tuple(times[mech]))
     target_index = np.repeat(np.arange(len(data.test)), cfg.samples_per_target)
-    # fixed composition: each target's element counts (one species per element here, so
-    # one split); the cells of one target share the counts, hence one compiled solve each
+    # fixed composition: each target's species counts, as a traced (B, S, K) array, so
+    # one compiled solve serves every target
     mech = (True, cfg.soft_eta)
     x, h = trajectories[mech]
     cost = -jnp.log(M.probabilities(jnp.asarray(h)))
-    species = np.full(batch.mask.shape, -1, np.int32)
-    extra = 0.0
-    for t, cell in enumerate(data.test):
-        rows = np.flatnonzero(target_index == t)
-        counts = np.bincount(cell.elements, minlength=k)
-        fn = distributed.sharded_vmap(lambda c, m, counts=counts: charge.project_composition(
-            c, qn, np.arange(k), counts, mask=m), mesh)
-        res, sec = timed(fn, cost[rows], mask[rows], runs=cfg.timing_runs)
-        species[rows] = np.asarray(res.assignment)
-        extra += sec
+    splits = jnp.asarray(target_splits(data.test, k)[target_index])
+    res, extra = timed(lambda c, m, sp: project_cells(c, m, mesh, sp), cost, mask, splits,
+                       runs=cfg.timing_runs)
+    species = np.asarray(res.assignment)
     arms[COMPOSITION_ARM] = Arm(x=x, species=species,
                                 soft_charge=arms[AMGENC_ARM].soft_charge,
                                 ode_seconds=seconds[mech], discrete_seconds=extra,

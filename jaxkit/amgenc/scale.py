@@ -19,12 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxkit import distributed
-from jaxkit.kernels import charge
 
 from . import model as M
 from .analysis import min_distance
 from .config import Config
 from .data import Data, condition
+from .sample import project_cells, sample_cells
 from .train import Trained
 
 __all__ = ["Scale", "sample_large"]
@@ -51,27 +51,25 @@ class Scale:
 def sample_large(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> Scale:
     """Sample and time ``cfg.scale_cells`` cells of ``cfg.scale_atoms`` atoms."""
     _, q = M.species_charges()
-    qn = np.asarray(q)
     n, b = cfg.scale_atoms, cfg.scale_cells
     targets = [data.test[i % len(data.test)] for i in range(b)]
     box = jnp.asarray([c.box * (n / c.n_atoms) ** (1 / 3) for c in targets], jnp.float32)
     cond = jnp.asarray(condition(targets, trained.norm, q.size))
     mask = jnp.ones((b, n), bool)
     keys = jax.random.split(key, b)
-    net = trained.model
-    fn = distributed.sharded_vmap(lambda kk, m, bx, c: M.sample(
-        net, kk, m, bx, c, q, steps=cfg.scale_steps, corrector_steps=cfg.corrector_steps,
-        snr=cfg.snr, balanced=True, soft_eta=cfg.soft_eta, soft_target=cfg.soft_target),
-        mesh)
+    # the sampler and projection of the ablation (sample.py): one compiled program each,
+    # shared with the ablation's when the padded shapes agree
+    fn = lambda kk, m, bx, c: sample_cells(  # noqa: E731
+        trained.model, kk, m, bx, c, balanced=True, soft_eta=cfg.soft_eta,
+        steps=cfg.scale_steps, corrector_steps=cfg.corrector_steps, snr=cfg.snr,
+        soft_target=cfg.soft_target, mesh=mesh)
     x, h = jax.block_until_ready(fn(keys, mask, box, cond))
     times = []
     for _ in range(cfg.timing_runs):
         t0 = time.perf_counter()
         jax.block_until_ready(fn(keys, mask, box, cond))
         times.append(time.perf_counter() - t0)
-    cost = -jnp.log(M.probabilities(h))
-    res = distributed.sharded_vmap(lambda c, m: charge.project_discrete(c, qn, mask=m),
-                                   mesh)(cost, mask)
+    res = project_cells(-jnp.log(M.probabilities(h)), mask, mesh)
     x, boxes = np.asarray(x, np.float64), np.asarray(box, np.float64)
     ok = [min_distance(x[i] * boxes[i], boxes[i]) >= 1.0 for i in range(b)]
     return Scale(n_cells=b, n_atoms=n, steps=cfg.scale_steps,

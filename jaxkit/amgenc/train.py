@@ -90,6 +90,27 @@ def make_batch_fn(cells: M.Batch, indices: np.ndarray, mesh) -> Callable[[int], 
     return batch_fn
 
 
+_STEPS: dict = {}
+
+
+def _train_step(cfg: Config, n_cond: int, static):
+    """The jitted training step and optimiser of ``cfg``'s architecture and loss, made
+    once per process (a resumed or repeated training compiles nothing new)."""
+    key = (cfg.hidden, cfg.layers, cfg.k_nbr, int(n_cond), cfg.lr, cfg.balanced_share,
+           cfg.augment)
+    if key not in _STEPS:
+        _, q = M.species_charges()
+
+        def loss_fn(params, key, batch, aux):
+            model = eqx.combine(params, static)
+            return M.loss(model, batch, key, q, balanced_share=cfg.balanced_share,
+                          augment_cells=cfg.augment), ()
+
+        opt = optax.adam(cfg.lr)
+        _STEPS[key] = (jax.jit(ktrain.make_train_step(loss_fn, opt)), opt)
+    return _STEPS[key]
+
+
 def fit_denoiser(cfg: Config, data: Data, key, *, mesh=None,
                  checkpoint_dir: str | Path | None = None, resume: bool = True,
                  track: Callable | None = None) -> Trained:
@@ -115,14 +136,7 @@ def fit_denoiser(cfg: Config, data: Data, key, *, mesh=None,
     k_init, k_batch, k_step = jax.random.split(key, 3)
     net = skeleton(cfg, cells.cond.shape[1], k_init)
     params, static = eqx.partition(net, eqx.is_array)
-
-    def loss_fn(params, key, batch, aux):
-        model = eqx.combine(params, static)
-        return M.loss(model, batch, key, q, balanced_share=cfg.balanced_share,
-                      augment_cells=cfg.augment), ()
-
-    opt = optax.adam(cfg.lr)
-    step = jax.jit(ktrain.make_train_step(loss_fn, opt))
+    step, opt = _train_step(cfg, cells.cond.shape[1], static)
     state = ktrain.init(params, opt)
     if mesh is not None:
         state = jax.device_put(state, distributed.replicated(mesh))

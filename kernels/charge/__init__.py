@@ -23,7 +23,9 @@ Charge balance is enforced at three points of sampling:
 4. :func:`project_composition` (:mod:`.composition`): the same exact projection with the
    number of atoms of each element prescribed (a design's composition); the balanced
    oxidation-state splits of multivalent elements (:func:`composition_splits`) are
-   enumerated and each solved as a transportation problem by successive shortest paths.
+   enumerated and each solved as a transportation problem by successive shortest paths;
+   :func:`project_splits` takes those species counts as a (traceable) array, so one
+   compiled program serves targets of any composition.
 
 Conventions. Masked-out rows are excluded from every constraint: :func:`balanced_noise`
 returns zeros there, :func:`project_soft` and :func:`relax` return them unchanged, and the
@@ -55,7 +57,7 @@ Magnanti & Orlin, "Network Flows", 1993, ch. 9.
 """
 
 from ._assign import DiscreteProjection
-from .composition import composition_splits, project_composition
+from .composition import composition_splits, project_composition, project_splits
 from .discrete import FixingResult, project_discrete, reduced_cost_fixing
 from .dp import dp_width
 from .lagrangian import LagrangianBound, lagrangian_bound, project_discrete_approx
@@ -78,6 +80,7 @@ __all__ = [
     "project_discrete_approx",
     "composition_splits",
     "project_composition",
+    "project_splits",
     "SemismoothResult",
     "semismooth_newton",
     "FixingResult",

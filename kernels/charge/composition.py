@@ -14,7 +14,7 @@ from ..checks import check_in_range, is_traced
 from ._assign import DiscreteProjection, prepare_discrete, score, with_fallback
 from ._checks import check_q_int
 
-__all__ = ["composition_splits", "project_composition"]
+__all__ = ["composition_splits", "project_composition", "project_splits"]
 
 
 def composition_splits(q: ArrayLike, element: ArrayLike, counts: ArrayLike, *,
@@ -156,6 +156,54 @@ def project_composition(cost: Float[Array, "N K"], q: ArrayLike, element: ArrayL
     if splits.shape[0] == 0:
         none = jnp.full(c.shape[0], -1, jnp.int32)
         return with_fallback(c, m, qi, none, jnp.inf, jnp.zeros((), bool))
+    return _solve_splits(c, m, qi, jnp.asarray(splits))
+
+
+def project_splits(cost: Float[Array, "N K"], q: ArrayLike, splits: ArrayLike, *,
+                   mask: ArrayLike | None = None,
+                   allowed: ArrayLike | None = None) -> DiscreteProjection:
+    """Exact charge-balanced assignment with the number of atoms of each *species*
+    prescribed by one of several candidate rows, the best row chosen:
+    :func:`project_composition` with its splits given, so that they may be traced.
+
+    ``min_s argmin_a sum_i cost[i, a_i]`` subject to ``#{i: a_i = k} = splits[s, k]``
+    for every species ``k``; rows are meant to be charge balanced (``splits[s] @ q = 0``,
+    e.g. rows of :func:`composition_splits`) and are checked for it, an unbalanced row
+    or one that does not sum to the unmasked atoms is infeasible. Each row is the
+    transportation problem of :func:`project_composition` (successive shortest paths).
+    Rows may repeat (padding a batch of targets with different split counts to one
+    ``S``): a repeated row changes nothing, so one compiled program serves targets of
+    any composition.
+
+    Args:
+        cost: ``(N, K)`` finite costs or ``+inf`` (forbidden), e.g. ``-log p``.
+        q: ``(K,)`` concrete integer species charges.
+        splits: ``(S, K)`` non-negative integer species counts, ``S >= 1``; may be traced.
+        mask: optional ``(N,)`` bool, False on padding atoms (assigned ``-1``).
+        allowed: optional ``(N, K)`` bool restricting each atom's species.
+
+    Returns:
+        A :class:`~jaxkit.kernels.charge.DiscreteProjection`; ``feasible`` is False when
+        no row is balanced and met, and the assignment is then the unconstrained
+        per-atom argmin.
+
+    Raises:
+        ValueError: ``splits`` not ``(S, K)`` with ``S >= 1``, or as
+            :func:`~jaxkit.kernels.charge.project_discrete`.
+    """
+    qi, c, m = prepare_discrete(cost, q, mask, allowed)
+    sp = jnp.asarray(splits)
+    if sp.ndim != 2 or sp.shape[0] < 1 or sp.shape[1] != c.shape[1]:
+        raise ValueError(f"`splits` must be (S, {c.shape[1]}) with S >= 1; got shape "
+                         f"{sp.shape}")
+    if not jnp.issubdtype(sp.dtype, jnp.integer):
+        raise ValueError(f"`splits` must hold integers; got {sp.dtype}")
+    return _solve_splits(c, m, qi, sp.astype(jnp.int32))
+
+
+def _solve_splits(c, m, qi, caps):
+    """Every row of ``caps`` (S, K) solved by :func:`_transport`; the cheapest feasible
+    balanced row wins."""
     # forbidden entries get a big finite cost: an assignment that needs one costs more
     # than any allowed assignment (the spread of allowed costs over all atoms, plus 1)
     fin = jnp.isfinite(c) & m[:, None]
@@ -164,16 +212,16 @@ def project_composition(cost: Float[Array, "N K"], q: ArrayLike, element: ArrayL
     spread = jnp.sum(jnp.where(m & jnp.isfinite(lo), hi - lo, 0))
     big = jnp.where(jnp.isfinite(lo), lo, 0) + spread + 1
     cb = jnp.where(m[:, None], jnp.where(fin, c, big[:, None]), 0)
-    caps = jnp.asarray(splits)
+    caps = jnp.maximum(caps, 0)
+    n_act = jnp.sum(m)
+    balanced = (caps @ jnp.asarray(qi, caps.dtype) == 0) & (jnp.sum(caps, axis=1) == n_act)
     assign, ok = lax.map(lambda cap: _transport(cb, m, cap), caps)
     totals = jax.vmap(lambda a: score(c, a, m, qi)[0])(assign)
-    totals = jnp.where(ok, totals, jnp.inf)
+    totals = jnp.where(ok & balanced, totals, jnp.inf)
     best = jnp.argmin(totals)
     a, total = assign[best], totals[best]
-    n_act = jnp.sum(m)
-    feasible = jnp.isfinite(total) & (n_act == total_count) & (n_act > 0)
+    feasible = jnp.isfinite(total) & (n_act > 0)
     return with_fallback(c, m, qi, a, total, feasible)
-
 
 def _transport(c, m, cap):
     """Successive shortest paths for atoms -> species with species capacities ``cap``

@@ -2,9 +2,15 @@
 displacements, cubic lattice symmetries, atom permutations, lattice and periodic
 translations), padding independence, exact charge balance with the final discrete
 projection, a tiny pipeline run on an 8-device mesh with its table, claims and
-extended-XYZ output, and resume."""
+extended-XYZ output, and resume.
 
-import functools
+Test time: one tiny pipeline run (module fixture ``tiny_run``) is shared by the
+pipeline, resume, kill-and-resume, mesh, projection and soft-projection tests; they reuse
+its data, its checkpoints and its compiled programs (the training step and the one
+sampler of :func:`jaxkit.amgenc.sample.sample_cells`, whose mechanisms are traced), so
+they add almost no compilation."""
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -95,50 +101,6 @@ def test_padding_does_not_affect_real_atoms(setup):
     assert np.all(np.asarray(vx2[N_REAL:]) == 0) and np.all(np.asarray(vh2[N_REAL:]) == 0)
 
 
-def test_loss_finite_and_differentiable(setup):
-    import equinox as eqx
-
-    net, q, x, h, mask, cond = setup
-    h1 = jax.nn.one_hot(jnp.arange(N) % K, K)
-    batch = M.Batch(x[None], h1[None], mask[None], jnp.array([BOX]), cond[None])
-    val, grads = eqx.filter_value_and_grad(M.loss)(net, batch, jax.random.key(2), q)
-    assert np.isfinite(float(val))
-    assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grads))
-
-
-def test_final_projection_balances_every_cell(setup):
-    net, q, _, _, _, cond = setup
-    b = 6
-    masks = jnp.stack([jnp.arange(N) < n for n in (20, 21, 22, 23, 24, 19)])
-    keys = jax.random.split(jax.random.key(5), b)
-    for balanced, eta, target in ((False, 0.0, "endpoint"), (True, 1.0, "endpoint"),
-                                  (False, 0.5, "state")):
-        run = functools.partial(M.sample, net, box=BOX, cond=cond, q=q, steps=4,
-                                balanced=balanced, soft_eta=eta, soft_target=target)
-        x, h = jax.vmap(lambda k, m, run=run: run(k, m))(keys, masks)
-        assert np.all((np.asarray(x) >= 0) & (np.asarray(x) < 1))
-        sp, feas = M.final_species(h, masks, q, discrete=True)
-        assert feas.all()
-        for i in range(b):
-            m = np.asarray(masks[i])
-            assert np.all(sp[i][m] >= 0) and np.all(sp[i][~m] == -1)
-            assert int(q[sp[i][m]].sum()) == 0
-
-
-def test_soft_projection_reduces_probability_charge(setup):
-    net, q, _, _, mask, cond = setup
-    keys = jax.random.split(jax.random.key(7), 4)
-
-    def charge_of(eta):
-        _, h = jax.vmap(lambda k: M.sample(net, k, mask, BOX, cond, q, steps=6,
-                                           soft_eta=eta))(keys)
-        p = np.asarray(M.probabilities(h))[:, np.asarray(mask)]
-        return np.abs(p @ q).sum(-1).mean()
-
-    # untrained net: the endpoint is far from the simplex, so only a partial reduction
-    assert charge_of(1.0) < 0.8 * charge_of(0.0)
-
-
 def test_balanced_noise_start_is_balanced(setup):
     net, q, _, _, mask, cond = setup
     # mechanism 1: the initial element noise has zero total charge, padding rows zero
@@ -167,6 +129,9 @@ def read_xyz(path):
 
 
 def _tiny(kinds=""):
+    """The tiny configuration: every padded shape of the run is (8 cells, 128 atoms), so
+    the sampler of the ablation, of the 800-atom stage (here 128 atoms) and of the tests
+    below is one compiled program, and the discrete projection another."""
     from jaxkit.amgenc.config import QUICK
 
     extra = [f"other_kinds={kinds}"] if kinds else []
@@ -174,24 +139,64 @@ def _tiny(kinds=""):
                            "hidden=16", "layers=1", "train_steps=15", "batch=4",
                            "checkpoint_every=5", "samples_per_target=1", "sample_steps=4",
                            "pressure_steps=5", "timing_runs=2",
-                           "scale_atoms=100", "scale_cells=2", "scale_steps=2",
+                           "scale_atoms=128", "scale_cells=2", "scale_steps=4",
                            "post_relax_steps=150"])
 
 
-# the second dataset doubles the run: under -m slow
-@pytest.mark.parametrize("kinds", ["", pytest.param("silica", marks=pytest.mark.slow)])
-def test_tiny_pipeline_and_resume(tmp_path, kinds):
+class Run(NamedTuple):
+    cfg: object
+    mesh: object
+    ctx: RunContext
+    res: object
+    out: object
+
+
+def _run(out, kinds=""):
+    from jaxkit.amgenc import pipeline
+    from jaxkit.distributed import make_mesh
+
+    tiny, mesh = _tiny(kinds), make_mesh()
+    ctx = RunContext(out_dir=out, config=tiny, quick=True, mesh=mesh)
+    return Run(tiny, mesh, ctx, pipeline.run(ctx), out)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("amgenc"))
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tiny_run):
+    """The run's data and trained model, reloaded from its stage and final checkpoint."""
+    from jaxkit.amgenc import train as T
+
+    ctx = RunContext(out_dir=tiny_run.out, config=tiny_run.cfg, quick=True,
+                     mesh=tiny_run.mesh)
+    data = ctx.stage("amgenc-data", lambda: pytest.fail("the data stage was not saved"))
+    ckpt = tiny_run.out / "checkpoints" / "train" / f"{tiny_run.cfg.digest()[:16]}-seed{ctx.seed}"
+    trained = T.fit_denoiser(tiny_run.cfg, data, ctx.key("train"), mesh=tiny_run.mesh,
+                             checkpoint_dir=ckpt)
+    assert trained.resumed_from == tiny_run.cfg.train_steps  # restored, no step taken
+    return data, trained, ctx.key("train")
+
+
+def test_tiny_pipeline_and_resume(tiny_run):
+    _check_run(tiny_run, "")
+
+
+@pytest.mark.slow  # the second dataset doubles the run
+def test_tiny_pipeline_two_datasets(tmp_path):
+    _check_run(_run(tmp_path, "silica"), "silica")
+
+
+def _check_run(run, kinds):
     from jaxkit import registry
     from jaxkit.amgenc import glass, pipeline
     from jaxkit.amgenc.sample import ARMS, COMPOSITION_ARM
     from jaxkit.claims import VERDICTS
-    from jaxkit.distributed import make_mesh
 
     assert registry.get("amgenc").module == "jaxkit.amgenc.pipeline"
-    tiny = _tiny(kinds)
-    mesh = make_mesh()
-    ctx = RunContext(out_dir=tmp_path, config=tiny, quick=True, mesh=mesh)
-    res = pipeline.run(ctx)
+    tiny, mesh, ctx, res, tmp_path = run.cfg, run.mesh, run.ctx, run.res, run.out
     assert ctx.reloaded == []
     assert res.metrics["train_resumed_from"] == 0
     md = res.markdown
@@ -228,7 +233,7 @@ def test_tiny_pipeline_and_resume(tmp_path, kinds):
     ov = res.metrics["overhead"]
     assert len(ov["soft_runs"]) == 2 and ov["soft_ci"][0] <= ov["soft_ci"][1]
     sc = res.metrics["scale"]
-    assert sc["cells"] == 2 and sc["atoms"] == 100 and sc["cells_per_second"] > 0
+    assert sc["cells"] == 2 and sc["atoms"] == 128 and sc["cells_per_second"] > 0
     assert sc["balanced"] in (0.0, 0.5, 1.0) and "cells per second" in md
     assert "no pair < 1 A" in md and "density error (relaxed" in md
     assert all(c.verdict in VERDICTS and c.paper == "AMGenC" for c in res.claims)
@@ -289,3 +294,141 @@ def test_tiny_pipeline_and_resume(tmp_path, kinds):
     assert res2.metrics["final_loss"] == res.metrics["final_loss"]
     assert res2.metrics["arms"]["none"]["balanced"] == arms["none"]["balanced"]
     assert [c.verdict for c in res2.claims] == [c.verdict for c in res.claims]
+
+
+# ------------------------------------------------- tests on the tiny run's model and data
+
+
+def _leaves(trained):
+    import equinox as eqx
+
+    model = getattr(trained, "model", trained)
+    return [np.asarray(v) for v in jax.tree.leaves(eqx.filter(model, eqx.is_array))]
+
+
+class Kill(Exception):
+    pass
+
+
+def test_killed_training_resumes_to_identical_parameters(tiny_run, tiny_data, tmp_path,
+                                                         monkeypatch):
+    """Kill the tiny run's training at step 7 (checkpoints every 5) in a fresh folder:
+    the next run resumes from step 5 and ends with the parameters and loss curve of the
+    pipeline's uninterrupted training (its compiled step, its mesh)."""
+    from jaxkit.amgenc import train as T
+
+    cfg, mesh = tiny_run.cfg, tiny_run.mesh
+    data, full, key = tiny_data
+    assert np.all(np.isfinite(full.losses)) and full.losses.shape == (cfg.train_steps,)
+    # training moved the parameters away from the initialisation, and they are finite
+    init = T.skeleton(cfg, full.norm.lo.size, jax.random.split(key, 3)[0])
+    assert any(not np.allclose(a, b) for a, b in zip(_leaves(full), _leaves(init),
+                                                      strict=True))
+    assert all(np.all(np.isfinite(a)) for a in _leaves(full))
+    make = T.make_batch_fn
+
+    def killing(cells, indices, mesh):
+        fn = make(cells, indices, mesh)
+
+        def batch_fn(i):
+            if i == 7:
+                raise Kill
+            return fn(i)
+
+        return batch_fn
+
+    monkeypatch.setattr(T, "make_batch_fn", killing)
+    with pytest.raises(Kill):
+        T.fit_denoiser(cfg, data, key, mesh=mesh, checkpoint_dir=tmp_path)
+    monkeypatch.setattr(T, "make_batch_fn", make)
+    res = T.fit_denoiser(cfg, data, key, mesh=mesh, checkpoint_dir=tmp_path)
+    assert res.resumed_from == 5
+    for a, b in zip(_leaves(res), _leaves(full), strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(res.losses, full.losses)  # the curve came back too
+    # resume=False starts afresh in the same folder (and ends at the same parameters)
+    fresh = T.fit_denoiser(cfg, data, key, mesh=mesh, checkpoint_dir=tmp_path, resume=False)
+    assert fresh.resumed_from == 0
+    np.testing.assert_array_equal(_leaves(fresh)[0], _leaves(full)[0])
+    # checkpoints of another configuration are refused
+    with pytest.raises(ValueError, match="another configuration"):
+        T.fit_denoiser(cfg.override(["lr=0.01"]), data, key, checkpoint_dir=tmp_path)
+
+
+def test_mesh_splits_the_batch_and_matches_one_device(tiny_run, tiny_data):
+    from jaxkit.amgenc import data as D
+    from jaxkit.amgenc import train as T
+
+    cfg, mesh = tiny_run.cfg, tiny_run.mesh
+    data, _, key = tiny_data
+    # 4 cells on 8 devices: 4 padded cells, masked out of the loss
+    _, q = M.species_charges()
+    norm = D.conditioning(data.train, q.size)
+    cells = D.pad_cells(data.train, D.n_pad(data), q.size, norm)
+    idx = T.batch_indices(key, 2, len(data.train), cfg.batch)
+    b = T.make_batch_fn(cells, idx, mesh)(0)
+    assert isinstance(b, M.Batch) and b.x.shape[0] == 8
+    assert b.x.sharding.spec[0] == "data"
+    assert np.asarray(b.mask[4:]).sum() == 0 and np.asarray(b.mask[:4]).any(axis=1).all()
+    short = cfg.override(["train_steps=2"])
+    one = T.fit_denoiser(short, data, key)
+    many = T.fit_denoiser(short, data, key, mesh=mesh)  # the pipeline's compiled step
+    np.testing.assert_allclose(many.losses, one.losses, rtol=1e-5)
+    for a, c in zip(_leaves(many), _leaves(one), strict=True):
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-6)
+
+
+def _cells(tiny_run, tiny_data, n_real):
+    """8 cells of the run's padded shape, conditioned on its targets, with ``n_real``
+    real atoms each (different paddings)."""
+    from jaxkit.amgenc.data import pad_cells
+
+    data, trained, _ = tiny_data
+    _, q = M.species_charges()
+    batch = pad_cells([data.test[i % 2] for i in range(8)], trained.n_pad, q.size,
+                      trained.norm)
+    mask = jnp.stack([jnp.arange(trained.n_pad) < n for n in n_real])
+    return trained.model, mask, jnp.asarray(batch.box), jnp.asarray(batch.cond), q
+
+
+def _sample(tiny_run, net, key, mask, box, cond, *, balanced, eta, target="endpoint"):
+    from jaxkit.amgenc.sample import sample_cells
+
+    cfg = tiny_run.cfg
+    keys = jax.random.split(key, mask.shape[0])
+    return sample_cells(net, keys, mask, box, cond, balanced=balanced, soft_eta=eta,
+                        steps=cfg.sample_steps, corrector_steps=cfg.corrector_steps,
+                        snr=cfg.snr, soft_target=target, mesh=tiny_run.mesh)
+
+
+@pytest.mark.parametrize("target", ["endpoint", pytest.param("state", marks=pytest.mark.slow)])
+def test_final_projection_balances_every_cell(tiny_run, tiny_data, target):
+    from jaxkit.amgenc.sample import project_cells
+
+    n_real = (100, 101, 110, 117, 121, 125, 127, 128)
+    net, masks, box, cond, q = _cells(tiny_run, tiny_data, n_real)
+    for balanced, eta in ((False, 0.0), (True, 1.0), (False, 0.5)):
+        x, h = _sample(tiny_run, net, jax.random.key(5), masks, box, cond,
+                       balanced=balanced, eta=eta, target=target)
+        assert np.all((np.asarray(x) >= 0) & (np.asarray(x) < 1))
+        res = project_cells(-jnp.log(M.probabilities(h)), masks, tiny_run.mesh)
+        sp = np.asarray(res.assignment)
+        assert np.asarray(res.feasible).all()
+        for i in range(len(n_real)):
+            m = np.asarray(masks[i])
+            assert np.all(sp[i][m] >= 0) and np.all(sp[i][~m] == -1)
+            assert int(q[sp[i][m]].sum()) == 0
+
+
+def test_soft_projection_reduces_probability_charge(tiny_run, tiny_data):
+    net, masks, box, cond, q = _cells(tiny_run, tiny_data, (128,) * 8)
+
+    def charge_of(eta):
+        _, h = _sample(tiny_run, net, jax.random.key(7), masks, box, cond, balanced=False,
+                       eta=eta)
+        p = np.asarray(M.probabilities(h))
+        return np.abs(p @ q).sum(-1).mean()
+
+    # a barely trained net: the endpoint is far from the simplex, so only a partial
+    # reduction is asked for
+    assert charge_of(1.0) < 0.8 * charge_of(0.0)

@@ -1,6 +1,10 @@
 """AMGenC training through the one step and the one loop: a run killed mid-way resumes to
 the same parameters, the mesh (batch split over "data", padded cells masked) changes
-nothing but rounding, and the configuration is validated."""
+nothing but rounding, and the configuration is validated.
+
+The default run covers kill-and-resume and the mesh on the tiny pipeline run's model
+(tests/jaxkit/test_amgenc_pipeline.py, which shares its compiled step); the versions
+here train their own model without a mesh and run under -m slow."""
 
 import jax
 import numpy as np
@@ -30,6 +34,7 @@ class Kill(Exception):
     pass
 
 
+@pytest.mark.slow
 def test_killed_training_resumes_to_identical_parameters(tiny, tmp_path, monkeypatch):
     cfg, data = tiny
     key = jax.random.key(4)
@@ -70,6 +75,7 @@ def test_killed_training_resumes_to_identical_parameters(tiny, tmp_path, monkeyp
         T.fit_denoiser(other, data, key, checkpoint_dir=tmp_path)
 
 
+@pytest.mark.slow
 def test_mesh_splits_the_batch_and_matches_one_device(tiny):
     from jaxkit.distributed import make_mesh
 

@@ -625,6 +625,42 @@ def test_project_composition_matches_milp_and_vmaps(n_fe):
         assert bool(one.feasible)
 
 
+
+def test_project_splits_traced_rows_match_project_composition():
+    """The splits as a traced (S, K) array: padded rows (repeats) change nothing, targets
+    of different compositions share one compiled program, and each result equals
+    project_composition's (the brute-force-checked solver); an unbalanced row or one
+    that does not sum to the atoms is infeasible."""
+    import chex
+
+    q, element = COMP_Q, COMP_EL
+    rng = np.random.default_rng(5)
+    n_slots = 10
+    forms = [{"Fe": 2, "Mn": 2, "O": 5}, {"Fe": 3, "O": 4}, {"Si": 1, "Fe": 2, "O": 4}]
+    rows = [ch.composition_splits(q, element, _counts(f)) for f in forms]
+    s = max(r.shape[0] for r in rows)
+    traced = chex.assert_max_traces(n=1)(lambda c, m, sp: ch.project_splits(c, q, sp, mask=m))
+    fn = jax.jit(traced)
+    for f, r in zip(forms, rows, strict=True):
+        counts = _counts(f)
+        mask = np.arange(n_slots) < counts.sum()
+        cost = jnp.asarray(rng.exponential(size=(n_slots, len(q))))
+        padded = r[np.arange(s) % r.shape[0]]
+        got = fn(cost, mask, jnp.asarray(padded))
+        want = _composition(tuple(q), tuple(element), tuple(counts))(
+            cost, mask, np.ones(cost.shape, bool))
+        assert bool(got.feasible) and bool(want.feasible)
+        np.testing.assert_allclose(float(got.cost), float(want.cost), rtol=1e-12)
+        np.testing.assert_array_equal(np.asarray(got.assignment), np.asarray(want.assignment))
+    # a row whose charge is not zero, or whose counts miss the atoms, is never chosen
+    bad = np.zeros((2, len(q)), np.int32)
+    bad[0, [2, 7]] = 1, 1  # Fe2+ O2- is balanced but 2 atoms of 3
+    bad[1, [3, 7]] = 1, 2  # Fe3+ 2 O2-: 3 atoms, charge -1
+    res = ch.project_splits(jnp.ones((3, len(q))), q, bad, mask=np.ones(3, bool))
+    assert not bool(res.feasible)
+    with pytest.raises(ValueError, match="`splits`"):
+        ch.project_splits(jnp.ones((3, len(q))), q, np.zeros((0, len(q)), np.int32))
+
 def test_project_composition_bad_input():
     _, q = ox.species(["Si", "O"])
     el = np.array([0, 1])

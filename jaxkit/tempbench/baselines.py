@@ -36,13 +36,23 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from jaxkit import distributed, training
+from jaxkit import distributed
 from jaxkit.kernels import crosscoder as cc
 from jaxkit.kernels import train as ktrain
 from jaxkit.kernels.crosscoder import temporal_baselines as tb
 
 from . import compare as C
-from .train import METHODS, TrainConfig, Trainer, train_method, train_topk
+from .train import (
+    METHODS,
+    TrainConfig,
+    Trainer,
+    check_chunks,
+    chunk_program,
+    fit_chunks,
+    sample_chunk,
+    train_method,
+    train_topk,
+)
 
 __all__ = ["BASELINES", "ALL_METHODS", "LABELS", "train_any", "window_codes",
            "train_custom"]
@@ -89,23 +99,7 @@ def _chunk(spec: _Spec, lr: float, mesh):
         return loss(p, x)
 
     post = tb.tfa_normalize if spec.name == "tfa" else cc.normalize_decoder
-    step = ktrain.make_train_step(loss_fn, optax.adam(lr), post_update=post)
-    scan = ktrain.scan_steps(step)
-
-    def chunk(key, state, batches):
-        state, info = scan(key, state, batches)
-        return state, info._replace(out=jax.tree.map(jnp.mean, info.out))
-
-    return jax.jit(chunk, donate_argnums=1)
-
-
-@functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _sample_chunk(key, seqs, window, n, batch):
-    def one(kk):
-        idx = jax.random.randint(kk, (batch,), 0, seqs.shape[0] * (seqs.shape[1] - window + 1))
-        P = seqs.shape[1] - window + 1
-        return seqs[(idx // P)[:, None], (idx % P)[:, None] + jnp.arange(window)]
-    return jax.vmap(one)(jax.random.split(key, n))
+    return chunk_program(ktrain.make_train_step(loss_fn, optax.adam(lr), post_update=post))
 
 
 def train_custom(key: PRNGKeyArray, seqs: Float[Array, "n L d"], method: str,
@@ -119,37 +113,20 @@ def train_custom(key: PRNGKeyArray, seqs: Float[Array, "n L d"], method: str,
     if method not in ("matryoshka", "tsae", "tfa"):
         raise ValueError(f"`method` must be 'matryoshka', 'tsae' or 'tfa'; got {method!r}")
     mesh = distributed.data_mesh(mesh)
-    if cfg.steps % cfg.log_every:
-        raise ValueError(f"`cfg.steps` ({cfg.steps}) must be a multiple of `cfg.log_every` "
-                         f"({cfg.log_every})")
-    if cfg.batch_size % distributed.mesh_size(mesh):
-        raise ValueError(f"`cfg.batch_size` ({cfg.batch_size}) must be divisible by the mesh "
-                         f"'data' size ({distributed.mesh_size(mesh)})")
+    check_chunks(cfg, mesh)
     x = jnp.asarray(seqs, jnp.float32)
     d = x.shape[-1]
     window = {"matryoshka": 1, "tsae": 2, "tfa": cfg.window}[method]
     spec = _Spec(method, cfg.k, window, cfg.n_latents)
     k_init, k_sample, k_data, k_run = jax.random.split(key, 4)
-    sample = _sample_chunk(k_sample, x, 1, 1, 512)[0]  # (512, 1, d)
+    sample = sample_chunk(k_sample, x, 1, 1, 512)[0]  # (512, 1, d)
     if method == "tfa":
         params = tb.tfa_init(k_init, d, cfg.n_latents, b=cc.geometric_median(sample[:, 0]))
     else:
         params = cc.init(k_init, d, cfg.n_latents, site=(1,), sample=sample)
-    opt = optax.adam(cfg.lr)
-    state = ktrain.init(params, opt)
-    if mesh is not None:
-        state = jax.device_put(state, distributed.replicated(mesh))
-    chunk = _chunk(spec, float(cfg.lr), mesh)
-
-    def batch_fn(i):
-        return _sample_chunk(jax.random.fold_in(k_data, i), x, window, cfg.log_every,
-                             cfg.batch_size)
-
-    res = training.fit(k_run, state, chunk, batch_fn, steps=cfg.steps // cfg.log_every,
-                       checkpoint_dir=checkpoint_dir, checkpoint_every=cfg.checkpoint_every,
-                       resume=resume, log_every=1)
-    return jax.device_get(res.state.params), np.asarray([h["fvu"] for h in res.history],
-                                                        np.float64)
+    state = ktrain.init(params, optax.adam(cfg.lr))
+    return fit_chunks((k_data, k_run), state, _chunk(spec, float(cfg.lr), mesh), x, window,
+                      cfg, mesh=mesh, checkpoint_dir=checkpoint_dir, resume=resume)
 
 
 def train_any(method: str, key: PRNGKeyArray, seqs: Float[Array, "n L d"], cfg: TrainConfig,

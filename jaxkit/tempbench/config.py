@@ -17,7 +17,9 @@ directory of safetensors files (``activations (n, L, d)``, byte ``tokens (n, L)`
 optional ``layers``) instead of the LM. Every method of
 :data:`jaxkit.tempbench.baselines.ALL_METHODS` gets ``real_latents`` latents, ``real_k``
 active latents per token, ``real_steps`` steps, for each window of ``real_windows`` and
-``real_seeds`` seeds; probes use ``k_probe`` latents. ``store_steps`` steps of the
+``real_seeds`` seeds; probes use ``k_probe`` latents. Steering (trained LM only): the
+selected latent's atom written into the stream at norm ``steer_scale`` sqrt(d) (a
+typical token's norm is sqrt(d); 0 skips steering). ``store_steps`` steps of the
 temporal crosscoder streamed from the store with the dictionary sharded over the mesh's
 ``model`` axis (0 skips it).
 """
@@ -83,6 +85,7 @@ class Config(PipelineConfig):
     real_steps: int = 2000
     real_seeds: int = 3
     k_probe: int = 5
+    steer_scale: float = 1.5
     store_steps: int = 1000
 
     def validate(self) -> None:
@@ -110,6 +113,7 @@ class Config(PipelineConfig):
                                 "real_docs_per_shard", "real_latents", "real_k", "real_steps",
                                 "real_seeds", "k_probe"))
         require_at_least(self, ("act_layer", "store_steps"), 0)
+        require(self.steer_scale >= 0, "steer_scale", f"must be >= 0; got {self.steer_scale}")
         require(self.act_layer < len(self.lm_layers), "act_layer",
                 f"must be < the LM depth ({len(self.lm_layers)}); got {self.act_layer}")
         require(self.lm_steps % 20 == 0, "lm_steps", f"must be a multiple of 20; got "

@@ -197,8 +197,10 @@ def record(model: ComposeLM, directory, *, n_docs: int, length: int, layer: int,
                          f"({len(text)} bytes)")
     starts = np.linspace(0, len(text) - length, n_docs).astype(np.int64)
     tokens = text[starts[:, None] + np.arange(length)]
-    hs = np.concatenate([hidden_states(model, tokens[i:i + batch])
-                         for i in range(0, n_docs, batch)], axis=1)  # (nl, n, L, d)
+    batch = min(batch, n_docs)
+    padded = np.concatenate([tokens, np.zeros((-n_docs % batch, length), tokens.dtype)])
+    hs = np.concatenate([hidden_states(model, padded[i:i + batch])  # one shape: one compile
+                         for i in range(0, len(padded), batch)], axis=1)[:, :n_docs]
     scale = float(np.sqrt(np.mean(hs[layer].astype(np.float64) ** 2)))
     scale = scale if scale > 0 else 1.0
     directory = Path(directory)

@@ -6,13 +6,17 @@
 into a safetensors store ``out_dir/acts`` -- or, with ``cfg.acts_dir``, the user's own
 directory of safetensors files instead of both; ``tempbench-real``: every method and
 baseline trained on the store's training documents and probed on the text tasks
-(:mod:`jaxkit.tempbench.real`); ``tempbench-store``: the temporal crosscoder streamed from
+(:mod:`jaxkit.tempbench.real`) and, with the trained LM, steered on them
+(:mod:`jaxkit.tempbench.steer`); ``tempbench-store``: the temporal crosscoder streamed from
 the store with the dictionary sharded over the mesh (:mod:`jaxkit.tempbench.stream`).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import numpy as np
 
 from jaxkit.compose.model import load_lm, save_lm
 from jaxkit.registry import RunContext
@@ -50,9 +54,17 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
             docs_per_shard=cfg.real_docs_per_shard)))
     docs = lm_acts.load_documents(acts, max_docs=cfg.real_docs)
     tc = tc._replace(n_latents=cfg.real_latents, k=cfg.real_k, steps=cfg.real_steps)
-    info["real"] = ctx.stage("tempbench-real", lambda: real.summarise_real(real.compare_real(
-        ctx.key("tempbench-real"), docs, tc, windows=cfg.real_windows, n_seeds=cfg.real_seeds,
-        trainer=trainer, name="tempbench-real", k_probe=cfg.k_probe)))
+
+    def compare():
+        lm = None  # steering needs the model: not with the user's activations
+        if not cfg.acts_dir and cfg.steer_scale > 0:
+            meta = json.loads((acts / lm_acts.MANIFEST).read_text())
+            lm = (load_lm(ctx.out_dir / "lm")[0], meta["layer"], meta["scale"])
+        return real.summarise_real(real.compare_real(
+            ctx.key("tempbench-real"), docs, tc, windows=cfg.real_windows,
+            n_seeds=cfg.real_seeds, trainer=trainer, name="tempbench-real", k_probe=cfg.k_probe,
+            lm=lm, steer_norm=cfg.steer_scale * float(np.sqrt(docs.acts.shape[-1]))))
+    info["real"] = ctx.stage("tempbench-real", compare)
     if cfg.store_steps:
         T = cfg.real_windows[0]
 

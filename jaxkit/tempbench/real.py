@@ -121,9 +121,14 @@ def _split(n: int, test_every: int):
 def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, windows=(3,),
                  methods=B.ALL_METHODS, n_seeds: int = 2, trainer: Trainer = Trainer(),
                  name: str = "real", test_every: int = 4, k_probe: int = 5,
-                 line_start: int = 8, ngram: int = 4) -> dict[str, Any]:
+                 line_start: int = 8, ngram: int = 4, lm=None, steer_norm: float = 8.0,
+                 steer_per_doc: int = 4) -> dict[str, Any]:
     """Train every method for every window and seed on the training documents and probe
-    the held-out ones (module docstring).
+    the held-out ones (module docstring). With ``lm = (model, layer, scale)`` (the LM
+    whose block ``layer`` output, divided by ``scale``, are the activations) every
+    method of :data:`jaxkit.tempbench.steer.STEER_METHODS` is also steered
+    (:func:`jaxkit.tempbench.steer.steer_method`, atoms of norm ``steer_norm``,
+    ``steer_per_doc`` negatives per probe-test document).
 
     Returns:
       ``{"T=..": {method or reference: {"<task>/<metric>": per-seed array, "fvu", "l0"}},
@@ -138,6 +143,11 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
     labels = task_labels(docs.tokens, line_start=line_start, ngram=ngram)
     train_x = jnp.asarray(docs.acts[tr])
     train_layers = None if docs.layers is None else jnp.asarray(docs.layers[tr])
+    if lm is not None:
+        from . import steer
+
+        scores = {t: steer.task_score(docs.tokens[tr], labels[t][0][tr], labels[t][1][tr])
+                  for t in TASKS}
     out: dict[str, Any] = {"tasks": {t: {"positives": float(y[v].mean()) if v.any() else
                                          float("nan"), "valid": int(v.sum())}
                                      for t, (y, v) in labels.items()}}
@@ -171,6 +181,15 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
                     fvus.append(float(f))
                     l0.append(float((reps[p] != 0).sum(1).mean()))
                 met = _task_metrics(reps, parts, k_probe)
+                if lm is not None and m in steer.STEER_METHODS:
+                    met.update(steer.steer_method(
+                        jax.random.fold_in(kk, 7), m, params, lm[0], layer=lm[1],
+                        scale=lm[2], window=T, fit_codes=reps["fit"],
+                        fit_y=parts["fit"]["y"], fit_v=parts["fit"]["v"],
+                        test_tokens=docs.tokens[te_ids],
+                        test_y={t: labels[t][0][te_ids] for t in TASKS},
+                        test_v={t: labels[t][1][te_ids] for t in TASKS}, scores=scores,
+                        norm=steer_norm, per_doc=steer_per_doc))
                 met["fvu"], met["l0"] = fvus[1], l0[1]
                 per_seed.append(met)
             res[m] = {key_: np.asarray([s[key_] for s in per_seed], np.float64)

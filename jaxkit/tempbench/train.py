@@ -39,7 +39,8 @@ from jaxkit.kernels import crosscoder as cc
 from jaxkit.kernels import train as ktrain
 
 __all__ = ["METHODS", "TrainConfig", "Trainer", "view_norm_penalty", "train_topk",
-           "train_acausal", "train_method"]
+           "train_acausal", "train_method", "chunk_program", "sample_chunk", "check_chunks",
+           "fit_chunks"]
 
 METHODS = ("sae", "stacked", "acausal", "tc")
 
@@ -140,7 +141,15 @@ def _acausal_chunk(target_l0: float, lr: float, eta: float, mesh):
     def update_aux(log_lam, out, state):
         return log_lam + eta * jnp.clip((out.l0 - target_l0) / target_l0, -1.0, 1.0)
 
-    step = ktrain.make_train_step(loss, optax.adam(lr), update_aux=update_aux)
+    return chunk_program(ktrain.make_train_step(loss, optax.adam(lr), update_aux=update_aux))
+
+
+def chunk_program(step) -> Callable:
+    """The jitted chunk ``(key, state, batches) -> (state, info)`` of a step from
+    :func:`jaxkit.kernels.train.make_train_step`: the steps in one ``lax.scan``
+    (:func:`jaxkit.kernels.train.scan_steps`), chunk means of the step outputs in
+    ``info.out``, the state donated. Every custom-objective training of TempBench (the
+    acausal crosscoder, Matryoshka, T-SAE, TFA) runs through it."""
     scan = ktrain.scan_steps(step)
 
     def chunk(key, state, batches):
@@ -151,8 +160,46 @@ def _acausal_chunk(target_l0: float, lr: float, eta: float, mesh):
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _sample_chunk(key, seqs, window, n, batch):
+def sample_chunk(key, seqs, window, n, batch):
+    """``n`` batches of ``batch`` random ``window``-windows of ``seqs (N, L, d)``:
+    ``(n, batch, window, d)``."""
     return jax.vmap(lambda kk: _windows(kk, seqs, window, batch))(jax.random.split(key, n))
+
+
+def check_chunks(cfg: TrainConfig, mesh) -> None:
+    """``cfg.steps`` a multiple of ``cfg.log_every`` and ``cfg.batch_size`` of the mesh's
+    ``data`` size, or a ValueError naming the field."""
+    if cfg.steps % cfg.log_every:
+        raise ValueError(f"`cfg.steps` ({cfg.steps}) must be a multiple of `cfg.log_every` "
+                         f"({cfg.log_every})")
+    if cfg.batch_size % distributed.mesh_size(mesh):
+        raise ValueError(f"`cfg.batch_size` ({cfg.batch_size}) must be divisible by the mesh "
+                         f"'data' size ({distributed.mesh_size(mesh)})")
+
+
+def fit_chunks(keys: tuple[PRNGKeyArray, PRNGKeyArray], state, chunk, x, window: int,
+               cfg: TrainConfig, *, mesh=None, checkpoint_dir: Path | None = None,
+               resume: bool = True) -> tuple[Any, np.ndarray]:
+    """The one loop of the custom-objective trainings: ``state`` (replicated over
+    ``mesh``) trained by ``chunk`` (:func:`chunk_program`) through
+    :func:`jaxkit.training.fit`, ``cfg.steps // cfg.log_every`` chunks, a checkpoint every
+    ``cfg.checkpoint_every`` chunks; the batches of chunk i are drawn from
+    ``fold_in(k_data, i)`` (``keys = (k_data, k_run)``), so a resumed training ends with
+    the parameters of an uninterrupted one. Returns the parameters (host) and the chunk
+    means of ``info.out.fvu``."""
+    k_data, k_run = keys
+    if mesh is not None:
+        state = jax.device_put(state, distributed.replicated(mesh))
+
+    def batch_fn(i):
+        return sample_chunk(jax.random.fold_in(k_data, i), x, window, cfg.log_every,
+                            cfg.batch_size)
+
+    res = training.fit(k_run, state, chunk, batch_fn, steps=cfg.steps // cfg.log_every,
+                       checkpoint_dir=checkpoint_dir, checkpoint_every=cfg.checkpoint_every,
+                       resume=resume, log_every=1)
+    return (jax.device_get(res.state.params),
+            np.asarray([h["fvu"] for h in res.history], np.float64))
 
 
 def train_acausal(key: PRNGKeyArray, seqs: Float[Array, "n L d"], *, window: int,
@@ -165,12 +212,7 @@ def train_acausal(key: PRNGKeyArray, seqs: Float[Array, "n L d"], *, window: int
     resumed training ends with the parameters of an uninterrupted one. Returns the
     parameters (data units) and the training FVU per chunk."""
     mesh = distributed.data_mesh(mesh)
-    if cfg.steps % cfg.log_every:
-        raise ValueError(f"`cfg.steps` ({cfg.steps}) must be a multiple of `cfg.log_every` "
-                         f"({cfg.log_every})")
-    if cfg.batch_size % distributed.mesh_size(mesh):
-        raise ValueError(f"`cfg.batch_size` ({cfg.batch_size}) must be divisible by the mesh "
-                         f"'data' size ({distributed.mesh_size(mesh)})")
+    check_chunks(cfg, mesh)
     seqs = jnp.asarray(seqs, jnp.float32)
     scale = float(jnp.sqrt(jnp.mean(seqs ** 2)))
     scale = scale if scale > 0 else 1.0
@@ -180,21 +222,12 @@ def train_acausal(key: PRNGKeyArray, seqs: Float[Array, "n L d"], *, window: int
                      sample=_windows(k_sample, x, window, 512))
     opt = optax.adam(cfg.lr)
     state = ktrain.init(params, opt, jnp.log(jnp.asarray(cfg.acausal_lam, jnp.float32)))
-    if mesh is not None:
-        state = jax.device_put(state, distributed.replicated(mesh))
     chunk = _acausal_chunk(float(target_l0), float(cfg.lr), float(cfg.acausal_eta), mesh)
-
-    def batch_fn(i):
-        return _sample_chunk(jax.random.fold_in(k_data, i), x, window, cfg.log_every,
-                             cfg.batch_size)
-
-    res = training.fit(k_run, state, chunk, batch_fn, steps=cfg.steps // cfg.log_every,
-                       checkpoint_dir=checkpoint_dir, checkpoint_every=cfg.checkpoint_every,
-                       resume=resume, log_every=1)
-    p = jax.device_get(res.state.params)
+    p, curve = fit_chunks((k_data, k_run), state, chunk, x, window, cfg, mesh=mesh,
+                          checkpoint_dir=checkpoint_dir, resume=resume)
     p = p._replace(b_enc=p.b_enc * scale, b_dec=p.b_dec * scale,
                    log_threshold=p.log_threshold + math.log(scale))
-    return p, np.asarray([h["fvu"] for h in res.history], np.float64)
+    return p, curve
 
 
 def _stack(trees):

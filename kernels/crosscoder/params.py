@@ -220,14 +220,18 @@ def geometric_median(
         raise ValueError(f"`x` must have at least one row; got shape {x.shape}")
     x = check_finite(x, "x")
     flat = x.reshape(x.shape[0], -1)
-
-    def body(_, m):
-        dist = jnp.linalg.norm(flat - m, axis=-1)
-        w = 1.0 / jnp.maximum(dist, eps)
-        return (w @ flat) / jnp.sum(w)
-
-    m = jax.lax.fori_loop(0, iters, body, jnp.mean(flat, axis=0))
+    carry = (flat, jnp.mean(flat, axis=0), jnp.asarray(eps, flat.dtype))
+    m = jax.lax.fori_loop(0, iters, _weiszfeld_step, carry)[1]
     return m.reshape(x.shape[1:])
+
+
+def _weiszfeld_step(_, carry):
+    """One Weiszfeld update; a module-level body with the data in the carry, so eager
+    calls on equal shapes reuse one compiled loop (a closure over the data would be a
+    new function, traced and compiled again, on every call)."""
+    flat, m, eps = carry
+    w = 1.0 / jnp.maximum(jnp.linalg.norm(flat - m, axis=-1), eps)
+    return flat, (w @ flat) / jnp.sum(w), eps
 
 
 def init(

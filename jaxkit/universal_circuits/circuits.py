@@ -37,8 +37,9 @@ from jaxkit.kernels import crosscoder as cc
 
 from .transcoder import model_sites
 
-__all__ = ["PerClass", "per_class", "Circuits", "find_circuits", "gate_accuracy",
-           "intersection_stats", "matched_ratios", "latent_images"]
+__all__ = ["PerClass", "per_class", "Circuits", "find_circuits", "gate_accuracy", "gate_scores",
+           "f1",
+           "intersection_stats", "matched_ratios", "decoder_images"]
 
 
 class PerClass(NamedTuple):
@@ -88,37 +89,78 @@ def _rest(clfs):
     return tuple(c.rest for c in clfs)
 
 
+GATE_BLOCK, IMAGE_BLOCK = 16, 64  # the one shape every accuracy evaluation compiles for
+
+
 @functools.lru_cache(maxsize=16)
 def _acc_fn(spec: cc.UCSpec, clfs: tuple, k: int):
-    """``acc(params, mparams, xs (C, n, P), ws (C, n), gates (C, K, N)) -> (C, K, M)``."""
+    """``counts(params, mparams, xs (C, n, P), ws (C, n), gates (C, K, N)) -> (C, K, M,
+    2)``: under class ``c``'s gates, on the images of every class, the weighted count of
+    class-``c`` images predicted ``c`` (true positives) and of all images predicted ``c``."""
 
-    def one_class(params, mparams, x, w, c, gates):
+    def one_class(params, mparams, xs, ws, c, gates):
+        C, n = ws.shape
+        x, w = xs.reshape(C * n, -1), ws.reshape(-1)
+        is_c = (jnp.arange(C * n) // n) == c
         sites = tuple((x,) + (None,) * c_.n_layers for c_ in clfs)
 
-        def acc(g):
+        def counts(g):
             _, logits = cc.uc_replacement(params, sites, spec, _rest(clfs), mparams,
                                           gate=g.reshape(spec.n_depths, spec.n_latents),
                                           k=k, check=False)
-            return jnp.stack([jnp.sum(w * (jnp.argmax(lg, -1) == c)) / jnp.sum(w)
-                              for lg in logits])
+            pc = [(jnp.argmax(lg, -1) == c) for lg in logits]
+            return jnp.stack([jnp.stack([jnp.sum(w * p * is_c), jnp.sum(w * p)]) for p in pc])
 
-        return jax.vmap(acc)(gates)
+        return jax.vmap(counts)(gates)
 
     def fn(params, mparams, xs, ws, gates):
         cs = jnp.arange(xs.shape[0])
-        return jax.vmap(one_class, in_axes=(None, None, 0, 0, 0, 0))(params, mparams, xs, ws,
-                                                                     cs, gates)
+        return jax.vmap(one_class, in_axes=(None, None, None, None, 0, 0))(
+            params, mparams, xs, ws, cs, gates)
 
     return jax.jit(fn)
 
 
+def _pad_axis1(a: np.ndarray, block: int) -> np.ndarray:
+    n = -(-a.shape[1] // block) * block
+    return np.pad(a, [(0, 0), (0, n - a.shape[1])] + [(0, 0)] * (a.ndim - 2))
+
+
+def gate_scores(params, spec, clfs, mparams, pc: PerClass, gates, k: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Recall and precision ``(C, K, M)`` of each model's replacement (transcoder alone,
+    no error terms) for class ``c`` under class ``c``'s gates ``(C, K, N)``: recall on
+    the class's images, precision over the images of all classes (a gate that sends
+    every image to ``c`` has recall 1 and precision about 1/C). Images and gates go
+    through in blocks of ``IMAGE_BLOCK`` x ``GATE_BLOCK`` (zero-padded), so every call
+    of one transcoder shape shares one compiled program."""
+    gates = np.asarray(gates, np.float32)
+    K = gates.shape[1]
+    fn = _acc_fn(spec, tuple(clfs), int(k))
+    xs, ws = _pad_axis1(np.asarray(pc.x), IMAGE_BLOCK), _pad_axis1(np.asarray(pc.w), IMAGE_BLOCK)
+    gs = _pad_axis1(gates, GATE_BLOCK)
+    mp = tuple(mparams)
+    cnt = 0.0
+    for i in range(0, xs.shape[1], IMAGE_BLOCK):
+        xb, wb = jnp.asarray(xs[:, i:i + IMAGE_BLOCK]), jnp.asarray(ws[:, i:i + IMAGE_BLOCK])
+        cnt = cnt + np.concatenate([np.asarray(fn(params, mp, xb, wb,
+                                                  jnp.asarray(gs[:, j:j + GATE_BLOCK])))
+                                    for j in range(0, gs.shape[1], GATE_BLOCK)], axis=1)
+    cnt = cnt[:, :K].astype(np.float64)
+    recall = cnt[..., 0] / np.maximum(np.asarray(pc.w).sum(1), 1e-9)[:, None, None]
+    precision = cnt[..., 0] / np.maximum(cnt[..., 1], 1e-9)
+    return recall, precision
+
+
 def gate_accuracy(params, spec, clfs, mparams, pc: PerClass, gates, k: int) -> np.ndarray:
-    """Accuracy ``(C, K, M)`` of each model's replacement on each class's images under
-    gates ``(C, K, N)`` (transcoder alone, no error terms)."""
-    gates = jnp.asarray(gates, jnp.float32)
-    return np.asarray(_acc_fn(spec, tuple(clfs), int(k))(params, tuple(mparams),
-                                                         jnp.asarray(pc.x), jnp.asarray(pc.w),
-                                                         gates))
+    """Accuracy (recall) ``(C, K, M)`` of :func:`gate_scores`."""
+    return gate_scores(params, spec, clfs, mparams, pc, gates, k)[0]
+
+
+def f1(recall, precision):
+    """``2 p r / (p + r)`` (0 where both are 0)."""
+    r, p = np.asarray(recall), np.asarray(precision)
+    return np.where(r + p > 0, 2 * p * r / np.maximum(r + p, 1e-12), 0.0)
 
 
 @functools.lru_cache(maxsize=16)
@@ -159,6 +201,30 @@ def class_scores(params, spec, clfs, mparams, x, y, k: int, chunk: int = 512) ->
     return (total / counts[None, :, None, None]).reshape(M, C, -1)
 
 
+@jax.jit
+def _prefix_gates(scores, sizes):
+    """``(C, K, N)`` prefix gates of every class's scores ``(C, N)``."""
+    return jax.vmap(lambda s: cc.prefix_gates(s, sizes))(scores)
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _select(sizes, gates, accs, full, keep_frac: float):
+    return jax.vmap(lambda g, a, f: cc.select_circuit(sizes, g, a, keep_frac, f))(gates, accs,
+                                                                                   full)
+
+
+@jax.jit
+def _random_gates(key, circuit_gates, shared):
+    """``(C, R, N)``: per class, ``R`` (the keys) random subsets of the circuit of size
+    ``shared[c]``."""
+    def one(kk):
+        u = jax.random.uniform(kk, circuit_gates.shape)
+        sc = jnp.where(circuit_gates > 0, u, -1.0)
+        return jax.vmap(lambda sc_c, n: cc.prefix_gates(sc_c, n[None])[0])(sc, shared)
+
+    return jnp.swapaxes(jax.vmap(one)(key), 0, 1)
+
+
 def prefix_sizes(n: int, k: int) -> np.ndarray:
     """``k`` increasing prefix sizes from 1 to ``n``, denser at small sizes."""
     s = np.unique(np.round(np.geomspace(1, n, k)).astype(np.int32))
@@ -177,16 +243,19 @@ def find_circuits(params, spec, clfs, mparams, disc_x, disc_y, *, k: int, keep_f
     gates, out_sizes, found, sweeps = [], [], [], []
     for m in range(M):
         sc = jnp.asarray(scores[m], jnp.float32)
-        pg = jax.vmap(lambda s: cc.prefix_gates(s, sizes))(sc)  # (C, K, N)
+        pg = _prefix_gates(sc, sizes)  # (C, K, N)
         accs = gate_accuracy(params, spec, clfs, mparams, pc, pg, k)[..., m]  # (C, K)
-        res = jax.vmap(lambda g, a, f: cc.select_circuit(sizes, g, a, keep_frac, f))(
-            pg, jnp.asarray(accs), jnp.asarray(full[m], jnp.float32))
+        res = _select(sizes, pg, jnp.asarray(accs, jnp.float32),
+                      jnp.asarray(full[m], jnp.float32), float(keep_frac))
         gates.append(np.asarray(res.gate))
         out_sizes.append(np.asarray(res.size))
         found.append(np.asarray(res.found))
         sweeps.append(accs)
     return Circuits(np.stack(gates), np.asarray(out_sizes), np.asarray(found), full, scores,
                     np.stack(sweeps), np.asarray(sizes))
+
+
+_universal = jax.jit(cc.universal_latents, static_argnums=(1, 2))
 
 
 def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x, test_y, *,
@@ -196,7 +265,8 @@ def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x,
     Returns:
       ``{"shared" (C,), "ratio" (M, C), "acc_intersection", "acc_circuit", "acc_full"
       (M, C), "random_ratio" (M, C), "one_only" (M, C), "universal" (N,) bool, "empty"
-      (C,) bool}``; an empty intersection has ratio 0 (its accuracy is not evaluated).
+      (C,) bool, "precision" (M, C) of the intersection over all test images, "f1" (M, C)
+      the intersection's F1 over the circuit's}``; an empty intersection has ratio 0.
     """
     M, C, N = circ.gates.shape
     if M != 2:
@@ -206,27 +276,29 @@ def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x,
     shared = inter.sum(1).astype(int)
     empty = shared == 0
     gates = np.stack([inter, circ.gates[0], circ.gates[1], np.ones_like(inter)], axis=1)
-    acc = gate_accuracy(params, spec, clfs, mparams, pc, gates, k)  # (C, 4, M)
+    acc, prec = gate_scores(params, spec, clfs, mparams, pc, gates, k)  # (C, 4, M)
     acc_i = acc[:, 0, :].T
     acc_c = np.stack([acc[:, 1, 0], acc[:, 2, 1]])
     acc_f = acc[:, 3, :].T
     ratio = np.where(empty[None], 0.0, acc_i / np.maximum(acc_c, 1e-9))
+    prec_i = prec[:, 0, :].T
+    f1_i = f1(acc_i, prec_i)
+    f1_c = f1(acc_c, np.stack([prec[:, 1, 0], prec[:, 2, 1]]))
+    f1_ratio = np.where(empty[None], 0.0, f1_i / np.maximum(f1_c, 1e-9))
     # random subsets of each model's circuit of the intersection's size
     rand = np.zeros((M, C))
     for m in range(M):
         keys = jax.random.split(jax.random.fold_in(key, m), n_random)
-        u = jax.vmap(lambda kk: jax.random.uniform(kk, (C, N)))(keys)  # (R, C, N)
-        sc = jnp.where(jnp.asarray(circ.gates[m])[None] > 0, u, -1.0)
-        g = jax.vmap(lambda s: jax.vmap(lambda sc_c, n: cc.prefix_gates(sc_c, n[None])[0])(
-            s, jnp.asarray(np.maximum(shared, 1))))(sc)  # (R, C, N)
-        a = gate_accuracy(params, spec, clfs, mparams, pc, jnp.swapaxes(g, 0, 1), k)[..., m]
+        g = _random_gates(keys, jnp.asarray(circ.gates[m], jnp.float32),
+                          jnp.asarray(np.maximum(shared, 1), jnp.int32))  # (C, R, N)
+        a = gate_accuracy(params, spec, clfs, mparams, pc, g, k)[..., m]
         rand[m] = np.where(empty, 0.0, a.mean(1) / np.maximum(acc_c[m], 1e-9))
-    univ = np.asarray(cc.universal_latents(params, spec, tau)).reshape(-1)
+    univ = np.asarray(_universal(params, spec, float(tau))).reshape(-1)
     one_only = np.stack([((circ.gates[m] > 0) & (circ.gates[1 - m] == 0) & univ[None]).sum(1)
                          for m in range(M)])
     return dict(shared=shared, ratio=ratio, acc_intersection=acc_i, acc_circuit=acc_c,
                 acc_full=acc_f, random_ratio=rand, one_only=one_only, universal=univ,
-                empty=empty)
+                empty=empty, precision=prec_i, f1=f1_ratio)
 
 
 def matched_ratios(singles: Sequence[tuple], circs: Sequence[Circuits], test_x, test_y, *,
@@ -267,9 +339,43 @@ def matched_ratios(singles: Sequence[tuple], circs: Sequence[Circuits], test_x, 
     return dict(ratio=ratio, shared=shared)
 
 
-def latent_images(params, spec, clfs, mparams, x, latents: Sequence[int], k: int) -> np.ndarray:
-    """Activation-weighted mean input image of each latent (flat index) over ``x``:
-    ``sum_b z_bf x_b / sum_b z_bf`` (zeros for a latent that never fires)."""
-    z = np.asarray(cc.uc_encode(params, model_sites(clfs, mparams, x), spec, k=k))
-    z = z.reshape(len(x), -1)[:, list(latents)]
-    return (z.T @ x) / np.maximum(z.sum(0), 1e-9)[:, None]
+@functools.lru_cache(maxsize=16)
+def _decoder_image_fn(clf):
+    def fn(mp, x, V):
+        """``(L, n, P)``: for each layer ``j``, the mean over images of the input gradient of
+        ``V[j, i] . h_{j+1}(x)`` (each row of ``V[j]`` a decoder into layer ``j``'s
+        output)."""
+        out = []
+        for j in range(clf.n_layers):
+            def f(xx, v, j=j):
+                return jnp.sum(clf.sites(mp, xx)[j + 1] @ v)
+
+            out.append(jax.vmap(lambda v, f=f: jax.grad(f)(x, v) / x.shape[0])(V[j])
+                       .sum(1))
+        return jnp.stack(out)
+
+    return jax.jit(fn)
+
+
+def decoder_images(params, spec, clfs, mparams, x, latents: Sequence[int]) -> np.ndarray:
+    """Each latent's decoder mapped back to each model's input space: ``(M, n, P)``.
+
+    For latent ``(s, f)`` (flat index ``s F + f``) and model ``m``, with ``j`` the
+    model's first layer at depth ``>= s`` (the first it writes to) and ``d`` its decoder
+    row into that layer's output, the image is ``mean_b d/dx_b [d . h_{j+1}(x_b)]``: the
+    input direction that moves the written site along the decoder, averaged over the
+    images ``x`` (the real discovery images). For an MLP's first layer this is
+    ``W_0 (1{pre > 0} * d)``, the decoder seen through the layer's weights.
+    """
+    lat = np.asarray(latents, int)
+    s_idx, f_idx = lat // spec.n_latents, lat % spec.n_latents
+    out = []
+    for m, (clf, mp) in enumerate(zip(clfs, mparams, strict=True)):
+        dm = np.asarray(spec.depth_map[m])
+        V = tuple(jnp.asarray(np.asarray(params.W_dec[m][j])[s_idx, f_idx])
+                  for j in range(len(dm)))
+        imgs = np.asarray(_decoder_image_fn(clf)(mp, jnp.asarray(x, jnp.float32), V))
+        first = np.array([int(np.argmax(dm >= s)) for s in s_idx])
+        writes = np.array([bool(np.any(dm >= s)) for s in s_idx])  # else: no decoder into m
+        out.append(imgs[first, np.arange(len(lat))] * writes[:, None])
+    return np.stack(out)

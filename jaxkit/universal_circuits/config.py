@@ -12,8 +12,10 @@ surgery and the claim tests.
   channels ``cnn_channels`` (3x3, the second with stride 2) and a dense layer of
   ``cnn_hidden``; ``model_steps`` Adam steps (``model_lr``, batch ``model_batch``).
   The same-architecture pair is two MLPs of different seeds (``same_arch_pair``).
-* Transcoders: ``uc_latents`` latents per depth, TopK ``uc_k`` per depth, ``uc_steps``
-  steps of batch ``uc_batch`` at ``uc_lr``, fidelity weight ``fidelity_coef``, trained on
+* Transcoders: ``uc_seeds`` independent trainings of every transcoder (one vmapped
+  step; the seeds are the replicates of the circuit claims), ``uc_latents`` latents
+  per depth, TopK ``uc_k`` per depth, ``uc_steps`` steps of batch ``uc_batch`` at
+  ``uc_lr``, fidelity weight ``fidelity_coef``, trained on
   ``n_record`` recorded augmented images; ``log_every`` steps per compiled chunk,
   ``checkpoint_every`` chunks between checkpoints.
 * Circuits: attributions and pruning on up to ``discovery_per_class`` real training
@@ -57,6 +59,7 @@ class Config(PipelineConfig):
     model_lr: float = 2e-3
     same_arch_pair: bool = True
     n_record: int = 16384
+    uc_seeds: int = 4
     uc_latents: int = 256
     uc_k: int = 16
     uc_steps: int = 3000
@@ -82,6 +85,7 @@ class Config(PipelineConfig):
 
     def validate(self) -> None:
         require_at_least(self, ("model_steps", "model_batch", "uc_latents", "uc_k", "uc_steps",
+                                "uc_seeds",
                                 "uc_batch", "log_every", "checkpoint_every", "n_sizes",
                                 "n_random", "cnn_hidden", "discovery_per_class"))
         require_at_least(self, ("image_size",), 8)
@@ -119,6 +123,6 @@ class Config(PipelineConfig):
 QUICK = Config(image_size=8, mlp_widths=(64, 64), cnn_channels=(6, 12), cnn_hidden=32,
                model_steps=600, model_batch=128, model_lr=3e-3, n_record=4096, uc_latents=48,
                uc_k=6, uc_steps=400, uc_batch=256, uc_lr=3e-3, log_every=100,
-               checkpoint_every=2, n_sizes=12, n_random=4, same_arch_pair=False,
+               checkpoint_every=2, n_sizes=12, n_random=4, same_arch_pair=False, uc_seeds=3,
                discovery_per_class=30)
 FULL = Config()

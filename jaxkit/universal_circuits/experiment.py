@@ -24,7 +24,7 @@ from .models import Arch, Classifier, accuracy, train_classifier
 from .transcoder import model_sites, record, train_uc
 
 __all__ = ["aug_kwargs", "archs", "stream", "train_model", "train_pair", "pair_analysis",
-           "single_baseline", "surgery", "uc_eval"]
+           "single_baseline", "surgery", "uc_eval", "seed_params", "stream_size"]
 
 
 def aug_kwargs(cfg: Config) -> dict:
@@ -53,10 +53,18 @@ def classifier(arch: Arch) -> Classifier:
 _STREAMS: dict = {}
 
 
-def stream(key, cfg: Config, digits: Digits, n: int, exclude: int | None = None):
-    """``n`` augmented training images followed by the real pool itself; with
-    ``exclude``, the same stream without that class's images (so models trained on one
-    key see the same images, and the stream is made once per run)."""
+def stream_size(cfg: Config) -> int:
+    """Augmented images per run: enough for the models' batches and the recording."""
+    return max(8 * cfg.model_steps, cfg.n_record)
+
+
+def stream(key, cfg: Config, digits: Digits, exclude: int | None = None):
+    """The run's one augmented stream (:func:`stream_size` images) followed by the real
+    pool itself, made once per run and shared by every model and recording. With
+    ``exclude``, that class's images are replaced by other images of the stream (a
+    fixed resampling), so the stream keeps its shape (one compiled training for the
+    model with and without the class) and the class is never a target."""
+    n = stream_size(cfg)
     tag = (cfg.digest(), n, tuple(np.asarray(jax.random.key_data(key)).ravel().tolist()))
     if tag not in _STREAMS:
         x, y = augmented_stream(key, digits.x_train, digits.y_train, n, cfg.image_size,
@@ -67,8 +75,10 @@ def stream(key, cfg: Config, digits: Digits, n: int, exclude: int | None = None)
     x, y = _STREAMS[tag]
     if exclude is None:
         return x, y
-    keep = y != exclude
-    return x[keep], y[keep]
+    keep, drop = np.flatnonzero(y != exclude), np.flatnonzero(y == exclude)
+    idx = np.arange(len(y))
+    idx[drop] = np.random.default_rng(0).choice(keep, len(drop))
+    return x[idx], y[idx]
 
 
 def train_model(key, stream_key, cfg: Config, name: str, digits: Digits, out: Path, *,
@@ -79,7 +89,7 @@ def train_model(key, stream_key, cfg: Config, name: str, digits: Digits, out: Pa
     arch = archs(cfg)[name]
     clf = classifier(arch)
     exclude = cfg.surgery_class if name == "cnn-minus" else None
-    x, y = stream(stream_key, cfg, digits, 8 * cfg.model_steps, exclude)
+    x, y = stream(stream_key, cfg, digits, exclude)
     p, hist = train_classifier(jax.random.fold_in(key, 2), clf, x, y, steps=cfg.model_steps,
                                batch=cfg.model_batch, lr=cfg.model_lr, chunk=cfg.log_every,
                                checkpoint_dir=out / "checkpoints" / f"model-{name}",
@@ -93,16 +103,14 @@ def load(cfg: Config, names, models: dict) -> tuple[list[Classifier], list[Any]]
     return clfs, [c.from_numpy(models[n]["leaves"]) for c, n in zip(clfs, names, strict=True)]
 
 
-def train_pair(key, cfg: Config, names, models: dict, out: Path, tag: str, *,
-               resume: bool, mesh) -> dict:
-    """Record the models' activations on augmented images and train a transcoder over
-    them (one model: a single-model CLT)."""
+def train_pair(key, stream_key, cfg: Config, names, models: dict, digits: Digits, out: Path,
+               tag: str, *, resume: bool, mesh, n_seeds: int | None = None) -> dict:
+    """Record the models' activations on the first ``n_record`` images of the run's
+    augmented stream (``stream_key``) and train a transcoder over them (one model: a
+    single-model CLT; ``n_seeds``: that many independent transcoders, stacked)."""
     clfs, ps = load(cfg, names, models)
-    digits_key, train_key = jax.random.split(key)
-    from .data import load_digits
-
-    dg = load_digits(cfg.image_size, cfg.test_every)
-    x, y = stream(digits_key, cfg, dg, cfg.n_record)
+    train_key = key
+    x, y = stream(stream_key, cfg, digits)
     x, y = x[:cfg.n_record], y[:cfg.n_record]
     folder = record(out / "stores" / tag, names, clfs, ps, x, y)
     store = SiteStore(folder, batch_size=cfg.uc_batch, seed=0, models=names,
@@ -112,7 +120,7 @@ def train_pair(key, cfg: Config, names, models: dict, out: Path, tag: str, *,
                                   fidelity_coef=cfg.fidelity_coef, chunk=cfg.log_every,
                                   checkpoint_dir=out / "checkpoints" / f"uc-{tag}",
                                   checkpoint_every=cfg.checkpoint_every, resume=resume,
-                                  mesh=mesh)
+                                  mesh=mesh, n_seeds=n_seeds)
     return dict(spec=spec, params=jax.tree.map(np.asarray, params), history=hist)
 
 
@@ -124,11 +132,21 @@ def discovery(cfg: Config, digits: Digits) -> tuple[np.ndarray, np.ndarray]:
     return digits.x_train[idx], digits.y_train[idx]
 
 
+def seed_params(params, s: int):
+    """Transcoder ``s`` of a stack trained with ``n_seeds``."""
+    return jax.tree.map(lambda a: a[s], params)
+
+
+def n_seeds(uc: dict) -> int:
+    return int(jax.tree.leaves(uc["params"])[0].shape[0])
+
+
 def uc_eval(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
     """Per-site FVU, fidelity KL and replacement accuracy (transcoder alone) on the test
-    images."""
+    images, for every seed of the stack (``fvu (S, n_layers)``, ``kl``, ``l0 (S,)``,
+    ``replacement_acc (S, M)``)."""
     clfs, ps = load(cfg, names, models)
-    spec, params = uc["spec"], uc["params"]
+    spec = uc["spec"]
     sites = model_sites(clfs, ps, digits.x_test)
     rest = tuple(c.rest for c in clfs)
 
@@ -138,61 +156,92 @@ def uc_eval(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
                             fidelity_coef=1.0)
         return out, cc.uc_replacement(params, sites, spec, rest, ps, k=cfg.uc_k)[1]
 
-    out, logits = ev(params, sites, tuple(ps))
-    acc = [float(np.mean(np.argmax(np.asarray(lg), -1) == digits.y_test)) for lg in logits]
-    return dict(fvu=np.asarray(out.fvu), kl=float(out.kl), l0=float(out.l0),
-                replacement_acc=acc, layers=spec.layers())
+    res = []
+    for s in range(n_seeds(uc)):
+        out, logits = ev(seed_params(uc["params"], s), sites, tuple(ps))
+        res.append((np.asarray(out.fvu), float(out.kl), float(out.l0),
+                    [float(np.mean(np.argmax(np.asarray(lg), -1) == digits.y_test))
+                     for lg in logits]))
+    fvu, kl, l0, acc = (np.asarray(v) for v in zip(*res, strict=True))
+    return dict(fvu=fvu, kl=kl, l0=l0, replacement_acc=acc, layers=spec.layers())
 
 
 def pair_analysis(key, cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
-    """Circuits of every class in both models, intersections and baselines."""
+    """Circuits of every class in both models, intersections and baselines, for every
+    seed of the transcoder stack (results stacked on a leading seed axis), and the
+    decoder images of the first seed's most shared latents."""
     clfs, ps = load(cfg, names, models)
-    spec, params = uc["spec"], uc["params"]
-    circ = C.find_circuits(params, spec, clfs, ps, *discovery(cfg, digits), k=cfg.uc_k,
-                           keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
-    st = C.intersection_stats(key, params, spec, clfs, ps, circ, digits.x_test, digits.y_test,
-                              k=cfg.uc_k, n_random=cfg.n_random, tau=cfg.universal_tau)
-    # the latents shared by most classes' intersections, and their mean input images
-    inter = circ.gates[0] * circ.gates[1]
-    score = inter.sum(0) + 1e-3 * np.abs(circ.scores).sum((0, 1))
+    spec = uc["spec"]
+    dx, dy = discovery(cfg, digits)
+    per_seed = []
+    for s in range(n_seeds(uc)):
+        params = seed_params(uc["params"], s)
+        circ = C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc_k,
+                               keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
+        st = C.intersection_stats(jax.random.fold_in(key, s), params, spec, clfs, ps, circ,
+                                  digits.x_test, digits.y_test, k=cfg.uc_k,
+                                  n_random=cfg.n_random, tau=cfg.universal_tau)
+        per_seed.append(dict(circuits=circ._asdict(), **st))
+    res = {k: np.stack([r[k] for r in per_seed]) for k in per_seed[0] if k != "circuits"}
+    res["circuits"] = {k: np.stack([r["circuits"][k] for r in per_seed])
+                       for k in per_seed[0]["circuits"]}
+    # the latents shared by most classes' intersections (seed 0) and their decoder images
+    c0 = per_seed[0]["circuits"]
+    inter = c0["gates"][0] * c0["gates"][1]
+    score = inter.sum(0) + 1e-3 * np.abs(c0["scores"]).sum((0, 1))
     top = np.argsort(-score)[:8]
-    imgs = C.latent_images(params, spec, clfs, ps, discovery(cfg, digits)[0], top.tolist(),
-                           cfg.uc_k)
-    return dict(circuits=circ._asdict(), **st, top_latents=top, top_images=imgs)
+    imgs = C.decoder_images(seed_params(uc["params"], 0), spec, clfs, ps, dx, top.tolist())
+    return dict(res, top_latents=top, top_images=imgs)
 
 
 def single_baseline(cfg: Config, names, models: dict, singles: list[dict], digits: Digits
                     ) -> dict:
-    """Circuits of two independently trained single-model CLTs, matched by decoder
-    (logit-effect) similarity."""
-    out, circs = [], []
-    for n, uc in zip(names, singles, strict=True):
-        clfs, ps = load(cfg, [n], models)
-        circ = C.find_circuits(uc["params"], uc["spec"], clfs, ps, *discovery(cfg, digits),
-                               k=cfg.uc_k, keep_frac=cfg.keep_frac,
-                               n_sizes=cfg.n_sizes)
-        out.append((uc["params"], uc["spec"], clfs[0], ps[0]))
-        circs.append(circ)
-    res = C.matched_ratios(out, circs, digits.x_test, digits.y_test, k=cfg.uc_k,
-                           threshold=cfg.match_cos)
-    return dict(**res, sizes=np.stack([c.sizes[0] for c in circs]))
+    """Circuits of two independently trained single-model CLTs (a stack of seeds each),
+    matched by decoder (logit-effect) similarity; results stacked over seeds."""
+    dx, dy = discovery(cfg, digits)
+    per_seed = []
+    for s in range(n_seeds(singles[0])):
+        out, circs = [], []
+        for n, uc in zip(names, singles, strict=True):
+            clfs, ps = load(cfg, [n], models)
+            params = seed_params(uc["params"], s)
+            circ = C.find_circuits(params, uc["spec"], clfs, ps, dx, dy, k=cfg.uc_k,
+                                   keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
+            out.append((params, uc["spec"], clfs[0], ps[0]))
+            circs.append(circ)
+        res = C.matched_ratios(out, circs, digits.x_test, digits.y_test, k=cfg.uc_k,
+                               threshold=cfg.match_cos)
+        per_seed.append(dict(**res, sizes=np.stack([c.sizes[0] for c in circs])))
+    return {k: np.stack([r[k] for r in per_seed]) for k in per_seed[0]}
 
 
 def surgery(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
     """Write ``cfg.surgery_class`` into the receiver (``names[1]``) from the giver's
-    (``names[0]``) circuit; before/after/probe on the test images."""
+    (``names[0]``) circuit, with every transcoder of the stack; before/after/probe on
+    the test images (``after``: per-image correctness averaged over the seeds, the
+    per-seed recalls and other-class accuracies in ``seed_recall`` / ``seed_other``, the
+    confusion matrix of seed 0)."""
     clfs, ps = load(cfg, names, models)
-    spec, params, cls = uc["spec"], uc["params"], cfg.surgery_class
-    circ = C.find_circuits(params, spec, clfs, ps, *discovery(cfg, digits), k=cfg.uc_k,
-                           keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
-    gate = circ.gates[0, cls]
-    new = S.transfer(params, spec, 0, 1, cls, gate, clfs, ps, cfg.ridge)
-    yt = digits.y_test
-    before = S.evaluate(S.predictions(clfs[1], ps[1], jnp.asarray(digits.x_test)), yt, cls,
-                        N_CLASSES)
-    after = S.evaluate(S.predictions(clfs[1], new, jnp.asarray(digits.x_test)), yt, cls,
-                       N_CLASSES)
+    spec, cls = uc["spec"], cfg.surgery_class
+    dx, dy = discovery(cfg, digits)
+    xt, yt = jnp.asarray(digits.x_test), digits.y_test
+    afters, sizes = [], []
+    for s in range(n_seeds(uc)):
+        params = seed_params(uc["params"], s)
+        circ = C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc_k,
+                               keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
+        gate = circ.gates[0, cls]
+        new = S.transfer(params, spec, 0, 1, cls, gate, clfs, ps, cfg.ridge)
+        afters.append(S.evaluate(S.predictions(clfs[1], new, xt), yt, cls, N_CLASSES))
+        sizes.append(int(gate.sum()))
+    before = S.evaluate(S.predictions(clfs[1], ps[1], xt), yt, cls, N_CLASSES)
+    correct = np.mean([a["correct"] for a in afters], axis=0)
+    after = dict(afters[0], correct=correct, recall=float(correct[yt == cls].mean()),
+                 other=float(correct[yt != cls].mean()))
     pr = S.evaluate(S.probe(clfs[1], ps[1], digits.x_train, digits.y_train, digits.x_test), yt,
                     cls, N_CLASSES)
-    return dict(before=before, after=after, probe=pr, circuit_size=int(gate.sum()),
+    return dict(before=before, after=after, probe=pr, circuit_size=sizes[0],
+                circuit_sizes=np.asarray(sizes),
+                seed_recall=np.array([a["recall"] for a in afters]),
+                seed_other=np.array([a["other"] for a in afters]),
                 cls=cls, chance=1.0 / N_CLASSES, y_test=np.asarray(yt))

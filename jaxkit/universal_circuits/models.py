@@ -99,15 +99,22 @@ class Classifier:
 
     def __init__(self, arch: Arch):
         self.arch = arch
-        model = arch.build(0)
+        model = nnx.eval_shape(lambda: arch.build(0))  # shapes only: nothing compiles
         self.graphdef, state = nnx.split(model)
         self.treedef = jax.tree.structure(state)
+        self.shapes = [tuple(v.shape) for v in jax.tree.leaves(state)]
         self.d_sites = tuple(model.widths)
         self.n_layers = len(self.d_sites) - 1
 
     def init(self, key) -> Any:
-        seed = int(jax.random.randint(key, (), 0, 2 ** 31 - 1))
-        return nnx.split(self.arch.build(seed))[1]
+        """Fresh parameters drawn on the host from ``key`` (no compilation): weights
+        ``N(0, 1 / fan_in)`` (fan-in: every axis but the last), biases zero."""
+        seed = np.asarray(jax.random.key_data(key)).ravel().tolist()
+        rng = np.random.default_rng(seed)
+        leaves = [np.zeros(s, np.float32) if len(s) < 2 else
+                  (rng.standard_normal(s) / np.sqrt(np.prod(s[:-1]))).astype(np.float32)
+                  for s in self.shapes]
+        return self.from_numpy(leaves)
 
     def from_numpy(self, leaves) -> Any:
         """Parameters from :meth:`to_numpy`'s leaves."""

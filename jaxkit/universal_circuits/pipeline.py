@@ -46,27 +46,29 @@ def run(ctx: RunContext) -> PipelineResult:
     pairs, evals = {}, {}
     for tag, pn in ctx.track(list(pair_names.items()), "pairs"):
         uc = ctx.stage(f"uc-train-{tag}", lambda tag=tag, pn=pn: E.train_pair(
-            ctx.key(f"uc-{tag}"), cfg, pn, models, out, tag, **common))
+            ctx.key(f"uc-{tag}"), ctx.key("model-stream"), cfg, pn, models, digits, out, tag,
+            **common, n_seeds=cfg.uc_seeds))
         evals[tag] = ctx.stage(f"uc-eval-{tag}", lambda pn=pn, uc=uc: E.uc_eval(
             cfg, pn, models, uc, digits))
         pairs[tag] = (pn, ctx.stage(f"uc-circuits-{tag}", lambda tag=tag, pn=pn, uc=uc:
                                     E.pair_analysis(ctx.key(f"random-{tag}"), cfg, pn, models,
                                                     uc, digits)))
     singles = [ctx.stage(f"uc-single-{n}", lambda n=n: E.train_pair(
-        ctx.key(f"single-{n}"), cfg, [n], models, out, f"single-{n}", **common))
-        for n in ("mlp", "cnn")]
+        ctx.key(f"single-{n}"), ctx.key("model-stream"), cfg, [n], models, digits, out,
+        f"single-{n}", **common, n_seeds=cfg.uc_seeds)) for n in ("mlp", "cnn")]
     single = ctx.stage("uc-single-matched", lambda: E.single_baseline(
         cfg, ["mlp", "cnn"], models, singles, digits))
     suc = ctx.stage("uc-train-surgery", lambda: E.train_pair(
-        ctx.key("uc-surgery"), cfg, ["mlp", "cnn-minus"], models, out, "surgery", **common))
+        ctx.key("uc-surgery"), ctx.key("model-stream"), cfg, ["mlp", "cnn-minus"], models,
+        digits, out, "surgery", **common, n_seeds=cfg.uc_seeds))
     surg = ctx.stage("uc-surgery", lambda: E.surgery(cfg, ["mlp", "cnn-minus"], models, suc,
                                                      digits))
     figures = report.figures(pairs, surg, cfg.image_size, out)
     claims = report.claims(cfg, models, pairs, single, surg)
     md = report.markdown(cfg, models, evals, pairs, single, surg)
     warnings = [] if not ctx.quick else [
-        "quick run: tiny models and transcoders (see the settings); the circuit claims use "
-        "the 10 classes as replicates of one transcoder per pair"]
+        f"quick run: tiny models and transcoders (see the settings); {cfg.uc_seeds} "
+        "transcoder seeds are the replicates of the circuit claims"]
     metrics = dict(settings=cfg.to_dict(),
                    model_accuracy={n: float(m["correct"].mean()) for n, m in models.items()},
                    transcoders={t: dict(fvu=e["fvu"], kl=e["kl"], l0=e["l0"],
@@ -74,6 +76,7 @@ def run(ctx: RunContext) -> PipelineResult:
                                 for t, e in evals.items()},
                    pairs={t: dict(ratio=p["ratio"], random_ratio=p["random_ratio"],
                                   shared=p["shared"], one_only=p["one_only"],
+                                  precision=p["precision"], f1=p["f1"],
                                   circuit_sizes=p["circuits"]["sizes"])
                           for t, (_, p) in pairs.items()},
                    single_matched=dict(ratio=single["ratio"], shared=single["shared"]),

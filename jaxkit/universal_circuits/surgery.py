@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 
 from jaxkit.kernels import crosscoder as cc
@@ -27,14 +28,16 @@ from .transcoder import model_sites
 __all__ = ["transfer", "probe", "evaluate"]
 
 
+_surgery_head = jax.jit(cc.surgery_head, static_argnums=(1, 2, 3, 4, 10))
+
+
 def transfer(params, spec, giver: int, receiver: int, cls: int, gate, clfs, mparams,
              ridge: float) -> Any:
     """The receiver's parameters with class ``cls`` written into its head."""
     Wg, bg = clfs[giver].head(mparams[giver])
     Wr, br = clfs[receiver].head(mparams[receiver])
     gate = np.asarray(gate, np.float32).reshape(spec.n_depths, spec.n_latents)
-    W, b = cc.surgery_head(params, spec, giver, receiver, cls, gate, Wg, bg, Wr, br,
-                           ridge=ridge)
+    W, b = _surgery_head(params, spec, giver, receiver, cls, gate, Wg, bg, Wr, br, ridge)
     return clfs[receiver].with_head(mparams[receiver], W, b)
 
 

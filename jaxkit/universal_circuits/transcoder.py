@@ -42,11 +42,22 @@ def _sites_jit(clf: Classifier):
     return jax.jit(clf.sites)
 
 
+ROW_BLOCK = 512  # images per compiled call of a model's sites (one shape per model)
+
+
 def model_sites(clfs: Sequence[Classifier], mparams: Sequence[Any], x) -> tuple:
-    """``sites[m][t]`` of every model on images ``x`` (host NumPy arrays)."""
-    x = jnp.asarray(x)
-    return tuple(tuple(np.asarray(h) for h in _sites_jit(c)(p, x))
-                 for c, p in zip(clfs, mparams, strict=True))
+    """``sites[m][t]`` of every model on images ``x`` (host NumPy arrays), computed in
+    zero-padded blocks of ``ROW_BLOCK`` images (one compiled shape per model)."""
+    x = np.asarray(x, np.float32)
+    n = len(x)
+    xp = np.pad(x, [(0, -(-n // ROW_BLOCK) * ROW_BLOCK - n), (0, 0)])
+    out = []
+    for c, p in zip(clfs, mparams, strict=True):
+        parts = [_sites_jit(c)(p, jnp.asarray(xp[i:i + ROW_BLOCK]))
+                 for i in range(0, len(xp), ROW_BLOCK)]
+        out.append(tuple(np.concatenate([np.asarray(b[t]) for b in parts])[:n]
+                         for t in range(c.n_layers + 1)))
+    return tuple(out)
 
 
 def record(directory: Path, names: Sequence[str], clfs: Sequence[Classifier],
@@ -74,10 +85,13 @@ def default_depth_map(n_layers: Sequence[int]) -> tuple[tuple[int, ...], ...]:
 
 
 @functools.lru_cache(maxsize=16)
-def _uc_chunk(spec: cc.UCSpec, clfs: tuple, lr: float, k: int, fidelity: float, mesh):
+def _uc_chunk(spec: cc.UCSpec, clfs: tuple, lr: float, k: int, fidelity: float, mesh,
+              n_seeds: int):
+    """One compiled chunk of steps for ``n_seeds`` independent transcoders at once
+    (vmapped over their states and step keys; the batches are shared)."""
     rest = tuple(c.rest for c in clfs)
 
-    def chunk(key, state, batches, mparams):
+    def one(key, state, batches, mparams):
         def loss(p, key, sites, aux):
             if mesh is not None:
                 sites = jax.tree.map(lambda a: jax.lax.with_sharding_constraint(
@@ -91,14 +105,31 @@ def _uc_chunk(spec: cc.UCSpec, clfs: tuple, lr: float, k: int, fidelity: float, 
         return state, info._replace(out={"recon": jnp.mean(out.recon), "kl": jnp.mean(out.kl),
                                          "l0": jnp.mean(out.l0)})
 
+    def chunk(key, state, batches, mparams):
+        keys = jax.random.split(key, n_seeds)
+        state, info = jax.vmap(one, in_axes=(0, 0, None, None))(keys, state, batches, mparams)
+        return state, info._replace(finite=jnp.all(info.finite, axis=0),
+                                    out=jax.tree.map(lambda a: jnp.mean(a, 0), info.out))
+
     return jax.jit(chunk, donate_argnums=1)
+
+
+@functools.lru_cache(maxsize=16)
+def _uc_init(spec: cc.UCSpec, n_seeds: int, lr: float):
+    """Training states of ``n_seeds`` fresh transcoders whose decoder biases start at
+    ``b_dec`` (one compiled call)."""
+    def init(key, b_dec):
+        return jax.vmap(lambda kk: ktrain.init(cc.uc_init(kk, spec)._replace(b_dec=b_dec),
+                                               optax.adam(lr)))(jax.random.split(key, n_seeds))
+
+    return jax.jit(init)
 
 
 def train_uc(key, store: SiteStore, clfs: Sequence[Classifier], mparams: Sequence[Any], *,
              depth_map=None, n_latents: int, k: int, steps: int, lr: float,
              fidelity_coef: float, chunk: int, checkpoint_dir: Path | None = None,
-             checkpoint_every: int = 2, resume: bool = True, mesh=None
-             ) -> tuple[cc.UCSpec, cc.UCParams, list[dict]]:
+             checkpoint_every: int = 2, resume: bool = True, mesh=None,
+             n_seeds: int | None = None) -> tuple[cc.UCSpec, cc.UCParams, list[dict]]:
     """Train a transcoder over the store's models (module docstring).
 
     Args:
@@ -113,9 +144,12 @@ def train_uc(key, store: SiteStore, clfs: Sequence[Classifier], mparams: Sequenc
       fidelity_coef: weight of the output-fidelity KL.
       checkpoint_dir, checkpoint_every, resume: see :func:`jaxkit.training.fit`.
       mesh: split batches over its ``data`` axis.
+      n_seeds: train this many independent transcoders (initialisations and step keys
+        from ``key``, the same batches) in one vmapped step; their parameters come back
+        stacked on a leading axis. ``None``: one transcoder, unstacked.
 
     Returns:
-      ``(spec, params, history)``.
+      ``(spec, params, history)`` (history: means over the seeds).
     """
     if steps % chunk:
         raise ValueError(f"`steps` ({steps}) must be a multiple of `chunk` ({chunk})")
@@ -128,18 +162,18 @@ def train_uc(key, store: SiteStore, clfs: Sequence[Classifier], mparams: Sequenc
     dm = default_depth_map([c.n_layers for c in clfs]) if depth_map is None else depth_map
     spec = cc.uc_spec(store.d_sites, dm, n_latents)
     k_init, k_run = jax.random.split(key)
-    params = cc.uc_init(k_init, spec)
+    S = 1 if n_seeds is None else int(n_seeds)
+    if S < 1:
+        raise ValueError(f"`n_seeds` must be >= 1; got {n_seeds}")
     first, _, _ = store.batch((0, 0), rows=slice(None))
-    params = params._replace(b_dec=tuple(tuple(jnp.asarray(first[m][j + 1].mean(0))
-                                               for j in range(len(d)))
-                                         for m, d in enumerate(spec.depth_map)))
-    opt = optax.adam(lr)
-    state = ktrain.init(params, opt)
+    b_dec = tuple(tuple(np.asarray(first[m][j + 1].mean(0), np.float32) for j in range(len(d)))
+                  for m, d in enumerate(spec.depth_map))
+    state = _uc_init(spec, S, float(lr))(k_init, b_dec)
     mp = tuple(mparams)
     if mesh is not None:
         state = jax.device_put(state, distributed.replicated(mesh))
         mp = jax.device_put(mp, distributed.replicated(mesh))
-    fn = _uc_chunk(spec, tuple(clfs), float(lr), int(k), float(fidelity_coef), mesh)
+    fn = _uc_chunk(spec, tuple(clfs), float(lr), int(k), float(fidelity_coef), mesh, S)
 
     def batch_fn(i):
         bs = [store.batch((0, i * chunk + j), rows=slice(None))[0] for j in range(chunk)]
@@ -152,4 +186,7 @@ def train_uc(key, store: SiteStore, clfs: Sequence[Classifier], mparams: Sequenc
     res = training.fit(k_run, state, lambda kk, st, b: fn(kk, st, b, mp), batch_fn,
                        steps=steps // chunk, checkpoint_dir=checkpoint_dir,
                        checkpoint_every=checkpoint_every, resume=resume, log_every=1)
-    return spec, jax.device_get(res.state.params), res.history
+    params = jax.device_get(res.state.params)
+    if n_seeds is None:
+        params = jax.tree.map(lambda a: a[0], params)
+    return spec, params, res.history

@@ -135,17 +135,26 @@ def store(tiny, tmp_path_factory):
     return SiteStore(folder, batch_size=16, seed=0)
 
 
-def _train(tiny, store, steps, ckpt, mesh=None, resume=True):
+def _train(tiny, store, steps, ckpt, mesh=None, resume=True, n_seeds=2):
     _, clfs, ps = tiny
     return train_uc(jax.random.key(7), store, clfs, ps, n_latents=8, k=2, steps=steps,
                     lr=1e-2, fidelity_coef=1.0, chunk=2, checkpoint_dir=ckpt,
-                    checkpoint_every=2, resume=resume, mesh=mesh)
+                    checkpoint_every=2, resume=resume, mesh=mesh, n_seeds=n_seeds)
 
 
-def test_uc_training_resumes_to_the_same_parameters(tiny, store, tmp_path):
-    spec, straight, hist = _train(tiny, store, 4, None)
+@pytest.fixture(scope="module")
+def trained(tiny, store):
+    """Two transcoder seeds trained 4 steps in one vmapped run (no checkpoints)."""
+    return _train(tiny, store, 4, None)
+
+
+def test_uc_training_resumes_to_the_same_parameters(tiny, store, trained, tmp_path):
+    spec, straight, hist = trained
     assert spec.depth_map == ((0, 2), (0, 1, 2))
     assert hist[-1]["recon"] < hist[0]["recon"] + 1e-3
+    # two independent seeds: stacked, and different
+    assert straight.b_enc.shape == (2, spec.n_depths, 8)
+    assert not np.allclose(straight.W_enc[0][0][0], straight.W_enc[0][0][1])
     _train(tiny, store, 2, tmp_path / "b")  # killed after the first chunk
     _, resumed, _ = _train(tiny, store, 4, tmp_path / "b")
     for a, b in zip(jax.tree.leaves(straight), jax.tree.leaves(resumed), strict=True):
@@ -153,17 +162,18 @@ def test_uc_training_resumes_to_the_same_parameters(tiny, store, tmp_path):
 
 
 @pytest.mark.slow
-def test_uc_training_on_a_data_mesh_matches_one_device(tiny, store):
-    _, one, _ = _train(tiny, store, 4, None)
+def test_uc_training_on_a_data_mesh_matches_one_device(tiny, store, trained):
+    _, one, _ = trained
     mesh = jax.make_mesh((8,), ("data",))
     _, sharded, _ = _train(tiny, store, 4, None, mesh=mesh)
     for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(sharded), strict=True):
         np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-5)
 
 
-def test_circuits_and_intersection_on_a_tiny_transcoder(tiny, store, tmp_path):
+def test_circuits_and_intersection_on_a_tiny_transcoder(tiny, trained):
     d, clfs, ps = tiny
-    spec, params, _ = _train(tiny, store, 2, None)
+    spec, stacked, _ = trained
+    params = jax.tree.map(lambda a: a[0], stacked)
     x, y = d.x_train[:200], d.y_train[:200]
     circ = C.find_circuits(params, spec, clfs, ps, x, y, k=2, keep_frac=0.9, n_sizes=5, cap=6)
     N = spec.n_depths * spec.n_latents
@@ -174,42 +184,77 @@ def test_circuits_and_intersection_on_a_tiny_transcoder(tiny, store, tmp_path):
     np.testing.assert_array_equal(st["shared"], (circ.gates[0] * circ.gates[1]).sum(1))
     assert np.all((st["ratio"] >= 0) & np.isfinite(st["ratio"]))
     assert np.all(st["ratio"][:, st["empty"]] == 0)
+    assert np.all((st["precision"] >= 0) & (st["precision"] <= 1 + 1e-9))
+    assert np.all(st["f1"][:, st["empty"]] == 0) and np.all(np.isfinite(st["f1"]))
+    # the full gate gives every image one prediction: predicted-c counts sum to the images
+    pc = C.per_class(d.x_test, d.y_test, 10)
+    rec, prec = C.gate_scores(params, spec, clfs, ps, pc, np.ones((10, 1, N)), 2)
+    tp = rec[:, 0] * pc.w.sum(1)[:, None]
+    np.testing.assert_allclose(C.f1(rec, prec), np.where(
+        rec + prec > 0, 2 * rec * prec / np.maximum(rec + prec, 1e-12), 0))
+    assert np.all(tp <= pc.w.sum() + 1e-6)
     with pytest.raises(ValueError, match=r"`y` has no image of class\(es\) \[9\]"):
         C.per_class(x[y != 9], y[y != 9], 10)
+
+
+def test_decoder_images_are_the_decoders_through_the_first_layer(tiny, trained):
+    """For the MLP's first layer (h1 = relu(x W0 + b0)) the decoder image of a depth-0
+    latent is mean_b W0 (1{pre_b > 0} * d): checked in closed form."""
+    d, clfs, ps = tiny
+    spec, stacked, _ = trained
+    params = jax.tree.map(lambda a: a[0], stacked)
+    x = d.x_test[:20]
+    imgs = C.decoder_images(params, spec, clfs, ps, x, [1, 3])
+    assert imgs.shape == (2, 2, 64)
+    m = clfs[0]._model(ps[0])
+    W0, b0 = np.asarray(m.layers[0].kernel[...]), np.asarray(m.layers[0].bias[...])
+    on = (x @ W0 + b0 > 0).astype(np.float64)  # (n, h)
+    for i, f in enumerate([1, 3]):
+        dec = np.asarray(params.W_dec[0][0])[0, f]
+        ref = (on * dec).mean(0) @ W0.T
+        np.testing.assert_allclose(imgs[0, i], ref, rtol=1e-4, atol=1e-6)
 
 
 # ------------------------------------------------------------------ claims
 
 
 def _fake(ratio, rand, single_ratio, recall_hits, other_before, other_after):
+    """Stage results in the pipeline's layout: circuit results stacked over seeds
+    ``(S, M, C)``."""
+    S = ratio.shape[0]
     y = np.array([7] * len(recall_hits) + [0] * len(other_before))
     models = {"mlp": {"correct": np.ones(50)}, "cnn": {"correct": np.r_[np.ones(40), 0]}}
-    pa = dict(ratio=ratio, random_ratio=rand, one_only=np.ones((2, 10)),
-              universal=np.ones(5, bool), empty=np.zeros(10, bool), shared=np.ones(10, int))
+    pa = dict(ratio=ratio, random_ratio=rand, one_only=np.ones((S, 2, 10)), f1=ratio,
+              precision=ratio, universal=np.ones((S, 5), bool), empty=np.zeros((S, 10), bool),
+              shared=np.ones((S, 10), int))
     surg = dict(before=dict(correct=np.r_[np.zeros(len(recall_hits)), other_before], recall=0,
                             other=other_before.mean()),
                 after=dict(correct=np.r_[recall_hits, other_after], recall=recall_hits.mean(),
                            other=other_after.mean()),
-                probe=dict(recall=1.0), cls=7, chance=0.1, y_test=y)
+                probe=dict(recall=1.0), cls=7, chance=0.1, y_test=y,
+                seed_recall=np.full(S, recall_hits.mean()), seed_other=np.ones(S))
     return models, {"mlp-cnn": (["mlp", "cnn"], pa)}, dict(ratio=single_ratio), surg
 
 
 def test_claims_can_say_yes_and_no():
     rng = np.random.default_rng(0)
-    good = 0.95 + 0.01 * rng.standard_normal((2, 10))
+    good = 0.95 + 0.01 * rng.standard_normal((4, 2, 10))
     models, pairs, single, surg = _fake(good, good - 0.3, good - 0.4, np.ones(30),
                                         np.ones(100), np.ones(100))
     cl = report.claims(QUICK, models, pairs, single, surg)
     assert [c.verdict for c in cl if "89-98%" in c.claim][:2] == ["yes", "yes"]
+    assert [c.verdict for c in cl if "F1" in c.claim] == ["yes"]
     assert all(c.verdict == "yes" for c in cl if "beats" in c.claim or "Surgery" in c.claim)
     assert [c.verdict for c in cl if "reaches" in c.claim] == ["yes", "not shown"]
     assert [c.verdict for c in cl if "mlp-mlp2" in c.claim] == ["not tested at this size"]
-    bad = 0.5 + 0.01 * rng.standard_normal((2, 10))
+    assert all("n=4" in c.test for c in cl if "89-98%" in c.claim and "mlp-cnn" in c.claim)
+    bad = 0.5 + 0.01 * rng.standard_normal((4, 2, 10))
     other_after = np.r_[np.zeros(30), np.ones(70)]
     models, pairs, single, surg = _fake(bad, bad + 0.3, bad + 0.3, np.zeros(30), np.ones(100),
                                         other_after)
     cl = report.claims(QUICK, models, pairs, single, surg)
     assert [c.verdict for c in cl if "89-98%" in c.claim][:2] == ["no", "no"]
+    assert [c.verdict for c in cl if "F1" in c.claim] == ["no"]
     assert all(c.verdict == "no" for c in cl if "beats" in c.claim or "Surgery" in c.claim)
 
 

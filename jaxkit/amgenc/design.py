@@ -42,10 +42,20 @@ def _pressure(pos, box, params):
 def pressure(pos: np.ndarray, box: float, elements: np.ndarray) -> float:
     """Zero-temperature virial pressure (eV/A^3) of one cell under the recipe's
     potential."""
-    pos = jnp.asarray(pos, jnp.float32)
-    el = jnp.asarray(elements, jnp.int32)
-    params = P._pair_params(el, jnp.ones(el.shape, bool), pos.dtype)
-    return float(_pressure(pos, jnp.float32(box), params))
+    el = np.asarray(elements, np.int32)
+    n = el.size
+    size = P.padded_size(n)  # padded (masked) to a size bucket: one compilation per bucket
+    x = np.zeros((size, 3), np.float32)
+    x[:n] = np.asarray(pos, np.float32)
+    e = np.full(size, _O, np.int32)
+    e[:n] = el
+    return float(_pressure_padded(jnp.asarray(x), jnp.float32(box), jnp.asarray(e),
+                                  jnp.asarray(np.arange(size) < n)))
+
+
+@jax.jit
+def _pressure_padded(pos, box, elements, mask):
+    return _pressure(pos, box, P._pair_params(elements, mask, pos.dtype))
 
 
 @partial(jax.jit, static_argnames=("iters", "steps"))

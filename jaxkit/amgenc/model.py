@@ -38,6 +38,7 @@ discrete projection (:func:`jaxkit.kernels.charge.project_discrete` with cost
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import equinox as eqx
@@ -355,6 +356,14 @@ def probabilities(h: jax.Array, floor: float = 1e-6) -> jax.Array:
     return p / jnp.sum(p, axis=-1, keepdims=True)
 
 
+@partial(jax.jit, static_argnums=2)
+def _discrete_species(h, mask, q: tuple):
+    # jitted: one compilation per shape (an eager vmap compiles every primitive apart)
+    cost = -jnp.log(probabilities(h))
+    res = jax.vmap(lambda c, m: charge.project_discrete(c, np.asarray(q), mask=m))(cost, mask)
+    return res.assignment, res.feasible
+
+
 def final_species(h: np.ndarray, mask: np.ndarray, q: np.ndarray, *, discrete: bool):
     """Species per atom (-1 on padding) for a batch ``h`` (B, N, K): argmax of the
     channels, or the exact charge-balanced assignment minimising ``sum -log p``.
@@ -364,9 +373,8 @@ def final_species(h: np.ndarray, mask: np.ndarray, q: np.ndarray, *, discrete: b
     mask = jnp.asarray(mask, bool)
     qn = np.asarray(q, np.int64)
     if discrete:
-        cost = -jnp.log(probabilities(h))
-        res = jax.vmap(lambda c, m: charge.project_discrete(c, qn, mask=m))(cost, mask)
-        return np.asarray(res.assignment), np.asarray(res.feasible)
+        assign, feasible = _discrete_species(h, mask, tuple(int(v) for v in qn))
+        return np.asarray(assign), np.asarray(feasible)
     a = jnp.where(mask, jnp.argmax(h, axis=-1), -1)
     an = np.asarray(a)
     tot = np.where(an >= 0, qn[np.maximum(an, 0)], 0).sum(axis=1)

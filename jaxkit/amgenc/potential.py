@@ -116,8 +116,14 @@ def pair_energy(pos: jax.Array, box: jax.Array, elements: jax.Array,
     ``mask`` (N,) bool of real (non-padding) atoms. Differentiable with ``jax.grad``.
     """
     pos = jnp.asarray(pos)
-    return _energy(pos, jnp.asarray(box, pos.dtype),
-                   _pair_params(jnp.asarray(elements), jnp.asarray(mask), pos.dtype))
+    return _pair_energy(pos, jnp.asarray(box, pos.dtype), jnp.asarray(elements),
+                        jnp.asarray(mask))
+
+
+@jax.jit
+def _pair_energy(pos, box, elements, mask):
+    # jitted: one compilation per shape instead of one per primitive when called eagerly
+    return _energy(pos, box, _pair_params(elements, mask, pos.dtype))
 
 
 def _cap(step: jax.Array, max_step: float) -> jax.Array:

@@ -1,4 +1,21 @@
-"""Batching rules shared by the kernels."""
+"""Batching rules shared by the kernels.
+
+The batched-LAPACK hang (jaxlib 0.10.2, XLA:CPU). jaxlib's CPU LAPACK custom calls
+(Cholesky, LU, ``eigh``, SVD, triangular solves) split a *batch* over XLA:CPU's
+intra-op thread pool and wait for the pieces inside the call; XLA:CPU runs independent
+operations of a program on that same pool. On a 2-core machine (a 2-thread pool) a
+program with batched calls under ``vmap`` then hangs at random, with no error and no
+CPU use (gdb: ``lapack_spotrf_ffi`` frames in ``BlockingCounter::Wait``). Measured
+(tests/jaxkit/test_deadlock.py's reproducer, 8 members of 8 independent 160 x 160
+Cholesky solves, pinned to 2 cores): vmapped 4 at a time in ``lax.map``, 1 of 3 runs
+hung; top-level ``vmap``, 1 of 3; the solves chained one after another by
+``lax.optimization_barrier``, still 2 of 5 (so ordering the calls is *not* a fix); the
+members mapped one at a time (each call unbatched), 0 of 5 and 0 of 5 with one solve.
+The mitigation is therefore to keep LAPACK calls unbatched on CPU: kernels with LAPACK
+calls take ``sequential_vmap`` and use :func:`map_over_batch`, whose CPU default maps
+the batch members one after another (FastICA, DirectLiNGAM's fit, pruning and kernel
+measure, sortability); pipelines map seeds one at a time (misaligned).
+"""
 
 from __future__ import annotations
 

@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
+from .._batching import map_over_batch, resolve_sequential_vmap
+
 __all__ = ["kernel_mutual_information", "kernel_scores", "standardise"]
 
 
@@ -37,8 +39,8 @@ def _params(n: int):
 
 
 def kernel_mutual_information(x1: Float[Array, " n"], x2: Float[Array, " n"],
-                              kappa: float | None = None, sigma: float | None = None
-                              ) -> Float[Array, ""]:
+                              kappa: float | None = None, sigma: float | None = None,
+                              sequential_vmap: bool | None = None) -> Float[Array, ""]:
     """Kernel mutual information of two samples (module docstring; lingam's
     ``DirectLiNGAM._mutual_information``).
 
@@ -47,6 +49,10 @@ def kernel_mutual_information(x1: Float[Array, " n"], x2: Float[Array, " n"],
         x2: second sample ``(n,)``.
         kappa: regularisation; ``None``: lingam's choice for this ``n``.
         sigma: Gaussian kernel width; ``None``: lingam's choice for this ``n``.
+        sequential_vmap: the ``vmap`` rule (``kernels._batching``); ``None``: on CPU the
+            batch members are computed one after another. That is what keeps the two
+            Cholesky factorisations unbatched: batched LAPACK calls under ``vmap`` can
+            deadlock XLA:CPU's intra-op pool (kernels/_batching.py).
 
     Returns:
         The estimate (0 for independent samples in the population limit).
@@ -55,6 +61,16 @@ def kernel_mutual_information(x1: Float[Array, " n"], x2: Float[Array, " n"],
     k0, s0 = _params(n)
     kappa = k0 if kappa is None else kappa
     sigma = s0 if sigma is None else sigma
+
+    def one(a, b):
+        return _kernel_mi(a, b, kappa, sigma)
+
+    return map_over_batch(one, sequential=resolve_sequential_vmap(sequential_vmap))(x1, x2)
+
+
+def _kernel_mi(x1, x2, kappa: float, sigma: float):
+    """:func:`kernel_mutual_information` of one pair, ``kappa`` and ``sigma`` resolved."""
+    n = x1.shape[0]
 
     def gram(v):
         return jnp.exp(-((v[:, None] - v[None, :]) ** 2) / (2 * sigma**2))

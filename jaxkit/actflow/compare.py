@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,24 +55,16 @@ def compare_discrete(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
     """:func:`compare_domain` for a discrete domain (:mod:`jaxkit.actflow.discrete`):
     pre-train the denoiser, run the four methods with the same keys, and evaluate each
     final model on ``n_draws`` draws. Returns the same keys as :func:`compare_domain`
-    (``runs[method]`` without samples) plus ``description``. ``shared``: a dict kept
+    (``runs[method]`` with the final evaluation draw decoded, ``decoded`` strings (molecules:
+    canonical SMILES) and ``decoded_valid``, and up to 5 valid ``examples``, instead of
+    token samples) plus ``description``. ``shared``: a dict kept
     across the seeds of one run, holding the domain and its compiled kernels."""
     dcfg = cfg.discrete()
     shared = {} if shared is None else shared
     if domain is None:
         domain = shared.get(("domain", name)) or make_token_domain(name, cfg)
     shared[("domain", name)] = dom = domain
-    import jax
-
-    tag = hashlib.sha256(repr((dcfg.digest(), name, dom.description,
-                               [np.asarray(jax.random.key_data(keys[k])).tolist()
-                                for k in ("pretrain", "rounds")])).encode()).hexdigest()[:12]
-
-    def ck(stage: str) -> Path | None:
-        if checkpoint_root is None:
-            return None
-        return _fresh(Path(checkpoint_root) / f"actflow-{name}-{stage}-{tag}", resume)
-
+    ck = _checkpoints(checkpoint_root, name, (dcfg.digest(), dom.description), keys, resume)
     pre = discrete.pretrain(dom, dcfg, keys["pretrain"], checkpoint_dir=ck("pretrain"),
                             resume=resume, kernels=shared.get(("kernels", name)))
     shared[("kernels", name)] = pre.kernels
@@ -82,8 +75,10 @@ def compare_discrete(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
         draws[method] = discrete.evaluate_draws(pre.kernels, res.pop("params"), keys["draws"],
                                                 cfg.n_draws)
         smp, val = res.pop("samples"), res.pop("valid")
-        res["examples"] = [] if smp is None else [
-            s for s, v in zip(dom.decode(smp), val, strict=True) if v][:5]
+        res["decoded"] = [] if smp is None else dom.decode(smp)  # final evaluation draw
+        res["decoded_valid"] = [] if smp is None else [bool(v) for v in val]
+        res["examples"] = [s for s, v in zip(res["decoded"], res["decoded_valid"],
+                                             strict=True) if v][:5]
         runs[method] = res
     return dict(measure="novel_circles", runs=runs, draws=draws, description=dom.description,
                 pretrain=dict(loss=pre.loss, seconds=pre.seconds, n_data=int(dom.data.shape[0]),
@@ -104,10 +99,26 @@ def measure_of(dom: domains.Domain) -> str:
     return "coverage" if dom.reference is not None else "circles"
 
 
-def _fresh(path: Path, resume: bool) -> Path:
-    if not resume and path.exists():
-        shutil.rmtree(path)
-    return path
+def _checkpoints(root: str | Path | None, name: str, settings: tuple,
+                 keys: dict[str, PRNGKeyArray], resume: bool) -> Callable[[str], Path | None]:
+    """``ck(stage)``: the checkpoint folder of one stage of domain ``name`` (None without
+    a ``root``), ``root/actflow-NAME-STAGE-TAG`` with ``TAG`` a hash of ``settings`` and
+    the pre-training and rounds keys; without ``resume`` an existing folder is deleted."""
+    import jax
+
+    tag = hashlib.sha256(repr((*settings, name,
+                               [np.asarray(jax.random.key_data(keys[k])).tolist()
+                                for k in ("pretrain", "rounds")])).encode()).hexdigest()[:12]
+
+    def ck(stage: str) -> Path | None:
+        if root is None:
+            return None
+        path = Path(root) / f"actflow-{name}-{stage}-{tag}"
+        if not resume and path.exists():
+            shutil.rmtree(path)
+        return path
+
+    return ck
 
 
 def compare_domain(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
@@ -133,17 +144,8 @@ def compare_domain(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
     """
     lcfg = cfg.loop(name)
     dom = make_domain(name, cfg)
-    import jax
-
-    tag = hashlib.sha256(repr((lcfg.digest(), name, cfg.peptide_max_charge,
-                               [np.asarray(jax.random.key_data(keys[k])).tolist()
-                                for k in ("pretrain", "rounds")])).encode()).hexdigest()[:12]
-
-    def ck(stage: str) -> Path | None:
-        if checkpoint_root is None:
-            return None
-        return _fresh(Path(checkpoint_root) / f"actflow-{name}-{stage}-{tag}", resume)
-
+    ck = _checkpoints(checkpoint_root, name, (lcfg.digest(), cfg.peptide_max_charge), keys,
+                      resume)
     shared = {} if shared is None else shared
     pre = loop.pretrain(dom, lcfg, keys["pretrain"], mesh=mesh,
                         checkpoint_dir=ck("pretrain"), resume=resume,

@@ -182,8 +182,8 @@ class Config(_LoopSettings):
 
 
 QUICK = Config(domains=("rings", "peptides-discrete"), hidden=64, depth=3, n_data=512,
-               pretrain_steps=1500, batch=128, rounds=3, budget=128, adapt_steps=100,
-               n_eval=256, sample_steps=12, steer_steps=1,
+               pretrain_steps=1000, batch=128, rounds=3, budget=128, adapt_steps=100,
+               n_eval=128, sample_steps=8, steer_steps=1,
                peptide_hidden=128, peptide_depth=2, peptide_pretrain_steps=600,
                peptide_batch=64, peptide_rounds=2, peptide_budget=64, peptide_adapt_steps=50,
                peptide_n_eval=128, peptide_sample_steps=8, peptide_steer_steps=0,

@@ -63,6 +63,7 @@ __all__ = ["DiscreteSettings", "TokenDomain", "Denoiser", "DKernels", "DPretrain
            "pretrain", "run_method", "evaluate_draws", "EVAL_KEYS"]
 
 METHODS = ("pretrained", "retrain", "retrain+filter", "actflow")
+_INFOS = ("n_valid", "n_novel", "n_kept", "updated", "loss", "restart")
 EVAL_KEYS = ("validity", "uniqueness", "novelty", "circles", "novel_circles",
              "outside", "outside_circles", "vendi", "knn_coverage")
 
@@ -224,9 +225,9 @@ class DKernels:
             k1, k2 = jax.random.split(key)
             x = data[jax.random.randint(k1, (cfg.adapt_steps, cfg.batch - n_rep), 0,
                                         data.shape[0])]
-            if n_rep:
-                logits = jnp.where(bank_mask, 0.0, -jnp.inf)
-                idx = jax.random.categorical(k2, logits, shape=(cfg.adapt_steps, n_rep))
+            if n_rep:  # the kept rows are a prefix of the bank (filled in order)
+                idx = jax.random.randint(k2, (cfg.adapt_steps, n_rep), 0,
+                                         jnp.maximum(jnp.sum(bank_mask), 1))
                 x = jnp.concatenate([x, bank[idx]], axis=1)
             return x
 
@@ -261,6 +262,29 @@ class DKernels:
         self.data = jnp.asarray(dom.data, jnp.int32)
         self.data_f = jnp.asarray(dom.feats(dom.data))
         self.ref_f = None if dom.reference is None else jnp.asarray(dom.feats(dom.reference))
+        self.start = None  # pretrain's jitted (model, train state) draw, set there
+
+        def store(bank, bank_f, bank_mask, slot, x, f):  # kept rows into their slots
+            return (bank.at[slot].set(x, mode="drop"), bank_f.at[slot].set(f, mode="drop"),
+                    bank_mask.at[slot].set(True, mode="drop"))
+
+        def record(evals, infos, r, ev, vals):
+            return ({n: a.at[r].set(ev[n]) for n, a in evals.items()},
+                    {n: a.at[r].set(jnp.asarray(vals[n], jnp.float32))
+                     for n, a in infos.items()})
+
+        self.store, self.record = jax.jit(store), jax.jit(record)
+        n1, cap, nf = cfg.rounds + 1, cfg.rounds * cfg.budget, self.data_f.shape[1]
+
+        def init_run(params, ev0):  # the state before round 1 (fresh optimiser)
+            return DState(T.init(params, self.optimizer), jnp.zeros((cap, dom.length), jnp.int32),
+                          jnp.zeros((cap, nf), jnp.float32), jnp.zeros((cap,), bool),
+                          jnp.float32(cfg.restart), jnp.zeros((), jnp.int32),
+                          {k: jnp.full((n1,), jnp.nan, jnp.float32).at[0].set(v)
+                           for k, v in ev0.items()},
+                          {k: jnp.full((n1,), jnp.nan, jnp.float32) for k in _INFOS})
+
+        self.init_run = jax.jit(init_run)
 
     def all_mask(self, n: int):
         return fd.mask_source((n, self.dom.length), self.dom.vocab)
@@ -324,9 +348,12 @@ def pretrain(dom: TokenDomain, cfg: DiscreteSettings, key: PRNGKeyArray, *,
     ``kernels``: the compiled functions of an earlier run on the same domain and
     settings (another seed), reused instead of compiling again."""
     km, kt, kb = jax.random.split(key, 3)
-    model = Denoiser(dom.length, dom.vocab, cfg.hidden, cfg.depth, key=km)
+    start = kernels.start if kernels is not None and kernels.start is not None else \
+        eqx.filter_jit(lambda km: _start(dom, cfg, km))
+    model, train0 = start(km)  # one compilation (not one per eager random op)
     params, static = eqx.partition(model, eqx.is_array)
     kern = kernels if kernels is not None else DKernels(dom, cfg, static)
+    kern.start = start
     n_chunks = max(math.ceil(cfg.pretrain_steps / cfg.adapt_steps), 1)
     last, prev, t0 = {"loss": math.nan}, {"seconds": 0.0}, time.perf_counter()
     expected = _meta(cfg, dom, key, stage="pretrain")
@@ -339,7 +366,7 @@ def pretrain(dom: TokenDomain, cfg: DiscreteSettings, key: PRNGKeyArray, *,
         st, info = kern.chunk(k, st, batches)
         return st, info._replace(loss=jnp.mean(info.loss))
 
-    res = fit(kt, T.init(params, kern.optimizer), chunk,
+    res = fit(kt, train0, chunk,
               lambda i: kern.draw_data(jax.random.fold_in(kb, i), kern.data), steps=n_chunks,
               checkpoint_dir=checkpoint_dir, checkpoint_every=5, resume=resume,
               on_log=lambda _, rec: last.update(loss=rec["loss"]), on_restore=on_restore,
@@ -347,6 +374,12 @@ def pretrain(dom: TokenDomain, cfg: DiscreteSettings, key: PRNGKeyArray, *,
                                         + time.perf_counter() - t0))
     return DPretrained(eqx.combine(res.state.params, static), float(last["loss"]), kern,
                        res.resumed_from, prev["seconds"] + time.perf_counter() - t0)
+
+
+def _start(dom: TokenDomain, cfg: DiscreteSettings, km):
+    """The fresh denoiser and its optimiser state (traced by :func:`pretrain`)."""
+    model = Denoiser(dom.length, dom.vocab, cfg.hidden, cfg.depth, key=km)
+    return model, T.init(eqx.filter(model, eqx.is_array), optax.adam(cfg.lr))
 
 
 def _explore(kern: DKernels, st: DState, key):
@@ -391,15 +424,8 @@ def run_method(pre: DPretrained, method: str, key: PRNGKeyArray, *,
     params = eqx.filter(pre.model, eqx.is_array)
     k_rounds, k_eval = jax.random.split(key)
     _, _, ev0 = kern.evaluate(params, jax.random.fold_in(k_eval, 0))
-    n1, cap = cfg.rounds + 1, cfg.rounds * cfg.budget
-    nf = kern.data_f.shape[1]
-    infos = ("n_valid", "n_novel", "n_kept", "updated", "loss", "restart")
-    st0 = DState(T.init(params, kern.optimizer), jnp.zeros((cap, dom.length), jnp.int32),
-                 jnp.zeros((cap, nf), jnp.float32), jnp.zeros((cap,), bool),
-                 jnp.float32(cfg.restart), jnp.zeros((), jnp.int32),
-                 {k: jnp.full((n1,), jnp.nan, jnp.float32).at[0].set(v)
-                  for k, v in ev0.items()},
-                 {k: jnp.full((n1,), jnp.nan, jnp.float32) for k in infos})
+    cap = cfg.rounds * cfg.budget
+    st0 = kern.init_run(params, {k: np.float32(v) for k, v in ev0.items()})
     last = {}
 
     def round_step(k, st: DState, _):
@@ -423,10 +449,9 @@ def run_method(pre: DPretrained, method: str, key: PRNGKeyArray, *,
             restart = jnp.clip(restart + (-cfg.remask_step if acc > cfg.target
                                           else cfg.remask_step), 0.05, 0.95)
         n_bank = int(np.sum(np.asarray(st.bank_mask)))
-        slot = np.where(keep, n_bank + np.cumsum(keep) - 1, cap)
-        bank = st.bank.at[slot].set(jnp.asarray(x), mode="drop")
-        bank_f = st.bank_f.at[slot].set(jnp.asarray(f), mode="drop")
-        bank_mask = st.bank_mask.at[slot].set(True, mode="drop")
+        slot = np.where(keep, n_bank + np.cumsum(keep) - 1, cap).astype(np.int32)
+        bank, bank_f, bank_mask = kern.store(st.bank, st.bank_f, st.bank_mask, slot,
+                                             np.asarray(x, np.int32), np.asarray(f, np.float32))
         train, loss = st.train, jnp.float32(jnp.nan)
         updated = method != "pretrained" and int(keep.sum()) > 0
         if updated:
@@ -437,11 +462,11 @@ def run_method(pre: DPretrained, method: str, key: PRNGKeyArray, *,
         last.update(samples=xe, valid=ve)
         vals = dict(n_valid=valid.sum(), n_novel=novel.sum(), n_kept=keep.sum(),
                     updated=float(updated), loss=loss, restart=restart)
+        vals = {n: np.float32(v) for n, v in vals.items()}
+        evals, infos = kern.record(st.evals, st.infos, np.int32(r),
+                                   {n: np.float32(v) for n, v in ev.items()}, vals)
         new = DState(train, bank, bank_f, bank_mask, jnp.asarray(restart, jnp.float32),
-                     jnp.asarray(r, jnp.int32),
-                     {n: a.at[r].set(ev[n]) for n, a in st.evals.items()},
-                     {n: a.at[r].set(jnp.asarray(vals[n], jnp.float32))
-                      for n, a in st.infos.items()})
+                     jnp.asarray(r, jnp.int32), evals, infos)
         return new, RoundInfo(loss, jnp.asarray(bool(np.isfinite(float(loss))) or not updated))
 
     expected = _meta(cfg, dom, key, method=method)

@@ -36,7 +36,10 @@ class Domain:
     ``weights`` (m,) discretise the valid set (None when it is not known);
     ``radius``: coverage radius; ``novelty``: distance beyond which a valid sample is
     novel; ``embed``: the map into the metric space of the metrics (identity for
-    continuous domains); ``view``: a 2-D projection for plots."""
+    continuous domains); ``view``: a 2-D projection for plots; ``outside``: a traceable
+    ``x -> bool (n,)``, the sample lies outside the pre-training region (None: no such
+    region is defined; otherwise the evaluation reports the share ``outside`` of valid
+    samples there)."""
 
     name: str
     dim: int
@@ -49,6 +52,7 @@ class Domain:
     embed: Callable = field(default=lambda x: x)
     view: Callable = field(default=lambda x: np.asarray(x)[:, :2])
     metric: str = "euclidean"
+    outside: Callable | None = None
 
 
 def rings(band: float = 0.1, radii=(1.0, 2.0), arc: float = 0.5 * np.pi,

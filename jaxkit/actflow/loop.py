@@ -162,7 +162,7 @@ class Kernels:
             :func:`~jaxkit.kernels.train.make_train_step`).
         draw: ``draw(key, data, bank, bank_mask) -> (adapt_steps, batch, dim)``
             minibatches of ``batch - n_rep`` data rows and ``n_rep = replay * batch``
-            kept rows (uniform among the masked bank rows).
+            kept rows (uniform among the masked bank rows, which are a prefix).
         draw_data: ``draw_data(key, data)``: minibatches of data rows only.
         evaluate: ``evaluate(params, data, key) -> (x, valid, metrics)`` on ``n_eval``
             samples from N(0, I).
@@ -194,9 +194,9 @@ class Kernels:
         def draw(key, data, bank, bank_mask):
             k1, k2 = jax.random.split(key)
             x = data[jax.random.randint(k1, (cfg.adapt_steps, n_dat), 0, data.shape[0])]
-            if n_rep:
-                logits = jnp.where(bank_mask, 0.0, -jnp.inf)
-                idx = jax.random.categorical(k2, logits, shape=(cfg.adapt_steps, n_rep))
+            if n_rep:  # the kept rows are a prefix of the bank (filled in order)
+                idx = jax.random.randint(k2, (cfg.adapt_steps, n_rep), 0,
+                                         jnp.maximum(jnp.sum(bank_mask), 1))
                 x = jnp.concatenate([x, bank[idx]], axis=1)
             return x
 
@@ -207,18 +207,47 @@ class Kernels:
         self.draw = jax.jit(draw)
         self.draw_data = jax.jit(draw_data)
         self.evaluate = jax.jit(self._build_eval())
+        self.start = None  # pretrain's jitted (data, model, train state) draw, set there
+        n1, cap = cfg.rounds + 1, cfg.rounds * cfg.budget
+
+        def init_run(params, x0, v0, ev0):
+            loop0 = LoopState(T.init(params, self.optimizer),
+                              jnp.zeros((cap, domain.dim), jnp.float32),
+                              jnp.zeros((cap,), bool), jnp.zeros((), jnp.int32))
+            return RunState(
+                loop0, jnp.zeros((n1, *x0.shape), jnp.float32).at[0].set(x0),
+                jnp.zeros((n1, x0.shape[0]), bool).at[0].set(v0),
+                {k: jnp.full((n1,), jnp.nan, jnp.float32).at[0].set(v) for k, v in ev0.items()},
+                {k: jnp.full((n1,), jnp.nan, jnp.float32) for k in _INFO})
+
+        def record(st, lp, x, v, ev, vals):
+            r = lp.round
+            return RunState(lp, st.xs.at[r].set(x), st.vs.at[r].set(v),
+                            {n: a.at[r].set(ev[n]) for n, a in st.evals.items()},
+                            {n: a.at[r].set(jnp.asarray(vals[n], jnp.float32))
+                             for n, a in st.infos.items()})
+
+        self.init_run = jax.jit(init_run)  # one compilation for every method's start
+        self.record = jax.jit(record)  # a round's samples and metrics into the RunState
 
     def propose(self, method: str) -> Callable:
         """The jitted explore / integrate / verify / keep of ``method``:
         ``propose(params, bank, bank_mask, data, key) -> (bank, bank_mask, n_valid,
-        n_novel, n_kept)``."""
+        n_novel, n_kept)``. The three baselines share one compiled function (their keep
+        rule is a traced argument), ActFlow has its own."""
         if method not in METHODS:
             raise ValueError(f"`method` must be one of {METHODS}; got {method!r}")
-        if method not in self._propose:
-            self._propose[method] = jax.jit(self._build_propose(method))
-        return self._propose[method]
+        kind = "actflow" if method == "actflow" else "baseline"
+        if kind not in self._propose:
+            self._propose[kind] = jax.jit(self._build_propose(kind))
+        fn = self._propose[kind]
+        if kind == "actflow":
+            return fn
+        mode = jnp.int32(METHODS.index(method))  # 0 keep nothing, 1 all, 2 the valid ones
+        return lambda params, bank, bank_mask, data, key: fn(params, bank, bank_mask, data,
+                                                             key, mode)
 
-    def _build_propose(self, method: str):
+    def _build_propose(self, kind: str):
         domain, cfg, static, sample = self.domain, self.cfg, self.static, self.sample
         thr = domain.novelty
         d = domain.dim
@@ -260,20 +289,16 @@ class Kernels:
                 z = z + cfg.steer_lr * g / (jnp.linalg.norm(g, axis=1, keepdims=True) + 1e-8)
             return z, pool, pool_mask
 
-        def propose(params, bank, bank_mask, data, key):
-            if method == "actflow":
+        def propose(params, bank, bank_mask, data, key, mode=None):
+            if kind == "actflow":
                 z, pool, pool_mask = explore(params, bank, bank_mask, data, key)
             else:
                 z = jax.random.normal(key, (cfg.budget, d), jnp.float32)
             x = sample(params, z)
             valid = domain.verifier(x)
             n_novel = jnp.zeros((), jnp.int32)
-            if method == "pretrained":
-                keep = jnp.zeros_like(valid)
-            elif method == "retrain":
-                keep = jnp.ones_like(valid)
-            elif method == "retrain+filter":
-                keep = valid
+            if kind == "baseline":  # mode: index in METHODS (pretrained, retrain, +filter)
+                keep = jnp.where(mode == 0, False, jnp.where(mode == 1, True, valid))
             else:
                 feats = domain.embed(x)
                 novel = valid & (pool_dmin(feats, domain.embed(pool), pool_mask) > thr)
@@ -303,6 +328,8 @@ class Kernels:
                        novelty=M.novelty(f, domain.embed(data), domain.novelty, valid, met),
                        circles=M.circles(f, domain.radius, valid, met)[0].astype(jnp.float32),
                        vendi=M.vendi_score(f, valid, domain.radius, met))
+            if domain.outside is not None:
+                out["outside"] = M.validity(valid & domain.outside(x))
             if ref is not None:
                 out["coverage"] = M.exact_coverage(ref, f, domain.radius, valid, w, met)
                 out["knn_coverage"] = M.knn_coverage(ref, f, 5, valid, met)
@@ -347,10 +374,12 @@ def pretrain(domain: Domain, cfg: ActFlowConfig, key: PRNGKeyArray, *, mesh=None
         A :class:`Pretrained`.
     """
     kd, km, kt, kb = jax.random.split(key, 4)
-    data = check_finite(domain.data(kd, cfg.n_data), "data")
-    model = make_model(domain.dim, cfg, km)
+    start = kernels.start if kernels is not None and kernels.start is not None else \
+        eqx.filter_jit(lambda kd, km: _start(domain, cfg, kd, km))
+    data, model, train0 = start(kd, km)  # one compilation (not one per eager random op)
     params, static = _split(model)
     kern = kernels if kernels is not None else Kernels(domain, cfg, static, mesh)
+    kern.start = start
     n_chunks = max(math.ceil(cfg.pretrain_steps / cfg.adapt_steps), 1)
     last = {"loss": math.nan}
     t0 = time.perf_counter()
@@ -368,7 +397,7 @@ def pretrain(domain: Domain, cfg: ActFlowConfig, key: PRNGKeyArray, *, mesh=None
         st, info = kern.chunk(k, st, batches)
         return st, info._replace(loss=jnp.mean(info.loss))
 
-    res = fit(kt, T.init(params, kern.optimizer), chunk,
+    res = fit(kt, train0, chunk,
               lambda i: kern.draw_data(jax.random.fold_in(kb, i), data), steps=n_chunks,
               checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
               resume=resume, on_log=on_log, on_restore=on_restore,
@@ -376,6 +405,14 @@ def pretrain(domain: Domain, cfg: ActFlowConfig, key: PRNGKeyArray, *, mesh=None
                                         + time.perf_counter() - t0))
     return Pretrained(eqx.combine(res.state.params, static), float(last["loss"]), data,
                       kern, res.resumed_from, prev["seconds"] + time.perf_counter() - t0)
+
+
+def _start(domain: Domain, cfg: ActFlowConfig, kd, km):
+    """Pre-training data, the fresh model and its optimiser state (traced by
+    :func:`pretrain` into one compiled function)."""
+    data = check_finite(domain.data(kd, cfg.n_data), "data")
+    model = make_model(domain.dim, cfg, km)
+    return data, model, T.init(eqx.filter(model, eqx.is_array), _optimizer(cfg))
 
 
 def init(model: nets.MLP, cfg: ActFlowConfig, dim: int) -> LoopState:
@@ -472,25 +509,14 @@ def run_method(domain: Domain, model: nets.MLP, data: Array, method: str,
     step = make_round(domain, static, cfg, method, kernels=kern)
     k_rounds, k_eval = jax.random.split(key)
     data = jnp.asarray(data)
-    n1 = cfg.rounds + 1
     x0, v0, ev0 = kern.evaluate(params, data, jax.random.fold_in(k_eval, 0))
-    loop0 = init(model, cfg, domain.dim)
-    state = RunState(
-        loop0, jnp.zeros((n1, *x0.shape), jnp.float32).at[0].set(x0),
-        jnp.zeros((n1, x0.shape[0]), bool).at[0].set(v0),
-        {k: jnp.full((n1,), jnp.nan, jnp.float32).at[0].set(v) for k, v in ev0.items()},
-        {k: jnp.full((n1,), jnp.nan, jnp.float32) for k in _INFO})
+    state = kern.init_run(params, x0, v0, ev0)
 
     def round_step(k, st: RunState, data):
         lp, info = step(st.loop, data, k)
-        r = int(lp.round)
-        x, v, ev = kern.evaluate(lp.params, data, jax.random.fold_in(k_eval, r))
+        x, v, ev = kern.evaluate(lp.params, data, jax.random.fold_in(k_eval, lp.round))
         vals = dict(info._asdict(), n_kept_total=jnp.sum(lp.bank_mask))
-        new = RunState(lp, st.xs.at[r].set(x), st.vs.at[r].set(v),
-                       {n: a.at[r].set(ev[n]) for n, a in st.evals.items()},
-                       {n: a.at[r].set(jnp.asarray(vals[n], jnp.float32))
-                        for n, a in st.infos.items()})
-        return new, info
+        return kern.record(st, lp, x, v, ev, vals), info
 
     expected = _config_meta(cfg, domain, key, method=method)
     t0 = time.perf_counter()

@@ -26,7 +26,8 @@ from functools import cache, lru_cache
 import numpy as np
 
 __all__ = ["MolRules", "check_molecule", "FORBIDDEN", "load_selfies", "molecule_domain",
-           "fingerprints", "scaffold_count", "internal_diversity"]
+           "fingerprints", "scaffold_count", "internal_diversity", "canonical_smiles",
+           "selfies_to_smiles"]
 
 #: forbidden substructures (SMARTS)
 FORBIDDEN = {"peroxide": "[OX2][OX2]", "acyl halide": "[CX3](=O)[F,Cl,Br,I]",
@@ -83,6 +84,32 @@ def check_molecule(smiles: str, rules: MolRules = MolRules()) -> list[str]:
         out.append(f"QED {p['qed']:.2f} < {rules.min_qed}")
     out += [f"forbidden {n}" for n, patt in _patterns(tuple(rules.forbidden))
             if mol.HasSubstructMatch(patt)]
+    return out
+
+
+def canonical_smiles(smiles: str) -> str:
+    """RDKit's canonical SMILES of ``smiles`` (aromatic form, ``Chem.MolToSmiles`` of the
+    sanitised molecule); ``""`` when RDKit cannot parse or sanitise it (or it is empty).
+    The same molecule written two ways gives the same string."""
+    from rdkit import Chem, RDLogger
+
+    RDLogger.DisableLog("rdApp.*")
+    mol = Chem.MolFromSmiles(smiles) if smiles else None
+    return "" if mol is None else Chem.MolToSmiles(mol)
+
+
+def selfies_to_smiles(selfies: list[str]) -> list[str]:
+    """Decode SELFIES strings to RDKit canonical SMILES (:func:`canonical_smiles`; ``""``
+    for an empty string or one the decoder or RDKit rejects)."""
+    import selfies as sf
+
+    out = []
+    for s in selfies:
+        try:
+            smi = sf.decoder(s) if s else ""
+        except Exception:  # noqa: BLE001 - selfies raises its own DecoderError types
+            smi = ""
+        out.append(canonical_smiles(smi or ""))
     return out
 
 
@@ -168,24 +195,18 @@ def molecule_domain(rules: MolRules = MolRules(), *, max_len: int = 20,
                     max_mw_data: float = 160.0, novelty: float = 0.6):
     """The molecule :class:`~jaxkit.actflow.discrete.TokenDomain`: SELFIES tokens (the
     shipped alphabet plus a padding token), RDKit verifier, pre-training data the valid
-    molecules with MW <= ``max_mw_data``, reference the valid ones above it."""
-    import selfies as sf
-
+    molecules with MW <= ``max_mw_data``, reference the valid ones above it. Its
+    ``decode`` gives RDKit canonical SMILES (:func:`selfies_to_smiles`), so every output
+    (examples, sample files, scaffolds) names molecules as SMILES."""
     from .discrete import TokenDomain
 
     alphabet, seqs = load_selfies(max_len)
     pad = len(alphabet)
     index = {t: i for i, t in enumerate(alphabet)}
 
-    def to_smiles(tokens) -> list[str]:
-        out = []
-        for row in np.asarray(tokens):
-            s = "".join(alphabet[t] for t in row if t < pad)
-            try:
-                out.append(sf.decoder(s) if s else "")
-            except Exception:  # noqa: BLE001
-                out.append("")
-        return out
+    def to_smiles(tokens) -> list[str]:  # canonical SMILES ("" if RDKit rejects it)
+        return selfies_to_smiles(["".join(alphabet[t] for t in row if t < pad)
+                                  for row in np.asarray(tokens)])
 
     def enc(rows):
         m = np.full((len(rows), max_len), pad, np.int32)
@@ -217,7 +238,7 @@ def molecule_domain(rules: MolRules = MolRules(), *, max_len: int = 20,
 
     def extra(tokens, valid):
         smi = [s for s, v in zip(to_smiles(tokens), valid, strict=True) if v]
-        uniq = sorted({Chem.MolToSmiles(Chem.MolFromSmiles(s)) for s in smi})
+        uniq = sorted(set(smi))  # canonical already: one string per molecule
         return dict(scaffolds=float(scaffold_count(uniq)),
                     int_div=internal_diversity(fingerprints(uniq)) if len(uniq) > 1
                     else float("nan"))

@@ -154,9 +154,17 @@ def peptide_domain(rules: Rules = Rules(), *, max_charge_data: float = 3.0,
         s = decode(np.asarray(_tokens(jnp.asarray(x), L)))
         return np.array([[net_charge(q), hydrophobicity(q) if q else 0.0] for q in s])
 
+    weight = np.zeros(VOCAB, np.float32)  # net charge per residue (padding 0)
+    for c, q in (("K", 1.0), ("R", 1.0), ("D", -1.0), ("E", -1.0), ("H", 0.1)):
+        weight[AMINO.index(c)] = q
+
+    def outside(x):  # net charge of the decoded sequence beyond the pre-training range
+        return jnp.sum(jnp.asarray(weight)[_tokens(x, L)], axis=1) > max_charge_data + 1e-6
+
     thr = float(np.sqrt(2 * novelty_hamming + 1))  # Hamming > novelty_hamming
     return Domain("peptides", L * VOCAB, Verifier(host_verify, "peptide-rules", host=True),
-                  data, None, None, radius=thr, novelty=thr, embed=embed, view=view)
+                  data, None, None, radius=thr, novelty=thr, embed=embed, view=view,
+                  outside=outside)
 
 
 def peptide_token_domain(rules: Rules = Rules(), *, max_charge_data: float = 3.0,

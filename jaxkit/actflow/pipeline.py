@@ -51,6 +51,7 @@ def run(ctx: RunContext) -> PipelineResult:
     figures = [report.plot_curves(results, ctx.out_dir)]
     figures += [report.plot_scatter(cfg, n, results[n][0], ctx.out_dir) for n in results
                 if n not in DISCRETE]
+    files = report.write_samples(results, ctx.out_dir)
     body, warnings = report.tables(cfg, results)
     settings = ", ".join(f"{n}: {cfg.loop(n).to_dict()}" for n in cfg.domains
                          if n not in DISCRETE)
@@ -62,7 +63,8 @@ def run(ctx: RunContext) -> PipelineResult:
           "Figures: `actflow_coverage.png` (claim measure versus round, first seed), "
           "`actflow_DOMAIN_scatter.png` for the continuous domains (samples per method at "
           "the first, middle and last round; blue valid, grey invalid, orange pre-training "
-          "data, light grey the valid manifold)."]
+          "data, light grey the valid manifold)."
+          + (f" Final samples: {', '.join(f'`{f.name}`' for f in files)}." if files else "")]
     skipped = [d for d in DOMAINS[:-1] if d not in cfg.domains]
     if skipped:
         md.append(f"\nDomains not run in this configuration (their claims are not tested at "

@@ -165,3 +165,49 @@ def test_peptide_token_domain_split():
     dom = peptides.peptide_token_domain(max_charge_data=3.0)
     assert dom.check(dom.data).all() and dom.check(dom.reference).all()
     assert not dom.outside(dom.data).any() and dom.outside(dom.reference).all()
+
+
+def test_selfies_decode_to_rdkit_canonical_smiles():
+    import selfies as sf
+    from rdkit import Chem
+
+    aspirin = "CC(=O)Oc1ccccc1C(=O)O"
+    two_ways = [sf.encoder(aspirin), sf.encoder("OC(=O)c1ccccc1OC(C)=O"), ""]
+    out = Mo.selfies_to_smiles(two_ways)
+    assert out[0] == out[1] == Chem.MolToSmiles(Chem.MolFromSmiles(aspirin))
+    assert out[2] == ""
+    assert Mo.canonical_smiles(out[0]) == out[0]  # canonical: a fixed point
+    assert Mo.canonical_smiles("C1CC") == "" and Mo.canonical_smiles("") == ""
+    assert Mo.check_molecule(out[0]) == []
+
+
+def _fake(n_seeds, outside, discrete):
+    runs = {m: dict(history=[], seconds=0.0, decoded=["AK", "KK"], decoded_valid=[True, False])
+            for m in D.METHODS}
+    res = [dict(measure="novel_circles", runs=runs,
+                draws={m: {"outside": np.array(outside[m]) + s} for m in D.METHODS})
+           for s in range(n_seeds)]
+    if discrete:
+        for r in res:
+            r["description"] = "toy"
+    return res
+
+
+def test_ablation_claim_and_sample_files(tmp_path):
+    from jaxkit.actflow import report
+
+    vals = {m: [0.1, 0.12, 0.11] for m in D.METHODS}
+    hi = dict(vals, actflow=[0.30, 0.32, 0.31])
+    c = report.ablation_claim(_fake(1, hi, True), _fake(1, vals, False))
+    assert c.verdict == "yes" and c.measured.startswith("0.200")
+    c = report.ablation_claim(_fake(1, vals, True), _fake(1, hi, False))
+    assert c.verdict == "no"
+    noisy = dict(vals, actflow=[0.0, 0.5, 0.2])
+    assert report.ablation_claim(_fake(1, noisy, True), _fake(1, noisy, False)).verdict \
+        == "not shown"
+    paths = report.write_samples({"peptides-discrete": _fake(2, vals, True),
+                                  "rings": _fake(1, vals, False)}, tmp_path)
+    assert [p.name for p in paths] == ["actflow_peptides-discrete_samples.csv"]
+    lines = paths[0].read_text().splitlines()
+    assert lines[0] == "seed,method,valid,sequence" and lines[1] == "0,pretrained,1,AK"
+    assert len(lines) == 1 + 2 * len(D.METHODS) * 2

@@ -33,6 +33,11 @@ def _check(res, out: Path, domains):
     for d in domains:  # every final number has its per-unit values in metrics.json
         assert set(res.metrics["final"][d]) == set(res.metrics[d])
     assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown"}
+    for d in domains:  # the final samples of the discrete domains, decoded
+        if d in ("peptides-discrete", "molecules", "proteins"):
+            rows = (out / f"actflow_{d}_samples.csv").read_text().splitlines()
+            assert rows[0].endswith("smiles" if d == "molecules" else "sequence")
+            assert len(rows) > 1 and f"`actflow_{d}_samples.csv`" in res.markdown
 
 
 def test_config_fields_and_validation():

@@ -17,6 +17,7 @@ next to the seed-to-seed spread, and it is the conservative direction for an aud
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxkit import distributed as jd
 from jaxkit import stats
 
 from . import baselines as B
@@ -98,14 +100,22 @@ def add_carbon_fingerprints(data: MolDataset, rng: np.random.Generator,
 def baseline_predictions(key, data: MolDataset, splits: Splits, *, sigma: float,
                          settings: B.FamilySettings = B.FamilySettings(),
                          add_carbon_strengths: Sequence[int] = (1, 2, 3),
-                         add_carbon_variants: int = 2) -> tuple[dict, dict]:
+                         add_carbon_variants: int = 2, mesh=None) -> tuple[dict, dict]:
     """The baseline family on every seed of ``splits``: ``({name: (S, n) or (S, K, n)},
-    strengths)``. ``sigma`` is the experimental error of the noise ceiling."""
+    strengths)``. ``sigma`` is the experimental error of the noise ceiling. With a
+    ``mesh`` of several devices the seeds are split over its ``"data"`` axis
+    (:func:`jaxkit.distributed.sharded_runs`; seed ``s`` draws from ``fold_in(key, s)``
+    on any number of devices, so the predictions do not depend on the mesh)."""
     k_addc, k_fam = jax.random.split(key)
     rng = stats.as_generator(k_addc)
     addc = add_carbon_fingerprints(data, rng, add_carbon_strengths, add_carbon_variants)
     fd = B.family_data(data.y, data.desc, data.fp, addc, sigma)
-    out = _family_jit(settings)(k_fam, fd, jnp.asarray(splits.train))
+    train = jnp.asarray(splits.train)
+    mesh = jd.data_mesh(mesh)
+    if mesh is None:
+        out = _family_jit(settings)(k_fam, fd, train)
+    else:
+        out = _family_sharded(settings, mesh)(k_fam, fd, train)
     strengths = {"shuffled_inputs": tuple(settings.fractions),
                  "replaced_bits": tuple(settings.fractions),
                  "add_carbon": tuple(int(k) for k in add_carbon_strengths)}
@@ -126,6 +136,22 @@ def _family_jit(settings: B.FamilySettings):
         _FAMILY_CACHE[settings] = jax.jit(lambda k, d, t: B.run_family(k, d, t, settings,
                                                                          seed_batch=1))
     return _FAMILY_CACHE[settings]
+
+
+def _family_runs(keys, data: B.FamilyData, train, settings: B.FamilySettings):
+    """The family on the runs a device holds (``keys`` (R,), ``train`` (R, n)), one seed
+    per ``lax.map`` step (see :func:`_family_jit`)."""
+    return jax.lax.map(lambda kt: B.baseline_family(kt[0], data, kt[1], settings),
+                       (keys, train))
+
+
+def _family_sharded(settings: B.FamilySettings, mesh):
+    ck = (settings, mesh)
+    if ck not in _FAMILY_CACHE:
+        _FAMILY_CACHE[ck] = jd.sharded_runs(
+            functools.partial(_family_runs, settings=settings), mesh,
+            in_axes=(0, None, 0), out_axes=0)
+    return _FAMILY_CACHE[ck]
 
 
 def _per_seed(y, pred, test) -> dict:

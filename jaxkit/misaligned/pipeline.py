@@ -9,8 +9,9 @@ exposing what the models do not learn; random splits flatter models. Per data se
 1. ``misaligned-data-<ds>``: load (:mod:`jaxkit.data.molecules`), subsample to
    ``cfg.max_molecules`` (``ctx.rng``), featurise; ``seeds`` random and ``seeds``
    scaffold splits.
-2. ``misaligned-<ds>-baselines``: the whole baseline family, vmapped over the ``2 seeds``
-   splits and the perturbation strengths, in one compiled call.
+2. ``misaligned-<ds>-baselines``: the whole baseline family over the ``2 seeds`` splits
+   (split over ``ctx.mesh``'s ``"data"`` axis, one seed at a time per device) and
+   vmapped over the perturbation strengths, in one compiled call.
 3. ``misaligned-<ds>-<model>``: the MLP and the MPNN, all ``2 seeds`` trainings in one
    :func:`jaxkit.training.fit` with checkpoints under ``out_dir/checkpoints/``.
 4. :func:`jaxkit.misaligned.audit.evaluate` per split; report and claims in
@@ -74,7 +75,7 @@ def run(ctx: RunContext) -> PipelineResult:
             ctx.key(f"misaligned-baselines-{d.name}"), d, b,
             sigma=d.info["experimental_error"], settings=fam,
             add_carbon_strengths=cfg.add_carbon_strengths,
-            add_carbon_variants=cfg.add_carbon_variants))
+            add_carbon_variants=cfg.add_carbon_variants, mesh=ctx.mesh))
         arrays = dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
         preds = {}
         for kind in Mo.MODELS:

@@ -196,6 +196,19 @@ def test_family_seeds_are_independent_and_compiled_once(mols, family_out, family
     assert not np.allclose(np.asarray(rev["label_scramble"])[::-1], out["label_scramble"])
 
 
+def test_family_on_eight_devices_equals_one(family_out):
+    """Seeds split over a mesh of the 8 simulated devices (padded from 4 to 8) give the
+    one-device predictions: seed s draws from fold_in(key, s) wherever it runs."""
+    from jaxkit import distributed as jd
+
+    splits, fd, out = family_out
+    mesh = jd.make_mesh({"data": -1})
+    assert mesh.devices.size == 8
+    got = E._family_sharded(SETTINGS, mesh)(jax.random.key(0), fd, jnp.asarray(splits.train))
+    for k, v in out.items():
+        np.testing.assert_allclose(np.asarray(got[k]), v, atol=2e-4, err_msg=k)
+
+
 # -- metrics and the bootstrap --------------------------------------------------------
 
 def test_metrics_against_numpy_scipy_sklearn():

@@ -83,3 +83,36 @@ def test_bad_files_name_the_experiment(tmp_path, change, match):
     change(doc)
     with pytest.raises(DataError, match=match):
         userfile.read_hypotheses(_write(tmp_path, doc))
+
+
+def test_cli_discover_ranks_the_file_and_names_bad_input(tmp_path):
+    from typer.testing import CliRunner
+
+    from jaxkit.contrastive.cli import contrastive_app
+
+    doc = dict(DOC, prior=[0.6, 0.4], observed=[{"experiment": "noisy", "outcome": "hi"}])
+    p, out = _write(tmp_path, doc), tmp_path / "rank.json"
+    r = CliRunner().invoke(contrastive_app, ["discover", str(p), "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "not resolved" in r.output and "decisive" in r.output
+    got = json.loads(out.read_text())
+    post = np.array([0.6 * 0.2, 0.4 * 0.7]) / (0.6 * 0.2 + 0.4 * 0.7)
+    np.testing.assert_allclose([got["posterior"]["h1"], got["posterior"]["h2"]], post,
+                               rtol=1e-5)
+    assert [e["experiment"] for e in got["ranking"]] == ["decisive", "useless"]
+    assert got["ranking"][0]["eig"] == pytest.approx(_mi(post, [[1, 0], [0, 1]]), abs=1e-5)
+    assert got["ranking"][1]["eig"] == pytest.approx(0.0, abs=1e-6)
+    assert got["resolved"] is False
+    # a loose threshold resolves it; --top keeps the best only
+    r = CliRunner().invoke(contrastive_app, ["discover", str(p), "--tau", "0.6", "--top", "1",
+                                             "--json", str(out)])
+    assert r.exit_code == 0 and json.loads(out.read_text())["resolved"] is True
+    assert len(json.loads(out.read_text())["ranking"]) == 1
+    bad = json.loads(json.dumps(DOC))
+    bad["experiments"][1]["cost"] = 0
+    r = CliRunner().invoke(contrastive_app, ["discover", str(_write(tmp_path, bad, "b.json"))])
+    assert r.exit_code == 2 and "experiment 1 ('useless')" in r.output
+    r = CliRunner().invoke(contrastive_app, ["discover", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and "missing.json" in r.output
+    r = CliRunner().invoke(contrastive_app, ["discover", str(p), "--tau", "0"])
+    assert r.exit_code == 2 and "--tau" in r.output

@@ -39,7 +39,16 @@ from jaxtyping import Array, Float, Int
 
 from ..checks import fail
 from .activations import batch_topk, jumprelu, relu, sparsify
-from .cross_model import RestFn, Sites, UCParams, UCSpec, _check_act, check_sites, uc_forward
+from .cross_model import (
+    RestFn,
+    Sites,
+    UCParams,
+    UCSpec,
+    _check_act,
+    check_sites,
+    uc_decode,
+    uc_encode,
+)
 from .params import DEFAULT_BANDWIDTH, Activation
 
 __all__ = ["uc_errors", "uc_replacement", "uc_attribution", "class_attribution",
@@ -62,11 +71,15 @@ def _act_one_depth(params: UCParams, pre, s: int, activation, k, bandwidth):
 
 
 def uc_errors(params: UCParams, sites: Sites, spec: UCSpec, *, activation: Activation = "topk",
-              k: int | None = None, bandwidth: float = DEFAULT_BANDWIDTH) -> tuple:
+              k: int | None = None, bandwidth: float = DEFAULT_BANDWIDTH,
+              read: Float[Array, " M"] | None = None, live: Float[Array, "D F"] | None = None
+              ) -> tuple:
     """``e[m][l] = h[m][l+1] - yhat[m][l]``: the open-loop errors at the real activations
-    (BatchTopK as per-image TopK), gradients stopped."""
+    (BatchTopK as per-image TopK; ``read`` and ``live`` as in
+    :func:`~.cross_model.uc_loss`), gradients stopped."""
     act = "topk" if activation == "batch_topk" else activation
-    _, yhat = uc_forward(params, sites, spec, activation=act, k=k, bandwidth=bandwidth)
+    z = uc_encode(params, sites, spec, activation=act, k=k, bandwidth=bandwidth, read=read)
+    yhat = uc_decode(params, z if live is None else z * live, spec)
     return tuple(tuple(jax.lax.stop_gradient(sites[m][j + 1] - yhat[m][j])
                        for j in range(len(dm))) for m, dm in enumerate(spec.depth_map))
 
@@ -125,8 +138,8 @@ def uc_replacement(params: UCParams, sites: Sites, spec: UCSpec, rest_fns: Seque
 def uc_attribution(params: UCParams, sites: Sites, spec: UCSpec, rest_fns: Sequence[RestFn],
                    model_params: Sequence[Any], *, activation: Activation = "topk",
                    k: int | None = None, bandwidth: float = DEFAULT_BANDWIDTH,
-                   with_errors: bool = True, read: Float[Array, " M"] | None = None
-                   ) -> Float[Array, "B M C D F"]:
+                   with_errors: bool = True, read: Float[Array, " M"] | None = None,
+                   live: Float[Array, "D F"] | None = None) -> Float[Array, "B M C D F"]:
     """Activation x gradient of every latent on every model's centred class logits, per
     image (module docstring). All models must have the same number of classes ``C``.
 
@@ -134,13 +147,15 @@ def uc_attribution(params: UCParams, sites: Sites, spec: UCSpec, rest_fns: Seque
       params, sites, spec, rest_fns, model_params: see :func:`uc_replacement`.
       activation, k, bandwidth, read: see :func:`uc_replacement`.
       with_errors: hold the error terms fixed (True) or use the transcoder alone.
+      live: optional ``(D, F)`` 0/1 mask of the latents that exist (see
+        :func:`~.cross_model.uc_loss`); the attribution is taken at ``g = live``.
 
     Returns:
       ``A (B, M, C, D, F)``.
     """
     sites = check_sites(spec, sites)
     errors = uc_errors(params, sites, spec, activation=activation, k=k,
-                       bandwidth=bandwidth) if with_errors else None
+                       bandwidth=bandwidth, read=read, live=live) if with_errors else None
 
     def one(site_row, err_row):
         s1 = jax.tree.map(lambda a: a[None], site_row)
@@ -152,7 +167,10 @@ def uc_attribution(params: UCParams, sites: Sites, spec: UCSpec, rest_fns: Seque
                                        bandwidth=bandwidth, read=read, check=False)
             return jnp.stack([centred(lg)[0] for lg in logits])  # (M, C)
 
-        return jax.jacrev(f)(jnp.ones((spec.n_depths, spec.n_latents), site_row[0][0].dtype))
+        g0 = jnp.ones((spec.n_depths, spec.n_latents), site_row[0][0].dtype)
+        if live is None:
+            return jax.jacrev(f)(g0)
+        return jax.jacrev(f)(g0 * live) * live  # a latent that does not exist has none
 
     return jax.vmap(one)(sites, errors)
 

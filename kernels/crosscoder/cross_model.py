@@ -184,16 +184,29 @@ def uc_init(key: PRNGKeyArray, spec: UCSpec, *, threshold: float = 0.03,
     fan = [0] * D
     for m, j, s in spec.layers():
         fan[s] += spec.d_sites[m][j]
+    # one standard-normal draw cut into every matrix (one random-bits program to compile)
+    shapes = [((spec.d_sites[m][j], F), (D, F, spec.d_sites[m][j + 1]))
+              for m, j, _ in spec.layers()]
+    total = sum(math.prod(a) + math.prod(b) for a, b in shapes)
+    noise, off = jax.random.normal(key, (total,)), 0
+
+    def take(shape):
+        nonlocal off
+        n = math.prod(shape)
+        out = noise[off:off + n].reshape(shape)
+        off += n
+        return out
+
     W_enc, W_dec, b_dec = [], [], []
+    i = 0
     for m, dm in enumerate(spec.depth_map):
         we, wd, bd = [], [], []
         for j, s in enumerate(dm):
-            k1, k2, key = jax.random.split(key, 3)
-            d_in, d_out = spec.d_sites[m][j], spec.d_sites[m][j + 1]
-            we.append((jax.random.normal(k1, (d_in, F)) / math.sqrt(fan[s])).astype(dtype))
-            w = jax.random.normal(k2, (D, F, d_out)) / math.sqrt(D * F)
+            (enc_shape, dec_shape), i = shapes[i], i + 1
+            we.append((take(enc_shape) / math.sqrt(fan[s])).astype(dtype))
+            w = take(dec_shape) / math.sqrt(D * F)
             wd.append((w * uc_source_mask(spec, m, j)[:, None, None]).astype(dtype))
-            bd.append(jnp.zeros((d_out,), dtype))
+            bd.append(jnp.zeros((dec_shape[-1],), dtype))
         W_enc.append(tuple(we))
         W_dec.append(tuple(wd))
         b_dec.append(tuple(bd))
@@ -316,7 +329,9 @@ def uc_loss(params: UCParams, sites: Sites, spec: UCSpec, *, rest_fns: Sequence[
             model_params: Sequence[Any] = (), activation: Activation = "topk",
             k: int | None = None, bandwidth: float = DEFAULT_BANDWIDTH,
             sparsity_coef: float = 0.0, sparsity: str = "l1", tanh_c: float = 1.0,
-            fidelity_coef: float = 0.0) -> tuple[Float[Array, ""], UCOut]:
+            fidelity_coef: float = 0.0, read: Float[Array, " M"] | None = None,
+            write: Float[Array, " M"] | None = None, live: Float[Array, "D F"] | None = None
+            ) -> tuple[Float[Array, ""], UCOut]:
     """``recon + sparsity_coef * sparsity + fidelity_coef * fidelity`` (module docstring).
 
     Args:
@@ -332,6 +347,15 @@ def uc_loss(params: UCParams, sites: Sites, spec: UCSpec, *, rest_fns: Sequence[
       sparsity: ``"l1"`` or ``"tanh"`` (JumpReLU always uses the straight-through L0).
       tanh_c: the ``c`` of the tanh penalty.
       fidelity_coef: weight of the output-fidelity KL (>= 0).
+      read: optional ``(M,)`` weights of each model's encoder contribution (see
+        :func:`uc_encode`).
+      write: optional ``(M,)`` weights of each model's target sites in the
+        reconstruction and fidelity means (``recon = sum_(m, j) write_m FVU / sum write_m``
+        over target sites, the KL likewise); ``UCOut.fvu`` stays per site, unweighted.
+      live: optional ``(D, F)`` 0/1 mask multiplying the codes (0: the latent is off).
+        ``read = write = e_m`` with ``live`` off on the depths model ``m`` has no layer
+        at is a single-model CLT of model ``m`` in the shapes of the cross-model one
+        (so both train in one compiled program).
 
     Returns:
       ``(loss, UCOut)``.
@@ -347,11 +371,15 @@ def uc_loss(params: UCParams, sites: Sites, spec: UCSpec, *, rest_fns: Sequence[
                          "models when `fidelity_coef` > 0")
     sites = check_sites(spec, sites, finite=False)
     _check_act(activation, k, spec.n_latents)
-    pre = uc_pre(params, [s[:-1] for s in sites], spec)
+    pre = uc_pre(params, [s[:-1] for s in sites], spec, read)
     z = _sparsify(params, pre, activation, k, bandwidth)
+    if live is not None:
+        z = z * live
     yhat = uc_decode(params, z, spec)
     fvus = jnp.stack([fvu_unchecked(sites[m][j + 1], yhat[m][j]) for m, j, _ in spec.layers()])
-    recon = jnp.mean(fvus)
+    wl = (jnp.ones((len(fvus),), fvus.dtype) if write is None else
+          jnp.stack([write[m] for m, _, _ in spec.layers()]).astype(fvus.dtype))
+    recon = jnp.sum(wl * fvus) / jnp.maximum(jnp.sum(wl), 1e-12)
     sq = jnp.zeros((spec.n_depths, spec.n_latents), z.dtype)
     for m, j, _ in spec.layers():
         w = params.W_dec[m][j] * uc_source_mask(spec, m, j).astype(z.dtype)[:, None, None]
@@ -370,7 +398,7 @@ def uc_loss(params: UCParams, sites: Sites, spec: UCSpec, *, rest_fns: Sequence[
             ref = jax.lax.stop_gradient(rest_fns[m](model_params[m], L, sites[m][L]))
             kls += [kl_logits(ref, rest_fns[m](model_params[m], j + 1, yhat[m][j]))
                     for j in range(L)]
-        kl = jnp.mean(jnp.stack(kls))
+        kl = jnp.sum(wl * jnp.stack(kls)) / jnp.maximum(jnp.sum(wl), 1e-12)
     l0 = jnp.mean(jnp.sum((z != 0).astype(z.dtype), axis=(1, 2)))
     loss = recon + sparsity_coef * pen + fidelity_coef * kl
     return loss, UCOut(recon, fvus, kl, pen, l0)

@@ -128,6 +128,41 @@ def test_depth_zero_latents_write_every_layer_and_read_both_models(setup):
     np.testing.assert_allclose(z1[:, 0], z2[:, 0], rtol=1e-12)
 
 
+def test_single_model_masks_read_and_write_one_model(setup):
+    """read = write = e_0 and live off at depth 1 (model 0 has no layer there): the loss
+    is model 0's mean FVU and KL, no gradient reaches model 1's encoders, and the
+    masked depth's latents never fire."""
+    spec, params, sites, rest, mps = setup
+    read = jnp.array([1.0, 0.0])
+    live = jnp.ones((3, F)).at[1].set(0.0)
+    kw = dict(rest_fns=rest, model_params=mps, k=2, fidelity_coef=1.0)
+
+    @jax.jit
+    def everything(p):
+        def loss(p):
+            return cc.uc_loss(p, sites, spec, read=read, write=read, live=live, **kw)
+
+        (val, out), g = jax.value_and_grad(loss, has_aux=True)(p)
+        z = cc.uc_encode(p, sites, spec, k=2, read=read) * live
+        full = cc.uc_loss(p, sites, spec, **kw)[1]
+        A = cc.uc_attribution(p, sites, spec, rest, mps, k=2, read=read, live=live)
+        return val, out, g, z, full, A
+
+    val, out, g, z, full, A = everything(params)
+    # fvu is per site in spec.layers() order: model 0's two layers come first
+    np.testing.assert_allclose(out.recon, np.mean(np.asarray(out.fvu)[:2]), rtol=1e-12)
+    np.testing.assert_allclose(val, out.recon + out.kl, rtol=1e-12)
+    assert all(np.all(np.asarray(w) == 0) for w in g.W_enc[1])
+    assert all(np.all(np.asarray(w) == 0) for w in g.W_dec[1])
+    assert np.any(np.asarray(g.W_enc[0][0]) != 0)
+    assert np.all(np.asarray(z[:, 1]) == 0)
+    np.testing.assert_allclose(out.l0, np.mean((np.asarray(z) != 0).sum((1, 2))), rtol=1e-12)
+    # the defaults are the plain cross-model loss
+    np.testing.assert_allclose(full.recon, np.mean(np.asarray(full.fvu)), rtol=1e-12)
+    # attribution at g = live: a latent that does not exist has none
+    assert np.all(np.asarray(A)[:, :, :, 1] == 0) and np.any(np.asarray(A) != 0)
+
+
 def test_jit_equals_eager_and_no_retrace(setup):
     spec, params, sites, rest, mps = setup
 

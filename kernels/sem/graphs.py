@@ -19,6 +19,7 @@ mixture over families is one compiled function.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -26,7 +27,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int, PRNGKeyArray
 
 __all__ = ["GRAPHS", "active_mask", "relabel", "orient_by_order", "er_graph", "sf_graph",
-           "ws_graph", "sbm_graph", "geometric_graph", "sample_graph", "edge_count"]
+           "ws_graph", "sbm_graph", "geometric_graph", "graph_family", "sample_graph",
+           "edge_count"]
 
 #: Graph family codes, in the order :func:`sample_graph` indexes them.
 GRAPHS = ("er", "sf", "ws", "sbm", "grg")
@@ -222,13 +224,48 @@ def geometric_graph(key: PRNGKeyArray, d_max: int, d, edges_per_node
     return orient_by_order(k_o, dist2 < r2, d)
 
 
+def graph_family(key: PRNGKeyArray, family: int, d_max: int, d, edges_per_node
+                 ) -> Bool[Array, "d d"]:
+    """A DAG of family ``GRAPHS[family]`` with a *static* ``family`` code, drawing the WS
+    rewiring probability and the SBM block count / ratio from ``key``:
+    ``rewire ~ U[0.1, 0.5]``, ``B ~ U{2, 3, 4}``, ``ratio ~ U[4, 20]`` (the branches of
+    :func:`sample_graph`).
+
+    Args:
+        key: PRNG key.
+        family: int code in ``[0, 5)`` (static), see :data:`GRAPHS`.
+        d_max: node slots (static).
+        d: active nodes (traced).
+        edges_per_node: ``k`` (traced).
+
+    Returns:
+        Boolean adjacency ``(d_max, d_max)``.
+    """
+    d_max = _check_dmax(d_max)
+    if not isinstance(family, int) or not 0 <= family < len(GRAPHS):
+        raise ValueError(f"`family` must be a static int in [0, {len(GRAPHS)}); got {family!r}")
+    k_g, k_a, k_b, k_c = jax.random.split(key, 4)
+    k = jnp.asarray(edges_per_node, jnp.float32)
+    if family == 0:
+        return er_graph(k_g, d_max, d, k)
+    if family == 1:
+        return sf_graph(k_g, d_max, d, k)
+    if family == 2:
+        rewire = jax.random.uniform(k_a, (), jnp.float32, 0.1, 0.5)
+        return ws_graph(k_g, d_max, d, k, rewire=rewire)
+    if family == 3:
+        blocks = jax.random.randint(k_b, (), 2, 5)
+        ratio = jax.random.uniform(k_c, (), jnp.float32, 4.0, 20.0)
+        return sbm_graph(k_g, d_max, d, k, n_blocks=blocks, ratio=ratio)
+    return geometric_graph(k_g, d_max, d, k)
+
+
 def sample_graph(key: PRNGKeyArray, family: Int[Array, ""], d_max: int, d,
                  edges_per_node) -> Bool[Array, "d d"]:
     """A DAG of family ``GRAPHS[family]`` (traced code, so one compiled function serves a
-    mixture of families; under ``vmap`` every family is computed and one selected).
-
-    The WS rewiring probability and the SBM block count / ratio are drawn from ``key``:
-    ``rewire ~ U[0.1, 0.5]``, ``B ~ U{2, 3, 4}``, ``ratio ~ U[4, 20]``.
+    mixture of families: a ``lax.switch`` over :func:`graph_family`; under ``vmap`` every
+    family is computed and one selected, :func:`.prior.sample_tasks` groups tasks by
+    family instead).
 
     Args:
         key: PRNG key.
@@ -241,19 +278,9 @@ def sample_graph(key: PRNGKeyArray, family: Int[Array, ""], d_max: int, d,
         Boolean adjacency ``(d_max, d_max)``.
     """
     d_max = _check_dmax(d_max)
-    k_g, k_a, k_b, k_c = jax.random.split(key, 4)
-    rewire = jax.random.uniform(k_a, (), jnp.float32, 0.1, 0.5)
-    blocks = jax.random.randint(k_b, (), 2, 5)
-    ratio = jax.random.uniform(k_c, (), jnp.float32, 4.0, 20.0)
-    k = jnp.asarray(edges_per_node, jnp.float32)
-    branches = [
-        lambda: er_graph(k_g, d_max, d, k),
-        lambda: sf_graph(k_g, d_max, d, k),
-        lambda: ws_graph(k_g, d_max, d, k, rewire=rewire),
-        lambda: sbm_graph(k_g, d_max, d, k, n_blocks=blocks, ratio=ratio),
-        lambda: geometric_graph(k_g, d_max, d, k),
-    ]
-    return jax.lax.switch(jnp.clip(family, 0, len(GRAPHS) - 1), branches)
+    fam = jnp.clip(jnp.asarray(family, jnp.int32), 0, len(GRAPHS) - 1)
+    return jax.lax.switch(fam, [functools.partial(graph_family, key, f, d_max, d, edges_per_node)
+                                for f in range(len(GRAPHS))])
 
 
 def edge_count(a: Bool[Array, "d d"]) -> Int[Array, ""]:

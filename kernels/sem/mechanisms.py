@@ -37,17 +37,20 @@ its codes and flags, so one compiled function samples any mixture of tasks.
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from ._draws import normals, uniforms
+from ._draws import hash_normals, hash_uniforms, normals, uniforms
 from .prior_noise import prior_noise
 
 __all__ = ["MECHANISMS", "INTERVENTION_TYPES", "MechParams", "init_mechanisms",
-           "topological_order", "simulate_scm", "masked_moments"]
+           "init_mechanism", "topological_order", "simulate_mechanism", "simulate_scm",
+           "masked_moments", "fast_cos"]
 
 #: Mechanism codes, in the order :func:`simulate_scm` indexes them.
 MECHANISMS = ("linear", "mlp", "rff", "sigmoid", "hetero")
@@ -115,6 +118,49 @@ def init_mechanisms(key: PRNGKeyArray, adj: Bool[Array, "d d"], *, w_low=0.5, w_
     )
 
 
+def init_mechanism(key: PRNGKeyArray, adj: Bool[Array, "d d"], code: int, *, w_low=0.5,
+                   w_high=2.0, scale_low=0.5, scale_high=1.5) -> MechParams:
+    """The parameters of mechanism ``MECHANISMS[code]`` only (``code`` static): the same
+    laws as :func:`init_mechanisms` for the fields that mechanism uses, zeros elsewhere,
+    so a task draws only the random numbers its family needs (from the counter hash
+    of :mod:`._draws`).
+
+    Args:
+        key: PRNG key.
+        adj: boolean adjacency ``(d, d)``.
+        code: mechanism code in ``[0, 5)`` (static).
+        w_low, w_high, scale_low, scale_high: as :func:`init_mechanisms` (traced).
+
+    Returns:
+        :class:`MechParams` (unused fields zero).
+    """
+    if not isinstance(code, int) or not 0 <= code < len(MECHANISMS):
+        raise ValueError(f"`code` must be a static int in [0, {len(MECHANISMS)}); got {code!r}")
+    d = adj.shape[0]
+    a = adj.astype(jnp.float32)
+    k_u, k_n = jax.random.split(key)
+    lerp = lambda u, lo, hi: lo + (hi - lo) * u  # noqa: E731
+    z = dict(w=jnp.zeros((d, d)), w1=jnp.zeros((d, d, _H)), b1=jnp.zeros((d, _H)),
+             w2=jnp.zeros((d, _H)), omega=jnp.zeros((d, d, _M)), phi=jnp.zeros((d, _M)),
+             c=jnp.zeros((d, _M)), slope=jnp.zeros((d, d)), g=jnp.zeros((d, d)))
+    if code in (0, 3):  # linear / additive sigmoid: signed weights (+ slopes)
+        mag, sign, slope, scale = hash_uniforms(k_u, (d, d), (d, d), (d, d), (d,))
+        z["w"] = a * lerp(mag, w_low, w_high) * jnp.where(sign < 0.5, 1.0, -1.0)
+        if code == 3:
+            z["slope"] = lerp(slope, 1.0, 3.0)
+    elif code in (1, 4):  # MLP (+ heteroscedastic scale weights)
+        (scale,) = hash_uniforms(k_u, (d,))
+        w1, b1, w2, g = hash_normals(k_n, (d, d, _H), (d, _H), (d, _H), (d, d))
+        z.update(w1=w1 * a[:, :, None], b1=b1 * 0.5, w2=w2)
+        if code == 4:
+            z["g"] = g * a
+    else:  # random Fourier features
+        ls, phi, scale = hash_uniforms(k_u, (d, 1, 1), (d, _M), (d,))
+        omega, c = hash_normals(k_n, (d, d, _M), (d, _M))
+        z.update(omega=omega / lerp(ls, 0.5, 2.0) * a[:, :, None], phi=phi * (2 * jnp.pi), c=c)
+    return MechParams(**z, noise_scale=lerp(scale, scale_low, scale_high))
+
+
 def topological_order(adj: Bool[Array, "d d"], active: Bool[Array, " d"]) -> Int[Array, " d"]:
     """A topological order of the active nodes of the DAG ``adj`` (``adj[v, j]``:
     ``j -> v``), padding slots last: nodes sorted by their depth (longest path from a
@@ -139,17 +185,109 @@ def masked_moments(v: Float[Array, " n"], m: Bool[Array, " n"]
     return mu, jnp.maximum(sd, 1e-6)
 
 
-def _mechanism(code, p: MechParams, xpa):
-    """``(f, sigma)`` of one node for all rows; ``p`` holds that node's parameters (its
-    rows of :class:`MechParams`) and ``xpa`` is ``x`` with non-parents zeroed."""
-    lin = xpa @ p.w
-    mlp = jnp.tanh(xpa @ p.w1 + p.b1) @ p.w2
-    rff = jnp.sqrt(2.0 / _M) * jnp.cos(xpa @ p.omega + p.phi) @ p.c
-    sig = (2.0 * jax.nn.sigmoid(xpa * p.slope) - 1.0) @ p.w
-    het = jax.nn.softplus(xpa @ p.g + 0.5) / jax.nn.softplus(0.5)
-    f = jnp.stack([lin, mlp, rff, sig, mlp])[code]
-    sigma = jnp.where(code == 4, het, 1.0)
-    return f, sigma
+def fast_cos(y):
+    """``cos y`` in float32 by range reduction to ``[0, pi/2]`` and the Taylor polynomial
+    of degree 14 (absolute error < 2e-6 for ``|y| < 1e3``; XLA's CPU ``cos`` is not
+    vectorised and was the random-Fourier-feature mechanism's main cost)."""
+    r = y - (2.0 * math.pi) * jnp.round(y * (0.5 / math.pi))
+    a = jnp.abs(r)
+    flip = a > 0.5 * math.pi
+    a = jnp.where(flip, math.pi - a, a)
+    s = a * a
+    p = jnp.float32(_COS[-1])
+    for c in _COS[-2::-1]:
+        p = p * s + c
+    return jnp.where(flip, -p, p)
+
+
+_COS = tuple((-1.0) ** k / math.factorial(2 * k) for k in range(8))
+
+
+def _mechanism(code: int, p: MechParams, x, pa):
+    """``(f, sigma)`` of one node for all rows under the static mechanism ``code``; ``p``
+    holds that node's parameters (its rows of :class:`MechParams`), ``x`` is the data
+    ``(n, d)`` and ``pa`` the node's parent mask (the weights are masked, never ``x``;
+    ``2 sigmoid(y) - 1`` is computed as ``tanh(y / 2)``)."""
+    if code == 0:
+        return x @ (p.w * pa), 1.0
+    if code == 2:
+        h = x @ (p.omega * pa[:, None]) + p.phi
+        return jnp.sqrt(2.0 / _M) * fast_cos(h) @ p.c, 1.0
+    if code == 3:
+        return jnp.tanh(0.5 * x * p.slope) @ (p.w * pa), 1.0
+    mlp = jnp.tanh(x @ (p.w1 * pa[:, None]) + p.b1) @ p.w2
+    if code == 1:
+        return mlp, 1.0
+    return mlp, jax.nn.softplus(x @ (p.g * pa) + 0.5) / jax.nn.softplus(0.5)
+
+
+#: The fields of :class:`MechParams` each mechanism reads (the rest are not scanned).
+_USES = {0: ("w",), 1: ("w1", "b1", "w2"), 2: ("omega", "phi", "c"), 3: ("w", "slope"),
+         4: ("w1", "b1", "w2", "g")}
+_PARENT_AXIS = ("w", "w1", "omega", "slope", "g")
+
+
+def simulate_mechanism(mechanism: int, key: PRNGKeyArray, adj: Bool[Array, "d d"],
+                       params: MechParams, eps: Float[Array, "n d"], *,
+                       active: Bool[Array, " d"], rows: Bool[Array, " n"],
+                       env: Int[Array, " n"], targets: Bool[Array, "k d"],
+                       itype: Int[Array, ""], iscm: Bool[Array, ""] | bool = False
+                       ) -> Float[Array, "n d"]:
+    """Ancestral sampling (module docstring) under the static mechanism ``mechanism``,
+    given the unit noise ``eps`` (before the noise scales); ``key`` draws the
+    interventions' values. :func:`simulate_scm` is this with a traced mechanism code and
+    the noise drawn from its code. Arguments as :func:`simulate_scm`.
+
+    Returns:
+        ``x`` ``(n, d)``; padding rows and node slots are 0.
+    """
+    n, d = rows.shape[0], adj.shape[0]
+    n_env = targets.shape[0]
+    z, zs, fac = uniforms(key, (n_env, d), (n_env, d), (n_env, d))
+    z = (1.0 + 2.0 * z) * jnp.where(zs < 0.5, 1.0, -1.0)
+    fac = 2.0 + 2.0 * fac
+    envc = jnp.clip(env, 0, n_env - 1)
+    hit = (env >= 0)[:, None] & targets[envc] & rows[:, None]  # (n, d)
+    order = topological_order(adj, active)
+    adjf = (adj & active[:, None] & active[None, :]).astype(jnp.float32)
+    eps = eps * params.noise_scale[None, :]
+
+    # everything into topological order: node axis first, parent axis second; the fields
+    # this mechanism does not read are replaced by placeholders
+    used = _USES[mechanism]
+    po = {}
+    for f in MechParams._fields:
+        a = getattr(params, f)
+        if f == "noise_scale" or f in used:
+            a = a[order]
+            po[f] = a[:, order] if f in _PARENT_AXIS else a
+        else:
+            po[f] = jnp.zeros((d,), a.dtype)
+    po = MechParams(**po)
+    xs = (po, adjf[order][:, order], eps[:, order].T, hit[:, order].T,
+          z[envc][:, order].T, fac[envc][:, order].T, active[order],
+          jnp.arange(d))
+
+    def body(xt, inp):
+        p, pa, e, hv, zv, fv, act, t = inp
+        n_pa = jnp.sum(pa)
+        f, sigma = _mechanism(mechanism, p, xt.T, pa)
+        ref = rows & ~hv
+        if mechanism != 0:
+            fm, fs = masked_moments(f, ref)
+            f = jnp.where(n_pa > 0, (f - fm) / fs, f)
+        e = jnp.where(hv & (itype == 1), e + zv * p.noise_scale, e)
+        e = jnp.where(hv & (itype == 2), e * fv, e)
+        val = f + sigma * e
+        m, s = masked_moments(val, ref)
+        val = jnp.where(hv & (itype == 0), m + zv * s, val)
+        val = jnp.where(iscm, (val - m) / s, val)
+        val = jnp.where(rows & act, val, 0.0)
+        return jax.lax.dynamic_update_slice(xt, val[None, :], (t, 0)), None
+
+    xt, _ = jax.lax.scan(body, jnp.zeros((d, n), jnp.float32), xs)
+    return xt[jnp.argsort(order)].T
+
 
 
 def simulate_scm(key: PRNGKeyArray, adj: Bool[Array, "d d"], params: MechParams, *,
@@ -162,7 +300,8 @@ def simulate_scm(key: PRNGKeyArray, adj: Bool[Array, "d d"], params: MechParams,
 
     The nodes and every parameter are first permuted into a topological order, so the
     scan over nodes indexes by its step counter only (no per-task gathers under
-    ``vmap``); the columns are permuted back at the end.
+    ``vmap``); the columns are permuted back at the end. The mechanism and the noise law
+    are ``lax.switch`` branches (:func:`simulate_mechanism`, :func:`.prior_noise.noise_law`).
 
     Args:
         key: PRNG key.
@@ -182,40 +321,8 @@ def simulate_scm(key: PRNGKeyArray, adj: Bool[Array, "d d"], params: MechParams,
     """
     n, d = rows.shape[0], adj.shape[0]
     k_noise, k_z = jax.random.split(key)
-    n_env = targets.shape[0]
-    z, zs, fac = uniforms(k_z, (n_env, d), (n_env, d), (n_env, d))
-    z = (1.0 + 2.0 * z) * jnp.where(zs < 0.5, 1.0, -1.0)
-    fac = 2.0 + 2.0 * fac
-    envc = jnp.clip(env, 0, n_env - 1)
-    hit = (env >= 0)[:, None] & targets[envc] & rows[:, None]  # (n, d)
-    order = topological_order(adj, active)
-    adjf = (adj & active[:, None] & active[None, :]).astype(jnp.float32)
-    eps = prior_noise(k_noise, (n, d), noise) * params.noise_scale[None, :]
-
-    # everything into topological order: node axis first, parent axis second
-    po = MechParams(*[a[order] for a in params])
-    po = po._replace(w=po.w[:, order], w1=po.w1[:, order], omega=po.omega[:, order],
-                     slope=po.slope[:, order], g=po.g[:, order])
-    xs = (po, adjf[order][:, order], eps[:, order].T, hit[:, order].T,
-          z[envc][:, order].T, fac[envc][:, order].T, active[order],
-          jnp.arange(d))
-
-    def body(x, inp):
-        p, pa, e, hv, zv, fv, act, t = inp
-        n_pa = jnp.sum(pa)
-        xpa = x * pa[None, :]
-        f, sigma = _mechanism(mechanism, p, xpa)
-        ref = rows & ~hv
-        fm, fs = masked_moments(f, ref)
-        f = jnp.where((mechanism != 0) & (n_pa > 0), (f - fm) / fs, f)
-        e = jnp.where(hv & (itype == 1), e + zv * p.noise_scale, e)
-        e = jnp.where(hv & (itype == 2), e * fv, e)
-        val = f + sigma * e
-        m, s = masked_moments(val, ref)
-        val = jnp.where(hv & (itype == 0), m + zv * s, val)
-        val = jnp.where(iscm, (val - m) / s, val)
-        val = jnp.where(rows & act, val, 0.0)
-        return jax.lax.dynamic_update_slice(x, val[:, None], (0, t)), None
-
-    x, _ = jax.lax.scan(body, jnp.zeros((n, d), jnp.float32), xs)
-    return x[:, jnp.argsort(order)]
+    eps = prior_noise(k_noise, (n, d), noise)
+    kw = dict(active=active, rows=rows, env=env, targets=targets, itype=itype, iscm=iscm)
+    mech = jnp.clip(jnp.asarray(mechanism, jnp.int32), 0, len(MECHANISMS) - 1)
+    return jax.lax.switch(mech, [functools.partial(simulate_mechanism, m, k_z, adj, params, eps,
+                                                   **kw) for m in range(len(MECHANISMS))])

@@ -29,6 +29,7 @@ The task's truth is ``adj[i, j]`` = the edge ``j -> i`` (LiNGAM convention).
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -36,18 +37,19 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._draws import uniforms
-from .graphs import GRAPHS, active_mask, sample_graph
+from .graphs import GRAPHS, active_mask, graph_family
+from .grouping import grouped_switch
 from .mechanisms import (
     INTERVENTION_TYPES,
     MECHANISMS,
-    init_mechanisms,
+    init_mechanism,
     masked_moments,
-    simulate_scm,
+    simulate_mechanism,
 )
-from .prior_noise import PRIOR_NOISES
+from .prior_noise import PRIOR_NOISES, noise_law
 
 __all__ = ["REGIMES", "Prior", "TaskSpec", "Task", "make_prior", "mix_priors", "sample_task",
-           "sample_tasks", "standardize_columns"]
+           "sample_tasks", "default_chunk", "standardize_columns"]
 
 #: Intervention regimes.
 REGIMES = ("observational", "atomic", "multi")
@@ -212,45 +214,25 @@ def _categorical(u, w):
     return jnp.minimum(jnp.sum(jnp.cumsum(w) <= u), w.shape[0] - 1).astype(jnp.int32)
 
 
-def sample_task(key: PRNGKeyArray, prior: Prior, *, d_max: int, n_max: int) -> Task:
-    """Draw one task from ``prior`` (module docstring), padded to ``d_max`` variables and
-    ``n_max`` rows (static). ``prior.d_range`` / ``n_range`` are clipped to
-    ``[2, d_max]`` / ``[2, n_max]``.
-
-    Args:
-        key: PRNG key.
-        prior: :class:`Prior` (traced).
-        d_max: variable slots (static, >= 2).
-        n_max: row slots (static, >= 2).
-
-    Returns:
-        A :class:`Task`.
-    """
+def _check_slots(d_max, n_max):
     if not isinstance(d_max, int) or d_max < 2:
         raise ValueError(f"`d_max` must be a Python int >= 2; got {d_max!r}")
     if not isinstance(n_max, int) or n_max < 2:
         raise ValueError(f"`n_max` must be a Python int >= 2; got {n_max!r}")
+
+
+def _draw(key, prior: Prior, d_max: int, n_max: int) -> dict:
+    """Steps 1 and 3 of the module docstring: every scalar of the task, its environments
+    and targets, and the keys of the later stages (graph, mechanism, noise)."""
     k_u, k_graph, k_mech, k_env, k_sim = jax.random.split(key, 5)
     (u,) = uniforms(k_u, (16,))
     d = _uniform_int(u[0], jnp.clip(prior.d_range[0], 2, d_max),
                      jnp.clip(prior.d_range[1], 2, d_max))
     n = _uniform_int(u[1], jnp.clip(prior.n_range[0], 2, n_max),
                      jnp.clip(prior.n_range[1], 2, n_max))
-    k = prior.k_range[0] + u[2] * (prior.k_range[1] - prior.k_range[0])
-    graph = _categorical(u[3], prior.graph_w)
-    mech = _categorical(u[4], prior.mech_w)
-    noise = _categorical(u[5], prior.noise_w)
     regime = _categorical(u[6], prior.regime_w)
-    itype = _categorical(u[7], prior.itype_w)
-    known = u[8] < prior.p_known
-    stdz = u[9] < prior.p_standardize
-    iscm = u[10] < prior.p_iscm
     frac = prior.obs_frac[0] + u[11] * (prior.obs_frac[1] - prior.obs_frac[0])
-
     active = active_mask(d_max, d)
-    adj = sample_graph(k_graph, graph, d_max, d, k)
-    params = init_mechanisms(k_mech, adj, w_low=prior.w_range[0], w_high=prior.w_range[1],
-                             scale_low=prior.scale_range[0], scale_high=prior.scale_range[1])
 
     # environments: atomic -> one target each, cycling through a random order of the nodes
     n_env = _uniform_int(u[12], 1, d)
@@ -266,25 +248,117 @@ def sample_task(key: PRNGKeyArray, prior: Prior, *, d_max: int, n_max: int) -> T
     n_obs = jnp.where(regime == 0, n, jnp.clip(jnp.round(frac * n).astype(jnp.int32), 0, n))
     r = jnp.arange(n_max)
     env = jnp.where(rows & (r >= n_obs), (r - n_obs) % n_env, -1)
-    x = simulate_scm(k_sim, adj, params, mechanism=mech, noise=noise, active=active,
-                     rows=rows, env=env, targets=targets, itype=itype, iscm=iscm)
-    x = jnp.where(stdz, standardize_columns(x, rows), x)
+    k_noise, k_z = jax.random.split(k_sim)
+    return dict(
+        d=d, n=n, k=prior.k_range[0] + u[2] * (prior.k_range[1] - prior.k_range[0]),
+        graph=_categorical(u[3], prior.graph_w), mech=_categorical(u[4], prior.mech_w),
+        noise=_categorical(u[5], prior.noise_w), regime=regime,
+        itype=_categorical(u[7], prior.itype_w), known=u[8] < prior.p_known,
+        stdz=u[9] < prior.p_standardize, iscm=u[10] < prior.p_iscm, n_env=n_env,
+        n_obs=n_obs, active=active, rows=rows, env=env, targets=targets,
+        k_graph=k_graph, k_mech=k_mech, k_noise=k_noise, k_z=k_z,
+        w_range=prior.w_range, scale_range=prior.scale_range)
+
+
+def _graph_branch(family: int, d_max: int):
+    return lambda t: graph_family(t["k_graph"], family, d_max, t["d"], t["k"])
+
+
+def _noise_branch(code: int, n_max: int, d_max: int):
+    return lambda t: noise_law(t["k_noise"], (n_max, d_max), code)
+
+
+def _mech_branch(code: int):
+    def run(t):
+        params = init_mechanism(t["k_mech"], t["adj"], code, w_low=t["w_range"][0],
+                                w_high=t["w_range"][1], scale_low=t["scale_range"][0],
+                                scale_high=t["scale_range"][1])
+        return simulate_mechanism(code, t["k_z"], t["adj"], params, t["eps"],
+                                  active=t["active"], rows=t["rows"], env=t["env"],
+                                  targets=t["targets"], itype=t["itype"], iscm=t["iscm"])
+    return run
+
+
+def _finish(t) -> Task:
+    """Steps 4 (standardisation) and 5 (the indicator channel)."""
+    rows, active, env, d_max = t["rows"], t["active"], t["env"], t["active"].shape[0]
+    x = jnp.where(t["stdz"], standardize_columns(t["x"], rows), t["x"])
     x = jnp.where(active[None, :], x, 0.0)
-    tgt = (env >= 0)[:, None] & targets[jnp.clip(env, 0, d_max - 1)] & rows[:, None]
-    ind = (tgt & known).astype(jnp.float32)
-    spec = TaskSpec(d=d, n=n, n_obs=n_obs, n_env=jnp.where(regime == 0, 0, n_env),
-                    graph=graph, mechanism=mech, noise=noise, regime=regime, itype=itype,
-                    known=known, standardized=stdz, iscm=iscm, edges_per_node=k)
+    tgt = (env >= 0)[:, None] & t["targets"][jnp.clip(env, 0, d_max - 1)] & rows[:, None]
+    ind = (tgt & t["known"]).astype(jnp.float32)
+    spec = TaskSpec(d=t["d"], n=t["n"], n_obs=t["n_obs"],
+                    n_env=jnp.where(t["regime"] == 0, 0, t["n_env"]), graph=t["graph"],
+                    mechanism=t["mech"], noise=t["noise"], regime=t["regime"],
+                    itype=t["itype"], known=t["known"], standardized=t["stdz"],
+                    iscm=t["iscm"], edges_per_node=t["k"])
     return Task(x=x, indicator=ind, targets=tgt, env=env, var_mask=active, sample_mask=rows,
-                adj=adj, spec=spec)
+                adj=t["adj"], spec=spec)
 
 
-def sample_tasks(key: PRNGKeyArray, prior: Prior, batch: int, *, d_max: int, n_max: int
-                 ) -> Task:
-    """``batch`` independent tasks (``vmap`` of :func:`sample_task` over split keys); every
-    leaf of the returned :class:`Task` has a leading batch axis. Jit with ``batch``,
-    ``d_max``, ``n_max`` static; a new ``prior`` value does not recompile."""
+def sample_task(key: PRNGKeyArray, prior: Prior, *, d_max: int, n_max: int) -> Task:
+    """Draw one task from ``prior`` (module docstring), padded to ``d_max`` variables and
+    ``n_max`` rows (static). ``prior.d_range`` / ``n_range`` are clipped to
+    ``[2, d_max]`` / ``[2, n_max]``. The graph family, the noise law and the mechanism are
+    ``lax.switch`` branches (one is computed for one task; :func:`sample_tasks` draws a
+    batch equal to ``vmap`` of this function without computing every branch per task).
+
+    Args:
+        key: PRNG key.
+        prior: :class:`Prior` (traced).
+        d_max: variable slots (static, >= 2).
+        n_max: row slots (static, >= 2).
+
+    Returns:
+        A :class:`Task`.
+    """
+    _check_slots(d_max, n_max)
+    t = _draw(key, prior, d_max, n_max)
+
+    def switch(code, branches):
+        return jax.lax.switch(code, [functools.partial(b, t) for b in branches])
+
+    t["adj"] = switch(t["graph"], [_graph_branch(f, d_max) for f in range(len(GRAPHS))])
+    t["eps"] = switch(t["noise"], [_noise_branch(c, n_max, d_max)
+                                   for c in range(len(PRIOR_NOISES))])
+    t["x"] = switch(t["mech"], [_mech_branch(m) for m in range(len(MECHANISMS))])
+    return _finish(t)
+
+
+def default_chunk(batch: int) -> int:
+    """The chunk size :func:`sample_tasks` uses by default: about a tenth of the batch
+    (at least 1, at most 16), so the pure chunks of each law waste few slots."""
+    return max(1, min(16, -(-batch // 10)))
+
+
+def sample_tasks(key: PRNGKeyArray, prior: Prior, batch: int, *, d_max: int, n_max: int,
+                 chunk: int | None = None) -> Task:
+    """``batch`` independent tasks: equal to ``vmap`` of :func:`sample_task` over
+    ``jax.random.split(key, batch)`` (every leaf has a leading batch axis), but each task
+    computes only its own graph family, noise law and mechanism: the per-task codes are
+    drawn first, then each stage runs every law on its own tasks only, in pure chunks of
+    ``chunk`` tasks (:func:`.grouping.grouped_switch`). Jit with ``batch``, ``d_max``,
+    ``n_max`` (and ``chunk``) static; a new ``prior`` value does not recompile.
+
+    Args:
+        key: PRNG key.
+        prior: :class:`Prior` (traced).
+        batch: number of tasks (static, >= 1).
+        d_max, n_max: slots (static, >= 2).
+        chunk: tasks per chunk (static; default :func:`default_chunk`).
+
+    Returns:
+        A :class:`Task` with a leading batch axis.
+    """
     if not isinstance(batch, int) or batch < 1:
         raise ValueError(f"`batch` must be a positive Python int; got {batch!r}")
+    _check_slots(d_max, n_max)
+    chunk = default_chunk(batch) if chunk is None else chunk
     keys = jax.random.split(key, batch)
-    return jax.vmap(lambda k: sample_task(k, prior, d_max=d_max, n_max=n_max))(keys)
+    t = jax.vmap(lambda k: _draw(k, prior, d_max, n_max))(keys)
+    t["adj"] = grouped_switch(t["graph"], [_graph_branch(f, d_max) for f in range(len(GRAPHS))],
+                              t, chunk=chunk)
+    t["eps"] = grouped_switch(t["noise"], [_noise_branch(c, n_max, d_max)
+                                           for c in range(len(PRIOR_NOISES))], t, chunk=chunk)
+    t["x"] = grouped_switch(t["mech"], [_mech_branch(m) for m in range(len(MECHANISMS))], t,
+                            chunk=chunk)
+    return jax.vmap(_finish)(t)

@@ -13,7 +13,9 @@ import pytest
 from jaxkit.kernels.sem import graphs as G
 from jaxkit.kernels.sem import mechanisms as M
 from jaxkit.kernels.sem import prior as P
+from jaxkit.kernels.sem._draws import hash_normals, hash_uniforms
 from jaxkit.kernels.sem.dags import is_acyclic
+from jaxkit.kernels.sem.grouping import grouped_switch, n_chunks
 from jaxkit.kernels.sem.prior_noise import PRIOR_NOISES, prior_noise
 
 DM, D, K = 12, 10, 1.5  # slots, active nodes, edges per node
@@ -176,12 +178,17 @@ def test_raw_linear_chain_is_var_sortable_iscm_is_not():
 BATCH, TDM, TNM = 32, 8, 40
 
 
+#: the sampler compiles once per module at XLA's optimisation level 0 (half the compile
+#: time of the default level; these tests check values, not speed)
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+
+
 @functools.cache
 def _sampler():
     @chex.assert_max_traces(n=1)
     def f(key, prior):
-        return P.sample_tasks(key, prior, BATCH, d_max=TDM, n_max=TNM)
-    return jax.jit(f)
+        return P.sample_tasks(key, prior, BATCH, d_max=TDM, n_max=TNM, chunk=5)
+    return jax.jit(f, compiler_options=FAST_COMPILE)
 
 
 def test_task_sampler_masks_padding_and_indicators():
@@ -233,3 +240,86 @@ def test_make_prior_bad_input_names_the_argument():
         P.make_prior(obs_frac=(0.8, 0.2))
     with pytest.raises(ValueError, match="d_max"):
         P.sample_task(jax.random.key(0), P.make_prior(), d_max=1, n_max=10)
+
+
+# ------------------------------------------------ grouping, cheap draws, fast cosine
+
+
+BRANCHES = (lambda x: x["a"] * 2.0, lambda x: x["a"] + x["b"], lambda x: -x["a"],
+            lambda x: x["a"] ** 2)
+
+
+@functools.cache
+def _grouped(batch, chunk):
+    def f(codes, inp):
+        return grouped_switch(codes, BRANCHES, inp, chunk=chunk)
+    return jax.jit(f)
+
+
+@pytest.mark.parametrize("batch,chunk", [(1, 1), (24, 5)])
+def test_grouped_switch_equals_vmap_of_switch(batch, chunk):
+    rng = np.random.default_rng(batch + chunk)
+    ref = jax.jit(jax.vmap(lambda c, x: jax.lax.switch(c, BRANCHES, x)))
+    for codes in (rng.integers(0, 4, batch), np.zeros(batch, int), np.full(batch, 3),
+                  np.arange(batch) % 4):
+        inp = {"a": jnp.asarray(rng.normal(size=(batch, 3)), jnp.float32),
+               "b": jnp.asarray(rng.normal(size=(batch, 3)), jnp.float32)}
+        c = jnp.asarray(codes, jnp.int32)
+        np.testing.assert_array_equal(_grouped(batch, chunk)(c, inp), ref(c, inp))
+
+
+def test_grouped_switch_chunk_bound_and_bad_chunk():
+    # the worst case of sum_l ceil(c_l / C) over all count vectors equals n_chunks
+    import itertools
+    for B, C in ((7, 2), (10, 3), (9, 4)):
+        worst = max(sum(-(-c // C) for c in cs)
+                    for cs in itertools.product(range(B + 1), repeat=3) if sum(cs) == B)
+        assert worst <= n_chunks(B, 3, C)
+    with pytest.raises(ValueError, match="chunk"):
+        grouped_switch(jnp.zeros(3, jnp.int32), BRANCHES, {"a": jnp.zeros(3)}, chunk=0)
+
+
+def test_hash_draws_are_uniform_and_normal_and_unrelated_across_keys():
+    from scipy import stats
+    f = jax.jit(lambda k: (hash_uniforms(k, (100_000,))[0], hash_normals(k, (100_000,))[0]))
+    u, z = map(np.asarray, f(jax.random.key(11)))
+    u2, _ = map(np.asarray, f(jax.random.key(12)))
+    assert 0.0 < u.min() and u.max() < 1.0 and np.isfinite(z).all()
+    assert stats.kstest(u, "uniform").pvalue > 1e-3
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    assert abs(np.corrcoef(u, u2)[0, 1]) < 0.02  # two keys: unrelated streams
+    assert abs(np.corrcoef(u[:-1], u[1:])[0, 1]) < 0.02  # no lag-1 correlation
+
+
+def test_fast_cos_matches_cos():
+    y = np.linspace(-300.0, 300.0, 20_001, dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(jax.jit(M.fast_cos)(y)), np.cos(y.astype(np.float64)),
+                               atol=3e-5)
+
+
+def test_init_mechanism_draws_the_used_fields_only():
+    adj = _chain(5)
+    init = jax.jit(M.init_mechanism, static_argnums=2)
+    for code, used in M._USES.items():
+        p = init(jax.random.key(code), adj, code)
+        for f in M.MechParams._fields:
+            a = np.asarray(getattr(p, f))
+            if f in used or f == "noise_scale":
+                assert np.abs(a).sum() > 0, (code, f)
+            else:
+                assert not a.any(), (code, f)
+    with pytest.raises(ValueError, match="code"):
+        M.init_mechanism(jax.random.key(0), adj, 5)
+
+
+@pytest.mark.slow
+def test_sample_tasks_equals_vmap_of_sample_task():
+    """The grouped sampler draws exactly the tasks of ``vmap(sample_task)`` (same keys):
+    grouping by law changes where each task is computed, not what is drawn."""
+    prior = P.make_prior(d_range=(3, 8), n_range=(10, 40))
+    key = jax.random.key(3)
+    got = _sampler()(key, prior)
+    ref = jax.jit(jax.vmap(lambda k: P.sample_task(k, prior, d_max=TDM, n_max=TNM)),
+                  compiler_options=FAST_COMPILE)(jax.random.split(key, BATCH))
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
+        np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), atol=1e-4)

@@ -1,0 +1,91 @@
+"""Apply one of several static branches per batch element without computing every branch
+for every element (what ``vmap`` of ``lax.switch`` does: it becomes a select).
+
+:func:`grouped_switch` computes ``out[b] = branches[codes[b]](inputs[b])``. The batch is
+sorted by code (stable) and cut into *pure chunks* of ``chunk`` elements that each hold
+one code only: code ``l`` with ``c_l`` elements fills ``ceil(c_l / chunk)`` chunks, and
+
+.. math::
+    \\sum_l \\lceil c_l / C \\rceil \\le \\lceil B / C \\rceil + L - 1
+
+(since ``ceil(a) + ceil(b) <= ceil(a + b) + 1``), so ``K = ceil(B / C) + min(L, B) - 1``
+static chunks always suffice, whatever the codes. A ``lax.map`` walks the chunks and a
+``lax.switch`` on the chunk's (scalar) code runs the ``vmap`` of that one branch over the
+chunk (a real branch, not a select); chunks past the last used one take a branch that
+returns zeros. Slots of a chunk past its code's count compute on a copy of another
+element and are dropped when the results are scattered back. The result is the same as
+``vmap`` of ``lax.switch`` (each element's output depends on its own inputs only) for
+``B + (L - 1) C`` element-evaluations at most instead of ``L B``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Int
+
+__all__ = ["grouped_switch", "n_chunks"]
+
+
+def n_chunks(batch: int, n_codes: int, chunk: int) -> int:
+    """The static number of pure chunks :func:`grouped_switch` uses (module docstring)."""
+    return -(-batch // chunk) + min(n_codes, batch) - 1
+
+
+def grouped_switch(codes: Int[Array, " B"], branches: Sequence[Callable], inputs, *,
+                   chunk: int):
+    """``out[b] = branches[codes[b]](inputs[b])`` with each branch computed only on the
+    elements of its code (module docstring).
+
+    Args:
+        codes: int codes ``(B,)`` in ``[0, len(branches))`` (traced; clipped).
+        branches: functions of one element's inputs (a pytree without the batch axis),
+            all returning pytrees of the same structure, shapes and dtypes.
+        inputs: pytree of arrays with a leading batch axis ``B``.
+        chunk: elements per chunk (static, >= 1): larger chunks vectorise better, smaller
+            ones waste fewer slots (at most ``(L - 1) chunk``).
+
+    Returns:
+        The pytree of outputs with a leading batch axis ``B``.
+    """
+    if not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"`chunk` must be a positive Python int; got {chunk!r}")
+    n_codes = len(branches)
+    if n_codes < 1:
+        raise ValueError("`branches` must hold at least one function")
+    batch = codes.shape[0]
+    if n_codes == 1:
+        return jax.vmap(branches[0])(inputs)
+    C = min(chunk, batch)
+    K = n_chunks(batch, n_codes, C)
+    codes = jnp.clip(codes.astype(jnp.int32), 0, n_codes - 1)
+    order = jnp.argsort(codes, stable=True)
+    counts = jnp.sum(codes[:, None] == jnp.arange(n_codes)[None, :], axis=0)
+    task_start = jnp.cumsum(counts) - counts
+    per_code = (counts + C - 1) // C
+    chunk_end = jnp.cumsum(per_code)
+    chunk_start = chunk_end - per_code
+    q = jnp.arange(K)
+    law = jnp.sum(chunk_end[None, :] <= q[:, None], axis=1)  # n_codes: an unused chunk
+    lc = jnp.minimum(law, n_codes - 1)
+    j = (q - chunk_start[lc])[:, None] * C + jnp.arange(C)[None, :]
+    valid = (law < n_codes)[:, None] & (j < counts[lc][:, None])
+    src = order[jnp.clip(task_start[lc][:, None] + j, 0, batch - 1)]  # (K, C)
+    xs = jax.tree.map(lambda a: a[src], inputs)
+
+    vb = [jax.vmap(f) for f in branches]
+    shapes = jax.eval_shape(vb[0], jax.tree.map(lambda a: a[0], xs))
+
+    def zeros(_):
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    out = jax.lax.map(lambda a: jax.lax.switch(a[0], [*vb, zeros], a[1]), (law, xs))
+    dst = jnp.where(valid, src, batch).reshape(-1)
+
+    def back(o):
+        flat = o.reshape((K * C, *o.shape[2:]))
+        return jnp.zeros((batch, *o.shape[2:]), o.dtype).at[dst].set(flat, mode="drop")
+
+    return jax.tree.map(back, out)

@@ -35,10 +35,10 @@ import numpy as np
 
 from jaxkit.kernels import crosscoder as cc
 
-from .transcoder import model_sites
+from .transcoder import model_sites, single_masks
 
 __all__ = ["PerClass", "per_class", "Circuits", "find_circuits", "gate_accuracy", "gate_scores",
-           "f1",
+           "f1", "masks", "single_masks",
            "intersection_stats", "matched_ratios", "decoder_images"]
 
 
@@ -98,7 +98,7 @@ def _acc_fn(spec: cc.UCSpec, clfs: tuple, k: int):
     2)``: under class ``c``'s gates, on the images of every class, the weighted count of
     class-``c`` images predicted ``c`` (true positives) and of all images predicted ``c``."""
 
-    def one_class(params, mparams, xs, ws, c, gates):
+    def one_class(params, mparams, read, live, xs, ws, c, gates):
         C, n = ws.shape
         x, w = xs.reshape(C * n, -1), ws.reshape(-1)
         is_c = (jnp.arange(C * n) // n) == c
@@ -106,17 +106,17 @@ def _acc_fn(spec: cc.UCSpec, clfs: tuple, k: int):
 
         def counts(g):
             _, logits = cc.uc_replacement(params, sites, spec, _rest(clfs), mparams,
-                                          gate=g.reshape(spec.n_depths, spec.n_latents),
-                                          k=k, check=False)
+                                          gate=g.reshape(spec.n_depths, spec.n_latents) * live,
+                                          k=k, read=read, check=False)
             pc = [(jnp.argmax(lg, -1) == c) for lg in logits]
             return jnp.stack([jnp.stack([jnp.sum(w * p * is_c), jnp.sum(w * p)]) for p in pc])
 
         return jax.vmap(counts)(gates)
 
-    def fn(params, mparams, xs, ws, gates):
+    def fn(params, mparams, read, live, xs, ws, gates):
         cs = jnp.arange(xs.shape[0])
-        return jax.vmap(one_class, in_axes=(None, None, None, None, 0, 0))(
-            params, mparams, xs, ws, cs, gates)
+        return jax.vmap(one_class, in_axes=(None, None, None, None, None, None, 0, 0))(
+            params, mparams, read, live, xs, ws, cs, gates)
 
     return jax.jit(fn)
 
@@ -126,8 +126,19 @@ def _pad_axis1(a: np.ndarray, block: int) -> np.ndarray:
     return np.pad(a, [(0, 0), (0, n - a.shape[1])] + [(0, 0)] * (a.ndim - 2))
 
 
-def gate_scores(params, spec, clfs, mparams, pc: PerClass, gates, k: int
-                ) -> tuple[np.ndarray, np.ndarray]:
+def masks(spec, read=None, live=None) -> tuple[jax.Array, jax.Array]:
+    """``(read (M,), live (D, F))`` as arrays (all ones by default: the cross-model
+    transcoder; a single-model CLT of model m in the same shapes has ``read = e_m`` and
+    ``live`` off on the depths m has no layer at, :func:`single_masks`)."""
+    r = jnp.ones((spec.n_models,), jnp.float32) if read is None else jnp.asarray(read,
+                                                                                 jnp.float32)
+    lv = (jnp.ones((spec.n_depths, spec.n_latents), jnp.float32) if live is None
+          else jnp.asarray(live, jnp.float32))
+    return r, lv
+
+
+def gate_scores(params, spec, clfs, mparams, pc: PerClass, gates, k: int, read=None,
+                live=None) -> tuple[np.ndarray, np.ndarray]:
     """Recall and precision ``(C, K, M)`` of each model's replacement (transcoder alone,
     no error terms) for class ``c`` under class ``c``'s gates ``(C, K, N)``: recall on
     the class's images, precision over the images of all classes (a gate that sends
@@ -140,10 +151,11 @@ def gate_scores(params, spec, clfs, mparams, pc: PerClass, gates, k: int
     xs, ws = _pad_axis1(np.asarray(pc.x), IMAGE_BLOCK), _pad_axis1(np.asarray(pc.w), IMAGE_BLOCK)
     gs = _pad_axis1(gates, GATE_BLOCK)
     mp = tuple(mparams)
+    r, lv = masks(spec, read, live)
     cnt = 0.0
     for i in range(0, xs.shape[1], IMAGE_BLOCK):
         xb, wb = jnp.asarray(xs[:, i:i + IMAGE_BLOCK]), jnp.asarray(ws[:, i:i + IMAGE_BLOCK])
-        cnt = cnt + np.concatenate([np.asarray(fn(params, mp, xb, wb,
+        cnt = cnt + np.concatenate([np.asarray(fn(params, mp, r, lv, xb, wb,
                                                   jnp.asarray(gs[:, j:j + GATE_BLOCK])))
                                     for j in range(0, gs.shape[1], GATE_BLOCK)], axis=1)
     cnt = cnt[:, :K].astype(np.float64)
@@ -152,9 +164,10 @@ def gate_scores(params, spec, clfs, mparams, pc: PerClass, gates, k: int
     return recall, precision
 
 
-def gate_accuracy(params, spec, clfs, mparams, pc: PerClass, gates, k: int) -> np.ndarray:
+def gate_accuracy(params, spec, clfs, mparams, pc: PerClass, gates, k: int, read=None,
+                  live=None) -> np.ndarray:
     """Accuracy (recall) ``(C, K, M)`` of :func:`gate_scores`."""
-    return gate_scores(params, spec, clfs, mparams, pc, gates, k)[0]
+    return gate_scores(params, spec, clfs, mparams, pc, gates, k, read, live)[0]
 
 
 def f1(recall, precision):
@@ -165,15 +178,18 @@ def f1(recall, precision):
 
 @functools.lru_cache(maxsize=16)
 def _attr_fn(spec: cc.UCSpec, clfs: tuple, k: int):
-    def fn(params, mparams, sites, labels):
-        A = cc.uc_attribution(params, sites, spec, _rest(clfs), mparams, k=k)
+    def fn(params, mparams, read, live, sites, labels):
+        A = cc.uc_attribution(params, sites, spec, _rest(clfs), mparams, k=k, read=read,
+                              live=live)
         return cc.class_attribution(A, labels)
 
     return jax.jit(fn)
 
 
-def class_scores(params, spec, clfs, mparams, x, y, k: int, chunk: int = 512) -> np.ndarray:
+def class_scores(params, spec, clfs, mparams, x, y, k: int, chunk: int = 512, read=None,
+                 live=None) -> np.ndarray:
     """Mean attribution ``(M, C, N)`` of every latent to each class over its images."""
+    r, lv = masks(spec, read, live)
     C = int(np.max(y)) + 1
     total, counts = 0.0, np.zeros(C)
     fn = _attr_fn(spec, tuple(clfs), int(k))
@@ -188,7 +204,7 @@ def class_scores(params, spec, clfs, mparams, x, y, k: int, chunk: int = 512) ->
             xb = np.concatenate([xb, x[pad_idx]])
             yb = np.concatenate([yb, miss])
             sites = model_sites(clfs, mparams, xb)
-        s = np.asarray(fn(params, tuple(mparams), sites, jnp.asarray(yb)), np.float64)
+        s = np.asarray(fn(params, tuple(mparams), r, lv, sites, jnp.asarray(yb)), np.float64)
         nb = np.bincount(yb, minlength=C).astype(np.float64)
         if miss.size:  # remove the padding images' contribution by weighting it out
             nb_used = nb.copy()
@@ -232,23 +248,28 @@ def prefix_sizes(n: int, k: int) -> np.ndarray:
 
 
 def find_circuits(params, spec, clfs, mparams, disc_x, disc_y, *, k: int, keep_frac: float,
-                  n_sizes: int, cap: int | None = None) -> Circuits:
-    """Attribution, then the pruned circuit of every (model, class) (module docstring)."""
+                  n_sizes: int, cap: int | None = None, read=None, live=None) -> Circuits:
+    """Attribution, then the pruned circuit of every (model, class) (module docstring).
+    ``read`` / ``live``: :func:`masks` (latents that are not live rank last and are
+    never part of a circuit)."""
     M, N = len(clfs), spec.n_depths * spec.n_latents
     C = int(np.max(disc_y)) + 1
-    scores = class_scores(params, spec, clfs, mparams, disc_x, disc_y, k)
+    lv = np.asarray(masks(spec, read, live)[1]).reshape(-1)
+    scores = class_scores(params, spec, clfs, mparams, disc_x, disc_y, k, read=read, live=live)
     pc = per_class(disc_x, disc_y, C, cap)
-    full = gate_accuracy(params, spec, clfs, mparams, pc, np.ones((C, 1, N)), k)[:, 0, :].T
+    full = gate_accuracy(params, spec, clfs, mparams, pc, np.ones((C, 1, N)), k, read,
+                         live)[:, 0, :].T
     sizes = jnp.asarray(prefix_sizes(N, n_sizes))
     gates, out_sizes, found, sweeps = [], [], [], []
     for m in range(M):
-        sc = jnp.asarray(scores[m], jnp.float32)
+        sc = jnp.asarray(np.where(lv[None] > 0, scores[m], -1e30), jnp.float32)
         pg = _prefix_gates(sc, sizes)  # (C, K, N)
-        accs = gate_accuracy(params, spec, clfs, mparams, pc, pg, k)[..., m]  # (C, K)
+        accs = gate_accuracy(params, spec, clfs, mparams, pc, pg, k, read, live)[..., m]
         res = _select(sizes, pg, jnp.asarray(accs, jnp.float32),
                       jnp.asarray(full[m], jnp.float32), float(keep_frac))
-        gates.append(np.asarray(res.gate))
-        out_sizes.append(np.asarray(res.size))
+        g = np.asarray(res.gate) * lv[None]
+        gates.append(g)
+        out_sizes.append(g.sum(-1).astype(np.int32))
         found.append(np.asarray(res.found))
         sweeps.append(accs)
     return Circuits(np.stack(gates), np.asarray(out_sizes), np.asarray(found), full, scores,
@@ -301,13 +322,21 @@ def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x,
                 empty=empty, precision=prec_i, f1=f1_ratio)
 
 
-def matched_ratios(singles: Sequence[tuple], circs: Sequence[Circuits], test_x, test_y, *,
-                   k: int, threshold: float) -> dict[str, np.ndarray]:
+_logit_effects = jax.jit(cc.logit_effects, static_argnums=(1, 2))
+_match = jax.jit(cc.match_by_decoder)
+
+
+def matched_ratios(spec, clfs, mparams, singles: Sequence[tuple], circs: Sequence[Circuits],
+                   test_x, test_y, *, k: int, threshold: float) -> dict[str, np.ndarray]:
     """The decoder-matched intersection of two single-model CLTs.
 
     Args:
-      singles: per model ``(params, spec, clf, mparams)`` of its own CLT.
-      circs: their circuits (:func:`find_circuits` with one model each).
+      spec, clfs, mparams: the two models and the cross-model shapes the single-model
+        CLTs are trained in.
+      singles: per model ``m``, ``(params, read, live)`` of its own CLT
+        (:func:`single_masks`).
+      circs: their circuits (:func:`find_circuits` with those masks; row ``m`` of
+        ``circs[m]`` is model ``m``'s).
       test_x, test_y: held-out images.
       k: TopK.
       threshold: logit-effect cosine for a match.
@@ -319,21 +348,21 @@ def matched_ratios(singles: Sequence[tuple], circs: Sequence[Circuits], test_x, 
     C = circs[0].gates.shape[1]
     pc = per_class(test_x, test_y, C)
     effs = []
-    for (p, spec, clf, mp) in singles:
-        W, _ = clf.head(mp)
-        effs.append(np.asarray(cc.logit_effects(p, spec, 0, W)).reshape(-1, W.shape[1]))
+    for m, (p, _, _) in enumerate(singles):
+        W, _ = clfs[m].head(mparams[m])
+        effs.append(np.asarray(_logit_effects(p, spec, m, W)).reshape(-1, W.shape[1]))
     ratio, shared = np.zeros((2, C)), np.zeros((2, C), int)
     sa_all, sb_all = [], []
     for c in range(C):
-        sa, sb = cc.match_by_decoder(jnp.asarray(effs[0]), jnp.asarray(effs[1]),
-                                     jnp.asarray(circs[0].gates[0, c]),
-                                     jnp.asarray(circs[1].gates[0, c]), threshold)
+        sa, sb = _match(jnp.asarray(effs[0]), jnp.asarray(effs[1]),
+                        jnp.asarray(circs[0].gates[0, c]), jnp.asarray(circs[1].gates[1, c]),
+                        threshold)
         sa_all.append(np.asarray(sa))
         sb_all.append(np.asarray(sb))
-    for m, (sh, (p, spec, clf, mp)) in enumerate(zip((sa_all, sb_all), singles, strict=True)):
+    for m, (sh, (p, read, live)) in enumerate(zip((sa_all, sb_all), singles, strict=True)):
         sh = np.stack(sh)
-        g = np.stack([sh, circs[m].gates[0]], axis=1)  # (C, 2, N)
-        acc = gate_accuracy(p, spec, [clf], [mp], pc, g, k)[..., 0]
+        g = np.stack([sh, circs[m].gates[m]], axis=1)  # (C, 2, N)
+        acc = gate_accuracy(p, spec, clfs, mparams, pc, g, k, read, live)[..., m]
         shared[m] = sh.sum(1)
         ratio[m] = np.where(shared[m] == 0, 0.0, acc[:, 0] / np.maximum(acc[:, 1], 1e-9))
     return dict(ratio=ratio, shared=shared)

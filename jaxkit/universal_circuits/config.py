@@ -3,7 +3,10 @@ surgery and the claim tests.
 
 ``jaxkit run universal-circuits --set uc_latents=256 --set uc_steps=4000``.
 
-* Data: scikit-learn's 1,797 real 8x8 digits, resized to ``image_size``; every
+* Data (``task``): ``"digits"``, scikit-learn's 1,797 real 8x8 digits, or ``"shapes"``,
+  1,800 procedurally drawn strokes and shapes of ten classes (the second task, a setup
+  not built to confirm the claims; :func:`jaxkit.universal_circuits.data.load_shapes`),
+  resized / drawn at ``image_size``; every
   ``test_every``-th image (by index) is the held-out test split, the rest the training
   pool, augmented on the fly (shifts up to ``max_shift`` pixels, rotations up to
   ``max_rotation`` degrees, elastic noise of strength ``elastic_alpha`` smoothed over
@@ -45,6 +48,7 @@ __all__ = ["Config", "QUICK", "FULL"]
 class Config(PipelineConfig):
     """Settings of ``jaxkit run universal-circuits`` (see the module docstring)."""
 
+    task: str = "digits"  # "digits" (real) or "shapes" (procedural, the second task)
     image_size: int = 16
     test_every: int = 5
     max_shift: float = 1.5
@@ -103,6 +107,8 @@ class Config(PipelineConfig):
         require(len(self.cnn_channels) == 2 and min(self.cnn_channels) >= 1, "cnn_channels",
                 f"must be two channel counts >= 1; got {self.cnn_channels}")
         require(self.image_size % 2 == 0, "image_size", f"must be even; got {self.image_size}")
+        require(self.task in ("digits", "shapes"), "task",
+                f"must be 'digits' or 'shapes'; got {self.task!r}")
         require_positive(self, ("model_lr", "uc_lr", "ridge", "equivalence_margin"))
         require_at_least(self, ("fidelity_coef", "max_shift", "max_rotation", "elastic_alpha"),
                          0)
@@ -122,7 +128,7 @@ class Config(PipelineConfig):
 # by compiling its eight distinct trainings and analyses, so these stay as they were.
 QUICK = Config(image_size=8, mlp_widths=(64, 64), cnn_channels=(6, 12), cnn_hidden=32,
                model_steps=600, model_batch=128, model_lr=3e-3, n_record=4096, uc_latents=48,
-               uc_k=6, uc_steps=400, uc_batch=256, uc_lr=3e-3, log_every=100,
+               uc_k=6, uc_steps=400, uc_batch=128, uc_lr=3e-3, log_every=100,
                checkpoint_every=2, n_sizes=12, n_random=4, same_arch_pair=False, uc_seeds=3,
                discovery_per_class=30)
 FULL = Config()

@@ -13,6 +13,10 @@ hand-written digits, shipped inside the scikit-learn wheel), resized and augment
 * :func:`augmented_stream` -- ``n`` augmented images at once (one compiled call): the
   training stream the models sample their batches from and the images whose
   activations the transcoders are trained on.
+* :func:`load_shapes` -- the second task, generated procedurally (nothing shipped): ten
+  classes of strokes and shapes (bars, diagonals, crosses, squares, a ring, a
+  triangle) drawn at random positions, sizes, rotations and stroke widths with pixel
+  noise, split by index like the digits. :func:`load_task` picks the task by name.
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-__all__ = ["Digits", "load_digits", "augment", "sample_batch", "bilinear",
-           "augmented_stream", "N_CLASSES"]
+__all__ = ["Digits", "load_digits", "load_shapes", "load_task", "TASKS", "SHAPE_CLASSES",
+           "augment", "sample_batch", "bilinear", "augmented_stream", "N_CLASSES"]
 
 N_CLASSES = 10
 
@@ -66,6 +70,85 @@ def load_digits(size: int = 8, test_every: int = 5, exclude: int | None = None) 
     test = np.arange(len(y)) % test_every == 0
     train = ~test if exclude is None else (~test & (y != exclude))
     return Digits(x[train], y[train], x[test], y[test], size)
+
+
+SHAPE_CLASSES = ("horizontal bar", "vertical bar", "diagonal /", "diagonal \\", "plus",
+                 "x cross", "square outline", "filled square", "ring", "triangle")
+TASKS = ("digits", "shapes")
+
+
+def _shape_mask(c: int, u: np.ndarray, v: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Whether points ``(u, v)`` (shape frame, the shape within ``|u|, |v| <= 0.8``) lie on
+    shape ``c`` of stroke half-width ``t``."""
+    r = 0.8
+    box = (np.abs(u) <= r) & (np.abs(v) <= r)
+    diag, anti = np.abs(u - v) / np.sqrt(2) < t, np.abs(u + v) / np.sqrt(2) < t
+    rad = np.sqrt(u ** 2 + v ** 2)
+    shapes = (
+        (np.abs(v) < t) & box,
+        (np.abs(u) < t) & box,
+        diag & (rad <= r),
+        anti & (rad <= r),
+        ((np.abs(u) < t) | (np.abs(v) < t)) & box,
+        (diag | anti) & (rad <= r),
+        np.abs(np.maximum(np.abs(u), np.abs(v)) - 0.6) < t,
+        np.maximum(np.abs(u), np.abs(v)) <= 0.55,
+        np.abs(rad - 0.55) < t,
+        (v >= -0.6) & (v <= 0.7) & (np.abs(u) <= (0.7 - v) * 0.55),
+    )
+    return shapes[c]
+
+
+def load_shapes(size: int = 8, test_every: int = 5, n: int = 1800, seed: int = 0,
+                exclude: int | None = None) -> Digits:
+    """The procedural shapes task (module docstring): ``n`` images, classes in turn
+    (image ``i`` has class ``(i // test_every) % 10``), each drawn with 4 x 4 supersampling after a
+    random rotation (up to 20 degrees), scale (0.7-1.0 of the image), shift (up to 15%
+    of the image) and stroke half-width (0.12-0.2 of the half-side), then pixel noise
+    (std 0.05), clipped to [0, 1]; split by index like :func:`load_digits`.
+
+    Args:
+      size: image side (>= 8).
+      test_every: every ``test_every``-th image is a test image.
+      n: images in all (>= 10 * test_every, so every class has test images).
+      seed: the generator's seed (the task is a pure function of it).
+      exclude: a class removed from the training pool (the test split keeps it).
+
+    Returns:
+      :class:`Digits` (float32 images flattened row-major, int32 labels).
+    """
+    if size < 8 or test_every < 2 or n < 10 * test_every:
+        raise ValueError(f"`size` must be >= 8, `test_every` >= 2 and `n` >= 10 * test_every; "
+                         f"got {size}, {test_every}, {n}")
+    rng = np.random.default_rng(seed)
+    ss = 4
+    g = (np.arange(size * ss) + 0.5) / ss - size / 2  # sub-pixel centres, image frame
+    yy, xx = np.meshgrid(-g, g, indexing="ij")  # rows top to bottom: y decreasing
+    y = ((np.arange(n) // test_every) % 10).astype(np.int32)  # balanced in both splits
+    x = np.zeros((n, size, size), np.float32)
+    for i in range(n):
+        ang = np.deg2rad(rng.uniform(-20, 20))
+        scale = rng.uniform(0.7, 1.0) * size / 2
+        dx, dy = rng.uniform(-0.15, 0.15, 2) * size
+        t = rng.uniform(0.12, 0.2)
+        px, py = xx - dx, yy - dy
+        u = (np.cos(ang) * px + np.sin(ang) * py) / scale
+        v = (-np.sin(ang) * px + np.cos(ang) * py) / scale
+        m = _shape_mask(int(y[i]), u, v, t).astype(np.float32)
+        x[i] = m.reshape(size, ss, size, ss).mean((1, 3))
+    x = np.clip(x + rng.normal(0, 0.05, x.shape), 0, 1).astype(np.float32).reshape(n, -1)
+    test = np.arange(n) % test_every == 0
+    train = ~test if exclude is None else (~test & (y != exclude))
+    return Digits(x[train], y[train], x[test], y[test], size)
+
+
+def load_task(task: str, size: int, test_every: int) -> Digits:
+    """``"digits"`` (:func:`load_digits`) or ``"shapes"`` (:func:`load_shapes`)."""
+    if task == "digits":
+        return load_digits(size, test_every)
+    if task == "shapes":
+        return load_shapes(size, test_every)
+    raise ValueError(f"`task` must be one of {TASKS}; got {task!r}")
 
 
 def _blur(field, sigma: float):

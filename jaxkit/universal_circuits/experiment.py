@@ -21,7 +21,7 @@ from . import surgery as S
 from .config import Config
 from .data import N_CLASSES, Digits, augmented_stream
 from .models import Arch, Classifier, accuracy, train_classifier
-from .transcoder import model_sites, record, train_uc
+from .transcoder import model_sites, record, single_masks, train_uc
 
 __all__ = ["aug_kwargs", "archs", "stream", "train_model", "train_pair", "pair_analysis",
            "single_baseline", "surgery", "uc_eval", "seed_params", "stream_size"]
@@ -104,10 +104,12 @@ def load(cfg: Config, names, models: dict) -> tuple[list[Classifier], list[Any]]
 
 
 def train_pair(key, stream_key, cfg: Config, names, models: dict, digits: Digits, out: Path,
-               tag: str, *, resume: bool, mesh, n_seeds: int | None = None) -> dict:
+               tag: str, *, resume: bool, mesh, n_seeds: int | None = None,
+               single: int | None = None) -> dict:
     """Record the models' activations on the first ``n_record`` images of the run's
-    augmented stream (``stream_key``) and train a transcoder over them (one model: a
-    single-model CLT; ``n_seeds``: that many independent transcoders, stacked)."""
+    augmented stream (``stream_key``) and train a transcoder over them (``single``: a
+    single-model CLT of that model in the same shapes; ``n_seeds``: that many
+    independent transcoders, stacked)."""
     clfs, ps = load(cfg, names, models)
     train_key = key
     x, y = stream(stream_key, cfg, digits)
@@ -120,8 +122,8 @@ def train_pair(key, stream_key, cfg: Config, names, models: dict, digits: Digits
                                   fidelity_coef=cfg.fidelity_coef, chunk=cfg.log_every,
                                   checkpoint_dir=out / "checkpoints" / f"uc-{tag}",
                                   checkpoint_every=cfg.checkpoint_every, resume=resume,
-                                  mesh=mesh, n_seeds=n_seeds)
-    return dict(spec=spec, params=jax.tree.map(np.asarray, params), history=hist)
+                                  mesh=mesh, n_seeds=n_seeds, single=single)
+    return dict(spec=spec, params=jax.tree.map(np.asarray, params), history=hist, single=single)
 
 
 def discovery(cfg: Config, digits: Digits) -> tuple[np.ndarray, np.ndarray]:
@@ -196,22 +198,25 @@ def pair_analysis(key, cfg: Config, names, models: dict, uc: dict, digits: Digit
 
 def single_baseline(cfg: Config, names, models: dict, singles: list[dict], digits: Digits
                     ) -> dict:
-    """Circuits of two independently trained single-model CLTs (a stack of seeds each),
-    matched by decoder (logit-effect) similarity; results stacked over seeds."""
+    """Circuits of two independently trained single-model CLTs (``singles[m]``: of model
+    ``m``, a stack of seeds, in the pair's shapes), matched by decoder (logit-effect)
+    similarity; results stacked over seeds."""
+    clfs, ps = load(cfg, names, models)
     dx, dy = discovery(cfg, digits)
+    spec = singles[0]["spec"]
     per_seed = []
     for s in range(n_seeds(singles[0])):
         out, circs = [], []
-        for n, uc in zip(names, singles, strict=True):
-            clfs, ps = load(cfg, [n], models)
+        for m, uc in enumerate(singles):
+            read, live = single_masks(spec, m)
             params = seed_params(uc["params"], s)
-            circ = C.find_circuits(params, uc["spec"], clfs, ps, dx, dy, k=cfg.uc_k,
-                                   keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
-            out.append((params, uc["spec"], clfs[0], ps[0]))
-            circs.append(circ)
-        res = C.matched_ratios(out, circs, digits.x_test, digits.y_test, k=cfg.uc_k,
-                               threshold=cfg.match_cos)
-        per_seed.append(dict(**res, sizes=np.stack([c.sizes[0] for c in circs])))
+            circs.append(C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc_k,
+                                         keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes,
+                                         read=read, live=live))
+            out.append((params, read, live))
+        res = C.matched_ratios(spec, clfs, ps, out, circs, digits.x_test, digits.y_test,
+                               k=cfg.uc_k, threshold=cfg.match_cos)
+        per_seed.append(dict(**res, sizes=np.stack([c.sizes[m] for m, c in enumerate(circs)])))
     return {k: np.stack([r[k] for r in per_seed]) for k in per_seed[0]}
 
 

@@ -9,7 +9,8 @@ Stages (each cached with ``ctx.stage``; every training checkpointed under
 2. per pair: activations recorded into one multi-model store, the universal-circuit
    transcoder (UC) trained on it (data-parallel on ``ctx.mesh``), its reconstruction and
    fidelity, the class circuits of both models, their intersection and baselines;
-3. two single-model CLTs (the baseline of joint training);
+3. two single-model CLTs (the baseline of joint training), each trained in the pair's
+   shapes with the other model masked out (one compiled step for every transcoder);
 4. the surgery pair (MLP giving, CNN-without-the-class receiving) and the transfer.
 
 Your own activations: ``--set activations=DIR`` (:mod:`.userdata`).
@@ -23,7 +24,7 @@ from jaxkit.report import PipelineResult
 from . import experiment as E
 from . import report
 from .config import FULL, QUICK, Config
-from .data import load_digits
+from .data import load_task
 
 TITLE = "Universal Circuits: cross-model transcoders, shared class circuits, surgery"
 
@@ -34,7 +35,7 @@ def run(ctx: RunContext) -> PipelineResult:
     cfg: Config = ctx.config
     if cfg.activations:
         return _run_user(ctx, cfg)
-    digits = load_digits(cfg.image_size, cfg.test_every)
+    digits = load_task(cfg.task, cfg.image_size, cfg.test_every)
     out, common = ctx.out_dir, dict(resume=ctx.resume, mesh=ctx.mesh)
     names = ["mlp", "cnn", "cnn-minus"] + (["mlp2"] if cfg.same_arch_pair else [])
     models = {n: ctx.stage(f"uc-model-{n}", lambda n=n: E.train_model(
@@ -53,9 +54,10 @@ def run(ctx: RunContext) -> PipelineResult:
         pairs[tag] = (pn, ctx.stage(f"uc-circuits-{tag}", lambda tag=tag, pn=pn, uc=uc:
                                     E.pair_analysis(ctx.key(f"random-{tag}"), cfg, pn, models,
                                                     uc, digits)))
-    singles = [ctx.stage(f"uc-single-{n}", lambda n=n: E.train_pair(
-        ctx.key(f"single-{n}"), ctx.key("model-stream"), cfg, [n], models, digits, out,
-        f"single-{n}", **common, n_seeds=cfg.uc_seeds)) for n in ("mlp", "cnn")]
+    singles = [ctx.stage(f"uc-single-{n}", lambda m=m, n=n: E.train_pair(
+        ctx.key(f"single-{n}"), ctx.key("model-stream"), cfg, ["mlp", "cnn"], models, digits,
+        out, f"single-{n}", **common, n_seeds=cfg.uc_seeds, single=m))
+        for m, n in enumerate(("mlp", "cnn"))]
     single = ctx.stage("uc-single-matched", lambda: E.single_baseline(
         cfg, ["mlp", "cnn"], models, singles, digits))
     suc = ctx.stage("uc-train-surgery", lambda: E.train_pair(

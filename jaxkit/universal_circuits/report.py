@@ -166,9 +166,11 @@ def figures(pairs: dict, surg: dict, image_size: int, out: Path) -> list[Path]:
 def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict | None,
              surg: dict) -> str:
     rows = [[n, f"{m['correct'].mean():.3f}"] for n, m in models.items()]
-    md = ["Real images: scikit-learn's 1,797 8x8 handwritten digits at "
-          f"{cfg.image_size}x{cfg.image_size}; every {cfg.test_every}th image (by index) "
-          "held out (real, unaugmented); models trained on augmented images (shift, "
+    data = ("Real images: scikit-learn's 1,797 8x8 handwritten digits" if cfg.task == "digits"
+            else "The second task: 1,800 procedurally drawn shapes of ten classes (bars, "
+            "diagonals, crosses, squares, a ring, a triangle)")
+    md = [f"{data} at {cfg.image_size}x{cfg.image_size}; every {cfg.test_every}th image (by "
+          "index) held out (unaugmented); models trained on augmented images (shift, "
           "rotation, elastic noise).", "", "### Models (test accuracy)", "",
           markdown_table(["model", "accuracy"], rows), ""]
     for tag, ev in evals.items():

@@ -34,7 +34,7 @@ from jaxkit.kernels import train as ktrain
 
 from .models import Classifier
 
-__all__ = ["model_sites", "record", "train_uc", "default_depth_map"]
+__all__ = ["model_sites", "record", "train_uc", "default_depth_map", "single_masks"]
 
 
 @functools.lru_cache(maxsize=16)
@@ -69,6 +69,14 @@ def record(directory: Path, names: Sequence[str], clfs: Sequence[Classifier],
     return write_sites(directory, sites, np.asarray(y, np.int32))
 
 
+def single_masks(spec: cc.UCSpec, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(read, live)`` of a single-model CLT of model ``m`` in the shapes of ``spec``."""
+    read = np.eye(spec.n_models, dtype=np.float32)[m]
+    live = np.zeros((spec.n_depths, spec.n_latents), np.float32)
+    live[list(spec.depth_map[m])] = 1.0
+    return read, live
+
+
 def default_depth_map(n_layers: Sequence[int]) -> tuple[tuple[int, ...], ...]:
     """Align models of different depth: the deepest model's layers take depths
     ``0..D-1``; a shallower model's first layer is at depth 0, its last at ``D - 1``, the
@@ -91,13 +99,15 @@ def _uc_chunk(spec: cc.UCSpec, clfs: tuple, lr: float, k: int, fidelity: float, 
     (vmapped over their states and step keys; the batches are shared)."""
     rest = tuple(c.rest for c in clfs)
 
-    def one(key, state, batches, mparams):
+    def one(key, state, batches, mparams, masks):
+        read, write, live = masks
+
         def loss(p, key, sites, aux):
             if mesh is not None:
                 sites = jax.tree.map(lambda a: jax.lax.with_sharding_constraint(
                     a, distributed.data_sharding(mesh, 2)), sites)
             return cc.uc_loss(p, sites, spec, rest_fns=rest, model_params=mparams, k=k,
-                              fidelity_coef=fidelity)
+                              fidelity_coef=fidelity, read=read, write=write, live=live)
 
         step = ktrain.make_train_step(loss, optax.adam(lr), clip_norm=1.0)
         state, info = ktrain.scan_steps(step)(key, state, batches)
@@ -105,9 +115,10 @@ def _uc_chunk(spec: cc.UCSpec, clfs: tuple, lr: float, k: int, fidelity: float, 
         return state, info._replace(out={"recon": jnp.mean(out.recon), "kl": jnp.mean(out.kl),
                                          "l0": jnp.mean(out.l0)})
 
-    def chunk(key, state, batches, mparams):
+    def chunk(key, state, batches, mparams, masks):
         keys = jax.random.split(key, n_seeds)
-        state, info = jax.vmap(one, in_axes=(0, 0, None, None))(keys, state, batches, mparams)
+        state, info = jax.vmap(one, in_axes=(0, 0, None, None, None))(keys, state, batches,
+                                                                       mparams, masks)
         return state, info._replace(finite=jnp.all(info.finite, axis=0),
                                     out=jax.tree.map(lambda a: jnp.mean(a, 0), info.out))
 
@@ -129,7 +140,8 @@ def train_uc(key, store: SiteStore, clfs: Sequence[Classifier], mparams: Sequenc
              depth_map=None, n_latents: int, k: int, steps: int, lr: float,
              fidelity_coef: float, chunk: int, checkpoint_dir: Path | None = None,
              checkpoint_every: int = 2, resume: bool = True, mesh=None,
-             n_seeds: int | None = None) -> tuple[cc.UCSpec, cc.UCParams, list[dict]]:
+             n_seeds: int | None = None, single: int | None = None
+             ) -> tuple[cc.UCSpec, cc.UCParams, list[dict]]:
     """Train a transcoder over the store's models (module docstring).
 
     Args:
@@ -147,6 +159,10 @@ def train_uc(key, store: SiteStore, clfs: Sequence[Classifier], mparams: Sequenc
       n_seeds: train this many independent transcoders (initialisations and step keys
         from ``key``, the same batches) in one vmapped step; their parameters come back
         stacked on a leading axis. ``None``: one transcoder, unstacked.
+      single: train a single-model CLT of model ``single`` in the cross-model shapes
+        (it reads and writes that model only, the depths it has no layer at are off:
+        :func:`jaxkit.universal_circuits.circuits.single_masks`), so it shares the
+        cross-model transcoder's compiled step.
 
     Returns:
       ``(spec, params, history)`` (history: means over the seeds).
@@ -174,6 +190,13 @@ def train_uc(key, store: SiteStore, clfs: Sequence[Classifier], mparams: Sequenc
         state = jax.device_put(state, distributed.replicated(mesh))
         mp = jax.device_put(mp, distributed.replicated(mesh))
     fn = _uc_chunk(spec, tuple(clfs), float(lr), int(k), float(fidelity_coef), mesh, S)
+    read, live = (np.ones(spec.n_models, np.float32),
+                  np.ones((spec.n_depths, spec.n_latents), np.float32))
+    if single is not None:
+        read, live = single_masks(spec, single)
+    masks = (jnp.asarray(read), jnp.asarray(read), jnp.asarray(live))
+    if mesh is not None:
+        masks = jax.device_put(masks, distributed.replicated(mesh))
 
     def batch_fn(i):
         bs = [store.batch((0, i * chunk + j), rows=slice(None))[0] for j in range(chunk)]
@@ -183,7 +206,7 @@ def train_uc(key, store: SiteStore, clfs: Sequence[Classifier], mparams: Sequenc
             return jax.device_put(stacked, sh)
         return stacked
 
-    res = training.fit(k_run, state, lambda kk, st, b: fn(kk, st, b, mp), batch_fn,
+    res = training.fit(k_run, state, lambda kk, st, b: fn(kk, st, b, mp, masks), batch_fn,
                        steps=steps // chunk, checkpoint_dir=checkpoint_dir,
                        checkpoint_every=checkpoint_every, resume=resume, log_every=1)
     params = jax.device_get(res.state.params)

@@ -82,17 +82,36 @@ def test_digits_split_by_index_and_exclusion():
     np.testing.assert_array_equal(dx.x_test, d.x_test)
 
 
+def test_shapes_task_is_balanced_deterministic_and_learnable():
+    d = D.load_shapes(8, 5)
+    assert d.x_train.shape == (1440, 64) and d.x_test.shape == (360, 64)
+    assert np.bincount(d.y_test).tolist() == [36] * 10
+    assert 0 <= d.x_train.min() and d.x_train.max() <= 1
+    np.testing.assert_array_equal(D.load_shapes(8, 5).x_train, d.x_train)
+    assert not np.allclose(D.load_shapes(8, 5, seed=1).x_train, d.x_train)
+    # the classes are distinguishable (nearest class mean well above chance) but not trivial
+    mu = np.stack([d.x_train[d.y_train == c].mean(0) for c in range(10)])
+    pred = np.argmin(((d.x_test[:, None] - mu[None]) ** 2).sum(-1), 1)
+    assert 0.3 < (pred == d.y_test).mean() < 0.99
+    assert 7 not in D.load_shapes(8, 5, exclude=7).y_train
+    with pytest.raises(ValueError, match="`task` must be one of"):
+        D.load_task("cifar", 8, 5)
+
+
 def test_bilinear_matches_map_coordinates_and_augment_identity():
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.random((3, 36)))
     si, sj = (jnp.asarray(rng.uniform(-1.5, 6.5, (3, 6, 6))) for _ in range(2))
-    ref = jax.vmap(lambda im, a, b: jax.scipy.ndimage.map_coordinates(
-        im, [a, b], order=1, mode="constant", cval=0.0))(x.reshape(3, 6, 6), si, sj)
-    np.testing.assert_allclose(D.bilinear(x, si, sj, 6), ref.reshape(3, -1), atol=1e-12)
-    same = D.augment(jax.random.key(0), x, 6, max_shift=0.0, max_rotation=0.0, alpha=0.0)
+    ref = jax.jit(jax.vmap(lambda im, a, b: jax.scipy.ndimage.map_coordinates(
+        im, [a, b], order=1, mode="constant", cval=0.0)))(x.reshape(3, 6, 6), si, sj)
+    np.testing.assert_allclose(jax.jit(D.bilinear, static_argnums=3)(x, si, sj, 6),
+                               ref.reshape(3, -1), atol=1e-12)
+    # jitted (one compilation per setting instead of one per eager operation)
+    aug = jax.jit(D.augment, static_argnames=("size", "max_shift", "max_rotation", "alpha"))
+    same = aug(jax.random.key(0), x, size=6, max_shift=0.0, max_rotation=0.0, alpha=0.0)
     np.testing.assert_allclose(same, x, atol=1e-12)
-    a = D.augment(jax.random.key(1), x, 6)
-    np.testing.assert_array_equal(a, D.augment(jax.random.key(1), x, 6))
+    a = aug(jax.random.key(1), x, size=6)
+    np.testing.assert_array_equal(a, aug(jax.random.key(1), x, size=6))
     assert not np.allclose(a, x)
 
 

@@ -9,7 +9,8 @@ checkpoint every ``checkpoint_every`` chunks. The baseline family uses ridge pen
 ``ridge_lambda``, perturbation fractions ``fractions`` and AddCarbon insertions
 ``add_carbon_strengths`` (``add_carbon_variants`` random variants each). Gaps are
 bootstrapped ``n_boot`` times; the "competitive" claim uses the equivalence margin
-``competitive_margin`` x the label standard deviation.
+``competitive_margin`` x the label standard deviation. ``classification`` adds the
+solubility classes task (needs ``solubility`` in ``datasets``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Config(PipelineConfig):
     add_carbon_variants: int = 2
     n_boot: int = 1000
     competitive_margin: float = 0.1
+    classification: bool = True
 
     def validate(self) -> None:
         require_distinct("datasets", self.datasets, "data set")

@@ -16,6 +16,9 @@ exposing what the models do not learn; random splits flatter models. Per data se
    :func:`jaxkit.training.fit` with checkpoints under ``out_dir/checkpoints/``.
 4. :func:`jaxkit.misaligned.audit.evaluate` per split; report and claims in
    :mod:`jaxkit.misaligned.report`.
+5. With ``classification`` and the solubility set: its classes ((A) low vs the rest),
+   the baseline family and the MLP on the 0/1 labels, AUROC / accuracy
+   (:mod:`jaxkit.misaligned.classification`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from jaxkit.data import molecules
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
+from . import classification as C
 from . import evaluation as A
 from . import models as Mo
 from . import report
@@ -42,9 +46,13 @@ def _data(ctx: RunContext, cfg: Config, name: str):
         keep = np.sort(ctx.rng(f"misaligned-subsample-{name}").permutation(len(smiles))
                        [:cfg.max_molecules])
         smiles, y = [smiles[i] for i in keep], y[keep]
+    else:
+        keep = np.arange(len(smiles))
+    extra = {"classes": [info["solubility_class"][i] for i in keep]} if name == "solubility" \
+        else {}
     data = featurise(smiles, y, name=name, n_bits=cfg.n_bits, max_atoms=cfg.max_atoms,
-                     skip_invalid=True, info={k: v for k, v in info.items()
-                                              if not isinstance(v, list)})
+                     skip_invalid=True, info={**{k: v for k, v in info.items()
+                                                 if not isinstance(v, list)}, **extra})
     rng = ctx.rng(f"misaligned-splits-{name}")
     splits = {k: make_splits(data, k, rng, cfg.seeds, cfg.test_fraction)
               for k in ("random", "scaffold")}
@@ -67,9 +75,12 @@ def run(ctx: RunContext) -> PipelineResult:
                           mpnn_width=cfg.mpnn_width, mpnn_rounds=cfg.mpnn_rounds)
     fam = FamilySettings(lam=cfg.ridge_lambda, fractions=tuple(cfg.fractions))
     results: dict = {}
+    kept = ()
     for name in ctx.track(cfg.datasets, "misaligned data sets"):
         data, splits = ctx.stage(f"misaligned-data-{name}", lambda n=name: _data(ctx, cfg, n))
         both = _both(splits)
+        if name == "solubility":
+            kept = (data, splits, both)
         base, strengths = ctx.stage(f"misaligned-{name}-baselines", lambda d=data, b=both:
                                     A.baseline_predictions(
             ctx.key(f"misaligned-baselines-{d.name}"), d, b,
@@ -95,12 +106,16 @@ def run(ctx: RunContext) -> PipelineResult:
             results[(name, kind)] = res.summary()
             results[(name, kind)]["label_std"] = float(np.std(data.y))
             results[(name, kind)]["n"] = data.n
+    classes = (C.run_classes(ctx, cfg, ts, fam, *kept) if cfg.classification and kept
+               else {})
     figures = [report.forest_plot(cfg, results, ctx.out_dir),
                report.curve_plot(cfg, results, ctx.out_dir)]
-    md = report.markdown(cfg, results, quick=ctx.quick, seed=ctx.seed)
-    claims = report.claims(cfg, results)
+    md = report.markdown(cfg, results, quick=ctx.quick, seed=ctx.seed) + \
+        report.classes_markdown(classes)
+    claims = report.claims(cfg, results) + report.classes_claims(classes)
     metrics = dict(settings=cfg.to_dict(), total_seconds=ctx.elapsed(),
-                   results={f"{d}/{s}": r for (d, s), r in results.items()})
+                   results={f"{d}/{s}": r for (d, s), r in results.items()},
+                   classification=classes)
     warnings = [f"{d} ({s}): {sum(r['duplicates'])} test molecules duplicate a training "
                 "molecule" for (d, s), r in results.items() if sum(r["duplicates"])]
     return PipelineResult("misaligned", TITLE, md, figures=figures, metrics=metrics,

@@ -306,3 +306,39 @@ def test_shipped_data_load():
         assert info["experimental_error"] > 0
     with pytest.raises(ValueError, match="`name` must be one of"):
         molecules.load("tox21")
+
+
+def test_classification_metrics_and_gap_on_known_cases():
+    """Train mean scores AUROC 1/2 exactly; a perfect score 1; accuracy at 1/2 matches
+    NumPy; the gap is the model's AUROC minus the best baseline's, tested per seed."""
+    from jaxkit.misaligned import classification as C
+
+    rng = np.random.default_rng(0)
+    classes = ["(A) low", "(B) medium", "(C) high"] * 10
+    y = C.class_labels(classes)
+    assert y.sum() == 10 and y[0] == 1 and y[1] == 0
+    with pytest.raises(ValueError, match="both"):
+        C.class_labels(["(B) medium"] * 4)
+    S, n = 3, y.size
+    test = np.zeros((S, n), bool)
+    for s in range(S):
+        test[s, rng.permutation(n)[:12]] = True
+        test[s, [0, 1]] = True  # both classes in every test set
+    noisy = y + 0.8 * rng.standard_normal((S, n))
+    base = {"train_mean": np.full((S, n), 0.3), "size_only": noisy,
+            "shuffled_inputs": np.stack([rng.random((S, n)), noisy], axis=1)}
+    res = C.evaluate_classes(y, test, {"mlp": np.broadcast_to(y, (S, n))}, base)
+    m = res["metrics"]
+    assert m["train_mean"]["auroc"]["mean"] == pytest.approx(0.5)
+    assert m["mlp"]["auroc"]["mean"] == pytest.approx(1.0)
+    acc = [np.mean((noisy[s, test[s]] > 0.5) == (y[test[s]] > 0.5)) for s in range(S)]
+    np.testing.assert_allclose(m["size_only"]["accuracy"]["seeds"], acc, rtol=1e-6)
+    g = res["gaps"]["mlp"]
+    assert g["best"] in ("size_only", "shuffled_inputs")
+    np.testing.assert_allclose(g["per_seed"], 1.0 - np.asarray(m[g["best"]]["auroc"]["seeds"]),
+                               rtol=1e-6)
+    bad = test.copy()
+    bad[0] = False
+    bad[0, 1] = True  # a test set with one class only
+    with pytest.raises(ValueError, match="both classes"):
+        C.evaluate_classes(y, bad, {"mlp": np.zeros((S, n))}, base)

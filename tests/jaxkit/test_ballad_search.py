@@ -128,6 +128,7 @@ def loop_logs():
     return routers, logs
 
 
+@pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_search_records_every_call(loop_logs):
     routers, logs = loop_logs
     assert len(logs) == len(routers) * 2
@@ -146,6 +147,7 @@ def test_search_records_every_call(loop_logs):
         assert log.best[-1] == max(n.score for n in g.nodes if n.ok)
 
 
+@pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_search_routers(loop_logs):
     routers, logs = loop_logs
     by = {}
@@ -241,6 +243,7 @@ def test_default_pool_prices_and_names():
 # ----------------------------------------------------------------- pipeline
 
 
+@pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_pipeline_quick_and_resume(tmp_path):
     from jaxkit.ballad import pipeline
     from jaxkit.ballad.config import Config
@@ -248,7 +251,8 @@ def test_pipeline_quick_and_resume(tmp_path):
 
     cfg = Config(problems=("tsp",), seeds=2, calls=6, train_instances=2, test_instances=2,
                  n_init=3, full_test=False, train_full=(), pool_problems=("tsp",), pools=2,
-                 pool_seeds=1, pool_calls=6)  # 2 x 1 runs per router, like the 2 seeds
+                 pool_seeds=1, pool_calls=6,  # 2 x 1 runs per router, like the 2 seeds
+                 program_calls=2, program_seeds=1, program_items=20, program_timeout=5.0)
     ctx = RunContext(out_dir=tmp_path, config=cfg, quick=True)
     res = pipeline.run(ctx)
     rows = res.metrics["tsp"]
@@ -275,7 +279,9 @@ def test_pipeline_quick_and_resume(tmp_path):
             pytest.approx(1.0)
     ctx2 = RunContext(out_dir=tmp_path, config=cfg, quick=True)
     res2 = pipeline.run(ctx2)
-    assert ctx2.reloaded == ["ballad-tsp", "pools-tsp"]
+    assert "## Program space" in res.markdown and set(res.metrics["program"]["rows"]) == \
+        {"only frontier", "uniform", "ballad", "ballad-cost"}
+    assert ctx2.reloaded == ["ballad-tsp", "pools-tsp", "ballad-program"]
     assert res2.metrics == res.metrics and res2.claims == res.claims
     other = pipeline.run(RunContext(out_dir=tmp_path, config=cfg, quick=True, seed=1))
     assert other.metrics != res.metrics  # keys come from the run seed

@@ -175,12 +175,21 @@ def _scramble_labels(key, y, train):
     return y.at[slots].set(y[order]) * train + y * ~train
 
 
+def _each(f, *xs):
+    """``f`` over the leading axis of ``xs``, one member after another (``lax.map``): the
+    strengths' Cholesky solves stay unbatched. Batched LAPACK calls under ``vmap`` hang
+    XLA:CPU at random on small machines (kernels/_batching.py; the 100-seed benchmark
+    hung with the strengths vmapped)."""
+    return jax.lax.map(lambda a: f(*a), xs)
+
+
 def baseline_family(key, data: FamilyData, train: Bool[Array, " n"],
                     settings: FamilySettings = FamilySettings()) -> dict[str, Array]:
     """Every baseline of :data:`BASELINES` for one seed: ``{name: (n,) predictions}``,
     curves ``(strengths, n)`` (``shuffled_inputs``, ``replaced_bits``:
     ``settings.fractions``; ``add_carbon``: one row per AddCarbon strength, variant
-    ``fold_in(key)``-chosen). Pure; vmap it over seeds (:func:`run_family`)."""
+    ``fold_in(key)``-chosen). Pure; map it over seeds (:func:`run_family`). The strengths
+    run one after another (:func:`_each`)."""
     n = data.y.shape[0]
     lam = settings.lam
     ks = jax.random.split(key, 6)
@@ -196,7 +205,7 @@ def baseline_family(key, data: FamilyData, train: Bool[Array, " n"],
         perm = _permute_fraction(k, n, p)
         return kernel_ridge(data.gram[perm][:, perm], data.y, train, lam)
 
-    out["shuffled_inputs"] = jax.vmap(shuffled)(jax.random.split(ks[1], fr.shape[0]), fr)
+    out["shuffled_inputs"] = _each(shuffled, jax.random.split(ks[1], fr.shape[0]), fr)
     density = jnp.mean(data.fp)
 
     def replaced(k, p):
@@ -206,14 +215,14 @@ def baseline_family(key, data: FamilyData, train: Bool[Array, " n"],
         x = jnp.where(rep, noise, data.fp)
         return kernel_ridge(x @ x.T, data.y, train, lam)
 
-    out["replaced_bits"] = jax.vmap(replaced)(jax.random.split(ks[2], fr.shape[0]), fr)
+    out["replaced_bits"] = _each(replaced, jax.random.split(ks[2], fr.shape[0]), fr)
     out["random_features"] = replaced(ks[3], jnp.float32(1.0))
     # unchecked: the masks are checked on the host (features.check_splits) and a
     # run-time check here would be a host callback inside lax.map's loop
     out["nn_tanimoto"] = kfp.nearest_neighbour_predict(data.sim, data.y, train, checked=False)
     v = jax.random.randint(ks[4], (), 0, data.addc_gram.shape[1])
-    out["add_carbon"] = jax.vmap(
-        lambda g: kernel_ridge(data.gram, data.y, train, lam, query_gram=g[v]))(data.addc_gram)
+    out["add_carbon"] = _each(
+        lambda g: kernel_ridge(data.gram, data.y, train, lam, query_gram=g[v]), data.addc_gram)
     out["noise_ceiling"] = data.y + data.sigma * jax.random.normal(ks[5], (n,))
     return out
 

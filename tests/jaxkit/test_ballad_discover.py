@@ -118,6 +118,7 @@ def test_discover_records_every_node(llm_server, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["best.py", "population.json", "report.md"]
 
 
+@pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_killed_run_resumes(llm_server, tmp_path):
     pool = _pool(llm_server, ("funsearch-model", "chatty-model"))
 

@@ -103,6 +103,7 @@ def _trace(logs):
              for n in lg.genealogy.nodes] for lg in logs]
 
 
+@pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_routed_http_run_is_cached_and_replays_offline(editor_server, items, tmp_path):
     cache = tmp_path / "llm-cache"
     pool = _pool(editor_server.url, cache)

@@ -137,6 +137,7 @@ def _quad_eval(cands):
     return out
 
 
+@pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_search_over_many_pools_calls_each_runs_own_pool_and_prices():
     drawn = PL.draw_pools(np.random.default_rng(2), 3)
     run_pools = [p for _, p in drawn for _ in range(2)]

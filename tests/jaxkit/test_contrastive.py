@@ -164,6 +164,7 @@ def test_claims_can_say_no_and_not_tested():
     assert cl[3].verdict == "not tested at this size" and cl[0].verdict == "not shown"
 
 
+@pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_tiny_pipeline_runs_and_resumes(tmp_path):
     r = P.run(RunContext(out_dir=tmp_path, config=TINY, quick=True))
     assert len(r.claims) == 5 and len(r.figures) == 2
@@ -203,6 +204,7 @@ def _rising(x, y=None):
                    obs=y)
 
 
+@pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_user_models_rank_and_discover():
     from jaxkit.contrastive import user as U
 

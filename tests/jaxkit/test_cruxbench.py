@@ -218,6 +218,7 @@ def test_heldout_usefulness_can_say_yes_and_no():
     assert v.verdict == "no"
 
 
+@pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_simulated_scores_and_pipeline(sim, tmp_path):
     """The tiny pipeline: three claims with valid verdicts, the user-data path scored
     by the same code, and a second run reloading the simulated stage."""

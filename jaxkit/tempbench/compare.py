@@ -257,17 +257,26 @@ def _test_windows(x, window):
     return w.reshape(w.shape[0], -1, *w.shape[-2:])
 
 
+def _data_key(seed_key):
+    """The data key of one seed: an ``rbg`` key made of 128 bits drawn from
+    ``fold_in(seed_key, 0)`` (deterministic in the run's key). The generators' draws
+    under ``vmap`` compile several times faster with it than with threefry (6.8 s vs
+    1.6 s of CPU for the Markov task at test size); the trainings keep the run's keys."""
+    bits = jax.random.bits(jax.random.fold_in(seed_key, 0), (4,), jnp.uint32)
+    return jax.random.wrap_key_data(bits, impl="rbg")
+
+
 @functools.partial(jax.jit, static_argnames=("s",))
 def _markov_data(seed_keys, rho, s: MarkovSetting) -> tasks.MarkovTask:
     return jax.vmap(lambda kk: tasks.markov_features(
-        jax.random.fold_in(kk, 0), n_seq=s.n_train + s.n_test, length=s.length, d=s.d,
+        _data_key(kk), n_seq=s.n_train + s.n_test, length=s.length, d=s.d,
         n_features=s.n_features, pi=s.pi, rho=rho, noise=s.noise))(seed_keys)
 
 
 @functools.partial(jax.jit, static_argnames=("s",))
 def _chain_data(seed_keys, s: ChainSetting) -> tasks.ChainTask:
     return jax.vmap(lambda kk: tasks.ordered_features(
-        jax.random.fold_in(kk, 0), n_seq=s.n_train + s.n_test, length=s.length, d=s.d,
+        _data_key(kk), n_seq=s.n_train + s.n_test, length=s.length, d=s.d,
         n_chains=s.n_chains, chain_length=s.chain_length, p_start=s.p_start,
         noise=s.noise))(seed_keys)
 
@@ -275,7 +284,7 @@ def _chain_data(seed_keys, s: ChainSetting) -> tasks.ChainTask:
 @functools.partial(jax.jit, static_argnames=("s",))
 def _hmm_data(seed_keys, s: HMMSetting) -> tasks.HMMTask:
     return jax.vmap(lambda kk: tasks.hmm_denoising(
-        jax.random.fold_in(kk, 0), n_seq=s.n_train + s.n_test, length=s.length, d=s.d,
+        _data_key(kk), n_seq=s.n_train + s.n_test, length=s.length, d=s.d,
         n_states=s.n_states, stay=s.stay, amplitude=s.amplitude, sigma=s.sigma))(seed_keys)
 
 

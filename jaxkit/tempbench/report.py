@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxkit.claims import Claim
+from jaxkit.plotting import label_axes, legend_outside, reference_line
 from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import equivalence, superiority
 
@@ -91,12 +92,10 @@ def plot_markov(cfg: Config, markov: dict, out: Path) -> Path:
                             yerr=[_half(s["ci95"]) for s in ss], marker="o", ms=3,
                             capsize=2, label=LABELS[m])
             if metric == "temporal_auc":
-                ax.axhline(1 / math.sqrt(T), color="grey", ls=":", lw=0.8)
-            ax.set_xlabel("persistence rho")
-            ax.set_ylabel(name)
+                reference_line(ax, 1 / math.sqrt(T), "per-token atom bound 1/sqrt(T)")
+            label_axes(ax, "persistence rho", name, bounds=(0, 1))
             ax.set_title(f"Markov features, T={T}, k={k}/token", fontsize=8)
-            if i == 0 and j == 0:
-                ax.legend(fontsize=6)
+    legend_outside(fig, where="below", ncol=3, fontsize=6)
     return save_figure(fig, out / "tempbench_markov_auc.png")
 
 
@@ -117,13 +116,16 @@ def plot_other(hmm: dict, chains: dict, out: Path) -> Path:
         if metric == "state_acc":
             for T_i, T in enumerate(Ts):
                 refs = res[T]["references"]
-                for ref, ls in (("single_token", ":"), ("forward_backward", "--")):
+                for ref, ls, name in (("single_token", ":", "raw single token"),
+                                      ("window_mean", "-.", "raw window mean"),
+                                      ("forward_backward", "--", "forward-backward")):
                     ax.hlines(refs[ref]["mean"], T_i - 0.45, T_i + 0.45, colors="k",
-                              linestyles=ls, lw=0.8)
+                              linestyles=ls, lw=0.8, label=name if T_i == 0 else None)
         ax.set_xticks(np.arange(len(Ts)), Ts)
         ax.set_title(title, fontsize=8)
-        ax.set_ylim(0, 1.05)
-    axes[0, 0].legend(fontsize=5, loc="lower left")
+        label_axes(ax, "window", "state accuracy" if metric == "state_acc" else "AUC",
+                   bounds=(0, 1))
+    legend_outside(fig, where="below", ncol=3, fontsize=5)
     return save_figure(fig, out / "tempbench_hmm_chains.png")
 
 
@@ -307,8 +309,8 @@ def markdown(cfg: Config, markov: dict, hmm: dict, chains: dict, *, quick: bool,
         f"{cfg.sigma}, k=1/token)", "",
         "State accuracy: the state read from each reconstructed position as "
         "argmax_s <x_hat_t, mu_s>, averaged over the window positions (figure "
-        "`tempbench_hmm_chains.png`: dotted line = raw single token, dashed = "
-        "forward-backward).", "",
+        "`tempbench_hmm_chains.png`: dotted line = raw single token, dash-dot = raw "
+        "window mean, dashed = forward-backward).", "",
         h_table, "", "References on the same data (raw activations):", "", ref_table, "",
         f"### Ordered features (C={cfg.n_chains} chains of 3, p_start 0.05, k=1/token)", "",
         c_table, "",

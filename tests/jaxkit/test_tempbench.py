@@ -66,7 +66,7 @@ def test_markov_rate_and_autocorrelation(markov_sweep, i):
 def test_markov_signal_model_jit_vmap():
     fn = jax.jit(lambda k: T.markov_features(k, n_seq=20, length=30, d=6, n_features=10,
                                              pi=0.3, rho=0.5, noise=0.05))
-    keys = jax.random.split(RBG(0), 2)
+    keys = jax.random.split(jax.random.key(0), 2)  # threefry: rbg draws differ under vmap
     t = fn(keys[1])
     batched = jax.jit(jax.vmap(fn))(keys)  # vmap invariance
     np.testing.assert_allclose(batched.x[1], t.x, atol=1e-6)
@@ -212,7 +212,7 @@ def test_sliding_windows():
 # ------------------------------------------------------------------ comparison
 
 TINY = QUICK.override(["rhos=0.0,0.9", "windows=2", "ks=1", "seeds=2", "steps=40",
-                       "log_every=20", "checkpoint_every=1", "batch_size=32", "n_latents=12",
+                       "log_every=20", "checkpoint_every=2", "batch_size=32", "n_latents=12",
                        "d=6", "n_features=10", "pi=0.1", "length=16", "n_train=8", "n_test=4",
                        "n_states=3", "sigma=0.8", "n_chains=3", "hmm_windows=2",
                        "chain_windows=2", "real=false"])
@@ -398,17 +398,17 @@ class _Count:
 # and mesh tests are in test_crosscoder_fit. The LM's loop is lm_acts.train_lm.
 @pytest.mark.parametrize("method", ["acausal", "matryoshka", "tsae", "tfa"])
 def test_training_killed_resumes_to_same_params(tmp_path, monkeypatch, method):
-    """A training killed at its second checkpoint save (of 2, every 2 of 4 chunks) and
-    resumed draws only the 2 chunks after the checkpoint and ends with the parameters of
-    an uninterrupted training: exactly on one device, to float tolerance when the
-    resumed run splits its batches over an 8-device mesh (acausal)."""
+    """A training killed at its second checkpoint save (of 2 chunks) and resumed draws
+    only the chunk after the first checkpoint and ends with the parameters of an
+    uninterrupted training: exactly on one device, to float tolerance when the resumed
+    run splits its batches over an 8-device mesh (acausal). The pipeline's tiny shapes
+    and keys, so the one-device programs are the ones the tiny pipeline compiled."""
     from jaxkit.distributed import make_mesh
     from jaxkit.tempbench import baselines as BL
 
-    x = T.markov_features(RBG(1), n_seq=4, length=8, d=4, n_features=6, pi=0.2, rho=0.9).x
-    cfg = TR.TrainConfig(window=2, n_latents=6, k=1, steps=4, batch_size=8, lr=3e-3,
-                         log_every=1, checkpoint_every=2)  # 4 chunks
-    key = RBG(3)
+    x = T.markov_features(RBG(1), n_seq=8, length=16, d=6, n_features=10, pi=0.1, rho=0.9).x
+    cfg = P.train_config(TINY)._replace(window=2, k=1, checkpoint_every=1)  # 2 chunks
+    key = jax.random.key(3)
 
     def train(trainer, name):
         if method == "acausal":
@@ -425,7 +425,7 @@ def test_training_killed_resumes_to_same_params(tmp_path, monkeypatch, method):
     count = _Count(TR.sample_chunk)
     monkeypatch.setattr(TR, "sample_chunk", count)
     got, curve = train(trainer, "job")
-    assert count.n == 2  # resumed from the checkpoint at chunk 2
+    assert count.n == 1  # resumed from the checkpoint after chunk 1
     tol = dict(atol=2e-4, rtol=1e-4) if mesh is not None else dict(atol=0, rtol=0)
     for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(got), strict=True):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), **tol)
@@ -459,9 +459,10 @@ def test_lm_training_killed_resumes_to_same_weights(tmp_path, monkeypatch):
 
 
 def test_pipeline_killed_resumes_to_same_results(tiny_pipeline, tmp_path, monkeypatch):
-    """The pipeline killed in the middle of a training (its 7th checkpoint save) and run
-    again gives the results of the uninterrupted run: finished trainings reload, the
-    interrupted one resumes from its checkpoint."""
+    """The pipeline killed in its 7th training (at that training's checkpoint save) and
+    run again gives the results of the uninterrupted run: the finished trainings reload
+    from the stage cache, the interrupted one runs again (resuming a training from a
+    mid-way checkpoint is test_training_killed_resumes_to_same_params)."""
     result, _ = tiny_pipeline
     with monkeypatch.context() as mp:
         _kill_at_save(mp, 7)

@@ -199,6 +199,11 @@ def store_dir(tmp_path_factory):
     return d
 
 
+# slow: three sharded trainings (one compilation on a data x model mesh); the same path
+# (jaxkit.crosscoder.train on a store, dictionary sharded, killed and resumed) is in the
+# default run of test_crosscoder_train (test_kill_and_resume_matches_uninterrupted_run,
+# test_resume_onto_another_mesh_equals_uninterrupted_run)
+@pytest.mark.slow
 def test_store_tc_kill_and_resume_on_a_sharded_mesh(store_dir, tmp_path):
     kw = dict(window=2, n_latents=8, k=1, steps=8, batch_size=8, lr=3e-3, log_every=2)
     key = jax.random.key(0)

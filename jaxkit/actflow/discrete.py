@@ -255,13 +255,16 @@ class DKernels:
                        novel_circles=M.circles(f, thr, novel, met)[0].astype(jnp.float32),
                        vendi=M.vendi_score(f, valid, 1.0, met),
                        knn_coverage=(jnp.float32(jnp.nan) if ref_f is None
-                                     else M.knn_coverage(ref_f, f, 5, valid, met)))
+                                     else M.knn_coverage(ref_f, f, 5, valid, met,
+                                                         radii=self.ref_radii)))
             return {k: v.astype(jnp.float32) for k, v in out.items()}
 
         self.metrics = jax.jit(metrics)
         self.data = jnp.asarray(dom.data, jnp.int32)
         self.data_f = jnp.asarray(dom.feats(dom.data))
         self.ref_f = None if dom.reference is None else jnp.asarray(dom.feats(dom.reference))
+        self.ref_radii = None if self.ref_f is None else jax.jit(
+            M.knn_radii, static_argnums=(1, 2))(self.ref_f, 5, met)
         self.start = None  # pretrain's jitted (model, train state) draw, set there
 
         def store(bank, bank_f, bank_mask, slot, x, f):  # kept rows into their slots

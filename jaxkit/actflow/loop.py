@@ -317,6 +317,8 @@ class Kernels:
         ref = None if domain.reference is None else jnp.asarray(domain.reference)
         w = None if domain.weights is None else jnp.asarray(domain.weights)
         met = domain.metric
+        radii = None if ref is None else jax.jit(M.knn_radii, static_argnums=(1, 2))(
+            ref, 5, met)  # once per Kernels, not per evaluation
 
         def fn(params, data, key):
             z = jax.random.normal(key, (cfg.n_eval, domain.dim), jnp.float32)
@@ -332,7 +334,7 @@ class Kernels:
                 out["outside"] = M.validity(valid & domain.outside(x))
             if ref is not None:
                 out["coverage"] = M.exact_coverage(ref, f, domain.radius, valid, w, met)
-                out["knn_coverage"] = M.knn_coverage(ref, f, 5, valid, met)
+                out["knn_coverage"] = M.knn_coverage(ref, f, 5, valid, met, radii=radii)
             return x, valid, {k: v.astype(jnp.float32) for k, v in out.items()}
 
         return fn

@@ -33,7 +33,7 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 __all__ = ["pairwise_distances", "validity", "uniqueness", "novelty", "circles",
-           "knn_coverage", "vendi_from_kernel", "vendi_score", "exact_coverage"]
+           "knn_radii", "knn_coverage", "vendi_from_kernel", "vendi_score", "exact_coverage"]
 
 METRICS = ("euclidean", "hamming", "tanimoto")
 
@@ -112,16 +112,24 @@ def novelty(x: Array, train: Array, threshold: float = 0.0,
     return jnp.sum(m & (dmin > threshold)) / jnp.maximum(jnp.sum(m), 1)
 
 
-def knn_coverage(reference: Array, x: Array, k: int = 5,
-                 mask: Bool[Array, " n"] | None = None,
-                 metric: str = "euclidean") -> Float[Array, ""]:
-    """Naeem et al. (2020) coverage: share of reference rows whose ball of radius
-    "distance to the k-th nearest other reference row" contains a masked sample."""
+def knn_radii(reference: Array, k: int = 5, metric: str = "euclidean") -> Float[Array, " m"]:
+    """The k-NN ball radii of :func:`knn_coverage`: per reference row, the distance to its
+    k-th nearest other reference row. They depend on the reference only: compute them
+    once and pass them as ``radii`` (an (m, m) sort per call otherwise)."""
     if not 1 <= k < reference.shape[0]:
         raise ValueError(f"`k` must be in [1, {reference.shape[0] - 1}]; got {k}")
-    m = _mask(x, mask)
     drr = pairwise_distances(reference, reference, metric)
-    radius = jnp.sort(drr, axis=1)[:, k]  # column 0 is the row itself
+    return jnp.sort(drr, axis=1)[:, k]  # column 0 is the row itself
+
+
+def knn_coverage(reference: Array, x: Array, k: int = 5,
+                 mask: Bool[Array, " n"] | None = None,
+                 metric: str = "euclidean", radii: Array | None = None) -> Float[Array, ""]:
+    """Naeem et al. (2020) coverage: share of reference rows whose ball of radius
+    "distance to the k-th nearest other reference row" contains a masked sample.
+    ``radii``: those radii precomputed by :func:`knn_radii` (same ``k`` and metric)."""
+    m = _mask(x, mask)
+    radius = knn_radii(reference, k, metric) if radii is None else radii
     drx = jnp.where(m[None, :], pairwise_distances(reference, x, metric), jnp.inf)
     return jnp.mean(jnp.any(drx <= radius[:, None], axis=1).astype(jnp.float32))
 

@@ -111,8 +111,8 @@ class Config(PipelineConfig):
 
 
 QUICK = Config(
-    other_kinds=(), n_train=24, n_test=8, n_atoms=(100, 128), relax_steps=600, min_steps=150,
-    hidden=32, layers=2, train_steps=600, batch=8, lr=3e-3, checkpoint_every=100,
-    samples_per_target=2, sample_steps=25, corrector_steps=0, timing_runs=2,
+    other_kinds=(), n_train=24, n_test=8, n_atoms=(100, 128), relax_steps=400, min_steps=100,
+    hidden=32, layers=2, train_steps=300, batch=8, lr=3e-3, checkpoint_every=100,
+    samples_per_target=2, sample_steps=20, corrector_steps=0, timing_runs=2,
     post_relax_steps=150, pressure_steps=25, scale_cells=0, scale_steps=5)
 FULL = Config(n_atoms=(100, 800))

@@ -58,10 +58,15 @@ class Trained:
 
 
 def skeleton(cfg: Config, n_cond: int, key) -> M.Denoiser:
-    """The untrained denoiser of ``cfg`` for ``n_cond`` condition features."""
+    """The untrained denoiser of ``cfg`` for ``n_cond`` condition features (initialised
+    in one jitted call: eagerly, every layer's random init compiles apart)."""
+    return _init(cfg.hidden, cfg.layers, cfg.k_nbr, int(n_cond), key)
+
+
+@eqx.filter_jit
+def _init(hidden: int, layers: int, k_nbr: int, n_cond: int, key) -> M.Denoiser:
     _, q = M.species_charges()
-    return M.Denoiser(q.size, n_cond, key=key, hidden=cfg.hidden, layers=cfg.layers,
-                      k_nbr=cfg.k_nbr)
+    return M.Denoiser(q.size, n_cond, key=key, hidden=hidden, layers=layers, k_nbr=k_nbr)
 
 
 def batch_indices(key, steps: int, n_cells: int, batch: int) -> np.ndarray:

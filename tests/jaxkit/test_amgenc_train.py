@@ -115,4 +115,4 @@ def test_config_validation_names_the_field():
         QUICK.override(["balanced_share=1.5"])
     with pytest.raises(ValueError, match="corrector_steps"):
         QUICK.override(["corrector_steps=-1"])
-    assert QUICK.train_steps == 600 and QUICK.corrector_steps == 0
+    assert QUICK.train_steps == 300 and QUICK.corrector_steps == 0

@@ -10,7 +10,8 @@ hand-written digits, shipped inside the scikit-learn wheel), resized and augment
   ``alpha``), all by bilinear resampling (``jax.scipy.ndimage.map_coordinates``).
 * :func:`sample_batch` -- ``batch`` augmented images and labels drawn from the pool by a
   key (deterministic in the key, so a training batch is a function of its step).
-* :func:`augmented_stream` -- ``n`` augmented images at once (one compiled call): the
+* :func:`augmented_stream` -- ``n`` augmented images at once (on the host, the same
+  augmentation in NumPy, :func:`augment_np`: nothing to compile): the
   training stream the models sample their batches from and the images whose
   activations the transcoders are trained on.
 * :func:`load_shapes` -- the second task, generated procedurally (nothing shipped): ten
@@ -21,7 +22,6 @@ hand-written digits, shipped inside the scikit-learn wheel), resized and augment
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
@@ -31,7 +31,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 __all__ = ["Digits", "load_digits", "load_shapes", "load_task", "TASKS", "SHAPE_CLASSES",
-           "augment", "sample_batch", "bilinear", "augmented_stream", "N_CLASSES"]
+           "augment", "augment_np", "sample_batch", "bilinear", "augmented_stream", "N_CLASSES"]
 
 N_CLASSES = 10
 
@@ -216,21 +216,67 @@ def sample_batch(key: PRNGKeyArray, x_pool: Float[Array, "n P"], y_pool: Int[Arr
     return augment(k2, x_pool[idx], size, **aug), y_pool[idx]
 
 
-@functools.partial(jax.jit, static_argnames=("n", "size", "chunk", "aug"))
-def _stream(key, x_pool, y_pool, n: int, size: int, chunk: int, aug: tuple):
-    keys = jax.random.split(key, n // chunk)
-    xs, ys = jax.lax.map(lambda k: sample_batch(k, x_pool, y_pool, chunk, size, **dict(aug)),
-                         keys)
-    return xs.reshape(n, -1), ys.reshape(n)
+def _blur_np(field: np.ndarray, sigma: float) -> np.ndarray:
+    """:func:`_blur` in NumPy."""
+    r = max(1, int(math.ceil(2 * sigma)))
+    t = np.arange(-r, r + 1, dtype=np.float64)
+    w = np.exp(-0.5 * (t / sigma) ** 2)
+    w = w / w.sum()
+    S = field.shape[-1]
+
+    def conv1(f, axis):
+        f = np.moveaxis(f, axis, -1)
+        p = np.pad(f, [(0, 0)] * (f.ndim - 1) + [(r, r)], mode="edge")
+        out = sum(w[i] * p[..., i:i + S] for i in range(2 * r + 1))
+        return np.moveaxis(out, -1, axis)
+
+    return conv1(conv1(field, -1), -2)
+
+
+def _bilinear_np(x: np.ndarray, si: np.ndarray, sj: np.ndarray, size: int) -> np.ndarray:
+    """:func:`bilinear` in NumPy."""
+    i0, j0 = np.floor(si), np.floor(sj)
+    fi, fj = si - i0, sj - j0
+    out = np.zeros(si.shape)
+    rows = np.arange(x.shape[0])[:, None]
+    for di, wi in ((0, 1 - fi), (1, fi)):
+        for dj, wj in ((0, 1 - fj), (1, fj)):
+            ii, jj = (i0 + di).astype(np.int64), (j0 + dj).astype(np.int64)
+            inside = (ii >= 0) & (ii < size) & (jj >= 0) & (jj < size)
+            flat = np.clip(ii, 0, size - 1) * size + np.clip(jj, 0, size - 1)
+            v = x[rows, flat.reshape(x.shape[0], -1)].reshape(si.shape)
+            out = out + np.where(inside, wi * wj * v, 0.0)
+    return out.reshape(x.shape[0], -1)
+
+
+def augment_np(rng: np.random.Generator, x: np.ndarray, size: int, *, max_shift: float = 1.0,
+               max_rotation: float = 10.0, alpha: float = 1.0, sigma: float = 2.0
+               ) -> np.ndarray:
+    """:func:`augment` on the host (NumPy, nothing to compile), the noise drawn from
+    ``rng``: the same shift, rotation and elastic noise (normalised over the batch)."""
+    B = x.shape[0]
+    shift = rng.uniform(-max_shift, max_shift, (B, 2))
+    ang = np.deg2rad(rng.uniform(-max_rotation, max_rotation, B))
+    disp = _blur_np(rng.standard_normal((B, 2, size, size)), sigma)
+    disp = alpha * disp / max(float(np.std(disp)), 1e-6)
+    c = (size - 1) / 2
+    ii, jj = np.meshgrid(np.arange(size, dtype=np.float64), np.arange(size, dtype=np.float64),
+                         indexing="ij")
+    u, v = ii - c, jj - c
+    cos, sin = np.cos(ang)[:, None, None], np.sin(ang)[:, None, None]
+    src_i = cos * u - sin * v + c - shift[:, 0, None, None] + disp[:, 0]
+    src_j = sin * u + cos * v + c - shift[:, 1, None, None] + disp[:, 1]
+    return np.clip(_bilinear_np(np.asarray(x, np.float64), src_i, src_j, size), 0.0, 1.0)
 
 
 def augmented_stream(key: PRNGKeyArray, x_pool, y_pool, n: int, size: int, **aug
                      ) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` augmented pool images and labels (a multiple of 512 is drawn and cut)."""
+    """``n`` augmented pool images and labels, drawn with replacement, deterministic in
+    ``key``; made on the host in batches of 512 (:func:`augment_np`: no compilation)."""
     if n < 1:
         raise ValueError(f"`n` must be >= 1; got {n}")
-    chunk = 512
-    m = -(-n // chunk) * chunk
-    x, y = _stream(key, jnp.asarray(x_pool), jnp.asarray(y_pool), m, size, chunk,
-                   tuple(sorted(aug.items())))
-    return np.asarray(x[:n]), np.asarray(y[:n])
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
+    x_pool, y_pool = np.asarray(x_pool, np.float32), np.asarray(y_pool, np.int32)
+    idx = rng.integers(0, len(x_pool), n)
+    xs = [augment_np(rng, x_pool[idx[i:i + 512]], size, **aug) for i in range(0, n, 512)]
+    return np.concatenate(xs).astype(np.float32), y_pool[idx]

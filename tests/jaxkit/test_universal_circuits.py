@@ -113,6 +113,19 @@ def test_bilinear_matches_map_coordinates_and_augment_identity():
     a = aug(jax.random.key(1), x, size=6)
     np.testing.assert_array_equal(a, aug(jax.random.key(1), x, size=6))
     assert not np.allclose(a, x)
+    # the host (NumPy) augmentation of the stream computes the same maps
+    np.testing.assert_allclose(D._bilinear_np(np.asarray(x), np.asarray(si), np.asarray(sj), 6),
+                               ref.reshape(3, -1), atol=1e-12)
+    f = rng.standard_normal((2, 2, 6, 6))
+    np.testing.assert_allclose(D._blur_np(f, 1.5), jax.jit(D._blur, static_argnums=1)(
+        jnp.asarray(f), 1.5), atol=1e-12)
+    r = np.random.default_rng(0)
+    np.testing.assert_allclose(D.augment_np(r, np.asarray(x), 6, max_shift=0.0, max_rotation=0.0,
+                                            alpha=0.0), x, atol=1e-12)
+    xs, ys = D.augmented_stream(jax.random.key(2), np.asarray(x), np.arange(3), 10, 6)
+    assert xs.shape == (10, 36) and set(ys.tolist()) <= {0, 1, 2}
+    np.testing.assert_array_equal(xs, D.augmented_stream(jax.random.key(2), np.asarray(x),
+                                                         np.arange(3), 10, 6)[0])
 
 
 @pytest.fixture(scope="module")

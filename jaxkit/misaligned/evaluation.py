@@ -154,11 +154,15 @@ def _family_sharded(settings: B.FamilySettings, mesh):
     return _FAMILY_CACHE[ck]
 
 
+@jax.jit
+def _metrics_per_seed(y, p, w):
+    return jax.vmap(lambda pp, ww: Me.all_metrics(y, pp, ww))(p, w)
+
+
 def _per_seed(y, pred, test) -> dict:
-    y = jnp.asarray(y, jnp.float32)
-    w = jnp.asarray(test, jnp.float32)
-    p = jnp.asarray(pred, jnp.float32)
-    vals = jax.vmap(lambda pp, ww: Me.all_metrics(y, pp, ww))(p, w)
+    # one compiled call per shape (eagerly, every method cost dozens of dispatches)
+    vals = _metrics_per_seed(jnp.asarray(y, jnp.float32), jnp.asarray(pred, jnp.float32),
+                             jnp.asarray(test, jnp.float32))
     return {m: np.asarray(v, np.float64) for m, v in vals.items()}
 
 
@@ -255,6 +259,10 @@ def audit(fit_predict: Callable, dataset: MolDataset, splits: Splits,
             wrong shape or non-finite values (naming the seed), unknown baselines.
     """
     dups = check_splits(dataset, splits)
+    bad = [b for b in (baselines or ()) if b not in B.MISALIGNED]
+    if bad:  # before any model is fitted
+        raise ValueError(f"`baselines` must name baselines out of {', '.join(B.MISALIGNED)}; "
+                         f"got {bad}")
     key = jax.random.key(0) if key is None else key
     if sigma is None:
         sigma = float(dataset.info.get("experimental_error", 0.1 * np.std(dataset.y)))

@@ -196,6 +196,7 @@ def test_family_seeds_are_independent_and_compiled_once(mols, family_out, family
     assert not np.allclose(np.asarray(rev["label_scramble"])[::-1], out["label_scramble"])
 
 
+@pytest.mark.slow  # a second compilation of the family (about 6 s of CPU)
 def test_family_on_eight_devices_equals_one(family_out):
     """Seeds split over a mesh of the 8 simulated devices (padded from 4 to 8) give the
     one-device predictions: seed s draws from fold_in(key, s) wherever it runs."""

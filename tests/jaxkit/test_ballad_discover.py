@@ -205,6 +205,7 @@ def _out(r) -> str:
     return " ".join(r.output.split())
 
 
+@pytest.mark.slow  # test-time budget: 2-11 s CPU; kept in the slow set
 def test_cli_discover_and_resume(llm_server, tmp_path, monkeypatch):
     _env(llm_server, monkeypatch)
     monkeypatch.setenv("JAXKIT_LLM_API_KEY", "sk-cli")

@@ -34,7 +34,9 @@ def _reference_score(name, theta, inst, i):
     return -R.cvrp_theta(theta, c, d, CAPS[name])[0]
 
 
-@pytest.mark.parametrize("name", P.NAMES)
+# tsp and knapsack by default; the other three in the slow set (test-time budget)
+@pytest.mark.parametrize("name", [n if n in ("tsp", "knapsack") else
+                                  pytest.param(n, marks=pytest.mark.slow) for n in P.NAMES])
 def test_jax_matches_reference_and_vmap_matches_loop(name):
     prob = P.make(name, SMALL[name])
     inst = prob.generate(jax.random.key(1), 3)
@@ -175,6 +177,7 @@ def test_cvrp_routes_respect_capacity():
     np.testing.assert_allclose(float(length), ref_len, rtol=1e-12)
 
 
+@pytest.mark.slow  # test-time budget: 2-11 s CPU; kept in the slow set
 def test_linear_features_can_beat_best_fit():
     """The feature set is rich enough to improve on best fit (a random-search theta)."""
     prob = P.make("binpacking_weibull", 500)
@@ -195,7 +198,9 @@ def _scan_all_bins(theta, items, capacity):
     return jax.lax.scan(step, jnp.full(items.shape, capacity, items.dtype), items)[0]
 
 
-@pytest.mark.parametrize("n_inst", [1, 7, 12, 20])
+# 1: per-lane search (batch 5), 7: per-block (batch 35); 12 and 20 in the slow set
+@pytest.mark.parametrize("n_inst", [1, 7] + [pytest.param(n, marks=pytest.mark.slow)
+                                              for n in (12, 20)])
 def test_blocked_bin_search_equals_full_scan(n_inst):
     """The search over open bins only (per-lane or per-block, by batch size; items past a
     block boundary) leaves every bin exactly as scoring all bins does, ties included."""
@@ -212,6 +217,7 @@ def test_blocked_bin_search_equals_full_scan(n_inst):
     assert one == R.online_binpack(lambda i, b: -np.arange(len(b)), np.asarray(items[0]), 150.0)
 
 
+@pytest.mark.slow  # test-time budget: 2-11 s CPU; kept in the slow set
 def test_binpack_bins_traced_capacity_float32_and_grad():
     items = jnp.asarray([30.0, 80.0, 70.0, 20.0, 100.0, 1.0])
     theta = jnp.asarray(P.get("binpacking_or").baseline)

@@ -103,6 +103,7 @@ def test_routed_search_in_program_space_edits_parents_and_jails_bugs(items):
         assert lg.best[-1] == max(n.score for n in lg.genealogy.nodes if n.ok)
 
 
+@pytest.mark.slow  # test-time budget: 2-11 s CPU; kept in the slow set
 def test_program_space_experiment_runs_every_child_in_the_jail():
     """The pipeline's program-space stage (jaxkit.ballad.program_run) at tiny size: every
     router's edits ran in the sandbox, the best programs were scored on held-out

@@ -68,6 +68,7 @@ def test_gene_tables_match_closed_form(gene_questions):
     np.testing.assert_array_equal(q.log_lik[:, :12], q.log_lik[:, 12:])
 
 
+@pytest.mark.slow  # test-time budget: 2-11 s CPU; kept in the slow set
 def test_outcomes_come_from_the_true_model():
     dom = D.DOMAINS["kinetics"]  # latent batch rate: table is the prior Monte Carlo estimate
     x = jnp.concatenate([jnp.asarray(dom.designs[4]), jnp.asarray([1.0, 1.0])])
@@ -104,6 +105,7 @@ def test_contrastive_picks_informative_experiment_and_resolves():
     assert int(out["contrastive"]["answer"][0]) == -1
 
 
+@pytest.mark.slow  # test-time budget: 2-11 s CPU; kept in the slow set
 def test_replay_equals_greedy_trajectory():
     rng = np.random.default_rng(0)
     ll = np.log(rng.dirichlet(np.ones(5), size=(6, 3)))

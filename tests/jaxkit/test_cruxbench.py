@@ -61,6 +61,7 @@ def test_question_probs_are_coherent_and_independent_at_zero_correlation():
     assert p1[2] == pytest.approx(p[2]) and p0[2] == pytest.approx(p[2])
 
 
+@pytest.mark.slow  # test-time budget: 2-11 s CPU; kept in the slow set
 def test_simulated_benchmark_recovers_the_known_voi(sim):
     """In the pipeline's simulated benchmark the price moves measured by the scoring
     code average to the closed-form VOI at the announcements (within 4 standard
@@ -147,6 +148,7 @@ def test_scoring_closed_forms():
     assert math.isnan(sc["per_proposer"]["ex_ante_abs"][0]) is False
 
 
+@pytest.mark.slow  # test-time budget: 2-11 s CPU; kept in the slow set
 def test_jsonl_round_trip_scores_the_same(sim, tmp_path):
     path = write_jsonl(tmp_path / "sim.jsonl", sim.data)
     back = read_jsonl(path)
@@ -249,6 +251,7 @@ def test_config_errors_name_the_field():
         Config(explained=1.0)
 
 
+@pytest.mark.slow  # test-time budget: 2-11 s CPU; kept in the slow set
 def test_cli_simulate_writes_a_scorable_file(sim, tmp_path):
     from typer.testing import CliRunner
 

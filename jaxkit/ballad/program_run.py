@@ -120,7 +120,7 @@ def program_section(res: dict) -> tuple[list[str], dict]:
         f"over L1 (%), lower is better; hand-written best fit on the same test instances: "
         f"{res['baseline_test']:.3f}. Shares in the order {' / '.join(res['models'])}. "
         "An end-to-end check of the source path, too small to test a claim.", "",
-        markdown_table(["router", "train best", "test (best program)", "edits run",
+        markdown_table(["router", "train best", "test (best program)", "edits scored",
                         "refused by the jail", "time limit", "proposer failures",
                         "cost ($)", "share"], rows), ""]
     return lines, dict(rows=metrics, baseline_test=res["baseline_test"],

@@ -65,7 +65,7 @@ def train_lm(
     from .model import extract, supernet_from_params
 
     one = jax.tree.map(lambda a: a[0], r.params)
-    model = extract(supernet_from_params(arch, one), arch.layers)
+    model = extract(supernet_from_params(arch, one, letters=r.letters), arch.layers)
     bpb = float(r.val_bpb[-1, 0])
     save_lm(out / "lm", model, meta=dict(text=str(text), steps=steps, val_bpb=bpb))
     atomic_write(out / "metrics.json", json.dumps(dict(

@@ -1,11 +1,14 @@
 """AIRA-Compose configuration: the search space, the three stages and the claim tests.
 
 ``jaxkit run aira-compose --set depth=8 --set budget=40``. Stage 1 trains candidates of
-``depth`` layers (width ``width``, ``heads`` heads, Mamba state ``d_state``, ``context``
-bytes) for ``steps`` AdamW steps of ``batch`` sequences; every policy of ``policies``
-runs ``search_seeds`` times with ``budget`` evaluations, ``search_batch`` proposals per
-round. With ``3 ** depth <= table_max`` every string is trained once, together, and the
-searches look their losses up (a tabulated benchmark: the policies are compared on many
+``depth`` layers over ``alphabet`` (A attention, M MLP, S Mamba-1, D Mamba-2; width
+``width``, ``heads`` heads, Mamba state ``d_state``, Mamba-2 heads of ``ssd_head_dim``
+channels and SSD chunks of ``ssd_chunk`` steps, ``context`` bytes) for ``steps`` AdamW
+steps of ``batch`` sequences; every policy of ``policies`` runs ``search_seeds`` times
+with ``budget`` evaluations, ``search_batch`` proposals per round (the Composer-like
+policy over ``composer_alphabet``). With ``len(letters) ** depth <= table_max`` (the
+letters of both alphabets) every string is trained once, together, and the searches
+look their losses up (a tabulated benchmark: the policies are compared on many
 seeds at the cost of one training); otherwise each round's new strings are trained
 together. Stage 2 extrapolates the ``top_k`` best strings and the best Composer ({A, M})
 string to ``depth * depth_factor`` layers at width ``width2`` (stacking and stretching)
@@ -46,6 +49,10 @@ class Config(PipelineConfig):
     warmup: int = 50
     chunk: int = 50
     policies: tuple[str, ...] = POLICIES
+    alphabet: str = "AMSD"  # the search space of every policy but "composer"
+    composer_alphabet: str = "AM"  # Composer's space (e.g. "AMD" adds the Mamba-2 block)
+    ssd_head_dim: int = 16
+    ssd_chunk: int = 32
     budget: int = 48
     search_seeds: int = 3
     search_batch: int = 8
@@ -71,7 +78,17 @@ class Config(PipelineConfig):
                                 "batch", "chunk", "budget", "search_seeds", "search_batch",
                                 "population", "tournament", "top_k", "depth_factor",
                                 "width2", "steps2", "seeds2", "n_val", "checkpoint_every",
-                                "fit_maxiter"))
+                                "fit_maxiter", "ssd_head_dim", "ssd_chunk"))
+        for f in ("alphabet", "composer_alphabet"):
+            v = getattr(self, f)
+            require(isinstance(v, str) and len(v) >= 2 and set(v) <= set("AMSD")
+                    and len(set(v)) == len(v), f,
+                    f"must be >= 2 distinct letters of A, M, S, D; got {v!r}")
+        if "D" in self.alphabet + self.composer_alphabet:
+            for f in ("width", "width2"):
+                require((2 * getattr(self, f)) % self.ssd_head_dim == 0, f,
+                        f"times 2 (the Mamba-2 inner width) must be divisible by "
+                        f"ssd_head_dim ({self.ssd_head_dim}); got {getattr(self, f)}")
         require_at_least(self, ("context",), 4)
         require_positive(self, ("lr",))
         require(0.0 < self.val_fraction < 1.0, "val_fraction",
@@ -103,12 +120,13 @@ class Config(PipelineConfig):
                 f"fit; got {n_points}")
 
 
-# A first look: the full pipeline at toy size. Depth 3 (all 27 strings trained once,
+# A first look: the full pipeline at toy size, over {A, M, D} (the Mamba-2 block: FULL
+# searches all four letters). Depth 3 (all 27 strings trained once,
 # together, in one compiled supernet; the searches look their losses up), depth 6 in
 # stage 2 (every architecture and seed in one more compile), width 16 and 16-byte
 # contexts so that the two trainings take seconds once compiled; the scaling fits (whose
 # claim is not tested at this size: too few (N, D) points) at 300 L-BFGS iterations.
-QUICK = Config(depth=3, width=16, heads=2, d_state=4, context=16, steps=40, batch=8,
+QUICK = Config(alphabet="AMD", depth=3, width=16, heads=2, d_state=4, context=16, steps=40, batch=8,
                lr=6e-3, warmup=10, chunk=20, budget=10, search_seeds=20, search_batch=2,
                population=4, tournament=2, top_k=1, depth_factor=2, width2=16, steps2=60,
                seeds2=3, scaling_depths=(2,), scaling_budgets=(20, 40, 60), n_val=32,

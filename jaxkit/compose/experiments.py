@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from . import scaling as S
-from .arch import LETTERS, Arch, llama_style, nemotron_style, stack, stretch
+from .arch import Arch, llama_style, nemotron_style, stack, stretch
 from .search import make_policy
 from .train import TrainSettings, train_candidates
 
@@ -34,7 +34,7 @@ __all__ = ["arch_of", "settings", "stage1", "stage2_plan", "stage2", "scaling"]
 
 def arch_of(cfg, depth: int, width: int) -> Arch:
     return Arch("A" * depth, width=width, heads=cfg.heads, d_state=cfg.d_state,
-                context=cfg.context)
+                context=cfg.context, ssd_head_dim=cfg.ssd_head_dim, ssd_chunk=cfg.ssd_chunk)
 
 
 def settings(cfg, steps: int, eval_at=()) -> TrainSettings:
@@ -52,7 +52,9 @@ def _search_all(cfg, key, evaluate: Callable[[list[str]], dict]) -> dict:
             rng = np.random.default_rng([seed, sum(map(ord, p))])
             runs[(p, seed)] = dict(policy=make_policy(p, cfg.depth, k,
                                                       population=cfg.population,
-                                                      sample=cfg.tournament),
+                                                      sample=cfg.tournament,
+                                                      alphabet=cfg.alphabet,
+                                                      composer_alphabet=cfg.composer_alphabet),
                                    rng=rng, strings=[], losses=[])
     known: dict[str, float] = {}
     rnd = 0
@@ -106,9 +108,11 @@ def stage1(key, cfg, corpus, *, mesh=None, checkpoint_dir=None, resume=True,
             | {"n": len(strings)})
         return res["losses"]
 
-    exhaustive = len(LETTERS) ** cfg.depth <= cfg.table_max
+    letters = "".join(sorted(set(cfg.alphabet) | set(cfg.composer_alphabet),
+                             key="AMSD".index))
+    exhaustive = len(letters) ** cfg.depth <= cfg.table_max
     if exhaustive:
-        table = train(["".join(p) for p in itertools.product(LETTERS, repeat=cfg.depth)],
+        table = train(["".join(p) for p in itertools.product(letters, repeat=cfg.depth)],
                       "stage1-table")
         res = _search_all(cfg, k_search, lambda new, rnd: {x: table[x] for x in new})
     else:
@@ -133,7 +137,7 @@ def stage2_plan(cfg, s1: dict) -> dict[str, str]:
                 zip(r["strings"], r["losses"], strict=True)}
         plan["composer-stack"] = stack(min(comp, key=comp.get), d2)
     plan["llama"] = llama_style(d2)
-    plan["nemotron"] = nemotron_style(d2)
+    plan["nemotron"] = nemotron_style(d2, "D" if "D" in cfg.alphabet else "S")
     for d in sorted(set(cfg.scaling_depths) - {d2}):
         plan[f"best1@{d}"] = stack(top[0], d)
         plan[f"llama@{d}"] = llama_style(d)
@@ -164,7 +168,7 @@ def stage2(key, cfg, corpus, plan: dict[str, str], *, mesh=None, checkpoint_dir=
                 steps=r.steps.tolist(), tokens=r.tokens.tolist(),
                 bpb={lab: bpb[:, i].tolist() for i, lab in enumerate(labels)},
                 tokens_per_s=r.tokens_per_s, flops_per_s=r.flops_per_s,
-                compile_s=r.compile_s, best_params=best_params,
+                compile_s=r.compile_s, best_params=best_params, letters=r.letters,
                 arch=dict(width=cfg.width2, heads=cfg.heads, d_state=cfg.d_state,
                           context=cfg.context, depth=d2))
 

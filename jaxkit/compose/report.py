@@ -71,7 +71,9 @@ def markdown(cfg, s1: dict, s2: dict, sc: dict, synth: dict, *, lm_path: str) ->
     table_best = sorted(s1["table"].items(), key=lambda kv: kv[1])[:5]
     tr = s1.get("trainings", [])
     parts = [
-        f"Stage 1: strings of {cfg.depth} layers over {{A, M, S}}, width {cfg.width}, "
+        f"Stage 1: strings of {cfg.depth} layers over {{{', '.join(cfg.alphabet)}}} (A "
+        f"attention, M MLP, S Mamba-1, D Mamba-2; the Composer-like policy over "
+        f"{{{', '.join(cfg.composer_alphabet)}}}), width {cfg.width}, "
         f"context {cfg.context}, {cfg.steps} steps of {cfg.batch} sequences "
         f"({cfg.steps * cfg.batch * cfg.context:,} tokens per candidate), "
         + ("every string trained once, together, and searched by look-up"
@@ -98,7 +100,9 @@ def markdown(cfg, s1: dict, s2: dict, sc: dict, synth: dict, *, lm_path: str) ->
         f"(paired: the same initialisation key and batches per seed index); "
         f"{s2['tokens_per_s']:,.0f} tokens/s over all candidates (compile "
         f"{s2['compile_s']:.1f} s). Baselines: Llama-style alternating A/M, "
-        "Nemotron-style S/M with one attention layer in four mixers.", "",
+        f"Nemotron-style {s2['strings'][s2['labels'].index('nemotron')][0]}/M (D: Mamba-2 "
+        "as in Nemotron-H, when the alphabet has it) with one attention layer in four "
+        "mixers.", "",
         markdown_table(("architecture", "string", "non-embedding params",
                         "val bits/byte (mean ± 95% CI)"), rows2), "",
     ]
@@ -156,7 +160,8 @@ def claims(cfg, s1: dict, s2: dict, sc: dict) -> list[Claim]:
                        ("nemotron", "The discovered architecture beats the modified "
                         "Nemotron-2 hybrid at a fixed token budget"),
                        ("composer-stack", "The discovered architecture beats the best "
-                        "Composer-found ({A, M}) architecture at a fixed token budget")):
+                        "Composer-found ({" + ", ".join(cfg.composer_alphabet)
+                        + "}) architecture at a fixed token budget")):
         if lab in s2["bpb"]:
             v = stats.superiority(stats.paired_difference(_final(s2, lab), best))
             out.append(Claim.from_verdict(PAPER, claim + " (baseline minus found, "

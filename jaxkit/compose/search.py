@@ -1,5 +1,6 @@
 """Search policies over layer strings: random, regularised evolution, a bandit over
-mutation operators, and a Composer-like search restricted to {A, M}.
+mutation operators, and a Composer-like search restricted to {A, M} (or another
+alphabet, e.g. {A, M, D} with the Mamba-2 block).
 
 Every policy is an ask/tell object: ``ask(rng) -> string`` proposes the next candidate
 (never one it has already evaluated, while unevaluated ones remain) and ``tell(string,
@@ -13,7 +14,7 @@ of already trained ones; the curve it returns is the best loss after each evalua
   population ``P``, tournament of ``S``, the winner's child by one random mutation
   replaces the oldest member.
 * :class:`BanditEvolution`: the same loop, but the mutation operator
-  (:data:`jaxkit.compose.arch.MUTATIONS`) is chosen by a bandit of
+  (:func:`jaxkit.compose.arch.mutation_ops` of the alphabet) is chosen by a bandit of
   :mod:`jaxkit.kernels.bandit` -- an extreme-value policy (QoMax, Baudry et al. 2022:
   rewards rare large improvements) or discounted UCB (Garivier & Moulines 2011:
   forgets stale rewards) -- rewarded by the child's improvement on its parent in bits
@@ -35,7 +36,7 @@ import numpy as np
 
 from jaxkit.kernels import bandit
 
-from .arch import LETTERS, MUTATIONS, mutate, random_string
+from .arch import LETTERS, mutate, mutation_ops, random_string
 
 __all__ = ["RandomSearch", "Evolution", "BanditEvolution", "make_policy", "POLICIES",
            "run_search"]
@@ -47,6 +48,7 @@ class RandomSearch:
     """Uniform random strings of ``depth`` letters over ``alphabet``."""
 
     def __init__(self, depth: int, alphabet: str = LETTERS):
+        self.ops = mutation_ops(alphabet)  # validates the alphabet
         self.depth, self.alphabet = depth, alphabet
         self.seen: dict[str, float] = {}
 
@@ -78,7 +80,7 @@ class Evolution(RandomSearch):
         self.op: int | None = None
 
     def choose_op(self, rng) -> int:
-        return int(rng.integers(len(MUTATIONS)))
+        return int(rng.integers(len(self.ops)))
 
     def ask(self, rng: np.random.Generator) -> str:
         if len(self.pop) < self.population:
@@ -86,7 +88,7 @@ class Evolution(RandomSearch):
             return super().ask(rng)
         idx = rng.choice(len(self.pop), size=min(self.sample, len(self.pop)), replace=False)
         self.parent = min((self.pop[i] for i in idx), key=lambda m: m[1])[0]
-        ops = list(MUTATIONS)
+        ops = self.ops
 
         def propose():
             self.op = self.choose_op(rng)
@@ -108,13 +110,13 @@ class BanditEvolution(Evolution):
     def __init__(self, depth: int, policy: bandit.Policy, key, alphabet: str = LETTERS,
                  **kw):
         super().__init__(depth, alphabet, **kw)
-        if policy.n_arms != len(MUTATIONS):
-            raise ValueError(f"`policy` must have {len(MUTATIONS)} arms (the mutation "
-                             f"operators); got {policy.n_arms}")
+        if policy.n_arms != len(self.ops):
+            raise ValueError(f"`policy` must have {len(self.ops)} arms (the mutation "
+                             f"operators {self.ops}); got {policy.n_arms}")
         self.policy, self.key = policy, key
         self.state = policy.init()
         self.t = 0
-        self.pulls = np.zeros(len(MUTATIONS), int)
+        self.pulls = np.zeros(len(self.ops), int)
 
     def choose_op(self, rng) -> int:
         self.t += 1
@@ -129,21 +131,24 @@ class BanditEvolution(Evolution):
         super().tell(s, loss)
 
 
-def make_policy(name: str, depth: int, key, *, population: int = 8, sample: int = 3):
-    """The policy ``name`` (one of :data:`POLICIES`) for strings of ``depth`` letters."""
-    k = len(MUTATIONS)
+def make_policy(name: str, depth: int, key, *, population: int = 8, sample: int = 3,
+                alphabet: str = LETTERS, composer_alphabet: str = "AM"):
+    """The policy ``name`` (one of :data:`POLICIES`) for strings of ``depth`` letters over
+    ``alphabet`` (``composer_alphabet`` for "composer")."""
+    k = len(mutation_ops(alphabet))
+    kw = dict(population=population, sample=sample)
     if name == "random":
-        return RandomSearch(depth)
+        return RandomSearch(depth, alphabet)
     if name == "evolution":
-        return Evolution(depth, population=population, sample=sample)
+        return Evolution(depth, alphabet, **kw)
     if name == "composer":
-        return Evolution(depth, "AM", population=population, sample=sample)
+        return Evolution(depth, composer_alphabet, **kw)
     if name == "bandit-qomax":
         return BanditEvolution(depth, bandit.qomax(k, n_batches=2, batch_size=2), key,
-                               population=population, sample=sample)
+                               alphabet, **kw)
     if name == "bandit-ducb":
         return BanditEvolution(depth, bandit.discounted_ucb(k, gamma=0.9, alpha=0.5), key,
-                               population=population, sample=sample)
+                               alphabet, **kw)
     raise ValueError(f"`policy` must be one of {POLICIES}; got {name!r}")
 
 

@@ -41,7 +41,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxkit import distributed, training
 from jaxkit.kernels import train as ktrain
 
-from .arch import Arch
+from .arch import LETTERS, Arch, letters_of
 from .data import sample_windows, validation_windows
 from .model import BITS, SuperLM, _Embed, _SuperLayer, identity_kinds, lm_loss
 
@@ -91,7 +91,8 @@ class TrainSettings:
 class CandidateResult(NamedTuple):
     """Validation bits per byte (n_budgets, C), the step and token count of each
     budget, the final parameters (a :class:`SuperLM` pure dict with a leading candidate
-    axis), the training log and the throughput."""
+    axis, over the supernet letters ``letters``), the training log, the throughput and
+    the compilation time of the training chunk (0 when an earlier call compiled it)."""
 
     val_bpb: np.ndarray
     steps: np.ndarray
@@ -101,6 +102,7 @@ class CandidateResult(NamedTuple):
     tokens_per_s: float
     flops_per_s: float
     compile_s: float
+    letters: str = LETTERS
 
 
 class CandidateDiverged(RuntimeError):
@@ -145,24 +147,26 @@ def to_supernet_params(params, depth: int) -> dict:
 
 
 @functools.lru_cache(maxsize=16)
-def _programs(arch: Arch, s: TrainSettings, dtype_name: str):
-    """(init, chunk, evaluate) for the supernet of ``arch`` (chunk and evaluate
-    jitted). The layers are
-    one ``lax.scan`` over layer-stacked parameters (one layer body to compile)."""
+def _programs(arch: Arch, s: TrainSettings, dtype_name: str, letters: str = LETTERS):
+    """(init, chunk, evaluate) for the supernet of ``arch`` over ``letters`` (chunk and
+    evaluate jitted). The layers are one ``lax.scan`` over layer-stacked parameters (one
+    layer body to compile)."""
     dtype = jnp.bfloat16 if dtype_name == "bfloat16" else jnp.float32
-    sup = nnx.eval_shape(lambda: SuperLM(arch, rngs=nnx.Rngs(0), dtype=dtype))
+    sup = nnx.eval_shape(lambda: SuperLM(arch, rngs=nnx.Rngs(0), dtype=dtype,
+                                         letters=letters))
     embed_gd, embed_abs = nnx.split(sup.embed)
     layer_gd, layer_abs = nnx.split(sup.layers[0])
     opt = _optimizer(s)
 
     def init_layer(key):
-        la = _SuperLayer(arch, nnx.Rngs(params=key), arch.depth, "sequential")
+        la = _SuperLayer(arch, nnx.Rngs(params=key), arch.depth, "sequential", letters)
         return nnx.to_pure_dict(nnx.state(la))
 
     def init(keys, kinds):
         # Eager, one layer at a time: XLA:CPU took longer to compile the jitted
-        # initialisation of all candidates (~7 s) than it takes to train them a while;
-        # eager ops are compiled once per shape and reused by every layer and stage.
+        # initialisation of all candidates (~7 s; threefry under vmap) than it takes to
+        # train them a while; eager ops are compiled once per shape and reused by every
+        # layer, candidate and stage.
         params = []
         for key in keys:
             k_embed, k_layers = jax.random.split(key)
@@ -203,6 +207,11 @@ def _programs(arch: Arch, s: TrainSettings, dtype_name: str):
     return init, jax.jit(chunk, donate_argnums=1), jax.jit(evaluate)
 
 
+COMPILER_OPTIONS: dict = {}
+COMPILE_CPU: list = []
+_COMPILED: dict = {}  # compiled training chunks by (arch, settings, letters, C, mesh)
+
+
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))
 def _sample_chunk(key, data, n, batch, context):
     return jax.vmap(lambda k: sample_windows(k, data, batch, context))(jax.random.split(key, n))
@@ -238,11 +247,14 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
     for st in strings:
         arch.with_layers(st)  # validates the letters
     budgets = s.budgets()
-    kinds = jnp.asarray(np.stack([identity_kinds(st, arch.depth) for st in strings]))
+    letters = letters_of(strings)  # the supernet holds only the letters in use
+    kinds = jnp.asarray(np.stack([identity_kinds(st, arch.depth, letters)
+                                  for st in strings]))
     k_init, k_data, k_run = jax.random.split(key, 3)
     if init_keys is None:
         init_keys = jax.random.split(k_init, len(strings))
-    init, chunk, evaluate = _programs(arch, dataclasses.replace(s, eval_at=()), s.dtype)
+    s_key = dataclasses.replace(s, eval_at=())
+    init, chunk, evaluate = _programs(arch, s_key, s.dtype, letters)
     state = init(init_keys, kinds)
     data = jnp.asarray(corpus.train)
     val = jnp.asarray(validation_windows(corpus.val, s.n_val, arch.context))
@@ -268,9 +280,16 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
         b = _sample_chunk(jax.random.fold_in(k_data, i), data, s.chunk, s.batch, arch.context)
         return b if shard is None else jax.device_put(b, shard)
 
-    t0 = time.perf_counter()
-    compiled = chunk.lower(k_run, state, batch_fn(0)).compile()
-    compile_s = time.perf_counter() - t0
+    ckey = (arch, s_key, letters, len(strings), None if dmesh is None else (
+        tuple(dmesh.shape.items()), tuple(d.id for d in dmesh.devices.flat)))
+    compiled, compile_s = _COMPILED.get(ckey, (None, 0.0))
+    if compiled is None:  # one compilation per shape: a resumed or repeated run reuses it
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        compiled = chunk.lower(k_run, state, batch_fn(0)).compile(COMPILER_OPTIONS or None)
+        compile_s = time.perf_counter() - t0
+        COMPILE_CPU.append(time.process_time() - c0)
+        _COMPILED[ckey] = (compiled, 0.0)
     tmp = tempfile.TemporaryDirectory() if checkpoint_dir is None else None
     ckpt = Path(tmp.name if tmp else checkpoint_dir)
     losses, history = [], []
@@ -305,4 +324,4 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
     return CandidateResult(np.stack(losses), np.asarray(budgets),
                            np.asarray(budgets) * s.batch * arch.context,
                            to_supernet_params(jax.device_get(state.params), arch.depth),
-                           history, tps, tps * flops, compile_s)
+                           history, tps, tps * flops, compile_s, letters)

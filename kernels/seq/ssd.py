@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-__all__ = ["SSDResult", "segsum", "ssd_chunked"]
+__all__ = ["SSDResult", "segsum", "ssd_chunked", "ssd_sequential"]
 
 F32 = jnp.float32
 
@@ -54,6 +55,59 @@ def segsum(x: Float[Array, "... T"]) -> Float[Array, "... T T"]:
     return jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, -jnp.inf)
 
 
+def _check(x, dt, A, B, C):
+    if x.ndim != 4:
+        raise ValueError(f"`x` must be (batch, length, heads, head_dim); got {x.shape}")
+    b, length, nh, _ = x.shape
+    if dt.shape != (b, length, nh):
+        raise ValueError(f"`dt` must be (batch, length, heads) = {(b, length, nh)}; "
+                         f"got {dt.shape}")
+    if A.shape != (nh,):
+        raise ValueError(f"`A` must be (heads,) = ({nh},); got {A.shape}")
+    if B.ndim != 4 or B.shape[:2] != (b, length) or C.shape != B.shape:
+        raise ValueError(f"`B` and `C` must be (batch, length, groups, state) with batch "
+                         f"{b} and length {length}; got {B.shape} and {C.shape}")
+    if nh % B.shape[2]:
+        raise ValueError(f"heads ({nh}) must be divisible by the groups of `B` "
+                         f"({B.shape[2]})")
+
+
+def ssd_sequential(x: Float[Array, "B L H P"], dt: Float[Array, "B L H"],
+                   A: Float[Array, " H"], B: Float[Array, "B L G N"],
+                   C: Float[Array, "B L G N"], *, D: Float[Array, " H"] | None = None,
+                   h0: Float[Array, "B H P N"] | None = None) -> SSDResult:
+    """The SSD recurrence one step at a time (``lax.scan``; module docstring):
+    ``H_t = exp(dt_t A) H_{t-1} + dt_t x_t B_t^T``, ``y_t = H_t C_t (+ D x_t)``. The
+    reference of :func:`ssd_chunked` and the form for step-by-step decoding.
+
+    Args:
+      x, dt, A, B, C, D, h0: as :func:`ssd_chunked`.
+
+    Returns:
+      An :class:`SSDResult`.
+    """
+    _check(x, dt, A, B, C)
+    b, _, nh, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    xf, dtf = x.astype(F32), dt.astype(F32)
+    Bf = jnp.repeat(B.astype(F32), nh // g, axis=2)
+    Cf = jnp.repeat(C.astype(F32), nh // g, axis=2)
+    a = jnp.exp(dtf * A.astype(F32))                                       # (b, l, h)
+
+    def step(h, inp):
+        a_t, dx_t, b_t, c_t = inp
+        h = a_t[..., None, None] * h + dx_t[..., None] * b_t[:, :, None, :]
+        return h, jnp.einsum("bhpn,bhn->bhp", h, c_t)
+
+    init = jnp.zeros((b, nh, p, n), F32) if h0 is None else h0.astype(F32)
+    seqs = (a, xf * dtf[..., None], Bf, Cf)
+    final, ys = jax.lax.scan(step, init, tuple(jnp.moveaxis(v, 1, 0) for v in seqs))
+    y = jnp.moveaxis(ys, 0, 1)
+    if D is not None:
+        y = y + D.astype(F32)[:, None] * xf
+    return SSDResult(y.astype(x.dtype), final)
+
+
 def ssd_chunked(x: Float[Array, "B L H P"], dt: Float[Array, "B L H"], A: Float[Array, " H"],
                 B: Float[Array, "B L G N"], C: Float[Array, "B L G N"], *, chunk: int = 64,
                 D: Float[Array, " H"] | None = None,
@@ -73,20 +127,9 @@ def ssd_chunked(x: Float[Array, "B L H P"], dt: Float[Array, "B L H"], A: Float[
     Returns:
       An :class:`SSDResult`.
     """
-    if x.ndim != 4:
-        raise ValueError(f"`x` must be (batch, length, heads, head_dim); got {x.shape}")
+    _check(x, dt, A, B, C)
     b, length, nh, p = x.shape
-    if dt.shape != (b, length, nh):
-        raise ValueError(f"`dt` must be (batch, length, heads) = {(b, length, nh)}; "
-                         f"got {dt.shape}")
-    if A.shape != (nh,):
-        raise ValueError(f"`A` must be (heads,) = ({nh},); got {A.shape}")
-    if B.ndim != 4 or B.shape[:2] != (b, length) or C.shape != B.shape:
-        raise ValueError(f"`B` and `C` must be (batch, length, groups, state) with batch "
-                         f"{b} and length {length}; got {B.shape} and {C.shape}")
     g, n = B.shape[2], B.shape[3]
-    if nh % g:
-        raise ValueError(f"heads ({nh}) must be divisible by the groups of `B` ({g})")
     if not (isinstance(chunk, int) and chunk >= 1):
         raise ValueError(f"`chunk` must be an int >= 1; got {chunk!r}")
     q = chunk
@@ -112,6 +155,11 @@ def ssd_chunked(x: Float[Array, "B L H P"], dt: Float[Array, "B L H"], A: Float[
     # 2. each chunk's final state from its own inputs
     decay = jnp.exp(a_cum[..., -1:] - a_cum)                               # (b, h, c, q)
     states = jnp.einsum("bclhn,bhcl,bclhp->bchpn", Bc, decay, X)
+    if nc == 1 and h0 is None:  # one chunk from a zero state: nothing to pass on
+        y = y_diag.reshape(b, q, nh, p)[:, :length]
+        if D is not None:
+            y = y + D.astype(F32)[:, None] * x.astype(F32)
+        return SSDResult(y.astype(x.dtype), states[:, 0])
     # 3. states passed between chunks
     init = jnp.zeros((b, 1, nh, p, n), F32) if h0 is None else h0.astype(F32)[:, None]
     states = jnp.concatenate([init, states], axis=1)

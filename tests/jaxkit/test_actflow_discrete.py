@@ -211,3 +211,14 @@ def test_ablation_claim_and_sample_files(tmp_path):
     lines = paths[0].read_text().splitlines()
     assert lines[0] == "seed,method,valid,sequence" and lines[1] == "0,pretrained,1,AK"
     assert len(lines) == 1 + 2 * len(D.METHODS) * 2
+
+
+@pytest.mark.slow
+def test_molecule_domain_decodes_to_canonical_smiles():
+    from rdkit import Chem
+
+    dom = Mo.molecule_domain()
+    smi = dom.decode(dom.data[:64])
+    assert all(Chem.MolFromSmiles(s) is not None and Mo.canonical_smiles(s) == s for s in smi)
+    assert dom.check(dom.data[:64]).all() and not dom.outside(dom.data[:64]).any()
+    assert dom.outside(dom.reference[:32]).all()

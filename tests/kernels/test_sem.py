@@ -216,15 +216,17 @@ def test_jit_matches_eager(key):
 
 def test_vmap_matches_loop(key):
     keys = jax.random.split(key, 3)
-    bs = jax.vmap(partial(sem.erdos_renyi_dag, d=4))(keys)
-    batched = jax.vmap(partial(sem.simulate_pooled, n_envs=3, n_per_env=8))(keys, bs)
+    bs = jax.jit(jax.vmap(partial(sem.erdos_renyi_dag, d=4)))(keys)
+    # jitted: an eager vmap dispatches (and compiles) every op on its own
+    batched = jax.jit(jax.vmap(partial(sem.simulate_pooled, n_envs=3, n_per_env=8)))(keys, bs)
     for i in range(3):
         single = _sim_small(keys[i], bs[i])
         for u, v in zip(single, batched, strict=True):
             np.testing.assert_allclose(u, v[i], rtol=1e-12, atol=1e-12)
     # strength is traced: vmap over it too
-    st_ = jax.vmap(lambda s: sem.simulate_pooled(key, bs[0], n_envs=3, n_per_env=8,
-                                                 strength=s).noise)(jnp.array([1.0, 2.0]))
+    st_ = jax.jit(jax.vmap(lambda s: sem.simulate_pooled(key, bs[0], n_envs=3, n_per_env=8,
+                                                         strength=s).noise))(
+        jnp.array([1.0, 2.0]))
     np.testing.assert_allclose(st_[0], _sim_small(key, bs[0], strength=1.0).noise)
 
 

@@ -150,9 +150,9 @@ def test_kernel_ridge_equals_primal_and_sklearn(mols):
     t = rng.random(mols.n) < 0.7
     x = mols.fp.astype(np.float64)
     g = jnp.asarray(x @ x.T)  # float64 (the test suite enables x64)
-    got = np.asarray(B.kernel_ridge(g, jnp.asarray(mols.y), jnp.asarray(t), 2.0))
-    primal = np.asarray(B.linear_ridge(jnp.asarray(x), jnp.asarray(mols.y), jnp.asarray(t),
-                                       2.0, standardise=False))
+    both = jax.jit(lambda g, x, y, t: (B.kernel_ridge(g, y, t, 2.0),  # one compilation
+                                       B.linear_ridge(x, y, t, 2.0, standardise=False)))
+    got, primal = map(np.asarray, both(g, jnp.asarray(x), jnp.asarray(mols.y), jnp.asarray(t)))
     want = Ridge(alpha=2.0).fit(x[t], mols.y[t]).predict(x)
     np.testing.assert_allclose(got, want, atol=1e-8)
     np.testing.assert_allclose(primal, want, atol=1e-4)  # primal adds a 1e-6 n jitter
@@ -222,14 +222,17 @@ def test_metrics_against_numpy_scipy_sklearn():
     m = rng.random(30) < 0.6
     w = jnp.asarray(m, jnp.float32)
     yj, pj = jnp.asarray(y), jnp.asarray(p)
-    np.testing.assert_allclose(Me.rmse(yj, pj, w), np.sqrt(np.mean((p[m] - y[m]) ** 2)),
-                               rtol=1e-6)
-    np.testing.assert_allclose(Me.mae(yj, pj, w), np.mean(np.abs(p[m] - y[m])), rtol=1e-6)
-    np.testing.assert_allclose(Me.r2(yj, pj, w), r2_score(y[m], p[m]), rtol=1e-6)
-    np.testing.assert_allclose(Me.spearman(yj, pj, w), spearmanr(y[m], p[m])[0], rtol=1e-6)
     lab = (y > 0).astype(float)
-    np.testing.assert_allclose(Me.auroc(jnp.asarray(lab), pj, w),
-                               roc_auc_score(lab[m], p[m]), rtol=1e-6)
+    # one compiled call for all five (eagerly, each metric is dozens of dispatches)
+    got = jax.jit(lambda y, p, w, lab: dict(Me.all_metrics(y, p, w, ("rmse", "mae", "r2",
+                                                                      "spearman")),
+                                            auroc=Me.auroc(lab, p, w)))(yj, pj, w,
+                                                                         jnp.asarray(lab))
+    np.testing.assert_allclose(got["rmse"], np.sqrt(np.mean((p[m] - y[m]) ** 2)), rtol=1e-6)
+    np.testing.assert_allclose(got["mae"], np.mean(np.abs(p[m] - y[m])), rtol=1e-6)
+    np.testing.assert_allclose(got["r2"], r2_score(y[m], p[m]), rtol=1e-6)
+    np.testing.assert_allclose(got["spearman"], spearmanr(y[m], p[m])[0], rtol=1e-6)
+    np.testing.assert_allclose(got["auroc"], roc_auc_score(lab[m], p[m]), rtol=1e-6)
 
 
 def test_bootstrap_interval_covers_the_true_gap():

@@ -157,6 +157,7 @@ def test_tsp_tours_are_permutations():
     assert np.array_equal(ref_tour, tour)
 
 
+@pytest.mark.slow  # test-time budget: ~2 s CPU; kept in the slow set
 def test_cvrp_routes_respect_capacity():
     n = SMALL["cvrp"]
     prob = P.make("cvrp", n)

@@ -216,6 +216,7 @@ def test_theta_evaluator_failures():
         [-np.mean((np.arange(3.0) - k) ** 2) for k in range(9)])
 
 
+@pytest.mark.slow  # test-time budget: ~2 s CPU; kept in the slow set
 def test_theta_evaluator_8_devices_equal_one():
     from jaxkit.ballad import problems
     from jaxkit.distributed import make_mesh

@@ -90,7 +90,7 @@ def test_values_at_zero_and_one():
     assert np.isfinite(g) and abs(float(g)) < 1e-12  # symmetric in q around 1/2
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1))
 def test_inequalities(q, p1, p0):
     v = jvoi(q, p1, p0)
@@ -192,7 +192,7 @@ def test_cohere_is_the_nearest_coherent_point():
     assert (float(c.p1), float(c.p0), float(c.gap)) == pytest.approx((0.3, 0.1, 0.6))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1), st.floats(0, 1),
        st.sampled_from(["conditionals", "q"]))
 def test_cohere_properties(p, q, p1, p0, method):

@@ -191,13 +191,13 @@ def project_splits(cost: Float[Array, "N K"], q: ArrayLike, splits: ArrayLike, *
         ValueError: ``splits`` not ``(S, K)`` with ``S >= 1``, or as
             :func:`~jaxkit.kernels.charge.project_discrete`.
     """
-    qi, c, m = prepare_discrete(cost, q, mask, allowed)
     sp = jnp.asarray(splits)
-    if sp.ndim != 2 or sp.shape[0] < 1 or sp.shape[1] != c.shape[1]:
-        raise ValueError(f"`splits` must be (S, {c.shape[1]}) with S >= 1; got shape "
-                         f"{sp.shape}")
+    k = np.shape(cost)[-1]
+    if sp.ndim != 2 or sp.shape[0] < 1 or sp.shape[1] != k:
+        raise ValueError(f"`splits` must be (S, {k}) with S >= 1; got shape {sp.shape}")
     if not jnp.issubdtype(sp.dtype, jnp.integer):
         raise ValueError(f"`splits` must hold integers; got {sp.dtype}")
+    qi, c, m = prepare_discrete(cost, q, mask, allowed)
     return _solve_splits(c, m, qi, sp.astype(jnp.int32))
 
 

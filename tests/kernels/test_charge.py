@@ -626,40 +626,43 @@ def test_project_composition_matches_milp_and_vmaps(n_fe):
 
 
 
-def test_project_splits_traced_rows_match_project_composition():
+def test_project_splits_traced_rows_match_brute_force():
     """The splits as a traced (S, K) array: padded rows (repeats) change nothing, targets
-    of different compositions share one compiled program, and each result equals
-    project_composition's (the brute-force-checked solver); an unbalanced row or one
-    that does not sum to the atoms is infeasible."""
+    of different compositions share one compiled program, and each result is the brute
+    force optimum at its composition; an unbalanced row or one that does not sum to the
+    atoms is never chosen."""
     import chex
 
     q, element = COMP_Q, COMP_EL
     rng = np.random.default_rng(5)
-    n_slots = 10
-    forms = [{"Fe": 2, "Mn": 2, "O": 5}, {"Fe": 3, "O": 4}, {"Si": 1, "Fe": 2, "O": 4}]
+    n_slots = 8
+    forms = [{"Fe": 2, "Mn": 2, "O": 4}, {"Fe": 3, "O": 4}, {"Si": 1, "Fe": 2, "O": 4}]
     rows = [ch.composition_splits(q, element, _counts(f)) for f in forms]
     s = max(r.shape[0] for r in rows)
-    traced = chex.assert_max_traces(n=1)(lambda c, m, sp: ch.project_splits(c, q, sp, mask=m))
-    fn = jax.jit(traced)
+    fn = jax.jit(chex.assert_max_traces(n=1)(
+        lambda c, m, sp: ch.project_splits(c, q, sp, mask=m)))
     for f, r in zip(forms, rows, strict=True):
         counts = _counts(f)
         mask = np.arange(n_slots) < counts.sum()
-        cost = jnp.asarray(rng.exponential(size=(n_slots, len(q))))
-        padded = r[np.arange(s) % r.shape[0]]
-        got = fn(cost, mask, jnp.asarray(padded))
-        want = _composition(tuple(q), tuple(element), tuple(counts))(
-            cost, mask, np.ones(cost.shape, bool))
-        assert bool(got.feasible) and bool(want.feasible)
-        np.testing.assert_allclose(float(got.cost), float(want.cost), rtol=1e-12)
-        np.testing.assert_array_equal(np.asarray(got.assignment), np.asarray(want.assignment))
-    # a row whose charge is not zero, or whose counts miss the atoms, is never chosen
-    bad = np.zeros((2, len(q)), np.int32)
+        cost = rng.exponential(size=(n_slots, len(q)))
+        got = fn(jnp.asarray(cost), mask, jnp.asarray(r[np.arange(s) % r.shape[0]]))
+        want = brute_force_by_element(cost[mask], q, element, counts,
+                                      np.ones((int(mask.sum()), len(q)), bool))
+        assert bool(got.feasible) and np.isfinite(want)
+        np.testing.assert_allclose(float(got.cost), want, rtol=1e-12)
+        a = np.asarray(got.assignment)
+        assert np.all(a[~mask] == -1) and int(q[a[mask]].sum()) == 0
+        np.testing.assert_array_equal(np.bincount(element[a[mask]], minlength=5), counts)
+    # rows whose charge is not zero, or whose counts miss the atoms: infeasible (the same
+    # compiled program: same shapes)
+    bad = np.zeros((s, len(q)), np.int32)
     bad[0, [2, 7]] = 1, 1  # Fe2+ O2- is balanced but 2 atoms of 3
-    bad[1, [3, 7]] = 1, 2  # Fe3+ 2 O2-: 3 atoms, charge -1
-    res = ch.project_splits(jnp.ones((3, len(q))), q, bad, mask=np.ones(3, bool))
+    bad[1:, 3], bad[1:, 7] = 1, 2  # Fe3+ 2 O2-: 3 atoms, charge -1
+    res = fn(jnp.ones((n_slots, len(q))), np.arange(n_slots) < 3, jnp.asarray(bad))
     assert not bool(res.feasible)
     with pytest.raises(ValueError, match="`splits`"):
         ch.project_splits(jnp.ones((3, len(q))), q, np.zeros((0, len(q)), np.int32))
+
 
 def test_project_composition_bad_input():
     _, q = ox.species(["Si", "O"])

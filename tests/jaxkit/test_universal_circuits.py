@@ -102,23 +102,25 @@ def test_bilinear_matches_map_coordinates_and_augment_identity():
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.random((3, 36)))
     si, sj = (jnp.asarray(rng.uniform(-1.5, 6.5, (3, 6, 6))) for _ in range(2))
-    ref = jax.jit(jax.vmap(lambda im, a, b: jax.scipy.ndimage.map_coordinates(
-        im, [a, b], order=1, mode="constant", cval=0.0)))(x.reshape(3, 6, 6), si, sj)
-    np.testing.assert_allclose(jax.jit(D.bilinear, static_argnums=3)(x, si, sj, 6),
-                               ref.reshape(3, -1), atol=1e-12)
-    # jitted (one compilation per setting instead of one per eager operation)
-    aug = jax.jit(D.augment, static_argnames=("size", "max_shift", "max_rotation", "alpha"))
-    same = aug(jax.random.key(0), x, size=6, max_shift=0.0, max_rotation=0.0, alpha=0.0)
+    f = jnp.asarray(rng.standard_normal((2, 2, 6, 6)))
+
+    @jax.jit  # one compilation for every JAX-side value (not one per eager operation)
+    def jax_side(x, si, sj, f):
+        ref = jax.vmap(lambda im, a, b: jax.scipy.ndimage.map_coordinates(
+            im, [a, b], order=1, mode="constant", cval=0.0))(x.reshape(3, 6, 6), si, sj)
+        same = D.augment(jax.random.key(0), x, 6, max_shift=0.0, max_rotation=0.0, alpha=0.0)
+        return (ref.reshape(3, -1), D.bilinear(x, si, sj, 6), D._blur(f, 1.5), same,
+                D.augment(jax.random.key(1), x, 6), D.augment(jax.random.key(2), x, 6))
+
+    ref, bil, blur, same, a, b = jax_side(x, si, sj, f)
+    np.testing.assert_allclose(bil, ref, atol=1e-12)
     np.testing.assert_allclose(same, x, atol=1e-12)
-    a = aug(jax.random.key(1), x, size=6)
-    np.testing.assert_array_equal(a, aug(jax.random.key(1), x, size=6))
-    assert not np.allclose(a, x)
+    assert not np.allclose(a, x) and not np.allclose(a, b)
+    np.testing.assert_array_equal(a, jax_side(x, si, sj, f)[4])  # deterministic in the key
     # the host (NumPy) augmentation of the stream computes the same maps
     np.testing.assert_allclose(D._bilinear_np(np.asarray(x), np.asarray(si), np.asarray(sj), 6),
-                               ref.reshape(3, -1), atol=1e-12)
-    f = rng.standard_normal((2, 2, 6, 6))
-    np.testing.assert_allclose(D._blur_np(f, 1.5), jax.jit(D._blur, static_argnums=1)(
-        jnp.asarray(f), 1.5), atol=1e-12)
+                               ref, atol=1e-12)
+    np.testing.assert_allclose(D._blur_np(np.asarray(f), 1.5), blur, atol=1e-12)
     r = np.random.default_rng(0)
     np.testing.assert_allclose(D.augment_np(r, np.asarray(x), 6, max_shift=0.0, max_rotation=0.0,
                                             alpha=0.0), x, atol=1e-12)

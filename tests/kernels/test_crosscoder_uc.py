@@ -214,9 +214,14 @@ def test_replacement_with_errors_reproduces_the_models(setup):
 @pytest.mark.parametrize("activation,k", [("relu", None), ("topk", 3)])
 def test_attribution_matches_finite_differences(setup, activation, k):
     spec, params, sites, rest, mps = setup
-    A = cc.uc_attribution(params, sites, spec, rest, mps, activation=activation, k=k)
+
+    @jax.jit  # one compilation (eager, the vmapped Jacobians dispatch op by op)
+    def attribution_and_errors(p, s):
+        return (cc.uc_attribution(p, s, spec, rest, mps, activation=activation, k=k),
+                cc.uc_errors(p, s, spec, activation=activation, k=k))
+
+    A, err = attribution_and_errors(params, sites)
     assert A.shape == (B, 2, C, 3, F)
-    err = cc.uc_errors(params, sites, spec, activation=activation, k=k)
     eps = 1e-6
 
     @jax.jit

@@ -188,25 +188,35 @@ def test_jit_equals_eager_and_no_retrace(setup):
 
 def test_vmap_over_images_equals_batch_topk_per_image(setup):
     spec, params, sites, _, _ = setup
-    one = jax.vmap(lambda s: cc.uc_encode(params, jax.tree.map(lambda a: a[None], s), spec,
-                                          k=2, check=False)[0])(sites)
-    np.testing.assert_allclose(one, cc.uc_encode(params, sites, spec, k=2), rtol=1e-12)
-    zb = cc.uc_encode(params, sites, spec, activation="batch_topk", k=2)
+
+    @jax.jit  # one compilation instead of op-by-op dispatch
+    def codes(p, s):
+        one = jax.vmap(lambda r: cc.uc_encode(p, jax.tree.map(lambda a: a[None], r), spec,
+                                              k=2, check=False)[0])(s)
+        return (one, cc.uc_encode(p, s, spec, k=2),
+                cc.uc_encode(p, s, spec, activation="batch_topk", k=2),
+                cc.uc_encode(p, s, spec, activation="jumprelu"))
+
+    one, z, zb, zj = codes(params, sites)
+    np.testing.assert_allclose(one, z, rtol=1e-12)
     assert np.all((np.asarray(zb) != 0).sum((0, 2)) <= 2 * B)
-    zj = cc.uc_encode(params, sites, spec, activation="jumprelu")
     assert np.all((np.asarray(zj) == 0) | (np.asarray(zj) > 0.03 - 1e-9))
 
 
 def test_replacement_with_errors_reproduces_the_models(setup):
     spec, params, sites, rest, mps = setup
-    err = cc.uc_errors(params, sites, spec, k=2)
-    _, logits = cc.uc_replacement(params, sites, spec, rest, mps, errors=err, k=2)
+
+    @jax.jit  # one compilation instead of op-by-op dispatch
+    def both(p, s):
+        err = cc.uc_errors(p, s, spec, k=2)
+        return (cc.uc_replacement(p, s, spec, rest, mps, errors=err, k=2)[1],
+                cc.uc_replacement(p, s, spec, rest, mps, k=2, gate=jnp.zeros((3, F)))[1])
+
+    logits, l0 = both(params, sites)
     for m in range(2):
         np.testing.assert_allclose(logits[m], sites[m][-1] @ mps[m]["head"], rtol=1e-10,
                                    atol=1e-10)
     # without errors and with every latent gated off, the logits are the bias path only
-    _, l0 = cc.uc_replacement(params, sites, spec, rest, mps, k=2,
-                              gate=jnp.zeros((3, F)))
     np.testing.assert_allclose(l0[0], jnp.broadcast_to(params.b_dec[0][1] @ mps[0]["head"],
                                                        (B, C)), rtol=1e-10)
 

@@ -222,3 +222,20 @@ def test_molecule_domain_decodes_to_canonical_smiles():
     assert all(Chem.MolFromSmiles(s) is not None and Mo.canonical_smiles(s) == s for s in smi)
     assert dom.check(dom.data[:64]).all() and not dom.outside(dom.data[:64]).any()
     assert dom.outside(dom.reference[:32]).all()
+
+
+def test_relaxed_peptides_outside_matches_host_charge():
+    """The ablation's shared measure: the relaxed domain's traceable 'outside' (net charge
+    of the decoded one-hot sample above the pre-training range) equals the host rule the
+    discrete domain uses."""
+    import jax.numpy as jnp
+
+    from jaxkit.actflow import peptides
+
+    dom = peptides.peptide_domain(max_charge_data=3.0)
+    t = np.random.default_rng(0).integers(0, peptides.VOCAB, (200, 20))
+    x = jnp.asarray(np.eye(peptides.VOCAB, dtype=np.float32)[t].reshape(200, -1))
+    got = np.asarray(jax.jit(dom.outside)(x))
+    want = np.array([peptides.net_charge(s) > 3.0 for s in peptides.decode(t)])
+    np.testing.assert_array_equal(got, want)
+    assert 0 < want.sum() < len(want)

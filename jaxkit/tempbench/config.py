@@ -17,7 +17,8 @@ directory of safetensors files (``activations (n, L, d)``, byte ``tokens (n, L)`
 optional ``layers``) instead of the LM. Every method of
 :data:`jaxkit.tempbench.baselines.ALL_METHODS` gets ``real_latents`` latents, ``real_k``
 active latents per token, ``real_steps`` steps, for each window of ``real_windows`` and
-``real_seeds`` seeds; probes use ``k_probe`` latents. Steering (trained LM only): the
+``real_seeds`` seeds (``real_methods``: a subset of the methods, empty for all); probes
+use ``k_probe`` latents. Steering (trained LM only): the
 selected latent's atom written into the stream at norm ``steer_scale`` sqrt(d) (a
 typical token's norm is sqrt(d); 0 skips steering). ``store_steps`` steps of the
 temporal crosscoder streamed from the store with the dictionary sharded over the mesh's
@@ -85,6 +86,7 @@ class Config(PipelineConfig):
     real_steps: int = 2000
     real_seeds: int = 3
     k_probe: int = 5
+    real_methods: tuple[str, ...] = ()
     steer_scale: float = 1.5
     store_steps: int = 1000
 
@@ -113,6 +115,12 @@ class Config(PipelineConfig):
                                 "real_docs_per_shard", "real_latents", "real_k", "real_steps",
                                 "real_seeds", "k_probe"))
         require_at_least(self, ("act_layer", "store_steps"), 0)
+        from .baselines import ALL_METHODS
+
+        require(set(self.real_methods) <= set(ALL_METHODS) and (
+            not self.real_methods or "tc" in self.real_methods), "real_methods",
+            f"must be methods of {ALL_METHODS} including 'tc' (or empty: all); got "
+            f"{self.real_methods}")
         require(self.steer_scale >= 0, "steer_scale", f"must be >= 0; got {self.steer_scale}")
         require(self.act_layer < len(self.lm_layers), "act_layer",
                 f"must be < the LM depth ({len(self.lm_layers)}); got {self.act_layer}")
@@ -134,10 +142,17 @@ class Config(PipelineConfig):
                 f"got {self.n_latents}")
 
 
+# QUICK: the synthetic panel has the real panel's shapes (d = LM width 16, 72 sequences of
+# 64 tokens, 32 latents, T 3, k 1, 100 steps of 64 windows), so the TopK and acausal
+# trainings compile once for both; the real panel compares TC with the SAE, the stacked
+# SAEs, the acausal crosscoder and TFA (every baseline in FULL). The recorded block is
+# followed by an attention block, so steering a window's earlier positions can reach the
+# last token's prediction (after the last block only the token's own position can).
 QUICK = Config(rhos=(0.0, 0.9), windows=(3,), ks=(1,), seeds=2, steps=100, batch_size=64,
-               n_latents=24, d=8, n_features=16, pi=0.1, length=32, n_train=16, n_test=4,
+               n_latents=32, d=16, n_features=32, pi=0.05, length=64, n_train=72, n_test=4,
                n_states=4, sigma=0.8, n_chains=4, hmm_windows=(3,), chain_windows=(3,),
-               lm_layers="AMAM", lm_width=32, lm_context=64, lm_steps=100, lm_batch=16,
-               act_layer=2, real_docs=96, real_docs_per_shard=32, real_windows=(3,),
-               real_latents=32, real_k=1, real_steps=100, real_seeds=2, store_steps=0)
+               lm_layers="AMA", lm_width=16, lm_context=64, lm_steps=100, lm_batch=16,
+               act_layer=1, real_docs=96, real_docs_per_shard=32, real_windows=(3,),
+               real_latents=32, real_k=1, real_steps=100, real_seeds=2, store_steps=0,
+               real_methods=("sae", "stacked", "acausal", "tc", "tfa"))
 FULL = Config()

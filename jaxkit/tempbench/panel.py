@@ -22,6 +22,7 @@ from jaxkit.compose.model import load_lm, save_lm
 from jaxkit.registry import RunContext
 
 from . import lm_acts, real, stream
+from .baselines import ALL_METHODS
 from .config import Config
 from .train import TrainConfig, Trainer
 
@@ -62,8 +63,9 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
             lm = (load_lm(ctx.out_dir / "lm")[0], meta["layer"], meta["scale"])
         return real.summarise_real(real.compare_real(
             ctx.key("tempbench-real"), docs, tc, windows=cfg.real_windows,
-            n_seeds=cfg.real_seeds, trainer=trainer, name="tempbench-real", k_probe=cfg.k_probe,
-            lm=lm, steer_norm=cfg.steer_scale * float(np.sqrt(docs.acts.shape[-1]))))
+            methods=cfg.real_methods or ALL_METHODS, n_seeds=cfg.real_seeds, trainer=trainer,
+            name="tempbench-real", k_probe=cfg.k_probe, lm=lm,
+            steer_norm=cfg.steer_scale * float(np.sqrt(docs.acts.shape[-1]))))
     info["real"] = ctx.stage("tempbench-real", compare)
     if cfg.store_steps:
         T = cfg.real_windows[0]

@@ -343,8 +343,16 @@ def test_steering_against_a_direct_forward(tiny_lm):
     delta = rng.normal(size=(n, L, 16)).astype(np.float32)
     pos = np.asarray([5, 15])
     got = steer.steered_scores(model, 1, tok, delta, pos, np.stack([score] * n))
-    h = model.hidden_states(jnp.asarray(tok, jnp.int32))[-1] + delta
-    p = jax.nn.softmax(model.embed.logits(h), -1)
+    from flax import nnx
+
+    graphdef, state = nnx.split(model)
+
+    @jax.jit
+    def direct(state, tok, delta):
+        m = nnx.merge(graphdef, state)
+        return jax.nn.softmax(m.embed.logits(m.hidden_states(tok)[-1] + delta), -1)
+
+    p = direct(state, jnp.asarray(tok, jnp.int32), jnp.asarray(delta))
     want = np.asarray(p, np.float64)[np.arange(n), pos] @ score
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     # one task whose label is latent 0's firing: latent 0 is selected

@@ -101,9 +101,11 @@ class Block(nnx.Module):
 
 class _Embed(nnx.Module):
     def __init__(self, arch: Arch, rngs: nnx.Rngs):
-        self.tok = nnx.Param(0.02 * jax.random.normal(rngs.params(), (arch.vocab, arch.width)))
+        f32 = jnp.float32  # float32 master weights (also with jax_enable_x64)
+        self.tok = nnx.Param(0.02 * jax.random.normal(rngs.params(), (arch.vocab, arch.width),
+                                                      f32))
         self.pos = nnx.Param(0.01 * jax.random.normal(rngs.params(), (arch.context,
-                                                                        arch.width)))
+                                                                        arch.width), f32))
         self.norm_f = nnx.Param(jnp.ones((arch.width,), jnp.float32))
         self.context = arch.context
 

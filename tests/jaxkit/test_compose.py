@@ -23,7 +23,7 @@ from jaxkit.compose import (
 )
 from jaxkit.compose import report as R
 from jaxkit.compose import scaling as S
-from jaxkit.compose.arch import llama_style, mutate, nemotron_style
+from jaxkit.compose.arch import llama_style, mutate, mutation_ops, nemotron_style
 from jaxkit.compose.model import SuperLM, identity_kinds, lm_loss
 from jaxkit.compose.search import POLICIES, make_policy, run_search
 
@@ -48,6 +48,12 @@ def test_stack_stretch_and_baselines():
     assert llama_style(5) == "AMAMA"
     assert nemotron_style(8) == "SMSMAMSM"
     assert nemotron_style(16).count("A") == 2
+    assert nemotron_style(8, "D") == "DMDMAMDM"  # Nemotron-H's Mamba-2 layers
+    assert mutation_ops("AM") == ["to-A", "to-M", "swap", "copy", "tile"]
+    assert "to-D" in mutation_ops()
+    assert any("D" in mutate(np.random.default_rng(i), "AMAM", "to-D", "AMD") for i in range(5))
+    with pytest.raises(ValueError, match="`alphabet`"):
+        mutation_ops("AQ")
     rng = np.random.default_rng(0)
     for _ in range(50):
         s = mutate(rng, "AMAM", "to-S", "AM")
@@ -58,7 +64,7 @@ def test_stack_stretch_and_baselines():
 
 @pytest.fixture(scope="module")
 def small_model():
-    arch = Arch("AMS", **KW)
+    arch = Arch("AMSD", **KW, ssd_chunk=4)  # 8 = 2 SSD chunks of 4
     return arch, build(arch, jax.random.key(1))
 
 
@@ -66,16 +72,25 @@ def test_build_matches_hand_built_model(small_model):
     arch, model = small_model
     tokens = jax.random.randint(jax.random.key(2), (2, 8), 0, 256)
     # hand-built: embedding + positions, three residual blocks, final norm, tied head
-    tok, pos = model.embed.tok[...], model.embed.pos[...]
-    x = tok[tokens] + pos[:8]
     b = model.blocks
-    x = x + seq.self_attention(b[0].weights(), seq.layer_norm(x, b[0].norm[...]), 2)
-    x = x + seq.mlp(b[1].weights(), seq.layer_norm(x, b[1].norm[...]))
-    x = x + seq.mamba_mixer(b[2].weights(), seq.layer_norm(x, b[2].norm[...]))
-    logits = seq.layer_norm(x, model.embed.norm_f[...]) @ tok.T
-    np.testing.assert_allclose(model(tokens), logits, rtol=1e-5, atol=1e-5)
-    assert [blk.letter for blk in model.blocks] == list("AMS")
-    assert len(model.hidden_states(tokens)) == 4
+    w = [blk.weights() for blk in b]
+    norms = [blk.norm[...] for blk in b]
+
+    @jax.jit  # one compilation of each side instead of eager op-by-op dispatch
+    def hand_built(tokens, tok, pos, norm_f, w, norms):
+        x = tok[tokens] + pos[:8]
+        x = x + seq.self_attention(w[0], seq.layer_norm(x, norms[0]), 2)
+        x = x + seq.mlp(w[1], seq.layer_norm(x, norms[1]))
+        x = x + seq.mamba_mixer(w[2], seq.layer_norm(x, norms[2]))
+        x = x + seq.mamba2_mixer(w[3], seq.layer_norm(x, norms[3]), chunk=4)
+        return seq.layer_norm(x, norm_f) @ tok.T
+
+    logits = hand_built(tokens, model.embed.tok[...], model.embed.pos[...],
+                        model.embed.norm_f[...], w, norms)
+    np.testing.assert_allclose(jax.jit(lambda t: model(t))(tokens), logits, rtol=1e-5,
+                               atol=1e-5)
+    assert [blk.letter for blk in model.blocks] == list("AMSD")
+    assert len(jax.eval_shape(model.hidden_states, tokens)) == 5
     # the analytic parameter count equals the model's
     from flax import nnx
     n = sum(v[...].size for _, v in nnx.to_flat_state(nnx.state(model, nnx.Param)))
@@ -150,7 +165,7 @@ def test_search_policies_on_a_synthetic_landscape():
             r = run_search(p, evaluate, 40, np.random.default_rng(seed), batch=2)
             assert len(r["losses"]) == 40 and r["best_curve"][-1] == min(r["losses"])
             if name == "composer":
-                assert all("S" not in s for s in r["strings"])
+                assert all("S" not in s and "D" not in s for s in r["strings"])
             vals.append(r["best_loss"])
         best[name] = np.mean(vals)
     # a smooth landscape: evolution (and its bandit variants) beat random search

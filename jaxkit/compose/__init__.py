@@ -1,7 +1,8 @@
 """AIRA-Compose (Pepe et al. 2026, arXiv 2605.15871) on top of Composer (Acun et al.
-2025): language models composed from Attention (``A``), MLP (``M``) and Mamba (``S``)
-layers written as strings, a guided search over the strings, extrapolation of the
-finds (stacking, stretching) and Chinchilla approach-3 scaling fits.
+2025): language models composed from Attention (``A``), MLP (``M``), Mamba-1 (``S``)
+and Mamba-2 (``D``, chunked SSD) layers written as strings, a guided search over the
+strings, extrapolation of the finds (stacking, stretching) and Chinchilla approach-3
+scaling fits.
 
 Claims tested by ``jaxkit run aira-compose``: guided search beats random search; the
 found architectures beat Llama-style, Nemotron-style and Composer-found baselines at a

@@ -2,7 +2,8 @@
 scaling fits (AIRA-Compose, Pepe et al. 2026; Composer, Acun et al. 2025).
 
 1. **Search** (stage ``aira-compose-stage1``): candidates of ``depth`` layers over
-   {A, M, S} trained together (``vmap`` over candidates of one depth,
+   ``alphabet`` ({A, M, S, D}; QUICK {A, M, D}) trained together (``vmap`` over
+   candidates of one depth,
    :mod:`jaxkit.compose.train`), ranked by validation bits per byte, searched by random
    search, regularised evolution, two bandits over mutation operators and a
    Composer-like {A, M} search (:mod:`jaxkit.compose.search`).

@@ -34,7 +34,7 @@ from jaxkit.kernels import (
 )
 
 # JAXKIT_FUZZ_EXAMPLES=200 for a longer hunt (random, not derandomised, when set)
-_N = int(os.environ.get("JAXKIT_FUZZ_EXAMPLES", "12"))
+_N = int(os.environ.get("JAXKIT_FUZZ_EXAMPLES", "8"))
 SETTINGS = settings(max_examples=_N, deadline=None,
                     derandomize="JAXKIT_FUZZ_EXAMPLES" not in os.environ,
                     suppress_health_check=[HealthCheck.too_slow])

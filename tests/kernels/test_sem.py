@@ -62,16 +62,18 @@ def test_is_acyclic_detects_cycle():
 
 
 def test_expected_degree():
-    n_er = np.asarray(jnp.sum(_er(_keys) != 0, axis=(1, 2)))
+    a_er = np.asarray(_er(_keys)) != 0  # one compiled shape for both ER statistics
+    n_er = a_er.sum(axis=(1, 2))
     # ER-2 on d=10: p = 4/9, E|E| = 20, sd per draw ~3.3, SE of the mean ~0.24
     assert abs(n_er.mean() - 20.0) < 1.2
     assert n_er.std() > 1.0  # random, not fixed
     # scale-free: exactly sum_i min(i, m) = m d - m (m + 1) / 2 edges
-    n_sf = np.asarray(jnp.sum(_sf(_keys[:50]) != 0, axis=(1, 2)))
+    a_sf = np.asarray(_sf(_keys[:50])) != 0
+    n_sf = a_sf.sum(axis=(1, 2))
     np.testing.assert_array_equal(n_sf, 2 * 10 - 3)
     # hubs: the max out-degree of SF graphs exceeds the ER one on average
-    out_sf = np.asarray(jnp.max(jnp.sum(_sf(_keys[:50]) != 0, axis=1), axis=1)).mean()
-    out_er = np.asarray(jnp.max(jnp.sum(_er(_keys[:50]) != 0, axis=1), axis=1)).mean()
+    out_sf = a_sf.sum(axis=1).max(axis=1).mean()
+    out_er = a_er[:50].sum(axis=1).max(axis=1).mean()
     assert out_sf > out_er
 
 
@@ -84,7 +86,7 @@ def test_random_dag_dispatch_and_errors(key):
         sem.erdos_renyi_dag(key, 0)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)  # each new d compiles every op afresh
 @given(d=st.integers(1, 9), seed=st.integers(0, 2**31 - 1),
        k=st.floats(0.3, 4.0), graph=st.sampled_from(["er", "sf"]))
 def test_acyclic_property(d, seed, k, graph):

@@ -20,6 +20,7 @@ from ._cli_common import fail as _fail
 from .ballad.cli import ballad_app
 from .causaltab.cli import causaltab_app
 from .compose.cli import app as compose_app
+from .contrastive.cli import contrastive_app
 from .crosscoder.cli import app as crosscoder_app
 from .cruxbench.cli import cruxbench_app
 from .misaligned.cli import app as misaligned_app
@@ -33,6 +34,7 @@ app.add_typer(crosscoder_app, name="crosscoder")
 app.add_typer(causaltab_app, name="causaltab")
 app.add_typer(cruxbench_app, name="cruxbench")
 app.add_typer(compose_app, name="compose")
+app.add_typer(contrastive_app, name="contrastive")
 app.add_typer(misaligned_app, name="misaligned")
 
 

@@ -61,7 +61,6 @@ def test_question_probs_are_coherent_and_independent_at_zero_correlation():
     assert p1[2] == pytest.approx(p[2]) and p0[2] == pytest.approx(p[2])
 
 
-@pytest.mark.slow  # test-time budget: 2-11 s CPU; kept in the slow set
 def test_simulated_benchmark_recovers_the_known_voi(sim):
     """In the pipeline's simulated benchmark the price moves measured by the scoring
     code average to the closed-form VOI at the announcements (within 4 standard

@@ -11,7 +11,6 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import pytest
-
 from jaxkit.kernels import checks, fingerprint
 
 USER_SCRIPT = textwrap.dedent("""

@@ -854,6 +854,9 @@ NOT_TRACEABLE = {
     "checks.collinear_columns": "NumPy on the host, for error messages",
     "checks.runtime_error_message": "reads a raised exception, no arrays",
     "checks.checked_jit": "a wrapper around jax.jit (returns a function, not arrays)",
+    "checks.check_message": "reads a raised exception (and its causes), no arrays",
+    "checks.format_check_failure": "formats a message and a traceback for printing",
+    "checks.install_error_display": "installs the host's error display hooks, no arrays",
 }
 
 

@@ -88,3 +88,33 @@ def load_benchmark():
         return mod
 
     return load
+
+
+class KilledBatch(Exception):
+    """Raised by :func:`kill_batches` in place of a batch: a simulated kill."""
+
+
+@pytest.fixture
+def kill_batches(monkeypatch):
+    """``restore = kill_batches(module, at)``: the batch functions made by
+    ``module.make_batch_fn`` raise ``kill_batches.Killed`` at step ``at`` (a run killed
+    mid-training); ``restore()`` puts the original ``make_batch_fn`` back."""
+
+    def patch(module, at):
+        make = module.make_batch_fn
+
+        def killing(*args, **kwargs):
+            fn = make(*args, **kwargs)
+
+            def batch_fn(i):
+                if i == at:
+                    raise KilledBatch
+                return fn(i)
+
+            return batch_fn
+
+        monkeypatch.setattr(module, "make_batch_fn", killing)
+        return lambda: monkeypatch.setattr(module, "make_batch_fn", make)
+
+    patch.Killed = KilledBatch
+    return patch

@@ -317,12 +317,8 @@ def _leaves(trained):
     return [np.asarray(v) for v in jax.tree.leaves(eqx.filter(model, eqx.is_array))]
 
 
-class Kill(Exception):
-    pass
-
-
 def test_killed_training_resumes_to_identical_parameters(tiny_run, tiny_data, tmp_path,
-                                                         monkeypatch):
+                                                         kill_batches):
     """Kill the tiny run's training at step 7 (checkpoints every 5) in a fresh folder:
     the next run resumes from step 5 and ends with the parameters and loss curve of the
     pipeline's uninterrupted training (its compiled step, its mesh)."""
@@ -336,22 +332,10 @@ def test_killed_training_resumes_to_identical_parameters(tiny_run, tiny_data, tm
     assert any(not np.allclose(a, b) for a, b in zip(_leaves(full), _leaves(init),
                                                       strict=True))
     assert all(np.all(np.isfinite(a)) for a in _leaves(full))
-    make = T.make_batch_fn
-
-    def killing(cells, indices, mesh):
-        fn = make(cells, indices, mesh)
-
-        def batch_fn(i):
-            if i == 7:
-                raise Kill
-            return fn(i)
-
-        return batch_fn
-
-    monkeypatch.setattr(T, "make_batch_fn", killing)
-    with pytest.raises(Kill):
+    restore = kill_batches(T, at=7)
+    with pytest.raises(kill_batches.Killed):
         T.fit_denoiser(cfg, data, key, mesh=mesh, checkpoint_dir=tmp_path)
-    monkeypatch.setattr(T, "make_batch_fn", make)
+    restore()
     res = T.fit_denoiser(cfg, data, key, mesh=mesh, checkpoint_dir=tmp_path)
     assert res.resumed_from == 5
     for a, b in zip(_leaves(res), _leaves(full), strict=True):

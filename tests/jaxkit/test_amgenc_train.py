@@ -30,31 +30,15 @@ def _leaves(trained):
     return [np.asarray(v) for v in jax.tree.leaves(eqx.filter(trained.model, eqx.is_array))]
 
 
-class Kill(Exception):
-    pass
-
-
 @pytest.mark.slow
-def test_killed_training_resumes_to_identical_parameters(tiny, tmp_path, monkeypatch):
+def test_killed_training_resumes_to_identical_parameters(tiny, tmp_path, kill_batches):
     cfg, data = tiny
     key = jax.random.key(4)
     full = T.fit_denoiser(cfg, data, key)
-    make = T.make_batch_fn
-
-    def killing(cells, indices, mesh):
-        fn = make(cells, indices, mesh)
-
-        def batch_fn(i):
-            if i == 7:
-                raise Kill
-            return fn(i)
-
-        return batch_fn
-
-    monkeypatch.setattr(T, "make_batch_fn", killing)
-    with pytest.raises(Kill):
+    restore = kill_batches(T, at=7)
+    with pytest.raises(kill_batches.Killed):
         T.fit_denoiser(cfg, data, key, checkpoint_dir=tmp_path)
-    monkeypatch.setattr(T, "make_batch_fn", make)
+    restore()
     res = T.fit_denoiser(cfg, data, key, checkpoint_dir=tmp_path)
     assert res.resumed_from == 6
     for a, b in zip(_leaves(res), _leaves(full), strict=True):

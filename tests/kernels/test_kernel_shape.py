@@ -659,6 +659,15 @@ def _sem_notears(x):
     return sem.notears(x, outer_iters=3, inner_steps=20)
 
 
+def _sem_pc(x, alpha):
+    return sem.pc(x, alpha=alpha, max_depth=1)
+
+
+def _sem_pc_args(key):
+    x = jax.random.normal(key, (24, 4), F32)
+    return x.at[:, 1].add(x[:, 0]).at[:, 2].add(x[:, 1]), jnp.asarray(0.05, F32)
+
+
 def _ica_transforms(key, x):
     fit, s = ica.fit_transform(key, x, max_iter=30)
     return ica.transform(fit, x), ica.inverse_transform(fit, s), s
@@ -831,6 +840,8 @@ CASES = [
          ("sem.notears",), rtol=1e-5, atol=1e-6,  # float64: L-BFGS amplifies float32 rounding
          slow="test_notears: test_notears_no_retrace_for_new_values, "
               "test_notears_vmap_matches_single_fits"),
+    Case("sem.pc", _sem_pc, _sem_pc_args, ("sem.pc",),
+         slow="test_sem_pc: test_jit_equals_vmap (one compiled batch for every test)"),
 ]
 
 NOT_TRACEABLE = {

@@ -25,13 +25,14 @@ from jaxkit.kernels.sem import graphs as prior_graphs
 from jaxkit.kernels.sem.dags import edge_weights, random_dag
 
 __all__ = ["Axis", "AXES", "CellSpec", "cell", "GRAPHS", "register_graph", "NOISES",
-           "SCALES", "MECHANISMS", "FAITHFULNESS", "TARGETS"]
+           "SCALES", "MECHANISMS", "FAITHFULNESS", "TARGETS", "INTERVENTIONS"]
 
 NOISES = ("gaussian", "laplace", "uniform")
 SCALES = ("raw", "standardised", "iscm")
 MECHANISMS = ("linear", "nonlinear")
 FAITHFULNESS = ("faithful", "near", "exact")
 TARGETS = ("known", "unknown")
+INTERVENTIONS = ("scale", "shift", "hard")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class CellSpec:
     meas_error: float = 0.0
     ar: float = 0.0
     n_envs: int = 0
+    intervention: str = "scale"
     obs_fraction: float = 0.5
     strength: float = 3.0
     targets: str = "known"
@@ -132,11 +134,18 @@ AXES: dict[str, Axis] = {a.name: a for a in (
          "noise term an AR(1) process e_t = phi e_{t-1} + sqrt(1 - phi^2) eta_t, so rows "
          "are not i.i.d. (0 = i.i.d.)", lo=0.0, hi=0.99),
     Axis("n_envs", "number of interventional environments (0 = observational only); each "
-         "intervenes on one node (atomic), scaling its noise sd by `strength`",
+         "intervenes on one node (atomic), of the kind `intervention`",
          lo=0, hi=64, integer=True),
+    Axis("intervention", "kind of every intervention: 'scale' (soft: the target's noise sd "
+         "times `strength`, its mechanism kept), 'shift' (soft: the target's noise mean "
+         "moved by `strength` noise sds, its mechanism kept), 'hard' (a stochastic "
+         "do(): the target ignores its parents and any hidden confounder and is its own "
+         "noise times `strength`; the perfect interventions GIES assumes)",
+         choices=INTERVENTIONS),
     Axis("obs_fraction", "fraction of the rows that are observational when n_envs > 0",
          lo=0.0, hi=1.0),
-    Axis("strength", "noise-sd factor of an intervention", lo=1.0, hi=100.0),
+    Axis("strength", "size of an intervention: the noise-sd factor ('scale', 'hard') or "
+         "the mean shift in noise sds ('shift')", lo=1.0, hi=100.0),
     Axis("targets", "'known': methods that take interventions receive the environment "
          "labels and targets; 'unknown': they see one pooled environment",
          choices=TARGETS),

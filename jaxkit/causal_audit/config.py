@@ -83,6 +83,7 @@ class Config(PipelineConfig):
         "mechanism=linear/nonlinear;meas_error=0/0.25/1",
         "n_envs=0/2/5/10;targets=known/unknown",
         "obs_fraction=0.2/0.5/0.8;n_envs=2/10",
+        "intervention=scale/shift/hard;n_envs=2/10",
         "ar=0/0.5/0.9;noise_hetero=0/0.5/1.5",
     )
     sizes: tuple[int, ...] = (50, 100, 200, 500, 1000, 2000, 5000, 10000)

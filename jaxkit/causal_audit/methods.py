@@ -35,13 +35,15 @@ import numpy as np
 from jaxkit.kernels import lingam
 from jaxkit.kernels.sem import sortability as srt
 from jaxkit.kernels.sem.notears import notears as _notears
+from jaxkit.kernels.sem.pc import pc as _pc
 
 from .axes import CellSpec
 
 __all__ = ["Assumption", "MethodRecord", "Method", "METHODS", "register_method", "get_method",
            "in_scope", "LINEAR", "NON_GAUSSIAN", "SUFFICIENCY", "NO_MEAS_ERROR", "IID",
            "FAITHFUL", "RAW_SCALE", "EQUAL_VARIANCE", "OBSERVATIONAL", "KNOWN_TARGETS",
-           "NON_GAUSSIAN_OR_POOLED", "NOT_ISCM", "NEVER", "DEFAULT_METHODS"]
+           "NON_GAUSSIAN_OR_POOLED", "NOT_ISCM", "NEVER", "HARD_INTERVENTIONS",
+           "DEFAULT_METHODS", "PC_ALPHA"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,9 @@ KNOWN_TARGETS = Assumption("known targets", "environment labels and intervention
 NON_GAUSSIAN_OR_POOLED = Assumption(
     "non-Gaussian sources", "non-Gaussian noise, or Gaussian noise made non-Gaussian by "
     "pooled noise interventions", lambda s: s.noise != "gaussian" or s.n_envs > 0)
+HARD_INTERVENTIONS = Assumption(
+    "perfect interventions", "every intervention is perfect (hard, do()): the target is "
+    "cut from its parents", lambda s: s.n_envs == 0 or s.intervention == "hard")
 NOT_ISCM = Assumption("R2-sortable", "R^2 grows along the causal order (raw or rescaled "
                       "linear SEMs; iSCMs remove it)", lambda s: s.scale != "iscm")
 NEVER = Assumption("none", "a chance-level floor: no regime identifies the graph",
@@ -178,6 +183,15 @@ def fit_notears(key, x, env, targets):
     return jnp.where(r.finite, r.b, jnp.nan)
 
 
+PC_ALPHA = 0.01  # level of PC's Fisher-z tests in the grid
+
+
+def fit_pc(key, x, env, targets):
+    """PC-stable with Fisher-z tests at level :data:`PC_ALPHA`, unrestricted depth
+    (``jaxkit.kernels.sem.pc``); returns the CPDAG."""
+    return _pc(x, alpha=PC_ALPHA).cpdag
+
+
 def fit_ges(x, env, targets):
     """GES (Chickering 2002) as GIES on one observational environment (``gies.fit_bic``
     with no targets is GES with the same BIC score); returns the CPDAG."""
@@ -245,6 +259,13 @@ _BUILTIN = (
         (LINEAR, EQUAL_VARIANCE, SUFFICIENCY, NO_MEAS_ERROR, IID, OBSERVATIONAL),
         "the DAG when the least-squares score is identifying (equal noise variances); "
         "a local optimum otherwise")),
+    Method("pc", fit_pc, MethodRecord(
+        "PC-stable (Fisher z, alpha 0.01)", "Spirtes & Glymour 1991; Colombo & Maathuis "
+        "2014; Kalisch & Buhlmann 2007 (consistency)",
+        (LINEAR, FAITHFUL, SUFFICIENCY, NO_MEAS_ERROR, IID, OBSERVATIONAL),
+        "the Markov equivalence class (CPDAG; undirected edges score both ways); "
+        "partial correlations capture conditional independence in linear SEMs, and the "
+        "Fisher-z level is exact for Gaussian noise")),
     Method("ges", fit_ges, MethodRecord(
         "GES (BIC)", "Chickering 2002", (LINEAR, FAITHFUL, SUFFICIENCY, NO_MEAS_ERROR, IID,
                                         OBSERVATIONAL),
@@ -258,7 +279,7 @@ _BUILTIN = (
         kind="host", uses_targets=True),
     Method("gies", fit_gies, MethodRecord(
         "GIES (BIC)", "Hauser & Buhlmann 2012", (LINEAR, FAITHFUL, SUFFICIENCY, NO_MEAS_ERROR,
-                                                IID, KNOWN_TARGETS),
+                                                IID, KNOWN_TARGETS, HARD_INTERVENTIONS),
         "the interventional Markov equivalence class"), kind="host", uses_targets=True),
 )
 for _m in _BUILTIN:

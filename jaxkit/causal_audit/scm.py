@@ -10,8 +10,11 @@ cells of one shape share one compiled program. The steps, in order (see
 2. faithfulness: optionally a root ``a`` and a descendant ``c`` get the direct weight
    that cancels every other path ``a ~> c`` (exactly, or leaving 10%);
 3. noise ``e_j = s_j eps_j``: the family, heterogeneous scales ``s_j = exp(U[-h, h])``,
-   AR(1) over the rows, atomic noise-scaling interventions (environment per row),
-   hidden confounders added to the noise of the two variables each one hits;
+   AR(1) over the rows, atomic interventions (environment per row) of the kind
+   ``intervention``: ``scale`` multiplies the target's noise by ``strength``, ``shift``
+   adds ``strength s_j``, ``hard`` multiplies it by ``strength`` and cuts the target
+   from its parents and confounders (``x_j = e_j`` in step 4); hidden confounders added
+   to the noise of the two variables each one hits;
 4. mechanisms, by ``d`` fixed-point sweeps ``z <- g(z) b^T + e`` (exact for a DAG after
    ``depth + 1`` sweeps), ``g`` the identity or ``tanh``; under ``scale="iscm"`` each
    sweep standardises every column right after its assignment, so each variable is
@@ -36,7 +39,7 @@ from jaxtyping import Array, Bool, Float, Int
 from jaxkit.kernels.sem.dags import dag_inverse, is_acyclic
 from jaxkit.kernels.sem.noise import sample_noise
 
-from .axes import FAITHFULNESS, GRAPHS, MECHANISMS, NOISES, SCALES, CellSpec
+from .axes import FAITHFULNESS, GRAPHS, INTERVENTIONS, MECHANISMS, NOISES, SCALES, CellSpec
 
 __all__ = ["Params", "SCMData", "params_of", "simulate", "simulate_one", "MAX_CONFOUNDERS",
            "standardise"]
@@ -58,6 +61,7 @@ class Params(NamedTuple):
     meas_error: Float[Array, ""]
     ar: Float[Array, ""]
     n_envs: Int[Array, ""]
+    intervention: Int[Array, ""]
     obs_fraction: Float[Array, ""]
     strength: Float[Array, ""]
     edges_per_node: Float[Array, ""]  # traced except for "sf" (static there)
@@ -89,6 +93,7 @@ def params_of(spec: CellSpec) -> Params:
         scale=i(SCALES.index(spec.scale)), faithfulness=i(FAITHFULNESS.index(spec.faithfulness)),
         confounders=i(spec.confounders), confounder_strength=f(spec.confounder_strength),
         meas_error=f(spec.meas_error), ar=f(spec.ar), n_envs=i(spec.n_envs),
+        intervention=i(INTERVENTIONS.index(spec.intervention)),
         obs_fraction=f(spec.obs_fraction), strength=f(spec.strength),
         edges_per_node=f(spec.edges_per_node), w_low=f(spec.w_low), w_high=f(spec.w_high))
 
@@ -159,7 +164,8 @@ def simulate_one(key, p: Params, *, n: int, d: int, graph: str, max_envs: int,
     # noise: family, heterogeneous scale, AR(1) over rows
     eps = _ar(_noise(k_e, p, n, d, h), p.ar)
     e, u = eps[:, :d], eps[:, d:]
-    e = e * jnp.exp(jax.random.uniform(k_s, (d,), minval=-1.0, maxval=1.0) * p.noise_hetero)
+    s = jnp.exp(jax.random.uniform(k_s, (d,), minval=-1.0, maxval=1.0) * p.noise_hetero)
+    e = e * s
 
     # environments: the first round(obs_fraction n) rows observational, the rest split
     # evenly over n_envs atomic interventions (targets cycle over a random permutation)
@@ -172,7 +178,12 @@ def simulate_one(key, p: Params, *, n: int, d: int, graph: str, max_envs: int,
     tgt_node = perm[(k_idx - 1) % d]
     targets = (k_idx[:, None] >= 1) & (k_idx[:, None] <= p.n_envs) & (
         tgt_node[:, None] == jnp.arange(d)[None, :])
-    e = e * jnp.where(targets[env], p.strength, 1.0)
+    hit = targets[env]  # (n, d): row r intervenes on node j
+    kind = p.intervention
+    shift = kind == INTERVENTIONS.index("shift")
+    e = e * jnp.where(hit & ~shift, p.strength, 1.0)  # 'scale' and 'hard': noise sd
+    e = e + jnp.where(hit & shift, p.strength * s, 0.0)  # 'shift': noise mean
+    cut = hit & (kind == INTERVENTIONS.index("hard"))  # do(): parents and confounders cut
 
     # hidden confounders: latent u_k -> two distinct observed variables
     kids = jax.vmap(lambda k: jax.random.choice(k, d, (2,), replace=False))(
@@ -182,6 +193,7 @@ def simulate_one(key, p: Params, *, n: int, d: int, graph: str, max_envs: int,
     w = jnp.where(active[:, None], signs * p.confounder_strength, 0.0)
     wc = jnp.zeros((d, h)).at[kids[:, 0], jnp.arange(h)].add(w[:, 0])
     wc = wc.at[kids[:, 1], jnp.arange(h)].add(w[:, 1])
+    e_own = e
     e = e + u @ wc.T
 
     # mechanisms by fixed-point sweeps (exact after depth + 1 sweeps in a DAG)
@@ -190,7 +202,7 @@ def simulate_one(key, p: Params, *, n: int, d: int, graph: str, max_envs: int,
     bs = jnp.where(acyclic, b, 0.0)
 
     def sweep(_, z):
-        raw = jnp.where(p.nonlinear, jnp.tanh(z), z) @ bs.T + e
+        raw = jnp.where(cut, e_own, jnp.where(p.nonlinear, jnp.tanh(z), z) @ bs.T + e)
         return jnp.where(iscm, standardise(raw), raw)
 
     x = jax.lax.fori_loop(0, d, sweep, jnp.zeros_like(e))

@@ -114,6 +114,33 @@ def test_interventions_environments_and_targets():
         assert abs(ratio - 3.0) < 0.6
 
 
+def _parent_corr(data):
+    """``|corr(x_j, x_p)|`` inside each intervened environment, over every target ``j``
+    with a parent ``p``; and the shift of the target's mean from the observational rows."""
+    out, moved = [], []
+    for i in range(B):
+        x, b = np.asarray(data.x[i]), np.asarray(data.b[i])
+        env, tg = np.asarray(data.env[i]), np.asarray(data.targets[i])
+        for k in range(1, int(env.max()) + 1):
+            j = int(np.argmax(tg[k]))
+            rows = env == k
+            moved.append(abs(x[rows, j].mean() - x[env == 0, j].mean()) / x[env == 0, j].std())
+            out += [abs(np.corrcoef(x[rows, j], x[rows, p])[0, 1])
+                    for p in np.nonzero(b[j])[0]]
+    return np.array(out), np.array(moved)
+
+
+def test_hard_intervention_cuts_the_parents_and_shift_does_not():
+    kw = dict(n_envs=D, obs_fraction=0.5, strength=3.0)
+    hard, hard_moved = _parent_corr(sim(intervention="hard", **kw))
+    shift, shift_moved = _parent_corr(sim(intervention="shift", **kw))
+    assert hard.size >= 10 and hard.size == shift.size  # the same graphs and targets
+    n_env = N // 2 // D
+    assert hard.max() < 4 / math.sqrt(n_env) and hard.mean() < 0.1  # do(): independent
+    assert shift.mean() > 0.3  # a soft intervention keeps the mechanism
+    assert np.median(shift_moved) > 0.5 > np.median(hard_moved)  # shift moves the mean
+
+
 # ------------------------------------------------------------------- ranking statistics
 
 
@@ -174,13 +201,20 @@ def test_scope_outlines():
     assert not M.in_scope(ica, cell(noise="laplace", confounders=1))
     assert M.in_scope(M.get_method("pooled-ica-lingam"), cell(noise="gaussian", n_envs=3))
     assert not M.in_scope(M.get_method("random-sort-regress"), cell())
-    assert M.in_scope(M.get_method("gies"), cell(n_envs=3, targets="known"))
+    assert M.in_scope(M.get_method("gies"), cell(n_envs=3, targets="known", intervention="hard"))
     ct = M.get_method("causaltab")  # amortised: scope = its prior, minus what it excludes
     assert ct.kind == "host" and ct.uses_targets
     assert M.in_scope(ct, cell(noise="gaussian", mechanism="nonlinear"))
     assert not M.in_scope(ct, cell(confounders=2))
     assert not M.in_scope(M.get_method("notears"), cell(noise_hetero=0.0, scale="iscm"))
     assert not M.in_scope(M.get_method("gies"), cell(n_envs=3, targets="unknown"))
+    # GIES assumes perfect interventions: a soft one is outside its scope
+    assert M.in_scope(M.get_method("gies"), cell(n_envs=3, intervention="hard"))
+    assert not M.in_scope(M.get_method("gies"), cell(n_envs=3, intervention="shift"))
+    pc = M.get_method("pc")  # the jax peer: the Markov equivalence class, observational
+    assert pc.kind == "jax" and "CPDAG" in pc.record.identifies
+    assert M.in_scope(pc, cell(noise="gaussian")) and not M.in_scope(pc, cell(n_envs=2))
+    assert not M.in_scope(pc, cell(faithfulness="near"))
 
 
 # --------------------------------------------------------------------------- bad input
@@ -193,6 +227,7 @@ def test_scope_outlines():
     ({"ar": 1.5}, "axis 'ar'"),
     ({"graph": "nope"}, "unknown graph family"),
     ({"n_envs": 20}, "max_envs"),
+    ({"intervention": "soft"}, "axis 'intervention'"),
 ])
 def test_unknown_axis_or_value(kw, match):
     with pytest.raises(ValueError, match=match):

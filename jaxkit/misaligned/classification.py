@@ -136,7 +136,8 @@ def run_classes(ctx, cfg, ts, fam, data, splits: dict, both) -> dict:
     stage = "misaligned-solubility-classes-mlp"
     pred = ctx.stage(stage, lambda: Mo.train(
         ctx.key("misaligned-train-solubility-classes-mlp"), "mlp", arrays, y01, both.train, ts,
-        resume=ctx.resume, checkpoint_dir=ctx.out_dir / "checkpoints" / stage)[0])
+        resume=ctx.resume, checkpoint_dir=ctx.out_dir / "checkpoints" / stage,
+        mesh=ctx.mesh)[0])
     S, out = cfg.seeds, {}
     for j, kind in enumerate(("random", "scaffold")):
         sl = slice(j * S, (j + 1) * S)

@@ -18,6 +18,16 @@ each seed's training mean and deviation, predictions mapped back. A chunk of
 ``log_every`` steps is one ``lax.scan``; the minibatches of chunk ``i`` come from
 ``fold_in(key, i)``, so a training killed and resumed from its checkpoint ends with the
 same parameters.
+
+With a ``mesh`` of several devices the seeds are split over its ``"data"`` axis (as the
+baseline family's runs): parameters, optimiser state, standardised labels and minibatch
+indices are sharded on the seed axis, the molecules replicated; each device trains its
+own seeds, and the only collective is the sum of the per-seed losses. The seeds are
+padded to a multiple of the axis size with copies of the last seed whose loss weight is
+0 (their gradients are 0, so the real seeds' steps, the loss and the gradient norm are
+those of the unpadded training), and the minibatches are drawn for the ``S`` real seeds
+before padding: the trained models do not depend on the mesh (tested, 8 devices
+against 1).
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxkit import distributed as jd
 from jaxkit import training
 from jaxkit.kernels import train as ktrain
 
@@ -128,12 +139,12 @@ def _chunk_fn(static, lr: float, weight_decay: float):
 
     def loss(params, key, batch, aux):
         del key, aux
-        idx, (mols, z) = batch
+        idx, (mols, z, w) = batch
         sub = jax.tree.map(lambda a: jax.vmap(lambda i: a[i])(idx), mols)
         zb = jax.vmap(lambda zs, i: zs[i])(z, idx)
         err = _forward(params, static, sub) - zb
         per_seed = jnp.mean(err ** 2, axis=1)
-        return jnp.sum(per_seed), per_seed
+        return jnp.sum(per_seed * w), per_seed  # w: 0 for the mesh's padding seeds
 
     step = ktrain.make_train_step(loss, optax.adamw(lr, weight_decay=weight_decay))
 
@@ -142,7 +153,9 @@ def _chunk_fn(static, lr: float, weight_decay: float):
         keys = jax.random.split(key, idx.shape[0])
         state, info = jax.lax.scan(lambda st, ki: step(ki[0], st, (ki[1], data)), state,
                                    (keys, idx))
-        return state, info._replace(out=jnp.mean(info.out, axis=0), loss=info.loss[-1])
+        w = data[2]  # the chunk's mean per-seed loss over the real seeds
+        out = jnp.sum(jnp.mean(info.out, axis=0) * w) / jnp.sum(w)
+        return state, info._replace(out=out, loss=info.loss[-1])
 
     return jax.jit(chunk, donate_argnums=1)
 
@@ -156,9 +169,39 @@ def _sample(key, order, n_train, chunk: int, batch: int):
     return jax.vmap(lambda sl: jnp.take_along_axis(order, sl, axis=1))(slot)
 
 
+def _pad_seeds(tree, size: int, axis: int = 0):
+    """Every leaf padded on ``axis`` to ``size`` with copies of its last seed."""
+    def one(a):
+        n = a.shape[axis]
+        if n == size:
+            return a
+        last = jax.lax.slice_in_dim(a, n - 1, n, axis=axis)
+        return jnp.concatenate([a, jnp.repeat(last, size - n, axis=axis)], axis=axis)
+
+    return jax.tree.map(one, tree)
+
+
+def _place(tree, mesh, S: int, axis: int = 0):
+    """Leaves with ``S`` entries on ``axis`` split over the mesh's ``"data"`` axis there,
+    the others (step counters) replicated; ``mesh=None``: unchanged."""
+    if mesh is None:
+        return tree
+
+    def one(a):
+        if a.ndim > axis and a.shape[axis] == S:
+            spec = [None] * a.ndim
+            spec[axis] = jd.DATA
+            return jax.device_put(a, jax.sharding.NamedSharding(
+                mesh, jax.sharding.PartitionSpec(*spec)))
+        return jax.device_put(a, jd.replicated(mesh))
+
+    return jax.tree.map(one, tree)
+
+
 def train(key, kind: str, arrays: dict, y, train_mask, ts: TrainSettings, *,
           checkpoint_dir: Path | None = None, resume: bool = True,
-          on_log: Callable[[int, dict], None] | None = None) -> tuple[np.ndarray, list]:
+          on_log: Callable[[int, dict], None] | None = None, mesh=None
+          ) -> tuple[np.ndarray, list]:
     """Train ``S`` models of ``kind`` (one per row of ``train_mask``) and predict every
     molecule.
 
@@ -173,6 +216,8 @@ def train(key, kind: str, arrays: dict, y, train_mask, ts: TrainSettings, *,
         checkpoint_dir: checkpoint folder of this training (``None``: none).
         resume: restore the newest checkpoint there.
         on_log: passed to :func:`jaxkit.training.fit`.
+        mesh: split the seeds over its ``"data"`` axis (module docstring); ``None`` or
+            one device: the default placement. The result does not depend on it.
 
     Returns:
         ``(pred, history)``: ``(S, n)`` float64 predictions, the logged losses.
@@ -193,21 +238,28 @@ def train(key, kind: str, arrays: dict, y, train_mask, ts: TrainSettings, *,
     n_feat = arrays["atoms"].shape[-1] if "atoms" in arrays else 1
     models = make_models(kind, jax.random.split(k_init, S), n_bits, n_feat, ts)
     params, static = eqx.partition(models, eqx.is_array)
+    mesh = jd.data_mesh(mesh)
+    Sp = S + (-S) % jd.mesh_size(mesh)  # seeds padded to a multiple of the data axis
+    w = jnp.asarray(np.arange(Sp) < S, jnp.float32)
+    params, z = _pad_seeds((params, z), Sp)
     opt = optax.adamw(ts.lr, weight_decay=ts.weight_decay)
-    state = ktrain.init(params, opt)
+    state = _place(ktrain.init(params, opt), mesh, Sp)
     chunk = _chunk_fn(static, float(ts.lr), float(ts.weight_decay))
     order = jnp.asarray(np.argsort(~train_mask, axis=1, kind="stable"), jnp.int32)
     n_train = jnp.asarray(train_mask.sum(axis=1), jnp.float32)
-    data = (mols, z)
+    if mesh is not None:
+        mols = jax.device_put(mols, jd.replicated(mesh))
+    data = (mols, *_place((z, w), mesh, Sp))
 
     def batch_fn(i):
-        return _sample(jax.random.fold_in(k_data, i), order, n_train, ts.log_every,
-                       ts.batch_size), data
+        idx = _sample(jax.random.fold_in(k_data, i), order, n_train, ts.log_every,
+                      ts.batch_size)  # (chunk, S, batch): drawn for the real seeds
+        return _place(_pad_seeds(idx, Sp, axis=1), mesh, Sp, axis=1), data
 
     res = training.fit(k_run, state, chunk, batch_fn, steps=ts.steps // ts.log_every,
                        checkpoint_dir=checkpoint_dir, checkpoint_every=ts.checkpoint_every,
                        resume=resume, log_every=1, on_log=on_log)
-    zhat = predict(res.state.params, static, mols, S)
+    zhat = predict(res.state.params, static, mols, Sp)[:S]
     return np.asarray(zhat, np.float64) * sd[:, None] + mu[:, None], res.history
 
 

@@ -13,7 +13,8 @@ exposing what the models do not learn; random splits flatter models. Per data se
    (split over ``ctx.mesh``'s ``"data"`` axis, one seed at a time per device) and
    vmapped over the perturbation strengths, in one compiled call.
 3. ``misaligned-<ds>-<model>``: the MLP and the MPNN, all ``2 seeds`` trainings in one
-   :func:`jaxkit.training.fit` with checkpoints under ``out_dir/checkpoints/``.
+   :func:`jaxkit.training.fit` with checkpoints under ``out_dir/checkpoints/``, the
+   seeds split over ``ctx.mesh``'s ``"data"`` axis (the same models on any mesh).
 4. :func:`jaxkit.misaligned.audit.evaluate` per split; report and claims in
    :mod:`jaxkit.misaligned.report`.
 5. With ``classification`` and the solubility set: its classes ((A) low vs the rest),
@@ -94,8 +95,8 @@ def run(ctx: RunContext) -> PipelineResult:
             preds[kind] = ctx.stage(stage, lambda k=kind, s=stage, d=data, a=arrays, b=both:
                                     Mo.train(ctx.key(f"misaligned-train-{d.name}-{k}"), k, a,
                                              d.y, b.train, ts, resume=ctx.resume,
-                                             checkpoint_dir=ctx.out_dir / "checkpoints" / s
-                                             )[0])
+                                             checkpoint_dir=ctx.out_dir / "checkpoints" / s,
+                                             mesh=ctx.mesh)[0])
         S = cfg.seeds
         for j, kind in enumerate(("random", "scaffold")):
             sl = slice(j * S, (j + 1) * S)

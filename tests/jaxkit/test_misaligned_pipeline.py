@@ -1,5 +1,6 @@
 """jaxkit run misaligned at tiny size (claims, report, figures, stage reload), the
-models' kill-and-resume, the MPNN's padding invariance, the CLI sub-app's errors, and
+models' kill-and-resume and their training sharded over 8 devices, the MPNN's padding
+invariance, the CLI sub-app's errors, and
 the benchmark script's smoke run."""
 
 import json
@@ -100,12 +101,15 @@ def toy():
     return F.featurise(s, np.arange(len(s), dtype=float), n_bits=32, max_atoms=8)
 
 
+KILL_TS = Mo.TrainSettings(steps=20, log_every=10, checkpoint_every=1, batch_size=4,
+                           mlp_width=8, mlp_depth=1)
+
+
 def test_training_killed_and_resumed_ends_with_the_same_parameters(toy, tmp_path):
     arrays = dict(fp=toy.fp, atoms=toy.atoms, adj=toy.adj, atom_mask=toy.atom_mask)
     train = np.ones((2, toy.n), bool)
     train[0, :3] = False
-    ts = Mo.TrainSettings(steps=20, log_every=10, checkpoint_every=1, batch_size=4,
-                          mlp_width=8, mlp_depth=1)
+    ts = KILL_TS
     key = jax.random.key(3)
     full, _ = Mo.train(key, "mlp", arrays, toy.y, train, ts)
     ck = tmp_path / "ck"
@@ -115,6 +119,39 @@ def test_training_killed_and_resumed_ends_with_the_same_parameters(toy, tmp_path
     assert [h["step"] for h in hist] == [2]  # only the missing chunk ran
     np.testing.assert_allclose(resumed, full, rtol=1e-6, atol=1e-6)
     assert np.all(np.isfinite(full)) and full.shape == (2, toy.n)
+
+
+def _eight_vs_one(toy, kind):
+    """The seeds trained on a mesh of the 8 simulated devices (2 seeds padded to 8) and
+    on the default device: the same predictions and logged losses."""
+    from jaxkit import distributed as jd
+
+    arrays = dict(fp=toy.fp, atoms=toy.atoms, adj=toy.adj, atom_mask=toy.atom_mask)
+    train = np.ones((2, toy.n), bool)
+    train[0, :3] = False
+    key = jax.random.key(3)
+    one, h1 = Mo.train(key, kind, arrays, toy.y, train, KILL_TS)
+    mesh = jd.make_mesh({"data": -1})
+    assert mesh.devices.size == 8
+    eight, h8 = Mo.train(key, kind, arrays, toy.y, train, KILL_TS, mesh=mesh)
+    assert eight.shape == one.shape == (2, toy.n) and np.all(np.isfinite(eight))
+    np.testing.assert_allclose(eight, one, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(one[0], one[1])  # the two seeds are different trainings
+    for a, b in zip(h1, h8, strict=True):
+        assert a["step"] == b["step"]
+        for f in ("loss", "out"):  # the padding seeds add nothing to the loss
+            assert a[f] == pytest.approx(b[f], rel=1e-5), f
+
+
+def test_mlp_training_on_eight_devices_equals_one(toy):
+    # the one-device training is the kill test's (same shapes: compiled once); the
+    # 8-device chunk is one more small compilation (about 3 s of CPU)
+    _eight_vs_one(toy, "mlp")
+
+
+@pytest.mark.slow  # two more compilations (about 9 s of CPU)
+def test_mpnn_training_on_eight_devices_equals_one(toy):
+    _eight_vs_one(toy, "mpnn")
 
 
 def test_mpnn_prediction_does_not_depend_on_padding(toy):

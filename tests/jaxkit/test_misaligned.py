@@ -346,3 +346,50 @@ def test_classification_metrics_and_gap_on_known_cases():
     bad[0, 1] = True  # a test set with one class only
     with pytest.raises(ValueError, match="both classes"):
         C.evaluate_classes(y, bad, {"mlp": np.zeros((S, n))}, base)
+
+
+def test_classification_stages_end_to_end_on_a_small_slice(mols, family_jit, tmp_path):
+    """The pipeline's classification stages (run_classes: the family and the MLP fitted
+    to 0/1 labels, AUROC and accuracy per split and seed) on the 40 toy molecules, with
+    random classes and the molecular-weight column set to the class: size only then
+    separates the classes perfectly (AUROC 1, accuracy 1), label scrambling is at chance
+    and train mean at 1/2 exactly. The family's shapes are the fixture's (compiled
+    once)."""
+    from types import SimpleNamespace
+
+    from jaxkit.misaligned import classification as C
+    from jaxkit.misaligned import models as Mo
+    from jaxkit.registry import RunContext
+
+    rng = np.random.default_rng(5)
+    pos = rng.permutation(mols.n) < mols.n // 2
+    desc = mols.desc.copy()
+    desc[:, 0] = 100.0 + 50.0 * pos  # "MolWt" = the class
+    classes = [C.POSITIVE if p else "(B) medium" for p in pos]
+    data = F.replace(mols, desc=desc, info={**mols.info, "classes": classes})
+    splits = {k: F.make_splits(data, k, rng, 2, 0.25) for k in ("random", "scaffold")}
+    both = F.Splits("both", np.concatenate([splits[k].train for k in splits]),
+                    np.concatenate([splits[k].test for k in splits]))
+    cfg = SimpleNamespace(seeds=2, add_carbon_strengths=(1, 2), add_carbon_variants=2)
+    ts = Mo.TrainSettings(steps=10, log_every=10, checkpoint_every=1, batch_size=8,
+                          mlp_width=8, mlp_depth=1)
+    out = C.run_classes(RunContext(out_dir=tmp_path, quick=True), cfg, ts, SETTINGS, data,
+                        splits, both)
+    assert family_jit._cache_size() == 1  # the fixture's compiled family, reused
+    assert set(out) == {"random", "scaffold"}
+    for kind, res in out.items():
+        m = res["metrics"]
+        assert set(m) == {"mlp", "ridge_fp", *C.CLS_BASELINES}
+        for name, d in m.items():
+            for metric in ("auroc", "accuracy"):
+                v = np.asarray(d[metric]["seeds"])
+                assert v.shape == (2,) and np.all((v >= 0) & (v <= 1)), (kind, name)
+        assert m["size_only"]["auroc"]["seeds"] == pytest.approx([1.0, 1.0])
+        assert m["size_only"]["accuracy"]["seeds"] == pytest.approx([1.0, 1.0])
+        assert m["train_mean"]["auroc"]["seeds"] == pytest.approx([0.5, 0.5])
+        assert abs(m["label_scramble"]["auroc"]["mean"] - 0.5) < 0.3, kind
+        g = res["gaps"]["mlp"]
+        assert m[g["best"]]["auroc"]["mean"] == pytest.approx(1.0)  # size only (or tied)
+        np.testing.assert_allclose(g["per_seed"],
+                                   np.asarray(m["mlp"]["auroc"]["seeds"]) - 1.0, atol=1e-6)
+        assert res["positive_rate"] == pytest.approx(0.5)

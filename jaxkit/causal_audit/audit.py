@@ -7,6 +7,7 @@ import jax
 from .axes import SCALES, cell
 from .config import Config
 from .grid import CellResult, run_cell, run_grid
+from .scm import simulate
 
 __all__ = ["reisach_cells", "run_main_grid", "run_sizes"]
 
@@ -37,10 +38,19 @@ def run_main_grid(key, cfg: Config, *, mesh=None, track=None) -> dict:
 
 
 def run_sizes(key, cfg: Config, *, mesh=None, track=None) -> list[CellResult]:
-    """The base cell at each of ``cfg.sizes`` for the consistency methods; every size
-    uses the same key, so dataset ``i`` has the same graph at every ``n``."""
+    """The base cell at each of ``cfg.sizes`` for the consistency methods. The base SCM
+    is simulated once at the largest size and each size takes the first ``n`` rows of
+    every dataset: the same graph and nested i.i.d. samples at every ``n`` (the base
+    cell is observational, raw-scale and i.i.d., so a prefix of the rows is a sample of
+    the same SCM), and one compiled simulator instead of one per size."""
     base = cfg.base()
     specs = [cell(base, n=n) for n in cfg.sizes]
+    k = jax.random.fold_in(key, 0)
+    big = simulate(jax.random.fold_in(k, 0), cell(base, n=max(cfg.sizes)), cfg.batch)
     it = specs if track is None else track(specs, "causal-audit sizes")
-    return [run_cell(jax.random.fold_in(key, 0), s, cfg.consistency_methods,
-                     batch=cfg.batch, mesh=mesh) for s in it]
+    out = []
+    for s in it:
+        data = big._replace(x=big.x[:, :s.n], env=big.env[:, :s.n])
+        out.append(run_cell(k, s, cfg.consistency_methods, batch=cfg.batch, mesh=mesh,
+                            data=data))
+    return out

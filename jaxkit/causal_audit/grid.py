@@ -31,7 +31,7 @@ from jaxkit.kernels.sem import sortability as srt
 
 from .axes import AXES, CellSpec, cell
 from .methods import Method, batch_fit, get_method
-from .scm import simulate
+from .scm import SCMData, simulate
 
 __all__ = ["CellResult", "Pair", "run_cell", "run_grid", "pair_cells"]
 
@@ -102,8 +102,18 @@ def _batched(fn, mesh):
     return jd.batched(fn, None) if jd.data_mesh(mesh) is None else jd.sharded_vmap(fn, mesh)
 
 
+@jax.jit
+def _stand_in(key, valid, x, b):
+    noise = jax.random.normal(key, x.shape, x.dtype)
+    return (jnp.where(valid[:, None, None], x, noise),
+            jnp.where(valid[:, None, None], b, 0.0))
+
+
+_score_one = jax.jit(_score)  # the host peers' scores: one compiled program, not op by op
+
+
 def run_cell(key, spec: CellSpec, methods: Sequence[str | Method], *, batch: int,
-             host_datasets: int = 0, mesh=None) -> CellResult:
+             host_datasets: int = 0, mesh=None, data: SCMData | None = None) -> CellResult:
     """Every method on ``batch`` datasets of ``spec``; see the module docstring.
 
     Args:
@@ -114,17 +124,24 @@ def run_cell(key, spec: CellSpec, methods: Sequence[str | Method], *, batch: int
         batch: datasets per cell.
         host_datasets: how many of them the host peers fit (0: none).
         mesh: optional mesh with a ``"data"`` axis.
+        data: the cell's datasets when already simulated (``batch`` datasets of
+            ``spec.n`` rows, e.g. the first rows of a larger sample); default: simulated
+            here.
 
     Returns:
         A :class:`CellResult`.
     """
     ms = [m if isinstance(m, Method) else get_method(m) for m in methods]
-    data = simulate(jax.random.fold_in(key, 0), spec, batch)
+    if data is None:
+        data = simulate(jax.random.fold_in(key, 0), spec, batch)
+    elif data.x.shape[:2] != (batch, spec.n):
+        raise ValueError(f"`data` must hold {batch} datasets of {spec.n} rows; got x of "
+                         f"shape {data.x.shape}")
     valid = np.asarray(data.valid)
-    # invalid datasets get stand-in noise so a batch still runs; their scores are NaN
-    stand_in = jax.random.normal(jax.random.fold_in(key, 2), data.x.shape, data.x.dtype)
-    x = jnp.where(data.valid[:, None, None], data.x, stand_in)
-    b = jnp.where(data.valid[:, None, None], data.b, 0.0)
+    x, b = data.x, data.b
+    if not valid.all():
+        # invalid datasets get stand-in noise so a batch still runs; their scores are NaN
+        x, b = _stand_in(jax.random.fold_in(key, 2), data.valid, x, b)
     vs, r2 = _batched(_sortabilities, mesh)(x, b)
     nan = np.full(batch, np.nan)
     out = CellResult(spec, {}, {}, np.where(valid, np.asarray(vs), np.nan),
@@ -136,6 +153,7 @@ def run_cell(key, spec: CellSpec, methods: Sequence[str | Method], *, batch: int
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(key, 1), i))(
         jnp.arange(batch))
     blind = spec.targets == "unknown"
+    fitted: dict = {}  # one computation per jax fit and inputs (shared and repeated fits)
     for m in ms:
         env = data.env if m.uses_targets and not blind else jnp.zeros_like(data.env)
         tg = data.targets if m.uses_targets and not blind else jnp.zeros_like(data.targets)
@@ -143,7 +161,13 @@ def run_cell(key, spec: CellSpec, methods: Sequence[str | Method], *, batch: int
         f1, shd = nan.copy(), nan.copy()
         try:
             if m.kind == "jax":
-                adj, finite = _batched(batch_fit(m), mesh)(keys, x, env, tg)
+                fn = batch_fit(m, joint=True)
+                labels = m.uses_targets and not blind
+                if (fn, labels) not in fitted:
+                    fitted[fn, labels] = _batched(fn, mesh)(keys, x, env, tg)
+                adj, finite = fitted[fn, labels]
+                if m.shared is not None:
+                    adj, finite = adj[:, m.shared[1]], finite[:, m.shared[1]]
                 finite = np.asarray(finite)
                 safe = jnp.where(jnp.asarray(finite)[:, None, None], adj, 0.0)
                 f, s = _batched(_score, mesh)(b, safe)
@@ -177,7 +201,7 @@ def _host(m: Method, data, env, tg, valid, k: int, f1, shd, out: CellResult) -> 
         if adj.shape != bs[i].shape or not np.isfinite(adj).all():
             bad += 1
             continue
-        f, s = _score(jnp.asarray(bs[i]), jnp.asarray(adj))
+        f, s = _score_one(jnp.asarray(bs[i]), jnp.asarray(adj, bs.dtype))
         f1[i], shd[i] = float(f), float(s)
     if bad:
         out.failures[m.name] = f"{bad} outputs non-finite or of the wrong shape"

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -102,7 +103,8 @@ class MethodRecord:
 class Method:
     """A registered method: ``name``, ``fit``, its ``record``, the ``kind`` of fit
     (``"jax"`` or ``"host"``), whether it takes environment labels, and whether it is
-    a sort-and-regress floor (a benchmark-artefact detector, not a contender)."""
+    a sort-and-regress floor (a benchmark-artefact detector, not a contender), and an
+    optional ``shared`` joint fit."""
 
     name: str
     fit: Callable
@@ -110,6 +112,11 @@ class Method:
     kind: str = "jax"
     uses_targets: bool = False
     floor: bool = False
+    # (joint fit, index): a "jax" method whose adjacency is entry ``index`` of a joint
+    # fit ``(key, x, env, targets) -> (k, d, d)`` that several methods share (the grid
+    # computes it once per cell, one compiled program: the three floors differ only by
+    # their score); ``fit`` gives the same adjacency alone
+    shared: tuple[Callable, int] | None = None
 
 
 METHODS: dict[str, Method] = {}
@@ -138,6 +145,10 @@ def register_method(method: Method) -> Method:
                          f"{method.kind!r}")
     if not callable(method.fit):
         raise ValueError(f"method {method.name!r}: `fit` must be callable")
+    if method.shared is not None and (method.kind != "jax" or not callable(method.shared[0])
+                                      or not isinstance(method.shared[1], int)):
+        raise ValueError(f"method {method.name!r}: `shared` must be (a jax joint fit, an "
+                         f"int index) on a 'jax' method; got {method.shared!r}")
     METHODS[method.name] = method
     return method
 
@@ -168,6 +179,15 @@ def fit_r2_sort(key, x, env, targets):
 
 def fit_random_sort(key, x, env, targets):
     return srt.random_sort_regress(key, x).adjacency
+
+
+def fit_floors(key, x, env, targets):
+    """The three sort-and-regress floors at once, ``(3, d, d)``: var-, R^2- and random
+    sorting (the scores of :func:`fit_var_sort`, :func:`fit_r2_sort`,
+    :func:`fit_random_sort`) through one ``sort_regress`` vmapped over the scores."""
+    scores = jnp.stack([jnp.var(x, axis=0), srt.r2_coefficients(x),
+                        jax.random.uniform(key, (x.shape[1],), x.dtype)])
+    return jax.vmap(lambda s: srt.sort_regress(x, s).adjacency)(scores)
 
 
 def fit_ica_lingam(key, x, env, targets):
@@ -237,14 +257,15 @@ _BUILTIN = (
         "Var-SortnRegress (floor)", "Reisach et al. 2021; Peters & Buhlmann 2014",
         (LINEAR, RAW_SCALE, EQUAL_VARIANCE, SUFFICIENCY, NO_MEAS_ERROR),
         "the causal order when variance grows along it (guaranteed for equal noise "
-        "variances only in expectation)"), floor=True),
+        "variances only in expectation)"), floor=True, shared=(fit_floors, 0)),
     Method("r2-sort-regress", fit_r2_sort, MethodRecord(
         "R2-SortnRegress (floor)", "Reisach et al. 2023",
         (LINEAR, NOT_ISCM, SUFFICIENCY, NO_MEAS_ERROR),
-        "the causal order when R^2 grows along it (a heuristic, no guarantee)"), floor=True),
+        "the causal order when R^2 grows along it (a heuristic, no guarantee)"), floor=True,
+        shared=(fit_floors, 1)),
     Method("random-sort-regress", fit_random_sort, MethodRecord(
         "Random-SortnRegress (chance)", "Reisach et al. 2021", (NEVER,), "nothing"),
-        floor=True),
+        floor=True, shared=(fit_floors, 2)),
     Method("ica-lingam", fit_ica_lingam, MethodRecord(
         "ICA-LiNGAM", "Shimizu et al. 2006", _LINGAM)),
     Method("direct-lingam", fit_direct_lingam, MethodRecord(
@@ -292,16 +313,18 @@ DEFAULT_METHODS = tuple(m.name for m in _BUILTIN if m.name != "notears")
 _BATCH_FITS: dict = {}
 
 
-def batch_fit(method: Method):
+def batch_fit(method: Method, *, joint: bool = False):
     """The per-dataset jax fit of ``method`` with its finiteness flag,
     ``(key, x, env, targets) -> (adjacency, finite)``; one function object per fit
-    (methods sharing a fit share it, so compiled programs are cached across cells)."""
-    fit = method.fit
+    (methods sharing a fit share it, so compiled programs are cached across cells).
+    With ``joint`` and a ``shared`` method: the joint fit, ``(k, d, d)`` adjacencies
+    and ``(k,)`` flags."""
+    fit = method.shared[0] if joint and method.shared is not None else method.fit
     one = _BATCH_FITS.get(fit)
     if one is None:
         def one(key, x, env, targets):
             adj = jnp.asarray(fit(key, x, env, targets))
-            return adj, jnp.all(jnp.isfinite(adj))
+            return adj, jnp.all(jnp.isfinite(adj), axis=(-2, -1))
 
         _BATCH_FITS[fit] = one
     return one

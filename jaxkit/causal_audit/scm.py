@@ -28,16 +28,17 @@ A dataset whose graph is cyclic or whose data are non-finite or constant has
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.scipy.special import ndtri
 from jaxtyping import Array, Bool, Float, Int
 
 from jaxkit.kernels.sem.dags import dag_inverse, is_acyclic
-from jaxkit.kernels.sem.noise import sample_noise
 
 from .axes import FAITHFULNESS, GRAPHS, INTERVENTIONS, MECHANISMS, NOISES, SCALES, CellSpec
 
@@ -125,11 +126,27 @@ def _pick(stack, idx):
     return jnp.take(stack, idx, axis=0)
 
 
-def _noise(key, p: Params, n: int, d: int, h: int):
-    """Unit-variance noise of the chosen family for ``d`` variables and ``h`` latents."""
-    keys = jax.random.split(key, len(NOISES))
-    allk = jnp.stack([sample_noise(k, (n, d + h), kind) for k, kind in zip(keys, NOISES,
-                                                                            strict=True)])
+def _uniforms(key, n: int, d: int, h: int):
+    """Every random number of a dataset except the graph's, from one uniform draw (one
+    PRNG call compiles far faster than eight), in the open interval ``(0, 1)``: the noise
+    ``(n, d + h)``, the noise scales ``(d,)``, the target order ``(d,)``, the confounders'
+    children ``(h, d)`` and signs ``(h, 2)``, the measurement error ``(n, d)``."""
+    shapes = ((n, d + h), (d,), (d,), (h, d), (h, 2), (n, d))
+    sizes = [math.prod(sh) for sh in shapes]
+    u = jax.random.uniform(key, (sum(sizes),))
+    u = u + jnp.finfo(u.dtype).eps / 2  # [0, 1 - eps] -> (0, 1)
+    parts = jnp.split(u, list(itertools.accumulate(sizes))[:-1])
+    return [q.reshape(sh) for q, sh in zip(parts, shapes, strict=True)]
+
+
+def _noise(u, p: Params):
+    """Unit-variance noise of the chosen family from uniforms ``u`` by inverse CDFs:
+    ``N(0, 1)``, ``Laplace(0, 1/sqrt 2)``, ``U[-sqrt 3, sqrt 3]`` (the laws of
+    :func:`jaxkit.kernels.sem.sample_noise`); every family from the same uniforms, so
+    the noise cells differ only by the law."""
+    v = u - 0.5
+    laplace = -jnp.sign(v) * jnp.log1p(-2.0 * jnp.abs(v)) / math.sqrt(2.0)
+    allk = jnp.stack([ndtri(u), laplace, (2.0 * u - 1.0) * math.sqrt(3.0)])
     return _pick(allk, p.noise)
 
 
@@ -155,16 +172,17 @@ def simulate_one(key, p: Params, *, n: int, d: int, graph: str, max_envs: int,
     ``static_edges`` replaces the traced ``p.edges_per_node`` for :data:`STATIC_EDGES`
     families)."""
     h = MAX_CONFOUNDERS
-    k_g, k_s, k_e, k_c, k_cw, k_t, k_m = jax.random.split(key, 7)
+    k_g, k_u = jax.random.split(key)
+    u_e, u_s, u_t, u_c, u_cw, u_m = _uniforms(k_u, n, d, h)
     epn = p.edges_per_node if static_edges is None else static_edges
     b = jnp.asarray(GRAPHS[graph](k_g, d, edges_per_node=epn, w_low=p.w_low,
                                   w_high=p.w_high), jnp.float32)
     b, pair, cancelled = _cancel(b, p.faithfulness)
 
     # noise: family, heterogeneous scale, AR(1) over rows
-    eps = _ar(_noise(k_e, p, n, d, h), p.ar)
+    eps = _ar(_noise(u_e, p), p.ar)
     e, u = eps[:, :d], eps[:, d:]
-    s = jnp.exp(jax.random.uniform(k_s, (d,), minval=-1.0, maxval=1.0) * p.noise_hetero)
+    s = jnp.exp((2.0 * u_s - 1.0) * p.noise_hetero)
     e = e * s
 
     # environments: the first round(obs_fraction n) rows observational, the rest split
@@ -173,7 +191,7 @@ def simulate_one(key, p: Params, *, n: int, d: int, graph: str, max_envs: int,
     n_obs = jnp.where(p.n_envs > 0, jnp.round(p.obs_fraction * n).astype(jnp.int32), n)
     n_int = jnp.maximum(n - n_obs, 1)
     env = jnp.where(r < n_obs, 0, 1 + ((r - n_obs) * p.n_envs) // n_int).astype(jnp.int32)
-    perm = jax.random.permutation(k_t, d)
+    perm = jnp.argsort(u_t)
     k_idx = jnp.arange(max_envs + 1)
     tgt_node = perm[(k_idx - 1) % d]
     targets = (k_idx[:, None] >= 1) & (k_idx[:, None] <= p.n_envs) & (
@@ -186,10 +204,9 @@ def simulate_one(key, p: Params, *, n: int, d: int, graph: str, max_envs: int,
     cut = hit & (kind == INTERVENTIONS.index("hard"))  # do(): parents and confounders cut
 
     # hidden confounders: latent u_k -> two distinct observed variables
-    kids = jax.vmap(lambda k: jax.random.choice(k, d, (2,), replace=False))(
-        jax.random.split(k_c, h)).astype(jnp.int32)
+    kids = jnp.argsort(u_c, axis=1)[:, :2].astype(jnp.int32)  # two distinct nodes each
     active = jnp.arange(h) < p.confounders
-    signs = jnp.where(jax.random.bernoulli(k_cw, 0.5, (h, 2)), 1.0, -1.0)
+    signs = jnp.where(u_cw < 0.5, 1.0, -1.0)
     w = jnp.where(active[:, None], signs * p.confounder_strength, 0.0)
     wc = jnp.zeros((d, h)).at[kids[:, 0], jnp.arange(h)].add(w[:, 0])
     wc = wc.at[kids[:, 1], jnp.arange(h)].add(w[:, 1])
@@ -209,7 +226,7 @@ def simulate_one(key, p: Params, *, n: int, d: int, graph: str, max_envs: int,
 
     # measurement error, post-hoc standardisation
     sd = jnp.std(x, axis=0)
-    x = x + jnp.sqrt(p.meas_error) * sd * jax.random.normal(k_m, x.shape)
+    x = x + jnp.sqrt(p.meas_error) * sd * ndtri(u_m)
     x = jnp.where(p.scale == SCALES.index("standardised"), standardise(x), x)
 
     spread = jnp.max(x, axis=0) - jnp.min(x, axis=0)

@@ -314,6 +314,16 @@ def test_user_method_joins_with_one_function_and_one_record():
         M.METHODS.pop("mine", None)
 
 
+@pytest.mark.slow
+def test_joint_floor_fit_equals_the_three_separate_fits():
+    data = sim()
+    key, x = jax.random.key(3), data.x[0]
+    joint = np.asarray(jax.jit(M.fit_floors)(key, x, None, None))
+    for i, f in enumerate((M.fit_var_sort, M.fit_r2_sort, M.fit_random_sort)):
+        np.testing.assert_allclose(joint[i], np.asarray(jax.jit(f)(key, x, None, None)),
+                                   atol=1e-9)
+
+
 def test_cellspec_defaults_are_a_valid_cell():
     assert cell() == CellSpec()
     assert cell(CellSpec(), n=100).n == 100

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import numpy as np
 
 from .axes import SCALES, cell
 from .config import Config
@@ -21,17 +22,23 @@ def reisach_cells(cfg: Config) -> dict:
 
 def run_main_grid(key, cfg: Config, *, mesh=None, track=None) -> dict:
     """Every pair's cells and the Reisach cells, one vmapped batch each; the
-    ``reisach_methods`` join on the Reisach cells (the same datasets: same key)."""
+    ``reisach_methods`` join on the first ``reisach_datasets`` datasets of the Reisach
+    cells (the same datasets: same key; their scores are NaN beyond, "not run")."""
     rc = tuple(reisach_cells(cfg).values())
     results = run_grid(key, cfg.base(), cfg.grid_pairs(), cfg.methods, batch=cfg.batch,
                        host_datasets=cfg.host_datasets, mesh=mesh, track=track, extra=rc)
     extra = [m for m in cfg.reisach_methods if m not in cfg.methods]
+    k = min(cfg.reisach_datasets, cfg.batch)
     for spec in rc if extra else ():
-        r = run_cell(key, spec, extra, batch=cfg.batch, host_datasets=cfg.host_datasets,
-                     mesh=mesh)
+        # the first k datasets of the cell (the same key: the same datasets), NaN beyond
+        data = simulate(jax.random.fold_in(key, 0), spec, cfg.batch)
+        data = jax.tree.map(lambda a, k=k: a[:k], data)
+        r = run_cell(key, spec, extra, batch=k, host_datasets=min(cfg.host_datasets, k),
+                     mesh=mesh, data=data)
         res = results[spec]
-        res.f1.update(r.f1)
-        res.shd.update(r.shd)
+        pad = np.full(cfg.batch - k, np.nan)
+        res.f1.update({m: np.concatenate([v, pad]) for m, v in r.f1.items()})
+        res.shd.update({m: np.concatenate([v, pad]) for m, v in r.shd.items()})
         res.failures.update({k: v for k, v in r.failures.items() if k in extra})
         res.seconds.update(r.seconds)
     return results

@@ -4,14 +4,15 @@ The base SCM (``d`` variables, ``n`` rows, ER graphs with ``edges_per_node``, no
 ``base_noise`` with heterogeneity ``noise_hetero``) is moved two axes at a time: each
 entry of ``pairs`` reads ``"AXIS=v1/v2/...;AXIS=v1/v2/..."`` (rows; columns), e.g.
 ``jaxkit run causal-audit --set 'pairs=noise=gaussian/laplace;scale=raw/iscm'``.
-``batch`` datasets per cell (one vmapped batch), of which the host peers (GES, GIES)
-fit the first ``host_datasets``; ``reisach_methods`` (default NOTEARS, slow on CPU) run
-on the three Reisach cells only. ``sizes`` are the sample sizes of the consistency
-curves of ``consistency_methods``. The Reisach cells (Gaussian noise, raw /
-standardised / iSCM) are always run. Margins: ``competitive_margin`` (non-inferiority of
-Var-SortnRegress to the best method, F1 units), ``chance_margin`` (equivalence with
-Random-SortnRegress), ``sortability_margin`` (equivalences of sortabilities),
-``tau_margin`` (a ranking with Kendall tau below it has changed).
+``batch`` datasets per cell (one vmapped batch), of which the host peers (GES, GIES,
+CausalTab) fit the first ``host_datasets``; ``reisach_methods`` (default NOTEARS, slow on
+CPU) run on the first ``reisach_datasets`` datasets of the three Reisach cells only.
+``sizes`` are the sample sizes of the consistency curves of ``consistency_methods``.
+The Reisach cells (Gaussian noise, raw / standardised / iSCM) are always run. Margins:
+``competitive_margin`` (non-inferiority of Var-SortnRegress to the best method, F1
+units), ``chance_margin`` (equivalence with Random-SortnRegress), ``sortability_margin``
+(equivalences of sortabilities), ``tau_margin`` (a ranking with Kendall tau below it has
+changed).
 
 Your own data: ``--set data=FILE`` (CSV or Parquet) with an optional
 ``--set intervention_column=NAME`` audits the ``methods`` on your table instead of the
@@ -77,6 +78,7 @@ class Config(PipelineConfig):
     host_datasets: int = 32
     methods: tuple[str, ...] = DEFAULT_METHODS
     reisach_methods: tuple[str, ...] = ("notears",)
+    reisach_datasets: int = 64  # of each Reisach cell, fitted by the reisach_methods
     pairs: tuple[str, ...] = (
         "noise=gaussian/uniform/laplace;scale=raw/standardised/iscm",
         "faithfulness=faithful/near/exact;confounders=0/1/2/4",
@@ -104,6 +106,7 @@ class Config(PipelineConfig):
         require_at_least(self, ("d",), 3)
         require_at_least(self, ("batch",), 2)
         require_at_least(self, ("host_datasets", "n_boot"), 0)
+        require_at_least(self, ("reisach_datasets",), 1)
         require(self.n >= self.d, "n", f"must be >= d ({self.d}); got {self.n}")
         require(self.base_noise in NOISES, "base_noise",
                 f"must be one of {NOISES}; got {self.base_noise!r}")

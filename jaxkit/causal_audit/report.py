@@ -286,8 +286,9 @@ def markdown(cfg: Config, results, sizes, comps, tested, *, quick: bool, seed: i
     base = cfg.base()
     out = [f"Every method on every cell: {len(results)} cells x {cfg.batch} datasets "
            f"(base: d={base.d}, n={base.n}, ER {base.edges_per_node:g} edges/node, "
-           f"{base.noise} noise, heterogeneity {base.noise_hetero:g}); host peers (GES, "
-           f"GIES) on the first {cfg.host_datasets}. Seed {seed}"
+           f"{base.noise} noise, heterogeneity {base.noise_hetero:g}); the jax methods "
+           f"(PC among them) on every dataset, the host peers (GES, GIES, CausalTab) on the "
+           f"first {cfg.host_datasets}. Seed {seed}"
            + (", quick configuration" if quick else "") + f"; {seconds:.0f} s.", ""]
     out += ["### Claims", "", markdown_table(
         ("paper", "claim", "measured", "verdict"),

@@ -31,13 +31,16 @@ def test_pooled_beats_observational_only():
 
 
 def test_run_sweep_rows_and_gies():
-    rows = pl.run_sweep(jax.random.key(1), ds=(4,), n_seeds=2, n_per_env=30,
-                        methods=("pooled-ica", "pooled-direct", "gies"))
+    # 3 datasets of d = 4, 5 x 30 rows: the shapes of the sharded and compile-reuse tests
+    # and of the tiny pipeline's sweeps, so one compile of each fit serves them all
+    rows = pl.run_sweep(jax.random.key(1), ds=(4,), n_seeds=3, n_per_env=30,
+                        methods=("pooled-ica", "pooled-direct", "gies"), gies_seeds=2)
     assert {r["method"] for r in rows} == {"pooled-ica", "pooled-direct", "gies"}
     for r in rows:
-        assert r["d"] == 4 and r["n_samples"] == 5 * 30 and r["n_reps"] == 2
+        n = 2 if r["method"] == "gies" else 3
+        assert r["d"] == 4 and r["n_samples"] == 5 * 30 and r["n_reps"] == n
         assert 0.0 <= r["f1"] <= 1.0 and r["shd"] >= 0
-        assert len(r["f1_seeds"]) == 2 and np.isclose(np.mean(r["f1_seeds"]), r["f1"])
+        assert len(r["f1_seeds"]) == n and np.isclose(np.mean(r["f1_seeds"]), r["f1"])
 
 
 def test_evaluate_rejects_unknown_method():
@@ -83,8 +86,10 @@ def test_sharded_matches_unsharded():
         assert a[m]["f1"].shape == (3,)
         np.testing.assert_allclose(a[m]["f1"], b[m]["f1"])
         np.testing.assert_allclose(a[m]["shd"], b[m]["shd"])
-    ta = pl.theory_check(jax.random.key(4), ds=(4,), n_per_env=40, n_seeds=3, mesh=mesh)
-    tb = pl.theory_check(jax.random.key(4), ds=(4,), n_per_env=40, n_seeds=3)
+    # the shapes of test_theory_slopes (d = 5, 150 rows per environment, 2 seeds: padded
+    # to the 8 devices), so the unsharded moments reuse its compile
+    ta = pl.theory_check(jax.random.key(4), ds=(5,), n_per_env=150, n_seeds=2, mesh=mesh)
+    tb = pl.theory_check(jax.random.key(4), ds=(5,), n_per_env=150, n_seeds=2)
     np.testing.assert_allclose(ta["kurtosis_seeds"], tb["kurtosis_seeds"], rtol=1e-12)
 
 
@@ -168,9 +173,11 @@ def test_claims_can_say_yes_and_no():
     assert [few[i].verdict for i in (2, 4, 5)] == ["not tested at this size"] * 3
 
 
+# the shapes of the tests above (3 datasets of d = 4 with 150 rows; the theory's d = 5, 10
+# at 150 rows per environment, 2 seeds), so the tiny run compiles little of its own
 _TINY = Config(
-    n_seeds=2, ds=(4,), n_per_env=30, sweep_d=4, env_values=(2, 4), samples_values=(30,),
-    strengths=(1.0, 3.0), gies_seeds=1, gies_max_d=4, theory_ds=(5, 10), theory_npe=50,
+    n_seeds=3, ds=(4,), n_per_env=30, sweep_d=4, env_values=(2, 4), samples_values=(30,),
+    strengths=(1.0, 3.0), gies_seeds=1, gies_max_d=4, theory_ds=(5, 10), theory_npe=150,
     theory_seeds=2, theory_strengths=(3.0,), theory_tail_from=5, sachs_restarts=1,
     ablations=False,
 )

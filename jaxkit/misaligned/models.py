@@ -170,11 +170,12 @@ def _sample(key, order, n_train, chunk: int, batch: int):
 
 
 def _pad_seeds(tree, size: int, axis: int = 0):
-    """Every leaf padded on ``axis`` to ``size`` with copies of its last seed."""
+    """Every leaf padded on ``axis`` to ``size`` with copies of its last seed (leaves
+    without that axis unchanged)."""
     def one(a):
-        n = a.shape[axis]
-        if n == size:
+        if jnp.ndim(a) <= axis or a.shape[axis] == size:
             return a
+        n = a.shape[axis]
         last = jax.lax.slice_in_dim(a, n - 1, n, axis=axis)
         return jnp.concatenate([a, jnp.repeat(last, size - n, axis=axis)], axis=axis)
 

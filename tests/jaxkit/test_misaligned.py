@@ -20,6 +20,17 @@ SMILES = ["CCO", "CCCO", "CCCCO", "CCCCCO", "c1ccccc1", "c1ccccc1C", "c1ccccc1CC
           "ClCCl", "ClC(Cl)Cl", "BrCC", "FC(F)F", "CC(=O)C", "CCC(=O)C"]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    """jaxlib's CPU LAPACK calls run in OpenBLAS, whose idle worker threads spin next to
+    XLA's (5x the baseline family's CPU time under load): one BLAS thread, as
+    evaluation.baseline_predictions runs the family."""
+    from jaxkit.pairing import limit_blas
+
+    with limit_blas(1):
+        yield
+
+
 @pytest.fixture(scope="module")
 def mols():
     """40 small molecules, 128-bit fingerprints; the label is linear in the fingerprint

@@ -21,6 +21,17 @@ TINY = QUICK.override(["datasets=freesolv", "max_molecules=40", "seeds=2", "step
                        "n_boot=50", "mlp_width=16", "mpnn_width=8", "mpnn_rounds=1"])
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    """jaxlib's CPU LAPACK calls run in OpenBLAS, whose idle worker threads spin next to
+    XLA's (5x the baseline family's CPU time under load): one BLAS thread, as
+    evaluation.baseline_predictions runs the family."""
+    from jaxkit.pairing import limit_blas
+
+    with limit_blas(1):
+        yield
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A whole run at tiny size (about 25 s of CPU, compile-bound: slow tests only; the
@@ -143,9 +154,32 @@ def _eight_vs_one(toy, kind):
             assert a[f] == pytest.approx(b[f], rel=1e-5), f
 
 
+def test_seeds_padded_and_split_over_the_mesh():
+    """The pieces of the sharded training, without compiling one (the 8-vs-1 trainings
+    are slow tests): seeds padded with copies of the last one, leaves with the seed axis
+    split over the 8 devices there, the others replicated."""
+    from jax.sharding import PartitionSpec
+
+    from jaxkit import distributed as jd
+
+    mesh = jd.make_mesh({"data": -1})
+    tree = {"w": np.arange(6.0).reshape(3, 2), "count": np.zeros(())}
+    pad = Mo._pad_seeds(tree, 8)
+    np.testing.assert_array_equal(pad["w"][:3], tree["w"])
+    np.testing.assert_array_equal(pad["w"][3:], np.broadcast_to([4.0, 5.0], (5, 2)))
+    placed = Mo._place(pad, mesh, 8)
+    assert placed["w"].sharding.spec == PartitionSpec("data", None)
+    assert placed["count"].sharding.is_fully_replicated
+    assert len(placed["w"].addressable_shards) == 8
+    idx = Mo._place(Mo._pad_seeds(np.arange(24).reshape(2, 3, 4), 8, axis=1), mesh, 8, axis=1)
+    assert idx.shape == (2, 8, 4) and idx.sharding.spec == PartitionSpec(None, "data", None)
+    np.testing.assert_array_equal(np.asarray(idx)[:, 7], np.arange(24).reshape(2, 3, 4)[:, 2])
+    assert Mo._place(tree, None, 8) is tree
+
+
+@pytest.mark.slow  # one more compilation of the training chunk (about 3.5 s of CPU)
 def test_mlp_training_on_eight_devices_equals_one(toy):
-    # the one-device training is the kill test's (same shapes: compiled once); the
-    # 8-device chunk is one more small compilation (about 3 s of CPU)
+    # the one-device training is the kill test's (same shapes: compiled once)
     _eight_vs_one(toy, "mlp")
 
 

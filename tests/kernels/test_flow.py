@@ -9,6 +9,16 @@ import pytest
 from jaxkit.kernels import flow
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fast_compile():
+    """XLA's cheap compile settings for this module (``jax_disable_most_optimizations``;
+    see ``fast_compile`` in tests/jaxkit/conftest.py): compilation dominates these tests."""
+    old = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", True)
+    yield
+    jax.config.update("jax_disable_most_optimizations", old)
+
+
 def test_linear_path_endpoints_and_velocity():
     x0 = {"a": jnp.array([1.0, -2.0]), "b": jnp.array(3.0)}
     x1 = {"a": jnp.array([0.0, 4.0]), "b": jnp.array(-1.0)}

@@ -5,9 +5,12 @@
 ``"jax"`` method on the whole batch at once (``jit(vmap(fit))``, split over the mesh's
 ``"data"`` axis when there is one) and the ``"host"`` peers on the first
 ``host_datasets`` datasets, and scores each estimate against the truth (directed F1,
-SHD). Nothing is dropped silently: invalid SCMs (a cyclic graph, non-finite or constant
-data), non-finite method outputs and method exceptions are counted in
-:attr:`CellResult.failures` and their scores are NaN, which the report prints.
+SHD): the true DAG, or for a method whose ``output`` is a CPDAG the true DAG's CPDAG,
+and for an interventional essential graph (GIES) the true DAG's I-essential graph for
+the targets the method was given (of the environments holding rows), both from
+``jaxkit.kernels.sem.dag_to_cpdag``. Nothing is dropped silently: invalid SCMs (a cyclic
+graph, non-finite or constant data), non-finite method outputs and method exceptions are
+counted in :attr:`CellResult.failures` and their scores are NaN, which the report prints.
 
 :func:`run_grid` runs the cells of several axis pairs, computing a cell shared by two
 pairs once; all cells use the same key, so they share graphs and noise draws (paired
@@ -28,6 +31,7 @@ import numpy as np
 from jaxkit import distributed as jd
 from jaxkit.kernels import graph as gm
 from jaxkit.kernels.sem import sortability as srt
+from jaxkit.kernels.sem.pc import dag_to_cpdag
 
 from .axes import AXES, CellSpec, cell
 from .methods import Method, batch_fit, get_method
@@ -98,6 +102,21 @@ def _score(b, adj):
     return m["f1"], m["shd"]
 
 
+def _essential(b, env, tg):
+    """The true interventional essential graph for targets ``tg`` (``(k, d)``), counting
+    only environments that hold rows (all-false ``tg``: the CPDAG)."""
+    present = jnp.any(env[:, None] == jnp.arange(tg.shape[0])[None, :], axis=0)
+    return dag_to_cpdag(b, tg & present[:, None])
+
+
+def _truths(b, env, tg):
+    """The truth for each ``Method.output``: ``(dag, cpdag, essential)``."""
+    return b, dag_to_cpdag(b), _essential(b, env, tg)
+
+
+_TRUTH = {"dag": 0, "cpdag": 1, "essential": 2}
+
+
 def _batched(fn, mesh):
     return jd.batched(fn, None) if jd.data_mesh(mesh) is None else jd.sharded_vmap(fn, mesh)
 
@@ -154,12 +173,20 @@ def run_cell(key, spec: CellSpec, methods: Sequence[str | Method], *, batch: int
         jnp.arange(batch))
     blind = spec.targets == "unknown"
     fitted: dict = {}  # one computation per jax fit and inputs (shared and repeated fits)
+    truths: dict = {}  # the true graphs per target labelling (given or withheld)
     for m in ms:
         env = data.env if m.uses_targets and not blind else jnp.zeros_like(data.env)
         tg = data.targets if m.uses_targets and not blind else jnp.zeros_like(data.targets)
         t0 = time.perf_counter()
         f1, shd = nan.copy(), nan.copy()
         try:
+            if m.output == "dag":
+                truth = b
+            else:
+                lab = m.uses_targets and not blind
+                if lab not in truths:
+                    truths[lab] = _batched(_truths, mesh)(b, env, tg)
+                truth = truths[lab][_TRUTH[m.output]]
             if m.kind == "jax":
                 fn = batch_fit(m, joint=True)
                 labels = m.uses_targets and not blind
@@ -170,7 +197,7 @@ def run_cell(key, spec: CellSpec, methods: Sequence[str | Method], *, batch: int
                     adj, finite = adj[:, m.shared[1]], finite[:, m.shared[1]]
                 finite = np.asarray(finite)
                 safe = jnp.where(jnp.asarray(finite)[:, None, None], adj, 0.0)
-                f, s = _batched(_score, mesh)(b, safe)
+                f, s = _batched(_score, mesh)(truth, safe)
                 ok = finite & valid
                 f1 = np.where(ok, np.asarray(f), np.nan)
                 shd = np.where(ok, np.asarray(s, float), np.nan)
@@ -178,7 +205,7 @@ def run_cell(key, spec: CellSpec, methods: Sequence[str | Method], *, batch: int
                     out.failures[m.name] = (f"{int((~finite & valid).sum())} of "
                                             f"{int(valid.sum())} outputs non-finite")
             else:
-                _host(m, data, env, tg, valid, host_datasets, f1, shd, out)
+                _host(m, data, truth, env, tg, valid, host_datasets, f1, shd, out)
         except Exception as e:  # a method that raises is a reported failure
             out.failures[m.name] = f"raised {type(e).__name__}: {e}"
         out.f1[m.name], out.shd[m.name] = f1, shd
@@ -186,8 +213,8 @@ def run_cell(key, spec: CellSpec, methods: Sequence[str | Method], *, batch: int
     return out
 
 
-def _host(m: Method, data, env, tg, valid, k: int, f1, shd, out: CellResult) -> None:
-    xs, bs = np.asarray(data.x), np.asarray(data.b)
+def _host(m: Method, data, truth, env, tg, valid, k: int, f1, shd, out: CellResult) -> None:
+    xs, bs = np.asarray(data.x), np.asarray(truth)
     envs, tgs = np.asarray(env), np.asarray(tg)
     bad = 0
     for i in range(min(k, len(valid))):

@@ -15,8 +15,14 @@ Two kinds of fit:
   time (the CPU peers), on the first ``host_datasets`` datasets of a cell.
 
 ``adjacency[i, j] != 0`` is an estimated edge ``j -> i`` (LiNGAM convention); an
-undirected edge of a CPDAG has both entries. Methods with ``uses_targets`` receive the
-environment labels and targets (withheld under ``targets="unknown"``).
+undirected edge of a CPDAG has both entries. A method's ``output`` says what it returns
+and so what it is scored against: ``"dag"`` (the true DAG), ``"cpdag"`` (the CPDAG of
+the true DAG, its Markov equivalence class; PC, GES) or ``"essential"`` (the
+interventional essential graph of the true DAG and the targets the method was given,
+Hauser & Buhlmann 2012; GIES), all from ``jaxkit.kernels.sem.dag_to_cpdag``. A perfect
+CPDAG thus scores F1 = 1 and SHD = 0, and its undirected edges are not counted as
+errors against one orientation. Methods with ``uses_targets`` receive the environment
+labels and targets (withheld under ``targets="unknown"``).
 
 A user adds a method with one call::
 
@@ -44,7 +50,7 @@ __all__ = ["Assumption", "MethodRecord", "Method", "METHODS", "register_method",
            "in_scope", "LINEAR", "NON_GAUSSIAN", "SUFFICIENCY", "NO_MEAS_ERROR", "IID",
            "FAITHFUL", "RAW_SCALE", "EQUAL_VARIANCE", "OBSERVATIONAL", "KNOWN_TARGETS",
            "NON_GAUSSIAN_OR_POOLED", "NOT_ISCM", "NEVER", "HARD_INTERVENTIONS",
-           "DEFAULT_METHODS", "PC_ALPHA"]
+           "DEFAULT_METHODS", "PC_ALPHA", "OUTPUTS"]
 
 
 @dataclass(frozen=True)
@@ -103,8 +109,9 @@ class MethodRecord:
 class Method:
     """A registered method: ``name``, ``fit``, its ``record``, the ``kind`` of fit
     (``"jax"`` or ``"host"``), whether it takes environment labels, and whether it is
-    a sort-and-regress floor (a benchmark-artefact detector, not a contender), and an
-    optional ``shared`` joint fit."""
+    a sort-and-regress floor (a benchmark-artefact detector, not a contender), an
+    optional ``shared`` joint fit, and the ``output`` graph it returns (the truth it is
+    scored against: ``"dag"``, ``"cpdag"`` or ``"essential"``; module docstring)."""
 
     name: str
     fit: Callable
@@ -117,6 +124,10 @@ class Method:
     # computes it once per cell, one compiled program: the three floors differ only by
     # their score); ``fit`` gives the same adjacency alone
     shared: tuple[Callable, int] | None = None
+    output: str = "dag"
+
+
+OUTPUTS = ("dag", "cpdag", "essential")  # the graphs a method may return (Method.output)
 
 
 METHODS: dict[str, Method] = {}
@@ -143,6 +154,9 @@ def register_method(method: Method) -> Method:
     if method.kind not in ("jax", "host"):
         raise ValueError(f"method {method.name!r}: `kind` must be 'jax' or 'host'; got "
                          f"{method.kind!r}")
+    if method.output not in OUTPUTS:
+        raise ValueError(f"method {method.name!r}: `output` must be one of "
+                         f"{', '.join(OUTPUTS)}; got {method.output!r}")
     if not callable(method.fit):
         raise ValueError(f"method {method.name!r}: `fit` must be callable")
     if method.shared is not None and (method.kind != "jax" or not callable(method.shared[0])
@@ -302,14 +316,14 @@ _BUILTIN = (
         "PC-stable (Fisher z, alpha 0.01)", "Spirtes & Glymour 1991; Colombo & Maathuis "
         "2014; Kalisch & Buhlmann 2007 (consistency)",
         (LINEAR, FAITHFUL, SUFFICIENCY, NO_MEAS_ERROR, IID, OBSERVATIONAL),
-        "the Markov equivalence class (CPDAG; undirected edges score both ways); "
+        "the Markov equivalence class (CPDAG, scored against the true DAG's CPDAG); "
         "partial correlations capture conditional independence in linear SEMs, and the "
-        "Fisher-z level is exact for Gaussian noise")),
+        "Fisher-z level is exact for Gaussian noise"), output="cpdag"),
     Method("ges", fit_ges, MethodRecord(
         "GES (BIC)", "Chickering 2002", (LINEAR, FAITHFUL, SUFFICIENCY, NO_MEAS_ERROR, IID,
                                         OBSERVATIONAL),
-        "the Markov equivalence class (CPDAG; undirected edges score both ways)"),
-        kind="host"),
+        "the Markov equivalence class (CPDAG, scored against the true DAG's CPDAG)"),
+        kind="host", output="cpdag"),
     Method("causaltab", fit_causaltab, MethodRecord(
         "CausalTab (shipped weights)", "CausalTab, Paper 5 (arXiv 2605.31156)",
         (SUFFICIENCY, NO_MEAS_ERROR, IID),
@@ -319,7 +333,9 @@ _BUILTIN = (
     Method("gies", fit_gies, MethodRecord(
         "GIES (BIC)", "Hauser & Buhlmann 2012", (LINEAR, FAITHFUL, SUFFICIENCY, NO_MEAS_ERROR,
                                                 IID, KNOWN_TARGETS, HARD_INTERVENTIONS),
-        "the interventional Markov equivalence class"), kind="host", uses_targets=True),
+        "the interventional Markov equivalence class (I-essential graph, scored against "
+        "the true DAG's I-essential graph for the targets it is given; the CPDAG when "
+        "they are withheld)"), kind="host", uses_targets=True, output="essential"),
 )
 for _m in _BUILTIN:
     register_method(_m)

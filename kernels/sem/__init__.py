@@ -68,7 +68,7 @@ from .mechanisms import (
 )
 from .noise import NoiseKind, sample_noise
 from .notears import NotearsResult, notears
-from .pc import PCResult, pc
+from .pc import PCResult, dag_to_cpdag, pc
 from .pooling import InterventionKind, SEMData, simulate_pooled
 from .prior import REGIMES, Prior, Task, TaskSpec, make_prior, mix_priors, sample_task, sample_tasks
 from .prior_noise import PRIOR_NOISES, prior_noise
@@ -111,7 +111,7 @@ __all__ = [
     "REGIMES", "Prior", "TaskSpec", "Task", "make_prior", "mix_priors", "sample_task",
     "sample_tasks",
     "NotearsResult", "notears",
-    "PCResult", "pc",
+    "PCResult", "pc", "dag_to_cpdag",
     "SortRegressResult", "order_alignment", "var_sortability", "r2_coefficients",
     "r2_sortability", "sort_regress", "var_sort_regress", "r2_sort_regress",
     "random_sort_regress",

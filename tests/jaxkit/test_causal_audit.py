@@ -314,6 +314,57 @@ def test_user_method_joins_with_one_function_and_one_record():
         M.METHODS.pop("mine", None)
 
 
+def _complete_fit(key, x, env, targets):  # every edge both ways: differs by the truth
+    return 1.0 - jnp.eye(x.shape[1], dtype=x.dtype)
+
+
+def test_cpdag_methods_are_scored_against_the_true_equivalence_class():
+    """A method declaring a CPDAG (or I-essential graph) output is scored against the
+    true DAG's CPDAG (or I-essential graph): returning exactly that scores F1 = 1 and
+    SHD = 0 (in the host and the batched path); the true DAG itself, declared a CPDAG,
+    does not where the class has reversible edges, and a CPDAG declared a DAG is the old
+    convention's false shortfall."""
+    from jaxkit.kernels import graph as gm
+    from jaxkit.kernels.sem import dag_to_cpdag
+
+    spec = SMALL.replace(n_envs=2, targets="known", intervention="hard")
+    data = simulate(jax.random.key(4), spec, B)
+    assert bool(data.valid.all())
+    xs, bs = np.asarray(data.x), np.asarray(data.b)
+    cp = np.asarray(jax.vmap(dag_to_cpdag)(data.b))
+    ess = np.asarray(jax.vmap(dag_to_cpdag)(data.b, data.targets))
+    assert (cp != ess).any()  # the targets orient more edges than the CPDAG has
+
+    def oracle(graphs):
+        def fit(x, env, targets):
+            return graphs[int(np.flatnonzero((xs == x).all(axis=(1, 2)))[0])]
+        return fit
+
+    rec = M.MethodRecord("oracle", "none", (M.LINEAR,))
+    ms = [M.Method("cp-as-cpdag", oracle(cp), rec, kind="host", output="cpdag"),
+          M.Method("ess-as-essential", oracle(ess), rec, kind="host", uses_targets=True,
+                   output="essential"),
+          M.Method("dag-as-cpdag", oracle(bs), rec, kind="host", output="cpdag"),
+          M.Method("cp-as-dag", oracle(cp), rec, kind="host"),
+          M.Method("complete-as-cpdag", _complete_fit, rec, output="cpdag")]
+    r = run_cell(jax.random.key(0), spec, ms, batch=B, host_datasets=B, data=data)
+    assert not r.failures
+    for name in ("cp-as-cpdag", "ess-as-essential"):
+        np.testing.assert_array_equal(r.f1[name], 1.0)
+        np.testing.assert_array_equal(r.shd[name], 0.0)
+    undirected = (cp * cp.transpose(0, 2, 1)).sum(axis=(1, 2)) > 0
+    assert undirected.any()
+    assert (r.f1["dag-as-cpdag"][undirected] < 1).all()
+    assert (r.f1["cp-as-dag"][undirected] < 1).all()
+    # the batched path: the complete graph's F1 against the CPDAG, not the DAG
+    want = np.asarray(jax.vmap(lambda t: gm.edge_metrics(t, 1.0 - jnp.eye(D))["f1"])(cp))
+    np.testing.assert_allclose(r.f1["complete-as-cpdag"], want, rtol=1e-6)
+    old = np.asarray(jax.vmap(lambda t: gm.edge_metrics(t, 1.0 - jnp.eye(D))["f1"])(bs))
+    assert (want[undirected] > old[undirected]).all()
+    with pytest.raises(ValueError, match="output"):
+        M.register_method(M.Method("bad-output", _complete_fit, rec, output="pag"))
+
+
 @pytest.mark.slow
 def test_joint_floor_fit_equals_the_three_separate_fits():
     data = sim()

@@ -668,6 +668,15 @@ def _sem_pc_args(key):
     return x.at[:, 1].add(x[:, 0]).at[:, 2].add(x[:, 1]), jnp.asarray(0.05, F32)
 
 
+def _sem_dag_to_cpdag(b, targets):
+    return sem.dag_to_cpdag(b), sem.dag_to_cpdag(b, targets)
+
+
+def _sem_dag_to_cpdag_args(key):
+    b = sem.erdos_renyi_dag(key, 5, edges_per_node=1.5)
+    return b, jnp.zeros((2, 5), bool).at[1, 2].set(True)
+
+
 def _ica_transforms(key, x):
     fit, s = ica.fit_transform(key, x, max_iter=30)
     return ica.transform(fit, x), ica.inverse_transform(fit, s), s
@@ -842,6 +851,7 @@ CASES = [
               "test_notears_vmap_matches_single_fits"),
     Case("sem.pc", _sem_pc, _sem_pc_args, ("sem.pc",),
          slow="test_sem_pc: test_jit_equals_vmap (one compiled batch for every test)"),
+    Case("sem.dag_to_cpdag", _sem_dag_to_cpdag, _sem_dag_to_cpdag_args, ("sem.dag_to_cpdag",)),
 ]
 
 NOT_TRACEABLE = {

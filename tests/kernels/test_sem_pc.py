@@ -1,6 +1,8 @@
 """PC-stable (kernels/sem/pc.py) against known answers (chain, fork, collider, a faithful
 five-node graph), Meek's rules on hand-made patterns, causal-learn's PC (fisherz, stable,
-the same alpha and depth) on random linear-Gaussian data, and jit == vmap."""
+the same alpha and depth) on random linear-Gaussian data, and jit == vmap; the CPDAG (and
+interventional essential graph) of a known DAG, ``dag_to_cpdag``, on hand-made DAGs and
+against PC's output on the same batch."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxkit.kernels.sem import pc
+from jaxkit.kernels.sem import dag_to_cpdag, pc
 from jaxkit.kernels.sem.pc import _meek
 
 
@@ -60,13 +62,19 @@ def _fit():
 
 
 @functools.cache
-def _batch():
-    """The known answers (alpha 0.01), then random linear-Gaussian DAGs (alpha 0.05),
-    fitted in float32 and float64 by the same compiled function."""
+def _truths():
+    """The batch's DAGs (the known answers, then random ones) and their data."""
     rng = np.random.default_rng(0)
     truths = [_embed(b) for b in (CHAIN, FORK, COLLIDER, FIVE)]
     truths += [_random_dag(rng) for _ in range(K_RANDOM)]
-    x = np.stack([_linear_sem(rng, b, N) for b in truths])
+    return np.stack(truths), np.stack([_linear_sem(rng, b, N) for b in truths])
+
+
+@functools.cache
+def _batch():
+    """The known answers (alpha 0.01), then random linear-Gaussian DAGs (alpha 0.05),
+    fitted in float32 and float64 by the same compiled function."""
+    _, x = _truths()
     alpha = np.array([0.01] * 4 + [0.05] * K_RANDOM)
     r32 = _fit()(jnp.asarray(x, jnp.float32), jnp.asarray(alpha, jnp.float32))
     r64 = _fit()(jnp.asarray(x), jnp.asarray(alpha))
@@ -170,3 +178,87 @@ def test_jit_equals_vmap():
 def test_bad_input(kw, x, match):
     with pytest.raises(ValueError, match=match):
         pc(jnp.asarray(x), **kw)
+
+
+# ------------------------------------------------------------------ dag_to_cpdag
+
+K_TARGETS = 2  # target sets per case (all false: observational)
+
+
+def _case(b, *targets):
+    t = np.zeros((K_TARGETS, D), bool)
+    for k, nodes in enumerate(targets):
+        t[k, list(nodes)] = True
+    return _embed(b), t
+
+
+COLLIDER_R1 = _edges((0, 1), (2, 1), (1, 3), d=4)  # 0 -> 1 <- 2, 1 -> 3
+FIVE_EQUIV = _edges((1, 0), (0, 2), (1, 3), (2, 3), (3, 4), d=5)  # FIVE with 1 -> 0
+CPDAG_CASES = [  # (name, (b, targets)); the first are the PC batch's truths, in order
+    ("chain", _case(CHAIN)), ("fork", _case(FORK)), ("collider", _case(COLLIDER)),
+    ("five", _case(FIVE)), ("collider_r1", _case(COLLIDER_R1)),
+    ("five_equiv", _case(FIVE_EQUIV)),
+    ("chain_do1", _case(CHAIN, (), (1,))), ("chain_do2", _case(CHAIN, (2,))),
+    ("chain_do0", _case(CHAIN, (0,), ())),
+]
+
+
+@functools.cache
+def _cpdags():
+    """Every case through one compiled ``jit(vmap(dag_to_cpdag))`` (float64)."""
+    b = np.stack([c[1][0] for c in CPDAG_CASES])
+    t = np.stack([c[1][1] for c in CPDAG_CASES])
+    out = np.asarray(jax.jit(jax.vmap(dag_to_cpdag))(jnp.asarray(b), jnp.asarray(t)))
+    return {name: out[i] for i, (name, _) in enumerate(CPDAG_CASES)}
+
+
+def _dir(*pairs):
+    """The CPDAG encoding with ``j -> i`` directed for each ``(j, i)``."""
+    out = np.zeros((D, D))
+    for j, i in pairs:
+        out[i, j] = 1
+    return out
+
+
+def _und(*pairs):
+    out = _dir(*pairs)
+    return out + out.T
+
+
+def test_dag_to_cpdag_chain_collider_and_meek_r1():
+    c = _cpdags()
+    np.testing.assert_array_equal(c["chain"], _embed(UNDIRECTED_PATH))  # all undirected
+    np.testing.assert_array_equal(c["fork"], _embed(UNDIRECTED_PATH))
+    np.testing.assert_array_equal(c["collider"], _dir((0, 1), (2, 1)))  # stays directed
+    # 0 -> 1 <- 2 and 1 -> 3: 1 -> 3 compelled by R1 (0, 3 not adjacent)
+    np.testing.assert_array_equal(c["collider_r1"], _dir((0, 1), (2, 1), (1, 3)))
+
+
+def test_dag_to_cpdag_is_a_class_invariant():
+    c = _cpdags()
+    want = _und((0, 1), (0, 2)) + _dir((1, 3), (2, 3), (3, 4))
+    np.testing.assert_array_equal(c["five"], want)
+    np.testing.assert_array_equal(c["five_equiv"], want)  # 1 -> 0: the same class
+
+
+def test_dag_to_cpdag_equals_pc_on_large_n_faithful_data():
+    """PC recovers the known answers exactly (the tests above): its CPDAG is the true
+    DAG's, in float32 and float64."""
+    c, (b, _), (_, _, r32, r64) = _cpdags(), _truths(), _batch()
+    for i, name in enumerate(("chain", "fork", "collider", "five")):
+        np.testing.assert_array_equal(c[name], r64.cpdag[i])
+        np.testing.assert_array_equal(c[name], r32.cpdag[i])
+    one = jax.jit(dag_to_cpdag)  # float32 input, no targets: the dtype follows b
+    got = one(jnp.asarray(b[3], jnp.float32))
+    assert got.dtype == jnp.float32
+    np.testing.assert_array_equal(np.asarray(got), c["five"])
+
+
+def test_dag_to_cpdag_targets_orient_cut_edges_then_meek():
+    c = _cpdags()
+    # do(1) cuts 0 - 1 and 1 - 2: the chain is fully oriented
+    np.testing.assert_array_equal(c["chain_do1"], _dir((0, 1), (1, 2)))
+    # do(2) cuts only 1 - 2; nothing orients 0 - 1 (no arrow into 1)
+    np.testing.assert_array_equal(c["chain_do2"], _und((0, 1)) + _dir((1, 2)))
+    # do(0) cuts 0 - 1, then R1 (0 -> 1 - 2, 0 and 2 not adjacent) orients 1 -> 2
+    np.testing.assert_array_equal(c["chain_do0"], _dir((0, 1), (1, 2)))

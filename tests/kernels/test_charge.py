@@ -19,6 +19,17 @@ from scipy import optimize
 
 from jaxkit.data import oxidation as ox
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _fast_compile():
+    """XLA's cheap compile settings for this module (``jax_disable_most_optimizations``;
+    see ``fast_compile`` in tests/jaxkit/conftest.py): compilation dominates these tests."""
+    old = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", True)
+    yield
+    jax.config.update("jax_disable_most_optimizations", old)
+
+
 F64 = jnp.float64
 GLASS = ["Si", "B", "Al", "P", "Li", "Na", "K", "Ca", "Mg", "Zn", "O"]  # 11 species
 GLASS_Q = np.array([4, 3, 3, 5, 1, 1, 1, 2, 2, 2, -2])

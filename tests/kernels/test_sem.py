@@ -1,6 +1,6 @@
 """Tests for the linear-SEM simulator (jaxkit.kernels.sem)."""
 
-from functools import partial
+from functools import cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -43,8 +43,15 @@ _sim_small = jax.jit(partial(sem.simulate_pooled, n_envs=3, n_per_env=8))
 _keys = jax.random.split(jax.random.key(1), 200)
 
 
+@cache
+def _dags():
+    """200 ER and 200 scale-free graphs (d = 10): one compile of each generator serves
+    every test here."""
+    return _er(_keys), _sf(_keys)
+
+
 def test_random_dags_acyclic_and_weights():
-    for batch in (_er(_keys[:20]), _sf(_keys[:20])):
+    for batch in (b[:20] for b in _dags()):
         for b in np.asarray(batch):
             assert_dag(b)
             w = np.abs(b[b != 0])
@@ -62,13 +69,14 @@ def test_is_acyclic_detects_cycle():
 
 
 def test_expected_degree():
-    a_er = np.asarray(_er(_keys)) != 0  # one compiled shape for both ER statistics
+    er, sf = _dags()
+    a_er = np.asarray(er) != 0
     n_er = a_er.sum(axis=(1, 2))
     # ER-2 on d=10: p = 4/9, E|E| = 20, sd per draw ~3.3, SE of the mean ~0.24
     assert abs(n_er.mean() - 20.0) < 1.2
     assert n_er.std() > 1.0  # random, not fixed
     # scale-free: exactly sum_i min(i, m) = m d - m (m + 1) / 2 edges
-    a_sf = np.asarray(_sf(_keys[:50])) != 0
+    a_sf = np.asarray(sf[:50]) != 0
     n_sf = a_sf.sum(axis=(1, 2))
     np.testing.assert_array_equal(n_sf, 2 * 10 - 3)
     # hubs: the max out-degree of SF graphs exceeds the ER one on average

@@ -128,7 +128,9 @@ def fast_compile():
     dominates these tests on CPU and their programs run briefly, so this cuts their CPU
     time; the results agree with optimised code to float rounding (the same programs,
     the same keys). A module opts in with
-    ``pytestmark = pytest.mark.usefixtures("fast_compile")``."""
+    ``pytestmark = pytest.mark.usefixtures("fast_compile")``; one whose programs run long
+    rather than compile long gets slower with it and stays out (test_amgenc_glass: its
+    melt-quench schedules took twice the CPU time)."""
     import jax
 
     name = "jax_disable_most_optimizations"

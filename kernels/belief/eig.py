@@ -32,6 +32,7 @@ budget below every cost, outcomes out of range.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -40,7 +41,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from ..checks import check_in_range, fail, fail_first, is_traced
-from .posterior import check_log_prior, check_log_probs, normalise_tol, posterior
+from .posterior import _float, check_log_prior, check_log_probs, normalise_tol, posterior
 
 __all__ = ["check_log_lik_table", "check_selection", "eig", "outcome_posteriors", "GreedyState",
            "GreedyInfo",
@@ -49,12 +50,22 @@ __all__ = ["check_log_lik_table", "check_selection", "eig", "outcome_posteriors"
 Array = jax.Array
 
 
-def check_log_lik_table(log_prior, log_lik, name: str = "log_lik"):
-    """Validate a likelihood table ``(..., K, Y)`` against a log prior ``(..., K)``: the
-    explanation axis is K, no NaN or +inf, each row whose explanation has prior mass sums
-    to one over the outcomes. Returns ``(log_prior, log_lik)`` as float arrays."""
+def _check_table(log_prior, log_lik, name: str):
+    """Shared part of :func:`check_log_lik_table` and :func:`eig`: ``(lp, ll, checks)``.
+
+    Concrete inputs are checked at once in NumPy (``checks`` is empty). Traced, the
+    checks of the table are ``(bad, msg)`` pairs for :func:`fail_first` built from ONE
+    pass over it: a variadic reduction over the outcomes of ``(exp(ll), isnan(ll), ll
+    == +inf)``, whose row sums ``s`` give the normalisation check ``|log s| <= tol`` in
+    exp space (no max shift: a row with an entry above ``log(max float)`` overflows to
+    ``s = inf`` and fails, as it should; a row of entries all below ``log(tiny)``
+    underflows to ``s = 0`` and fails, as its logsumexp would). Separate NaN / +inf
+    checks (each a conditional copying the table) and a logsumexp (two more passes)
+    made the checked EIG of a 1e4 x 16 x 100 table 1.9x the unchecked one.
+    """
     lp = check_log_prior(log_prior)
-    ll = check_log_probs(log_lik, name)
+    traced = is_traced(log_lik) or is_traced(lp)
+    ll = check_log_probs(log_lik, name) if not traced else _float(log_lik)
     K = lp.shape[-1]
     if ll.ndim < 2 or ll.shape[-2] != K:
         raise ValueError(f"`{name}` must have shape (..., K, Y) = (..., {K}, n_outcomes) with "
@@ -62,31 +73,69 @@ def check_log_lik_table(log_prior, log_lik, name: str = "log_lik"):
     tol = normalise_tol(ll.dtype)
     msg = (f"`{name}` rows must be distributions over the outcomes (each logsumexp over "
            f"the last axis within {tol:g} of 0)")
-    if not (is_traced(ll) or is_traced(lp)):  # concrete: check in NumPy
+    if not traced:  # concrete: check in NumPy
         a = np.asarray(ll, np.float64)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             m = np.max(a, axis=-1, keepdims=True)
             row = np.log(np.sum(np.exp(a - np.where(np.isfinite(m), m, 0.0)), axis=-1)) + m[..., 0]
         if np.any((np.asarray(lp) > -np.inf) & (np.abs(row) > tol)):
             raise ValueError(msg)
-        return lp, ll
-    row = logsumexp(ll, axis=-1)
-    ll = fail(ll, (lp > -jnp.inf) & (jnp.abs(row) > tol), msg)
-    return lp, ll
+        return lp, ll, []
+    zero = jnp.zeros((), ll.dtype)
+    s, nan, pinf = jax.lax.reduce(
+        (jnp.exp(ll), jnp.isnan(ll), ll == jnp.inf), (zero, False, False),
+        lambda a, b: (a[0] + b[0], a[1] | b[1], a[2] | b[2]), (ll.ndim - 1,))
+    rows = (lp > -jnp.inf) & ~(jnp.abs(jnp.log(s)) <= tol)  # NaN rows fail too
+    return lp, ll, [(nan, f"`{name}` contains NaN"),
+                    (pinf, f"`{name}` contains +inf (log probabilities are <= 0)"),
+                    (rows, msg)]
 
 
-def _log_marginal(lp: Array, ll: Array) -> Array:
-    """``log p(y) = logsumexp_k(log pi_k + log p(y | k))``: ``(..., Y)``."""
-    return logsumexp(lp[..., :, None] + ll, axis=-2)
+def check_log_lik_table(log_prior, log_lik, name: str = "log_lik"):
+    """Validate a likelihood table ``(..., K, Y)`` against a log prior ``(..., K)``: the
+    explanation axis is K, no NaN or +inf, each row whose explanation has prior mass sums
+    to one over the outcomes. Returns ``(log_prior, log_lik)`` as float arrays (traced:
+    one pass over the table and one run-time check attached to ``log_lik``)."""
+    lp, ll, checks = _check_table(log_prior, log_lik, name)
+    return lp, (fail_first(ll, checks) if checks else ll)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _sums(xs, axis: int):
+    """``tuple(sum(x, axis) for x in xs)`` as ONE variadic reduction (one loop over the
+    shared producer of the ``xs``; separate ``jnp.sum`` calls make XLA materialise the
+    producer or recompute it per sum). The JVP is the plain sums (JAX's JVP of a variadic
+    reduce fails on symbolic-zero tangents)."""
+    zero = jnp.zeros((), xs[0].dtype)
+    return jax.lax.reduce(tuple(xs), (zero,) * len(xs),
+                          lambda a, b: tuple(u + v for u, v in zip(a, b, strict=True)),
+                          (axis % xs[0].ndim,))
+
+
+@_sums.defjvp
+def _sums_jvp(axis, primals, tangents):
+    (xs,), (ts,) = primals, tangents
+    return _sums(xs, axis), tuple(jnp.sum(t, axis) for t in ts)
 
 
 def _eig(lp: Array, ll: Array) -> Array:
-    log_py = _log_marginal(lp, ll)
+    """EIG in exp space from one pass over the table.
+
+    With ``w_ky = pi_k p(y | k) = exp(lp_k + ll_ky)`` and ``p(y) = sum_k w_ky``,
+    ``EIG = sum_ky w_ky (ll_ky - log p(y)) = sum_y [g_y - p(y) log p(y)]`` with ``g_y =
+    sum_k w_ky ll_ky``: one variadic reduction over the explanations gives ``p(y)`` and
+    ``g_y`` together (one exp per entry, no ``(..., K, Y)`` intermediate), then a small
+    pass over the outcomes. No max shift is needed: ``lp + ll <= 0`` (up to the
+    normalisation tolerance) for valid inputs, and terms that underflow (``w = 0``)
+    carry no mass (the masked terms of the logsumexp form). The previous logsumexp
+    form took three exp passes and materialised three ``(..., K, Y)`` arrays (85 ms
+    for a 1e4 x 16 x 100 float32 table on 2 cores against 173 ms of NumPy).
+    """
     w = jnp.exp(lp[..., :, None] + ll)  # pi_k p(y | k)
-    safe_ll = jnp.where(w > 0, ll, 0.0)
-    safe_py = jnp.where(w > 0, log_py[..., None, :], 0.0)
-    val = jnp.sum(jnp.where(w > 0, w * (safe_ll - safe_py), 0.0), axis=(-2, -1))
-    return jnp.maximum(val, 0.0)
+    wl = jnp.where(w > 0, w * ll, 0.0)
+    py, g = _sums((w, wl), -2)
+    t = g - jnp.where(py > 0, py * jnp.log(jnp.where(py > 0, py, 1.0)), 0.0)
+    return jnp.maximum(jnp.sum(t, axis=-1), 0.0)
 
 
 def eig(log_prior, log_lik, *, check: bool = True) -> Array:
@@ -96,17 +145,18 @@ def eig(log_prior, log_lik, *, check: bool = True) -> Array:
         log_prior: ``(..., K)`` normalised log belief over the explanations.
         log_lik: ``(..., K, Y)`` ``log p(y | H_k, x)``; leading axes (e.g. candidate
             experiments) broadcast against ``log_prior``'s.
-        check: validate the inputs (default); ``False`` skips the checks (one pass over
-            the table) in a hot loop whose inputs are known to be valid.
+        check: validate the inputs (default; traced, one extra pass over the table and
+            one run-time check on the result); ``False`` skips the checks in a hot loop
+            whose inputs are known to be valid.
 
     Returns:
         ``(...)`` EIG in nats, in ``[0, log min(K, Y)]`` (rounding below 0 clipped to 0).
     """
-    if check:
-        lp, ll = check_log_lik_table(log_prior, log_lik)
-    else:
-        lp, ll = jnp.asarray(log_prior), jnp.asarray(log_lik)
-    return _eig(lp, ll)
+    if not check:
+        return _eig(_float(log_prior), _float(log_lik))
+    lp, ll, checks = _check_table(log_prior, log_lik, "log_lik")
+    out = _eig(lp, ll)
+    return fail_first(out, checks) if checks else out
 
 
 def outcome_posteriors(log_prior, log_lik) -> tuple[Array, Array]:

@@ -134,6 +134,20 @@ def test_jit_vmap_eager_agree_without_retracing():
     np.testing.assert_allclose(c.abs_shift, voi(Q[::-1], P1, P0).abs_shift, atol=1e-15)
 
 
+def test_jvp_of_the_one_loop_outputs_matches_finite_differences():
+    """The four outputs come from one variadic reduction with its own JVP: tangents in
+    every input against central differences (float64, away from the kinks)."""
+    q, p1, p0 = Q[5:25], P1[5:25], P0[5:25]
+    rng = np.random.default_rng(7)
+    dq, d1, d0 = (rng.normal(size=q.shape) for _ in range(3))
+    _, tan = jax.jit(lambda a, b, c: jax.jvp(voi, (a, b, c), (dq, d1, d0)))(q, p1, p0)
+    h = 1e-7
+    hi, lo = jvoi(q + h * dq, p1 + h * d1, p0 + h * d0), jvoi(q - h * dq, p1 - h * d1,
+                                                             p0 - h * d0)
+    for t, a, b in zip(tan, hi, lo, strict=True):
+        np.testing.assert_allclose(t, (a - b) / (2 * h), rtol=1e-5, atol=1e-7)
+
+
 def _dirichlet(shape, k):
     x = RNG.gamma(1.0, size=(*shape, k))
     return x / x.sum(-1, keepdims=True)
@@ -172,7 +186,7 @@ def _brute_projection(p, q, p1, p0, n=200001):
 def test_cohere_is_the_nearest_coherent_point():
     rng = np.random.default_rng(3)
     for _ in range(25):
-        p, q, p1, p0 = rng.uniform(size=4)
+        p, q, p1, p0 = rng.uniform(size=4).tolist()  # Python floats: one compiled signature
         c = jcohere(p, q, p1, p0)
         assert float(c.q * c.p1 + (1 - c.q) * c.p0) == pytest.approx(p, abs=1e-12)
         b1, b0 = _brute_projection(p, q, p1, p0)
@@ -199,7 +213,7 @@ def test_cohere_properties(p, q, p1, p0, method):
     c = jcohere(p, q, p1, p0, method=method)
     assert 0 <= float(c.q) <= 1 and 0 <= float(c.p1) <= 1 and 0 <= float(c.p0) <= 1
     assert float(c.q * c.p1 + (1 - c.q) * c.p0) == pytest.approx(p, abs=1e-12)
-    again = jcohere(p, c.q, c.p1, c.p0, method=method)  # a projection: idempotent
+    again = jcohere(p, float(c.q), float(c.p1), float(c.p0), method=method)  # idempotent
     assert float(again.gap) < 1e-12
     assert (float(again.p1), float(again.p0)) == pytest.approx((float(c.p1), float(c.p0)),
                                                                abs=1e-12)
@@ -213,8 +227,13 @@ def test_bad_input_names_the_argument():
         voi(1.2, 0.5, 0.5)
     with pytest.raises(ValueError, match="`p1` must hold probabilities"):
         voi(0.5, np.nan, 0.5)
-    with pytest.raises(ValueError, match="`p0` must hold probabilities"):
-        jax.block_until_ready(checks.checked_jit(voi)(0.5, 0.5, -0.1))
+    cvoi = checks.checked_jit(voi)  # traced: one reduction, one check on a scalar
+    for args, name in (((0.5, 0.5, -0.1), "p0"), ((1.2, 0.5, 0.5), "q"),
+                       ((0.5, np.nan, 0.5), "p1"), ((np.nan, 0.5, -1.0), "q")):
+        with pytest.raises(ValueError, match=f"`{name}` must hold probabilities"):
+            jax.block_until_ready(cvoi(*args))
+    with pytest.raises(ValueError, match="`p1` must hold probabilities"):
+        jax.block_until_ready(checks.checked_jit(cohere)(0.5, 0.5, 1.5, 0.5))
     with pytest.raises(ValueError, match="`p_cond` must have shape"):
         voi_categorical(np.array([0.5, 0.5]), np.ones((3, 2)) / 2)
     with pytest.raises(ValueError, match="`q` must sum to 1"):

@@ -27,7 +27,6 @@ import numpy as np
 
 from jaxkit import distributed as jd
 from jaxkit import stats
-from jaxkit.pairing import limit_blas
 
 from . import baselines as B
 from . import metrics as Me
@@ -116,6 +115,8 @@ def baseline_predictions(key, data: MolDataset, splits: Splits, *, sigma: float,
     # jaxlib's CPU Cholesky / triangular solves run in scipy's OpenBLAS, whose idle
     # worker threads spin next to XLA's: one BLAS thread cut the family's CPU time 5x
     # (2.75 -> 0.5 s per seed at 642 molecules, 2048 bits, under load; the bench's note)
+    from jaxkit.pairing import limit_blas  # here: jaxkit.pairing imports the OT stack (ott)
+
     with limit_blas(1):
         if mesh is None:
             out = _family_jit(settings)(k_fam, fd, train)

@@ -238,7 +238,7 @@ def _many_fps(n: int, n_bits: int) -> tuple[np.ndarray, list]:
     for name in molecules.NAMES:
         smi += molecules.load(name)[0]
     rng = np.random.default_rng(0)
-    base = list(smi)
+    base = [s for s in smi if Chem.MolFromSmiles(s) is not None]  # add_carbon parses its input
     i = 0
     while len(smi) < n + n // 50:  # a few fail to parse
         s = add_carbon(base[i % len(base)], rng, 1 + i // len(base))

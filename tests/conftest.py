@@ -34,3 +34,24 @@ def _release_compiled_programs():
     jitted functions within a module, so this costs few recompilations."""
     yield
     jax.clear_caches()
+
+
+@pytest.fixture(scope="module")
+def fast_compile():
+    """Compile this module's programs with XLA's cheap settings
+    (``jax_disable_most_optimizations``: LLVM at -O0 without its expensive passes; the
+    HLO passes, fusion included, still run), restored after the module. Compilation
+    dominates these tests on CPU and their programs run briefly, so this cuts their CPU
+    time; the results agree with optimised code to float rounding (the same programs,
+    the same keys). A module opts in with
+    ``pytestmark = pytest.mark.usefixtures("fast_compile")``; one whose programs run long
+    rather than compile long gets slower with it and stays out
+    (tests/jaxkit/test_amgenc_glass.py: its
+    melt-quench schedules took twice the CPU time)."""
+    import jax
+
+    name = "jax_disable_most_optimizations"
+    old = jax.config.read(name)
+    jax.config.update(name, True)
+    yield
+    jax.config.update(name, old)

@@ -121,20 +121,12 @@ def kill_batches(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def fast_compile():
-    """Compile this module's programs with XLA's cheap settings
-    (``jax_disable_most_optimizations``: LLVM at -O0 without its expensive passes; the
-    HLO passes, fusion included, still run), restored after the module. Compilation
-    dominates these tests on CPU and their programs run briefly, so this cuts their CPU
-    time; the results agree with optimised code to float rounding (the same programs,
-    the same keys). A module opts in with
-    ``pytestmark = pytest.mark.usefixtures("fast_compile")``; one whose programs run long
-    rather than compile long gets slower with it and stays out (test_amgenc_glass: its
-    melt-quench schedules took twice the CPU time)."""
-    import jax
+def one_blas_thread():
+    """One BLAS thread for the module: jaxlib's CPU LAPACK calls run in OpenBLAS, whose
+    idle worker threads spin next to XLA's (5x the misaligned baseline family's CPU time
+    under load), as ``evaluation.baseline_predictions`` runs the family. A module opts in
+    with ``pytestmark = pytest.mark.usefixtures("one_blas_thread")``."""
+    from jaxkit.pairing import limit_blas
 
-    name = "jax_disable_most_optimizations"
-    old = jax.config.read(name)
-    jax.config.update(name, True)
-    yield
-    jax.config.update(name, old)
+    with limit_blas(1):
+        yield

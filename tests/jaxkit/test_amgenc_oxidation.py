@@ -8,7 +8,7 @@ import pytest
 from jaxkit.amgenc import glass
 from jaxkit.amgenc import model as M
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/jaxkit/conftest.py
+pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
 
 FE2, FE3, OX = (glass.ELEMENTS.index(s) for s in ("Fe2+", "Fe3+", "O"))
 

@@ -22,7 +22,7 @@ from scipy.spatial.transform import Rotation
 from jaxkit.amgenc import model as M
 from jaxkit.registry import RunContext
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/jaxkit/conftest.py
+pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
 
 K = len(M.species_charges()[1])
 N = 24

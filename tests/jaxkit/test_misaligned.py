@@ -20,15 +20,7 @@ SMILES = ["CCO", "CCCO", "CCCCO", "CCCCCO", "c1ccccc1", "c1ccccc1C", "c1ccccc1CC
           "ClCCl", "ClC(Cl)Cl", "BrCC", "FC(F)F", "CC(=O)C", "CCC(=O)C"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_blas_thread():
-    """jaxlib's CPU LAPACK calls run in OpenBLAS, whose idle worker threads spin next to
-    XLA's (5x the baseline family's CPU time under load): one BLAS thread, as
-    evaluation.baseline_predictions runs the family."""
-    from jaxkit.pairing import limit_blas
-
-    with limit_blas(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")  # tests/jaxkit/conftest.py
 
 
 @pytest.fixture(scope="module")

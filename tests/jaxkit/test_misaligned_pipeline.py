@@ -21,15 +21,7 @@ TINY = QUICK.override(["datasets=freesolv", "max_molecules=40", "seeds=2", "step
                        "n_boot=50", "mlp_width=16", "mpnn_width=8", "mpnn_rounds=1"])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_blas_thread():
-    """jaxlib's CPU LAPACK calls run in OpenBLAS, whose idle worker threads spin next to
-    XLA's (5x the baseline family's CPU time under load): one BLAS thread, as
-    evaluation.baseline_predictions runs the family."""
-    from jaxkit.pairing import limit_blas
-
-    with limit_blas(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")  # tests/jaxkit/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from jaxkit.tempbench import lm_acts, real, report_real, stream
 from jaxkit.tempbench import text_tasks as TT
 from jaxkit.tempbench.config import QUICK
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/jaxkit/conftest.py
+pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
 
 TEXT = "EUS**  \nNow, fair _Enter A_ the the the **HIPPO**\nFour d"
 WANT = {  # ? = not knowable from the document

@@ -8,15 +8,7 @@ import numpy as np
 import pytest
 from jaxkit.kernels import flow_discrete as fd
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_compile():
-    """XLA's cheap compile settings for this module (``jax_disable_most_optimizations``;
-    see ``fast_compile`` in tests/jaxkit/conftest.py): compilation dominates these tests."""
-    old = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", True)
-    yield
-    jax.config.update("jax_disable_most_optimizations", old)
+pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
 
 
 V, L, B = 5, 6, 4

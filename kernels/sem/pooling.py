@@ -138,10 +138,12 @@ def simulate_pooled(
     if not jnp.issubdtype(b.dtype, jnp.floating):
         b = b.astype(jnp.result_type(float))
     if not is_traced(b):  # traced b (e.g. drawn inside the same jit): no run-time callback
-        b = check_finite(b, "b")
-        if not bool(is_acyclic(b)):
-            raise ValueError("`b` has a directed cycle (or a self-loop): the SEM "
-                             "x = b x + e needs an acyclic weight matrix")
+        # evaluated now even when a concrete b is closed over by an outer jit
+        with jax.ensure_compile_time_eval():
+            check_finite(b, "b")
+            if not bool(is_acyclic(b)):
+                raise ValueError("`b` has a directed cycle (or a self-loop): the SEM "
+                                 "x = b x + e needs an acyclic weight matrix")
     dtype = b.dtype
     d = b.shape[0]
     strength_ok = _check_positive(strength, "strength", allow_zero=intervention == "shift")
@@ -204,8 +206,13 @@ def _check_positive(value, name: str, *, allow_zero: bool):
     """Concrete: raise unless every entry is finite and > 0 (``>= 0`` with
     ``allow_zero``). Returns the condition as a boolean array (for traced values)."""
     v = jnp.asarray(value)
-    ok = jnp.all(jnp.isfinite(v) & ((v >= 0) if allow_zero else (v > 0)))
-    if not is_traced(v) and not bool(np.asarray(ok)):
-        want = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"`{name}` must be finite and {want}; got {value!r}")
-    return ok
+    if not is_traced(v):
+        # checked with NumPy: inside an outer jit, jnp ops on a closed-over constant
+        # give tracers, and bool() of a tracer fails
+        a = np.asarray(v)
+        ok = bool(np.all(np.isfinite(a) & ((a >= 0) if allow_zero else (a > 0))))
+        if not ok:
+            want = "non-negative" if allow_zero else "positive"
+            raise ValueError(f"`{name}` must be finite and {want}; got {value!r}")
+        return jnp.asarray(True)
+    return jnp.all(jnp.isfinite(v) & ((v >= 0) if allow_zero else (v > 0)))

@@ -224,6 +224,22 @@ def test_jit_matches_eager(key):
         np.testing.assert_allclose(u, v, rtol=1e-12, atol=1e-12)
 
 
+def test_closed_over_noise_scale_under_jit(key):
+    """A concrete ``noise_scale`` captured by an outer jit is checked on the host (a jnp
+    check of it would be a tracer there, and bool() of a tracer raised)."""
+    scale = jnp.array([0.5, 1.0, 2.0])
+    b = jnp.zeros((3, 3))
+    out = jax.jit(lambda k: sem.simulate_pooled(k, b, n_envs=1, n_per_env=4000,
+                                                noise_scale=scale))(key)
+    sd = np.asarray(out.noise)[np.asarray(out.env) == 0].std(axis=0)
+    np.testing.assert_allclose(sd, [0.5, 1.0, 2.0], rtol=0.1)
+    assert bool(out.valid)
+    neg = -scale  # concrete, closed over: rejected at trace time, naming the argument
+    with pytest.raises(ValueError, match="noise_scale"):
+        jax.jit(lambda k: sem.simulate_pooled(k, b, n_envs=1, n_per_env=4,
+                                              noise_scale=neg))(key)
+
+
 def test_vmap_matches_loop(key):
     keys = jax.random.split(key, 3)
     bs = jax.jit(jax.vmap(partial(sem.erdos_renyi_dag, d=4)))(keys)

@@ -4,6 +4,7 @@ Both settings must be in place before JAX initialises its backends, so they are 
 at import time of this conftest, which pytest loads before any test module.
 """
 
+import contextlib
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -48,10 +49,23 @@ def fast_compile():
     rather than compile long gets slower with it and stays out
     (tests/jaxkit/test_amgenc_glass.py: its
     melt-quench schedules took twice the CPU time)."""
-    import jax
+    with _cheap_compile():
+        yield
 
+
+@pytest.fixture
+def fast_compile_test():
+    """:func:`fast_compile` for one test (a module whose other tests run long loops)."""
+    with _cheap_compile():
+        yield
+
+
+@contextlib.contextmanager
+def _cheap_compile():
     name = "jax_disable_most_optimizations"
     old = jax.config.read(name)
     jax.config.update(name, True)
-    yield
-    jax.config.update(name, old)
+    try:
+        yield
+    finally:
+        jax.config.update(name, old)

@@ -5,25 +5,14 @@ import io
 import re
 from pathlib import Path
 
-import jax
 import pytest
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-@pytest.fixture
-def fast_compile_here():
-    """XLA's cheap compile settings (``jax_disable_most_optimizations``, as the
-    ``fast_compile`` fixture of tests/jaxkit/conftest.py) for the kernel tour, whose time
-    is compilation; not for the tours that run long loops (bandit: no gain; flow and
-    crosscoder train for hundreds of steps and run slower unoptimised)."""
-    old = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", True)
-    yield
-    jax.config.update("jax_disable_most_optimizations", old)
-
-
-@pytest.mark.usefixtures("fast_compile_here")
+# the kernel tour's time is compilation; the bandit, flow and crosscoder tours run long
+# loops and gain nothing or run slower unoptimised
+@pytest.mark.usefixtures("fast_compile_test")  # tests/conftest.py
 def test_readme_kernel_tour_runs():
     block = re.search(r"```python\n(.*?)```", README.read_text(), re.S).group(1)
     out = io.StringIO()

@@ -7,8 +7,9 @@ collectives.
 
 This module is the one home of the padding and sharding helpers: :func:`data_mesh`
 (the mesh a batch is split over, or None for nothing to split), :func:`pad_batch`
-(pad the leading axis by repeating the last entry), :func:`shard_batch` (pad once and
-place), :func:`chunk_size` (batches that fit a memory budget and the mesh) and
+(pad the batch axis by repeating the last entry), :func:`shard_batch` (pad once and
+place), :func:`place_batch` (place a partly batched tree: batched leaves split, the rest
+replicated), :func:`chunk_size` (batches that fit a memory budget and the mesh) and
 :func:`batched` / :func:`sharded_vmap` (``vmap(fn)`` over a placed batch, compiled once
 per function, mesh and shapes however often it is called).
 """
@@ -38,6 +39,7 @@ __all__ = [
     "chunk_size",
     "pad_batch",
     "shard_batch",
+    "place_batch",
     "batched",
     "sharded_vmap",
     "sharded_runs",
@@ -243,18 +245,23 @@ def chunk_size(n_items: int, item_bytes: float, mesh: Mesh | None = None, *,
     return int(math.ceil(c / m) * m)
 
 
-def pad_batch(tree, multiple: int = 1, *, size: int | None = None):
-    """Pad the leading axis of every leaf by repeating the last entry (real data, so
+def pad_batch(tree, multiple: int = 1, *, size: int | None = None, batch_axis: int = 0):
+    """Pad the batch axis of every leaf by repeating the last entry (real data, so
     input checks and solvers behave): to a multiple of ``multiple``, or to exactly
     ``size`` when given. Returns ``(padded, n)`` with ``n`` the real entries.
 
+    ``batch_axis`` is the axis padded (0: the leading one; 1 for per-step index arrays
+    of shape ``(steps, batch, ...)``). Leaves with no such axis (scalar step counters of
+    an optimizer state) are returned unchanged.
+
     Raises:
-        ValueError: an empty tree, or ``size`` smaller than the batch.
+        ValueError: a tree with no leaf that has ``batch_axis``, or ``size`` smaller than
+            the batch.
     """
-    leaves = jax.tree.leaves(tree)
+    leaves = [x for x in jax.tree.leaves(tree) if np.ndim(x) > batch_axis]
     if not leaves:
-        raise ValueError("`tree` has no arrays to pad")
-    n = leaves[0].shape[0]
+        raise ValueError(f"`tree` has no arrays with a batch axis {batch_axis} to pad")
+    n = leaves[0].shape[batch_axis]
     if size is None:
         pad = (-n) % multiple
     else:
@@ -263,11 +270,35 @@ def pad_batch(tree, multiple: int = 1, *, size: int | None = None):
         pad = size - n
 
     def one(x):
-        if pad == 0:
+        if pad == 0 or np.ndim(x) <= batch_axis:
             return x
-        return jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)], axis=0)
+        last = jax.lax.slice_in_dim(jnp.asarray(x), n - 1, n, axis=batch_axis)
+        return jnp.concatenate([x, jnp.repeat(last, pad, axis=batch_axis)], axis=batch_axis)
 
     return jax.tree.map(one, tree), n
+
+
+def place_batch(tree, mesh: Mesh | None, size: int, *, batch_axis: int = 0,
+                axis: str = DATA):
+    """Place a padded batch on the mesh: every leaf with ``size`` entries on
+    ``batch_axis`` split over the mesh's ``axis`` there, every other leaf (a step
+    counter, shared inputs) replicated. With ``mesh=None`` the tree is returned as it is.
+
+    This is the placement of a partly batched tree, such as an optimizer state whose
+    parameters carry a seed axis beside a scalar step count; :func:`shard_batch` is the
+    one-call form for a tree whose every leaf is batched on the leading axis.
+    """
+    if mesh is None:
+        return tree
+
+    def one(x):
+        if np.ndim(x) > batch_axis and x.shape[batch_axis] == size:
+            spec = [None] * np.ndim(x)
+            spec[batch_axis] = axis
+            return jax.device_put(x, NamedSharding(mesh, PartitionSpec(*spec)))
+        return jax.device_put(x, replicated(mesh))
+
+    return jax.tree.map(one, tree)
 
 
 def shard_batch(tree, mesh: Mesh | None, axis: str = DATA, *, size: int | None = None):

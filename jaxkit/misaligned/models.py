@@ -169,36 +169,6 @@ def _sample(key, order, n_train, chunk: int, batch: int):
     return jax.vmap(lambda sl: jnp.take_along_axis(order, sl, axis=1))(slot)
 
 
-def _pad_seeds(tree, size: int, axis: int = 0):
-    """Every leaf padded on ``axis`` to ``size`` with copies of its last seed (leaves
-    without that axis unchanged)."""
-    def one(a):
-        if jnp.ndim(a) <= axis or a.shape[axis] == size:
-            return a
-        n = a.shape[axis]
-        last = jax.lax.slice_in_dim(a, n - 1, n, axis=axis)
-        return jnp.concatenate([a, jnp.repeat(last, size - n, axis=axis)], axis=axis)
-
-    return jax.tree.map(one, tree)
-
-
-def _place(tree, mesh, S: int, axis: int = 0):
-    """Leaves with ``S`` entries on ``axis`` split over the mesh's ``"data"`` axis there,
-    the others (step counters) replicated; ``mesh=None``: unchanged."""
-    if mesh is None:
-        return tree
-
-    def one(a):
-        if a.ndim > axis and a.shape[axis] == S:
-            spec = [None] * a.ndim
-            spec[axis] = jd.DATA
-            return jax.device_put(a, jax.sharding.NamedSharding(
-                mesh, jax.sharding.PartitionSpec(*spec)))
-        return jax.device_put(a, jd.replicated(mesh))
-
-    return jax.tree.map(one, tree)
-
-
 def train(key, kind: str, arrays: dict, y, train_mask, ts: TrainSettings, *,
           checkpoint_dir: Path | None = None, resume: bool = True,
           on_log: Callable[[int, dict], None] | None = None, mesh=None
@@ -242,20 +212,21 @@ def train(key, kind: str, arrays: dict, y, train_mask, ts: TrainSettings, *,
     mesh = jd.data_mesh(mesh)
     Sp = S + (-S) % jd.mesh_size(mesh)  # seeds padded to a multiple of the data axis
     w = jnp.asarray(np.arange(Sp) < S, jnp.float32)
-    params, z = _pad_seeds((params, z), Sp)
+    (params, z), _ = jd.pad_batch((params, z), size=Sp)
     opt = optax.adamw(ts.lr, weight_decay=ts.weight_decay)
-    state = _place(ktrain.init(params, opt), mesh, Sp)
+    state = jd.place_batch(ktrain.init(params, opt), mesh, Sp)
     chunk = _chunk_fn(static, float(ts.lr), float(ts.weight_decay))
     order = jnp.asarray(np.argsort(~train_mask, axis=1, kind="stable"), jnp.int32)
     n_train = jnp.asarray(train_mask.sum(axis=1), jnp.float32)
     if mesh is not None:
         mols = jax.device_put(mols, jd.replicated(mesh))
-    data = (mols, *_place((z, w), mesh, Sp))
+    data = (mols, *jd.place_batch((z, w), mesh, Sp))
 
     def batch_fn(i):
         idx = _sample(jax.random.fold_in(k_data, i), order, n_train, ts.log_every,
                       ts.batch_size)  # (chunk, S, batch): drawn for the real seeds
-        return _place(_pad_seeds(idx, Sp, axis=1), mesh, Sp, axis=1), data
+        idx, _ = jd.pad_batch(idx, size=Sp, batch_axis=1)
+        return jd.place_batch(idx, mesh, Sp, batch_axis=1), data
 
     res = training.fit(k_run, state, chunk, batch_fn, steps=ts.steps // ts.log_every,
                        checkpoint_dir=checkpoint_dir, checkpoint_every=ts.checkpoint_every,

@@ -260,3 +260,25 @@ def test_batched_compiles_once_and_does_not_pad_again():
         jd.sharded_vmap(_double, mesh).global_fn(placed)
     assert jd._sharded_vmap_jit._cache_size() == size
     np.testing.assert_allclose(np.asarray(jd.batched(_double, None)(x)), 2.0 * np.asarray(x))
+
+
+def test_pad_and_place_a_partly_batched_tree_on_another_axis():
+    """An optimizer-like tree: a seed axis on most leaves, a scalar counter; and per-step
+    indices batched on axis 1. Counters stay as they are (padding) and replicated
+    (placement); the batched axis is split over the mesh wherever it sits."""
+    tree = {"w": np.arange(6.0).reshape(3, 2), "count": np.zeros(())}
+    pad, n = jd.pad_batch(tree, size=8)
+    assert n == 3 and pad["count"] is tree["count"]
+    np.testing.assert_array_equal(np.asarray(pad["w"][3:]), np.tile([4.0, 5.0], (5, 1)))
+    mesh = jd.make_mesh()
+    placed = jd.place_batch(pad, mesh, 8)
+    assert placed["w"].sharding.spec == jax.sharding.PartitionSpec("data", None)
+    assert placed["count"].sharding.is_fully_replicated
+    idx, n = jd.pad_batch(np.arange(24).reshape(2, 3, 4), 4, batch_axis=1)
+    assert n == 3 and idx.shape == (2, 4, 4)
+    np.testing.assert_array_equal(np.asarray(idx[:, 3]), np.arange(24).reshape(2, 3, 4)[:, 2])
+    idx = jd.place_batch(jd.pad_batch(idx, size=8, batch_axis=1)[0], mesh, 8, batch_axis=1)
+    assert idx.sharding.spec == jax.sharding.PartitionSpec(None, "data", None)
+    assert jd.place_batch(tree, None, 8) is tree
+    with pytest.raises(ValueError, match="batch axis 1"):
+        jd.pad_batch({"count": np.zeros(())}, 2, batch_axis=1)

@@ -156,17 +156,19 @@ def test_seeds_padded_and_split_over_the_mesh():
 
     mesh = jd.make_mesh({"data": -1})
     tree = {"w": np.arange(6.0).reshape(3, 2), "count": np.zeros(())}
-    pad = Mo._pad_seeds(tree, 8)
+    pad, n = jd.pad_batch(tree, size=8)
+    assert n == 3 and pad["count"] is tree["count"]  # no seed axis: unchanged
     np.testing.assert_array_equal(pad["w"][:3], tree["w"])
     np.testing.assert_array_equal(pad["w"][3:], np.broadcast_to([4.0, 5.0], (5, 2)))
-    placed = Mo._place(pad, mesh, 8)
+    placed = jd.place_batch(pad, mesh, 8)
     assert placed["w"].sharding.spec == PartitionSpec("data", None)
     assert placed["count"].sharding.is_fully_replicated
     assert len(placed["w"].addressable_shards) == 8
-    idx = Mo._place(Mo._pad_seeds(np.arange(24).reshape(2, 3, 4), 8, axis=1), mesh, 8, axis=1)
+    idx, _ = jd.pad_batch(np.arange(24).reshape(2, 3, 4), size=8, batch_axis=1)
+    idx = jd.place_batch(idx, mesh, 8, batch_axis=1)
     assert idx.shape == (2, 8, 4) and idx.sharding.spec == PartitionSpec(None, "data", None)
     np.testing.assert_array_equal(np.asarray(idx)[:, 7], np.arange(24).reshape(2, 3, 4)[:, 2])
-    assert Mo._place(tree, None, 8) is tree
+    assert jd.place_batch(tree, None, 8) is tree
 
 
 @pytest.mark.slow  # one more compilation of the training chunk (about 3.5 s of CPU)

@@ -67,9 +67,11 @@ def gies_fit(x: np.ndarray, env: np.ndarray, targets: np.ndarray) -> np.ndarray:
     estimated I-essential graph in the LiNGAM convention (``[i, j] != 0``: j -> i).
 
     GIES's own convention is ``A[i, j] != 0`` => ``i -> j`` and an undirected edge
-    ``i - j`` has both entries; the transpose keeps undirected edges as both directions,
-    so a true edge estimated undirected scores one true and one false positive (and
-    counts once in SHD).
+    ``i - j`` has both entries; the transpose keeps undirected edges as both directions.
+    The sweeps score it against the true DAG's interventional essential graph
+    (:func:`jaxkit.kernels.sem.dag_to_cpdag` with the targets), where an edge no target
+    set orients is undirected too; with one atomic intervention per node that graph is
+    the DAG itself.
 
     Args:
         x: pooled rows ``(n, d)``.

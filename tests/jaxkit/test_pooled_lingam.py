@@ -66,6 +66,28 @@ def test_gies_convention():
     np.testing.assert_array_equal(est != 0, b != 0)
 
 
+def test_gies_is_scored_against_what_its_targets_identify():
+    """Chain 0 -> 1 -> 2: with a target on every node the truth GIES is scored against is
+    the DAG; with only node 2 targeted the edge 0 -> 1 is not identifiable (no target set
+    holds exactly one of 0, 1, no v-structure, and Meek's R1 needs an arrow into 0) and
+    is undirected; an environment with no rows does not count."""
+    from jaxkit.pooled_lingam.sweeps import _gies_truth
+
+    b = np.zeros((3, 3))
+    b[1, 0], b[2, 1] = 1.5, -1.0
+    every = np.zeros((4, 3), bool)
+    every[1, 0] = every[2, 1] = every[3, 2] = True
+    env = np.repeat(np.arange(4), 5)
+    np.testing.assert_array_equal(np.asarray(_gies_truth(b, env, every)) != 0, b != 0)
+    one = np.zeros((4, 3), bool)
+    one[1, 2] = True
+    t = np.asarray(_gies_truth(b, env, one)) != 0
+    assert t[2, 1] and not t[1, 2]  # 1 -> 2 cut by the target on 2
+    assert t[1, 0] and t[0, 1]  # 0 - 1 undirected
+    t = np.asarray(_gies_truth(b, env[env != 1], one)) != 0  # env 1 has no rows
+    assert t[1, 0] and t[0, 1]  # the observational CPDAG of a chain: all undirected
+
+
 def test_theory_slopes():
     th = pl.theory_check(jax.random.key(2), ds=(5, 10, 20), strengths=(1.5,),
                          n_per_env=150, n_seeds=2, tail_from=10)

@@ -37,34 +37,67 @@ def _release_compiled_programs():
     jax.clear_caches()
 
 
-@pytest.fixture(scope="module")
-def fast_compile():
-    """Compile this module's programs with XLA's cheap settings
+OPTIMIZED = "optimized_compile"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        f"{OPTIMIZED}: compile this module's programs with XLA's full optimisations "
+        "(its programs run long rather than compile long); every other module compiles "
+        "cheaply (tests/conftest.py::_compile_settings)",
+    )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compile_settings(request):
+    """Compile each module's programs with XLA's cheap settings
     (``jax_disable_most_optimizations``: LLVM at -O0 without its expensive passes; the
     HLO passes, fusion included, still run), restored after the module. Compilation
-    dominates these tests on CPU and their programs run briefly, so this cuts their CPU
-    time; the results agree with optimised code to float rounding (the same programs,
-    the same keys). A module opts in with
-    ``pytestmark = pytest.mark.usefixtures("fast_compile")``; one whose programs run long
-    rather than compile long gets slower with it and stays out
-    (tests/jaxkit/test_amgenc_glass.py: its
-    melt-quench schedules took twice the CPU time)."""
-    with _cheap_compile():
+    dominates most tests on CPU and their programs run briefly, so this cuts their CPU
+    time (test_charge 150 -> 107 s, test_flow_discrete 32 -> 15 s); the results agree
+    with optimised code to float rounding (the same programs, the same keys).
+
+    A module whose programs run long rather than compile long gets slower unoptimised
+    (tests/jaxkit/test_amgenc_glass.py's melt-quench schedules: 44 -> 88 s CPU) and opts
+    out with ``pytestmark = pytest.mark.optimized_compile``; it can still compile single
+    tests cheaply with :func:`fast_compile_test`. ``JAXKIT_TEST_COMPILE=optimized`` (or
+    ``cheap``) forces one setting on every module, to measure a module both ways.
+    Autouse, so it is set up before the module's other module-scoped fixtures; programs
+    compiled in a session-scoped fixture would not see it (there are none)."""
+    forced = os.environ.get("JAXKIT_TEST_COMPILE", "")
+    if forced not in ("", "cheap", "optimized"):
+        raise pytest.UsageError(f"JAXKIT_TEST_COMPILE={forced!r}: use 'cheap' or 'optimized'")
+    if forced:
+        cheap = forced == "cheap"
+    else:
+        cheap = request.node.get_closest_marker(OPTIMIZED) is None
+    with _compile_setting(cheap):
+        yield
+
+
+@pytest.fixture(scope="module")
+def fast_compile():
+    """The cheap settings of :func:`_compile_settings` for a module, now the default:
+    kept so that ``pytest.mark.usefixtures("fast_compile")`` in older modules stays
+    harmless (it sets the flag the autouse fixture already set)."""
+    with _compile_setting(True):
         yield
 
 
 @pytest.fixture
 def fast_compile_test():
-    """:func:`fast_compile` for one test (a module whose other tests run long loops)."""
-    with _cheap_compile():
+    """Cheap compilation for one test of a module marked ``optimized_compile`` (a module
+    whose other tests run long loops)."""
+    with _compile_setting(True):
         yield
 
 
 @contextlib.contextmanager
-def _cheap_compile():
+def _compile_setting(cheap: bool):
     name = "jax_disable_most_optimizations"
     old = jax.config.read(name)
-    jax.config.update(name, True)
+    jax.config.update(name, cheap)
     try:
         yield
     finally:

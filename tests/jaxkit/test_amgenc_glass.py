@@ -13,6 +13,9 @@ import pytest
 
 from jaxkit.amgenc import glass as g
 
+# long melt-quench schedules: execution, not compilation (44 -> 88 s CPU unoptimised)
+pytestmark = pytest.mark.optimized_compile  # tests/conftest.py
+
 SHORT = {"steps": 1500, "min_steps": 200}  # one compiled schedule shared by several tests
 
 

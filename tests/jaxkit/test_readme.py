@@ -9,6 +9,9 @@ import pytest
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
+# the bandit, flow and crosscoder tours run long loops (tests/conftest.py)
+pytestmark = pytest.mark.optimized_compile
+
 
 # the kernel tour's time is compilation; the bandit, flow and crosscoder tours run long
 # loops and gain nothing or run slower unoptimised

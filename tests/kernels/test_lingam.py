@@ -23,7 +23,7 @@ from sklearn.decomposition import FastICA
 from sklearn.linear_model import LassoLarsIC, LinearRegression
 
 D = 5
-N = 1000
+N = 300  # the recovery tests share the (300, 5) programs of the jit / vmap tests
 
 # module-level jitted callables: each compiles once per input shape for the whole file
 order_j = jax.jit(causal_order_from_b)
@@ -417,7 +417,9 @@ def test_collinear_columns_raise_eagerly_and_flag_under_jit(dtype):
 
 
 def test_full_rank_data_are_not_flagged():
-    x = _collinear_x()[:, [0, 1, 3]]
+    x = _collinear_x()[:, [0, 1, 3]]  # correlated columns, full rank
+    e = np.random.default_rng(1).laplace(size=(x.shape[0], 2))
+    x = jnp.c_[x, x[:, 0] + e[:, 0], e[:, 1]]  # (300, 5): the program test_jit_equals_eager ran
     res = direct_lingam(x)
     assert not bool(res.rank_deficient) and bool(res.converged)
 

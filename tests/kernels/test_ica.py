@@ -91,7 +91,8 @@ def test_nonconvergence_is_a_flag_per_dataset():
     rng = np.random.default_rng(5)
     xg = rng.normal(size=(N, D))
     xl, _, _ = _mixed(5)
-    fit = jax.vmap(lambda x: ica.fastica(None, x, w_init=jnp.eye(D), max_iter=3, tol=1e-12))
+    fit = jax.jit(jax.vmap(
+        lambda x: ica.fastica(None, x, w_init=jnp.eye(D), max_iter=3, tol=1e-12)))
     r = fit(jnp.stack([jnp.asarray(xg), jnp.asarray(xl)]))
     assert r.converged.shape == (2,) and not bool(jnp.any(r.converged))
     assert np.all(np.asarray(r.n_iter) == 3)
@@ -126,11 +127,15 @@ def test_step_layouts_agree():
     # the float64 fit uses a row-major copy of the whitened data, the float32 fit the
     # sample-last data alone (a transposed contraction): the same step either way
     x, _, w0 = _mixed(8)
+    @jax.jit  # one program per dtype instead of op-by-op dispatch
+    def steps(x, w0):
+        z = ica.whiten(x).z
+        w = ica.sym_decorrelation(w0)
+        g = ica._g("logcosh", 1.0, None)
+        return w, ica._step(w, z.T, z, g), ica._step(w, z.T, None, g)
+
     for dtype, rtol in ((jnp.float64, 1e-12), (jnp.float32, 1e-5)):
-        z = ica.whiten(jnp.asarray(x, dtype)).z
-        w = ica.sym_decorrelation(jnp.asarray(w0, dtype))
-        a, lim_a = ica._step(w, z.T, z, ica._g("logcosh", 1.0, None))
-        b, lim_b = ica._step(w, z.T, None, ica._g("logcosh", 1.0, None))
+        w, (a, lim_a), (b, lim_b) = steps(jnp.asarray(x, dtype), jnp.asarray(w0, dtype))
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=rtol, atol=rtol)
         np.testing.assert_allclose(float(lim_b), float(lim_a), rtol=rtol, atol=rtol)
         assert not np.allclose(np.asarray(a), np.asarray(w))  # the step moved
@@ -144,7 +149,7 @@ def test_grad_through_fixed_point_update():
         w1, _ = ica.fixed_point_update(w, z)
         return jnp.sum(w1[0] ** 2 * jnp.arange(D))
 
-    g = jax.grad(loss)(jnp.asarray(w0))
+    g = jax.jit(jax.grad(loss))(jnp.asarray(w0))
     assert g.shape == (D, D) and bool(jnp.all(jnp.isfinite(g)))
 
 

@@ -95,10 +95,18 @@ def fast_compile_test():
 
 @contextlib.contextmanager
 def _compile_setting(cheap: bool):
-    name = "jax_disable_most_optimizations"
-    old = jax.config.read(name)
+    """Set the flag in this process and, through its environment variable, in the
+    Python subprocesses the tests start (CLI runs, multi-process workers), so that a
+    worker's result compared with an in-process reference comes from the same setting."""
+    name, env = "jax_disable_most_optimizations", "JAX_DISABLE_MOST_OPTIMIZATIONS"
+    old, old_env = jax.config.read(name), os.environ.get(env)
     jax.config.update(name, cheap)
+    os.environ[env] = "1" if cheap else "0"
     try:
         yield
     finally:
         jax.config.update(name, old)
+        if old_env is None:
+            os.environ.pop(env, None)
+        else:
+            os.environ[env] = old_env

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .conv import causal_conv1d
+from .linear import linear
 from .scan import selective_scan
 
 __all__ = ["MambaParams", "mamba_mixer", "init_mamba"]
@@ -59,16 +60,16 @@ def mamba_mixer(params: MambaParams, x: Float[Array, "B L D"], *,
         raise ValueError(f"`x` must be (batch, length, {params.w_in.shape[0]}); got {x.shape}")
     e = params.w_out.shape[0]
     r, n = params.w_dt.shape[0], params.A_log.shape[1]
-    uz = x @ params.w_in.astype(x.dtype)
+    uz = linear(x, params.w_in)
     u, z = uz[..., :e], uz[..., e:]
     u = jax.nn.silu(causal_conv1d(u, params.conv_w, params.conv_b))
-    dbc = u @ params.w_x.astype(x.dtype)
+    dbc = linear(u, params.w_x)
     d_low, B, C = dbc[..., :r], dbc[..., r:r + n], dbc[..., r + n:]
-    delta = jax.nn.softplus((d_low @ params.w_dt.astype(x.dtype)).astype(jnp.float32)
+    delta = jax.nn.softplus(linear(d_low, params.w_dt).astype(jnp.float32)
                             + params.b_dt.astype(jnp.float32))
     A = -jnp.exp(params.A_log.astype(jnp.float32))
     y = selective_scan(u, delta, A, B, C, params.D, z, mode=mode).y
-    return y @ params.w_out.astype(x.dtype)
+    return linear(y, params.w_out)
 
 
 def init_mamba(key: PRNGKeyArray, d: int, *, expand: int = 2, d_state: int = 16,

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .conv import causal_conv1d
+from .linear import linear
 from .norm import rms_norm
 from .ssd import ssd_chunked, ssd_sequential
 
@@ -69,7 +70,7 @@ def mamba2_mixer(params: Mamba2Params, x: Float[Array, "B L D"], *,
     b, length, _ = x.shape
     e, nh = params.w_out.shape[0], params.A_log.shape[0]
     n = (params.conv_w.shape[1] - e) // 2
-    zxd = x @ params.w_in.astype(x.dtype)
+    zxd = linear(x, params.w_in)
     z, xbc, dt = zxd[..., :e], zxd[..., e:2 * e + 2 * n], zxd[..., 2 * e + 2 * n:]
     xbc = jax.nn.silu(causal_conv1d(xbc, params.conv_w, params.conv_b))
     u, B, C = xbc[..., :e], xbc[..., e:e + n], xbc[..., e + n:]
@@ -82,7 +83,7 @@ def mamba2_mixer(params: Mamba2Params, x: Float[Array, "B L D"], *,
     else:
         y = ssd_sequential(u, dt, A, B, C, D=params.D).y
     y = rms_norm(y.reshape(b, length, e) * jax.nn.silu(z), params.gate_norm)
-    return y @ params.w_out.astype(x.dtype)
+    return linear(y, params.w_out)
 
 
 def init_mamba2(key: PRNGKeyArray, d: int, *, expand: int = 2, d_state: int = 16,

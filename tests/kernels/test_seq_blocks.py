@@ -31,6 +31,34 @@ def test_attention_matches_reference_both_paths(key):
     np.testing.assert_allclose(np.asarray(out, np.float64), ref, atol=5e-2)
 
 
+def test_attention_row_blocks_match_reference_and_xla_gradients(key):
+    """The heads-major path in query blocks that do and do not divide T (3 of 7, and one
+    block) against the float64 reference; its gradients against the independent
+    ``dot_product_attention`` path; self_attention's one-transpose layout against the
+    (batch, time, heads) path."""
+    q, k, v = jax.random.normal(key, (3, 2, 7, 2, 4))
+    w = jax.random.normal(jax.random.fold_in(key, 1), q.shape)
+    ref = np_attention(q, k, v)
+    for block in (3, 7):
+        np.testing.assert_allclose(seq.causal_attention(q, k, v, block=block), ref,
+                                   rtol=1e-5, atol=1e-5)
+
+    def loss(q, k, v, impl, block=64):
+        return jnp.sum(seq.causal_attention(q, k, v, impl=impl, block=block) * w)
+
+    g_blk = jax.grad(loss, argnums=(0, 1, 2))(q, k, v, "einsum", 3)
+    g_xla = jax.grad(loss, argnums=(0, 1, 2))(q, k, v, "xla")
+    for a, b in zip(g_blk, g_xla, strict=True):
+        assert float(jnp.abs(a).max()) > 1e-3
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    p = seq.init_attention(key, 8)
+    x = jax.random.normal(jax.random.fold_in(key, 2), (2, 7, 8))
+    np.testing.assert_allclose(seq.self_attention(p, x, 2, block=3),
+                               seq.self_attention(p, x, 2, impl="xla"), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="`block`"):
+        seq.causal_attention(q, k, v, block=0)
+
+
 def test_attention_is_causal(key):
     p = seq.init_attention(key, 8)
     x = jax.random.normal(jax.random.fold_in(key, 1), (1, 6, 8))
@@ -58,6 +86,17 @@ def test_norms_and_mlp_match_numpy(key):
     np.testing.assert_allclose(seq.mlp(p, x), ref, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="`x`"):
         seq.mlp(p, x[:, :4])
+    # GELU's custom derivative: Phi(x) + x phi(x), in float64
+    z = np.linspace(-6.0, 6.0, 25)
+    slope = 0.5 * (1 + erf(z / np.sqrt(2))) + z * np.exp(-z ** 2 / 2) / np.sqrt(2 * np.pi)
+    np.testing.assert_allclose(jax.vmap(jax.grad(seq.gelu))(jnp.asarray(z, jnp.float32)),
+                               slope, rtol=1e-5, atol=1e-6)
+    # linear flattens the leading axes: same values as the 3-D product
+    x3 = jax.random.normal(key, (2, 3, 5))
+    np.testing.assert_allclose(seq.linear(x3, p.w_in), np.asarray(x3, np.float64)
+                               @ np.asarray(p.w_in, np.float64), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="`x`"):
+        seq.linear(x3[..., :4], p.w_in)
 
 
 def test_causal_conv_matches_numpy(key):

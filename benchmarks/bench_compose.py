@@ -23,11 +23,27 @@ list):
   ``kernels.seq.mamba_mixer`` with the sequential (``lax.scan``) and the associative
   selective scan against mambapy's ``MambaBlock`` (``pscan``), same weights; the
   outputs are compared.
+* ``mamba2`` -- one Mamba-2 mixer (width 128, expand 2, state 16, head dim 16, chunk 64;
+  batch 8, length 256; ``--quick``: width 64, chunk 16, batch 4, length 64), forward +
+  backward of ``sum(out * g)``: ``kernels.seq.mamba2_mixer`` with the chunked SSD and
+  with its step-by-step recurrence, against the same mixer in PyTorch around
+  ``ssd_minimal_discrete`` (the pure-PyTorch chunked SSD listing of state-spaces/mamba;
+  there is no CPU Mamba-2 library: mambapy's ``Mamba2`` and mamba-ssm need Triton/CUDA),
+  same weights; the outputs are compared.
+* ``attention`` -- causal attention alone, forward + backward of ``sum(out * g)`` with
+  respect to q, k, v at the GPT shapes (batch 12, length 64, 4 heads of 32; batch 16,
+  length 256, 6 heads of 64; ``--quick``: the first): ``kernels.seq.causal_attention``
+  (heads-major row blocks, and ``dot_product_attention``) against torch's
+  ``scaled_dot_product_attention``.
+
+The Mamba-2 and attention cases also report each side's median process CPU time per call
+(all threads), the steadier measure on a loaded machine.
 
 Peers run in ``benchmarks/.peer-venv-torch`` (torch 2.14.1, mambapy 1.2.0; created on
 first use by :func:`jaxkit.bench.ensure_peer_venv`), one at a time, with
-``torch.set_num_threads(2)``. Targets (issue 23): GPT step >= 1.0x PyTorch, Mamba block
->= 1.5x mambapy; on a GPU, MFU of the step >= 40% in bfloat16 (``--dtype bfloat16``).
+``torch.set_num_threads(2)`` (``--peer-threads``). Targets (issue 23): GPT step >= 1.0x
+PyTorch, Mamba block >= 1.5x mambapy, attention at parity with torch's; on a GPU, MFU of
+the step >= 40% in bfloat16 (``--dtype bfloat16``).
 """
 
 from __future__ import annotations
@@ -47,12 +63,18 @@ HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE / ".peer-venv-torch"
 PEER_SPECS = ["torch==2.14.1", "mambapy==1.2.0"]
 PEER_CHECK = "import torch, mambapy"
-CASES = ("gpt-small", "gpt-medium", "mamba")
+CASES = ("gpt-small", "gpt-medium", "mamba", "mamba2", "attention")
 GPT = {"gpt-small": dict(n_layer=4, n_head=4, d=128, block_size=64, batch=12),
        "gpt-medium": dict(n_layer=6, n_head=6, d=384, block_size=256, batch=16)}
 MAMBA = dict(d=128, d_state=16, expand=2, d_conv=4, batch=8, length=256)
 MAMBA_QUICK = dict(d=64, d_state=16, expand=2, d_conv=4, batch=4, length=64)
-TARGETS = {"gpt-small": 1.0, "gpt-medium": 1.0, "mamba": 1.5}
+MAMBA2 = dict(d=128, d_state=16, expand=2, head_dim=16, d_conv=4, chunk=64, batch=8,
+              length=256)
+MAMBA2_QUICK = dict(d=64, d_state=16, expand=2, head_dim=16, d_conv=4, chunk=16, batch=4,
+                    length=64)
+ATTENTION = {"small": dict(batch=12, length=64, heads=4, head_dim=32),
+             "medium": dict(batch=16, length=256, heads=6, head_dim=64)}
+TARGETS = {"gpt-small": 1.0, "gpt-medium": 1.0, "mamba fwd": 1.5, "attention": 1.0}
 THREADS = 2
 
 
@@ -88,6 +110,166 @@ def run_peer(script: str, request: dict) -> dict:
     if p.returncode != 0:
         raise RuntimeError(f"{script} failed: {p.stderr.strip().splitlines()[-3:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# Peers of the Mamba-2 and attention cases, run like the scripts in peers/ (same venv,
+# same protocol, ``read_arrays`` of peers/torch_nanogpt.py); each reply also carries the
+# process CPU time of every timed call. Mamba-2 has no CPU peer library (mambapy's Mamba2
+# and mamba-ssm call Triton kernels, CUDA only), so its peer is the pure-PyTorch
+# ``ssd_minimal_discrete`` recurrence of state-spaces/mamba (the reference listing of the
+# SSD paper) inside the same mixer, written here from the paper.
+PEER_COMMON = """
+import json, sys, time
+from pathlib import Path
+import torch
+import torch.nn.functional as F
+sys.path.insert(0, {peers!r})
+from _common import versions
+from torch_nanogpt import read_arrays
+
+req = json.loads(Path(sys.argv[1]).read_text())
+torch.set_num_threads(int(req.get("threads", 2)))
+w = read_arrays(req["arrays"])
+
+
+def timed(call):
+    for _ in range(req["warmup"]):
+        call()
+    times, cpu = [], []
+    for _ in range(req["n_runs"]):
+        t0, c0 = time.perf_counter(), time.process_time()
+        call()
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return times, cpu
+"""
+
+PEER_MAMBA2 = """
+def segsum(x):
+    t = x.shape[-1]
+    x = x[..., None].expand(*x.shape, t)
+    x = x.masked_fill(~torch.tril(torch.ones(t, t, dtype=torch.bool), -1), 0)
+    s = torch.cumsum(x, dim=-2)
+    return s.masked_fill(~torch.tril(torch.ones(t, t, dtype=torch.bool)), -torch.inf)
+
+
+def ssd(X, A, B, C, q):  # ssd_minimal_discrete: X (b,l,h,p), A (b,l,h), B, C (b,l,h,n)
+    b, l, h, p = X.shape
+    X, A, B, C = (v.reshape(b, l // q, q, *v.shape[2:]) for v in (X, A, B, C))
+    A = A.permute(0, 3, 1, 2)                                      # (b, h, c, q)
+    A_cum = torch.cumsum(A, dim=-1)
+    L = torch.exp(segsum(A))
+    Y_diag = torch.einsum("bclhn,bcshn,bhcls,bcshp->bclhp", C, B, L, X)
+    decay = torch.exp(A_cum[..., -1:] - A_cum)
+    states = torch.einsum("bclhn,bhcl,bclhp->bchpn", B, decay, X)
+    states = torch.cat([torch.zeros_like(states[:, :1]), states], dim=1)
+    decay_chunk = torch.exp(segsum(F.pad(A_cum[..., -1], (1, 0))))
+    states = torch.einsum("bhzc,bchpn->bzhpn", decay_chunk, states)[:, :-1]
+    Y_off = torch.einsum("bclhn,bchpn,bhcl->bclhp", C, states, torch.exp(A_cum))
+    return (Y_diag + Y_off).reshape(b, l, h, p)
+
+
+P = {k: w[k].clone().requires_grad_(True) for k in
+     ("w_in", "conv_w", "conv_b", "b_dt", "A_log", "D", "gate_norm", "w_out")}
+x, g = w["x"].clone().requires_grad_(True), w["g"]
+e, n, q = req["expand"] * req["d"], req["d_state"], req["chunk"]
+nh, K = e // req["head_dim"], req["d_conv"]
+
+
+def mixer(x):
+    b, l, _ = x.shape
+    zxd = x @ P["w_in"]
+    z, xbc, dt = zxd[..., :e], zxd[..., e:2 * e + 2 * n], zxd[..., 2 * e + 2 * n:]
+    xbc = F.conv1d(xbc.transpose(1, 2), P["conv_w"].T[:, None, :], P["conv_b"],
+                   padding=K - 1, groups=xbc.shape[-1])[..., :l].transpose(1, 2)
+    xbc = F.silu(xbc)
+    u, B, C = xbc[..., :e], xbc[..., e:e + n], xbc[..., e + n:]
+    dt = F.softplus(dt + P["b_dt"])
+    A = -torch.exp(P["A_log"])
+    u = u.reshape(b, l, nh, e // nh)
+    Bh, Ch = (v[:, :, None].expand(b, l, nh, n) for v in (B, C))
+    y = ssd(u * dt[..., None], A * dt, Bh, Ch, q) + P["D"][:, None] * u
+    y = y.reshape(b, l, e) * F.silu(z)
+    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5) * P["gate_norm"]
+    return y @ P["w_out"]
+
+
+with torch.no_grad():
+    check = float((mixer(x) * g).sum())
+
+
+def call():
+    for v in [x, *P.values()]:
+        v.grad = None
+    (mixer(x) * g).sum().backward()
+
+
+times, cpu = timed(call)
+print(json.dumps(dict(times=times, cpu=cpu, check=check, threads=torch.get_num_threads(),
+                      versions=versions(["torch"]))))
+"""
+
+PEER_ATTENTION = """
+q, k, v, g = (w[n].clone().requires_grad_(n != "g") for n in ("q", "k", "v", "g"))
+
+
+def call():
+    for t in (q, k, v):
+        t.grad = None
+    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                       v.transpose(1, 2), is_causal=True).transpose(1, 2)
+    (o * g).sum().backward()
+
+
+with torch.no_grad():
+    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                       v.transpose(1, 2), is_causal=True).transpose(1, 2)
+    check = float((o * g).sum())
+times, cpu = timed(call)
+print(json.dumps(dict(times=times, cpu=cpu, check=check, threads=torch.get_num_threads(),
+                      versions=versions(["torch"]))))
+"""
+
+
+def run_peer_source(source: str, request: dict, tmp: Path) -> dict:
+    """Run ``PEER_COMMON + source`` in the torch venv (the protocol of :func:`run_peer`)."""
+    script = Path(tmp) / "peer_inline.py"
+    script.write_text(PEER_COMMON.format(peers=str(HERE / "peers")) + source)
+    from jaxkit import bench
+
+    py = bench.ensure_peer_venv(PEER_VENV, PEER_SPECS, PEER_CHECK)
+    req = Path(tmp) / "request.json"
+    req.write_text(json.dumps(request))
+    env = dict(bench.peer_env(), OMP_NUM_THREADS=str(request.get("threads", THREADS)))
+    p = subprocess.run([str(py), str(script), str(req)], env=env, capture_output=True,
+                       text=True, timeout=3600)
+    if p.returncode != 0:
+        raise RuntimeError(f"inline peer failed: {p.stderr.strip().splitlines()[-3:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def cpu_per_call(fn, *args, n_runs: int) -> float:
+    """Median process CPU time (all threads) of one call of the already compiled ``fn``,
+    to set beside the wall-clock medians: on a loaded machine the CPU time each side
+    spends is the steadier measure."""
+    import jax
+
+    jax.block_until_ready(fn(*args))
+    cpu = []
+    for _ in range(n_runs):
+        c0 = time.process_time()
+        jax.block_until_ready(fn(*args))
+        cpu.append(time.process_time() - c0)
+    return float(np.median(cpu))
+
+
+def cpu_note(jax_cpu: float, peer: dict | None) -> str:
+    """``cpu/call`` of both sides and their ratio, for the accuracy column."""
+    if peer is None or "cpu" not in peer:
+        return f"cpu/call {jax_cpu * 1e3:.3g} ms"
+    pc = float(np.median(peer["cpu"]))
+    return (f"cpu/call {jax_cpu * 1e3:.3g} ms vs peer {pc * 1e3:.3g} ms "
+            f"({pc / jax_cpu:.2f}x)")
 
 
 def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
@@ -211,6 +393,91 @@ def mamba_case(args, tmp: Path) -> list[dict]:
             for mode in ("sequential", "associative")]
 
 
+def mamba2_case(args, tmp: Path) -> list[dict]:
+    import jax
+    import jax.numpy as jnp
+    from jaxkit.kernels import seq
+
+    from jaxkit import bench
+
+    c = MAMBA2_QUICK if args.quick else MAMBA2
+    k = jax.random.key(0)
+    p = seq.init_mamba2(k, c["d"], expand=c["expand"], d_state=c["d_state"],
+                        head_dim=c["head_dim"], d_conv=c["d_conv"])
+    x = jax.random.normal(jax.random.fold_in(k, 1), (c["batch"], c["length"], c["d"]))
+    g = jax.random.normal(jax.random.fold_in(k, 2), x.shape)
+    items = c["batch"] * c["length"]
+    recs, outs, cpus = {}, {}, {}
+    for mode in ("chunked", "sequential"):
+        def f(p, x, mode=mode):
+            return jnp.sum(seq.mamba2_mixer(p, x, mode=mode, chunk=c["chunk"]) * g)
+        vg = jax.jit(jax.value_and_grad(f, argnums=(0, 1)))
+        recs[mode] = bench.time_jax(vg, p, x, n_runs=args.repeats, items=items,
+                                    name=f"mamba2 fwd+bwd ({mode})")
+        cpus[mode] = cpu_per_call(vg, p, x, n_runs=args.repeats)
+        outs[mode] = float(vg(p, x)[0])
+    peer, acc_peer, r = None, "", None
+    if not args.no_peers:
+        arrays = {f: np.asarray(v) for f, v in zip(p._fields, p, strict=True)}
+        arrays.update(x=np.asarray(x), g=np.asarray(g))
+        r = run_peer_source(PEER_MAMBA2, dict(c, arrays=str(write_arrays(tmp, arrays)),
+                                              n_runs=args.repeats, warmup=2,
+                                              threads=args.peer_threads), tmp)
+        peer = bench.record_from_times("torch ssd_minimal fwd+bwd", r["times"], warmup=2,
+                                       items=items)
+        acc_peer = f"sum(out*g) {r['check']:.5f}"
+    shape = (f"B{c['batch']} L{c['length']} D{c['d']} N{c['d_state']} "
+             f"P{c['head_dim']} Q{c['chunk']}")
+    return [dict(case=f"mamba2 fwd+bwd {mode} {shape}", dtype="float32", jax=recs[mode],
+                 peer=peer, peer_name="torch ssd_minimal (same mixer)" if peer else "-",
+                 acc_jax=f"sum(out*g) {outs[mode]:.5f}; {cpu_note(cpus[mode], r)}",
+                 acc_peer=acc_peer)
+            for mode in ("chunked", "sequential")]
+
+
+def attention_case(args, tmp: Path) -> list[dict]:
+    import jax
+    import jax.numpy as jnp
+    from jaxkit.kernels import seq
+
+    from jaxkit import bench
+
+    rows = []
+    for size, c in ATTENTION.items():
+        if args.quick and size != "small":
+            continue
+        shape = (c["batch"], c["length"], c["heads"], c["head_dim"])
+        k = jax.random.key(0)
+        q, kk, v, g = (jax.random.normal(jax.random.fold_in(k, i), shape) for i in range(4))
+        items = c["batch"] * c["length"]
+        recs, outs, cpus = {}, {}, {}
+        for impl in ("einsum", "xla"):
+            def f(q, kk, v, impl=impl, g=g):
+                return jnp.sum(seq.causal_attention(q, kk, v, impl=impl) * g)
+            vg = jax.jit(jax.value_and_grad(f, argnums=(0, 1, 2)))
+            recs[impl] = bench.time_jax(vg, q, kk, v, n_runs=args.repeats, items=items,
+                                        name=f"attention {size} fwd+bwd ({impl})")
+            cpus[impl] = cpu_per_call(vg, q, kk, v, n_runs=args.repeats)
+            outs[impl] = float(vg(q, kk, v)[0])
+        peer, acc_peer, r = None, "", None
+        if not args.no_peers:
+            arrays = dict(q=np.asarray(q), k=np.asarray(kk), v=np.asarray(v), g=np.asarray(g))
+            r = run_peer_source(PEER_ATTENTION, dict(arrays=str(write_arrays(tmp, arrays)),
+                                                     n_runs=args.repeats, warmup=2,
+                                                     threads=args.peer_threads), tmp)
+            peer = bench.record_from_times("torch sdpa fwd+bwd", r["times"], warmup=2,
+                                           items=items)
+            acc_peer = f"sum(out*g) {r['check']:.4f}"
+        dims = f"B{c['batch']} T{c['length']} H{c['heads']} E{c['head_dim']}"
+        label = {"einsum": "heads-major, row blocks", "xla": "dot_product_attention"}
+        rows += [dict(case=f"attention fwd+bwd {dims} {label[impl]}", dtype="float32",
+                      jax=recs[impl], peer=peer,
+                      peer_name="torch scaled_dot_product_attention" if peer else "-",
+                      acc_jax=f"sum(out*g) {outs[impl]:.4f}; {cpu_note(cpus[impl], r)}",
+                      acc_peer=acc_peer) for impl in ("einsum", "xla")]
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     from jaxkit import bench
 
@@ -241,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
         for c in cases:
             if c.startswith("gpt"):
                 rows += gpt_case(c, args, data, Path(tmp))
+            elif c == "mamba2":
+                rows += mamba2_case(args, Path(tmp))
+            elif c == "attention":
+                rows += attention_case(args, Path(tmp))
             else:
                 rows += mamba_case(args, Path(tmp))
     ratios = {r["case"]: bench.speedup(r["jax"], r.get("peer")) for r in rows

@@ -31,3 +31,22 @@ def test_quick_mamba_case_without_peers(bc, tmp_path):
                     "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     assert len(rows) == 2 and all(r["jax"]["median_s"] > 0 for r in rows)
+
+
+def test_inline_peers_compile_and_cpu_note(bc):
+    for src in (bc.PEER_MAMBA2, bc.PEER_ATTENTION):
+        compile(bc.PEER_COMMON.format(peers="/x") + src, "peer_inline.py", "exec")
+    assert bc.cpu_note(0.002, None) == "cpu/call 2 ms"
+    assert bc.cpu_note(0.002, {"cpu": [0.003, 0.004, 0.005]}).endswith("(2.00x)")
+
+
+@pytest.mark.slow
+def test_quick_mamba2_and_attention_cases_without_peers(bc, tmp_path):
+    out = tmp_path / "b.json"
+    assert bc.main(["--quick", "--no-peers", "--only", "mamba2,attention", "--repeats", "2",
+                    "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 4 and all(r["jax"]["median_s"] > 0 for r in rows)
+    # the chunked SSD and its recurrence agree on sum(out * g)
+    chunked, recurrence = (float(r["acc_jax"].split(";")[0].split()[-1]) for r in rows[:2])
+    assert chunked == pytest.approx(recurrence, rel=1e-4, abs=1e-4)

@@ -14,7 +14,9 @@ Run ``python benchmarks/bench_belief.py [--quick] [--json FILE] [--only CASES] [
   slower: SciPy's xlogy is not SIMD-vectorised).
 * ``eig`` -- :func:`jaxkit.kernels.belief.eig.eig` of ``--candidates`` (1e4) experiments
   x ``--outcomes`` (100) outcomes x ``--explanations`` (16) explanations (Dirichlet rows,
-  one shared prior), jitted, with and without the table checks, against NumPy in exp
+  one shared prior), called on device arrays as a user calls it (``eig`` compiles itself:
+  one executable per shape, 512-bit vectors where the CPU has AVX-512; the first call is
+  the compile column), with and without the table checks, against NumPy in exp
   space (:func:`eig_numpy`: one ``np.exp`` of the table, ``p(y)`` by ``np.matmul``, the
   conditional entropies by ``np.einsum``); a third row times the previous peer, the
   logsumexp form with ``scipy.special.logsumexp`` (:func:`eig_numpy_logsumexp`, 4-5x
@@ -32,7 +34,7 @@ Run ``python benchmarks/bench_belief.py [--quick] [--json FILE] [--only CASES] [
   generators), so the tables agree to Monte Carlo error: both are compared with a
   4000-point quadrature over theta.
 
-float32 on both sides (x64 off). jaxkit calls are compiled ahead of time (compile time
+float32 on both sides (x64 off). jaxkit calls are compiled before timing (compile time
 apart) and timed with ``block_until_ready``; medians over ``--runs``; the allocator is
 settled first (:func:`_settle_malloc`: glibc's mmap threshold halves or doubles the
 NumPy peers' time otherwise). After the table,

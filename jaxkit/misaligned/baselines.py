@@ -37,11 +37,13 @@ reported as the aligned reference, not as a misaligned baseline.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import solve
+import numpy as np
+from jax.scipy.linalg import cho_factor, cho_solve, solve
 from jaxtyping import Array, Bool, Float
 
 from jaxkit.kernels import fingerprint as kfp
@@ -127,19 +129,43 @@ def kernel_ridge(gram: Float[Array, "n n"], y: Float[Array, " n"], train: Bool[A
     Returns:
         ``(q,)`` predictions.
     """
+    cen = _centre(gram, train)
+    ybar = (cen.w @ y) / cen.nt
+    alpha = solve(_dual_matrix(cen, lam), cen.w * (y - ybar), assume_a="pos")
+    return _dual_predict(cen, alpha, ybar, query_gram)
+
+
+class _Centred(NamedTuple):
+    """The label-free parts of :func:`kernel_ridge` for one Gram matrix and training
+    mask: the centred Gram matrix ``gc``, ``a``, ``c``, the 0/1 weights ``w`` and their
+    sum ``nt``."""
+
+    gc: Array
+    a: Array
+    c: Array
+    w: Array
+    nt: Array
+
+
+def _centre(gram, train) -> _Centred:
     w = train.astype(gram.dtype)
     nt = jnp.sum(w)
     a = gram @ w / nt
     c = w @ a / nt
-    gc = gram - a[:, None] - a[None, :] + c
-    ybar = (w @ y) / nt
-    k = gc * (w[:, None] * w[None, :]) + lam * jnp.eye(gram.shape[0], dtype=gram.dtype)
-    alpha = solve(k, w * (y - ybar), assume_a="pos")
+    return _Centred(gram - a[:, None] - a[None, :] + c, a, c, w, nt)
+
+
+def _dual_matrix(cen: _Centred, lam: float):
+    w = cen.w
+    return cen.gc * (w[:, None] * w[None, :]) + lam * jnp.eye(w.shape[0], dtype=w.dtype)
+
+
+def _dual_predict(cen: _Centred, alpha, ybar, query_gram=None):
     if query_gram is None:
-        qc = gc
+        qc = cen.gc
     else:
-        qc = query_gram - (query_gram @ w / nt)[:, None] - a[None, :] + c
-    return qc @ (w * alpha) + ybar
+        qc = query_gram - (query_gram @ cen.w / cen.nt)[:, None] - cen.a[None, :] + cen.c
+    return qc @ (cen.w * alpha) + ybar
 
 
 def family_data(y, desc, fp, addc_fp, sigma: float) -> FamilyData:
@@ -183,48 +209,168 @@ def _each(f, *xs):
     return jax.lax.map(lambda a: f(*a), xs)
 
 
+def _threefry_bits(key, shape: tuple[int, ...]):
+    """``jax.random.bits(key, shape)`` (uint32) for a threefry2x32 key (typed, or a raw
+    ``uint32[2]`` of the default implementation) under ``jax_threefry_partitionable``
+    (JAX's default), as one elementwise expression: the same 20 rounds and key
+    injections as ``threefry2x32`` on the counters ``0 .. size - 1`` (high word 0),
+    output ``bits1 ^ bits2``. Bit-identical to ``jax.random.bits`` (tested). Why: JAX
+    lowers Threefry on CPU as a rolled loop (5 XLA while-loop steps, each streaming the
+    whole array through memory: 11 ms per 642 x 2048 draw); unrolled, XLA fuses it with
+    its consumers (the comparisons and the ``where`` of the replaced bits) into one loop
+    (2 ms). Any other key (implementation, or an array of keys) or setting falls back to
+    ``jax.random.bits``."""
+    size = math.prod(shape)
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    if typed:
+        ours = key.shape == () and str(jax.random.key_impl(key)) == "threefry2x32"
+        data = jax.random.key_data(key) if ours else None
+    else:
+        ours = (str(jax.config.jax_default_prng_impl) == "threefry2x32"
+                and key.dtype == jnp.uint32 and key.shape == (2,))
+        data = key
+    if not (ours and jax.config.jax_threefry_partitionable and size < 2 ** 32):
+        return jax.random.bits(key, shape, jnp.uint32)
+    k0, k1 = data[0], data[1]
+    ks = (k0, k1, k0 ^ k1 ^ np.uint32(0x1BD11BDA))
+    x0 = jnp.broadcast_to(ks[0], shape)  # the counters' high words are 0
+    x1 = jax.lax.iota(jnp.uint32, size).reshape(shape) + ks[1]
+    rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
+    for i in range(5):
+        for r in rotations[i % 2]:
+            x0 = x0 + x1
+            x1 = (x1 << np.uint32(r)) | (x1 >> np.uint32(32 - r))
+            x1 = x0 ^ x1
+        x0 = x0 + ks[(i + 1) % 3]
+        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return x0 ^ x1
+
+
+def _uniform(key, shape: tuple[int, ...]):
+    """``jax.random.uniform(key, shape)`` in [0, 1): with float32 the default (x64 off),
+    from :func:`_threefry_bits` with ``jax.random.uniform``'s mapping (the 23 high bits
+    as the mantissa of a number in [1, 2), minus 1): the same numbers (tested). With
+    x64 on, ``jax.random.uniform`` itself (float64 draws, as before)."""
+    if jax.config.jax_enable_x64:
+        return jax.random.uniform(key, shape)
+    bits = (_threefry_bits(key, shape) >> np.uint32(9)) | np.uint32(0x3F800000)
+    return jax.lax.bitcast_convert_type(bits, jnp.float32) - jnp.float32(1.0)
+
+
+def _replaced_inputs(key, fp, p, density, *, everything: bool = False):
+    """The fingerprints ``fp`` with each bit replaced, with probability ``p``, by a
+    Bernoulli(``density``) bit: ``k1, k2 = split(key)``; replaced where
+    ``uniform(k1) < p``, the new bit ``uniform(k2) < density``. ``everything``
+    (static): ``p >= 1``, every bit replaced (``uniform(k1) < 1`` always holds, so
+    ``k1``'s draw is skipped: the same numbers)."""
+    k1, k2 = jax.random.split(key)
+    noise = (_uniform(k2, fp.shape) < density).astype(fp.dtype)
+    if everything:
+        return noise
+    return jnp.where(_uniform(k1, fp.shape) < p, noise, fp)
+
+
+def _bit_gram(x, blocks: int = 4):
+    """``x @ x.T`` for 0/1 float32 ``x`` from its upper block triangle: the rows in
+    ``blocks`` parts, the ``blocks (blocks + 1) / 2`` products of part ``i`` with part
+    ``j >= i``, the lower blocks their transposes (5/8 of the multiply-adds at 4
+    blocks; about 0.7x the CPU time of one product at 642 x 2048). Every entry is a sum
+    of 0/1 products, an integer below ``2**24`` for fewer than ``2**24`` columns, so
+    float32 holds it exactly in any summation order: the same matrix as ``x @ x.T``
+    (tested)."""
+    n = x.shape[0]
+    size = -(-n // blocks)
+    parts = [x[i:i + size] for i in range(0, n, size)]
+    m = len(parts)
+    prods = {(i, j): parts[i] @ parts[j].T for i in range(m) for j in range(i, m)}
+    return jnp.block([[prods[(i, j)] if j >= i else prods[(j, i)].T for j in range(m)]
+                      for i in range(m)])
+
+
 def baseline_family(key, data: FamilyData, train: Bool[Array, " n"],
                     settings: FamilySettings = FamilySettings()) -> dict[str, Array]:
     """Every baseline of :data:`BASELINES` for one seed: ``{name: (n,) predictions}``,
     curves ``(strengths, n)`` (``shuffled_inputs``, ``replaced_bits``:
     ``settings.fractions``; ``add_carbon``: one row per AddCarbon strength, variant
     ``fold_in(key)``-chosen). Pure; map it over seeds (:func:`run_family`). The strengths
-    run one after another (:func:`_each`)."""
+    run one after another (:func:`_each`).
+
+    Work that does not depend on a strength is done once, with the same numbers as
+    doing it per strength: ``ridge_fp``, ``label_scramble`` and ``add_carbon`` share
+    one Cholesky factor (one Gram matrix, one training mask; ``add_carbon`` the ridge's
+    very coefficients); a fraction 0 of shuffled molecules or replaced bits leaves the
+    Gram matrix as it is, so that point of both curves is ``ridge_fp``; at a fraction
+    >= 1 every bit is replaced, so the replacement mask is not drawn. The replaced bits
+    are drawn with :func:`_uniform` (``jax.random.uniform``'s numbers, fused)."""
     n = data.y.shape[0]
     lam = settings.lam
+    fracs = tuple(float(p) for p in settings.fractions)
     ks = jax.random.split(key, 6)
-    fr = jnp.asarray(settings.fractions, jnp.float32)
     out = {"train_mean": jnp.full((n,), jnp.sum(data.y * train) / jnp.sum(train))}
     out["size_only"] = linear_ridge(data.desc[:, :2], data.y, train, 0.0)
     out["descriptors"] = linear_ridge(data.desc, data.y, train, 1e-3)
-    out["ridge_fp"] = kernel_ridge(data.gram, data.y, train, lam)
-    out["label_scramble"] = kernel_ridge(data.gram, _scramble_labels(ks[0], data.y, train),
-                                         train, lam)
+    # one factor of W G^c W + lam I for the three baselines on the true Gram matrix
+    cen = _centre(data.gram, train)
+    factor = cho_factor(_dual_matrix(cen, lam))
+
+    def fit(yy):
+        ybar = (cen.w @ yy) / cen.nt
+        return cho_solve(factor, cen.w * (yy - ybar)), ybar
+
+    alpha, ybar = fit(data.y)
+    out["ridge_fp"] = _dual_predict(cen, alpha, ybar)
+    out["label_scramble"] = _dual_predict(
+        cen, *fit(_scramble_labels(ks[0], data.y, train)))
 
     def shuffled(k, p):
         perm = _permute_fraction(k, n, p)
         return kernel_ridge(data.gram[perm][:, perm], data.y, train, lam)
 
-    out["shuffled_inputs"] = _each(shuffled, jax.random.split(ks[1], fr.shape[0]), fr)
+    out["shuffled_inputs"] = _curve(shuffled, jax.random.split(ks[1], len(fracs)), fracs,
+                                    out["ridge_fp"])
     density = jnp.mean(data.fp)
 
-    def replaced(k, p):
-        k1, k2 = jax.random.split(k)
-        rep = jax.random.uniform(k1, data.fp.shape) < p
-        noise = (jax.random.uniform(k2, data.fp.shape) < density).astype(data.fp.dtype)
-        x = jnp.where(rep, noise, data.fp)
-        return kernel_ridge(x @ x.T, data.y, train, lam)
+    def replaced(k, p, everything=False):
+        x = _replaced_inputs(k, data.fp, p, density, everything=everything)
+        return kernel_ridge(_bit_gram(x), data.y, train, lam)
 
-    out["replaced_bits"] = _each(replaced, jax.random.split(ks[2], fr.shape[0]), fr)
-    out["random_features"] = replaced(ks[3], jnp.float32(1.0))
+    # strengths >= 1 and random_features (every bit replaced) in one map, the rest in
+    # another; a fraction 0 is the ridge itself
+    k_rep = jax.random.split(ks[2], len(fracs))
+    part = [i for i, p in enumerate(fracs) if 0 < p < 1]
+    full = [i for i, p in enumerate(fracs) if p >= 1]
+    rows: dict[int, Array] = {i: out["ridge_fp"] for i, p in enumerate(fracs) if p <= 0}
+    if part:
+        got = _each(replaced, k_rep[jnp.asarray(part)],
+                    jnp.asarray([fracs[i] for i in part], jnp.float32))
+        rows.update({i: got[j] for j, i in enumerate(part)})
+    got = _each(lambda k: replaced(k, None, everything=True),
+                jnp.concatenate([k_rep[jnp.asarray(full, jnp.int32)], ks[3][None]]))
+    rows.update({i: got[j] for j, i in enumerate(full)})
+    out["replaced_bits"] = jnp.stack([rows[i] for i in range(len(fracs))])
+    out["random_features"] = got[-1]
     # unchecked: the masks are checked on the host (features.check_splits) and a
     # run-time check here would be a host callback inside lax.map's loop
     out["nn_tanimoto"] = kfp.nearest_neighbour_predict(data.sim, data.y, train, checked=False)
     v = jax.random.randint(ks[4], (), 0, data.addc_gram.shape[1])
-    out["add_carbon"] = _each(
-        lambda g: kernel_ridge(data.gram, data.y, train, lam, query_gram=g[v]), data.addc_gram)
+    # the ridge's coefficients queried with each strength's AddCarbon Gram rows (no solve)
+    out["add_carbon"] = jnp.stack([_dual_predict(cen, alpha, ybar, data.addc_gram[k, v])
+                                   for k in range(data.addc_gram.shape[0])])
     out["noise_ceiling"] = data.y + data.sigma * jax.random.normal(ks[5], (n,))
     return out
+
+
+def _curve(f, keys, fracs: tuple[float, ...], at_zero):
+    """``f(key, p)`` over the static strengths ``fracs`` (one after another,
+    :func:`_each`) with ``at_zero`` where ``p <= 0`` (``f`` not called there):
+    ``(len(fracs), n)``."""
+    live = [i for i, p in enumerate(fracs) if p > 0]
+    rows = {i: at_zero for i, p in enumerate(fracs) if p <= 0}
+    if live:
+        got = _each(f, keys[jnp.asarray(live)], jnp.asarray([fracs[i] for i in live],
+                                                               jnp.float32))
+        rows.update({i: got[j] for j, i in enumerate(live)})
+    return jnp.stack([rows[i] for i in range(len(fracs))])
 
 
 def run_family(key, data: FamilyData, train: Bool[Array, "S n"],

@@ -213,6 +213,97 @@ def test_family_on_eight_devices_equals_one(family_out):
         np.testing.assert_allclose(np.asarray(got[k]), v, atol=2e-4, err_msg=k)
 
 
+def _reference_family(key, fd, train, settings):
+    """The curves and ridge-based baselines as first written (every strength its own
+    kernel ridge from its own Gram matrix, ``jax.random.uniform`` draws, one solve per
+    AddCarbon strength): what :func:`B.baseline_family` must reproduce."""
+    n, lam = fd.y.shape[0], settings.lam
+    ks = jax.random.split(key, 6)
+    fr = jnp.asarray(settings.fractions, jnp.float32)
+    kr = lambda g, y=fd.y, q=None: B.kernel_ridge(g, y, train, lam, query_gram=q)  # noqa
+    each = lambda f, *xs: jax.lax.map(lambda a: f(*a), xs)  # noqa: E731
+    out = {"ridge_fp": kr(fd.gram),
+           "label_scramble": kr(fd.gram, B._scramble_labels(ks[0], fd.y, train))}
+
+    def shuffled(k, p):
+        perm = B._permute_fraction(k, n, p)
+        return kr(fd.gram[perm][:, perm])
+
+    out["shuffled_inputs"] = each(shuffled, jax.random.split(ks[1], fr.shape[0]), fr)
+    density = jnp.mean(fd.fp)
+
+    def replaced(k, p):
+        k1, k2 = jax.random.split(k)
+        rep = jax.random.uniform(k1, fd.fp.shape) < p
+        noise = (jax.random.uniform(k2, fd.fp.shape) < density).astype(fd.fp.dtype)
+        x = jnp.where(rep, noise, fd.fp)
+        return kr(x @ x.T)
+
+    out["replaced_bits"] = each(replaced, jax.random.split(ks[2], fr.shape[0]), fr)
+    out["random_features"] = replaced(ks[3], jnp.float32(1.0))
+    v = jax.random.randint(ks[4], (), 0, fd.addc_gram.shape[1])
+    out["add_carbon"] = jnp.stack([kr(fd.gram, q=fd.addc_gram[k, v])
+                                   for k in range(fd.addc_gram.shape[0])])
+    return out
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_family_equals_the_per_strength_reference(mols, family_out, x64):
+    """The shared Cholesky factor, the skipped strength-0 fits and p = 1 masks, the
+    fused draws and the block Gram matrix give the per-strength reference's numbers
+    (with float32 draws, x64 off, as the pipeline runs; and with x64 on, where the
+    draws are jax.random.uniform's float64 ones as before). Fractions 0, 0.3, 1 and an
+    interior 0.6 cover every branch."""
+    splits, fd, _ = family_out
+    settings = B.FamilySettings(lam=1.0, fractions=(0.0, 0.3, 1.0, 0.6))
+    with jax.enable_x64(x64):
+        both = jax.jit(lambda k, t: (B.baseline_family(k, fd, t, settings),
+                                     _reference_family(k, fd, t, settings)))
+        for s in range(2):
+            got, want = both(jax.random.fold_in(jax.random.key(5), s),
+                             jnp.asarray(splits.train[s]))
+            for k, v in want.items():
+                np.testing.assert_allclose(np.asarray(got[k]), np.asarray(v), rtol=0,
+                                           atol=2e-5, err_msg=k)
+            # the replaced bits moved the curve (not the ridge at every strength)
+            assert not np.allclose(got["replaced_bits"][1], got["ridge_fp"], atol=1e-3)
+
+
+@pytest.mark.parametrize("key", [jax.random.key(42), jax.random.fold_in(jax.random.key(0), 7),
+                                 jax.random.PRNGKey(3)], ids=["typed", "folded", "raw"])
+def test_fused_threefry_draws_are_jax_random_s(key):
+    """_threefry_bits is jax.random.bits bit for bit (shapes with odd sizes; under vmap
+    over keys too); _uniform (x64 off) is jax.random.uniform; other keys fall back."""
+    bits = jax.jit(B._threefry_bits, static_argnums=1)
+    for shape in [(7,), (3, 4, 5), (130, 64)]:
+        np.testing.assert_array_equal(np.asarray(bits(key, shape)),
+                                      np.asarray(jax.random.bits(key, shape, jnp.uint32)))
+        with jax.enable_x64(False):
+            np.testing.assert_array_equal(
+                np.asarray(jax.jit(B._uniform, static_argnums=1)(key, shape)),
+                np.asarray(jax.random.uniform(key, shape)))
+    keys = jax.random.split(key, 3)
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(jax.vmap(lambda k: B._threefry_bits(k, (5, 3))))(keys)),
+        np.asarray(jax.vmap(lambda k: jax.random.bits(k, (5, 3), jnp.uint32))(keys)))
+    rbg = jax.random.key(1, impl="rbg")
+    np.testing.assert_array_equal(np.asarray(B._threefry_bits(rbg, (4, 3))),
+                                  np.asarray(jax.random.bits(rbg, (4, 3), jnp.uint32)))
+
+
+def test_bit_gram_equals_the_float64_product():
+    """The block-triangle Gram matrix of 0/1 rows is x @ x.T exactly (integer counts),
+    for row counts that do not divide into the blocks and fewer rows than blocks."""
+    rng = np.random.default_rng(4)
+    for n, d, dens in [(1, 7, 0.5), (3, 9, 0.5), (41, 128, 0.1), (130, 2048, 0.01),
+                       (642, 2048, 0.007)]:
+        x = (rng.random((n, d)) < dens).astype(np.float32)
+        want = x.astype(np.float64) @ x.T.astype(np.float64)
+        for blocks in (1, 2, 4, 7):
+            got = np.asarray(jax.jit(B._bit_gram, static_argnums=1)(jnp.asarray(x), blocks))
+            np.testing.assert_array_equal(got, want, err_msg=f"{n} x {d}, {blocks} blocks")
+
+
 # -- metrics and the bootstrap --------------------------------------------------------
 
 def test_metrics_against_numpy_scipy_sklearn():

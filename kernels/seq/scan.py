@@ -11,8 +11,13 @@ For channels ``d`` and state index ``n`` (Gu & Dao 2023, "Mamba", Alg. 2):
 optionally gated, ``y * silu(z)``. The recurrence is the composition of affine maps
 ``h -> a h + b``, associative under ``(a_1, b_1) . (a_2, b_2) = (a_2 a_1, a_2 b_1 + b_2)``,
 so it also runs as ``lax.associative_scan`` (depth ``O(log L)``, but it materialises the
-``(B, L, D, N)`` state several times). States, ``Delta A`` and the exponentials are
-float32 whatever the input dtype; ``y`` is returned in ``x``'s dtype.
+``(B, L, D, N)`` state several times). The sequential form runs as an outer ``lax.scan``
+over chunks of ``chunk`` steps, each an inner ``lax.scan`` under ``jax.checkpoint``: the
+values are those of one scan over time, but reverse-mode autodiff keeps only the state at
+chunk boundaries and recomputes a chunk's steps when its backward runs, so the backward
+works on cache-sized ``(chunk, B, D, N)`` residuals instead of writing and reading the
+whole ``(L, B, D, N)`` trajectory (benchmarks/RESULTS.md). States, ``Delta A`` and the
+exponentials are float32 whatever the input dtype; ``y`` is returned in ``x``'s dtype.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ __all__ = ["ScanResult", "selective_scan", "selective_scan_sequential",
            "selective_scan_associative"]
 
 F32 = jnp.float32
+CHUNK = 16  # steps per rematerialised chunk of the sequential form on CPU (RESULTS.md)
 
 
 class ScanResult(NamedTuple):
@@ -63,8 +69,10 @@ def selective_scan_sequential(x: Float[Array, "B L D"], delta: Float[Array, "B L
                               A: Float[Array, "D N"], B: Float[Array, "B L N"],
                               C: Float[Array, "B L N"], D: Float[Array, " D"] | None = None,
                               z: Float[Array, "B L D"] | None = None,
-                              h0: Float[Array, "B D N"] | None = None) -> ScanResult:
-    """The selective scan as one ``lax.scan`` over time (module docstring).
+                              h0: Float[Array, "B D N"] | None = None, *,
+                              chunk: int = CHUNK) -> ScanResult:
+    """The selective scan step by step over time, in rematerialised chunks of ``chunk``
+    steps (module docstring).
 
     Args:
       x: inputs (batch, length, channels).
@@ -74,13 +82,19 @@ def selective_scan_sequential(x: Float[Array, "B L D"], delta: Float[Array, "B L
       D: skip weights (channels,), or None.
       z: gate (batch, length, channels), or None.
       h0: initial state (batch, channels, state), zeros when None.
+      chunk: steps per rematerialised chunk (static, >= 1; cut to the length). A length
+        not divisible by it is padded at the end with ``delta = 0`` (the identity step).
 
     Returns:
       A :class:`ScanResult`.
     """
     _check(x, delta, A, B, C)
-    b, _, d = x.shape
+    if not (isinstance(chunk, int) and chunk >= 1):
+        raise ValueError(f"`chunk` must be an int >= 1; got {chunk!r}")
+    b, length, d = x.shape
     n = A.shape[1]
+    q = min(chunk, length)
+    pad = (-length) % q
     h = jnp.zeros((b, d, n), F32) if h0 is None else h0.astype(F32)
     Af = A.astype(F32)
 
@@ -89,8 +103,14 @@ def selective_scan_sequential(x: Float[Array, "B L D"], delta: Float[Array, "B L
         h = jnp.exp(dt[:, :, None] * Af) * h + (dt * xt)[:, :, None] * bt[:, None, :]
         return h, jnp.einsum("bdn,bn->bd", h, ct)
 
-    seq = tuple(jnp.swapaxes(v.astype(F32), 0, 1) for v in (x, delta, B, C))
-    h, ys = jax.lax.scan(body, h, seq)
+    @jax.checkpoint
+    def chunk_body(h, inp):
+        return jax.lax.scan(body, h, inp)
+
+    seq = tuple(jnp.pad(jnp.swapaxes(v.astype(F32), 0, 1), ((0, pad), (0, 0), (0, 0)))
+                .reshape(-1, q, b, v.shape[2]) for v in (x, delta, B, C))
+    h, ys = jax.lax.scan(chunk_body, h, seq)
+    ys = ys.reshape(-1, b, d)[:length]
     return ScanResult(_finish(x, jnp.swapaxes(ys, 0, 1), D, z), h)
 
 
@@ -119,12 +139,14 @@ def selective_scan_associative(x: Float[Array, "B L D"], delta: Float[Array, "B 
 
 
 def selective_scan(x, delta, A, B, C, D=None, z=None, h0=None, *,
-                   mode: Literal["sequential", "associative"] = "sequential") -> ScanResult:
-    """:func:`selective_scan_sequential` or :func:`selective_scan_associative` by
-    ``mode`` (static). On CPU the sequential form is usually faster (see
-    benchmarks/RESULTS.md); the associative form has logarithmic depth."""
+                   mode: Literal["sequential", "associative"] = "sequential",
+                   chunk: int = CHUNK) -> ScanResult:
+    """:func:`selective_scan_sequential` (in chunks of ``chunk`` steps) or
+    :func:`selective_scan_associative` by ``mode`` (static). On CPU the sequential form
+    is usually faster (see benchmarks/RESULTS.md); the associative form has logarithmic
+    depth."""
     if mode == "sequential":
-        return selective_scan_sequential(x, delta, A, B, C, D, z, h0)
+        return selective_scan_sequential(x, delta, A, B, C, D, z, h0, chunk=chunk)
     if mode == "associative":
         return selective_scan_associative(x, delta, A, B, C, D, z, h0)
     raise ValueError(f"`mode` must be 'sequential' or 'associative'; got {mode!r}")

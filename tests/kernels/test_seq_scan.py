@@ -41,11 +41,13 @@ def make_inputs(key, b=2, length=12, d=5, n=3, dtype=jnp.float32):
     return tuple(v.astype(dtype) for v in (x, delta, A, B, C, z))
 
 
-@pytest.mark.parametrize("mode", ["sequential", "associative"])
-def test_scan_matches_reference(key, mode):
+@pytest.mark.parametrize("mode,chunk", [("sequential", 16), ("sequential", 5),
+                                        ("sequential", 1), ("associative", 16)])
+def test_scan_matches_reference(key, mode, chunk):
+    """chunk 16 > length 12 (one chunk), 5 (padded: 12 = 2 * 5 + 2), 1 (every step)."""
     x, delta, A, B, C, z = make_inputs(key)
     D = jnp.linspace(0.5, 1.5, x.shape[-1], dtype=jnp.float32)
-    res = seq.selective_scan(x, delta, A, B, C, D, z, mode=mode)
+    res = seq.selective_scan(x, delta, A, B, C, D, z, mode=mode, chunk=chunk)
     y_ref, h_ref = reference_scan(x, delta, A, B, C, D, z)
     assert res.y.dtype == jnp.float32 and res.state.dtype == jnp.float32
     np.testing.assert_allclose(res.y, y_ref, rtol=2e-5, atol=2e-5)
@@ -67,20 +69,25 @@ def test_scan_initial_state_continues_a_split_sequence(key):
     x, delta, A, B, C, _ = make_inputs(key, length=10)
     full = seq.selective_scan_sequential(x, delta, A, B, C)
     first = seq.selective_scan_sequential(x[:, :4], delta[:, :4], A, B[:, :4], C[:, :4])
-    for fn in (seq.selective_scan_sequential, seq.selective_scan_associative):
+    for fn in (seq.selective_scan_sequential, seq.selective_scan_associative,
+               lambda *a, **k: seq.selective_scan_sequential(*a, **k, chunk=4)):
         rest = fn(x[:, 4:], delta[:, 4:], A, B[:, 4:], C[:, 4:], h0=first.state)
         np.testing.assert_allclose(rest.y, full.y[:, 4:], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("mode", ["sequential",
-                                  pytest.param("associative", marks=pytest.mark.slow)])
-def test_scan_gradient_matches_finite_differences(key, mode):
+@pytest.mark.parametrize("mode,chunk", [("sequential", 4),
+                                        pytest.param("sequential", 16, marks=pytest.mark.slow),
+                                        pytest.param("associative", 16,
+                                                     marks=pytest.mark.slow)])
+def test_scan_gradient_matches_finite_differences(key, mode, chunk):
+    """chunk 4 of 6 steps: two rematerialised chunks, the second padded."""
     x, delta, A, B, C, z = make_inputs(key, b=1, length=6, d=3, n=2)
     args64 = [np.asarray(v, np.float64) for v in (x, delta, A, B, C, z)]
     w = np.asarray(jax.random.normal(jax.random.fold_in(key, 1), x.shape), np.float64)
 
     def loss(x, delta, A, B, C, z):
-        return jnp.sum(seq.selective_scan(x, delta, A, B, C, None, z, mode=mode).y * w)
+        return jnp.sum(seq.selective_scan(x, delta, A, B, C, None, z, mode=mode,
+                                          chunk=chunk).y * w)
 
     grads = jax.grad(loss, argnums=(0, 1, 2, 3, 4))(*[jnp.asarray(a, jnp.float32)
                                                       for a in args64])
@@ -209,6 +216,8 @@ def test_bad_shapes_name_the_argument(key):
         seq.selective_scan(x, delta, A[:2], B, C)
     with pytest.raises(ValueError, match="`mode`"):
         seq.selective_scan(x, delta, A, B, C, mode="parallel")
+    with pytest.raises(ValueError, match="`chunk`"):
+        seq.selective_scan(x, delta, A, B, C, chunk=0)
     xs, dt, As, Bs, Cs = ssd_inputs(key)
     with pytest.raises(ValueError, match="`chunk`"):
         seq.ssd_chunked(xs, dt, As, Bs, Cs, chunk=0)

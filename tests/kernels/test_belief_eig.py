@@ -184,6 +184,24 @@ def test_table_checks_under_jit_name_the_failure(problem):
         jax.block_until_ready(g(lp, ll + 0.1))
 
 
+def test_eager_eig_compile_options_follow_the_isa_limit(monkeypatch):
+    """Concrete calls compile with 512-bit vectors only on an AVX-512 CPU backend without a
+    lower ``--xla_cpu_max_isa``."""
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        flags = ""
+    E._cpu_compiler_options.cache_clear()
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_max_isa=AVX2")
+    assert E._cpu_compiler_options() == ()
+    E._cpu_compiler_options.cache_clear()
+    monkeypatch.delenv("XLA_FLAGS")
+    want = (("xla_cpu_prefer_vector_width", 512),) if (
+        " avx512f" in flags and jax.default_backend() == "cpu") else ()
+    assert E._cpu_compiler_options() == want
+    E._cpu_compiler_options.cache_clear()
+
+
 def test_eig_jvp_matches_finite_differences(problem):
     """The one-pass reduction has its own JVP (JAX's variadic-reduce JVP fails on
     symbolic zeros): against central differences in float64."""

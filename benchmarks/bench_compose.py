@@ -36,8 +36,8 @@ list):
   (heads-major row blocks, and ``dot_product_attention``) against torch's
   ``scaled_dot_product_attention``.
 
-The Mamba-2 and attention cases also report each side's median process CPU time per call
-(all threads), the steadier measure on a loaded machine.
+Every case also reports each side's median process CPU time per call (all threads), the
+steadier measure on a loaded machine (the accuracy column: ``cpu/call``).
 
 Peers run in ``benchmarks/.peer-venv-torch`` (torch 2.14.1, mambapy 1.2.0; created on
 first use by :func:`jaxkit.bench.ensure_peer_venv`), one at a time, with
@@ -96,28 +96,12 @@ def write_arrays(folder: Path, arrays: dict) -> Path:
     return path
 
 
-def run_peer(script: str, request: dict) -> dict:
-    """Run ``peers/SCRIPT REQUEST.json`` in the torch venv; its JSON reply."""
-    from jaxkit import bench
-
-    py = bench.ensure_peer_venv(PEER_VENV, PEER_SPECS, PEER_CHECK)
-    with tempfile.TemporaryDirectory() as tmp:
-        req = Path(tmp) / "request.json"
-        req.write_text(json.dumps(request))
-        env = dict(bench.peer_env(), OMP_NUM_THREADS=str(request.get("threads", THREADS)))
-        p = subprocess.run([str(py), str(HERE / "peers" / script), str(req)], env=env,
-                           capture_output=True, text=True, timeout=3600)
-    if p.returncode != 0:
-        raise RuntimeError(f"{script} failed: {p.stderr.strip().splitlines()[-3:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-# Peers of the Mamba-2 and attention cases, run like the scripts in peers/ (same venv,
-# same protocol, ``read_arrays`` of peers/torch_nanogpt.py); each reply also carries the
-# process CPU time of every timed call. Mamba-2 has no CPU peer library (mambapy's Mamba2
-# and mamba-ssm call Triton kernels, CUDA only), so its peer is the pure-PyTorch
-# ``ssd_minimal_discrete`` recurrence of state-spaces/mamba (the reference listing of the
-# SSD paper) inside the same mixer, written here from the paper.
+# The peers run in the torch venv from these sources (the models of peers/torch_nanogpt.py
+# and the weight copy of peers/torch_mamba.py, ``read_arrays`` of the former); each reply
+# carries the wall and the process CPU time of every timed call. Mamba-2 has no CPU peer
+# library (mambapy's Mamba2 and mamba-ssm call Triton kernels, CUDA only), so its peer is
+# the pure-PyTorch ``ssd_minimal_discrete`` recurrence of state-spaces/mamba (the
+# reference listing of the SSD paper) inside the same mixer, written here from the paper.
 PEER_COMMON = """
 import json, sys, time
 from pathlib import Path
@@ -231,8 +215,74 @@ print(json.dumps(dict(times=times, cpu=cpu, check=check, threads=torch.get_num_t
 """
 
 
+PEER_GPT = """
+from torch_nanogpt import GPT
+
+torch.manual_seed(0)
+model = GPT(req["n_layer"], req["n_head"], req["d"], req["block_size"])
+model.load_jaxkit(w)
+with torch.no_grad():
+    check = float(model(w["check_x"].long(), w["check_y"].long()))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
+data = w["data"].long()
+b, t = req["batch"], req["block_size"]
+gen = torch.Generator().manual_seed(1)
+
+
+def step():  # torch_nanogpt.py's step
+    ix = torch.randint(len(data) - t - 1, (b,), generator=gen)
+    x = torch.stack([data[i:i + t] for i in ix])
+    y = torch.stack([data[i + 1:i + 1 + t] for i in ix])
+    loss = model(x, y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+
+
+times, cpu = timed(step)
+print(json.dumps(dict(times=times, cpu=cpu, check_loss=check, threads=torch.get_num_threads(),
+                      versions=versions(["torch"]))))
+"""
+
+
+PEER_MAMBA = """
+from mambapy.mamba import MambaBlock, MambaConfig
+
+cfg = MambaConfig(d_model=req["d"], n_layers=1, d_state=req["d_state"],
+                  expand_factor=req["expand"], d_conv=req["d_conv"], pscan=True)
+blk = MambaBlock(cfg)
+with torch.no_grad():  # peers/torch_mamba.py's weight copy
+    blk.in_proj.weight.copy_(w["w_in"].T)
+    blk.conv1d.weight.copy_(w["conv_w"].T[:, None, :])
+    blk.conv1d.bias.copy_(w["conv_b"])
+    blk.x_proj.weight.copy_(w["w_x"].T)
+    blk.dt_proj.weight.copy_(w["w_dt"].T)
+    blk.dt_proj.bias.copy_(w["b_dt"])
+    blk.A_log.copy_(w["A_log"])
+    blk.D.copy_(w["D"])
+    blk.out_proj.weight.copy_(w["w_out"].T)
+x, g = w["x"].clone().requires_grad_(True), w["g"]
+with torch.no_grad():
+    check = float((blk(x) * g).sum())
+
+
+def call():
+    for p in blk.parameters():
+        p.grad = None
+    x.grad = None
+    (blk(x) * g).sum().backward()
+
+
+times, cpu = timed(call)
+print(json.dumps(dict(times=times, cpu=cpu, check=[0.0, check],
+                      threads=torch.get_num_threads(), versions=versions(["torch", "mambapy"]))))
+"""
+
+
 def run_peer_source(source: str, request: dict, tmp: Path) -> dict:
-    """Run ``PEER_COMMON + source`` in the torch venv (the protocol of :func:`run_peer`)."""
+    """Run ``PEER_COMMON + source`` in the torch venv: the request as JSON, the arrays as
+    raw bytes (:func:`write_arrays`), the reply one JSON line on stdout."""
     script = Path(tmp) / "peer_inline.py"
     script.write_text(PEER_COMMON.format(peers=str(HERE / "peers")) + source)
     from jaxkit import bench
@@ -289,17 +339,24 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
     dtype = jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32
     data_dev = jnp.asarray(data)
     check = sample_windows(jax.random.key(7), data_dev, B, T)
-    rows, recs = [], {}
+    rows, recs, cpus = [], {}, {}
     opt = optax.chain(optax.clip_by_global_norm(1.0),
                       optax.adamw(1e-3, b1=0.9, b2=0.95, weight_decay=0.1))
     for impl in ("einsum", "xla"):
         model = build("AM" * L, jax.random.key(0), width=D, heads=H, context=T,
                       dtype=dtype, attn_impl=impl)
-        graphdef, state = nnx.split(model)
+        graphdef, nstate = nnx.split(model)
+        # the parameters travel as a flat list of arrays (the pipeline's trainer passes
+        # pure dicts): nnx Variables in the carried state cost ~7 ms of Python flattening
+        # per call at gpt-small
+        state, treedef = jax.tree.flatten(nstate)
 
-        def loss(params, key, batch, aux, graphdef=graphdef):
+        def merged(params, graphdef=graphdef, treedef=treedef):
+            return nnx.merge(graphdef, jax.tree.unflatten(treedef, params))
+
+        def loss(params, key, batch, aux, merged=merged):
             del key, aux
-            logits = nnx.merge(graphdef, params)(batch[:, :-1])
+            logits = merged(params)(batch[:, :-1])
             return lm_loss(logits, batch[:, 1:]), ()
 
         step = ktrain.make_train_step(loss, opt)
@@ -312,12 +369,13 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
                                   n_runs=args.repeats, warmup=2, items=B * T,
                                   name=f"{name} step ({impl})")
         recs[impl] = rec
+        cpus[impl] = cpu_per_call(jax.jit(train_step), st0, jax.random.key(1), data_dev,
+                                  n_runs=args.repeats)
         if impl == "einsum":
             arch = model.arch
-            fwd = jax.jit(lambda p, b, graphdef=graphdef: lm_loss(
-                nnx.merge(graphdef, p)(b[:, :-1]), b[:, 1:]))
-            vg = jax.jit(jax.value_and_grad(lambda p, b, graphdef=graphdef: lm_loss(
-                nnx.merge(graphdef, p)(b[:, :-1]), b[:, 1:])))
+            fwd = jax.jit(lambda p, b, merged=merged: lm_loss(merged(p)(b[:, :-1]), b[:, 1:]))
+            vg = jax.jit(jax.value_and_grad(lambda p, b, merged=merged: lm_loss(
+                merged(p)(b[:, :-1]), b[:, 1:])))
             r_f = bench.time_jax(fwd, state, check, n_runs=args.repeats, items=B * T,
                                  name=f"{name} forward")
             r_g = bench.time_jax(vg, state, check, n_runs=args.repeats, items=B * T,
@@ -332,23 +390,25 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
                 if k.startswith("blocks/"):
                     _, i, f = k.split("/")
                     arrays[f"{i}.{f}"] = v
-    peer, acc_peer = None, ""
+    peer, acc_peer, r = None, "", None
     if not args.no_peers:
-        r = run_peer("torch_nanogpt.py", dict(c, arrays=str(write_arrays(tmp, arrays)),
-                                              n_runs=args.repeats, warmup=2,
-                                              threads=args.peer_threads))
+        # peers/torch_nanogpt.py's model and step, timed with each call's CPU time
+        r = run_peer_source(PEER_GPT, dict(c, arrays=str(write_arrays(tmp, arrays)),
+                                           n_runs=args.repeats, warmup=2,
+                                           threads=args.peer_threads), tmp)
         peer = bench.record_from_times(f"{name} torch", r["times"], warmup=2, items=B * T)
         acc_peer = f"check loss {r['check_loss']:.5f}"
     fl = arch.flops_per_token() * B * T
     pk = peak_flops()
     mfu = "" if pk is None else f", MFU {fl / recs['einsum'].median_s / pk:.1%}"
-    acc = f"check loss {check_loss:.5f}; {B * T / recs['einsum'].median_s:,.0f} tok/s{mfu}"
+    acc = (f"check loss {check_loss:.5f}; {B * T / recs['einsum'].median_s:,.0f} tok/s{mfu}; "
+           f"{cpu_note(cpus['einsum'], r)}")
     rows.append(dict(case=f"{name} train step", dtype=args.dtype, jax=recs["einsum"],
                      peer=peer, peer_name="torch nanoGPT" if peer else "-", acc_jax=acc,
                      acc_peer=acc_peer))
     rows.append(dict(case=f"{name} step, xla attention", dtype=args.dtype, jax=recs["xla"],
-                     peer=peer, peer_name="torch nanoGPT" if peer else "-", acc_jax="",
-                     acc_peer=""))
+                     peer=peer, peer_name="torch nanoGPT" if peer else "-",
+                     acc_jax=cpu_note(cpus["xla"], r), acc_peer=""))
     rows.append(dict(case=f"{name} forward only", dtype=args.dtype, jax=r_f, peer=None,
                      acc_jax="", acc_peer=""))
     rows.append(dict(case=f"{name} forward+backward", dtype=args.dtype, jax=r_g, peer=None,
@@ -368,28 +428,31 @@ def mamba_case(args, tmp: Path) -> list[dict]:
     p = seq.init_mamba(k, c["d"], expand=c["expand"], d_state=c["d_state"], d_conv=c["d_conv"])
     x = jax.random.normal(jax.random.fold_in(k, 1), (c["batch"], c["length"], c["d"]))
     g = jax.random.normal(jax.random.fold_in(k, 2), x.shape)
-    recs, outs = {}, {}
+    recs, outs, cpus = {}, {}, {}
     for mode in ("sequential", "associative"):
         def f(p, x, mode=mode):
             return jnp.sum(seq.mamba_mixer(p, x, mode=mode) * g)
         vg = jax.jit(jax.value_and_grad(f, argnums=(0, 1)))
         recs[mode] = bench.time_jax(vg, p, x, n_runs=args.repeats, items=c["batch"] * c["length"],
                                     name=f"mamba fwd+bwd ({mode})")
+        cpus[mode] = cpu_per_call(vg, p, x, n_runs=args.repeats)
         outs[mode] = float(f(p, x))
-    peer, acc_peer = None, ""
+    peer, acc_peer, r = None, "", None
     if not args.no_peers:
         arrays = {f: np.asarray(v) for f, v in zip(p._fields, p, strict=True)}
         arrays.update(x=np.asarray(x), g=np.asarray(g))
-        r = run_peer("torch_mamba.py", dict(c, arrays=str(write_arrays(tmp, arrays)),
-                                            n_runs=args.repeats, warmup=2,
-                                            threads=args.peer_threads))
+        # peers/torch_mamba.py's block and call, timed with each call's CPU time
+        r = run_peer_source(PEER_MAMBA, dict(c, arrays=str(write_arrays(tmp, arrays)),
+                                             n_runs=args.repeats, warmup=2,
+                                             threads=args.peer_threads), tmp)
         peer = bench.record_from_times("mambapy fwd+bwd", r["times"], warmup=2,
                                        items=c["batch"] * c["length"])
         acc_peer = f"sum(out*g) {r['check'][1]:.5f}"
     shape = f"B{c['batch']} L{c['length']} D{c['d']} N{c['d_state']}"
     return [dict(case=f"mamba fwd+bwd {mode} {shape}", dtype="float32", jax=recs[mode],
                  peer=peer, peer_name="mambapy pscan" if peer else "-",
-                 acc_jax=f"sum(out*g) {outs[mode]:.5f}", acc_peer=acc_peer)
+                 acc_jax=f"sum(out*g) {outs[mode]:.5f}; {cpu_note(cpus[mode], r)}",
+                 acc_peer=acc_peer)
             for mode in ("sequential", "associative")]
 
 

@@ -34,7 +34,7 @@ def test_quick_mamba_case_without_peers(bc, tmp_path):
 
 
 def test_inline_peers_compile_and_cpu_note(bc):
-    for src in (bc.PEER_MAMBA2, bc.PEER_ATTENTION):
+    for src in (bc.PEER_GPT, bc.PEER_MAMBA, bc.PEER_MAMBA2, bc.PEER_ATTENTION):
         compile(bc.PEER_COMMON.format(peers="/x") + src, "peer_inline.py", "exec")
     assert bc.cpu_note(0.002, None) == "cpu/call 2 ms"
     assert bc.cpu_note(0.002, {"cpu": [0.003, 0.004, 0.005]}).endswith("(2.00x)")

@@ -28,7 +28,8 @@ class Config(PipelineConfig):
     int_fracs: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75)
     methods: tuple[str, ...] = ("causaltab", "notears", "direct-lingam", "var-sort-regress",
                                 "r2-sort-regress", "gies", "random")
-    networks: tuple[str, ...] = ("sachs", "asia", "child", "Polzer_2012", "Shrier_2008")
+    networks: tuple[str, ...] = ("sachs", "asia", "child", "insurance", "alarm", "Polzer_2012",
+                                 "Shrier_2008")
     semantic_seeds: int = 5
     semantic_n: int = 200
     sachs_rows: int = 600

@@ -2,9 +2,11 @@
 time (so the seconds per dataset exclude compilation: the first dataset of each shape
 warms the compiled function up and is timed apart).
 
-Methods (``METHODS``): CausalTab (edge probabilities; the binary graph is the greedy DAG
-projection of the ``round(sum p)`` most probable edges: edges added by decreasing
-probability unless they close a cycle), NOTEARS (:func:`jaxkit.kernels.sem.notears`),
+Methods (``METHODS``): CausalTab (edge probabilities, all rows in one pass; above the
+model's ``max_vars`` variables, the mean over subsets of ``max_vars`` variables that
+cover every pair, :func:`jaxkit.causaltab.predict.edge_probabilities`; the binary graph
+is the greedy DAG projection of the ``round(sum p)`` most probable edges: edges added by
+decreasing probability unless they close a cycle), NOTEARS (:func:`jaxkit.kernels.sem.notears`),
 DirectLiNGAM, the var- and R2-sort-regress floors (:mod:`jaxkit.kernels.sem.sortability`),
 GIES (``gies.fit_bic`` given the per-row targets; observational data as one environment:
 GES), and random
@@ -28,6 +30,7 @@ from jaxkit.kernels import lingam, sem
 from jaxkit.kernels.sem import sortability as srt
 
 from .model import forward
+from .predict import edge_probabilities
 
 __all__ = ["METHODS", "Bench", "make_bench", "run_method", "evaluate", "dag_projection",
            "sid", "gies_fit"]
@@ -152,6 +155,10 @@ def run_method(method: str, x: np.ndarray, ind: np.ndarray, targets: np.ndarray,
     d = x.shape[1]
     if method == "causaltab":
         params, cfg = model
+        if d > cfg.max_vars:  # subsets of max_vars variables covering every pair
+            p = edge_probabilities(params, cfg, x, ind, n_chunk=x.shape[0],
+                                   var_chunk=cfg.max_vars)
+            return dag_projection(p).astype(np.float64), p
         p = np.asarray(_compiled("causaltab", cfg)(params, jnp.asarray(x, jnp.float32),
                                                    jnp.asarray(ind, jnp.float32)), np.float64)
         return dag_projection(p).astype(np.float64), p

@@ -1,18 +1,20 @@
-"""CausalTab pipeline pieces: predict's bad input and chunking, the expert networks, the
-DAG projection, the baselines on a case with a known answer, and the claim tests."""
+"""CausalTab pipeline pieces: predict's bad input, its row and variable chunking, the
+expert networks, the DAG projection, the baselines on a case with a known answer, and
+the claim tests."""
 
 from __future__ import annotations
 
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jaxkit.causaltab import evaluate as ev
 from jaxkit.causaltab import report, semantic
-from jaxkit.causaltab.model import ModelConfig, init_params
-from jaxkit.causaltab.predict import predict
+from jaxkit.causaltab.model import ModelConfig, forward, init_params
+from jaxkit.causaltab.predict import predict, variable_subsets
 
 CFG = ModelConfig(dim=8, heads=2, layers=1, ffn=2, max_vars=6)
 
@@ -39,6 +41,48 @@ def test_predict_chunks_rows_and_returns_probabilities():
     assert not np.allclose(predict(_x(40), mask, weights=w), p)  # the indicator is used
 
 
+def test_variable_subsets_cover_every_pair_deterministically():
+    for d, size, rounds in ((7, 6, 1), (37, 20, 1), (27, 5, 2)):
+        s = variable_subsets(d, size, seed=3, rounds=rounds)
+        assert s.shape[1] == size and all(len(set(r)) == size for r in s)
+        cover = np.zeros((d, d), int)
+        for r in s:
+            cover[np.ix_(r, r)] += 1
+        assert cover.min() >= 1, (d, size)  # every pair shares a subset
+        assert np.array_equal(s, variable_subsets(d, size, seed=3, rounds=rounds))
+    assert not np.array_equal(variable_subsets(37, 20, seed=0), variable_subsets(37, 20, seed=1))
+    assert np.array_equal(variable_subsets(5, 6), np.arange(5)[None])  # one subset
+
+
+@functools.cache
+def _plain_forward():  # one task, all rows and variables, no intervention indicator
+    params, cfg, _ = _weights()
+    return jax.jit(lambda x: forward(params, cfg, x, jnp.zeros_like(x),
+                                     jnp.ones(x.shape[1], bool), jnp.ones(x.shape[0], bool)))
+
+
+def test_predict_chunks_variables_beyond_max_vars():
+    w = _weights()
+    x = _x(40, 4)
+    direct = np.asarray(_plain_forward()(jnp.asarray(x, jnp.float32)), np.float64)
+    np.fill_diagonal(direct, 0.0)
+    one = predict(x, weights=w, n_chunk=40, var_chunk=4)  # one row chunk, one subset
+    np.testing.assert_allclose(one, direct, rtol=1e-5, atol=1e-6)
+    xw = _x(16, 9, seed=1)  # 9 > max_vars = 6 variables: subsets of 6 (16 rows, 1 chunk)
+    p = predict(xw, weights=w)
+    off = ~np.eye(9, dtype=bool)
+    assert p.shape == (9, 9) and np.all(p[~off] == 0) and np.all((p[off] > 0) & (p[off] < 1))
+    assert np.array_equal(p, predict(xw, weights=w))  # deterministic
+    assert not np.allclose(p, predict(xw, weights=w, seed=1))  # other subsets
+    tot, cnt = np.zeros((9, 9)), np.zeros((9, 9))  # the mean over the subsets, by hand
+    for r in variable_subsets(9, 6, seed=0):
+        tot[np.ix_(r, r)] += np.asarray(_plain_forward()(jnp.asarray(xw[:, r], jnp.float32)))
+        cnt[np.ix_(r, r)] += 1
+    ref = tot / cnt
+    np.fill_diagonal(ref, 0.0)
+    np.testing.assert_allclose(p, ref, rtol=1e-5, atol=1e-6)
+
+
 def test_predict_bad_input_names_the_argument(tmp_path):
     w = _weights()
     bad = _x()
@@ -53,8 +97,10 @@ def test_predict_bad_input_names_the_argument(tmp_path):
         predict(_x()[:1], weights=w)
     with pytest.raises(ValueError, match="interventions"):
         predict(_x(), np.zeros((5, 4)), weights=w)
-    with pytest.raises(ValueError, match="max_vars=6"):
-        predict(_x(d=7), weights=w)
+    with pytest.raises(ValueError, match="max_vars=6"):  # subsets above the limit
+        predict(_x(d=7), weights=w, var_chunk=7)
+    with pytest.raises(ValueError, match="var_chunk"):
+        predict(_x(d=7), weights=w, var_chunk=1)
     csv = tmp_path / "d.csv"
     csv.write_text("a,b,c\n1,2,x\n3,4,5\n2,1,0\n")
     with pytest.raises(ValueError, match="c"):

@@ -37,16 +37,15 @@ reported as the aligned reference, not as a misaligned baseline.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve, solve
 from jaxtyping import Array, Bool, Float
 
 from jaxkit.kernels import fingerprint as kfp
+from jaxkit.kernels._threefry import unrolled_key
 
 __all__ = ["BASELINES", "MISALIGNED", "CURVES", "FamilyData", "FamilySettings",
            "linear_ridge", "kernel_ridge", "family_data", "baseline_family", "run_family"]
@@ -209,52 +208,12 @@ def _each(f, *xs):
     return jax.lax.map(lambda a: f(*a), xs)
 
 
-def _threefry_bits(key, shape: tuple[int, ...]):
-    """``jax.random.bits(key, shape)`` (uint32) for a threefry2x32 key (typed, or a raw
-    ``uint32[2]`` of the default implementation) under ``jax_threefry_partitionable``
-    (JAX's default), as one elementwise expression: the same 20 rounds and key
-    injections as ``threefry2x32`` on the counters ``0 .. size - 1`` (high word 0),
-    output ``bits1 ^ bits2``. Bit-identical to ``jax.random.bits`` (tested). Why: JAX
-    lowers Threefry on CPU as a rolled loop (5 XLA while-loop steps, each streaming the
-    whole array through memory: 11 ms per 642 x 2048 draw); unrolled, XLA fuses it with
-    its consumers (the comparisons and the ``where`` of the replaced bits) into one loop
-    (2 ms). Any other key (implementation, or an array of keys) or setting falls back to
-    ``jax.random.bits``."""
-    size = math.prod(shape)
-    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
-    if typed:
-        ours = key.shape == () and str(jax.random.key_impl(key)) == "threefry2x32"
-        data = jax.random.key_data(key) if ours else None
-    else:
-        ours = (str(jax.config.jax_default_prng_impl) == "threefry2x32"
-                and key.dtype == jnp.uint32 and key.shape == (2,))
-        data = key
-    if not (ours and jax.config.jax_threefry_partitionable and size < 2 ** 32):
-        return jax.random.bits(key, shape, jnp.uint32)
-    k0, k1 = data[0], data[1]
-    ks = (k0, k1, k0 ^ k1 ^ np.uint32(0x1BD11BDA))
-    x0 = jnp.broadcast_to(ks[0], shape)  # the counters' high words are 0
-    x1 = jax.lax.iota(jnp.uint32, size).reshape(shape) + ks[1]
-    rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
-    for i in range(5):
-        for r in rotations[i % 2]:
-            x0 = x0 + x1
-            x1 = (x1 << np.uint32(r)) | (x1 >> np.uint32(32 - r))
-            x1 = x0 ^ x1
-        x0 = x0 + ks[(i + 1) % 3]
-        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
-    return x0 ^ x1
-
-
 def _uniform(key, shape: tuple[int, ...]):
-    """``jax.random.uniform(key, shape)`` in [0, 1): with float32 the default (x64 off),
-    from :func:`_threefry_bits` with ``jax.random.uniform``'s mapping (the 23 high bits
-    as the mantissa of a number in [1, 2), minus 1): the same numbers (tested). With
-    x64 on, ``jax.random.uniform`` itself (float64 draws, as before)."""
-    if jax.config.jax_enable_x64:
-        return jax.random.uniform(key, shape)
-    bits = (_threefry_bits(key, shape) >> np.uint32(9)) | np.uint32(0x3F800000)
-    return jax.lax.bitcast_convert_type(bits, jnp.float32) - jnp.float32(1.0)
+    """``jax.random.uniform(key, shape)``, the same numbers, drawn through the unrolled
+    Threefry of ``kernels._threefry`` (JAX's rolled CPU loop cost 11 ms per 642 x 2048
+    draw; unrolled, XLA fuses the hash with the comparisons and the ``where`` of the
+    replaced bits: about 2 ms). Other generators and float64 draws take JAX's path."""
+    return jax.random.uniform(unrolled_key(key), shape)
 
 
 def _replaced_inputs(key, fp, p, density, *, everything: bool = False):

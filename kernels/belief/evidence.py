@@ -22,8 +22,8 @@ For a model with latent sites ``theta`` and observed sites ``D``,
   so a caller can see when it is not (Newton & Raftery 1994 discuss the alternatives).
 
 The prior draws are the same bits as with the caller's key (Threefry-2x32, JAX's
-default): the key is re-wrapped as :data:`THREEFRY_UNROLLED`, the same hash with its 20
-rounds unrolled into vector code. JAX lowers Threefry on the CPU as a rolled loop, which
+default): the key is re-wrapped by ``kernels._threefry.unrolled_key``, the same hash
+with its 20 rounds unrolled into vector code. JAX lowers Threefry on the CPU as a rolled loop, which
 took 65-70% of a 256 x 1024-draw table (the seed handler splits a key per site and
 draw); the unrolled hash fuses with the samplers.
 
@@ -42,12 +42,10 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import jax
-import jax.extend.random as jex_random
 import jax.numpy as jnp
-import numpy as np
-from jax import lax
 from jax.scipy.special import betaln, gammaln, logsumexp
 
+from .._threefry import unrolled_key
 from ..checks import check_finite, check_in_range, fail
 
 __all__ = ["Evidence", "latent_sites", "observed_log_lik", "log_evidence", "log_lik_table",
@@ -72,81 +70,6 @@ class Evidence(NamedTuple):
     exact: Array
 
 
-# ----------------------------------------------------------------- unrolled Threefry
-
-_THREEFRY = jex_random.threefry_prng_impl
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-
-
-def _rotl(x, r: int):
-    return lax.shift_left(x, np.uint32(r)) | lax.shift_right_logical(x, np.uint32(32 - r))
-
-
-def _threefry2x32(k1, k2, x1, x2):
-    """Threefry-2x32 (20 rounds) of the counters ``(x1, x2)`` under the key ``(k1, k2)``,
-    unrolled: the same words as JAX's ``threefry2x32`` primitive (Salmon et al. 2011)."""
-    ks = (k1, k2, k1 ^ k2 ^ np.uint32(0x1BD11BDA))
-    x1, x2 = x1 + ks[0], x2 + ks[1]
-    for i in range(5):
-        for r in _ROTATIONS[i % 2]:
-            x1 = x1 + x2
-            x2 = _rotl(x2, r) ^ x1
-        x1 = x1 + ks[(i + 1) % 3]
-        x2 = x2 + ks[(i + 2) % 3] + np.uint32(i + 1)
-    return x1, x2
-
-
-def _hash_iota(key, shape):
-    """The hash of the flat index of every position of ``shape`` (high word 0), as JAX's
-    partitionable Threefry split and random bits count."""
-    lo = lax.iota(np.uint32, math.prod(shape)).reshape(shape)
-    return _threefry2x32(key[0], key[1], jnp.zeros(shape, np.uint32), lo)
-
-
-def _fits(shape) -> bool:
-    return 0 < math.prod(shape) < 2 ** 32
-
-
-def _split_unrolled(key, shape):
-    if not _fits(shape):
-        return _THREEFRY.split(key, shape)
-    return jnp.stack(_hash_iota(key, shape), axis=-1)
-
-
-def _bits_unrolled(key, bit_width: int, shape):
-    if bit_width == 64 or not _fits(shape):
-        return _THREEFRY.random_bits(key, bit_width, shape)
-    b1, b2 = _hash_iota(key, shape)
-    bits = b1 ^ b2
-    return bits if bit_width == 32 else bits.astype({8: np.uint8, 16: np.uint16}[bit_width])
-
-
-#: Threefry-2x32 with the hash unrolled (the bits of JAX's ``threefry2x32`` keys under
-#: ``jax_threefry_partitionable``, JAX's default): the PRNG of the prior draws.
-THREEFRY_UNROLLED = jex_random.define_prng_impl(
-    key_shape=(2,), seed=_THREEFRY.seed, split=_split_unrolled,
-    random_bits=_bits_unrolled, fold_in=_THREEFRY.fold_in,
-    name="threefry2x32 (unrolled)", tag="tfu")
-
-
-def _unrolled_key(key):
-    """``key`` as a :data:`THREEFRY_UNROLLED` key with the same data when it is a
-    Threefry key (typed, or a raw ``uint32[2]`` with Threefry as JAX's default) and JAX
-    splits partitionably; otherwise ``key`` unchanged."""
-    if not jax.config.jax_threefry_partitionable:
-        return key
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if str(jax.random.key_impl(key)) != "threefry2x32":
-            return key
-        data = jax.random.key_data(key)
-    elif (key.dtype == jnp.uint32 and key.shape[-1:] == (2,)
-          and jax.config.jax_default_prng_impl == "threefry2x32"):
-        data = key
-    else:
-        return key
-    return jax.random.wrap_key_data(data, impl=THREEFRY_UNROLLED)
-
-
 def _trace(model: Callable, key, args, kwargs):
     from numpyro import handlers
 
@@ -163,7 +86,7 @@ def latent_sites(model: Callable, *args, **kwargs) -> list[str]:
 def observed_log_lik(key, model: Callable, *args, **kwargs) -> Array:
     """``log p(D | theta)`` with ``theta`` one draw from the prior (key ``key``): the summed
     log density of the observed sites of one seeded trace."""
-    tr = _trace(model, _unrolled_key(key), args, kwargs)
+    tr = _trace(model, unrolled_key(key), args, kwargs)
     total = jnp.zeros(())
     for s in tr.values():
         if s["type"] == "sample" and s["is_observed"]:

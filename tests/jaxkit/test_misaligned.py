@@ -269,28 +269,6 @@ def test_family_equals_the_per_strength_reference(mols, family_out, x64):
             assert not np.allclose(got["replaced_bits"][1], got["ridge_fp"], atol=1e-3)
 
 
-@pytest.mark.parametrize("key", [jax.random.key(42), jax.random.fold_in(jax.random.key(0), 7),
-                                 jax.random.PRNGKey(3)], ids=["typed", "folded", "raw"])
-def test_fused_threefry_draws_are_jax_random_s(key):
-    """_threefry_bits is jax.random.bits bit for bit (shapes with odd sizes; under vmap
-    over keys too); _uniform (x64 off) is jax.random.uniform; other keys fall back."""
-    bits = jax.jit(B._threefry_bits, static_argnums=1)
-    for shape in [(7,), (3, 4, 5), (130, 64)]:
-        np.testing.assert_array_equal(np.asarray(bits(key, shape)),
-                                      np.asarray(jax.random.bits(key, shape, jnp.uint32)))
-        with jax.enable_x64(False):
-            np.testing.assert_array_equal(
-                np.asarray(jax.jit(B._uniform, static_argnums=1)(key, shape)),
-                np.asarray(jax.random.uniform(key, shape)))
-    keys = jax.random.split(key, 3)
-    np.testing.assert_array_equal(
-        np.asarray(jax.jit(jax.vmap(lambda k: B._threefry_bits(k, (5, 3))))(keys)),
-        np.asarray(jax.vmap(lambda k: jax.random.bits(k, (5, 3), jnp.uint32))(keys)))
-    rbg = jax.random.key(1, impl="rbg")
-    np.testing.assert_array_equal(np.asarray(B._threefry_bits(rbg, (4, 3))),
-                                  np.asarray(jax.random.bits(rbg, (4, 3), jnp.uint32)))
-
-
 def test_bit_gram_equals_the_float64_product():
     """The block-triangle Gram matrix of 0/1 rows is x @ x.T exactly (integer counts),
     for row counts that do not divide into the blocks and fewer rows than blocks."""

@@ -298,26 +298,9 @@ def test_log_lik_table_rows_normalised_and_exact_where_no_latent():
     assert V.latent_sites(_bb_marginal, 10, y=3) == []
 
 
-def test_unrolled_threefry_draws_the_same_bits(monkeypatch):
-    """The prior draws run on the unrolled Threefry: bit for bit JAX's own (splits, bits of
-    the widths the samplers use, normal draws, under vmap), and an estimated log evidence
-    equal to the one drawn with the caller's key as it is."""
-    key = jax.random.key(5)
-    assert str(jax.random.key_impl(V._unrolled_key(key))) != "threefry2x32"
-
-    @jax.jit
-    def draws(k):
-        ks = jax.random.split(k, (2, 3))
-        return (jax.random.key_data(ks), jax.random.bits(k, (2, 3), jnp.uint8),
-                jax.random.bits(k, (5,), jnp.uint16), jax.random.normal(k, (2, 3)),
-                jax.vmap(lambda kk: jax.random.uniform(jax.random.split(kk)[1], (2,)))(ks[0]))
-
-    for a, b in zip(draws(V._unrolled_key(key)), draws(key), strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    raw = jax.random.key_data(key)  # a raw uint32[2] key too
-    np.testing.assert_array_equal(jax.random.key_data(V._unrolled_key(raw)), raw)
-    rbg = jax.random.key(0, impl="rbg")
-    assert V._unrolled_key(rbg) is rbg  # other generators are left alone
+def test_unrolled_threefry_leaves_the_estimate_unchanged(monkeypatch):
+    """The prior draws run on the unrolled Threefry (tests/kernels/test_threefry.py: the
+    same bits): an estimated log evidence equals the one drawn with the caller's key."""
 
     def model(y=None):
         mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
@@ -328,6 +311,6 @@ def test_unrolled_threefry_draws_the_same_bits(monkeypatch):
             jax.random.key(2))
 
     fast = ev()
-    monkeypatch.setattr(V, "_unrolled_key", lambda k: k)
+    monkeypatch.setattr(V, "unrolled_key", lambda k: k)
     for a, b in zip(fast, ev(), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -23,7 +23,7 @@ list):
   ``kernels.seq.mamba_mixer`` with the sequential (``lax.scan``) and the associative
   selective scan against mambapy's ``MambaBlock`` (``pscan``), same weights; the
   outputs are compared.
-* ``mamba2`` -- one Mamba-2 mixer (width 128, expand 2, state 16, head dim 16, chunk 64;
+* ``mamba2`` -- one Mamba-2 mixer (width 128, expand 2, state 16, head dim 16, chunk 32;
   batch 8, length 256; ``--quick``: width 64, chunk 16, batch 4, length 64), forward +
   backward of ``sum(out * g)``: ``kernels.seq.mamba2_mixer`` with the chunked SSD and
   with its step-by-step recurrence, against the same mixer in PyTorch around
@@ -68,8 +68,8 @@ GPT = {"gpt-small": dict(n_layer=4, n_head=4, d=128, block_size=64, batch=12),
        "gpt-medium": dict(n_layer=6, n_head=6, d=384, block_size=256, batch=16)}
 MAMBA = dict(d=128, d_state=16, expand=2, d_conv=4, batch=8, length=256)
 MAMBA_QUICK = dict(d=64, d_state=16, expand=2, d_conv=4, batch=4, length=64)
-MAMBA2 = dict(d=128, d_state=16, expand=2, head_dim=16, d_conv=4, chunk=64, batch=8,
-              length=256)
+MAMBA2 = dict(d=128, d_state=16, expand=2, head_dim=16, d_conv=4, chunk=32, batch=8,
+              length=256)  # chunk: the composed models' (Arch.ssd_chunk), on both sides
 MAMBA2_QUICK = dict(d=64, d_state=16, expand=2, head_dim=16, d_conv=4, chunk=16, batch=4,
                     length=64)
 ATTENTION = {"small": dict(batch=12, length=64, heads=4, head_dim=32),

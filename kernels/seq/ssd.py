@@ -9,13 +9,14 @@ Per head ``h`` with a scalar decay (Dao & Gu 2024, "Transformers are SSMs", Sec.
 
 Within a chunk of ``Q`` steps the output is a masked matrix product,
 ``Y = (C B^T \\circ L) (\\Delta x)`` with ``L_{ij} = \\exp(\\sum_{k=j+1}^{i} \\Delta_k A)``
-for ``i >= j`` (0 above the diagonal), computed by the stable segment sum (values masked
-to ``-inf`` *after* a cumulative sum of masked entries, never as differences of
-cumsums); the chunks then exchange their final states by a short recurrence over
-``L / Q`` chunk states, and each chunk adds the decayed incoming state ``C_t^T H``.
-This follows ``ssd_minimal.py`` of state-spaces/mamba. A length not divisible by ``Q``
-is padded at the end with ``Delta = 0`` (the identity step), which leaves every earlier
-output unchanged. ``Delta A``, the segment sums, exponentials and states are float32.
+for ``i >= j`` (0 above the diagonal), computed by the stable segment sum (each entry
+the sum of its own terms, as one product with a constant 0/1 matrix, masked to ``-inf``
+above the diagonal afterwards; never as differences of cumsums); the chunks then exchange
+their final states by a short recurrence over ``L / Q`` chunk states, and each chunk adds
+the decayed incoming state ``C_t^T H``. This follows ``ssd_minimal.py`` of
+state-spaces/mamba. A length not divisible by ``Q`` is padded at the end with
+``Delta = 0`` (the identity step), which leaves every earlier output unchanged.
+``Delta A``, the segment sums, exponentials and states are float32.
 """
 
 from __future__ import annotations
@@ -49,10 +50,14 @@ def segsum(x: Float[Array, "... T"]) -> Float[Array, "... T T"]:
       The (..., T, T) segment sums.
     """
     t = x.shape[-1]
-    rep = jnp.broadcast_to(x[..., :, None], (*x.shape, t))
-    strict = jnp.tril(jnp.ones((t, t), bool), -1)
-    s = jnp.cumsum(jnp.where(strict, rep, 0), axis=-2)
-    return jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, -jnp.inf)
+    lower = jnp.tril(jnp.ones((t, t), bool))                  # [k <= i] (rows i, columns k)
+    # S_ij = sum_k x_k [k <= i] [k > j]: one matrix product with a constant 0/1 matrix, so
+    # every entry is a sum of exactly its own terms (no differences of cumsums); a cumsum
+    # over the (T, T) axis lowers to a reduce-window of T-fold work on XLA:CPU
+    xi = jnp.where(lower, x[..., None, :], 0)
+    after = jnp.tril(jnp.ones((t, t), x.dtype), -1)          # [k > j] (rows k, columns j)
+    s = jnp.matmul(xi, after, precision=jax.lax.Precision.HIGHEST)
+    return jnp.where(lower, s, -jnp.inf)
 
 
 def _check(x, dt, A, B, C):

@@ -35,9 +35,16 @@ every position, SAE p's at position p):
   chain alignments) against the whole ``(T, d)`` atoms. A window-1 atom reaches at most
   ``1/sqrt(T)`` against a persistent atom by construction.
 * *FVU* of the held-out windows (jointly over the window), *L0* per window.
-* HMM: *state accuracy* of the reconstruction readout ``argmax_s <x_hat_t, mu_s>`` at
-  every window position (unsupervised; raw-token and forward-backward references), and
-  MMCS of the state directions against the slices.
+* HMM: whether the *latents* track the hidden state: the held-out state accuracy of a
+  linear probe (:func:`probe_accuracy`, ridge regression onto the one-hot state, one
+  probe per window position) from the method's codes of the whole window (all latents
+  active on it: the per-token SAE's T codes side by side) to the state at each position,
+  fitted on the training sequences and scored on the test sequences (``probe_acc``);
+  beside it the same probe on the raw window (``window_probe``, the baseline a latent
+  readout must beat) and the Bayes filter / forward-backward references. Second column:
+  the *state accuracy of the reconstruction readout* ``argmax_s <x_hat_t, mu_s>``
+  (``state_acc``, unsupervised; it goes through x_hat, which keeps the noise). Also MMCS
+  of the state directions against the slices.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from jaxkit.kernels import crosscoder as cc
 from jaxkit.stats import t_interval
@@ -59,13 +66,14 @@ from .train import METHODS, TrainConfig, Trainer, train_method, view_norm_penalt
 __all__ = ["METHODS", "LABELS", "TrainConfig", "MarkovSetting", "HMMSetting", "ChainSetting",
            "Trainer", "train_method", "window_forward", "window_atoms", "window_slices",
            "token_slices", "view_norm_penalty", "recovery_metrics", "evaluate",
-           "hmm_references", "compare_markov", "compare_hmm", "compare_chains", "interval",
-           "summarise"]
+           "hmm_references", "probe_accuracy", "compare_markov", "compare_hmm",
+           "compare_chains", "interval", "summarise"]
 
 LABELS = {"sae": "per-token SAE", "stacked": "stacked per-position SAEs",
           "acausal": "acausal crosscoder (L1, per-position norms)",
           "tc": "temporal crosscoder (TopK)"}
 SLICE_FLOOR = 0.1
+PROBE_RIDGE = 1e-2  # ridge of the state probe, per fit row, on standardised features
 
 
 def window_forward(method: str, params, x: Float[Array, "B T d"],
@@ -158,10 +166,13 @@ def _forward_seeds(method, params, x, cfg):
 
 def evaluate(method: str, params, x_test: Float[Array, "S B T d"], cfg: TrainConfig,
              token_truth: Float[Array, "S F d"], window_truth: Float[Array, "S G T d"],
-             *, states=None) -> dict[str, np.ndarray]:
+             *, states=None, probe_fit=None) -> dict[str, np.ndarray]:
     """Per-seed metrics of one method: :func:`recovery_metrics`, FVU over the held-out
     windows, L0 per window and (``states (S, B, T)`` given, HMM) the state accuracy of
-    the reconstruction readout ``argmax_s <x_hat_t, u_s>`` with ``u = token_truth``."""
+    the reconstruction readout ``argmax_s <x_hat_t, u_s>`` with ``u = token_truth``
+    (``state_acc``); with ``probe_fit = (x_fit (S, N, T, d), states_fit (S, N, T))`` also
+    the held-out accuracy of the latent probe (``probe_acc``, :func:`probe_accuracy` on
+    the window codes, fitted on ``probe_fit``)."""
     z, xh, atoms, slices = _forward_seeds(method, params, x_test, cfg)
     out = {k: np.asarray(v, np.float64) for k, v in
            _recovery_seeds(atoms, slices, token_truth, window_truth).items()}
@@ -172,7 +183,75 @@ def evaluate(method: str, params, x_test: Float[Array, "S B T d"], cfg: TrainCon
     if states is not None:
         pred = np.argmax(np.einsum("sbtd,sgd->sbtg", xh64, np.asarray(token_truth)), -1)
         out["state_acc"] = (pred == np.asarray(states)).mean((1, 2))
+    if probe_fit is not None:
+        x_fit, s_fit = probe_fit
+        z_fit = _codes_seeds(method, params, x_fit, cfg)
+        out["probe_acc"] = _probe_seeds(z_fit, s_fit, z, states, token_truth.shape[1],
+                                        _probe_width(cfg, x_test.shape[-1]))
     return out
+
+
+@functools.partial(jax.jit, static_argnames=("method", "cfg"))
+def _codes_seeds(method, params, x, cfg):
+    """Per seed: the window codes of :func:`window_forward` (the decoder is not run)."""
+    return jax.vmap(lambda p, xx: window_forward(method, p, xx, cfg)[0])(params, x)
+
+
+def probe_accuracy(fit_x: Float[Array, "N p"], fit_y: Int[Array, "N P"],
+                   test_x: Float[Array, "M p"], test_y: Int[Array, "M P"], n_classes: int,
+                   ridge: float = PROBE_RIDGE) -> Float[Array, " P"]:
+    """Held-out accuracy of a linear probe per target column (one probe per position).
+
+    Ridge regression onto the one-hot classes, predicted class the argmax: features
+    standardised on the fit rows (constant columns, e.g. dead latents or zero padding,
+    stay zero), centred targets (an unpenalised intercept),
+    ``W = (X'X + ridge N I)^{-1} X' (Y - mean Y)`` for all ``P`` targets in one solve.
+    Deterministic, fixed shapes; ``jit`` with ``n_classes`` static.
+
+    Args:
+      fit_x, fit_y: fit rows and their classes in ``[0, n_classes)``, one column per target.
+      test_x, test_y: held-out rows and classes.
+      n_classes: the number of classes.
+      ridge: the penalty per fit row on the standardised scale.
+
+    Returns:
+      The accuracy of each target column on the held-out rows.
+    """
+    N, P = fit_y.shape
+    hi = jax.lax.Precision.HIGHEST
+    mu, sd = fit_x.mean(0), fit_x.std(0)
+    sd = jnp.where(sd > 1e-6 * jnp.max(sd), sd, 1.0)
+    xf, xt = (fit_x - mu) / sd, (test_x - mu) / sd
+    y = jax.nn.one_hot(fit_y, n_classes).reshape(N, P * n_classes)
+    y_mean = y.mean(0)
+    gram = jnp.matmul(xf.T, xf, precision=hi) + ridge * N * jnp.eye(xf.shape[1])
+    w = jnp.linalg.solve(gram, jnp.matmul(xf.T, y - y_mean, precision=hi))
+    scores = (jnp.matmul(xt, w, precision=hi) + y_mean).reshape(-1, P, n_classes)
+    return jnp.mean(jnp.argmax(scores, -1) == test_y, 0)
+
+
+_probe_jit = jax.jit(probe_accuracy, static_argnames=("n_classes",))
+
+
+def _probe_width(cfg: TrainConfig, d: int) -> int:
+    """One feature width for every method's codes and the raw window at window T (the
+    widest: the per-token / stacked SAEs' ``T n`` codes or the raw ``T d``), so the probe
+    compiles once per window."""
+    return cfg.window * max(cfg.n_latents, d)
+
+
+def _probe_seeds(z_fit, s_fit, z_test, s_test, n_classes: int, width: int) -> np.ndarray:
+    """Mean held-out probe accuracy over window positions, per seed; features
+    zero-padded to ``width``. One seed at a time: the solve is LAPACK, which is not
+    ``vmap``-ed on CPU (``kernels/_batching.py``)."""
+    def pad(a):
+        a = jnp.asarray(a, jnp.float32).reshape(a.shape[0], -1)
+        return jnp.pad(a, ((0, 0), (0, width - a.shape[1])))
+
+    return np.array([float(jnp.mean(_probe_jit(pad(z_fit[i]), jnp.asarray(s_fit[i]),
+                                               pad(z_test[i]), jnp.asarray(s_test[i]),
+                                               n_classes=n_classes)))
+                     for i in range(z_fit.shape[0])])
 
 
 def hmm_references(task: tasks.HMMTask, window: int, *, amplitude, sigma) -> dict[str, float]:
@@ -366,23 +445,32 @@ def compare_hmm(key: PRNGKeyArray, setting: HMMSetting, cfg: TrainConfig, *, win
                 k: int = 1, n_seeds: int = 3, methods=METHODS, trainer: Trainer = Trainer(),
                 name: str = "hmm"):
     """HMM denoising comparison; also returns the references of :func:`hmm_references`
-    per window under the key ``"references"`` (per-seed arrays)."""
+    per window under the key ``"references"`` (per-seed arrays), with ``window_probe``:
+    the latent probe of :func:`evaluate` on the raw window (same fit and test windows)."""
     s = setting
     seed_keys = _seed_keys(key, n_seeds)
     data = _hmm_data(seed_keys, s)
     train_x = data.x[:, :s.n_train]
     test = data._replace(x=data.x[:, s.n_train:], states=data.states[:, s.n_train:])
 
+    def state_windows(states, T):
+        st = jax.vmap(lambda ss: tasks.sliding_windows(ss[..., None], T)[..., 0])(states)
+        return st.reshape(n_seeds, -1, T)
+
     def ev(m, params, cfg):
         T = cfg.window
-        st = jax.vmap(lambda ss: tasks.sliding_windows(ss[..., None], T)[..., 0])(test.states)
         truth_w = jax.vmap(lambda u: tasks.persistent_atoms(u, T))(data.directions)
+        fit = (_test_windows(train_x, T), state_windows(data.states[:, :s.n_train], T))
         return evaluate(m, params, _test_windows(test.x, T), cfg, data.directions, truth_w,
-                        states=st.reshape(n_seeds, -1, T))
+                        states=state_windows(test.states, T), probe_fit=fit)
 
     out = _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev, trainer, name)
     for T in windows:
         refs = [hmm_references(jax.tree_util.tree_map(functools.partial(_take, i=i), test), T,
                                amplitude=s.amplitude, sigma=s.sigma) for i in range(n_seeds)]
         out[T]["references"] = {r: np.array([ref[r] for ref in refs]) for r in refs[0]}
+        out[T]["references"]["window_probe"] = _probe_seeds(
+            _test_windows(train_x, T), state_windows(data.states[:, :s.n_train], T),
+            _test_windows(test.x, T), state_windows(test.states, T), s.n_states,
+            _probe_width(cfg._replace(window=T), s.d))
     return out

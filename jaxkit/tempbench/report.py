@@ -13,7 +13,9 @@ Results come in as summaries ``{"T=..": {method: {metric: {"mean", "ci95", "seed
   "Crosscoding Through Time" (Mech Interp Workshop, ICML 2026):
   :func:`jaxkit.stats.superiority` for "better" (it says "no" when the TC is
   significantly worse) and :func:`jaxkit.stats.equivalence` with
-  ``cfg.equivalence_margin`` for "matches".
+  ``cfg.equivalence_margin`` for "matches"; "reaches" (the TC's latent probe against the
+  same probe on the raw window, HMM) is non-inferiority, superiority with margin
+  ``-cfg.equivalence_margin``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ REACH_WINDOW = ("tc", "acausal")  # atoms over the whole window
 FEATURE_METRICS = (("token_auc", "token AUC", True), ("token_mcc", "token MCC", True),
                    ("temporal_auc", "temporal AUC", True), ("fvu", "FVU", False),
                    ("l0", "L0 / window", None))
-HMM_METRICS = (("state_acc", "state acc.", True), ("token_mmcs", "state MMCS", True),
+HMM_METRICS = (("probe_acc", "state acc. (latent probe)", True),
+               ("state_acc", "state acc. (x_hat readout)", True),
+               ("token_mmcs", "state MMCS", True),
                ("temporal_auc", "temporal AUC", True), ("fvu", "FVU", False),
                ("l0", "L0 / window", None))
 
@@ -100,11 +104,14 @@ def plot_markov(cfg: Config, markov: dict, out: Path) -> Path:
 
 
 def plot_other(hmm: dict, chains: dict, out: Path) -> Path:
-    """HMM state accuracy (with the raw-token and forward-backward references) and the
-    chains' temporal AUC, one bar group per window."""
-    fig, axes = new_figure(ncols=2, size=(4.8, 3.4))
-    panels = ((axes[0, 0], hmm, "state_acc", "HMM: state accuracy of x_hat readout"),
-              (axes[0, 1], chains, "temporal_auc", "Chains: temporal (chain) AUC"))
+    """HMM state accuracy of the latent probe (with the raw-window probe and
+    forward-backward references) and of the x_hat readout (raw-token, window-mean and
+    forward-backward references), and the chains' temporal AUC, one bar group per
+    window."""
+    fig, axes = new_figure(ncols=3, size=(4.2, 3.4))
+    panels = ((axes[0, 0], hmm, "probe_acc", "HMM: latent probe state accuracy"),
+              (axes[0, 1], hmm, "state_acc", "HMM: state accuracy of x_hat readout"),
+              (axes[0, 2], chains, "temporal_auc", "Chains: temporal (chain) AUC"))
     for ax, res, metric, title in panels:
         Ts = list(res)
         width = 0.8 / len(METHODS)
@@ -113,17 +120,19 @@ def plot_other(hmm: dict, chains: dict, out: Path) -> Path:
                    [res[T][m][metric]["mean"] for T in Ts], width,
                    yerr=[_half(res[T][m][metric]["ci95"]) for T in Ts], capsize=2,
                    label=LABELS[m])
-        if metric == "state_acc":
-            for T_i, T in enumerate(Ts):
-                refs = res[T]["references"]
-                for ref, ls, name in (("single_token", ":", "raw single token"),
-                                      ("window_mean", "-.", "raw window mean"),
-                                      ("forward_backward", "--", "forward-backward")):
-                    ax.hlines(refs[ref]["mean"], T_i - 0.45, T_i + 0.45, colors="k",
-                              linestyles=ls, lw=0.8, label=name if T_i == 0 else None)
+        lines = {"state_acc": (("single_token", ":", "raw single token"),
+                               ("window_mean", "-.", "raw window mean"),
+                               ("forward_backward", "--", "forward-backward")),
+                 "probe_acc": (("window_probe", (0, (5, 1, 1, 1, 1, 1)),
+                                "probe on the raw window"),)}.get(metric, ())
+        for T_i, T in enumerate(Ts):
+            refs = res[T].get("references", {})
+            for ref, ls, name in lines:
+                ax.hlines(refs[ref]["mean"], T_i - 0.45, T_i + 0.45, colors="k",
+                          linestyles=ls, lw=0.8, label=name if T_i == 0 else None)
         ax.set_xticks(np.arange(len(Ts)), Ts)
         ax.set_title(title, fontsize=8)
-        label_axes(ax, "window", "state accuracy" if metric == "state_acc" else "AUC",
+        label_axes(ax, "window", "AUC" if metric == "temporal_auc" else "state accuracy",
                    bounds=(0, 1))
     legend_outside(fig, where="below", ncol=3, fontsize=5)
     return save_figure(fig, out / "tempbench_hmm_chains.png")
@@ -181,6 +190,20 @@ def claims(cfg: Config, markov: dict, hmm: dict, chains: dict) -> list[Claim]:
                  f"through x_hat, which FVU training at k·T active latents makes keep "
                  f"noise (held-out FVU {s['tc']['fvu']['mean']:.2f}), while the window "
                  "mean averages it away")
+        wp = s["references"]["window_probe"]
+        add(f"HMM denoising ({T}): the temporal crosscoder's latents track the hidden state "
+            "better than the per-token SAE's (held-out state accuracy of a linear probe on "
+            "the window's codes, TC - SAE > 0).", test(_diffs(s, "probe_acc")),
+            note=f"probe: ridge onto the one-hot state, one per window position, fitted on "
+                 f"the training sequences; SAE probe {s['sae']['probe_acc']['mean']:.3f}, "
+                 f"TC {s['tc']['probe_acc']['mean']:.3f}")
+        m = cfg.equivalence_margin
+        add(f"HMM denoising ({T}): a linear probe on the temporal crosscoder's latents "
+            f"reaches the same probe on the raw window (TC - raw-window probe > -{m:g}).",
+            test(np.asarray(s["tc"]["probe_acc"]["seeds"]) - np.asarray(wp["seeds"]),
+                 margin=-m),
+            note=f"non-inferiority; raw-window probe {wp['mean']:.3f}, causal Bayes filter "
+                 f"{bf:.3f}, forward-backward {s['references']['forward_backward']['mean']:.3f}")
     for T, s in chains.items():
         add(f"Ordered feature chains ({T}): the temporal crosscoder recovers the chains "
             "better than the per-token SAE (temporal AUC, TC - SAE > 0).",
@@ -234,9 +257,10 @@ def markdown(cfg: Config, markov: dict, hmm: dict, chains: dict, *, quick: bool,
     h_table = markdown_table([*head, *(n for _, n, _ in HMM_METRICS)],
                              [r for T, s in hmm.items()
                               for r in _rows(s, HMM_METRICS, [T.split("=")[1]])])
-    refs = ("single_token", "window_mean", "bayes_filter", "forward_backward")
-    ref_table = markdown_table(["T", "raw single token", "raw window mean",
-                                "Bayes filter (causal)", "forward-backward (Bayes)"],
+    refs = ("window_probe", "single_token", "window_mean", "bayes_filter", "forward_backward")
+    ref_table = markdown_table(["T", "probe on the raw window", "raw single token",
+                                "raw window mean", "Bayes filter (causal)",
+                                "forward-backward (Bayes)"],
                                [[T.split("=")[1], *(fmt(s["references"][r]) for r in refs)]
                                 for T, s in hmm.items()])
     c_table = markdown_table([*head, *(n for _, n, _ in FEATURE_METRICS)],
@@ -266,6 +290,15 @@ def markdown(cfg: Config, markov: dict, hmm: dict, chains: dict, *, quick: bool,
             f"forward-backward {r['forward_backward']['mean']:.3f}: the TC "
             f"{_beats(s['tc']['state_acc']['mean'], r['window_mean']['mean'])} the raw "
             "window mean.")
+        pb = max((m for m in s if m != "references"), key=lambda m: s[m]["probe_acc"]["mean"])
+        plain.append(
+            f"- HMM {T}, latent probe: TC {s['tc']['probe_acc']['mean']:.3f} "
+            f"({verdicts[f'hmm {T}']['probe_acc']}), per-token SAE "
+            f"{s['sae']['probe_acc']['mean']:.3f}, best method {pb} "
+            f"{s[pb]['probe_acc']['mean']:.3f}; the same probe on the raw window "
+            f"{r['window_probe']['mean']:.3f}: the TC's latents "
+            f"{_beats(s['tc']['probe_acc']['mean'], r['window_probe']['mean'])} the raw "
+            "window.")
     for T, s in chains.items():
         v = verdicts[f"chains {T}"]
         plain.append(f"- Chains {T}: temporal AUC TC {s['tc']['temporal_auc']['mean']:.3f} "
@@ -310,10 +343,15 @@ def markdown(cfg: Config, markov: dict, hmm: dict, chains: dict, *, quick: bool,
         "", m_table, "",
         f"### HMM denoising (S={cfg.n_states} sticky states, stay 0.9, sigma "
         f"{cfg.sigma}, k=1/token)", "",
-        "State accuracy: the state read from each reconstructed position as "
-        "argmax_s <x_hat_t, mu_s>, averaged over the window positions (figure "
-        "`tempbench_hmm_chains.png`: dotted line = raw single token, dash-dot = raw "
-        "window mean, dashed = forward-backward).", "",
+        "Latent probe: does a method's code of the window carry the hidden state? A "
+        "linear probe (ridge regression onto the one-hot state, one per window position, "
+        "features standardised) from all latents active on the window (the per-token "
+        "SAE's T codes side by side) to the state at each position, fitted on the "
+        "training sequences, accuracy on the test sequences; its baseline is the same "
+        "probe on the raw window. x_hat readout: the state read from each reconstructed "
+        "position as argmax_s <x_hat_t, mu_s> (unsupervised), averaged over the window "
+        "positions (figure `tempbench_hmm_chains.png`: dotted line = raw single token, "
+        "dash-dot = raw window mean, dashed = forward-backward).", "",
         h_table, "", "References on the same data (raw activations):", "", ref_table, "",
         f"### Ordered features (C={cfg.n_chains} chains of 3, p_start 0.05, k=1/token)", "",
         c_table, "",

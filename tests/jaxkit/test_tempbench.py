@@ -254,6 +254,26 @@ def test_recovery_metrics_reference():
     np.testing.assert_allclose(sl[1], 0.5 * u[1], atol=1e-6)
 
 
+def test_probe_accuracy_known_answers():
+    """The HMM latent probe: codes that are a one-hot of the state (beside constant
+    columns, as dead latents and padding are) read it perfectly at every position; codes
+    independent of the state score chance 1/S (1,200 held-out predictions, sd 0.014)."""
+    rng = np.random.default_rng(0)
+    S, N, P, width = 3, 600, 2, 24
+    y_fit, y_test = rng.integers(0, S, (N, P)), rng.integers(0, S, (N, P))
+
+    def one_hot(y):
+        return np.pad(np.eye(S)[y].reshape(N, P * S), ((0, 0), (0, width - P * S)))
+
+    probe = functools.partial(C._probe_jit, n_classes=S)  # one compile for both cases
+    acc = probe(jnp.asarray(one_hot(y_fit), jnp.float32), y_fit,
+                jnp.asarray(one_hot(y_test), jnp.float32), y_test)
+    np.testing.assert_array_equal(np.asarray(acc), 1.0)
+    noise = rng.standard_normal((2, N, width)).astype(np.float32)
+    acc = probe(noise[0], y_fit, noise[1], y_test)
+    assert acc.shape == (P,) and abs(float(acc.mean()) - 1 / S) < 0.06, acc
+
+
 def test_view_norm_penalty_and_atoms():
     from jaxkit.kernels import crosscoder as cc
 
@@ -348,13 +368,24 @@ def test_pipeline_report_consistent(tiny_pipeline):
     refs = hmm["references"]
     assert refs["forward_backward"]["mean"] >= refs["single_token"]["mean"]
     assert 0 <= hmm["tc"]["state_acc"]["mean"] <= 1
+    for m in C.METHODS:  # the latent probe, every method, beside the x_hat readout
+        assert 0 <= hmm[m]["probe_acc"]["mean"] <= 1 and len(hmm[m]["probe_acc"]["seeds"]) == 2
+    assert "state acc. (latent probe)" in md and "state acc. (x_hat readout)" in md
+    assert 1 / TINY.n_states < refs["window_probe"]["mean"] <= 1  # the raw window carries it
     # one claim per test: 3 Markov (rho max: temporal, token; rho min: equivalence), HMM
-    # vs the SAE and vs the raw window mean, chains; each measured on the per-seed
-    # differences of the summaries
-    assert len(result.claims) == 6
+    # x_hat readout vs the SAE and vs the raw window mean, HMM latent probe vs the SAE
+    # and vs the probe on the raw window (non-inferiority), chains; each measured on the
+    # per-seed differences of the summaries
+    assert len(result.claims) == 8
     d_wm = np.subtract(hmm["tc"]["state_acc"]["seeds"], refs["window_mean"]["seeds"])
     assert "raw window" in result.claims[4].claim
     assert result.claims[4].measured.startswith(f"{d_wm.mean():.3g}")
+    d_probe = np.subtract(hmm["tc"]["probe_acc"]["seeds"], hmm["sae"]["probe_acc"]["seeds"])
+    assert "latents track" in result.claims[5].claim
+    assert result.claims[5].measured.startswith(f"{d_probe.mean():.3g}")
+    d_raw = np.subtract(hmm["tc"]["probe_acc"]["seeds"], refs["window_probe"]["seeds"])
+    assert "raw-window probe" in result.claims[6].claim and "margin -0.05" in result.claims[6].test
+    assert result.claims[6].measured.startswith(f"{d_raw.mean():.3g}")
     assert 0 <= refs["bayes_filter"]["mean"] <= 1
     # the temporal AUC is tallied only against the acausal crosscoder (structural vs SAEs)
     assert "structural_temporal_auc_vs_sae" in result.metrics
@@ -519,5 +550,5 @@ def test_quick_pipeline(tmp_path):
     r = P.run(RunContext(out_dir=tmp_path, config=QUICK, quick=True))
     assert len(r.figures) == 2 and "### Markov features" in r.markdown
     assert set(r.metrics["markov"]["T=3"]["k=1"]) == {"rho=0.0", "rho=0.9"}
-    assert len(r.claims) == 6 + 5 + 2 + 1  # synthetic; per task, steering, backtracking
+    assert len(r.claims) == 8 + 5 + 2 + 1  # synthetic; per task, steering, backtracking
     assert "### Real activations" in r.markdown and "real_tallies" in r.metrics

@@ -5,11 +5,16 @@ Stages: the model (``train_steps = 0``: the shipped weights, unchanged; otherwis
 from scratch on the broad prior with a curriculum, checkpointed under
 ``out_dir/checkpoints`` so a killed run resumes; FULL retrains with ``max_vars =
 max(ds)``), one stage per synthetic cell (in/out of distribution x d x interventional
-fraction, :mod:`.experiments`), the semantic environments and the real Sachs data; the
-report and the claims in :mod:`.report`.
+fraction, :mod:`.experiments`), the semantic environments and the real Sachs data, the
+prior ablation (``ablation_steps > 0``: one model trained on the broad prior and one on
+the narrow prior, same architecture, steps and seed, each checkpointed under
+``out_dir/checkpoints-ablation/NAME``, then scored on the same datasets); the report and
+the claims in :mod:`.report`.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 
@@ -22,9 +27,10 @@ from .config import FULL, QUICK, Config
 from .model import ModelConfig
 from .train import TrainSettings, narrow_prior, shipped_weights, train_model, train_prior
 
-__all__ = ["run", "get_model"]
+__all__ = ["run", "get_model", "train_ablation"]
 
 TITLE = "CausalTab: amortised causal discovery from broad causal priors"
+ABLATION_D_MAX = 20  # the ablation models' max_vars and training d_max (narrow: d <= 10)
 
 
 def get_model(ctx: RunContext, cfg: Config):
@@ -54,6 +60,30 @@ def get_model(ctx: RunContext, cfg: Config):
                        "config": mcfg._asdict(), "throughput": thr, "curve_tail": hist[-3:]}
 
 
+def train_ablation(ctx: RunContext, cfg: Config) -> tuple[dict, dict]:
+    """``({"broad": model, "narrow": model}, info)``: the shipped architecture trained
+    for ``ablation_steps`` steps from the same key (same initial parameters and step
+    keys) on :func:`.train.train_prior` and on :func:`.train.narrow_prior`, no
+    curriculum; one resumable stage per model."""
+    mcfg = ModelConfig(max_vars=ABLATION_D_MAX)
+    st = TrainSettings(steps=cfg.ablation_steps, batch=cfg.ablation_batch,
+                       d_max=ABLATION_D_MAX, n_max=cfg.ablation_n)
+    models, info = {}, {"config": mcfg._asdict(), "settings": dataclasses.asdict(st)}
+    for name, make in (("broad", train_prior), ("narrow", narrow_prior)):
+        def fit(name=name, make=make):
+            p, hist, thr = train_model(ctx.key("causaltab-ablation-train"), mcfg, st,
+                                       end=make(ABLATION_D_MAX, cfg.ablation_n), mesh=ctx.mesh,
+                                       checkpoint_dir=ctx.out_dir / "checkpoints-ablation" / name,
+                                       resume=ctx.resume)
+            return jax.device_get(p), hist, thr
+
+        p, hist, thr = ctx.stage(f"causaltab-ablation-train-{name}", fit)
+        models[name] = (p, mcfg)
+        info[name] = {"final_bce": hist[-1]["bce"], "final_loss": hist[-1]["loss"],
+                      "tasks_per_s": thr["tasks_per_s"]}
+    return models, info
+
+
 @register("causaltab", quick=QUICK, full=FULL, title=TITLE)
 def run(ctx: RunContext) -> PipelineResult:
     """Model, synthetic cells, semantic environments, real Sachs; tables, figures, claims."""
@@ -77,16 +107,25 @@ def run(ctx: RunContext) -> PipelineResult:
     sachs = ctx.stage("causaltab-sachs", lambda: E.sachs_real(
         ctx.key("causaltab-sachs"), rows=cfg.sachs_rows, **common))
 
-    tested = report.claims(synth, sem_rows)
+    ablation = abl_info = None
+    if cfg.ablation_steps > 0:
+        models, abl_info = train_ablation(ctx, cfg)
+        ablation = ctx.stage("causaltab-ablation", lambda: E.prior_ablation(
+            ctx.key("causaltab-ablation"), models=models, d=cfg.ablation_d, n=cfg.ablation_n,
+            n_datasets=cfg.n_datasets, int_fracs=(cfg.int_fracs[0], cfg.int_fracs[-1])))
+
+    tested = report.claims(synth, sem_rows, ablation)
     figures = report.figures(synth, ctx.out_dir)
     md = report.markdown(cfg, synth=synth, sem_rows=sem_rows, sachs=sachs, tested=tested,
-                         training=info, quick=ctx.quick)
+                         training=info, quick=ctx.quick, ablation=ablation,
+                         ablation_training=abl_info)
     warnings = []
     if len(ds) < len(cfg.ds):
         warnings.append(f"d > max_vars={mcfg.max_vars} skipped: {sorted(set(cfg.ds) - set(ds))}")
     if cfg.n_datasets < 5:
         warnings.append(f"{cfg.n_datasets} datasets per cell: intervals are wide")
     metrics = dict(settings=cfg.to_dict(), model=info, synthetic=synth, semantic=sem_rows,
-                   sachs=sachs, total_seconds=ctx.elapsed())
+                   sachs=sachs, ablation=ablation, ablation_training=abl_info,
+                   total_seconds=ctx.elapsed())
     return PipelineResult("causaltab", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=tested)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxkit.causaltab import evaluate as ev
-from jaxkit.causaltab import report, semantic
+from jaxkit.causaltab import experiments, report, semantic
 from jaxkit.causaltab.model import ModelConfig, forward, init_params
 from jaxkit.causaltab.predict import predict, variable_subsets
 
@@ -163,15 +163,63 @@ def _row(which, frac, ct, base, d=10):
                         "random": {"auroc": [0.5] * len(ct)}}}
 
 
+def _abl(which, frac, broad, narrow):
+    return {"which": which, "d": 10, "int_frac": frac,
+            "methods": {"broad": {"auroc": list(broad)}, "narrow": {"auroc": list(narrow)}}}
+
+
 def test_claims_say_yes_no_and_not_tested():
     rng = np.random.default_rng(0)
     good = 0.8 + 0.01 * rng.normal(size=8)
     bad = 0.6 + 0.01 * rng.normal(size=8)
     synth = [_row("id", 0.0, good, bad), _row("id", 0.5, good + 0.1, bad),
              _row("ood", 0.0, bad, good), _row("ood", 0.5, bad, good)]
-    c = report.claims(synth, [_row("id", 0.0, good[:2], bad[:2])])
-    assert [x.verdict for x in c] == ["yes", "no", "yes", "not tested at this size"]
+    abl = [_abl("id", 0.0, bad, good), _abl("ood", 0.0, good, bad),
+           _abl("ood", 0.5, good, bad)]
+    c = report.claims(synth, [_row("id", 0.0, good[:2], bad[:2])], abl)
+    assert [x.verdict for x in c] == ["yes", "no", "yes", "not tested at this size", "yes"]
     assert "notears" in c[0].note
+    assert "in distribution: mean -0.2" in c[4].note  # reported, not tested
+    noise = 0.05 * rng.normal(size=8)  # broad minus narrow centred near 0: not shown
+    c5 = report.ablation_claim([_abl("ood", 0.0, bad + noise - noise.mean(), bad)])
+    assert c5.verdict == "not shown"
+    assert report.ablation_claim(None).verdict == "not tested at this size"
+
+
+def test_prior_ablation_scores_the_models_on_the_same_datasets(monkeypatch):
+    calls = []
+
+    def fake_bench(key, prior, n_datasets, d, n):  # numpy data: no prior sampler to compile
+        calls.append((np.asarray(jax.random.key_data(key)).tolist(), prior))
+        rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
+        x = rng.normal(size=(n_datasets, n, d))
+        x[:, :, 1] += x[:, :, 0]
+        adj = np.zeros((n_datasets, d, d), bool)
+        adj[:, 1, 0] = True
+        return ev.Bench(x, np.zeros_like(x), np.zeros(x.shape, bool), adj, {})
+
+    monkeypatch.setattr(experiments, "make_bench", fake_bench)
+    w = _weights()
+    a, b = (w[0], CFG), (init_params(jax.random.key(1), CFG), CFG)
+    rows = experiments.prior_ablation(jax.random.key(0), models={"broad": a, "narrow": b,
+                                                                 "again": a},
+                                      d=4, n=40, n_datasets=3, int_fracs=(0.0, 0.5))
+    assert [(r["which"], r["int_frac"]) for r in rows] == [
+        ("id", 0.0), ("id", 0.5), ("ood", 0.0), ("ood", 0.5)]
+    assert calls[0][0] == calls[1][0] != calls[2][0] == calls[3][0]  # paired fractions
+    assert np.asarray(calls[2][1].graph_w).tolist() == np.asarray(
+        experiments.cell_prior(experiments.ood_prior(), 0.0).graph_w).tolist()
+    assert float(calls[1][1].obs_frac[0]) == 0.5 and float(calls[0][1].obs_frac[0]) == 1.0
+    for r in rows:
+        m = r["methods"]
+        assert m["again"]["auroc"] == m["broad"]["auroc"]  # same model, same datasets
+        assert np.all((np.asarray(m["narrow"]["auroc"]) >= 0)
+                      & (np.asarray(m["narrow"]["auroc"]) <= 1))
+    diffs = np.concatenate([np.subtract(r["methods"]["broad"]["auroc"],
+                                        r["methods"]["narrow"]["auroc"]) for r in rows[2:]])
+    assert np.any(diffs != 0)  # two different models
+    c = report.ablation_claim(rows, min_n=2)
+    assert c.measured.startswith(f"{diffs.mean():.3g}") and "n=6" in c.test
 
 
 def test_cli_predict_writes_edges_and_names_bad_columns(tmp_path):

@@ -21,6 +21,9 @@ def test_registered_with_quick_and_full():
         dataclasses.replace(QUICK, int_fracs=(0.0,))
     with pytest.raises(ValueError, match="methods"):
         dataclasses.replace(QUICK, methods=("notears",))
+    with pytest.raises(ValueError, match="ablation_d"):  # beyond the narrow prior's d
+        dataclasses.replace(QUICK, ablation_d=12)
+    assert QUICK.ablation_steps == 0 < e.config(False).ablation_steps
 
 
 @pytest.mark.slow  # compiles every method (minutes on a loaded 2-core machine)
@@ -30,7 +33,8 @@ def test_tiny_run_reports_every_claim_and_resumes(tmp_path):
                                                        "random"))
     ctx = RunContext(out_dir=tmp_path, config=tiny, quick=True)
     res = P.run(ctx)
-    assert len(res.claims) == 4 and all(c.verdict for c in res.claims)
+    assert len(res.claims) == 5 and all(c.verdict for c in res.claims)
+    assert res.claims[4].verdict == "not tested at this size"  # no ablation in QUICK
     assert "## Semantic environments" in res.markdown and len(res.figures) == 3
     json.dumps(res.metrics, default=float)
     again = RunContext(out_dir=tmp_path, config=tiny, quick=True)

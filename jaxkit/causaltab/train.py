@@ -194,7 +194,8 @@ def load_weights(folder) -> tuple[dict, ModelConfig, dict]:
     folder = Path(folder) if not hasattr(folder, "joinpath") else folder
     meta = json.loads((folder / "model.json").read_text())
     cfg = ModelConfig(**meta.pop("config"))
-    template = init_params(jax.random.key(0), cfg)
+    # the tree structure only: traced abstractly, nothing drawn or compiled
+    template = jax.eval_shape(lambda: init_params(jax.random.key(0), cfg))
     with (folder / "params.npz").open("rb") as fh:
         z = np.load(fh)
         leaves = [jnp.asarray(z[f"arr_{i}"]) for i in range(len(z.files))]

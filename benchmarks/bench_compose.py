@@ -96,12 +96,13 @@ def write_arrays(folder: Path, arrays: dict) -> Path:
     return path
 
 
-# The peers run in the torch venv from these sources (the models of peers/torch_nanogpt.py
-# and the weight copy of peers/torch_mamba.py, ``read_arrays`` of the former); each reply
-# carries the wall and the process CPU time of every timed call. Mamba-2 has no CPU peer
-# library (mambapy's Mamba2 and mamba-ssm call Triton kernels, CUDA only), so its peer is
-# the pure-PyTorch ``ssd_minimal_discrete`` recurrence of state-spaces/mamba (the
-# reference listing of the SSD paper) inside the same mixer, written here from the paper.
+# The peers run in the torch venv from these sources (the model and training step of
+# peers/torch_nanogpt.py, the block of peers/torch_mamba.py, ``read_arrays`` of the
+# former); each reply carries the wall and the process CPU time of every timed call.
+# Mamba-2 has no CPU peer library (mambapy's Mamba2 and mamba-ssm call Triton kernels,
+# CUDA only), so its peer is the pure-PyTorch ``ssd_minimal_discrete`` recurrence of
+# state-spaces/mamba (the reference listing of the SSD paper) inside the same mixer,
+# written here from the paper.
 PEER_COMMON = """
 import json, sys, time
 from pathlib import Path
@@ -216,30 +217,93 @@ print(json.dumps(dict(times=times, cpu=cpu, check=check, threads=torch.get_num_t
 
 
 PEER_GPT = """
-from torch_nanogpt import GPT
+from torch_nanogpt import GPT, train_step
 
 torch.manual_seed(0)
 model = GPT(req["n_layer"], req["n_head"], req["d"], req["block_size"])
 model.load_jaxkit(w)
 with torch.no_grad():
     check = float(model(w["check_x"].long(), w["check_y"].long()))
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
-data = w["data"].long()
-b, t = req["batch"], req["block_size"]
-gen = torch.Generator().manual_seed(1)
+step = train_step(model, w["data"].long(), req["batch"], req["block_size"])
+times, cpu = timed(step)
+print(json.dumps(dict(times=times, cpu=cpu, check_loss=check, threads=torch.get_num_threads(),
+                      versions=versions(["torch"]))))
+"""
 
 
-def step():  # torch_nanogpt.py's step
-    ix = torch.randint(len(data) - t - 1, (b,), generator=gen)
-    x = torch.stack([data[i:i + t] for i in ix])
-    y = torch.stack([data[i + 1:i + 1 + t] for i in ix])
-    loss = model(x, y)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
+PEER_MAMBA = """
+from torch_mamba import mamba_block
+
+blk = mamba_block(req, w)  # pscan
+x, g = w["x"].clone().requires_grad_(True), w["g"]
+e, n, q = req["expand"] * req["d"], req["d_state"], req["chunk"]
+nh, K = e // req["head_dim"], req["d_conv"]
 
 
+def mixer(x):
+    b, l, _ = x.shape
+    zxd = x @ P["w_in"]
+    z, xbc, dt = zxd[..., :e], zxd[..., e:2 * e + 2 * n], zxd[..., 2 * e + 2 * n:]
+    xbc = F.conv1d(xbc.transpose(1, 2), P["conv_w"].T[:, None, :], P["conv_b"],
+                   padding=K - 1, groups=xbc.shape[-1])[..., :l].transpose(1, 2)
+    xbc = F.silu(xbc)
+    u, B, C = xbc[..., :e], xbc[..., e:e + n], xbc[..., e + n:]
+    dt = F.softplus(dt + P["b_dt"])
+    A = -torch.exp(P["A_log"])
+    u = u.reshape(b, l, nh, e // nh)
+    Bh, Ch = (v[:, :, None].expand(b, l, nh, n) for v in (B, C))
+    y = ssd(u * dt[..., None], A * dt, Bh, Ch, q) + P["D"][:, None] * u
+    y = y.reshape(b, l, e) * F.silu(z)
+    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5) * P["gate_norm"]
+    return y @ P["w_out"]
+
+
+with torch.no_grad():
+    check = float((mixer(x) * g).sum())
+
+
+def call():
+    for v in [x, *P.values()]:
+        v.grad = None
+    (mixer(x) * g).sum().backward()
+
+
+times, cpu = timed(call)
+print(json.dumps(dict(times=times, cpu=cpu, check=check, threads=torch.get_num_threads(),
+                      versions=versions(["torch"]))))
+"""
+
+PEER_ATTENTION = """
+q, k, v, g = (w[n].clone().requires_grad_(n != "g") for n in ("q", "k", "v", "g"))
+
+
+def call():
+    for t in (q, k, v):
+        t.grad = None
+    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                       v.transpose(1, 2), is_causal=True).transpose(1, 2)
+    (o * g).sum().backward()
+
+
+with torch.no_grad():
+    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                       v.transpose(1, 2), is_causal=True).transpose(1, 2)
+    check = float((o * g).sum())
+times, cpu = timed(call)
+print(json.dumps(dict(times=times, cpu=cpu, check=check, threads=torch.get_num_threads(),
+                      versions=versions(["torch"]))))
+"""
+
+
+PEER_GPT = """
+from torch_nanogpt import GPT, train_step
+
+torch.manual_seed(0)
+model = GPT(req["n_layer"], req["n_head"], req["d"], req["block_size"])
+model.load_jaxkit(w)
+with torch.no_grad():
+    check = float(model(w["check_x"].long(), w["check_y"].long()))
+step = train_step(model, w["data"].long(), req["batch"], req["block_size"])
 times, cpu = timed(step)
 print(json.dumps(dict(times=times, cpu=cpu, check_loss=check, threads=torch.get_num_threads(),
                       versions=versions(["torch"]))))

@@ -23,15 +23,13 @@ from _common import versions  # noqa: E402
 from torch_nanogpt import read_arrays  # noqa: E402
 
 
-def main(req_path: str) -> None:
+def mamba_block(req: dict, w: dict, pscan: bool = True):
+    """mambapy's ``MambaBlock`` of the request's sizes with the weights jaxkit exported
+    (its ``(in, out)`` matrices transposed)."""
     from mambapy.mamba import MambaBlock, MambaConfig
 
-    req = json.loads(Path(req_path).read_text())
-    torch.set_num_threads(int(req.get("threads", 2)))
-    w = read_arrays(req["arrays"])
     cfg = MambaConfig(d_model=req["d"], n_layers=1, d_state=req["d_state"],
-                      expand_factor=req["expand"], d_conv=req["d_conv"],
-                      pscan=req.get("pscan", True))
+                      expand_factor=req["expand"], d_conv=req["d_conv"], pscan=pscan)
     blk = MambaBlock(cfg)
     with torch.no_grad():
         blk.in_proj.weight.copy_(w["w_in"].T)
@@ -43,6 +41,14 @@ def main(req_path: str) -> None:
         blk.A_log.copy_(w["A_log"])
         blk.D.copy_(w["D"])
         blk.out_proj.weight.copy_(w["w_out"].T)
+    return blk
+
+
+def main(req_path: str) -> None:
+    req = json.loads(Path(req_path).read_text())
+    torch.set_num_threads(int(req.get("threads", 2)))
+    w = read_arrays(req["arrays"])
+    blk = mamba_block(req, w, pscan=req.get("pscan", True))
     x, g = w["x"], w["g"]
     with torch.no_grad():
         out = blk(x)

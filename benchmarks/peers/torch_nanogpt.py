@@ -120,6 +120,29 @@ class GPT(nn.Module):
             b.mlp.c_proj.weight.copy_(w[f"{m}.w_out"].T)
 
 
+def train_step(model: GPT, data, batch: int, block_size: int, seed: int = 1):
+    """nanoGPT's training step on ``data`` (a 1-D token tensor): a batch of random
+    windows, AdamW (lr 1e-3, betas (0.9, 0.95), weight decay 0.1), gradient clipping at
+    1. Returns ``step()`` (returns the loss)."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95),
+                            weight_decay=0.1)
+    g = torch.Generator().manual_seed(seed)
+    t = block_size
+
+    def step():
+        ix = torch.randint(len(data) - t - 1, (batch,), generator=g)
+        x = torch.stack([data[i:i + t] for i in ix])
+        y = torch.stack([data[i + 1:i + 1 + t] for i in ix])
+        loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
+
+    return step
+
+
 def main(req_path: str) -> None:
     req = json.loads(Path(req_path).read_text())
     torch.set_num_threads(int(req.get("threads", 2)))
@@ -130,22 +153,7 @@ def main(req_path: str) -> None:
     idx, tgt = w["check_x"].long(), w["check_y"].long()
     with torch.no_grad():
         check = float(model(idx, tgt))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95),
-                            weight_decay=0.1)
-    data = w["data"].long()
-    b, t = req["batch"], req["block_size"]
-    g = torch.Generator().manual_seed(1)
-
-    def step():
-        ix = torch.randint(len(data) - t - 1, (b,), generator=g)
-        x = torch.stack([data[i:i + t] for i in ix])
-        y = torch.stack([data[i + 1:i + 1 + t] for i in ix])
-        loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        return loss
+    step = train_step(model, w["data"].long(), req["batch"], req["block_size"])
 
     for _ in range(req["warmup"]):
         step()

@@ -296,9 +296,9 @@ def markdown(cfg: Config, markov: dict, hmm: dict, chains: dict, *, quick: bool,
             f"({verdicts[f'hmm {T}']['probe_acc']}), per-token SAE "
             f"{s['sae']['probe_acc']['mean']:.3f}, best method {pb} "
             f"{s[pb]['probe_acc']['mean']:.3f}; the same probe on the raw window "
-            f"{r['window_probe']['mean']:.3f}: the TC's latents "
-            f"{_beats(s['tc']['probe_acc']['mean'], r['window_probe']['mean'])} the raw "
-            "window.")
+            f"{r['window_probe']['mean']:.3f}: the probe on the TC's latents "
+            f"{_beats(s['tc']['probe_acc']['mean'], r['window_probe']['mean'])} the probe "
+            "on the raw window.")
     for T, s in chains.items():
         v = verdicts[f"chains {T}"]
         plain.append(f"- Chains {T}: temporal AUC TC {s['tc']['temporal_auc']['mean']:.3f} "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -77,6 +78,18 @@ def _main(
         from . import config
 
         config.enable_compile_cache()
+
+
+def _clear_checkpoints(out_dir: Path) -> Path | None:
+    """``--fresh``: remove the run's own training checkpoints (``OUT/checkpoints``, where
+    every pipeline keeps them), so that its trainings start from step 0 instead of
+    refusing a folder that holds a previous run's checkpoints. Returns the folder removed,
+    or None when there was none. Nothing else in ``OUT`` is touched."""
+    ck = out_dir / "checkpoints"
+    if not ck.is_dir():
+        return None
+    shutil.rmtree(ck)
+    return ck
 
 
 @app.command()
@@ -349,7 +362,8 @@ def run(
     out: Annotated[Path | None, typer.Option(help="output folder (default runs/NAME)")] = None,
     seed: Annotated[int, typer.Option(help="base PRNG seed")] = 0,
     fresh: Annotated[bool, typer.Option(
-        help="recompute every stage instead of resuming a killed run's saved stages")] = False,
+        help="recompute every stage and retrain from step 0 (removes OUT/checkpoints) "
+             "instead of resuming a killed run's saved stages and checkpoints")] = False,
     sets: Annotated[list[str] | None, typer.Option(
         "--set", help="field=value, overriding the configuration (repeatable); with 'all', "
                       "PIPELINE.field=value")] = None,
@@ -419,6 +433,8 @@ def run(
                                       config=configs[n], quick=quick, seed=seed,
                                       mesh=the_mesh, progress=progress, resume=not fresh)
             ctx.out_dir.mkdir(parents=True, exist_ok=True)
+            if fresh and (gone := _clear_checkpoints(ctx.out_dir)) is not None:
+                err_console.print(f"--fresh: removed the previous run's checkpoints ({gone})")
             t0 = time.perf_counter()
             try:
                 res = entries[n].run(ctx)

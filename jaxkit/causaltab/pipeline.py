@@ -3,12 +3,12 @@ against classical baselines, on synthetic and semantic environments.
 
 Stages: the model (``train_steps = 0``: the shipped weights, unchanged; otherwise trained
 from scratch on the broad prior with a curriculum, checkpointed under
-``out_dir/checkpoints`` so a killed run resumes; FULL retrains with ``max_vars =
+``out_dir/checkpoints/train`` so a killed run resumes; FULL retrains with ``max_vars =
 max(ds)``), one stage per synthetic cell (in/out of distribution x d x interventional
 fraction, :mod:`.experiments`), the semantic environments and the real Sachs data, the
 prior ablation (``ablation_steps > 0``: one model trained on the broad prior and one on
 the narrow prior, same architecture, steps and seed, each checkpointed under
-``out_dir/checkpoints-ablation/NAME``, then scored on the same datasets); the report and
+``out_dir/checkpoints/NAME``, then scored on the same datasets); the report and
 the claims in :mod:`.report`.
 """
 
@@ -51,7 +51,7 @@ def get_model(ctx: RunContext, cfg: Config):
         p, hist, thr = train_model(ctx.key("causaltab-train"), mcfg, st,
                                    start=narrow_prior(d_max, cfg.train_n_max),
                                    end=train_prior(d_max, cfg.train_n_max), mesh=ctx.mesh,
-                                   checkpoint_dir=ctx.out_dir / "checkpoints",
+                                   checkpoint_dir=ctx.out_dir / "checkpoints" / "train",
                                    resume=ctx.resume)
         return jax.device_get(p), hist, thr
 
@@ -73,7 +73,7 @@ def train_ablation(ctx: RunContext, cfg: Config) -> tuple[dict, dict]:
         def fit(name=name, make=make):
             p, hist, thr = train_model(ctx.key("causaltab-ablation-train"), mcfg, st,
                                        end=make(ABLATION_D_MAX, cfg.ablation_n), mesh=ctx.mesh,
-                                       checkpoint_dir=ctx.out_dir / "checkpoints-ablation" / name,
+                                       checkpoint_dir=ctx.out_dir / "checkpoints" / name,
                                        resume=ctx.resume)
             return jax.device_get(p), hist, thr
 

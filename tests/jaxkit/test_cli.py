@@ -269,3 +269,17 @@ def test_lingam_json_folder_is_checked_before_computing(tmp_path):
 def test_bench_json_folder_is_checked(tmp_path):
     r = runner.invoke(app, ["bench", "ica", "--json", str(tmp_path / "missing" / "b.json")])
     assert r.exit_code == 2 and "does not exist" in _out(r)
+
+
+def test_fresh_removes_only_the_runs_checkpoints(tmp_path):
+    """--fresh retrains from step 0: the run's OUT/checkpoints goes (a training would
+    otherwise refuse a folder holding a previous run's checkpoints); the rest of OUT
+    stays; nothing to remove is not an error."""
+    from jaxkit.cli import _clear_checkpoints
+
+    (tmp_path / "checkpoints" / "lm" / "100").mkdir(parents=True)
+    (tmp_path / "report.md").write_text("kept")
+    assert _clear_checkpoints(tmp_path) == tmp_path / "checkpoints"
+    assert not (tmp_path / "checkpoints").exists()
+    assert (tmp_path / "report.md").read_text() == "kept"
+    assert _clear_checkpoints(tmp_path) is None

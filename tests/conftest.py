@@ -76,15 +76,6 @@ def _compile_settings(request):
         yield
 
 
-@pytest.fixture(scope="module")
-def fast_compile():
-    """The cheap settings of :func:`_compile_settings` for a module, now the default:
-    kept so that ``pytest.mark.usefixtures("fast_compile")`` in older modules stays
-    harmless (it sets the flag the autouse fixture already set)."""
-    with _compile_setting(True):
-        yield
-
-
 @pytest.fixture
 def fast_compile_test():
     """Cheap compilation for one test of a module marked ``optimized_compile`` (a module

@@ -15,8 +15,6 @@ from jaxkit.actflow import proteins as P
 from jaxkit.actflow.metrics import pairwise_distances, vendi_score
 from jaxkit.io import DataError
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
 TINY = D.DiscreteSettings(hidden=32, depth=1, pretrain_steps=40, batch=16, rounds=2,
                           budget=16, adapt_steps=10, sample_steps=3, n_eval=16)
 L, V = 6, 3

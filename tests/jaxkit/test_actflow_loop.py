@@ -16,8 +16,6 @@ from jaxkit.actflow import domains, loop
 from jaxkit.actflow.config import ActFlowConfig
 from jaxkit.actflow.verifiers import Verifier
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
 TINY = ActFlowConfig(hidden=64, depth=3, n_data=512, pretrain_steps=1000, batch=128,
                      rounds=3, budget=128, adapt_steps=100, n_eval=128, sample_steps=8,
                      steer_steps=1)

@@ -11,8 +11,6 @@ from jaxkit.actflow import metrics as M
 from jaxkit.actflow import peptides as P
 from jaxkit.actflow.verifiers import Verifier, ring_band, sphere_band, torus_band
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
 _circles = jax.jit(M.circles, static_argnames="metric")
 _dist = jax.jit(M.pairwise_distances, static_argnames="metric")
 

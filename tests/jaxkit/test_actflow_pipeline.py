@@ -7,8 +7,6 @@ import pytest
 from jaxkit.actflow.config import FULL, QUICK, Config
 from jaxkit.registry import RunContext
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
 TINY = Config(domains=("rings", "peptides-discrete"), hidden=16, depth=2, n_data=128,
               pretrain_steps=20, batch=32, rounds=1, budget=32, adapt_steps=5, n_eval=32,
               sample_steps=4, steer_steps=1, n_draws=2, n_seeds=2, dfm_hidden=16,

@@ -3,12 +3,9 @@ the final discrete projection picks each Fe atom's state so that the cell is bal
 on cases whose answer is known by hand."""
 
 import numpy as np
-import pytest
 
 from jaxkit.amgenc import glass
 from jaxkit.amgenc import model as M
-
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
 
 FE2, FE3, OX = (glass.ELEMENTS.index(s) for s in ("Fe2+", "Fe3+", "O"))
 

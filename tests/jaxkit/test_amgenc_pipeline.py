@@ -22,8 +22,6 @@ from scipy.spatial.transform import Rotation
 from jaxkit.amgenc import model as M
 from jaxkit.registry import RunContext
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
 K = len(M.species_charges()[1])
 N = 24
 N_REAL = 20

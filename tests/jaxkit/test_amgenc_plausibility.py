@@ -11,8 +11,6 @@ from jaxkit.amgenc import design, glass
 from jaxkit.amgenc import plausibility as PL
 from jaxkit.amgenc.potential import pair_energy
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
 SI, OX, NA = (glass.ELEMENTS.index(s) for s in ("Si", "O", "Na"))
 
 

@@ -15,8 +15,6 @@ from jaxkit.amgenc import train as T
 from jaxkit.amgenc.config import QUICK, Config
 from jaxkit.amgenc.model import Batch
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
 
 @pytest.fixture(scope="module")
 def tiny():

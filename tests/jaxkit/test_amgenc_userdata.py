@@ -9,8 +9,6 @@ from jaxkit.amgenc import glass
 from jaxkit.amgenc import userdata as U
 from jaxkit.amgenc.report import write_cells
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
 FE2, FE3 = glass.ELEMENTS.index("Fe2+"), glass.ELEMENTS.index("Fe3+")
 
 

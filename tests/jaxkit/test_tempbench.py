@@ -26,8 +26,6 @@ from jaxkit.tempbench import tasks as T
 from jaxkit.tempbench import train as TR
 from jaxkit.tempbench.config import FULL, QUICK, Config
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
 RBG = functools.partial(jax.random.key, impl="rbg")  # compiles much faster than threefry
 
 # ------------------------------------------------------------------ Markov features

@@ -17,8 +17,6 @@ from jaxkit.tempbench import lm_acts, real, report_real, stream
 from jaxkit.tempbench import text_tasks as TT
 from jaxkit.tempbench.config import QUICK
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
 TEXT = "EUS**  \nNow, fair _Enter A_ the the the **HIPPO**\nFour d"
 WANT = {  # ? = not knowable from the document
     "word_interior":   "??100000001000011000011100000010001000100000111000001100",

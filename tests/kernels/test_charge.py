@@ -19,9 +19,6 @@ from scipy import optimize
 
 from jaxkit.data import oxidation as ox
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
-
 F64 = jnp.float64
 GLASS = ["Si", "B", "Al", "P", "Li", "Na", "K", "Ca", "Mg", "Zn", "O"]  # 11 species
 GLASS_Q = np.array([4, 3, 3, 5, 1, 1, 1, 2, 2, 2, -2])
@@ -626,7 +623,6 @@ def test_project_composition_matches_milp_and_vmaps(n_fe):
         want = milp_composition(costs[b, :n_act], q, element, counts)
         np.testing.assert_allclose(float(one.cost), want, rtol=1e-9)
         assert bool(one.feasible)
-
 
 
 def test_project_splits_traced_rows_match_brute_force():

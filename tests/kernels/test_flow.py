@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 from jaxkit.kernels import flow
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
 
 def test_linear_path_endpoints_and_velocity():
     x0 = {"a": jnp.array([1.0, -2.0]), "b": jnp.array(3.0)}

@@ -8,9 +8,6 @@ import numpy as np
 import pytest
 from jaxkit.kernels import flow_discrete as fd
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
-
 V, L, B = 5, 6, 4
 
 

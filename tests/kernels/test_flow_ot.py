@@ -11,9 +11,6 @@ from hypothesis import strategies as st
 from jaxkit.kernels import flow, flow_ot
 from scipy.optimize import linear_sum_assignment
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tests/conftest.py
-
-
 B, D = 8, 3
 
 

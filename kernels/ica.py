@@ -209,6 +209,27 @@ def sym_decorrelation(w: Float[Array, "k k"]) -> Float[Array, "k k"]:
     return (u * jax.lax.rsqrt(s)) @ u.T @ w
 
 
+def _mean_last(a):
+    """Mean over the last axis of a 2-D array as a matrix-vector product ``a @ 1 / n``.
+
+    The same value as ``jnp.mean(a, axis=-1)`` up to rounding. XLA:CPU (jax 0.10) hands a
+    plain float64 row reduction to a YNNPACK fusion that can run on the intra-op thread
+    pool; with single-threaded XLA (``--xla_cpu_multi_thread_eigen=false``) each such call
+    in FastICA's loop waited ~30 us for the hand-off and the batched float64 fit took 25%
+    more CPU time than with this product, which XLA emits inline (with one CPU device per
+    core, the default of the benchmarks, the two read the same; benchmarks/RESULTS.md)."""
+    if a.ndim != 2:
+        return jnp.mean(a, axis=-1)
+    n = a.shape[-1]
+    return (a @ jnp.ones((n,), a.dtype)) * (1.0 / n)
+
+
+def _mean_first(a):
+    """Mean over the first axis of a 2-D array as ``1^T a / n`` (see :func:`_mean_last`)."""
+    n = a.shape[0]
+    return (jnp.ones((n,), a.dtype) @ a) * (1.0 / n)
+
+
 def _contrast(fun: Fun, y, alpha, fun_args=None):
     """Return g(y) and the sample mean (last axis) of g'(y) for the negentropy contrast
     ``fun``; a callable ``fun(y, **fun_args)`` returns that pair itself (scikit-learn's
@@ -226,12 +247,12 @@ def _contrast(fun: Fun, y, alpha, fun_args=None):
         return gy, dg
     if fun == "logcosh":
         gy = jnp.tanh(alpha * y)
-        return gy, alpha * (1 - jnp.mean(gy * gy, axis=-1))
+        return gy, alpha * (1 - _mean_last(gy * gy))
     if fun == "exp":
         e = jnp.exp(-0.5 * y * y)
-        return y * e, jnp.mean((1 - y * y) * e, axis=-1)
+        return y * e, _mean_last((1 - y * y) * e)
     if fun == "cube":
-        return y**3, jnp.mean(3 * y * y, axis=-1)
+        return y**3, _mean_last(3 * y * y)
     raise ValueError(f"`fun` must be one of 'logcosh', 'exp', 'cube' or a callable; "
                      f"got {fun!r}")
 
@@ -473,7 +494,7 @@ def _fastica_core(x, w_init, alpha, tol, k, fun, fun_args, max_iter, whiten_solv
         deficient = jnp.asarray(False)
         zt = x.T
     else:
-        mean = jnp.mean(x, axis=0)
+        mean = _mean_first(x)
         xc = x - mean
         whitening, deficient = _whitening_matrix(xc, k, whiten_solver)
         whitening = screened_check(x, mean, xc, whitening)
@@ -505,7 +526,7 @@ def _fastica_core(x, w_init, alpha, tol, k, fun, fun_args, max_iter, whiten_solv
     st = w @ zt  # (k, n) sources in whitened units: unit variance already
     comps = w @ whitening
     if whiten == "unit-variance":
-        std = jnp.maximum(jnp.std(st, axis=1), jnp.finfo(st.dtype).tiny)
+        std = jnp.maximum(_std_last(st), jnp.finfo(st.dtype).tiny)
         st = st / std[:, None]
         comps = comps / std[:, None]
     elif whiten == "arbitrary-variance":  # scikit-learn's scale (no sqrt(n) in K)
@@ -523,6 +544,13 @@ def _fastica_core(x, w_init, alpha, tol, k, fun, fun_args, max_iter, whiten_solv
         converged=ok & ~deficient,
         rank_deficient=deficient,
     )
+
+
+def _std_last(a):
+    """Population standard deviation over the last axis (``jnp.std(a, axis=-1)``), its two
+    reductions as products (see :func:`_mean_last`)."""
+    c = a - _mean_last(a)[:, None]
+    return jnp.sqrt(_mean_last(c * c))
 
 
 def fit_transform(key: PRNGKeyArray | None, x: Float[Array, "n d"], **kwargs

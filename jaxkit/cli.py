@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import importlib.util
 import json
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import typer
 from rich.markup import escape
@@ -331,6 +332,49 @@ def _run_record(name: str, configs: dict, *, quick: bool, seed: int) -> dict:
             "jaxkit": __version__}
 
 
+class _Ran(NamedTuple):
+    """One pipeline of an invocation and the stages it reloaded (filled as it runs)."""
+
+    name: str
+    reloaded: list
+
+
+def _previous_invocations(out_dir: Path, record: dict) -> list:
+    """The invocations recorded in ``out_dir/run.json`` by earlier runs of the same
+    pipeline, mode, seed and configuration (a resumed run keeps its history, so the
+    record says which invocation computed what); ``[]`` for anything else."""
+    try:
+        old = json.loads((out_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return []
+    if any(old.get(k) != record[k] for k in ("pipeline", "mode", "seed", "configs")):
+        return []
+    prev = [dict(p, status="stopped before the end (killed or failed)")
+            if p.get("status") == "running" else p for p in old.get("invocations") or []]
+    if not prev and "wall_s" in old:  # a record written before invocations were kept
+        prev = [dict(wall_s=round(float(old["wall_s"]), 1), status=old.get("status"))]
+    elif not prev and old.get("status") == "running":
+        prev = [dict(status="stopped before the end (killed or failed)")]
+    return prev
+
+
+def _git_commit() -> str | None:
+    """The commit of the jaxkit checkout this runs from, or None (not a git checkout)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
 def _check_out_dir(out_dir: Path, record: dict, *, force: bool) -> None:
     """Refuse to mix a run into a folder that holds another run's report."""
     if out_dir.exists() and not out_dir.is_dir():
@@ -402,6 +446,8 @@ def run(
     out_dir = out or Path("runs") / name
     record = _run_record(name, configs, quick=quick, seed=seed)
     _check_out_dir(out_dir, record, force=force)
+    record["invocations"] = [] if fresh else _previous_invocations(out_dir, record)
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     from .distributed import make_mesh
     from .report import write_report
 
@@ -411,9 +457,12 @@ def run(
     except ValueError as e:
         _fail(f"--mesh {mesh}: {e}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(out_dir / "run.json", json.dumps(dict(record, status="running"), indent=2)
+    commit = _git_commit()
+    atomic_write(out_dir / "run.json", json.dumps(dict(
+        record, status="running", invocations=[*record["invocations"], dict(
+            started=started, status="running", commit=commit, fresh=fresh)]), indent=2)
                  + "\n")
-    results, failed = [], []
+    results, failed, contexts = [], [], []
     t_all = time.perf_counter()
     if all_:
         console.print(f"running {len(todo)} pipelines ({'quick' if quick else 'full'}); "
@@ -432,6 +481,7 @@ def run(
             ctx = registry.RunContext(out_dir=out_dir / n if all_ else out_dir,
                                       config=configs[n], quick=quick, seed=seed,
                                       mesh=the_mesh, progress=progress, resume=not fresh)
+            contexts.append(_Ran(n, ctx.reloaded))
             ctx.out_dir.mkdir(parents=True, exist_ok=True)
             if fresh and (gone := _clear_checkpoints(ctx.out_dir)) is not None:
                 err_console.print(f"--fresh: removed the previous run's checkpoints ({gone})")
@@ -457,9 +507,12 @@ def run(
                           f"{escape(_claims_line(res.claims))}", soft_wrap=True, highlight=False)
     report = write_report(out_dir, results, quick=quick, seed=seed)
     wall = time.perf_counter() - t_all
+    status = "failed" if failed else "done"
+    this = dict(started=started, wall_s=round(wall, 1), status=status, commit=commit,
+                fresh=fresh, reloaded={r.name: r.reloaded for r in contexts if r.reloaded})
     atomic_write(out_dir / "run.json", json.dumps(
-        dict(record, status="failed" if failed else "done", wall_s=wall,
-             failed=failed), indent=2) + "\n")
+        dict(record, status=status, wall_s=wall, failed=failed,
+             invocations=[*record["invocations"], this]), indent=2) + "\n")
     if all_:
         console.print(f"{len(results)}/{len(todo)} pipelines in {wall:.1f}s"
                       + (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -227,6 +227,21 @@ def test_run_records_config_and_refuses_a_different_run(toy, tmp_path):
     r = runner.invoke(app, [*base, "--set", "rounds=4"])
     assert r.exit_code == 0, r.output
     assert toy[-1].reloaded == ["draws"]
+    # the record keeps both invocations and says which one reloaded what
+    inv = json.loads((out / "run.json").read_text())["invocations"]
+    assert [i["status"] for i in inv] == ["done", "done"]
+    assert inv[0]["reloaded"] == {} and inv[1]["reloaded"] == {"toy-cli": ["draws"]}
+    assert all(i["wall_s"] >= 0 and not i["fresh"] for i in inv)
+    # an invocation that never finished (killed: its record still says running) is kept
+    # as such when the next one resumes
+    rec = json.loads((out / "run.json").read_text())
+    rec["invocations"].append(dict(started="x", status="running", commit=None, fresh=False))
+    (out / "run.json").write_text(json.dumps(dict(rec, status="running")))
+    r = runner.invoke(app, [*base, "--set", "rounds=4"])
+    assert r.exit_code == 0, r.output
+    inv = json.loads((out / "run.json").read_text())["invocations"]
+    assert [i["status"] for i in inv] == ["done", "done", "stopped before the end (killed or "
+                                          "failed)", "done"]
     # a different config, seed or mode is refused, without running
     n = len(toy)
     for extra, what in [(["--set", "rounds=5"], "configs"), (["--set", "rounds=4", "--seed",
@@ -239,7 +254,9 @@ def test_run_records_config_and_refuses_a_different_run(toy, tmp_path):
     assert len(toy) == n
     r = runner.invoke(app, [*base, "--set", "rounds=5", "--force"])
     assert r.exit_code == 0, r.output
-    assert json.loads((out / "run.json").read_text())["configs"]["toy-cli"]["rounds"] == 5
+    rec = json.loads((out / "run.json").read_text())
+    assert rec["configs"]["toy-cli"]["rounds"] == 5
+    assert len(rec["invocations"]) == 1  # another configuration: a new history
     assert not [p for p in out.iterdir() if ".tmp" in p.name]
 
 

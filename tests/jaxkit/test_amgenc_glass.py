@@ -157,8 +157,10 @@ def test_relaxation_lowers_energy_and_padding_is_inert():
 
 
 def test_generate_is_deterministic(multi):
-    again = g.generate("multi", 3, seed=3, n_atoms=(100, 200), **SHORT)
-    for a, b in zip(multi, again, strict=True):
+    # the stream draws the cells in order: generating one cell of the same seed again
+    # must give the first cell exactly (one relaxation instead of three)
+    again = g.generate("multi", 1, seed=3, n_atoms=(100, 200), **SHORT)
+    for a, b in zip(multi[:1], again, strict=True):
         np.testing.assert_array_equal(a.elements, b.elements)
         np.testing.assert_array_equal(a.positions, b.positions)
         assert a.box == b.box and a.properties == b.properties

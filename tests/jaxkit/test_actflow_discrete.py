@@ -38,6 +38,13 @@ def toy_pre():
     return dom, D.pretrain(dom, TINY, jax.random.key(0))
 
 
+@pytest.fixture(scope="module")
+def toy_actflow(toy_pre):
+    """ActFlow's rounds on the toy domain (key 1), uninterrupted: the keep-rule test's run
+    and the kill-and-resume test's reference."""
+    return D.run_method(toy_pre[1], "actflow", jax.random.key(1))
+
+
 def test_rdkit_verifier_on_known_molecules():
     ok = ["CC(=O)Oc1ccccc1C(=O)O",  # aspirin
           "Cn1cnc2c1c(=O)n(C)c(=O)n2C",  # caffeine
@@ -89,10 +96,10 @@ def test_protein_rules_and_moment():
     assert P.check_protein("X" + good) == ["non-canonical residues X"]
 
 
-def test_discrete_loop_keep_rule_and_feedback(toy_pre):
+def test_discrete_loop_keep_rule_and_feedback(toy_pre, toy_actflow):
     dom, pre = toy_pre
     assert np.isfinite(pre.loss)
-    res = D.run_method(pre, "actflow", jax.random.key(1))
+    res = toy_actflow
     for h in res["history"][1:]:
         assert h["n_kept_round"] <= h["n_novel_round"] <= h["n_valid_round"] <= TINY.budget
         assert 0.05 <= h["restart"] <= 0.95
@@ -105,9 +112,9 @@ def test_discrete_loop_keep_rule_and_feedback(toy_pre):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_discrete_round_killed_resumes_exactly(toy_pre, tmp_path):
+def test_discrete_round_killed_resumes_exactly(toy_pre, toy_actflow, tmp_path):
     _, pre = toy_pre
-    full = D.run_method(pre, "actflow", jax.random.key(3))
+    full = toy_actflow  # the same run (key 1), uninterrupted
 
     class Killed(Exception):
         pass
@@ -119,9 +126,9 @@ def test_discrete_round_killed_resumes_exactly(toy_pre, tmp_path):
             yield r
 
     with pytest.raises(Killed):
-        D.run_method(pre, "actflow", jax.random.key(3), checkpoint_dir=tmp_path / "ck",
+        D.run_method(pre, "actflow", jax.random.key(1), checkpoint_dir=tmp_path / "ck",
                      track=killing_track)
-    resumed = D.run_method(pre, "actflow", jax.random.key(3), checkpoint_dir=tmp_path / "ck")
+    resumed = D.run_method(pre, "actflow", jax.random.key(1), checkpoint_dir=tmp_path / "ck")
     assert resumed["resumed_from"] == 1
     assert repr(resumed["history"]) == repr(full["history"])  # repr: NaN == NaN
     for a, b in zip(jax.tree.leaves(full["params"]), jax.tree.leaves(resumed["params"]),

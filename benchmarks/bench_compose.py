@@ -15,7 +15,11 @@ list):
   weights (exported); the loss of those weights on one check batch is compared. Where
   the time goes: jaxkit's forward alone, forward + backward (``value_and_grad``) and the
   whole step are timed separately, and the step with ``jax.nn.dot_product_attention``
-  (``attn_impl="xla"``) beside the einsum path.
+  (``attn_impl="xla"``) beside the einsum path. The main step and the peer's are
+  *alternated* in one run (the peer is a server process; rounds of ``ALT_ROUND`` jaxkit
+  calls then as many torch calls), so both see the same machine load; the accuracy
+  column gives the median of the per-round wall ratios, each side's CPU time per call
+  and the load average.
 * ``gpt-medium`` -- the same at 6 layers, 6 heads, width 384, context 256, batch 16.
 * ``mamba`` -- one Mamba mixer (width 128, expand 2, state 16, conv 4; batch 8, length
   256; ``--quick``: width 64, batch 4, length 64), forward + backward of
@@ -76,6 +80,7 @@ ATTENTION = {"small": dict(batch=12, length=64, heads=4, head_dim=32),
              "medium": dict(batch=16, length=256, heads=6, head_dim=64)}
 TARGETS = {"gpt-small": 1.0, "gpt-medium": 1.0, "mamba fwd": 1.5, "attention": 1.0}
 THREADS = 2
+ALT_ROUND = 2  # GPT step: jaxkit and torch calls per alternation round
 
 
 def write_arrays(folder: Path, arrays: dict) -> Path:
@@ -225,6 +230,23 @@ model.load_jaxkit(w)
 with torch.no_grad():
     check = float(model(w["check_x"].long(), w["check_y"].long()))
 step = train_step(model, w["data"].long(), req["batch"], req["block_size"])
+if req.get("serve"):  # alternated with jaxkit: one line "n" on stdin -> n timed steps
+    for _ in range(req["warmup"]):
+        step()
+    print(json.dumps(dict(check_loss=check, threads=torch.get_num_threads(),
+                          versions=versions(["torch"]))), flush=True)
+    for line in sys.stdin:
+        n = int(line)
+        if n <= 0:
+            break
+        times, cpu = [], []
+        for _ in range(n):
+            t0, c0 = time.perf_counter(), time.process_time()
+            step()
+            times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        print(json.dumps(dict(times=times, cpu=cpu)), flush=True)
+    sys.exit(0)
 times, cpu = timed(step)
 print(json.dumps(dict(times=times, cpu=cpu, check_loss=check, threads=torch.get_num_threads(),
                       versions=versions(["torch"]))))
@@ -271,6 +293,69 @@ def run_peer_source(source: str, request: dict, tmp: Path) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+class PeerServer:
+    """``PEER_COMMON + source`` running in the torch venv as a server (the request with
+    ``serve=True``): ``first`` is its ready line, ``run(n)`` times ``n`` more peer calls
+    and returns ``{"times", "cpu"}``. Lets jaxkit and the peer alternate in one run."""
+
+    def __init__(self, source: str, request: dict, tmp: Path):
+        from jaxkit import bench
+
+        script = Path(tmp) / "peer_server.py"
+        script.write_text(PEER_COMMON.format(peers=str(HERE / "peers")) + source)
+        py = bench.ensure_peer_venv(PEER_VENV, PEER_SPECS, PEER_CHECK)
+        req = Path(tmp) / "request_server.json"
+        req.write_text(json.dumps(dict(request, serve=True)))
+        env = dict(bench.peer_env(), OMP_NUM_THREADS=str(request.get("threads", THREADS)))
+        self.proc = subprocess.Popen([str(py), str(script), str(req)], env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self.first = self._reply()
+
+    def _reply(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            err = self.proc.stderr.read().strip().splitlines()[-3:]
+            raise RuntimeError(f"peer server failed: {err}")
+        return json.loads(line)
+
+    def run(self, n: int) -> dict:
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        return self._reply()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("0\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+def alternate(jax_call, peer: PeerServer, *, rounds: int, per_round: int) -> dict:
+    """``rounds`` rounds of ``per_round`` jaxkit calls (``jax_call()``, blocking) then
+    ``per_round`` peer calls: the two sides see the same machine load. Returns the
+    per-call wall and process CPU times of both sides and the per-round ratios
+    ``median(peer) / median(jaxkit)`` (wall)."""
+    out = dict(jax_times=[], jax_cpu=[], peer_times=[], peer_cpu=[], pair_ratios=[])
+    for _ in range(rounds):
+        wt = []
+        for _ in range(per_round):
+            t0, c0 = time.perf_counter(), time.process_time()
+            jax_call()
+            wt.append(time.perf_counter() - t0)
+            out["jax_cpu"].append(time.process_time() - c0)
+        r = peer.run(per_round)
+        out["jax_times"] += wt
+        out["peer_times"] += r["times"]
+        out["peer_cpu"] += r["cpu"]
+        out["pair_ratios"].append(float(np.median(r["times"]) / np.median(wt)))
+    return out
+
+
 def cpu_per_call(fn, *args, n_runs: int) -> float:
     """Median process CPU time (all threads) of one call of the already compiled ``fn``,
     to set beside the wall-clock medians: on a loaded machine the CPU time each side
@@ -295,6 +380,31 @@ def cpu_note(jax_cpu: float, peer: dict | None) -> str:
             f"({pc / jax_cpu:.2f}x)")
 
 
+def step_loop(step, state, key, *args, n_calls: int):
+    """``(call, compile_s, flops)``: ``call()`` runs one more step of the training loop
+    ``state, info = step(state, key_i, *args)`` (jitted with the state donated, as
+    :func:`jaxkit.bench.time_jax_loop`; a fresh key per call) and blocks on the result."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxkit import bench
+
+    state = jax.tree.map(lambda a: jnp.array(a, copy=True), state)
+    jitted = jax.jit(step, donate_argnums=0)
+    t0 = time.perf_counter()
+    compiled = jitted.lower(state, key, *args).compile()
+    compile_s = time.perf_counter() - t0
+    flops = bench._xla_flops(compiled)
+    keys = iter(list(jax.random.split(key, n_calls + 1)))
+    carry = [state]
+
+    def call():
+        carry[0] = jitted(carry[0], next(keys), *args)[0]
+        jax.block_until_ready(carry[0])
+
+    return call, compile_s, flops
+
+
 def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
     import jax
     import jax.numpy as jnp
@@ -312,7 +422,7 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
     dtype = jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32
     data_dev = jnp.asarray(data)
     check = sample_windows(jax.random.key(7), data_dev, B, T)
-    rows, recs, cpus = [], {}, {}
+    rows, recs, cpus, loops = [], {}, {}, {}
     opt = optax.chain(optax.clip_by_global_norm(1.0),
                       optax.adamw(1e-3, b1=0.9, b2=0.95, weight_decay=0.1))
     for impl in ("einsum", "xla"):
@@ -338,12 +448,15 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
             return step(key, st, sample_windows(key, data, B, T))
 
         st0 = ktrain.init(state, opt)
-        rec = bench.time_jax_loop(train_step, st0, jax.random.key(1), data_dev,
-                                  n_runs=args.repeats, warmup=2, items=B * T,
-                                  name=f"{name} step ({impl})")
-        recs[impl] = rec
-        cpus[impl] = cpu_per_call(jax.jit(train_step), st0, jax.random.key(1), data_dev,
-                                  n_runs=args.repeats)
+        if impl == "einsum":
+            loops[impl] = step_loop(train_step, st0, jax.random.key(1), data_dev,
+                                    n_calls=args.repeats + 2)
+        else:
+            recs[impl] = bench.time_jax_loop(train_step, st0, jax.random.key(1), data_dev,
+                                             n_runs=args.repeats, warmup=2, items=B * T,
+                                             name=f"{name} step ({impl})")
+            cpus[impl] = cpu_per_call(jax.jit(train_step), st0, jax.random.key(1), data_dev,
+                                      n_runs=args.repeats)
         if impl == "einsum":
             arch = model.arch
             fwd = jax.jit(lambda p, b, merged=merged: lm_loss(merged(p)(b[:, :-1]), b[:, 1:]))
@@ -363,19 +476,47 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
                 if k.startswith("blocks/"):
                     _, i, f = k.split("/")
                     arrays[f"{i}.{f}"] = v
-    peer, acc_peer, r = None, "", None
+    peer, acc_peer, r, alt = None, "", None, None
+    call, compile_s, flops = loops["einsum"]
+    for _ in range(2):  # warm-up
+        call()
     if not args.no_peers:
-        # peers/torch_nanogpt.py's model and step, timed with each call's CPU time
-        r = run_peer_source(PEER_GPT, dict(c, arrays=str(write_arrays(tmp, arrays)),
-                                           n_runs=args.repeats, warmup=2,
-                                           threads=args.peer_threads), tmp)
+        # peers/torch_nanogpt.py's model and step in a server process, alternated with
+        # jaxkit's step in rounds of ALT_ROUND calls (both see the same load)
+        srv = PeerServer(PEER_GPT, dict(c, arrays=str(write_arrays(tmp, arrays)),
+                                        n_runs=0, warmup=2, threads=args.peer_threads), tmp)
+        try:
+            alt = alternate(call, srv, rounds=max(1, -(-args.repeats // ALT_ROUND)),
+                            per_round=ALT_ROUND)
+        finally:
+            srv.close()
+        r = dict(srv.first, times=alt["peer_times"], cpu=alt["peer_cpu"])
         peer = bench.record_from_times(f"{name} torch", r["times"], warmup=2, items=B * T)
+        recs["einsum"] = bench.record_from_times(
+            f"{name} step (einsum)", alt["jax_times"], warmup=2, items=B * T,
+            compile_s=compile_s, flops=flops)
+        cpus["einsum"] = float(np.median(alt["jax_cpu"]))
         acc_peer = f"check loss {r['check_loss']:.5f}"
+    else:
+        times, cpu = [], []
+        for _ in range(args.repeats):
+            t0, c0 = time.perf_counter(), time.process_time()
+            call()
+            times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        recs["einsum"] = bench.record_from_times(f"{name} step (einsum)", times, warmup=2,
+                                                 items=B * T, compile_s=compile_s,
+                                                 flops=flops)
+        cpus["einsum"] = float(np.median(cpu))
     fl = arch.flops_per_token() * B * T
     pk = peak_flops()
     mfu = "" if pk is None else f", MFU {fl / recs['einsum'].median_s / pk:.1%}"
+    pairs = "" if alt is None else (
+        f"; alternated with the peer, median pair ratio "
+        f"{np.median(alt['pair_ratios']):.2f}x [{min(alt['pair_ratios']):.2f}-"
+        f"{max(alt['pair_ratios']):.2f}], load {os.getloadavg()[0]:.1f}")
     acc = (f"check loss {check_loss:.5f}; {B * T / recs['einsum'].median_s:,.0f} tok/s{mfu}; "
-           f"{cpu_note(cpus['einsum'], r)}")
+           f"{cpu_note(cpus['einsum'], r)}{pairs}")
     rows.append(dict(case=f"{name} train step", dtype=args.dtype, jax=recs["einsum"],
                      peer=peer, peer_name="torch nanoGPT" if peer else "-", acc_jax=acc,
                      acc_peer=acc_peer))

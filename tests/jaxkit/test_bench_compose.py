@@ -50,3 +50,24 @@ def test_quick_mamba2_and_attention_cases_without_peers(bc, tmp_path):
     # the chunked SSD and its recurrence agree on sum(out * g)
     chunked, recurrence = (float(r["acc_jax"].split(";")[0].split()[-1]) for r in rows[:2])
     assert chunked == pytest.approx(recurrence, rel=1e-4, abs=1e-4)
+
+
+def test_alternate_interleaves_rounds_and_reports_pair_ratios(bc):
+    """The GPT case alternates jaxkit and peer calls round by round; the per-round ratio
+    is median(peer) / median(jaxkit) of that round's wall times."""
+    log = []
+
+    class FakePeer:
+        def run(self, n):
+            log.append(("peer", n))
+            return {"times": [0.02] * n, "cpu": [0.03] * n}
+
+    def call():
+        log.append(("jax", 1))
+
+    out = bc.alternate(call, FakePeer(), rounds=3, per_round=2)
+    assert log == [("jax", 1), ("jax", 1), ("peer", 2)] * 3
+    assert len(out["jax_times"]) == len(out["peer_times"]) == len(out["jax_cpu"]) == 6
+    assert len(out["pair_ratios"]) == 3 and all(r > 1 for r in out["pair_ratios"])
+    # the GPT peer source also compiles in its server form
+    assert "serve" in bc.PEER_GPT

@@ -176,6 +176,11 @@ def tiny_run(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("amgenc"))
 
 
+def _checkpoint_dir(run):
+    """The training checkpoints of the pipeline run ``run`` (pipeline.py's folder)."""
+    return run.out / "checkpoints" / "train" / f"{run.cfg.digest()[:16]}-seed{run.ctx.seed}"
+
+
 @pytest.fixture(scope="module")
 def tiny_data(tiny_run):
     """The run's data and trained model, reloaded from its stage and final checkpoint."""
@@ -184,9 +189,8 @@ def tiny_data(tiny_run):
     ctx = RunContext(out_dir=tiny_run.out, config=tiny_run.cfg, quick=True,
                      mesh=tiny_run.mesh)
     data = ctx.stage("amgenc-data", lambda: pytest.fail("the data stage was not saved"))
-    ckpt = tiny_run.out / "checkpoints" / "train" / f"{tiny_run.cfg.digest()[:16]}-seed{ctx.seed}"
     trained = T.fit_denoiser(tiny_run.cfg, data, ctx.key("train"), mesh=tiny_run.mesh,
-                             checkpoint_dir=ckpt)
+                             checkpoint_dir=_checkpoint_dir(tiny_run))
     assert trained.resumed_from == tiny_run.cfg.train_steps  # restored, no step taken
     return data, trained, ctx.key("train")
 
@@ -319,9 +323,14 @@ def _leaves(trained):
 
 def test_killed_training_resumes_to_identical_parameters(tiny_run, tiny_data, tmp_path,
                                                          kill_batches):
-    """Kill the tiny run's training at step 7 (checkpoints every 5) in a fresh folder:
-    the next run resumes from step 5 and ends with the parameters and loss curve of the
-    pipeline's uninterrupted training (its compiled step, its mesh)."""
+    """Kill the tiny run's training at step 7 (checkpoints every 5) in a folder that holds
+    the finished run's checkpoints, with ``resume=False``: the folder is emptied and the
+    training starts afresh (it reaches step 7, where a restored run would take no step);
+    the next run resumes from step 5 (the old checkpoints are gone) and ends with the
+    parameters and loss curve of the pipeline's uninterrupted training (its compiled
+    step, its mesh)."""
+    import shutil
+
     from jaxkit.amgenc import train as T
 
     cfg, mesh = tiny_run.cfg, tiny_run.mesh
@@ -332,29 +341,29 @@ def test_killed_training_resumes_to_identical_parameters(tiny_run, tiny_data, tm
     assert any(not np.allclose(a, b) for a, b in zip(_leaves(full), _leaves(init),
                                                       strict=True))
     assert all(np.all(np.isfinite(a)) for a in _leaves(full))
+    ckpt = tmp_path / "ck"
+    shutil.copytree(_checkpoint_dir(tiny_run), ckpt)  # the finished run's checkpoints
     restore = kill_batches(T, at=7)
-    with pytest.raises(kill_batches.Killed):
-        T.fit_denoiser(cfg, data, key, mesh=mesh, checkpoint_dir=tmp_path)
+    with pytest.raises(kill_batches.Killed):  # resume=False: afresh, not restored at 15
+        T.fit_denoiser(cfg, data, key, mesh=mesh, checkpoint_dir=ckpt, resume=False)
     restore()
-    res = T.fit_denoiser(cfg, data, key, mesh=mesh, checkpoint_dir=tmp_path)
+    res = T.fit_denoiser(cfg, data, key, mesh=mesh, checkpoint_dir=ckpt)
     assert res.resumed_from == 5
     for a, b in zip(_leaves(res), _leaves(full), strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(res.losses, full.losses)  # the curve came back too
-    # resume=False starts afresh in the same folder (and ends at the same parameters)
-    fresh = T.fit_denoiser(cfg, data, key, mesh=mesh, checkpoint_dir=tmp_path, resume=False)
-    assert fresh.resumed_from == 0
-    np.testing.assert_array_equal(_leaves(fresh)[0], _leaves(full)[0])
     # checkpoints of another configuration are refused
     with pytest.raises(ValueError, match="another configuration"):
-        T.fit_denoiser(cfg.override(["lr=0.01"]), data, key, checkpoint_dir=tmp_path)
+        T.fit_denoiser(cfg.override(["lr=0.01"]), data, key, checkpoint_dir=ckpt)
 
 
 def test_mesh_splits_the_batch_and_padded_cells_add_nothing(tiny_run, tiny_data):
-    """The batch of a step on the mesh: 4 cells padded to 8 and split over "data", the
-    padded cells' masks all False; the loss of the padded batch equals the loss of the 4
-    cells alone (padding keeps the real cells' keys). Training on the mesh against one
-    device (a second compilation of the step) runs under -m slow in test_amgenc_train."""
+    """The batch of the pipeline's first training step on the mesh: 4 cells padded to 8
+    and split over "data", the padded cells' masks all False; the loss that step
+    recorded (the padded batch, sharded, in the pipeline's compiled step) equals the loss
+    of the 4 cells alone on one device (padding keeps the real cells' keys). Training on
+    the mesh against one device (a second compilation of the step) runs under -m slow in
+    test_amgenc_train."""
     from jaxkit import distributed
     from jaxkit.amgenc import data as D
     from jaxkit.amgenc import train as T
@@ -362,19 +371,19 @@ def test_mesh_splits_the_batch_and_padded_cells_add_nothing(tiny_run, tiny_data)
     cfg, mesh = tiny_run.cfg, tiny_run.mesh
     data, trained, key = tiny_data
     _, q = M.species_charges()
-    norm = D.conditioning(data.train, q.size)
-    cells = D.pad_cells(data.train, D.n_pad(data), q.size, norm)
-    idx = T.batch_indices(key, 2, len(data.train), cfg.batch)
+    k_init, k_batch, k_step = jax.random.split(key, 3)  # fit_denoiser's keys
+    cells = D.pad_cells(data.train, D.n_pad(data), q.size, trained.norm)
+    idx = T.batch_indices(k_batch, cfg.train_steps, len(data.train), cfg.batch)
     b = T.make_batch_fn(cells, idx, mesh)(0)
     assert isinstance(b, M.Batch) and b.x.shape[0] == 8
     assert b.x.sharding.spec[0] == "data"
     assert np.asarray(b.mask[4:]).sum() == 0 and np.asarray(b.mask[:4]).any(axis=1).all()
-    loss = eqx.filter_jit(lambda net, batch, k: M.loss(net, batch, k, q))
-    padded = jax.device_get(b)
-    real = M.Batch(*(a[:4] for a in padded))
-    k = jax.random.key(3)
-    np.testing.assert_allclose(float(loss(trained.model, padded, k)),
-                               float(loss(trained.model, real, k)), rtol=1e-5)
+    real = M.Batch(*(a[:4] for a in jax.device_get(b)))
+    init = T.skeleton(cfg, cells.cond.shape[1], k_init)  # the parameters of step 0
+    loss = eqx.filter_jit(lambda net, batch, k: M.loss(
+        net, batch, k, q, balanced_share=cfg.balanced_share, augment_cells=cfg.augment))
+    np.testing.assert_allclose(float(loss(init, real, jax.random.fold_in(k_step, 0))),
+                               trained.losses[0], rtol=1e-5)
     assert distributed.mesh_size(mesh) == 8
 
 

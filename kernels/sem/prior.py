@@ -45,6 +45,7 @@ from .mechanisms import (
     init_mechanism,
     masked_moments,
     simulate_mechanism,
+    simulate_mechanism_batch,
 )
 from .prior_noise import PRIOR_NOISES, noise_law
 
@@ -268,14 +269,29 @@ def _noise_branch(code: int, n_max: int, d_max: int):
     return lambda t: noise_law(t["k_noise"], (n_max, d_max), code)
 
 
+def _init(t, code: int):
+    return init_mechanism(t["k_mech"], t["adj"], code, w_low=t["w_range"][0],
+                          w_high=t["w_range"][1], scale_low=t["scale_range"][0],
+                          scale_high=t["scale_range"][1])
+
+
 def _mech_branch(code: int):
     def run(t):
-        params = init_mechanism(t["k_mech"], t["adj"], code, w_low=t["w_range"][0],
-                                w_high=t["w_range"][1], scale_low=t["scale_range"][0],
-                                scale_high=t["scale_range"][1])
-        return simulate_mechanism(code, t["k_z"], t["adj"], params, t["eps"],
+        return simulate_mechanism(code, t["k_z"], t["adj"], _init(t, code), t["eps"],
                                   active=t["active"], rows=t["rows"], env=t["env"],
                                   targets=t["targets"], itype=t["itype"], iscm=t["iscm"])
+    return run
+
+
+def _mech_chunk(code: int):
+    """The mechanism stage of a pure chunk of tasks (all of mechanism ``code``): the node
+    loop stops at the chunk's largest ``d`` (the chunks hold tasks sorted by ``d``)."""
+    def run(t):
+        params = jax.vmap(functools.partial(_init, code=code))(t)
+        return simulate_mechanism_batch(code, t["k_z"], t["adj"], params, t["eps"],
+                                        active=t["active"], rows=t["rows"], env=t["env"],
+                                        targets=t["targets"], itype=t["itype"],
+                                        iscm=t["iscm"], n_steps=jnp.max(t["d"]))
     return run
 
 
@@ -359,6 +375,6 @@ def sample_tasks(key: PRNGKeyArray, prior: Prior, batch: int, *, d_max: int, n_m
                               t, chunk=chunk)
     t["eps"] = grouped_switch(t["noise"], [_noise_branch(c, n_max, d_max)
                                            for c in range(len(PRIOR_NOISES))], t, chunk=chunk)
-    t["x"] = grouped_switch(t["mech"], [_mech_branch(m) for m in range(len(MECHANISMS))], t,
-                            chunk=chunk)
+    t["x"] = grouped_switch(t["mech"], [_mech_chunk(m) for m in range(len(MECHANISMS))], t,
+                            chunk=chunk, sort_key=t["d"], batched=True)
     return jax.vmap(_finish)(t)

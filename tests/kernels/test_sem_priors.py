@@ -250,9 +250,16 @@ BRANCHES = (lambda x: x["a"] * 2.0, lambda x: x["a"] + x["b"], lambda x: -x["a"]
 
 
 @functools.cache
-def _grouped(batch, chunk):
-    def f(codes, inp):
-        return grouped_switch(codes, BRANCHES, inp, chunk=chunk)
+def _grouped(batch, chunk, batched=False):
+    def f(codes, inp, key):
+        if not batched:
+            return grouped_switch(codes, BRANCHES, inp, chunk=chunk)
+        # whole-chunk branches that depend on the chunk's largest key (all slots of a chunk
+        # must hold elements of the chunk's code): a_b * code-law + 0 * max(key)
+        def chunked(f):
+            return lambda x: jax.vmap(f)(x) + 0.0 * jnp.max(x["k"])
+        return grouped_switch(codes, [chunked(f) for f in BRANCHES], inp, chunk=chunk,
+                              sort_key=key, batched=True)
     return jax.jit(f)
 
 
@@ -262,10 +269,30 @@ def test_grouped_switch_equals_vmap_of_switch(batch, chunk):
     ref = jax.jit(jax.vmap(lambda c, x: jax.lax.switch(c, BRANCHES, x)))
     for codes in (rng.integers(0, 4, batch), np.zeros(batch, int), np.full(batch, 3),
                   np.arange(batch) % 4):
+        key = jnp.asarray(rng.integers(0, 5, batch), jnp.int32)
         inp = {"a": jnp.asarray(rng.normal(size=(batch, 3)), jnp.float32),
-               "b": jnp.asarray(rng.normal(size=(batch, 3)), jnp.float32)}
+               "b": jnp.asarray(rng.normal(size=(batch, 3)), jnp.float32), "k": key}
         c = jnp.asarray(codes, jnp.int32)
-        np.testing.assert_array_equal(_grouped(batch, chunk)(c, inp), ref(c, inp))
+        want = ref(c, inp)
+        np.testing.assert_array_equal(_grouped(batch, chunk)(c, inp, key), want)
+        np.testing.assert_array_equal(_grouped(batch, chunk, True)(c, inp, key), want)
+
+
+def test_grouped_switch_batched_chunks_are_pure_and_sorted():
+    # each chunk sees only its code's elements, in increasing sort key
+    def branch(code):
+        def f(x):
+            k = x["k"]
+            ok = jnp.all(x["c"] == code) & jnp.all(k[1:] >= k[:-1])
+            return jnp.broadcast_to(ok, k.shape)
+        return f
+    rng = np.random.default_rng(0)
+    codes = jnp.asarray(rng.integers(0, 3, 40), jnp.int32)
+    key = jnp.asarray(rng.integers(0, 9, 40), jnp.int32)
+    out = jax.jit(lambda c, k: grouped_switch(c, [branch(i) for i in range(3)],
+                                              {"c": c, "k": k}, chunk=6, sort_key=k,
+                                              batched=True))(codes, key)
+    assert np.asarray(out).all()
 
 
 def test_grouped_switch_chunk_bound_and_bad_chunk():

@@ -698,6 +698,11 @@ def main(argv: list[str] | None = None) -> int:
                  payload=dict(rows=[{k: (v.to_dict() if hasattr(v, "to_dict") else v)
                                      for k, v in r.items()} for r in rows],
                               speedups=ratios, log2=math.log(2)), markdown=False)
+    load, ncpu = os.getloadavg()[0], os.cpu_count() or 1
+    if load > ncpu:
+        print(f"WARNING: load average {load:.1f} > {ncpu} cores: the peers' multi-threaded "
+              f"times (OpenMP under oversubscription) are not valid; rerun on a quiet "
+              f"machine before comparing with the targets")
     for case, su in ratios.items():
         tgt = next((v for k, v in TARGETS.items() if case.startswith(k)), None)
         if su is not None and tgt is not None:

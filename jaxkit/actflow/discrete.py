@@ -58,6 +58,7 @@ from jaxkit.kernels.nets import sinusoidal_embedding
 from jaxkit.training import fit
 
 from . import metrics as M
+from .loop import uncommitted
 
 __all__ = ["DiscreteSettings", "TokenDomain", "Denoiser", "DKernels", "DPretrained",
            "pretrain", "run_method", "evaluate_draws", "EVAL_KEYS"]
@@ -366,7 +367,7 @@ def pretrain(dom: TokenDomain, cfg: DiscreteSettings, key: PRNGKeyArray, *,
         prev["seconds"], last["loss"] = meta.get("seconds", 0.0), meta.get("loss", math.nan)
 
     def chunk(k, st, batches):
-        st, info = kern.chunk(k, st, batches)
+        st, info = kern.chunk(k, uncommitted(st), batches)  # a restored state: no recompile
         return st, info._replace(loss=jnp.mean(info.loss))
 
     res = fit(kt, train0, chunk,
@@ -424,7 +425,7 @@ def run_method(pre: DPretrained, method: str, key: PRNGKeyArray, *,
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}; got {method!r}")
     kern, cfg, dom = pre.kernels, pre.kernels.cfg, pre.kernels.dom
-    params = eqx.filter(pre.model, eqx.is_array)
+    params = uncommitted(eqx.filter(pre.model, eqx.is_array))  # restored: no recompile
     k_rounds, k_eval = jax.random.split(key)
     _, _, ev0 = kern.evaluate(params, jax.random.fold_in(k_eval, 0))
     cap = cfg.rounds * cfg.budget
@@ -432,6 +433,7 @@ def run_method(pre: DPretrained, method: str, key: PRNGKeyArray, *,
     last = {}
 
     def round_step(k, st: DState, _):
+        st = uncommitted(st)  # a restored state: no second compilation
         kx, kt, kb = jax.random.split(k, 3)
         if method == "actflow":
             x, anchored = _explore(kern, st, kx)

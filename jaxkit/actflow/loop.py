@@ -64,7 +64,7 @@ from .domains import Domain
 
 __all__ = ["METHODS", "ActFlowConfig", "Kernels", "Pretrained", "make_model", "LoopState",
            "RoundInfo", "RunState", "pretrain", "init", "make_round", "make_sampler",
-           "evaluate", "evaluate_draws", "run_method"]
+           "evaluate", "evaluate_draws", "run_method", "uncommitted"]
 
 METHODS = ("pretrained", "retrain", "retrain+filter", "actflow")
 
@@ -144,6 +144,20 @@ def _check_divisible(n: int, name: str, mesh):
     if mesh is not None and n % mesh.shape["data"]:
         raise ValueError(f"`{name}` ({n}) must be a multiple of the mesh's data axis size "
                          f"({mesh.shape['data']}) for sharded batches")
+
+
+def uncommitted(tree):
+    """``tree`` with every array committed to one device (what a checkpoint restores)
+    replaced by an uncommitted copy of the same values on the same device (what a fresh
+    run holds). Without it the jitted functions of a run see a second input placement
+    after a restore and compile again. Multi-device (mesh) arrays are left alone."""
+
+    def one(x):
+        if isinstance(x, jax.Array) and x.committed and len(x.sharding.device_set) == 1:
+            return jnp.asarray(np.asarray(x))
+        return x
+
+    return jax.tree.map(one, tree)
 
 
 def _n_rep(cfg: ActFlowConfig) -> int:
@@ -396,7 +410,7 @@ def pretrain(domain: Domain, cfg: ActFlowConfig, key: PRNGKeyArray, *, mesh=None
         last["loss"] = rec["loss"]
 
     def chunk(k, st, batches):
-        st, info = kern.chunk(k, st, batches)
+        st, info = kern.chunk(k, uncommitted(st), batches)  # a restored state: no recompile
         return st, info._replace(loss=jnp.mean(info.loss))
 
     res = fit(kt, train0, chunk,
@@ -507,6 +521,7 @@ def run_method(domain: Domain, model: nets.MLP, data: Array, method: str,
         d), valid=(R+1, n_eval), state=LoopState, resumed_from=int, seconds=float)``.
     """
     params, static = _split(model)
+    params = uncommitted(params)  # a restored pre-training: no second compilation
     kern = kernels if kernels is not None else Kernels(domain, cfg, static, mesh)
     step = make_round(domain, static, cfg, method, kernels=kern)
     k_rounds, k_eval = jax.random.split(key)
@@ -515,6 +530,7 @@ def run_method(domain: Domain, model: nets.MLP, data: Array, method: str,
     state = kern.init_run(params, x0, v0, ev0)
 
     def round_step(k, st: RunState, data):
+        st = uncommitted(st)  # a restored state: no second compilation
         lp, info = step(st.loop, data, k)
         x, v, ev = kern.evaluate(lp.params, data, jax.random.fold_in(k_eval, lp.round))
         vals = dict(info._asdict(), n_kept_total=jnp.sum(lp.bank_mask))

@@ -24,7 +24,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Checkpointer", "abstract_like"]
+__all__ = ["Checkpointer", "abstract_like", "uncommitted", "uncommit_like"]
 
 
 def _is_key(x) -> bool:
@@ -55,6 +55,46 @@ def abstract_like(tree: Any, shardings: Any = None) -> Any:
                                 else x.dtype, sharding=s) for x, s in zip(leaves, shs,
                                                                           strict=True)]
     return jax.tree.unflatten(treedef, out)
+
+
+def _uncommit(x):
+    """An uncommitted copy (same values, default device) of a single-device array."""
+    import numpy as np
+
+    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(jnp.asarray(np.asarray(jax.random.key_data(x))),
+                                        impl=jax.random.key_impl(x))
+    return jnp.asarray(np.asarray(x))
+
+
+def uncommitted(tree: Any) -> Any:
+    """``tree`` with every array committed to one device (what a checkpoint restores)
+    replaced by an uncommitted copy of the same values (what a fresh run holds).
+
+    ``jit`` caches on whether an input is committed, so without this every jitted
+    function of a run compiles a second time after a restore; and a restored array
+    committed to one device cannot meet arrays placed on a mesh in one jitted call.
+    Multi-device (mesh) arrays are left alone."""
+
+    def one(x):
+        if isinstance(x, jax.Array) and x.committed and len(x.sharding.device_set) == 1:
+            return _uncommit(x)
+        return x
+
+    return jax.tree.map(one, tree)
+
+
+def uncommit_like(tree: Any, like: Any) -> Any:
+    """:func:`uncommitted` for the leaves whose counterpart in ``like`` (the state the
+    run started from) is an uncommitted array; every other leaf is kept as it is."""
+
+    def one(x, ref):
+        if (isinstance(ref, jax.Array) and not ref.committed and isinstance(x, jax.Array)
+                and x.committed and len(x.sharding.device_set) == 1):
+            return _uncommit(x)
+        return x
+
+    return jax.tree.map(one, tree, like)
 
 
 def _saved_target(target: Any) -> Any:

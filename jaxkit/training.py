@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .checkpoint import Checkpointer, abstract_like
+from .checkpoint import Checkpointer, abstract_like, uncommit_like
 
 __all__ = ["FitResult", "TrainingDiverged", "fit", "step_key"]
 
@@ -145,7 +145,9 @@ def fit(
     try:
         if ckpt is not None and resume and ckpt.latest_step() is not None:
             tgt = abstract_like(state) if target is None else target
-            state, meta, start = ckpt.restore(tgt)
+            restored, meta, start = ckpt.restore(tgt)
+            # placed as the fresh state was: no second compilation, no device clash
+            state = uncommit_like(restored, state) if target is None else restored
             if on_restore is not None:
                 on_restore(meta)
         if progress == "auto":

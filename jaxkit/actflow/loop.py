@@ -53,6 +53,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from jaxkit.checkpoint import uncommitted
 from jaxkit.kernels import flow, nets
 from jaxkit.kernels import train as T
 from jaxkit.kernels.checks import check_finite
@@ -144,20 +145,6 @@ def _check_divisible(n: int, name: str, mesh):
     if mesh is not None and n % mesh.shape["data"]:
         raise ValueError(f"`{name}` ({n}) must be a multiple of the mesh's data axis size "
                          f"({mesh.shape['data']}) for sharded batches")
-
-
-def uncommitted(tree):
-    """``tree`` with every array committed to one device (what a checkpoint restores)
-    replaced by an uncommitted copy of the same values on the same device (what a fresh
-    run holds). Without it the jitted functions of a run see a second input placement
-    after a restore and compile again. Multi-device (mesh) arrays are left alone."""
-
-    def one(x):
-        if isinstance(x, jax.Array) and x.committed and len(x.sharding.device_set) == 1:
-            return jnp.asarray(np.asarray(x))
-        return x
-
-    return jax.tree.map(one, tree)
 
 
 def _n_rep(cfg: ActFlowConfig) -> int:

@@ -131,3 +131,27 @@ def test_keys_round_trip_and_restore_onto_a_mesh(tmp_path):
     np.testing.assert_array_equal(jax.random.key_data(got["key"]),
                                   jax.random.key_data(tree["key"]))
     assert got["x"].sharding.spec == P("data")
+
+
+def test_a_resumed_fit_is_placed_like_a_fresh_one(tmp_path):
+    """A restore comes back committed to its device; ``fit`` hands the loop arrays placed
+    as the fresh state was (uncommitted), so a jitted step does not compile again."""
+    from jaxkit.checkpoint import uncommitted
+
+    st = _state()
+    assert not st.params["w"].committed
+    key = jax.random.key(2)
+    training.fit(key, st, STEP, _batch, steps=2, checkpoint_dir=tmp_path, checkpoint_every=1)
+    with Checkpointer(tmp_path) as c:
+        raw, _, _ = c.restore(abstract_like(st))
+    assert raw.params["w"].committed  # what orbax returns
+    n = STEP._cache_size()
+    res = training.fit(key, st, STEP, _batch, steps=3, checkpoint_dir=tmp_path,
+                       checkpoint_every=1)
+    assert res.resumed_from == 2 and not res.state.params["w"].committed
+    assert STEP._cache_size() == n  # the resumed steps reused the fresh run's program
+    free = uncommitted({"k": jax.random.key(3), "x": raw.params["w"]})
+    assert not free["x"].committed and not free["k"].committed
+    np.testing.assert_array_equal(jax.random.key_data(free["k"]),
+                                  jax.random.key_data(jax.random.key(3)))
+    np.testing.assert_array_equal(free["x"], raw.params["w"])

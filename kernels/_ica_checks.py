@@ -19,8 +19,7 @@ def screened_check(x, mean, xc, out):
     constant, since its range is at least ``2 sd`` and ``|x_ij| <= |mean_j| + sqrt(ss_j)``.
     Only when that screen fails is the exact max/min check run (``lax.cond``)."""
     n = x.shape[0]
-    # a product, not a reduction: see ica._mean_last (XLA:CPU's YNNPACK reductions hand off
-    # to a thread pool)
+    # a product, not a reduction: see kernels/_rowmeans.py
     ss = jnp.ones((n,), xc.dtype) @ (xc * xc)
     sd = jnp.sqrt(ss / n)
     eps = jnp.finfo(x.dtype).eps

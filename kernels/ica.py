@@ -29,6 +29,9 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._batching import map_over_batch, resolve_sequential_vmap
 from ._ica_checks import screened_check
+from ._rowmeans import mean_first as _mean_first
+from ._rowmeans import mean_last as _mean_last
+from ._rowmeans import std_last as _std_last
 from .checks import check_data_matrix, check_finite, collinear_columns, is_traced
 from .ica_transform import inverse_transform, transform
 
@@ -207,27 +210,6 @@ def sym_decorrelation(w: Float[Array, "k k"]) -> Float[Array, "k k"]:
     s, u = jnp.linalg.eigh(w @ w.T)
     s = jnp.maximum(s, jnp.finfo(s.dtype).tiny)
     return (u * jax.lax.rsqrt(s)) @ u.T @ w
-
-
-def _mean_last(a):
-    """Mean over the last axis of a 2-D array as a matrix-vector product ``a @ 1 / n``.
-
-    The same value as ``jnp.mean(a, axis=-1)`` up to rounding. XLA:CPU (jax 0.10) hands a
-    plain float64 row reduction to a YNNPACK fusion that can run on the intra-op thread
-    pool; with single-threaded XLA (``--xla_cpu_multi_thread_eigen=false``) each such call
-    in FastICA's loop waited ~30 us for the hand-off and the batched float64 fit took 25%
-    more CPU time than with this product, which XLA emits inline (with one CPU device per
-    core, the default of the benchmarks, the two read the same; benchmarks/RESULTS.md)."""
-    if a.ndim != 2:
-        return jnp.mean(a, axis=-1)
-    n = a.shape[-1]
-    return (a @ jnp.ones((n,), a.dtype)) * (1.0 / n)
-
-
-def _mean_first(a):
-    """Mean over the first axis of a 2-D array as ``1^T a / n`` (see :func:`_mean_last`)."""
-    n = a.shape[0]
-    return (jnp.ones((n,), a.dtype) @ a) * (1.0 / n)
 
 
 def _contrast(fun: Fun, y, alpha, fun_args=None):
@@ -544,13 +526,6 @@ def _fastica_core(x, w_init, alpha, tol, k, fun, fun_args, max_iter, whiten_solv
         converged=ok & ~deficient,
         rank_deficient=deficient,
     )
-
-
-def _std_last(a):
-    """Population standard deviation over the last axis (``jnp.std(a, axis=-1)``), its two
-    reductions as products (see :func:`_mean_last`)."""
-    c = a - _mean_last(a)[:, None]
-    return jnp.sqrt(_mean_last(c * c))
 
 
 def fit_transform(key: PRNGKeyArray | None, x: Float[Array, "n d"], **kwargs

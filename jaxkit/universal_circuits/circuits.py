@@ -18,9 +18,16 @@ and ``circuits``):
    single-model CLTs (:func:`matched_ratios`).
 5. **Universal latents** kept by one model's circuit only: universal latents (decoder
    share >= tau in both models) in ``C_0(c) xor C_1(c)``.
+6. **Circuit faithfulness** (:func:`faithfulness`), on the test images of class c: a
+   circuit's accuracy as a fraction of the full replacement model's, and its normalised
+   logit faithfulness ``(mu(C) - mu(0)) / (mu(1) - mu(0))`` (Wang et al. 2023; Marks et
+   al. 2024), ``mu`` the mean centred logit of c, ``1`` the full replacement and ``0``
+   the empty circuit (:mod:`jaxkit.kernels.crosscoder.faithfulness`).
 
 Accuracies are per class on fixed-size, weight-padded image sets
-(:func:`per_class`), so every class shares one compiled computation.
+(:func:`per_class`), so every class shares one compiled computation; recalls and
+logits need only the class's own images (:func:`gate_class_stats`), precision needs
+every class's images under each class's gates (:func:`gate_scores`).
 """
 
 from __future__ import annotations
@@ -35,11 +42,12 @@ import numpy as np
 
 from jaxkit.kernels import crosscoder as cc
 
+from ._jit import analysis_jit
 from .transcoder import model_sites, single_masks
 
 __all__ = ["PerClass", "per_class", "Circuits", "find_circuits", "gate_accuracy", "gate_scores",
-           "f1", "masks", "single_masks",
-           "intersection_stats", "matched_ratios", "decoder_images"]
+           "gate_class_stats", "f1", "masks", "single_masks", "intersection_stats",
+           "faithfulness", "FAITH_GATES", "matched_ratios", "decoder_images"]
 
 
 class PerClass(NamedTuple):
@@ -89,25 +97,58 @@ def _rest(clfs):
     return tuple(c.rest for c in clfs)
 
 
-GATE_BLOCK, IMAGE_BLOCK = 16, 64  # the one shape every accuracy evaluation compiles for
+# The fixed shapes every evaluation of a gate compiles for: own-class statistics (recall,
+# centred logit) in blocks of GATE_BLOCK gates x IMAGE_BLOCK images of every class;
+# precision, which needs every class's images under each class's gates (C times the
+# work), in blocks of PRECISION_BLOCK gates (its one caller scores 4 gates per class).
+GATE_BLOCK, IMAGE_BLOCK, PRECISION_BLOCK = 16, 64, 4
+
+
+def _replacement_logits(params, spec, clfs, mparams, read, live, x, g, k):
+    sites = tuple((x,) + (None,) * c_.n_layers for c_ in clfs)
+    _, logits = cc.uc_replacement(params, sites, spec, _rest(clfs), mparams,
+                                  gate=g.reshape(spec.n_depths, spec.n_latents) * live,
+                                  k=k, read=read, check=False)
+    return logits
 
 
 @functools.lru_cache(maxsize=16)
-def _acc_fn(spec: cc.UCSpec, clfs: tuple, k: int):
-    """``counts(params, mparams, xs (C, n, P), ws (C, n), gates (C, K, N)) -> (C, K, M,
-    2)``: under class ``c``'s gates, on the images of every class, the weighted count of
-    class-``c`` images predicted ``c`` (true positives) and of all images predicted ``c``."""
+def _class_fn(spec: cc.UCSpec, clfs: tuple, k: int):
+    """``stats(params, mparams, read, live, xs (C, n, P), ws (C, n), gates (C, K, N)) ->
+    (C, K, M, 2)``: under class ``c``'s gates, on class ``c``'s images only, the weighted
+    count of images predicted ``c`` (true positives) and the weighted sum of the centred
+    logit of ``c`` (:func:`jaxkit.kernels.crosscoder.centred`)."""
+
+    def one_class(params, mparams, read, live, x, w, c, gates):
+        def stats(g):
+            logits = _replacement_logits(params, spec, clfs, mparams, read, live, x, g, k)
+            return jnp.stack([jnp.stack([jnp.sum(w * (jnp.argmax(lg, -1) == c)),
+                                         jnp.sum(w * cc.centred(lg)[:, c])]) for lg in logits])
+
+        return jax.vmap(stats)(gates)
+
+    def fn(params, mparams, read, live, xs, ws, gates):
+        cs = jnp.arange(xs.shape[0])
+        return jax.vmap(one_class, in_axes=(None, None, None, None, 0, 0, 0, 0))(
+            params, mparams, read, live, xs, ws, cs, gates)
+
+    return jax.jit(fn)  # full optimisation: it runs ~50 times per quick run
+
+
+@functools.lru_cache(maxsize=16)
+def _precision_fn(spec: cc.UCSpec, clfs: tuple, k: int):
+    """``counts(params, mparams, read, live, xs (C, n, P), ws (C, n), gates (C, K, N)) ->
+    (C, K, M, 2)``: under class ``c``'s gates, on the images of every class, the weighted
+    count of class-``c`` images predicted ``c`` (true positives) and of all images
+    predicted ``c``."""
 
     def one_class(params, mparams, read, live, xs, ws, c, gates):
         C, n = ws.shape
         x, w = xs.reshape(C * n, -1), ws.reshape(-1)
         is_c = (jnp.arange(C * n) // n) == c
-        sites = tuple((x,) + (None,) * c_.n_layers for c_ in clfs)
 
         def counts(g):
-            _, logits = cc.uc_replacement(params, sites, spec, _rest(clfs), mparams,
-                                          gate=g.reshape(spec.n_depths, spec.n_latents) * live,
-                                          k=k, read=read, check=False)
+            logits = _replacement_logits(params, spec, clfs, mparams, read, live, x, g, k)
             pc = [(jnp.argmax(lg, -1) == c) for lg in logits]
             return jnp.stack([jnp.stack([jnp.sum(w * p * is_c), jnp.sum(w * p)]) for p in pc])
 
@@ -118,7 +159,7 @@ def _acc_fn(spec: cc.UCSpec, clfs: tuple, k: int):
         return jax.vmap(one_class, in_axes=(None, None, None, None, None, None, 0, 0))(
             params, mparams, read, live, xs, ws, cs, gates)
 
-    return jax.jit(fn)
+    return analysis_jit(fn)
 
 
 def _pad_axis1(a: np.ndarray, block: int) -> np.ndarray:
@@ -137,37 +178,62 @@ def masks(spec, read=None, live=None) -> tuple[jax.Array, jax.Array]:
     return r, lv
 
 
+def _blocked(fn, params, mparams, read, live, pc: PerClass, gates, gate_block: int
+             ) -> np.ndarray:
+    """``fn``'s sums over the images of ``pc`` for the gates ``(C, K, N)``, in zero-padded
+    blocks of ``IMAGE_BLOCK`` images x ``gate_block`` gates: ``(C, K, M, 2)``."""
+    gates = np.asarray(gates, np.float32)
+    K = gates.shape[1]
+    xs, ws = _pad_axis1(np.asarray(pc.x), IMAGE_BLOCK), _pad_axis1(np.asarray(pc.w), IMAGE_BLOCK)
+    gs = _pad_axis1(gates, gate_block)
+    mp = tuple(mparams)
+    cnt = 0.0
+    for i in range(0, xs.shape[1], IMAGE_BLOCK):
+        xb, wb = jnp.asarray(xs[:, i:i + IMAGE_BLOCK]), jnp.asarray(ws[:, i:i + IMAGE_BLOCK])
+        cnt = cnt + np.concatenate([np.asarray(fn(params, mp, read, live, xb, wb,
+                                                  jnp.asarray(gs[:, j:j + gate_block])))
+                                    for j in range(0, gs.shape[1], gate_block)], axis=1)
+    return cnt[:, :K].astype(np.float64)
+
+
+def _n_images(pc: PerClass) -> np.ndarray:
+    return np.maximum(np.asarray(pc.w, np.float64).sum(1), 1e-9)[:, None, None]
+
+
 def gate_scores(params, spec, clfs, mparams, pc: PerClass, gates, k: int, read=None,
                 live=None) -> tuple[np.ndarray, np.ndarray]:
     """Recall and precision ``(C, K, M)`` of each model's replacement (transcoder alone,
     no error terms) for class ``c`` under class ``c``'s gates ``(C, K, N)``: recall on
     the class's images, precision over the images of all classes (a gate that sends
     every image to ``c`` has recall 1 and precision about 1/C). Images and gates go
-    through in blocks of ``IMAGE_BLOCK`` x ``GATE_BLOCK`` (zero-padded), so every call
-    of one transcoder shape shares one compiled program."""
-    gates = np.asarray(gates, np.float32)
-    K = gates.shape[1]
-    fn = _acc_fn(spec, tuple(clfs), int(k))
-    xs, ws = _pad_axis1(np.asarray(pc.x), IMAGE_BLOCK), _pad_axis1(np.asarray(pc.w), IMAGE_BLOCK)
-    gs = _pad_axis1(gates, GATE_BLOCK)
-    mp = tuple(mparams)
+    through in blocks of ``IMAGE_BLOCK`` x ``PRECISION_BLOCK`` (zero-padded), so every
+    call of one transcoder shape shares one compiled program."""
     r, lv = masks(spec, read, live)
-    cnt = 0.0
-    for i in range(0, xs.shape[1], IMAGE_BLOCK):
-        xb, wb = jnp.asarray(xs[:, i:i + IMAGE_BLOCK]), jnp.asarray(ws[:, i:i + IMAGE_BLOCK])
-        cnt = cnt + np.concatenate([np.asarray(fn(params, mp, r, lv, xb, wb,
-                                                  jnp.asarray(gs[:, j:j + GATE_BLOCK])))
-                                    for j in range(0, gs.shape[1], GATE_BLOCK)], axis=1)
-    cnt = cnt[:, :K].astype(np.float64)
-    recall = cnt[..., 0] / np.maximum(np.asarray(pc.w).sum(1), 1e-9)[:, None, None]
+    cnt = _blocked(_precision_fn(spec, tuple(clfs), int(k)), params, mparams, r, lv, pc, gates,
+                   PRECISION_BLOCK)
+    recall = cnt[..., 0] / _n_images(pc)
     precision = cnt[..., 0] / np.maximum(cnt[..., 1], 1e-9)
     return recall, precision
 
 
+def gate_class_stats(params, spec, clfs, mparams, pc: PerClass, gates, k: int, read=None,
+                     live=None) -> tuple[np.ndarray, np.ndarray]:
+    """Accuracy (recall) and mean centred logit ``(C, K, M)`` of class ``c`` on its own
+    images under class ``c``'s gates ``(C, K, N)`` (each model's replacement, transcoder
+    alone). Only the class's own images go through (in blocks of ``IMAGE_BLOCK`` x
+    ``GATE_BLOCK``, one compiled program per transcoder shape), a ``C``-th of the work of
+    :func:`gate_scores`; the recall is the same."""
+    r, lv = masks(spec, read, live)
+    s = _blocked(_class_fn(spec, tuple(clfs), int(k)), params, mparams, r, lv, pc, gates,
+                 GATE_BLOCK)
+    return s[..., 0] / _n_images(pc), s[..., 1] / _n_images(pc)
+
+
 def gate_accuracy(params, spec, clfs, mparams, pc: PerClass, gates, k: int, read=None,
                   live=None) -> np.ndarray:
-    """Accuracy (recall) ``(C, K, M)`` of :func:`gate_scores`."""
-    return gate_scores(params, spec, clfs, mparams, pc, gates, k, read, live)[0]
+    """Accuracy (recall) ``(C, K, M)`` of :func:`gate_class_stats` (the recall of
+    :func:`gate_scores`)."""
+    return gate_class_stats(params, spec, clfs, mparams, pc, gates, k, read, live)[0]
 
 
 def f1(recall, precision):
@@ -183,7 +249,7 @@ def _attr_fn(spec: cc.UCSpec, clfs: tuple, k: int):
                               live=live)
         return cc.class_attribution(A, labels)
 
-    return jax.jit(fn)
+    return analysis_jit(fn)
 
 
 def class_scores(params, spec, clfs, mparams, x, y, k: int, chunk: int = 512, read=None,
@@ -217,19 +283,19 @@ def class_scores(params, spec, clfs, mparams, x, y, k: int, chunk: int = 512, re
     return (total / counts[None, :, None, None]).reshape(M, C, -1)
 
 
-@jax.jit
+@analysis_jit
 def _prefix_gates(scores, sizes):
     """``(C, K, N)`` prefix gates of every class's scores ``(C, N)``."""
     return jax.vmap(lambda s: cc.prefix_gates(s, sizes))(scores)
 
 
-@functools.partial(jax.jit, static_argnums=4)
+@analysis_jit(static_argnums=4)
 def _select(sizes, gates, accs, full, keep_frac: float):
     return jax.vmap(lambda g, a, f: cc.select_circuit(sizes, g, a, keep_frac, f))(gates, accs,
                                                                                    full)
 
 
-@jax.jit
+@analysis_jit
 def _random_gates(key, circuit_gates, shared):
     """``(C, R, N)``: per class, ``R`` (the keys) random subsets of the circuit of size
     ``shared[c]``."""
@@ -276,7 +342,7 @@ def find_circuits(params, spec, clfs, mparams, disc_x, disc_y, *, k: int, keep_f
                     np.stack(sweeps), np.asarray(sizes))
 
 
-_universal = jax.jit(cc.universal_latents, static_argnums=(1, 2))
+_universal = analysis_jit(cc.universal_latents, static_argnums=(1, 2))
 
 
 def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x, test_y, *,
@@ -322,8 +388,59 @@ def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x,
                 empty=empty, precision=prec_i, f1=f1_ratio)
 
 
-_logit_effects = jax.jit(cc.logit_effects, static_argnums=(1, 2))
-_match = jax.jit(cc.match_by_decoder)
+FAITH_GATES = ("full", "circuit 0", "circuit 1", "intersection", "empty")
+
+
+def faithfulness(params, spec, clfs, mparams, gates, test_x, test_y, *, k: int
+                 ) -> dict[str, np.ndarray]:
+    """Circuit faithfulness on held-out images (module docstring, 6.).
+
+    For class ``c`` and model ``m`` the metric ``mu(g)`` is, under gate ``g`` of the
+    replacement model (transcoder alone), either the accuracy (recall) on the test
+    images of class ``c`` or the mean centred logit of ``c`` on them; the gates are the
+    full replacement (every latent on), each model's circuit of ``c``, their
+    intersection and the empty circuit (every latent off: the decoder biases alone).
+
+    Args:
+      params, spec, clfs, mparams: the transcoder and the models.
+      gates: ``(M, C, N)`` the circuits (:attr:`Circuits.gates`).
+      test_x, test_y: held-out images.
+      k: TopK.
+
+    Returns:
+      ``{"acc", "logit"}`` ``(M, C, 5)``: the metrics of model ``m`` under the gates of
+      :data:`FAITH_GATES`; ``"circuit_acc"``, ``"inter_acc"`` ``(M, C)``: the accuracy of
+      model ``m``'s own circuit / of the intersection as a fraction of the full
+      replacement's, ``mu(C) / mu(1)`` (0 where ``mu(1)`` is 0); ``"circuit_logit"``,
+      ``"inter_logit"`` ``(M, C)``: the normalised logit faithfulness
+      ``(mu(C) - mu(0)) / (mu(1) - mu(0))``
+      (:func:`jaxkit.kernels.crosscoder.circuit_faithfulness`; 0 where
+      ``mu(1) = mu(0)``, ``"logit_valid"`` False there).
+    """
+    gates = np.asarray(gates, np.float32)
+    M, C, N = gates.shape
+    if M != 2:
+        raise ValueError(f"`gates` must hold the circuits of 2 models; got {M}")
+    pc = per_class(test_x, test_y, C)
+    inter = gates[0] * gates[1]
+    g = np.stack([np.ones_like(inter), gates[0], gates[1], inter, np.zeros_like(inter)],
+                 axis=1)  # (C, 5, N)
+    acc, logit = (np.moveaxis(a, -1, 0) for a in  # (M, C, 5)
+                  gate_class_stats(params, spec, clfs, mparams, pc, g, k))
+    own = np.stack([acc[m, :, 1 + m] for m in range(M)]), np.stack([logit[m, :, 1 + m]
+                                                                    for m in range(M)])
+    full, empty = (acc[..., 0], logit[..., 0]), (acc[..., 4], logit[..., 4])
+    c_logit, valid = (np.asarray(v) for v in cc.circuit_faithfulness(own[1], full[1],
+                                                                       empty[1]))
+    i_logit, _ = cc.circuit_faithfulness(logit[..., 3], full[1], empty[1])
+    return dict(acc=acc, logit=logit,
+                circuit_acc=own[0] / np.maximum(full[0], 1e-9),
+                inter_acc=acc[..., 3] / np.maximum(full[0], 1e-9),
+                circuit_logit=c_logit, inter_logit=np.asarray(i_logit), logit_valid=valid)
+
+
+_logit_effects = analysis_jit(cc.logit_effects, static_argnums=(1, 2))
+_match = analysis_jit(cc.match_by_decoder)
 
 
 def matched_ratios(spec, clfs, mparams, singles: Sequence[tuple], circs: Sequence[Circuits],
@@ -383,7 +500,7 @@ def _decoder_image_fn(clf):
                        .sum(1))
         return jnp.stack(out)
 
-    return jax.jit(fn)
+    return analysis_jit(fn)
 
 
 def decoder_images(params, spec, clfs, mparams, x, latents: Sequence[int]) -> np.ndarray:

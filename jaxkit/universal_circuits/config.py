@@ -123,15 +123,16 @@ class Config(PipelineConfig):
         require(self.elastic_sigma > 0, "elastic_sigma", f"must be > 0; got {self.elastic_sigma}")
 
 
-# Every stage at toy size. The quick run is bound by compilation, so it compiles little:
-# one transcoder step (vmapped over the 3 seeds) serves the pair, both single-model CLTs
-# and the surgery pair; one training step per model architecture (the CNN with and
-# without the surgery class); one accuracy and one attribution program for every
-# circuit evaluation (fixed-shape blocks); the augmented stream is made in NumPy
-# (96 compilations in a cold run, 366 before).
+# Every stage at toy size. The quick run compiles little: one transcoder step (vmapped
+# over the 3 seeds) serves the pair, both single-model CLTs and the surgery pair; one
+# training step per model architecture (the CNN with and without the surgery class);
+# one own-class statistics, one precision and one attribution program for every circuit
+# evaluation (fixed-shape blocks); the augmented stream is made in NumPy (101
+# compilations in a cold run, 366 before). Its trainings are checkpointed every 4
+# chunks (the transcoders at their end, the models at steps 400 and 600).
 QUICK = Config(image_size=8, mlp_widths=(64, 64), cnn_channels=(6, 12), cnn_hidden=32,
                model_steps=600, model_batch=128, model_lr=3e-3, n_record=4096, uc_latents=48,
                uc_k=6, uc_steps=400, uc_batch=128, uc_lr=3e-3, log_every=100,
-               checkpoint_every=2, n_sizes=12, n_random=4, same_arch_pair=False, uc_seeds=3,
+               checkpoint_every=4, n_sizes=12, n_random=4, same_arch_pair=False, uc_seeds=3,
                discovery_per_class=30)
 FULL = Config()

@@ -6,6 +6,7 @@ single-model CLT baseline and the surgery.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,15 @@ from jaxkit.kernels import crosscoder as cc
 
 from . import circuits as C
 from . import surgery as S
+from ._jit import analysis_jit
 from .config import Config
 from .data import N_CLASSES, Digits, augmented_stream
 from .models import Arch, Classifier, accuracy, train_classifier
 from .transcoder import model_sites, record, single_masks, train_uc
 
 __all__ = ["aug_kwargs", "archs", "stream", "train_model", "train_pair", "pair_analysis",
-           "single_baseline", "surgery", "uc_eval", "seed_params", "stream_size"]
+           "single_baseline", "surgery", "uc_eval", "circuit_faithfulness", "seed_params",
+           "stream_size"]
 
 
 def aug_kwargs(cfg: Config) -> dict:
@@ -143,29 +146,75 @@ def n_seeds(uc: dict) -> int:
     return int(jax.tree.leaves(uc["params"])[0].shape[0])
 
 
+@functools.lru_cache(maxsize=16)
+def _eval_fn(spec: cc.UCSpec, clfs: tuple, k: int):
+    """One compiled evaluation of a transcoder per shape (:func:`uc_eval`)."""
+    rest = tuple(c.rest for c in clfs)
+
+    def ev(params, sites, ps):
+        _, out = cc.uc_loss(params, sites, spec, rest_fns=rest, model_params=ps, k=k,
+                            fidelity_coef=1.0)
+        repl = cc.uc_replacement(params, sites, spec, rest, ps, k=k)[1]
+        fid = []
+        for m, c in enumerate(clfs):
+            h = sites[m][c.n_layers]
+            model = c.rest(ps[m], c.n_layers, h)
+            base = c.rest(ps[m], c.n_layers, jnp.mean(h, 0, keepdims=True))[0]
+            fid.append(cc.output_fidelity(model, repl[m], base))
+        return out, repl, jax.tree.map(lambda *a: jnp.stack(a), *fid)
+
+    return analysis_jit(ev)
+
+
 def uc_eval(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
-    """Per-site FVU, fidelity KL and replacement accuracy (transcoder alone) on the test
-    images, for every seed of the stack (``fvu (S, n_layers)``, ``kl``, ``l0 (S,)``,
-    ``replacement_acc (S, M)``)."""
+    """Per-site FVU, fidelity KL, replacement accuracy and the replacement model's output
+    fidelity on the test images, for every seed of the stack.
+
+    The replacement model replaces every layer of both models by the transcoder (no
+    error terms; :func:`jaxkit.kernels.crosscoder.uc_replacement`). Its output fidelity
+    (:func:`jaxkit.kernels.crosscoder.output_fidelity`) is measured per model as in the
+    circuit-tracing evaluation of cross-layer transcoders (Ameisen et al. 2025): the
+    fraction of test images on which its top-1 prediction is the model's, and the KL
+    fidelity ``1 - KL(model || replacement) / KL(model || mean ablation)``, the mean
+    ablation being the model with its last site replaced by its mean over the test images
+    (constant logits ``head(mean h_L)``).
+
+    Returns:
+      ``fvu (S, n_layers)``, ``kl (S,)`` (mean over single spliced sites), ``l0 (S,)``,
+      ``replacement_acc (S, M)``, ``agreement``, ``kl_replacement``, ``kl_fidelity``
+      ``(S, M)``, ``baseline_agreement``, ``baseline_kl`` ``(M,)`` (the mean ablation's)
+      and ``layers``.
+    """
     clfs, ps = load(cfg, names, models)
     spec = uc["spec"]
     sites = model_sites(clfs, ps, digits.x_test)
-    rest = tuple(c.rest for c in clfs)
-
-    @jax.jit
-    def ev(params, sites, ps):
-        _, out = cc.uc_loss(params, sites, spec, rest_fns=rest, model_params=ps, k=cfg.uc_k,
-                            fidelity_coef=1.0)
-        return out, cc.uc_replacement(params, sites, spec, rest, ps, k=cfg.uc_k)[1]
-
+    ev = _eval_fn(spec, tuple(clfs), int(cfg.uc_k))
     res = []
     for s in range(n_seeds(uc)):
-        out, logits = ev(seed_params(uc["params"], s), sites, tuple(ps))
+        out, logits, fid = ev(seed_params(uc["params"], s), sites, tuple(ps))
         res.append((np.asarray(out.fvu), float(out.kl), float(out.l0),
                     [float(np.mean(np.argmax(np.asarray(lg), -1) == digits.y_test))
-                     for lg in logits]))
-    fvu, kl, l0, acc = (np.asarray(v) for v in zip(*res, strict=True))
-    return dict(fvu=fvu, kl=kl, l0=l0, replacement_acc=acc, layers=spec.layers())
+                     for lg in logits], jax.tree.map(np.asarray, fid)))
+    fvu, kl, l0, acc = (np.asarray(v) for v in zip(*[r[:4] for r in res], strict=True))
+    fid = [r[4] for r in res]
+    return dict(fvu=fvu, kl=kl, l0=l0, replacement_acc=acc, layers=spec.layers(),
+                agreement=np.stack([f.agreement for f in fid]),
+                kl_replacement=np.stack([f.kl for f in fid]),
+                kl_fidelity=np.stack([f.kl_fidelity for f in fid]),
+                baseline_agreement=fid[0].baseline_agreement,
+                baseline_kl=fid[0].baseline_kl)
+
+
+def circuit_faithfulness(cfg: Config, names, models: dict, uc: dict, pa: dict,
+                         digits: Digits) -> dict:
+    """The faithfulness of the class circuits of :func:`pair_analysis` (``pa``) on the test
+    images, for every seed (:func:`jaxkit.universal_circuits.circuits.faithfulness`,
+    results stacked on a leading seed axis): a cheap stage on the saved circuits."""
+    clfs, ps = load(cfg, names, models)
+    per_seed = [C.faithfulness(seed_params(uc["params"], s), uc["spec"], clfs, ps,
+                               pa["circuits"]["gates"][s], digits.x_test, digits.y_test,
+                               k=cfg.uc_k) for s in range(n_seeds(uc))]
+    return {k: np.stack([r[k] for r in per_seed]) for k in per_seed[0]}
 
 
 def pair_analysis(key, cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:

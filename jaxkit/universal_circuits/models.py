@@ -229,6 +229,8 @@ def train_classifier(key, clf: Classifier, x_pool, y_pool, *, steps: int, batch:
     state = ktrain.init(params, _optimizer(lr, steps))
     if mesh is not None:
         state = jax.device_put(state, distributed.replicated(mesh))
+    else:  # committed, as restored arrays are (one compiled chunk for fresh and resumed)
+        state = jax.device_put(state, jax.tree.leaves(state)[0].sharding)
     fn = _chunk_fn(clf, float(lr), int(chunk), int(batch), int(steps), mesh)
     xp, yp = jnp.asarray(x_pool), jnp.asarray(y_pool)
     res = training.fit(k_run, state, fn, lambda i: (xp, yp, jax.random.fold_in(k_data, i)),

@@ -17,6 +17,12 @@ replicates of the circuit claims; images of the surgery claims):
 * surgery: the transferred class's recall beats chance (superiority of per-image hits
   over 1/10) and the other classes' accuracy is unchanged (equivalence of paired
   per-image differences within ``equivalence_margin``).
+
+Faithfulness, reported beside the claims (the measures of the circuit-tracing family,
+:mod:`jaxkit.kernels.crosscoder.faithfulness`): per model, the replacement model's top-1
+agreement with the model and its KL fidelity against a mean ablation; per circuit, its
+accuracy as a fraction of the full replacement model's and its normalised logit
+faithfulness ``(mu(C) - mu(0)) / (mu(1) - mu(0))``.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from jaxkit.stats import equivalence, superiority
 
 from .config import Config
 
-__all__ = ["PAPER", "claims", "markdown", "figures"]
+__all__ = ["PAPER", "claims", "markdown", "figures", "faithfulness_summary"]
 
 PAPER = "Universal Circuits (cross-model CLTs between vision models)"
 
@@ -163,8 +169,75 @@ def figures(pairs: dict, surg: dict, image_size: int, out: Path) -> list[Path]:
     return figs
 
 
+def faithfulness_summary(f: dict) -> dict:
+    """Per model, the means over seeds and classes of a pair's circuit faithfulness
+    (:func:`jaxkit.universal_circuits.experiment.circuit_faithfulness`); the logit
+    faithfulness over the (seed, class) cells where it is defined (``n_undefined`` the
+    others: the full and the empty replacement give the class the same logit)."""
+    valid = np.asarray(f["logit_valid"], bool)
+
+    def vmean(a):
+        a = np.asarray(a, np.float64)
+        return (np.where(valid, a, 0).sum((0, 2)) / np.maximum(valid.sum((0, 2)), 1)).tolist()
+
+    return dict(circuit_acc=np.mean(f["circuit_acc"], (0, 2)).tolist(),
+                inter_acc=np.mean(f["inter_acc"], (0, 2)).tolist(),
+                circuit_logit=vmean(f["circuit_logit"]), inter_logit=vmean(f["inter_logit"]),
+                n_undefined=(~valid).sum((0, 2)).tolist())
+
+
+def _fidelity_md(ev: dict, names) -> list[str]:
+    rows = [[n, float(np.mean(ev["agreement"][:, m])), float(ev["baseline_agreement"][m]),
+             float(np.mean(ev["kl_replacement"][:, m])), float(ev["baseline_kl"][m]),
+             float(np.mean(ev["kl_fidelity"][:, m]))] for m, n in enumerate(names)]
+    return ["Replacement model (every layer of both models replaced by the transcoder, no "
+            "error terms), per model on the test images, mean of "
+            f"{len(ev['kl'])} seeds: top-1 agreement with the model (the circuit-tracing "
+            "evaluation of CLTs) and KL fidelity 1 - KL(model || replacement) / KL(model || "
+            "mean ablation), the mean ablation replacing the model's last site by its mean "
+            "(1: the model's output distribution; 0: no closer than the ablation).", "",
+            markdown_table(["model", "top-1 agreement", "mean-ablation agreement",
+                            "KL to the replacement", "KL to the mean ablation",
+                            "KL fidelity"], rows), ""]
+
+
+def _faith_md(tag: str, names, f: dict) -> list[str]:
+    sm = faithfulness_summary(f)
+    rows = [[n, sm["circuit_acc"][m], sm["circuit_logit"][m], sm["inter_acc"][m],
+             sm["inter_logit"][m], sm["n_undefined"][m]] for m, n in enumerate(names)]
+    return [f"Circuit faithfulness ({tag}, test images of each class, mean over classes and "
+            f"{f['circuit_acc'].shape[0]} seeds): accuracy as a fraction of the full "
+            "replacement model's, mu(C) / mu(1), and normalised logit faithfulness "
+            "(mu(C) - mu(0)) / (mu(1) - mu(0)) with mu the class's mean centred logit, 1 the "
+            "full replacement and 0 the empty circuit (Wang et al. 2023; Marks et al. 2024).",
+            "", markdown_table(["model", "circuit: accuracy / full", "circuit: logit "
+                                "faithfulness", "intersection: accuracy / full",
+                                "intersection: logit faithfulness",
+                                "(seed, class) logit undefined"], rows), ""]
+
+
+def _faith_bullet(tag: str, names, ev: dict | None, f: dict | None) -> list[str]:
+    out = []
+    if ev is not None and "agreement" in ev:
+        out.append(f"- Faithfulness of the replacement model ({tag}): top-1 agreement with the "
+                   "model " + ", ".join(f"{n} {np.mean(ev['agreement'][:, m]):.3f}"
+                                         for m, n in enumerate(names))
+                   + "; KL fidelity against a mean ablation "
+                   + ", ".join(f"{np.mean(ev['kl_fidelity'][:, m]):.3f}"
+                               for m in range(len(names))) + ".")
+    if f is not None:
+        sm = faithfulness_summary(f)
+        out.append("- Circuit faithfulness (test images): each model's circuit keeps "
+                   + ", ".join(f"{n} {sm['circuit_acc'][m]:.3f}" for m, n in enumerate(names))
+                   + " of the full replacement's class accuracy (logit faithfulness "
+                   + ", ".join(f"{v:.3f}" for v in sm["circuit_logit"]) + "); the intersection "
+                   + ", ".join(f"{v:.3f}" for v in sm["inter_acc"]) + " (logit faithfulness "
+                   + ", ".join(f"{v:.3f}" for v in sm["inter_logit"]) + ").")
+    return out
+
+
 def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict | None,
-             surg: dict) -> str:
+             surg: dict, faith: dict | None = None) -> str:
     rows = [[n, f"{m['correct'].mean():.3f}"] for n, m in models.items()]
     data = ("Real images: scikit-learn's 1,797 8x8 handwritten digits" if cfg.task == "digits"
             else "The second task: 1,800 procedurally drawn shapes of ten classes (bars, "
@@ -183,6 +256,8 @@ def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict |
                f"{np.mean(ev['l0']):.1f} active latents per image; replacement accuracy "
                "(transcoder alone) "
                f"{', '.join(f'{a:.3f}' for a in np.mean(ev['replacement_acc'], 0))}.", ""]
+        if "agreement" in ev and tag in pairs:
+            md += _fidelity_md(ev, pairs[tag][0])
     for tag, (names, pa) in pairs.items():
         c = pa["circuits"]
         hdr = ["class", "shared", *(f"{n} circuit" for n in names),
@@ -204,6 +279,8 @@ def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict |
                "Per seed (mean over classes): ratio "
                + "; ".join(f"{n} " + ", ".join(f"{v:.3f}" for v in pa["ratio"][:, m].mean(-1))
                            for m, n in enumerate(names)), ""]
+        if faith is not None and tag in faith:
+            md += _faith_md(tag, names, faith[tag])
     if single is not None:
         md += ["### Baseline: independently trained single-model CLTs", "",
                markdown_table(["model", "mean matched ratio", "mean matched latents"],
@@ -225,6 +302,7 @@ def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict |
            f"{pa['universal'].shape[-1]} (paper: a few hundred of tens of thousands); "
            f"universal latents kept by one model's circuit only: mean "
            f"{pa['one_only'].sum(1).mean():.1f} per class.",
+           *_faith_bullet(tag, names, evals.get(tag), (faith or {}).get(tag)),
            "- A circuit's accuracy is its recall on the class's images with only its latents "
            "active (the transcoder alone, no error terms); a tiny circuit that pushes every "
            "image towards its class scores high on it, so the F1 ratio (which charges the "

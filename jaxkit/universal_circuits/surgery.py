@@ -17,18 +17,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
 import numpy as np
 
 from jaxkit.kernels import crosscoder as cc
 
+from ._jit import analysis_jit
 from .models import Classifier, _logits_jit
 from .transcoder import model_sites
 
 __all__ = ["transfer", "probe", "evaluate"]
 
 
-_surgery_head = jax.jit(cc.surgery_head, static_argnums=(1, 2, 3, 4, 10))
+_surgery_head = analysis_jit(cc.surgery_head, static_argnums=(1, 2, 3, 4, 10))
 
 
 def transfer(params, spec, giver: int, receiver: int, cls: int, gate, clfs, mparams,

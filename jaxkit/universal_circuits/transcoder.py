@@ -189,6 +189,9 @@ def train_uc(key, store: SiteStore, clfs: Sequence[Classifier], mparams: Sequenc
     if mesh is not None:
         state = jax.device_put(state, distributed.replicated(mesh))
         mp = jax.device_put(mp, distributed.replicated(mesh))
+    else:  # committed to its device, as a restored checkpoint's arrays are: without this a
+        # resumed training compiles the chunk a second time (jit keys on commitment)
+        state = jax.device_put(state, jax.tree.leaves(state)[0].sharding)
     fn = _uc_chunk(spec, tuple(clfs), float(lr), int(k), float(fidelity_coef), mesh, S)
     read, live = (np.ones(spec.n_models, np.float32),
                   np.ones((spec.n_depths, spec.n_latents), np.float32))

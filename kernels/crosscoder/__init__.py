@@ -26,6 +26,8 @@ Modules (every public name is re-exported here):
 * :mod:`.cross_model` -- cross-model cross-layer transcoders (Universal Circuits);
 * :mod:`.attribution` -- their replacement model and latent-to-logit attribution;
 * :mod:`.circuits` -- class-circuit pruning, intersections, universal latents, surgery;
+* :mod:`.faithfulness` -- the replacement model's output fidelity (top-1 agreement, KL
+  fidelity against an ablation baseline) and normalised circuit faithfulness;
 * :mod:`.temporal_baselines` -- Matryoshka, multi-layer crosscoder views, T-SAE, TFA.
 
 The public names are listed once, in this package's ``__all__``.
@@ -84,6 +86,7 @@ from .cross_model import (
     uc_source_mask,
     uc_spec,
 )
+from .faithfulness import Fidelity, circuit_faithfulness, kl_per_image, output_fidelity
 from .losses import (
     auxk_loss,
     l0_penalty,
@@ -143,6 +146,10 @@ from .temporal_baselines import (
 
 __all__ = [
     "Selector",
+    "Fidelity",
+    "output_fidelity",
+    "circuit_faithfulness",
+    "kl_per_image",
     "Params",
     "TrainState",
     "Carry",

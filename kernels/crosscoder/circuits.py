@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from ..checks import fail
+from ..checks import fail, is_traced
 from .cross_model import UCParams, UCSpec, uc_source_mask
 
 __all__ = ["PruneResult", "prefix_gates", "prune_sweep", "select_circuit", "universal_latents",
@@ -70,6 +70,16 @@ def prefix_gates(scores: Float[Array, " N"], sizes: Int[Array, " K"]) -> Float[A
     return (rank[None, :] < sizes[:, None]).astype(scores.dtype)
 
 
+def _checked_frac(frac):
+    """``frac`` in ``(0, 1]``: an error now when it is concrete, at run time when traced."""
+    msg = "`frac` must lie in (0, 1]"
+    if is_traced(frac):
+        return fail(frac, ~((frac > 0) & (frac <= 1)), msg)
+    if not 0 < float(frac) <= 1:
+        raise ValueError(f"{msg}; got {frac}")
+    return frac
+
+
 def prune_sweep(scores: Float[Array, " N"], accuracy: Callable[[Array], Array],
                 sizes: Int[Array, " K"], frac: float, full: Float[Array, ""]) -> PruneResult:
     """The smallest attribution-ordered prefix keeping ``frac`` of ``full`` (module
@@ -79,14 +89,14 @@ def prune_sweep(scores: Float[Array, " N"], accuracy: Callable[[Array], Array],
       scores: ``(N,)`` per-latent scores (higher is kept first).
       accuracy: ``accuracy(gate (N,)) -> scalar``, vmapped over the sizes.
       sizes: ``(K,)`` increasing prefix sizes in ``[1, N]``.
-      frac: the kept fraction, in ``(0, 1]``.
+      frac: the kept fraction, in ``(0, 1]`` (a float, or a traced scalar: checked at
+        run time, so one compiled sweep serves every fraction).
       full: the full replacement model's accuracy.
 
     Returns:
       A :class:`PruneResult`.
     """
-    if not 0 < frac <= 1:
-        raise ValueError(f"`frac` must lie in (0, 1]; got {frac}")
+    frac = _checked_frac(frac)
     if sizes.ndim != 1 or sizes.shape[0] < 1:
         raise ValueError(f"`sizes` must be a non-empty 1-D array; got shape {sizes.shape}")
     sizes = fail(sizes, (sizes < 1) | (sizes > scores.shape[0]) | jnp.any(jnp.diff(sizes) <= 0),
@@ -104,14 +114,14 @@ def select_circuit(sizes: Int[Array, " K"], gates: Float[Array, "K N"], accs: Fl
       sizes: ``(K,)`` increasing prefix sizes.
       gates: ``(K, N)`` their gates (:func:`prefix_gates`).
       accs: ``(K,)`` their accuracies.
-      frac: the kept fraction, in ``(0, 1]``.
+      frac: the kept fraction, in ``(0, 1]`` (a float or a traced scalar, as in
+        :func:`prune_sweep`).
       full: the full replacement model's accuracy.
 
     Returns:
       A :class:`PruneResult`.
     """
-    if not 0 < frac <= 1:
-        raise ValueError(f"`frac` must lie in (0, 1]; got {frac}")
+    frac = _checked_frac(frac)
     ok = accs >= frac * full - 1e-6
     first = jnp.argmax(ok)
     found = jnp.any(ok)

@@ -1,20 +1,36 @@
 """jaxkit.universal_circuits: the multi-model activation store, data, models, transcoder
-training (resume, mesh), circuits, claims, and the quick pipeline (slow)."""
+training (resume, mesh), circuits, their faithfulness, claims, and the quick pipeline
+(slow)."""
 
+import gc
 import json
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxkit.kernels import crosscoder as cc
 
 from jaxkit.crosscoder.store import SiteStore, write_sites
 from jaxkit.universal_circuits import circuits as C
 from jaxkit.universal_circuits import data as D
+from jaxkit.universal_circuits import experiment as E
 from jaxkit.universal_circuits import report
 from jaxkit.universal_circuits.config import QUICK
 from jaxkit.universal_circuits.models import Arch, Classifier
-from jaxkit.universal_circuits.transcoder import default_depth_map, record, train_uc
+from jaxkit.universal_circuits.transcoder import default_depth_map, model_sites, record, train_uc
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _frozen_gc():
+    """The objects alive when the module starts (the imported libraries) are exempt from
+    Python's cyclic garbage collector while it runs (as in ``jaxkit run
+    universal-circuits``): every full collection walked them all (~6% of this module's
+    CPU time), and none of them is garbage."""
+    gc.freeze()
+    yield
+    gc.unfreeze()
+
 
 # ------------------------------------------------------------------ multi-model store
 
@@ -76,10 +92,25 @@ def test_site_store_errors(tmp_path):
 def test_digits_split_by_index_and_exclusion():
     d = D.load_digits(8, 5)
     assert d.x_train.shape == (1437, 64) and d.x_test.shape == (360, 64)
+    # scikit-learn's digits, read from its wheel's CSV (read as load_digits reads it;
+    # test_digits_equal_scikit_learns_loader compares the two)
+    y = np.r_[d.y_train, d.y_test]
+    assert np.bincount(y).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
+    np.testing.assert_allclose((d.x_train.sum() + d.x_test.sum()) * 16, 561718.0, rtol=1e-6)
     assert 0 <= d.x_train.min() and d.x_train.max() <= 1
     dx = D.load_digits(8, 5, exclude=7)
     assert 7 not in dx.y_train and (dx.y_test == 7).sum() == (d.y_test == 7).sum()
     np.testing.assert_array_equal(dx.x_test, d.x_test)
+
+
+@pytest.mark.slow
+def test_digits_equal_scikit_learns_loader():
+    from sklearn.datasets import load_digits
+
+    ref = load_digits()
+    images, target = D._sklearn_digits()
+    np.testing.assert_array_equal(images, ref.images)
+    np.testing.assert_array_equal(target, ref.target)
 
 
 def test_shapes_task_is_balanced_deterministic_and_learnable():
@@ -108,9 +139,14 @@ def test_bilinear_matches_map_coordinates_and_augment_identity():
     def jax_side(x, si, sj, f):
         ref = jax.vmap(lambda im, a, b: jax.scipy.ndimage.map_coordinates(
             im, [a, b], order=1, mode="constant", cval=0.0))(x.reshape(3, 6, 6), si, sj)
-        same = D.augment(jax.random.key(0), x, 6, max_shift=0.0, max_rotation=0.0, alpha=0.0)
-        return (ref.reshape(3, -1), D.bilinear(x, si, sj, 6), D._blur(f, 1.5), same,
-                D.augment(jax.random.key(1), x, 6), D.augment(jax.random.key(2), x, 6))
+        # the three augmentations in one traced augment: identity settings (key 0), the
+        # defaults (keys 1, 2); vmapped keys draw what each key draws alone
+        keys = jax.random.split(jax.random.key(0), 3)
+        aug = jax.vmap(lambda kk, s, r, a: D.augment(kk, x, 6, max_shift=s, max_rotation=r,
+                                                     alpha=a))(
+            keys, jnp.array([0.0, 1.0, 1.0]), jnp.array([0.0, 10.0, 10.0]),
+            jnp.array([0.0, 1.0, 1.0]))
+        return ref.reshape(3, -1), D.bilinear(x, si, sj, 6), D._blur(f, 1.5), *aug
 
     ref, bil, blur, same, a, b = jax_side(x, si, sj, f)
     np.testing.assert_allclose(bil, ref, atol=1e-12)
@@ -142,17 +178,22 @@ def tiny():
 
 def test_sites_rest_and_head(tiny):
     d, clfs, ps = tiny
-    x = jnp.asarray(d.x_test[:4])
+    x = d.x_test[:4]
     for c, p in zip(clfs, ps, strict=True):
-        hs = c.sites(p, x)
+        @jax.jit  # one compilation per model instead of op-by-op dispatch
+        def run(p, x, c=c):
+            hs = c.sites(p, x)
+            return hs, [c.rest(p, t, hs[t]) for t in range(len(hs))], c.logits(p, x)
+
+        hs, rests, logits = run(p, x)
         assert [h.shape[1] for h in hs] == list(c.d_sites)
-        for t in range(len(hs)):
-            np.testing.assert_allclose(c.rest(p, t, hs[t]), c.logits(p, x), rtol=1e-6)
-        W, b = c.head(p)
-        np.testing.assert_allclose(hs[-1] @ W + b, c.logits(p, x), rtol=1e-5, atol=1e-6)
+        for r in rests:
+            np.testing.assert_allclose(r, logits, rtol=1e-6)
+        W, b = (np.asarray(a) for a in c.head(p))
+        np.testing.assert_allclose(np.asarray(hs[-1]) @ W + b, logits, rtol=1e-5, atol=1e-6)
         p2 = c.with_head(p, W * 0, b * 0 + 1)
         np.testing.assert_array_equal(c.head(p)[0], W)  # the original is left as it was
-        np.testing.assert_array_equal(c.logits(p2, x), 1.0)
+        np.testing.assert_array_equal(run(p2, x)[2], 1.0)
     assert clfs[1].d_sites == (64, 128, 48, 5)
     assert default_depth_map([2, 3]) == ((0, 2), (0, 1, 2))
     assert default_depth_map([3, 3]) == ((0, 1, 2),) * 2
@@ -229,6 +270,87 @@ def test_circuits_and_intersection_on_a_tiny_transcoder(tiny, trained):
     assert np.all(tp <= pc.w.sum() + 1e-6)
     with pytest.raises(ValueError, match=r"`y` has no image of class\(es\) \[9\]"):
         C.per_class(x[y != 9], y[y != 9], 10)
+
+
+def test_circuit_faithfulness_against_a_direct_evaluation(tiny, trained):
+    """Own-class recall and mean centred logit under a gate equal a direct run of the
+    replacement model; the full gate is faithfulness 1, the empty gate 0 and its logit
+    is the decoder-bias path's ``head(b_dec)`` in closed form; the own-class recall
+    equals the all-images (precision) path's."""
+    d, clfs, ps = tiny
+    spec, stacked, _ = trained
+    params = jax.tree.map(lambda a: a[0], stacked)
+    N = spec.n_depths * spec.n_latents
+    rng = np.random.default_rng(0)
+    circ = (rng.random((2, 10, N)) < 0.5).astype(np.float32)
+    circ[0, 3] = 1.0  # model 0's circuit of class 3 is the full replacement
+    circ[1, 4] = 0.0  # model 1's circuit of class 4 is empty
+    f = C.faithfulness(params, spec, clfs, ps, circ, d.x_test, d.y_test, k=2)
+    assert f["acc"].shape == (2, 10, 5) and f["circuit_logit"].shape == (2, 10)
+    rest = tuple(c.rest for c in clfs)
+    x = jnp.asarray(d.x_test)
+    sites = tuple((x,) + (None,) * cl.n_layers for cl in clfs)
+    run = jax.jit(lambda g: cc.uc_replacement(  # one compiled replacement for every gate
+        params, sites, spec, rest, ps, k=2, check=False,
+        gate=g.reshape(spec.n_depths, spec.n_latents))[1])
+    for c, g in [(3, circ[0, 3]), (4, circ[1, 4]), (7, circ[0, 7] * circ[1, 7])]:
+        col = {3: 1, 4: 2, 7: 3}[c]  # the FAITH_GATES column of that gate
+        for m, lg in enumerate(run(jnp.asarray(g))):
+            lg = np.asarray(lg, np.float64)[d.y_test == c]
+            np.testing.assert_allclose(f["acc"][m, c, col], np.mean(lg.argmax(1) == c),
+                                       atol=1e-6)
+            np.testing.assert_allclose(f["logit"][m, c, col],
+                                       np.mean(lg[:, c] - lg.mean(1)), rtol=1e-4, atol=1e-5)
+    for m, cl in enumerate(clfs):  # the empty circuit: every image gets head(b_dec[m][-1])
+        W, b = (np.asarray(a, np.float64) for a in cl.head(ps[m]))
+        lg0 = np.asarray(params.b_dec[m][-1], np.float64) @ W + b
+        np.testing.assert_allclose(f["logit"][m, :, 4], lg0 - lg0.mean(), rtol=1e-4, atol=1e-5)
+    assert f["circuit_logit"][0, 3] == 1.0  # the circuit is the full replacement
+    assert f["circuit_acc"][0, 3] == (1.0 if f["acc"][0, 3, 0] > 0 else 0.0)  # 0 if undefined
+    assert f["circuit_logit"][1, 4] == 0.0 and bool(f["logit_valid"][1, 4])
+    own = np.stack([f["logit"][m, :, 1 + m] for m in range(2)])
+    full, empty, ok = f["logit"][..., 0], f["logit"][..., 4], f["logit_valid"]
+    np.testing.assert_allclose(f["circuit_logit"], np.where(
+        ok, (own - empty) / np.where(ok, full - empty, 1), 0), rtol=1e-9)
+    pc = C.per_class(d.x_test, d.y_test, 10)
+    g = np.stack([circ[0], circ[1]], 1)
+    np.testing.assert_allclose(C.gate_accuracy(params, spec, clfs, ps, pc, g, 2),
+                               C.gate_scores(params, spec, clfs, ps, pc, g, 2)[0], atol=1e-12)
+    sm = report.faithfulness_summary({k: v[None] for k, v in f.items()})
+    np.testing.assert_allclose(sm["circuit_acc"], f["circuit_acc"].mean(1))
+
+
+def test_replacement_output_fidelity_in_the_evaluation(tiny, trained):
+    """uc_eval's program: top-1 agreement of the replacement with the model, the mean
+    ablation's logits head(mean h_L), and the KL fidelity, against a direct computation."""
+    d, clfs, ps = tiny
+    spec, stacked, _ = trained
+    params = jax.tree.map(lambda a: a[0], stacked)
+    x = d.x_test[:50]
+    sites = model_sites(clfs, ps, x)
+    out, repl, fid = E._eval_fn(spec, tuple(clfs), 2)(params, sites, tuple(ps))
+    for m, cl in enumerate(clfs):
+        W, b = (np.asarray(a, np.float64) for a in cl.head(ps[m]))
+        h = np.asarray(sites[m][-1], np.float64)
+        model, base = h @ W + b, h.mean(0) @ W + b  # the model; its mean ablation
+        q = np.asarray(repl[m], np.float64)
+        np.testing.assert_allclose(fid.agreement[m], np.mean(q.argmax(1) == model.argmax(1)))
+        np.testing.assert_allclose(fid.baseline_agreement[m],
+                                   np.mean(model.argmax(1) == base.argmax()))
+
+        def kl(a, b):
+            la = a - a.max(1, keepdims=True)
+            la = la - np.log(np.exp(la).sum(1, keepdims=True))
+            lb = b - b.max(1, keepdims=True)
+            lb = lb - np.log(np.exp(lb).sum(1, keepdims=True))
+            return np.mean((np.exp(la) * (la - lb)).sum(1))
+
+        k_base = kl(model, np.broadcast_to(base, model.shape))
+        np.testing.assert_allclose(fid.kl[m], kl(model, q), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(fid.baseline_kl[m], k_base, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(fid.kl_fidelity[m], 1 - kl(model, q) / k_base, rtol=1e-3,
+                                   atol=1e-5)
+    assert out.fvu.shape == (len(spec.layers()),)
 
 
 def test_decoder_images_are_the_decoders_through_the_first_layer(tiny, trained):

@@ -3,6 +3,7 @@ surgery): shapes and masks against a direct loop, attribution against finite
 differences, pruning against brute force, surgery on a toy pair with a known answer,
 and every bad input."""
 
+import gc
 import itertools
 
 import chex
@@ -20,9 +21,14 @@ DEPTHS = ((0, 2), (0, 1, 2))
 F, B, C = 6, 7, 3
 
 
-def make_sites(key, spec, n=B, dtype=jnp.float64):
-    return tuple(tuple(jax.random.normal(jax.random.fold_in(key, 10 * m + t), (n, d), dtype)
-                       for t, d in enumerate(ds)) for m, ds in enumerate(spec.d_sites))
+@pytest.fixture(autouse=True, scope="module")
+def _gc_frozen_while_the_module_runs():
+    """Python's cyclic collector skips the objects alive at the module's start (the
+    imported libraries, none of them garbage) instead of walking them all at every full
+    collection."""
+    gc.freeze()
+    yield
+    gc.unfreeze()
 
 
 def toy_rest(spec, heads):
@@ -36,39 +42,35 @@ def toy_rest(spec, heads):
     return tuple(mk(m) for m in range(spec.n_models))
 
 
-def toy_models(key, spec, dtype=jnp.float64):
-    mps = []
-    for m, ds in enumerate(spec.d_sites):
-        ks = jax.random.split(jax.random.fold_in(key, m), len(ds))
-        mps.append({"layers": [jax.random.normal(ks[j], (ds[j], ds[j + 1]), dtype) / ds[j] ** .5
-                               for j in range(len(ds) - 1)],
-                    "head": jax.random.normal(ks[-1], (ds[-1], C), dtype)})
-    return tuple(mps)
+def toy_models(rng, spec):
+    """Random tanh chains with linear heads (NumPy draws: nothing to compile)."""
+    return tuple({"layers": [jnp.asarray(rng.standard_normal((ds[j], ds[j + 1])) / ds[j] ** .5)
+                             for j in range(len(ds) - 1)],
+                  "head": jnp.asarray(rng.standard_normal((ds[-1], C)))}
+                 for ds in spec.d_sites)
 
 
 @pytest.fixture(scope="module")
 def setup():
+    """float64 transcoder (uc_init, one compiled call) and toy models; the sites are the
+    toy models' own activations on random inputs (for the replacement identities),
+    computed in NumPy."""
     spec = cc.uc_spec(D_SITES, DEPTHS, F)
-
-    @jax.jit
-    def build(k1, k2, k3):
-        params = jax.tree.map(lambda a: a.astype(jnp.float64), cc.uc_init(k1, spec))
-        params = params._replace(b_enc=params.b_enc + 0.3)
-        sites = make_sites(k2, spec)
-        mps = toy_models(k3, spec)
-        # model sites consistent with the toy models (for the replacement identities)
-        sites = tuple(tuple(_chain(mp, s[0], len(s) - 1))
-                      for mp, s in zip(mps, sites, strict=True))
-        return params, sites, mps
-
-    params, sites, mps = build(jax.random.key(3), jax.random.key(4), jax.random.key(5))
+    params = jax.jit(lambda k: jax.tree.map(lambda a: a.astype(jnp.float64),
+                                            cc.uc_init(k, spec)))(jax.random.key(3))
+    params = params._replace(b_enc=params.b_enc + 0.3)
+    rng = np.random.default_rng(4)
+    mps = toy_models(rng, spec)
+    sites = tuple(tuple(jnp.asarray(h) for h in _chain(mp, rng.standard_normal((B, ds[0])),
+                                                       len(ds) - 1))
+                  for mp, ds in zip(mps, spec.d_sites, strict=True))
     return spec, params, sites, toy_rest(spec, None), mps
 
 
 def _chain(mp, x, L):
-    hs = [x]
+    hs = [np.asarray(x)]
     for j in range(L):
-        hs.append(jnp.tanh(hs[-1] @ mp["layers"][j]))
+        hs.append(np.tanh(hs[-1] @ np.asarray(mp["layers"][j])))
     return hs
 
 
@@ -175,7 +177,7 @@ def test_jit_equals_eager_and_no_retrace(setup):
     eager = cc.uc_loss(params, sites, spec, rest_fns=rest, model_params=mps, k=2,
                        fidelity_coef=1.0, sparsity_coef=0.1)[0]
     np.testing.assert_allclose(loss(params, sites), eager, rtol=1e-12)
-    loss(params, jax.tree.map(lambda a: a * 1.5, sites))  # new values, same shapes: no trace
+    loss(params, jax.tree.map(lambda a: np.asarray(a) * 1.5, sites))  # same shapes: no trace
     # the fidelity term reaches the decoders of intermediate sites through the rest of the
     # model (model 1's layer 0 output feeds layers 1, 2)
     def kl_only(p):
@@ -240,17 +242,20 @@ def test_attribution_matches_finite_differences(setup, activation, k):
                                   activation=activation, k=k, check=False)
         return jnp.stack([cc.centred(x)[0] for x in lg])
 
+    A, np_sites, np_err = (jax.tree.map(np.asarray, t) for t in (A, sites, err))
     for b, s, f in [(0, 0, 1), (3, 1, 2), (5, 2, 0), (6, 0, 4)]:
-        one = jax.tree.map(lambda a, b=b: a[b:b + 1], sites)
-        e1 = jax.tree.map(lambda a, b=b: a[b:b + 1], err)
-        g = jnp.ones((3, F)).at[s, f]
-        fd = (np.asarray(logits_at(g.add(eps), one, e1))
-              - np.asarray(logits_at(g.add(-eps), one, e1))) / (2 * eps)
+        one = jax.tree.map(lambda a, b=b: a[b:b + 1], np_sites)  # NumPy slices: no compiles
+        e1 = jax.tree.map(lambda a, b=b: a[b:b + 1], np_err)
+        g = np.ones((3, F))
+        g[s, f] += eps
+        up = np.asarray(logits_at(g, one, e1))
+        g[s, f] -= 2 * eps
+        fd = (up - np.asarray(logits_at(g, one, e1))) / (2 * eps)
         np.testing.assert_allclose(A[b, :, :, s, f], fd, rtol=1e-5, atol=1e-7)
     # class attribution averages over each class's images
-    labels = jnp.array([0, 1, 2, 0, 1, 2, 0])
-    S = cc.class_attribution(A, labels)
-    np.testing.assert_allclose(S[1, 0], A[jnp.array([0, 3, 6]), 1, 0].mean(0), rtol=1e-12)
+    labels = np.array([0, 1, 2, 0, 1, 2, 0])
+    S = jax.jit(cc.class_attribution)(A, labels)
+    np.testing.assert_allclose(S[1, 0], A[[0, 3, 6], 1, 0].mean(0), rtol=1e-12)
 
 
 def _brute_prefix(scores, acc, sizes, frac, full):
@@ -263,6 +268,12 @@ def _brute_prefix(scores, acc, sizes, frac, full):
     return sizes[-1], False
 
 
+@jax.jit  # one compiled sweep per N (the fraction is traced, checked at run time)
+def _additive_sweep(w, frac, full):
+    return cc.prune_sweep(w, lambda g: jnp.minimum(1.0, jnp.sum(g * w)),
+                          jnp.arange(1, w.shape[0] + 1), frac, full)
+
+
 @settings(max_examples=8, deadline=None)
 @given(w=st.lists(st.floats(0.0, 1.0), min_size=6, max_size=8), frac=st.floats(0.3, 1.0))
 def test_pruning_matches_brute_force(w, frac):
@@ -273,17 +284,21 @@ def test_pruning_matches_brute_force(w, frac):
     full = min(1.0, w.sum())
 
     def acc(g):
-        return jnp.minimum(1.0, jnp.sum(g * w))
+        return min(1.0, float(np.sum(g * w)))
 
     sizes = np.arange(1, N + 1)
-    res = cc.prune_sweep(jnp.asarray(w), acc, jnp.asarray(sizes), frac, jnp.asarray(full))
-    n_ref, found_ref = _brute_prefix(w, lambda g: float(acc(g)), sizes, frac, full)
+    res = _additive_sweep(jnp.asarray(w), frac, full)
+    n_ref, found_ref = _brute_prefix(w, acc, sizes, frac, full)
     assert int(res.size) == n_ref and bool(res.found) == found_ref
     assert int(np.asarray(res.gate).sum()) == n_ref
+    rank = np.argsort(np.argsort(-w, kind="stable"))  # every prefix's accuracy
+    np.testing.assert_allclose(res.accuracies, [acc(rank < n) for n in sizes], atol=1e-12)
     best = min((len(c) for r in range(N + 1) for c in itertools.combinations(range(N), r)
                 if min(1.0, w[list(c)].sum()) >= frac * full - 1e-6), default=None)
     if best is not None and best >= 1:
         assert int(res.size) == best
+    with pytest.raises(ValueError, match=r"`frac` must lie in \(0, 1\]"), clear_errors():
+        jax.block_until_ready(_additive_sweep(jnp.asarray(w), 1.5, full))  # traced: run time
 
 
 def test_prune_sweep_grid_and_jit():
@@ -312,15 +327,14 @@ def test_surgery_on_a_rotated_toy_pair_copies_the_giver():
     spec = cc.uc_spec(((d, d), (d, d)), ((0,), (0,)), Fl)
     Wd_g = rng.normal(size=(1, Fl, d))
     bd_g = rng.normal(size=d)
-    params = cc.UCParams(W_enc=((jnp.zeros((d, Fl)),), (jnp.zeros((d, Fl)),)),
-                         b_enc=jnp.zeros((1, Fl)), log_threshold=jnp.zeros((1, Fl)),
-                         W_dec=((jnp.asarray(Wd_g),), (jnp.asarray(Wd_g @ Q.T),)),
-                         b_dec=((jnp.asarray(bd_g),), (jnp.asarray(Q @ bd_g),)))
+    params = cc.UCParams(W_enc=((np.zeros((d, Fl)),), (np.zeros((d, Fl)),)),
+                         b_enc=np.zeros((1, Fl)), log_threshold=np.zeros((1, Fl)),
+                         W_dec=((Wd_g,), (Wd_g @ Q.T,)), b_dec=((bd_g,), (Q @ bd_g,)))
     Wg, bg = rng.normal(size=(d, 10)), rng.normal(size=10)
     Wr, br = Q @ Wg, bg.copy()
     Wr[:, c], br[c] = rng.normal(size=d) * 5, -3.0
-    W2, b2 = cc.surgery_head(params, spec, 0, 1, c, jnp.ones((1, Fl)), jnp.asarray(Wg),
-                             jnp.asarray(bg), jnp.asarray(Wr), jnp.asarray(br), ridge=1e-9)
+    head = jax.jit(cc.surgery_head, static_argnums=(1, 2, 3, 4, 10))  # one compilation
+    W2, b2 = head(params, spec, 0, 1, c, np.ones((1, Fl)), Wg, bg, Wr, br, 1e-9)
     np.testing.assert_allclose(np.delete(np.asarray(W2), c, 1), np.delete(Wr, c, 1))
     h = rng.normal(size=(50, d))
     np.testing.assert_allclose((h @ Q.T) @ np.asarray(W2) + np.asarray(b2), h @ Wg + bg,
@@ -330,17 +344,19 @@ def test_surgery_on_a_rotated_toy_pair_copies_the_giver():
 
 def test_universal_latents_and_matching():
     spec = cc.uc_spec(((2, 3), (2, 3)), ((0,), (0,)), 3)
-    W0 = jnp.array([[[1.0, 0, 0], [1, 0, 0], [0, 0, 0]]])  # latent 2 writes to model 1 only
-    W1 = jnp.array([[[1.0, 0, 0], [0, 0, 0], [1, 0, 0]]])  # latent 1 writes to model 0 only
-    z = jnp.zeros((2, 3))
-    p = cc.UCParams(((z,), (z,)), jnp.zeros((1, 3)), jnp.zeros((1, 3)), ((W0,), (W1,)),
-                    ((jnp.zeros(3),), (jnp.zeros(3),)))
-    np.testing.assert_array_equal(cc.universal_latents(p, spec, 0.1), [[True, False, False]])
-    ea, eb = jnp.eye(3), jnp.array([[0.0, 1, 0], [1, 0, 0]])
-    sa, sb = cc.match_by_decoder(ea, eb, jnp.ones(3), jnp.ones(2), 0.9)
+    W0 = np.array([[[1.0, 0, 0], [1, 0, 0], [0, 0, 0]]])  # latent 2 writes to model 1 only
+    W1 = np.array([[[1.0, 0, 0], [0, 0, 0], [1, 0, 0]]])  # latent 1 writes to model 0 only
+    z = np.zeros((2, 3))
+    p = cc.UCParams(((z,), (z,)), np.zeros((1, 3)), np.zeros((1, 3)), ((W0,), (W1,)),
+                    ((np.zeros(3),), (np.zeros(3),)))
+    univ = jax.jit(cc.universal_latents, static_argnums=(1, 2))  # one compilation each
+    np.testing.assert_array_equal(univ(p, spec, 0.1), [[True, False, False]])
+    match = jax.jit(cc.match_by_decoder)
+    ea, eb = np.eye(3), np.array([[0.0, 1, 0], [1, 0, 0]])
+    sa, sb = match(ea, eb, np.ones(3), np.ones(2), 0.9)
     np.testing.assert_array_equal(sa, [1, 1, 0])
     np.testing.assert_array_equal(sb, [1, 1])
-    sa, _ = cc.match_by_decoder(ea, eb, jnp.ones(3), jnp.array([1.0, 0]), 0.9)
+    sa, _ = match(ea, eb, np.ones(3), np.array([1.0, 0]), 0.9)
     np.testing.assert_array_equal(sa, [0, 1, 0])
 
 
@@ -362,7 +378,9 @@ def test_bad_sites_and_labels(setup):
     short = (sites[0], (sites[1][0][:5],) + sites[1][1:])
     with pytest.raises(ValueError, match=r"`sites`\[1\]\[0\] has 5 activations but"):
         cc.uc_encode(params, short, spec, k=2)
-    nan = (sites[0], (sites[1][0].at[2, 1].set(jnp.nan),) + sites[1][1:])
+    bad = np.array(sites[1][0])
+    bad[2, 1] = np.nan
+    nan = (sites[0], (bad,) + sites[1][1:])
     with pytest.raises(ValueError, match=r"`sites\[1\]\[0\]` contains NaN"):
         cc.uc_encode(params, nan, spec, k=2)
     with pytest.raises(ValueError, match=r"`sites\[1\]\[0\]` contains NaN"), clear_errors():
@@ -371,15 +389,65 @@ def test_bad_sites_and_labels(setup):
         cc.uc_encode(params, ((sites[0][0], sites[0][0], sites[0][2]), sites[1]), spec, k=2)
     with pytest.raises(ValueError, match="`k`"):
         cc.uc_encode(params, sites, spec, k=F + 1)
-    A = jnp.zeros((4, 2, C, 3, F))
+    A = np.zeros((4, 2, C, 3, F))  # NumPy inputs: the checks' own operations compile only
     with pytest.raises(ValueError, match="`labels`: some class has no image"):
-        cc.class_attribution(A, jnp.array([0, 1, 1, 0]))
+        cc.class_attribution(A, np.array([0, 1, 1, 0]))
     with pytest.raises(ValueError, match="`gate` is an empty circuit"):
-        cc.check_circuit(jnp.zeros((3, F)))
+        cc.check_circuit(np.zeros((3, F)))
     with pytest.raises(ValueError, match="`gate` is an empty circuit"):
-        cc.surgery_head(params, spec, 0, 1, 0, jnp.zeros((3, F)), jnp.zeros((6, C)),
-                        jnp.zeros(C), jnp.zeros((2, C)), jnp.zeros(C))
+        cc.surgery_head(params, spec, 0, 1, 0, np.zeros((3, F)), np.zeros((6, C)),
+                        np.zeros(C), np.zeros((2, C)), np.zeros(C))
     with pytest.raises(ValueError, match="`sizes` must increase"):
-        cc.prune_sweep(jnp.ones(4), jnp.sum, jnp.array([2, 1]), 0.5, jnp.asarray(1.0))
+        cc.prune_sweep(np.ones(4), jnp.sum, np.array([2, 1]), 0.5, 1.0)
     with pytest.raises(ValueError, match="`rest_fns`"):
         cc.uc_loss(params, sites, spec, k=2, fidelity_coef=1.0)
+
+
+# ------------------------------------------------------------------------ faithfulness
+
+
+def test_output_fidelity_and_circuit_faithfulness_by_hand():
+    """Top-1 agreement, KL and KL fidelity against a uniform (constant) baseline on a hand
+    case; the normalised circuit faithfulness; jit = eager and vmap = loop."""
+    P = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])
+    Q = np.array([[0.5, 0.4, 0.1], [0.4, 0.3, 0.3]])
+    p, q, a = np.log(P), np.log(Q) + 5.0, np.zeros(3)  # logits: shifts change nothing
+    kl = np.array([(P[b] * np.log(P[b] / Q[b])).sum() for b in range(2)])
+    kl_u = np.log(3) + (P * np.log(P)).sum(1)  # KL(p || uniform) = log C - H(p)
+
+    @jax.jit  # every case in one compilation
+    def cases(p, q, a):
+        return dict(
+            f=cc.output_fidelity(p, q, a), w=cc.output_fidelity(p, q, a, np.array([1.0, 0])),
+            same=cc.output_fidelity(p, p, a), none=cc.output_fidelity(p, a, a),
+            flat=cc.output_fidelity(jnp.broadcast_to(a, p.shape), q, a),
+            swap=cc.output_fidelity(q, p, a),
+            vm=jax.vmap(cc.output_fidelity)(jnp.stack([p, q]), jnp.stack([q, p]),
+                                            jnp.stack([a, a])),
+            cf=cc.circuit_faithfulness(jnp.array([0.5, 2.0, 1.0, -1.0]),
+                                       jnp.array([1.0, 3.0, 1.0, 2.0]),
+                                       jnp.array([0.0, 1.0, 1.0, 0.0])))
+
+    r = cases(p, q, a)
+    f = r["f"]
+    for x, y in zip(cc.output_fidelity(p, q, a), f, strict=True):  # eager = jit
+        np.testing.assert_allclose(x, y, rtol=1e-12)
+    # argmax p = (0, 2), argmax q = (0, 0), the constant baseline predicts class 0
+    np.testing.assert_allclose([f.agreement, f.baseline_agreement], [0.5, 0.5])
+    np.testing.assert_allclose(f.kl, kl.mean(), rtol=1e-10)
+    np.testing.assert_allclose(f.baseline_kl, kl_u.mean(), rtol=1e-10)
+    np.testing.assert_allclose(f.kl_fidelity, 1 - kl.mean() / kl_u.mean(), rtol=1e-10)
+    assert bool(f.valid)
+    w = r["w"]  # row 0 only
+    np.testing.assert_allclose([w.agreement, w.kl, w.kl_fidelity],
+                               [1.0, kl[0], 1 - kl[0] / kl_u[0]], rtol=1e-10)
+    same = r["same"]
+    np.testing.assert_allclose([same.agreement, same.kl, same.kl_fidelity], [1, 0, 1],
+                               atol=1e-12)
+    np.testing.assert_allclose(r["none"].kl_fidelity, 0.0, atol=1e-12)  # replacement = baseline
+    assert not bool(r["flat"].valid) and float(r["flat"].kl_fidelity) == 0.0  # model = baseline
+    for x, y0, y1 in zip(r["vm"], f, r["swap"], strict=True):  # vmap = loop
+        np.testing.assert_allclose(x, [y0, y1], rtol=1e-12)
+    F, valid = r["cf"]
+    np.testing.assert_allclose(F, [0.5, 0.5, 0.0, -0.5])
+    np.testing.assert_array_equal(valid, [True, True, False, True])

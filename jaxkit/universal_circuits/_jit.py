@@ -1,0 +1,27 @@
+"""The one place the pipeline's analysis programs are jitted.
+
+Attribution, circuit sweeps, evaluations and surgery run a few times each on small
+inputs, so on CPU their compilation costs more than their runs: :func:`analysis_jit`
+compiles them with XLA's cheap settings (LLVM at -O0 without its expensive passes, what
+``jax_disable_most_optimizations`` does process-wide; the HLO passes, fusion included,
+still run). The trainings (:mod:`.models`, :mod:`.transcoder`), whose programs run
+long, the recording of the activations they train on, and the one analysis program
+that runs dozens of times (the circuit sweeps' own-class statistics,
+``circuits._class_fn``) keep XLA's full optimisations.
+"""
+
+from __future__ import annotations
+
+import jax
+
+__all__ = ["CHEAP_COMPILE", "analysis_jit"]
+
+CHEAP_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def analysis_jit(fn=None, **kw):
+    """``jax.jit(fn, **kw)`` compiled with :data:`CHEAP_COMPILE` (usable as a decorator,
+    with or without keywords)."""
+    if fn is None:
+        return lambda f: analysis_jit(f, **kw)
+    return jax.jit(fn, compiler_options=CHEAP_COMPILE, **kw)

@@ -150,7 +150,8 @@ def search_pools(cfg: Config, name: str, keys: dict[str, Any], rng_pools: np.ran
     random pools (:func:`jaxkit.ballad.pools.draw_pools`) x ``cfg.pool_seeds`` seeds of
     problem ``name`` with ``cfg.pool_calls`` calls each, all runs in one lockstep loop
     (seed ``j`` of pool ``p`` is run ``p * pool_seeds + j`` of each router). The search
-    runs on training instances of the quick size (there are many runs); the test
+    runs on ``cfg.pool_train_instances`` training instances of the quick size (there are
+    many runs); the test
     instances are full-size with ``cfg.full_test``.
 
     Returns:
@@ -163,7 +164,7 @@ def search_pools(cfg: Config, name: str, keys: dict[str, Any], rng_pools: np.ran
 
     prob = problems.get(name, quick=True)
     test_prob = problems.get(name, quick=not cfg.full_test)
-    train = prob.generate(keys["train"], cfg.train_instances)
+    train = prob.generate(keys["train"], cfg.pool_train_instances)
     test = test_prob.generate(keys["test"], cfg.test_instances)
     drawn = draw_pools(rng_pools, cfg.pools)
     k = len(drawn[0][1])

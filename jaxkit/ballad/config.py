@@ -43,6 +43,10 @@ class Config(PipelineConfig):
         pools: random pools per problem (scenarios in turn).
         pool_seeds: seeds per pool and router.
         pool_calls: proposer calls per run over pools (searched at the quick size).
+        pool_train_instances: training instances of the runs over pools (4 in QUICK and
+            FULL: 16 x 2000 runs per call step made FULL's pools stage take about 3 h per
+            problem on 2 cores; knapsack, where more instances matter, is not a pool
+            problem).
         cost_weight: price exponent of the "ballad-cost" router
             (:func:`jaxkit.kernels.bandit.ballad_cost`).
         budget: budget of the "ballad-budget" router, as a fraction of the cost of
@@ -87,6 +91,7 @@ class Config(PipelineConfig):
     pools: int = 50
     pool_seeds: int = 4
     pool_calls: int = 80
+    pool_train_instances: int = 4
     cost_weight: float = 0.5
     budget: float = 0.3
     pool: Literal["offline", "http"] = "offline"
@@ -111,7 +116,8 @@ class Config(PipelineConfig):
         if self.pool_problems:
             require_distinct("pool_problems", self.pool_problems, "problem")
         require_at_least(self, ("seeds", "calls", "train_instances", "test_instances", "n_init",
-                                "pools", "pool_seeds", "pool_calls", "http_calls", "http_seeds"))
+                                "pools", "pool_seeds", "pool_calls", "pool_train_instances",
+                                "http_calls", "http_seeds"))
         require_at_least(self, ("http_items",), 2)
         require_positive(self, ("http_timeout",))
         require_positive(self, ("match_margin", "budget", "program_timeout"))

@@ -85,7 +85,9 @@ def run(ctx: RunContext) -> PipelineResult:
         md += lines
         metrics[res["problem"]] = rows
     if pooled:
-        md += ["## The claim over random pools", ""]
+        md += ["## The claim over random pools", "",
+               f"Each run searches on {cfg.pool_train_instances} training instances of the "
+               "quick size and is scored on the test instances above.", ""]
     for res in pooled:
         lines, rows = report_pools.pool_section(res, cfg.match_margin)
         md += lines

@@ -305,6 +305,10 @@ def test_config_validation_and_override():
         Config(match_margin=0.0)
     with pytest.raises(ValueError, match="`pools`"):
         Config(pools=0)
+    # the runs over pools search on their own instance count (FULL's 16 are for knapsack)
+    assert FULL.train_instances == 16 and FULL.pool_train_instances == 4
+    with pytest.raises(ValueError, match="`pool_train_instances`"):
+        Config(pool_train_instances=0)
     with pytest.raises(ValueError, match="`cost_weight`"):
         Config(cost_weight=-1.0)
     with pytest.raises(ValueError, match="`pool_problems`"):

@@ -99,6 +99,23 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
         best_theta=best_theta)
 
 
+def with_optimum(res: dict, cfg: Config, keys: dict[str, Any], test=None) -> dict:
+    """``res`` of :func:`search_problem` with ``optimum_test``, the mean exact optimum of
+    its test instances (``test``, else regenerated from ``keys["test"]`` as the search
+    made them), where the problem has an exact solver (knapsack:
+    :func:`jaxkit.ballad.reference.knapsack_optimum`); ``res`` unchanged otherwise."""
+    from .reference import knapsack_optimum
+
+    if res["problem"] != "knapsack":
+        return res
+    if test is None:
+        test = problems.get("knapsack", quick=not cfg.full_test).generate(
+            keys["test"], cfg.test_instances)
+    opt = [knapsack_optimum(w, v, problems.KNAPSACK_CAPACITY)
+           for w, v in zip(np.asarray(test["weights"]), np.asarray(test["values"]), strict=True)]
+    return dict(res, optimum_test=float(np.mean(opt)))
+
+
 def _test_scores(score, thetas, instances):
     """Mean test score of each row of ``thetas`` (instances passed as an argument)."""
     import jax

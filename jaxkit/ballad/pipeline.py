@@ -28,7 +28,7 @@ from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
 from . import report, report_pools
-from .compare import search_pools, search_problem
+from .compare import search_pools, search_problem, with_optimum
 from .config import FULL, QUICK, Config
 from .http_run import search_http
 from .instances import load_instances
@@ -47,11 +47,12 @@ def run(ctx: RunContext) -> PipelineResult:
     results = []
     for name in cfg.problems:
         keys = {k: ctx.key(f"{k}-{name}") for k in ("train", "test", "search")}
-        results.append(ctx.stage(
+        test = user[1] if user and user[0] == name else None
+        results.append(with_optimum(ctx.stage(
             f"ballad-{name}",
-            lambda name=name, keys=keys: search_problem(
+            lambda name=name, keys=keys, test=test: search_problem(
                 cfg, name, keys, ctx.rng(f"init-{name}"), track=ctx.track, mesh=ctx.mesh,
-                test=user[1] if user and user[0] == name else None)))
+                test=test)), cfg, keys, test))
     pooled = []
     for name in cfg.pool_problems:
         keys = {k: ctx.key(f"pools-{k}-{name}") for k in ("train", "test", "search")}
@@ -84,6 +85,8 @@ def run(ctx: RunContext) -> PipelineResult:
         lines, rows = report.section(res, cfg.match_margin)
         md += lines
         metrics[res["problem"]] = rows
+        if "optimum_test" in res:
+            metrics[f"{res['problem']}-optimum"] = res["optimum_test"]
     if pooled:
         md += ["## The claim over random pools", "",
                f"Each run searches on {cfg.pool_train_instances} training instances of the "

@@ -117,7 +117,20 @@ def section(res: dict, match_margin: float) -> tuple[list[str], list[dict]]:
              f"{100 * r['saving']:.1f}%", f"{100 * r['reach']:.0f}%", r["cost_to_target"]]
             + [f"{100 * s:.0f}" for s in r["share"]] + [r["failures"]] for r in rows]
     md += [markdown_table(header, body), "", _sentence(res, rows, match_margin), ""]
+    if "optimum_test" in res:
+        md += [_ceiling(res, rows), ""]
     return md, rows
+
+
+def _ceiling(res: dict, rows: list[dict]) -> str:
+    """How close the classic heuristic and the routers come to the exact optimum."""
+    opt = res["optimum_test"]
+    best = max(rows, key=lambda r: r["test"][0])
+    return (f"Exact optimum of the test instances (dynamic programming): {opt:.4g}. The "
+            f"classic heuristic reaches {100 * res['baseline_test'] / opt:.2f}% of it; the "
+            f"best router ({best['router']}) {100 * best['test'][0] / opt:.2f}%, the worst "
+            f"{100 * min(r['test'][0] for r in rows) / opt:.2f}% (means over seeds). A "
+            "router cannot beat the classic heuristic by more than the gap between them.")
 
 
 def _sentence(res: dict, rows: list[dict], match_margin: float) -> str:

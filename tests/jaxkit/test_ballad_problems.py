@@ -141,6 +141,35 @@ def test_knapsack_greedy_below_dp_optimum():
         value, taken = R.knapsack_theta(prob.baseline, w, v, 100.0)
         assert value == greedy[i] and w[taken].sum() <= 100
     assert R.knapsack_optimum([3, 4, 5], [4.0, 5.0, 6.0], 7) == 9.0
+    rng = np.random.default_rng(0)  # against enumerating every subset of 9 items
+    for _ in range(5):
+        w, v = rng.integers(10, 60, 9), rng.integers(1, 100, 9).astype(float)
+        subsets = (np.arange(2 ** 9)[:, None] >> np.arange(9)) & 1
+        feasible = subsets @ w <= 100
+        assert R.knapsack_optimum(w, v, 100) == (subsets @ v)[feasible].max()
+
+
+def test_knapsack_report_states_the_exact_ceiling():
+    """The knapsack section of the report carries the DP optimum of the test instances
+    the search scored on (regenerated from the same key), and how close the classic
+    heuristic and the routers come to it; other problems are left as they were."""
+    from jaxkit.ballad.compare import with_optimum
+    from jaxkit.ballad.config import QUICK
+    from jaxkit.ballad.report import _ceiling
+
+    key = jax.random.key(3)
+    test = P.get("knapsack", quick=not QUICK.full_test).generate(key, QUICK.test_instances)
+    opt = np.mean([R.knapsack_optimum(w, v, 100) for w, v in
+                   zip(np.asarray(test["weights"]), np.asarray(test["values"]), strict=True)])
+    res = with_optimum({"problem": "knapsack", "baseline_test": 0.9 * opt}, QUICK,
+                       {"test": key})
+    assert res["optimum_test"] == opt
+    assert with_optimum({"problem": "knapsack"}, QUICK, {}, test)["optimum_test"] == opt
+    assert with_optimum({"problem": "tsp"}, QUICK, {"test": key}) == {"problem": "tsp"}
+    rows = [{"router": "ballad", "test": (0.95 * opt, 0, 0)},
+            {"router": "uniform", "test": (0.8 * opt, 0, 0)}]
+    line = _ceiling(res, rows)
+    assert "90.00% of it" in line and "(ballad) 95.00%" in line and "worst 80.00%" in line
 
 
 def test_tsp_tours_are_permutations():

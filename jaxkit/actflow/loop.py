@@ -280,7 +280,7 @@ class Kernels:
 
             def novelty_obj(z):  # soft-min squared distance of F(z) to the known set
                 f = domain.embed(sample(params, z))
-                sq = jnp.square(M.pairwise_distances(f, pool_f))
+                sq = M.squared_distances(f, pool_f)  # no sqrt: finite gradients at 0
                 h = thr ** 2
                 logits = jnp.where(pool_mask[None], -sq / h, -jnp.inf)
                 return jnp.sum(-h * jax.nn.logsumexp(logits, axis=1))

@@ -32,8 +32,9 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-__all__ = ["pairwise_distances", "validity", "uniqueness", "novelty", "circles",
-           "knn_radii", "knn_coverage", "vendi_from_kernel", "vendi_score", "exact_coverage"]
+__all__ = ["pairwise_distances", "squared_distances", "validity", "uniqueness", "novelty",
+           "circles", "knn_radii", "knn_coverage", "vendi_from_kernel", "vendi_score",
+           "exact_coverage"]
 
 METRICS = ("euclidean", "hamming", "tanimoto")
 
@@ -67,10 +68,25 @@ def pairwise_distances(a: Array, b: Array, metric: str = "euclidean") -> Float[A
         inter = a @ b.T
         union = jnp.sum(a, 1)[:, None] + jnp.sum(b, 1)[None, :] - inter
         return jnp.where(union > 0, 1.0 - inter / jnp.maximum(union, 1e-9), 0.0)
+    sq = squared_distances(a, b)
+    # the square root's gradient is infinite at 0, and the Gram form below can round a
+    # coincident pair to <= 0: such pairs get distance 0 with gradient 0, not NaN
+    pos = sq > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
+
+
+def squared_distances(a: Array, b: Array) -> Float[Array, "n m"]:
+    """Squared Euclidean distances ``||a_i - b_j||^2`` between the flattened rows of ``a``
+    and ``b``, in the Gram form ``|a|^2 + |b|^2 - 2 a.b`` clipped at 0 (smooth where
+    :func:`pairwise_distances` is not: use it under ``grad``)."""
+    a = jnp.reshape(a, (a.shape[0], -1))
+    b = jnp.reshape(b, (b.shape[0], -1))
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"rows of `a` and `b` differ in size: {a.shape} vs {b.shape}")
     a = a.astype(jnp.result_type(a.dtype, jnp.float32))
     b = b.astype(a.dtype)
     sq = (jnp.sum(a * a, 1)[:, None] + jnp.sum(b * b, 1)[None, :] - 2.0 * a @ b.T)
-    return jnp.sqrt(jnp.maximum(sq, 0.0))
+    return jnp.maximum(sq, 0.0)
 
 
 def validity(valid: Bool[Array, " n"]) -> Float[Array, ""]:

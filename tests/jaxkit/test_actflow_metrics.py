@@ -92,6 +92,24 @@ def test_rates_and_hamming():
         M.pairwise_distances(tok, tok, "cosine")
 
 
+def test_distance_gradients_are_finite_at_coincident_rows():
+    """A sample that lands on a known point (the Gram form rounds its squared distance
+    to <= 0) gives finite gradients: the steering step of the FULL rings run had turned
+    them into NaN source noise (`x0` contains NaN)."""
+    b = jax.random.normal(jax.random.key(3), (6, 12)) * 3.0
+    a = b[:3] + jnp.array([0.0, 1e-4, 1.0])[:, None]  # equal, within rounding, apart
+    sq = M.squared_distances(a, b)
+    np.testing.assert_allclose(sq, np.square(M.pairwise_distances(a, b)), rtol=1e-5,
+                               atol=1e-3)
+    np.testing.assert_allclose(sq, ((np.asarray(a)[:, None] - np.asarray(b)[None]) ** 2)
+                               .sum(-1), rtol=1e-4, atol=1e-3)
+    for f in (lambda x: jnp.sum(M.pairwise_distances(x, b)),
+              lambda x: -jax.nn.logsumexp(-M.squared_distances(x, b), axis=1).sum()):
+        g = jax.grad(f)(a)
+        assert np.all(np.isfinite(np.asarray(g)))
+    assert float(M.pairwise_distances(b[:1], b[:1])[0, 0]) == 0.0
+
+
 def test_metrics_jit_vmap_invariance():
     x = jax.random.normal(jax.random.key(1), (3, 16, 2))
     ref = jax.random.normal(jax.random.key(2), (30, 2))

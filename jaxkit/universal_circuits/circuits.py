@@ -40,9 +40,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxkit.analysis_jit import analysis_jit
 from jaxkit.kernels import crosscoder as cc
 
-from ._jit import analysis_jit
 from .transcoder import model_sites, single_masks
 
 __all__ = ["PerClass", "per_class", "Circuits", "find_circuits", "gate_accuracy", "gate_scores",

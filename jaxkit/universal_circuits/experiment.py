@@ -14,12 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxkit.analysis_jit import analysis_jit
 from jaxkit.crosscoder.store import SiteStore
 from jaxkit.kernels import crosscoder as cc
 
 from . import circuits as C
 from . import surgery as S
-from ._jit import analysis_jit
 from .config import Config
 from .data import N_CLASSES, Digits, augmented_stream
 from .models import Arch, Classifier, accuracy, train_classifier

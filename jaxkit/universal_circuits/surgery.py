@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from jaxkit.analysis_jit import analysis_jit
 from jaxkit.kernels import crosscoder as cc
 
-from ._jit import analysis_jit
 from .models import Classifier, _logits_jit
 from .transcoder import model_sites
 

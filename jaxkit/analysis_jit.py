@@ -1,13 +1,13 @@
-"""The one place the pipeline's analysis programs are jitted.
+"""Jitting for analysis programs: compiled cheaply because they run a few times each.
 
-Attribution, circuit sweeps, evaluations and surgery run a few times each on small
-inputs, so on CPU their compilation costs more than their runs: :func:`analysis_jit`
+A pipeline's evaluations, attribution sweeps and one-off analyses run a few times each on
+small inputs, so on CPU their compilation costs more than their runs: :func:`analysis_jit`
 compiles them with XLA's cheap settings (LLVM at -O0 without its expensive passes, what
 ``jax_disable_most_optimizations`` does process-wide; the HLO passes, fusion included,
-still run). The trainings (:mod:`.models`, :mod:`.transcoder`), whose programs run
-long, the recording of the activations they train on, and the one analysis program
-that runs dozens of times (the circuit sweeps' own-class statistics,
-``circuits._class_fn``) keep XLA's full optimisations.
+still run), per program and not process-wide. Trainings, whose programs run long, and any
+analysis program that runs dozens of times keep XLA's full optimisations (plain
+``jax.jit``). First user: :mod:`jaxkit.universal_circuits` (its circuit sweeps'
+own-class statistics, which run ~50 times a quick run, stay on ``jax.jit``).
 """
 
 from __future__ import annotations

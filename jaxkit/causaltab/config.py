@@ -2,19 +2,28 @@
 
 ``jaxkit run causaltab --set ds=10,20 --set n_datasets=20``. ``train_steps = 0`` uses the
 shipped weights (``jaxkit/causaltab/weights/``) unchanged; ``train_steps > 0`` trains
-from scratch for that many steps on the broad prior (the full run), checkpointed under
-the run folder so a killed run resumes. Each synthetic benchmark cell has ``n_datasets``
+from scratch (the full run) for that many steps of ``train_batch`` tasks on the broad
+prior, ``max_vars = train_d_max`` variables and at most ``train_n_max`` rows per task,
+starting from the narrow prior through a curriculum when ``train_curriculum``,
+checkpointed under the run folder so a killed run resumes. A benchmark with more
+variables than the model's ``max_vars`` is scored over covering subsets of ``max_vars``
+variables (the cell says ``chunked``). Each synthetic benchmark cell has ``n_datasets``
 datasets of ``n`` rows at every ``d`` in ``ds``; ``int_fracs`` are the interventional
 fractions of the mixed-interventional sweep; ``semantic_seeds`` datasets per expert
-network; ``margin`` is the equivalence margin (AUROC units) of the "matches" tests.
+network; GIES runs up to ``gies_max_d`` variables; ``margin`` is the equivalence margin
+(AUROC units) of the "matches" tests.
 
 The prior ablation (``ablation_steps > 0``; off in QUICK): two models of the shipped
-architecture (``max_vars = 20``), trained for ``ablation_steps`` steps of
-``ablation_batch`` tasks from the same seed, one on the broad prior and one on the
-narrow prior, then scored on the same ``n_datasets`` datasets per cell of
-``ablation_d`` variables (at most 10, inside the narrow prior's range) and
-``ablation_n`` rows (also the training ``n_max``), in and out of distribution, at the
-smallest and the largest of ``int_fracs``.
+architecture (``max_vars = 20``) trained from the main training's key (the same initial
+parameters and step keys) for ``ablation_steps`` steps of ``ablation_batch`` tasks of at
+most ``ablation_n`` rows, no curriculum, one on the broad prior and one on the narrow
+prior, then scored on the same ``ablation_datasets`` datasets per cell of ``ablation_d``
+variables (at most 10, inside the narrow prior's range) and ``ablation_n`` rows, in and
+out of distribution, at the smallest and the largest of ``int_fracs``. When the main
+training has the broad arm's recipe (``train_steps``, ``train_batch``, ``train_n_max``
+equal to ``ablation_steps``, ``ablation_batch``, ``ablation_n``; ``train_d_max = 20``;
+``train_curriculum`` off) the broad arm *is* the main model, trained once
+(:func:`jaxkit.causaltab.pipeline.train_ablation`).
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ class Config(PipelineConfig):
 
     ds: tuple[int, ...] = (10, 20, 50)
     n: int = 200
-    n_datasets: int = 20
+    n_datasets: int = 10
     int_fracs: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75)
     methods: tuple[str, ...] = ("causaltab", "notears", "direct-lingam", "var-sort-regress",
                                 "r2-sort-regress", "gies", "random")
@@ -41,22 +50,26 @@ class Config(PipelineConfig):
     semantic_seeds: int = 5
     semantic_n: int = 200
     sachs_rows: int = 600
-    train_steps: int = 20000
-    train_batch: int = 32
-    train_n_max: int = 200
+    train_steps: int = 3600
+    train_batch: int = 16
+    train_n_max: int = 64
+    train_d_max: int = 20
+    train_curriculum: bool = False
     gies_max_d: int = 20
     margin: float = 0.02
-    ablation_steps: int = 2000
+    ablation_steps: int = 3600
     ablation_batch: int = 16
     ablation_d: int = 10
     ablation_n: int = 64
+    ablation_datasets: int = 20
 
     def validate(self) -> None:
         require_at_least(self, ("n_datasets", "semantic_seeds", "train_batch",
-                                "ablation_batch"), 2)
+                                "ablation_batch", "ablation_datasets"), 2)
         require_at_least(self, ("n", "semantic_n", "sachs_rows", "train_n_max", "ablation_n"),
                          8)
         require_at_least(self, ("train_steps", "ablation_steps"), 0)
+        require_at_least(self, ("train_d_max",), 3)
         require_positive(self, ("margin",))
         require(len(self.ds) >= 1 and all(d >= 3 for d in self.ds), "ds",
                 f"must be a non-empty tuple of ints >= 3; got {self.ds}")
@@ -79,4 +92,19 @@ QUICK = Config(ds=(10,), n=64, n_datasets=6, int_fracs=(0.0, 0.5), semantic_seed
                semantic_n=64, networks=("sachs",), sachs_rows=64, train_steps=0,
                ablation_steps=0, methods=("causaltab", "direct-lingam", "var-sort-regress",
                                           "r2-sort-regress", "random"))
+# The full run retrains from scratch. FULL = Config(): the shipped weights' recipe
+# (16 tasks a step, d <= 20, n <= 64, 3600 steps; python -m jaxkit.causaltab.make_weights)
+# trained once on the broad prior from the first step, which is also the prior
+# ablation's broad arm (shared: same key, architecture, settings and prior), so the two
+# ablation models cost one extra training; d = 50 is scored over covering subsets of 20
+# variables; 10 datasets per synthetic cell (24 cells: 240 per method), 20 per ablation
+# cell. Estimate, CPU seconds measured on this machine (time.process_time around the
+# compiled call, compilation apart; /tmp/proposed_ctfull.md has the table): training
+# 0.48 s a step x 3600 steps x 2 models = 3500 s; synthetic grid 8 cells x 10 datasets x
+# (1.4 s at d=10, 8.2 s at d=20 (GIES 6.6 s), 4.8 s at d=50 (NOTEARS 3.5 s, CausalTab
+# over 10 subsets 1.0 s)) + compilations = 1250 s; semantic environments and Sachs
+# about 400 s; ablation scoring about 20 s; about 5200 s of CPU in all (87 min; wall is
+# at most that on a quiet 2-core machine). The former FULL (32 tasks a step at d <= 50,
+# n <= 200: 19.9 s CPU a step, 20000 steps = 110 h, plus two 2000-step ablation models
+# and 20 datasets per cell) could not run here.
 FULL = Config()

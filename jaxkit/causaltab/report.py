@@ -236,8 +236,10 @@ def markdown(cfg, *, synth, sem_rows, sachs, tested: list[Claim], training: dict
         parts += [f"### {'in-distribution' if which == 'id' else 'out-of-distribution'} "
                   "(all cells)", "", method_table(rows), ""]
         for r in rows:
+            chunk = "; CausalTab over variable subsets of max_vars" if r.get("chunked") else ""
             parts += [f"#### {_cell_name(r)} (var-sortability {r['var_sortability']:.2f}, "
-                      f"R2-sortability {r['r2_sortability']:.2f})", "", method_table([r]), ""]
+                      f"R2-sortability {r['r2_sortability']:.2f}{chunk})", "",
+                      method_table([r]), ""]
     parts += ["## Semantic environments (expert networks)", ""]
     for r in sem_rows:
         chunk = "; CausalTab over variable subsets of max_vars" if r.get("chunked") else ""
@@ -252,7 +254,10 @@ def markdown(cfg, *, synth, sem_rows, sachs, tested: list[Claim], training: dict
         parts += ["The same architecture, steps, batch and seed trained on the broad prior "
                   "(`train_prior`) and on the narrow one (`narrow_prior`: linear "
                   "mechanisms on Erdos-Renyi graphs, d <= d_max / 2, mostly observational), "
-                  "each scored on the same datasets (rows: the two models). Training:", "",
+                  "each scored on the same datasets (rows: the two models); "
+                  + ("the broad model is the main model above (the same recipe, trained "
+                     "once). " if (ablation_training or {}).get("broad", {}).get(
+                         "shared_with_main") else "") + "Training:", "",
                   "```", str(ablation_training), "```", ""]
         for r in ablation:
             parts += [f"### {_cell_name(r)}", "", method_table([r]), ""]

@@ -24,6 +24,11 @@ def test_registered_with_quick_and_full():
     with pytest.raises(ValueError, match="ablation_d"):  # beyond the narrow prior's d
         dataclasses.replace(QUICK, ablation_d=12)
     assert QUICK.ablation_steps == 0 < e.config(False).ablation_steps
+    full = e.config(False)  # retrains once: the main model is the ablation's broad arm
+    assert full.train_steps > 0 and P.main_recipe(full) == P.ablation_recipe(full, "broad")
+    assert P.ablation_recipe(full, "narrow") != P.main_recipe(full)
+    with pytest.raises(ValueError, match="train_d_max"):
+        dataclasses.replace(QUICK, train_d_max=2)
 
 
 @pytest.mark.slow  # compiles every method (minutes on a loaded 2-core machine)
@@ -41,3 +46,52 @@ def test_tiny_run_reports_every_claim_and_resumes(tmp_path):
     res2 = P.run(again)
     assert len(again.reloaded) >= 6  # every stage reloaded
     assert [c.measured for c in res2.claims] == [c.measured for c in res.claims]
+
+
+def test_ablation_broad_arm_is_the_main_training_only_when_the_recipes_coincide(
+        tmp_path, monkeypatch):
+    import jax
+    import numpy as np
+
+    calls = []
+
+    def fake_train(key, mcfg, st, *, start=None, end=None, mesh=None, checkpoint_dir=None,
+                   resume=True):  # records the run; parameters tell the runs apart
+        calls.append({"key": np.asarray(jax.random.key_data(key)).tolist(), "mcfg": mcfg,
+                      "st": st, "curriculum": start is not None,
+                      "folder": checkpoint_dir.name})
+        return ({"w": np.full(1, float(len(calls)))},
+                [{"step": st.steps, "loss": 1.0, "bce": 0.5}], {"tasks_per_s": 2.0})
+
+    monkeypatch.setattr(P, "train_model", fake_train)
+    same = dataclasses.replace(QUICK, train_steps=50, train_batch=2, train_n_max=16,
+                               train_d_max=P.ABLATION_D_MAX, train_curriculum=False,
+                               ablation_steps=50, ablation_batch=2, ablation_n=16)
+
+    def run(cfg, folder, resume=True):
+        ctx = RunContext(out_dir=tmp_path / folder, config=cfg, resume=resume)
+        (params, _), info = P.get_model(ctx, cfg)
+        models, abl = P.train_ablation(ctx, cfg, info.pop("trained"))
+        return ctx, params, models, abl
+
+    ctx, params, models, abl = run(same, "same")
+    assert [c["folder"] for c in calls] == ["train", "narrow"]  # trained twice, not 3x
+    assert models["broad"][0] is params and abl["broad"]["shared_with_main"]
+    assert not abl["narrow"]["shared_with_main"] and models["narrow"][0]["w"][0] == 2.0
+    assert calls[0]["key"] == calls[1]["key"] and calls[0]["st"] == calls[1]["st"]
+    # the main stage's cache key carries the recipe; a rerun reloads it, trains nothing
+    assert ctx.stage_path("causaltab-train",
+                          config=repr(P.main_recipe(same))).is_file()
+    calls.clear()
+    again, _, models2, _ = run(same, "same")
+    assert calls == [] and "causaltab-train" in again.reloaded
+    assert models2["broad"][0]["w"][0] == 1.0
+    # any difference in the recipe: the ablation trains its own broad arm
+    for i, change in enumerate((dict(train_curriculum=True), dict(train_batch=4),
+                                dict(ablation_steps=75), dict(train_n_max=32),
+                                dict(train_d_max=24))):
+        calls.clear()
+        _, params, models, abl = run(dataclasses.replace(same, **change), f"diff{i}")
+        assert [c["folder"] for c in calls] == ["train", "broad", "narrow"], change
+        assert not abl["broad"]["shared_with_main"] and models["broad"][0] is not params
+        assert not calls[1]["curriculum"] and calls[1]["key"] == calls[2]["key"]

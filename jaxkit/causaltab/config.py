@@ -102,9 +102,10 @@ QUICK = Config(ds=(10,), n=64, n_datasets=6, int_fracs=(0.0, 0.5), semantic_seed
 # compiled call, compilation apart; /tmp/proposed_ctfull.md has the table): training
 # 0.48 s a step x 3600 steps x 2 models = 3500 s; synthetic grid 8 cells x 10 datasets x
 # (1.4 s at d=10, 8.2 s at d=20 (GIES 6.6 s), 4.8 s at d=50 (NOTEARS 3.5 s, CausalTab
-# over 10 subsets 1.0 s)) + compilations = 1250 s; semantic environments and Sachs
-# about 400 s; ablation scoring about 20 s; about 5200 s of CPU in all (87 min; wall is
-# at most that on a quiet 2-core machine). The former FULL (32 tasks a step at d <= 50,
+# over 10 subsets 1.0 s)) + compilations = 1250 s; semantic environments about 470 s
+# (7 networks x 2 fractions x 5 seeds; NOTEARS and GIES on the dagitty networks ~10 s
+# each), real Sachs 20 s, ablation scoring about 15 s: about 5300 s of CPU in all (88
+# min; wall is at most that on a quiet 2-core machine). The former FULL (32 tasks a step at d <= 50,
 # n <= 200: 19.9 s CPU a step, 20000 steps = 110 h, plus two 2000-step ablation models
 # and 20 datasets per cell) could not run here.
 FULL = Config()

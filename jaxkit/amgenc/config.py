@@ -39,6 +39,9 @@ class Config(PipelineConfig):
         checkpoint_every: training steps between checkpoints.
         samples_per_target: cells sampled per held-out target.
         augment: apply a random cubic-cell symmetry to every training cell.
+        focus_share: share of training cells whose noise level is drawn in
+            :data:`jaxkit.amgenc.model.FOCUS_BAND` (the levels where atoms separate)
+            instead of uniformly in log sigma (:func:`jaxkit.amgenc.model.loss`).
         sample_steps: noise levels (predictor steps) of the sampler.
         corrector_steps: Langevin corrector steps per noise level.
         snr: signal-to-noise ratio of the corrector step size.
@@ -74,9 +77,10 @@ class Config(PipelineConfig):
     checkpoint_every: int = 200
     samples_per_target: int = 4
     augment: bool = True
+    focus_share: float = 0.5
     sample_steps: int = 200
     corrector_steps: int = 1
-    snr: float = 0.15
+    snr: float = 0.3
     soft_eta: float = 1.0
     soft_target: Literal["endpoint", "state"] = "endpoint"
     timing_runs: int = 3
@@ -108,6 +112,8 @@ class Config(PipelineConfig):
         require_positive(self, ("lr", "soft_eta", "rdf_margin", "snr"))
         require(0.0 <= self.balanced_share <= 1.0, "balanced_share",
                 f"must lie in [0, 1]; got {self.balanced_share}")
+        require(0.0 <= self.focus_share <= 1.0, "focus_share",
+                f"must lie in [0, 1]; got {self.focus_share}")
 
 
 QUICK = Config(

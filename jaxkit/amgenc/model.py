@@ -20,7 +20,9 @@ per-atom element-channel velocity.
 Training (:func:`loss`): positions are noised on the torus by a wrapped Gaussian of
 log-linear scale :func:`sigma` (12 A, i.e. uniform, down to 0.02 A) and the network
 predicts the minimum-image noise (denoising score matching, the DiffCSP form of the
-wrapped-normal score); each cell first gets a random symmetry of the cubic cell
+wrapped-normal score), at times uniform on [0, 1] or, for a share ``focus_share`` of
+the cells, in the band of levels where atoms separate (:data:`FOCUS_BAND`,
+:func:`noise_time`); each cell first gets a random symmetry of the cubic cell
 (:func:`augment`). Elements: flow matching on the linear path from Gaussian noise or
 (for a share ``balanced_share`` of the cells) :func:`jaxkit.kernels.charge.balanced_noise`
 to the one-hot species (:func:`jaxkit.kernels.flow.linear_path`), on the same time.
@@ -53,14 +55,17 @@ from jaxkit.kernels import charge, flow
 __all__ = [
     "SIGMA_MAX",
     "SIGMA_MIN",
+    "FOCUS_BAND",
     "Batch",
     "Denoiser",
     "augment",
     "final_species",
     "loss",
     "neighbours",
+    "noise_time",
     "sample",
     "sigma",
+    "sigma_time",
     "species_charges",
     "wrap",
 ]
@@ -220,8 +225,31 @@ def augment(key, x: jax.Array) -> jax.Array:
     return jnp.mod(x[:, perm] * signs + jax.random.uniform(kt, (3,)), 1.0)
 
 
+def sigma_time(s) -> jax.Array:
+    """The time of noise level ``s`` (A): the inverse of :func:`sigma`,
+    ``t = log(s / SIGMA_MAX) / log(SIGMA_MIN / SIGMA_MAX)``."""
+    return jnp.log(jnp.asarray(s, jnp.float32) / SIGMA_MAX) / np.log(SIGMA_MIN / SIGMA_MAX)
+
+
+#: noise band (A) of the training's focus draws (``focus_share``): the levels at which the
+#: atoms separate (from a few A, where the cell is still a cloud, down to the bond-length
+#: scatter of a tenth of an A), where a pair closer than 1 A is told apart from a bond
+FOCUS_BAND = (2.5, 0.1)
+
+
+def noise_time(key, focus_share=0.0) -> jax.Array:
+    """One training time: with probability ``focus_share`` uniform on the times of
+    :data:`FOCUS_BAND`, else uniform on [0, 1] (``focus_share = 0`` gives exactly
+    ``jax.random.uniform(key, ())``)."""
+    lo, hi = sigma_time(FOCUS_BAND[0]), sigma_time(FOCUS_BAND[1])
+    return jnp.where(jax.random.uniform(jax.random.fold_in(key, 1)) < focus_share,
+                     jax.random.uniform(jax.random.fold_in(key, 2), (), minval=lo, maxval=hi),
+                     jax.random.uniform(key, ()))
+
+
 def loss(model: Denoiser, batch: Batch, key, q, *, balanced_share: float = 0.5,
-         coord_weight: float = 1.0, augment_cells: bool = True) -> jax.Array:
+         coord_weight: float = 1.0, augment_cells: bool = True,
+         focus_share: float = 0.0) -> jax.Array:
     """Denoising loss (mean over real atoms) of one padded batch.
 
     Positions: wrapped-Gaussian noise on the torus, ``x_t = x1 + sigma(t) eps / box mod 1``
@@ -231,15 +259,19 @@ def loss(model: Denoiser, batch: Batch, key, q, *, balanced_share: float = 0.5,
     order (the DiffCSP / score-matching form on the torus). Elements: flow matching on
     the linear path from Gaussian or charge-balanced noise to the one-hot species.
     ``augment_cells``: each cell first gets a random cubic-cell symmetry
-    (:func:`augment`). Cells whose mask is all False (padding of the batch) contribute
-    nothing."""
+    (:func:`augment`). ``focus_share``: the share of cells whose time is drawn uniformly
+    in the band :data:`FOCUS_BAND` instead of on [0, 1], i.e. the time density
+    ``(1 - f) + f 1[t in band] / |band|``: a weighting of the noise levels that spends
+    more of the training on the levels where the atoms separate (the minimiser of the
+    loss is the same score at every level; only the finite-training error moves).
+    Cells whose mask is all False (padding of the batch) contribute nothing."""
     q = jnp.asarray(q, jnp.float32)
 
     def one(x1, h1, mask, box, cond, k):
         kt, kx, kh, kb, ka = jax.random.split(k, 5)
         if augment_cells:
             x1 = augment(ka, x1)
-        t = jax.random.uniform(kt, ())
+        t = noise_time(kt, focus_share)
         s = sigma(t)
         xt = jnp.mod(x1 + s * jax.random.normal(kx, x1.shape) / box, 1.0)
         eps = wrap(xt - x1) * box / s

@@ -102,14 +102,14 @@ def _train_step(cfg: Config, n_cond: int, static):
     """The jitted training step and optimiser of ``cfg``'s architecture and loss, made
     once per process (a resumed or repeated training compiles nothing new)."""
     key = (cfg.hidden, cfg.layers, cfg.k_nbr, int(n_cond), cfg.lr, cfg.balanced_share,
-           cfg.augment)
+           cfg.augment, cfg.focus_share)
     if key not in _STEPS:
         _, q = M.species_charges()
 
         def loss_fn(params, key, batch, aux):
             model = eqx.combine(params, static)
             return M.loss(model, batch, key, q, balanced_share=cfg.balanced_share,
-                          augment_cells=cfg.augment), ()
+                          augment_cells=cfg.augment, focus_share=cfg.focus_share), ()
 
         opt = optax.adam(cfg.lr)
         _STEPS[key] = (jax.jit(ktrain.make_train_step(loss_fn, opt)), opt)

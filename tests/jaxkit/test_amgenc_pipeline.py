@@ -381,7 +381,8 @@ def test_mesh_splits_the_batch_and_padded_cells_add_nothing(tiny_run, tiny_data)
     real = M.Batch(*(a[:4] for a in jax.device_get(b)))
     init = T.skeleton(cfg, cells.cond.shape[1], k_init)  # the parameters of step 0
     loss = eqx.filter_jit(lambda net, batch, k: M.loss(
-        net, batch, k, q, balanced_share=cfg.balanced_share, augment_cells=cfg.augment))
+        net, batch, k, q, balanced_share=cfg.balanced_share, augment_cells=cfg.augment,
+        focus_share=cfg.focus_share))
     np.testing.assert_allclose(float(loss(init, real, jax.random.fold_in(k_step, 0))),
                                trained.losses[0], rtol=1e-5)
     assert distributed.mesh_size(mesh) == 8

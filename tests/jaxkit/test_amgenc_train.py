@@ -100,3 +100,22 @@ def test_config_validation_names_the_field():
     with pytest.raises(ValueError, match="corrector_steps"):
         QUICK.override(["corrector_steps=-1"])
     assert QUICK.train_steps == 300 and QUICK.corrector_steps == 0
+
+
+def test_focus_draws_noise_levels_in_the_band():
+    from jaxkit.amgenc import model as M
+
+    t = np.linspace(0.0, 1.0, 5)
+    np.testing.assert_allclose(M.sigma_time(M.sigma(t)), t, atol=1e-5)
+    keys = jax.random.split(jax.random.key(0), 64)
+    draw = jax.jit(jax.vmap(M.noise_time, in_axes=(0, None)))
+    plain = np.asarray(draw(keys, 0.0))
+    np.testing.assert_array_equal(plain, np.asarray(jax.vmap(
+        lambda k: jax.random.uniform(k, ()))(keys)))
+    s = np.asarray(M.sigma(draw(keys, 1.0)))
+    assert np.all((s <= M.FOCUS_BAND[0] * 1.0001) & (s >= M.FOCUS_BAND[1] * 0.9999))
+    half = np.asarray(M.sigma(draw(keys, 0.5)))
+    inside = (half <= M.FOCUS_BAND[0]) & (half >= M.FOCUS_BAND[1])
+    assert 0.55 < inside.mean() < 0.95  # half forced in, plus the uniform draws' own share
+    with pytest.raises(ValueError, match="`focus_share`"):
+        QUICK.override(["focus_share=1.5"])

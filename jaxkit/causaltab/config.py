@@ -23,7 +23,7 @@ out of distribution, at the smallest and the largest of ``int_fracs``. When the 
 training has the broad arm's recipe (``train_steps``, ``train_batch``, ``train_n_max``
 equal to ``ablation_steps``, ``ablation_batch``, ``ablation_n``; ``train_d_max = 20``;
 ``train_curriculum`` off) the broad arm *is* the main model, trained once
-(:func:`jaxkit.causaltab.pipeline.train_ablation`).
+(:func:`jaxkit.causaltab.recipes.train_ablation`).
 """
 
 from __future__ import annotations

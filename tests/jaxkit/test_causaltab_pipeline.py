@@ -9,6 +9,7 @@ import json
 import pytest
 
 from jaxkit.causaltab import pipeline as P
+from jaxkit.causaltab import recipes as R
 from jaxkit.causaltab.config import QUICK, Config
 from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
@@ -25,8 +26,8 @@ def test_registered_with_quick_and_full():
         dataclasses.replace(QUICK, ablation_d=12)
     assert QUICK.ablation_steps == 0 < e.config(False).ablation_steps
     full = e.config(False)  # retrains once: the main model is the ablation's broad arm
-    assert full.train_steps > 0 and P.main_recipe(full) == P.ablation_recipe(full, "broad")
-    assert P.ablation_recipe(full, "narrow") != P.main_recipe(full)
+    assert full.train_steps > 0 and R.main_recipe(full) == R.ablation_recipe(full, "broad")
+    assert R.ablation_recipe(full, "narrow") != R.main_recipe(full)
     with pytest.raises(ValueError, match="train_d_max"):
         dataclasses.replace(QUICK, train_d_max=2)
 
@@ -63,15 +64,15 @@ def test_ablation_broad_arm_is_the_main_training_only_when_the_recipes_coincide(
         return ({"w": np.full(1, float(len(calls)))},
                 [{"step": st.steps, "loss": 1.0, "bce": 0.5}], {"tasks_per_s": 2.0})
 
-    monkeypatch.setattr(P, "train_model", fake_train)
+    monkeypatch.setattr(R, "train_model", fake_train)
     same = dataclasses.replace(QUICK, train_steps=50, train_batch=2, train_n_max=16,
-                               train_d_max=P.ABLATION_D_MAX, train_curriculum=False,
+                               train_d_max=R.ABLATION_D_MAX, train_curriculum=False,
                                ablation_steps=50, ablation_batch=2, ablation_n=16)
 
     def run(cfg, folder, resume=True):
         ctx = RunContext(out_dir=tmp_path / folder, config=cfg, resume=resume)
-        (params, _), info = P.get_model(ctx, cfg)
-        models, abl = P.train_ablation(ctx, cfg, info.pop("trained"))
+        (params, _), info = R.get_model(ctx, cfg)
+        models, abl = R.train_ablation(ctx, cfg, info.pop("trained"))
         return ctx, params, models, abl
 
     ctx, params, models, abl = run(same, "same")
@@ -81,7 +82,7 @@ def test_ablation_broad_arm_is_the_main_training_only_when_the_recipes_coincide(
     assert calls[0]["key"] == calls[1]["key"] and calls[0]["st"] == calls[1]["st"]
     # the main stage's cache key carries the recipe; a rerun reloads it, trains nothing
     assert ctx.stage_path("causaltab-train",
-                          config=repr(P.main_recipe(same))).is_file()
+                          config=repr(R.main_recipe(same))).is_file()
     calls.clear()
     again, _, models2, _ = run(same, "same")
     assert calls == [] and "causaltab-train" in again.reloaded

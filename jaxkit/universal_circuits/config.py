@@ -135,4 +135,5 @@ QUICK = Config(image_size=8, mlp_widths=(64, 64), cnn_channels=(6, 12), cnn_hidd
                uc_k=6, uc_steps=400, uc_batch=128, uc_lr=3e-3, log_every=100,
                checkpoint_every=4, n_sizes=12, n_random=4, same_arch_pair=False, uc_seeds=3,
                discovery_per_class=30)
-FULL = Config()
+# FULL: 2000 transcoder steps (3000 took the recorded run past an hour on the 2-core CPU).
+FULL = Config(uc_steps=2000)

@@ -47,7 +47,11 @@ class Config(PipelineConfig):
         snr: signal-to-noise ratio of the corrector step size.
         soft_eta: strength of the soft charge projection (when switched on).
         soft_target: what the soft projection moves (see :func:`jaxkit.amgenc.model.sample`).
-        timing_runs: timed sampling calls per arm (the median is reported).
+        timing_runs: timing rounds of the sampling (every mechanism once per round, on
+            the timing batch; the median and the paired per-round overheads with their
+            interval are reported), and timed calls of each final projection.
+        timing_cells: cells of the timing batch (the sampled cells around the median
+            size, :func:`jaxkit.amgenc.sample.timing_indices`).
         post_relax_steps: FIRE steps of the post-relaxation of the AMGenC cells.
         pressure_steps: FIRE steps per box-rescaling round of the relaxation at the
             recipe's pressure (:func:`jaxkit.amgenc.design.relax_at_pressure`).
@@ -55,6 +59,8 @@ class Config(PipelineConfig):
             :mod:`jaxkit.amgenc.scale`).
         scale_atoms: atoms per cell of that run.
         scale_steps: noise levels of that run's sampler.
+        scale_runs: timed sampling calls of that run (compiled ahead; the first timed
+            call's cells are the ones checked; the median is reported).
         rdf_margin: equivalence margin (RDF L1, A) of "the projections keep the structure".
     """
 
@@ -83,19 +89,21 @@ class Config(PipelineConfig):
     snr: float = 0.3
     soft_eta: float = 1.0
     soft_target: Literal["endpoint", "state"] = "endpoint"
-    timing_runs: int = 3
+    timing_runs: int = 5
+    timing_cells: int = 4
     post_relax_steps: int = 300
     pressure_steps: int = 100
     scale_cells: int = 64
     scale_atoms: int = 800
     scale_steps: int = 200
+    scale_runs: int = 1
     rdf_margin: float = 0.25
 
     def validate(self) -> None:
         require_at_least(self, ("n_train", "n_test", "hidden", "layers", "k_nbr", "train_steps",
                                 "batch", "checkpoint_every", "samples_per_target",
                                 "sample_steps", "timing_runs", "post_relax_steps",
-                                "pressure_steps"))
+                                "pressure_steps", "timing_cells", "scale_runs"))
         require_at_least(self, ("relax_steps",), 2)
         require_at_least(self, ("min_steps", "corrector_steps", "scale_cells"), 0)
         require_at_least(self, ("scale_steps",))
@@ -119,6 +127,6 @@ class Config(PipelineConfig):
 QUICK = Config(
     other_kinds=(), n_train=24, n_test=8, n_atoms=(100, 128), relax_steps=400, min_steps=100,
     hidden=32, layers=2, train_steps=300, batch=8, lr=3e-3, checkpoint_every=100,
-    samples_per_target=2, sample_steps=20, corrector_steps=0, timing_runs=2,
+    samples_per_target=2, sample_steps=20, corrector_steps=0, timing_runs=2, timing_cells=16,
     post_relax_steps=150, pressure_steps=25, scale_cells=0, scale_steps=5)
 FULL = Config(n_atoms=(100, 800))

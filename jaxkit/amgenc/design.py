@@ -58,21 +58,22 @@ def _pressure_padded(pos, box, elements, mask):
     return _pressure(pos, box, P._pair_params(elements, mask, pos.dtype))
 
 
-@partial(jax.jit, static_argnames=("iters", "steps"))
-def _relax_batch(pos, box, elements, mask, p_target, *, iters, steps):
+@partial(jax.jit, static_argnames=("iters", "steps", "capacity"))
+def _relax_batch(pos, box, elements, mask, p_target, *, iters, steps, capacity):
     def one(x, b, el, m, pt):
         params = P._pair_params(el, m, x.dtype)
 
         def round_(carry, _):
-            x, b = carry
-            x, _ = P._relax_padded(x, b, el, m, jax.random.key(0), n_hold=0, n_quench=0,
-                                   n_min=steps)
+            x, b, cnt = carry
+            x, _, c = P._relax_core(x, b, el, m, jax.random.key(0), n_hold=0, n_quench=0,
+                                    n_min=steps, capacity=capacity)
             p = _pressure(x, b, params)
             s = jnp.clip(1.0 + (p - pt) / (3.0 * BULK_MODULUS), 0.97, 1.03)
-            return (x * s, b * s), p
+            return (x * s, b * s, jnp.maximum(cnt, c)), p
 
-        (x, b), ps = jax.lax.scan(round_, (x, b), None, length=iters)
-        return x, b, ps[-1]
+        (x, b, cnt), ps = jax.lax.scan(round_, (x, b, jnp.zeros((), jnp.int32)), None,
+                                       length=iters)
+        return x, b, ps[-1], cnt
 
     return jax.vmap(one)(pos, box, elements, mask, p_target)
 
@@ -80,25 +81,38 @@ def _relax_batch(pos, box, elements, mask, p_target, *, iters, steps):
 def relax_at_pressure(cells: list[tuple[np.ndarray, float, np.ndarray]],
                       p_target: np.ndarray, *, iters: int = 4, steps: int = 50):
     """Relax cells ((positions A, box A, elements) each) at the pressures ``p_target``
-    (eV/A^3). Returns a list of (positions, box, last measured pressure)."""
+    (eV/A^3). Returns a list of (positions, box, last measured pressure).
+
+    The cells are grouped by size bucket (:func:`jaxkit.amgenc.potential.padded_size`),
+    one batched call per bucket (its batch padded to a multiple of 4, so calls with the
+    same bucket counts share a compiled program); large buckets use the potential's
+    neighbour list, and a bucket whose list overflows is relaxed again densely."""
     if not cells:
         return []
-    n_cells = len(cells)
-    size = P.padded_size(max(len(el) for _, _, el in cells))
-    b = -(-len(cells) // 16) * 16  # batch bucket: one compilation for every call up to 16
-    p_target = np.resize(np.asarray(p_target, np.float32), b)
-    cells = [cells[i % len(cells)] for i in range(b)]
-    pos = np.zeros((b, size, 3), np.float32)
-    el = np.full((b, size), _O, np.int32)
-    mask = np.zeros((b, size), bool)
-    for i, (p, _, e) in enumerate(cells):
-        pos[i, :len(e)], el[i, :len(e)], mask[i, :len(e)] = p, e, True
-    box = np.array([c[1] for c in cells], np.float32)
-    x, bx, pr = _relax_batch(jnp.asarray(pos), jnp.asarray(box), jnp.asarray(el),
-                             jnp.asarray(mask), jnp.asarray(p_target, jnp.float32),
-                             iters=int(iters), steps=int(steps))
-    x, bx, pr = np.asarray(x, np.float64), np.asarray(bx, np.float64), np.asarray(pr)
-    return [(x[i, :len(c[2])], float(bx[i]), float(pr[i])) for i, c in enumerate(cells[:n_cells])]
+    p_target = np.asarray(p_target, np.float32)
+    sizes = np.array([P.padded_size(len(el)) for _, _, el in cells])
+    out: list = [None] * len(cells)
+    for size in np.unique(sizes):
+        members = np.flatnonzero(sizes == size)
+        b = -(-len(members) // 4) * 4
+        rows = [members[i % len(members)] for i in range(b)]
+        pos = np.zeros((b, size, 3), np.float32)
+        el = np.full((b, size), _O, np.int32)
+        mask = np.zeros((b, size), bool)
+        for i, j in enumerate(rows):
+            p, _, e = cells[j]
+            pos[i, :len(e)], el[i, :len(e)], mask[i, :len(e)] = p, e, True
+        box = np.array([cells[j][1] for j in rows], np.float32)
+        args = (jnp.asarray(pos), jnp.asarray(box), jnp.asarray(el), jnp.asarray(mask),
+                jnp.asarray(p_target[rows]))
+        cap = P.list_capacity(int(size))
+        x, bx, pr, cnt = _relax_batch(*args, iters=int(iters), steps=int(steps), capacity=cap)
+        if cap and int(np.max(cnt)) > cap:  # the list overflowed: the dense sum
+            x, bx, pr, _ = _relax_batch(*args, iters=int(iters), steps=int(steps), capacity=0)
+        x, bx, pr = np.asarray(x, np.float64), np.asarray(bx, np.float64), np.asarray(pr)
+        for i, j in enumerate(members):
+            out[j] = (x[i, :len(cells[j][2])], float(bx[i]), float(pr[i]))
+    return out
 
 
 def former_cn(pos: np.ndarray, box: float, elements: np.ndarray) -> float:

@@ -110,18 +110,39 @@ def neighbours(x: jax.Array, box, mask: jax.Array, k: int):
     ``k`` other real atoms exist)."""
     n = x.shape[0]
     k = min(int(k), n - 1)
-    d = wrap(x[None, :, :] - x[:, None, :]) * box
-    r2 = jnp.sum(d * d, axis=-1)
+    # squared distances one Cartesian component at a time: (N, N) planes, not an
+    # (N, N, 3) array with a short last axis (several times faster on CPU)
+    r2 = 0.0
+    for c in range(3):
+        dc = wrap(x[None, :, c] - x[:, None, c])
+        r2 = r2 + dc * dc
+    r2 = r2 * jnp.square(box)
     ok = mask[:, None] & mask[None, :] & ~jnp.eye(n, dtype=bool)
     neg, idx = jax.lax.top_k(jnp.where(ok, -r2, -jnp.inf), k)
     valid = jnp.isfinite(neg) & mask[:, None]
-    disp = jnp.take_along_axis(d, idx[:, :, None], axis=1)
+    disp = wrap(x[idx] - x[:, None, :]) * box
     return idx, jnp.where(valid[..., None], disp, 0.0), valid
 
 
 def _time_features(t) -> jax.Array:
     f = jnp.arange(1, 5, dtype=jnp.float32) * jnp.pi
     return jnp.concatenate([jnp.stack([t]), jnp.sin(f * t), jnp.cos(f * t)])
+
+
+def _edge_mlp(mlp: eqx.nn.MLP, s: jax.Array, idx: jax.Array, rbf: jax.Array) -> jax.Array:
+    """``mlp`` (one hidden layer, SiLU) applied to every edge's ``[s_i, s_j, rbf_ij]``
+    (N, k, .), with the first layer split by blocks: ``W [s_i, s_j, rbf] + b = (W_a s_i
+    + b) + (W_b s)_j + W_c rbf``, the node blocks computed once per atom instead of once
+    per edge (the same function, a third of the first layer's work)."""
+    first, last = mlp.layers[0], mlp.layers[-1]
+    hid = s.shape[1]
+    w = first.weight
+    z = (s @ w[:, :hid].T + first.bias)[:, None, :] + (s @ w[:, hid:2 * hid].T)[idx] \
+        + rbf @ w[:, 2 * hid:].T
+    z = jax.nn.silu(z) @ last.weight.T
+    if last.bias is not None:
+        z = z + last.bias
+    return z
 
 
 class Denoiser(eqx.Module):
@@ -173,16 +194,11 @@ class Denoiser(eqx.Module):
         inp = jnp.concatenate([h, jnp.broadcast_to(tf, (n, tf.size)),
                                jnp.broadcast_to(cond, (n, cond.size))], axis=1)
         s = jax.vmap(self.embed)(inp)
-        pair = jax.vmap(jax.vmap(lambda z, f: f(z), in_axes=(0, None)), in_axes=(0, None))
         for msg, upd in zip(self.messages, self.updates, strict=True):
-            e_in = jnp.concatenate([jnp.broadcast_to(s[:, None], (n, k, s.shape[1])), s[idx],
-                                    rbf], axis=-1)
-            m = pair(e_in, msg) * env[..., None]
+            m = _edge_mlp(msg, s, idx, rbf) * env[..., None]
             agg = jnp.sum(m, axis=1) / k
             s = s + jax.vmap(upd)(jnp.concatenate([s, agg], axis=1))
-        e_in = jnp.concatenate([jnp.broadcast_to(s[:, None], (n, k, s.shape[1])), s[idx],
-                                rbf], axis=-1)
-        w = pair(e_in, self.coord_head)[..., 0] * env
+        w = _edge_mlp(self.coord_head, s, idx, rbf)[..., 0] * env
         vec = jnp.sum(w[..., None] * disp, axis=1) / k
         hv = jax.vmap(self.elem_head)(s)
         m = mask[:, None]

@@ -231,7 +231,8 @@ def scale_text(scale) -> str:
     """The large-cell throughput paragraph (:mod:`jaxkit.amgenc.scale`)."""
     return (f"Scale: {scale.n_cells} cells of {scale.n_atoms} atoms sampled in one batch split "
             f"over {scale.devices} device(s), {scale.steps} noise levels, all three mechanisms: "
-            f"{scale.seconds:.2f} s steady state (median of {len(scale.times)}), "
+            f"{scale.seconds:.2f} s steady state (median of {len(scale.times)} timed call(s) of "
+            "the sampler compiled ahead), "
             f"**{scale.cells_per_second:.2f} cells per second**; "
             f"{100 * scale.no_close_pair:.0f}% of them have no pair under 1 A, "
             f"{100 * scale.balanced:.0f}% are exactly charge balanced.")
@@ -322,8 +323,10 @@ def markdown(cfg: Config, *, quick: bool, seed: int, data: Data, trained: Traine
         "are not confident does not follow it (mean |charge| after argmax "
         f"{rows['none']['abs_charge']:.1f} e vs {rows['soft only']['abs_charge']:.1f} e): "
         "only the discrete projection gives exact balance.",
-        f"Projection overhead (steady state, {n_cells} cells split over the mesh, "
-        f"{cfg.timing_runs} timing rounds, every arm once per round; medians): soft "
+        "Projection overhead (steady state, sampling of a timing batch of "
+        f"{samples.timing_cells or n_cells} of the sampled cells around the median size "
+        f"(padded to {samples.timing_atoms or samples.mask.shape[1]} atoms), split over the "
+        f"mesh, {cfg.timing_runs} timing rounds, every arm once per round; medians): soft "
         f"projection {100 * ov['soft']:+.1f}% of sampling time (95% interval of the paired "
         f"per-round overhead {_ci(ov['soft_ci'])}), all three {100 * ov['soft_all']:+.1f}% "
         f"({_ci(ov['soft_all_ci'])}); an interval that contains 0 means the cost is within "

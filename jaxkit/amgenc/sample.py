@@ -10,8 +10,11 @@ projection by :func:`jaxkit.kernels.charge.project_composition` with each target
 element counts.
 
 The cells of a call are split over the mesh's ``"data"`` axis
-(:func:`jaxkit.distributed.sharded_vmap`). Times are steady state: one call compiles,
-then the median of ``cfg.timing_runs`` timed calls.
+(:func:`jaxkit.distributed.sharded_vmap`). The cells are sampled once per mechanism, one
+call per size bucket; the sampling times are steady state, measured apart on a timing
+batch of ``cfg.timing_cells`` cells (compiled ahead, then ``cfg.timing_runs`` paired
+rounds); the final projections' times are the median of ``cfg.timing_runs`` calls after
+a compiling one.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ from jaxkit.kernels import charge
 from . import model as M
 from .config import Config
 from .data import Data, pad_cells
+from .potential import padded_size
 from .train import Trained
 
 __all__ = ["ARMS", "COMPOSITION_ARM", "AMGENC_ARM", "Arm", "Samples", "timed", "sample_cells",
-           "project_cells", "sample_all"]
+           "sampler", "size_groups", "timing_indices", "project_cells", "sample_all"]
 
 #: (name, balanced noise, soft projection, final discrete projection)
 ARMS: tuple[tuple[str, bool, bool, bool], ...] = (
@@ -76,13 +80,40 @@ def sample_cells(net: M.Denoiser, keys, mask, box, cond, *, balanced: bool, soft
     cond (B, C)), the batch padded and split over the mesh's ``"data"`` axis (None: all
     devices). The mechanisms (``balanced``, ``soft_eta``) are traced, so every arm, every
     network of the same architecture and every batch of the same padded shape share one
-    compiled program. Returns (x (B, N, 3), h (B, N, K))."""
+    compiled program (:func:`sampler`). Returns (x (B, N, 3), h (B, N, K))."""
+    return sampler(net, keys, mask, box, cond, steps=steps, corrector_steps=corrector_steps,
+                   snr=snr, soft_target=soft_target, mesh=mesh)(balanced, soft_eta)
+
+
+#: the compiled samplers of this process, by network architecture, padded shape and
+#: settings
+_COMPILED: dict = {}
+
+
+def sampler(net: M.Denoiser, keys, mask, box, cond, *, steps: int, corrector_steps: int = 0,
+            snr: float = 0.1, soft_target: str = "endpoint", mesh=None):
+    """The sampler of :func:`sample_cells` for one batch, compiled ahead of time (no
+    sampling run spent on compilation; once per process for every network of the same
+    architecture, padded shape and settings): returns
+    ``run(balanced, soft_eta) -> (x, h)``, every mechanism one compiled program."""
     mesh = distributed.make_mesh() if mesh is None else mesh
     placed, n = distributed.shard_batch((keys, mask, box, cond), mesh)
     settings = (int(steps), int(corrector_steps), float(snr), str(soft_target))
-    out = _sample_batch(net, *placed, jnp.asarray(bool(balanced)),
-                        jnp.asarray(soft_eta, jnp.float32), settings, mesh)
-    return tuple(a[:n] for a in out)
+    mech = lambda b, e: (jnp.asarray(bool(b)), jnp.asarray(e, jnp.float32))  # noqa: E731
+    leaves, tree = jax.tree.flatten(net)
+    shape = (tree, tuple((getattr(v, "shape", None), str(getattr(v, "dtype", type(v))))
+                         for v in leaves),
+             tuple((a.shape, str(a.dtype)) for a in placed), settings, id(mesh))
+    if shape not in _COMPILED:
+        _COMPILED[shape] = _sample_batch.lower(net, *placed, *mech(False, 0.0), settings,
+                                               mesh).compile()
+    compiled = _COMPILED[shape]
+
+    def run(balanced, soft_eta):
+        out = compiled(net, *placed, *mech(balanced, soft_eta), settings, mesh)
+        return tuple(a[:n] for a in out)
+
+    return run
 
 
 def _discrete(cost, mask):
@@ -125,10 +156,13 @@ class Arm:
         x: (B, N, 3) fractional coordinates.
         species: (B, N) species indices, -1 on padding.
         soft_charge: (B,) ``|sum_i q . p_i|`` of the final channel probabilities.
-        ode_seconds: steady-state time of the sampling of all B cells (median).
-        discrete_seconds: steady-state time of the final projection (0 without one).
+        ode_seconds: steady-state time of one sampling call of the timing batch
+            (median over the timing rounds).
+        discrete_seconds: steady-state time of the final projection of all B cells (0
+            without one).
         ode_times: every timed sampling run (s); run ``r`` of every arm was timed in the
             same round, so per-run ratios between arms are paired.
+        timed_cells: cells of the timing batch (0: all B cells, the layout of old runs).
     """
 
     x: np.ndarray
@@ -137,21 +171,28 @@ class Arm:
     ode_seconds: float
     discrete_seconds: float
     ode_times: tuple = ()
+    timed_cells: int = 0
 
     @property
     def seconds(self) -> float:
-        return self.ode_seconds + self.discrete_seconds
+        """Steady-state seconds of all B cells: the timing batch's sampling time per cell
+        times B, plus the final projection."""
+        b = self.x.shape[0]
+        return self.ode_seconds * b / (self.timed_cells or b) + self.discrete_seconds
 
 
 @dataclass(frozen=True, eq=False)
 class Samples:
     """Every arm's cells; ``mask`` (B, N), ``box`` (B,) and ``target_index`` (B,) (the
-    held-out cell each sampled cell is conditioned on) are shared by the arms."""
+    held-out cell each sampled cell is conditioned on) are shared by the arms;
+    ``timing_cells`` cells padded to ``timing_atoms`` atoms made the timing batch."""
 
     arms: dict[str, Arm]
     mask: np.ndarray
     box: np.ndarray
     target_index: np.ndarray
+    timing_atoms: int = 0
+    timing_cells: int = 0
 
 
 def timed(fn, *args, runs: int = 3):
@@ -166,11 +207,36 @@ def timed(fn, *args, runs: int = 3):
     return out, float(np.median(times))
 
 
+def size_groups(cells) -> list[tuple[int, np.ndarray]]:
+    """(padded size, indices) of each size bucket of ``cells``
+    (:func:`jaxkit.amgenc.potential.padded_size`), smallest first."""
+    sizes = np.array([padded_size(c.n_atoms) for c in cells])
+    return [(int(z), np.flatnonzero(sizes == z)) for z in np.unique(sizes)]
+
+
+def timing_indices(cells, n: int) -> np.ndarray:
+    """The ``n`` cells (indices into ``cells``) of the timing batch: a window of
+    consecutive atom counts around the median size (all cells when there are fewer)."""
+    order = np.argsort([c.n_atoms for c in cells], kind="stable")
+    n = min(int(n), len(cells))
+    start = max(0, min(len(cells) - n, (len(cells) - n) // 2))
+    return np.sort(order[start:start + n])
+
+
 def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> Samples:
     """Sample ``cfg.samples_per_target`` cells per held-out target for every arm.
 
+    Each mechanism's cells are sampled once, one call per size bucket
+    (:func:`size_groups`: the cells of a call padded to their bucket, not to the
+    largest cell) and laid out padded to ``trained.n_pad``. The projection overhead is
+    timed apart, on a timing batch of ``cfg.timing_cells`` of these cells around the
+    median size (:func:`timing_indices`, the same keys and conditions): compiled ahead,
+    then ``cfg.timing_runs`` rounds with every mechanism once per round in a rotating
+    order, so that a slow spell of the machine hits the arms alike and per-round ratios
+    are paired.
+
     Args:
-        cfg: the settings (sampler, soft projection, timing runs).
+        cfg: the settings (sampler, soft projection, timing batch and rounds).
         data: the cells (``data.test`` are the targets).
         trained: the trained denoiser.
         key: the PRNG key of the sampling (shared by the arms).
@@ -185,30 +251,40 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> 
     net = trained.model
     targets = [c for c in data.test for _ in range(cfg.samples_per_target)]
     batch = pad_cells(targets, trained.n_pad, k, trained.norm)
-    mask, box, cond = (jnp.asarray(a) for a in (batch.mask, batch.box, batch.cond))
+    mask = jnp.asarray(batch.mask)
     keys = jax.random.split(key, len(targets))
+    settings = dict(steps=cfg.sample_steps, corrector_steps=cfg.corrector_steps, snr=cfg.snr,
+                    soft_target=cfg.soft_target, mesh=mesh)
 
-    def run(mech):
-        return sample_cells(net, keys, mask, box, cond, balanced=mech[0], soft_eta=mech[1],
-                            steps=cfg.sample_steps, corrector_steps=cfg.corrector_steps,
-                            snr=cfg.snr, soft_target=cfg.soft_target, mesh=mesh)
+    def compiled(idx):
+        sub = [targets[i] for i in idx]
+        size = padded_size(max(c.n_atoms for c in sub))
+        b = pad_cells(sub, size, k, trained.norm)
+        return sampler(net, keys[jnp.asarray(idx)], *(jnp.asarray(a) for a in
+                                                      (b.mask, b.box, b.cond)), **settings)
 
-    trajectories, times = {}, {}
-    for _, balanced, soft, _ in ARMS:
-        mech = (balanced, cfg.soft_eta if soft else 0.0)
-        if mech not in trajectories:  # one compiled program serves every mechanism
-            out = jax.block_until_ready(run(mech))
-            trajectories[mech] = tuple(np.asarray(a) for a in out)
-            times[mech] = []
-    # timing rounds: every mechanism once per round, in a rotating order, so that a slow
-    # spell of the machine hits the arms alike and per-round ratios are paired
-    order = list(trajectories)
+    mechs = list(dict.fromkeys((bal, cfg.soft_eta if soft else 0.0)
+                               for _, bal, soft, _ in ARMS))
+    trajectories = {m: (np.zeros((len(targets), trained.n_pad, 3), np.float32),
+                        np.zeros((len(targets), trained.n_pad, k), np.float32))
+                    for m in mechs}
+    for size, idx in size_groups(targets):
+        run = compiled(idx)  # one compiled program serves every mechanism
+        for mech in mechs:
+            x, h = jax.block_until_ready(run(*mech))
+            trajectories[mech][0][idx, :size] = np.asarray(x)
+            trajectories[mech][1][idx, :size] = np.asarray(h)
+
+    t_idx = timing_indices(targets, cfg.timing_cells)
+    run = compiled(t_idx)
+    times = {m: [] for m in mechs}
     for r in range(cfg.timing_runs):
-        for mech in order[r % len(order):] + order[:r % len(order)]:
+        for mech in mechs[r % len(mechs):] + mechs[:r % len(mechs)]:
             t0 = time.perf_counter()
-            jax.block_until_ready(run(mech))
+            jax.block_until_ready(run(*mech))
             times[mech].append(time.perf_counter() - t0)
     seconds = {m: float(np.median(v)) for m, v in times.items()}
+    n_timed = len(t_idx)
 
     discrete = lambda c, m: project_cells(c, m, mesh)  # noqa: E731
     arms = {}
@@ -226,7 +302,7 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> 
                                        qn.astype(np.float64), batch.mask.astype(np.float64)))
         arms[name] = Arm(x=x, species=species, soft_charge=soft_charge,
                          ode_seconds=seconds[mech], discrete_seconds=extra,
-                         ode_times=tuple(times[mech]))
+                         ode_times=tuple(times[mech]), timed_cells=n_timed)
     target_index = np.repeat(np.arange(len(data.test)), cfg.samples_per_target)
     # fixed composition: each target's species counts, as a traced (B, S, K) array, so
     # one compiled solve serves every target
@@ -240,6 +316,8 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> 
     arms[COMPOSITION_ARM] = Arm(x=x, species=species,
                                 soft_charge=arms[AMGENC_ARM].soft_charge,
                                 ode_seconds=seconds[mech], discrete_seconds=extra,
-                                ode_times=tuple(times[mech]))
+                                ode_times=tuple(times[mech]), timed_cells=n_timed)
     return Samples(arms=arms, mask=np.asarray(batch.mask), box=np.asarray(batch.box),
-                   target_index=target_index)
+                   target_index=target_index,
+                   timing_atoms=padded_size(max(targets[i].n_atoms for i in t_idx)),
+                   timing_cells=n_timed)

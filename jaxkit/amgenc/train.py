@@ -31,8 +31,10 @@ from jaxkit.kernels import train as ktrain
 from . import model as M
 from .config import Config
 from .data import Data, Norm, conditioning, n_pad, pad_cells
+from .potential import padded_size
 
-__all__ = ["Trained", "skeleton", "batch_indices", "make_batch_fn", "fit_denoiser"]
+__all__ = ["Trained", "skeleton", "batch_indices", "bucket_indices", "make_batch_fn",
+           "fit_denoiser"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,13 +79,54 @@ def batch_indices(key, steps: int, n_cells: int, batch: int) -> np.ndarray:
     return np.asarray(rows(jnp.arange(int(steps))))
 
 
-def make_batch_fn(cells: M.Batch, indices: np.ndarray, mesh) -> Callable[[int], M.Batch]:
+def bucket_indices(key, steps: int, n_atoms, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The cells of every step drawn within one size bucket
+    (:func:`jaxkit.amgenc.potential.padded_size` of the atom counts ``n_atoms``).
+
+    Step ``i`` picks bucket ``g`` with probability proportional to the atoms of its
+    cells (so that in expectation a step's per-atom loss is that of the whole training
+    set, as for a batch of mixed sizes) from ``fold_in(fold_in(key, i), 1)``, then the
+    first ``min(batch, |g|)`` of a random permutation of ``fold_in(key, i)`` over the
+    bucket's cells: a fixed function of the key and ``i``, and with a single bucket
+    exactly :func:`batch_indices`. Returns (bucket size (steps,), indices (steps, b),
+    -1 beyond the step's batch)."""
+    n_atoms = np.asarray(n_atoms)
+    sizes = np.array([padded_size(n) for n in n_atoms])
+    buckets = np.unique(sizes)
+    members = [np.flatnonzero(sizes == z) for z in buckets]
+    weight = np.array([n_atoms[m].sum() for m in members], np.float64)
+    cum = np.cumsum(weight) / weight.sum()
+    i = jnp.arange(int(steps))
+    u = np.asarray(jax.vmap(lambda j: jax.random.uniform(
+        jax.random.fold_in(jax.random.fold_in(key, j), 1)))(i))
+    g = np.minimum(np.searchsorted(cum, u, side="right"), len(buckets) - 1)
+    b = min(int(batch), max(len(m) for m in members))
+    out = np.full((int(steps), b), -1, np.int64)
+    for j, m in enumerate(members):
+        rows = np.flatnonzero(g == j)
+        if not rows.size:
+            continue
+        bg = min(b, len(m))
+        perm = np.asarray(jax.vmap(lambda r, n=len(m), bg=bg: jax.random.permutation(
+            jax.random.fold_in(key, r), n)[:bg])(jnp.asarray(rows)))
+        out[rows, :bg] = m[perm]
+    return buckets[g], out
+
+
+def make_batch_fn(cells: M.Batch | dict, indices: np.ndarray, mesh,
+                  buckets: np.ndarray | None = None) -> Callable[[int], M.Batch]:
     """``batch_fn(i)``: the cells ``indices[i]`` of the padded host arrays ``cells``; on a
     mesh, padded to a multiple of its data axis (masks of the extra cells all False) and
-    split over it."""
+    split over it. With ``buckets`` (steps,), ``cells`` maps each bucket size to the
+    cells of that bucket padded to it, ``indices`` index into them, and step ``i`` takes
+    its cells from ``cells[buckets[i]]``, dropping the -1 indices."""
 
     def batch_fn(i: int) -> M.Batch:
-        b = M.Batch(*(a[indices[i]] for a in cells))
+        if buckets is None:
+            b = M.Batch(*(a[indices[i]] for a in cells))
+        else:
+            idx = indices[i][indices[i] >= 0]
+            b = M.Batch(*(a[idx] for a in cells[int(buckets[i])]))
         if mesh is None:
             return jax.tree.map(jnp.asarray, b)
         padded, n = distributed.pad_batch(b, mesh.shape[distributed.DATA])
@@ -137,16 +180,24 @@ def fit_denoiser(cfg: Config, data: Data, key, *, mesh=None,
     _, q = M.species_charges()
     norm = conditioning(data.train, q.size)
     size = n_pad(data)
-    cells = pad_cells(data.train, size, q.size, norm)
     k_init, k_batch, k_step = jax.random.split(key, 3)
-    net = skeleton(cfg, cells.cond.shape[1], k_init)
+    buckets, indices = bucket_indices(k_batch, cfg.train_steps,
+                                      [c.n_atoms for c in data.train], cfg.batch)
+    # the cells of each bucket padded to it; the indices into them
+    cells, local = {}, np.zeros(len(data.train), np.int64)
+    for z in np.unique(buckets):
+        members = [j for j, c in enumerate(data.train) if padded_size(c.n_atoms) == z]
+        cells[int(z)] = pad_cells([data.train[j] for j in members], int(z), q.size, norm)
+        local[members] = np.arange(len(members))
+    indices = np.where(indices >= 0, local[np.maximum(indices, 0)], -1)
+    n_cond = next(iter(cells.values())).cond.shape[1]
+    net = skeleton(cfg, n_cond, k_init)
     params, static = eqx.partition(net, eqx.is_array)
-    step, opt = _train_step(cfg, cells.cond.shape[1], static)
+    step, opt = _train_step(cfg, n_cond, static)
     state = ktrain.init(params, opt)
     if mesh is not None:
         state = jax.device_put(state, distributed.replicated(mesh))
-    indices = batch_indices(k_batch, cfg.train_steps, len(data.train), cfg.batch)
-    batch_fn = make_batch_fn(cells, indices, mesh)
+    batch_fn = make_batch_fn(cells, indices, mesh, buckets)
 
     losses: list = []  # host floats of the steps before this run, then device scalars
     before = {"seconds": 0.0}

@@ -225,31 +225,36 @@ def fast_cos(y):
 _COS = tuple((-1.0) ** k / math.factorial(2 * k) for k in range(8))
 
 
-def _pdot(w, xt):
-    """``sum_j w[j, ...] xt[j, :]``: the parent contraction as a multiply and a reduction
-    over the (leading) parent axis, rows minor (XLA:CPU runs a batch of these small
-    contractions as one vectorised loop; as a batched ``dot`` they were ~2.5x slower)."""
-    return jnp.sum(w.reshape(*w.shape, 1) * xt.reshape(xt.shape[0], *(1,) * (w.ndim - 1),
-                                                       xt.shape[1]), axis=0)
+def _pdot(w, xs):
+    """``sum_j w[c, j, ...] xs[c, j, :]``: the parent contraction of a batch as a multiply
+    and a reduction over the parent axis (second), rows minor. ``w`` is ``(C, parents)``
+    or ``(C, parents, k)``, ``xs`` ``(C, parents, n)``; the result ``(C, n)`` or
+    ``(C, k, n)`` (XLA:CPU runs it as one vectorised loop; as a batched ``dot`` these
+    small contractions were ~2.5x slower, and reducing over a leading parent axis ~2.5x
+    slower as well)."""
+    if w.ndim == 2:
+        return jnp.sum(w[:, :, None] * xs, axis=1)
+    return jnp.sum(w[:, :, :, None] * xs[:, :, None, :], axis=1)
 
 
-def _mechanism(code: int, p: dict, xt):
-    """``(f, sigma)`` of one node for all rows under the static mechanism ``code``; ``p``
-    holds that node's parameters (its rows of :class:`MechParams`, parent axis first,
-    already masked by its parents), ``xt`` the data so far ``(parents, n)`` in
-    topological order (``2 sigmoid(y) - 1`` is computed as ``tanh(y / 2)``)."""
+def _mechanism(code: int, p: dict, xs):
+    """``(f, sigma)`` ``(C, n)`` of one topological position of a batch of ``C`` tasks
+    under the static mechanism ``code``; ``p`` holds that position's parameters (parent
+    axis after the batch axis, masked by the parents), ``xs`` the data so far
+    ``(C, parents, n)`` (``2 sigmoid(y) - 1`` is computed as ``tanh(y / 2)``)."""
     if code == 0:
-        return _pdot(p["w"], xt), 1.0
+        return _pdot(p["w"], xs), 1.0
     if code == 2:
-        h = _pdot(p["omega"], xt) + p["phi"][:, None]
-        return jnp.sqrt(2.0 / _M) * jnp.sum(fast_cos(h) * p["c"][:, None], axis=0), 1.0
+        h = _pdot(p["omega"], xs) + p["phi"][..., None]
+        return jnp.sqrt(2.0 / _M) * jnp.sum(fast_cos(h) * p["c"][..., None], axis=1), 1.0
     if code == 3:
-        return jnp.sum(jnp.tanh(0.5 * xt * p["slope"][:, None]) * p["w"][:, None], axis=0), 1.0
-    h = _pdot(p["w1"], xt) + p["b1"][:, None]
-    mlp = jnp.sum(jnp.tanh(h) * p["w2"][:, None], axis=0)
+        return jnp.sum(jnp.tanh(0.5 * xs * p["slope"][..., None]) * p["w"][..., None],
+                       axis=1), 1.0
+    h = _pdot(p["w1"], xs) + p["b1"][..., None]
+    mlp = jnp.sum(jnp.tanh(h) * p["w2"][..., None], axis=1)
     if code == 1:
         return mlp, 1.0
-    return mlp, jax.nn.softplus(_pdot(p["g"], xt) + 0.5) / jax.nn.softplus(0.5)
+    return mlp, jax.nn.softplus(_pdot(p["g"], xs) + 0.5) / jax.nn.softplus(0.5)
 
 
 #: The fields of :class:`MechParams` each mechanism reads (the rest are not scanned).
@@ -258,62 +263,107 @@ _USES = {0: ("w",), 1: ("w1", "b1", "w2"), 2: ("omega", "phi", "c"), 3: ("w", "s
 _PARENT_AXIS = ("w", "w1", "omega", "slope", "g")
 
 
+def _intervene(key, eps_t, ns, env, rows, targets_p, itype):
+    """One task's noise in topological order ``eps_t`` ``(d, n)`` scaled by the noise
+    scales ``ns`` with the soft interventions applied (``shift`` adds ``z s_v``,
+    ``scale`` multiplies by ``U[2, 4]`` on the targeted rows), and ``zv`` ``(d, n)``: on
+    each targeted (node, row) the environment's value for that node (the hard / shift
+    value ``z``, or the scale factor), 0 elsewhere (``z`` and the factor are never 0, so
+    ``zv != 0`` marks the hits). ``targets_p`` ``(k, d)``: the environments' targets by
+    position. The per-row values come from one row gather of a ``(k, d)`` table
+    (element gathers are slow on XLA:CPU)."""
+    n_env, d = targets_p.shape
+    # one uniform gives the hard / shift value's magnitude or the scale factor (a task
+    # has one intervention type), a second one the value's sign
+    u, us = hash_uniforms(key, (n_env, d), (n_env, d))
+    zf = jnp.where(itype == 2, 2.0 + 2.0 * u,
+                   (1.0 + 2.0 * u) * jnp.where(us < 0.5, 1.0, -1.0))
+    table = jnp.where(targets_p, zf, 0.0)
+    zv = jnp.where(((env >= 0) & rows)[:, None], table[jnp.clip(env, 0, n_env - 1)], 0.0).T
+    hit = zv != 0.0
+    e = eps_t * ns[:, None]
+    e = jnp.where(hit & (itype == 1), e + zv * ns[:, None], e)
+    return jnp.where(hit & (itype == 2), e * zv, e), zv
+
+
 def _prepare(mechanism: int, key, adj, params: MechParams, eps, active, rows, env, targets,
-             order, rank):
-    """One task's inputs of the node loop, in topological order with the node axis
-    first: the parameters this mechanism reads (parent axis in the same order, masked
-    by the parents), the scaled noise, the intervention hits, values and factors."""
-    d = adj.shape[0]
-    n_env = targets.shape[0]
-    z, zs, fac = uniforms(key, (n_env, d), (n_env, d), (n_env, d))
-    z = (1.0 + 2.0 * z) * jnp.where(zs < 0.5, 1.0, -1.0)
-    fac = 2.0 + 2.0 * fac
-    envc = jnp.clip(env, 0, n_env - 1)
-    hit = (env >= 0)[:, None] & targets[envc] & rows[:, None]  # (n, d)
-    pa = (adj & active[:, None] & active[None, :]).astype(jnp.float32)[order][:, order]
-    ns = params.noise_scale[order]
+             order, itype):
+    """One task's inputs of the node loop in topological order (position axis first): the
+    parameters this mechanism reads (parent axis in the same order, masked by the
+    parents), the scaled noise with the soft interventions and the intervention values
+    (:func:`_intervene`). ``params`` and ``eps`` ``(n, d)`` are indexed by node label."""
+    pa = (adj & active[:, None] & active[None, :])[order][:, order]
     p = {}
     for f in _USES[mechanism]:
         a = getattr(params, f)[order]
         if f in _PARENT_AXIS:
-            a = a[:, order]
-            a = a * pa.reshape(*pa.shape, *(1,) * (a.ndim - 2))
+            a = a[:, order] * pa.astype(jnp.float32).reshape(*pa.shape, *(1,) * (a.ndim - 2))
         p[f] = a
-    return dict(p=p, n_pa=jnp.sum(pa, axis=1), ns=ns, e=(eps * params.noise_scale)[:, order].T,
-                hv=hit[:, order].T, zv=z[envc][:, order].T, fv=fac[envc][:, order].T,
-                act=active[order]), rank
+    e, zv = _intervene(key, eps[:, order].T, params.noise_scale[order], env, rows,
+                       targets[:, order], itype)
+    return dict(p=p, n_pa=jnp.sum(pa, axis=1), e=e, zv=zv, act=active[order])
 
 
-def _node(mechanism: int, xt, inp, rows, itype, iscm):
-    """The value of one node (module docstring) for all rows of one task, from the data
-    so far ``xt`` ``(parents, n)`` and the node's slice ``inp`` of :func:`_prepare`."""
-    f, sigma = _mechanism(mechanism, inp["p"], xt)
-    hv, e = inp["hv"], inp["e"]
+def _prepare_drawn(mechanism: int, k_mech, key, adj, eps_t, active, rows, env, targets,
+                   order, itype, w_range, scale_range):
+    """:func:`_prepare` with the parameters drawn (:func:`init_mechanism`) directly by
+    topological position and the noise ``eps_t`` ``(d, n)`` taken as indexed by position:
+    both are i.i.d. over nodes, so this is the same law as drawing them by label and
+    permuting, without the permutations."""
+    pa = (adj & active[:, None] & active[None, :])[order][:, order]
+    params = init_mechanism(k_mech, pa, mechanism, w_low=w_range[0], w_high=w_range[1],
+                            scale_low=scale_range[0], scale_high=scale_range[1])
+    p = {f: getattr(params, f) for f in _USES[mechanism]}
+    e, zv = _intervene(key, eps_t, params.noise_scale, env, rows, targets[:, order], itype)
+    return dict(p=p, n_pa=jnp.sum(pa, axis=1), e=e, zv=zv,
+                act=jnp.arange(adj.shape[0]) < jnp.sum(active))
+
+
+def _node(mechanism: int, xs, inp, rows, itype, iscm):
+    """The values ``(C, n)`` of one topological position of every task of a batch, from
+    the data so far ``xs`` ``(C, parents, n)`` and the position's slice ``inp`` of the
+    prepared inputs (soft interventions already in the noise ``inp["e"]``)."""
+    f, sigma = _mechanism(mechanism, inp["p"], xs)
+    hv = inp["zv"] != 0.0
     ref = rows & ~hv
     if mechanism != 0:
-        fm, fs = masked_moments(f, ref)
-        f = jnp.where(inp["n_pa"] > 0, (f - fm) / fs, f)
-    e = jnp.where(hv & (itype == 1), e + inp["zv"] * inp["ns"], e)
-    e = jnp.where(hv & (itype == 2), e * inp["fv"], e)
-    val = f + sigma * e
-    m, s = masked_moments(val, ref)
-    val = jnp.where(hv & (itype == 0), m + inp["zv"] * s, val)
-    val = jnp.where(iscm, (val - m) / s, val)
-    return jnp.where(rows & inp["act"], val, 0.0)
+        fm, fs = _moments(f, ref)
+        f = jnp.where((inp["n_pa"] > 0)[:, None], (f - fm) / fs, f)
+    val = f + sigma * inp["e"]
+    m, s = _moments(val, ref)
+    val = jnp.where(hv & (itype == 0)[:, None], m + inp["zv"] * s, val)
+    val = jnp.where(iscm[:, None], (val - m) / s, val)
+    return jnp.where(rows & inp["act"][:, None], val, 0.0)
 
 
-def _node_loop(mechanism: int, prep, rows, itype, iscm, n_steps, n_blocks: int):
-    """Ancestral sampling of a batch (leading axis ``C`` of every input) in topological
-    order: step ``t`` computes position ``t`` of every task from positions ``< t``.
-    The steps are cut into ``n_blocks`` static blocks; block ``[lo, hi)`` contracts over
-    the first ``hi`` positions only (its nodes' parents are earlier), so the parent
-    contractions cost about half of ``d^2`` per task instead of ``d^2``. ``n_steps``:
-    ``None`` (all ``d`` positions, static) or a traced scalar: positions ``>= n_steps``
-    (padding in every task) are not computed (left 0)."""
-    C, d = prep["act"].shape
+def _moments(v, m):
+    """:func:`masked_moments` of each row of ``v`` ``(C, n)`` over the mask ``m``, as
+    ``(C, 1)`` columns."""
+    w = m.astype(v.dtype)
+    cnt = jnp.maximum(jnp.sum(w, axis=-1, keepdims=True), 1.0)
+    mu = jnp.sum(v * w, axis=-1, keepdims=True) / cnt
+    sd = jnp.sqrt(jnp.sum(((v - mu) * w) ** 2, axis=-1, keepdims=True) / cnt)
+    return mu, jnp.maximum(sd, 1e-6)
+
+
+def _node_major(prep):
+    """The prepared inputs of a batch (leading axis ``C``) moved to the node loop's
+    layout: position axis first, then the batch (then the parent axis, if any)."""
+    return jax.tree.map(lambda a: jnp.moveaxis(a, 0, 1), prep)
+
+
+def _node_loop(mechanism: int, xs, rows, itype, iscm, n_steps, n_blocks: int):
+    """Ancestral sampling of a batch in topological order (``xs``: :func:`_node_major`
+    inputs): step ``t`` computes position ``t`` of every task from positions ``< t``.
+    The carry is ``(C, d, n)``, so the parent contraction reduces over its second axis
+    without a transpose. The steps are cut into ``n_blocks`` static
+    blocks; block ``[lo, hi)`` contracts over the first ``hi`` positions only (its
+    nodes' parents are earlier), about half of ``d^2`` per task instead of ``d^2``.
+    ``n_steps``: ``None`` (all ``d`` positions, static) or a traced scalar: positions
+    ``>= n_steps`` (padding in every task) are not computed (left 0)."""
+    d, C = xs["act"].shape
     n = rows.shape[1]
-    xs = jax.tree.map(lambda a: jnp.moveaxis(a, 1, 0), prep)  # node axis first
-    xt = jnp.zeros((d, C, n), jnp.float32)
+    xt = jnp.zeros((C, d, n), jnp.float32)
     size = -(-d // max(1, min(n_blocks, d)))
     for lo in range(0, d, size):
         hi = min(d, lo + size)
@@ -321,13 +371,18 @@ def _node_loop(mechanism: int, prep, rows, itype, iscm, n_steps, n_blocks: int):
         def step(t, xt, hi=hi):
             inp = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, t, 0, False), xs)
             inp["p"] = {f: a[:, :hi] if f in _PARENT_AXIS else a for f, a in inp["p"].items()}
-            val = jax.vmap(functools.partial(_node, mechanism), in_axes=(1, 0, 0, 0, 0))(
-                xt[:hi], inp, rows, itype, iscm)
-            return jax.lax.dynamic_update_index_in_dim(xt, val, t, 0)
+            val = _node(mechanism, xt[:, :hi], inp, rows, itype, iscm)
+            return jax.lax.dynamic_update_index_in_dim(xt, val, t, 1)
 
         upper = hi if n_steps is None else jnp.clip(n_steps, lo, hi)
         xt = jax.lax.fori_loop(lo, upper, step, xt)
     return xt
+
+
+def _unpermute(xt, rank):
+    """``x[c, r, v] = xt[c, rank[c, v], r]``: the loop's ``(C, d, n)`` result back to
+    node labels, ``(C, n, d)``."""
+    return jax.vmap(lambda x, r: x[r].T)(xt, rank)
 
 
 def simulate_mechanism(mechanism: int, key: PRNGKeyArray, adj: Bool[Array, "d d"],
@@ -378,13 +433,39 @@ def simulate_mechanism_batch(mechanism: int, keys: PRNGKeyArray, adj: Bool[Array
     Returns:
         ``x`` ``(C, n, d)``; padding rows and node slots are 0.
     """
+    itype, iscm = jnp.asarray(itype), jnp.asarray(iscm)
     order, rank = _order_and_rank(adj, active)
-    prep, rank = jax.vmap(functools.partial(_prepare, mechanism))(
-        keys, adj, params, eps, active, rows, env, targets, order, rank)
-    xt = _node_loop(mechanism, prep, rows, jnp.asarray(itype), jnp.asarray(iscm), n_steps,
-                    n_blocks)
-    return jax.vmap(lambda x, r: x[r].T, in_axes=(1, 0))(xt, rank)
+    prep = jax.vmap(functools.partial(_prepare, mechanism))(
+        keys, adj, params, eps, active, rows, env, targets, order, itype)
+    xt = _node_loop(mechanism, _node_major(prep), rows, itype, iscm, n_steps, n_blocks)
+    return _unpermute(xt, rank)
 
+
+def sample_mechanism_batch(mechanism: int, k_mech: PRNGKeyArray, keys: PRNGKeyArray,
+                           adj: Bool[Array, "C d d"], eps_t: Float[Array, "C d n"], *,
+                           active: Bool[Array, "C d"], rows: Bool[Array, "C n"],
+                           env: Int[Array, "C n"], targets: Bool[Array, "C k d"],
+                           itype: Int[Array, " C"], iscm: Bool[Array, " C"],
+                           w_range: Float[Array, "C 2"], scale_range: Float[Array, "C 2"],
+                           n_steps: Int[Array, ""] | None = None, n_blocks: int = 4
+                           ) -> Float[Array, "C n d"]:
+    """The data of a batch of ``C`` tasks of one mechanism with the parameters drawn as
+    well: the law of :func:`init_mechanism` (key ``k_mech``) followed by
+    :func:`simulate_mechanism_batch`, but the parameters are drawn directly by
+    topological position and the unit noise ``eps_t`` ``(C, d, n)`` (i.i.d. over nodes
+    and rows) is taken as indexed by position, so nothing is permuted before the loop
+    (only the result, back to node labels). The task sampler's mechanism stage.
+
+    Returns:
+        ``x`` ``(C, n, d)``; padding rows and node slots are 0.
+    """
+    itype, iscm = jnp.asarray(itype), jnp.asarray(iscm)
+    order, rank = _order_and_rank(adj, active)
+    prep = jax.vmap(functools.partial(_prepare_drawn, mechanism))(
+        k_mech, keys, adj, eps_t, active, rows, env, targets, order, itype, w_range,
+        scale_range)
+    xt = _node_loop(mechanism, _node_major(prep), rows, itype, iscm, n_steps, n_blocks)
+    return _unpermute(xt, rank)
 
 def simulate_scm(key: PRNGKeyArray, adj: Bool[Array, "d d"], params: MechParams, *,
                  mechanism: Int[Array, ""], noise: Int[Array, ""],

@@ -42,10 +42,8 @@ from .grouping import grouped_switch
 from .mechanisms import (
     INTERVENTION_TYPES,
     MECHANISMS,
-    init_mechanism,
     masked_moments,
-    simulate_mechanism,
-    simulate_mechanism_batch,
+    sample_mechanism_batch,
 )
 from .prior_noise import PRIOR_NOISES, noise_law
 
@@ -266,33 +264,27 @@ def _graph_branch(family: int, d_max: int):
 
 
 def _noise_branch(code: int, n_max: int, d_max: int):
-    return lambda t: noise_law(t["k_noise"], (n_max, d_max), code)
-
-
-def _init(t, code: int):
-    return init_mechanism(t["k_mech"], t["adj"], code, w_low=t["w_range"][0],
-                          w_high=t["w_range"][1], scale_low=t["scale_range"][0],
-                          scale_high=t["scale_range"][1])
-
-
-def _mech_branch(code: int):
-    def run(t):
-        return simulate_mechanism(code, t["k_z"], t["adj"], _init(t, code), t["eps"],
-                                  active=t["active"], rows=t["rows"], env=t["env"],
-                                  targets=t["targets"], itype=t["itype"], iscm=t["iscm"])
-    return run
+    # unit noise by (topological) position and row, ``(d_max, n_max)``: the mechanism
+    # stage's layout (the law is i.i.d., so any indexing is the same law)
+    return lambda t: noise_law(t["k_noise"], (d_max, n_max), code)
 
 
 def _mech_chunk(code: int):
-    """The mechanism stage of a pure chunk of tasks (all of mechanism ``code``): the node
-    loop stops at the chunk's largest ``d`` (the chunks hold tasks sorted by ``d``)."""
+    """The mechanism stage of a chunk of tasks (all of mechanism ``code``): parameters
+    drawn by topological position, then ancestral sampling; the node loop stops at the
+    chunk's largest ``d`` (the chunks hold tasks sorted by ``d``)."""
     def run(t):
-        params = jax.vmap(functools.partial(_init, code=code))(t)
-        return simulate_mechanism_batch(code, t["k_z"], t["adj"], params, t["eps"],
-                                        active=t["active"], rows=t["rows"], env=t["env"],
-                                        targets=t["targets"], itype=t["itype"],
-                                        iscm=t["iscm"], n_steps=jnp.max(t["d"]))
+        return sample_mechanism_batch(
+            code, t["k_mech"], t["k_z"], t["adj"], t["eps"], active=t["active"],
+            rows=t["rows"], env=t["env"], targets=t["targets"], itype=t["itype"],
+            iscm=t["iscm"], w_range=t["w_range"], scale_range=t["scale_range"],
+            n_steps=jnp.max(t["d"]))
     return run
+
+
+def _mech_branch(code: int):
+    one = _mech_chunk(code)
+    return lambda t: one(jax.tree.map(lambda a: a[None], t))[0]
 
 
 def _finish(t) -> Task:

@@ -107,8 +107,9 @@ def bucket_indices(key, steps: int, n_atoms, batch: int) -> tuple[np.ndarray, np
         if not rows.size:
             continue
         bg = min(b, len(m))
-        perm = np.asarray(jax.vmap(lambda r, n=len(m), bg=bg: jax.random.permutation(
-            jax.random.fold_in(key, r), n)[:bg])(jnp.asarray(rows)))
+        # every step's permutation of this bucket (one shape per bucket size, so one
+        # compilation however many steps fall in it), then the steps that drew it
+        perm = batch_indices(key, steps, len(m), bg)[rows]
         out[rows, :bg] = m[perm]
     return buckets[g], out
 

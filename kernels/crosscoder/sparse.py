@@ -15,7 +15,11 @@ layout (see :class:`Blocks`):
   buffer is reused;
 * the encoder product and its top-k run over blocks of ``Blocks.enc_rows`` rows, each
   block's pre-activations selected while in cache, so the ``(B, F)`` array is never
-  formed;
+  formed; on CPU the selection is two-stage (the top-``k`` groups of 32 latents by their
+  maxima, then the top-``k`` of those groups' latents: the same result as one
+  ``lax.top_k``, without its sort over ``F``);
+* the encoder gradient, scattered as rows of ``W^T``, is transposed in row blocks (when
+  the backward is blocked), so the optimiser reads it contiguously;
 * optimisation barriers keep the top-k a TopK op (otherwise its slices are fused into
   the gathers and XLA falls back to sorting every row) and keep the decoder output from
   being recomputed inside each of its consumers.
@@ -50,14 +54,19 @@ class Blocks(NamedTuple):
       unroll_k: decoder slots summed as unrolled fused gathers up to this ``k``; row
         blocks beyond it.
       slots: ``(row, slot)`` pairs per row block of the backward products (``None``:
-        one block over the whole batch).
+        one block over the whole batch). When set, the encoder gradient (scattered as
+        rows of ``W^T``) is also transposed in blocks of :data:`TRANSPOSE_ROWS` rows, each
+        in cache, so that the optimiser reads a contiguous ``(D, F)`` gradient (with
+        ``None``, one transpose that XLA on CPU fuses as strided reads into each of its
+        consumers).
       enc_rows: rows per block of the encoder product and its top-k (``None``: one
-        block).
+        block). On CPU each block's top-k is also taken in two stages (see
+        :func:`_top_k`).
     """
 
     unroll_k: int = 64
     slots: int | None = 2048
-    enc_rows: int | None = 1024
+    enc_rows: int | None = 256
 
 
 def default_blocks(backend: str | None = None) -> Blocks:
@@ -112,6 +121,42 @@ def _by_row_blocks(f, init, *arrays, block: int | None):
     if rem:
         acc = f(acc, n_full * size, *(a[n_full * size:] for a in arrays))
     return acc
+
+
+TRANSPOSE_ROWS = 128  # rows per block of the blocked transposition of the encoder gradient
+TOPK_GROUP = 32  # latents per group of the two-stage top-k
+
+
+def _top_k(pre: Array, k: int, group: int | None) -> tuple[Array, Array]:
+    """``lax.top_k(pre, k)``, the same values and indices (ties to the lower index, as
+    ``lax.top_k``), in two stages when ``group`` divides ``F`` and ``F // group >= 4 k``:
+    the ``k`` groups of ``group`` consecutive latents with the largest maxima hold the top
+    ``k`` of the row (a latent of another group is at most that group's maximum, which is
+    at most each of the ``k`` maxima, and a tie with one of them goes to the lower index,
+    a latent of the selected group), so the second stage selects among those ``k group``
+    candidates, taken in index order. The full ``top_k`` over ``F`` sorts on CPU; here
+    one max pass and two small selections."""
+    R, F = pre.shape
+    if group is None or F % group or F // group < 4 * k:
+        return jax.lax.top_k(pre, k)
+    grp = pre.reshape(R, F // group, group)
+    _, gi = jax.lax.top_k(jnp.max(grp, axis=-1), k)
+    gi = jnp.sort(gi, axis=-1)  # candidates in index order: ties go to the lower index
+    cand = jnp.take_along_axis(grp, gi[:, :, None], axis=1, mode="promise_in_bounds")
+    v, j = jax.lax.top_k(cand.reshape(R, k * group), k)
+    i = jnp.take_along_axis(gi, j // group, axis=1, mode="promise_in_bounds") * group
+    return v, i + j % group
+
+
+def _transpose(a: Array, block: int | None) -> Array:
+    """``a.T``, over blocks of ``block`` rows of ``a`` (``None``: one ``a.T``)."""
+    if block is None:
+        return a.T
+
+    def f(out, start, a_c):
+        return jax.lax.dynamic_update_slice_in_dim(out, a_c.T, start, 1)
+
+    return _by_row_blocks(f, jnp.zeros(a.shape[::-1], a.dtype), a, block=block)
 
 
 def _slot_block(kk: int, blocks: Blocks) -> int | None:
@@ -216,12 +261,13 @@ def _topk_select(x2, W, b, dead, k, k_aux, blocks):
     formed."""
     n = x2.shape[0]
     kk = [k] if k_aux is None else [k, k_aux]
+    group = None if blocks.enc_rows is None else TOPK_GROUP
 
     def f(acc, start, x_c):
         pre = x_c @ W + b
-        out = [jax.lax.top_k(pre, k)]
+        out = [_top_k(pre, k, group)]
         if k_aux is not None:
-            out.append(jax.lax.top_k(jnp.where(dead, pre, -jnp.inf), k_aux))
+            out.append(_top_k(jnp.where(dead, pre, -jnp.inf), k_aux, group))
         return [(jax.lax.dynamic_update_slice_in_dim(av, v, start, 0),
                  jax.lax.dynamic_update_slice_in_dim(ai, i, start, 0))
                 for (av, ai), (v, i) in zip(acc, out, strict=True)]
@@ -292,7 +338,9 @@ def _topk_encode_bwd(k, k_aux, blocks, res, g):
         idx = jnp.concatenate([i, ia], axis=1)
     gpre = jax.lax.optimization_barrier(gpre)
     F = W.shape[1]
-    dW = _row_scatter(F, idx, gpre, x2, blocks).T  # scattered as rows of W^T, transposed
+    # scattered as rows of W^T, transposed
+    dW = _transpose(_row_scatter(F, idx, gpre, x2, blocks),
+                    None if blocks.slots is None else TRANSPOSE_ROWS)
     db = jnp.zeros((F,), gpre.dtype).at[idx.reshape(-1)].add(gpre.reshape(-1),
                                                              mode="promise_in_bounds")
     dx = _slot_sum(gpre, idx, W.T, blocks)  # dropped by XLA when x needs no gradient

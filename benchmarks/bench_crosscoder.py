@@ -36,7 +36,11 @@ initial parameters (``jaxkit.kernels.crosscoder.init``: unit-norm decoder, tied 
 
 Measured: the median of ``--runs`` timed steps (default 5; ``--quick`` 5) after
 ``--warmup`` untimed ones (default 2) on the same batch; jaxkit's AOT compile time apart
-(:func:`jaxkit.bench.time_jax`, ``block_until_ready`` after each call). Rates are
+(``block_until_ready`` after each call). jaxkit's steps are timed as a training loop
+(:func:`jaxkit.bench.time_jax_loop`: each call takes the state the previous one returned,
+donated to it, so parameters and Adam moments are updated in place, as
+``jaxkit.crosscoder``'s fit runs and as the peers' in-place torch Adam does); the encoder
+product and the ``--profile`` parts by :func:`jaxkit.bench.time_jax`. Rates are
 tokens/s; "speed-up" = peer time / jaxkit time = jaxkit tokens/s / peer tokens/s. GFLOP/s
 are model FLOPs / median time, with model FLOPs = 3 x forward FLOPs, forward = encoder
 matmul ``2 B D F`` + decoder as the side implements it: dense ``2 B F D`` (SAELens,
@@ -379,6 +383,11 @@ def profile_topk(args, cc, params, x_dev, k: int, erec, rec) -> dict:
     return dict(parts=out)
 
 
+def _loop(step):
+    """``step(key, state, x)`` as :func:`jaxkit.bench.time_jax_loop` calls it."""
+    return lambda state, key, x: step(key, state, x)
+
+
 def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py) -> None:
     import jax
     import optax
@@ -412,9 +421,11 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
     # make_train_step's default (decoder="auto") is the sparse step for TopK
     jdec = "sparse" if cfg["activation"] == "topk" else "dense"
     jflops = model_flops(B, D, F, k, jdec)
-    rec = bench.time_jax(jstep, key, state, x_dev, n_runs=args.runs, warmup=args.warmup,
-                         items=cfg["tokens"], name=f"jaxkit {case}",
-                         model_flops=jflops)  # compiles afresh
+    # timed as a training loop: the state donated call to call (updated in place, as
+    # jaxkit.crosscoder's fit runs it and as the torch peers' in-place Adam does)
+    rec = bench.time_jax_loop(_loop(step), state, key, x_dev, n_runs=args.runs,
+                              warmup=args.warmup, items=cfg["tokens"], name=f"jaxkit {case}",
+                              model_flops=jflops)  # compiles afresh
     jgflops = jflops / rec.median_s / 1e9
     impls = {"jaxkit": dict(kind="jaxkit", record=rec, tokens_per_s=rec.items_per_s,
                             model_flops=jflops, model_gflops_per_s=jgflops, decoder=jdec,
@@ -460,11 +471,11 @@ def run_case(args, case: str, rows: list, results: dict, summary: list, peer_py)
     if args.dense and jdec == "sparse":  # the same step, dense formulation
         _, dstep = cc.make_train_step(activation=cfg["activation"], k=k,
                                       optimizer=optax.adam(LR), decoder="dense")
-        dstep = jax.jit(dstep)
         dflops = model_flops(B, D, F, k, "dense")
-        drec = bench.time_jax(dstep, key, state, x_dev, n_runs=args.runs, warmup=args.warmup,
-                              items=cfg["tokens"], name=f"jaxkit dense {case}",
-                              model_flops=dflops)
+        drec = bench.time_jax_loop(_loop(dstep), state, key, x_dev, n_runs=args.runs,
+                                   warmup=args.warmup, items=cfg["tokens"],
+                                   name=f"jaxkit dense {case}", model_flops=dflops)
+        dstep = jax.jit(dstep)
         st1d, _ = dstep(key, state, x_dev)
         agree = {n: update_rel_diff(np.asarray(getattr(st1d.params, n)), after_j[n], p0[n])
                  for n in names}

@@ -191,13 +191,21 @@ def _slot_dots(e: Array, idx: Array, W: Array, blocks: Blocks) -> Array:
                           block=_slot_block(idx.shape[1], blocks))
 
 
-def _row_scatter(n_rows: int, idx: Array, coef: Array, rows: Array, blocks: Blocks) -> Array:
-    """``(n_rows, D)`` zeros plus ``coef[b, j] * rows[b]`` added at row ``idx[b, j]``."""
-    def f(acc, start, i_c, c_c, r_c):
-        upd = (c_c[:, :, None] * r_c[:, None, :]).reshape(-1, r_c.shape[-1])
-        return acc.at[i_c.reshape(-1)].add(upd, mode="promise_in_bounds")
+def _row_scatter(n_rows: int, idx: Array, coef: Array, rows: Array, blocks: Blocks,
+                 acc_shape: tuple[int, ...] | None = None) -> Array:
+    """``(n_rows, D)`` zeros plus ``coef[b, j] * rows[b]`` added at row ``idx[b, j]``,
+    accumulated in an array of ``acc_shape`` (the same elements; default ``(n_rows, D)``)
+    and returned in that shape. Two accumulators of one shape start from one zero array
+    that XLA copies for each; a second shape keeps them apart."""
+    D = rows.shape[-1]
+    acc_shape = (n_rows, D) if acc_shape is None else acc_shape
 
-    return _by_row_blocks(f, jnp.zeros((n_rows, rows.shape[-1]), rows.dtype), idx, coef, rows,
+    def f(acc, start, i_c, c_c, r_c):
+        upd = (c_c[:, :, None] * r_c[:, None, :]).reshape(-1, D)
+        acc = acc.reshape(n_rows, D).at[i_c.reshape(-1)].add(upd, mode="promise_in_bounds")
+        return acc.reshape(acc_shape)
+
+    return _by_row_blocks(f, jnp.zeros(acc_shape, rows.dtype), idx, coef, rows,
                           block=_slot_block(idx.shape[1], blocks))
 
 
@@ -338,9 +346,10 @@ def _topk_encode_bwd(k, k_aux, blocks, res, g):
         idx = jnp.concatenate([i, ia], axis=1)
     gpre = jax.lax.optimization_barrier(gpre)
     F = W.shape[1]
-    # scattered as rows of W^T, transposed
-    dW = _transpose(_row_scatter(F, idx, gpre, x2, blocks),
-                    None if blocks.slots is None else TRANSPOSE_ROWS)
+    # scattered as rows of W^T (in an accumulator of its own shape, not a copy of the
+    # decoder gradient's zeros), transposed
+    dWT = _row_scatter(F, idx, gpre, x2, blocks, (1, F, x2.shape[1])).reshape(F, -1)
+    dW = _transpose(dWT, None if blocks.slots is None else TRANSPOSE_ROWS)
     db = jnp.zeros((F,), gpre.dtype).at[idx.reshape(-1)].add(gpre.reshape(-1),
                                                              mode="promise_in_bounds")
     dx = _slot_sum(gpre, idx, W.T, blocks)  # dropped by XLA when x needs no gradient

@@ -19,7 +19,11 @@ list):
   *alternated* in one run (the peer is a server process; rounds of ``ALT_ROUND`` jaxkit
   calls then as many torch calls), so both see the same machine load; the accuracy
   column gives the median of the per-round wall ratios, each side's CPU time per call
-  and the load average.
+  and the load average. ``--devices N`` (N > 1) adds the same step data parallel over N
+  host CPU devices (``--xla_force_host_platform_device_count``; a ``{"data": N}`` mesh,
+  parameters replicated, the drawn batch split, gradients all-reduced by the jitted
+  step), alternated in the same rounds, with its loss checked against the 1-device
+  step's on the same weights and batch.
 * ``gpt-medium`` -- the same at 6 layers, 6 heads, width 384, context 256, batch 16.
 * ``mamba`` -- one Mamba mixer (width 128, expand 2, state 16, conv 4; batch 8, length
   256; ``--quick``: width 64, batch 4, length 64), forward + backward of
@@ -335,24 +339,46 @@ class PeerServer:
                 self.proc.wait()
 
 
-def alternate(jax_call, peer: PeerServer, *, rounds: int, per_round: int) -> dict:
-    """``rounds`` rounds of ``per_round`` jaxkit calls (``jax_call()``, blocking) then
-    ``per_round`` peer calls: the two sides see the same machine load. Returns the
-    per-call wall and process CPU times of both sides and the per-round ratios
-    ``median(peer) / median(jaxkit)`` (wall)."""
-    out = dict(jax_times=[], jax_cpu=[], peer_times=[], peer_cpu=[], pair_ratios=[])
+def timed_calls(call, n: int) -> tuple[list[float], list[float]]:
+    """Wall and process CPU times of ``n`` blocking calls of ``call()``."""
+    wt, ct = [], []
+    for _ in range(n):
+        t0, c0 = time.perf_counter(), time.process_time()
+        call()
+        wt.append(time.perf_counter() - t0)
+        ct.append(time.process_time() - c0)
+    return wt, ct
+
+
+def alternate(jax_call, peer: PeerServer | None, *, rounds: int, per_round: int,
+              others: dict | None = None) -> dict:
+    """``rounds`` rounds of ``per_round`` jaxkit calls (``jax_call()``, blocking), then
+    ``per_round`` calls of each of ``others`` (name -> call: other jaxkit variants), then
+    ``per_round`` peer calls (none when ``peer`` is None): all sides see the same machine
+    load. Returns the per-call wall and process CPU times of every side (``others`` under
+    ``other[name]``) and the per-round ratios ``median(peer) / median(jaxkit)`` (wall;
+    ``other[name]["pair_ratios"]`` for each variant)."""
+    others = others or {}
+    out = dict(jax_times=[], jax_cpu=[], peer_times=[], peer_cpu=[], pair_ratios=[],
+               other={k: dict(times=[], cpu=[], pair_ratios=[]) for k in others})
     for _ in range(rounds):
-        wt = []
-        for _ in range(per_round):
-            t0, c0 = time.perf_counter(), time.process_time()
-            jax_call()
-            wt.append(time.perf_counter() - t0)
-            out["jax_cpu"].append(time.process_time() - c0)
-        r = peer.run(per_round)
+        wt, ct = timed_calls(jax_call, per_round)
         out["jax_times"] += wt
+        out["jax_cpu"] += ct
+        ot = {}
+        for k, call in others.items():
+            ot[k], oc = timed_calls(call, per_round)
+            out["other"][k]["times"] += ot[k]
+            out["other"][k]["cpu"] += oc
+        if peer is None:
+            continue
+        r = peer.run(per_round)
         out["peer_times"] += r["times"]
         out["peer_cpu"] += r["cpu"]
         out["pair_ratios"].append(float(np.median(r["times"]) / np.median(wt)))
+        for k in others:
+            out["other"][k]["pair_ratios"].append(
+                float(np.median(r["times"]) / np.median(ot[k])))
     return out
 
 
@@ -380,17 +406,23 @@ def cpu_note(jax_cpu: float, peer: dict | None) -> str:
             f"({pc / jax_cpu:.2f}x)")
 
 
-def step_loop(step, state, key, *args, n_calls: int):
+def step_loop(step, state, key, *args, n_calls: int, sharding=None):
     """``(call, compile_s, flops)``: ``call()`` runs one more step of the training loop
     ``state, info = step(state, key_i, *args)`` (jitted with the state donated, as
-    :func:`jaxkit.bench.time_jax_loop`; a fresh key per call) and blocks on the result."""
+    :func:`jaxkit.bench.time_jax_loop`; a fresh key per call) and blocks on the result.
+    ``sharding``: where the state and the step's outputs live (a replicated
+    ``NamedSharding`` on a mesh for the data-parallel step; None: the default device)."""
     import jax
     import jax.numpy as jnp
 
     from jaxkit import bench
 
     state = jax.tree.map(lambda a: jnp.array(a, copy=True), state)
-    jitted = jax.jit(step, donate_argnums=0)
+    if sharding is None:
+        jitted = jax.jit(step, donate_argnums=0)
+    else:
+        state = jax.device_put(state, sharding)
+        jitted = jax.jit(step, donate_argnums=0, out_shardings=sharding)
     t0 = time.perf_counter()
     compiled = jitted.lower(state, key, *args).compile()
     compile_s = time.perf_counter() - t0
@@ -403,6 +435,49 @@ def step_loop(step, state, key, *args, n_calls: int):
         jax.block_until_ready(carry[0])
 
     return call, compile_s, flops
+
+
+def data_parallel_step(step, st0, data_dev, args, B: int, T: int, train_step):
+    """The GPT step data parallel over ``args.devices`` host devices: the parameters and
+    optimiser state replicated, the drawn batch split over a ``{"data": N}`` mesh
+    (``jaxkit.distributed``) by a sharding constraint, so the one jitted step runs each
+    device's share of the batch on its own and all-reduces the gradients. Returns
+    ``((call, compile_s, flops), check)``: the loop as :func:`step_loop`'s, and a note
+    that one step from the same state and key gives the 1-device step's loss (relative
+    tolerance 1e-5, float32; raises otherwise)."""
+    import jax
+
+    from jaxkit import distributed as dist
+    from jaxkit.compose.data import sample_windows
+
+    n = args.devices
+    if jax.device_count() < n:
+        raise RuntimeError(f"--devices {n}: JAX sees {jax.device_count()} devices (XLA_FLAGS "
+                           f"was set after the backend started?)")
+    if B % n:
+        raise ValueError(f"--devices {n} must divide the batch {B}")
+    mesh = dist.make_mesh({dist.DATA: n}, devices=jax.devices()[:n])
+    rep, rows = dist.replicated(mesh), dist.data_sharding(mesh, 2)
+
+    def dp_train_step(st, key, data):
+        batch = jax.lax.with_sharding_constraint(sample_windows(key, data, B, T), rows)
+        return step(key, st, batch)
+
+    data_rep = jax.device_put(data_dev, rep)
+    key = jax.random.key(1)
+    s1, i1 = jax.jit(train_step)(st0, key, data_dev)
+    sn, i_n = jax.jit(dp_train_step, out_shardings=rep)(jax.device_put(st0, rep), key,
+                                                        data_rep)
+    l1, ln = float(i1.loss), float(i_n.loss)
+    dmax = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in
+               zip(jax.tree.leaves(s1.params), jax.tree.leaves(sn.params), strict=True))
+    if not np.isclose(ln, l1, rtol=1e-5, atol=0):
+        raise RuntimeError(f"{n}-device step loss {ln!r} != 1-device loss {l1!r}")
+    check = (f"loss {ln:.6f} = 1-device {l1:.6f} (rel. {abs(ln - l1) / abs(l1):.1e}, "
+             f"tol 1e-5); params after 1 step max|diff| {dmax:.1e}")
+    loop = step_loop(dp_train_step, st0, key, data_rep, n_calls=args.repeats + 2,
+                     sharding=rep)
+    return loop, check
 
 
 def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
@@ -451,6 +526,9 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
         if impl == "einsum":
             loops[impl] = step_loop(train_step, st0, jax.random.key(1), data_dev,
                                     n_calls=args.repeats + 2)
+            if args.devices > 1:
+                dp_call, dp_check = data_parallel_step(step, st0, data_dev, args, B, T,
+                                                       train_step)
         else:
             recs[impl] = bench.time_jax_loop(train_step, st0, jax.random.key(1), data_dev,
                                              n_runs=args.repeats, warmup=2, items=B * T,
@@ -480,14 +558,20 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
     call, compile_s, flops = loops["einsum"]
     for _ in range(2):  # warm-up
         call()
+    others = {}
+    if args.devices > 1:
+        for _ in range(2):
+            dp_call[0]()
+        others["dp"] = dp_call[0]
+    rounds = max(1, -(-args.repeats // ALT_ROUND))
     if not args.no_peers:
         # peers/torch_nanogpt.py's model and step in a server process, alternated with
         # jaxkit's step in rounds of ALT_ROUND calls (both see the same load)
         srv = PeerServer(PEER_GPT, dict(c, arrays=str(write_arrays(tmp, arrays)),
                                         n_runs=0, warmup=2, threads=args.peer_threads), tmp)
         try:
-            alt = alternate(call, srv, rounds=max(1, -(-args.repeats // ALT_ROUND)),
-                            per_round=ALT_ROUND)
+            alt = alternate(call, srv, rounds=rounds, per_round=ALT_ROUND, others=others)
+            last_other = alt["other"]
         finally:
             srv.close()
         r = dict(srv.first, times=alt["peer_times"], cpu=alt["peer_cpu"])
@@ -498,16 +582,12 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
         cpus["einsum"] = float(np.median(alt["jax_cpu"]))
         acc_peer = f"check loss {r['check_loss']:.5f}"
     else:
-        times, cpu = [], []
-        for _ in range(args.repeats):
-            t0, c0 = time.perf_counter(), time.process_time()
-            call()
-            times.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
-        recs["einsum"] = bench.record_from_times(f"{name} step (einsum)", times, warmup=2,
-                                                 items=B * T, compile_s=compile_s,
-                                                 flops=flops)
-        cpus["einsum"] = float(np.median(cpu))
+        alt = alternate(call, None, rounds=rounds, per_round=ALT_ROUND, others=others)
+        recs["einsum"] = bench.record_from_times(f"{name} step (einsum)", alt["jax_times"],
+                                                 warmup=2, items=B * T,
+                                                 compile_s=compile_s, flops=flops)
+        cpus["einsum"] = float(np.median(alt["jax_cpu"]))
+        last_other, alt = alt["other"], None
     fl = arch.flops_per_token() * B * T
     pk = peak_flops()
     mfu = "" if pk is None else f", MFU {fl / recs['einsum'].median_s / pk:.1%}"
@@ -520,6 +600,24 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
     rows.append(dict(case=f"{name} train step", dtype=args.dtype, jax=recs["einsum"],
                      peer=peer, peer_name="torch nanoGPT" if peer else "-", acc_jax=acc,
                      acc_peer=acc_peer))
+    if args.devices > 1:
+        dp = last_other["dp"]
+        rec = bench.record_from_times(f"{name} step ({args.devices} devices)", dp["times"],
+                                      warmup=2, items=B * T, compile_s=dp_call[1],
+                                      flops=dp_call[2])
+        dpairs = "" if not dp["pair_ratios"] else (
+            f"; alternated with the peer, median pair ratio "
+            f"{np.median(dp['pair_ratios']):.2f}x [{min(dp['pair_ratios']):.2f}-"
+            f"{max(dp['pair_ratios']):.2f}]")
+        w1 = recs["einsum"].median_s
+        rows.append(dict(
+            case=f"{name} train step, {args.devices} host devices (data parallel)",
+            dtype=args.dtype, jax=rec, peer=peer,
+            peer_name="torch nanoGPT" if peer else "-",
+            acc_jax=(f"{dp_check}; vs 1 device: wall {w1 / rec.median_s:.2f}x, CPU "
+                     f"{cpus['einsum'] / float(np.median(dp['cpu'])):.2f}x; "
+                     f"{cpu_note(float(np.median(dp['cpu'])), r)}{dpairs}"),
+            acc_peer=""))
     rows.append(dict(case=f"{name} step, xla attention", dtype=args.dtype, jax=recs["xla"],
                      peer=peer, peer_name="torch nanoGPT" if peer else "-",
                      acc_jax=cpu_note(cpus["xla"], r), acc_peer=""))
@@ -667,7 +765,20 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch.set_num_threads of the peers (default 2)")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                    help="activation dtype of jaxkit's GPT (bfloat16 pays on GPUs)")
+    p.add_argument("--devices", type=int, default=1,
+                   help="also time the GPT step data parallel over this many host CPU "
+                        "devices (XLA_FLAGS --xla_force_host_platform_device_count, set "
+                        "here before JAX starts its backend; default 1: not timed)")
     args = p.parse_args(argv)
+    if args.devices < 1:
+        p.error("--devices must be >= 1")
+    if args.devices > 1:
+        # before the backend starts (importing jax does not start it; the first
+        # jax.devices() / computation does): a later flag would be ignored
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in flags:
+            os.environ["XLA_FLAGS"] = (
+                flags + f" --xla_force_host_platform_device_count={args.devices}").strip()
     cases = bench.parse_cases(p, args.only, CASES)
     if args.quick and "gpt-medium" in cases and args.only == ",".join(CASES):
         cases.remove("gpt-medium")

@@ -71,3 +71,53 @@ def test_alternate_interleaves_rounds_and_reports_pair_ratios(bc):
     assert len(out["pair_ratios"]) == 3 and all(r > 1 for r in out["pair_ratios"])
     # the GPT peer source also compiles in its server form
     assert "serve" in bc.PEER_GPT
+
+
+def test_alternate_runs_other_variants_each_round_without_a_peer(bc):
+    """Other jaxkit variants (the data-parallel step) run in every round after the main
+    call; without a peer there are no pair ratios."""
+    log = []
+    out = bc.alternate(lambda: log.append("one"), None, rounds=2, per_round=2,
+                       others={"dp": lambda: log.append("dp")})
+    assert log == ["one", "one", "dp", "dp"] * 2
+    assert len(out["other"]["dp"]["times"]) == len(out["other"]["dp"]["cpu"]) == 4
+    assert out["pair_ratios"] == [] and out["other"]["dp"]["pair_ratios"] == []
+
+
+def test_data_parallel_step_matches_one_device_step(bc):
+    """The GPT step's data-parallel form over a {"data": 2} mesh of the simulated host
+    devices gives the 1-device step's loss and update (a tiny model: one embedding
+    table, AdamW as the bench's)."""
+    import argparse
+
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from jaxkit.kernels import train as ktrain
+
+    from jaxkit.compose.data import sample_windows
+
+    B, T = 6, 8
+    data = jnp.asarray(np.random.default_rng(0).integers(0, 256, 500), jnp.int32)
+    opt = optax.chain(optax.clip_by_global_norm(1.0),
+                      optax.adamw(1e-2, b1=0.9, b2=0.95, weight_decay=0.1))
+
+    def loss(params, key, batch, aux):
+        logits = params[0][batch[:, :-1]] @ params[1]
+        return optax.softmax_cross_entropy_with_integer_labels(logits, batch[:, 1:]).mean(), ()
+
+    step = ktrain.make_train_step(loss, opt)
+
+    def train_step(st, key, data):
+        return step(key, st, sample_windows(key, data, B, T))
+
+    k1, k2 = jax.random.split(jax.random.key(0))
+    st0 = ktrain.init([jax.random.normal(k1, (256, 16)), jax.random.normal(k2, (16, 256))],
+                      opt)
+    args = argparse.Namespace(devices=2, repeats=1)
+    (call, _, _), check = bc.data_parallel_step(step, st0, data, args, B, T, train_step)
+    assert "= 1-device" in check
+    call()  # one more step of the donated data-parallel loop runs
+    args.devices = 4
+    with pytest.raises(ValueError, match="divide the batch"):
+        bc.data_parallel_step(step, st0, data, args, B, T, train_step)

@@ -28,7 +28,7 @@ from .data import Data, condition
 from .sample import project_cells, sampler
 from .train import Trained
 
-__all__ = ["Scale", "sample_large"]
+__all__ = ["Scale", "sample_large", "sized_sampler"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,20 +49,35 @@ class Scale:
         return self.n_cells / self.seconds
 
 
-def sample_large(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> Scale:
-    """Sample and time ``cfg.scale_cells`` cells of ``cfg.scale_atoms`` atoms."""
+def sized_sampler(cfg: Config, data: Data, trained: Trained, key, n: int, b: int, *,
+                  steps: int, mesh=None):
+    """The ablation's sampler (:func:`jaxkit.amgenc.sample.sampler`, compiled ahead of
+    time) for ``b`` cells of ``n`` atoms conditioned on the held-out targets in turn, each
+    at its target's number density.
+
+    Returns:
+        ``(run, mask, box)``: ``run(balanced, soft_eta) -> (x, h)`` with fractional
+        positions ``x`` (b, n, 3) and species logits ``h``; the (b, n) mask; the (b,) box
+        edges in angstrom.
+    """
     _, q = M.species_charges()
-    n, b = cfg.scale_atoms, cfg.scale_cells
     targets = [data.test[i % len(data.test)] for i in range(b)]
     box = jnp.asarray([c.box * (n / c.n_atoms) ** (1 / 3) for c in targets], jnp.float32)
     cond = jnp.asarray(condition(targets, trained.norm, q.size))
     mask = jnp.ones((b, n), bool)
     keys = jax.random.split(key, b)
-    # the sampler of the ablation (sample.py), compiled ahead of time, so that every
-    # sampling call is a steady-state timed one
-    run = sampler(trained.model, keys, mask, box, cond, steps=cfg.scale_steps,
+    run = sampler(trained.model, keys, mask, box, cond, steps=steps,
                   corrector_steps=cfg.corrector_steps, snr=cfg.snr,
                   soft_target=cfg.soft_target, mesh=mesh)
+    return run, mask, box
+
+
+def sample_large(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> Scale:
+    """Sample and time ``cfg.scale_cells`` cells of ``cfg.scale_atoms`` atoms."""
+    n, b = cfg.scale_atoms, cfg.scale_cells
+    # compiled ahead of time, so that every sampling call is a steady-state timed one
+    run, mask, box = sized_sampler(cfg, data, trained, key, n, b, steps=cfg.scale_steps,
+                                   mesh=mesh)
     times, out = [], None
     for _ in range(cfg.scale_runs):
         t0 = time.perf_counter()

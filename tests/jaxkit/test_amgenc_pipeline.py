@@ -146,12 +146,13 @@ def _tiny(kinds=""):
     from jaxkit.amgenc.config import QUICK
 
     extra = [f"other_kinds={kinds}"] if kinds else []
-    return QUICK.override(extra + ["n_train=4", "n_test=2", "relax_steps=60", "min_steps=20",
-                           "hidden=16", "layers=1", "train_steps=15", "batch=4",
-                           "checkpoint_every=5", "samples_per_target=1", "sample_steps=4",
-                           "pressure_steps=5", "timing_runs=2",
-                           "scale_atoms=128", "scale_cells=2", "scale_steps=4",
-                           "post_relax_steps=150"])
+    return QUICK.override(extra + TINY_SETS)
+
+
+TINY_SETS = ["n_train=4", "n_test=2", "relax_steps=60", "min_steps=20", "hidden=16",
+             "layers=1", "train_steps=15", "batch=4", "checkpoint_every=5",
+             "samples_per_target=1", "sample_steps=4", "pressure_steps=5", "timing_runs=2",
+             "scale_atoms=128", "scale_cells=2", "scale_steps=4", "post_relax_steps=150"]
 
 
 class Run(NamedTuple):
@@ -442,3 +443,48 @@ def test_soft_projection_reduces_probability_charge(tiny_run, tiny_data):
     # a barely trained net: the endpoint is far from the simplex, so only a partial
     # reduction is asked for
     assert charge_of(1.0) < 0.8 * charge_of(0.0)
+
+
+def _size_probe():
+    """benchmarks/amgenc_size_probe.py (not a package), imported by path."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "amgenc_size_probe.py"
+    spec = importlib.util.spec_from_file_location("jaxkit_amgenc_size_probe_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_size_probe_close_atoms_by_hand():
+    """Minimum image: atoms 0 and 1 are 0.5 A apart across the boundary of a 10 A cell,
+    atom 2 is 3 A from both; atom 3 is 1.0 A from atom 2 (not under 1 A)."""
+    probe = _size_probe()
+    pos = np.array([[0.2, 5.0, 5.0], [9.7, 5.0, 5.0], [3.2, 5.0, 5.0], [3.2, 6.0, 5.0]])
+    assert probe._close_atoms(pos, 10.0) == 2
+    assert probe._close_atoms(pos, 10.0, r_min=1.01) == 4
+    assert probe._close_atoms(pos[2:], 10.0) == 0
+
+
+def test_size_probe_on_the_tiny_run(tiny_run, tiny_data, tmp_path, capsys):
+    """The probe reloads the run's data stage and finished checkpoint (no retraining),
+    samples 8 cells of 128 atoms and reports rates consistent with each other; a
+    configuration without a saved data stage is refused before anything is computed."""
+    probe = _size_probe()
+    sets = [a for s in TINY_SETS for a in ("--set", s)]
+    out = tmp_path / "probe.json"
+    assert probe.main([str(tiny_run.out), "--quick", *sets, "--sizes", "128", "--cells", "8",
+                       "--json", str(out)]) == 0
+    import json
+
+    (row,) = json.loads(out.read_text())
+    assert (row["atoms"], row["cells"]) == (128, 8)
+    assert 0.0 <= row["atom_rate"] <= 1.0 and 0.0 <= row["no_close_pair"] <= 1.0
+    assert row["independent"] == pytest.approx((1 - row["atom_rate"]) ** 128)
+    # close atoms come in pairs: every cell with a close pair has at least two of them
+    assert row["atom_rate"] * 128 >= 2 * (1 - row["no_close_pair"]) - 1e-9
+    assert (row["atom_rate"] == 0) == (row["no_close_pair"] == 1)
+    assert "| 128 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no data stage"):
+        probe.main([str(tiny_run.out), "--quick", *sets, "--set", "n_train=5"])

@@ -15,8 +15,11 @@ If ``p`` stays flat as N grows, the cell-level share falls only because a large 
 more atoms to fail; if ``p`` grows with N, the generator itself is worse on large cells.
 
     python benchmarks/amgenc_size_probe.py RUN_DIR [--sizes 100,200,400,800] [--cells 8]
-        [--quick] [--set field=value ...] [--json out.json]
+        [--steps S] [--corrector C] [--snr R] [--quick] [--set field=value ...]
+        [--json out.json]
 
+``--steps``, ``--corrector`` and ``--snr`` change the sampler only (the model and the
+data stay the run's), to tell whether sampling settings alone move the rates.
 ``--quick`` and ``--set`` must repeat the run's own (the stages are keyed on the
 resolved configuration); the run's ``run.json`` gives them.
 """
@@ -24,6 +27,7 @@ resolved configuration); the run's ``run.json`` gives them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -56,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cells", type=int, default=8)
     p.add_argument("--quick", action="store_true", help="the run was a --quick one")
     p.add_argument("--set", action="append", default=[], dest="sets")
+    p.add_argument("--steps", type=int, default=None,
+                   help="predictor steps of the sampler (default: the run's sample_steps)")
+    p.add_argument("--corrector", type=int, default=None,
+                   help="corrector steps per level (default: the run's corrector_steps)")
+    p.add_argument("--snr", type=float, default=None,
+                   help="corrector signal-to-noise ratio (default: the run's snr)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     cfg = (QUICK if args.quick else FULL).override(args.sets)
@@ -71,11 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     if trained.resumed_from != cfg.train_steps:
         raise SystemExit(f"{ckpt}: training resumed from step {trained.resumed_from}, not the "
                          f"finished {cfg.train_steps}; refusing to probe a retrained model")
+    # sampler settings only: the model and data stay the run's
+    sampling = dataclasses.replace(
+        cfg, sample_steps=args.steps or cfg.sample_steps,
+        corrector_steps=cfg.corrector_steps if args.corrector is None else args.corrector,
+        snr=args.snr or cfg.snr)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         b = args.cells
-        run, _, box = sized_sampler(cfg, data, trained, jax.random.fold_in(ctx.key("probe"), n),
-                                    n, b, steps=cfg.sample_steps, mesh=ctx.mesh)
+        run, _, box = sized_sampler(sampling, data, trained,
+                                    jax.random.fold_in(ctx.key("probe"), n), n, b,
+                                    steps=sampling.sample_steps, mesh=ctx.mesh)
         t0 = time.perf_counter()
         x, _ = jax.block_until_ready(run(True, cfg.soft_eta))
         secs = time.perf_counter() - t0
@@ -83,10 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         close = [_close_atoms(x[i] * boxes[i], boxes[i]) for i in range(b)]
         rate = float(np.sum(close) / (b * n))
         rows.append(dict(atoms=n, cells=b, no_close_pair=float(np.mean(np.equal(close, 0))),
-                         atom_rate=rate, independent=(1 - rate) ** n, seconds=secs))
+                         atom_rate=rate, independent=(1 - rate) ** n, seconds=secs,
+                         steps=sampling.sample_steps, corrector=sampling.corrector_steps,
+                         snr=sampling.snr))
     base = rows[0]["atom_rate"]
-    print(f"{args.run_dir}: model at step {trained.resumed_from}, {cfg.sample_steps} levels, "
-          f"corrector {cfg.corrector_steps}, {args.cells} cells per size")
+    print(f"{args.run_dir}: model at step {trained.resumed_from}; sampler: "
+          f"{sampling.sample_steps} levels, corrector {sampling.corrector_steps} at snr "
+          f"{sampling.snr}; {args.cells} cells per size")
     print("| atoms | no pair < 1 A | atoms with a neighbour < 1 A | (1-p)^N | smallest size's "
           "p carried to N | sampling s |")
     print("|---|---|---|---|---|---|")

@@ -475,16 +475,17 @@ def test_size_probe_on_the_tiny_run(tiny_run, tiny_data, tmp_path, capsys):
     sets = [a for s in TINY_SETS for a in ("--set", s)]
     out = tmp_path / "probe.json"
     assert probe.main([str(tiny_run.out), "--quick", *sets, "--sizes", "128", "--cells", "8",
-                       "--json", str(out)]) == 0
+                       "--steps", "3", "--corrector", "1", "--json", str(out)]) == 0
     import json
 
     (row,) = json.loads(out.read_text())
-    assert (row["atoms"], row["cells"]) == (128, 8)
+    assert (row["atoms"], row["cells"], row["steps"], row["corrector"]) == (128, 8, 3, 1)
     assert 0.0 <= row["atom_rate"] <= 1.0 and 0.0 <= row["no_close_pair"] <= 1.0
     assert row["independent"] == pytest.approx((1 - row["atom_rate"]) ** 128)
     # close atoms come in pairs: every cell with a close pair has at least two of them
     assert row["atom_rate"] * 128 >= 2 * (1 - row["no_close_pair"]) - 1e-9
     assert (row["atom_rate"] == 0) == (row["no_close_pair"] == 1)
-    assert "| 128 |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "| 128 |" in printed and "3 levels, corrector 1 at snr 0.3" in printed
     with pytest.raises(SystemExit, match="no data stage"):
         probe.main([str(tiny_run.out), "--quick", *sets, "--set", "n_train=5"])

@@ -270,12 +270,11 @@ def ensure_peer_venv(timeout: float = 1800) -> Path:
     with :data:`PEER_SPECS` installed under the constraint ``torch==2.14.1`` (so pip
     keeps that torch). Raises ``RuntimeError`` with the reason when it cannot be made."""
     from jaxkit.bench import ensure_peer_venv as ensure
-    from jaxkit.bench import peer_env
+    from jaxkit.bench import peer_check, peer_env
 
     py = PEER_VENV / "bin" / "python"
     env = peer_env()
-    ok = lambda: py.exists() and subprocess.run(  # noqa: E731
-        [str(py), "-c", PEER_CHECK], env=env, capture_output=True).returncode == 0
+    ok = lambda: py.exists() and peer_check(py, PEER_CHECK)  # noqa: E731
     if ok():
         return py
     torch_py = ensure(TORCH_VENV, TORCH_SPECS, "import torch, mambapy", timeout=timeout)

@@ -25,6 +25,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -57,6 +58,7 @@ __all__ = [
     "configure_cpu_devices",
     "peer_env",
     "ensure_peer_venv",
+    "peer_check",
     "TimingRecord",
     "record_from_times",
     "time_jax",
@@ -446,6 +448,17 @@ def peer_env() -> dict:
             if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "XLA_FLAGS")}
 
 
+def peer_check(py: Path, check: str) -> bool:
+    """Whether the Python code ``check`` runs without error under the interpreter ``py``
+    (a peer venv's), with :func:`peer_env` and from an empty temporary folder: ``python
+    -c`` puts its working folder first on ``sys.path``, so a check run from the
+    repository root would import the repository's top-level ``kernels/`` in place of a
+    peer's dependency of that name (HF ``kernels``, which ``transformers`` imports)."""
+    with tempfile.TemporaryDirectory() as cwd:
+        return subprocess.run([str(py), "-c", check], env=peer_env(), cwd=cwd,
+                              capture_output=True).returncode == 0
+
+
 def ensure_peer_venv(venv: Path, specs: Sequence[str], check: str, *,
                      timeout: float = 1800) -> Path:
     """Create (once) an isolated virtual env at ``venv`` with the pip ``specs`` of a peer
@@ -456,8 +469,7 @@ def ensure_peer_venv(venv: Path, specs: Sequence[str], check: str, *,
     venv = Path(venv)
     py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     env = peer_env()
-    ok = lambda: subprocess.run([str(py), "-c", check], env=env,  # noqa: E731
-                                capture_output=True).returncode == 0
+    ok = lambda: peer_check(py, check)  # noqa: E731
     if py.exists() and ok():
         return py
     steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],

@@ -258,3 +258,17 @@ def test_isa_limit_takes_effect_in_xla_codegen(tmp_path):
             n += len(re.findall(r"zmm|ymm(1[6-9]|2\d|3[01])|\{k[1-7]\}", asm))
         counts[isa or "default"] = n
     assert counts["avx2"] == 0 < counts["default"], counts
+
+
+def test_peer_check_ignores_the_callers_folder(tmp_path, monkeypatch):
+    """A peer check runs from an empty folder: a module in the caller's working folder
+    (as the repository's top-level ``kernels/`` is, beside HF's ``kernels`` package) is
+    not importable there, while the standard library is; a failing check is False."""
+    import sys
+
+    (tmp_path / "shadowme.py").write_text("LEAKED = True\n")
+    monkeypatch.chdir(tmp_path)
+    py = sys.executable
+    assert bench.peer_check(py, "import json")
+    assert not bench.peer_check(py, "import shadowme")
+    assert not bench.peer_check(py, "raise SystemExit(3)")

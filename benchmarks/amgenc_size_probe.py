@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(dict(atoms=n, cells=b, no_close_pair=float(np.mean(np.equal(close, 0))),
                          atom_rate=rate, independent=(1 - rate) ** n, seconds=secs,
                          steps=sampling.sample_steps, corrector=sampling.corrector_steps,
-                         snr=sampling.snr))
+                         snr=sampling.snr, close_per_cell=close))
     base = rows[0]["atom_rate"]
     print(f"{args.run_dir}: model at step {trained.resumed_from}; sampler: "
           f"{sampling.sample_steps} levels, corrector {sampling.corrector_steps} at snr "

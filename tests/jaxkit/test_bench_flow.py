@@ -220,3 +220,32 @@ def test_quick_run_without_peers(bf, tmp_path):
         assert ot["ok"] in (True, False) and ot["measured"].endswith("x")
     train = [t for t in d["targets"] if t["target"].startswith("training steps/s")]
     assert len(train) == 4 and all(t["ok"] is None for t in train)  # no peers
+
+
+def test_cfm_call_overhead_probe(tmp_path):
+    """benchmarks/cfm_call_overhead.py at a tiny size: the identity step returns the state
+    unchanged, and the JSON's gap is the per-call time minus the scan's per-step time."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "cfm_call_overhead.py"
+    spec = importlib.util.spec_from_file_location("jaxkit_cfm_call_overhead_test", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    state = {"w": jnp.arange(3.0), "n": jnp.int32(2)}
+    new, loss = probe.identity_step(state, jax.random.key(0), None)
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), new, state))
+    assert float(loss) == 0.0
+    out = tmp_path / "o.json"
+    assert probe.main(["--dim", "3", "--batch", "8", "--rounds", "2", "--calls", "2",
+                       "--chunk", "2", "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert len(d["rounds"]) == 2 and d["environment"]["machine"]
+    for r in d["rounds"]:
+        assert r["per_call_ms"] > 0 and r["scan_per_step_ms"] > 0 and r["identity_call_ms"] > 0
+        assert r["gap_ms"] == pytest.approx(r["per_call_ms"] - r["scan_per_step_ms"])
+        assert r["flops_per_step"] > 0
+    assert d["medians"]["per_call_ms"] == pytest.approx(
+        np.median([r["per_call_ms"] for r in d["rounds"]]))
+    with pytest.raises(SystemExit):
+        probe.main(["--rounds", "0"])

@@ -228,11 +228,12 @@ def _check_run(run, kinds):
     assert f"| {COMPOSITION_ARM} |" in md
     assert res.metrics["claim_ok"] and not res.warnings
     # claims: the exact balance claim holds; every verdict is a known one
-    assert len(res.claims) == 7 * (1 + bool(kinds)) and res.claims[0].verdict == "yes"
+    assert len(res.claims) == 10 * (1 + bool(kinds)) and res.claims[0].verdict == "yes"
+    assert all("inverse-design accuracy" in c.claim for c in res.claims[7:10])
     sil = res.metrics["datasets"].get("silica")
     if kinds:  # the second dataset: its own section, claims, metrics and files
-        assert all(c.claim.startswith("[silica] ") for c in res.claims[7:])
-        assert res.claims[7].verdict == "yes"
+        assert all(c.claim.startswith("[silica] ") for c in res.claims[10:])
+        assert res.claims[10].verdict == "yes"
         assert sil["kind"] == "silica" and sil["arms"]["final discrete only"]["balanced"] == 1
         assert "### Dataset `silica`" in md
     else:
@@ -489,3 +490,34 @@ def test_size_probe_on_the_tiny_run(tiny_run, tiny_data, tmp_path, capsys):
     assert "| 128 |" in printed and "3 levels, corrector 1 at snr 0.3" in printed
     with pytest.raises(SystemExit, match="no data stage"):
         probe.main([str(tiny_run.out), "--quick", *sets, "--set", "n_train=5"])
+
+
+def test_design_claims_non_inferiority_by_hand():
+    """Claims 8-10 on hand-made per-cell errors: equal errors are non-inferior ("yes"),
+    errors well above the margin are a "no", a small noisy excess is "not shown", and a
+    NaN coordination (a cell without formers) drops that cell's pair only."""
+    from types import SimpleNamespace
+
+    from jaxkit.amgenc import report
+    from jaxkit.amgenc.sample import AMGENC_ARM
+
+    rng = np.random.default_rng(0)
+    base = {p: 0.2 + 0.05 * rng.random(40) for p in report.DESIGN_MARGINS}
+    base["former_cn_error"][3] = np.nan
+
+    def verdicts(am):
+        ev = SimpleNamespace(design={"none": {"per_cell": base},
+                                     AMGENC_ARM: {"per_cell": am}})
+        cl = report.design_claims(ev)
+        assert [c.paper for c in cl] == ["AMGenC"] * 3
+        return [c.verdict for c in cl]
+
+    assert verdicts({p: v.copy() for p, v in base.items()}) == ["yes"] * 3
+    assert verdicts({p: v + 0.2 for p, v in base.items()}) == ["no"] * 3
+    m = report.DESIGN_MARGINS["density_error"][0]
+    noisy = {p: v + m + 0.5 * rng.standard_normal(40) for p, v in base.items()}
+    assert verdicts(noisy) == ["not shown"] * 3
+    ev = SimpleNamespace(design={"none": {"per_cell": base},
+                                 AMGENC_ARM: {"per_cell": base}})
+    assert all("n=39" in c.test or "n=40" in c.test for c in report.design_claims(ev))
+    assert "n=39" in report.design_claims(ev)[2].test

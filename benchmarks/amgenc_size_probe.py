@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
                          f"finished {cfg.train_steps}; refusing to probe a retrained model")
     # sampler settings only: the model and data stay the run's
     sampling = dataclasses.replace(
-        cfg, sample_steps=args.steps or cfg.sample_steps,
+        cfg, sample_steps=cfg.sample_steps if args.steps is None else args.steps,
         corrector_steps=cfg.corrector_steps if args.corrector is None else args.corrector,
-        snr=args.snr or cfg.snr)
+        snr=cfg.snr if args.snr is None else args.snr)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         b = args.cells

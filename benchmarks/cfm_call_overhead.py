@@ -85,12 +85,16 @@ def main(argv: list[str] | None = None) -> int:
            for k in ("per_call_ms", "scan_per_step_ms", "identity_call_ms", "gap_ms")}
     roof = (env["machine"].get("roofline_gflops") or {}).get("float32")
     fl = rows[0]["flops_per_step"]
-    print(f"medians over {args.rounds} rounds: per call {med['per_call_ms']:.3f} ms, scan "
-          f"{med['scan_per_step_ms']:.3f} ms/step, identity {med['identity_call_ms']:.3f} ms, "
-          f"gap {med['gap_ms']:.3f} ms (of which dispatch <= identity); XLA FLOPs/step "
-          f"{fl:.3g}" + (f"; scan at {fl / med['scan_per_step_ms'] / 1e6 / roof:.0%}, per call "
-                         f"at {fl / med['per_call_ms'] / 1e6 / roof:.0%} of the f32 roofline "
-                         f"{roof:.0f} GFLOP/s" if fl and roof else ""))
+    line = (f"medians over {args.rounds} rounds: per call {med['per_call_ms']:.3f} ms, scan "
+            f"{med['scan_per_step_ms']:.3f} ms/step, identity {med['identity_call_ms']:.3f} "
+            f"ms, gap {med['gap_ms']:.3f} ms (of which dispatch <= identity)")
+    if fl:
+        line += f"; XLA FLOPs/step {fl:.3g}"
+    if fl and roof:
+        line += (f"; scan at {fl / med['scan_per_step_ms'] / 1e6 / roof:.0%}, per call at "
+                 f"{fl / med['per_call_ms'] / 1e6 / roof:.0%} of the f32 roofline "
+                 f"{roof:.0f} GFLOP/s")
+    print(line)
     print(bench.environment_line(env, time.perf_counter() - t0))
     if args.json:
         bench.write_json(args.json, dict(environment=env, rounds=rows, medians=med,

@@ -469,8 +469,7 @@ def ensure_peer_venv(venv: Path, specs: Sequence[str], check: str, *,
     venv = Path(venv)
     py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     env = peer_env()
-    ok = lambda: peer_check(py, check)  # noqa: E731
-    if py.exists() and ok():
+    if py.exists() and peer_check(py, check):
         return py
     steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
              [str(py), "-m", "pip", "install", "--quiet", *specs]]
@@ -484,7 +483,7 @@ def ensure_peer_venv(venv: Path, specs: Sequence[str], check: str, *,
             tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
             raise RuntimeError(f"`{' '.join(cmd[:4])} ...` exited {p.returncode}: "
                                + " | ".join(tail))
-    if not ok():
+    if not peer_check(py, check):
         raise RuntimeError(f"{venv} was created but the peer check fails there: {check}")
     return py
 

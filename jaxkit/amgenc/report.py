@@ -258,8 +258,7 @@ def design_table(ev: Evaluation) -> str:
     """Design accuracy per arm on the cells relaxed at the recipe's pressure: each
     error's mean over the cells with its 95% t interval."""
     def cell(d, prop, pct=False):
-        mean, half = stats.t_interval(d["per_cell"][prop]) if "per_cell" in d else (
-            d[prop], math.nan)
+        mean, half = stats.t_interval(d["per_cell"][prop])
         f = (lambda v: f"{100 * v:.1f}%") if pct else (lambda v: f"{v:.3g}")
         return f(mean) + ("" if not math.isfinite(half) or half == 0
                           else f" [{f(mean - half)}, {f(mean + half)}]")

@@ -3,10 +3,12 @@
 Run ``python benchmarks/bench_causaltab.py [--quick] [--json FILE] [--only CASES]`` (or
 ``jaxkit bench causaltab``). Cases:
 
-* ``prior``     -- tasks/s of ``jax.jit(sample_tasks)`` (one call draws a batch of
+* ``prior``     -- tasks/s of ``sem.jit_sample_tasks`` (one jitted call draws a batch of
   heterogeneous padded tasks: 5 graph families, 5 mechanisms, 5 noise laws,
-  interventions, iSCM) against a NumPy loop drawing the same tasks (the same laws,
-  parameter ranges and padding, one task at a time, as AVICI's host generators do).
+  interventions, iSCM; compiled on the CPU without YNNPACK's elementwise fusions)
+  against a NumPy loop drawing the same tasks (the same laws, parameter ranges and
+  padding, one task at a time, as AVICI's host generators do); without ``--quick`` a
+  second row times plain ``jax.jit(sample_tasks)`` (XLA's default fusions).
 * ``inference`` -- seconds per dataset of CausalTab (shipped weights) and each baseline
   at its accuracy on the same in-distribution datasets (d=10, half interventional):
   NOTEARS, DirectLiNGAM, var/R2-sort-regress, GIES, random (jaxkit), and PC and GES
@@ -180,7 +182,7 @@ def case_prior(args, rows, results):
     batch = 16 if args.quick else 128
     d_max, n_max = 20, 200
     prior = sem.make_prior()
-    f = jax.jit(lambda k, p: sem.sample_tasks(k, p, batch, d_max=d_max, n_max=n_max))
+    f = sem.jit_sample_tasks(batch, d_max=d_max, n_max=n_max)
     jrec = bench.time_jax(f, jax.random.key(0), prior, n_runs=3 if args.quick else 10,
                           warmup=1, items=batch, name="sample_tasks")
     rng = np.random.default_rng(0)
@@ -192,6 +194,15 @@ def case_prior(args, rows, results):
                      peer=prec, peer_name="NumPy loop",
                      acc_jax=f"{jrec.items_per_s:.0f} tasks/s",
                      acc_peer=f"{prec.items_per_s:.1f} tasks/s"))
+    if not args.quick:  # the same sampler under plain jax.jit (XLA's default fusions)
+        g = jax.jit(lambda k, p: sem.sample_tasks(k, p, batch, d_max=d_max, n_max=n_max))
+        grec = bench.time_jax(g, jax.random.key(0), prior, n_runs=10, warmup=1, items=batch,
+                              name="sample_tasks (jax.jit defaults)")
+        results["prior_default_jit"] = grec.to_dict()
+        rows.append(dict(case=f"prior: {batch} tasks, plain jax.jit", dtype="float32",
+                         jax=grec, peer=prec, peer_name="NumPy loop",
+                         acc_jax=f"{grec.items_per_s:.0f} tasks/s",
+                         acc_peer=f"{prec.items_per_s:.1f} tasks/s"))
 
 
 def _peer_fits(x, methods):

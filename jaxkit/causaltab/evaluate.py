@@ -51,9 +51,8 @@ class Bench(NamedTuple):
     spec: dict
 
 
-@functools.lru_cache(maxsize=8)
 def _sampler(batch: int, d: int, n: int):
-    return jax.jit(lambda k, p: sem.sample_tasks(k, p, batch, d_max=d, n_max=n))
+    return sem.jit_sample_tasks(batch, d_max=d, n_max=n)
 
 
 def make_bench(key, prior: sem.Prior, n_datasets: int, d: int, n: int) -> Bench:

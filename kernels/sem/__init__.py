@@ -31,8 +31,8 @@ Causal priors (CausalTab, amortised causal discovery): padded graph families
 :mod:`.graphs` (ER, scale-free, Watts-Strogatz, SBM, geometric), noise laws
 :mod:`.prior_noise`, mechanisms and ancestral sampling with interventions and iSCM
 standardisation :mod:`.mechanisms`, and the task sampler :mod:`.prior`
-(:func:`make_prior`, :func:`sample_tasks`); the continuous-optimisation baseline
-:func:`notears` (:mod:`.notears`).
+(:func:`make_prior`, :func:`sample_tasks`, its standalone jit :func:`jit_sample_tasks`);
+the continuous-optimisation baseline :func:`notears` (:mod:`.notears`).
 
 Modules: ``dags`` (graphs, weights, acyclicity, ``(I - b)^{-1}``), ``noise``,
 ``interventions`` (targets), ``pooling`` (:func:`simulate_pooled`), ``stats`` (theory
@@ -70,7 +70,17 @@ from .noise import NoiseKind, sample_noise
 from .notears import NotearsResult, notears
 from .pc import PCResult, dag_to_cpdag, pc
 from .pooling import InterventionKind, SEMData, simulate_pooled
-from .prior import REGIMES, Prior, Task, TaskSpec, make_prior, mix_priors, sample_task, sample_tasks
+from .prior import (
+    REGIMES,
+    Prior,
+    Task,
+    TaskSpec,
+    jit_sample_tasks,
+    make_prior,
+    mix_priors,
+    sample_task,
+    sample_tasks,
+)
 from .prior_noise import PRIOR_NOISES, prior_noise
 from .sortability import (
     SortRegressResult,
@@ -110,6 +120,7 @@ __all__ = [
     "topological_order",
     "REGIMES", "Prior", "TaskSpec", "Task", "make_prior", "mix_priors", "sample_task",
     "sample_tasks",
+    "jit_sample_tasks",
     "NotearsResult", "notears",
     "PCResult", "pc", "dag_to_cpdag",
     "SortRegressResult", "order_alignment", "var_sortability", "r2_coefficients",

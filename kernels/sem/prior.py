@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from .._xla_cpu import YNN_DOTS_ONLY, cpu_options
 from ._draws import uniforms
 from .graphs import GRAPHS, active_mask, graph_family
 from .grouping import grouped_switch
@@ -48,7 +49,7 @@ from .mechanisms import (
 from .prior_noise import PRIOR_NOISES, noise_law
 
 __all__ = ["REGIMES", "Prior", "TaskSpec", "Task", "make_prior", "mix_priors", "sample_task",
-           "sample_tasks", "default_chunk", "standardize_columns"]
+           "sample_tasks", "jit_sample_tasks", "default_chunk", "standardize_columns"]
 
 #: Intervention regimes.
 REGIMES = ("observational", "atomic", "multi")
@@ -334,8 +335,9 @@ def sample_task(key: PRNGKeyArray, prior: Prior, *, d_max: int, n_max: int) -> T
 
 def default_chunk(batch: int) -> int:
     """The chunk size :func:`sample_tasks` uses by default: about a tenth of the batch
-    (at least 1, at most 16), so the pure chunks of each law waste few slots."""
-    return max(1, min(16, -(-batch // 10)))
+    (at least 1, at most 8), so the pure chunks of each law waste few slots (at 128
+    tasks, chunks of 8 drew ~10% faster than chunks of 13 or 16 on a 2-core CPU)."""
+    return max(1, min(8, -(-batch // 10)))
 
 
 def sample_tasks(key: PRNGKeyArray, prior: Prior, batch: int, *, d_max: int, n_max: int,
@@ -370,3 +372,30 @@ def sample_tasks(key: PRNGKeyArray, prior: Prior, batch: int, *, d_max: int, n_m
     t["x"] = grouped_switch(t["mech"], [_mech_chunk(m) for m in range(len(MECHANISMS))], t,
                             chunk=chunk, sort_key=t["d"], batched=True)
     return jax.vmap(_finish)(t)
+
+
+@functools.lru_cache(maxsize=16)
+def jit_sample_tasks(batch: int, *, d_max: int, n_max: int, chunk: int | None = None,
+                     compiler_options: tuple[tuple[str, object], ...] = ()):
+    """``jax.jit`` of :func:`sample_tasks` for a standalone call ``f(key, prior) -> Task``
+    (cached per static arguments), compiled on the CPU without YNNPACK's elementwise
+    and reduction fusions (:mod:`jaxkit.kernels._xla_cpu`): the sampler's per-chunk
+    arrays are small, and XLA's own loops drew the benchmark's 128 tasks 1.3-1.4x
+    faster. The same values as ``jax.jit(sample_tasks)`` up to float32 rounding. Inside
+    a larger program (a training step that samples and fits in one call) keep XLA's
+    defaults: its model fusions gain from YNNPACK.
+
+    Args:
+        batch, d_max, n_max, chunk: as :func:`sample_tasks` (static).
+        compiler_options: extra ``(name, value)`` XLA options (e.g. a test's
+            optimisation level), applied on any backend.
+
+    Returns:
+        The jitted function of ``(key, prior)``.
+    """
+    if not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"`batch` must be a positive Python int; got {batch!r}")
+    _check_slots(d_max, n_max)
+    opts = {**(cpu_options(YNN_DOTS_ONLY) or {}), **dict(compiler_options)} or None
+    return jax.jit(functools.partial(sample_tasks, batch=batch, d_max=d_max, n_max=n_max,
+                                     chunk=chunk), compiler_options=opts)

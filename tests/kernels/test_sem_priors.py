@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -185,10 +184,11 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 @functools.cache
 def _sampler():
-    @chex.assert_max_traces(n=1)
-    def f(key, prior):
-        return P.sample_tasks(key, prior, BATCH, d_max=TDM, n_max=TNM, chunk=5)
-    return jax.jit(f, compiler_options=FAST_COMPILE)
+    """The standalone jitted sampler users call (:func:`P.jit_sample_tasks`, with its CPU
+    options), so the value tests below cover that program; the slow vmap test compares
+    it with ``sample_task`` compiled with XLA's defaults."""
+    return P.jit_sample_tasks(BATCH, d_max=TDM, n_max=TNM, chunk=5,
+                              compiler_options=tuple(FAST_COMPILE.items()))
 
 
 def test_task_sampler_masks_padding_and_indicators():
@@ -227,6 +227,26 @@ def test_task_sampler_mixture_weights_and_no_retrace():
     assert np.allclose(np.asarray(half.graph_w), [0.5, 0, 0.5, 0, 0])
     t = jax.device_get(f(jax.random.key(2), half))
     assert set(np.unique(t.spec.graph)) <= {0, 2}
+    assert f._cache_size() == 1  # three priors, one executable
+    assert P.jit_sample_tasks(BATCH, d_max=TDM, n_max=TNM, chunk=5,
+                              compiler_options=tuple(FAST_COMPILE.items())) is f
+
+
+def test_jit_sample_tasks_cpu_options_and_bad_input():
+    """The standalone sampler's XLA options: YNNPACK for products only on the CPU, merged
+    with the caller's; an option this jaxlib rejects is dropped, not an error."""
+    from jaxkit.kernels import _xla_cpu
+
+    assert _xla_cpu.cpu_options(_xla_cpu.YNN_DOTS_ONLY) == dict(_xla_cpu.YNN_DOTS_ONLY)
+    assert _xla_cpu.cpu_options((("xla_cpu_no_such_option", 1),)) is None
+    assert _xla_cpu.cpu_options((("xla_cpu_experimental_ynn_fusion_type", "NOPE"),)) is None
+    assert _xla_cpu.cpu_options() is None
+    merged = _xla_cpu.cpu_options(_xla_cpu.YNN_DOTS_ONLY, (("xla_backend_optimization_level", 0),))
+    assert merged == {**dict(_xla_cpu.YNN_DOTS_ONLY), "xla_backend_optimization_level": 0}
+    with pytest.raises(ValueError, match="batch"):
+        P.jit_sample_tasks(0, d_max=5, n_max=10)
+    with pytest.raises(ValueError, match="n_max"):
+        P.jit_sample_tasks(4, d_max=5, n_max=1)
 
 
 def test_make_prior_bad_input_names_the_argument():

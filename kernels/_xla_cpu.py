@@ -2,11 +2,12 @@
 
 XLA:CPU (jax 0.10) hands some elementwise and reduction fusions to YNNPACK (``__ynn_fusion``
 in the optimised HLO). On the many small per-chunk arrays of the causal task sampler
-(``(13, 15, 16, 200)`` products reduced over 15 parents, tanh / cosine / moments of
-``(13, 200)`` rows) those fusions ran 1.3-1.4x slower than XLA's own loop emitters
-(benchmarks/RESULTS.md, "CausalTab prior sampler without YNNPACK's elementwise fusions").
-The option is per program, not process-wide: a program whose large fusions gain from
-YNNPACK (the CausalTab training step ran 0.8x as fast without them) keeps the defaults.
+(products of a chunk's parents reduced over the parent axis, tanh / cosine / moments of
+``(chunk, n)`` rows) those fusions ran slower than XLA's own loop emitters
+(benchmarks/RESULTS.md, "CausalTab prior sampler without YNNPACK's elementwise
+fusions"). The option is per program, not process-wide: a program whose large fusions
+gain from YNNPACK (the CausalTab training step was slower without them) keeps the
+defaults.
 
 Options are named by their XLA debug-option names (``jax.jit(...,
 compiler_options=...)``). :func:`cpu_options` returns them only where they apply: the

@@ -335,8 +335,8 @@ def sample_task(key: PRNGKeyArray, prior: Prior, *, d_max: int, n_max: int) -> T
 
 def default_chunk(batch: int) -> int:
     """The chunk size :func:`sample_tasks` uses by default: about a tenth of the batch
-    (at least 1, at most 8), so the pure chunks of each law waste few slots (at 128
-    tasks, chunks of 8 drew ~10% faster than chunks of 13 or 16 on a 2-core CPU)."""
+    (at least 1, at most 8), so the pure chunks of each law waste few slots (smaller
+    chunks were faster than 13 or 16 at 128 tasks on a 2-core CPU: benchmarks/RESULTS.md)."""
     return max(1, min(8, -(-batch // 10)))
 
 
@@ -380,8 +380,8 @@ def jit_sample_tasks(batch: int, *, d_max: int, n_max: int, chunk: int | None = 
     """``jax.jit`` of :func:`sample_tasks` for a standalone call ``f(key, prior) -> Task``
     (cached per static arguments), compiled on the CPU without YNNPACK's elementwise
     and reduction fusions (:mod:`jaxkit.kernels._xla_cpu`): the sampler's per-chunk
-    arrays are small, and XLA's own loops drew the benchmark's 128 tasks 1.3-1.4x
-    faster. The same values as ``jax.jit(sample_tasks)`` up to float32 rounding. Inside
+    arrays are small, and XLA's own loops draw them faster (benchmarks/RESULTS.md).
+    The same values as ``jax.jit(sample_tasks)`` up to float32 rounding. Inside
     a larger program (a training step that samples and fits in one call) keep XLA's
     defaults: its model fusions gain from YNNPACK.
 

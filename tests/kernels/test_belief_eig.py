@@ -191,15 +191,43 @@ def test_eager_eig_compile_options_follow_the_isa_limit(monkeypatch):
         flags = open("/proc/cpuinfo").read()
     except OSError:
         flags = ""
-    E._cpu_compiler_options.cache_clear()
+    def clear():
+        E._cpu_compiler_options.cache_clear()
+        E._has_avx512.cache_clear()
+
+    clear()
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_max_isa=AVX2")
     assert E._cpu_compiler_options() == ()
-    E._cpu_compiler_options.cache_clear()
+    assert E._outcome_parts(100) == (slice(0, 96), slice(96, 100))  # 8 lanes
+    clear()
     monkeypatch.delenv("XLA_FLAGS")
     want = (("xla_cpu_prefer_vector_width", 512),) if (
         " avx512f" in flags and jax.default_backend() == "cpu") else ()
     assert E._cpu_compiler_options() == want
-    E._cpu_compiler_options.cache_clear()
+    clear()
+
+
+def test_eig_outcome_tail_split_matches_brute_force():
+    """On the CPU the outcome axis is reduced as a multiple of the vector width plus a
+    tail: against the float64 brute force (impossible outcomes and an explanation
+    without mass in both parts), its JVP against central differences, and the parts."""
+    assert E._outcome_parts(37) == ((slice(0, 32), slice(32, 37))
+                                    if jax.default_backend() == "cpu" else (slice(None),))
+    assert E._outcome_parts(32) == (slice(None),) and E._outcome_parts(5) == (slice(None),)
+    rng = np.random.default_rng(7)
+    lp = np.log(np.array([0.5, 0.3, 0.2, 0.0]))
+    p = rng.dirichlet(np.ones(37) * 0.5, size=(3, 4))
+    p[..., [3, 35]] = 0.0  # impossible in the main part and in the tail
+    ll = np.log(p / p.sum(-1, keepdims=True))
+    got = np.asarray(E.eig(lp, ll))
+    np.testing.assert_allclose(got, [_brute_eig(lp, ll[x]) for x in range(3)], rtol=1e-10)
+    d_ll = np.where(np.isfinite(ll), rng.normal(size=ll.shape), 0.0)
+    f = jax.jit(lambda b: E.eig(lp, b, check=False))
+    _, tangent = jax.jit(lambda b: jax.jvp(f, (b,), (d_ll,)))(ll)
+    assert np.all(np.isfinite(tangent))
+    h = 1e-6
+    fd = (f(ll + h * d_ll) - f(ll - h * d_ll)) / (2 * h)
+    np.testing.assert_allclose(tangent, fd, rtol=1e-6, atol=1e-9)
 
 
 def test_eig_jvp_matches_finite_differences(problem):

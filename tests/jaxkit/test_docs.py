@@ -74,6 +74,20 @@ def test_every_family_and_pipeline_has_a_page():
         assert f"pipelines/{name}.md" in nav, f"pipeline {name} is not in mkdocs.yml's nav"
 
 
+def test_pipeline_pages_name_their_recorded_full_runs():
+    """A pipeline page names every ``results/<name>-full*/report.md`` in the repository and
+    says "No full run is recorded yet" only when there is none (four pages said it after
+    their runs were recorded)."""
+    from jaxkit import registry
+
+    for name in registry.names():
+        page = (DOCS / "pipelines" / f"{name}.md").read_text()
+        records = sorted(p.parent.name for p in (ROOT / "results").glob(f"{name}-full*/report.md"))
+        for rec in records:
+            assert f"results/{rec}/report.md" in page, f"{name}.md does not name {rec}"
+        assert ("No full run is recorded yet" in page) == (not records), name
+
+
 def test_api_directive_lists_modules_on_disk():
     hooks = _hooks()
     mods = hooks.public_modules("kernels.lingam")

@@ -184,6 +184,37 @@ def test_table_checks_under_jit_name_the_failure(problem):
         jax.block_until_ready(g(lp, ll + 0.1))
 
 
+def test_checked_eig_in_blocks_matches_and_names_the_failure(monkeypatch):
+    """On the CPU the checked EIG walks blocks of candidates (each block's exp read by
+    the row checks and by EIG): with blocks of 2 of 7 candidates (the last one
+    overlapping) it equals the float64 brute force and the unchecked EIG, with a
+    leading batch of two axes and a per-candidate prior, and a bad row in any block,
+    the overlapped last one included, fails with its message."""
+    monkeypatch.setattr(E, "_BLOCK_ENTRIES", 2 * K * Y)
+    rng = np.random.default_rng(9)
+    lp = np.log(rng.dirichlet(np.ones(K)))
+    ll = np.log(rng.dirichlet(np.ones(Y) * 0.7, size=(7, K)))
+    f = checked_jit(E.eig)
+    want = [_brute_eig(lp, ll[x]) for x in range(7)]
+    np.testing.assert_allclose(f(lp, ll), want, rtol=1e-10)
+    np.testing.assert_allclose(f(lp, ll), E.eig(lp, ll, check=False), rtol=1e-12)
+    lps = np.log(rng.dirichlet(np.ones(K), size=(2, 7)))
+    lls = np.broadcast_to(ll, (2, 7, K, Y))
+    np.testing.assert_allclose(
+        f(lps, lls), [[_brute_eig(lps[i, x], ll[x]) for x in range(7)] for i in range(2)],
+        rtol=1e-10)
+    for x, change, msg in ((1, np.nan, "contains NaN"), (4, np.inf, r"contains \+inf"),
+                           (6, 0.1, "rows must be distributions"),
+                           (5, 0.1, "rows must be distributions")):
+        bad = ll.copy()
+        if change == 0.1:
+            bad[x, 1] += 0.1
+        else:
+            bad[x, 2, 3] = change
+        with pytest.raises(ValueError, match=msg):
+            jax.block_until_ready(f(lp, bad))
+
+
 def test_eager_eig_compile_options_follow_the_isa_limit(monkeypatch):
     """Concrete calls compile with 512-bit vectors only on an AVX-512 CPU backend without a
     lower ``--xla_cpu_max_isa``."""

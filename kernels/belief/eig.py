@@ -256,14 +256,14 @@ def _eig_blocks(lp: Array, ll: Array) -> tuple[Array, tuple[Array, Array, Array]
     n = math.prod(lead)
     ll2 = ll.reshape(n, K, Y)
     lp2 = jnp.broadcast_to(lp, (*lead, K)).reshape(n, K)
-    size = max(1, min(n, _BLOCK_ENTRIES // (K * Y)))
+    size = max(1, min(n, _BLOCK_ENTRIES // max(1, K * Y)))
 
     def block(x, lpx):
         e = jnp.exp(x)
         nan, pinf, rows = _row_checks(lpx, x, e)
         return _eig(lpx, x, e), (jnp.any(nan), jnp.any(pinf), jnp.any(rows))
 
-    if size == n:
+    if size >= n:  # one block (or no candidates)
         out, bads = block(ll2, lp2)
         return out.reshape(lead), bads
 

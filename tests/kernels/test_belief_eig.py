@@ -198,6 +198,7 @@ def test_checked_eig_in_blocks_matches_and_names_the_failure(monkeypatch):
     want = [_brute_eig(lp, ll[x]) for x in range(7)]
     np.testing.assert_allclose(f(lp, ll), want, rtol=1e-10)
     np.testing.assert_allclose(f(lp, ll), E.eig(lp, ll, check=False), rtol=1e-12)
+    assert np.asarray(f(lp, ll[:0])).shape == (0,)  # no candidates: no block
     lps = np.log(rng.dirichlet(np.ones(K), size=(2, 7)))
     lls = np.broadcast_to(ll, (2, 7, K, Y))
     np.testing.assert_allclose(

@@ -182,26 +182,23 @@ def case_prior(args, rows, results):
     batch = 16 if args.quick else 128
     d_max, n_max = 20, 200
     prior = sem.make_prior()
-    f = sem.jit_sample_tasks(batch, d_max=d_max, n_max=n_max)
-    jrec = bench.time_jax(f, jax.random.key(0), prior, n_runs=3 if args.quick else 10,
-                          warmup=1, items=batch, name="sample_tasks")
     rng = np.random.default_rng(0)
     prec = bench.time_python(lambda: [numpy_task(rng, d_max, n_max) for _ in range(batch)],
                              n_runs=2 if args.quick else 3, warmup=0, items=batch,
                              name="numpy loop")
-    results["prior"] = {"jax": jrec.to_dict(), "numpy": prec.to_dict(), "batch": batch}
-    rows.append(dict(case=f"prior: {batch} tasks (d<=20, n<=200)", dtype="float32", jax=jrec,
-                     peer=prec, peer_name="NumPy loop",
-                     acc_jax=f"{jrec.items_per_s:.0f} tasks/s",
-                     acc_peer=f"{prec.items_per_s:.1f} tasks/s"))
+    samplers = [("prior", f"prior: {batch} tasks (d<=20, n<=200)", "sample_tasks",
+                 sem.jit_sample_tasks(batch, d_max=d_max, n_max=n_max))]
     if not args.quick:  # the same sampler under plain jax.jit (XLA's default fusions)
-        g = jax.jit(lambda k, p: sem.sample_tasks(k, p, batch, d_max=d_max, n_max=n_max))
-        grec = bench.time_jax(g, jax.random.key(0), prior, n_runs=10, warmup=1, items=batch,
-                              name="sample_tasks (jax.jit defaults)")
-        results["prior_default_jit"] = grec.to_dict()
-        rows.append(dict(case=f"prior: {batch} tasks, plain jax.jit", dtype="float32",
-                         jax=grec, peer=prec, peer_name="NumPy loop",
-                         acc_jax=f"{grec.items_per_s:.0f} tasks/s",
+        samplers.append(("prior_default_jit", f"prior: {batch} tasks, plain jax.jit",
+                         "sample_tasks (jax.jit defaults)",
+                         jax.jit(lambda k, p: sem.sample_tasks(k, p, batch, d_max=d_max,
+                                                               n_max=n_max))))
+    for key, case, name, fn in samplers:
+        rec = bench.time_jax(fn, jax.random.key(0), prior, n_runs=3 if args.quick else 10,
+                             warmup=1, items=batch, name=name)
+        results[key] = {"jax": rec.to_dict(), "numpy": prec.to_dict(), "batch": batch}
+        rows.append(dict(case=case, dtype="float32", jax=rec, peer=prec,
+                         peer_name="NumPy loop", acc_jax=f"{rec.items_per_s:.0f} tasks/s",
                          acc_peer=f"{prec.items_per_s:.1f} tasks/s"))
 
 

@@ -27,6 +27,16 @@ def key():
 
 
 @pytest.fixture(autouse=True, scope="module")
+def _float64_after_each_module():
+    """Float64 on again after each test module: a benchmark's ``main`` switches it off for
+    its float32 run (``bench.configure_cpu_devices``), and in a process shared with later
+    modules (one xdist worker, or ``pytest -m ""``) their float64 references then ran in
+    float32 (the belief tests after the slow causaltab bench test: 9 failures)."""
+    yield
+    jax.config.update("jax_enable_x64", True)
+
+
+@pytest.fixture(autouse=True, scope="module")
 def _release_compiled_programs():
     """Drop every compiled program after each test module. Each XLA:CPU executable keeps
     its JIT-compiled code in its own memory mappings; the whole suite compiles thousands

@@ -296,9 +296,10 @@ def eig(log_prior, log_lik, *, check: bool = True) -> Array:
         log_prior: ``(..., K)`` normalised log belief over the explanations.
         log_lik: ``(..., K, Y)`` ``log p(y | H_k, x)``; leading axes (e.g. candidate
             experiments) broadcast against ``log_prior``'s.
-        check: validate the inputs (default; traced, one extra pass over the table and
-            one run-time check on the result); ``False`` skips the checks in a hot loop
-            whose inputs are known to be valid.
+        check: validate the inputs (default; traced, one run-time check on the result,
+            the row checks reading each block's exponentials with EIG on the CPU
+            (:func:`_eig_blocks`) and one extra pass over the table elsewhere); ``False``
+            skips the checks in a hot loop whose inputs are known to be valid.
 
     Returns:
         ``(...)`` EIG in nats, in ``[0, log min(K, Y)]`` (rounding below 0 clipped to 0).

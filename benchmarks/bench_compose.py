@@ -19,11 +19,13 @@ list):
   *alternated* in one run (the peer is a server process; rounds of ``ALT_ROUND`` jaxkit
   calls then as many torch calls), so both see the same machine load; the accuracy
   column gives the median of the per-round wall ratios, each side's CPU time per call
-  and the load average. ``--devices N`` (N > 1) adds the same step data parallel over N
-  host CPU devices (``--xla_force_host_platform_device_count``; a ``{"data": N}`` mesh,
-  parameters replicated, the drawn batch split, gradients all-reduced by the jitted
-  step), alternated in the same rounds, with its loss checked against the 1-device
-  step's on the same weights and batch.
+  and the load average. ``--profile`` traces the 1-device step and prints its time by
+  operation with each product's rate (:mod:`jaxkit.op_profile`). ``--devices N`` (N > 1)
+  adds the same step data parallel over N host CPU devices
+  (``--xla_force_host_platform_device_count``; a ``{"data": N}`` mesh, parameters
+  replicated, the drawn batch split, gradients all-reduced by the jitted step),
+  alternated in the same rounds, with its loss checked against the 1-device step's on
+  the same weights and batch.
 * ``gpt-medium`` -- the same at 6 layers, 6 heads, width 384, context 256, batch 16.
 * ``mamba`` -- one Mamba mixer (width 128, expand 2, state 16, conv 4; batch 8, length
   256; ``--quick``: width 64, batch 4, length 64), forward + backward of
@@ -407,11 +409,12 @@ def cpu_note(jax_cpu: float, peer: dict | None) -> str:
 
 
 def step_loop(step, state, key, *args, n_calls: int, sharding=None):
-    """``(call, compile_s, flops)``: ``call()`` runs one more step of the training loop
+    """``(call, compile_s, flops, compiled)``: ``call()`` runs one more step of the training loop
     ``state, info = step(state, key_i, *args)`` (jitted with the state donated, as
     :func:`jaxkit.bench.time_jax_loop`; a fresh key per call) and blocks on the result.
     ``sharding``: where the state and the step's outputs live (a replicated
-    ``NamedSharding`` on a mesh for the data-parallel step; None: the default device)."""
+    ``NamedSharding`` on a mesh for the data-parallel step; None: the default device);
+    ``compiled`` is the executable (its ``as_text()`` feeds ``--profile``)."""
     import jax
     import jax.numpy as jnp
 
@@ -434,7 +437,7 @@ def step_loop(step, state, key, *args, n_calls: int, sharding=None):
         carry[0] = jitted(carry[0], next(keys), *args)[0]
         jax.block_until_ready(carry[0])
 
-    return call, compile_s, flops
+    return call, compile_s, flops, compiled
 
 
 def data_parallel_step(step, st0, data_dev, args, B: int, T: int, train_step):
@@ -442,7 +445,7 @@ def data_parallel_step(step, st0, data_dev, args, B: int, T: int, train_step):
     optimiser state replicated, the drawn batch split over a ``{"data": N}`` mesh
     (``jaxkit.distributed``) by a sharding constraint, so the one jitted step runs each
     device's share of the batch on its own and all-reduces the gradients. Returns
-    ``((call, compile_s, flops), check)``: the loop as :func:`step_loop`'s, and a note
+    ``((call, compile_s, flops, compiled), check)``: the loop as :func:`step_loop`'s, and a note
     that one step from the same state and key gives the 1-device step's loss (relative
     tolerance 1e-5, float32; raises otherwise)."""
     import jax
@@ -478,6 +481,20 @@ def data_parallel_step(step, st0, data_dev, args, B: int, T: int, train_step):
     loop = step_loop(dp_train_step, st0, key, data_rep, n_calls=args.repeats + 2,
                      sharding=rep)
     return loop, check
+
+
+def profile_step(name: str, call, compiled) -> dict:
+    """``--profile``: where one call of the 1-device step goes, by operation
+    (:mod:`jaxkit.op_profile`: traced seconds, product FLOPs and rates; two traced
+    calls). Printed, and returned for the JSON rows."""
+    from jaxkit import op_profile
+
+    s = op_profile.summarize(op_profile.op_profile(call, compiled.as_text(), n_calls=2))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    print(f"\n{name} step by operation ({cores} cores in this process's affinity; on more "
+          f"than one, a library product's traced time is its wall time):")
+    print(op_profile.summary_markdown(s))
+    return dict(s, cores=cores)
 
 
 def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
@@ -555,7 +572,7 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
                     _, i, f = k.split("/")
                     arrays[f"{i}.{f}"] = v
     peer, acc_peer, r, alt = None, "", None, None
-    call, compile_s, flops = loops["einsum"]
+    call, compile_s, flops, compiled = loops["einsum"]
     for _ in range(2):  # warm-up
         call()
     others = {}
@@ -600,6 +617,8 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
     rows.append(dict(case=f"{name} train step", dtype=args.dtype, jax=recs["einsum"],
                      peer=peer, peer_name="torch nanoGPT" if peer else "-", acc_jax=acc,
                      acc_peer=acc_peer))
+    if args.profile:
+        rows[-1]["profile"] = profile_step(name, call, compiled)
     if args.devices > 1:
         dp = last_other["dp"]
         rec = bench.record_from_times(f"{name} step ({args.devices} devices)", dp["times"],
@@ -769,6 +788,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="also time the GPT step data parallel over this many host CPU "
                         "devices (XLA_FLAGS --xla_force_host_platform_device_count, set "
                         "here before JAX starts its backend; default 1: not timed)")
+    p.add_argument("--profile", action="store_true",
+                   help="also trace the 1-device GPT step and print where its time goes "
+                        "by operation (jaxkit.op_profile; pin to one core with taskset -c "
+                        "0 for a CPU-time breakdown)")
     args = p.parse_args(argv)
     if args.devices < 1:
         p.error("--devices must be >= 1")

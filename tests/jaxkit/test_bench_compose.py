@@ -115,9 +115,22 @@ def test_data_parallel_step_matches_one_device_step(bc):
     st0 = ktrain.init([jax.random.normal(k1, (256, 16)), jax.random.normal(k2, (16, 256))],
                       opt)
     args = argparse.Namespace(devices=2, repeats=1)
-    (call, _, _), check = bc.data_parallel_step(step, st0, data, args, B, T, train_step)
+    (call, _, _, _), check = bc.data_parallel_step(step, st0, data, args, B, T, train_step)
     assert "= 1-device" in check
     call()  # one more step of the donated data-parallel loop runs
     args.devices = 4
     with pytest.raises(ValueError, match="divide the batch"):
         bc.data_parallel_step(step, st0, data, args, B, T, train_step)
+
+
+def test_profile_step_reports_products_and_cores(bc, capsys):
+    import jax
+    import jax.numpy as jnp
+
+    f = jax.jit(lambda x, w: jnp.tanh(x @ w))
+    x, w = jnp.ones((64, 32)), jnp.ones((32, 48))
+    compiled = f.lower(x, w).compile()
+    got = bc.profile_step("tiny", lambda: jax.block_until_ready(compiled(x, w)), compiled)
+    assert got["product_gflop"] == 2 * 64 * 32 * 48 / 1e9
+    assert got["cores"] >= 1 and got["product_s"] > 0
+    assert "tiny step by operation" in capsys.readouterr().out

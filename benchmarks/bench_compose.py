@@ -58,6 +58,7 @@ the step >= 40% in bfloat16 (``--dtype bfloat16``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -430,7 +431,8 @@ def step_loop(step, state, key, *args, n_calls: int, sharding=None):
     compiled = jitted.lower(state, key, *args).compile()
     compile_s = time.perf_counter() - t0
     flops = bench._xla_flops(compiled)
-    keys = iter(list(jax.random.split(key, n_calls + 1)))
+    # split ahead (no key op per call); reused in turn past n_calls (--profile's calls)
+    keys = itertools.cycle(list(jax.random.split(key, n_calls + 1)))
     carry = [state]
 
     def call():

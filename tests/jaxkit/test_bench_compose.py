@@ -134,3 +134,19 @@ def test_profile_step_reports_products_and_cores(bc, capsys):
     assert got["product_gflop"] == 2 * 64 * 32 * 48 / 1e9
     assert got["cores"] >= 1 and got["product_s"] > 0
     assert "tiny step by operation" in capsys.readouterr().out
+
+
+def test_step_loop_calls_past_its_key_count(bc):
+    """--profile calls the timed loop after its n_calls timed calls: the keys are reused
+    in turn instead of running out (a StopIteration ended the first --profile run)."""
+    import jax
+    import jax.numpy as jnp
+
+    def step(st, key, x):
+        return st + x, jax.random.uniform(key)
+
+    call, compile_s, _, compiled = bc.step_loop(step, jnp.zeros(3), jax.random.key(0),
+                                                jnp.ones(3), n_calls=1)
+    for _ in range(4):
+        call()
+    assert compile_s > 0 and "ENTRY" in compiled.as_text()

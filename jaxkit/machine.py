@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxkit.kernels._xla_cpu import cpu_flags
+
 
 def _run_timed(call: Callable[[], Any], n_runs: int, warmup: int, sync) -> list[float]:
     for _ in range(warmup):
@@ -86,21 +88,6 @@ ISA_LIMITS: dict[str, dict[str, str]] = {
                "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16", "MKL_ENABLE_INSTRUCTIONS": "AVX512",
                "OPENBLAS_CORETYPE": "SkylakeX"},
 }
-
-
-def cpu_flags(cpuinfo: str | None = None) -> set[str]:
-    """The CPU feature flags of the first ``flags`` line of ``/proc/cpuinfo`` (or of the
-    text ``cpuinfo``); an empty set where there is none (not Linux, not x86)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return set()
-    for line in cpuinfo.splitlines():
-        key, _, val = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return set(val.split())
-    return set()
 
 
 def isa_extensions(flags: set[str] | Sequence[str]) -> dict[str, Any]:

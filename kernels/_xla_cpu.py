@@ -14,16 +14,21 @@ compiler_options=...)``). :func:`cpu_options` returns them only where they apply
 default backend is the CPU and this jaxlib accepts every name and value (a one-off
 compile of a scalar program, cached); elsewhere ``None``, so a GPU or a jaxlib that has
 renamed an experimental option runs with its defaults instead of failing.
+
+:func:`cpu_flags` and :func:`has_avx512` say what the CPU offers XLA (kernels that shape
+their work to the vector width read them; ``jaxkit.machine`` records the same flags).
 """
 
 from __future__ import annotations
 
 import functools
+import os
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 
-__all__ = ["YNN_DOTS_ONLY", "cpu_options"]
+__all__ = ["YNN_DOTS_ONLY", "cpu_flags", "cpu_options", "has_avx512"]
 
 #: YNNPACK for matrix products only; XLA's loop emitters for elementwise and reduction
 #: fusions.
@@ -58,3 +63,29 @@ def _accepted(items: tuple[tuple[str, object], ...]) -> bool:
     except (jax.errors.JaxRuntimeError, ValueError, TypeError):
         return False
     return True
+
+
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU feature flags of the first ``flags`` line of ``/proc/cpuinfo`` (or of the
+    text ``cpuinfo``); an empty set where there is none (not Linux, not x86)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return set()
+    for line in cpuinfo.splitlines():
+        key, _, val = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(val.split())
+    return set()
+
+
+@functools.cache
+def has_avx512() -> bool:
+    """Whether the CPU has AVX-512 (``avx512f``) and ``XLA_FLAGS`` does not cap XLA's ISA
+    below it (``--xla_cpu_max_isa``)."""
+    for tok in os.environ.get("XLA_FLAGS", "").split():
+        if tok.startswith("--xla_cpu_max_isa=") and not tok.split("=", 1)[1].upper(
+                ).startswith("AVX512"):
+            return False
+    return "avx512f" in cpu_flags()

@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -51,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
+from .._xla_cpu import has_avx512
 from ..checks import check_in_range, clear_errors, fail, fail_first, is_traced
 from .posterior import _float, check_log_prior, check_log_probs, normalise_tol, posterior
 
@@ -188,7 +187,7 @@ def _outcome_parts(n_outcomes: int) -> tuple[slice, ...]:
     backend, ``Y`` a multiple of the width or below it) the whole axis."""
     if jax.default_backend() != "cpu":
         return (slice(None),)
-    lanes = 16 if _has_avx512() else 8
+    lanes = 16 if has_avx512() else 8
     m = n_outcomes // lanes * lanes
     if m in (0, n_outcomes):
         return (slice(None),)
@@ -196,27 +195,11 @@ def _outcome_parts(n_outcomes: int) -> tuple[slice, ...]:
 
 
 @functools.lru_cache(maxsize=1)
-def _has_avx512() -> bool:
-    """Whether ``/proc/cpuinfo`` lists ``avx512f`` and ``XLA_FLAGS`` does not cap XLA's
-    ISA below AVX-512."""
-    for tok in os.environ.get("XLA_FLAGS", "").split():
-        if tok.startswith("--xla_cpu_max_isa=") and not tok.split("=", 1)[1].upper(
-                ).startswith("AVX512"):
-            return False
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    flags = next((line.partition(":")[2].split() for line in info.splitlines()
-                  if line.partition(":")[0].strip() == "flags"), [])
-    return "avx512f" in flags
-
-
-@functools.lru_cache(maxsize=1)
 def _cpu_compiler_options() -> tuple[tuple[str, object], ...]:
     """XLA:CPU options of the eager path: 512-bit vectors where the CPU has AVX-512
-    (:func:`_has_avx512`) and JAX's default backend is the CPU; otherwise none."""
-    if jax.default_backend() != "cpu" or not _has_avx512():
+    (:func:`~jaxkit.kernels._xla_cpu.has_avx512`) and JAX's default backend is the CPU;
+    otherwise none."""
+    if jax.default_backend() != "cpu" or not has_avx512():
         return ()
     return (("xla_cpu_prefer_vector_width", 512),)
 

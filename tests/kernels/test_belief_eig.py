@@ -219,13 +219,11 @@ def test_checked_eig_in_blocks_matches_and_names_the_failure(monkeypatch):
 def test_eager_eig_compile_options_follow_the_isa_limit(monkeypatch):
     """Concrete calls compile with 512-bit vectors only on an AVX-512 CPU backend without a
     lower ``--xla_cpu_max_isa``."""
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        flags = ""
+    from jaxkit.kernels import _xla_cpu
+
     def clear():
         E._cpu_compiler_options.cache_clear()
-        E._has_avx512.cache_clear()
+        _xla_cpu.has_avx512.cache_clear()
 
     clear()
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_max_isa=AVX2")
@@ -234,7 +232,7 @@ def test_eager_eig_compile_options_follow_the_isa_limit(monkeypatch):
     clear()
     monkeypatch.delenv("XLA_FLAGS")
     want = (("xla_cpu_prefer_vector_width", 512),) if (
-        " avx512f" in flags and jax.default_backend() == "cpu") else ()
+        "avx512f" in _xla_cpu.cpu_flags() and jax.default_backend() == "cpu") else ()
     assert E._cpu_compiler_options() == want
     clear()
 

@@ -46,6 +46,11 @@ list):
   (heads-major row blocks, and ``dot_product_attention``) against torch's
   ``scaled_dot_product_attention``.
 
+* ``products`` -- the large matrix products of the gpt-medium step alone (4,096 rows;
+  K x N of 384 x 1536, 1536 x 384, 384 x 1152, 384 x 384), each in the forward, input-
+  gradient and weight-gradient forms, against torch's ``@`` on the same shapes: whether
+  the step's gap to torch lies in the products' rate (``--quick``: 512 rows).
+
 Every case also reports each side's median process CPU time per call (all threads), the
 steadier measure on a loaded machine (the accuracy column: ``cpu/call``).
 
@@ -74,7 +79,7 @@ HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE / ".peer-venv-torch"
 PEER_SPECS = ["torch==2.14.1", "mambapy==1.2.0"]
 PEER_CHECK = "import torch, mambapy"
-CASES = ("gpt-small", "gpt-medium", "mamba", "mamba2", "attention")
+CASES = ("gpt-small", "gpt-medium", "mamba", "mamba2", "attention", "products")
 GPT = {"gpt-small": dict(n_layer=4, n_head=4, d=128, block_size=64, batch=12),
        "gpt-medium": dict(n_layer=6, n_head=6, d=384, block_size=256, batch=16)}
 MAMBA = dict(d=128, d_state=16, expand=2, d_conv=4, batch=8, length=256)
@@ -83,6 +88,8 @@ MAMBA2 = dict(d=128, d_state=16, expand=2, head_dim=16, d_conv=4, chunk=32, batc
               length=256)  # chunk: the composed models' (Arch.ssd_chunk), on both sides
 MAMBA2_QUICK = dict(d=64, d_state=16, expand=2, head_dim=16, d_conv=4, chunk=16, batch=4,
                     length=64)
+# The large products of gpt-medium's step, (rows, K, N): rows = batch 16 x context 256
+PRODUCTS = tuple((4096, k, n) for k, n in ((384, 1536), (1536, 384), (384, 1152), (384, 384)))
 ATTENTION = {"small": dict(batch=12, length=64, heads=4, head_dim=32),
              "medium": dict(batch=16, length=256, heads=6, head_dim=64)}
 TARGETS = {"gpt-small": 1.0, "gpt-medium": 1.0, "mamba fwd": 1.5, "attention": 1.0}
@@ -225,6 +232,17 @@ with torch.no_grad():
 times, cpu = timed(call)
 print(json.dumps(dict(times=times, cpu=cpu, check=check, threads=torch.get_num_threads(),
                       versions=versions(["torch"]))))
+"""
+
+
+PEER_PRODUCTS = """
+out = {}
+for m, k, n in req["shapes"]:
+    x, wt, dy = torch.randn(m, k), torch.randn(k, n), torch.randn(m, n)
+    for form, call in (("forward", lambda: x @ wt), ("input grad", lambda: dy @ wt.T),
+                       ("weight grad", lambda: x.T @ dy)):
+        out[f"{m},{k},{n},{form}"] = timed(call)[0]
+print(json.dumps(dict(times=out, threads=torch.get_num_threads(), versions=versions(["torch"]))))
 """
 
 
@@ -774,6 +792,45 @@ def attention_case(args, tmp: Path) -> list[dict]:
     return rows
 
 
+def products_case(args, tmp: Path) -> list[dict]:
+    """The large matrix products of the gpt-medium step alone, in the three forms a
+    linear layer's training runs: forward ``x W``, input gradient ``dy W^T`` and weight
+    gradient ``x^T dy`` (a contraction over the rows of both operands), jaxkit's ``jax.jit``
+    against torch's ``@`` on the same shapes (random float32 inputs on each side;
+    ``--quick``: 512 rows). The accuracy columns give each side's GFLOP/s."""
+    import jax
+
+    from jaxkit import bench
+
+    shapes = [(512 if args.quick else m, k, n) for m, k, n in PRODUCTS]
+    forms = {"forward": lambda x, w, dy: x @ w, "input grad": lambda x, w, dy: dy @ w.T,
+             "weight grad": lambda x, w, dy: x.T @ dy}
+    r = None
+    if not args.no_peers:
+        r = run_peer_source(PEER_PRODUCTS, dict(
+            arrays=str(write_arrays(tmp, {"none": np.zeros(1)})), shapes=shapes,
+            n_runs=args.repeats, warmup=2, threads=args.peer_threads), tmp)
+    rows = []
+    for m, k, n in shapes:
+        ks = jax.random.split(jax.random.key(0), 3)
+        x, w, dy = (jax.random.normal(kk, s) for kk, s in zip(ks, ((m, k), (k, n), (m, n)),
+                                                              strict=True))
+        gflop = 2 * m * k * n / 1e9
+        for form, f in forms.items():
+            rec = bench.time_jax(jax.jit(f), x, w, dy, n_runs=args.repeats,
+                                 name=f"{form} {m}x{k}x{n}", model_flops=gflop * 1e9)
+            peer = None if r is None else bench.record_from_times(
+                f"torch {form}", r["times"][f"{m},{k},{n},{form}"], warmup=2,
+                model_flops=gflop * 1e9)
+            rows.append(dict(case=f"product {form}, ({m}, {k}) x ({k}, {n})",
+                             dtype="float32", jax=rec, peer=peer,
+                             peer_name="torch @" if peer else "-",
+                             acc_jax=f"{gflop / rec.median_s:.1f} GFLOP/s",
+                             acc_peer="" if peer is None else
+                             f"{gflop / peer.median_s:.1f} GFLOP/s"))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     from jaxkit import bench
 
@@ -825,6 +882,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows += mamba2_case(args, Path(tmp))
             elif c == "attention":
                 rows += attention_case(args, Path(tmp))
+            elif c == "products":
+                rows += products_case(args, Path(tmp))
             else:
                 rows += mamba_case(args, Path(tmp))
     ratios = {r["case"]: bench.speedup(r["jax"], r.get("peer")) for r in rows

@@ -34,7 +34,8 @@ def test_quick_mamba_case_without_peers(bc, tmp_path):
 
 
 def test_inline_peers_compile_and_cpu_note(bc):
-    for src in (bc.PEER_GPT, bc.PEER_MAMBA, bc.PEER_MAMBA2, bc.PEER_ATTENTION):
+    for src in (bc.PEER_GPT, bc.PEER_MAMBA, bc.PEER_MAMBA2, bc.PEER_ATTENTION,
+                bc.PEER_PRODUCTS):
         compile(bc.PEER_COMMON.format(peers="/x") + src, "peer_inline.py", "exec")
     assert bc.cpu_note(0.002, None) == "cpu/call 2 ms"
     assert bc.cpu_note(0.002, {"cpu": [0.003, 0.004, 0.005]}).endswith("(2.00x)")
@@ -150,3 +151,15 @@ def test_step_loop_calls_past_its_key_count(bc):
     for _ in range(4):
         call()
     assert compile_s > 0 and "ENTRY" in compiled.as_text()
+
+
+def test_quick_products_case_without_peers(bc, tmp_path):
+    """The products case: three forms of each of the four shapes, each with its rate."""
+    out = tmp_path / "p.json"
+    assert bc.main(["--quick", "--no-peers", "--only", "products", "--repeats", "1",
+                    "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 3 * len(bc.PRODUCTS)
+    assert {r["case"].split(",")[0] for r in rows} == {
+        "product forward", "product input grad", "product weight grad"}
+    assert all(float(r["acc_jax"].split()[0]) > 0 for r in rows)

@@ -21,6 +21,7 @@ another program whose instruction names coincide would be counted.
 from __future__ import annotations
 
 import collections
+import contextlib
 import glob
 import gzip
 import json
@@ -145,8 +146,10 @@ def op_profile(call: Callable[[], object], hlo_text: str, *, n_calls: int = 2,
     if not (isinstance(n_calls, int) and n_calls >= 1):
         raise ValueError(f"`n_calls` must be an int >= 1; got {n_calls!r}")
     info = hlo_dot_flops(hlo_text)
-    with tempfile.TemporaryDirectory() as tmp:
-        d = Path(trace_dir) if trace_dir is not None else Path(tmp)
+    folder = (tempfile.TemporaryDirectory() if trace_dir is None
+              else contextlib.nullcontext(str(trace_dir)))
+    with folder as where:
+        d = Path(where)
         with jax.profiler.trace(str(d), create_perfetto_trace=True):
             for _ in range(n_calls):
                 call()

@@ -74,3 +74,13 @@ def test_op_profile_of_a_small_program():
 def test_op_profile_rejects_bad_call_count():
     with pytest.raises(ValueError, match="n_calls"):
         P.op_profile(lambda: None, HLO, n_calls=0)
+
+
+def test_op_profile_keeps_a_trace_folder_it_is_given(tmp_path):
+    f = jax.jit(lambda x: x @ x)
+    x = jnp.ones((32, 32))
+    compiled = f.lower(x).compile()
+    rows = P.op_profile(lambda: jax.block_until_ready(compiled(x)), compiled.as_text(),
+                        n_calls=1, trace_dir=tmp_path)
+    assert sum(r.flops for r in rows) == 2 * 32 ** 3
+    assert list(tmp_path.rglob("*.trace.json.gz"))

@@ -100,6 +100,12 @@ def table(results: dict[str, dict], modes) -> str:
     return "\n".join(lines)
 
 
+def busy(load: dict[str, float], cores: int) -> bool:
+    """Whether the one-minute load average at the start or the end of the run was above
+    ``cores`` (one run's children keep it at most about 1-2 on a quiet machine)."""
+    return max(load.values()) > cores
+
+
 def main(argv: list[str] | None = None) -> int:
     names = pipelines()
     p = argparse.ArgumentParser(prog="bench_quickrun", description=__doc__.splitlines()[0])
@@ -139,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     if cache.exists() and any(cache.glob("*/*")):
         p.error(f"--work {work}: its xla-cache is not empty (a cold run needs an empty one)")
     t0 = time.perf_counter()
+    load = {"start": os.getloadavg()[0]}
     results: dict[str, dict] = {}
     for n in chosen:
         results[n] = {}
@@ -150,14 +157,19 @@ def main(argv: list[str] | None = None) -> int:
     md = table(results, modes)
     print(md)
     wall = time.perf_counter() - t0
-    print(f"wall {wall:.0f} s (measure CPU under load; wall is ~4x a quiet machine's)")
+    load["end"] = os.getloadavg()[0]
+    print(f"wall {wall:.0f} s; load average {load['start']:.2f} at the start, "
+          f"{load['end']:.2f} at the end")
+    if busy(load, os.cpu_count() or 1):
+        print("warning: the load average was above the core count: another job shared the "
+              "machine, so read the CPU column, not wall time", file=sys.stderr)
     if args.json:
         from jaxkit import bench
 
         env = bench.environment(peers=(), roofline=False)
         bench.write_json(args.json, {"environment": env, "modes": list(modes),
                                      "results": results, "table_markdown": md,
-                                     "wall_s": wall})
+                                     "wall_s": wall, "load_average": load})
         print(f"wrote {args.json}")
     return 0 if all(r.get("rc") == 0 for res in results.values() for r in res.values()) else 1
 

@@ -117,3 +117,10 @@ def test_quickrun_table_sums_modes():
     assert t[2] == "| a | 10.0 | 8.0 | 4.0 | 3.0 | YN (1 yes, 1 no) |"
     assert t[3].startswith("| b | 5.0 (1) |")
     assert t[-1] == "| **total** | 15.0 | 13.0 | 6.0 | 4.0 | |"
+
+
+def test_quickrun_flags_a_busy_machine_only():
+    q = _quickrun()
+    assert not q.busy({"start": 1.3, "end": 1.9}, 2)
+    assert q.busy({"start": 0.4, "end": 2.5}, 2)
+    assert q.busy({"start": 3.0, "end": 1.0}, 2)

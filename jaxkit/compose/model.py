@@ -11,12 +11,12 @@ Mamba-1 mixer (``S``) or a Mamba-2 mixer (``D``, chunked SSD) from
 :class:`SuperLM` holds every block kind of ``letters`` (default all four) at every layer
 and takes the layer kinds as an integer array of indices into ``letters``
 (``lax.switch``; kind ``len(letters)`` is the identity, used to pad shorter strings), so
-candidates with different strings of one depth have one parameter shape: ``jax.vmap``
-over candidates trains many of them in one compiled step (under ``vmap`` the switch
-evaluates every branch and selects, about ``len(letters)`` x the work of one string,
-traded for a single compilation; the training therefore builds its supernet over only
-the letters its candidates use). :func:`extract` copies one candidate's blocks into a
-:class:`ComposeLM`; the two agree exactly (tested).
+candidates with different strings of one depth have one parameter shape. (Under ``vmap``
+a switch evaluates every branch and selects, ``len(letters)`` x the work of one string;
+:mod:`jaxkit.compose.train` therefore trains candidates on the supernet's parameters
+but routes each layer's candidates to their own block, :meth:`Block.residual`.)
+:func:`extract` copies one candidate's blocks into a :class:`ComposeLM`; the two agree
+exactly (tested).
 
 Public: :func:`build`, :func:`extract`, :func:`lm_loss`, :func:`save_lm`,
 :func:`load_lm` (TempBench on real activations reuses the trained byte LM through them;
@@ -85,18 +85,20 @@ class Block(nnx.Module):
         """The block's weights as the kernel's NamedTuple."""
         return _TYPES[self.letter](*(getattr(self, f)[...] for f in _FIELDS[self.letter]))
 
-    def __call__(self, x):
+    def residual(self, x):
+        """The block's update ``f(LN(x))`` alone (``block(x) == x + block.residual(x)``)."""
         h = seq.layer_norm(x, self.norm[...].astype(x.dtype))
         p = self.weights()
         if self.letter == "A":
-            f = seq.self_attention(p, h, self.heads, impl=self.attn_impl)
-        elif self.letter == "M":
-            f = seq.mlp(p, h)
-        elif self.letter == "D":
-            f = seq.mamba2_mixer(p, h, mode=self.ssd_mode, chunk=self.ssd_chunk)
-        else:
-            f = seq.mamba_mixer(p, h, mode=self.scan_mode)
-        return x + f
+            return seq.self_attention(p, h, self.heads, impl=self.attn_impl)
+        if self.letter == "M":
+            return seq.mlp(p, h)
+        if self.letter == "D":
+            return seq.mamba2_mixer(p, h, mode=self.ssd_mode, chunk=self.ssd_chunk)
+        return seq.mamba_mixer(p, h, mode=self.scan_mode)
+
+    def __call__(self, x):
+        return x + self.residual(x)
 
 
 class _Embed(nnx.Module):

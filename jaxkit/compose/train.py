@@ -3,12 +3,21 @@
 (:func:`jaxkit.training.fit`).
 
 Candidates of one depth share the :class:`~jaxkit.compose.model.SuperLM` parameter
-shape; their layer kinds are the carried state (``TrainState.aux``), so
-``jax.vmap(step)`` over candidates trains them all in one compiled step on the *same*
-batches (common random numbers: the ranking is not blurred by batch noise), each with its
-own AdamW state (a sum of independent losses would couple nothing either, but gradient
-clipping must stay per candidate, hence ``vmap`` of the whole step). ``chunk`` steps run
-in one ``lax.scan`` per call; a checkpoint every ``checkpoint_every`` chunks. The
+shape (leaves ``(C, ...)`` and, per layer, ``(C, depth, ...)``) and train in one compiled
+step on the *same* batches (common random numbers: the ranking is not blurred by batch
+noise). Each layer *routes* its candidates (:func:`routes`): for every letter, the
+candidates whose string has that letter there are gathered, run through that block
+(``vmap`` over them) and their updates scattered back, so a candidate costs the blocks of
+its own string (padding layers of shorter strings cost nothing). A ``vmap`` over
+candidates of a ``lax.switch`` would run every letter's block for every candidate and
+select, ``len(letters)`` x the work. The routing tables are the carried state
+(``TrainState.aux``; their shapes, the largest count per letter over layers, are static,
+so new strings with the same counts reuse the compiled step). The loss is the sum of the
+candidates' losses (their parameters are disjoint, so each gradient is its own
+candidate's) and AdamW with its gradient clipping runs per candidate (``vmap`` of the
+optax transformation), so the candidates stay independent (tested against training
+alone). ``chunk`` steps run in one ``lax.scan`` per call; a checkpoint every
+``checkpoint_every`` chunks. The
 validation loss (bits per byte) is read at each step count of ``eval_at`` (one training
 continued through the budgets, constant learning rate after warm-up, so the shorter
 budgets are intermediate points of the longer run, not separately tuned runs).
@@ -46,7 +55,7 @@ from .data import sample_windows, validation_windows
 from .model import BITS, SuperLM, _Embed, _SuperLayer, identity_kinds, lm_loss
 
 __all__ = ["TrainSettings", "CandidateResult", "CandidateDiverged", "train_candidates",
-           "peak_flops", "to_supernet_params"]
+           "peak_flops", "to_supernet_params", "routes"]
 
 
 @dataclass(frozen=True)
@@ -146,63 +155,108 @@ def to_supernet_params(params, depth: int) -> dict:
                        for i in range(depth)}}
 
 
+def routes(strings: list[str], depth: int, letters: str) -> tuple:
+    """The routing tables of ``strings`` (each at most ``depth`` letters of ``letters``;
+    shorter ones padded with identity layers).
+
+    Returns:
+      One pair per letter ``letters[j]``: ``idx`` int32 (depth, K_j), the candidates whose
+      string has that letter at each layer (padded with candidate 0), and ``valid`` bool
+      (depth, K_j), which entries are real; ``K_j`` is the largest count over layers (at
+      least 1).
+    """
+    kinds = np.stack([identity_kinds(st, depth, letters) for st in strings])
+    out = []
+    for j in range(len(letters)):
+        rows = [np.flatnonzero(kinds[:, i] == j) for i in range(depth)]
+        k = max(1, max(len(r) for r in rows))
+        idx = np.zeros((depth, k), np.int32)
+        valid = np.zeros((depth, k), bool)
+        for i, r in enumerate(rows):
+            idx[i, :len(r)] = r
+            valid[i, :len(r)] = True
+        out.append((idx, valid))
+    return tuple(out)
+
+
+def _per_candidate(opt: optax.GradientTransformation) -> optax.GradientTransformation:
+    """``opt`` applied to each candidate on its own (leading axis of every leaf)."""
+    return optax.GradientTransformation(jax.vmap(opt.init), jax.vmap(opt.update))
+
+
 @functools.lru_cache(maxsize=16)
 def _programs(arch: Arch, s: TrainSettings, dtype_name: str, letters: str = LETTERS):
-    """(init, chunk, evaluate) for the supernet of ``arch`` over ``letters`` (chunk and
-    evaluate jitted). The layers are one ``lax.scan`` over layer-stacked parameters (one
-    layer body to compile)."""
+    """(init, chunk, evaluate) for candidates on the supernet of ``arch`` over
+    ``letters``, each layer routed (module docstring; chunk and evaluate jitted). The
+    layers are one ``lax.scan`` over layer-stacked parameters (one layer body to
+    compile)."""
     dtype = jnp.bfloat16 if dtype_name == "bfloat16" else jnp.float32
     sup = nnx.eval_shape(lambda: SuperLM(arch, rngs=nnx.Rngs(0), dtype=dtype,
                                          letters=letters))
     embed_gd, embed_abs = nnx.split(sup.embed)
-    layer_gd, layer_abs = nnx.split(sup.layers[0])
-    opt = _optimizer(s)
+    blocks = [nnx.split(b) for b in sup.layers[0].blocks]
+    opt = _per_candidate(_optimizer(s))
 
-    def init_layer(key):
-        la = _SuperLayer(arch, nnx.Rngs(params=key), arch.depth, "sequential", letters)
-        return nnx.to_pure_dict(nnx.state(la))
+    init_embed = jax.jit(lambda key: nnx.to_pure_dict(nnx.state(_Embed(
+        arch, nnx.Rngs(params=key)))))
+    init_layer = jax.jit(lambda key: nnx.to_pure_dict(nnx.state(_SuperLayer(
+        arch, nnx.Rngs(params=key), arch.depth, "sequential", letters))))
 
-    def init(keys, kinds):
-        # Eager, one layer at a time: XLA:CPU took longer to compile the jitted
-        # initialisation of all candidates (~7 s; threefry under vmap) than it takes to
-        # train them a while; eager ops are compiled once per shape and reused by every
-        # layer, candidate and stage.
+    def init(keys, route):
+        # One layer per call, each compiled once: XLA:CPU took longer to compile the
+        # initialisation of all candidates under vmap (~7 s; threefry under vmap), or
+        # of a whole candidate's unrolled layers, than it takes to train them a while;
+        # eager ops cost seconds per stage.
         params = []
         for key in keys:
             k_embed, k_layers = jax.random.split(key)
-            emb = nnx.to_pure_dict(nnx.state(_Embed(arch, nnx.Rngs(params=k_embed))))
             layers = [init_layer(k) for k in jax.random.split(k_layers, arch.depth)]
-            params.append({"embed": emb, "layers": _stack(layers)})
-        return jax.vmap(lambda p, k: ktrain.init(p, opt, k))(_stack(params),
-                                                            jnp.array(kinds, copy=True))
+            params.append({"embed": init_embed(k_embed), "layers": _stack(layers)})
+        return ktrain.init(_stack(params), opt,
+                           jax.tree.map(lambda a: jnp.array(a, copy=True), route))
 
-    def forward(params, tokens, kinds):
-        emb = _merge(embed_gd, embed_abs, params["embed"])
-        x = emb.embed(tokens, dtype)
+    def layer(x, pl, route):
+        """One routed layer: x (C, B, T, D); pl the layer's blocks (leaves (C, ...))."""
+        dx = jnp.zeros_like(x)
+        for j, (gd, ab) in enumerate(blocks):
+            idx, valid = route[j]
+            pj = jax.tree.map(lambda a, idx=idx: a[idx], pl[j])
+            fj = jax.vmap(lambda p, h, gd=gd, ab=ab: _merge(gd, ab, p).residual(h))(pj, x[idx])
+            dx = dx.at[idx].add(jnp.where(valid[:, None, None, None], fj, 0).astype(dx.dtype))
+        return x + dx
 
-        def body(x, pk):
-            return _merge(layer_gd, layer_abs, pk[0])(x, pk[1]), None
+    def forward(params, tokens, route):
+        """Logits (C, B, T, vocab) of every candidate on the shared ``tokens`` (B, T)."""
+        def emb(pe):
+            return _merge(embed_gd, embed_abs, pe)
 
-        x, _ = jax.lax.scan(body, x, (params["layers"], kinds))
-        return emb.logits(x)
+        x = jax.vmap(lambda pe: emb(pe).embed(tokens, dtype))(params["embed"])
+        stacked = jax.tree.map(lambda a: jnp.moveaxis(a, 1, 0), params["layers"]["blocks"])
 
-    def loss_fn(params, key, batch, kinds):
+        def body(x, lr):
+            return layer(x, lr[0], lr[1]), None
+
+        x, _ = jax.lax.scan(body, x, (stacked, route))
+        return jax.vmap(lambda pe, h: emb(pe).logits(h))(params["embed"], x)
+
+    def losses(params, tokens, route):
+        logits = forward(params, tokens[:, :-1], route)
+        return jax.vmap(lm_loss, in_axes=(0, None))(logits, tokens[:, 1:])
+
+    def loss_fn(params, key, batch, route):
         del key
-        logits = forward(params, batch[:, :-1], kinds)
-        return lm_loss(logits, batch[:, 1:]), ()
+        per = losses(params, batch, route)
+        return jnp.sum(per), per
 
-    vstep = jax.vmap(ktrain.make_train_step(loss_fn, opt), in_axes=(None, 0, None))
-    scan = ktrain.scan_steps(vstep)
+    scan = ktrain.scan_steps(ktrain.make_train_step(loss_fn, opt))
 
     def chunk(key, state, batches):
         state, info = scan(key, state, batches)
-        return state, ktrain.StepInfo(loss=info.loss.mean(-1), grad_norm=info.grad_norm.max(-1),
+        return state, ktrain.StepInfo(loss=info.out.mean(-1), grad_norm=info.grad_norm,
                                       finite=jnp.all(info.finite), out=())
 
-    def evaluate(params, kinds, val):
-        def one(p, k):
-            return lm_loss(forward(p, val[:, :-1], k), val[:, 1:]) * BITS
-        return jax.vmap(one)(params, kinds)
+    def evaluate(params, route, val):
+        return losses(params, val, route) * BITS
 
     return init, jax.jit(chunk, donate_argnums=1), jax.jit(evaluate)
 
@@ -248,14 +302,13 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
         arch.with_layers(st)  # validates the letters
     budgets = s.budgets()
     letters = letters_of(strings)  # the supernet holds only the letters in use
-    kinds = jnp.asarray(np.stack([identity_kinds(st, arch.depth, letters)
-                                  for st in strings]))
+    route = routes(strings, arch.depth, letters)
     k_init, k_data, k_run = jax.random.split(key, 3)
     if init_keys is None:
         init_keys = jax.random.split(k_init, len(strings))
     s_key = dataclasses.replace(s, eval_at=())
     init, chunk, evaluate = _programs(arch, s_key, s.dtype, letters)
-    state = init(init_keys, kinds)
+    state = init(init_keys, route)
     data = jnp.asarray(corpus.train)
     val = jnp.asarray(validation_windows(corpus.val, s.n_val, arch.context))
     dmesh = distributed.data_mesh(mesh)
@@ -271,17 +324,21 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
                              f"by the mesh 'model' size ({n_model})")
         # candidates split over "model" (each device trains its own candidates, no
         # gradient traffic), each batch over "data" (gradients all-reduced)
-        cand = PartitionSpec("model") if n_model > 1 else PartitionSpec()
-        state = jax.device_put(state, NamedSharding(dmesh, cand))
-        kinds = jax.device_put(kinds, NamedSharding(dmesh, cand))
+        cand = NamedSharding(dmesh, PartitionSpec("model") if n_model > 1 else PartitionSpec())
+        rep = NamedSharding(dmesh, PartitionSpec())
+        state = ktrain.TrainState(jax.device_put(state.params, cand),
+                                  jax.device_put(state.opt_state, cand),
+                                  jax.device_put(state.step, rep),
+                                  jax.device_put(state.aux, rep))
         shard = NamedSharding(dmesh, PartitionSpec(None, "data" if n_data > 1 else None))
 
     def batch_fn(i):
         b = _sample_chunk(jax.random.fold_in(k_data, i), data, s.chunk, s.batch, arch.context)
         return b if shard is None else jax.device_put(b, shard)
 
-    ckey = (arch, s_key, letters, len(strings), None if dmesh is None else (
-        tuple(dmesh.shape.items()), tuple(d.id for d in dmesh.devices.flat)))
+    mesh_key = None if dmesh is None else (tuple(dmesh.shape.items()),
+                                           tuple(d.id for d in dmesh.devices.flat))
+    ckey = (arch, s_key, letters, len(strings), tuple(i.shape for i, _ in route), mesh_key)
     compiled, compile_s = _COMPILED.get(ckey, (None, 0.0))
     if compiled is None:  # one compilation per shape: a resumed or repeated run reuses it
         t0 = time.perf_counter()
@@ -313,7 +370,7 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
             trained += (b // s.chunk - res.resumed_from) * s.chunk
             state = res.state
             history += res.history
-            losses.append(np.asarray(evaluate(state.params, kinds, val)))
+            losses.append(np.asarray(evaluate(state.params, state.aux, val)))
             n_done += 1
     finally:
         if tmp is not None:

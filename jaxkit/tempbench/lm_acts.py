@@ -4,7 +4,7 @@ same reader for a user's own directory of safetensors files.
 
 * :func:`train_lm` trains one model of the AIRA-Compose family
   (:func:`jaxkit.compose.model.build`, letters ``A`` attention and ``M`` MLP) directly
-  (not the candidate-batched supernet, whose every-branch switch costs compile time)
+  (one string needs neither the candidate-batched supernet nor its routing)
   through :func:`jaxkit.kernels.train.make_train_step` and :func:`jaxkit.training.fit`,
   checkpoints under ``checkpoint_dir`` (a killed training resumes to the same weights);
   :func:`jaxkit.compose.model.save_lm` / ``load_lm`` store and reload it.

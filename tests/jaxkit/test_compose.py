@@ -105,7 +105,7 @@ def test_supernet_extract_and_identity_padding():
     sup = SuperLM(Arch("AAAA", **KW), rngs=nnx.Rngs(params=jax.random.key(4)))
     tokens = jax.random.randint(jax.random.key(5), (2, 8), 0, 256)
     k = jnp.asarray(identity_kinds("SMA", 4))
-    np.testing.assert_array_equal(k, [2, 1, 0, 3])
+    np.testing.assert_array_equal(k, [2, 1, 0, 4])  # 4 = len(LETTERS): the identity
     ref = extract(sup, "SMA")
     assert [b.letter for b in ref.blocks] == list("SMA")
     # the supernet's layer 4 is the identity: its output equals the 3-layer model's

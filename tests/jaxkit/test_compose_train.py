@@ -98,3 +98,63 @@ def test_mesh_data_and_candidate_axes_give_the_same_losses(corpus, reference):
     np.testing.assert_allclose(r.val_bpb, reference.val_bpb, rtol=1e-4)
     with pytest.raises(ValueError, match="'model' size"):
         train_candidates(jax.random.key(0), ARCH, ["MS"], corpus, SET, mesh=mesh)
+
+
+def test_routes_send_each_layer_to_its_letter():
+    idx_valid = T.routes(["AMS", "MA", "SSS"], 3, "AMS")
+    got = {}
+    for j, (idx, valid) in enumerate(idx_valid):
+        for i in range(3):
+            for c in idx[i][valid[i]]:
+                got[(int(c), i)] = "AMS"[j]
+    assert got == {(0, 0): "A", (0, 1): "M", (0, 2): "S", (1, 0): "M", (1, 1): "A",
+                   (2, 0): "S", (2, 1): "S", (2, 2): "S"}  # candidate 1's third layer: none
+    assert [i.shape for i, _ in idx_valid] == [(3, 1), (3, 1), (3, 2)]  # most per layer
+
+
+def test_routed_step_equals_each_candidate_trained_alone():
+    """Two routed steps of three candidates (one padded with an identity layer; two share
+    a block at the first layer) give each candidate's blocks the parameters of two plain
+    optax steps on its own model."""
+    import chex
+    import optax
+    from flax import nnx
+
+    from jaxkit.compose.model import extract, lm_loss, supernet_from_params
+
+    arch = Arch("AA", width=8, heads=2, d_state=2, context=8)
+    strings, letters = ["AM", "MA", "A"], "AM"
+    s = TrainSettings(steps=2, batch=2, lr=1e-2, warmup=1, chunk=2, n_val=4, clip=0.5)
+    init, chunk, _ = T._programs(arch, s, "float32", letters)
+    state = init(jax.random.split(jax.random.key(1), 3), T.routes(strings, 2, letters))
+    p0 = T.to_supernet_params(jax.device_get(state.params), 2)
+    batches = jax.random.randint(jax.random.key(2), (2, 2, 9), 0, 256)
+    new, info = chunk(jax.random.key(3), state, batches)
+    p1 = T.to_supernet_params(jax.device_get(new.params), 2)
+
+    def model_of(p, c, st):
+        one = jax.tree.map(lambda a: a[c], p)
+        return extract(supernet_from_params(arch, one, letters=letters), st)
+
+    opt = T._optimizer(s)
+    first = []
+    for c, st in enumerate(strings):
+        gd, params, rest = nnx.split(model_of(p0, c, st), nnx.Param, ...)
+
+        @jax.jit
+        def step(params, o, b, gd=gd, rest=rest):
+            val, g = jax.value_and_grad(
+                lambda p: lm_loss(nnx.merge(gd, p, rest)(b[:, :-1]), b[:, 1:]))(params)
+            u, o = opt.update(g, o, params)
+            return optax.apply_updates(params, u), o, val
+
+        o = opt.init(params)
+        for i, b in enumerate(batches):
+            params, o, val = step(params, o, b)
+            if i == 0:
+                first.append(val)
+        want = nnx.state(nnx.merge(gd, params, rest), nnx.Param)
+        got = nnx.state(model_of(p1, c, st), nnx.Param)
+        chex.assert_trees_all_close(got, want, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(info.loss[0], np.mean(first), rtol=1e-5)
+    assert bool(info.finite)

@@ -50,6 +50,15 @@ list):
   K x N of 384 x 1536, 1536 x 384, 384 x 1152, 384 x 384), each in the forward, input-
   gradient and weight-gradient forms, against torch's ``@`` on the same shapes: whether
   the step's gap to torch lies in the products' rate (``--quick``: 512 rows).
+* ``candidates`` -- AIRA-Compose's stage-1 training: all 64 strings of 3 layers over
+  {A, M, S, D} (width 32, 2 heads, state 8, context 32, batch 16; ``--quick``: the 4
+  strings of 2 layers over {A, M} at width 16, context 16, batch 4), one chunk of
+  ``CAND_CHUNK`` AdamW steps of all candidates, jaxkit's routed training
+  (:mod:`jaxkit.compose.train`: each layer's candidates gathered to their own block)
+  against the same candidates as a ``vmap`` over candidates of the supernet's
+  ``lax.switch`` (every block of every letter for every candidate, then a select: how
+  the training ran before 516625b), from the same weights and batches; their losses
+  are compared. Both are jaxkit; no peer library trains candidate architectures.
 
 Every case also reports each side's median process CPU time per call (all threads), the
 steadier measure on a loaded machine (the accuracy column: ``cpu/call``).
@@ -79,7 +88,7 @@ HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE / ".peer-venv-torch"
 PEER_SPECS = ["torch==2.14.1", "mambapy==1.2.0"]
 PEER_CHECK = "import torch, mambapy"
-CASES = ("gpt-small", "gpt-medium", "mamba", "mamba2", "attention", "products")
+CASES = ("gpt-small", "gpt-medium", "mamba", "mamba2", "attention", "products", "candidates")
 GPT = {"gpt-small": dict(n_layer=4, n_head=4, d=128, block_size=64, batch=12),
        "gpt-medium": dict(n_layer=6, n_head=6, d=384, block_size=256, batch=16)}
 MAMBA = dict(d=128, d_state=16, expand=2, d_conv=4, batch=8, length=256)
@@ -93,6 +102,10 @@ PRODUCTS = tuple((4096, k, n) for k, n in ((384, 1536), (1536, 384), (384, 1152)
 ATTENTION = {"small": dict(batch=12, length=64, heads=4, head_dim=32),
              "medium": dict(batch=16, length=256, heads=6, head_dim=64)}
 TARGETS = {"gpt-small": 1.0, "gpt-medium": 1.0, "mamba fwd": 1.5, "attention": 1.0}
+CANDIDATES = dict(depth=3, letters="AMSD", width=32, heads=2, d_state=8, context=32, batch=16)
+CANDIDATES_QUICK = dict(depth=2, letters="AM", width=16, heads=2, d_state=4, context=16,
+                        batch=4)
+CAND_CHUNK = 10  # training steps per timed call of the candidates case
 THREADS = 2
 ALT_ROUND = 2  # GPT step: jaxkit and torch calls per alternation round
 
@@ -831,6 +844,92 @@ def products_case(args, tmp: Path) -> list[dict]:
     return rows
 
 
+def switch_chunk(arch, settings, letters: str):
+    """The candidates' training chunk as a ``vmap`` over candidates of the
+    :class:`~jaxkit.compose.model.SuperLM`'s ``lax.switch`` (the baseline of the
+    candidates case): ``(chunk, to_state)``, ``to_state(routed_state, kinds)`` the same
+    weights and fresh AdamW states in this layout."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+    from jaxkit.kernels import train as ktrain
+
+    from jaxkit.compose import train as T
+    from jaxkit.compose.model import SuperLM, lm_loss
+
+    gd, abstract = nnx.split(nnx.eval_shape(lambda: SuperLM(arch, rngs=nnx.Rngs(0),
+                                                            letters=letters)))
+    opt = T._optimizer(settings)
+
+    def loss_fn(params, key, batch, kinds):
+        del key
+        return lm_loss(T._merge(gd, abstract, params)(batch[:, :-1], kinds), batch[:, 1:]), ()
+
+    scan = ktrain.scan_steps(jax.vmap(ktrain.make_train_step(loss_fn, opt),
+                                      in_axes=(None, 0, None)))
+
+    def chunk(key, state, batches):
+        state, info = scan(key, state, batches)
+        return state, info.loss.mean(-1)
+
+    def to_state(routed, kinds):
+        params = T.to_supernet_params(routed.params, arch.depth)
+        return jax.vmap(lambda p, k: ktrain.init(p, opt, k))(params, jnp.asarray(kinds))
+
+    return chunk, to_state
+
+
+def candidates_case(args, tmp: Path) -> list[dict]:
+    """AIRA-Compose's candidates trained together, routed against the vmapped switch
+    (module docstring)."""
+    import itertools
+
+    import jax
+    import jax.numpy as jnp
+
+    from jaxkit import bench
+    from jaxkit.compose import Arch, TrainSettings, load_corpus
+    from jaxkit.compose import train as T
+    from jaxkit.compose.data import sample_windows
+    from jaxkit.compose.model import identity_kinds
+
+    c = CANDIDATES_QUICK if args.quick else CANDIDATES
+    strings = ["".join(p) for p in itertools.product(c["letters"], repeat=c["depth"])]
+    arch = Arch("A" * c["depth"], width=c["width"], heads=c["heads"], d_state=c["d_state"],
+                context=c["context"])
+    s = TrainSettings(steps=CAND_CHUNK, batch=c["batch"], chunk=CAND_CHUNK, warmup=1)
+    letters = c["letters"]
+    init, routed, _ = T._programs(arch, s, "float32", letters)
+    state = init(jax.random.split(jax.random.key(0), len(strings)),
+                 T.routes(strings, c["depth"], letters))
+    kinds = [identity_kinds(st, c["depth"], letters) for st in strings]
+    data = jnp.asarray(load_corpus(max_bytes=200_000).train)
+    batches = jax.vmap(lambda k: sample_windows(k, data, c["batch"], c["context"]))(
+        jax.random.split(jax.random.key(1), CAND_CHUNK))
+    switch, to_state = switch_chunk(arch, s, letters)
+    tokens = len(strings) * CAND_CHUNK * c["batch"] * c["context"]
+    recs, losses = {}, {}
+    for name, fn, st in (("routed", routed, state), ("switch", jax.jit(switch),
+                                                     to_state(state, kinds))):
+        out = fn(jax.random.key(2), jax.tree.map(jnp.copy, st), batches)[1]
+        losses[name] = np.asarray(getattr(out, "loss", out))  # mean over candidates, per step
+
+        def step(st, key, b, fn=fn):
+            return fn(key, st, b)
+        recs[name] = bench.time_jax_loop(step, st, jax.random.key(2), batches,
+                                         n_runs=args.repeats, items=tokens,
+                                         name=f"candidates ({name})")
+    gap = float(np.max(np.abs(losses["routed"] - losses["switch"])))
+    shape = (f"{len(strings)} x {c['depth']} layers over {letters}, D{c['width']} "
+             f"T{c['context']} B{c['batch']}, {CAND_CHUNK} steps")
+    return [dict(case=f"candidates {shape}", dtype="float32", jax=recs["routed"],
+                 peer=recs["switch"], peer_name="jaxkit vmapped lax.switch",
+                 acc_jax=(f"{tokens / recs['routed'].median_s:,.0f} tokens/s; max loss gap "
+                          f"{gap:.1e}"),
+                 acc_peer=f"{tokens / recs['switch'].median_s:,.0f} tokens/s",
+                 loss_gap=gap)]
+
+
 def main(argv: list[str] | None = None) -> int:
     from jaxkit import bench
 
@@ -884,6 +983,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows += attention_case(args, Path(tmp))
             elif c == "products":
                 rows += products_case(args, Path(tmp))
+            elif c == "candidates":
+                rows += candidates_case(args, Path(tmp))
             else:
                 rows += mamba_case(args, Path(tmp))
     ratios = {r["case"]: bench.speedup(r["jax"], r.get("peer")) for r in rows

@@ -163,3 +163,17 @@ def test_quick_products_case_without_peers(bc, tmp_path):
     assert {r["case"].split(",")[0] for r in rows} == {
         "product forward", "product input grad", "product weight grad"}
     assert all(float(r["acc_jax"].split()[0]) > 0 for r in rows)
+
+
+@pytest.mark.slow  # ~15 s; the routing's equivalence is tested in test_compose_train
+def test_quick_candidates_case_routed_matches_the_switch(bc, tmp_path):
+    """The candidates case: the routed training and the vmapped switch give the same
+    losses from the same weights and batches, each with its throughput."""
+    out = tmp_path / "c.json"
+    assert bc.main(["--quick", "--no-peers", "--only", "candidates", "--repeats", "1",
+                    "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["case"].startswith("candidates 4 x 2 layers over AM")
+    assert row["loss_gap"] < 1e-4
+    assert float(row["acc_jax"].split()[0].replace(",", "")) > 0
+    assert row["peer_name"] == "jaxkit vmapped lax.switch"

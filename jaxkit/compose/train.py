@@ -24,8 +24,9 @@ budgets are intermediate points of the longer run, not separately tuned runs).
 
 With a mesh, the batch axis is split over its "data" axis (data parallel) and, when
 the mesh has a "model" axis, the candidates over that one (each device trains its share
-of the candidates: the model-parallel axis of the larger stage, without any gradient
-traffic between devices). A non-finite loss stops the training with
+of the candidates, routed within that group: the model-parallel axis of the larger
+stage, with no activation or gradient traffic between devices; tested on the compiled
+step). A non-finite loss stops the training with
 :class:`CandidateDiverged`, which names the checkpoint folder holding the last finite
 state.
 """
@@ -155,26 +156,34 @@ def to_supernet_params(params, depth: int) -> dict:
                        for i in range(depth)}}
 
 
-def routes(strings: list[str], depth: int, letters: str) -> tuple:
+def routes(strings: list[str], depth: int, letters: str, groups: int = 1) -> tuple:
     """The routing tables of ``strings`` (each at most ``depth`` letters of ``letters``;
-    shorter ones padded with identity layers).
+    shorter ones padded with identity layers), within each of ``groups`` equal,
+    contiguous groups of candidates (a mesh's "model" shards: routing never crosses
+    them, so no activation leaves its device).
 
     Returns:
-      One pair per letter ``letters[j]``: ``idx`` int32 (depth, K_j), the candidates whose
-      string has that letter at each layer (padded with candidate 0), and ``valid`` bool
-      (depth, K_j), which entries are real; ``K_j`` is the largest count over layers (at
-      least 1).
+      One pair per letter ``letters[j]``: ``idx`` int32 (depth, groups, K_j), the
+      candidates (numbered within their group) whose string has that letter at each
+      layer, padded with 0, and ``valid`` bool (depth, groups, K_j), which entries are
+      real; ``K_j`` is the largest count over layers and groups (at least 1).
     """
+    if groups < 1 or len(strings) % groups:
+        raise ValueError(f"`groups` ({groups}) must divide the number of candidates "
+                         f"({len(strings)})")
     kinds = np.stack([identity_kinds(st, depth, letters) for st in strings])
+    kinds = kinds.reshape(groups, len(strings) // groups, depth)
     out = []
     for j in range(len(letters)):
-        rows = [np.flatnonzero(kinds[:, i] == j) for i in range(depth)]
-        k = max(1, max(len(r) for r in rows))
-        idx = np.zeros((depth, k), np.int32)
-        valid = np.zeros((depth, k), bool)
-        for i, r in enumerate(rows):
-            idx[i, :len(r)] = r
-            valid[i, :len(r)] = True
+        rows = [[np.flatnonzero(kinds[g, :, i] == j) for g in range(groups)]
+                for i in range(depth)]
+        k = max(1, max(len(r) for rs in rows for r in rs))
+        idx = np.zeros((depth, groups, k), np.int32)
+        valid = np.zeros((depth, groups, k), bool)
+        for i, rs in enumerate(rows):
+            for g, r in enumerate(rs):
+                idx[i, g, :len(r)] = r
+                valid[i, g, :len(r)] = True
         out.append((idx, valid))
     return tuple(out)
 
@@ -215,8 +224,9 @@ def _programs(arch: Arch, s: TrainSettings, dtype_name: str, letters: str = LETT
         return ktrain.init(_stack(params), opt,
                            jax.tree.map(lambda a: jnp.array(a, copy=True), route))
 
-    def layer(x, pl, route):
-        """One routed layer: x (C, B, T, D); pl the layer's blocks (leaves (C, ...))."""
+    def group_layer(x, pl, route):
+        """One routed layer of one group: x (n, B, T, D); pl the layer's blocks (leaves
+        (n, ...)); route per letter (idx, valid) of shape (K_j,)."""
         dx = jnp.zeros_like(x)
         for j, (gd, ab) in enumerate(blocks):
             idx, valid = route[j]
@@ -224,6 +234,16 @@ def _programs(arch: Arch, s: TrainSettings, dtype_name: str, letters: str = LETT
             fj = jax.vmap(lambda p, h, gd=gd, ab=ab: _merge(gd, ab, p).residual(h))(pj, x[idx])
             dx = dx.at[idx].add(jnp.where(valid[:, None, None, None], fj, 0).astype(dx.dtype))
         return x + dx
+
+    def layer(x, pl, route):
+        """One routed layer: x (C, B, T, D) in the route's groups (vmapped)."""
+        g = route[0][0].shape[0]
+
+        def split(a):
+            return a.reshape(g, a.shape[0] // g, *a.shape[1:])
+
+        y = jax.vmap(group_layer)(split(x), jax.tree.map(split, pl), route)
+        return y.reshape(x.shape)
 
     def forward(params, tokens, route):
         """Logits (C, B, T, vocab) of every candidate on the shared ``tokens`` (B, T)."""
@@ -302,17 +322,8 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
         arch.with_layers(st)  # validates the letters
     budgets = s.budgets()
     letters = letters_of(strings)  # the supernet holds only the letters in use
-    route = routes(strings, arch.depth, letters)
-    k_init, k_data, k_run = jax.random.split(key, 3)
-    if init_keys is None:
-        init_keys = jax.random.split(k_init, len(strings))
-    s_key = dataclasses.replace(s, eval_at=())
-    init, chunk, evaluate = _programs(arch, s_key, s.dtype, letters)
-    state = init(init_keys, route)
-    data = jnp.asarray(corpus.train)
-    val = jnp.asarray(validation_windows(corpus.val, s.n_val, arch.context))
     dmesh = distributed.data_mesh(mesh)
-    shard = None
+    n_data = n_model = 1
     if dmesh is not None:
         n_data = distributed.mesh_size(dmesh)
         n_model = dmesh.shape.get("model", 1)
@@ -322,14 +333,27 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
         if n_model > 1 and len(strings) % n_model:
             raise ValueError(f"the number of candidates ({len(strings)}) must be divisible "
                              f"by the mesh 'model' size ({n_model})")
-        # candidates split over "model" (each device trains its own candidates, no
-        # gradient traffic), each batch over "data" (gradients all-reduced)
-        cand = NamedSharding(dmesh, PartitionSpec("model") if n_model > 1 else PartitionSpec())
-        rep = NamedSharding(dmesh, PartitionSpec())
+    route = routes(strings, arch.depth, letters, groups=n_model)
+    k_init, k_data, k_run = jax.random.split(key, 3)
+    if init_keys is None:
+        init_keys = jax.random.split(k_init, len(strings))
+    s_key = dataclasses.replace(s, eval_at=())
+    init, chunk, evaluate = _programs(arch, s_key, s.dtype, letters)
+    state = init(init_keys, route)
+    data = jnp.asarray(corpus.train)
+    val = jnp.asarray(validation_windows(corpus.val, s.n_val, arch.context))
+    shard = None
+    if dmesh is not None:
+        # candidates split over "model" (each device trains its own group of candidates,
+        # routed within it: no activation or gradient traffic), each batch over "data"
+        # (gradients all-reduced)
+        model = "model" if n_model > 1 else None
+        cand = NamedSharding(dmesh, PartitionSpec(model))
         state = ktrain.TrainState(jax.device_put(state.params, cand),
                                   jax.device_put(state.opt_state, cand),
-                                  jax.device_put(state.step, rep),
-                                  jax.device_put(state.aux, rep))
+                                  jax.device_put(state.step, NamedSharding(dmesh, PartitionSpec())),
+                                  jax.device_put(state.aux, NamedSharding(
+                                      dmesh, PartitionSpec(None, model))))
         shard = NamedSharding(dmesh, PartitionSpec(None, "data" if n_data > 1 else None))
 
     def batch_fn(i):

@@ -101,15 +101,21 @@ def test_mesh_data_and_candidate_axes_give_the_same_losses(corpus, reference):
 
 
 def test_routes_send_each_layer_to_its_letter():
-    idx_valid = T.routes(["AMS", "MA", "SSS"], 3, "AMS")
-    got = {}
-    for j, (idx, valid) in enumerate(idx_valid):
-        for i in range(3):
-            for c in idx[i][valid[i]]:
-                got[(int(c), i)] = "AMS"[j]
-    assert got == {(0, 0): "A", (0, 1): "M", (0, 2): "S", (1, 0): "M", (1, 1): "A",
-                   (2, 0): "S", (2, 1): "S", (2, 2): "S"}  # candidate 1's third layer: none
-    assert [i.shape for i, _ in idx_valid] == [(3, 1), (3, 1), (3, 2)]  # most per layer
+    strings = ["AMS", "MA", "SSS", "AAS"]
+    want = {(c, i): x for c, st in enumerate(strings) for i, x in enumerate(st)}
+    for groups, shapes in ((1, [(3, 1, 2), (3, 1, 1), (3, 1, 3)]),  # most per layer
+                           (2, [(3, 2, 1), (3, 2, 1), (3, 2, 2)])):  # and group
+        idx_valid = T.routes(strings, 3, "AMS", groups=groups)
+        got = {}
+        for j, (idx, valid) in enumerate(idx_valid):
+            for i in range(3):
+                for g in range(groups):
+                    for c in idx[i, g][valid[i, g]]:  # numbered within the group
+                        got[(int(c) + g * 4 // groups, i)] = "AMS"[j]
+        assert got == want  # candidate 1's third layer (padding): none
+        assert [i.shape for i, _ in idx_valid] == shapes
+    with pytest.raises(ValueError, match="must divide"):
+        T.routes(strings, 3, "AMS", groups=3)
 
 
 def test_routed_step_equals_each_candidate_trained_alone():
@@ -158,3 +164,25 @@ def test_routed_step_equals_each_candidate_trained_alone():
         chex.assert_trees_all_close(got, want, rtol=2e-5, atol=2e-6)
     np.testing.assert_allclose(info.loss[0], np.mean(first), rtol=1e-5)
     assert bool(info.finite)
+
+
+def test_candidates_over_the_model_axis_route_without_traffic(corpus):
+    """On a "model" axis each device routes its own group of candidates: the compiled
+    step moves no activations between devices (no all-gather, all-to-all or permute);
+    its only collectives are scalars (the loss, the gradient norm, finiteness)."""
+    import re
+
+    from jaxkit.distributed import make_mesh
+    mesh = make_mesh({"data": 1, "model": 2}, devices=jax.devices()[:2])
+    one = TrainSettings(steps=1, batch=2, lr=3e-3, warmup=1, chunk=1, n_val=2)
+    T._COMPILED.clear()
+    r = train_candidates(jax.random.key(0), Arch("AA", width=8, heads=2, context=8),
+                         ["AM", "MA", "AA", "MM"], corpus, one, mesh=mesh)
+    assert np.all(np.isfinite(r.val_bpb))
+    ((compiled, _),) = T._COMPILED.values()
+    hlo = compiled.as_text()
+    assert not re.search(r"\b(all-gather|all-to-all|collective-permute|reduce-scatter)", hlo)
+    operands = [ln.split("=", 1)[1].split("all-reduce")[0] for ln in hlo.splitlines()
+                if re.search(r"all-reduce(-start)?\(", ln)]
+    shapes = [d for op in operands for d in re.findall(r"\w+\[([\d,]*)\]", op)]
+    assert shapes and all(d == "" or ("," not in d and int(d) <= 8) for d in shapes), shapes

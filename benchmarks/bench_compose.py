@@ -57,8 +57,9 @@ list):
   (:mod:`jaxkit.compose.train`: each layer's candidates gathered to their own block)
   against the same candidates as a ``vmap`` over candidates of the supernet's
   ``lax.switch`` (every block of every letter for every candidate, then a select: how
-  the training ran before 516625b), from the same weights and batches; their losses
-  are compared. Both are jaxkit; no peer library trains candidate architectures.
+  the training ran before 516625b, there with the layers in a ``lax.scan``, here
+  unrolled, the faster of the two), from the same weights and batches; their losses are
+  compared. Both are jaxkit; no peer library trains candidate architectures.
 
 Every case also reports each side's median process CPU time per call (all threads), the
 steadier measure on a loaded machine (the accuracy column: ``cpu/call``).

@@ -17,7 +17,8 @@ candidates' losses (their parameters are disjoint, so each gradient is its own
 candidate's) and AdamW with its gradient clipping runs per candidate (``vmap`` of the
 optax transformation), so the candidates stay independent (tested against training
 alone). ``chunk`` steps run in one ``lax.scan`` per call; a checkpoint every
-``checkpoint_every`` chunks. The
+``checkpoint_every`` chunks; the log records each step's mean loss over candidates and the
+gradient norm over all candidates together. The
 validation loss (bits per byte) is read at each step count of ``eval_at`` (one training
 continued through the budgets, constant learning rate after warm-up, so the shorter
 budgets are intermediate points of the longer run, not separately tuned runs).

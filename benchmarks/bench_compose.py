@@ -25,7 +25,9 @@ list):
   (``--xla_force_host_platform_device_count``; a ``{"data": N}`` mesh, parameters
   replicated, the drawn batch split, gradients all-reduced by the jitted step),
   alternated in the same rounds, with its loss checked against the 1-device step's on
-  the same weights and batch.
+  the same weights and batch. ``--onednn`` adds the same step compiled with its matrix
+  products in oneDNN (XLA:CPU's experimental oneDNN fusions), alternated in the same
+  rounds, its first step's loss checked against the default program's.
 * ``gpt-medium`` -- the same at 6 layers, 6 heads, width 384, context 256, batch 16.
 * ``mamba`` -- one Mamba mixer (width 128, expand 2, state 16, conv 4; batch 8, length
   256; ``--quick``: width 64, batch 4, length 64), forward + backward of
@@ -441,13 +443,14 @@ def cpu_note(jax_cpu: float, peer: dict | None) -> str:
             f"({pc / jax_cpu:.2f}x)")
 
 
-def step_loop(step, state, key, *args, n_calls: int, sharding=None):
+def step_loop(step, state, key, *args, n_calls: int, sharding=None, compiler_options=None):
     """``(call, compile_s, flops, compiled)``: ``call()`` runs one more step of the training loop
     ``state, info = step(state, key_i, *args)`` (jitted with the state donated, as
     :func:`jaxkit.bench.time_jax_loop`; a fresh key per call) and blocks on the result.
     ``sharding``: where the state and the step's outputs live (a replicated
     ``NamedSharding`` on a mesh for the data-parallel step; None: the default device);
-    ``compiled`` is the executable (its ``as_text()`` feeds ``--profile``)."""
+    ``compiled`` is the executable (its ``as_text()`` feeds ``--profile``);
+    ``compiler_options``: XLA options of the jitted step (None: the defaults)."""
     import jax
     import jax.numpy as jnp
 
@@ -455,10 +458,11 @@ def step_loop(step, state, key, *args, n_calls: int, sharding=None):
 
     state = jax.tree.map(lambda a: jnp.array(a, copy=True), state)
     if sharding is None:
-        jitted = jax.jit(step, donate_argnums=0)
+        jitted = jax.jit(step, donate_argnums=0, compiler_options=compiler_options)
     else:
         state = jax.device_put(state, sharding)
-        jitted = jax.jit(step, donate_argnums=0, out_shardings=sharding)
+        jitted = jax.jit(step, donate_argnums=0, out_shardings=sharding,
+                         compiler_options=compiler_options)
     t0 = time.perf_counter()
     compiled = jitted.lower(state, key, *args).compile()
     compile_s = time.perf_counter() - t0
@@ -472,6 +476,20 @@ def step_loop(step, state, key, *args, n_calls: int, sharding=None):
         jax.block_until_ready(carry[0])
 
     return call, compile_s, flops, compiled
+
+
+def same_loss(train_step, st0, data_dev, compiler_options) -> str:
+    """A note that one step from ``st0`` compiled with ``compiler_options`` gives the
+    default program's loss (relative tolerance 1e-5, float32; raises otherwise)."""
+    import jax
+
+    key = jax.random.key(1)
+    l0 = float(jax.jit(train_step)(st0, key, data_dev)[1].loss)
+    l1 = float(jax.jit(train_step, compiler_options=compiler_options)(st0, key,
+                                                                      data_dev)[1].loss)
+    if not np.isclose(l1, l0, rtol=1e-5, atol=0):
+        raise RuntimeError(f"loss {l1!r} with {compiler_options} != default loss {l0!r}")
+    return f"loss {l1:.6f} = default {l0:.6f} (rel. {abs(l1 - l0) / abs(l0):.1e}, tol 1e-5)"
 
 
 def data_parallel_step(step, st0, data_dev, args, B: int, T: int, train_step):
@@ -536,6 +554,7 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
     import jax.numpy as jnp
     import optax
     from flax import nnx
+    from jaxkit.kernels import _xla_cpu
     from jaxkit.kernels import train as ktrain
 
     from jaxkit import bench
@@ -577,6 +596,11 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
         if impl == "einsum":
             loops[impl] = step_loop(train_step, st0, jax.random.key(1), data_dev,
                                     n_calls=args.repeats + 2)
+            onednn = _xla_cpu.cpu_options(_xla_cpu.ONEDNN_DOTS) if args.onednn else None
+            if onednn is not None:  # the same step with its products in oneDNN
+                loops["onednn"] = step_loop(train_step, st0, jax.random.key(1), data_dev,
+                                            n_calls=args.repeats + 2, compiler_options=onednn)
+                onednn_check = same_loss(train_step, st0, data_dev, onednn)
             if args.devices > 1:
                 dp_call, dp_check = data_parallel_step(step, st0, data_dev, args, B, T,
                                                        train_step)
@@ -610,6 +634,10 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
     for _ in range(2):  # warm-up
         call()
     others = {}
+    if "onednn" in loops:
+        for _ in range(2):
+            loops["onednn"][0]()
+        others["onednn"] = loops["onednn"][0]
     if args.devices > 1:
         for _ in range(2):
             dp_call[0]()
@@ -653,6 +681,22 @@ def gpt_case(name: str, args, data: np.ndarray, tmp: Path) -> list[dict]:
                      acc_peer=acc_peer))
     if args.profile:
         rows[-1]["profile"] = profile_step(name, call, compiled)
+    if "onednn" in loops:
+        od = last_other["onednn"]
+        rec = bench.record_from_times(f"{name} step (oneDNN products)", od["times"],
+                                      warmup=2, items=B * T, compile_s=loops["onednn"][1],
+                                      flops=loops["onednn"][2])
+        opairs = "" if not od["pair_ratios"] else (
+            f"; alternated with the peer, median pair ratio "
+            f"{np.median(od['pair_ratios']):.2f}x [{min(od['pair_ratios']):.2f}-"
+            f"{max(od['pair_ratios']):.2f}]")
+        rows.append(dict(
+            case=f"{name} train step, oneDNN products", dtype=args.dtype, jax=rec, peer=peer,
+            peer_name="torch nanoGPT" if peer else "-",
+            acc_jax=(f"{onednn_check}; vs YNNPACK products: wall "
+                     f"{recs['einsum'].median_s / rec.median_s:.2f}x; "
+                     f"{cpu_note(float(np.median(od['cpu'])), r)}{opairs}"),
+            acc_peer=""))
     if args.devices > 1:
         dp = last_other["dp"]
         rec = bench.record_from_times(f"{name} step ({args.devices} devices)", dp["times"],
@@ -951,6 +995,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="also trace the 1-device GPT step and print where its time goes "
                         "by operation (jaxkit.op_profile; pin to one core with taskset -c "
                         "0 for a CPU-time breakdown)")
+    p.add_argument("--onednn", action="store_true",
+                   help="also time the GPT step with its matrix products in oneDNN "
+                        "(XLA:CPU's experimental oneDNN fusions, kernels/_xla_cpu.ONEDNN_DOTS; "
+                        "not a default anywhere: the same options abort the AIRA-Compose "
+                        "candidates' program with heap corruption, benchmarks/RESULTS.md)")
     args = p.parse_args(argv)
     if args.devices < 1:
         p.error("--devices must be >= 1")

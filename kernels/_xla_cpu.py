@@ -28,12 +28,22 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-__all__ = ["YNN_DOTS_ONLY", "cpu_flags", "cpu_options", "has_avx512"]
+__all__ = ["ONEDNN_DOTS", "YNN_DOTS_ONLY", "cpu_flags", "cpu_options", "has_avx512"]
 
 #: YNNPACK for matrix products only; XLA's loop emitters for elementwise and reduction
 #: fusions.
 YNN_DOTS_ONLY: tuple[tuple[str, object], ...] = (
     ("xla_cpu_experimental_ynn_fusion_type", "LIBRARY_FUSION_TYPE_DOT"),)
+
+#: Matrix products (with their fusible neighbours) in oneDNN instead of YNNPACK; YNNPACK
+#: keeps the elementwise and reduction fusions. Both options are needed: without
+#: ``xla_cpu_use_onednn`` the fusion type is ignored. Experimental in XLA and used by no
+#: kernel: about 9% off the GPT training step on an AVX2 machine, but with jaxlib 0.10.2
+#: the AIRA-Compose candidates' routed training step compiled with it aborts with heap
+#: corruption (benchmarks/RESULTS.md, "oneDNN products"). ``bench_compose --onednn``.
+ONEDNN_DOTS: tuple[tuple[str, object], ...] = (
+    ("xla_cpu_use_onednn", True),
+    ("xla_cpu_experimental_onednn_fusion_type", "LIBRARY_FUSION_TYPE_DOT"))
 
 
 def cpu_options(*groups: tuple[tuple[str, object], ...]) -> dict | None:

@@ -177,3 +177,46 @@ def test_quick_candidates_case_routed_matches_the_switch(bc, tmp_path):
     assert row["loss_gap"] < 1e-4
     assert float(row["acc_jax"].split()[0].replace(",", "")) > 0
     assert row["peer_name"] == "jaxkit vmapped lax.switch"
+
+
+def test_onednn_options_route_products_to_onednn_with_the_same_loss(bc):
+    """``--onednn``'s options put a product in a oneDNN fusion (both options are needed:
+    the fusion type alone is ignored), and ``same_loss`` passes a step whose loss they
+    do not change."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from jaxkit.kernels import _xla_cpu
+    from jaxkit.kernels import train as ktrain
+
+    from jaxkit.compose.data import sample_windows
+
+    opts = _xla_cpu.cpu_options(_xla_cpu.ONEDNN_DOTS)
+    if opts is None:
+        pytest.skip("not the CPU, or this jaxlib lacks the oneDNN options")
+    x, w = jnp.ones((64, 32), jnp.float32), jnp.ones((32, 48), jnp.float32)
+
+    def hlo(o):
+        return jax.jit(lambda a, b: jnp.tanh(a @ b), compiler_options=o).lower(
+            x, w).compile().as_text()
+
+    assert "onednn_fusion" in hlo(opts)
+    alone = dict(_xla_cpu.ONEDNN_DOTS[1:])
+    assert "onednn_fusion" not in hlo(alone) and "onednn_fusion" not in hlo(None)
+    B, T = 4, 8
+    data = jnp.asarray(np.random.default_rng(0).integers(0, 256, 300), jnp.int32)
+    opt = optax.adamw(1e-2)
+
+    def loss(params, key, batch, aux):
+        logits = params[0][batch[:, :-1]] @ params[1]
+        return optax.softmax_cross_entropy_with_integer_labels(logits, batch[:, 1:]).mean(), ()
+
+    step = ktrain.make_train_step(loss, opt)
+
+    def train_step(st, key, data):
+        return step(key, st, sample_windows(key, data, B, T))
+
+    k1, k2 = jax.random.split(jax.random.key(0))
+    st0 = ktrain.init([jax.random.normal(k1, (256, 16), jnp.float32),
+                       jax.random.normal(k2, (16, 256), jnp.float32)], opt)
+    assert "= default" in bc.same_loss(train_step, st0, data, opts)

@@ -266,5 +266,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from jaxkit.malloc import reexec
+
+    reexec()  # XLA:CPU's per-call buffers stay mapped (jaxkit/malloc.py)
     os.environ.setdefault("XLA_FLAGS", "")
     raise SystemExit(main())

@@ -269,4 +269,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from jaxkit.malloc import reexec
+
+    reexec()  # XLA:CPU's per-call buffers stay mapped (jaxkit/malloc.py)
     raise SystemExit(main())

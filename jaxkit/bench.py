@@ -443,8 +443,12 @@ def write_json(path: str | os.PathLike, payload) -> Path:
 
 def peer_env() -> dict:
     """The environment for a peer's virtual env: ours without the variables that would
-    make its Python import our packages or configure JAX."""
-    return {k: v for k, v in os.environ.items()
+    make its Python import our packages or configure JAX, and with the ``malloc`` settings
+    the user started with (:func:`jaxkit.malloc.original_env`: a peer runs as its users
+    run it, not under the tunables jaxkit's entry points add)."""
+    from jaxkit import malloc
+
+    return {k: v for k, v in malloc.original_env().items()
             if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "XLA_FLAGS")}
 
 

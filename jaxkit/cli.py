@@ -17,6 +17,7 @@ from typing import Annotated, NamedTuple
 import typer
 from rich.markup import escape
 
+from . import malloc
 from ._cli_common import check_json_path, console, err_console
 from ._cli_common import fail as _fail
 from .ballad.cli import ballad_app
@@ -227,6 +228,10 @@ def _info_table():
              f"off (JAXKIT_NO_COMPILE_CACHE; would be {compile_cache_dir()})"
              if compile_cache_disabled() else f"off (would be {compile_cache_dir()})")
     t.add_row("compile cache", state)
+    m = malloc.state()
+    t.add_row("malloc", (f"GLIBC_TUNABLES={m['glibc_tunables']}"
+                         + (" (set by jaxkit, jaxkit/malloc.py)" if m["set_by_jaxkit"] else "")
+                         if m["glibc_tunables"] else "system default"))
     for k, v in _threads():
         t.add_row(k, v)
     required, extras = _dependencies()
@@ -460,7 +465,8 @@ def run(
     commit = _git_commit()
     atomic_write(out_dir / "run.json", json.dumps(dict(
         record, status="running", invocations=[*record["invocations"], dict(
-            started=started, status="running", commit=commit, fresh=fresh)]), indent=2)
+            started=started, status="running", commit=commit, fresh=fresh,
+            malloc=malloc.state())]), indent=2)
                  + "\n")
     results, failed, contexts = [], [], []
     t_all = time.perf_counter()
@@ -509,7 +515,8 @@ def run(
     wall = time.perf_counter() - t_all
     status = "failed" if failed else "done"
     this = dict(started=started, wall_s=round(wall, 1), status=status, commit=commit,
-                fresh=fresh, reloaded={r.name: r.reloaded for r in contexts if r.reloaded})
+                fresh=fresh, reloaded={r.name: r.reloaded for r in contexts if r.reloaded},
+                malloc=malloc.state())
     atomic_write(out_dir / "run.json", json.dumps(
         dict(record, status=status, wall_s=wall, failed=failed,
              invocations=[*record["invocations"], this]), indent=2) + "\n")
@@ -563,4 +570,5 @@ def _parse_mesh(spec: str) -> dict[str, int]:
 
 
 if __name__ == "__main__":
+    malloc.reexec()
     app()

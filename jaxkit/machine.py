@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxkit import malloc
 from jaxkit.kernels._xla_cpu import cpu_flags
 
 
@@ -185,6 +186,7 @@ def machine_record(cpuinfo: str | None = None, *, roofline: bool = True,
         "peer_isa_env": peer_vars,
         "effective_level": effective,
         "roofline_gflops": None,
+        "malloc": malloc.state(),
     }
     if roofline:
         rec["roofline_gflops"] = {

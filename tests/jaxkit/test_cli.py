@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from jaxkit import registry
+from jaxkit import malloc, registry
 from jaxkit.claims import Claim
 from jaxkit.cli import app
 from jaxkit.config import PipelineConfig, require
@@ -232,6 +232,8 @@ def test_run_records_config_and_refuses_a_different_run(toy, tmp_path):
     assert [i["status"] for i in inv] == ["done", "done"]
     assert inv[0]["reloaded"] == {} and inv[1]["reloaded"] == {"toy-cli": ["draws"]}
     assert all(i["wall_s"] >= 0 and not i["fresh"] for i in inv)
+    # ... and the malloc settings it ran under (jaxkit.malloc; in process: no re-exec)
+    assert all(i["malloc"] == malloc.state() for i in inv)
     # an invocation that never finished (killed: its record still says running) is kept
     # as such when the next one resumes
     rec = json.loads((out / "run.json").read_text())

@@ -85,23 +85,16 @@ def test_alternate_runs_other_variants_each_round_without_a_peer(bc):
     assert out["pair_ratios"] == [] and out["other"]["dp"]["pair_ratios"] == []
 
 
-def test_data_parallel_step_matches_one_device_step(bc):
-    """The GPT step's data-parallel form over a {"data": 2} mesh of the simulated host
-    devices gives the 1-device step's loss and update (a tiny model: one embedding
-    table, AdamW as the bench's)."""
-    import argparse
-
+def _tiny_lm(opt, B, T, *, dtype):
+    """``(step, train_step, state)``: a one-embedding-table language model trained by
+    ``kernels.train.make_train_step`` with ``opt``, its batch of ``B`` windows of ``T``
+    drawn inside the step (as the bench's GPT step); parameters in ``dtype`` (None: the
+    default float)."""
     import jax
-    import jax.numpy as jnp
     import optax
     from jaxkit.kernels import train as ktrain
 
     from jaxkit.compose.data import sample_windows
-
-    B, T = 6, 8
-    data = jnp.asarray(np.random.default_rng(0).integers(0, 256, 500), jnp.int32)
-    opt = optax.chain(optax.clip_by_global_norm(1.0),
-                      optax.adamw(1e-2, b1=0.9, b2=0.95, weight_decay=0.1))
 
     def loss(params, key, batch, aux):
         logits = params[0][batch[:, :-1]] @ params[1]
@@ -113,8 +106,27 @@ def test_data_parallel_step_matches_one_device_step(bc):
         return step(key, st, sample_windows(key, data, B, T))
 
     k1, k2 = jax.random.split(jax.random.key(0))
-    st0 = ktrain.init([jax.random.normal(k1, (256, 16)), jax.random.normal(k2, (16, 256))],
-                      opt)
+    kw = {} if dtype is None else {"dtype": dtype}
+    st0 = ktrain.init([jax.random.normal(k1, (256, 16), **kw),
+                       jax.random.normal(k2, (16, 256), **kw)], opt)
+    return step, train_step, st0
+
+
+def test_data_parallel_step_matches_one_device_step(bc):
+    """The GPT step's data-parallel form over a {"data": 2} mesh of the simulated host
+    devices gives the 1-device step's loss and update (a tiny model: one embedding
+    table, AdamW as the bench's)."""
+    import argparse
+
+    import jax.numpy as jnp
+    import optax
+
+
+    B, T = 6, 8
+    data = jnp.asarray(np.random.default_rng(0).integers(0, 256, 500), jnp.int32)
+    opt = optax.chain(optax.clip_by_global_norm(1.0),
+                      optax.adamw(1e-2, b1=0.9, b2=0.95, weight_decay=0.1))
+    step, train_step, st0 = _tiny_lm(opt, B, T, dtype=None)
     args = argparse.Namespace(devices=2, repeats=1)
     (call, _, _, _), check = bc.data_parallel_step(step, st0, data, args, B, T, train_step)
     assert "= 1-device" in check
@@ -187,9 +199,7 @@ def test_onednn_options_route_products_to_onednn_with_the_same_loss(bc):
     import jax.numpy as jnp
     import optax
     from jaxkit.kernels import _xla_cpu
-    from jaxkit.kernels import train as ktrain
 
-    from jaxkit.compose.data import sample_windows
 
     opts = _xla_cpu.cpu_options(_xla_cpu.ONEDNN_DOTS)
     if opts is None:
@@ -203,20 +213,6 @@ def test_onednn_options_route_products_to_onednn_with_the_same_loss(bc):
     assert "onednn_fusion" in hlo(opts)
     alone = dict(_xla_cpu.ONEDNN_DOTS[1:])
     assert "onednn_fusion" not in hlo(alone) and "onednn_fusion" not in hlo(None)
-    B, T = 4, 8
     data = jnp.asarray(np.random.default_rng(0).integers(0, 256, 300), jnp.int32)
-    opt = optax.adamw(1e-2)
-
-    def loss(params, key, batch, aux):
-        logits = params[0][batch[:, :-1]] @ params[1]
-        return optax.softmax_cross_entropy_with_integer_labels(logits, batch[:, 1:]).mean(), ()
-
-    step = ktrain.make_train_step(loss, opt)
-
-    def train_step(st, key, data):
-        return step(key, st, sample_windows(key, data, B, T))
-
-    k1, k2 = jax.random.split(jax.random.key(0))
-    st0 = ktrain.init([jax.random.normal(k1, (256, 16), jnp.float32),
-                       jax.random.normal(k2, (16, 256), jnp.float32)], opt)
+    _, train_step, st0 = _tiny_lm(optax.adamw(1e-2), 4, 8, dtype=jnp.float32)
     assert "= default" in bc.same_loss(train_step, st0, data, opts)

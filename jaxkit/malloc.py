@@ -56,7 +56,7 @@ import platform
 import sys
 from collections.abc import Mapping
 
-__all__ = ["CHOICES", "MARKER", "OPT_OUT", "TUNABLES", "main", "original_env", "reexec",
+__all__ = ["CHOICES", "ENV_VAR", "MARKER", "TUNABLES", "main", "original_env", "reexec",
            "state", "tuned_env"]
 
 #: glibc tunables (name -> value) for XLA:CPU's per-call buffers (module docstring).
@@ -73,7 +73,7 @@ CHOICES: dict[str, dict[str, str]] = {
     "system": {},
 }
 #: The environment variable that chooses among :data:`CHOICES` (default ``tuned``).
-OPT_OUT = "JAXKIT_MALLOC"
+ENV_VAR = "JAXKIT_MALLOC"
 #: Set in the re-executed process to the ``GLIBC_TUNABLES`` it was started with.
 MARKER = "JAXKIT_MALLOC_ORIGINAL"
 
@@ -106,9 +106,9 @@ def tuned_env(env: Mapping[str, str] | None = None, *, libc: str | None = None
       ValueError: ``JAXKIT_MALLOC`` is not one of :data:`CHOICES`.
     """
     env = dict(os.environ if env is None else env)
-    choice = env.get(OPT_OUT, "tuned").strip().lower() or "tuned"
+    choice = env.get(ENV_VAR, "tuned").strip().lower() or "tuned"
     if choice not in CHOICES:
-        raise ValueError(f"{OPT_OUT}={env[OPT_OUT]!r}: must be one of {', '.join(CHOICES)}")
+        raise ValueError(f"{ENV_VAR}={env[ENV_VAR]!r}: must be one of {', '.join(CHOICES)}")
     if libc is None:
         libc = platform.libc_ver()[0] if sys.platform.startswith("linux") else ""
     if libc != "glibc" or MARKER in env:
@@ -122,7 +122,7 @@ def tuned_env(env: Mapping[str, str] | None = None, *, libc: str | None = None
     return env
 
 
-def reexec(argv: list[str] | None = None) -> None:
+def reexec() -> None:
     """Replace this process by the same command line (``sys.orig_argv``: the interpreter,
     its options and the script or ``-m`` module) under :func:`tuned_env`; return at once
     when that is ``None`` or the command line is unknown. Call it first thing in an entry
@@ -133,7 +133,7 @@ def reexec(argv: list[str] | None = None) -> None:
     except ValueError as e:
         sys.stderr.write(f"error: {e}\n")
         raise SystemExit(2) from None
-    argv = list(sys.orig_argv if argv is None else argv)
+    argv = list(sys.orig_argv)
     if env is None or not argv:
         return
     sys.stdout.flush()

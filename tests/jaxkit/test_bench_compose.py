@@ -121,7 +121,6 @@ def test_data_parallel_step_matches_one_device_step(bc):
     import jax.numpy as jnp
     import optax
 
-
     B, T = 6, 8
     data = jnp.asarray(np.random.default_rng(0).integers(0, 256, 500), jnp.int32)
     opt = optax.chain(optax.clip_by_global_norm(1.0),
@@ -200,7 +199,6 @@ def test_onednn_options_route_products_to_onednn_with_the_same_loss(bc):
     import optax
     from jaxkit.kernels import _xla_cpu
 
-
     opts = _xla_cpu.cpu_options(_xla_cpu.ONEDNN_DOTS)
     if opts is None:
         pytest.skip("not the CPU, or this jaxlib lacks the oneDNN options")
@@ -215,4 +213,12 @@ def test_onednn_options_route_products_to_onednn_with_the_same_loss(bc):
     assert "onednn_fusion" not in hlo(alone) and "onednn_fusion" not in hlo(None)
     data = jnp.asarray(np.random.default_rng(0).integers(0, 256, 300), jnp.int32)
     _, train_step, st0 = _tiny_lm(optax.adamw(1e-2), 4, 8, dtype=jnp.float32)
-    assert "= default" in bc.same_loss(train_step, st0, data, opts)
+    key = jax.random.key(1)
+    default, other = (bc.step_loop(train_step, st0, key, data, n_calls=1,
+                                   compiler_options=o)[3] for o in (None, opts))
+    assert "= default" in bc.same_loss(default, other, st0, key, data)
+    # a program whose loss differs (its windows drawn from the reversed text) is caught
+    other_data = bc.step_loop(lambda st, k, d: train_step(st, k, d[::-1]), st0, key, data,
+                              n_calls=1)[3]
+    with pytest.raises(RuntimeError, match="!= default program's loss"):
+        bc.same_loss(default, other_data, st0, key, data)

@@ -33,8 +33,8 @@ def test_tuned_env_keeps_the_users_values_and_adds_only_missing_names():
 @pytest.mark.parametrize("env, libc", [
     ({}, "musl"),                                   # not glibc
     ({}, ""),                                       # not Linux
-    ({malloc.OPT_OUT: "system"}, "glibc"),          # opted out
-    ({malloc.OPT_OUT: "SYSTEM"}, "glibc"),
+    ({malloc.ENV_VAR: "system"}, "glibc"),          # opted out
+    ({malloc.ENV_VAR: "SYSTEM"}, "glibc"),
     ({malloc.MARKER: ""}, "glibc"),                 # already re-executed: never twice
     ({"GLIBC_TUNABLES": ALL}, "glibc"),             # every name already set
 ])
@@ -43,17 +43,17 @@ def test_tuned_env_does_nothing_when_it_should_not(env, libc):
 
 
 def test_hugepages_choice_adds_only_hugetlb_and_a_bad_choice_is_named():
-    env = malloc.tuned_env({malloc.OPT_OUT: "hugepages"}, libc="glibc")
+    env = malloc.tuned_env({malloc.ENV_VAR: "hugepages"}, libc="glibc")
     assert env["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"
     with pytest.raises(ValueError, match="JAXKIT_MALLOC='fast': must be one of tuned, "
                                          "hugepages, system"):
-        malloc.tuned_env({malloc.OPT_OUT: "fast"}, libc="glibc")
+        malloc.tuned_env({malloc.ENV_VAR: "fast"}, libc="glibc")
 
 
 def test_a_bad_choice_stops_the_command_with_one_line():
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", malloc.MARKER)}
     p = subprocess.run([sys.executable, "-c", "from jaxkit import malloc; malloc.reexec()"],
-                       env={**env, malloc.OPT_OUT: "fast"}, capture_output=True, text=True)
+                       env={**env, malloc.ENV_VAR: "fast"}, capture_output=True, text=True)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
         "error: JAXKIT_MALLOC='fast': must be one of tuned, hugepages, system"]
@@ -107,10 +107,10 @@ def _run(env):
 @pytest.mark.skipif(malloc.tuned_env({}) is None, reason="not Linux with glibc")
 def test_reexec_makes_a_freed_large_block_reusable_without_page_faults():
     base = {k: v for k, v in os.environ.items()
-            if k not in ("GLIBC_TUNABLES", malloc.MARKER, malloc.OPT_OUT)}
+            if k not in ("GLIBC_TUNABLES", malloc.MARKER, malloc.ENV_VAR)}
     tuned = _run(base)
     assert tuned["state"] == {"glibc_tunables": ALL, "set_by_jaxkit": True}
-    system = _run({**base, malloc.OPT_OUT: "system"})
+    system = _run({**base, malloc.ENV_VAR: "system"})
     assert system["state"] == {"glibc_tunables": None, "set_by_jaxkit": False}
     # the system allocator maps the block afresh each round; under the tunables the
     # second round reuses the first round's pages

@@ -15,8 +15,11 @@ system time in each 2.8 s gpt-medium step, and 12,000 faults in each gpt-small s
 (one line) the buffer comes from the heap and stays mapped between calls:
 
 - ``mmap_max=0``: no allocation is served by ``mmap``;
-- ``arena_max=1``: every thread allocates from the main heap (a secondary arena falls back
-  to ``mmap`` for a block larger than its 64 MiB heaps, whatever ``mmap_max`` says);
+- ``arena_max=1``: every thread allocates from the main heap. XLA runs a program on a
+  thread of its pool, whose secondary arena falls back to ``mmap`` for a block larger
+  than its 64 MiB heaps, whatever ``mmap_max`` says: without this setting ``strace``
+  still shows one 1.27 GB ``mmap`` per gpt-medium step. It is also the setting that
+  costs compile-dominated runs their extra system time (below);
 - ``trim_threshold``: free memory at the top of the heap goes back to the system only past
   8 GiB;
 - ``hugetlb=1``: the heap is backed by transparent huge pages (``madvise``), 512 times
@@ -31,8 +34,9 @@ to the system after each call, and faulting it in again costs 2 MiB pages instea
 4 KiB ones (650-1,250 faults and 0.12-0.19 s of system time per gpt-medium step instead
 of 320,000 and 0.8 s), but it gains nothing when other work runs between calls (the
 benchmarks' alternation with a peer), and compile-dominated runs (the QUICK pipelines)
-pay 3-4 s more system time under the tuned heap than under either of the others
-(benchmarks/RESULTS.md).
+pay 2-4 s more system time under the tuned heap than under either of the others; the
+three other tunables without ``arena_max=1`` pay none of it, but they leave the step's
+buffer to ``mmap`` as above (benchmarks/RESULTS.md).
 
 The dynamic loader reads ``GLIBC_TUNABLES`` when a process starts, so a running Python
 cannot change them. :func:`reexec` starts the same command line again, once, with the

@@ -73,33 +73,41 @@ def test_peer_env_drops_the_tunables_jaxkit_added(monkeypatch):
     assert "GLIBC_TUNABLES" not in env and malloc.MARKER not in env
 
 
-# Allocates a block of 64 MiB (above glibc's largest mmap threshold, 32 MiB), touches every
-# page, frees it, and does it again: the second round's minor page faults say whether the
-# freed block was reused (a few) or given back to the system and faulted in again
-# (about 16k at 4 KiB pages).
+# Allocates a block of ``MiB`` MiB (64: above glibc's largest mmap threshold, 32 MiB),
+# touches every page, frees it, and does it again, in the main thread or (``thread``) in
+# one other thread, as XLA runs a program on a thread of its pool: the second round's
+# minor page faults say whether the freed block was reused (a few) or given back to the
+# system and faulted in again (about 256 per MiB at 4 KiB pages).
 _FAULTS = textwrap.dedent("""
-    import ctypes, json, os, resource, sys
+    import ctypes, json, os, resource, sys, threading
     from jaxkit import malloc
     malloc.reexec()
     libc = ctypes.CDLL("libc.so.6")
     libc.malloc.restype = ctypes.c_void_p
     libc.free.argtypes = [ctypes.c_void_p]
     libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
-    n = 64 << 20
+    n = int(sys.argv[2]) << 20
     faults = []
-    for _ in range(2):
-        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        p = libc.malloc(n)
-        libc.memset(p, 1, n)
-        libc.free(p)
-        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    def rounds():
+        for _ in range(2):
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            p = libc.malloc(n)
+            libc.memset(p, 1, n)
+            libc.free(p)
+            faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    if sys.argv[1] == "thread":
+        t = threading.Thread(target=rounds)
+        t.start()
+        t.join()
+    else:
+        rounds()
     print(json.dumps(dict(faults=faults, state=malloc.state())))
 """)
 
 
-def _run(env):
-    p = subprocess.run([sys.executable, "-c", _FAULTS], env=env, capture_output=True,
-                       text=True, timeout=120)
+def _run(env, where="main", mib=64):
+    p = subprocess.run([sys.executable, "-c", _FAULTS, where, str(mib)], env=env,
+                       capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -115,4 +123,22 @@ def test_reexec_makes_a_freed_large_block_reusable_without_page_faults():
     # the system allocator maps the block afresh each round; under the tunables the
     # second round reuses the first round's pages
     assert system["faults"][1] > 4000, system
+    assert tuned["faults"][1] < 500, tuned
+
+
+@pytest.mark.skipif(malloc.tuned_env({}) is None, reason="not Linux with glibc")
+def test_a_block_beyond_a_threads_arena_is_reused_only_with_one_arena():
+    """``arena_max=1`` is what keeps a block allocated off the main thread on the heap: a
+    secondary arena's heaps hold 64 MiB at most, and glibc serves a larger block there with
+    ``mmap`` whatever ``mmap_max`` says (jaxkit/malloc.py)."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("GLIBC_TUNABLES", malloc.MARKER, malloc.ENV_VAR)}
+    tuned = _run(base, "thread", 96)
+    assert tuned["state"]["set_by_jaxkit"], tuned
+    # the other tunables without arena_max=1 (and without huge pages, so that the faults
+    # count 4 KiB pages): the thread's block is mapped afresh each round
+    no_arena = _run({**base, malloc.ENV_VAR: "system", "GLIBC_TUNABLES":
+                     "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=8589934592"},
+                    "thread", 96)
+    assert no_arena["faults"][1] > 96 * 200, no_arena
     assert tuned["faults"][1] < 500, tuned

@@ -33,10 +33,10 @@ there (25 steps). ``JAXKIT_MALLOC=hugepages`` keeps only ``hugetlb=1``: memory g
 to the system after each call, and faulting it in again costs 2 MiB pages instead of
 4 KiB ones (650-1,250 faults and 0.12-0.19 s of system time per gpt-medium step instead
 of 320,000 and 0.8 s), but it gains nothing when other work runs between calls (the
-benchmarks' alternation with a peer), and compile-dominated runs (the QUICK pipelines)
-pay 2-4 s more system time under the tuned heap than under either of the others; the
-three other tunables without ``arena_max=1`` pay none of it, but they leave the step's
-buffer to ``mmap`` as above (benchmarks/RESULTS.md).
+benchmarks' alternation with a peer). Compile-dominated runs (the QUICK pipelines) pay
+2-4 s more system time under the tuned heap than under either of the others; the three
+other tunables without ``arena_max=1`` pay none of it, but leave the step's buffer to
+``mmap`` as above (benchmarks/RESULTS.md).
 
 The dynamic loader reads ``GLIBC_TUNABLES`` when a process starts, so a running Python
 cannot change them. :func:`reexec` starts the same command line again, once, with the

@@ -105,6 +105,12 @@ _FAULTS = textwrap.dedent("""
 """)
 
 
+def _clean_env():
+    """This process's environment without the allocator's variables."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("GLIBC_TUNABLES", malloc.MARKER, malloc.ENV_VAR)}
+
+
 def _run(env, where="main", mib=64):
     p = subprocess.run([sys.executable, "-c", _FAULTS, where, str(mib)], env=env,
                        capture_output=True, text=True, timeout=120)
@@ -114,8 +120,7 @@ def _run(env, where="main", mib=64):
 
 @pytest.mark.skipif(malloc.tuned_env({}) is None, reason="not Linux with glibc")
 def test_reexec_makes_a_freed_large_block_reusable_without_page_faults():
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("GLIBC_TUNABLES", malloc.MARKER, malloc.ENV_VAR)}
+    base = _clean_env()
     tuned = _run(base)
     assert tuned["state"] == {"glibc_tunables": ALL, "set_by_jaxkit": True}
     system = _run({**base, malloc.ENV_VAR: "system"})
@@ -131,14 +136,14 @@ def test_a_block_beyond_a_threads_arena_is_reused_only_with_one_arena():
     """``arena_max=1`` is what keeps a block allocated off the main thread on the heap: a
     secondary arena's heaps hold 64 MiB at most, and glibc serves a larger block there with
     ``mmap`` whatever ``mmap_max`` says (jaxkit/malloc.py)."""
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("GLIBC_TUNABLES", malloc.MARKER, malloc.ENV_VAR)}
+    base = _clean_env()
     tuned = _run(base, "thread", 96)
     assert tuned["state"]["set_by_jaxkit"], tuned
     # the other tunables without arena_max=1 (and without huge pages, so that the faults
     # count 4 KiB pages): the thread's block is mapped afresh each round
-    no_arena = _run({**base, malloc.ENV_VAR: "system", "GLIBC_TUNABLES":
-                     "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=8589934592"},
+    rest = ":".join(f"{k}={v}" for k, v in malloc.TUNABLES.items()
+                    if k not in ("glibc.malloc.arena_max", "glibc.malloc.hugetlb"))
+    no_arena = _run({**base, malloc.ENV_VAR: "system", "GLIBC_TUNABLES": rest},
                     "thread", 96)
     assert no_arena["faults"][1] > 96 * 200, no_arena
     assert tuned["faults"][1] < 500, tuned

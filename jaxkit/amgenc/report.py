@@ -36,6 +36,7 @@ import numpy as np
 from jaxkit import stats
 from jaxkit.claims import Claim
 from jaxkit.io import atomic_open
+from jaxkit.plotting import legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
 
 from . import glass
@@ -121,16 +122,15 @@ def figure(ev: Evaluation, trained: Trained, out: Path, prefix: str = "amgenc") 
         ax.plot(c["r"], c[name], lw=1, label=name)
     ax.set_xlabel("r (A)")
     ax.set_ylabel("total g(r)")
-    ax.legend(fontsize=6)
     ax = axes[0, 1]
     a = ev.angle_curves
-    ax.plot(a["degrees"], a["reference"], "k", lw=2, label="reference")
+    ax.plot(a["degrees"], a["reference"], "k", lw=2, label="reference (held-out glass)")
     ax.plot(a["degrees"], a["uniform random"], ":", color="grey", label="uniform random")
     for name in (AMGENC_ARM, RELAXED):
         ax.plot(a["degrees"], a[name], lw=1, label=name)
     ax.set_xlabel(f"O-T-O angle (deg), T-O < {ANGLE_CUTOFF} A")
     ax.set_ylabel("density per degree")
-    ax.legend(fontsize=6)
+    legend_outside(fig, where="below", fontsize=6)  # one legend for both panels
     ax = axes[0, 2]
     ax.plot(trained.losses, lw=0.8)
     ax.set_xlabel("Adam step")

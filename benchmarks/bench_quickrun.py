@@ -12,6 +12,11 @@ compiled programs between pipelines; this benchmark isolates each one).
     python benchmarks/bench_quickrun.py --json quickrun.json            # all, cold + warm
     python benchmarks/bench_quickrun.py --only tempbench,amgenc --quick # cold only
     python benchmarks/bench_quickrun.py --dry-run                       # the commands
+    python benchmarks/bench_quickrun.py --all-jobs 1,2 --json all.json  # the one command
+
+``--all-jobs N,M`` times instead the newcomer's one command, ``jaxkit run all --quick
+--jobs N`` (cold cache, in one process or N workers: jaxkit/jobs.py), once per value, and
+checks that every value printed the same verdict line for every pipeline.
 
 (``jaxkit bench quickrun`` runs it too.) Under load the CPU column is the fairer number.
 """
@@ -78,6 +83,40 @@ def run_one(name: str, out: Path, cache: Path, timeout: float) -> dict:
             "verdicts": m.group(1).strip() if m else None, "log": str(log)}
 
 
+def all_command(jobs: int, out: Path) -> list[str]:
+    """The child command of ``jaxkit run all --quick --jobs JOBS`` into ``out``."""
+    return [sys.executable, "-m", "jaxkit.cli", "run", "all", "--quick", "--jobs", str(jobs),
+            "--out", str(out), "--fresh", "--force"]
+
+
+def verdict_lines(text: str) -> dict[str, str]:
+    """``{pipeline: verdicts}`` from the ``[ i/N] NAME  SECONDSs  VERDICTS`` lines of a
+    ``run all`` log (FAILED lines give ``"FAILED"``)."""
+    out = {}
+    for m in re.finditer(r"^\[\s*\d+/\d+\] (\S+)\s+(?:[\d.]+s\s+(.+)|.*FAILED.*)$", text,
+                         re.M):
+        out[m.group(1)] = (m.group(2) or "FAILED").strip()
+    return out
+
+
+def run_all(jobs: int, work: Path, timeout: float) -> dict:
+    """``jaxkit run all --quick --jobs JOBS`` once, cold (its own empty cache):
+    ``{wall_s, cpu_s, rc, verdicts: {pipeline: line}, log}``."""
+    out, cache = work / f"all-jobs{jobs}", work / f"xla-cache-all-jobs{jobs}"
+    log = work / f"all-jobs{jobs}.log"
+    work.mkdir(parents=True, exist_ok=True)
+    c0, t0 = _cpu_children(), time.perf_counter()
+    try:
+        with log.open("w") as fh:
+            rc = subprocess.run(all_command(jobs, out), env=child_env(cache), stdout=fh,
+                                stderr=subprocess.STDOUT, timeout=timeout, cwd=ROOT).returncode
+    except subprocess.TimeoutExpired:
+        rc = "timeout"
+    wall, cpu = time.perf_counter() - t0, _cpu_children() - c0
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "rc": rc,
+            "verdicts": verdict_lines(log.read_text(errors="replace")), "log": str(log)}
+
+
 def table(results: dict[str, dict], modes) -> str:
     """The Markdown table: one row per pipeline, wall and CPU per mode, then the total."""
     head = ["pipeline"] + [f"{m} {k}" for m in modes for k in ("wall s", "CPU s")] + ["verdicts"]
@@ -118,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  "temporary one)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the commands and write the JSON plan, run nothing")
+    p.add_argument("--all-jobs", metavar="N,M", help="time `jaxkit run all --quick --jobs "
+                   "N` (cold) once per value instead of each pipeline alone")
     args = p.parse_args(argv)
     chosen = [c.strip() for c in args.only.split(",") if c.strip()]
     bad = sorted(set(chosen) - set(names))
@@ -127,11 +168,23 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--json {args.json}: is a folder; give a file name")
     if args.timeout <= 0:
         p.error("--timeout must be > 0")
+    try:
+        all_jobs = [int(j) for j in args.all_jobs.split(",")] if args.all_jobs else []
+    except ValueError:
+        p.error(f"--all-jobs must be comma-separated integers; got {args.all_jobs!r}")
+    if any(j < 1 for j in all_jobs):
+        p.error(f"--all-jobs values must be >= 1; got {args.all_jobs!r}")
     modes = MODES[:1] if args.quick else MODES
     work = Path(args.work) if args.work else (
         Path(tempfile.gettempdir()) / "jaxkit-quickrun-DIR" if args.dry_run
         else Path(tempfile.mkdtemp(prefix="jaxkit-quickrun-")))
     cache = work / "xla-cache"
+    if args.dry_run and all_jobs:
+        for j in all_jobs:
+            print(" ".join(all_command(j, work / f"all-jobs{j}")))
+        return 0
+    if all_jobs:
+        return main_all(all_jobs, work, args)
     if args.dry_run:
         plan = {n: {m: command(n, work / m / n) for m in modes} for n in chosen}
         for n in chosen:
@@ -172,6 +225,38 @@ def main(argv: list[str] | None = None) -> int:
                                      "wall_s": wall, "load_average": load})
         print(f"wrote {args.json}")
     return 0 if all(r.get("rc") == 0 for res in results.values() for r in res.values()) else 1
+
+
+def main_all(all_jobs: list[int], work: Path, args) -> int:
+    """``--all-jobs``: the one command per value, its table, the verdicts compared."""
+    load = {"start": os.getloadavg()[0]}
+    runs = {}
+    for j in all_jobs:
+        runs[j] = r = run_all(j, work, args.timeout * len(pipelines()))
+        print(f"run all --quick --jobs {j}: {r['wall_s']:.1f}s wall {r['cpu_s']:.1f}s CPU "
+              f"rc={r['rc']}", flush=True)
+    load["end"] = os.getloadavg()[0]
+    base = runs[all_jobs[0]]
+    lines = ["| `--jobs` | wall s | CPU s | rc | wall / first |", "|---|---|---|---|---|"]
+    lines += [f"| {j} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['rc']} | "
+              f"{r['wall_s'] / base['wall_s']:.2f} |" for j, r in runs.items()]
+    md = "\n".join(lines)
+    differ = sorted({n for r in runs.values() for n in r["verdicts"]
+                     if r["verdicts"].get(n) != base["verdicts"].get(n)})
+    print(md)
+    print("verdict lines: " + ("identical for every pipeline" if not differ
+                               else "differ for " + ", ".join(differ)))
+    if busy(load, os.cpu_count() or 1):
+        print("warning: the load average was above the core count", file=sys.stderr)
+    if args.json:
+        from jaxkit import bench
+
+        env = bench.environment(peers=(), roofline=False)
+        bench.write_json(args.json, {"environment": env, "all_jobs": runs,
+                                     "verdicts_differ": differ, "table_markdown": md,
+                                     "load_average": load})
+        print(f"wrote {args.json}")
+    return 0 if not differ and all(r["rc"] == 0 for r in runs.values()) else 1
 
 
 if __name__ == "__main__":

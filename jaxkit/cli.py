@@ -426,6 +426,10 @@ def run(
     force: Annotated[bool, typer.Option(
         help="run into a folder that holds a report of a different seed, configuration "
              "or mode")] = False,
+    jobs: Annotated[int | None, typer.Option(
+        help="with 'all': how many pipelines run at once, each in a process of its own "
+             "(its output in OUT/NAME/run.log); default one per CPU core, at most 4, for "
+             "--quick on the CPU, else 1")] = None,
 ):
     """Run a pipeline (or all of them) and write report.md plus PNG figures.
 
@@ -461,61 +465,101 @@ def run(
         the_mesh = make_mesh(axes)
     except ValueError as e:
         _fail(f"--mesh {mesh}: {e}")
+    from .jobs import portable
+
+    n_jobs = _n_jobs(jobs, todo, all_=all_, quick=quick)
+    if n_jobs > 1 and (alone := [n for n in todo if not portable(entries[n].run)]):
+        n_jobs = 1  # a worker could not find these pipelines
+        if jobs is not None:
+            err_console.print(f"--jobs {jobs}: the function of {', '.join(alone)} is not at "
+                              f"the top level of an importable module; running one at a time")
     out_dir.mkdir(parents=True, exist_ok=True)
     commit = _git_commit()
     atomic_write(out_dir / "run.json", json.dumps(dict(
         record, status="running", invocations=[*record["invocations"], dict(
-            started=started, status="running", commit=commit, fresh=fresh,
+            started=started, status="running", commit=commit, fresh=fresh, jobs=n_jobs,
             malloc=malloc.state())]), indent=2)
                  + "\n")
-    results, failed, contexts = [], [], []
-    t_all = time.perf_counter()
-    if all_:
-        console.print(f"running {len(todo)} pipelines ({'quick' if quick else 'full'}); "
-                      "verdicts: Y yes, N no, ? not shown, - not tested at this size",
-                      soft_wrap=True)
-    width = max(map(len, todo))
+    from .jobs import LOG
     from .log import make_progress, use_progress
 
     try:
-        progress = make_progress(err_console)
+        progress = make_progress(err_console)  # checks JAXKIT_PROGRESS for the workers too
     except ValueError as e:
         _fail(str(e))
-    with progress if progress is not None else contextlib.nullcontext(), \
-            use_progress(progress):
-        for i, n in enumerate(todo, 1):
-            ctx = registry.RunContext(out_dir=out_dir / n if all_ else out_dir,
-                                      config=configs[n], quick=quick, seed=seed,
-                                      mesh=the_mesh, progress=progress, resume=not fresh)
-            contexts.append(_Ran(n, ctx.reloaded))
-            ctx.out_dir.mkdir(parents=True, exist_ok=True)
-            if fresh and (gone := _clear_checkpoints(ctx.out_dir)) is not None:
-                err_console.print(f"--fresh: removed the previous run's checkpoints ({gone})")
-            t0 = time.perf_counter()
-            try:
-                res = entries[n].run(ctx)
-            except Exception as e:  # with 'all', one failure does not stop the others
-                if not all_:
-                    raise
-                failed.append(n)
-                console.print(f"[{i:>2}/{len(todo)}] {n:<{width}} [red]FAILED[/] after "
-                              f"{time.perf_counter() - t0:.1f}s: "
-                              f"{escape(type(e).__name__ + ': ' + str(e))}", soft_wrap=True)
-                continue
-            if entries[n].title is not None:
-                res.title = entries[n].title
-            res.metrics.setdefault("wall_s", time.perf_counter() - t0)
-            results.append(res)
-            for w in res.warnings:
-                err_console.print(f"[yellow]warning ({n}):[/] {escape(w)}", soft_wrap=True)
-            dt = time.perf_counter() - t0
-            console.print(f"[{i:>2}/{len(todo)}] {n:<{width}} {dt:7.1f}s  "
-                          f"{escape(_claims_line(res.claims))}", soft_wrap=True, highlight=False)
+    ran, failed, contexts = {}, [], []  # ran: name -> result
+    t_all = time.perf_counter()
+    if all_:
+        console.print(f"running {len(todo)} pipelines ({'quick' if quick else 'full'}"
+                      + (f", {n_jobs} at a time, each one's output in OUT/NAME/{LOG}"
+                         if n_jobs > 1 else "")
+                      + "); verdicts: Y yes, N no, ? not shown, - not tested at this size",
+                      soft_wrap=True)
+    width = max(map(len, todo))
+
+    def done(n: str, res, dt: float) -> None:
+        if entries[n].title is not None:
+            res.title = entries[n].title
+        res.metrics.setdefault("wall_s", dt)
+        ran[n] = res
+        for w in res.warnings:
+            err_console.print(f"[yellow]warning ({n}):[/] {escape(w)}", soft_wrap=True)
+        console.print(f"[{len(ran) + len(failed):>2}/{len(todo)}] {n:<{width}} {dt:7.1f}s  "
+                      f"{escape(_claims_line(res.claims))}", soft_wrap=True, highlight=False)
+
+    def fail(n: str, error: str, dt: float) -> None:
+        failed.append(n)
+        console.print(f"[{len(ran) + len(failed):>2}/{len(todo)}] {n:<{width}} [red]FAILED"
+                      f"[/] after {dt:.1f}s: {escape(error)}", soft_wrap=True)
+
+    def fresh_start(d: Path) -> None:
+        if fresh and (gone := _clear_checkpoints(d)) is not None:
+            err_console.print(f"--fresh: removed the previous run's checkpoints ({gone})")
+
+    if n_jobs > 1:
+        import jax
+
+        from . import config as jconfig
+        from .jobs import Job, run_jobs
+
+        cache = None if jconfig.compile_cache_disabled() else jax.config.jax_compilation_cache_dir
+        specs = [Job(n, entries[n].run, configs[n], out_dir / n, quick, seed, axes,
+                     not fresh, cache or None, bool(jax.config.jax_enable_x64))
+                 for n in todo]
+        for job in specs:
+            fresh_start(job.out_dir)
+        for o in run_jobs(specs, n_jobs, on_done=lambda o: (
+                fail(o.name, o.error, o.seconds) if o.result is None
+                else done(o.name, o.result, o.seconds))):
+            contexts.append(_Ran(o.name, o.reloaded))
+        failed.sort(key=todo.index)
+    else:
+        with progress if progress is not None else contextlib.nullcontext(), \
+                use_progress(progress):
+            for n in todo:
+                ctx = registry.RunContext(out_dir=out_dir / n if all_ else out_dir,
+                                          config=configs[n], quick=quick, seed=seed,
+                                          mesh=the_mesh, progress=progress,
+                                          resume=not fresh)
+                contexts.append(_Ran(n, ctx.reloaded))
+                ctx.out_dir.mkdir(parents=True, exist_ok=True)
+                fresh_start(ctx.out_dir)
+                t0 = time.perf_counter()
+                try:
+                    res = entries[n].run(ctx)
+                except Exception as e:  # with 'all', one failure does not stop the others
+                    if not all_:
+                        raise
+                    fail(n, type(e).__name__ + ": " + str(e), time.perf_counter() - t0)
+                    continue
+                done(n, res, time.perf_counter() - t0)
+    results = [ran[n] for n in todo if n in ran]
     report = write_report(out_dir, results, quick=quick, seed=seed)
     wall = time.perf_counter() - t_all
     status = "failed" if failed else "done"
     this = dict(started=started, wall_s=round(wall, 1), status=status, commit=commit,
-                fresh=fresh, reloaded={r.name: r.reloaded for r in contexts if r.reloaded},
+                fresh=fresh, jobs=n_jobs,
+                reloaded={r.name: r.reloaded for r in contexts if r.reloaded},
                 malloc=malloc.state())
     atomic_write(out_dir / "run.json", json.dumps(
         dict(record, status=status, wall_s=wall, failed=failed,
@@ -558,6 +602,26 @@ def bench(
     spec.loader.exec_module(mod)
     argv = (["--json", str(json_out)] if json_out else []) + (["--quick"] if quick else [])
     raise typer.Exit(int(mod.main(argv) or 0))
+
+
+def _n_jobs(jobs: int | None, todo: list[str], *, all_: bool, quick: bool) -> int:
+    """The pipelines ``run`` runs at once: ``--jobs`` checked, or :func:`jobs.default_jobs`
+    for 'all' (one at a time for a single pipeline)."""
+    import jax
+
+    from .jobs import default_jobs
+
+    if jobs is None:
+        return default_jobs(len(todo), quick=quick, backend=jax.default_backend(),
+                            processes=jax.process_count()) if all_ else 1
+    if jobs < 1:
+        _fail(f"--jobs must be >= 1; got {jobs}")
+    if jobs > 1 and not all_:
+        _fail(f"--jobs {jobs}: runs the pipelines of 'all' at once; {todo[0]} is one pipeline")
+    if jobs > 1 and jax.process_count() > 1:
+        _fail(f"--jobs {jobs}: not across hosts (--distributed runs each pipeline as one "
+              f"program of all {jax.process_count()} processes); use --jobs 1")
+    return min(jobs, len(todo))
 
 
 def _parse_mesh(spec: str) -> dict[str, int]:

@@ -106,6 +106,22 @@ def test_quickrun_finds_the_pipelines_and_plans_cold_and_warm(tmp_path, capsys):
     assert "JAXKIT_NO_COMPILE_CACHE" not in env
 
 
+def test_quickrun_all_jobs_plans_the_one_command_and_reads_its_lines(tmp_path, capsys):
+    q = _quickrun()
+    assert q.main(["--all-jobs", "1,2", "--dry-run", "--work", str(tmp_path)]) == 0
+    cmds = capsys.readouterr().out.splitlines()
+    assert [c.split()[2:9] for c in cmds] == [
+        ["jaxkit.cli", "run", "all", "--quick", "--jobs", j, "--out"] for j in ("1", "2")]
+    with pytest.raises(SystemExit):
+        q.main(["--all-jobs", "0", "--dry-run"])
+    log = ("running 2 pipelines (quick, 2 at a time, ...); verdicts: Y yes\n"
+           "[ 1/2] ballad          56.5s  NY? (1 yes, 1 no, 1 not shown)\n"
+           "warning (x): y\n"
+           "[ 2/2] amgenc     [red]FAILED after 3.0s: RuntimeError: boom\n")
+    assert q.verdict_lines(log) == {"ballad": "NY? (1 yes, 1 no, 1 not shown)",
+                                    "amgenc": "FAILED"}
+
+
 def test_quickrun_table_sums_modes():
     q = _quickrun()
     res = {"a": {"cold": dict(wall_s=10.0, cpu_s=8.0, rc=0, verdicts="YN (1 yes, 1 no)"),

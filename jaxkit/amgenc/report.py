@@ -118,8 +118,9 @@ def figure(ev: Evaluation, trained: Trained, out: Path, prefix: str = "amgenc") 
     ax = axes[0, 0]
     ax.plot(c["r"], c["reference"], "k", lw=2, label="reference (held-out glass)")
     ax.plot(c["r"], c["uniform random"], ":", color="grey", label="uniform random")
+    colour = {}  # one colour per arm in both panels (they share one legend)
     for name in ev.rows:
-        ax.plot(c["r"], c[name], lw=1, label=name)
+        colour[name] = ax.plot(c["r"], c[name], lw=1, label=name)[0].get_color()
     ax.set_xlabel("r (A)")
     ax.set_ylabel("total g(r)")
     ax = axes[0, 1]
@@ -127,7 +128,7 @@ def figure(ev: Evaluation, trained: Trained, out: Path, prefix: str = "amgenc") 
     ax.plot(a["degrees"], a["reference"], "k", lw=2, label="reference (held-out glass)")
     ax.plot(a["degrees"], a["uniform random"], ":", color="grey", label="uniform random")
     for name in (AMGENC_ARM, RELAXED):
-        ax.plot(a["degrees"], a[name], lw=1, label=name)
+        ax.plot(a["degrees"], a[name], lw=1, label=name, color=colour.get(name))
     ax.set_xlabel(f"O-T-O angle (deg), T-O < {ANGLE_CUTOFF} A")
     ax.set_ylabel("density per degree")
     legend_outside(fig, where="below", fontsize=6)  # one legend for both panels

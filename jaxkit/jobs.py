@@ -47,7 +47,7 @@ class Job:
     name: str
     run: Callable  # the pipeline's run(ctx), pickled by reference (module and name)
     config: Any
-    out_dir: Path  # absolute
+    out_dir: Path  # as the parent has it (the worker starts in the parent's folder)
     quick: bool
     seed: int
     mesh: dict[str, int]  # the parsed --mesh
@@ -91,17 +91,17 @@ def portable(run: Callable) -> bool:
         return False
 
 
-def run_jobs(jobs: Sequence[Job], n_at_once: int, *, on_start: Callable[[Job], None] =
-             lambda job: None, on_done: Callable[[Outcome], None] = lambda out: None,
+def run_jobs(jobs: Sequence[Job], n_at_once: int, *,
+             on_done: Callable[[Outcome], None] = lambda out: None,
              poll: float = 0.1) -> list[Outcome]:
-    """Run ``jobs`` in worker processes, at most ``n_at_once`` at a time, in the given
-    order; ``on_start`` and ``on_done`` are called in this process as each starts and
-    ends (in the order they end).
+    """Run ``jobs`` in worker processes, at most ``n_at_once`` at a time, started in the
+    given order; ``on_done`` is called in this process as each ends (in the order they
+    end).
 
     Args:
-        jobs: the pipelines to run.
+        jobs: the pipelines to run (distinct names).
         n_at_once: workers at a time (>= 1).
-        on_start, on_done: callbacks.
+        on_done: the callback.
         poll: seconds between looks at the running workers.
 
     Returns:
@@ -109,13 +109,14 @@ def run_jobs(jobs: Sequence[Job], n_at_once: int, *, on_start: Callable[[Job], N
     """
     if not (isinstance(n_at_once, int) and n_at_once >= 1):
         raise ValueError(f"`n_at_once` must be an int >= 1; got {n_at_once!r}")
+    if len({j.name for j in jobs}) != len(jobs):
+        raise ValueError("`jobs` must have distinct names")
     pending, running, done = list(jobs), {}, {}
     with tempfile.TemporaryDirectory(prefix="jaxkit-jobs-") as tmp:
         try:
             while pending or running:
                 while pending and len(running) < n_at_once:
                     job = pending.pop(0)
-                    on_start(job)
                     running[job.name] = (job, *_start(job, Path(tmp)))
                 time.sleep(poll)
                 for name, (job, proc, result, log, t0) in list(running.items()):

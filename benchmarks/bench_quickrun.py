@@ -65,22 +65,27 @@ def _cpu_children() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_one(name: str, out: Path, cache: Path, timeout: float) -> dict:
-    """One quick run in a subprocess: ``{wall_s, cpu_s, rc, verdicts, log}``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    log = out.parent / f"{out.name}.log"
+def _timed(cmd: list[str], cache: Path, log: Path, timeout: float) -> dict:
+    """Run ``cmd`` with the compilation cache ``cache``, its output to ``log``:
+    ``{wall_s, cpu_s, rc, log}`` (``rc`` "timeout" past ``timeout`` seconds)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
     c0, t0 = _cpu_children(), time.perf_counter()
     try:
         with log.open("w") as fh:
-            rc = subprocess.run(command(name, out), env=child_env(cache), stdout=fh,
-                                stderr=subprocess.STDOUT, timeout=timeout, cwd=ROOT).returncode
+            rc = subprocess.run(cmd, env=child_env(cache), stdout=fh, stderr=subprocess.STDOUT,
+                                timeout=timeout, cwd=ROOT).returncode
     except subprocess.TimeoutExpired:
         rc = "timeout"
     wall, cpu = time.perf_counter() - t0, _cpu_children() - c0
-    text = log.read_text(errors="replace")
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "rc": rc, "log": str(log)}
+
+
+def run_one(name: str, out: Path, cache: Path, timeout: float) -> dict:
+    """One quick run in a subprocess: ``{wall_s, cpu_s, rc, verdicts, log}``."""
+    r = _timed(command(name, out), cache, out.parent / f"{out.name}.log", timeout)
+    text = Path(r["log"]).read_text(errors="replace")
     m = re.search(rf"\] {re.escape(name)}\s+[\d.]+s\s+(.+)$", text, re.M)
-    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "rc": rc,
-            "verdicts": m.group(1).strip() if m else None, "log": str(log)}
+    return dict(r, verdicts=m.group(1).strip() if m else None)
 
 
 def all_command(jobs: int, out: Path) -> list[str]:
@@ -102,19 +107,9 @@ def verdict_lines(text: str) -> dict[str, str]:
 def run_all(jobs: int, work: Path, timeout: float) -> dict:
     """``jaxkit run all --quick --jobs JOBS`` once, cold (its own empty cache):
     ``{wall_s, cpu_s, rc, verdicts: {pipeline: line}, log}``."""
-    out, cache = work / f"all-jobs{jobs}", work / f"xla-cache-all-jobs{jobs}"
-    log = work / f"all-jobs{jobs}.log"
-    work.mkdir(parents=True, exist_ok=True)
-    c0, t0 = _cpu_children(), time.perf_counter()
-    try:
-        with log.open("w") as fh:
-            rc = subprocess.run(all_command(jobs, out), env=child_env(cache), stdout=fh,
-                                stderr=subprocess.STDOUT, timeout=timeout, cwd=ROOT).returncode
-    except subprocess.TimeoutExpired:
-        rc = "timeout"
-    wall, cpu = time.perf_counter() - t0, _cpu_children() - c0
-    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "rc": rc,
-            "verdicts": verdict_lines(log.read_text(errors="replace")), "log": str(log)}
+    r = _timed(all_command(jobs, work / f"all-jobs{jobs}"), work / f"xla-cache-all-jobs{jobs}",
+               work / f"all-jobs{jobs}.log", timeout)
+    return dict(r, verdicts=verdict_lines(Path(r["log"]).read_text(errors="replace")))
 
 
 def table(results: dict[str, dict], modes) -> str:

@@ -38,7 +38,12 @@ of 320,000 and 0.8 s), but it gains nothing when other work runs between calls (
 benchmarks' alternation with a peer). Compile-dominated runs (the QUICK pipelines) pay
 2-4 s more system time under the tuned heap than under either of the others; the three
 other tunables without ``arena_max=1`` pay none of it, but leave the step's buffer to
-``mmap`` as above (benchmarks/RESULTS.md).
+``mmap`` as above (benchmarks/RESULTS.md). The one arena also costs many small programs
+running on several host CPU devices at once, whose threads then share its lock: batched
+FastICA over two host devices took 37-57 ms tuned and 31-36 ms under ``system`` or
+``hugepages``, while the gpt-medium step over two host devices still ran fastest tuned
+(866 against 942 ms under ``hugepages``). A larger ``glibc.malloc.tcache_count`` removed
+the first cost but let the gpt-medium process grow past 24 GB.
 
 The dynamic loader reads ``GLIBC_TUNABLES`` when a process starts, so a running Python
 cannot change them. :func:`reexec` starts the same command line again, once, with the

@@ -388,7 +388,8 @@ def _fake(ratio, rand, single_ratio, recall_hits, other_before, other_after):
                 after=dict(correct=np.r_[recall_hits, other_after], recall=recall_hits.mean(),
                            other=other_after.mean()),
                 probe=dict(recall=1.0), cls=7, chance=0.1, y_test=y,
-                seed_recall=np.full(S, recall_hits.mean()), seed_other=np.ones(S))
+                seed_recall=recall_hits.mean() + 0.01 * np.arange(S),
+                seed_other=other_after.mean() + 0.001 * np.arange(S))
     return models, {"mlp-cnn": (["mlp", "cnn"], pa)}, dict(ratio=single_ratio), surg
 
 
@@ -412,6 +413,25 @@ def test_claims_can_say_yes_and_no():
     assert [c.verdict for c in cl if "89-98%" in c.claim][:2] == ["no", "no"]
     assert [c.verdict for c in cl if "F1" in c.claim] == ["no"]
     assert all(c.verdict == "no" for c in cl if "beats" in c.claim or "Surgery" in c.claim)
+
+
+def test_surgery_claims_take_the_transcoder_seeds_as_replicates():
+    """Per image the other classes lose 10% (a decisive "no" over 100 images), but the
+    three transcoder seeds disagree (0.71, 0.94, 0.85 against 0.94 before): not shown."""
+    rng = np.random.default_rng(1)
+    good = 0.95 + 0.01 * rng.standard_normal((3, 2, 10))
+    models, pairs, single, surg = _fake(good, good - 0.3, good - 0.4, np.ones(30),
+                                        np.ones(100), np.r_[np.zeros(10), np.ones(90)])
+    surg["before"]["other"] = 0.94
+    surg["seed_other"] = np.array([0.707, 0.940, 0.853])
+    cl = report.claims(QUICK, models, pairs, single, surg)
+    (unchanged,) = [c for c in cl if "unchanged" in c.claim]
+    assert unchanged.verdict == "not shown" and "n=3" in unchanged.test
+    assert "0.707, 0.940, 0.853" in unchanged.note
+    surg["seed_other"] = np.array([0.700, 0.705, 0.71])  # all seeds lose 0.23-0.24: "no"
+    (unchanged,) = [c for c in report.claims(QUICK, models, pairs, single, surg)
+                    if "unchanged" in c.claim]
+    assert unchanged.verdict == "no"
 
 
 @pytest.mark.slow

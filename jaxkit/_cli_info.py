@@ -117,14 +117,13 @@ def info_table():
     t.add_row("backend", jax.default_backend())
     t.add_row("devices", f"{len(devs)} x {devs[0].device_kind} "
                          f"({jax.local_device_count()} local)")
-    kinds: dict[str, int] = {}
+    kinds: dict[str, list] = {}  # "platform: kind" -> its devices
     for d in devs:
-        kinds[f"{d.platform}: {d.device_kind}"] = kinds.get(f"{d.platform}: {d.device_kind}",
-                                                            0) + 1
-    for k, c in kinds.items():
-        mem = ""
-        try:
-            stats = devs[0].memory_stats() or {}
+        kinds.setdefault(f"{d.platform}: {d.device_kind}", []).append(d)
+    for k, group in kinds.items():
+        c, mem = len(group), ""
+        try:  # the memory of a device of this kind (not of the first device)
+            stats = group[0].memory_stats() or {}
             if stats.get("bytes_limit"):
                 mem = f", {stats['bytes_limit'] / 2**30:.1f} GiB each"
         except Exception:  # CPU devices have no memory stats

@@ -405,5 +405,5 @@ def decode_step(model: Llama, cache: KVCache, token: jax.Array, index: jax.Array
 
     x0 = embed(model, token[:, None])
     (x, ck, cv), _ = jax.lax.scan(block, (x0, cache.k, cache.v),
-                                  (lw_all, jnp.arange(c.n_layers)))
+                                  (lw_all, jnp.arange(c.n_layers, dtype=jnp.int32)))
     return unembed(model, x[:, 0]), KVCache(ck, cv)

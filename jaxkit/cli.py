@@ -312,11 +312,8 @@ def run(
     if show_config:
         typer.echo(_show_config(name, configs, quick), nl=False)
         return
-    out_dir = out or Path("runs") / name
-    record = _run_record(name, configs, quick=quick, seed=seed)
-    _check_out_dir(out_dir, record, force=force)
-    record["invocations"] = [] if fresh else _previous_invocations(out_dir, record)
-    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    # every argument checked before the output folder: a bad --jobs or --mesh is named
+    # as such, whatever the folder holds
     from .distributed import make_mesh
     from .report import write_report
 
@@ -328,6 +325,11 @@ def run(
     from .jobs import portable
 
     n_jobs = _n_jobs(jobs, todo, all_=all_, quick=quick)
+    out_dir = out or Path("runs") / name
+    record = _run_record(name, configs, quick=quick, seed=seed)
+    _check_out_dir(out_dir, record, force=force)
+    record["invocations"] = [] if fresh else _previous_invocations(out_dir, record)
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     if n_jobs > 1 and (alone := [n for n in todo if not portable(entries[n].run)]):
         n_jobs = 1  # a worker could not find these pipelines
         if jobs is not None:

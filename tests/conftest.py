@@ -111,3 +111,14 @@ def _compile_setting(cheap: bool):
             os.environ.pop(env, None)
         else:
             os.environ[env] = old_env
+
+
+@pytest.fixture(autouse=True)
+def _own_working_folder(tmp_path_factory, monkeypatch):
+    """Every test runs in an empty folder of its own, never in the checkout: a CLI test
+    that writes its default output folder (``jaxkit run all`` writes ``runs/all``) or
+    anything else relative to the working folder neither touches the clone nor sees what
+    an earlier command left there (the README's main job, run before the tests in the same
+    clone, leaves ``runs/all``, and ``jaxkit run all --jobs 0`` then met that folder).
+    A folder apart from ``tmp_path``, so that tests listing ``tmp_path`` see only theirs."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))

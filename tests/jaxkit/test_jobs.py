@@ -123,12 +123,22 @@ def test_workers_match_the_parent_and_fail_alone(toys, tmp_path):
     assert json.loads((two / "metrics.json").read_text())["job-a"]["x"] == m1["job-a"]["x"]
 
 
-def test_bad_jobs_are_one_clear_line(toys, tmp_path):
-    r = runner.invoke(app, ["run", "all", "--quick", "--jobs", "0"])
-    assert r.exit_code == 2 and "--jobs must be >= 1; got 0" in r.output
-    r = runner.invoke(app, ["run", "job-a", "--quick", "--jobs", "2"])
-    assert r.exit_code == 2 and "runs the pipelines of 'all' at once" in r.output
-    assert len(r.output.strip().splitlines()) == 1
+def test_bad_jobs_are_one_clear_line(toys, tmp_path, monkeypatch):
+    # in a folder where the README's main job ran before (its runs/all holds the report
+    # of another configuration): the bad argument is named, not the folder
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "all").mkdir(parents=True)
+    (tmp_path / "runs" / "all" / "run.json").write_text(json.dumps(
+        {"pipeline": "all", "mode": "quick", "seed": 0, "configs": {"other": {}}}))
+    for args, match in [(["all", "--jobs", "0"], "--jobs must be >= 1; got 0"),
+                        (["job-a", "--jobs", "2"], "runs the pipelines of 'all' at once"),
+                        (["all", "--mesh", "rows=2"], "--mesh axes must be 'data'")]:
+        r = runner.invoke(app, ["run", *args, "--quick"])
+        assert r.exit_code == 2 and match in r.output, (args, r.output)
+        assert len(r.output.strip().splitlines()) == 1
+    # good arguments reach the folder check
+    r = runner.invoke(app, ["run", "all", "--quick", "--jobs", "1"])
+    assert r.exit_code == 2 and "holds a run of a different configs" in r.output
 
 
 def test_default_jobs_and_portability():

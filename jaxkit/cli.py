@@ -110,12 +110,9 @@ def _claims_line(claims) -> str:
     """``YY?- (2 yes, 1 not shown, 1 not tested)``: each claim's verdict, short."""
     if not claims:
         return "no claims"
-    from collections import Counter
+    from .report import verdict_counts
 
-    n = Counter("not tested" if c.verdict.startswith("not tested") else c.verdict
-                for c in claims)
-    order = ("yes", "no", "not shown", "not tested")
-    counts = ", ".join(f"{n[k]} {k}" for k in order if n[k])
+    counts = ", ".join(f"{v} {k}" for k, v in verdict_counts(claims).items() if v)
     return "".join(_short(c.verdict) for c in claims) + f" ({counts})"
 
 
@@ -342,22 +339,35 @@ def run(
             started=started, status="running", commit=commit, fresh=fresh, jobs=n_jobs,
             malloc=malloc.state())]), indent=2)
                  + "\n")
+    from .io import DataError
     from .jobs import LOG
-    from .log import make_progress, use_progress
+    from .log import format_duration, make_progress, use_progress
+    from .report import last_line
 
     try:
         progress = make_progress(err_console)  # checks JAXKIT_PROGRESS for the workers too
     except ValueError as e:
         _fail(str(e))
     ran, failed, contexts = {}, [], []  # ran: name -> result
+    errors: dict[str, str] = {}  # a failed pipeline's error
     t_all = time.perf_counter()
     if all_:
         console.print(f"running {len(todo)} pipelines ({'quick' if quick else 'full'}"
-                      + (f", {n_jobs} at a time, each one's output in OUT/NAME/{LOG}"
-                         if n_jobs > 1 else "")
+                      + (f", {n_jobs} at a time, each one's output in "
+                         f"{out_dir / '<pipeline>' / LOG}" if n_jobs > 1 else "")
                       + "); verdicts: Y yes, N no, ? not shown, - not tested at this size",
-                      soft_wrap=True)
+                      soft_wrap=True, highlight=False)
     width = max(map(len, todo))
+
+    def overall() -> None:
+        """After each finished pipeline of 'all': how many are done, and an ETA."""
+        k = len(ran) + len(failed)
+        if not all_ or k >= len(todo):
+            return
+        el = time.perf_counter() - t_all
+        console.print(f"{'':9}{k}/{len(todo)} finished ({len(failed)} failed), elapsed "
+                      f"{format_duration(el)}, ETA {format_duration(el / k * (len(todo) - k))}",
+                      soft_wrap=True, highlight=False)
 
     def done(n: str, res, dt: float) -> None:
         if entries[n].title is not None:
@@ -368,11 +378,14 @@ def run(
             err_console.print(f"[yellow]warning ({n}):[/] {escape(w)}", soft_wrap=True)
         console.print(f"[{len(ran) + len(failed):>2}/{len(todo)}] {n:<{width}} {dt:7.1f}s  "
                       f"{escape(_claims_line(res.claims))}", soft_wrap=True, highlight=False)
+        overall()
 
     def fail(n: str, error: str, dt: float) -> None:
         failed.append(n)
+        errors[n] = error
         console.print(f"[{len(ran) + len(failed):>2}/{len(todo)}] {n:<{width}} [red]FAILED"
-                      f"[/] after {dt:.1f}s: {escape(error)}", soft_wrap=True)
+                      f"[/] after {dt:.1f}s: {escape(last_line(error))}", soft_wrap=True)
+        overall()
 
     def fresh_start(d: Path) -> None:
         if fresh and (gone := _clear_checkpoints(d)) is not None:
@@ -408,6 +421,11 @@ def run(
                 t0 = time.perf_counter()
                 try:
                     res = entries[n].run(ctx)
+                except DataError as e:  # the user's own data: one line, no traceback
+                    if not all_:
+                        _fail(f"{n}: {' '.join(str(e).split())}")
+                    fail(n, type(e).__name__ + ": " + str(e), time.perf_counter() - t0)
+                    continue
                 except Exception as e:  # with 'all', one failure does not stop the others
                     if not all_:
                         raise
@@ -415,7 +433,9 @@ def run(
                     continue
                 done(n, res, time.perf_counter() - t0)
     results = [ran[n] for n in todo if n in ran]
-    report = write_report(out_dir, results, quick=quick, seed=seed)
+    logs = {n: out_dir / n / LOG for n in failed} if n_jobs > 1 else None
+    report = write_report(out_dir, results, quick=quick, seed=seed,
+                          failed={n: errors[n] for n in failed}, logs=logs, order=todo)
     wall = time.perf_counter() - t_all
     status = "failed" if failed else "done"
     this = dict(started=started, wall_s=round(wall, 1), status=status, commit=commit,
@@ -424,6 +444,7 @@ def run(
                 malloc=malloc.state())
     atomic_write(out_dir / "run.json", json.dumps(
         dict(record, status=status, wall_s=wall, failed=failed,
+             errors={n: last_line(errors[n]) for n in failed},
              invocations=[*record["invocations"], this]), indent=2) + "\n")
     if all_:
         console.print(f"{len(results)}/{len(todo)} pipelines in {wall:.1f}s"

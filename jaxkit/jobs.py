@@ -10,7 +10,12 @@ specification, resume flag, compilation cache and ``jax_enable_x64`` the parent 
 as ``jaxkit run NAME`` would, and pickles what it returned (or the error it raised) to
 ``RESULT``. So a pipeline's results do not depend on ``N`` (tested), and a pipeline that
 fails or dies does not stop the others. A worker's progress lines and anything it prints
-go to ``OUT/NAME/run.log``.
+go to ``OUT/NAME/run.log``, written as it goes: a first line when the pipeline starts, a
+line as each stage starts, ends or reloads, its progress lines, and a last line (the time,
+or the error after its traceback); its standard output is line-buffered (so is that of
+the processes it starts, through ``PYTHONUNBUFFERED``), so nothing waits in a buffer
+until the worker ends. (A pipeline whose trainings each last a few seconds prints no
+progress line, which are periodic: its log used to stay empty until the end.)
 
 Workers run one per CPU core (at most :data:`MAX_AUTO`) by default for quick runs on the
 CPU; full runs, which are compute-bound and hold far more memory, default to one at a
@@ -146,6 +151,7 @@ def _start(job: Job, tmp: Path):
     log = open(job.out_dir / LOG, "w")  # noqa: SIM115 -- closed when the worker ends
     env = dict(os.environ)
     env.setdefault("JAXKIT_PROGRESS", "plain")  # lines in the log, not a bar
+    env["PYTHONUNBUFFERED"] = "1"  # the worker's and its children's prints reach the log now
     proc = subprocess.Popen([sys.executable, "-m", "jaxkit.jobs", str(spec), str(result)],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env=env)
@@ -167,11 +173,20 @@ def _work(spec_path: str, result_path: str) -> int:
     the parent's import path) and pickle ``{"result" | "error", "reloaded", "seconds"}``
     to ``result_path``."""
     t0 = time.perf_counter()
+    with contextlib.suppress(AttributeError, ValueError):  # a stream without reconfigure
+        sys.stdout.reconfigure(line_buffering=True)
     out: dict[str, Any] = {"reloaded": []}
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
     try:
         with open(spec_path, "rb") as f:
             sys.path[:0] = [p for p in pickle.load(f) if p not in sys.path]
             job: Job = pickle.load(f)
+        say(f"jaxkit run {job.name} ({'quick' if job.quick else 'full'}, seed {job.seed}) "
+            f"in {job.out_dir}: started {time.strftime('%Y-%m-%d %H:%M:%S')}, pid "
+            f"{os.getpid()}")
         from . import config, registry
         from .distributed import make_mesh
         from .log import make_progress, quiet_third_party_warnings, use_progress
@@ -186,7 +201,7 @@ def _work(spec_path: str, result_path: str) -> int:
         progress = make_progress()
         ctx = registry.RunContext(out_dir=job.out_dir, config=job.config, quick=job.quick,
                                   seed=job.seed, mesh=make_mesh(job.mesh), progress=progress,
-                                  resume=job.resume)
+                                  resume=job.resume, log=say)
         out["reloaded"] = ctx.reloaded  # the same list, filled as stages reload
         with progress if progress is not None else contextlib.nullcontext(), \
                 use_progress(progress):
@@ -194,9 +209,12 @@ def _work(spec_path: str, result_path: str) -> int:
         code = 0
     except Exception as e:  # reported by the parent as this pipeline's failure
         traceback.print_exc()
+        sys.stderr.flush()
         out["error"] = f"{type(e).__name__}: {e}"
         code = 1
     out["seconds"] = time.perf_counter() - t0
+    say(f"done in {out['seconds']:.1f}s" if code == 0
+        else f"FAILED after {out['seconds']:.1f}s (the traceback above)")
     from .io import atomic_write
 
     atomic_write(result_path, pickle.dumps(out))

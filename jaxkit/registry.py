@@ -50,6 +50,8 @@ class RunContext:
         resume: reuse stages a previous (killed) run of the same configuration saved.
         reloaded: the stages reloaded rather than recomputed, in order.
         started: ``time.perf_counter()`` when the context was made (the run's start).
+        log: ``log(line)`` is told as each stage starts, ends or reloads (a worker of
+            ``run all --jobs`` writes these lines to the pipeline's log); None: silent.
     """
 
     out_dir: Path
@@ -61,6 +63,7 @@ class RunContext:
     resume: bool = True
     reloaded: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter, repr=False, compare=False)
+    log: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         self.out_dir = Path(self.out_dir)
@@ -121,11 +124,19 @@ class RunContext:
             with path.open("rb") as fh:
                 result = pickle.load(fh)
             self.reloaded.append(name)
+            self._say(f"stage {name}: reloaded from {path.name}")
             return result
+        self._say(f"stage {name}: started")
+        t0 = time.perf_counter()
         result = fn()
         with atomic_open(path, "wb") as fh:
             pickle.dump(result, fh)
+        self._say(f"stage {name}: done in {time.perf_counter() - t0:.1f}s")
         return result
+
+    def _say(self, line: str) -> None:
+        if self.log is not None:
+            self.log(f"[{self.elapsed():7.1f}s] {line}")
 
     def track(self, iterable: Iterable, description: str, total: int | None = None):
         """Iterate with a progress bar when a Progress is attached."""

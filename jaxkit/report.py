@@ -1,16 +1,18 @@
 """Markdown reports with PNG figures, written by ``jaxkit run``.
 
-``report.md`` opens with one table of every claim the pipelines that ran tested
-(:func:`jaxkit.claims.claims_table`), then one section per pipeline; ``metrics.json``
-holds each pipeline's metrics and, under ``"claims"``, the claims. Both are written
-atomically.
+``report.md`` opens with the pipelines that failed (each with the last line of its
+error), then one summary line per pipeline (its claims counted by verdict), then one table
+of every claim the pipelines that ran tested (:func:`jaxkit.claims.claims_table`), then one
+section per pipeline; ``metrics.json`` holds each pipeline's metrics and, under
+``"claims"``, the claims. Both are written atomically.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +23,7 @@ from .io import atomic_open, atomic_write
 from .stats import t_interval
 
 __all__ = ["PipelineResult", "markdown_table", "write_report", "new_figure", "save_figure",
-           "t_interval", "FigureWarning"]
+           "t_interval", "FigureWarning", "last_line", "verdict_counts"]
 
 
 @dataclass
@@ -97,15 +99,62 @@ def save_figure(fig, path: Path, *, check: bool = True) -> Path:
     return Path(path)
 
 
+def last_line(error: str) -> str:
+    """The last non-empty line of an error message (``""`` for none)."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+#: the summary's columns: a claim's verdict, short ("not tested at this size": not tested)
+_COUNTED = ("yes", "no", "not shown", "not tested")
+
+
+def verdict_counts(claims: Sequence[Claim]) -> dict[str, int]:
+    """How many ``claims`` have each verdict: ``{"yes": .., "no": .., "not shown": ..,
+    "not tested": ..}`` (every key present)."""
+    n = Counter("not tested" if c.verdict.startswith("not tested") else c.verdict
+                for c in claims)
+    return {k: n[k] for k in _COUNTED}
+
+
+def _summary(results: Sequence[PipelineResult], failed: Mapping[str, str],
+             order: Sequence[str] | None) -> str:
+    """One row per pipeline: ran or failed, its wall time, its claims by verdict."""
+    rows = {r.name: [r.name, "ran", _seconds(r.metrics.get("wall_s")), len(r.claims),
+                     *verdict_counts(r.claims).values()] for r in results}
+    rows.update({n: [n, "**failed**", "", "", "", "", "", ""] for n in failed})
+    names = [n for n in (order or []) if n in rows]
+    names += [n for n in rows if n not in names]
+    return markdown_table(("pipeline", "status", "wall s", "claims", *_COUNTED),
+                          [rows[n] for n in names])
+
+
+def _seconds(v) -> str:
+    try:
+        return f"{float(v):.1f}"
+    except (TypeError, ValueError):
+        return ""
+
+
 def write_report(out_dir: Path, results: Sequence[PipelineResult], *, quick: bool,
-                 seed: int | None = None) -> Path:
+                 seed: int | None = None, failed: Mapping[str, str] | None = None,
+                 logs: Mapping[str, Path] | None = None,
+                 order: Sequence[str] | None = None) -> Path:
     """Assemble ``report.md`` and ``metrics.json`` in ``out_dir``, both atomically.
+
+    ``report.md`` opens with the failed pipelines (the last line of each error, and its
+    log when given), then a summary table (one row per pipeline: ran or failed, wall time,
+    its claims counted by verdict), then the claims table, then each pipeline's section.
 
     Args:
         out_dir: the run's folder; figures must lie inside it.
         results: the results of the pipelines that ran, in order.
         quick: the run used the quick configurations.
         seed: the base seed, stated in the header when given.
+        failed: the pipelines that failed, each with its error message.
+        logs: where a failed pipeline's output is (a file, linked relative to
+            ``out_dir`` when inside it).
+        order: the order of the summary's rows (default: ``results``, then ``failed``).
 
     Returns:
         The path of ``report.md``.
@@ -124,9 +173,26 @@ def write_report(out_dir: Path, results: Sequence[PipelineResult], *, quick: boo
         f"- jax {jax.__version__}, backend {jax.default_backend()}, "
         f"{len(devs)} x {devs[0].device_kind}, {jax.process_count()} process(es)",
         "",
-        "## Claims",
-        "",
     ]
+    failed = dict(failed or {})
+    if failed:
+        parts += ["## Failed pipelines", "",
+                  f"{len(failed)} of {len(failed) + len(results)} pipelines failed; their "
+                  "claims are not in this report.", ""]
+        for n, err in failed.items():
+            msg = (last_line(err) or "no error message").replace("`", "'")
+            line = f"- **{n}**: `{msg}`"
+            if logs and n in logs and str(logs[n]) not in err:
+                log = Path(logs[n])
+                try:
+                    rel = log.resolve().relative_to(out_dir.resolve()).as_posix()
+                    line += f" (output: [{rel}]({rel}))"
+                except ValueError:
+                    line += f" (output: {log})"
+            parts.append(line)
+        parts.append("")
+    parts += ["## Summary", "", _summary(results, failed, order), "",
+              "## Claims", ""]
     claims = [(r.name, c) for r in results for c in r.claims]
     if claims:
         parts += [claims_table([c for _, c in claims], [n for n, _ in claims]), "",

@@ -4,6 +4,7 @@ pipeline, and the persistent compilation cache (on by default, off by flag or en
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -134,4 +135,17 @@ def test_run_all_prints_one_line_per_pipeline_and_carries_on(two_toys, tmp_path)
     assert "1/2 pipelines" in r.output and "failed: toy-b" in r.output
     rec = json.loads((out / "run.json").read_text())
     assert rec["status"] == "failed" and rec["failed"] == ["toy-b"]
-    assert "## Toy A" in (out / "report.md").read_text()
+    assert rec["errors"] == {"toy-b": "RuntimeError: boom"}
+    # after the first pipeline, the overall progress with an ETA (none after the last)
+    at = lines.index(a)
+    assert re.fullmatch(r" +1/2 finished \(0 failed\), elapsed [\d.]+s, ETA [\d.]+s",
+                        lines[at + 1]), lines
+    assert sum("finished (" in ln for ln in lines) == 1
+    # the report opens with the failure, then a summary row per pipeline
+    report = (out / "report.md").read_text()
+    assert "## Toy A" in report
+    assert report.index("## Failed pipelines") < report.index("## Summary") < \
+        report.index("## Claims")
+    assert "- **toy-b**: `RuntimeError: boom`" in report and "output:" not in report
+    assert "| toy-a | ran |" in report and "| 2 | 1 | 0 | 1 | 0 |" in report
+    assert "| toy-b | **failed** |" in report

@@ -4,6 +4,7 @@ worker fails only its own pipeline, and bad settings are one clear line."""
 
 import json
 import os
+import re
 import sys
 import textwrap
 
@@ -114,6 +115,28 @@ def test_workers_match_the_parent_and_fail_alone(toys, tmp_path):
     # each worker's output is in its own folder: progress lines and the traceback
     assert "job-a cells: 3/3 (100%)" in (two / "job-a" / jobs.LOG).read_text()
     assert "RuntimeError: boom" in (two / "job-b" / jobs.LOG).read_text()
+    # the header names the real folder of the logs; after each pipeline but the last,
+    # how many are done and an ETA
+    out2 = " ".join(r2.output.split())
+    assert f"each one's output in {two / '<pipeline>' / jobs.LOG}" in out2
+    assert "OUT/NAME" not in out2
+    progress = [ln.strip() for ln in lines if "finished (" in ln]
+    assert [ln.split(" finished")[0] for ln in progress] == ["1/3", "2/3"]
+    assert all("elapsed" in ln and "ETA" in ln for ln in progress), progress
+    assert "finished (" not in r1.output.split("job-c")[-1]  # none after the last
+    # the report hides nothing: the failures first, then one summary row per pipeline
+    for out, log in ((one, False), (two, True)):
+        report = (out / "report.md").read_text()
+        head = report[:report.index("## Claims")]
+        assert head.index("## Failed pipelines") < head.index("## Summary")
+        assert "- **job-b**: `RuntimeError: boom`" in head
+        assert ("(output: [job-b/run.log](job-b/run.log))" in head) == log
+        assert "- **job-c**: `" in head and head.count("job-c/run.log") == log
+        assert "| job-a | ran |" in head and "| 1 | 1 | 0 | 0 | 0 |" in head
+        assert "| job-b | **failed** |" in head and "| job-c | **failed** |" in head
+    assert "worker exited with code 3 and no result" in report
+    assert json.loads((two / "run.json").read_text())["errors"]["job-b"] == \
+        "RuntimeError: boom"
     # a second invocation resumes: the worker reloads the saved stage, and says so
     r3 = runner.invoke(app, ["run", "all", "--quick", "--jobs", "2", "--out", str(two)],
                        env=ENV)
@@ -184,3 +207,68 @@ def test_pipelines_a_worker_cannot_import_run_in_the_parent(tmp_path):
     assert ("--jobs 2: the function of local-1, local-2 is not at the top level of an "
             "importable module; running one at a time") in " ".join(r.output.split())
     assert f"pid {os.getpid()}" in (tmp_path / "o" / "report.md").read_text()
+
+
+# A pipeline that prints without flushing and reads its own log while it runs, and one
+# whose error has several lines.
+LOGTOYS = '''
+from dataclasses import dataclass
+
+from jaxkit.config import PipelineConfig
+from jaxkit.registry import register
+from jaxkit.report import PipelineResult
+
+
+@dataclass(frozen=True)
+class Cfg(PipelineConfig):
+    n: int = 1
+
+
+@register("log-reader", quick=Cfg(), full=Cfg())
+def run_reader(ctx):
+    print("hello from the pipeline")  # no flush: the worker's stdout is line-buffered
+    ctx.stage("s", lambda: 1)
+    return PipelineResult("log-reader", "R", "read", metrics={
+        "log": (ctx.out_dir / "run.log").read_text()})
+
+
+@register("log-fails", quick=Cfg(), full=Cfg())
+def run_fails(ctx):
+    raise ValueError("the first line of the error\\nthe last line of the error")
+'''
+
+
+def test_worker_logs_are_written_as_they_go(tmp_path, monkeypatch):
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "logtoys.py").write_text(LOGTOYS)
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    saved, loaded = dict(registry._REGISTRY), registry._LOADED
+    registry._REGISTRY.clear()
+    registry._LOADED = True
+    sys.modules.pop("logtoys", None)
+    try:
+        import logtoys  # noqa: F401 -- registers the toys
+
+        out = tmp_path / "o"
+        r = runner.invoke(app, ["run", "all", "--quick", "--jobs", "2", "--out", str(out)],
+                          env=ENV)
+    finally:
+        sys.modules.pop("logtoys", None)
+        registry._REGISTRY.clear()
+        registry._REGISTRY.update(saved)
+        registry._LOADED = loaded
+    assert r.exit_code == 1, r.output
+    # what the pipeline found in its own log while it ran: the first line, its print and
+    # its stage, before the pipeline returned
+    seen = json.loads((out / "metrics.json").read_text())["log-reader"]["log"].splitlines()
+    assert seen[0].startswith("jaxkit run log-reader (quick, seed 0) in ")
+    assert seen[1] == "hello from the pipeline", seen
+    assert seen[2].endswith("] stage s: started"), seen
+    assert re.search(r"\] stage s: done in [\d.]+s$", seen[3]), seen
+    assert (out / "log-reader" / jobs.LOG).read_text().splitlines()[-1].startswith("done in ")
+    # the failure: its error's last line in the report and on the terminal
+    assert "- **log-fails**: `the last line of the error`" in (out / "report.md").read_text()
+    line = next(ln for ln in r.output.splitlines() if "log-fails" in ln and "FAILED" in ln)
+    assert line.endswith("the last line of the error")
+    log = (out / "log-fails" / jobs.LOG).read_text()
+    assert "the first line of the error" in log and log.splitlines()[-1].startswith("FAILED")

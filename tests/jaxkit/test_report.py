@@ -116,3 +116,35 @@ def test_atomic_open_keeps_the_old_file_on_error(tmp_path):
     assert p.read_text() == "new"
     with pytest.raises(ValueError, match="`mode`"), atomic_open(p, "a"):
         pass
+
+
+def test_write_report_opens_with_failures_then_a_summary_per_pipeline(tmp_path):
+    from jaxkit.report import last_line, verdict_counts
+
+    ok = PipelineResult("alpha", "Alpha paper", "body", metrics={"wall_s": 12.34},
+                        claims=[Claim("A", "a", "1", "yes"), Claim("A", "b", "1", "no"),
+                                Claim("A", "c", "1", "not shown"),
+                                Claim("A", "d", "-", "not tested at this size"),
+                                Claim("A", "e", "1", "yes")])
+    none = PipelineResult("gamma", "Gamma paper", "body")
+    log = tmp_path / "beta" / "run.log"
+    text = write_report(tmp_path, [ok, none], quick=True,
+                        failed={"beta": "ModuleNotFoundError: Traceback ...\n  File x\n"
+                                        "No module named 'sklearn'\n\n"},
+                        logs={"beta": log}, order=["alpha", "beta", "gamma"]).read_text()
+    head = text[:text.index("## Claims")]
+    assert head.index("## Failed pipelines") < head.index("## Summary")
+    assert "1 of 3 pipelines failed" in head
+    assert "- **beta**: `No module named 'sklearn'` (output: [beta/run.log](beta/run.log))" \
+        in head
+    rows = [ln for ln in head.splitlines() if ln.startswith("| ")]
+    assert rows == ["| pipeline | status | wall s | claims | yes | no | not shown | "
+                    "not tested |",
+                    "| alpha | ran | 12.3 | 5 | 2 | 1 | 1 | 1 |",
+                    "| beta | **failed** |  |  |  |  |  |  |",
+                    "| gamma | ran |  | 0 | 0 | 0 | 0 | 0 |"]
+    # nothing failed: no failure section, the summary still there
+    text = write_report(tmp_path, [ok], quick=True).read_text()
+    assert "## Failed pipelines" not in text and "| alpha | ran | 12.3 | 5 |" in text
+    assert last_line("a\nb `x`\n \n") == "b `x`" and last_line("") == ""
+    assert verdict_counts([]) == {"yes": 0, "no": 0, "not shown": 0, "not tested": 0}

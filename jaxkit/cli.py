@@ -1,4 +1,4 @@
-"""The ``jaxkit`` command line: ``info``, ``run``, ``bench``, and the family commands
+"""The ``jaxkit`` command line: ``info``, ``list``, ``run``, ``bench``, and the family commands
 (``lingam``, ``ballad``, ``crosscoder``, ``causaltab``, ``cruxbench``, ``compose``,
 ``misaligned``: each assembled from its paper package)."""
 
@@ -100,6 +100,36 @@ def info():
     from ._cli_info import info_table
 
     console.print(info_table())
+
+
+def _one_line(entry) -> str:
+    """A pipeline's one line: its registered title, else the first sentence of its paper
+    package's docstring."""
+    if entry.title:
+        return " ".join(entry.title.split())
+    import importlib
+
+    pkg = entry.module.rpartition(".")[0] or entry.module
+    try:
+        doc = importlib.import_module(pkg).__doc__ or ""
+    except ImportError:
+        doc = ""
+    first = " ".join(doc.strip().split("\n\n")[0].split())
+    return first.split(". ")[0].rstrip(".") or "(no description)"
+
+
+@app.command("list")
+def list_pipelines():
+    """The registered pipelines, one line each: the name 'jaxkit run' takes and the
+    paper it reproduces."""
+    from . import registry
+
+    names = registry.names()
+    width = max(map(len, names), default=0)
+    for n in names:
+        typer.echo(f"{n:<{width}}  {_one_line(registry.get(n))}")
+    typer.echo(f"\n{len(names)} pipelines; run one with 'jaxkit run NAME --quick', all of "
+               "them with 'jaxkit run all --quick'")
 
 
 def _short(verdict: str) -> str:

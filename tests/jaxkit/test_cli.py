@@ -32,6 +32,27 @@ def test_info_lists_devices_and_processes():
     assert "8 x cpu" in _out(r) and "processes" in r.output and "backend" in r.output
 
 
+def test_list_names_every_pipeline_with_its_paper():
+    r = runner.invoke(app, ["list"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    names = registry.names()
+    assert [ln.split()[0] for ln in lines[:len(names)]] == names  # one line each, sorted
+    for n, ln in zip(names, lines, strict=False):
+        title = registry.get(n).title
+        assert ln.split(None, 1)[1] == " ".join(title.split()), ln
+    assert "Pooled ICA-LiNGAM" in r.output and "CruxBench" in r.output
+    assert lines[-1].startswith(f"{len(names)} pipelines; run one with 'jaxkit run NAME")
+
+
+def test_list_falls_back_to_the_package_docstring():
+    from jaxkit.cli import _one_line
+
+    e = registry.Entry("x", lambda ctx: None, module="jaxkit.cruxbench.pipeline")
+    assert _one_line(e) == ("CruxBench: grading proposed subquestions by their value of "
+                            "information (VOI)")
+
+
 def test_run_unknown_pipeline_is_a_clear_error():
     r = runner.invoke(app, ["run", "no-such-pipeline"])
     assert r.exit_code == 2

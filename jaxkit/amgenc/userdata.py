@@ -22,6 +22,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from jaxkit.io import DataError
 from jaxkit.kernels import charge
 
 from . import glass
@@ -33,8 +34,9 @@ __all__ = ["UserDataError", "read_cells", "assign_species", "oxide_counts"]
 _Q = np.array([OXIDATION_STATES[e] for e in ELEMENTS], np.int64)
 
 
-class UserDataError(ValueError):
-    """A user structure file that cannot be used; the message names file and line."""
+class UserDataError(DataError):
+    """A user structure file that cannot be used; the message names file and line (a
+    :class:`jaxkit.io.DataError`, which ``jaxkit run`` prints as one line)."""
 
 
 def _check_xyz(path: Path, text: str) -> None:

@@ -67,8 +67,8 @@ def load_corpus(val_fraction: float = 0.1, max_bytes: int | None = None) -> Corp
 
 def load_text(path, val_fraction: float = 0.1, *, min_bytes: int = 1024) -> Corpus:
     """A user's text file as a byte corpus: its first ``1 - val_fraction`` of bytes
-    train, the rest validate. A missing, unreadable or too short file is a ValueError
-    naming it.
+    train, the rest validate. A missing, unreadable or too short file is a
+    :class:`jaxkit.io.DataError` (a ValueError) naming it.
 
     Args:
       path: the file (read as bytes; any encoding).
@@ -80,16 +80,18 @@ def load_text(path, val_fraction: float = 0.1, *, min_bytes: int = 1024) -> Corp
     """
     from pathlib import Path
 
+    from jaxkit.io import DataError
+
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"`val_fraction` must be in (0, 1); got {val_fraction}")
     p = Path(path)
     try:
         b = np.frombuffer(p.read_bytes(), np.uint8)
     except OSError as e:
-        raise ValueError(f"`path` {p}: cannot read it ({e.strerror or e})") from e
+        raise DataError(f"`path` {p}: cannot read it ({e.strerror or e})") from e
     if len(b) < min_bytes:
-        raise ValueError(f"`path` {p}: {len(b)} bytes; a language model needs at least "
-                         f"{min_bytes}")
+        raise DataError(f"`path` {p}: {len(b)} bytes; a language model needs at least "
+                        f"{min_bytes}")
     cut = int(round(len(b) * (1 - val_fraction)))
     return Corpus(b[:cut].copy(), b[cut:].copy(), (p.name,))
 

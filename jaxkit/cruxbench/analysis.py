@@ -193,16 +193,19 @@ def evaluate(key_or_rng, scores: dict, quality: np.ndarray, *, n_boot: int = 200
 
     Returns:
         ``{"quality": {metric: summary}, "usefulness": {metric: summary},
-        "heldout": {"brier_gain" | "log_gain": Verdict}, "heldout_diffs": {...}}``
-        (summaries as :func:`correlation_summary`; empty when not computable).
+        "heldout": {"brier_gain" | "log_gain": Verdict}, "heldout_diffs": {...},
+        "n_quality": int}`` (summaries as :func:`correlation_summary`; empty when not
+        computable, which needs 3 proposers with a finite quality measure;
+        ``n_quality`` counts them).
     """
     rng = as_generator(key_or_rng)
     per, prop = scores["per_target"], scores["per_proposer"]
     metrics = ("ex_ante_abs", "ex_ante_mi", "realised_abs", "realised_sq",
                "realised_log_score")
     q = np.asarray(quality, float)
-    out: dict = {"quality": {}, "usefulness": {}, "heldout": {}, "heldout_diffs": {}}
-    if np.isfinite(q).sum() >= 3:
+    out: dict = {"quality": {}, "usefulness": {}, "heldout": {}, "heldout_diffs": {},
+                 "n_quality": int(np.isfinite(q).sum())}
+    if out["n_quality"] >= 3:
         out["quality"] = {m: correlation_summary(rng, per[m], q, n_boot=n_boot, n_perm=n_perm)
                           for m in metrics}
     if np.isfinite(prop["brier_gain"]).sum() >= 3:

@@ -67,6 +67,9 @@ def score_file(
         console.print(f"r(realised VOI, quality) = {s['r']:.3f} [{s['fisher_lo']:.3f}, "
                       f"{s['fisher_hi']:.3f}] (Fisher z 95%), Spearman {s['spearman']:.3f}, "
                       f"permutation p {s['perm_p']:.3g}, n={s['n']}")
+    elif st["n_quality"]:
+        console.print(f"{st['n_quality']} proposer(s) with a quality measure: too few for a "
+                      "correlation with quality (need >= 3)")
     if json_out:
         payload = {"proposers": ds.proposers,
                    "per_proposer": {k: [_num(x) for x in v] for k, v in prop.items()},

@@ -52,7 +52,8 @@ def claims(cfg: Config, stats: dict, *, source: str = "simulated") -> list[Claim
     c1 = "VOI correlates with independent measures of model quality"
     c2 = "The correlation of VOI with model quality is r = 0.87"
     if s is None or s["n"] < 4:
-        n = 0 if s is None else s["n"]
+        # too few for a correlation: say how many the data have (not 0 when there are 2)
+        n = stats.get("n_quality", 0) if s is None else s["n"]
         for c in (c1, c2):
             out.append(Claim(PAPER, c, "n/a", "not tested at this size",
                              note=f"{n} proposers with a quality measure (need >= 4)"))

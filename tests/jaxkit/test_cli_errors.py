@@ -103,3 +103,24 @@ def test_the_cli_imports_without_library_deprecation_warnings():
                        text=True, timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert p.returncode == 0, p.stderr
     assert "DeprecationWarning" not in p.stderr and "FutureWarning" not in p.stderr, p.stderr
+
+
+def test_run_with_unusable_user_data_is_one_line(tmp_path):
+    """``jaxkit run NAME --set FILE-FIELD=...``: a file the pipeline cannot use (a
+    :class:`jaxkit.io.DataError`, AMGenC's ``UserDataError`` among them) is one line
+    naming the pipeline and the file, not a traceback."""
+    from jaxkit.amgenc.userdata import UserDataError
+    from jaxkit.io import DataError
+
+    assert issubclass(UserDataError, DataError)
+    bad = tmp_path / "bad.xyz"
+    bad.write_text("2\nnot a lattice\nSi 0 0 0\nO 1 1 1\n")
+    r = runner.invoke(app, ["run", "amgenc", "--quick", "--out", str(tmp_path / "a"),
+                            "--set", f"user_train={bad}", "--set", f"user_test={bad}"])
+    out = _one_line_error(r)
+    assert out.startswith("error: amgenc: ") and "bad.xyz:2: frame 0" in out
+    assert len(r.output.strip().splitlines()) == 1
+    r = runner.invoke(app, ["run", "aira-compose", "--quick", "--out", str(tmp_path / "c"),
+                            "--set", f"text={tmp_path / 'missing.txt'}"])
+    out = _one_line_error(r)
+    assert out.startswith("error: aira-compose: ") and "missing.txt: cannot read it" in out

@@ -4,6 +4,7 @@ docstring) parses, scores, and runs through the pipeline (``--set data=FILE``)."
 import json
 import math
 
+import numpy as np
 import pytest
 
 from jaxkit.cruxbench.data import read_jsonl
@@ -61,3 +62,31 @@ def test_pipeline_scores_the_users_file(tmp_path):
     # with a quality score, so the correlation claims are not tested at this size
     assert len(res.claims) == 6
     assert [c.verdict for c in res.claims[3:5]] == ["not tested at this size"] * 2
+
+
+def test_claims_count_the_proposers_with_a_quality_measure(tmp_path):
+    """Two proposers with a quality record: too few for the correlation claims, and the
+    note says 2 (it said 0: the count came from the correlation, not computed below 3)."""
+    import jax
+
+    from jaxkit.cruxbench import report
+    from jaxkit.cruxbench.analysis import evaluate
+    from jaxkit.cruxbench.config import QUICK
+    from jaxkit.cruxbench.scoring import score
+
+    recs = [*DOC, {"type": "quality", "proposer": "model-b", "score": 1000.0}]
+    ds = read_jsonl(_write(tmp_path, recs))
+    assert int(np.isfinite(ds.quality).sum()) == 2
+    st = evaluate(jax.random.key(0), score(ds, window=QUICK.window,
+                                           clip=(QUICK.clip_lo, QUICK.clip_hi)),
+                  ds.quality, n_boot=10, n_perm=10)
+    assert st["n_quality"] == 2 and st["quality"] == {}
+    c1, c2, _ = report.claims(QUICK, st, source="mine.jsonl")
+    for c in (c1, c2):
+        assert c.verdict == "not tested at this size"
+        assert c.note == "2 proposers with a quality measure (need >= 4)"
+    ds = read_jsonl(_write(tmp_path, DOC[:-1]))  # no quality record at all
+    st = evaluate(jax.random.key(0), score(ds, window=QUICK.window,
+                                           clip=(QUICK.clip_lo, QUICK.clip_hi)),
+                  ds.quality, n_boot=10, n_perm=10)
+    assert report.claims(QUICK, st)[0].note.startswith("0 proposers")

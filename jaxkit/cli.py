@@ -1,6 +1,6 @@
 """The ``jaxkit`` command line: ``info``, ``list``, ``run``, ``bench``, and the family commands
 (``lingam``, ``ballad``, ``crosscoder``, ``causaltab``, ``cruxbench``, ``compose``,
-``misaligned``: each assembled from its paper package)."""
+``misaligned``: each assembled from its paper package; ``lm``, the local language model)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from .compose.cli import app as compose_app
 from .contrastive.cli import contrastive_app
 from .crosscoder.cli import app as crosscoder_app
 from .cruxbench.cli import cruxbench_app
+from .lm.cli import lm_app
 from .misaligned.cli import app as misaligned_app
 from .pooled_lingam.cli import lingam_app
 
@@ -38,6 +39,7 @@ app.add_typer(cruxbench_app, name="cruxbench")
 app.add_typer(compose_app, name="compose")
 app.add_typer(contrastive_app, name="contrastive")
 app.add_typer(misaligned_app, name="misaligned")
+app.add_typer(lm_app, name="lm")
 
 
 def _version(value: bool):

@@ -22,7 +22,8 @@ def ballad_discover(
              "optional); default env JAXKIT_LLM_POOL")] = None,
     base_url: Annotated[str | None, typer.Option(
         help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; default env "
-             "JAXKIT_LLM_BASE_URL (or OPENAI_BASE_URL)")] = None,
+             "JAXKIT_LLM_BASE_URL (or OPENAI_BASE_URL); none: the in-process jaxkit.lm "
+             "model (local://MODEL names one)")] = None,
     api_key: Annotated[str | None, typer.Option(
         help="API key; default env JAXKIT_LLM_API_KEY (or OPENAI_API_KEY)")] = None,
     router: Annotated[str, typer.Option(

@@ -103,7 +103,8 @@ class OpenAIChat(ChatClient):
     Transport, response cache, offline replay and pricing are
     :class:`jaxkit.llm.ChatClient`'s, with its arguments (``model``, ``base_url``,
     ``api_key``, ``timeout``, ``price_in`` / ``price_out``, ``temperature``,
-    ``n_candidates``, ``cache``, ``offline``).
+    ``n_candidates``, ``cache``, ``offline``); with no endpoint configured it runs on the
+    in-process :mod:`jaxkit.lm` model (SmolLM2-135M-Instruct by default).
     """
 
     def messages(

@@ -164,6 +164,7 @@ class ChatProposer(ChatClient):
 
     Takes :class:`jaxkit.llm.ChatClient`'s arguments (``model``, ``base_url``, ``api_key``,
     ``timeout``, prices, ``temperature``); transport failures raise :class:`LLMError`.
+    With no endpoint configured it runs on the in-process :mod:`jaxkit.lm` model.
     """
 
     def question_messages(self, target: str, price: float | None, n: int) -> list[dict]:

@@ -232,10 +232,12 @@ def test_cli_discover_and_resume(llm_server, tmp_path, monkeypatch):
 def test_cli_errors_are_clear(llm_server, tmp_path, monkeypatch):
     base = ["ballad", "discover", "--calls", "1", "--instances", "1", "--items", "50",
             "--out", str(tmp_path)]
-    _env(None, monkeypatch)  # a pool but no base URL
+    # no base URL: the pool runs on the local jaxkit.lm model, here a missing one
+    _env(None, monkeypatch, pool=str(tmp_path / "missing.gguf"))
     r = runner.invoke(app, base)
     assert r.exit_code == 2 and isinstance(r.exception, SystemExit)
-    assert "JAXKIT_LLM_BASE_URL" in _out(r) and "Traceback" not in r.output
+    assert "no such file" in _out(r) and "JAXKIT_LLM_BASE_URL" in _out(r)
+    assert "Traceback" not in r.output
 
     _env(llm_server, monkeypatch, pool="")  # a base URL but no models
     r = runner.invoke(app, base)

@@ -141,7 +141,8 @@ def test_offline_miss_is_a_failed_call_and_offline_needs_a_cache(tmp_path):
     with pytest.raises(ValueError, match="offline=True needs a `cache`"):
         OpenAIChat("x", base_url="http://127.0.0.1:9/v1", offline=True)
     (tmp_path / "bad").mkdir()
-    m2 = OpenAIChat("editor-small", cache=tmp_path / "bad", offline=True)
+    m2 = OpenAIChat("editor-small", base_url="http://127.0.0.1:9/v1", cache=tmp_path / "bad",
+                    offline=True)
     body = {"model": "editor-small", "messages": m2.messages([], {}), "temperature": 1.0}
     import hashlib
 

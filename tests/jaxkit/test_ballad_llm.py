@@ -148,11 +148,15 @@ def test_env_configuration(server, monkeypatch):
     assert "Authorization" not in server.requests[-1]["headers"]  # keyless local servers
 
 
-def test_missing_base_url_is_a_clear_error(monkeypatch):
+def test_missing_base_url_selects_the_local_model(monkeypatch, tmp_path):
     for var in ("JAXKIT_LLM_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
-    with pytest.raises(ValueError, match="JAXKIT_LLM_BASE_URL.*OPENAI_BASE_URL"):
-        OpenAIChat("some-model")
+    # no endpoint: the in-process jaxkit.lm model (replay only here: nothing is loaded)
+    llm = OpenAIChat("some-model", cache=tmp_path, offline=True)
+    assert llm.local_model == "smollm2-135m" and llm.base_url == "local://smollm2-135m"
+    # a local model that is not there is one line that also names the endpoint variables
+    with pytest.raises(ValueError, match="no such file.*JAXKIT_LLM_BASE_URL.*OPENAI_BASE_URL"):
+        OpenAIChat(str(tmp_path / "missing.gguf"))
 
 
 def test_pool_from_env(monkeypatch):

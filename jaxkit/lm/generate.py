@@ -125,7 +125,7 @@ def decode(model: Llama, key: jax.Array, state: DecodeState, temperature: jax.Ar
            top_p: jax.Array, eos: jax.Array, n_steps: jax.Array) -> DecodeState:
     """Run :func:`step` until every row is done, the cache is full, or ``n_steps`` steps
     have run (``n_steps`` is traced)."""
-    T = state.cache.k.shape[2]
+    T = state.cache.k[0].shape[1]
     stop_at = state.index + n_steps
 
     def cond(s):

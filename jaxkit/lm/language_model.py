@@ -26,8 +26,10 @@ from jaxkit.lm.tokenizer import Tokenizer
 
 __all__ = ["LanguageModel", "Generation", "load"]
 
-_P_BUCKET = 16
-_T_BUCKET = 64
+#: prompts are left-padded to a multiple of this many tokens (one compilation per bucket)
+PROMPT_BUCKET = 16
+#: the key/value cache's length is a multiple of this many slots
+CACHE_BUCKET = 64
 
 
 class Generation(NamedTuple):
@@ -64,9 +66,16 @@ def _start(module, key, tokens, pad, limit, temperature, top_p, eos, cache_len, 
                      cache_len=cache_len, max_new=max_new)
 
 
-@functools.partial(jax.jit, donate_argnames=("state",))
-def _decode(module, key, state, temperature, top_p, eos, n_steps):
-    return gen.decode(module, key, state, temperature, top_p, eos, n_steps)
+@functools.cache
+def _decode_fn(rows: int):
+    """The compiled decode loop. A one-row step is a chain of matrix-vector products bound
+    by memory traffic; XLA:CPU's default product emitter streams the weights at about
+    half the rate YNNPACK's does there, while from 8 rows on the default is faster
+    (benchmarks/RESULTS.md, "jaxkit.lm")."""
+    from jaxkit.kernels._xla_cpu import YNN_DOTS_ONLY, cpu_options
+
+    opts = cpu_options(YNN_DOTS_ONLY) if rows == 1 else None
+    return jax.jit(gen.decode, donate_argnames=("state",), compiler_options=opts)
 
 
 @functools.partial(jax.jit, static_argnames=("replace",))
@@ -266,8 +275,8 @@ class LanguageModel:
         stop = [s for s in stop if s]
         key = jax.random.key(0) if key is None else key
         max_new = max(limits)
-        P = _round_up(max(len(t) for t in ids), _P_BUCKET)
-        T = _round_up(P + max_new, _T_BUCKET)
+        P = _round_up(max(len(t) for t in ids), PROMPT_BUCKET)
+        T = _round_up(P + max_new, CACHE_BUCKET)
         if P + max_new > self.config.context_length:
             raise ValueError(f"prompt ({max(len(t) for t in ids)} tokens) plus max_new_tokens "
                              f"({max_new}) exceed the context length "
@@ -305,7 +314,7 @@ class LanguageModel:
                     state = state._replace(done=self._place(jnp.asarray(newly)))
             if bool(jax.device_get(jnp.all(state.done))):
                 break
-            state = _decode(self.module, key, state, temp, tp, eos_a, jnp.int32(chunk))
+            state = _decode_fn(B)(self.module, key, state, temp, tp, eos_a, jnp.int32(chunk))
         out, n_new, finite = jax.device_get((state.out, state.n_new, state.finite))
         texts, tokens, reasons = [], [], []
         for b in range(B):
@@ -343,7 +352,7 @@ class LanguageModel:
         msize = mesh.shape.get("model", 1)
 
         def spec(name, a):
-            if msize == 1 or a.ndim == 1 or name.endswith("norm"):
+            if msize == 1 or name.endswith("norm"):
                 return PartitionSpec()
             if name in ("wq", "wk", "wv", "w_gate", "w_up", "unembed"):
                 ax = a.ndim - 1
@@ -360,11 +369,17 @@ class LanguageModel:
             return PartitionSpec(*parts)
 
         module = self.module
-        for name in [*M.LAYER_WEIGHTS, "embed", "final_norm", "unembed"]:
-            p = getattr(module, name, None)
-            if p is None:
-                continue
-            p[...] = jax.device_put(p[...], NamedSharding(mesh, spec(name, p[...])))
+
+        def put(owner, name, spec_name):
+            p = getattr(owner, name, None)
+            if p is not None:
+                p[...] = jax.device_put(p[...], NamedSharding(mesh, spec(spec_name, p[...])))
+
+        for name in ("embed", "final_norm", "unembed"):
+            put(module, name, name)
+        for blk in module.blocks:
+            for name in M.LAYER_WEIGHTS:
+                put(blk, name, name)
         return LanguageModel(module, self.tokenizer, name=self.name, digest=self.digest,
                              mesh=mesh)
 

@@ -225,7 +225,7 @@ class LocalChat:
         n_prompt = len(lm.tokenizer.encode(prompt))
         from jaxkit.lm import language_model
 
-        bucket = getattr(language_model, "_P_BUCKET", 16)  # generate pads prompts to it
+        bucket = language_model.PROMPT_BUCKET  # generate pads prompts to it
         room = lm.config.context_length - _round_up(n_prompt, bucket)
         if room < 1:
             raise BadRequest(f"'messages': the prompt's {n_prompt} tokens fill the context "

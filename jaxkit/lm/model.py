@@ -12,8 +12,9 @@ group), causal masking, RMSNorm ``x / sqrt(mean(x^2) + eps) * w`` in float32, an
 position ``p`` (the layout of GGUF files; see :mod:`jaxkit.lm.gguf_file`). The logits are
 ``RMSNorm(x_L) @ U`` with ``U = E^T`` when the embeddings are tied.
 
-The per-layer weights are stacked on a leading axis of length ``L`` and the blocks run in
-one ``lax.scan`` (30 blocks compile as one). Three entry points share the block:
+Whole sequences run the blocks in one ``lax.scan`` over the layers' weights stacked on a
+leading axis (30 blocks compile as one); a decode step, memory-bound, runs them unrolled on
+each layer's own arrays and cache. Three entry points share the block:
 :func:`forward` (a whole sequence: logits, captured activations, spliced layers),
 :func:`prefill` (a left-padded prompt batch, returning the key/value cache) and
 :func:`decode_step` (one token per row against the cache, written in place).
@@ -88,17 +89,33 @@ class LlamaConfig:
         return self.vocab_size * d * (1 if self.tied else 2) + d + L * per
 
 
+class Block(nnx.Module):
+    """One block's weights (:data:`LAYER_WEIGHTS`), each an ``nnx.Param``."""
+
+    def __init__(self, weights: Mapping[str, Any], dtype: Any):
+        for name in LAYER_WEIGHTS:
+            norm = name.endswith("norm")
+            setattr(self, name, nnx.Param(jnp.asarray(weights[name],
+                                                      jnp.float32 if norm else dtype)))
+
+
 class Llama(nnx.Module):
-    """Llama weights as ``nnx.Param`` arrays (the per-layer ones stacked on axis 0).
+    """Llama weights as ``nnx.Param`` arrays: ``embed``, ``final_norm``, ``unembed`` (None
+    when tied) and ``blocks``, one :class:`Block` per layer.
+
+    Each layer keeps arrays of its own (not slices of stacked ones): a decode step's
+    products then read the weights where they lie, while a slice of a stacked array is
+    copied first on the CPU (three times the memory traffic of a memory-bound step).
+    :func:`forward` and :func:`prefill` stack them inside the compiled program to scan.
 
     Args:
       config: :class:`LlamaConfig`.
       weights: float arrays named as :class:`jaxkit.lm.gguf_file.RawModel` names them
-        (``embed``, ``final_norm``, optional ``unembed``, and the stacked
-        :data:`LAYER_WEIGHTS`); ``None`` draws random weights from ``rngs`` (scaled normal,
-        unit norms), for tests and for training from scratch.
-      dtype: the weights' dtype (float32, or bfloat16 to halve memory traffic; norms and
-        softmax always compute in float32).
+        (``embed``, ``final_norm``, optional ``unembed``, and the :data:`LAYER_WEIGHTS`
+        stacked on a leading layer axis); ``None`` draws random weights from ``rngs``
+        (scaled normal, norms near one), for tests and for training from scratch.
+      dtype: the matrices' dtype (float32, or bfloat16 to halve memory; norms, softmax
+        and logits always compute in float32).
       rngs: ``nnx.Rngs`` for random weights.
     """
 
@@ -125,18 +142,26 @@ class Llama(nnx.Module):
         for name, shape in shapes.items():
             if name not in weights:
                 raise ValueError(f"Llama: weight {name!r} is missing")
-            a = weights[name]
-            if tuple(a.shape) != shape:
-                raise ValueError(f"Llama: weight {name!r} has shape {tuple(a.shape)}, "
-                                 f"expected {shape}")
-            norm = name.endswith("norm")
-            setattr(self, name, nnx.Param(jnp.asarray(a, jnp.float32 if norm else dtype)))
-        if c.tied:
-            self.unembed = None
+            if tuple(weights[name].shape) != shape:
+                raise ValueError(f"Llama: weight {name!r} has shape "
+                                 f"{tuple(weights[name].shape)}, expected {shape}")
+        self.embed = nnx.Param(jnp.asarray(weights["embed"], dtype))
+        self.final_norm = nnx.Param(jnp.asarray(weights["final_norm"], jnp.float32))
+        self.unembed = None if c.tied else nnx.Param(jnp.asarray(weights["unembed"], dtype))
+        self.blocks = nnx.List([Block({n: weights[n][i] for n in LAYER_WEIGHTS}, dtype)
+                                for i in range(c.n_layers)])
 
     @property
     def dtype(self):
-        return self.wq[...].dtype
+        return self.embed[...].dtype
+
+    def weights(self) -> dict[str, jax.Array]:
+        """The weights in :class:`jaxkit.lm.gguf_file.RawModel`'s layout (layers stacked)."""
+        out = {"embed": self.embed[...], "final_norm": self.final_norm[...],
+               **_layer_weights(self)}
+        if self.unembed is not None:
+            out["unembed"] = self.unembed[...]
+        return out
 
 
 def _random_weights(c: LlamaConfig, rngs: nnx.Rngs) -> dict[str, jax.Array]:
@@ -217,7 +242,9 @@ def _mlp(c: LlamaConfig, lw, h):
 
 
 def _layer_weights(model: Llama) -> dict[str, jax.Array]:
-    return {name: getattr(model, name)[...] for name in LAYER_WEIGHTS}
+    """The per-layer weights stacked on a leading axis (a copy, made inside the program)."""
+    return {name: jnp.stack([getattr(b, name)[...] for b in model.blocks])
+            for name in LAYER_WEIGHTS}
 
 
 def _slice_layers(lw, start: int, stop: int):
@@ -332,10 +359,10 @@ def forward(
 
 
 class KVCache(NamedTuple):
-    """Keys and values of every layer, ``(L, B, T, K, hd)`` each, written in place."""
+    """Keys and values, one ``(B, T, K, hd)`` array per layer, written in place."""
 
-    k: jax.Array
-    v: jax.Array
+    k: tuple[jax.Array, ...]
+    v: tuple[jax.Array, ...]
 
 
 def prefill(model: Llama, tokens: jax.Array, pad: jax.Array, cache_len: int
@@ -362,8 +389,9 @@ def prefill(model: Llama, tokens: jax.Array, pad: jax.Array, cache_len: int
         return h + _mlp(c, lw, h), (k, v)
 
     x, (ks, vs) = jax.lax.scan(block, embed(model, tokens[:, :]), _layer_weights(model))
-    widths = ((0, 0), (0, 0), (0, cache_len - P), (0, 0), (0, 0))
-    cache = KVCache(jnp.pad(ks, widths), jnp.pad(vs, widths))
+    widths = ((0, 0), (0, cache_len - P), (0, 0), (0, 0))
+    cache = KVCache(tuple(jnp.pad(a, widths) for a in ks),
+                    tuple(jnp.pad(a, widths) for a in vs))
     return unembed(model, x[:, -1]), cache
 
 
@@ -374,7 +402,7 @@ def decode_step(model: Llama, cache: KVCache, token: jax.Array, index: jax.Array
 
     Args:
       model: the :class:`Llama`.
-      cache: :class:`KVCache` ``(L, B, T, K, hd)``.
+      cache: :class:`KVCache` (a ``(B, T, K, hd)`` pair per layer).
       token: int ``(B,)``, the token at slot ``index``.
       index: int scalar, the slot (the same for every row: rows are left-padded).
       pad: int ``(B,)``; the token's position is ``index - pad[b]``.
@@ -383,27 +411,22 @@ def decode_step(model: Llama, cache: KVCache, token: jax.Array, index: jax.Array
       ``(logits (B, V) float32, the updated cache)``.
     """
     c = model.config
-    T = cache.k.shape[2]
+    T = cache.k[0].shape[1]
     pos = (index - pad)[:, None]                                             # (B, 1)
     slots = jnp.arange(T)
     ok = (slots[None, :] <= index) & (slots[None, :] >= pad[:, None])        # (B, T)
     bias = jnp.where(ok, 0.0, _NEG).astype(jnp.float32)[:, None, :]          # (B, 1, T)
-    lw_all = _layer_weights(model)
     zero = jnp.zeros((), jnp.int32)
-
-    def block(carry, inputs):
-        x, ck, cv = carry
-        lw, i = inputs
+    at = (zero, index.astype(jnp.int32), zero, zero)
+    x = embed(model, token[:, None])
+    ks, vs = [], []
+    for blk, ck, cv in zip(model.blocks, cache.k, cache.v, strict=True):
+        lw = {name: getattr(blk, name)[...] for name in LAYER_WEIGHTS}
         q, k, v = _qkv(c, lw, x, pos)
-        at = (i, zero, index.astype(jnp.int32), zero, zero)
-        ck = jax.lax.dynamic_update_slice(ck, k[None].astype(ck.dtype), at)
-        cv = jax.lax.dynamic_update_slice(cv, v[None].astype(cv.dtype), at)
-        kl = jax.lax.dynamic_index_in_dim(ck, i, 0, keepdims=False)
-        vl = jax.lax.dynamic_index_in_dim(cv, i, 0, keepdims=False)
-        h = x + _mm(_attend(q, kl, vl, bias, c.n_kv_heads), lw["wo"])
-        return (h + _mlp(c, lw, h), ck, cv), None
-
-    x0 = embed(model, token[:, None])
-    (x, ck, cv), _ = jax.lax.scan(block, (x0, cache.k, cache.v),
-                                  (lw_all, jnp.arange(c.n_layers, dtype=jnp.int32)))
-    return unembed(model, x[:, 0]), KVCache(ck, cv)
+        ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), at)
+        cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), at)
+        h = x + _mm(_attend(q, ck, cv, bias, c.n_kv_heads), lw["wo"])
+        x = h + _mlp(c, lw, h)
+        ks.append(ck)
+        vs.append(cv)
+    return unembed(model, x[:, 0]), KVCache(tuple(ks), tuple(vs))

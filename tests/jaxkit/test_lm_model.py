@@ -19,8 +19,7 @@ CFG = M.LlamaConfig(n_layers=3, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8,
 
 def _weights(cfg, seed=0):
     m = M.Llama(cfg, rngs=nnx.Rngs(seed))
-    names = [*M.LAYER_WEIGHTS, "embed", "final_norm"] + ([] if cfg.tied else ["unembed"])
-    return {n: np.asarray(getattr(m, n)[...], np.float64) for n in names}
+    return {n: np.asarray(a, np.float64) for n, a in m.weights().items()}
 
 
 def ref_forward(w, cfg, tokens, pad=None, rope_style="adjacent"):
@@ -240,12 +239,11 @@ def test_gradient_through_forward_matches_finite_differences(tiny):
     toks = jnp.asarray([[1, 2, 3, 4, 5]])
 
     def loss(wo):
-        mm = M.Llama(CFG, {**{n: getattr(m, n)[...] for n in
-                             [*M.LAYER_WEIGHTS, "embed", "final_norm"]}, "wo": wo})
+        mm = M.Llama(CFG, {**m.weights(), "wo": wo})
         lg = M.forward(mm, toks)[0]
         return jax.nn.logsumexp(lg[0, -1]) - lg[0, -1, 7]
 
-    wo = m.wo[...]
+    wo = m.weights()["wo"]
     g = jax.grad(loss)(wo)
     assert bool(jnp.all(jnp.isfinite(g)))
     d = jax.random.normal(jax.random.key(0), wo.shape) * 1e-2
@@ -297,7 +295,7 @@ def test_eight_devices_equal_one(tiny):
     one = LanguageModel(M.Llama(CFG, w), _Tok())
     many = LanguageModel(M.Llama(CFG, w), _Tok()).shard(
         make_mesh({"data": 4, "model": 2}))
-    assert len(many.module.w_gate[...].sharding.device_set) == 8
+    assert len(many.module.blocks[0].w_gate[...].sharding.device_set) == 8
     toks = np.random.default_rng(9).integers(0, CFG.vocab_size, (8, 12))
     np.testing.assert_allclose(np.asarray(many.logits(toks)), np.asarray(one.logits(toks)),
                                atol=2e-5)

@@ -66,16 +66,9 @@ def _start(module, key, tokens, pad, limit, temperature, top_p, eos, cache_len, 
                      cache_len=cache_len, max_new=max_new)
 
 
-@functools.cache
-def _decode_fn(rows: int):
-    """The compiled decode loop. A one-row step is a chain of matrix-vector products bound
-    by memory traffic; XLA:CPU's default product emitter streams the weights at about
-    half the rate YNNPACK's does there, while from 8 rows on the default is faster
-    (benchmarks/RESULTS.md, "jaxkit.lm")."""
-    from jaxkit.kernels._xla_cpu import YNN_DOTS_ONLY, cpu_options
-
-    opts = cpu_options(YNN_DOTS_ONLY) if rows == 1 else None
-    return jax.jit(gen.decode, donate_argnames=("state",), compiler_options=opts)
+@functools.partial(jax.jit, donate_argnames=("state",))
+def _decode(module, key, state, temperature, top_p, eos, n_steps):
+    return gen.decode(module, key, state, temperature, top_p, eos, n_steps)
 
 
 @functools.partial(jax.jit, static_argnames=("replace",))
@@ -314,7 +307,7 @@ class LanguageModel:
                     state = state._replace(done=self._place(jnp.asarray(newly)))
             if bool(jax.device_get(jnp.all(state.done))):
                 break
-            state = _decode_fn(B)(self.module, key, state, temp, tp, eos_a, jnp.int32(chunk))
+            state = _decode(self.module, key, state, temp, tp, eos_a, jnp.int32(chunk))
         out, n_new, finite = jax.device_get((state.out, state.n_new, state.finite))
         texts, tokens, reasons = [], [], []
         for b in range(B):

@@ -1,6 +1,7 @@
 """The ``jaxkit`` command line: ``info``, ``list``, ``run``, ``bench``, and the family commands
 (``lingam``, ``ballad``, ``crosscoder``, ``causaltab``, ``cruxbench``, ``compose``,
-``misaligned``: each assembled from its paper package; ``lm``, the local language model)."""
+``misaligned``: each assembled from its paper package; ``lm``, the local language model;
+``claims``, verdict stability and tallies)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import typer
 from rich.markup import escape
 
 from . import malloc
+from ._cli_claims import claims_app
 from ._cli_common import check_json_path, console, err_console
 from ._cli_common import fail as _fail
 from .ballad.cli import ballad_app
@@ -40,6 +42,7 @@ app.add_typer(compose_app, name="compose")
 app.add_typer(contrastive_app, name="contrastive")
 app.add_typer(misaligned_app, name="misaligned")
 app.add_typer(lm_app, name="lm")
+app.add_typer(claims_app, name="claims")
 
 
 def _version(value: bool):

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .claims import Claim, claims_table
+from .claims import TALLIED, Claim, claims_table, paper_claims, tally
 from .io import atomic_open, atomic_write
 from .stats import t_interval
 
@@ -99,34 +98,44 @@ def save_figure(fig, path: Path, *, check: bool = True) -> Path:
     return Path(path)
 
 
+#: the multiple-comparison policy stated under every claims table
+MULTIPLICITY = (
+    "Multiple comparisons: each row is its own test at the level its *test* column gives; "
+    "a claim decided over several domains or data sets carries a family-wise (Holm) "
+    "correction and says so; rows are not corrected against each other, so across the "
+    "table some verdicts at the 5% level are expected to be wrong by chance.")
+
+
 def last_line(error: str) -> str:
     """The last non-empty line of an error message (``""`` for none)."""
     lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
     return lines[-1] if lines else ""
 
 
-#: the summary's columns: a claim's verdict, short ("not tested at this size": not tested)
-_COUNTED = ("yes", "no", "not shown", "not tested")
+#: the summary's columns: a paper claim's verdict, short ("not tested at this size": not
+#: tested)
+_COUNTED = TALLIED
 
 
 def verdict_counts(claims: Sequence[Claim]) -> dict[str, int]:
-    """How many ``claims`` have each verdict: ``{"yes": .., "no": .., "not shown": ..,
-    "not tested": ..}`` (every key present)."""
-    n = Counter("not tested" if c.verdict.startswith("not tested") else c.verdict
-                for c in claims)
-    return {k: n[k] for k in _COUNTED}
+    """How many of the *paper* ``claims`` have each verdict: ``{"yes": .., "no": ..,
+    "not shown": .., "not tested": ..}`` (every key present; setup and extension rows are
+    not counted, :func:`jaxkit.claims.tally`)."""
+    return tally(claims)
 
 
 def _summary(results: Sequence[PipelineResult], failed: Mapping[str, str],
              order: Sequence[str] | None) -> str:
-    """One row per pipeline: ran or failed, its wall time, its claims by verdict."""
-    rows = {r.name: [r.name, "ran", _seconds(r.metrics.get("wall_s")), len(r.claims),
-                     *verdict_counts(r.claims).values()] for r in results}
-    rows.update({n: [n, "**failed**", "", "", "", "", "", ""] for n in failed})
+    """One row per pipeline: ran or failed, its wall time, its paper claims by verdict,
+    and how many setup / extension rows it reported beside them."""
+    rows = {r.name: [r.name, "ran", _seconds(r.metrics.get("wall_s")),
+                     len(paper_claims(r.claims)), *verdict_counts(r.claims).values(),
+                     len(r.claims) - len(paper_claims(r.claims))] for r in results}
+    rows.update({n: [n, "**failed**", "", "", "", "", "", "", ""] for n in failed})
     names = [n for n in (order or []) if n in rows]
     names += [n for n in rows if n not in names]
-    return markdown_table(("pipeline", "status", "wall s", "claims", *_COUNTED),
-                          [rows[n] for n in names])
+    return markdown_table(("pipeline", "status", "wall s", "paper claims", *_COUNTED,
+                           "setup / extension rows"), [rows[n] for n in names])
 
 
 def _seconds(v) -> str:
@@ -194,13 +203,20 @@ def write_report(out_dir: Path, results: Sequence[PipelineResult], *, quick: boo
     parts += ["## Summary", "", _summary(results, failed, order), "",
               "## Claims", ""]
     claims = [(r.name, c) for r in results for c in r.claims]
-    if claims:
-        parts += [claims_table([c for _, c in claims], [n for n, _ in claims]), "",
+    paper = [(n, c) for n, c in claims if c.kind == "paper"]
+    other = [(n, c) for n, c in claims if c.kind != "paper"]
+    if paper:
+        parts += [claims_table([c for _, c in paper], [n for n, _ in paper]), "",
                   "Verdicts: *yes* the run supports the claim, *no* it contradicts it, "
                   "*not shown* it can tell neither (a difference that is not significant "
-                  "is not a match), *not tested at this size* the run was too small.", ""]
+                  "is not a match), *not tested at this size* the run was too small, "
+                  "*not tested* the run has no test of it (the note says why).", "",
+                  MULTIPLICITY, ""]
     else:
-        parts += ["No pipeline that ran tested a claim.", ""]
+        parts += ["No pipeline that ran tested a paper claim.", ""]
+    if other:
+        parts += ["### Setup checks and extensions (not tallied)", "",
+                  claims_table([c for _, c in other], [n for n, _ in other]), ""]
     for r in results:
         parts += [f"## {r.title}", "", r.markdown.strip(), ""]
         for w in r.warnings:

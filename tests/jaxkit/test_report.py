@@ -71,7 +71,7 @@ def test_write_report_opens_with_one_claims_table(tmp_path):
     assert m["alpha"] == {"x": 1.5} and m["beta"] == {}
     assert m["claims"][0] == {"pipeline": "alpha", "paper": "Alpha 2020", "claim": "A beats B",
                               "measured": "0.1 [0.05, 0.2]", "verdict": "yes", "test": "",
-                              "note": ""}
+                              "note": "", "kind": "paper"}
     assert [c["verdict"] for c in m["claims"]] == ["yes", "not shown",
                                                   "not tested at this size"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "metrics.json", "report.md"]
@@ -83,7 +83,7 @@ def test_write_report_without_claims_and_numpy_metrics(tmp_path):
     r = PipelineResult("gamma", "Gamma", "x", metrics={"a": np.float32(0.5),
                                                        "b": np.arange(3)})
     text = write_report(tmp_path, [r], quick=False).read_text()
-    assert "No pipeline that ran tested a claim." in text and "mode: full" in text
+    assert "No pipeline that ran tested a paper claim." in text and "mode: full" in text
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert m["gamma"] == {"a": 0.5, "b": [0, 1, 2]} and m["claims"] == []
 
@@ -125,7 +125,8 @@ def test_write_report_opens_with_failures_then_a_summary_per_pipeline(tmp_path):
                         claims=[Claim("A", "a", "1", "yes"), Claim("A", "b", "1", "no"),
                                 Claim("A", "c", "1", "not shown"),
                                 Claim("A", "d", "-", "not tested at this size"),
-                                Claim("A", "e", "1", "yes")])
+                                Claim("A", "e", "1", "yes"),
+                                Claim("A", "f", "1", "yes", kind="setup")])
     none = PipelineResult("gamma", "Gamma paper", "body")
     log = tmp_path / "beta" / "run.log"
     text = write_report(tmp_path, [ok, none], quick=True,
@@ -138,13 +139,37 @@ def test_write_report_opens_with_failures_then_a_summary_per_pipeline(tmp_path):
     assert "- **beta**: `No module named 'sklearn'` (output: [beta/run.log](beta/run.log))" \
         in head
     rows = [ln for ln in head.splitlines() if ln.startswith("| ")]
-    assert rows == ["| pipeline | status | wall s | claims | yes | no | not shown | "
-                    "not tested |",
-                    "| alpha | ran | 12.3 | 5 | 2 | 1 | 1 | 1 |",
-                    "| beta | **failed** |  |  |  |  |  |  |",
-                    "| gamma | ran |  | 0 | 0 | 0 | 0 | 0 |"]
+    assert rows == ["| pipeline | status | wall s | paper claims | yes | no | not shown | "
+                    "not tested | setup / extension rows |",
+                    "| alpha | ran | 12.3 | 5 | 2 | 1 | 1 | 1 | 1 |",
+                    "| beta | **failed** |  |  |  |  |  |  |  |",
+                    "| gamma | ran |  | 0 | 0 | 0 | 0 | 0 | 0 |"]
     # nothing failed: no failure section, the summary still there
     text = write_report(tmp_path, [ok], quick=True).read_text()
     assert "## Failed pipelines" not in text and "| alpha | ran | 12.3 | 5 |" in text
     assert last_line("a\nb `x`\n \n") == "b `x`" and last_line("") == ""
     assert verdict_counts([]) == {"yes": 0, "no": 0, "not shown": 0, "not tested": 0}
+
+
+def test_only_paper_claims_are_tallied_and_tabled_first(tmp_path):
+    from jaxkit.claims import KINDS, paper_claims, tally
+
+    cs = [Claim("P", "the paper's result", "1", "yes"),
+          Claim("P", "model accuracy above 0.9", "0.95", "yes", kind="setup"),
+          Claim("P", "holds by construction", "1", "yes", kind="extension"),
+          Claim("P", "a second result", "-", "not tested", note="no data for it")]
+    assert tally(cs) == {"yes": 1, "no": 0, "not shown": 0, "not tested": 1}
+    assert [c.claim for c in paper_claims(cs)] == ["the paper's result", "a second result"]
+    assert KINDS == ("paper", "setup", "extension")
+    with pytest.raises(ValueError, match="`kind` must be one of"):
+        Claim("P", "x", "1", "yes", kind="structural")
+    assert Claim.from_dict({"pipeline": "p", **cs[1].to_dict()}) == cs[1]
+    old = {k: v for k, v in cs[0].to_dict().items() if k != "kind"}  # a pre-kinds record
+    assert Claim.from_dict(old).kind == "paper"
+    text = write_report(tmp_path, [PipelineResult("p", "P", "body", claims=cs)],
+                        quick=True).read_text()
+    paper_table = text[text.index("## Claims"):text.index("### Setup checks")]
+    assert "the paper's result" in paper_table and "a second result" in paper_table
+    assert "model accuracy" not in paper_table and "Holm" in paper_table
+    rest = text[text.index("### Setup checks"):]
+    assert "model accuracy above 0.9" in rest and "holds by construction" in rest

@@ -11,11 +11,17 @@ Writes are atomic (orbax writes into a temporary folder and renames it), synchro
 save has finished before training continues) and coordinated across hosts by orbax on
 a multi-host mesh (the folder must be shared storage). A checkpoint that cannot be read
 (a kill during a save left it partial, or the disk corrupted it) is skipped with a
-warning and the previous intact one is restored.
+warning and the previous intact one is restored. Every save records a SHA-256 of the
+state's bytes (this process's shards) in its JSON part; a restored state whose bytes
+differ (flipped bits that the storage format did not catch) counts as unreadable too. A
+full disk or another write failure raises :class:`CheckpointError` with one line naming
+the folder.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import warnings
 from pathlib import Path
@@ -24,7 +30,32 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Checkpointer", "abstract_like", "uncommitted", "uncommit_like"]
+__all__ = ["Checkpointer", "CheckpointError", "abstract_like", "uncommitted", "uncommit_like",
+           "state_digest"]
+
+_DIGEST = "_jaxkit_digest"  # the key of the state's checksum in a checkpoint's JSON part
+
+
+class CheckpointError(OSError):
+    """A checkpoint could not be written (a full disk, a read-only folder)."""
+
+
+def state_digest(tree: Any) -> str:
+    """SHA-256 over the bytes of every array leaf of ``tree`` (key leaves as their key
+    data), in tree order, with each leaf's shape and dtype; on a multi-host mesh over this
+    process's shards."""
+    import numpy as np
+
+    h = hashlib.sha256()
+    for x in jax.tree.leaves(_to_saveable(tree)):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            parts = [np.asarray(sh.data) for sh in x.addressable_shards]
+        else:
+            parts = [np.asarray(x)]
+        for a in parts:
+            h.update(f"{a.shape}{a.dtype}".encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
 
 
 def _is_key(x) -> bool:
@@ -161,12 +192,25 @@ class Checkpointer:
         after it)."""
         import orbax.checkpoint as ocp
 
-        if int(step) in self.steps():
-            self._mngr.delete(int(step))
-        self._mngr.save(int(step), args=ocp.args.Composite(
-            state=ocp.args.StandardSave(_to_saveable(state)),
-            meta=ocp.args.JsonSave(dict(meta or {}))), force=True)
-        self._mngr.wait_until_finished()
+        meta = {**dict(meta or {}), _DIGEST: state_digest(state)}
+        try:
+            if int(step) in self.steps():
+                self._mngr.delete(int(step))
+            self._mngr.save(int(step), args=ocp.args.Composite(
+                state=ocp.args.StandardSave(_to_saveable(state)),
+                meta=ocp.args.JsonSave(meta)), force=True)
+            self._mngr.wait_until_finished()
+        except Exception as e:  # orbax wraps OS errors in its own types
+            cause, seen = e, 0
+            while cause is not None and not isinstance(cause, OSError) and seen < 8:
+                cause, seen = cause.__cause__ or cause.__context__, seen + 1
+            if isinstance(cause, OSError) or "No space left" in str(e):
+                what = ("no space left on the device" if getattr(cause, "errno", None)
+                        == errno.ENOSPC or "No space left" in str(e)
+                        else (getattr(cause, "strerror", None) or str(cause)))
+                raise CheckpointError(f"cannot write checkpoint {int(step)} to "
+                                      f"{str(self.directory)!r}: {what}") from None
+            raise
 
     def read_meta(self, step: int | None = None) -> dict:
         """The JSON part of a checkpoint (latest by default)."""
@@ -176,9 +220,12 @@ class Checkpointer:
         if step is None:
             raise ValueError(f"checkpoint folder {str(self.directory)!r} holds no checkpoint")
         out = self._mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
-        return dict(out.meta)
+        meta = dict(out.meta)
+        meta.pop(_DIGEST, None)
+        return meta
 
-    def restore(self, target: Any, step: int | None = None) -> tuple[Any, dict, int]:
+    def restore(self, target: Any, step: int | None = None, *,
+                max_step: int | None = None) -> tuple[Any, dict, int]:
         """Restore onto ``target``; returns ``(state, meta, step)``.
 
         Args:
@@ -188,6 +235,8 @@ class Checkpointer:
             keys of the target's implementation.
           step: the step to restore; ``None`` for the newest readable one (an unreadable
             newer checkpoint is skipped with a warning).
+          max_step: with ``step=None``, consider only checkpoints at or below it (a run
+            asked for fewer steps than a folder holds restores no state from its future).
 
         Returns:
           The restored state (the target's pytree structure), the JSON dictionary saved
@@ -200,9 +249,11 @@ class Checkpointer:
         import orbax.checkpoint as ocp
 
         abstract = abstract_like(_saved_target(target))
-        candidates = [step] if step is not None else self.steps()[::-1]
+        candidates = [step] if step is not None else [
+            s for s in self.steps()[::-1] if max_step is None or s <= int(max_step)]
         if not candidates:
-            raise ValueError(f"checkpoint folder {str(self.directory)!r} holds no checkpoint")
+            raise ValueError(f"checkpoint folder {str(self.directory)!r} holds no checkpoint"
+                             + ("" if max_step is None else f" at or below step {max_step}"))
         errors = []
         for s in candidates:
             try:
@@ -223,6 +274,17 @@ class Checkpointer:
                                  f"has {treedef.num_leaves}")
             restored = [jax.random.wrap_key_data(v, impl=_key_impl(t)) if _is_key(t) else v
                         for v, t in zip(leaves, jax.tree.leaves(target), strict=True)]
-            return jax.tree.unflatten(treedef, restored), dict(out.meta), int(s)
+            state = jax.tree.unflatten(treedef, restored)
+            meta = dict(out.meta)
+            saved = meta.pop(_DIGEST, None)
+            if saved is not None and saved != state_digest(state):
+                msg = (f"checkpoint {s} in {str(self.directory)!r} does not match its "
+                       "checksum (corrupted on disk)")
+                if step is not None:
+                    raise ValueError(msg)
+                errors.append(f"step {s}: checksum mismatch")
+                warnings.warn(msg + "; trying the previous one", stacklevel=2)
+                continue
+            return state, meta, int(s)
         raise ValueError(f"no readable checkpoint in {str(self.directory)!r}: "
                          + "; ".join(errors))

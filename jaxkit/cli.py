@@ -296,6 +296,27 @@ def _check_out_dir(out_dir: Path, record: dict, *, force: bool) -> None:
               f"{hint}")
 
 
+LOCK = ".jaxkit-run.lock"
+
+
+def _lock_out_dir(out_dir: Path) -> None:
+    """Hold a lock on ``out_dir`` until the command ends: a second run into the same
+    folder fails at once with one line instead of interleaving its stages and records."""
+    import click
+    from filelock import FileLock, Timeout
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(out_dir / LOCK))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        _fail(f"{out_dir}: another jaxkit run is writing to this folder (it holds "
+              f"{out_dir / LOCK}); wait for it to finish or choose another --out")
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.call_on_close(lock.release)
+
+
 @app.command()
 def run(
     name: Annotated[str, typer.Argument(help="pipeline name, or 'all'")],
@@ -360,6 +381,7 @@ def run(
     out_dir = out or Path("runs") / name
     record = _run_record(name, configs, quick=quick, seed=seed)
     _check_out_dir(out_dir, record, force=force)
+    _lock_out_dir(out_dir)
     record["invocations"] = [] if fresh else _previous_invocations(out_dir, record)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     if n_jobs > 1 and (alone := [n for n in todo if not portable(entries[n].run)]):
@@ -455,7 +477,7 @@ def run(
                 fresh_start(ctx.out_dir)
                 t0 = time.perf_counter()
                 try:
-                    res = entries[n].run(ctx)
+                    res = entries[n](ctx)
                 except DataError as e:  # the user's own data: one line, no traceback
                     if not all_:
                         _fail(f"{n}: {' '.join(str(e).split())}")

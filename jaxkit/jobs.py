@@ -205,7 +205,10 @@ def _work(spec_path: str, result_path: str) -> int:
         out["reloaded"] = ctx.reloaded  # the same list, filled as stages reload
         with progress if progress is not None else contextlib.nullcontext(), \
                 use_progress(progress):
-            out["result"] = job.run(ctx)
+            from .training import use_fingerprint
+
+            with use_fingerprint(ctx.fingerprint()):
+                out["result"] = job.run(ctx)
         code = 0
     except Exception as e:  # reported by the parent as this pipeline's failure
         traceback.print_exc()

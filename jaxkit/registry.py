@@ -103,6 +103,17 @@ class RunContext:
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         return self.out_dir / ".stages" / f"{name}-{digest}.pkl"
 
+    def fingerprint(self) -> str:
+        """What ties this run's checkpoints to it: a digest of the configuration (its
+        digest; ``quick`` when the context has none), the seed and ``jaxkit.__version__``.
+        The command line installs it (:func:`jaxkit.training.use_fingerprint`) while the
+        pipeline runs, so a changed configuration never resumes another's training."""
+        import jaxkit
+
+        resolved = self.config.digest() if self.config is not None else ("quick", self.quick)
+        key = repr(("fit", resolved, self.seed, jaxkit.__version__))
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
     def stage(self, name: str, fn: Callable[[], Any], *, config: Any = None) -> Any:
         """Run one stage of a pipeline, or reload it from an earlier run.
 
@@ -168,7 +179,11 @@ class Entry:
         return self.quick if quick else self.full
 
     def __call__(self, ctx: RunContext) -> PipelineResult:
-        return self.run(ctx)
+        """Run the pipeline with its checkpoints tied to ``ctx`` (its fingerprint)."""
+        from .training import use_fingerprint
+
+        with use_fingerprint(ctx.fingerprint()):
+            return self.run(ctx)
 
 
 _REGISTRY: dict[str, Entry] = {}

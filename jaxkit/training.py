@@ -8,6 +8,14 @@ data position saved in the checkpoint's JSON), so a run killed at any point and 
 again with ``resume=True`` restores the newest checkpoint and ends with the same
 parameters as an uninterrupted run. Every pipeline that trains goes through here.
 
+Resume by the book: a run asked for ``N`` steps restores the newest readable checkpoint
+*at or below* ``N`` (never a state from a longer run's future); each checkpoint carries
+the history logged so far (:attr:`FitResult.restored_history`) and the *fingerprint* of
+the run that wrote it (by default the configuration digest, seed and jaxkit version that
+``jaxkit run`` installs with :func:`use_fingerprint`). Checkpoints of another fingerprint
+(the configuration changed under ``--force``) are never restored: the folder is emptied,
+the run starts from step 0 with a warning, and :attr:`FitResult.restarted` says why.
+
 Divergence: each step reports :attr:`~jaxkit.kernels.train.StepInfo.finite`; the loop
 keeps an on-device flag of the first non-finite step and reads it at every logging and
 checkpoint boundary, raising :class:`TrainingDiverged` *before* anything is saved, so
@@ -16,8 +24,11 @@ the newest checkpoint on disk is always finite.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,7 +38,30 @@ import numpy as np
 
 from .checkpoint import Checkpointer, abstract_like, uncommit_like
 
-__all__ = ["FitResult", "TrainingDiverged", "fit", "step_key"]
+__all__ = ["FitResult", "TrainingDiverged", "fit", "step_key", "use_fingerprint",
+           "current_fingerprint"]
+
+_FINGERPRINT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "jaxkit_fit_fingerprint", default=None)
+_HISTORY = "_jaxkit_history"
+_FP = "_jaxkit_fingerprint"
+
+
+def current_fingerprint() -> str | None:
+    """The fingerprint :func:`use_fingerprint` installed, or None."""
+    return _FINGERPRINT.get()
+
+
+@contextlib.contextmanager
+def use_fingerprint(fingerprint: str | None) -> Iterator[str | None]:
+    """Tag every checkpoint :func:`fit` writes in this block with ``fingerprint`` (the
+    registry installs the run's configuration digest, seed and version), so a changed
+    configuration never resumes from them."""
+    tok = _FINGERPRINT.set(fingerprint)
+    try:
+        yield fingerprint
+    finally:
+        _FINGERPRINT.reset(tok)
 
 
 class TrainingDiverged(RuntimeError):
@@ -48,12 +82,23 @@ class FitResult(NamedTuple):
         of the step's info, ``out`` flattened by name where it is a NamedTuple or dict).
       resumed_from: the step restored from a checkpoint (0 for a fresh run).
       meta: the JSON dictionary of the restored checkpoint (``{}`` for a fresh run).
+      restored_history: the records logged before ``resumed_from`` (saved in the
+        checkpoint); ``restored_history + history`` is the whole run's.
+      restarted: why checkpoints in the folder were not used (``""``: they were, or there
+        were none).
     """
 
     state: Any
     history: list[dict]
     resumed_from: int
     meta: dict
+    restored_history: list[dict] = []
+    restarted: str = ""
+
+    @property
+    def full_history(self) -> list[dict]:
+        """Every record of the run, restored ones first."""
+        return list(self.restored_history) + list(self.history)
 
 
 def step_key(key, i: int | jax.Array):
@@ -98,6 +143,7 @@ def fit(
     on_restore: Callable[[dict], None] | None = None,
     target: Any = None,
     progress: Any = "auto",
+    fingerprint: str | None = "auto",
 ) -> FitResult:
     """Run ``steps`` training steps with checkpoints and resume.
 
@@ -124,6 +170,8 @@ def fit(
         :class:`jaxkit.log.PlainProgress`); ``"auto"``: the one ``jaxkit run`` installed
         (:func:`jaxkit.log.current_progress`, none outside the command line); None:
         silent. Reporting never changes what is computed.
+      fingerprint: what ties the checkpoints to this run's configuration; ``"auto"``:
+        :func:`current_fingerprint`; None: no check (module docstring).
 
     Returns:
       A :class:`FitResult`.
@@ -140,14 +188,23 @@ def fit(
     if int(log_every) < 0:
         raise ValueError(f"`log_every` must be >= 0; got {log_every}")
     ckpt = Checkpointer(checkpoint_dir, keep=keep) if checkpoint_dir is not None else None
+    if fingerprint == "auto":
+        fingerprint = current_fingerprint()
     start, meta = 0, {}
+    past: list[dict] = []
+    restarted = ""
     task = None
     try:
-        if ckpt is not None and resume and ckpt.latest_step() is not None:
+        if ckpt is not None and ckpt.steps():
+            restarted = _stale(ckpt, fingerprint)
+        usable = [s for s in ckpt.steps() if s <= steps] if ckpt is not None else []
+        if resume and usable:
             tgt = abstract_like(state) if target is None else target
-            restored, meta, start = ckpt.restore(tgt)
+            restored, meta, start = ckpt.restore(tgt, max_step=steps)
             # placed as the fresh state was: no second compilation, no device clash
             state = uncommit_like(restored, state) if target is None else restored
+            past = list(meta.pop(_HISTORY, []))
+            meta.pop(_FP, None)
             if on_restore is not None:
                 on_restore(meta)
         if progress == "auto":
@@ -181,14 +238,39 @@ def fit(
                     on_log(done, rec)
             if ckpt is not None and (done % checkpoint_every == 0 or done == steps):
                 check()
-                ckpt.save(done, state, meta_fn(done) if meta_fn is not None else {})
+                extra = {_HISTORY: past + history}
+                if fingerprint is not None:
+                    extra[_FP] = fingerprint
+                ckpt.save(done, state, {**(meta_fn(done) if meta_fn is not None else {}),
+                                        **extra})
             if task is not None:
                 progress.advance(task)
         if last_info is not None:
             check()
-        return FitResult(state=state, history=history, resumed_from=start, meta=meta)
+        return FitResult(state=state, history=history, resumed_from=start, meta=meta,
+                         restored_history=past, restarted=restarted)
     finally:
         if task is not None:
             progress.remove_task(task)
         if ckpt is not None:
             ckpt.close()
+
+
+def _stale(ckpt: Checkpointer, fingerprint: str | None) -> str:
+    """Empty ``ckpt``'s folder when its newest checkpoint was written under another
+    fingerprint; returns the reason (``""`` when the checkpoints are this run's)."""
+    if fingerprint is None:
+        return ""
+    try:
+        saved = ckpt.read_meta().get(_FP)
+    except Exception:  # noqa: BLE001 - an unreadable newest one: restore() falls back
+        return ""
+    if saved is None or saved == fingerprint:
+        return ""
+    reason = (f"the checkpoints in {str(ckpt.directory)!r} were written under another "
+              "configuration, seed or jaxkit version; they were removed and training "
+              "started from step 0")
+    warnings.warn(reason, stacklevel=3)
+    for s in ckpt.steps():
+        ckpt._mngr.delete(s)
+    return reason

@@ -323,3 +323,40 @@ def test_fresh_removes_only_the_runs_checkpoints(tmp_path):
     assert not (tmp_path / "checkpoints").exists()
     assert (tmp_path / "report.md").read_text() == "kept"
     assert _clear_checkpoints(tmp_path) is None
+
+
+def test_a_second_run_into_a_locked_folder_is_one_line(toy, tmp_path):
+    """Two runs into one --out: the second fails at once (the first holds the folder's
+    lock) and leaves the first's records alone; after the first ends the lock is free."""
+    from filelock import FileLock
+
+    from jaxkit.cli import LOCK
+
+    out = tmp_path / "run"
+    out.mkdir()
+    held = FileLock(str(out / LOCK))
+    held.acquire()
+    try:
+        r = runner.invoke(app, ["run", "toy-cli", "--quick", "--out", str(out)])
+        assert r.exit_code == 2 and "another jaxkit run is writing to this folder" in _out(r)
+        assert len(_out(r).strip().splitlines()) == 1
+        assert not (out / "run.json").exists()
+    finally:
+        held.release()
+    r = runner.invoke(app, ["run", "toy-cli", "--quick", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["run", "toy-cli", "--quick", "--out", str(out)])  # released
+    assert r.exit_code == 0, r.output
+
+
+def test_pipelines_run_under_the_context_fingerprint(toy, tmp_path):
+    """jaxkit run installs the run's fingerprint for its trainings: the same
+    configuration gives the same one, another configuration or seed another."""
+    from jaxkit import registry
+
+    a = registry.RunContext(out_dir=tmp_path, config=ToyConfig(rounds=4), seed=0)
+    b = registry.RunContext(out_dir=tmp_path, config=ToyConfig(rounds=4), seed=0)
+    c = registry.RunContext(out_dir=tmp_path, config=ToyConfig(rounds=5), seed=0)
+    d = registry.RunContext(out_dir=tmp_path, config=ToyConfig(rounds=4), seed=1)
+    assert a.fingerprint() == b.fingerprint()
+    assert len({a.fingerprint(), c.fingerprint(), d.fingerprint()}) == 3

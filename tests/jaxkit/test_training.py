@@ -155,3 +155,95 @@ def test_a_resumed_fit_is_placed_like_a_fresh_one(tmp_path):
     np.testing.assert_array_equal(jax.random.key_data(free["k"]),
                                   jax.random.key_data(jax.random.key(3)))
     np.testing.assert_array_equal(free["x"], raw.params["w"])
+
+
+def test_resume_never_restores_a_step_beyond_the_request(tmp_path):
+    """A folder holding a longer run's checkpoints: fit(steps=4) restores step 3 (at or
+    below 4), not step 9, and ends where an uninterrupted 4-step run ends."""
+    key = jax.random.key(2)
+    training.fit(key, _state(), STEP, _batch, steps=9, checkpoint_dir=tmp_path,
+                 checkpoint_every=3, keep=5)
+    short = training.fit(key, _state(), STEP, _batch, steps=4)
+    res = training.fit(key, _state(), STEP, _batch, steps=4, checkpoint_dir=tmp_path,
+                       checkpoint_every=3, keep=5)
+    assert res.resumed_from == 3 and int(res.state.aux) == 4
+    np.testing.assert_array_equal(res.state.params["w"], short.state.params["w"])
+    # nothing at or below the request: a fresh start, not a state from the future
+    with Checkpointer(tmp_path / "only-late", keep=2) as c:
+        c.save(9, _state(), {})
+    res2 = training.fit(key, _state(), STEP, _batch, steps=2,
+                        checkpoint_dir=tmp_path / "only-late", checkpoint_every=5)
+    assert res2.resumed_from == 0 and int(res2.state.aux) == 2
+
+
+def test_a_finished_training_resumed_keeps_its_history(tmp_path):
+    """Killed after its last checkpoint (before the caller saved its result), a rerun has
+    nothing left to train and still returns the whole loss history."""
+    key = jax.random.key(3)
+    first = training.fit(key, _state(), STEP, _batch, steps=6, checkpoint_dir=tmp_path,
+                         checkpoint_every=2, log_every=1)
+    again = training.fit(key, _state(), STEP, _batch, steps=6, checkpoint_dir=tmp_path,
+                         checkpoint_every=2, log_every=1)
+    assert again.resumed_from == 6 and again.history == []
+    assert again.full_history == first.history and len(first.history) == 6
+
+
+def test_a_changed_configuration_does_not_resume(tmp_path):
+    """Checkpoints written under another fingerprint (configuration, seed or version) are
+    removed and the run starts from step 0, saying so; the same fingerprint resumes."""
+    key = jax.random.key(4)
+    with training.use_fingerprint("config-a"):
+        training.fit(key, _state(), STEP, _batch, steps=4, checkpoint_dir=tmp_path,
+                     checkpoint_every=2)
+        same = training.fit(key, _state(), STEP, _batch, steps=6, checkpoint_dir=tmp_path,
+                            checkpoint_every=2)
+    assert same.resumed_from == 4 and same.restarted == ""
+    with training.use_fingerprint("config-b"), pytest.warns(UserWarning, match="another"):
+        other = training.fit(key, _state(), STEP, _batch, steps=6, checkpoint_dir=tmp_path,
+                             checkpoint_every=2)
+    assert other.resumed_from == 0 and "removed" in other.restarted
+    assert int(other.state.aux) == 6
+    with Checkpointer(tmp_path) as c:
+        assert c.read_meta()["_jaxkit_fingerprint"] == "config-b"
+
+
+def test_a_checkpoint_with_flipped_bits_falls_back_to_the_previous_one(tmp_path):
+    """Bytes changed inside the saved arrays (which the storage may decode without error)
+    fail the checksum: the previous checkpoint is restored."""
+    st = _state()
+    st2 = st._replace(params={"w": jnp.asarray([1.0, 2.0, 3.0]), "b": jnp.asarray(0.5)})
+    import orbax.checkpoint as ocp
+
+    with Checkpointer(tmp_path, keep=3) as c:
+        c.save(1, st, {"n": 1})
+        c.save(2, st2, {"n": 2})
+        meta = c.read_meta(2)
+    # the same checkpoint re-saved with the checksum of other values: what a flipped bit
+    # in the data looks like from the restore's side
+    forged = dict(meta, _jaxkit_digest="0" * 64)
+    with Checkpointer(tmp_path, keep=3) as c:
+        c._mngr.delete(2)
+        c._mngr.save(2, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(st2), meta=ocp.args.JsonSave(forged)), force=True)
+        c._mngr.wait_until_finished()
+    with Checkpointer(tmp_path) as c, pytest.warns(UserWarning, match="checksum"):
+        restored, meta, s = c.restore(abstract_like(st))
+    assert s == 1 and meta == {"n": 1}
+    np.testing.assert_array_equal(restored.params["w"], st.params["w"])
+
+
+def test_a_full_disk_is_one_line(tmp_path, monkeypatch):
+    import errno
+
+    from jaxkit.checkpoint import CheckpointError
+
+    c = Checkpointer(tmp_path)
+
+    def full(*a, **k):
+        raise RuntimeError("orbax failed") from OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(c._mngr, "save", full)
+    with pytest.raises(CheckpointError, match="no space left on the device") as e:
+        c.save(1, _state(), {})
+    assert "\n" not in str(e.value) and str(tmp_path) in str(e.value)
+    c.close()

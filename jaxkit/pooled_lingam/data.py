@@ -19,7 +19,11 @@ import jax.numpy as jnp
 
 from jaxkit.kernels import sem
 
-__all__ = ["TrialConfig", "Simulated", "simulate_batch", "ablations"]
+__all__ = ["TrialConfig", "Simulated", "simulate_batch", "ablations", "INDEPENDENT"]
+
+#: the ablation in which every node's noise is perturbed in every environment: the
+#: paper's independent-perturbation setting (exactly independent sources)
+INDEPENDENT = "every node perturbed in every environment"
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ def ablations() -> list[tuple[str, dict[str, Any]]]:
         ("atomic noise replaced by uniform (same variance)",
          dict(intervention="replace", strength=1.0)),
         ("2 targets per environment", dict(targets_per_env=2)),
-        ("every node perturbed in every environment", dict(perturb_all=True)),
+        (INDEPENDENT, dict(perturb_all=True)),
         ("scale-free graph", dict(graph="sf")),
         ("Laplace noise (non-Gaussian even without interventions)", dict(noise="laplace")),
     ]

@@ -25,7 +25,7 @@ from jaxkit.report import PipelineResult
 
 from . import report, userdata
 from .config import FULL, QUICK, Config
-from .data import TrialConfig
+from .data import INDEPENDENT, TrialConfig
 from .sachs import sachs_eval
 from .sweeps import run_ablations, run_sweep, sweep
 from .theory import theory_check
@@ -79,6 +79,12 @@ def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
         ctx.key("strength"), "strength", cfg.strengths, base=base, **common))
     abl_rows = ctx.stage("ablations", lambda: run_ablations(
         ctx.key("ablations"), base, **common) if cfg.ablations else [])
+    ind_rows = [dict(r) for r in abl_rows if r["setting"] == INDEPENDENT]
+    if not ind_rows and cfg.independent:
+        # the every-node-perturbed setting alone (its paper claim), on the ablations' key
+        ind_rows = ctx.stage("independent", lambda: sweep(
+            ctx.key("ablations"), "perturb_all", (True,), base=base, **dict(
+                common, methods=("pooled-ica",))))
     th = ctx.stage("theory", lambda: theory_check(
         ctx.key("theory"), ds=cfg.theory_ds, strengths=cfg.theory_strengths,
         n_per_env=cfg.theory_npe, n_seeds=cfg.theory_seeds, tail_from=cfg.theory_tail_from,
@@ -88,16 +94,18 @@ def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
         direct=cfg.sachs_direct))
 
     figures = report.figures(ctx.out_dir, cfg, d_rows, env_rows, npe_rows, str_rows, th)
-    tested = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs_rows)
-    holds = all(c.verdict == "yes" for c in tested[:3])
+    tested = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs_rows,
+                           independent_rows=ind_rows, abl_rows=abl_rows)
+    synthetic = [c for c in tested if c.kind == "paper" and c.verdict != "not tested"]
+    holds = all(c.verdict == "yes" for c in synthetic)
     seconds = ctx.elapsed()
     md = report.markdown(cfg, quick=ctx.quick, seed=ctx.seed, tested=tested, d_rows=d_rows,
                          env_rows=env_rows, npe_rows=npe_rows, str_rows=str_rows,
                          abl_rows=abl_rows, th=th, sachs_rows=sachs_rows, seconds=seconds,
-                         reloaded=ctx.reloaded)
+                         reloaded=ctx.reloaded, ind_rows=ind_rows)
     warnings = [] if holds else [
-        "pooled ICA-LiNGAM did not meet every synthetic claim (recovery, gain over "
-        "observational-only, match with GIES); see the verdict"]
+        "pooled ICA-LiNGAM did not meet every tested paper claim (independent "
+        "perturbations, moments, rates, recovery, match with GIES); see the verdicts"]
     metrics = {
         "claim_holds": bool(holds),
         "d_sweep": report.clean_rows(d_rows),
@@ -105,6 +113,7 @@ def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
         "samples_sweep": report.clean_rows(npe_rows),
         "strength_sweep": report.clean_rows(str_rows),
         "ablations": report.clean_rows(abl_rows),
+        "independent": report.clean_rows(ind_rows),
         "theory": {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v)
                    for k, v in th.items()},
         "sachs": report.clean_rows(sachs_rows),

@@ -138,20 +138,22 @@ def fit_pooled(key, data: PooledTable, *, restarts: int = 8) -> dict:
 
 
 def claims(data: PooledTable, fit: dict) -> list[Claim]:
-    """The premise of pooling, tested on the user's data (module docstring)."""
+    """The premise of pooling, tested on the user's data (module docstring): a ``"setup"``
+    row (a precondition of the pooled fit on this table, not a paper claim)."""
     claim = ("Pooling the environments makes the variables more non-Gaussian than within "
              "an environment (log ratio of |excess kurtosis| pooled to within > 0, over "
              "variables).")
     if len(data.env_names) < 2 or not np.isfinite(fit["kurtosis_within"]).all():
         return [Claim(PAPER, claim, "n/a", "not tested at this size",
-                      note=f"needs >= 2 environments with >= {_MIN_ENV_ROWS} rows each")]
+                      note=f"needs >= 2 environments with >= {_MIN_ENV_ROWS} rows each",
+                      kind="setup")]
     floor = np.sqrt(24.0 / np.median([c for c in fit["env_rows"] if c >= _MIN_ENV_ROWS]))
     v = superiority(np.log((fit["kurtosis_pooled"] + floor)
                            / (fit["kurtosis_within"] + floor)))
     return [Claim.from_verdict(
         PAPER, claim, v, note="No ground truth: the graph itself is not scored. A 'no' means "
         "pooling adds little non-Gaussianity here, so the pooled fit rests on the noise "
-        "being non-Gaussian already.")]
+        "being non-Gaussian already.", kind="setup")]
 
 
 def _edges(names, adj, freq=None) -> list[list]:

@@ -1,5 +1,6 @@
 """Pooled-LiNGAM paper package: tiny sweeps, theory check, sharding, compile reuse,
-configuration, claims that can say no, a full tiny run and its resume."""
+configuration, claims that can say no (margins from the configuration, Holm), the
+negative control, a full tiny run and its resume."""
 
 import dataclasses
 import json
@@ -157,42 +158,114 @@ def _row(method, param, value, f1):
     return {"method": method, param: value, "f1_seeds": list(f1), "f1": float(np.mean(f1))}
 
 
-def _theory(kurt_slope, dep_slope):
+def _theory(kurt_slope, dep_slope, kurt0=(4.0, 4.2, 3.9), dep0=(0.05, 0.06, 0.055)):
     s = np.asarray([kurt_slope]), np.asarray([dep_slope])
-    return {"strengths": [3.0], "ds": [5, 10, 20], "tail_from": 10,
+    return {"strengths": [3.0], "ds": [5, 10, 20], "tail_from": 10, "n_per_env": 100,
             "seed_slope_kurtosis": s[0], "seed_tail_slope_kurtosis": s[0],
-            "seed_tail_slope_dependence": s[1]}
+            "seed_tail_slope_dependence": s[1],
+            "kurtosis_seeds": np.asarray(kurt0)[None, None, :],
+            "dependence_seeds": np.asarray(dep0)[None, None, :]}
+
+
+_CLAIMS_CFG = Config(n_seeds=4, ds=(5,), sweep_d=5, n_per_env=20, env_values=(2, 5),
+                     strengths=(1.5, 3.0), gies_seeds=4, gies_max_d=5, sachs_restarts=2)
 
 
 def test_claims_can_say_yes_and_no():
-    cfg = Config(n_seeds=4, ds=(5,), sweep_d=5, n_per_env=20, env_values=(2, 5),
-                 strengths=(1.5, 3.0), gies_seeds=4, gies_max_d=5, sachs_restarts=2)
+    cfg = _CLAIMS_CFG
     good, bad = [1.0, 0.98, 0.97, 1.0], [0.5, 0.55, 0.6, 0.52]
     d_rows = [_row("pooled-ica", "d", 5, good), _row("obs-ica", "d", 5, bad),
               _row("gies", "d", 5, [0.99, 0.98, 0.99, 1.0])]
     env_rows = [_row("pooled-ica", "n_envs", 5, good), _row("pooled-ica", "n_envs", 2, bad)]
     str_rows = [_row("pooled-ica", "strength", 3.0, good),
                 _row("pooled-ica", "strength", 1.5, bad)]
+    ind = [_row("pooled-ica", "perturb_all", True, good)]
     sachs = [{"method": "pooled-ica", "transform": "raw", "auprc_reps": [0.3, 0.31],
               "chance_auprc": 18 / 110}]
     th = _theory([-0.8, -0.7, -0.9], [-1.5, -1.6, -1.4])
-    yes = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs)
-    assert [c.verdict for c in yes] == ["yes"] * 8
+    yes = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs, independent_rows=ind)
+    kinds = [c.kind for c in yes]
+    assert kinds == ["paper"] * 6 + ["setup"] + ["extension"] * 4
+    assert [c.verdict for c in yes] == ["yes"] * 5 + ["not tested"] + ["yes"] * 3 + [
+        "not tested at this size", "yes"]
+    assert "Sachs" in yes[5].note and "labels" in yes[5].note
     # the same tests say no when the data contradict the claims
     d_rows = [_row("pooled-ica", "d", 5, bad), _row("obs-ica", "d", 5, good),
               _row("gies", "d", 5, good)]
     env_rows = [_row("pooled-ica", "n_envs", 5, bad), _row("pooled-ica", "n_envs", 2, good)]
     str_rows = [_row("pooled-ica", "strength", 3.0, bad),
                 _row("pooled-ica", "strength", 1.5, good)]
+    ind = [_row("pooled-ica", "perturb_all", True, bad)]
     sachs = [dict(sachs[0], auprc_reps=[0.1, 0.11, 0.1])]
-    th = _theory([0.8, 0.7, 0.9], [1.5, 1.6, 1.4])
-    no = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs)
-    assert [c.verdict for c in no] == ["no"] * 8
+    th = _theory([0.8, 0.7, 0.9], [1.5, 1.6, 1.4], kurt0=(-0.1, -0.12, -0.09))
+    no = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs, independent_rows=ind)
+    assert [c.verdict for c in no] == ["no"] * 5 + ["not tested"] + ["no"] * 3 + [
+        "not tested at this size", "no"]
     # no GIES cell, no environments below d, a single theory tail point: not tested
     cfg2 = dataclasses.replace(cfg, env_values=(5,), gies_max_d=4)
     th2 = dict(_theory([-0.8, -0.7], [-1.5, -1.6]), ds=[5, 10], tail_from=10)
     few = report.claims(cfg2, d_rows[:2], env_rows[:1], str_rows, th2, sachs)
-    assert [few[i].verdict for i in (2, 4, 5)] == ["not tested at this size"] * 3
+    assert [few[i].verdict for i in (0, 2, 4, 7)] == ["not tested at this size"] * 4
+
+
+def test_claim_margins_are_config_fields_stated_in_the_test():
+    """Moving a margin in the configuration moves the verdict (nothing is derived from
+    the data); the margin is written in the claim's test."""
+    good = [0.9, 0.92, 0.91, 0.9]
+    d_rows = [_row("pooled-ica", "d", 5, good)]
+    th = _theory([-0.8, -0.7, -0.9], [-1.5, -1.6, -1.4])
+    strict = dataclasses.replace(_CLAIMS_CFG, f1_target=0.95)
+    for cfg, verdict in ((_CLAIMS_CFG, "yes"), (strict, "no")):
+        c = report.claims(cfg, d_rows, [], [], th, [])[3]
+        assert c.verdict == verdict and f"margin {cfg.f1_target:g}" in c.test
+    loose = dataclasses.replace(_CLAIMS_CFG, rate_margin=5.0)
+    assert report.claims(loose, d_rows, [], [], th, [])[2].verdict == "no"
+
+
+def test_holm():
+    np.testing.assert_array_equal(report.holm([0.01, 0.04, 0.03], 0.05),
+                                  [True, False, False])
+    np.testing.assert_array_equal(report.holm([0.01, 0.02, 0.04], 0.05), [True] * 3)
+    np.testing.assert_array_equal(report.holm([np.nan, 0.001], 0.05), [False, True])
+    assert report.p_below([0.1, 0.2, 0.15], 0.5) < 0.01 < report.p_below([0.6, 0.7], 0.5)
+    # a part that fails alone says "no"; among several, only if it survives Holm
+    one = report._all_of("c", [("a", [0.76, 0.80, 0.79, 0.82], 0.85)])
+    assert one.verdict == "no"
+    many = report._all_of("c", [("a", [0.76, 0.80, 0.79, 0.82], 0.85)]
+                          + [(str(i), [0.9, 0.95, 0.92, 0.97], 0.85) for i in range(7)])
+    assert many.verdict == "not shown" and "Holm" in many.test
+
+
+def test_negative_control_no_paper_claim_says_yes(monkeypatch):
+    """The claims on a world whose interventions change nothing (noise-sd factor 1: the
+    pooled rows are observational Gaussian data, every source Gaussian, every node
+    "perturbed" or not alike): ICA-LiNGAM cannot recover the DAG, pooling adds no
+    non-Gaussianity, so no paper claim may say "yes". The shapes of the tests above (d =
+    4, 5 x 30 rows, 3 datasets; the theory's d = 5, 10 at 150 rows, 2 seeds), so nothing
+    compiles anew."""
+    key = jax.random.key(11)
+    d_rows = pl.run_sweep(key, ds=(4,), n_seeds=3, n_per_env=30, strength=1.0,
+                          methods=("pooled-ica", "obs-ica", "gies"), gies_seeds=3,
+                          gies_max_d=4)
+    # with strength 1 perturbing every node changes nothing either: the same data
+    ind = [dict(r, perturb_all=True) for r in d_rows if r["method"] == "pooled-ica"]
+    th = pl.theory_check(jax.random.key(12), ds=(5, 10), strengths=(1.0,), n_per_env=150,
+                         n_seeds=2, tail_from=5)
+    cfg = dataclasses.replace(_CLAIMS_CFG, ds=(4,), sweep_d=4, gies_seeds=3, gies_max_d=4)
+
+    def paper_verdicts():
+        return [c.verdict for c in report.claims(cfg, d_rows, [], [], th, [],
+                                                 independent_rows=ind)
+                if c.kind == "paper"]
+
+    verdicts = paper_verdicts()
+    assert len(verdicts) == 6 and "yes" not in verdicts, verdicts
+    # the control has teeth: the same rows under a test that always says yes do say yes
+    from jaxkit.stats import Verdict
+
+    monkeypatch.setattr(report, "superiority", lambda x, margin=0.0: Verdict(
+        "yes", 1.0, 1.0, 1.0, len(x), "always yes"))
+    assert "yes" in paper_verdicts()
 
 
 # the shapes of the tests above (3 datasets of d = 4 with 150 rows; the theory's d = 5, 10
@@ -220,13 +293,14 @@ def test_pipeline_tiny_run(tmp_path):
         assert heading in res.markdown
     assert "| d |" in res.markdown
     assert set(res.metrics) >= {"claim_holds", "d_sweep", "theory", "sachs"}
-    assert len(res.claims) == 8
-    assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown",
+    assert [c.kind for c in res.claims] == ["paper"] * 6 + ["setup"] + ["extension"] * 4
+    assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown", "not tested",
                                                "not tested at this size"}
+    assert res.metrics["independent"] and res.claims[0].verdict != "not tested at this size"
     report_md = write_report(tmp_path, [res], quick=True)
     text = report_md.read_text()
     assert "pooled_lingam_f1_vs_d.png" in text and "## Claims" in text
-    assert len(json.loads((tmp_path / "metrics.json").read_text())["claims"]) == 8
+    assert len(json.loads((tmp_path / "metrics.json").read_text())["claims"]) == 11
 
 
 def test_killed_run_resumes_from_saved_stages(tmp_path, monkeypatch):
@@ -241,7 +315,7 @@ def test_killed_run_resumes_from_saved_stages(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         pipeline.run(_ctx(tmp_path))
     saved = sorted(p.name.split("-")[0] for p in (tmp_path / ".stages").glob("*.pkl"))
-    assert saved == ["ablations", "d", "n_envs", "n_per_env", "strength"]
+    assert saved == ["ablations", "d", "independent", "n_envs", "n_per_env", "strength"]
     assert not list((tmp_path / ".stages").glob("*.tmp*"))
 
     def must_not_run(*a, **k):
@@ -252,7 +326,8 @@ def test_killed_run_resumes_from_saved_stages(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "sweep", must_not_run)
     ctx = _ctx(tmp_path)
     res = pipeline.run(ctx)
-    assert ctx.reloaded == ["d", "n_envs", "n_per_env", "strength", "ablations"]
+    assert ctx.reloaded == ["d", "n_envs", "n_per_env", "strength", "ablations",
+                            "independent"]
     assert "reloaded from an earlier run" in res.markdown
     # a different seed does not reuse them
     with pytest.raises(AssertionError, match="recomputed"):

@@ -75,6 +75,8 @@ def bootstrap(
     idx = jax.random.randint(k_idx, (n_sampling, n), 0, n)
     fit_keys = jax.random.split(k_fit, n_sampling)
 
+    x = jnp.asarray(x)  # a NumPy array cannot be indexed by the traced resample rows
+
     def one(k, rows):
         xs = x[rows]
         if method == "ica":

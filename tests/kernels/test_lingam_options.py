@@ -247,6 +247,11 @@ def test_bootstrap_is_the_fits_on_the_resamples():
     probs = np.asarray(L.bootstrap_probabilities(r))
     np.testing.assert_allclose(probs, np.mean(nonzero, axis=0), rtol=1e-12)
     assert probs[1, 0] == 1.0  # the strong edge x0 -> x1 in every resample
+    # a NumPy array, as read from a user's file, gives the same (it failed with a
+    # TracerArrayConversionError: rows drawn under vmap indexed a host array)
+    rn = L.bootstrap(jax.random.key(0), np.asarray(x), 3, criterion="bic_sklearn")
+    np.testing.assert_array_equal(np.asarray(rn.adjacency_matrices),
+                                  np.asarray(r.adjacency_matrices))
     for bad in (0, -1, "3", 2.0):
         with pytest.raises(ValueError, match="n_sampling"):
             L.bootstrap(jax.random.key(0), x, bad)

@@ -2,7 +2,6 @@
 then 32 independent datasets in one compiled call."""
 
 import jax
-
 from jaxkit.kernels import graph, lingam, sem
 
 

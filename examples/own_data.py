@@ -7,9 +7,9 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from jaxkit.kernels import lingam
 
 from jaxkit.io import read_csv_matrix
-from jaxkit.kernels import lingam
 
 
 def write_example_csv(path: Path) -> None:

@@ -14,6 +14,14 @@
   half the mean usefulness of the top-ranked half of the proposers minus that of the
   bottom half is one paired difference; :func:`jaxkit.stats.superiority` over all
   targets says whether VOI predicts usefulness out of sample.
+
+Replicates. The unit a user would redo is the simulator seed (a new draw of targets,
+proposers, questions and markets), not a target within one draw: :func:`seed_stats`
+reduces one simulated benchmark to one number per claim (``r`` of VOI with quality
+over its proposers; the mean held-out usefulness difference, measured with the
+separate forecaster of :func:`jaxkit.cruxbench.proposers.separate_forecaster`), and
+:func:`seed_correlation` / :func:`seed_correlation_equivalence` decide over the seeds
+(the Student-t interval of the seeds' mean Fisher z, back-transformed to r).
 """
 
 from __future__ import annotations
@@ -25,10 +33,14 @@ import warnings
 import numpy as np
 from scipy import stats as sps
 
-from jaxkit.stats import Verdict, as_generator, fisher_z_interval, superiority
+from jaxkit.stats import Verdict, as_generator, fisher_z_interval, superiority, t_interval
+
+from .scoring import agent_usefulness, score
 
 __all__ = ["pearson", "correlation_summary", "nested_bootstrap_r", "permutation_p",
-           "correlation_verdict", "correlation_equivalence", "heldout_usefulness"]
+           "correlation_verdict", "correlation_equivalence", "heldout_usefulness",
+           "forecaster_usefulness", "seed_stats", "SEED_STATS", "seed_correlation",
+           "seed_correlation_equivalence"]
 
 
 def pearson(x, y) -> float:
@@ -236,3 +248,91 @@ def simulator_check(measured: dict[str, np.ndarray], known: dict[str, np.ndarray
         rows.append([name, f"{np.mean(y[ok]):.5f}", f"{np.mean(x[ok]):.5f}",
                      f"[{v.lo:.5f}, {v.hi:.5f}]", v.verdict])
     return rows
+
+
+def forecaster_usefulness(ds, questions: dict, p1, p0) -> np.ndarray:
+    """``(N, M)`` Brier improvement of the separate forecaster over the price at asking:
+    :func:`jaxkit.cruxbench.scoring.agent_usefulness` with the forecaster's own ``p1`` /
+    ``p0`` (``(Q,)``) in place of the proposer's (``questions``:
+    :func:`jaxkit.cruxbench.scoring.question_scores` of ``ds``)."""
+    return agent_usefulness(ds, {**questions, "p1": np.asarray(p1, float),
+                                 "p0": np.asarray(p0, float)})["brier_gain"]
+
+
+#: the per-seed numbers :func:`seed_stats` returns
+SEED_STATS = ("r_quality", "r_forecaster", "r_own_agent", "heldout_forecaster", "n_quality")
+
+
+def seed_stats(ds, forecast_p1, forecast_p0, *, window: float = 0.0,
+               clip: tuple[float, float] = (0.01, 0.99)) -> dict[str, float]:
+    """One simulated benchmark reduced to the numbers its seed contributes.
+
+    Args:
+        ds: the benchmark's :class:`~jaxkit.cruxbench.data.Dataset`.
+        forecast_p1, forecast_p0: ``(Q,)`` the separate forecaster's probabilities.
+        window, clip: as :func:`jaxkit.cruxbench.scoring.score`.
+
+    Returns:
+        ``r_quality``: Pearson r of the proposers' mean realised VOI (abs price move at
+        the announcement) with the quality measure; ``r_forecaster``: with the separate
+        forecaster's mean Brier gain; ``r_own_agent``: with the gain of the agent that
+        pools the proposer's own numbers (structural, for comparison);
+        ``heldout_forecaster``: the mean over targets of the cross-fitted top-VOI-half
+        minus bottom-half difference in the separate forecaster's Brier gain
+        (:func:`heldout_usefulness`); ``n_quality``: proposers with a quality measure.
+    """
+    sc = score(ds, window=window, clip=clip)
+    voi = sc["per_target"]["realised_abs"]
+    use = forecaster_usefulness(ds, sc["questions"], forecast_p1, forecast_p0)
+    _, d = heldout_usefulness(voi, use)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        v = np.nanmean(voi, 0)
+        u = np.nanmean(use, 0)
+        held = float(np.nanmean(d)) if np.isfinite(d).any() else math.nan
+    q = np.asarray(ds.quality, float)
+    return dict(r_quality=pearson(v, q), r_forecaster=pearson(v, u),
+                r_own_agent=pearson(v, sc["per_proposer"]["brier_gain"]),
+                heldout_forecaster=held, n_quality=float(np.isfinite(q).sum()))
+
+
+def _z(rs) -> np.ndarray:
+    r = np.asarray(rs, float)
+    return np.arctanh(np.clip(r[np.isfinite(r)], -1 + 1e-12, 1 - 1e-12))
+
+
+def seed_correlation(rs, *, null: float, level: float = 0.95) -> Verdict:
+    """Is the correlation above ``null``, over simulator seeds? The ``level`` Student-t
+    interval of the seeds' mean Fisher z (``atanh r``, one per seed) against
+    ``atanh(null)``: "yes" above, "no" below, else "not shown"; estimate and interval
+    back-transformed to r."""
+    if not -1 < null < 1:
+        raise ValueError(f"`null` must be in (-1, 1); got {null}")
+    z = _z(rs)
+    v = superiority(z, margin=math.atanh(null), level=level)
+    test = (f"mean Fisher z of r over {z.size} simulator seeds ({level:.0%} t CI) vs "
+            f"r = {null:g}")
+    return Verdict(v.verdict, math.tanh(v.estimate) if z.size else math.nan,
+                   math.tanh(v.lo), math.tanh(v.hi), v.n,
+                   test if z.size >= 2 else test + ": fewer than 2 seeds with an r")
+
+
+def seed_correlation_equivalence(rs, *, target: float, margin: float,
+                                 level: float = 0.90) -> Verdict:
+    """Is the correlation within ``margin`` of ``target``, over simulator seeds? The
+    ``level`` t interval of the seeds' mean Fisher z, back-transformed to r, inside
+    ``(target - margin, target + margin)``: "yes"; wholly outside: "no"; else "not
+    shown"."""
+    if not margin > 0:
+        raise ValueError(f"`margin` must be > 0; got {margin}")
+    z = _z(rs)
+    test = (f"equivalence |r - {target:g}| < {margin:g} (mean Fisher z over {z.size} "
+            f"simulator seeds, {level:.0%} t CI)")
+    if z.size < 2:
+        return Verdict("not shown", math.nan, math.nan, math.nan, int(z.size),
+                       test + ": fewer than 2 seeds with an r")
+    m, h = t_interval(z, level)
+    est, lo, hi = math.tanh(m), math.tanh(m - h), math.tanh(m + h)
+    a, b = target - margin, target + margin
+    v = "yes" if a < lo and hi < b else "no" if hi <= a or lo >= b else "not shown"
+    return Verdict(v, est, lo, hi, int(z.size), test)

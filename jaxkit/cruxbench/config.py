@@ -9,10 +9,20 @@ thresholds of scale ``threshold_scale``), ``n_proposers`` simulated models each 
 ``spread_max``), one market of ``n_steps`` steps per question, and an independent
 quality measure on ``n_quality_targets`` held-out targets. Prices are clipped to
 ``[clip_lo, clip_hi]``; the realised update spans ``window`` time units after the
-announcement. Statistics: ``n_boot`` nested-bootstrap resamples, ``n_perm``
-permutations (exact for <= 8 proposers), the paper's ``r_paper`` with equivalence
-margin ``r_margin``. ``data``: a CruxBench JSON Lines file of real markets scored by the
-same code (``""``: none).
+announcement. The separate forecasting agent that measures usefulness sees the
+loadings with noise ``forecaster_noise`` and never reads the proposers' probabilities.
+
+Replicates: ``n_sim_seeds`` simulated benchmarks (the unit a user would redo), each
+reduced to one number per claim; the verdicts come from the seeds.
+
+The claims' nulls and margins, fixed before the run (never from the measured data):
+``r_high``, the correlation "correlates highly" must exceed (the seeds' mean Fisher z
+against ``atanh(r_high)``); ``usefulness_margin``, the held-out Brier improvement of the
+top-VOI half of the proposers over the bottom half that counts as "predicts
+usefulness"; the paper's ``r_paper`` with equivalence margin ``r_margin`` (an extension
+row). Seed 0's detail: ``n_boot`` nested-bootstrap resamples, ``n_perm`` permutations
+(exact for <= 8 proposers). ``data``: a CruxBench JSON Lines file of real markets scored
+by the same code (``""``: none).
 """
 
 from __future__ import annotations
@@ -46,6 +56,10 @@ class Config(PipelineConfig):
     clip_lo: float = 0.01
     clip_hi: float = 0.99
     window: float = 0.0
+    forecaster_noise: float = 0.3
+    n_sim_seeds: int = 20
+    r_high: float = 0.5
+    usefulness_margin: float = 0.0
     n_boot: int = 5000
     n_perm: int = 10000
     r_paper: float = 0.87
@@ -56,14 +70,16 @@ class Config(PipelineConfig):
         require_at_least(self, ("n_targets", "n_questions", "n_factors", "n_boot", "n_perm",
                                 "n_quality_targets"))
         require_at_least(self, ("n_targets",), 4)
-        require_at_least(self, ("n_proposers", "n_steps"), 2)
+        require_at_least(self, ("n_proposers", "n_steps", "n_sim_seeds"), 2)
         require(self.n_questions <= self.n_factors, "n_questions",
                 f"must be <= n_factors ({self.n_factors}); got {self.n_questions}")
         require(0 < self.explained < 1, "explained", f"must be in (0, 1); got {self.explained}")
         require_positive(self, ("loading_spread", "threshold_scale", "noise_min", "r_margin"))
         require(self.noise_max >= self.noise_min, "noise_max",
                 f"must be >= noise_min ({self.noise_min}); got {self.noise_max}")
-        require_at_least(self, ("vagueness_max", "spread_max", "window"), 0)
+        require_at_least(self, ("vagueness_max", "spread_max", "window", "forecaster_noise",
+                                "usefulness_margin"), 0)
+        require(-1 < self.r_high < 1, "r_high", f"must be in (-1, 1); got {self.r_high}")
         require(0 < self.clip_lo < 0.5 < self.clip_hi < 1, "clip_lo",
                 f"and clip_hi must satisfy 0 < clip_lo < 0.5 < clip_hi < 1; got "
                 f"{self.clip_lo}, {self.clip_hi}")
@@ -74,17 +90,14 @@ class Config(PipelineConfig):
         return SimSettings(self.n_targets, self.n_proposers, self.n_questions, self.n_factors,
                            self.n_steps, self.n_quality_targets, self.explained,
                            self.loading_spread, self.threshold_scale, self.noise_min,
-                           self.noise_max, self.vagueness_max, self.spread_max)
+                           self.noise_max, self.vagueness_max, self.spread_max,
+                           self.forecaster_noise)
 
 
-# QUICK asks 64 simulated proposers about 128 targets: across 8 proposers (the paper's
-# number, and FULL's) the simulator's VOI-quality correlation is itself a draw of 8
-# trait vectors (r from -0.40 to 0.73 over 5 simulator seeds, 64 targets), so no size
-# of the target set decides claim 1. Smallest sizes that did, over 5 simulator seeds
-# (claim 1 / claim 3 "yes"): 64 x 32 proposers 2/5 / 1/5, 64 x 48 3/5 / 2/5, 64 x 64
-# 5/5 / 2/5, 96 x 64 5/5 / 5/5, 128 x 64 5/5 / 5/5 (pipeline seeds 0, 1: claim 3 yes,
-# not shown); r(VOI, quality) is 0.26-0.54, so claim 2 (r = 0.87) is decided "no".
-# About 16 s CPU under load (2026-12-01).
-QUICK = Config(n_targets=128, n_proposers=64, n_steps=24, n_quality_targets=256, n_boot=1000,
-               n_perm=2000)
+# QUICK: the paper's 8 proposers, 64 targets, 8 simulator seeds. The verdicts come from
+# the seeds (one r per seed over 8 proposers: seed 0 of the old single-draw FULL gave
+# r = 0.80, seeds 1-5 0.26-0.65), so a quick run decides what a user redoing it would
+# see; FULL: 336 targets x 8 proposers x 20 seeds.
+QUICK = Config(n_targets=64, n_proposers=8, n_steps=24, n_quality_targets=256, n_sim_seeds=8,
+               n_boot=1000, n_perm=2000)
 FULL = Config()

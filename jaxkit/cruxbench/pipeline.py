@@ -2,22 +2,28 @@
 against prediction-market price moves, its correlation with model quality and its use
 to a forecasting agent.
 
-Stages: the simulated benchmark (``cruxbench-sim``: targets, proposers, questions, one
-market per question; :mod:`jaxkit.cruxbench.simulate`), then the scoring shared with
-real data (:mod:`jaxkit.cruxbench.scoring`), the statistics
-(:mod:`jaxkit.cruxbench.analysis`) and the report with the paper's claims
-(:mod:`jaxkit.cruxbench.report`). ``--set data=FILE.jsonl`` also scores the user's
-markets (format: :mod:`jaxkit.cruxbench.data`). Nothing is trained, so there is no
-checkpoint; a killed run reloads the simulated stage.
+Stages: the simulated benchmark of seed 0 (``cruxbench-sim``: targets, proposers,
+questions, one market per question; :mod:`jaxkit.cruxbench.simulate`), shown in detail;
+then ``n_sim_seeds`` simulated benchmarks (``cruxbench-seeds``: seed 0 and fresh draws),
+each reduced to one number per claim (:func:`jaxkit.cruxbench.analysis.seed_stats`); the
+claims are decided over the seeds (:mod:`jaxkit.cruxbench.report`). The scoring is the
+one real data use (:mod:`jaxkit.cruxbench.scoring`). ``--set data=FILE.jsonl`` also
+scores the user's markets (format: :mod:`jaxkit.cruxbench.data`). Nothing is trained, so
+there is no checkpoint; a killed run reloads the finished stages.
 """
 
 from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
 
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
 from . import report
-from .analysis import evaluate, simulator_check
+from .analysis import SEED_STATS, evaluate, forecaster_usefulness, seed_stats, simulator_check
 from .config import FULL, QUICK, Config
 from .data import read_jsonl
 from .scoring import question_scores, score
@@ -26,39 +32,63 @@ from .simulate import simulate
 TITLE = "CruxBench: value of information of subquestions against market prices"
 
 
+def _seeds(ctx: RunContext, cfg: Config, keys, sim0) -> dict:
+    """:func:`seed_stats` of every simulator seed (``sim0``: seed 0's, already drawn)."""
+    clip = (cfg.clip_lo, cfg.clip_hi)
+    rows = []
+    for s in ctx.track(range(len(keys)), "cruxbench simulator seeds"):
+        sim = sim0 if s == 0 else simulate(keys[s], cfg.sim_settings())
+        rows.append(seed_stats(sim.data, sim.forecast_p1, sim.forecast_p0,
+                               window=cfg.window, clip=clip))
+    return {k: np.array([r[k] for r in rows], float) for k in SEED_STATS}
+
+
 @register("cruxbench", quick=QUICK, full=FULL, title=TITLE)
 def run(ctx: RunContext) -> PipelineResult:
-    """Simulate, score, test the claims; optionally score the user's JSON Lines file."""
+    """Simulate over seeds, score, test the claims; optionally score the user's file."""
     cfg: Config = ctx.config
     clip = (cfg.clip_lo, cfg.clip_hi)
-    sim = ctx.stage("cruxbench-sim", lambda: simulate(ctx.key("cruxbench-sim"),
-                                                      cfg.sim_settings()))
+    base = ctx.key("cruxbench-sim")
+    keys = [jax.random.fold_in(base, s) for s in range(cfg.n_sim_seeds)]
+    sim = ctx.stage("cruxbench-sim", lambda: simulate(keys[0], cfg.sim_settings()))
+    seeds = ctx.stage("cruxbench-seeds", lambda: _seeds(ctx, cfg, keys, sim))
     scores = score(sim.data, window=cfg.window, clip=clip)
+    fore = forecaster_usefulness(sim.data, scores["questions"], sim.forecast_p1,
+                                 sim.forecast_p0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column gives NaN
+        fore_prop = np.nanmean(fore, 0)
     stats = evaluate(ctx.key("cruxbench-stats"), scores, sim.data.quality,
                      n_boot=cfg.n_boot, n_perm=cfg.n_perm)
     tight = question_scores(sim.data, clip=(1e-6, 1 - 1e-6))
     check = simulator_check(tight, dict(abs=sim.known_abs, sq=sim.known_sq, mi=sim.known_mi))
-    claims = report.claims(cfg, stats)
-    md = [report.markdown(scores, stats, sim.data.proposers, sim.data.quality,
-                          traits=sim.traits, check=check)]
-    figures = [report.plot(scores, sim.data.quality, ctx.out_dir)]
+    claims = report.claims(cfg, seeds, check)
+    md = [report.seeds_markdown(cfg, seeds),
+          report.markdown(scores, stats, sim.data.proposers, sim.data.quality,
+                          traits=sim.traits, check=check, forecaster=fore_prop,
+                          title="Simulator seed 0 in detail")]
+    figures = [report.plot(scores, sim.data.quality, ctx.out_dir, usefulness=fore_prop,
+                           usefulness_label="separate forecaster's Brier improvement")]
     metrics = dict(settings=cfg.to_dict(), per_proposer={k: v.tolist() for k, v in
                                                          scores["per_proposer"].items()},
+                   separate_forecaster=fore_prop.tolist(),
                    quality=sim.data.quality.tolist(), simulator_check=check,
+                   seeds={k: v.tolist() for k, v in seeds.items()},
                    correlations={k: stats[k] for k in ("quality", "usefulness")})
     if cfg.data:
         ds = read_jsonl(cfg.data)
         sc = score(ds, window=cfg.window, clip=clip)
         st = evaluate(ctx.key("cruxbench-data"), sc, ds.quality, n_boot=cfg.n_boot,
                       n_perm=cfg.n_perm)
-        claims += report.claims(cfg, st, source=cfg.data)
+        claims += report.data_claims(cfg, st, source=cfg.data)
         md.append(report.markdown(sc, st, ds.proposers, ds.quality, title=f"Data: {cfg.data}"))
         figures.append(report.plot(sc, ds.quality, ctx.out_dir, "cruxbench_data"))
         metrics["data"] = dict(per_proposer={k: v.tolist() for k, v in
                                              sc["per_proposer"].items()},
                                correlations={k: st[k] for k in ("quality", "usefulness")})
-    warnings = [] if cfg.n_proposers >= 8 else [
+    warns = [] if cfg.n_proposers >= 8 else [
         f"{cfg.n_proposers} proposers: the correlation intervals are very wide"]
     metrics["total_seconds"] = ctx.elapsed()
     return PipelineResult("cruxbench", TITLE, "\n".join(md), figures=figures, metrics=metrics,
-                          warnings=warnings, claims=claims)
+                          warnings=warns, claims=claims)
+

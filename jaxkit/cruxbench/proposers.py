@@ -15,6 +15,13 @@ on held-out targets whose factors are all revealed, forecasting with its noisy l
 (minus the Brier score): driven by ``sigma_m`` alone, not by vagueness or threshold
 choice, so VOI and quality share one trait and differ in two.
 
+The separate forecasting agent (:func:`separate_forecaster`) that measures downstream
+usefulness never reads a proposer's probabilities: it reads each question's content
+(which factor, how noisily it is read, the threshold) and weighs the answer with its
+own noisy view of the target's loadings, so its Brier gain is not the proposer's VOI by
+construction (an agent pooling the proposer's own exact ``p1`` / ``p0`` gains
+``E dp^2``, the squared-shift VOI, identically).
+
 :class:`ChatProposer` asks an OpenAI-compatible endpoint for subquestions with its
 probabilities, through jaxkit's HTTP client (:class:`jaxkit.llm.ChatClient`).
 """
@@ -35,7 +42,7 @@ from jaxkit.llm import ChatClient, LLMError
 from .market import Targets, question_probs
 
 __all__ = ["Proposers", "Questions", "make_proposers", "propose", "quality_scores",
-           "ChatProposer", "parse_questions", "LLMError"]
+           "separate_forecaster", "ChatProposer", "parse_questions", "LLMError"]
 
 
 class Proposers(NamedTuple):
@@ -116,6 +123,40 @@ def quality_scores(key, proposers: Proposers, held_out: Targets) -> jax.Array:
     resid = jnp.sqrt(jnp.maximum(1 - jnp.sum(seen**2, -1), 0.05))
     f = ndtr((jnp.sum(seen * held_out.factors, -1) - held_out.threshold) / resid)
     return -jnp.mean((f - held_out.outcome) ** 2, -1)
+
+
+def separate_forecaster(key, proposers: Proposers, targets: Targets, questions: Questions, *,
+                        noise: float) -> tuple[jax.Array, jax.Array]:
+    """The separate forecasting agent's ``P(Y | S)`` and ``P(Y | not S)`` for every
+    question, from the question's content only.
+
+    The agent sees each target's loadings once, as ``a_f = a + noise eps`` (one view per
+    target, shared by every proposer's questions), reads the question's factor ``j``, its
+    vagueness ``nu`` and threshold ``d``, and takes ``rho_f = a_f[j] / sqrt(1 + nu^2)``
+    (clipped to ``[-0.99, 0.99]``) in :func:`jaxkit.cruxbench.market.question_probs` with
+    the target's public threshold ``c``: coherent with the opening price ``Phi(-c)``,
+    wrong where its view of the loading is. It never reads the proposer's ``q``, ``p1``,
+    ``p0``.
+
+    Args:
+        key: PRNG key of the agent's view.
+        proposers: the proposers (their vagueness is part of each question's content).
+        targets: the targets.
+        questions: :func:`propose`'s output.
+        noise: the agent's loading noise (0: it knows the loadings).
+
+    Returns:
+        ``(p1_f, p0_f)``, each ``(M, N, k)`` like ``questions``.
+    """
+    N, J = targets.loadings.shape
+    a_f = targets.loadings + noise * jax.random.normal(key, (N, J))
+    a_j = jnp.take_along_axis(jnp.broadcast_to(a_f, questions.factor.shape[:2] + (J,)),
+                              questions.factor, -1)
+    nu = proposers.vagueness[:, None, None]
+    rho = jnp.clip(a_j / jnp.sqrt(1 + nu**2), -0.99, 0.99)
+    c = jnp.broadcast_to(targets.threshold[None, :, None], rho.shape)
+    _, _, p1, p0 = question_probs(c, questions.threshold, rho)
+    return p1, p0
 
 
 _SYSTEM = (

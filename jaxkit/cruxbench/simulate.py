@@ -1,6 +1,8 @@
 """The simulated CruxBench: targets, proposers, their questions and one market per
 question, as a :class:`~jaxkit.cruxbench.data.Dataset` (the form real data take), plus
-what only a simulation knows (the VOI at each announcement, the proposers' traits).
+what only a simulation knows (the VOI at each announcement, the proposers' traits, and
+the separate forecasting agent's reading of every question,
+:func:`jaxkit.cruxbench.proposers.separate_forecaster`).
 
 Questions are asked at step 0 (the opening price ``Phi(-c)``) with their exact
 ``(q, p1, p0)``; question ``(m, i, k)`` is announced in its own market at step ``t_S``
@@ -18,7 +20,7 @@ import numpy as np
 
 from .data import Dataset
 from .market import known_voi_at_resolution, make_targets, simulate_markets
-from .proposers import make_proposers, propose, quality_scores
+from .proposers import make_proposers, propose, quality_scores, separate_forecaster
 
 __all__ = ["SimSettings", "Simulation", "simulate"]
 
@@ -39,12 +41,14 @@ class SimSettings(NamedTuple):
     noise_max: float
     vagueness_max: float
     spread_max: float
+    forecaster_noise: float = 0.3
 
 
 class Simulation(NamedTuple):
     """A simulated benchmark: ``data`` plus ``known_abs`` / ``known_sq`` / ``known_mi``
-    (``(Q,)`` VOI given the state at each announcement), ``traits`` (``{name: (M,)}``)
-    and ``rho`` (``(Q,)``)."""
+    (``(Q,)`` VOI given the state at each announcement), ``traits`` (``{name: (M,)}``),
+    ``rho`` (``(Q,)``) and the separate forecaster's ``forecast_p1`` / ``forecast_p0``
+    (``(Q,)``, in the data's question order)."""
 
     data: Dataset
     known_abs: np.ndarray
@@ -52,6 +56,8 @@ class Simulation(NamedTuple):
     known_mi: np.ndarray
     traits: dict
     rho: np.ndarray
+    forecast_p1: np.ndarray
+    forecast_p0: np.ndarray
 
 
 def _arrays(key, s: SimSettings):
@@ -63,6 +69,8 @@ def _arrays(key, s: SimSettings):
     pr = make_proposers(kp, s.n_proposers, noise_min=s.noise_min, noise_max=s.noise_max,
                         vagueness_max=s.vagueness_max, spread_max=s.spread_max)
     qu = propose(kq, pr, tg, s.n_questions)
+    fp1, fp0 = separate_forecaster(jax.random.fold_in(kq, 1), pr, tg, qu,
+                                   noise=s.forecaster_noise)
     quality = quality_scores(kz, pr, held)
     # target-major order (i, m, k)
     tr = lambda x: jnp.transpose(x, (1, 0, 2)).reshape(-1)  # noqa: E731
@@ -76,7 +84,8 @@ def _arrays(key, s: SimSettings):
     return dict(outcome=tg.outcome, prices=mk.prices, t_s=mk.t_resolve, answer=mk.answer,
                 q=mk.q, p1=mk.if_yes[:, 0], p0=mk.if_no[:, 0], quality=quality, rho=rho,
                 known_abs=known.abs_shift, known_sq=known.sq_shift,
-                known_mi=known.mutual_info, traits=pr._asdict())
+                known_mi=known.mutual_info, traits=pr._asdict(), forecast_p1=tr(fp1),
+                forecast_p0=tr(fp0))
 
 
 _ARRAYS = jax.jit(_arrays, static_argnums=1)
@@ -100,4 +109,5 @@ def simulate(key, s: SimSettings) -> Simulation:
         quality=np.asarray(a["quality"], float))
     traits = {n: np.asarray(v, float) for n, v in a["traits"].items()}
     return Simulation(ds, np.asarray(a["known_abs"], float), np.asarray(a["known_sq"], float),
-                      np.asarray(a["known_mi"], float), traits, np.asarray(a["rho"], float))
+                      np.asarray(a["known_mi"], float), traits, np.asarray(a["rho"], float),
+                      np.asarray(a["forecast_p1"], float), np.asarray(a["forecast_p0"], float))

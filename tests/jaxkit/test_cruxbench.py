@@ -29,7 +29,7 @@ from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
 
 TINY = Config(n_targets=16, n_proposers=6, n_questions=2, n_factors=4, n_steps=8,
-              n_quality_targets=64, n_boot=200, n_perm=500)
+              n_quality_targets=64, n_boot=200, n_perm=500, n_sim_seeds=3)
 
 
 @pytest.fixture(scope="module")
@@ -227,18 +227,96 @@ def test_simulated_scores_and_pipeline(sim, tmp_path):
     cfg = TINY.merged({"data": str(path)})
     entry = get_pipeline("cruxbench")
     res = entry.run(RunContext(out_dir=tmp_path / "out", config=cfg, quick=True))
-    assert len(res.claims) == 6
+    # simulated: 2 paper rows, the simulator check (setup), 2 extensions; data: 3 extensions
+    assert len(res.claims) == 8
+    assert [c.kind for c in res.claims] == ["paper", "paper", "setup", *["extension"] * 5]
     assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown",
                                                "not tested at this size"}
     assert "Simulator check" in res.markdown and "Data:" in res.markdown
+    assert len(res.metrics["seeds"]["r_quality"]) == TINY.n_sim_seeds
     mine = score(sim.data)["per_proposer"]["realised_abs"]
     np.testing.assert_allclose(res.metrics["data"]["per_proposer"]["realised_abs"], mine,
                                atol=1e-6)  # the data path is the same scoring
     assert all(f.is_file() for f in res.figures)
     ctx = RunContext(out_dir=tmp_path / "out", config=cfg, quick=True)
     again = entry.run(ctx)
-    assert ctx.reloaded == ["cruxbench-sim"]
+    assert ctx.reloaded == ["cruxbench-sim", "cruxbench-seeds"]
     assert again.metrics["per_proposer"] == res.metrics["per_proposer"]
+
+
+def test_separate_forecaster_reads_the_questions_not_the_proposers_numbers(sim):
+    """The separate forecaster with exact loadings states the questions' exact
+    conditionals (so the own-number agent is that forecaster with no noise: its gain is
+    VOI by construction); with its own noisy view it differs, and it never sees the
+    proposers' stated probabilities (changing them leaves its gain unchanged)."""
+    from dataclasses import replace
+
+    from jaxkit.cruxbench.market import make_targets
+    from jaxkit.cruxbench.proposers import make_proposers, propose, separate_forecaster
+
+    k = jax.random.key(4)
+    tg = make_targets(k, 12, 4)
+    pr = make_proposers(jax.random.fold_in(k, 1), 3)
+    qu = propose(jax.random.fold_in(k, 2), pr, tg, 2)
+    p1, p0 = separate_forecaster(jax.random.fold_in(k, 3), pr, tg, qu, noise=0.0)
+    np.testing.assert_allclose(p1, qu.p1, atol=1e-6)
+    np.testing.assert_allclose(p0, qu.p0, atol=1e-6)
+    p1n, _ = separate_forecaster(jax.random.fold_in(k, 3), pr, tg, qu, noise=0.3)
+    assert np.max(np.abs(np.asarray(p1n) - np.asarray(qu.p1))) > 0.05
+    ds = sim.data
+    qs = question_scores(ds)
+    from jaxkit.cruxbench.analysis import forecaster_usefulness
+
+    a = forecaster_usefulness(ds, qs, sim.forecast_p1, sim.forecast_p0)
+    lied = replace(ds, p1=np.clip(ds.p1 + 0.2, 0, 1), p0=np.clip(ds.p0 - 0.2, 0, 1))
+    b = forecaster_usefulness(lied, question_scores(lied), sim.forecast_p1, sim.forecast_p0)
+    np.testing.assert_allclose(a, b)
+
+
+def test_seed_verdicts_decide_over_seeds():
+    """The claims' tests take one number per simulator seed: a correlation that is high
+    in every seed says yes against r_high, one that straddles it does not, and the
+    equivalence to the paper's r needs the seeds' interval inside the margin."""
+    assert A.seed_correlation([0.8, 0.85, 0.9, 0.82], null=0.5).verdict == "yes"
+    assert A.seed_correlation([0.8, 0.1, 0.7, 0.3], null=0.5).verdict == "not shown"
+    assert A.seed_correlation([0.1, 0.0, 0.2, 0.05], null=0.5).verdict == "no"
+    v = A.seed_correlation([0.9], null=0.5)
+    assert v.verdict == "not shown" and "fewer than 2" in v.test
+    eq = A.seed_correlation_equivalence
+    assert eq([0.86, 0.88, 0.87, 0.87], target=0.87, margin=0.1).verdict == "yes"
+    assert eq([0.3, 0.35, 0.4, 0.3], target=0.87, margin=0.1).verdict == "no"
+
+
+def _null_seeds(cfg: Config, n: int) -> dict:
+    """The negative control: simulated seeds in which the proposers' quality is shuffled
+    among them and the answers the forecaster reads are shuffled among the questions
+    (they carry no information about their targets). The market prices, and so the
+    realised VOI, are untouched."""
+    from dataclasses import replace
+
+    rows = []
+    for s in range(n):
+        sim = simulate(jax.random.fold_in(jax.random.key(1), s), cfg.sim_settings())
+        rng = np.random.default_rng(s)
+        ds = replace(sim.data, quality=rng.permutation(sim.data.quality),
+                     answer=rng.permutation(sim.data.answer))
+        rows.append(A.seed_stats(ds, sim.forecast_p1, sim.forecast_p0))
+    return {k: np.array([r[k] for r in rows]) for k in A.SEED_STATS}
+
+
+def test_negative_control_no_paper_claim_says_yes():
+    """Shuffled quality and uninformative answers: the claims' logic (the same per-seed
+    reduction and report.claims as the pipeline) must not say yes to any paper claim;
+    the same seeds unshuffled still give finite numbers (the control is not vacuous)."""
+    from jaxkit.cruxbench import report
+
+    seeds = _null_seeds(TINY, 12)
+    assert np.isfinite(seeds["r_quality"]).all() and np.isfinite(
+        seeds["heldout_forecaster"]).all()
+    claims = report.claims(TINY, seeds)
+    paper = [c for c in claims if c.kind == "paper"]
+    assert len(paper) == 2
+    assert not [c.claim for c in paper if c.verdict == "yes"], claims
 
 
 def test_config_errors_name_the_field():

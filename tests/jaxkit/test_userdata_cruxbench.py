@@ -58,10 +58,12 @@ def test_pipeline_scores_the_users_file(tmp_path):
     cfg = QUICK.override([f"data={p}", "n_boot=200", "n_perm=200"])
     res = get("cruxbench").run(RunContext(out_dir=tmp_path / "o", config=cfg, quick=True))
     assert f"Data: {p}" in res.markdown and "data" in res.metrics
-    # the simulated claims, then the three claims on the user's file: 2 proposers, one
+    # the simulated claims (2 paper, 1 setup, 2 extension), then the three claims on the
+    # user's file (extension rows: a paper sentence is tallied once): 2 proposers, one
     # with a quality score, so the correlation claims are not tested at this size
-    assert len(res.claims) == 6
-    assert [c.verdict for c in res.claims[3:5]] == ["not tested at this size"] * 2
+    assert len(res.claims) == 8
+    assert [c.verdict for c in res.claims[5:7]] == ["not tested at this size"] * 2
+    assert all(c.kind == "extension" for c in res.claims[5:])
 
 
 def test_claims_count_the_proposers_with_a_quality_measure(tmp_path):
@@ -81,7 +83,7 @@ def test_claims_count_the_proposers_with_a_quality_measure(tmp_path):
                                            clip=(QUICK.clip_lo, QUICK.clip_hi)),
                   ds.quality, n_boot=10, n_perm=10)
     assert st["n_quality"] == 2 and st["quality"] == {}
-    c1, c2, _ = report.claims(QUICK, st, source="mine.jsonl")
+    c1, c2, _ = report.data_claims(QUICK, st, source="mine.jsonl")
     for c in (c1, c2):
         assert c.verdict == "not tested at this size"
         assert c.note == "2 proposers with a quality measure (need >= 4)"
@@ -89,4 +91,4 @@ def test_claims_count_the_proposers_with_a_quality_measure(tmp_path):
     st = evaluate(jax.random.key(0), score(ds, window=QUICK.window,
                                            clip=(QUICK.clip_lo, QUICK.clip_hi)),
                   ds.quality, n_boot=10, n_perm=10)
-    assert report.claims(QUICK, st)[0].note.startswith("0 proposers")
+    assert report.data_claims(QUICK, st, source="x")[0].note.startswith("0 proposers")

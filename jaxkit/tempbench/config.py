@@ -6,7 +6,11 @@ learning rate ``lr``; the acausal crosscoder's L1 coefficient starts at ``acausa
 and is steered with gain ``acausal_eta`` towards the matched L0. ``log_every`` is the
 chunk of steps run in one compiled call (``steps`` must be a multiple of it) and
 ``checkpoint_every`` the chunks between checkpoints of a resumable training.
-``equivalence_margin`` is the margin of the "matches" claims (AUC units).
+``equivalence_margin`` is the margin of jaxkit's "matches" rows (AUC units). The paper
+claims' margins, fixed before the run: ``synthetic_margin`` (the TC must beat every other
+method of the synthetic panel by more than this, AUC / accuracy units) and
+``real_margin`` (a method wins a real task when its best-latent AUROC beats every other
+method's by more than this); :mod:`jaxkit.tempbench.report`.
 
 Real activations (``real=True``): a byte LM of layer string ``lm_layers`` (width
 ``lm_width``, context ``lm_context``) trained ``lm_steps`` steps of ``lm_batch``
@@ -69,6 +73,8 @@ class Config(PipelineConfig):
     log_every: int = 100
     checkpoint_every: int = 2
     equivalence_margin: float = 0.05
+    synthetic_margin: float = 0.01
+    real_margin: float = 0.01
     real: bool = True
     acts_dir: str = ""
     lm_layers: str = "AMAMAM"
@@ -100,6 +106,7 @@ class Config(PipelineConfig):
         require(self.steps % self.log_every == 0, "steps",
                 f"must be a multiple of log_every ({self.log_every}); got {self.steps}")
         require_positive(self, ("lr", "acausal_lam", "equivalence_margin", "sigma"))
+        require_at_least(self, ("synthetic_margin", "real_margin"), 0)
         require_at_least(self, ("acausal_eta",), 0)
         require(0 < self.pi < 1, "pi", f"must lie in (0, 1); got {self.pi}")
         require(len(self.rhos) >= 1 and all(-1 <= r <= 1 for r in self.rhos), "rhos",

@@ -88,7 +88,7 @@ def run(ctx: RunContext) -> PipelineResult:
     if real_res is not None:
         md_r, summary_r = report_real.real_markdown(cfg, real_res)
         md, summary = md + "\n\n" + md_r, {**summary, **summary_r}
-        claims += report_real.real_claims(cfg, real_res)
+    claims += report_real.real_claims(cfg, real_res)
     warnings = [] if cfg.seeds >= 3 else [
         f"{cfg.seeds} seeds per setting: the t-intervals have {cfg.seeds - 1} degree(s) of "
         "freedom, so most claims cannot be decided at this size"]

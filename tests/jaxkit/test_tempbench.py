@@ -370,28 +370,37 @@ def test_pipeline_report_consistent(tiny_pipeline):
         assert 0 <= hmm[m]["probe_acc"]["mean"] <= 1 and len(hmm[m]["probe_acc"]["seeds"]) == 2
     assert "state acc. (latent probe)" in md and "state acc. (x_hat readout)" in md
     assert 1 / TINY.n_states < refs["window_probe"]["mean"] <= 1  # the raw window carries it
-    # one claim per test: 3 Markov (rho max: temporal, token; rho min: equivalence), HMM
-    # x_hat readout vs the SAE and vs the raw window mean, HMM latent probe vs the SAE
-    # and vs the probe on the raw window (non-inferiority), chains; each measured on the
-    # per-seed differences of the summaries
-    assert len(result.claims) == 8
+    # the paper's two synthetic rows (Markov, HMM), then jaxkit's own rows, one per test:
+    # 3 Markov (rho max: temporal, token; rho min: equivalence), HMM x_hat readout vs the
+    # SAE and vs the raw window mean, HMM latent probe vs the SAE and vs the probe on the
+    # raw window (non-inferiority), chains; each measured on the per-seed differences of
+    # the summaries; then the real-task row (not tested: real=false) and the backtracking
+    # pair (not tested)
+    paper = [c for c in result.claims if c.kind == "paper"]
+    ext = [c for c in result.claims if c.kind == "extension"]
+    assert len(result.claims) == 13 and len(paper) == 5 and len(ext) == 8
+    assert "setting 1" in paper[0].claim and "setting 2" in paper[1].claim
+    assert all("Holm" in c.test and "margin 0.01" in c.test for c in paper[:2])
+    assert [c.verdict for c in paper[2:]] == ["not tested"] * 3
+    assert "real=false" in paper[2].note
     d_wm = np.subtract(hmm["tc"]["state_acc"]["seeds"], refs["window_mean"]["seeds"])
-    assert "raw window" in result.claims[4].claim
-    assert result.claims[4].measured.startswith(f"{d_wm.mean():.3g}")
+    assert "raw window" in ext[4].claim
+    assert ext[4].measured.startswith(f"{d_wm.mean():.3g}")
     d_probe = np.subtract(hmm["tc"]["probe_acc"]["seeds"], hmm["sae"]["probe_acc"]["seeds"])
-    assert "latents track" in result.claims[5].claim
-    assert result.claims[5].measured.startswith(f"{d_probe.mean():.3g}")
+    assert "latents track" in ext[5].claim
+    assert ext[5].measured.startswith(f"{d_probe.mean():.3g}")
     d_raw = np.subtract(hmm["tc"]["probe_acc"]["seeds"], refs["window_probe"]["seeds"])
-    assert "raw-window probe" in result.claims[6].claim and "margin -0.05" in result.claims[6].test
-    assert result.claims[6].measured.startswith(f"{d_raw.mean():.3g}")
+    assert "raw-window probe" in ext[6].claim and "margin -0.05" in ext[6].test
+    assert ext[6].measured.startswith(f"{d_raw.mean():.3g}")
+    assert "structural" in ext[0].note and "structural" in ext[-1].note
     assert 0 <= refs["bayes_filter"]["mean"] <= 1
     # the temporal AUC is tallied only against the acausal crosscoder (structural vs SAEs)
     assert "structural_temporal_auc_vs_sae" in result.metrics
     assert "Structural, not counted as wins" in md
-    assert all(c.verdict in ("yes", "no", "not shown") for c in result.claims)
+    assert all(c.verdict in ("yes", "no", "not shown") for c in result.claims[:10])
     s = result.metrics["chains"]["T=2"]
     d = np.subtract(s["tc"]["temporal_auc"]["seeds"], s["sae"]["temporal_auc"]["seeds"])
-    assert result.claims[-1].measured.startswith(f"{d.mean():.3g}")
+    assert ext[-1].measured.startswith(f"{d.mean():.3g}")
     assert (out / "checkpoints").is_dir()
 
 
@@ -534,6 +543,73 @@ def test_claims_can_say_no():
     np.testing.assert_allclose(R._diffs(summ([0.2], [0.5]), "x", higher=False), [0.3])
 
 
+def _settings_of(markov: dict, hmm: dict, chains: dict) -> list[dict]:
+    return ([s for per_k in markov.values() for per_rho in per_k.values()
+             for s in per_rho.values()] + list(hmm.values()) + list(chains.values()))
+
+
+def _paper_verdicts(markov, hmm, chains, real_info):
+    from jaxkit.tempbench import report_real
+
+    cfg = TINY.merged({"real_seeds": 3, "real_windows": (3,)})
+    cl = R.claims(cfg, markov, hmm, chains) + report_real.real_claims(cfg, real_info)
+    return [c.verdict for c in cl if c.kind == "paper"]
+
+
+def test_negative_control_a_tc_that_is_the_sae_wins_no_paper_claim(tiny_pipeline):
+    """Negative control: the tiny run's own results with the temporal crosscoder's
+    numbers replaced by the per-token SAE's (a TC that is the SAE: no effect by
+    construction), and a real panel whose TC is a copy of its SAE. No paper claim may say
+    "yes"; the synthetic rows must say "no" (TC - SAE = 0 < the margin). The positive
+    control (a planted TC advantage of 0.2 on the same results) says "yes", so the claim
+    logic can say yes."""
+    import copy
+
+    from jaxkit.tempbench import real
+
+    result, _ = tiny_pipeline
+    parts = [copy.deepcopy(result.metrics[k]) for k in ("markov", "hmm", "chains")]
+    for s in _settings_of(*parts):
+        s["tc"] = copy.deepcopy(s["sae"])
+    null_real = {"real": real.summarise_real(
+        _fake_real(copy_tc_from="sae"))}
+    got = _paper_verdicts(*parts, null_real)
+    assert "yes" not in got
+    assert got[:2] == ["no", "no"] and got[2] in ("no", "not shown")
+    # positive control: the same results with every method at the SAE's numbers and the
+    # TC 0.2 above them (2 seeds: a t interval with 1 degree of freedom needs a steady
+    # difference)
+    for s in _settings_of(*parts):
+        for key in ("token_auc", "temporal_auc", "probe_acc"):
+            if key in s["tc"]:
+                base = np.asarray(s["sae"][key]["seeds"])
+                for m in C.METHODS:
+                    s[m][key]["seeds"] = list(base + (m == "tc") * (0.2 + 0.001 * np.arange(
+                        len(base))))
+    good_real = {"real": real.summarise_real(_fake_real(tc_shift=0.2))}
+    assert _paper_verdicts(*parts, good_real)[:3] == ["yes", "yes", "yes"]
+
+
+def _fake_real(tc_shift: float = 0.0, copy_tc_from: str | None = None, seeds: int = 3):
+    """A real-panel result (:func:`jaxkit.tempbench.real.summarise_real`'s input): every
+    method at 0.7 + noise on every task, the TC shifted by ``tc_shift`` or an exact copy
+    of ``copy_tc_from``."""
+    from jaxkit.tempbench import real
+    from jaxkit.tempbench import text_tasks as TT
+
+    rng = np.random.default_rng(0)
+    res = {}
+    for m in ("raw_token", "raw_window", "sae", "stacked", "acausal", "tfa", "tc"):
+        met = {f"{t}/{k}": 0.7 + 0.01 * rng.normal(size=seeds) + (tc_shift if m == "tc"
+                                                                   else 0.0)
+               for t in TT.TASKS for k in real.PROBE_METRICS}
+        met["fvu"], met["l0"] = np.full(seeds, 0.2), np.full(seeds, 3.0)
+        res[m] = met
+    if copy_tc_from:
+        res["tc"] = {k: v.copy() for k, v in res[copy_tc_from].items()}
+    return {"tasks": {t: {"positives": 0.3, "valid": 100} for t in TT.TASKS}, "T=3": res}
+
+
 def test_verdict_rule():
     def s(mean, ci):
         return {"x": {"mean": mean, "ci95": ci}}
@@ -548,5 +624,8 @@ def test_quick_pipeline(tmp_path):
     r = P.run(RunContext(out_dir=tmp_path, config=QUICK, quick=True))
     assert len(r.figures) == 2 and "### Markov features" in r.markdown
     assert set(r.metrics["markov"]["T=3"]["k=1"]) == {"rho=0.0", "rho=0.9"}
-    assert len(r.claims) == 8 + 5 + 2 + 1  # synthetic; per task, steering, backtracking
+    # synthetic: 2 paper + 8 extension; real: the task-count row, the backtracking pair,
+    # 2 steering rows (extension)
+    assert len(r.claims) == 2 + 8 + 1 + 2 + 2
+    assert sum(c.kind == "paper" for c in r.claims) == 5
     assert "### Real activations" in r.markdown and "real_tallies" in r.metrics

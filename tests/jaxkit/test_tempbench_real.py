@@ -153,35 +153,65 @@ def test_auroc_and_probe_scores_against_sklearn():
     assert sc["auroc_best"] == pytest.approx(1.0) and sc["probe_k"] > 0.99
 
 
-def _fake_summary(tc_shift: float, seeds=3):
+def _fake_summary(tc_shift: float = 0.0, seeds=3, shifts=None, copy=None):
+    """Real-panel results with every method at 0.7 + noise, shifted per window by
+    ``shifts`` (``{"T=..": {method: shift}}``; default: the TC by ``tc_shift`` at T=3);
+    ``copy``: ``(a, b)`` makes method ``a`` an exact copy of method ``b``."""
     rng = np.random.default_rng(0)
-    res = {}
-    for m in ("raw_token", "raw_window", "sae", "tfa", "tc"):
-        met = {}
-        for t in TT.TASKS:
-            for k in real.PROBE_METRICS:
-                base = 0.7 + 0.01 * rng.normal(size=seeds)
-                met[f"{t}/{k}"] = base + (tc_shift if m == "tc" else 0.0)
-        met["fvu"], met["l0"] = np.full(seeds, 0.2), np.full(seeds, 3.0)
-        res[m] = met
-    return {"tasks": {t: {"positives": 0.3, "valid": 100} for t in TT.TASKS},
-            "T=3": res}
+    shifts = shifts or {"T=3": {"tc": tc_shift}}
+    out = {"tasks": {t: {"positives": 0.3, "valid": 100} for t in TT.TASKS}}
+    for T, sh in shifts.items():
+        res = {}
+        for m in ("raw_token", "raw_window", "sae", "tfa", "tc"):
+            met = {}
+            for t in TT.TASKS:
+                for k in real.PROBE_METRICS:
+                    base = 0.7 + 0.01 * rng.normal(size=seeds)
+                    met[f"{t}/{k}"] = base + sh.get(m, 0.0)
+            met["fvu"], met["l0"] = np.full(seeds, 0.2), np.full(seeds, 3.0)
+            res[m] = met
+        if copy is not None:
+            res[copy[0]] = {k: v.copy() for k, v in res[copy[1]].items()}
+        out[T] = res
+    return out
 
 
-@pytest.mark.parametrize("shift,verdict,tally", [(0.2, "yes", "win"), (-0.2, "no", "loss")])
+@pytest.mark.parametrize("shift,verdict,tally", [(0.2, "yes", "win"), (-0.2, "not shown", "loss")])
 def test_real_claims_and_fair_tally(shift, verdict, tally):
     info = {"source": "x", "real": real.summarise_real(_fake_summary(shift))}
     cfg = QUICK.merged({"real_seeds": 3, "real_windows": (3,)})
     claims = report_real.real_claims(cfg, info)
-    assert [c.verdict for c in claims[:len(TT.TASKS)]] == [verdict] * len(TT.TASKS)
-    assert [c.verdict for c in claims[len(TT.TASKS):]] == ["not tested at this size"] * 3
-    assert "steering needs the trained LM" in claims[-2].note
-    assert "reasoning model" in claims[-1].note
+    # the task-count row, the backtracking pair, jaxkit's two steering rows
+    assert [c.kind for c in claims] == ["paper"] * 3 + ["extension"] * 2
+    assert claims[0].verdict == verdict and "Holm" in claims[0].test
+    assert claims[0].measured.startswith(f"T=3: TC {5 if shift > 0 else 0} of 5")
+    assert [c.verdict for c in claims[1:3]] == ["not tested"] * 2
+    assert "reasoning model" in claims[1].note
+    assert [c.verdict for c in claims[3:]] == ["not tested at this size"] * 2
+    assert "steering needs the trained LM" in claims[-1].note
     tl = report_real.tally(info["real"]["T=3"])
     assert set(tl) == {"sae", "tfa"}  # references and TC itself are not tallied
     assert tl["sae"]["auroc_best"][tally] == len(TT.TASKS)
     md, summ = report_real.real_markdown(cfg, info)
     assert "fair tally" in md and "not tested" in md and "T=3" in summ["real_tallies"]
+
+
+def test_real_task_count_is_decided_at_every_window():
+    """TC wins every task at T=2 but TFA wins every task at T=5: "no" (the count is
+    not reported at the window that suits the TC); a baseline that wins more than the
+    TC at one window is enough for "no"."""
+    cfg = QUICK.merged({"real_seeds": 3, "real_windows": (2, 5)})
+    fake = _fake_summary(shifts={"T=2": {"tc": 0.2}, "T=5": {"tfa": 0.2}})
+    (row,) = [c for c in report_real.real_claims(cfg, {"real": real.summarise_real(fake)})
+              if c.kind == "paper" and c.claim == report_real.REAL_CLAIM]
+    assert row.verdict == "no"
+    assert "T=2: TC 5 of 5" in row.measured and "T=5: TC 0 of 5" in row.measured
+    assert "10 (window, task) cells" in row.test
+    wins = report_real.task_wins(real.summarise_real(fake), 0.01)
+    assert wins["T=5"]["tfa"] == list(TT.TASKS) and wins["T=2"]["tc"] == list(TT.TASKS)
+    # a margin larger than the effect: nobody wins
+    assert not any(report_real.task_wins(real.summarise_real(fake), 0.5)[T][m]
+                   for T in ("T=2", "T=5") for m in ("tc", "sae", "tfa"))
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ instances.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -42,31 +43,38 @@ def initial_population(problem, n: int, rng: np.random.Generator) -> list[Candid
 
 
 def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.Generator,
-                   *, track=None, mesh=None, test: dict | None = None) -> dict:
+                   *, track=None, mesh=None, test: dict | None = None,
+                   pool: list | None = None, problem=None) -> dict:
     """Run every router x seed on problem ``name``.
 
     Args:
         cfg: the pipeline configuration.
         name: the problem.
-        keys: JAX keys ``train`` and ``test`` (instances) and ``search`` (the runs).
+        keys: JAX keys ``train``, ``val`` and ``test`` (instances) and ``search`` (the
+            runs).
         rng: host generator of the initial population.
         track: ``track(iterable, text, total)`` progress wrapper.
         mesh: a mesh with a "data" axis (candidates sharded over it), or None.
         test: the test instances (the user's, :mod:`jaxkit.ballad.instances`) instead
             of generated ones.
+        pool: the proposers (default: :func:`jaxkit.ballad.pool.default_pool`).
+        problem: a :class:`jaxkit.ballad.problems.Problem` searched and scored instead
+            of the registered problem ``name`` (``name`` then only labels the result and
+            picks its margin; the negative control of the tests uses it).
 
     Returns:
         Arrays (picklable) for the report: per run (routers outer, seeds inner) the best
         objective and the cumulative cost after each call, the proposer of each call,
-        the failures and the test objective of the run's best heuristic.
+        the failures and the validation and test objectives of the run's best heuristic.
     """
 
-    prob = problems.get(name, quick=name not in cfg.train_full)
-    test_prob = problems.get(name, quick=not cfg.full_test)
+    prob = problem or problems.get(name, quick=name not in cfg.train_full)
+    test_prob = problem or problems.get(name, quick=not cfg.full_test)
     train = prob.generate(keys["train"], cfg.train_instances)
     if test is None:
         test = test_prob.generate(keys["test"], cfg.test_instances)
-    pool = pool_mod.default_pool()
+    val = test_prob.generate(keys["val"], cfg.val_instances)
+    pool = pool_mod.default_pool() if pool is None else list(pool)
     init = initial_population(prob, cfg.n_init, rng)
     routers = S_.standard_routers(len(pool), len(init) + cfg.calls, [m.name for m in pool],
                                   cost_weight=cfg.cost_weight, budget=cfg.budget)
@@ -85,6 +93,7 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
     scored = np.asarray(_test_scores(
         test_prob.score, np.vstack([best_theta, np.asarray(prob.baseline)[None]]), test))
     test_scores, base_test = scored[:-1], float(scored[-1])
+    val_scores = np.asarray(_test_scores(test_prob.score, best_theta, val))
     sign = -1.0 if prob.lower_is_better_objective else 1.0
     return dict(
         problem=name, objective=prob.objective, lower_is_better=prob.lower_is_better_objective,
@@ -94,7 +103,7 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
         cost=np.stack([log.cost for log in logs]),
         arms=np.stack([log.arms for log in logs]),
         failures=np.array([log.failures for log in logs]),
-        test=sign * test_scores, baseline_test=sign * base_test,
+        test=sign * test_scores, val=sign * val_scores, baseline_test=sign * base_test,
         init_best=sign * max(logs[0].genealogy.nodes[i].score for i in range(len(init))),
         best_theta=best_theta)
 
@@ -118,25 +127,36 @@ def with_optimum(res: dict, cfg: Config, keys: dict[str, Any], test=None) -> dic
 
 def _test_scores(score, thetas, instances):
     """Mean test score of each row of ``thetas`` (instances passed as an argument)."""
+    import jax.numpy as jnp
+
+    return _scorer(score)(jnp.asarray(thetas), instances)
+
+
+@functools.lru_cache(maxsize=32)
+def _scorer(score):
+    """One jitted batch scorer per score function, so that the test and the validation
+    instances (same shapes) share its compiled code."""
     import jax
     import jax.numpy as jnp
 
-    f = jax.jit(jax.vmap(lambda th, inst: jnp.mean(score(th, inst)), in_axes=(0, None)))
-    return f(jnp.asarray(thetas), instances)
+    return jax.jit(jax.vmap(lambda th, inst: jnp.mean(score(th, inst)), in_axes=(0, None)))
 
 
 def summarise(res: dict) -> list[dict]:
     """Per-router statistics over seeds (objective in the problem's own direction):
-    95% t intervals of the final training and test objectives, mean cost, saving against
-    always calling the most expensive model, share of runs reaching that model's mean
-    final objective and the median cost to reach it, share of calls per model, and the
-    per-seed test objectives and costs (for the paired claim tests)."""
+    95% t intervals of the final training, validation and test objectives (results
+    without validation scores, recorded before they existed, use the test ones), mean
+    cost, saving against always calling the most expensive model, share of runs reaching
+    that model's mean final objective and the median cost to reach it, share of calls per
+    model, and the per-seed validation and test objectives and costs (for the paired
+    claim tests)."""
     n_r, n_s = len(res["routers"]), res["n_seeds"]
     lower = res["lower_is_better"]
     best = res["best"].reshape(n_r, n_s, -1)
     cost = res["cost"].reshape(n_r, n_s, -1)
     arms = res["arms"].reshape(n_r, n_s, -1)
     test = res["test"].reshape(n_r, n_s)
+    val = np.asarray(res.get("val", res["test"])).reshape(n_r, n_s)
     fails = res["failures"].reshape(n_r, n_s)
     costs = np.asarray(res["model_cost"])
     strongest = int(np.argmax(costs))
@@ -152,12 +172,14 @@ def summarise(res: dict) -> list[dict]:
         share = np.bincount(arms[r].ravel(), minlength=len(costs)) / arms[r].size
         rows.append(dict(
             router=name, final=t_interval(final), test=t_interval(test[r]),
+            val=t_interval(val[r]),
             cost=float(cost[r, :, -1].mean()),
             saving=float(1 - cost[r, :, -1].mean() / ref_cost),
             reach=float(np.mean(first >= 0)),
             cost_to_target=float(np.nanmedian(cost_to)) if np.any(first >= 0) else math.nan,
             share=share.tolist(), failures=float(fails[r].mean()),
-            test_values=test[r].tolist(), cost_values=cost[r, :, -1].tolist()))
+            test_values=test[r].tolist(), val_values=val[r].tolist(),
+            cost_values=cost[r, :, -1].tolist()))
     return rows
 
 
@@ -173,8 +195,9 @@ def search_pools(cfg: Config, name: str, keys: dict[str, Any], rng_pools: np.ran
 
     Returns:
         Picklable arrays: per pool the scenario, the prices, and per (router, pool,
-        seed) the test objective of the run's best heuristic, its final cost and the
-        best-so-far objective and cumulative cost after each call.
+        seed) the validation and test objectives of the run's best heuristic, its final
+        cost and the best-so-far objective and cumulative cost after each call; the
+        classic heuristic's test objective.
     """
 
     from .pools import draw_pools
@@ -183,6 +206,7 @@ def search_pools(cfg: Config, name: str, keys: dict[str, Any], rng_pools: np.ran
     test_prob = problems.get(name, quick=not cfg.full_test)
     train = prob.generate(keys["train"], cfg.pool_train_instances)
     test = test_prob.generate(keys["test"], cfg.test_instances)
+    val = test_prob.generate(keys["val"], cfg.val_instances)
     drawn = draw_pools(rng_pools, cfg.pools)
     k = len(drawn[0][1])
     init = initial_population(prob, cfg.n_init, rng_init)
@@ -203,14 +227,18 @@ def search_pools(cfg: Config, name: str, keys: dict[str, Any], rng_pools: np.ran
         for _ in bar:
             pass
     best_theta = np.stack([log.genealogy.best().candidate.theta for log in logs])
-    test_scores = np.asarray(_test_scores(test_prob.score, best_theta, test))
+    scored = np.asarray(_test_scores(
+        test_prob.score, np.vstack([best_theta, np.asarray(prob.baseline)[None]]), test))
+    test_scores, base_test = scored[:-1], float(scored[-1])
+    val_scores = np.asarray(_test_scores(test_prob.score, best_theta, val))
     sign = -1.0 if prob.lower_is_better_objective else 1.0
     shape = (len(routers), cfg.pools, cfg.pool_seeds)
     return dict(
         problem=name, objective=prob.objective, lower_is_better=prob.lower_is_better_objective,
         routers=[r.name for r in routers], scenarios=[s for s, _ in drawn],
         prices=np.array([[m.cost for m in p] for _, p in drawn]),
-        test=(sign * test_scores).reshape(shape),
+        test=(sign * test_scores).reshape(shape), val=(sign * val_scores).reshape(shape),
+        baseline_test=sign * base_test,
         cost=np.stack([log.cost[-1] for log in logs]).reshape(shape),
         best=(sign * np.stack([log.best for log in logs])).reshape(shape + (-1,)),
         cost_curve=np.stack([log.cost for log in logs]).reshape(shape + (-1,)),
@@ -225,11 +253,15 @@ def pool_table(res: dict, margin: float) -> dict:
     """Per-pool statistics of the over-pools experiment.
 
     For each pool ``p`` the best single proposer in hindsight is the one with the best
-    mean test objective over seeds (``ref``), the most expensive proposer ``top``. For
-    each router: its per-pool relative improvement over ``ref`` (mean over seeds of
-    ``(router - ref) / |ref|`` with the sign of the objective, positive = better), the
-    per-pool verdict of the seed-level tests (superiority, TOST within ``margin`` of
-    ``|ref|``: "beats" / "matches" / "short" / "not shown"), the relative cost saving
+    mean *validation* objective over seeds (``ref``; chosen on validation instances, the
+    comparisons are on the test instances), the most expensive proposer ``top``. The
+    scale of every relative number is the classic heuristic's test objective
+    (``|baseline_test|``, which no router changes; results recorded before it existed
+    use ``|ref|``'s mean test objective). For each router: its per-pool relative
+    improvement over ``ref`` (mean over seeds of ``(router - ref) / scale`` with the sign
+    of the objective, positive = better), the per-pool verdict of the seed-level tests
+    (:func:`jaxkit.ballad.report.match_verdict` with margin ``margin * scale``: "beats"
+    / "matches" / "short" / "not shown"), the relative cost saving
     ``1 - cost / cost(top alone)``, and the cost at which the router's mean best-so-far
     curve first reaches ``q`` of the way from the initial best to ``ref``'s final value
     (q = 0.5, 0.9, 1.0), relative to the cost of ``top`` alone (inf: never).
@@ -239,10 +271,11 @@ def pool_table(res: dict, margin: float) -> dict:
     names = res["routers"]
     n_models = res["prices"].shape[1]
     test = _oriented(res, res["test"])  # larger is better from here on
+    val = _oriented(res, res.get("val", res["test"]))
     best = _oriented(res, res["best"])
     n_pools = test.shape[1]
-    single = test[:n_models].mean(2)  # (K, P); ties go to the lowest proposer index
-    ref = single.argmax(0)
+    single = test[:n_models].mean(2)  # (K, P)
+    ref = val[:n_models].mean(2).argmax(0)  # ties go to the lowest proposer index
     top = res["prices"].argmax(1)
     ties = np.ptp(single, axis=0) <= 1e-9 * np.maximum(np.abs(single).max(0), 1e-12)
     out = {"ref": ref.tolist(), "top": top.tolist(), "ties": int(ties.sum()), "routers": {}}
@@ -250,7 +283,8 @@ def pool_table(res: dict, margin: float) -> dict:
     for r, name in enumerate(names):
         rel, verdicts, saving, reach = [], [], [], []
         for p in range(n_pools):
-            scale = max(abs(single[ref[p], p]), 1e-12)
+            scale = max(abs(float(res["baseline_test"])) if "baseline_test" in res
+                        else abs(single[ref[p], p]), 1e-12)
             gain = test[r, p] - test[ref[p], p]
             rel.append(float(np.mean(gain) / scale))
             verdict, status, _, _ = match_verdict(gain, margin * scale)

@@ -16,9 +16,11 @@ from jaxkit.config import (
     require_positive,
 )
 
-__all__ = ["Config", "QUICK", "FULL", "PROBLEMS"]
+__all__ = ["Config", "QUICK", "FULL", "PROBLEMS", "MARGINS"]
 
 PROBLEMS = ("binpacking_or", "binpacking_weibull", "tsp", "knapsack", "cvrp")
+#: the fields of the "matches" margins, one per problem
+MARGINS = tuple(f"margin_{p}" for p in PROBLEMS)
 _Problem = Literal["binpacking_or", "binpacking_weibull", "tsp", "knapsack", "cvrp"]
 
 
@@ -32,12 +34,24 @@ class Config(PipelineConfig):
         calls: proposer (LLM) calls per run.
         train_instances: instances the heuristics are searched on.
         test_instances: held-out instances the best heuristic of each run is scored on.
+        val_instances: validation instances (generated, disjoint from both) on which
+            the best single model in hindsight is chosen; the claims compare on the test
+            instances only.
         full_test: test at full size (otherwise the quick size).
         train_full: problems searched at full size (the rest at the quick size).
         n_init: size of the initial population (the classic heuristic plus
             perturbations of it).
-        match_margin: equivalence margin of "Ballad matches the best single model",
-            relative to the best single model's mean test objective (0.02: within 2%).
+        margin_binpacking_or, margin_binpacking_weibull, margin_tsp, margin_knapsack,
+            margin_cvrp: the non-inferiority margin of "Ballad matches the best single
+            model" on that problem, as a fraction of the classic heuristic's mean test
+            objective (a property of the test instances that no router changes, so the
+            margin is fixed before the run and scales with your own instances); see the
+            comment at the fields for the values.
+        surpass_margin: the improvement over a single model (same units) that
+            "surpasses every individual model" needs.
+        several: how many problems "in several cases" needs.
+        saving_margin: the relative cost saving against always calling the most
+            expensive model that "reduces API cost" needs.
         pool_problems: problems of the over-pools experiment (random pools from
             :mod:`jaxkit.ballad.pools`); empty to skip it.
         pools: random pools per problem (scenarios in turn).
@@ -80,10 +94,33 @@ class Config(PipelineConfig):
     calls: int = 150
     train_instances: int = 4
     test_instances: int = 5
+    val_instances: int = 5
     full_test: bool = True
     train_full: tuple[_Problem, ...] = ("binpacking_or", "tsp", "knapsack", "cvrp")
     n_init: int = 6
-    match_margin: float = 0.02
+    # The paper claims' margins, fixed here before any run (issue 57). "Matches" is a
+    # non-inferiority test: Ballad may lose at most this fraction of the classic
+    # heuristic's test objective to the best single model. Each is well inside the
+    # headroom the search has on its problem (2026-12-02 full record, test set): knapsack's
+    # classic heuristic is 1.3% below the DP optimum (451.4 of 457.2), so 0.25% (1.13, a
+    # fifth of that gap) -- the 2% of the best single's mean used before (9.03) exceeded
+    # the whole gap and could not fail; TSP's routers end 13-15% below the classic tour
+    # and CVRP's 4-8% below, so 1% is a fraction of what routing can win or lose there;
+    # bin packing's classic heuristic leaves 4.1-4.8 points of excess bins over L1, and
+    # 2% of that (about 0.1 point, 2 bins of a 5000-item Weibull instance) is the margin.
+    margin_binpacking_or: float = 0.02
+    margin_binpacking_weibull: float = 0.02
+    margin_tsp: float = 0.01
+    margin_knapsack: float = 0.0025
+    margin_cvrp: float = 0.01
+    # "surpasses every individual model": any improvement over each single model shown
+    # at 5% (the paper gives no size); "in several cases": on at least 2 problems
+    surpass_margin: float = 0.0
+    several: int = 2
+    # "reduces API cost ... relative to always using the strongest model": a saving of at
+    # least a quarter of that bill (the paper reports up to 65.6%); with margin 0 the claim
+    # failed only for a router that always called the dearest model
+    saving_margin: float = 0.25
     # searched at the quick size; knapsack and binpacking_or are left out: there every
     # proposer alone ends at the same test value in most pools (20 of 20 and 24 of 30 in
     # trials of 20 / 30 pools), so they cannot tell routers apart (Weibull: 0 of 30)
@@ -115,12 +152,17 @@ class Config(PipelineConfig):
         require_distinct("problems", self.problems, "problem")
         if self.pool_problems:
             require_distinct("pool_problems", self.pool_problems, "problem")
-        require_at_least(self, ("seeds", "calls", "train_instances", "test_instances", "n_init",
+        require_at_least(self, ("seeds", "calls", "train_instances", "test_instances",
+                                "val_instances", "several", "n_init",
                                 "pools", "pool_seeds", "pool_calls", "pool_train_instances",
                                 "http_calls", "http_seeds"))
         require_at_least(self, ("http_items",), 2)
         require_positive(self, ("http_timeout",))
-        require_positive(self, ("match_margin", "budget", "program_timeout"))
+        require_positive(self, ("budget", "program_timeout") + MARGINS)
+        require(0 <= self.surpass_margin, "surpass_margin",
+                f"must be >= 0; got {self.surpass_margin}")
+        require(0 <= self.saving_margin < 1, "saving_margin",
+                f"must be in [0, 1); got {self.saving_margin}")
         require_at_least(self, ("program_calls",), 0)
         require_at_least(self, ("program_seeds",))
         require_at_least(self, ("program_items",), 2)
@@ -144,8 +186,15 @@ class Config(PipelineConfig):
         if not self.cost_weight >= 0:
             raise ValueError(f"`cost_weight` must be >= 0; got {self.cost_weight}")
 
+    def margin(self, problem: str) -> float:
+        """The "matches" margin of ``problem`` (a fraction of the classic heuristic's
+        mean test objective; ``problem`` may carry a suffix, e.g. "binpacking_weibull
+        (HTTP models)")."""
+        return float(getattr(self, f"margin_{problem.split(' ')[0]}"))
 
-QUICK = Config(problems=("tsp",), seeds=3, calls=30, test_instances=4, full_test=False,
+
+QUICK = Config(problems=("tsp",), seeds=3, calls=30, test_instances=4, val_instances=4,
+               full_test=False,
                train_full=(), pool_problems=("tsp",), pools=5, pool_seeds=2, pool_calls=30,
                program_calls=6, program_seeds=1, program_items=200, program_timeout=5.0)
 # searched at full size; Weibull (5000 items) on 1000-item cells. 16 training instances:

@@ -32,7 +32,8 @@ CAPACITY = 100.0
 
 def search_http(cfg: Config, keys: dict[str, Any], out_dir: Path, *, track=None) -> dict:
     """Every router x ``cfg.http_seeds`` seeds over the HTTP pool; see the module
-    docstring. ``keys``: ``train`` / ``test`` (the instances) and ``search``."""
+    docstring. ``keys``: ``train`` / ``val`` / ``test`` (the instances; the best single
+    model is chosen on ``val``) and ``search``."""
     from .discover import BEST_FIT_SOURCE, weibull_items
     from .sandbox import evaluate_many
 
@@ -43,6 +44,7 @@ def search_http(cfg: Config, keys: dict[str, Any], out_dir: Path, *, track=None)
     n_items = cfg.http_items
     train = weibull_items(seed_of(keys["train"]), cfg.train_instances, n_items)
     test = weibull_items(seed_of(keys["test"]), cfg.test_instances, n_items)
+    val = weibull_items(seed_of(keys["val"]), cfg.val_instances, n_items)
     init = [Candidate(source=BEST_FIT_SOURCE, note="best fit"),
             Candidate(source=program_source(-np.eye(10)[0], CAPACITY), note="best fit terms")]
     names = [m.name for m in pool]
@@ -60,6 +62,8 @@ def search_http(cfg: Config, keys: dict[str, Any], out_dir: Path, *, track=None)
     best_src = [log.genealogy.best().candidate.source for log in logs]
     scored = evaluate_many(best_src + [BEST_FIT_SOURCE], test, CAPACITY)
     test_scores = np.array([r.score if r.ok else np.nan for r in scored])
+    val_scores = np.array([r.score if r.ok else np.nan
+                           for r in evaluate_many(best_src, val, CAPACITY)])
     return dict(
         problem="binpacking_weibull (HTTP models)", objective="excess bins over L1 (%)",
         lower_is_better=True, routers=[r.name for r in routers], models=names,
@@ -67,7 +71,7 @@ def search_http(cfg: Config, keys: dict[str, Any], out_dir: Path, *, track=None)
         best=-np.stack([log.best for log in logs]), cost=np.stack([log.cost for log in logs]),
         arms=np.stack([log.arms for log in logs]),
         failures=np.array([log.failures for log in logs]),
-        test=-test_scores[:-1], baseline_test=-float(test_scores[-1]),
+        test=-test_scores[:-1], val=-val_scores, baseline_test=-float(test_scores[-1]),
         init_best=-max(logs[0].genealogy.nodes[i].score for i in range(len(init))),
         best_source=best_src, cache_hits=sum(m.hits for m in pool),
         cache_misses=sum(m.misses for m in pool))

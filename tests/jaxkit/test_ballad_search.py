@@ -268,8 +268,12 @@ def test_pipeline_quick_and_resume(tmp_path):
     assert "| ballad |" in res.markdown and "best single model" in res.markdown
     assert "indistinguishable" not in res.markdown
     assert (tmp_path / "ballad_best_vs_budget.png").stat().st_size > 1000
-    assert len(res.claims) == 3 + 6  # the named case, then the claims over pools
-    assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown"}
+    # five paper rows, then per problem a setup row, uniform routing and three ablations,
+    # the simulated costlier-models row, then six extension rows over pools
+    assert len(res.claims) == 5 + 5 + 1 + 6
+    assert [c.kind for c in res.claims].count("paper") == 5
+    assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown", "not tested",
+                                               "not tested at this size"}
     assert sum("over random pools" in c.claim for c in res.claims) == 6
     assert "Over 2 random pools: tsp" in res.markdown
     pooled = res.metrics["pools-tsp"]
@@ -301,8 +305,8 @@ def test_config_validation_and_override():
         Config(problems=("sat",))
     with pytest.raises(ValueError, match="`seeds`"):
         Config(seeds=0)
-    with pytest.raises(ValueError, match="`match_margin`"):
-        Config(match_margin=0.0)
+    with pytest.raises(ValueError, match="`margin_knapsack`"):
+        Config(margin_knapsack=0.0)
     with pytest.raises(ValueError, match="`pools`"):
         Config(pools=0)
     # the runs over pools search on their own instance count (FULL's 16 are for knapsack)

@@ -239,33 +239,39 @@ def test_holm():
 def test_negative_control_no_paper_claim_says_yes(monkeypatch):
     """The claims on a world whose interventions change nothing (noise-sd factor 1: the
     pooled rows are observational Gaussian data, every source Gaussian, every node
-    "perturbed" or not alike): ICA-LiNGAM cannot recover the DAG, pooling adds no
-    non-Gaussianity, so no paper claim may say "yes". The shapes of the tests above (d =
-    4, 5 x 30 rows, 3 datasets; the theory's d = 5, 10 at 150 rows, 2 seeds), so nothing
-    compiles anew."""
-    key = jax.random.key(11)
-    d_rows = pl.run_sweep(key, ds=(4,), n_seeds=3, n_per_env=30, strength=1.0,
-                          methods=("pooled-ica", "obs-ica", "gies"), gies_seeds=3,
-                          gies_max_d=4)
+    "perturbed" or not alike): ICA-LiNGAM cannot recover the DAG and pooling adds no
+    non-Gaussianity, so no paper claim may say "yes". The shapes of
+    test_pooled_beats_observational_only (d = 6, 7 x 100 rows, 8 datasets) and of the
+    theory tests (d = 5, 10 at 150 rows, 2 seeds), so nothing compiles anew. Over keys
+    0-3 the recovery claims came out "not shown" or "no" (key 2: "no")."""
+    d_rows = pl.run_sweep(jax.random.key(2), ds=(6,), n_seeds=8, n_per_env=100,
+                          strength=1.0, methods=("pooled-ica", "gies"), gies_seeds=4,
+                          gies_max_d=6)
     # with strength 1 perturbing every node changes nothing either: the same data
     ind = [dict(r, perturb_all=True) for r in d_rows if r["method"] == "pooled-ica"]
     th = pl.theory_check(jax.random.key(12), ds=(5, 10), strengths=(1.0,), n_per_env=150,
                          n_seeds=2, tail_from=5)
-    cfg = dataclasses.replace(_CLAIMS_CFG, ds=(4,), sweep_d=4, gies_seeds=3, gies_max_d=4)
+    cfg = dataclasses.replace(_CLAIMS_CFG, ds=(6,), sweep_d=6, env_values=(2, 6),
+                              gies_max_d=6)
 
-    def paper_verdicts():
-        return [c.verdict for c in report.claims(cfg, d_rows, [], [], th, [],
-                                                 independent_rows=ind)
+    def paper():
+        return [c for c in report.claims(cfg, d_rows, [], [], th, [], independent_rows=ind)
                 if c.kind == "paper"]
 
-    verdicts = paper_verdicts()
+    verdicts = [c.verdict for c in paper()]
     assert len(verdicts) == 6 and "yes" not in verdicts, verdicts
+    # GIES fails here too (the interventions it is told of do nothing): non-inferiority
+    # alone says "yes", which is why recovery is part of the "matches" claim
+    a, g = (next(r for r in d_rows if r["method"] == m) for m in ("pooled-ica", "gies"))
+    bare = report._all_of("c", [("vs GIES", np.subtract(a["f1_seeds"][:4], g["f1_seeds"]),
+                                 -cfg.gies_margin)])
+    assert bare.verdict == "yes"
     # the control has teeth: the same rows under a test that always says yes do say yes
     from jaxkit.stats import Verdict
 
     monkeypatch.setattr(report, "superiority", lambda x, margin=0.0: Verdict(
         "yes", 1.0, 1.0, 1.0, len(x), "always yes"))
-    assert "yes" in paper_verdicts()
+    assert "yes" in [c.verdict for c in paper()]
 
 
 # the shapes of the tests above (3 datasets of d = 4 with 150 rows; the theory's d = 5, 10

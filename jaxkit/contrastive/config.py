@@ -10,8 +10,10 @@ level ``alpha`` and calibrator exponent ``kappa``; they start each hypothesis at
 the MECE prior). A pointwise candidate is
 *high-surprisal* when it moves the focal hypothesis's belief by at least
 ``surprise_width`` in either direction (0.2: AutoDiscovery's ``surprisal_width``).
-Claim margins: ``rejection_margin`` (the share of rejections that counts as
-"overwhelmingly") and ``many_margin`` (the share that counts as "many").
+Claim margins, fixed before the run: ``resolved_margin`` (the difference in the
+fraction of questions resolved correctly that counts as "substantially more", against
+every pointwise baseline, Holm-corrected), ``rejection_margin`` (the share of rejections
+that counts as "overwhelmingly") and ``many_margin`` (the share that counts as "many").
 
 Your own hypotheses: ``--set data=FILE.json`` (format: :mod:`jaxkit.contrastive.userfile`)
 reports the belief and ranks the next experiments by EIG per cost instead.
@@ -42,6 +44,7 @@ class Config(PipelineConfig):
     kappa: float = 0.5
     surprise_width: float = 0.2
     pointwise_prior: float = 0.5
+    resolved_margin: float = 0.1
     rejection_margin: float = 0.75
     many_margin: float = 0.25
 
@@ -65,7 +68,7 @@ class Config(PipelineConfig):
         require(0.5 < self.tau < 1, "tau", f"must lie in (0.5, 1); got {self.tau}")
         require(0 < self.alpha < 1, "alpha", f"must lie in (0, 1); got {self.alpha}")
         require(0 < self.kappa < 1, "kappa", f"must lie in (0, 1); got {self.kappa}")
-        for f in ("rejection_margin", "many_margin"):
+        for f in ("resolved_margin", "rejection_margin", "many_margin"):
             require(0 <= getattr(self, f) < 1, f, f"must lie in [0, 1); got {getattr(self, f)}")
 
 

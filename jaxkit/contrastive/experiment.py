@@ -1,8 +1,9 @@
 """One domain of the comparison: questions for every seed, every method, per-seed rates.
 
 :func:`run_domain` draws ``seeds x questions`` questions of a domain
-(:func:`jaxkit.contrastive.simulate.questions`), runs all methods on them
-(:func:`jaxkit.contrastive.methods.run_methods`) and returns plain NumPy summaries:
+(:func:`jaxkit.contrastive.simulate.questions`); :func:`compare` runs all methods on
+them (:func:`jaxkit.contrastive.methods.run_methods`; also on questions built by hand,
+e.g. the negative control of the tests) and returns plain NumPy summaries:
 
 * ``rates[method]``: per-seed fractions of questions ``correct`` (resolved to the true
   explanation), ``wrong`` (resolved to another one) and ``unresolved``, with the mean
@@ -27,9 +28,9 @@ import numpy as np
 from .config import Config
 from .domains import DOMAINS
 from .methods import POINTWISE, run_methods
-from .simulate import questions
+from .simulate import Questions, questions
 
-__all__ = ["max_steps", "run_domain"]
+__all__ = ["max_steps", "run_domain", "compare"]
 
 
 def max_steps(cfg: Config) -> int:
@@ -57,8 +58,14 @@ def _truth_prob(traj: np.ndarray, truth: np.ndarray) -> np.ndarray:
 def run_domain(key, name: str, cfg: Config) -> dict:
     """All methods on ``cfg.seeds x cfg.questions`` questions of domain ``name`` (see the
     module docstring)."""
+    q = questions(key, DOMAINS[name], cfg.seeds * cfg.questions, n_samples=cfg.n_samples)
+    return compare(q, name, cfg)
+
+
+def compare(q: Questions, name: str, cfg: Config) -> dict:
+    """All methods on the ``cfg.seeds x cfg.questions`` questions ``q`` (seed-major) of the
+    domain ``name`` (see the module docstring)."""
     S, Q = cfg.seeds, cfg.questions
-    q = questions(key, DOMAINS[name], S * Q, n_samples=cfg.n_samples)
     out = run_methods(q.log_lik, q.costs, q.outcomes, float(cfg.budget), max_steps=max_steps(cfg),
                       tau=float(cfg.tau), alpha=float(cfg.alpha), kappa=float(cfg.kappa),
                       pointwise_prior=float(cfg.pointwise_prior))

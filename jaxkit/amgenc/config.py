@@ -62,6 +62,15 @@ class Config(PipelineConfig):
         scale_runs: timed sampling calls of that run (compiled ahead; the first timed
             call's cells are the ones checked; the median is reported).
         rdf_margin: equivalence margin (RDF L1, A) of "the projections keep the structure".
+        margin_density, margin_composition, margin_former_cn: non-inferiority margins of
+            "without sacrificing inverse design accuracy": the largest increase of the
+            AMGenC arm's per-cell error over the unconstrained arm's that still counts
+            as not sacrificed (relative density, composition L1, mean former O
+            coordination); see the comment at the fields.
+        overhead_margin: "minimal additional computational overhead": the largest extra
+            sampling time of AMGenC over unconstrained sampling (soft projection at every
+            step plus the final discrete projection), as a fraction of the unconstrained
+            sampling time.
     """
 
     kind: Literal["silica", "multi"] = "multi"
@@ -98,6 +107,18 @@ class Config(PipelineConfig):
     scale_steps: int = 200
     scale_runs: int = 1
     rdf_margin: float = 0.25
+    # Margins of the paper claims, fixed here before any run (issue 57). Design accuracy
+    # (they were chosen with the first design table, 2026-11, and are fixed since): relative
+    # density 0.02 (the recipe's own seed-to-seed spread, the twin row, is about 0.03),
+    # composition L1 0.02 (one atom of a 100-atom cell given another element), mean former
+    # O coordination 0.05 (about the twin's spread, 0.045).
+    margin_density: float = 0.02
+    margin_composition: float = 0.02
+    margin_former_cn: float = 0.05
+    # "Minimal overhead": at most a tenth of the unconstrained sampling time, upper 95%
+    # bound of the per-round overhead (the paper gives no number; a tenth is the most we
+    # would still call minimal for a step that runs inside every one of the sampler's steps)
+    overhead_margin: float = 0.10
 
     def validate(self) -> None:
         require_at_least(self, ("n_train", "n_test", "hidden", "layers", "k_nbr", "train_steps",
@@ -117,7 +138,8 @@ class Config(PipelineConfig):
                 and len(set(self.other_kinds)) == len(self.other_kinds), "other_kinds",
                 f"must hold distinct kinds of {KINDS} other than kind={self.kind!r}; "
                 f"got {self.other_kinds}")
-        require_positive(self, ("lr", "soft_eta", "rdf_margin", "snr"))
+        require_positive(self, ("lr", "soft_eta", "rdf_margin", "snr", "margin_density",
+                                "margin_composition", "margin_former_cn", "overhead_margin"))
         require(0.0 <= self.balanced_share <= 1.0, "balanced_share",
                 f"must lie in [0, 1]; got {self.balanced_share}")
         require(0.0 <= self.focus_share <= 1.0, "focus_share",
@@ -127,6 +149,6 @@ class Config(PipelineConfig):
 QUICK = Config(
     other_kinds=(), n_train=24, n_test=8, n_atoms=(100, 128), relax_steps=400, min_steps=100,
     hidden=32, layers=2, train_steps=300, batch=8, lr=3e-3, checkpoint_every=100,
-    samples_per_target=2, sample_steps=20, corrector_steps=0, timing_runs=2, timing_cells=16,
+    samples_per_target=2, sample_steps=20, corrector_steps=0, timing_runs=4, timing_cells=8,
     post_relax_steps=150, pressure_steps=25, scale_cells=0, scale_steps=5)
 FULL = Config(n_atoms=(100, 800))

@@ -227,13 +227,22 @@ def _check_run(run, kinds):
     assert comp["balanced"] == 1.0 and comp["composition_l1"] == pytest.approx(0, abs=1e-12)
     assert f"| {COMPOSITION_ARM} |" in md
     assert res.metrics["claim_ok"] and not res.warnings
-    # claims: the exact balance claim holds; every verdict is a known one
-    assert len(res.claims) == 10 * (1 + bool(kinds)) and res.claims[0].verdict == "yes"
-    assert all("inverse-design accuracy" in c.claim for c in res.claims[7:10])
+    # claims: three paper rows over every dataset, then each dataset's setup and extension
+    # rows; the exact balance (an extension row: structural) holds; known verdicts only
+    assert len(res.claims) == 3 + 8 * (1 + bool(kinds))
+    assert [c.kind for c in res.claims[:3]] == ["paper"] * 3
+    assert {c.kind for c in res.claims[3:]} == {"setup", "extension"}
+    assert "inverse-design accuracy" in res.claims[0].claim
+    assert "overhead" in res.claims[1].claim and res.claims[2].verdict == "not tested"
+    exact = [c for c in res.claims if "every generated cell is exactly" in c.claim]
+    assert len(exact) == 1 + bool(kinds) and all(c.verdict == "yes" for c in exact)
+    assert all(c.kind == "extension" for c in exact)
+    assert ("Holm over 3 errors x 2 datasets" if kinds else "Holm over 3 errors x 1 dataset"
+            ) in res.claims[0].test
     sil = res.metrics["datasets"].get("silica")
     if kinds:  # the second dataset: its own section, claims, metrics and files
-        assert all(c.claim.startswith("[silica] ") for c in res.claims[10:])
-        assert res.claims[10].verdict == "yes"
+        assert all(c.claim.startswith("[silica] ") for c in res.claims[11:])
+        assert "silica" in res.claims[0].measured
         assert sil["kind"] == "silica" and sil["arms"]["final discrete only"]["balanced"] == 1
         assert "### Dataset `silica`" in md
     else:
@@ -492,31 +501,32 @@ def test_size_probe_on_the_tiny_run(tiny_run, tiny_data, tmp_path, capsys):
         probe.main([str(tiny_run.out), "--quick", *sets, "--set", "n_train=5"])
 
 
-def test_design_claims_non_inferiority_by_hand():
-    """Claims 8-10 on hand-made per-cell errors: equal errors are non-inferior ("yes"),
-    errors well above the margin are a "no", a small noisy excess is "not shown", and a
+def test_design_claim_non_inferiority_by_hand():
+    """Paper claim 1 on hand-made per-cell errors: equal errors are non-inferior ("yes"),
+    errors well above the margins are a "no", a small noisy excess is "not shown", and a
     NaN coordination (a cell without formers) drops that cell's pair only."""
     from types import SimpleNamespace
 
     from jaxkit.amgenc import report
+    from jaxkit.amgenc.config import QUICK
     from jaxkit.amgenc.sample import AMGENC_ARM
 
     rng = np.random.default_rng(0)
-    base = {p: 0.2 + 0.05 * rng.random(40) for p in report.DESIGN_MARGINS}
+    base = {p: 0.2 + 0.05 * rng.random(40) for p in report.DESIGN_PROPERTIES}
     base["former_cn_error"][3] = np.nan
 
-    def verdicts(am):
+    def claim(am, datasets=("multi",)):
         ev = SimpleNamespace(design={"none": {"per_cell": base},
                                      AMGENC_ARM: {"per_cell": am}})
-        cl = report.design_claims(ev)
-        assert [c.paper for c in cl] == ["AMGenC"] * 3
-        return [c.verdict for c in cl]
+        c = report.design_claim(QUICK, [(k, ev) for k in datasets])
+        assert c.paper == "AMGenC" and c.kind == "paper"
+        return c
 
-    assert verdicts({p: v.copy() for p, v in base.items()}) == ["yes"] * 3
-    assert verdicts({p: v + 0.2 for p, v in base.items()}) == ["no"] * 3
-    m = report.DESIGN_MARGINS["density_error"][0]
+    assert claim({p: v.copy() for p, v in base.items()}).verdict == "yes"
+    assert claim({p: v + 0.2 for p, v in base.items()}).verdict == "no"
+    m = QUICK.margin_density
     noisy = {p: v + m + 0.5 * rng.standard_normal(40) for p, v in base.items()}
-    assert verdicts(noisy) == ["not shown"] * 3
-    ev = SimpleNamespace(design={"none": {"per_cell": base},
-                                 AMGENC_ARM: {"per_cell": base}})
-    assert [c.test.rsplit("n=", 1)[1] for c in report.design_claims(ev)] == ["40", "40", "39"]
+    assert claim(noisy).verdict == "not shown"
+    c = claim(base, ("multi", "silica"))
+    assert "Holm over 3 errors x 2 datasets" in c.test
+    assert [s.rsplit("n=", 1)[1] for s in c.measured.split("; ")] == ["40)", "40)", "39)"] * 2

@@ -4,10 +4,14 @@
 exploration, evaluation); it is hashable, so the jitted functions of
 :mod:`jaxkit.actflow.loop` can be built once per configuration. :class:`Config` is the
 configuration of ``jaxkit run actflow``: the domains, the loop settings shared by every
-domain, and ``peptide_*`` fields that replace a shared setting for the peptide domain
-(``none``: the shared value). ``jaxkit run actflow --set rounds=2`` sets the rounds of
-the continuous domains; the peptide domain runs ``peptide_rounds`` (QUICK: 2, FULL: 5)
-unless that is set to none (``--set rounds=2 --set peptide_rounds=none``: 2 everywhere).
+domain, the paper claims' margins (``expansion_margin``: ActFlow's held-out coverage above
+the pre-trained model's; ``baseline_margin``: above the better synthetic pre-training
+baseline's; shares of the held-out valid set, fixed before the run;
+:mod:`jaxkit.actflow.report`), and ``peptide_*`` fields that replace a shared setting
+for the peptide domain (``none``: the shared value). ``jaxkit run actflow --set
+rounds=2`` sets the rounds of the continuous domains; the peptide domain runs
+``peptide_rounds`` (QUICK: 2, FULL: 5) unless that is set to none (``--set rounds=2 --set
+peptide_rounds=none``: 2 everywhere).
 The discrete domains (``peptides-discrete``, ``molecules``, ``proteins``, ``user``) run
 :mod:`jaxkit.actflow.discrete` with the ``dfm_*`` settings (:meth:`Config.discrete`);
 ``n_seeds`` training seeds per domain (FULL: 5) give the intervals and the claim tests;
@@ -121,6 +125,8 @@ class Config(_LoopSettings):
     peptide_max_charge: float = 3.0
     n_draws: int = 8
     n_seeds: int = 1
+    expansion_margin: float = 0.05
+    baseline_margin: float = 0.02
     dfm_hidden: int = 256
     dfm_depth: int = 2
     dfm_pretrain_steps: int = 1500
@@ -152,6 +158,9 @@ class Config(_LoopSettings):
                     "must name your verifier as 'module:function' when domains include "
                     "'user'")
         self.discrete()  # validates the dfm_* fields
+        for f in ("expansion_margin", "baseline_margin"):
+            v = getattr(self, f)
+            require(0.0 <= v < 1.0, f, f"must lie in [0, 1); got {v}")
         require(self.n_draws >= 2, "n_draws", f"must be >= 2 (a t interval); got "
                                               f"{self.n_draws}")
         super().validate()

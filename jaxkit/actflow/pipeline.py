@@ -76,4 +76,4 @@ def run(ctx: RunContext) -> PipelineResult:
     metrics["final"] = {name: report.per_unit_all(seeds) for name, seeds in results.items()}
     metrics["total_seconds"] = ctx.elapsed()
     return PipelineResult("actflow", TITLE, "\n".join(md), figures=figures, metrics=metrics,
-                          warnings=warnings, claims=report.claims(results))
+                          warnings=warnings, claims=report.claims(cfg, results))

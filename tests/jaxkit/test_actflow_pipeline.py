@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from jaxkit.actflow.config import FULL, QUICK, Config
@@ -26,13 +27,18 @@ def _check(res, out: Path, domains):
     assert all(p.parent == out for p in res.figures)
     for d in domains:
         assert set(res.metrics[d]) == {"pretrained", "retrain", "retrain+filter", "actflow"}
-    n_claims = sum(3 if d in ("peptides-discrete", "molecules", "proteins") else 2
-                   for d in domains)
-    assert len(res.claims) == n_claims
+    # paper: 4 domains x 2 sentences + the theory sentence; extension: 2 per domain run
+    paper = [c for c in res.claims if c.kind == "paper"]
+    assert len(paper) == 9 and len(res.claims) == 9 + 2 * len(domains)
+    tested = [c for c in paper if not c.verdict.startswith("not tested")]
+    assert len(tested) == 2 * len([d for d in domains if d in ("peptides-discrete",
+                                                               "molecules", "proteins")])
+    assert all("held-out coverage" in c.claim and "Holm" in c.test for c in tested)
     assert "over 2 training seeds" in res.markdown or "evaluation draws" in res.markdown
     for d in domains:  # every final number has its per-unit values in metrics.json
         assert set(res.metrics["final"][d]) == set(res.metrics[d])
-    assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown"}
+    assert {c.verdict for c in res.claims if c.kind == "extension"} <= {"yes", "no",
+                                                                           "not shown"}
     for d in domains:  # the final samples of the discrete domains, decoded
         if d in ("peptides-discrete", "molecules", "proteins"):
             rows = (out / f"actflow_{d}_samples.csv").read_text().splitlines()
@@ -57,6 +63,10 @@ def test_config_fields_and_validation():
         Config(domains=("disk",))
     with pytest.raises(ValueError, match="`n_draws`"):
         Config(n_draws=1)
+    with pytest.raises(ValueError, match="`expansion_margin`"):
+        Config(expansion_margin=-0.1)
+    assert QUICK.expansion_margin == FULL.expansion_margin > 0
+    assert QUICK.baseline_margin == FULL.baseline_margin > 0
     with pytest.raises(ValueError, match="`user_data`"):
         Config(domains=("user",))
     with pytest.raises(ValueError, match="`restart`"):
@@ -93,3 +103,99 @@ def test_pipeline_quick(tmp_path):
 
     res = pipeline.run(RunContext(out_dir=tmp_path, config=QUICK, quick=True))
     _check(res, tmp_path, QUICK.domains)
+
+
+# ------------------------------------------------------------------ claims: negative control
+
+METHODS = ("pretrained", "retrain", "retrain+filter", "actflow")
+_KEYS = ("knn_coverage", "novel_circles", "outside_circles")
+
+
+def _fake(shift: dict[str, float], *, same: bool = False, n: int = 4, seeds: int = 1,
+          domains=("peptides-discrete", "proteins"), rng_seed: int = 0) -> dict:
+    """Results of :func:`jaxkit.actflow.compare.compare_discrete` for ``domains``: per
+    method, ``n`` draws of each measure around a common level plus ``shift[method]``
+    (``same``: every method's draws are the pre-trained model's, as when no method's
+    training changes the model); the final round's validation row beside them."""
+    rng = np.random.default_rng(rng_seed)
+    out = {}
+    for d in domains:
+        res = []
+        for _ in range(seeds):
+            base = {k: (0.6 if k == "knn_coverage" else 60.0) * (1 + 0.03 * rng.normal(
+                size=n)) for k in _KEYS}
+            draws = {}
+            for m in METHODS:
+                noise = 0 if same else {k: 0.02 * np.mean(base[k]) * rng.normal(size=n)
+                                        for k in _KEYS}
+                draws[m] = {k: base[k] + (0 if same else noise[k]) + shift.get(m, 0.0)
+                            * (1 if k == "knn_coverage" else 100) for k in _KEYS}
+            runs = {m: {"history": [{k: float(np.mean(v)) + 0.001 * i for k, v in
+                                     draws[m].items()}]} for i, m in enumerate(METHODS)}
+            res.append(dict(measure="novel_circles", draws=draws, runs=runs,
+                            description=d))
+        out[d] = res
+    return out
+
+
+def _paper(results, cfg=QUICK):
+    from jaxkit.actflow import report
+
+    return [c for c in report.claims(cfg, results) if c.kind == "paper"
+            and not c.verdict.startswith("not tested")]
+
+
+@pytest.mark.parametrize("seeds", [1, 3])
+def test_negative_control_no_paper_claim_says_yes_without_an_effect(seeds):
+    """Negative control: (a) every final model is the pre-trained model (ActFlow that keeps
+    nothing, baselines that change nothing): the differences are exactly 0, below the
+    margins, so every tested paper row says "no"; (b) the four methods exchangeable (the
+    same distribution, independent draws: shuffled labels): no paper row says "yes". The
+    positive control (ActFlow 0.2 above every method on the held-out coverage) says "yes",
+    so the claim test can say yes."""
+    null = _paper(_fake({}, same=True, seeds=seeds))
+    assert len(null) == 4 and all(c.verdict == "no" for c in null)
+    for r in range(5):
+        assert all(c.verdict != "yes" for c in _paper(_fake({}, seeds=seeds, rng_seed=r)))
+    good = _paper(_fake({"actflow": 0.2}, seeds=seeds))
+    assert [c.verdict for c in good] == ["yes"] * 4
+    assert all("Holm over 2 test(s), one per paper domain run" in c.test for c in good)
+
+
+def test_claims_keep_rule_measures_are_extensions_and_baseline_is_chosen_on_validation():
+    """ActFlow far ahead on #Circles of valid novel samples (what its keep rule selects)
+    but not on the held-out coverage: the paper rows say no, the keep-rule rows (extension)
+    say yes. The baseline of the second sentence is the synthetic one that is best on the
+    validation row, here retrain, although retrain+filter is better on the test draws."""
+    from jaxkit.actflow import report
+
+    res = _fake({}, same=True)
+    for seeds in res.values():
+        for r in seeds:
+            r["draws"]["actflow"]["novel_circles"] = r["draws"]["actflow"]["novel_circles"] + 50
+            r["draws"]["retrain+filter"]["knn_coverage"] = (
+                r["draws"]["retrain+filter"]["knn_coverage"] + 0.1)
+            r["runs"]["retrain"]["history"][-1]["knn_coverage"] = 0.99
+    cl = report.claims(QUICK, res)
+    paper = [c for c in cl if c.kind == "paper" and not c.verdict.startswith("not tested")]
+    assert all(c.verdict == "no" for c in paper)
+    assert all("minus retrain)" in c.claim for c in paper if "outperforming" in c.claim)
+    assert sum("outperforming" in c.claim for c in paper) == 2
+    keep = [c for c in cl if c.kind == "extension" and "novel samples" in c.claim]
+    assert len(keep) == 2 and all(c.verdict == "yes" for c in keep)
+    assert all("keep-rule measure" in c.note for c in keep)
+    assert report.validation_best(res["proteins"], "knn_coverage") == "retrain"
+
+
+def test_holm_known_answers_and_one_test_is_superiority():
+    from jaxkit.actflow import holm
+    from jaxkit.stats import superiority
+
+    assert holm.holm_reject([0.04, 0.01, 0.02], 0.05).tolist() == [True, True, True]
+    assert holm.holm_reject([0.045, 0.01, 0.04], 0.05).tolist() == [False, True, False]
+    rng = np.random.default_rng(3)
+    for shift in (-1.0, 0.0, 0.3, 1.0):
+        d = shift + rng.normal(size=5)
+        assert holm.holm_superiority([d], margin=0.1)[0].verdict == superiority(
+            d, margin=0.1).verdict
+    assert holm.all_of(["yes", "no"]) == "no" and holm.all_of([]) == "not shown"

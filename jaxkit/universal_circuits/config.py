@@ -28,8 +28,9 @@ surgery and the claim tests.
   CLTs are matched at logit-effect cosine >= ``match_cos``; ``n_random`` random subsets.
 * Surgery: class ``surgery_class`` is removed from the receiving model's (CNN) training
   and written back from the MLP's circuit; ``ridge`` of the read-out solve.
-* Claims: intersection ratio vs ``claim_low``; surgery other-class accuracy equivalence
-  margin ``equivalence_margin``.
+* Claims (fixed before the run): the intersection ratio's null ``claim_low`` (the paper's
+  0.89); surgery: the transferred class's recall must exceed chance by ``surgery_margin``
+  and the other classes' accuracy stay within ``equivalence_margin``.
 * Your own activations: ``--set activations=DIR`` (one subfolder of ``.safetensors`` /
   ``.npy`` site files per model, optional ``activation_models``) trains the transcoder
   (``uc_*`` settings) on them instead (:mod:`jaxkit.universal_circuits.userdata`).
@@ -81,6 +82,7 @@ class Config(PipelineConfig):
     surgery_class: int = 7
     ridge: float = 1e-2
     claim_low: float = 0.89
+    surgery_margin: float = 0.2
     equivalence_margin: float = 0.02
     # your own activations (:mod:`.userdata`): a folder of per-model site files
     activations: str = ""  # "" runs the digits experiment
@@ -120,6 +122,8 @@ class Config(PipelineConfig):
         require(0 <= self.surgery_class <= 9, "surgery_class",
                 f"must be a digit class 0..9; got {self.surgery_class}")
         require(0 < self.claim_low < 1, "claim_low", f"must lie in (0, 1); got {self.claim_low}")
+        require(0 <= self.surgery_margin < 0.9, "surgery_margin",
+                f"must lie in [0, 0.9) (recall above chance 0.1); got {self.surgery_margin}")
         require(self.elastic_sigma > 0, "elastic_sigma", f"must be > 0; got {self.elastic_sigma}")
 
 

@@ -163,7 +163,8 @@ def fit_user(key, directory, out: Path, *, models=(), n_latents: int, k: int, st
 
 
 def claims(res: dict, tau: float) -> list[Claim]:
-    """Aligned training shares more latents than the misaligned control."""
+    """Aligned training shares more latents than the misaligned control (jaxkit's own
+    question on your data: ``kind="extension"``)."""
     a = np.asarray(res["aligned"]["universal_per_depth"], float)
     b = np.asarray(res["misaligned"]["universal_per_depth"], float)
     v = superiority(a - b)
@@ -171,7 +172,7 @@ def claims(res: dict, tau: float) -> list[Claim]:
         PAPER, "A transcoder trained jointly on your models' aligned activations has more "
         f"universal latents (decoder share >= {tau:g} in every model) than on misaligned "
         "rows.", v, note=f"Paired over the {len(a)} depth(s) of one training each; with "
-        "fewer than 2 depths the t test cannot decide (not shown).")]
+        "fewer than 2 depths the t test cannot decide (not shown).", kind="extension")]
 
 
 def markdown(res: dict, directory) -> str:

@@ -61,6 +61,7 @@ def test_claim_compares_aligned_with_misaligned():
     res = {"aligned": {"universal_per_depth": [5, 6, 7]},
            "misaligned": {"universal_per_depth": [0, 1, 1]}}
     assert userdata.claims(res, 0.1)[0].verdict == "yes"
+    assert userdata.claims(res, 0.1)[0].kind == "extension"  # not a sentence of the paper
     res["aligned"]["universal_per_depth"] = [0, 1, 1]
     res["misaligned"]["universal_per_depth"] = [5, 6, 8]
     assert userdata.claims(res, 0.1)[0].verdict == "no"

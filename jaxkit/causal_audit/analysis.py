@@ -20,7 +20,8 @@ from .grid import CellResult, Pair, pair_cells
 from .methods import get_method, in_scope
 
 __all__ = ["heatmap", "kendall_tau", "ranking", "rank_comparison", "floor_wins",
-           "consistency", "scope_findings", "mean_sd"]
+           "consistency", "scope_findings", "mean_sd", "holm", "p_above", "p_below",
+           "distinct", "reversals", "reversal_verdict"]
 
 
 def heatmap(results: dict[CellSpec, CellResult], base: CellSpec, pair: Pair,
@@ -171,3 +172,113 @@ def scope_findings(results: dict[CellSpec, CellResult], method: str, *,
                 broken[a.name] = broken.get(a.name, 0) + 1
     return dict(n_cells=len(rows), n_in=len(ins), in_mean=float(np.mean(ins)) if ins else
                 math.nan, bar=bar, fail_in=fail_in, win_out=win_out, broken=broken)
+
+
+# ------------------------------------------------------------- tests that can fail
+
+
+def holm(pvalues: Sequence[float], alpha: float) -> np.ndarray:
+    """Holm's step-down rejections of ``pvalues`` at family-wise level ``alpha`` (nan
+    p-values are never rejected). Local: :mod:`jaxkit.stats` has no Holm helper yet."""
+    p = np.asarray(pvalues, float)
+    p = np.where(np.isfinite(p), p, np.inf)
+    rejected = np.zeros(p.size, bool)
+    for i, j in enumerate(np.argsort(p, kind="stable")):
+        if p[j] > alpha / (p.size - i):
+            break
+        rejected[j] = True
+    return rejected
+
+
+def _t_cdf(x, margin: float) -> float:
+    """The t statistic's CDF of "mean of the finite ``x`` minus ``margin``" (nan with
+    fewer than two values; a zero spread decides by the sign)."""
+    from scipy import stats as st
+
+    x = np.asarray(x, float)
+    x = x[np.isfinite(x)]
+    if x.size < 2:
+        return math.nan
+    m, se = float(x.mean()) - margin, float(x.std(ddof=1)) / math.sqrt(x.size)
+    if se == 0:
+        return 1.0 if m > 0 else 0.0 if m < 0 else 0.5
+    return float(st.t.cdf(m / se, x.size - 1))
+
+
+def p_above(x, margin: float) -> float:
+    """One-sided paired-t p-value of "the mean of ``x`` exceeds ``margin``" (null: mean
+    <= margin); nan with fewer than two finite values."""
+    c = _t_cdf(x, margin)
+    return math.nan if math.isnan(c) else 1.0 - c
+
+
+def p_below(x, margin: float) -> float:
+    """One-sided paired-t p-value of "the mean of ``x`` lies below ``margin``"."""
+    return _t_cdf(x, margin)
+
+
+def distinct(methods: Sequence[str], cells: Sequence[CellResult]) -> list[str]:
+    """``methods`` scored (>= 2 finite datasets) in every cell, each counted once: a
+    method whose per-dataset F1 equals an earlier one's in every cell (the same fit, e.g.
+    pooled ICA-LiNGAM without environments, or GIES without targets) is dropped."""
+    keep: list[str] = []
+    for m in methods:
+        if not all(m in c.f1 and np.isfinite(c.f1[m]).sum() >= 2 for c in cells):
+            continue
+        if any(all(np.array_equal(c.f1[m], c.f1[k], equal_nan=True) for c in cells)
+               for k in keep):
+            continue
+        keep.append(m)
+    return keep
+
+
+def reversals(a: CellResult, b: CellResult, methods: Sequence[str],
+              margin: float) -> list[dict]:
+    """Does the benchmark choice ``a`` -> ``b`` reverse a comparison? For every ordered
+    pair ``(u, v)`` of ``methods`` the hypothesis "u beats v by more than ``margin`` F1 on
+    ``a`` and v beats u by more than ``margin`` on ``b``": ``p`` is its intersection-union
+    p-value (the larger of the two one-sided paired-t p-values: the null is "no such
+    reversal"), ``p_not`` the p-value of "no such reversal" (one of the two gaps below
+    the margin; Bonferroni over the two). Per-dataset differences on the datasets both
+    methods scored."""
+    out = []
+    for u in methods:
+        for v in methods:
+            if u == v:
+                continue
+            da, db = a.f1[u] - a.f1[v], b.f1[v] - b.f1[u]
+            pa, pb = p_above(da, margin), p_above(db, margin)
+            qa, qb = p_below(da, margin), p_below(db, margin)
+            p_not = min(1.0, 2 * np.nanmin([qa, qb])) if np.isfinite([qa, qb]).any() \
+                else math.nan
+            out.append(dict(u=u, v=v, gap_a=float(np.nanmean(da)) if np.isfinite(da).any()
+                            else math.nan,
+                            gap_b=float(np.nanmean(db)) if np.isfinite(db).any() else math.nan,
+                            p=max(pa, pb) if np.isfinite([pa, pb]).all() else math.nan,
+                            p_not=p_not))
+    return out
+
+
+def reversal_verdict(choices: Sequence[tuple[str, list[dict]]],
+                     alpha: float = 0.025) -> tuple[str, str, str]:
+    """``(verdict, measured, test)`` of "some benchmark choice reverses some comparison"
+    over every hypothesis of every choice (``(name, reversals(...))``): "yes" when a
+    reversal survives Holm's correction over all of them at one-sided ``alpha``; "no"
+    when every hypothesis's absence is shown at ``alpha`` (intersection-union: no
+    correction); else "not shown"."""
+    hyps = [(name, h) for name, hs in choices for h in hs]
+    if not hyps:
+        return "not tested at this size", "-", ""
+    rej = holm([h["p"] for _, h in hyps], alpha)
+    absent = all(np.isfinite(h["p_not"]) and h["p_not"] < alpha for _, h in hyps)
+    verdict = "yes" if rej.any() else "no" if absent else "not shown"
+    best_i = int(np.nanargmin([h["p"] if np.isfinite(h["p"]) else np.inf for _, h in hyps]))
+    name, h = hyps[best_i]
+    measured = (f"{int(rej.sum())} of {len(hyps)} reversals significant; strongest: "
+                f"{name}: {h['u']} over {h['v']} by {h['gap_a']:.3g}, then {h['v']} over "
+                f"{h['u']} by {h['gap_b']:.3g} (p={h['p']:.2g})")
+    test = (f"each ordered pair of methods, per choice: both gaps above the margin (two "
+            f"one-sided paired t tests, intersection-union p); 'yes' if one survives Holm "
+            f"over the {len(hyps)} at one-sided alpha {alpha:g}; 'no' if every reversal's "
+            f"absence is shown at {alpha:g}")
+    return verdict, measured, test

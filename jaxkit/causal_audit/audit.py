@@ -1,6 +1,9 @@
-"""The audit's computations: the grid, the Reisach cells and the consistency curves."""
+"""The audit's computations: the grid, the Reisach cells, the identifiability-swap cells,
+the consistency curves and the uniform-consistency family."""
 
 from __future__ import annotations
+
+import math
 
 import jax
 import numpy as np
@@ -10,7 +13,8 @@ from .config import Config
 from .grid import CellResult, run_cell, run_grid
 from .scm import simulate
 
-__all__ = ["reisach_cells", "run_main_grid", "run_sizes"]
+__all__ = ["reisach_cells", "assumption_cells", "uniform_family", "run_main_grid",
+           "run_sizes", "run_uniform"]
 
 
 def reisach_cells(cfg: Config) -> dict:
@@ -20,13 +24,41 @@ def reisach_cells(cfg: Config) -> dict:
     return {s: cell(base, noise="gaussian", scale=s) for s in SCALES}
 
 
+#: the identifiability assumptions of :func:`assumption_cells`
+LINGAM_CELL, EV_CELL = "non-Gaussian noise (LiNGAM)", "Gaussian noise, equal variances (EV)"
+
+
+def assumption_cells(cfg: Config) -> dict:
+    """Two equally defensible identifiability assumptions a benchmark of the base linear
+    SEM (raw scale) may adopt, each identifying the DAG: non-Gaussian noise (Laplace,
+    heterogeneous variances: LiNGAM, Shimizu et al. 2006) and Gaussian noise with equal
+    variances (EV, Peters & Buhlmann 2014). ``{name: spec}``."""
+    base = cfg.base()
+    return {LINGAM_CELL: cell(base, noise="laplace", scale="raw",
+                              noise_hetero=base.noise_hetero or 0.5),
+            EV_CELL: cell(base, noise="gaussian", scale="raw", noise_hetero=0.0)}
+
+
+def uniform_family(cfg: Config) -> list:
+    """The base cell at each of ``cfg.sizes`` with its edge weights shrunk by
+    ``sqrt(n0 / n)`` (``n0`` the smallest size): every member is inside DirectLiNGAM's
+    scope, yet each edge's signal stays at the detection level of ``n0`` rows, so a
+    pointwise consistent method's error need not fall along the family (a failure of
+    uniform consistency)."""
+    base, n0 = cfg.base(), min(cfg.sizes)
+    return [cell(base, n=n, w_low=base.w_low * math.sqrt(n0 / n),
+                 w_high=base.w_high * math.sqrt(n0 / n)) for n in cfg.sizes]
+
+
 def run_main_grid(key, cfg: Config, *, mesh=None, track=None) -> dict:
-    """Every pair's cells and the Reisach cells, one vmapped batch each; the
-    ``reisach_methods`` join on the first ``reisach_datasets`` datasets of the Reisach
-    cells (the same datasets: same key; their scores are NaN beyond, "not run")."""
+    """Every pair's cells, the Reisach cells and the :func:`assumption_cells`, one
+    vmapped batch each; the ``reisach_methods`` join on the first ``reisach_datasets``
+    datasets of the Reisach cells (the same datasets: same key; their scores are NaN
+    beyond, "not run")."""
     rc = tuple(reisach_cells(cfg).values())
+    extra = rc + tuple(assumption_cells(cfg).values())
     results = run_grid(key, cfg.base(), cfg.grid_pairs(), cfg.methods, batch=cfg.batch,
-                       host_datasets=cfg.host_datasets, mesh=mesh, track=track, extra=rc)
+                       host_datasets=cfg.host_datasets, mesh=mesh, track=track, extra=extra)
     extra = [m for m in cfg.reisach_methods if m not in cfg.methods]
     k = min(cfg.reisach_datasets, cfg.batch)
     for spec in rc if extra else ():
@@ -57,6 +89,25 @@ def run_sizes(key, cfg: Config, *, mesh=None, track=None) -> list[CellResult]:
     it = specs if track is None else track(specs, "causal-audit sizes")
     out = []
     for s in it:
+        data = big._replace(x=big.x[:, :s.n], env=big.env[:, :s.n])
+        out.append(run_cell(k, s, cfg.consistency_methods, batch=cfg.batch, mesh=mesh,
+                            data=data))
+    return out
+
+
+def run_uniform(key, cfg: Config, *, mesh=None, track=None) -> list[CellResult]:
+    """The :func:`uniform_family` for the consistency methods, on the datasets of
+    :func:`run_sizes` (pass the same ``key``): the same graphs and noise draws, only the
+    weights shrunk (the smallest size is the base cell itself). Each member is simulated
+    at the largest size (one compiled simulator, the weights traced) and takes its first
+    ``n`` rows."""
+    k = jax.random.fold_in(key, 0)
+    nmax = max(cfg.sizes)
+    specs = uniform_family(cfg)
+    it = specs if track is None else track(specs, "causal-audit uniform family")
+    out = []
+    for s in it:
+        big = simulate(jax.random.fold_in(k, 0), cell(s, n=nmax), cfg.batch)
         data = big._replace(x=big.x[:, :s.n], env=big.env[:, :s.n])
         out.append(run_cell(k, s, cfg.consistency_methods, batch=cfg.batch, mesh=mesh,
                             data=data))

@@ -1,9 +1,11 @@
 """``jaxkit run causal-audit``: the assumption stress-test grid over jaxkit's causal
 methods (causal benchmarks as epistemic standards, Paper 6).
 
-Stages: the grid (every axis pair's cells plus the Reisach cells, every method, one
-vmapped batch per cell; :mod:`.audit`, :mod:`.grid`) and the consistency curves (the
-base cell at each sample size). Analyses in :mod:`.analysis`, claims, figures and the
+Stages: the grid (every axis pair's cells plus the Reisach cells and the two
+identifiability-assumption cells, every method, one vmapped batch per cell;
+:mod:`.audit`, :mod:`.grid`), the consistency curves (the base cell at each sample size)
+and the uniform-consistency family (the same datasets with edge weights shrunk as
+1/sqrt(n)). Analyses in :mod:`.analysis`, claims, figures and the
 written findings in :mod:`.report`. Nothing is trained, so there is no checkpoint: a
 killed run resumes at its first unfinished stage.
 
@@ -21,7 +23,7 @@ from jaxkit.report import PipelineResult
 
 from . import report, userdata
 from .analysis import consistency
-from .audit import run_main_grid, run_sizes
+from .audit import run_main_grid, run_sizes, run_uniform
 from .config import FULL, QUICK, Config
 
 __all__ = ["run", "TITLE"]
@@ -40,12 +42,15 @@ def run(ctx: RunContext) -> PipelineResult:
                                                       track=ctx.track))
     sizes = ctx.stage("sizes", lambda: run_sizes(ctx.key("sizes"), cfg, mesh=ctx.mesh,
                                                  track=ctx.track))
+    # the same key as the sizes: the same graphs and noise, the weights shrunk
+    uniform = ctx.stage("uniform", lambda: run_uniform(ctx.key("sizes"), cfg, mesh=ctx.mesh,
+                                                       track=ctx.track))
     comps = report.rank_comparisons(ctx.key("bootstrap"), cfg, results, sizes)
-    tested = report.claims(cfg, results, sizes, comps)
-    figures = report.figures(cfg, results, sizes, ctx.out_dir)
+    tested = report.claims(cfg, results, sizes, comps, uniform)
+    figures = report.figures(cfg, results, sizes, ctx.out_dir, uniform)
     seconds = ctx.elapsed()
     md = report.markdown(cfg, results, sizes, comps, tested, quick=ctx.quick, seed=ctx.seed,
-                         seconds=seconds)
+                         seconds=seconds, uniform=uniform)
     failures = {f"{spec}": r.failures for spec, r in results.items() if r.failures}
     warnings = [f"{len(failures)} cell(s) with failures (invalid SCMs, non-finite outputs or "
                 "exceptions); see the table of all cells"] if failures else []
@@ -62,7 +67,10 @@ def run(ctx: RunContext) -> PipelineResult:
                           rank_a=c["rank_a"], rank_b=c["rank_b"]) for n, c in comps},
         consistency={m: {k: v for k, v in consistency(sizes, m).items()
                          if k in ("ns", "mean_shd", "mean_f1", "pooled_rate")}
-                     for m in cfg.consistency_methods})
+                     for m in cfg.consistency_methods},
+        uniform_family={m: {k: v for k, v in consistency(uniform, m).items()
+                            if k in ("ns", "mean_shd", "mean_f1", "pooled_rate")}
+                        for m in cfg.consistency_methods})
     return PipelineResult("causal-audit", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=tested)
 

@@ -151,14 +151,16 @@ def audit_table(key, data: AuditTable, methods, *, resamples: int = 32,
 
 
 def claims(res: dict, margin: float) -> list[Claim]:
-    """Per method: its graph does not depend on the scale (module docstring)."""
+    """Per method: its graph does not depend on the scale (module docstring); kind
+    ``"extension"`` (a scope check on the user's table, not a paper claim)."""
     out = []
     for name, r in res.items():
         v = equivalence(r["shd"], margin=margin)
         out.append(Claim.from_verdict(
             PAPER, f"{name}: its graph on your data does not depend on the measurement "
             f"scale (raw vs standardised SHD within {margin:g} edges).", v,
-            note="Bootstrap resamples of your rows; " + (r["failed"] or "no failures")))
+            note="Bootstrap resamples of your rows; " + (r["failed"] or "no failures"),
+            kind="extension"))
     return out
 
 

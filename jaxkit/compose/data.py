@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Corpus", "load_corpus", "load_text", "sample_windows", "validation_windows"]
+__all__ = ["Corpus", "load_corpus", "load_text", "split_heldout", "sample_windows",
+           "validation_windows"]
 
 
 class Corpus(NamedTuple):
@@ -94,6 +95,15 @@ def load_text(path, val_fraction: float = 0.1, *, min_bytes: int = 1024) -> Corp
                         f"{min_bytes}")
     cut = int(round(len(b) * (1 - val_fraction)))
     return Corpus(b[:cut].copy(), b[cut:].copy(), (p.name,))
+
+
+def split_heldout(corpus: Corpus) -> tuple[Corpus, Corpus]:
+    """The corpus twice, with the same training bytes and the held-out bytes cut in two:
+    the first half to choose architectures on (selection), the second to compare them
+    on (test)."""
+    half = len(corpus.val) // 2
+    return (Corpus(corpus.train, corpus.val[:half], corpus.plays),
+            Corpus(corpus.train, corpus.val[half:], corpus.plays))
 
 
 def sample_windows(key, data: jax.Array, batch: int, context: int) -> jax.Array:

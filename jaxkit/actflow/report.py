@@ -10,7 +10,7 @@ above ``cfg.expansion_margin``; "significantly outperforming synthetic flow pre-
 ActFlow minus the better of retrain and retrain+filter, chosen on validation data (the
 final round's own evaluation sample, not the test draws), above ``cfg.baseline_margin``.
 Each is a paired superiority test with Holm over the paper domains of the run
-(:mod:`jaxkit.actflow.holm`) over ``n_draws`` evaluation draws of the final models with
+(:func:`jaxkit.stats.holm_superiority`) over ``n_draws`` evaluation draws of the final models with
 the same keys (sampling noise only, one training run) or, with two or more seeds, over
 the seeds. A domain not run is "not tested at this size"; the drug-like domain and the
 theory sentence are "not tested".
@@ -36,12 +36,11 @@ from jaxkit.claims import Claim
 from jaxkit.io import atomic_write
 from jaxkit.plotting import legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
-from jaxkit.stats import paired_difference, superiority, t_interval
+from jaxkit.stats import holm_superiority, paired_difference, superiority, t_interval
 
 from . import loop, peptides
 from .compare import make_domain
 from .config import Config
-from .holm import holm_superiority
 
 __all__ = ["PAPER", "PAPER_DOMAINS", "claims", "paper_claims", "extension_claims",
            "validation_best", "tables", "final_table", "per_unit", "per_unit_all",

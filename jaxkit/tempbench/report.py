@@ -14,7 +14,7 @@ Results come in as summaries ``{"T=..": {method: {metric: {"mean", "ci95", "seed
   TC against every other method of the panel on the measures every method can reach
   (token AUC; temporal AUC against the acausal crosscoder only; the HMM latent probe),
   paired t over seeds with margin ``cfg.synthetic_margin`` (fixed before the run), Holm
-  over the comparisons of the setting (:mod:`jaxkit.tempbench.holm`): "yes" iff every
+  over the comparisons of the setting (:func:`jaxkit.stats.holm_superiority`): "yes" iff every
   comparison says yes, "no" iff any says no.
 * jaxkit's own rows (``kind="extension"``, :func:`claims`): paired tests over seeds of
   the TC against the per-token SAE and the raw references:
@@ -35,11 +35,10 @@ import numpy as np
 from jaxkit.claims import Claim
 from jaxkit.plotting import label_axes, legend_outside, reference_line
 from jaxkit.report import markdown_table, new_figure, save_figure
-from jaxkit.stats import equivalence, superiority
+from jaxkit.stats import all_of, equivalence, holm_superiority, superiority
 
 from .compare import LABELS, METHODS
 from .config import Config
-from .holm import all_of, holm_superiority
 
 __all__ = ["PAPER", "FEATURE_METRICS", "HMM_METRICS", "fmt", "verdict", "plot_markov",
            "plot_other", "claims", "paper_synthetic", "markdown"]

@@ -29,11 +29,10 @@ import numpy as np
 
 from jaxkit.claims import Claim
 from jaxkit.report import markdown_table
-from jaxkit.stats import superiority
+from jaxkit.stats import holm_reject, one_sided_p, superiority
 
 from .baselines import LABELS
 from .config import Config
-from .holm import holm_reject, one_sided_p
 from .real import PROBE_METRICS, REFERENCES
 from .report import PAPER, fmt
 from .text_tasks import TASKS
@@ -199,7 +198,7 @@ def task_wins(real: dict, margin: float, level: float = 0.95) -> dict[str, dict[
     its best-latent AUROC beats every other method's (references aside) by more than
     ``margin``: each comparison a one-sided paired t test at ``(1 - level) / 2``, the
     task's p-value the largest of them (intersection-union); Holm over every (window,
-    task) cell of the method (:mod:`jaxkit.tempbench.holm`)."""
+    task) cell of the method (:func:`jaxkit.stats.holm_superiority`)."""
     Ts = [k for k in real if k != "tasks"]
     out: dict = {T: {m: [] for m in real[T] if m not in REFERENCES} for T in Ts}
     for m in {m for T in Ts for m in out[T]}:

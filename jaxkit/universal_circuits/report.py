@@ -37,10 +37,9 @@ import numpy as np
 from jaxkit.claims import Claim
 from jaxkit.plotting import label_axes, legend_outside, reference_line
 from jaxkit.report import markdown_table, new_figure, save_figure
-from jaxkit.stats import equivalence, superiority
+from jaxkit.stats import all_of, equivalence, holm_superiority, superiority
 
 from .config import Config
-from .holm import all_of, holm_superiority
 
 __all__ = ["PAPER", "claims", "intersection_claims", "complement_claim", "surgery_claim",
            "markdown", "figures", "faithfulness_summary"]

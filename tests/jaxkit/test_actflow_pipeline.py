@@ -185,17 +185,3 @@ def test_claims_keep_rule_measures_are_extensions_and_baseline_is_chosen_on_vali
     assert len(keep) == 2 and all(c.verdict == "yes" for c in keep)
     assert all("keep-rule measure" in c.note for c in keep)
     assert report.validation_best(res["proteins"], "knn_coverage") == "retrain"
-
-
-def test_holm_known_answers_and_one_test_is_superiority():
-    from jaxkit.actflow import holm
-    from jaxkit.stats import superiority
-
-    assert holm.holm_reject([0.04, 0.01, 0.02], 0.05).tolist() == [True, True, True]
-    assert holm.holm_reject([0.045, 0.01, 0.04], 0.05).tolist() == [False, True, False]
-    rng = np.random.default_rng(3)
-    for shift in (-1.0, 0.0, 0.3, 1.0):
-        d = shift + rng.normal(size=5)
-        assert holm.holm_superiority([d], margin=0.1)[0].verdict == superiority(
-            d, margin=0.1).verdict
-    assert holm.all_of(["yes", "no"]) == "no" and holm.all_of([]) == "not shown"

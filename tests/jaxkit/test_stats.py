@@ -147,3 +147,18 @@ def test_holm_family_reduces_to_superiority_and_controls_the_family():
     assert stats.all_of(["yes", "not shown"]) == "not shown"
     per = stats.holm_superiority([d, d], margin=[0.1, 1.0])
     assert per[0].verdict == "yes" and per[1].verdict == "no"
+
+
+def test_holm_known_answers():
+    """Holm (1979): p sorted 0.01, 0.02, 0.04 against 0.05/3, 0.05/2, 0.05: all rejected;
+    0.01, 0.04, 0.045: the second fails 0.025 and stops."""
+    from jaxkit.stats import holm_reject, holm_superiority, one_sided_p, superiority
+
+    assert holm_reject([0.04, 0.01, 0.02], 0.05).tolist() == [True, True, True]
+    assert holm_reject([0.045, 0.01, 0.04], 0.05).tolist() == [False, True, False]
+    rng = np.random.default_rng(3)
+    for shift in (-1.0, 0.0, 0.3, 1.0):
+        d = shift + rng.normal(size=5)
+        assert holm_superiority([d], margin=0.1)[0].verdict == superiority(
+            d, margin=0.1).verdict
+    assert one_sided_p([0.2, 0.2], 0.1) == (0.0, 1.0)

@@ -10,8 +10,10 @@ variables than the model's ``max_vars`` is scored over covering subsets of ``max
 variables (the cell says ``chunked``). Each synthetic benchmark cell has ``n_datasets``
 datasets of ``n`` rows at every ``d`` in ``ds``; ``int_fracs`` are the interventional
 fractions of the mixed-interventional sweep; ``semantic_seeds`` datasets per expert
-network; GIES runs up to ``gies_max_d`` variables; ``margin`` is the equivalence margin
-(AUROC units) of the "matches" tests.
+network; GIES runs up to ``gies_max_d`` variables. The paper claims' margins, fixed
+before the run (AUROC units, :mod:`jaxkit.causaltab.report`): ``beat_margin`` (CausalTab
+minus each baseline), ``int_margin`` (interventional minus observational) and
+``ablation_margin`` (broad minus narrow prior).
 
 The prior ablation (``ablation_steps > 0``; off in QUICK): two models of the shipped
 architecture (``max_vars = 20``) trained from the main training's key (the same initial
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
+from jaxkit.config import PipelineConfig, require, require_at_least
 
 __all__ = ["Config", "QUICK", "FULL"]
 
@@ -56,7 +58,9 @@ class Config(PipelineConfig):
     train_d_max: int = 20
     train_curriculum: bool = False
     gies_max_d: int = 20
-    margin: float = 0.02
+    beat_margin: float = 0.0
+    int_margin: float = 0.0
+    ablation_margin: float = 0.0
     ablation_steps: int = 3600
     ablation_batch: int = 16
     ablation_d: int = 10
@@ -70,7 +74,7 @@ class Config(PipelineConfig):
                          8)
         require_at_least(self, ("train_steps", "ablation_steps"), 0)
         require_at_least(self, ("train_d_max",), 3)
-        require_positive(self, ("margin",))
+        require_at_least(self, ("beat_margin", "int_margin", "ablation_margin"), 0)
         require(len(self.ds) >= 1 and all(d >= 3 for d in self.ds), "ds",
                 f"must be a non-empty tuple of ints >= 3; got {self.ds}")
         require(all(0.0 <= f < 1.0 for f in self.int_fracs) and len(self.int_fracs) >= 2,

@@ -63,7 +63,7 @@ def run(ctx: RunContext) -> PipelineResult:
             int_fracs=(cfg.int_fracs[0], cfg.int_fracs[-1])),
             config=(abl_info["broad"]["shared_with_main"],))
 
-    tested = report.claims(synth, sem_rows, ablation)
+    tested = report.claims(synth, sem_rows, ablation, cfg=cfg)
     figures = report.figures(synth, ctx.out_dir)
     md = report.markdown(cfg, synth=synth, sem_rows=sem_rows, sachs=sachs, tested=tested,
                          training=info, quick=ctx.quick, ablation=ablation,

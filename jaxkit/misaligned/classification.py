@@ -9,15 +9,18 @@ Methods: the model under audit is the fingerprint MLP trained on the 0/1 labels 
 the squared loss (a linear-probability score, :mod:`jaxkit.misaligned.models`); the
 misaligned baselines are the regression family of :mod:`jaxkit.misaligned.baselines`
 fitted to the 0/1 labels, whose predictions are used as scores: train mean (a constant:
-AUROC 1/2 exactly), size only, descriptors, label scrambling, shuffled inputs (all
-molecules), random features, 1-NN Tanimoto (the neighbour's class), AddCarbon test
-inputs (strongest). The noise ceiling does not apply (no stated error for classes);
-``ridge_fp`` is reported as the aligned reference.
+AUROC 1/2 exactly), size only, label scrambling, shuffled inputs (all molecules), random
+features, 1-NN Tanimoto (the neighbour's class), AddCarbon test inputs (strongest). The
+noise ceiling does not apply (no stated error for classes); ``ridge_fp`` and the physics
+descriptors (size, TPSA, logP) are reported as aligned references.
 
 Metrics: AUROC (:func:`jaxkit.misaligned.metrics.auroc`, ties count 1/2) and accuracy
 at the score threshold 1/2, per seed on the test molecules. Gap: model AUROC minus the
-best misaligned baseline's (highest mean AUROC over seeds; chosen on the test sets,
-which favours the baselines), tested by :func:`jaxkit.stats.superiority` over seeds.
+best misaligned baseline's, the best being the one with the highest mean AUROC on the
+validation sets (the family fitted on inner training sets,
+:func:`jaxkit.misaligned.features.validation_splits`); without validation predictions
+it is chosen on the test sets (which favours the baselines, and says so). Tested by
+:func:`jaxkit.stats.superiority` over seeds.
 """
 
 from __future__ import annotations
@@ -31,14 +34,14 @@ import numpy as np
 from jaxkit import stats
 
 from . import metrics as Me
-from .baselines import CURVES
+from .baselines import ALIGNED, CURVES
 
 __all__ = ["POSITIVE", "CLS_BASELINES", "class_labels", "accuracy", "evaluate_classes"]
 
 POSITIVE = "(A) low"
 #: the misaligned baselines that apply to the classification task
-CLS_BASELINES = ("train_mean", "size_only", "descriptors", "label_scramble",
-                 "shuffled_inputs", "random_features", "nn_tanimoto", "add_carbon")
+CLS_BASELINES = ("train_mean", "size_only", "label_scramble", "shuffled_inputs",
+                 "random_features", "nn_tanimoto", "add_carbon")
 
 
 def class_labels(classes: Sequence[str], positive: str = POSITIVE) -> np.ndarray:
@@ -72,7 +75,13 @@ def _summary(v) -> dict:
     return {"mean": m, "ci95": h, "seeds": np.asarray(v, float).tolist()}
 
 
-def evaluate_classes(y01, test, model_preds: dict, base_preds: dict) -> dict:
+def _flat_baselines(base_preds: dict) -> dict:
+    return {name: np.asarray(p)[:, -1] if name in CURVES else np.asarray(p)
+            for name, p in base_preds.items() if name in CLS_BASELINES or name in ALIGNED}
+
+
+def evaluate_classes(y01, test, model_preds: dict, base_preds: dict, *,
+                     val_test=None, val_preds: dict | None = None) -> dict:
     """AUROC / accuracy per method and seed, and each model's gap to its best baseline.
 
     Args:
@@ -81,10 +90,13 @@ def evaluate_classes(y01, test, model_preds: dict, base_preds: dict) -> dict:
         model_preds: ``{model: (S, n)}`` scores of the models under audit.
         base_preds: the family's outputs on the 0/1 labels (``(S, n)``, curves
             ``(S, K, n)``: the strongest setting is used).
+        val_test: ``(S, n)`` validation masks, and ``val_preds`` the family fitted on
+            the matching inner training sets: the best baseline is chosen on them
+            (both or neither).
 
     Returns:
         ``{"metrics": {method: {"auroc"|"accuracy": summary}}, "gaps": {model: {"best",
-        "per_seed", "test"}}, "positive_rate": float}`` (JSON-able).
+        "per_seed", "test", "selected_on"}}, "positive_rate": float}`` (JSON-able).
 
     Raises:
         ValueError: a test set without both classes, or non-finite model scores.
@@ -101,26 +113,38 @@ def evaluate_classes(y01, test, model_preds: dict, base_preds: dict) -> dict:
         if p.shape != test.shape or not np.all(np.isfinite(p[test])):
             raise ValueError(f"scores of {name!r} must be finite, shape {test.shape}")
         flat[name] = p
-    for name, p in base_preds.items():
-        if name in CLS_BASELINES or name == "ridge_fp":
-            flat[name] = np.asarray(p)[:, -1] if name in CURVES else np.asarray(p)
+    flat.update(_flat_baselines(base_preds))
     per = {k: {m: np.asarray(v, np.float64) for m, v in
                _scores(y, jnp.asarray(p, jnp.float32), w).items()} for k, p in flat.items()}
+    candidates = [b for b in CLS_BASELINES if b in per]
+    if (val_test is None) != (val_preds is None):
+        raise ValueError("`val_test` and `val_preds` go together")
+    if val_preds is not None:
+        wv = jnp.asarray(np.asarray(val_test, bool), jnp.float32)
+        vp = _flat_baselines(val_preds)
+        with np.errstate(all="ignore"):  # a validation set with one class: AUROC nan
+            score = {b: float(np.nanmean(np.asarray(_scores(y, jnp.asarray(vp[b], jnp.float32),
+                                                            wv)["auroc"])))
+                     for b in candidates}
+        selected_on = "validation"
+    else:
+        score = {b: float(np.mean(per[b]["auroc"])) for b in candidates}
+        selected_on = "test"
+    best = max(candidates, key=lambda b: score[b] if np.isfinite(score[b]) else -np.inf)
     gaps = {}
     for name in model_preds:
-        best = max((b for b in CLS_BASELINES if b in per),
-                   key=lambda b: float(np.mean(per[b]["auroc"])))
         d = per[name]["auroc"] - per[best]["auroc"]
-        gaps[name] = {"best": best, "per_seed": d.tolist(),
+        gaps[name] = {"best": best, "per_seed": d.tolist(), "selected_on": selected_on,
                       "test": stats.superiority(d)._asdict()}
     return {"metrics": {k: {m: _summary(v) for m, v in d.items()} for k, d in per.items()},
             "gaps": gaps, "positive_rate": float(np.mean(y01))}
 
 
-def run_classes(ctx, cfg, ts, fam, data, splits: dict, both) -> dict:
+def run_classes(ctx, cfg, ts, fam, data, splits: dict, both, validation=None) -> dict:
     """The pipeline's classification stages on the (subsampled) solubility data:
     ``{split: evaluate_classes(...)}``. ``data.info["classes"]`` holds the classes of the
-    featurised input rows."""
+    featurised input rows; ``validation`` (the inner splits of ``both``'s training sets,
+    :func:`jaxkit.misaligned.features.validation_splits`) chooses the best baseline."""
     from dataclasses import replace
 
     from . import evaluation as A
@@ -128,10 +152,12 @@ def run_classes(ctx, cfg, ts, fam, data, splits: dict, both) -> dict:
 
     y01 = class_labels([data.info["classes"][r] for r in data.rows])
     dc = replace(data, y=y01, name="solubility-classes")
-    base, _ = ctx.stage("misaligned-solubility-classes-baselines", lambda: A.baseline_predictions(
-        ctx.key("misaligned-baselines-solubility-classes"), dc, both, sigma=0.0,
+    masks = [both.train] + ([] if validation is None else [validation.train])
+    preds, _ = ctx.stage("misaligned-solubility-classes-baselines", lambda: A.family_on_masks(
+        ctx.key("misaligned-baselines-solubility-classes"), dc, masks, sigma=0.0,
         settings=fam, add_carbon_strengths=cfg.add_carbon_strengths,
         add_carbon_variants=cfg.add_carbon_variants, mesh=ctx.mesh))
+    base = preds[0]
     arrays = dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
     stage = "misaligned-solubility-classes-mlp"
     pred = ctx.stage(stage, lambda: Mo.train(
@@ -141,6 +167,8 @@ def run_classes(ctx, cfg, ts, fam, data, splits: dict, both) -> dict:
     S, out = cfg.seeds, {}
     for j, kind in enumerate(("random", "scaffold")):
         sl = slice(j * S, (j + 1) * S)
+        val = {} if validation is None else dict(
+            val_test=validation.test[sl], val_preds={b: p[sl] for b, p in preds[1].items()})
         out[kind] = evaluate_classes(y01, splits[kind].test, {"mlp": pred[sl]},
-                                     {b: p[sl] for b, p in base.items()})
+                                     {b: p[sl] for b, p in base.items()}, **val)
     return out

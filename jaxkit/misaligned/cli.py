@@ -103,7 +103,8 @@ def audit_cmd(
     md = "\n".join([
         f"# Misaligned-baseline audit of {data.name} ({ds.n} molecules, {split} split, "
         f"{seeds} seeds, model {model})", "",
-        f"Best misaligned baseline: {report.LABELS[g['best']]}; gap (baseline RMSE - model "
+        f"Best misaligned baseline (chosen on {g['selected_on']} sets): "
+        f"{report.LABELS[g['best']]}; gap (baseline RMSE - model "
         f"RMSE) {b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}] (two-level bootstrap), paired "
         f"t test over seeds: {g['test'].verdict}; **{verdict}**.", "",
         f"Train/test duplicates per seed: {res.duplicates}.", "",

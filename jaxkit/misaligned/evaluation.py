@@ -1,18 +1,20 @@
 """``audit``: a model against its whole misaligned baseline family, with honest statistics.
 
 :func:`audit` runs a user's ``fit_predict`` on every seed of a split, the baseline
-family (:mod:`jaxkit.misaligned.baselines`) on the same splits, and :func:`evaluate`;
-the pipeline calls :func:`baseline_predictions` and :func:`evaluate` directly with its
-own vmapped models. :func:`evaluate` computes, per method and seed, RMSE, MAE, R^2 and
-Spearman on the test molecules; for each model the *best misaligned baseline* (lowest
-mean RMSE over seeds among :data:`~jaxkit.misaligned.baselines.MISALIGNED`, curves at
-their strongest setting); the gap (baseline RMSE - model RMSE, positive = the model is
-better) with a two-level paired bootstrap interval over seeds and test molecules
+family (:mod:`jaxkit.misaligned.baselines`) on the same splits and on inner validation
+splits of their training sets, and :func:`evaluate`; the pipeline calls
+:func:`family_on_masks` and :func:`evaluate` directly with its own vmapped models.
+:func:`evaluate` computes, per method and seed, RMSE, MAE, R^2 and Spearman on the test
+molecules; for each model the *best misaligned baseline*: the lowest mean RMSE over
+seeds among :data:`~jaxkit.misaligned.baselines.MISALIGNED` (curves at their strongest
+setting) on the *validation* sets (the family fitted on the inner training sets,
+:func:`jaxkit.misaligned.features.validation_splits`), never on the test sets (without
+validation predictions it falls back to the test sets and records ``selected_on:
+"test"``); the gap (baseline RMSE - model RMSE, positive = the model is better) with a
+two-level paired bootstrap interval over seeds and test molecules
 (:func:`jaxkit.misaligned.metrics.bootstrap_gap`) and the paired t test over seeds
 (:func:`jaxkit.stats.superiority`); ``flag`` marks a gap whose bootstrap interval
-contains 0 (the model is not shown to beat its baseline). Choosing the best baseline on
-the test sets favours the baselines slightly; with eight candidates the effect is small
-next to the seed-to-seed spread, and it is the conservative direction for an audit.
+contains 0 (the model is not shown to beat its baseline).
 """
 
 from __future__ import annotations
@@ -30,10 +32,17 @@ from jaxkit import stats
 
 from . import baselines as B
 from . import metrics as Me
-from .features import MolDataset, Splits, add_carbon, check_splits, fingerprints
+from .features import (
+    MolDataset,
+    Splits,
+    add_carbon,
+    check_splits,
+    fingerprints,
+    validation_splits,
+)
 
-__all__ = ["AuditResult", "add_carbon_fingerprints", "baseline_predictions", "evaluate",
-           "audit"]
+__all__ = ["AuditResult", "add_carbon_fingerprints", "baseline_predictions", "family_on_masks",
+           "evaluate", "audit"]
 
 
 @dataclass
@@ -76,7 +85,9 @@ class AuditResult:
             "strengths": {k: list(v) for k, v in self.strengths.items()},
             "gaps": {k: {"best": g["best"], "per_seed": np.asarray(g["per_seed"]).tolist(),
                          "boot": g["boot"]._asdict(), "test": g["test"]._asdict(),
-                         "flag": g["flag"]} for k, g in self.gaps.items()},
+                         "flag": g["flag"], "selected_on": g.get("selected_on", "test"),
+                         "selection_rmse": g.get("selection_rmse", {})}
+                     for k, g in self.gaps.items()},
             "duplicates": self.duplicates, "notes": self.notes,
         }
 
@@ -106,27 +117,47 @@ def baseline_predictions(key, data: MolDataset, splits: Splits, *, sigma: float,
     ``mesh`` of several devices the seeds are split over its ``"data"`` axis
     (:func:`jaxkit.distributed.sharded_runs`; seed ``s`` draws from ``fold_in(key, s)``
     on any number of devices, so the predictions do not depend on the mesh)."""
+    preds, strengths = family_on_masks(key, data, [splits.train], sigma=sigma,
+                                       settings=settings,
+                                       add_carbon_strengths=add_carbon_strengths,
+                                       add_carbon_variants=add_carbon_variants, mesh=mesh)
+    return preds[0], strengths
+
+
+def family_on_masks(key, data: MolDataset, masks: Sequence[np.ndarray], *, sigma: float,
+                    settings: B.FamilySettings = B.FamilySettings(),
+                    add_carbon_strengths: Sequence[int] = (1, 2, 3),
+                    add_carbon_variants: int = 2, mesh=None) -> tuple[list[dict], dict]:
+    """:func:`baseline_predictions` for several sets of training masks (e.g. the splits'
+    and their inner validation splits'), sharing the AddCarbon fingerprints and Gram
+    matrices: ``([{name: predictions} per set], strengths)``. The first set draws what
+    :func:`baseline_predictions` draws; set ``i >= 1`` draws from ``fold_in`` of that
+    key with ``i``. Sets of one shape compile once."""
     k_addc, k_fam = jax.random.split(key)
     rng = stats.as_generator(k_addc)
     addc = add_carbon_fingerprints(data, rng, add_carbon_strengths, add_carbon_variants)
     fd = B.family_data(data.y, data.desc, data.fp, addc, sigma)
-    train = jnp.asarray(splits.train)
     mesh = jd.data_mesh(mesh)
     # jaxlib's CPU Cholesky / triangular solves run in scipy's OpenBLAS, whose idle
     # worker threads spin next to XLA's: one BLAS thread cut the family's CPU time 5x
     # (2.75 -> 0.5 s per seed at 642 molecules, 2048 bits, under load; the bench's note)
     from jaxkit.pairing import limit_blas  # here: jaxkit.pairing imports the OT stack (ott)
 
+    outs = []
     with limit_blas(1):
-        if mesh is None:
-            out = _family_jit(settings)(k_fam, fd, train)
-        else:
-            out = _family_sharded(settings, mesh)(k_fam, fd, train)
-        out = jax.block_until_ready(out)
+        for i, m in enumerate(masks):
+            k = k_fam if i == 0 else jax.random.fold_in(k_fam, i)
+            train = jnp.asarray(np.asarray(m, bool))
+            if mesh is None:
+                out = _family_jit(settings)(k, fd, train)
+            else:
+                out = _family_sharded(settings, mesh)(k, fd, train)
+            out = jax.block_until_ready(out)
+            outs.append({n: np.asarray(v, np.float64) for n, v in out.items()})
     strengths = {"shuffled_inputs": tuple(settings.fractions),
                  "replaced_bits": tuple(settings.fractions),
                  "add_carbon": tuple(int(k) for k in add_carbon_strengths)}
-    return {k: np.asarray(v, np.float64) for k, v in out.items()}, strengths
+    return outs, strengths
 
 
 _FAMILY_CACHE: dict = {}
@@ -174,7 +205,8 @@ def _per_seed(y, pred, test) -> dict:
 
 
 def evaluate(key, data: MolDataset, splits: Splits, model_preds: dict, base_preds: dict,
-             strengths: dict, *, n_boot: int = 1000, baselines: Sequence[str] | None = None
+             strengths: dict, *, n_boot: int = 1000, baselines: Sequence[str] | None = None,
+             val_preds: dict | None = None, val_splits: Splits | None = None
              ) -> AuditResult:
     """Metrics, best misaligned baseline, gaps and flags (module docstring).
 
@@ -188,6 +220,10 @@ def evaluate(key, data: MolDataset, splits: Splits, model_preds: dict, base_pred
         n_boot: bootstrap resamples.
         baselines: the misaligned baselines to compare with (default: all of
             :data:`~jaxkit.misaligned.baselines.MISALIGNED`).
+        val_preds: the family fitted on the inner training sets ``val_splits.train``
+            (:func:`family_on_masks`), and ``val_splits`` those inner splits: the best
+            baseline is the one with the lowest mean RMSE on ``val_splits.test`` (both
+            or neither; without them it is chosen on the test sets).
 
     Returns:
         An :class:`AuditResult`.
@@ -218,14 +254,28 @@ def evaluate(key, data: MolDataset, splits: Splits, model_preds: dict, base_pred
     for name, p in flat.items():
         metrics[name] = _per_seed(data.y, p, test)
     candidates = [b for b in chosen if b in metrics]
+    if (val_preds is None) != (val_splits is None):
+        raise ValueError("`val_preds` and `val_splits` go together")
+    if val_preds is not None:
+        vt = np.asarray(val_splits.test, bool)
+        if vt.shape != test.shape:
+            raise ValueError(f"`val_splits` masks must have shape {test.shape}; got {vt.shape}")
+        score = {b: float(np.mean(_per_seed(data.y, val_preds[b][:, -1] if b in B.CURVES
+                                            else val_preds[b], vt)["rmse"]))
+                 for b in candidates}
+        selected_on = "validation"
+    else:
+        score = {b: float(np.mean(metrics[b]["rmse"])) for b in candidates}
+        selected_on = "test"
+    best = min(candidates, key=lambda b: score[b])
     gaps = {}
     keys = jax.random.split(key, max(1, len(model_preds)))
     for k, name in zip(keys, model_preds, strict=False):
-        best = min(candidates, key=lambda b: float(np.mean(metrics[b]["rmse"])))
         d = metrics[best]["rmse"] - metrics[name]["rmse"]
         boot = Me.bootstrap_gap(k, data.y, flat[name], flat[best], test, metric="rmse",
                                 n_boot=n_boot)
-        gaps[name] = {"best": best, "per_seed": d, "boot": boot,
+        gaps[name] = {"best": best, "per_seed": d, "boot": boot, "selected_on": selected_on,
+                      "selection_rmse": score,
                       "test": stats.superiority(d), "flag": not boot.significant}
     dups = [int(x) for x in check_splits(data, splits, warn=False)]
     return AuditResult(data.name, splits.kind, S, metrics, curves, dict(strengths), gaps,
@@ -237,7 +287,7 @@ def audit(fit_predict: Callable, dataset: MolDataset, splits: Splits,
           name: str = "model", n_boot: int = 1000,
           settings: B.FamilySettings = B.FamilySettings(),
           add_carbon_strengths: Sequence[int] = (1, 2, 3),
-          add_carbon_variants: int = 2) -> AuditResult:
+          add_carbon_variants: int = 2, val_fraction: float = 0.2) -> AuditResult:
     """Audit a user's model against the misaligned baseline family.
 
     Args:
@@ -257,6 +307,8 @@ def audit(fit_predict: Callable, dataset: MolDataset, splits: Splits,
         n_boot: bootstrap resamples.
         settings, add_carbon_strengths, add_carbon_variants: the baseline family's
             settings (:func:`baseline_predictions`).
+        val_fraction: the share of each training set held out to choose the best
+            baseline (:func:`jaxkit.misaligned.features.validation_splits`).
 
     Returns:
         An :class:`AuditResult` (with a warning in ``notes`` for train/test duplicates).
@@ -284,11 +336,13 @@ def audit(fit_predict: Callable, dataset: MolDataset, splits: Splits,
             raise ValueError(f"`fit_predict` returned NaN or inf predictions on seed {s}")
         preds[s, te] = p
     k_base, k_eval = jax.random.split(key)
-    base, strengths = baseline_predictions(
-        k_base, dataset, splits, sigma=sigma, settings=settings,
+    val = validation_splits(dataset, splits, stats.as_generator(jax.random.fold_in(key, 7)),
+                            val_fraction)
+    (base, vbase), strengths = family_on_masks(
+        k_base, dataset, [splits.train, val.train], sigma=sigma, settings=settings,
         add_carbon_strengths=add_carbon_strengths, add_carbon_variants=add_carbon_variants)
     res = evaluate(k_eval, dataset, splits, {name: preds}, base, strengths, n_boot=n_boot,
-                   baselines=baselines)
+                   baselines=baselines, val_preds=vbase, val_splits=val)
     if any(dups):
         res.notes.append(f"{sum(dups)} test molecules duplicate a training molecule "
                          f"(per seed {dups})")

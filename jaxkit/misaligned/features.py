@@ -36,8 +36,8 @@ import numpy as np
 from jaxkit.io import DataError
 
 __all__ = ["ATOM_FEATURES", "DESCRIPTORS", "MolDataset", "Splits", "featurise",
-           "fingerprints", "random_split", "scaffold_split", "make_splits", "add_carbon",
-           "duplicates_across", "check_splits"]
+           "fingerprints", "random_split", "scaffold_split", "make_splits",
+           "validation_splits", "add_carbon", "duplicates_across", "check_splits"]
 
 DESCRIPTORS = ("MolWt", "HeavyAtomCount", "TPSA", "MolLogP")
 _ELEMENTS = ("C", "N", "O", "S", "F", "Cl", "Br", "I", "P")
@@ -267,6 +267,39 @@ def make_splits(data: MolDataset, kind: str, rng: np.random.Generator, seeds: in
     if kind == "scaffold":
         return scaffold_split(rng, data.scaffold, seeds, test_fraction)
     raise ValueError(f"`kind` must be 'random' or 'scaffold'; got {kind!r}")
+
+
+def validation_splits(data: MolDataset, splits: Splits, rng: np.random.Generator,
+                      fraction: float = 0.2) -> Splits:
+    """Inner splits of each training set, to choose among baselines without the test set.
+
+    For seed ``s`` the training molecules ``splits.train[s]`` are split again as the
+    outer split was made (``scaffold``: :func:`scaffold_split` of their scaffolds, so no
+    scaffold is on both sides; otherwise :func:`random_split`), ``fraction`` of them in
+    the validation set. The returned masks have ``splits``' shape: ``train`` the inner
+    training set, ``test`` the validation set (both inside ``splits.train[s]``; the
+    outer test molecules are in neither).
+
+    Raises:
+        ValueError: a training set of fewer than 2 molecules, or ``fraction`` outside
+            ``(0, 1)``.
+    """
+    _check_fraction(fraction)
+    train = np.asarray(splits.train, bool)
+    inner = np.zeros_like(train)
+    val = np.zeros_like(train)
+    for s in range(train.shape[0]):
+        idx = np.flatnonzero(train[s])
+        if idx.size < 2:
+            raise ValueError(f"`splits`: seed {s} has {idx.size} training molecule(s); a "
+                             "validation split needs at least 2")
+        if splits.kind == "scaffold" and len({data.scaffold[i] for i in idx}) >= 2:
+            sub = scaffold_split(rng, [data.scaffold[i] for i in idx], 1, fraction)
+        else:
+            sub = random_split(rng, idx.size, 1, fraction)
+        inner[s, idx] = sub.train[0]
+        val[s, idx] = sub.test[0]
+    return Splits(f"{splits.kind}-validation", inner, val)
 
 
 def duplicates_across(canonical: Sequence[str], train: np.ndarray, test: np.ndarray) -> int:

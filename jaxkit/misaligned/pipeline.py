@@ -1,17 +1,19 @@
 """``jaxkit run misaligned``: models against their misaligned baselines on real molecules.
 
 Claim under test (position paper "AI for drug discovery models often do not learn as
-expected", ICML 2026 FM4LS): misaligned baselines (size, descriptors, scrambled labels,
-perturbed or random inputs, nearest neighbours) are often competitive with the models,
-exposing what the models do not learn; random splits flatter models. Per data set
-(stages cached under ``out_dir/.stages``):
+expected", ICML 2026 FM4LS): misaligned baselines (size, scrambled labels, perturbed or
+random inputs, nearest neighbours) are competitive with the models, exposing what the
+models do not learn (claims: :mod:`jaxkit.misaligned.report`). Per data set (stages
+cached under ``out_dir/.stages``):
 
 1. ``misaligned-data-<ds>``: load (:mod:`jaxkit.data.molecules`), subsample to
    ``cfg.max_molecules`` (``ctx.rng``), featurise; ``seeds`` random and ``seeds``
-   scaffold splits.
+   scaffold splits, and a validation split of each training set
+   (:func:`jaxkit.misaligned.features.validation_splits`).
 2. ``misaligned-<ds>-baselines``: the whole baseline family over the ``2 seeds`` splits
+   and again over their inner validation splits (the best baseline is chosen there)
    (split over ``ctx.mesh``'s ``"data"`` axis, one seed at a time per device) and
-   vmapped over the perturbation strengths, in one compiled call.
+   vmapped over the perturbation strengths, one compiled call for both.
 3. ``misaligned-<ds>-<model>``: the MLP and the MPNN, all ``2 seeds`` trainings in one
    :func:`jaxkit.training.fit` with checkpoints under ``out_dir/checkpoints/``, the
    seeds split over ``ctx.mesh``'s ``"data"`` axis (the same models on any mesh).
@@ -36,7 +38,7 @@ from . import models as Mo
 from . import report
 from .baselines import FamilySettings
 from .config import FULL, QUICK, Config
-from .features import Splits, featurise, make_splits
+from .features import Splits, featurise, make_splits, validation_splits
 
 TITLE = "Misaligned baselines for AI drug discovery"
 
@@ -57,7 +59,9 @@ def _data(ctx: RunContext, cfg: Config, name: str):
     rng = ctx.rng(f"misaligned-splits-{name}")
     splits = {k: make_splits(data, k, rng, cfg.seeds, cfg.test_fraction)
               for k in ("random", "scaffold")}
-    return data, splits
+    vrng = ctx.rng(f"misaligned-validation-{name}")
+    val = {k: validation_splits(data, sp, vrng, cfg.val_fraction) for k, sp in splits.items()}
+    return data, splits, val
 
 
 def _both(splits: dict) -> Splits:
@@ -78,16 +82,17 @@ def run(ctx: RunContext) -> PipelineResult:
     results: dict = {}
     kept = ()
     for name in ctx.track(cfg.datasets, "misaligned data sets"):
-        data, splits = ctx.stage(f"misaligned-data-{name}", lambda n=name: _data(ctx, cfg, n))
-        both = _both(splits)
+        data, splits, val = ctx.stage(f"misaligned-data-{name}",
+                                      lambda n=name: _data(ctx, cfg, n))
+        both, both_val = _both(splits), _both(val)
         if name == "solubility":
-            kept = (data, splits, both)
-        base, strengths = ctx.stage(f"misaligned-{name}-baselines", lambda d=data, b=both:
-                                    A.baseline_predictions(
-            ctx.key(f"misaligned-baselines-{d.name}"), d, b,
-            sigma=d.info["experimental_error"], settings=fam,
-            add_carbon_strengths=cfg.add_carbon_strengths,
-            add_carbon_variants=cfg.add_carbon_variants, mesh=ctx.mesh))
+            kept = (data, splits, both, both_val)
+        (base, vbase), strengths = ctx.stage(
+            f"misaligned-{name}-baselines", lambda d=data, b=both, bv=both_val:
+            A.family_on_masks(ctx.key(f"misaligned-baselines-{d.name}"), d,
+                              [b.train, bv.train], sigma=d.info["experimental_error"],
+                              settings=fam, add_carbon_strengths=cfg.add_carbon_strengths,
+                              add_carbon_variants=cfg.add_carbon_variants, mesh=ctx.mesh))
         arrays = dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
         preds = {}
         for kind in Mo.MODELS:
@@ -103,9 +108,11 @@ def run(ctx: RunContext) -> PipelineResult:
             res = A.evaluate(ctx.key(f"misaligned-boot-{name}-{kind}"), data, splits[kind],
                              {m: p[sl] for m, p in preds.items()},
                              {b: p[sl] for b, p in base.items()}, strengths,
-                             n_boot=cfg.n_boot)
+                             n_boot=cfg.n_boot, val_preds={b: p[sl] for b, p in vbase.items()},
+                             val_splits=val[kind])
             results[(name, kind)] = res.summary()
             results[(name, kind)]["label_std"] = float(np.std(data.y))
+            results[(name, kind)]["experimental_error"] = float(data.info["experimental_error"])
             results[(name, kind)]["n"] = data.n
     classes = (C.run_classes(ctx, cfg, ts, fam, *kept) if cfg.classification and kept
                else {})
@@ -113,7 +120,7 @@ def run(ctx: RunContext) -> PipelineResult:
                report.curve_plot(cfg, results, ctx.out_dir)]
     md = report.markdown(cfg, results, quick=ctx.quick, seed=ctx.seed) + \
         report.classes_markdown(classes)
-    claims = report.claims(cfg, results) + report.classes_claims(classes)
+    claims = report.claims(cfg, results, classes)
     metrics = dict(settings=cfg.to_dict(), total_seconds=ctx.elapsed(),
                    results={f"{d}/{s}": r for (d, s), r in results.items()},
                    classification=classes)

@@ -272,7 +272,7 @@ def one_sided_p(diffs, margin: float = 0.0) -> tuple[float, float]:
 def holm_reject(p, alpha: float) -> np.ndarray:
     """Holm's step-down: which hypotheses with p-values ``p`` are rejected at family-wise
     level ``alpha`` (the i-th smallest of ``m`` against ``alpha / (m - i)``, stopping at
-    the first that is not).
+    the first that is not; a nan p-value is never rejected).
 
     Args:
         p: the p-values, one per hypothesis.
@@ -284,6 +284,7 @@ def holm_reject(p, alpha: float) -> np.ndarray:
     if not 0 < alpha < 1:
         raise ValueError(f"`alpha` must be in (0, 1); got {alpha}")
     p = np.asarray(p, np.float64).ravel()
+    p = np.where(np.isnan(p), np.inf, p)
     out = np.zeros(p.shape, bool)
     for i, j in enumerate(np.argsort(p, kind="stable")):
         if not p[j] <= alpha / (p.size - i):

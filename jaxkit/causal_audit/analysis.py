@@ -13,14 +13,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jaxkit.stats import Verdict, bootstrap_interval, paired_difference, superiority
+from jaxkit.stats import Verdict, bootstrap_interval, holm_reject, paired_difference, superiority
 
 from .axes import CellSpec
 from .grid import CellResult, Pair, pair_cells
 from .methods import get_method, in_scope
 
 __all__ = ["heatmap", "kendall_tau", "ranking", "rank_comparison", "floor_wins",
-           "consistency", "scope_findings", "mean_sd", "holm", "p_above", "p_below",
+           "consistency", "scope_findings", "mean_sd", "p_above", "p_below",
            "distinct", "reversals", "reversal_verdict"]
 
 
@@ -177,19 +177,6 @@ def scope_findings(results: dict[CellSpec, CellResult], method: str, *,
 # ------------------------------------------------------------- tests that can fail
 
 
-def holm(pvalues: Sequence[float], alpha: float) -> np.ndarray:
-    """Holm's step-down rejections of ``pvalues`` at family-wise level ``alpha`` (nan
-    p-values are never rejected). Local: :mod:`jaxkit.stats` has no Holm helper yet."""
-    p = np.asarray(pvalues, float)
-    p = np.where(np.isfinite(p), p, np.inf)
-    rejected = np.zeros(p.size, bool)
-    for i, j in enumerate(np.argsort(p, kind="stable")):
-        if p[j] > alpha / (p.size - i):
-            break
-        rejected[j] = True
-    return rejected
-
-
 def _t_cdf(x, margin: float) -> float:
     """The t statistic's CDF of "mean of the finite ``x`` minus ``margin``" (nan with
     fewer than two values; a zero spread decides by the sign)."""
@@ -269,7 +256,7 @@ def reversal_verdict(choices: Sequence[tuple[str, list[dict]]],
     hyps = [(name, h) for name, hs in choices for h in hs]
     if not hyps:
         return "not tested at this size", "-", ""
-    rej = holm([h["p"] for _, h in hyps], alpha)
+    rej = holm_reject([h["p"] for _, h in hyps], alpha)
     absent = all(np.isfinite(h["p_not"]) and h["p_not"] < alpha for _, h in hyps)
     verdict = "yes" if rej.any() else "no" if absent else "not shown"
     best_i = int(np.nanargmin([h["p"] if np.isfinite(h["p"]) else np.inf for _, h in hyps]))

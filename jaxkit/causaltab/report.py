@@ -41,8 +41,7 @@ from jaxkit.report import markdown_table, new_figure, save_figure
 
 from .config import Config
 
-__all__ = ["claims", "markdown", "figures", "baselines", "method_table", "ablation_claim",
-           "holm", "p_below"]
+__all__ = ["claims", "markdown", "figures", "baselines", "method_table", "ablation_claim"]
 
 PAPER = "CausalTab (arXiv 2605.31156)"
 METRICS = ("auroc", "auprc", "shd", "f1", "sid")
@@ -53,34 +52,6 @@ NOT_TESTED = "not tested at this size"
 def _mean(v) -> float:
     a = np.asarray(v, np.float64)
     return float(np.nanmean(a)) if np.isfinite(a).any() else float("nan")
-
-
-def holm(pvalues, alpha: float) -> np.ndarray:
-    """Holm's step-down rejections of ``pvalues`` at family-wise level ``alpha`` (nan
-    p-values are never rejected). Local: :mod:`jaxkit.stats` has no Holm helper yet."""
-    p = np.asarray(pvalues, float)
-    p = np.where(np.isfinite(p), p, np.inf)
-    rejected = np.zeros(p.size, bool)
-    for i, j in enumerate(np.argsort(p, kind="stable")):
-        if p[j] > alpha / (p.size - i):
-            break
-        rejected[j] = True
-    return rejected
-
-
-def p_below(x, margin: float) -> float:
-    """One-sided paired-t p-value of "the mean of ``x`` lies below ``margin``" (null:
-    mean >= margin); nan with fewer than two finite values."""
-    from scipy import stats as st
-
-    x = np.asarray(x, np.float64)
-    x = x[np.isfinite(x)]
-    if x.size < 2:
-        return float("nan")
-    m, se = float(x.mean()) - margin, float(x.std(ddof=1)) / np.sqrt(x.size)
-    if se == 0:
-        return 0.0 if m < 0 else 1.0
-    return float(st.t.cdf(m / se, x.size - 1))
 
 
 def baselines(rows: list[dict]) -> list[str]:
@@ -120,7 +91,7 @@ def _all_of(claim: str, parts, note: str, min_n: int, *, kind: str = "paper",
         return Claim(PAPER, claim, "n/a", NOT_TESTED, "", note or f"fewer than {min_n} "
                      f"paired datasets ({what})", kind)
     vs = [(lab, stats.superiority(x, margin=m)) for lab, x, m in parts]
-    below = holm([p_below(x, m) for _, x, m in parts], 0.025)
+    below = stats.holm_reject([stats.one_sided_p(x, m)[1] for _, x, m in parts], 0.025)
     verdict = ("yes" if all(v.verdict == "yes" for _, v in vs) else "no" if below.any()
                else "not shown")
     measured = "; ".join(f"{lab}: {_fmt(v)}" for lab, v in vs)

@@ -28,13 +28,12 @@ import numpy as np
 from jaxkit.claims import Claim
 from jaxkit.plotting import interval, label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
-from jaxkit.stats import Verdict, paired_difference, superiority
+from jaxkit.stats import Verdict, holm_reject, one_sided_p, paired_difference, superiority
 
 from .config import Config
 from .methods import LABELS
 
-__all__ = ["PAPER", "claims", "figures", "markdown", "sweep_table", "clean_rows", "holm",
-           "p_below"]
+__all__ = ["PAPER", "claims", "figures", "markdown", "sweep_table", "clean_rows"]
 
 PAPER = "ICA-LiNGAM on pooled interventional data (NeurIPS 2026)"
 NOT_TESTED = "not tested at this size"
@@ -57,34 +56,6 @@ def _fmt(v: Verdict) -> str:
     return f"{f(v.estimate)} [{f(v.lo)}, {f(v.hi)}]"
 
 
-def holm(pvalues: Sequence[float], alpha: float) -> np.ndarray:
-    """Holm's step-down rejections of ``pvalues`` at family-wise level ``alpha`` (nan
-    p-values are never rejected)."""
-    p = np.asarray(pvalues, float)
-    p = np.where(np.isfinite(p), p, np.inf)
-    rejected = np.zeros(p.size, bool)
-    for i, j in enumerate(np.argsort(p, kind="stable")):
-        if p[j] > alpha / (p.size - i):
-            break
-        rejected[j] = True
-    return rejected
-
-
-def p_below(diffs, margin: float) -> float:
-    """One-sided t-test p-value of "the mean of ``diffs`` lies below ``margin``" (the
-    null: mean >= margin); nan with fewer than two finite values."""
-    from scipy import stats as st
-
-    x = np.asarray(diffs, float)
-    x = x[np.isfinite(x)]
-    if x.size < 2:
-        return float("nan")
-    m, se = x.mean() - margin, x.std(ddof=1) / np.sqrt(x.size)
-    if se == 0:
-        return 0.0 if m < 0 else 1.0
-    return float(st.t.cdf(m / se, x.size - 1))
-
-
 def _all_of(claim: str, parts: Sequence[tuple[str, Any, float]], note: str = "", *,
             kind: str = "paper") -> Claim:
     """A claim that must hold in every part ``(label, per-dataset values, margin)``: each
@@ -96,7 +67,7 @@ def _all_of(claim: str, parts: Sequence[tuple[str, Any, float]], note: str = "",
     if not parts:
         return Claim(PAPER, claim, "-", NOT_TESTED, "", note, kind)
     vs = [(label, superiority(x, margin=m)) for label, x, m in parts]
-    below = holm([p_below(x, m) for _, x, m in parts], 0.025)
+    below = holm_reject([one_sided_p(x, m)[1] for _, x, m in parts], 0.025)
     verdict = ("yes" if all(v.verdict == "yes" for _, v in vs) else "no" if below.any()
                else "not shown")
     measured = "; ".join(f"{label}: {_fmt(v)}" for label, v in vs)

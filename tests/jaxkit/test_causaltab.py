@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxkit import stats
 from jaxkit.causaltab import evaluate as ev
 from jaxkit.causaltab import experiments, report, semantic
 from jaxkit.causaltab.model import ModelConfig, forward, init_params
@@ -213,8 +214,8 @@ def test_claims_beat_every_baseline_with_margins_from_the_config():
     strict = dataclasses.replace(QUICK, beat_margin=0.3)
     c = report.claims([row(weak)], [], cfg=strict)[2]
     assert c.verdict == "no" and "margin 0.3" in c.test
-    assert report.holm([0.01, 0.02, 0.04], 0.05).all()
-    assert not report.holm([0.03, 0.04], 0.05).any()
+    assert stats.holm_reject([0.01, 0.02, 0.04], 0.05).all()
+    assert not stats.holm_reject([0.03, 0.04], 0.05).any()
 
 
 def test_negative_control_untrained_model_no_paper_claim_says_yes(monkeypatch):

@@ -5,9 +5,11 @@
 them (:func:`jaxkit.contrastive.methods.run_methods`; also on questions built by hand,
 e.g. the negative control of the tests) and returns plain NumPy summaries:
 
-* ``rates[method]``: per-seed fractions of questions ``correct`` (resolved to the true
-  explanation), ``wrong`` (resolved to another one) and ``unresolved``, with the mean
-  ``spent`` budget and ``steps`` (experiments run); for the pointwise agents also
+* ``rates[method]`` (also ``random``, :func:`jaxkit.contrastive.methods.random_design`,
+  when ``compare`` has an ``order_key``): per-seed fractions of questions ``correct``
+  (resolved to the true explanation), ``wrong`` (resolved to another one) and
+  ``unresolved``, with the mean ``spent`` budget and ``steps`` (experiments run); for
+  the pointwise agents also
   ``contrastive_correct`` / ``contrastive_wrong``: the same data evaluated contrastively.
 * ``candidates[rule]``: per-seed counts of the pointwise candidates: ``high`` (the focal
   belief moved by at least ``surprise_width``, either way: AutoDiscovery's Bayesian
@@ -59,16 +61,16 @@ def run_domain(key, name: str, cfg: Config) -> dict:
     """All methods on ``cfg.seeds x cfg.questions`` questions of domain ``name`` (see the
     module docstring)."""
     q = questions(key, DOMAINS[name], cfg.seeds * cfg.questions, n_samples=cfg.n_samples)
-    return compare(q, name, cfg)
+    return compare(q, name, cfg, order_key=jax.random.fold_in(key, 2**20))
 
 
-def compare(q: Questions, name: str, cfg: Config) -> dict:
+def compare(q: Questions, name: str, cfg: Config, *, order_key=None) -> dict:
     """All methods on the ``cfg.seeds x cfg.questions`` questions ``q`` (seed-major) of the
-    domain ``name`` (see the module docstring)."""
+    domain ``name`` (see the module docstring); ``order_key`` adds the random design."""
     S, Q = cfg.seeds, cfg.questions
     out = run_methods(q.log_lik, q.costs, q.outcomes, float(cfg.budget), max_steps=max_steps(cfg),
                       tau=float(cfg.tau), alpha=float(cfg.alpha), kappa=float(cfg.kappa),
-                      pointwise_prior=float(cfg.pointwise_prior))
+                      pointwise_prior=float(cfg.pointwise_prior), order_key=order_key)
     out = jax.tree.map(np.asarray, out)
     truth = np.asarray(q.truth)
     rs = lambda a: a.reshape(S, Q, *a.shape[1:])  # noqa: E731
@@ -92,5 +94,9 @@ def compare(q: Questions, name: str, cfg: Config) -> dict:
         rates[m] = r
         p = rs(_truth_prob(o["traj"], truth))  # (S, Q, T + 1)
         traj[m] = dict(mean=p.mean((0, 1)), per_seed=p.mean(1))
+    if "random" in out:
+        o = out["random"]
+        rates["random"] = {**_rates(rs(o["answer"]), tr), "spent": rs(o["spent"]).mean(1),
+                           "steps": rs(o["steps"]).mean(1)}
     return dict(domain=name, rates=rates, candidates=cands, trajectory=traj,
                 n_questions=Q, n_seeds=S, truth_counts=np.bincount(truth, minlength=4))

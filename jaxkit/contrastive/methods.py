@@ -30,6 +30,11 @@ every method, so methods are compared on common random numbers).
     the null H_f and the statistic ``-log p_f(y)``. f is accepted (rejected) when the
     product of its acceptance (rejection) e-values exceeds ``1 / alpha``.
 
+* ``random`` (jaxkit's reference, not in the paper): the candidates in a random order,
+  each run while the budget affords it (so it spends the budget, as the contrastive
+  agent does), evaluated with the MECE posterior: what experiment selection adds over
+  spending the budget on any experiments.
+
 Also recorded, for the paper's second claim: every pointwise *candidate* (focal
 hypothesis, experiment, outcome) with its Shannon surprisal ``-log p(y | H_f)`` and its
 belief before and after (AutoDiscovery flags a candidate as surprising when the belief
@@ -50,7 +55,8 @@ from jax.scipy.special import logsumexp
 
 from jaxkit.kernels.belief.eig import greedy_eig
 
-__all__ = ["POINTWISE", "PointwiseInfo", "pointwise_run", "replay_posterior", "run_methods"]
+__all__ = ["POINTWISE", "PointwiseInfo", "pointwise_run", "replay_posterior", "random_design",
+           "run_methods"]
 
 POINTWISE = ("shannon", "bayes", "evalue")
 
@@ -182,20 +188,45 @@ def replay_posterior(log_prior, log_lik, choices, outcomes_seen):
     return final, traj
 
 
+def random_design(log_prior, log_lik, costs, budget, outcomes, priority):
+    """The candidates in the order of ``priority`` (``(X,)``, e.g. uniform draws), each
+    run while ``budget`` affords its cost, evaluated with the MECE posterior.
+
+    Returns:
+        ``(final, traj, choices, spent)``: :func:`replay_posterior`'s outputs over the
+        ``X`` positions of the order (``choices`` -1 where skipped) and the budget spent.
+    """
+    log_prior, log_lik, costs, outcomes = (jnp.asarray(a) for a in (log_prior, log_lik, costs,
+                                                                   outcomes))
+    order = jnp.argsort(jnp.asarray(priority))
+
+    def body(spent, x):
+        ok = costs[x] <= budget - spent
+        return spent + jnp.where(ok, costs[x], 0.0), jnp.where(ok, x, -1)
+
+    spent, choices = jax.lax.scan(body, jnp.zeros((), costs.dtype), order)
+    seen = jnp.where(choices >= 0, outcomes[jnp.maximum(choices, 0)], -1)
+    final, traj = replay_posterior(log_prior, log_lik, choices, seen)
+    return final, traj, choices, spent
+
+
 @functools.partial(jax.jit, static_argnames=("max_steps", "tau", "alpha", "kappa",
                                              "pointwise_prior"))
 def run_methods(log_lik, costs, outcomes, budget, *, max_steps: int, tau: float,
-                alpha: float, kappa: float, pointwise_prior: float | None = 0.5) -> dict:
+                alpha: float, kappa: float, pointwise_prior: float | None = 0.5,
+                order_key=None) -> dict:
     """All methods on a batch of questions (leading axis n) with a uniform prior over the
     MECE set; the pointwise agents start each hypothesis at belief ``pointwise_prior``
-    (0.5: they know no alternatives; ``None``: the MECE prior 1/K).
+    (0.5: they know no alternatives; ``None``: the MECE prior 1/K); with ``order_key``
+    also ``random`` (:func:`random_design`, the orders drawn from that key).
 
     Returns:
         A dict of arrays: ``contrastive`` (``answer`` (n,) int32 or -1 unresolved,
         ``traj`` (n, T, K), ``spent``, ``steps``); per pointwise rule (``answer`` by its
         own rule, ``contrastive_answer`` of its data, ``traj``, ``steps``, ``spent`` and
         the candidates ``focal``, ``surprisal``, ``log_lr``, ``shift`` (the focal belief's
-        change), ``valid`` (n, T)).
+        change), ``valid`` (n, T)); with ``order_key`` ``random`` (``answer``, ``traj``
+        (n, X, K), ``spent``, ``steps``).
     """
     n, X, K, Y = log_lik.shape
     lp = jnp.full((K,), -math.log(K), log_lik.dtype)
@@ -224,4 +255,11 @@ def run_methods(log_lik, costs, outcomes, budget, *, max_steps: int, tau: float,
                         log_lr=info.log_lr, shift=info.belief_after - info.belief_before,
                         valid=valid)
         out[rule] = jax.vmap(pw)(log_lik, costs, outcomes)
+    if order_key is not None:
+        def rnd(ll, c, o, u):
+            final, traj, choices, spent = random_design(lp, ll, c, budget, o, u)
+            return dict(answer=answer(final), traj=traj, spent=spent,
+                        steps=jnp.sum(choices >= 0))
+        u = jax.random.uniform(order_key, costs.shape)
+        out["random"] = jax.vmap(rnd)(log_lik, costs, outcomes, u)
     return out

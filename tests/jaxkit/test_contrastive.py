@@ -118,6 +118,20 @@ def test_replay_equals_greedy_trajectory():
     np.testing.assert_allclose(end, final.log_post, atol=1e-10)
 
 
+def test_random_design_spends_the_budget_in_its_order():
+    """The random design runs the candidates in its order while the budget affords them
+    (skipping the one it cannot pay) and reads the data with the MECE posterior."""
+    ll = np.log(np.tile(np.array([[0.8, 0.1, 0.1], [0.1, 0.1, 0.8]]), (4, 1, 1)))
+    costs = np.array([1.0, 2.0, 1.0, 3.0])
+    lp = np.log(np.array([0.5, 0.5]))
+    final, traj, choices, spent = M.random_design(lp, ll, costs, 4.0, np.zeros(4, np.int32),
+                                                  np.array([0.3, 0.1, 0.9, 0.5]))
+    assert np.asarray(choices).tolist() == [1, 0, -1, 2] and float(spent) == 4.0
+    # three outcomes 0, each favouring H_0 8:1
+    assert float(np.exp(final[0])) == pytest.approx(512 / 513, rel=1e-6)
+    assert traj.shape == (4, 2)
+
+
 _pointwise = jax.jit(M.pointwise_run, static_argnames=("rule", "max_steps"))
 
 

@@ -8,7 +8,6 @@ offline replay), ``pool`` (the hand-made offline pool of simulated LLMs), ``pool
 ``population`` (genealogy and islands), ``search`` (the routed discovery loop),
 ``compare`` (the routing comparison of one problem, and over random pools), ``http_run``
 (the comparison over real models), ``config`` (its settings), ``report`` /
-``report_pools`` (tables, figure, claims), ``protocol`` (the one-sided tests and Holm's
-correction the paper claims are decided with). The pipeline is ``jaxkit run ballad``
+``report_pools`` (tables, figure, claims). The pipeline is ``jaxkit run ballad``
 (``pipeline``).
 """

@@ -6,9 +6,9 @@ oriented so that positive means Ballad is better. The best single model in hinds
 the one with the best mean objective on *validation* instances (disjoint from the test
 instances); every comparison with it is on the test instances.
 
-Paper claims (the abstract's result sentences; :mod:`jaxkit.ballad.protocol`, one-sided
-tests at 5%, Holm over the problems; margins from the configuration, fixed before the
-run):
+Paper claims (the abstract's result sentences; one-sided paired t tests at 5% with Holm
+over the problems, :func:`jaxkit.stats.holm_superiority` / :func:`jaxkit.stats.holm_reject`;
+margins from the configuration, fixed before the run):
 
 * Ballad matches the best individual LLM in hindsight: non-inferiority on every problem,
   margin ``cfg.margin(problem)`` times the classic heuristic's mean test objective;
@@ -39,15 +39,24 @@ import numpy as np
 from jaxkit.claims import Claim
 from jaxkit.plotting import label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
-from jaxkit.stats import Verdict, paired_difference, superiority
+from jaxkit.stats import (
+    Verdict,
+    all_of,
+    holm_reject,
+    holm_superiority,
+    one_sided_p,
+    paired_difference,
+    superiority,
+)
 
 from .compare import summarise
 from .config import Config
-from .protocol import ALPHA, decide_all, decide_at_least, one_sided
 
 __all__ = ["PAPER", "match_verdict", "claims", "section", "plot"]
 
 PAPER = "Ballad"
+#: the level of each paper claim's one-sided tests (family-wise, after Holm)
+ALPHA = 0.05
 #: ablation routers and the component each one removes
 ABLATIONS = {"ballad -extreme": "the extreme-value selection (rare, high-scoring heuristics "
              "over stable averages)", "ballad -credit": "the DAG credit propagation through "
@@ -109,15 +118,15 @@ def _measured(v: Verdict) -> str:
     return f"{v.estimate:+.3g} [{v.lo:+.3g}, {v.hi:+.3g}]"
 
 
-def _one(t, fmt: str = "{:+.3g}") -> str:
-    if math.isnan(t.lo):
-        return fmt.format(t.mean)
-    return f"{fmt.format(t.mean)} [{fmt.format(t.lo)}, {fmt.format(t.hi)}]"
+def _one(v: Verdict, fmt: str = "{:+.3g}") -> str:
+    if math.isnan(v.lo):
+        return fmt.format(v.estimate)
+    return f"{fmt.format(v.estimate)} [{fmt.format(v.lo)}, {fmt.format(v.hi)}]"
 
 
-def _holm_note(names, adj) -> str:
-    return "Holm-adjusted p: " + ", ".join(f"{n} {a:.3g}" for n, a in zip(names, adj,
-                                                                        strict=True))
+def _after_holm(names, verdicts) -> str:
+    return "after Holm: " + ", ".join(f"{n} {v}" for n, v in zip(names, verdicts,
+                                                                 strict=True))
 
 
 def _holm(k: int) -> str:
@@ -125,24 +134,23 @@ def _holm(k: int) -> str:
 
 
 def _matches(results: list[dict], cfg: Config) -> Claim:
-    names, py, pn, meas, refs = [], [], [], [], []
+    names, gains, margins, refs = [], [], [], []
     for res in results:
         rows = summarise(res)
         by = {r["router"]: r for r in rows}
         single = _best_single(res, rows)
-        m = _margin(res, cfg)
-        gain = _gain(res, by["ballad"], single)
-        ty, tn = one_sided(gain, -m), one_sided(gain, -m, greater=False)
         names.append(res["problem"])
-        py.append(ty.p)
-        pn.append(tn.p)
-        meas.append(f"{res['problem']}: {_one(ty)} vs -{m:.3g}")
+        gains.append(_gain(res, by["ballad"], single))
+        margins.append(-_margin(res, cfg))
         refs.append(f"{res['problem']}: {single['router']}")
-    verdict, ay, an = decide_all(py, pn)
+    vs = holm_superiority(gains, margin=margins, level=1 - 2 * ALPHA)
     fr = ", ".join(f"{n} {cfg.margin(n):g}" for n in names)
     return Claim(
         PAPER, "Ballad matches the best individual LLM in hindsight (\"not only matches "
-        "the best individual LLM in hindsight\")", "; ".join(meas), verdict,
+        "the best individual LLM in hindsight\")",
+        "; ".join(f"{n}: {_one(v)} vs {m:.3g}" for n, v, m in zip(names, vs, margins,
+                                                                  strict=True)),
+        all_of(v.verdict for v in vs),
         f"non-inferiority per problem: one-sided paired t (alpha {ALPHA}, the 90% t "
         "interval shown) of Ballad minus the best single model on the test set against "
         "-margin, margin = a fraction of the classic heuristic's mean test objective "
@@ -150,7 +158,7 @@ def _matches(results: list[dict], cfg: Config) -> Claim:
         "problem, no if Ballad is shown worse by more than the margin on one",
         f"best single model chosen on {cfg.val_instances} validation instances ("
         + "; ".join(refs) + f"); n={results[0]['n_seeds']} seeds; "
-        + _holm_note(names, ay if verdict != "no" else an))
+        + _after_holm(names, [v.verdict for v in vs]))
 
 
 def _surpasses(results: list[dict], cfg: Config) -> Claim:
@@ -162,13 +170,14 @@ def _surpasses(results: list[dict], cfg: Config) -> Claim:
         by = {r["router"]: r for r in rows}
         singles = [r for r in rows if r["router"].startswith("only ")]
         m = cfg.surpass_margin * _scale(res)
-        tests = [(r["router"], one_sided(_gain(res, by["ballad"], r), m)) for r in singles]
-        worst = max(tests, key=lambda t: t[1].p)
+        ps = [(r["router"], _gain(res, by["ballad"], r)) for r in singles]
+        pv = [one_sided_p(g, m) for _, g in ps]
+        worst = int(np.argmax([p[0] for p in pv]))
         names.append(res["problem"])
-        py.append(worst[1].p)  # intersection-union: every single model must be beaten
-        pn.append(min(1.0, len(singles) * min(
-            one_sided(_gain(res, by["ballad"], r), m, greater=False).p for r in singles)))
-        meas.append(f"{res['problem']}: {_one(worst[1])} over {worst[0]} (the hardest)")
+        py.append(pv[worst][0])  # intersection-union: every single model must be beaten
+        pn.append(min(1.0, len(singles) * min(p[1] for p in pv)))  # Bonferroni: one isn't
+        v = superiority(ps[worst][1], margin=m, level=1 - 2 * ALPHA)
+        meas.append(f"{res['problem']}: {_one(v)} over {ps[worst][0]} (the hardest)")
     test = (f"per problem, one-sided paired t (alpha {ALPHA}) of Ballad minus each single "
             f"model against {cfg.surpass_margin:g} of the classic heuristic's objective "
             "(intersection-union: the largest p); 'not every' by Bonferroni over the single "
@@ -178,32 +187,37 @@ def _surpasses(results: list[dict], cfg: Config) -> Claim:
         return Claim(PAPER, text, "; ".join(meas), "not tested at this size", test,
                      f"this run has {len(results)} problem(s); the claim needs at least "
                      f"{cfg.several}")
-    verdict, ay, an = decide_at_least(py, pn, cfg.several)
+    yes, no = holm_reject(py, ALPHA), holm_reject(pn, ALPHA)
+    verdict = ("yes" if yes.sum() >= cfg.several else
+               "no" if len(names) - no.sum() < cfg.several else "not shown")
+    each = ["surpasses" if y else "does not" if n else "not shown"
+            for y, n in zip(yes, no, strict=True)]
     return Claim(PAPER, text, "; ".join(meas), verdict, test,
-                 f"n={results[0]['n_seeds']} seeds; " + _holm_note(names, ay))
+                 f"n={results[0]['n_seeds']} seeds; " + _after_holm(names, each))
 
 
 def _saving(results: list[dict], cfg: Config) -> Claim:
-    names, py, pn, meas = [], [], [], []
+    names, savings, strongest = [], [], []
     for res in results:
         rows = summarise(res)
         by = {r["router"]: r for r in rows}
-        strongest = res["models"][int(np.argmax(res["model_cost"]))]
-        ref = np.asarray(by[f"only {strongest}"]["cost_values"], float)
-        saving = 1.0 - np.asarray(by["ballad"]["cost_values"], float) / ref
-        ty = one_sided(saving, cfg.saving_margin)
+        top = res["models"][int(np.argmax(res["model_cost"]))]
+        ref = np.asarray(by[f"only {top}"]["cost_values"], float)
+        savings.append(1.0 - np.asarray(by["ballad"]["cost_values"], float) / ref)
         names.append(res["problem"])
-        py.append(ty.p)
-        pn.append(one_sided(saving, cfg.saving_margin, greater=False).p)
-        meas.append(f"{res['problem']}: {_one(ty, '{:.1%}')} vs only {strongest}")
-    verdict, ay, an = decide_all(py, pn)
+        strongest.append(top)
+    vs = holm_superiority(savings, margin=cfg.saving_margin, level=1 - 2 * ALPHA)
     return Claim(
         PAPER, "Ballad reduces API cost relative to always using the strongest model "
-        "(\"by up to 65.6%\")", "; ".join(meas), verdict,
-        f"per problem, one-sided t (alpha {ALPHA}) of the per-seed relative saving 1 - "
-        f"cost / cost of always calling the most expensive model against "
-        f"{cfg.saving_margin:.0%} (`saving_margin`); {_holm(len(names))}: yes if it holds "
-        "on every problem", f"n={results[0]['n_seeds']} seeds; " + _holm_note(names, ay))
+        "(\"by up to 65.6%\")",
+        "; ".join(f"{n}: {_one(v, '{:.1%}')} vs only {t}"
+                  for n, v, t in zip(names, vs, strongest, strict=True)),
+        all_of(v.verdict for v in vs),
+        f"per problem, one-sided t (alpha {ALPHA}, the 90% t interval shown) of the "
+        "per-seed relative saving 1 - cost / cost of always calling the most expensive "
+        f"model against {cfg.saving_margin:.0%} (`saving_margin`); {_holm(len(names))}: "
+        "yes if it holds on every problem",
+        f"n={results[0]['n_seeds']} seeds; " + _after_holm(names, [v.verdict for v in vs]))
 
 
 def costlier_verdict(results: list[dict], cfg: Config) -> tuple[str, str, str, str]:
@@ -213,29 +227,28 @@ def costlier_verdict(results: list[dict], cfg: Config) -> tuple[str, str, str, s
     (problem, model) pair the cheaper one is shown non-inferior (within the problem's
     margin), "no" when the costliest is shown better by more than the margin on every
     pair, Holm over the pairs."""
-    names, py, pn, meas = [], [], [], []
+    names, gains, margins = [], [], []
     for res in results:
         rows = summarise(res)
         by = {r["router"]: r for r in rows}
         k = int(np.argmax(res["model_cost"]))
         dear = by[f"only {res['models'][k]}"]
-        m = _margin(res, cfg)
         for j, name in enumerate(res["models"]):
-            if j == k:
-                continue
-            g = _gain(res, by[f"only {name}"], dear)
-            ty = one_sided(g, -m)
-            names.append(f"{res['problem']}/{name}")
-            py.append(ty.p)
-            pn.append(one_sided(g, -m, greater=False).p)
-            meas.append(f"{res['problem']}: {name} {_one(ty)}")
-    verdict, ay, an = decide_at_least(py, pn, 1)
-    test = (f"per problem and cheaper model, one-sided paired t (alpha {ALPHA}) of that "
-            "model alone minus the costliest alone against -margin (the problem's "
-            f"`margin_*` of the classic heuristic's objective); Holm over {len(names)} "
-            "pairs: yes if a cheaper model is non-inferior on some pair, no if the costliest "
-            "is better by more than the margin on every pair")
-    return verdict, "; ".join(meas), test, _holm_note(names, ay)
+            if j != k:
+                names.append(f"{res['problem']}: {name}")
+                gains.append(_gain(res, by[f"only {name}"], dear))
+                margins.append(-_margin(res, cfg))
+    vs = holm_superiority(gains, margin=margins, level=1 - 2 * ALPHA)
+    each = [v.verdict for v in vs]
+    verdict = ("yes" if "yes" in each else
+               "no" if each and all(e == "no" for e in each) else "not shown")
+    test = (f"per problem and cheaper model, one-sided paired t (alpha {ALPHA}, the 90% t "
+            "interval shown) of that model alone minus the costliest alone against -margin "
+            f"(the problem's `margin_*` of the classic heuristic's objective); Holm over "
+            f"{len(names)} pairs: yes if a cheaper model is non-inferior on some pair, no if "
+            "the costliest is better by more than the margin on every pair")
+    return (verdict, "; ".join(f"{n} {_one(v)}" for n, v in zip(names, vs, strict=True)),
+            test, _after_holm(names, each))
 
 
 def claims(results: list[dict], cfg: Config, *, simulated: bool = True) -> list[Claim]:

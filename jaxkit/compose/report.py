@@ -1,10 +1,11 @@
 """AIRA-Compose report: search curves, best strings, the stage-2 table, the scaling
 frontiers and the claims (no computation of results here beyond summaries).
 
-Paper claims (the abstract's result sentences; :mod:`jaxkit.compose.protocol`, one-sided
-tests at 5%, margins from the configuration): the discovered architecture outperforms
-both Llama 3.2 and the Composer-found architecture at a fixed token budget (stage 2,
-paired over seeds, on the held-out *test* split the strings were not chosen on;
+Paper claims (the abstract's result sentences; one-sided t tests at 5%, Holm over the
+baselines by :func:`jaxkit.stats.holm_superiority`, margins from the configuration):
+the discovered architecture outperforms both Llama 3.2 and the Composer-found
+architecture at a fixed token budget (stage 2, paired over seeds, on the held-out *test*
+split the strings were not chosen on;
 ``cfg.outperform_margin`` bits/byte, Holm over the two baselines); it scales faster than
 Llama 3.2 (54%), the best Composer-found Transformer (71%), the modified Nemotron-2
 (23%) and the best Composer-found hybrid (37%): per-seed "X% faster" of the approach-3
@@ -31,7 +32,6 @@ from jaxkit.plotting import label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
 
 from . import scaling as S
-from .protocol import ALPHA, decide_all, one_sided
 
 __all__ = ["PAPER", "plot_search", "plot_frontier", "markdown", "claims", "corpus_description"]
 
@@ -202,6 +202,11 @@ def _search_claim(s1, policy):
         fmt="{:.4f}", note=note, kind="extension")
 
 
+def _vci(v, fmt: str) -> str:
+    return fmt.format(v.estimate) + ("" if np.isnan(v.lo) else
+                                     f" [{fmt.format(v.lo)}, {fmt.format(v.hi)}]")
+
+
 def _outperform(cfg, s2: dict) -> Claim:
     text = ("The discovered architecture outperforms both Llama 3.2 and the Composer-found "
             "architecture at a fixed token budget (\"consistently outperform both Llama 3.2 "
@@ -209,16 +214,11 @@ def _outperform(cfg, s2: dict) -> Claim:
     best = _final(s2, "best1-stack")
     labs = [lab for lab in ("llama", "composer-stack") if lab in s2["bpb"]]
     m = cfg.outperform_margin
-    py, pn, meas = [], [], []
-    for lab in labs:
-        d = stats.paired_difference(_final(s2, lab), best)
-        ty = one_sided(d, m)
-        py.append(ty.p)
-        pn.append(one_sided(d, m, greater=False).p)
-        ci = "" if np.isnan(ty.lo) else f" [{ty.lo:+.4f}, {ty.hi:+.4f}]"
-        meas.append(f"{lab}: {ty.mean:+.4f}{ci}")
-    test = (f"per baseline, one-sided paired t over seeds (alpha {ALPHA}, the 90% t interval "
-            f"shown) of the baseline's minus the found architecture's test bits/byte against "
+    vs = stats.holm_superiority([stats.paired_difference(_final(s2, lab), best)
+                                 for lab in labs], margin=m, level=0.90)
+    meas = "; ".join(f"{lab}: {_vci(v, '{:+.4f}')}" for lab, v in zip(labs, vs, strict=True))
+    test = ("per baseline, one-sided paired t over seeds (alpha 0.05, the 90% t interval "
+            "shown) of the baseline's minus the found architecture's test bits/byte against "
             f"{m:g} (`outperform_margin`); Holm over {len(labs)} baselines: yes if it holds "
             "for both")
     i = s2["labels"].index
@@ -228,19 +228,18 @@ def _outperform(cfg, s2: dict) -> Claim:
             f"{s2['arch']['depth']}, width {s2['arch']['width']}, {s2['tokens'][-1]:,} tokens; "
             f"loss for accuracy; non-embedding parameters {params}")
     if "composer-stack" not in labs:
-        return Claim(PAPER, text, "; ".join(meas), "not tested", test,
+        return Claim(PAPER, text, meas, "not tested", test,
                      "the run has no Composer search (`policies` without 'composer'); " + note)
-    verdict, ay, an = decide_all(py, pn)
-    return Claim(PAPER, text, "; ".join(meas), verdict, test,
-                 note + "; Holm-adjusted p: " + ", ".join(
-                     f"{a:.3g}" for a in (ay if verdict != "no" else an)))
+    return Claim(PAPER, text, meas, stats.all_of(v.verdict for v in vs), test,
+                 note + "; after Holm: " + ", ".join(
+                     f"{lab} {v.verdict}" for lab, v in zip(labs, vs, strict=True)))
 
 
 def _frontier(cfg, s2: dict, sc: dict, fam: str, text: str, missing: str = "") -> Claim:
     """"Scales X% faster than ``fam``": one-sided t over seeds of the per-seed X against
     ``cfg.frontier_margin``."""
     found = s2["strings"][s2["labels"].index("best1-stack")]
-    test = (f"one-sided t over seeds (alpha {ALPHA}, the 90% t interval shown) of the "
+    test = ("one-sided t over seeds (alpha 0.05, the 90% t interval shown) of the "
             "per-seed X = 100 (gamma_found / gamma_baseline - 1) of approach-3 fits against "
             f"{cfg.frontier_margin:g}% (`frontier_margin`)")
     note = f"the found architecture `{found}` is {_kind_of(found)}"
@@ -250,18 +249,15 @@ def _frontier(cfg, s2: dict, sc: dict, fam: str, text: str, missing: str = "") -
     if fast is None:
         return Claim(PAPER, text, "", "not tested", test,
                      f"no scaling grid for the {fam} family (`scaling_families`); " + note)
-    ty = one_sided(fast["pct_seeds"], cfg.frontier_margin)
-    ci = "" if np.isnan(ty.lo) else f" [{ty.lo:.1f}, {ty.hi:.1f}]"
-    measured = f"{ty.mean:.1f}{ci} % (seed means: {fast['pct']:.1f}%)"
+    v = stats.superiority(fast["pct_seeds"], margin=cfg.frontier_margin, level=0.90)
+    measured = f"{_vci(v, '{:.1f}')} % (seed means: {fast['pct']:.1f}%)"
     note = f"per-seed fits on {len(sc['best1']['N'])} (N, D) points; " + note
     span_n, span_d = sc["span"]
     if min(span_n, span_d) < MIN_SPAN:
         return Claim(PAPER, text, measured, "not tested at this size", test,
                      f"the grid spans {span_n:.1f}x in N and {span_d:.1f}x in D; a five-"
                      f"parameter fit needs at least {MIN_SPAN:g}x in both; " + note)
-    p_no = one_sided(fast["pct_seeds"], cfg.frontier_margin, greater=False).p
-    verdict = "yes" if ty.p <= ALPHA else "no" if p_no <= ALPHA else "not shown"
-    return Claim(PAPER, text, measured, verdict, test, note)
+    return Claim(PAPER, text, measured, v.verdict, test, note)
 
 
 def _setup_rows(cfg, sc: dict, synth: dict | None) -> list[Claim]:

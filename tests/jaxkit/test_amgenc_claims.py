@@ -7,20 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from jaxkit.amgenc import protocol as PR
 from jaxkit.amgenc import report
 from jaxkit.amgenc.config import FULL, QUICK, Config
 from jaxkit.amgenc.sample import AMGENC_ARM
-
-
-def test_holm_and_one_sided():
-    np.testing.assert_allclose(PR.holm([0.01, 0.04, 0.03, 0.005]), [0.03, 0.06, 0.06, 0.02])
-    assert PR.decide_all([0.01, 0.02], [0.9, 0.9])[0] == "yes"
-    assert PR.decide_all([0.03, 0.04], [0.9, 0.9])[0] == "not shown"
-    assert PR.decide_all([0.5, 0.01], [0.01, 0.9])[0] == "no"
-    t = PR.one_sided([0.1, 0.2, 0.15, 0.12], 0.0)
-    assert t.p < 0.01 and t.lo < t.mean < t.hi and t.n == 4
-    assert PR.one_sided([1.0], 0.0).p == 1.0
 
 
 def test_margins_are_configuration_fields():

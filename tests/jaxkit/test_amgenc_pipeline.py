@@ -530,3 +530,4 @@ def test_design_claim_non_inferiority_by_hand():
     c = claim(base, ("multi", "silica"))
     assert "Holm over 3 errors x 2 datasets" in c.test
     assert [s.rsplit("n=", 1)[1] for s in c.measured.split("; ")] == ["40)", "40)", "39)"] * 2
+    assert "after Holm: multi relative density error yes" in c.note

@@ -1,37 +1,45 @@
-"""Subprocess side of :mod:`jaxkit.ballad.sandbox` (NumPy only; never imports jax).
+"""Subprocess side of :mod:`jaxkit.ballad.sandbox` (standard library only: no NumPy, no jax).
 
 Run as ``python -I -c <boot> <repo_root> <numpy_dir> <job_dir> <result_fd>``, possibly as
 the first process of fresh user, mount, PID and network namespaces (``unshare``). This
-process is the *supervisor*: it reads ``job.json`` (then deletes it) and ``items.npy``,
+process is the *supervisor*: it reads ``job.json`` and ``items.f64`` and deletes both,
 builds the jail when the job asks for one (a tmpfs root holding read-only bind mounts of
-only what Python needs, a small writable tmpfs at ``/tmp``, then ``pivot_root``), and forks
-the *candidate* process. The candidate closes every descriptor but its two pipes and
-stderr, sets its resource limits, drops every capability, and only then compiles and runs
-the untrusted source. The packing loop runs in the supervisor: for each item it sends the
-item and the bins that fit to the candidate and reads back one priority per bin, so all the
-candidate can ever say is priorities. The supervisor writes the bin assignments as one
-JSON line to ``result_fd``, which the candidate never holds; the parent rechecks them.
+only what Python needs, a small writable tmpfs at ``/tmp``, then ``pivot_root``), and
+starts the *candidate*: it forks, and the child closes every descriptor but its two pipes
+and stderr, sets its resource limits, drops every capability (in the jail) or enters a
+Landlock domain (:mod:`jaxkit.ballad._landlock`, at the ``"rlimits"`` level where the
+kernel has Landlock), reports which, and then *executes* a fresh interpreter
+(:mod:`jaxkit.ballad._sandbox_candidate`), so the untrusted code never runs in an image
+that held the job or the instances. The candidate installs the system-call filter, says
+so, and only then receives and compiles the untrusted source. The packing loop runs in
+the supervisor: it sends one item at a time and reads back the bin the candidate chose
+(by its priorities over the bins the item fits in), checks that the bin holds the item in
+its own copy of the bins, and only then sends the next item; so all the candidate can
+ever see is one item at a time and all it can say is a bin that fits. The supervisor
+writes JSON lines to ``result_fd``, which the candidate never holds: ``{"seccomp": ...,
+"landlock": ...}`` as soon as the candidate reported its confinement, then the result
+(the bin assignments, which the parent rechecks).
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
-import math
 import os
 import platform
+import resource
 import signal
 import struct
 import sys
 
-from jaxkit.ballad import _seccomp
+from jaxkit.ballad import _landlock
+from jaxkit.ballad import _sandbox_candidate as C
 
 _FSIZE = 16 * 1024**2  # bytes any file the candidate writes may grow to
 _NOFILE = 32  # descriptors the candidate may hold
-_MEMORY_LIMIT: list[int] = []  # the RLIMIT_AS that was set, for the MemoryError message
-
-_MSG = struct.Struct("<cI")  # candidate -> supervisor: kind, payload length
-_REQ = struct.Struct("<qd")  # supervisor -> candidate: number of bins, item
+_CANDIDATE_FILES = tuple(  # the only files of jaxkit the candidate's interpreter loads
+    os.path.realpath(os.path.join(os.path.dirname(__file__), name))
+    for name in ("_sandbox_candidate.py", "_seccomp.py"))
 
 # Linux constants (linux/mount.h, linux/prctl.h, linux/capability.h, linux/securebits.h)
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
@@ -48,25 +56,10 @@ _CAP_VERSION_3 = 0x20080522
 _SYSCALLS = {"x86_64": (155, 126, 442), "aarch64": (41, 91, 442)}
 
 
-class _BadOutput(Exception):
-    """The priority function returned something unusable (message is the whole reason)."""
 
 
 class JailError(Exception):
     """The jail could not be built (the run fails; the parent may fall back)."""
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, _BadOutput):
-        return str(exc)
-    if isinstance(exc, SyntaxError):
-        return f"{type(exc).__name__}: {exc.msg} (line {exc.lineno})"
-    if isinstance(exc, SystemExit):
-        return f"SystemExit: candidate called exit({exc.code!r})"
-    text = str(exc)
-    if isinstance(exc, MemoryError) and not text and _MEMORY_LIMIT:
-        text = f"out of memory (limit {_MEMORY_LIMIT[0] / 1024**3:.1f} GiB)"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 # ---------------------------------------------------------------------------------------
@@ -209,8 +202,6 @@ def _drop_privileges(uid: int | None) -> None:
 def _set_limits(limits: dict) -> None:
     """Hard limits (so the candidate cannot raise them back); Python ignores SIGXFSZ, so
     writes past RLIMIT_FSIZE fail with EFBIG."""
-    import resource
-
     table = [(resource.RLIMIT_FSIZE, _FSIZE), (resource.RLIMIT_NOFILE, _NOFILE),
              (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, limits["nproc"])]
     if limits.get("cpu_seconds"):
@@ -222,8 +213,6 @@ def _set_limits(limits: dict) -> None:
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
         resource.setrlimit(which, (value, value))  # failure is fatal: no silent gaps
-        if which == resource.RLIMIT_AS:
-            _MEMORY_LIMIT.append(value)
 
 
 def _close_all_but(keep: set[int]) -> None:
@@ -235,106 +224,59 @@ def _close_all_but(keep: set[int]) -> None:
         low = fd + 1
 
 
-def _read_exact(fd: int, n: int) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        chunk = os.read(fd, min(n - got, 1 << 20))
-        if not chunk:
-            raise EOFError
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-# ---------------------------------------------------------------------------------------
-# Candidate process
-# ---------------------------------------------------------------------------------------
-
-
-def _checked(func, np):
-    """Wrap ``func`` so a bad return value raises :class:`_BadOutput` with a clear reason."""
-
-    def wrapper(item, bins):
-        out = func(item, bins)
-        try:
-            arr = np.asarray(out)
-        except Exception as exc:  # exotic objects
-            raise _BadOutput(f"priority returned {type(out).__name__}, expected an array") from exc
-        if not (np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)):
-            raise _BadOutput(
-                f"priority returned {type(out).__name__} of dtype {arr.dtype}, "
-                "expected a numeric array"
-            )
-        if arr.shape != bins.shape:
-            raise _BadOutput(f"priority returned shape {arr.shape}, expected {bins.shape}")
-        arr = arr.astype(np.float64)
-        if not np.all(np.isfinite(arr)):
-            raise _BadOutput("priority returned non-finite values (NaN or inf)")
-        return arr
-
-    return wrapper
-
-
-def _send(fd: int, kind: bytes, payload: bytes = b"") -> None:
-    _write_all(fd, _MSG.pack(kind, len(payload)) + payload)
-
-
-def _candidate(job: dict, rfd: int, wfd: int, np) -> None:
-    """Body of the forked candidate process; never returns."""
+def _mapped_files() -> list[str]:
+    """Regular files this interpreter has mapped (its executable, ``libpython``, libc and
+    the other shared libraries), so the fresh interpreter of the candidate finds them in
+    the jail wherever Python is installed."""
+    found = set()
     try:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, "pdeathsig")
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                parts = line.rstrip("\n").split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/") and os.path.isfile(parts[5]):
+                    found.add(parts[5])
+    except OSError:
+        pass
+    return sorted(found)
+
+
+def _file_binds(dirs: list[str], files) -> list[str]:
+    """``files`` that no directory of ``dirs`` already holds."""
+    return [f for f in sorted(set(files))
+            if not any(f.startswith(d.rstrip("/") + "/") for d in dirs)]
+
+
+# ---------------------------------------------------------------------------------------
+# Candidate process (until it executes a fresh interpreter)
+# ---------------------------------------------------------------------------------------
+
+
+def _start_candidate(job: dict, rfd: int, wfd: int, argv: list[str]) -> None:
+    """Body of the forked child: confine it and execute the fresh candidate interpreter
+    ``argv``; never returns. Limits and privileges are set here (they survive
+    ``execve``), the system-call filter by the new interpreter (it refuses ``execve``)."""
+    try:
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         _close_all_but({0, 1, 2, rfd, wfd})
+        for fd in (rfd, wfd):
+            os.set_inheritable(fd, True)
+        if not job["jail"]:
+            os.chdir(job["workdir"])  # an empty directory (in the jail: its private /tmp)
         _set_limits(job["limits"])
         if job["jail"]:
             _drop_privileges(job["jail"].get("uid"))
-        if job["seccomp"]:
-            _seccomp.install()  # no sockets, exec, processes, ptrace, mounts: see _seccomp
-    except BaseException as exc:
-        _send(wfd, b"E", ("worker: cannot confine the candidate: " + _reason(exc)).encode())
-        os._exit(0)
-    sys.stdout = open(1, "w", closefd=False)
-    func_name = job["func_name"]
-    try:
-        code = compile(job["source"], "<candidate>", "exec")
-        namespace: dict = {"__name__": "candidate", "np": np, "numpy": np, "math": math}
-        exec(code, namespace)  # runs confined: see the module docstring
-    except BaseException as exc:  # report everything, incl. SystemExit
-        _send(wfd, b"E", _reason(exc).encode())
-        os._exit(0)
-    os._exit(_serve(namespace, func_name, rfd, wfd, np))
-
-
-def _serve(namespace: dict, func_name: str, rfd: int, wfd: int, np) -> int:
-    func = namespace.get(func_name)
-    if func is None:
-        _send(wfd, b"E", f"no function named {func_name!r}".encode())
-        return 0
-    if not callable(func):
-        _send(wfd, b"E", f"{func_name!r} is not callable".encode())
-        return 0
-    wrapped = _checked(func, np)
-    _send(wfd, b"R")
-    while True:
-        try:
-            n, item = _REQ.unpack(_read_exact(rfd, _REQ.size))
-            bins = np.frombuffer(_read_exact(rfd, 8 * n), dtype=np.float64).copy()
-        except EOFError:
-            return 0
-        try:
-            out = wrapped(item, bins)
-        except BaseException as exc:
-            _send(wfd, b"E", _reason(exc).encode())
-            return 0
-        _send(wfd, b"P", np.ascontiguousarray(out, dtype="<f8").tobytes())
+            abi = 0
+        else:  # no namespaces: no access to other processes, writes in its directory only
+            abi = _landlock.restrict(job["workdir"])
+        # after any change of uid, which would clear it; execve keeps it
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, "pdeathsig")
+        C.send(wfd, b"L", bytes([min(abi, 255)]))
+        os.execve(argv[0], argv, dict(os.environ))
+    except BaseException as exc:  # noqa: BLE001
+        C.send(wfd, b"E", "worker: cannot start the candidate: " + C.reason(exc))
+    os._exit(0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -350,36 +292,46 @@ class _CandidateFailed(Exception):
         self.died = died
 
 
-def _receive(fd: int, n: int | None):
-    """Next message of the candidate: ``None`` for ready, the priorities for ``n`` bins."""
+def _receive(fd: int, want: bytes):
+    """The candidate's next message, which must be of kind ``want``: ``L`` (the Landlock
+    ABI its confinement used, 0 for none), ``S`` (whether the filter is on), ``R``
+    (``None``) or ``B`` (the payload: the chosen bin)."""
     try:
-        kind, length = _MSG.unpack(_read_exact(fd, _MSG.size))
+        kind, length = C.MSG.unpack(C.read_exact(fd, C.MSG.size))
         if kind == b"E":
-            raise _CandidateFailed(_read_exact(fd, min(length, 4096)).decode("utf-8", "replace"))
-        if kind == b"R" and n is None and length == 0:
+            raise _CandidateFailed(
+                C.read_exact(fd, min(length, 4 * C.MAX_REASON)).decode("utf-8", "replace"))
+        if kind == want == b"L" and length == 1:
+            return C.read_exact(fd, 1)[0]
+        if kind == want == b"S" and length == 1:
+            return C.read_exact(fd, 1) == b"1"
+        if kind == want == b"R" and length == 0:
             return None
-        if kind == b"P" and n is not None and length == 8 * n:
-            return _read_exact(fd, length)
+        if kind == want == b"B" and length == C.BIN.size:
+            return C.read_exact(fd, length)
     except EOFError:
         raise _CandidateFailed("", died=True) from None
     raise _CandidateFailed("protocol error: unexpected message from the candidate")
 
 
-def _pack(items, capacity: float, rfd: int, wfd: int, np) -> list[list[int]]:
-    """Online bin packing of every row of ``items`` with the candidate's priorities (as
-    :func:`jaxkit.ballad.reference.online_binpack`); returns the bin of every item."""
+def _pack(items, capacity: float, rfd: int, wfd: int) -> list[list[int]]:
+    """Online bin packing of every row of ``items`` with the candidate's choices; returns
+    the bin of every item. The candidate is sent one item at a time, the next only after
+    it answered with a bin, which must exist and hold the item (the same float64
+    arithmetic as :func:`jaxkit.ballad.reference.online_binpack`: Python floats are IEEE
+    doubles). Plain Python, O(1) per item: the supervisor never imports NumPy."""
     assignments = []
     for row in items:
-        bins = np.full(len(row), capacity, dtype=np.float64)
+        n = len(row)
+        bins = [capacity] * n
+        C.write_all(wfd, C.REQ.pack(b"N", n, capacity))
         chosen = []
         for item in row:
-            item = float(item)
-            valid = np.nonzero(bins - item >= 0)[0]
-            _write_all(wfd, _REQ.pack(len(valid), item) + bins[valid].astype("<f8").tobytes())
-            p = np.frombuffer(_receive(rfd, len(valid)), dtype="<f8")
-            if not np.all(np.isfinite(p)):
-                raise _CandidateFailed("priority returned non-finite values (NaN or inf)")
-            best = int(valid[int(np.argmax(p))])
+            C.write_all(wfd, C.REQ.pack(b"I", 0, item))
+            (best,) = C.BIN.unpack(_receive(rfd, b"B"))
+            if not (0 <= best < n and bins[best] - item >= 0):
+                raise _CandidateFailed(f"protocol error: the candidate chose bin {best}, "
+                                       "which does not hold the item")
             bins[best] -= item
             chosen.append(best)
         assignments.append(chosen)
@@ -393,28 +345,42 @@ def _wait_status(pid: int) -> str:
     return f"worker exited with code {os.waitstatus_to_exitcode(status)} without a result"
 
 
-def _supervise(job: dict, items, np) -> dict:
+def _supervise(job: dict, raw_items: bytes, state: dict, report) -> dict:
+    python = os.path.realpath(sys.executable)
+    argv = [python, "-I", "-S", "-B", "-c", C.BOOT, _CANDIDATE_FILES[0], job["numpy_dir"],
+            "", "", "1" if job["seccomp"] else "0"]
     if job["jail"]:
-        _enter_jail(job["jail"])
+        binds = list(job["jail"]["binds"])
+        binds += _file_binds(binds, [*_mapped_files(), *_CANDIDATE_FILES])
+        _enter_jail({**job["jail"], "binds": binds})
     _prctl(_PR_SET_DUMPABLE, 0, "dumpable")  # no ptrace or /proc/<pid>/mem from the candidate
     to_cand_r, to_cand_w = os.pipe()
     from_cand_r, from_cand_w = os.pipe()
-    pid = os.fork()
+    argv[8:10] = [str(to_cand_r), str(from_cand_w)]
+    pid = os.fork()  # the child executes a new image at once
     if pid == 0:  # pragma: no cover - runs in the child
         try:
             os.close(to_cand_w)
             os.close(from_cand_r)
-            _candidate(job, to_cand_r, from_cand_w, np)
-        finally:  # whatever the candidate raised, it never returns into the supervisor
+            _start_candidate(job, to_cand_r, from_cand_w, argv)
+        finally:
             os._exit(1)
     os.close(to_cand_r)
     os.close(from_cand_w)
+    n = int(job["n_items"])
+    flat = struct.unpack(f"<{len(raw_items) // 8}d", raw_items)
+    items = [flat[k : k + n] for k in range(0, len(flat), n)]
     capacity = float(job["capacity"])
-    filtered = bool(job["seccomp"]) and _seccomp.supported()
+    payload = json.dumps({"source": job["source"], "func_name": job["func_name"]}).encode()
     job.clear()
     try:
-        _receive(from_cand_r, None)
-        assignments = _pack(items, capacity, from_cand_r, to_cand_w, np)
+        state["landlock"] = _receive(from_cand_r, b"L") > 0
+        state["seccomp"] = bool(_receive(from_cand_r, b"S"))
+        report(dict(state))
+        C.write_all(to_cand_w, C.LEN.pack(len(payload)) + payload)
+        del payload
+        _receive(from_cand_r, b"R")
+        assignments = _pack(items, capacity, from_cand_r, to_cand_w)
     except (_CandidateFailed, BrokenPipeError) as exc:
         died = isinstance(exc, BrokenPipeError) or exc.died
         if died:
@@ -422,28 +388,34 @@ def _supervise(job: dict, items, np) -> dict:
         os.kill(pid, signal.SIGKILL)
         return {"ok": False, "error": str(exc)}
     os.kill(pid, signal.SIGKILL)
-    return {"ok": True, "assignments": assignments, "seccomp": filtered}
+    return {"ok": True, "assignments": assignments}
 
 
 def main(job_dir: str, result_fd: str) -> None:
     """Evaluate the job in ``job_dir`` and write the result to descriptor ``result_fd``."""
     out = int(result_fd)
-    job_path = os.path.join(job_dir, "job.json")
-    with open(job_path) as fh:
-        job = json.load(fh)
-    os.remove(job_path)
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # as namespace init: ignored from inside
-        import numpy as np
+    state = {"seccomp": False, "landlock": False}
 
-        items = np.load(os.path.join(job_dir, "items.npy"), allow_pickle=False)
-        result = _supervise(job, items, np)
+    def report(obj: dict) -> None:
+        C.write_all(out, (json.dumps(obj) + "\n").encode())
+
+    try:
+        job_path, items_path = (os.path.join(job_dir, n) for n in ("job.json", "items.f64"))
+        with open(job_path) as fh:
+            job = json.load(fh)
+        with open(items_path, "rb") as fh:
+            raw_items = fh.read()
+        os.remove(job_path)  # nothing of the job stays where a candidate could look
+        os.remove(items_path)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # as namespace init: ignored from inside
+        result = _supervise(job, raw_items, state, report)
     except JailError as exc:
         result = {"ok": False, "error": f"jail: {exc}", "jail_error": True}
-    except BaseException as exc:
-        result = {"ok": False, "error": "worker: " + _reason(exc)}
+    except BaseException as exc:  # noqa: BLE001
+        result = {"ok": False, "error": "worker: " + C.reason(exc)}
+    result.update(state)
     try:
-        _write_all(out, (json.dumps(result) + "\n").encode())
+        report(result)
     finally:
         os._exit(0)
 

@@ -16,12 +16,21 @@ priority function never needs and an escape or an attack on the host would.
   ``accept``, ``sendto``, ``sendmsg``...), running programs (``execve``, ``execveat``),
   new processes (``fork``, ``vfork``, and ``clone`` without ``CLONE_THREAD``; threads are
   allowed, so NumPy and the interpreter work as usual), debugging and reading other
-  processes (``ptrace``, ``process_vm_readv`` / ``writev``, ``kcmp``), namespaces and
-  mounts (``unshare``, ``setns``, ``mount``, ``umount2``, ``pivot_root``, ``chroot``),
+  processes (``ptrace``, ``process_vm_readv`` / ``writev``, ``kcmp``, ``pidfd_getfd``,
+  ``process_madvise``), namespaces and mounts (``unshare``, ``setns``, ``mount``,
+  ``umount2``, ``pivot_root``, ``chroot``),
   kernel attack surface (``bpf``, ``perf_event_open``, ``userfaultfd``, ``io_uring_*``,
   ``keyctl``, ``add_key``, ``request_key``, ``open_by_handle_at``, ``fanotify_init``),
   and administration (module loading, ``kexec``, ``reboot``, ``swapon``, ``acct``,
   ``quotactl``, ``personality``, ``mknod``);
+* ``EPERM`` for every signal to another process or process group: ``kill``, ``tkill``,
+  ``rt_sigqueueinfo`` unless the target is the candidate's own process id, ``tgkill`` and
+  ``rt_tgsigqueueinfo`` unless the thread group is its own (its threads), and
+  ``pidfd_send_signal`` always; so ``kill(-1, SIGKILL)``, ``kill(0, ...)`` (its group)
+  and a signal to its parent are refused at every isolation level. ``fcntl``'s
+  ``F_SETOWN`` / ``F_SETOWN_EX`` / ``F_SETSIG`` (which make the kernel send a chosen
+  signal to a chosen process when a descriptor is ready) and the terminal ioctl
+  ``TIOCSTI`` (typing into a terminal) are refused too;
 * ``ENOSYS`` for ``clone3``, whose flags live in memory a filter cannot read: glibc then
   falls back to ``clone``, whose flags the filter checks;
 * everything else is allowed.
@@ -36,10 +45,11 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import os
 import platform
 import struct
 
-__all__ = ["DENY", "install", "supported", "syscall_numbers"]
+__all__ = ["DENY", "RESTRICT", "install", "program", "supported", "syscall_numbers"]
 
 # linux/filter.h, linux/seccomp.h, linux/audit.h
 _BPF_LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -54,7 +64,13 @@ _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 _CLONE_THREAD = 0x00010000
 _X32_BIT = 0x40000000
 # offsets in struct seccomp_data: nr (int), arch (u32), instruction_pointer (u64), args
-_OFF_NR, _OFF_ARCH, _OFF_ARG0_LO = 0, 4, 16
+_OFF_NR, _OFF_ARCH, _OFF_ARG0_LO, _OFF_ARG1_LO = 0, 4, 16, 24  # low words (little-endian)
+# signals: the call and which argument holds the target process (or thread group) id
+_SIGNAL_TARGET = (("kill", _OFF_ARG0_LO), ("tkill", _OFF_ARG0_LO), ("tgkill", _OFF_ARG0_LO),
+                  ("rt_sigqueueinfo", _OFF_ARG0_LO), ("rt_tgsigqueueinfo", _OFF_ARG0_LO))
+# fcntl commands that make the kernel signal a chosen process (linux/fcntl.h)
+_F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15
+_TIOCSTI = 0x5412  # asm-generic/ioctls.h: push a byte into a terminal's input
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 
 #: the denied calls (``clone`` is denied only without ``CLONE_THREAD``; ``clone3`` gets
@@ -68,9 +84,17 @@ DENY = (
     "request_key", "open_by_handle_at", "name_to_handle_at", "fanotify_init",
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
     "reboot", "swapon", "swapoff", "acct", "quotactl", "personality", "mknod", "mknodat",
+    "pidfd_send_signal", "pidfd_getfd", "process_madvise",
 )
+#: calls allowed only towards the candidate itself (``kill``...), or only with some
+#: arguments (``fcntl``, ``ioctl``): see the module docstring
+RESTRICT = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "fcntl",
+            "ioctl")
 
 _X86_64 = {
+    "ioctl": 16, "kill": 62, "fcntl": 72, "rt_sigqueueinfo": 129, "tkill": 200,
+    "tgkill": 234, "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424, "pidfd_getfd": 438,
+    "process_madvise": 440,
     "socket": 41, "connect": 42, "accept": 43, "sendto": 44, "sendmsg": 46, "bind": 49,
     "listen": 50, "socketpair": 53, "clone": 56, "fork": 57, "vfork": 58, "execve": 59,
     "ptrace": 101, "mknod": 133, "personality": 135, "pivot_root": 155, "chroot": 161,
@@ -85,6 +109,9 @@ _X86_64 = {
     "io_uring_register": 427, "clone3": 435,
 }
 _AARCH64 = {  # the asm-generic table
+    "fcntl": 25, "ioctl": 29, "kill": 129, "tkill": 130, "tgkill": 131,
+    "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "pidfd_send_signal": 424,
+    "pidfd_getfd": 438, "process_madvise": 440,
     "mknodat": 33, "umount2": 39, "mount": 40, "pivot_root": 41, "chroot": 51,
     "quotactl": 60, "acct": 89, "personality": 92, "unshare": 97, "kexec_load": 104,
     "init_module": 105, "delete_module": 106, "ptrace": 117, "reboot": 142,
@@ -114,9 +141,14 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def program(machine: str | None = None) -> bytes:
-    """The classic-BPF program (``struct sock_filter`` array) for ``machine``."""
+def program(machine: str | None = None, pid: int | None = None) -> bytes:
+    """The classic-BPF program (``struct sock_filter`` array) for ``machine``, for the
+    process ``pid`` (default: the calling process; the only target its signals may
+    have)."""
     machine = machine or platform.machine()
+    pid = os.getpid() if pid is None else int(pid)
+    if not 0 < pid < 2**31:
+        raise ValueError(f"pid must be a positive process id, got {pid}")
     table = _TABLES[machine]
     deny = sorted({table[n] for n in DENY if n in table})
     eperm = _RET_ERRNO | errno.EPERM
@@ -138,6 +170,30 @@ def program(machine: str | None = None) -> bytes:
         _insn(_BPF_JEQ_K, 0, 1, table["clone3"]),
         _insn(_BPF_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS),
     ]
+    # signals: allowed only to the process itself (kill(-1), kill(0), the parent: EPERM)
+    for name, offset in _SIGNAL_TARGET:
+        ins += [
+            _insn(_BPF_JEQ_K, 0, 4, table[name]),
+            _insn(_BPF_LD_W_ABS, 0, 0, offset),
+            _insn(_BPF_JEQ_K, 0, 1, pid),
+            _insn(_BPF_RET_K, 0, 0, _RET_ALLOW),
+            _insn(_BPF_RET_K, 0, 0, eperm),
+        ]
+    # fcntl: no signal owner or signal number for a descriptor; ioctl: no TIOCSTI
+    ins += [
+        _insn(_BPF_JEQ_K, 0, 6, table["fcntl"]),
+        _insn(_BPF_LD_W_ABS, 0, 0, _OFF_ARG1_LO),
+        _insn(_BPF_JEQ_K, 3, 0, _F_SETOWN),
+        _insn(_BPF_JEQ_K, 2, 0, _F_SETSIG),
+        _insn(_BPF_JEQ_K, 1, 0, _F_SETOWN_EX),
+        _insn(_BPF_RET_K, 0, 0, _RET_ALLOW),
+        _insn(_BPF_RET_K, 0, 0, eperm),
+        _insn(_BPF_JEQ_K, 0, 4, table["ioctl"]),
+        _insn(_BPF_LD_W_ABS, 0, 0, _OFF_ARG1_LO),
+        _insn(_BPF_JEQ_K, 1, 0, _TIOCSTI),
+        _insn(_BPF_RET_K, 0, 0, _RET_ALLOW),
+        _insn(_BPF_RET_K, 0, 0, eperm),
+    ]
     for nr in deny:
         if nr == table["clone3"]:
             continue
@@ -154,12 +210,13 @@ def install() -> bool:
     """Install the filter in the calling process (and its future threads).
 
     Sets ``no_new_privs`` first (which the kernel requires of an unprivileged process).
-    Irreversible. Returns ``False``, installing nothing, on an architecture without a
-    table; raises ``OSError`` if the kernel refuses the filter.
+    Irreversible. The process may signal only itself afterwards (its process id is
+    written into the filter). Returns ``False``, installing nothing, on an architecture
+    without a table; raises ``OSError`` if the kernel refuses the filter.
     """
     if not supported():
         return False
-    prog = program()
+    prog = program(pid=os.getpid())
     buf = ctypes.create_string_buffer(prog, len(prog))
     fprog = _SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
     libc = ctypes.CDLL(None, use_errno=True)

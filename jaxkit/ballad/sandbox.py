@@ -3,15 +3,26 @@ namespaces, no capabilities, resource limits, and a score the parent computes it
 
 A candidate is the source of a FunSearch-style ``priority(item, bins) -> np.ndarray`` for
 online bin packing (see :func:`jaxkit.ballad.reference.online_binpack`). Each evaluation
-starts a fresh ``python -I`` *supervisor* (NumPy only, no JAX) with an empty environment
-(only thread pins for BLAS; no API keys or other secrets reach it), which forks the
-*candidate* process that runs the untrusted code. The supervisor runs the packing loop: for
-each item it sends the item and the bins that fit to the candidate and reads back one
-priority per bin, so the candidate can only ever answer with priorities. The supervisor
-writes the bin assignment of every item to a pipe the candidate never holds; the parent
-checks the assignments against the instance (every bin index in range, no bin over
-capacity, at least the L1 bound of bins) and computes the bins used and the score itself,
-so no score the candidate reports is ever trusted, and impossible ones are rejected.
+starts a fresh ``python -I`` *supervisor* (standard library only, no NumPy, no JAX) with
+an empty environment (only thread pins for BLAS; no API keys or other secrets reach it),
+which starts the *candidate* process that runs the untrusted code: a fork that is confined
+and then *executes a fresh interpreter* (:mod:`jaxkit.ballad._sandbox_candidate`), so the
+untrusted code never runs in a process image that held the instances, the job or anything
+of the parent or the supervisor. The supervisor runs the packing loop and sends the
+candidate one item at a time; the candidate's interpreter calls the priority function on
+the item and the remaining capacities of the bins it fits in (exactly as
+``online_binpack`` does) and answers with the bin of the first maximal priority; the
+supervisor checks in its own copy of the bins that the item fits there and only then
+sends the next item. So the candidate sees one item at a time (walking its frames,
+``gc.get_objects()`` or every module's globals finds no future item: it does not exist in
+that process yet) and can only ever answer with a bin that holds the item. The
+supervisor writes the bin assignment of every item to a pipe the candidate never holds;
+the parent checks the assignments against the instance (every bin index in range, no bin
+over capacity, at least the L1 bound of bins) and computes the bins used and the score
+itself, so no score the candidate reports is ever trusted, and impossible ones are
+rejected. The fresh interpreter costs one interpreter start-up with NumPy per evaluation
+(one per candidate, not per item; the supervisor no longer imports NumPy, so the total is
+within about 0.1 s of a forked candidate); see ``_sandbox_candidate`` for the protocol.
 
 Isolation levels (``EvalResult.isolation`` says which one a run got):
 
@@ -26,7 +37,8 @@ Isolation levels (``EvalResult.isolation`` says which one a run got):
     directory, no repository. The network namespace has only a loopback interface that
     is down, so no socket reaches anything (127.0.0.1 included). The candidate process
     drops every capability (bounding set, ambient, effective, permitted; securebits
-    locked; ``no_new_privs``) before the untrusted source is compiled, so it cannot undo
+    locked, so executing its interpreter gives none back; ``no_new_privs``) before the
+    untrusted source is compiled, so it cannot undo
     the read-only mounts, and the supervisor is not dumpable, so the candidate cannot
     ptrace it or read its memory. At the deadline the parent kills ``unshare``, whose
     child (the namespace's init) dies with it (``--kill-child``), which makes the kernel
@@ -34,34 +46,53 @@ Isolation levels (``EvalResult.isolation`` says which one a run got):
     candidate (hard, so it cannot raise them): RLIMIT_AS (``memory_bytes``), RLIMIT_CPU
     (the timeout plus one second), RLIMIT_NPROC (8 tasks of the namespace's user, so a
     fork bomb stops there), RLIMIT_FSIZE (16 MiB), RLIMIT_NOFILE (32), no core dumps.
+    The interpreter, ``libpython`` and the two files of jaxkit the candidate's
+    interpreter loads (``_sandbox_candidate.py``, ``_seccomp.py``) are bound read-only
+    too; the rest of the repository is not.
 
 ``"rlimits"`` (fallback where user namespaces are unavailable: no ``unshare``, a kernel or
     container that forbids unprivileged user namespaces, an unknown CPU architecture)
     The same two processes, empty environment, resource limits (RLIMIT_NPROC of 1, so the
-    candidate cannot fork unless it runs as root), a non-dumpable supervisor,
-    ``PR_SET_PDEATHSIG`` and the group kill at the deadline, and the system-call filter
-    below (where the architecture has one). The candidate can still read and write the
-    user's files (and, without the filter, open network connections); the first
-    evaluation at this level warns (a ``RuntimeWarning``, once per process).
+    candidate cannot fork), a non-dumpable supervisor, an empty working directory (the job
+    files are deleted before the candidate starts), ``PR_SET_PDEATHSIG`` and the group
+    kill at the deadline, and the system-call filter below, which this level requires (it
+    is what keeps the candidate off the network, from programs and from signalling other
+    processes). Where the kernel has Landlock (Linux 5.13 and later), the candidate runs
+    in a Landlock domain (:mod:`jaxkit.ballad._landlock`, ``EvalResult.landlock``): no
+    access to the memory of any process outside it (``/proc/PID/mem`` of the jaxkit
+    process, which holds every instance), no writes outside its working directory. It
+    can still read the user's files (so also any copy of the test instances kept on
+    disk); without Landlock it can also write them (``$HOME`` included) and, where Yama's
+    ``ptrace_scope`` is 0, read the memory of the user's processes. The first evaluation
+    at this level warns (a ``RuntimeWarning``, once per process). **This level refuses to
+    run as root** (and where the architecture has no filter): :class:`SandboxError` says
+    which isolation is missing, before anything runs.
 
 ``isolation="auto"`` (the default of :func:`evaluate_source`) probes ``"namespaces"`` once
 per process with a trivial job and falls back to ``"rlimits"`` with the warning;
 ``isolation="namespaces"`` never falls back (a run where the jail cannot be built fails).
 At both levels the candidate process runs under a seccomp-BPF system-call filter
 (:mod:`jaxkit.ballad._seccomp`, installed through ``prctl`` with no binding needed, on
-x86-64 and AArch64; ``EvalResult.seccomp`` says whether it was on): no sockets of any kind,
-no ``execve``, no new processes (threads only), no ``ptrace`` or reading other processes'
-memory, no namespaces or mounts, no ``bpf`` / ``io_uring`` / ``userfaultfd`` /
+x86-64 and AArch64; ``EvalResult.seccomp`` says whether it was on, for failed runs too, as
+the candidate's interpreter reported it before any untrusted code ran): no sockets of any
+kind, no ``execve``, no new processes (threads only), no signals to any process but its
+own (``kill(-1, ...)``, its group, its parent: ``EPERM``), no ``ptrace`` or reading other
+processes' memory, no namespaces or mounts, no ``bpf`` / ``io_uring`` / ``userfaultfd`` /
 ``perf_event_open`` / keyrings, and system calls of another ABI kill it. At the
-``"rlimits"`` level this is what keeps the candidate off the network and from starting
-programs; it can still read and write the user's files there.
+``"rlimits"`` level this is what keeps the candidate off the network, from starting
+programs and from signalling the user's processes; it can still read the user's files
+there (and, without Landlock, write them).
 Since the filter lets the candidate start threads but no processes, its RLIMIT_AS bounds
 all the memory the untrusted code can take (threads share the address space); only with
 ``syscall_filter=False`` or on an architecture without a filter is the limit per process
 (a cgroup for the whole tree would need privileges).
 
 Every failure is reported as ``ok=False`` with a one-line reason and
-``score = FAILURE_SCORE``; nothing the candidate does raises in the caller.
+``score = FAILURE_SCORE``; nothing the candidate does raises in the caller. Text a
+candidate wrote (its exception, the last line of its stderr) reaches the reason only
+through :func:`clean_text`: terminal escape sequences (clear screen, OSC-8 links...)
+removed, other control and bidirectional-format characters and lone surrogates shown as
+``\\xNN`` / ``\\uXXXX`` escapes, so it is safe to print on a terminal or in a report.
 """
 
 from __future__ import annotations
@@ -70,6 +101,8 @@ import contextlib
 import json
 import math
 import os
+import platform
+import re
 import secrets
 import selectors
 import shutil
@@ -80,6 +113,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+import unicodedata
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -88,10 +122,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _seccomp, reference
+from . import _landlock, _seccomp, reference
 
-__all__ = ["FAILURE_SCORE", "ISOLATION_LEVELS", "EvalResult", "evaluate_source",
-           "evaluate_many", "isolation_level"]
+__all__ = ["FAILURE_SCORE", "ISOLATION_LEVELS", "EvalResult", "SandboxError", "clean_text",
+           "evaluate_source", "evaluate_many", "isolation_level"]
 
 #: Score of any failed evaluation. ``-inf`` sorts below every real score (real scores are
 #: ``-excess`` with ``excess >= 0``); code that averages scores must filter on ``ok`` first.
@@ -145,7 +179,11 @@ class EvalResult:
     ``bins`` the bins used per instance (empty on failure), counted by the parent from the
     candidate's bin assignments; ``isolation`` the level the run got (one of
     :data:`ISOLATION_LEVELS`, empty if it never started); ``seccomp`` whether the
-    candidate ran under the system-call filter of :mod:`jaxkit.ballad._seccomp`.
+    candidate ran under the system-call filter of :mod:`jaxkit.ballad._seccomp` (as its
+    interpreter reported before any untrusted code ran; also for a failed run, false
+    where the candidate never got that far); ``landlock`` whether it ran in the Landlock
+    domain of :mod:`jaxkit.ballad._landlock` (the ``"rlimits"`` level, where the kernel
+    has Landlock).
     """
 
     ok: bool
@@ -156,20 +194,55 @@ class EvalResult:
     bins: tuple[int, ...] = field(default=())
     isolation: str = ""
     seccomp: bool = False
+    landlock: bool = False
+
+
+class SandboxError(RuntimeError):
+    """The sandbox refuses to run candidates here (the message says which isolation is
+    missing); raised before any candidate code runs."""
 
 
 class _Impossible(ValueError):
     """The reported packing cannot be right (message is the reason)."""
 
 
+# ECMA-48 sequences: CSI (7- and 8-bit), OSC / DCS / SOS / PM / APC strings up to their
+# terminator (BEL or ST) or the end of the text, and two-byte escapes
+_ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -/]*[0-~]?")
+
+
+def _escape_char(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def clean_text(text: str) -> str:
+    """``text`` safe to print on a terminal or in a report: terminal escape sequences
+    removed whole (cursor moves, clear screen, colours, OSC-8 links, window titles), every
+    other control character (C0 but tab and newlines, DEL, C1) and every invisible
+    format character (bidirectional overrides, zero-width characters) shown as a
+    ``\\xNN`` / ``\\uXXXX`` escape, and lone surrogates as ``\\udXXX`` escapes (so the
+    result always encodes as UTF-8)."""
+    text = str(text).encode("utf-8", "backslashreplace").decode("utf-8")
+    text = _ESCAPES.sub("", text)
+    return "".join(_escape_char(ch) if ch not in "\t\n\r" and
+                   unicodedata.category(ch) in ("Cc", "Cf", "Cs") else ch for ch in text)
+
+
 def _one_line(text: str) -> str:
-    line = " ".join(text.split())
+    line = " ".join(clean_text(text).split())
     return line if len(line) <= _MAX_ERROR_CHARS else line[: _MAX_ERROR_CHARS - 3] + "..."
 
 
-def _fail(error: str, start: float, isolation: str = "") -> EvalResult:
+def _fail(error: str, start: float, isolation: str = "", status: dict | None = None
+          ) -> EvalResult:
+    status = status or {}
     return EvalResult(False, FAILURE_SCORE, None, _one_line(error), time.perf_counter() - start,
-                      isolation=isolation)
+                      isolation=isolation, seccomp=status.get("seccomp") is True,
+                      landlock=status.get("landlock") is True)
 
 
 def _tail(path: Path, n: int = 4000) -> str:
@@ -348,17 +421,44 @@ def _flavour() -> str | None:
         return _FLAVOUR[0]
 
 
+def _why_rlimits() -> str:
+    with _LEVEL_LOCK:
+        return _REASON[0] if _REASON else "isolation='rlimits' was requested"
+
+
+def _refuse_rlimits(syscall_filter: bool) -> None:
+    """Raise :class:`SandboxError` where the ``"rlimits"`` level must not run: as root
+    (a candidate could then write anywhere, and signal or read any process), or without
+    the system-call filter on this architecture (nothing would keep it off the network or
+    from signalling the user's processes). ``syscall_filter=False`` is the tests' switch
+    to reach the layers under the filter; it is allowed for a non-root user only."""
+    missing = ("the namespace jail (user, mount, PID and network namespaces; "
+               f"{_why_rlimits()})")
+    if os.geteuid() == 0:
+        raise SandboxError(
+            "jaxkit.ballad.sandbox: refusing to run candidate code as root with resource "
+            f"limits only (isolation='rlimits'): missing {missing}. Run as an unprivileged "
+            "user, or where 'unshare --user --map-root-user --net --pid --fork --mount' "
+            "works.")
+    if syscall_filter and not _seccomp.supported():
+        raise SandboxError(
+            "jaxkit.ballad.sandbox: refusing to run candidate code with resource limits "
+            f"only (isolation='rlimits'): missing {missing} and the seccomp system-call "
+            f"filter (none for this architecture, {platform.machine()}).")
+
+
 def _warn_rlimits() -> None:
     """Warn, once per process, that a run gets the ``"rlimits"`` level only."""
     with _LEVEL_LOCK:
         if _WARNED:
             return
         _WARNED.append(True)
-        why = _REASON[0] if _REASON else "isolation='rlimits' was requested"
+    files = ("CAN read your files (Landlock confines its writes to its own directory)"
+             if _landlock.abi_version() else
+             "CAN read and write your files (no Landlock in this kernel)")
     warnings.warn(
-        f"jaxkit.ballad.sandbox: {why}; candidate code runs with resource limits only and "
-        "CAN read and write your files" + ("" if _seccomp.supported() else
-                                          " and use the network") + " (isolation='rlimits')",
+        f"jaxkit.ballad.sandbox: {_why_rlimits()}; candidate code runs with resource limits "
+        f"and the system-call filter only and {files} (isolation='rlimits')",
         RuntimeWarning, stacklevel=4)
 
 
@@ -392,23 +492,48 @@ def _read_result(fd: int, deadline: float) -> tuple[bytes, bool]:
     return b"".join(chunks), True  # oversized: cannot parse, treated as garbage
 
 
+def _parse_lines(data: bytes) -> tuple[dict | None, dict]:
+    """The supervisor's result (its last line with ``ok``, ``None`` if there is none) and
+    the status it reported before it (``{"seccomp": ...}``)."""
+    result, status = None, {}
+    for line in data.split(b"\n"):
+        try:
+            obj = json.loads(line.decode())
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            if "ok" in obj:
+                result = obj
+            else:
+                status.update(obj)
+    if result is not None:
+        status.update({k: v for k, v in result.items() if k in ("seccomp", "landlock")})
+    return result, status
+
+
 def _run(source: str, items: np.ndarray, capacity: float, *, timeout: float,
          func_name: str, memory_bytes: int | None, level: str,
          flavour: str | None = None, syscall_filter: bool = True) -> EvalResult:
     start = time.perf_counter()
     deadline = start + timeout
     jail = level == "namespaces"
+    if not jail:
+        _refuse_rlimits(syscall_filter)
     if jail and flavour is None:
         flavour = _flavour() or "userns"  # no flavour works: this run fails as it should
     with tempfile.TemporaryDirectory(prefix="jaxkit-sandbox-") as tmp:
         job_dir = Path(tmp)
-        np.save(job_dir / "items.npy", items, allow_pickle=False)
+        (job_dir / "items.f64").write_bytes(np.ascontiguousarray(items, "<f8").tobytes())
         (job_dir / "root").mkdir()
+        (job_dir / "work").mkdir()
         job = {
             "source": source,
             "capacity": float(capacity),
             "func_name": func_name,
             "seccomp": bool(syscall_filter),
+            "numpy_dir": _NUMPY_DIR,
+            "n_items": int(items.shape[1]),
+            "workdir": str(job_dir / "work"),
             "limits": {
                 "memory_bytes": memory_bytes,
                 "cpu_seconds": math.ceil(timeout) + 1,
@@ -459,32 +584,29 @@ def _run(source: str, items: np.ndarray, capacity: float, *, timeout: float,
                         _kill_group(proc)
         finally:
             os.close(read_fd)
+        result, status = _parse_lines(data)
         if rc is None:
-            return _fail(f"timeout after {timeout:.1f} s", start, level)
-        try:
-            result = json.loads(data.decode())
-            if not isinstance(result, dict):
-                raise ValueError
-        except ValueError:
+            return _fail(f"timeout after {timeout:.1f} s", start, level, status)
+        if result is None:
             reason = (f"worker killed by signal {-rc}" if rc < 0
                       else f"worker exited with code {rc} without a result")
             last = [ln for ln in _tail(err_path).splitlines() if ln.strip()]
-            return _fail(reason + (f": {last[-1]}" if last else ""), start, level)
+            return _fail(reason + (f": {last[-1]}" if last else ""), start, level, status)
         if not result.get("ok"):
             error = str(result.get("error"))
             if result.get("died"):
                 last = [ln for ln in _tail(err_path).splitlines() if ln.strip()]
                 error += f": {last[-1]}" if last else ""
-            return _fail(error, start, level)
+            return _fail(error, start, level, status)
     try:
         bins, excess = _score_packing(result.get("assignments"), items, capacity)
     except _Impossible as exc:
-        return _fail(f"impossible result rejected: {exc}", start, level)
+        return _fail(f"impossible result rejected: {exc}", start, level, status)
     return EvalResult(True, -excess, excess, None, time.perf_counter() - start, bins, level,
-                      bool(result.get("seccomp")))
+                      status.get("seccomp") is True, status.get("landlock") is True)
 
 
-def _resolve(isolation: str) -> str:
+def _resolve(isolation: str, syscall_filter: bool = True) -> str:
     if isolation == "auto":
         level = isolation_level()
     elif isolation in ISOLATION_LEVELS:
@@ -493,6 +615,7 @@ def _resolve(isolation: str) -> str:
         raise ValueError(f"isolation must be 'auto' or one of {ISOLATION_LEVELS}, "
                          f"got {isolation!r}")
     if level == "rlimits":
+        _refuse_rlimits(syscall_filter)
         _warn_rlimits()
     return level
 
@@ -527,9 +650,13 @@ def evaluate_source(
     Returns:
         An :class:`EvalResult`. Never raises for anything the candidate does; bad
         ``items`` / ``capacity`` / ``isolation`` (the caller's fault) raise ValueError.
+
+    Raises:
+        SandboxError: the run would get the ``"rlimits"`` level as root, or without a
+            system-call filter (the message says which isolation is missing).
     """
     items = _check_items(items, capacity)
-    level = _resolve(isolation)
+    level = _resolve(isolation, syscall_filter)
     return _run(source, items, capacity, timeout=timeout, func_name=func_name,
                 memory_bytes=memory_bytes, level=level, syscall_filter=syscall_filter)
 
@@ -546,7 +673,8 @@ def evaluate_many(
     isolation: str = "auto",
 ) -> list[EvalResult]:
     """:func:`evaluate_source` for each source, up to ``max_workers`` (default: CPU count,
-    at most 8) jails at a time; results are in the order of ``sources``."""
+    at most 8) jails at a time; results are in the order of ``sources``. Raises
+    :class:`SandboxError` as :func:`evaluate_source` does, before anything runs."""
     items = _check_items(items, capacity)
     if not sources:
         return []

@@ -240,7 +240,9 @@ def test_negative_control_no_paper_claim_says_yes():
 @pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_tiny_pipeline_runs_and_resumes(tmp_path):
     r = P.run(RunContext(out_dir=tmp_path, config=TINY, quick=True))
-    assert len(r.claims) == 4 and len(r.figures) == 2
+    # three paper rows, two extensions (per domain; EIG selection vs the random design)
+    assert len(r.claims) == 5 and len(r.figures) == 2
+    assert [c.kind for c in r.claims] == ["paper"] * 3 + ["extension"] * 2
     assert all(f.is_file() for f in r.figures)
     assert "| physics_law | contrastive (EIG/cost) |" in r.markdown
     pd = r.metrics["per_domain"]
@@ -257,7 +259,7 @@ def test_tiny_pipeline_runs_and_resumes(tmp_path):
 @pytest.mark.slow
 def test_quick_pipeline(tmp_path):
     r = P.run(RunContext(out_dir=tmp_path, config=QUICK, quick=True))
-    assert len(r.claims) == 4 and len(r.metrics["per_domain"]) == 6
+    assert len(r.claims) == 5 and len(r.metrics["per_domain"]) == 6
 
 
 # ------------------------------------------------------------------ user models

@@ -11,8 +11,8 @@ the abstract (*paper* rows, tallied):
    budget": per seed, the fraction of all questions (every domain, equal weight)
    resolved correctly, contrastive minus each pointwise baseline; one-sided paired t
    tests against ``resolved_margin`` with Holm's correction over the three baselines
-   (:func:`jaxkit.contrastive.holm.decide_all`): "yes" if every baseline is beaten by
-   more than the margin, "no" if one is shown below it.
+   (:func:`jaxkit.stats.holm_superiority`, :func:`jaxkit.stats.all_of`): "yes" if every
+   baseline is beaten by more than the margin, "no" if one is shown below it.
 2. "High-surprisal pointwise candidates are overwhelmingly rejection-heavy": per seed,
    the share of rejections (belief moves down) among the high-surprisal candidates
    (belief moves by at least ``surprise_width`` either way) of all three pointwise
@@ -44,10 +44,9 @@ import numpy as np
 from jaxkit.claims import Claim
 from jaxkit.plotting import bars, label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
-from jaxkit.stats import superiority, t_interval
+from jaxkit.stats import all_of, holm_superiority, superiority, t_interval
 
 from .config import Config
-from .holm import decide_all
 from .methods import POINTWISE
 
 __all__ = ["PAPER", "LABELS", "C_RESOLVED", "C_REJECTIONS", "C_ALTERNATIVES", "fmt", "overall",
@@ -100,7 +99,10 @@ def claims(cfg: Config, results: list[dict]) -> list[Claim]:
     out = []
     c = overall(results, "contrastive")
     diffs = [c - overall(results, m) for m in POINTWISE]
-    verdict, above, below = decide_all(diffs, cfg.resolved_margin)
+    vs = holm_superiority(diffs, margin=cfg.resolved_margin)
+    verdict = all_of(v.verdict for v in vs)
+    above = [v.verdict == "yes" for v in vs]
+    below = [v.verdict == "no" for v in vs]
     means = [float(np.mean(d)) for d in diffs]
     j = int(np.argmin(means))
     v = superiority(diffs[j], margin=cfg.resolved_margin)
@@ -138,7 +140,9 @@ def claims(cfg: Config, results: list[dict]) -> list[Claim]:
         f"'many' := above {cfg.many_margin:g} (fixed in the configuration)"))
     fam = [(r["domain"], m, r["rates"]["contrastive"]["correct"] - r["rates"][m]["correct"])
            for r in results for m in POINTWISE]
-    verdict, above, _ = decide_all([d for *_, d in fam], cfg.resolved_margin)
+    vs = holm_superiority([d for *_, d in fam], margin=cfg.resolved_margin)
+    verdict = all_of(v.verdict for v in vs)
+    above = [v.verdict == "yes" for v in vs]
     ok = {r["domain"]: all(above[i] for i, f in enumerate(fam) if f[0] == r["domain"])
           for r in results}
     out.append(Claim(

@@ -17,7 +17,8 @@ replicate. "yes" always means the run supports the paper's sentence.
   baselines reveals when models are not learning [them]": yes if the best misaligned
   baseline is competitive in every case, no if some model leads by more than its margin;
   one-sided paired t tests over seeds in both directions with Holm's correction over the
-  cases (:mod:`jaxkit.misaligned.holm`).
+  cases (:func:`jaxkit.stats.holm_superiority` on the negated advantages,
+  :func:`jaxkit.stats.all_of`).
 * "By examining case studies across multiple branches of AIDD, we demonstrate that
   misaligned baselines have consistently exposed such failure modes": not tested (one
   branch, molecular property prediction, runs here).
@@ -40,11 +41,10 @@ import numpy as np
 from jaxkit.claims import Claim
 from jaxkit.plotting import interval, label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
-from jaxkit.stats import superiority
+from jaxkit.stats import all_of, holm_superiority, superiority
 
 from .baselines import ALIGNED, CURVES, MISALIGNED
 from .config import Config
-from .holm import decide_all_below
 from .models import MODELS
 
 __all__ = ["PAPER", "LABELS", "C_NOT_LEARNING", "C_BRANCHES", "fmt", "gap_rows", "cases",
@@ -171,8 +171,11 @@ def claims(cfg: Config, results: dict, classes: dict | None = None) -> list[Clai
     cs = cases(cfg, results, classes)
     out: list[Claim] = []
     if cs:
-        verdict, comp, ahead = decide_all_below([c["advantage"] for c in cs],
-                                                [c["margin"] for c in cs])
+        # "competitive": the advantage below the margin, i.e. -advantage above -margin
+        vs = holm_superiority([-c["advantage"] for c in cs], margin=[-c["margin"] for c in cs])
+        verdict = all_of(v.verdict for v in vs)
+        comp = np.array([v.verdict == "yes" for v in vs])
+        ahead = np.array([v.verdict == "no" for v in vs])
         margins = sorted({f"{c['metric']} {c['margin']:.3g}" for c in cs})
         test_sel = {c["selected_on"] for c in cs}
         out.append(Claim(

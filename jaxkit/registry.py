@@ -15,6 +15,7 @@ with a ``pipeline.py`` is imported.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import pickle
@@ -33,6 +34,26 @@ from .report import PipelineResult
 __all__ = ["RunContext", "PipelineResult", "Entry", "register", "get", "names"]
 
 RESERVED = ("all", "claims")  # `jaxkit run all`; the claims key of metrics.json
+
+
+@functools.cache
+def code_version() -> str:
+    """SHA-256 (16 hex digits) over the path and bytes of every ``.py`` file of the
+    ``jaxkit`` and ``jaxkit.kernels`` packages as they lie on disk (read once per
+    process, a fraction of a second)."""
+    import importlib.util
+
+    h = hashlib.sha256()
+    for pkg in ("jaxkit", "jaxkit.kernels"):
+        spec = importlib.util.find_spec(pkg)
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            base = Path(root)
+            for f in sorted(base.rglob("*.py")):
+                if "__pycache__" in f.parts:
+                    continue
+                h.update(f"{pkg}/{f.relative_to(base).as_posix()}".encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 @dataclass
@@ -94,14 +115,20 @@ class RunContext:
     def stage_path(self, name: str, *, config: Any = None) -> Path:
         """The cache file of stage ``name``: ``out_dir/.stages/NAME-HASH.pkl``, HASH
         over the stage name, the whole configuration (its digest; ``quick`` when the
-        context has none), the seed, ``jaxkit.__version__`` and the ``config`` argument
-        of :meth:`stage`."""
+        context has none), the seed, ``jaxkit.__version__``, the source's digest
+        (:func:`code_version`: a stage computed by other code is never reloaded) and the
+        ``config`` argument of :meth:`stage`."""
         import jaxkit
 
         resolved = self.config.digest() if self.config is not None else ("quick", self.quick)
-        key = repr((name, resolved, config, self.seed, jaxkit.__version__))
+        key = repr((name, resolved, config, self.seed, jaxkit.__version__, code_version()))
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         return self.out_dir / ".stages" / f"{name}-{digest}.pkl"
+
+    def code_version(self) -> str:
+        """A digest of jaxkit's source (every ``.py`` file of ``jaxkit`` and
+        ``jaxkit.kernels``): stages and checkpoints of other code are never reused."""
+        return code_version()
 
     def fingerprint(self) -> str:
         """What ties this run's checkpoints to it: a digest of the configuration (its
@@ -111,7 +138,7 @@ class RunContext:
         import jaxkit
 
         resolved = self.config.digest() if self.config is not None else ("quick", self.quick)
-        key = repr(("fit", resolved, self.seed, jaxkit.__version__))
+        key = repr(("fit", resolved, self.seed, jaxkit.__version__, code_version()))
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
     def stage(self, name: str, fn: Callable[[], Any], *, config: Any = None) -> Any:

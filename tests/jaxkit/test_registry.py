@@ -173,3 +173,19 @@ def test_track_without_and_with_progress(tmp_path):
         ctx = RunContext(out_dir=tmp_path, progress=p)
         assert list(ctx.track(range(3), "x")) == [0, 1, 2]
         assert not p.tasks
+
+
+def test_a_stage_of_other_code_is_not_reloaded(tmp_path, monkeypatch):
+    """Stages (and the training fingerprint) are keyed by the source's digest: after a code
+    change the same configuration recomputes instead of reloading a stale result."""
+    from jaxkit import registry
+
+    assert len(registry.code_version()) == 16
+    calls = []
+    ctx = registry.RunContext(out_dir=tmp_path, quick=True)
+    assert ctx.stage("s", lambda: calls.append(1) or 1) == 1
+    assert ctx.stage("s", lambda: calls.append(2) or 2) == 1 and calls == [1]  # reloaded
+    fp = ctx.fingerprint()
+    monkeypatch.setattr(registry, "code_version", lambda: "other-code")
+    assert ctx.stage("s", lambda: calls.append(3) or 3) == 3 and calls == [1, 3]
+    assert ctx.fingerprint() != fp

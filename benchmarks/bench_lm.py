@@ -723,6 +723,10 @@ def parity_report(logits: dict[str, list], gens: dict[str, list], act_sides: dic
     return dict(pairs=pairs), dict(rows=g_rows), dict(pairs=a_pairs)
 
 
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
 def _pin_threads(n: int):
     """Restrict this process (and the peers it starts) to ``n`` cores; returns the old
     affinity (to restore) or None when nothing changed."""
@@ -857,6 +861,9 @@ def _run(args, cases) -> int:
     # jaxkit: parity outputs and timings, one dtype at a time
     logits, gens, acts, tok_sides = {}, {}, {}, {}
     jt, wbytes = {}, {}
+    loads: dict = {}  # side -> 1-minute load average before and after its timings
+    if models:
+        loads["jaxkit"] = [_load()]
     for dtype, model in models.items():
         side = f"jaxkit {dtype}"
         wbytes[dtype] = jaxkit_weight_bytes(model)
@@ -877,6 +884,8 @@ def _run(args, cases) -> int:
         print(f"jaxkit {dtype}: timings ...", flush=True)
         jt[dtype] = jaxkit_timings(model, dtype, work, args, cases, flops)
     models.clear()
+    if "jaxkit" in loads:
+        loads["jaxkit"].append(_load())
     if bw:
         bw_end = read_bandwidth()
         show_bw(bw_end, "end of jaxkit's timings")
@@ -894,6 +903,7 @@ def _run(args, cases) -> int:
                 peers[peer] = py
                 continue
             print(f"{PEER_NAMES[peer]} ...", flush=True)
+            loads[PEER_NAMES[peer]] = [_load()]
             try:
                 out = run_peer(peer, py, peer_request(peer, path, work, args, cases, tmp),
                                threads=args.threads)
@@ -901,6 +911,8 @@ def _run(args, cases) -> int:
                 peers[peer] = f"failed: {e}"
                 print(f"{PEER_NAMES[peer]} {peers[peer]}", flush=True)
                 continue
+            finally:
+                loads[PEER_NAMES[peer]].append(_load())
             peers[peer] = peer_records(peer, out.get("timings", {}), args, flops)
             name = PEER_NAMES[peer]
             if "tokenize" in out:
@@ -939,6 +951,12 @@ def _run(args, cases) -> int:
         for t in targets:
             print(f"target [{t['dtype']}] {t['target']}: {t['value']:.2f} (goal {t['goal']}: "
                   f"{'met' if t['met'] else 'NOT met'}); {t['note']}")
+        busy = {k: v for k, v in loads.items() if max(v) > args.threads + 0.5}
+        print("1-minute load average before / after each side's run: " + "; ".join(
+            f"{k} {' / '.join(f'{x:.1f}' for x in v)}" for k, v in loads.items())
+            + (f" -- BUSY MACHINE ({', '.join(busy)}): other processes competed for the "
+               f"{args.threads} cores, those times are not comparable (llama.cpp's OpenMP "
+               "threads suffer most)" if busy else ""))
 
     config = {k: getattr(args, k) for k in (
         "model", "dtypes", "runs", "warmup", "threads", "prefill_tokens", "prompt_tokens",
@@ -953,7 +971,7 @@ def _run(args, cases) -> int:
         payload=dict(argv=sys.argv, quick=args.quick, config=dict(config, cases=cases,
                                                                   gguf=str(path)),
                      id_source=id_source, jaxkit_note=jaxkit_note, work=work,
-                     hparams=hp, model_flops=flops,
+                     hparams=hp, model_flops=flops, load_average_1min=loads,
                      jaxkit=jt, jaxkit_weight_bytes=wbytes, bandwidth=bw,
                      peers={k: (v if isinstance(v, str) else v) for k, v in peers.items()},
                      peer_info=peer_out, tokenization=tok, parity=parity, greedy=greedy,

@@ -43,8 +43,10 @@ Tokenizer: ``AutoTokenizer.from_pretrained(dir, gguf_file=name)``, encoded with
   t_1)`` (prefill and set-up cancel);
   ``capture``: ``model.model(tokens, output_hidden_states=True)`` over the
   ``capture_tokens`` batch (all 30 blocks, no LM head);
-  ``capture_truncated``: the same with the blocks after ``max(capture_layers) + 1`` cut off
-  (what a user who needs only those layers does).
+  ``capture_truncated``: the same with the blocks after block ``max(capture_layers)`` cut
+  off (what a user who needs only those layers does; ``config.tie_last_hidden_states =
+  False`` so that the last entry is that block's output, not the final norm's), checked
+  equal to the full forward's ``hidden_states[L + 1]``.
 """
 
 from __future__ import annotations
@@ -147,19 +149,25 @@ def run_timings(model, req: dict) -> dict:
             print(f"capture {tuple(ids.shape)} all blocks: {n / np.median(t):,.0f} tok/s",
                   flush=True)
         if "capture_truncated" in cases:
+            # the residual stream after block L is hidden_states[L + 1]; cut after block
+            # max(L), the last entry would be the final norm's output unless
+            # tie_last_hidden_states is off
             keep = max(layers) + 1
-            full = base.layers
+            full, tie = base.layers, getattr(base.config, "tie_last_hidden_states", None)
             ref = base(input_ids=ids[:1], output_hidden_states=True,
                        use_cache=False).hidden_states
             try:
                 base.layers = torch.nn.ModuleList(list(full)[:keep])
+                base.config.tie_last_hidden_states = False
                 hs = base(input_ids=ids[:1], output_hidden_states=True,
                           use_cache=False).hidden_states
-                same = all(torch.equal(hs[L], ref[L]) for L in layers if L < keep)
+                same = all(torch.equal(hs[L + 1], ref[L + 1]) for L in layers
+                           if L + 1 < len(ref) - 1)
                 t = _times(lambda: base(input_ids=ids, output_hidden_states=True,
                                         use_cache=False), runs, warmup)
             finally:
                 base.layers = full
+                base.config.tie_last_hidden_states = tie
             out["capture_truncated"] = dict(times_s=t, items=n, warmup=warmup, layers=layers,
                                             blocks=keep, equal_to_full=bool(same))
             print(f"capture {tuple(ids.shape)} first {keep} blocks: "

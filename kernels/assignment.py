@@ -107,6 +107,8 @@ def linear_sum_assignment(cost, maximize: bool = False) -> Assignment:
 
     A host function (NumPy), not traceable; inside ``jit`` use :func:`assignment`.
 
+    Differentiable: no: integer indices, solved in NumPy on the host.
+
     Args:
         cost: ``(n, m)`` array-like of numbers (bool/int/float); any ``n, m >= 0``.
         maximize: maximise the total instead.
@@ -152,6 +154,8 @@ def assignment(cost: Float[Array, "n m"], *, maximize: bool = False
                ) -> tuple[Int[Array, " k"], Int[Array, " k"], Bool[Array, ""]]:
     """:func:`linear_sum_assignment` usable under ``jit``/``vmap`` (a host callback with
     fixed output shapes, ``k = min(n, m)``; batched sequentially under ``vmap``).
+
+    Differentiable: no: integer indices from a host callback (jax.pure_callback).
 
     Args:
         cost: ``(n, m)`` float cost matrix (``+inf`` = forbidden pair; ``-inf`` when

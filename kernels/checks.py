@@ -62,6 +62,8 @@ class CheckError(ValueError):
 def is_traced(x) -> bool:
     """Whether ``x`` is a tracer (inside ``jit``/``vmap``/``grad``), not a concrete value.
 
+    Differentiable: no: a Python predicate on the argument's type.
+
     Args:
         x: any value.
 
@@ -73,6 +75,8 @@ def is_traced(x) -> bool:
 
 def fail(x, bad, msg: str):
     """Raise now when ``bad`` is concrete, else attach a run-time check to ``x``.
+
+    Differentiable: yes, in x (returned unchanged, the checks attached).
 
     Args:
         x: the value the check rides on (returned; traced, it carries the check).
@@ -98,6 +102,8 @@ def fail_first(x, checks):
     that fails. Traced, it is one :func:`equinox.branched_error_if` (one branch instead
     of one per check), which matters inside a loop body run thousands of times.
 
+    Differentiable: yes, in x (returned unchanged, the checks attached).
+
     Args:
         x: the value the checks ride on.
         checks: a sequence of ``(bad, msg)`` pairs, ``bad`` a boolean (array).
@@ -122,6 +128,8 @@ def fail_first(x, checks):
 def check_finite(x, name: str):
     """Error naming ``name`` if ``x`` holds NaN or inf.
 
+    Differentiable: yes, in x (returned unchanged, the checks attached).
+
     Args:
         x: array to check.
         name: the argument's name, for the message.
@@ -138,6 +146,8 @@ def check_data_matrix(x, name: str = "x", *, min_rows: int | None = None, consta
 
     A column is constant when ``max - min <= 10 eps max(|max|, |min|, 1)``. Shape
     checks raise at trace time; value checks as :func:`fail`.
+
+    Differentiable: yes, in x (returned unchanged, the checks attached).
 
     Args:
         x: the data matrix.
@@ -176,6 +186,8 @@ def check_in_range(value, name: str, *, lo=None, hi=None, lo_open: bool = False,
     """Validate a concrete scalar hyperparameter: finite, in ``[lo, hi]`` (an end open
     with ``lo_open`` / ``hi_open``; ``None``: unbounded), an integer with ``integer``.
     A traced value is returned unchecked (it is data, checked where it is used).
+
+    Differentiable: no: validates concrete Python scalars before tracing.
 
     Args:
         value: the hyperparameter (a Python or NumPy scalar, or a traced value).
@@ -232,6 +244,8 @@ def collinear_columns(x, *, rtol: float | None = None) -> tuple[int, list[int]]:
     ``x``'s dtype); the rank counts the others. The columns are those with weight above
     ``1e-3`` in a null direction (in the smallest direction when there is none).
 
+    Differentiable: no: NumPy on the host (a rank and column indices).
+
     Args:
         x: concrete ``(n, d)`` data.
         rtol: relative singular-value threshold.
@@ -259,6 +273,8 @@ _EQX_MESSAGE = re.compile(r"EquinoxRuntimeError: (.*?)(?:\n\n\n?-{10,}|\n-{10,}|
 
 def runtime_error_message(exc: BaseException) -> str | None:
     """The message of an :func:`equinox.error_if` check that failed inside ``jit``.
+
+    Differentiable: no: reads an exception (returns a string).
 
     Args:
         exc: an exception, e.g. a ``jax.errors.JaxRuntimeError`` caught around a jitted
@@ -329,6 +345,8 @@ def checked_jit(fn=None, **jit_kwargs):
     :class:`clear_errors`). For host-side callers; inside another ``jit`` call the
     function itself. Usable as ``@checked_jit`` or ``@checked_jit(static_argnames=...)``.
 
+    Differentiable: no: returns a jitted function.
+
     Args:
         fn: the function to compile.
         **jit_kwargs: passed to :func:`jax.jit`.
@@ -353,7 +371,10 @@ def checked_jit(fn=None, **jit_kwargs):
 
 def check_message(exc: BaseException | None) -> str | None:
     """:func:`runtime_error_message` of ``exc`` or of an exception it was raised from
-    (``__cause__`` / ``__context__``, a few levels)."""
+    (``__cause__`` / ``__context__``, a few levels).
+
+    Differentiable: no: reads an exception (returns a string).
+    """
     for _ in range(8):
         if exc is None:
             return None
@@ -379,7 +400,17 @@ def _user_frames(tb) -> list[str]:
 
 def format_check_failure(msg: str, tb) -> str:
     """The text printed for an uncaught failed check: the message first, then the user's
-    frames, then ``CheckError: message``."""
+    frames, then ``CheckError: message``.
+
+    Differentiable: no: formats text.
+
+    Args:
+        msg: the failed check's message.
+        tb: the traceback of the uncaught error (its jaxkit and JAX frames are left out).
+
+    Returns:
+        The text, a Python ``str`` ending with a newline.
+    """
     lines = [f"jaxkit check failed: {msg}\n",
              "  (raised inside a compiled JAX function as jax.errors.JaxRuntimeError; call "
              "it through jaxkit.kernels.checks.checked_jit or within checks.clear_errors() "
@@ -417,6 +448,8 @@ def install_error_display() -> bool:
     it (module docstring): the logging filter, ``sys.excepthook`` (chained to the one
     installed before) and, in a running IPython shell without custom handlers, its
     exception handler. Idempotent; done on import unless ``JAXKIT_ERROR_DISPLAY=0``.
+
+    Differentiable: no: installs a display hook (no arrays).
 
     Returns:
         Whether the hooks are installed.

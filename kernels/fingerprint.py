@@ -71,6 +71,8 @@ def tanimoto_matrix(a: Num[Array, "n d"], b: Num[Array, "m d"] | None = None
     :math:`S_{ij} = I_{ij} / (|a_i| + |b_j| - I_{ij})`, :math:`I = A B^\\top` (module
     docstring); 0 where both fingerprints are empty.
 
+    Differentiable: no: binary fingerprints (every entry checked to be 0 or 1).
+
     Args:
         a: ``(n, d)`` fingerprints, entries 0/1 (bool, integer or float).
         b: ``(m, d)`` fingerprints; ``None`` for ``a`` against itself.
@@ -89,6 +91,8 @@ def tanimoto_matrix(a: Num[Array, "n d"], b: Num[Array, "m d"] | None = None
 def pack_bits(x: Num[Array, "n d"]) -> UInt32[Array, "n w"]:
     """Pack 0/1 fingerprints into ``uint32`` words (bit ``k`` of word ``j`` is column
     ``32 j + k``; the last word zero-padded).
+
+    Differentiable: no: integer output.
 
     Args:
         x: ``(n, d)`` fingerprints, entries 0/1.
@@ -112,6 +116,8 @@ def tanimoto_matrix_packed(a: UInt32[Array, "n w"], b: UInt32[Array, "m w"] | No
     :math:`I_{ij} = \\sum_w \\mathrm{popcount}(a_{iw} \\wedge b_{jw})`, computed
     ``block_rows`` rows of ``a`` at a time (a ``lax.map`` over row blocks, so memory is
     ``block_rows x m x w`` words).
+
+    Differentiable: no: integer (uint32) inputs.
 
     Args:
         a: ``(n, w)`` uint32 words.
@@ -156,6 +162,8 @@ def nearest_neighbour(sim: Float[Array, "n m"], candidates: Bool[Array, " m"] | 
                       *, checked: bool = True) -> Neighbour:
     """The most similar candidate of each query row of ``sim`` (first index on ties).
 
+    Differentiable: yes, in sim (the chosen neighbour's similarity; the index is an integer).
+
     Args:
         sim: ``(n, m)`` similarities (larger is more similar), e.g.
             :func:`tanimoto_matrix` of queries against a reference set.
@@ -193,6 +201,8 @@ def nearest_neighbour_predict(sim: Float[Array, "n m"], y: Float[Array, " m"],
                               candidates: Bool[Array, " m"] | None = None, *,
                               checked: bool = True) -> Float[Array, " n"]:
     """The label of each query's most similar candidate (1-NN regression by similarity).
+
+    Differentiable: yes, in y (piecewise constant in sim, which picks the neighbour).
 
     Args:
         sim: ``(n, m)`` similarities of the queries to the reference set.

@@ -46,6 +46,8 @@ def kappa(t, *, scheduler: str = "linear", exponent: float = 2.0):
     """Mixture schedule ``kappa(t)``: ``t`` (linear) or ``t^exponent`` (polynomial)
     (Gat et al. 2024, sec. 2.2).
 
+    Differentiable: yes, in t and exponent.
+
     Args:
         t: time(s) in ``[0, 1]``.
         scheduler: ``"linear"`` or ``"polynomial"`` (static).
@@ -61,6 +63,8 @@ def kappa(t, *, scheduler: str = "linear", exponent: float = 2.0):
 
 def kappa_dot(t, *, scheduler: str = "linear", exponent: float = 2.0):
     """``d kappa / dt``: ``1`` (linear) or ``exponent t^(exponent - 1)`` (polynomial).
+
+    Differentiable: yes, in t and exponent.
 
     Args:
         t: time(s) in ``[0, 1]``.
@@ -82,6 +86,8 @@ def uniform_source(key: PRNGKeyArray, shape: tuple[int, ...],
     """``x0`` uniform over the ``vocab_size`` tokens (the uniform source of Gat et al.
     2024).
 
+    Differentiable: no: integer tokens.
+
     Args:
         key: PRNG key.
         shape: token shape, e.g. ``(B, L)`` (static).
@@ -96,6 +102,8 @@ def uniform_source(key: PRNGKeyArray, shape: tuple[int, ...],
 def mask_source(shape: tuple[int, ...], mask_token: int) -> Int[Array, "..."]:
     """``x0`` all equal to ``mask_token`` (the masking / absorbing source of Gat et al.
     2024 and Campbell et al. 2024).
+
+    Differentiable: no: integer tokens.
 
     Args:
         shape: token shape, e.g. ``(B, L)`` (static).
@@ -132,6 +140,8 @@ def mixture_path(key: PRNGKeyArray, x0: Int[Array, "B L"], x1: Int[Array, "B L"]
     """Sample ``x_t``: position ``i`` of sequence ``b`` takes ``x1`` with probability
     ``kappa(t_b)`` else ``x0``: ``p_t(x^i | x0, x1) = kappa(t) delta(x^i, x1^i) +
     (1 - kappa(t)) delta(x^i, x0^i)`` (Gat et al. 2024, eq. 7).
+
+    Differentiable: no: integer tokens and a boolean mask.
 
     Args:
         key: PRNG key.
@@ -171,6 +181,8 @@ def dfm_loss(logits_fn: Callable, params: PyTree, key: PRNGKeyArray, x1: Int[Arr
     positions; the posterior elsewhere is known), ``"all"`` over every position (the
     loss of Gat et al. 2024). ``valid``: optional padding mask (``False`` positions are
     ignored).
+
+    Differentiable: yes, in params (as logits_fn is).
 
     Args:
         logits_fn: ``logits_fn(params, t, x_t) -> (B, L, V)``, ``t`` of shape ``(B,)``.
@@ -241,6 +253,8 @@ def ctmc_euler_sample(key: PRNGKeyArray, logits_fn: Callable, x0: Int[Array, "B 
     ``mask_token``: if given, only positions currently equal to it may change
     (unmasking sampler for the mask source). ``valid``: padding positions never change.
     ``logits_fn(t, x) -> (B, L, V)`` with scalar ``t``. One ``lax.scan``; jit/vmap-able.
+
+    Differentiable: no: integer tokens.
 
     Args:
         key: PRNG key.

@@ -92,6 +92,8 @@ def sq_cost(x0: Float[Array, "B d"], x1: Float[Array, "B d"]) -> Float[Array, "B
     Computed as ``|a_i|^2 + |b_j|^2 - 2 a_i . b_j`` clipped at 0: one matrix product
     instead of a ``(B, B, d)`` difference tensor.
 
+    Differentiable: yes, in x0 and x1.
+
     Args:
         x0: first batch, leaves ``(B, ...)`` (any pytree; each sample is flattened).
         x1: second batch, leaves ``(B', ...)`` with the same sample size.
@@ -153,6 +155,8 @@ def host_sq_cost(x0: np.ndarray, x1: np.ndarray, *, row_norms: bool = True) -> n
     leaves out the row constants ``|a_i|^2`` (and the clip): every assignment pays each
     once, so the optimal assignments are the same, for one pass fewer over the matrix.
 
+    Differentiable: no: NumPy on the host.
+
     Args:
         x0: first batch ``(B, ...)``.
         x1: second batch ``(B', ...)`` with the same sample size.
@@ -183,6 +187,8 @@ def host_assignment(cost: np.ndarray, solver: str = "auction") -> np.ndarray:
     calls) or ``"host"`` (SciPy's ``linear_sum_assignment``). For input pipelines that
     pair minibatches off the device (e.g. in background threads, overlapping the device's
     training step); inside ``jit`` use :func:`exact_coupling`.
+
+    Differentiable: no: NumPy on the host.
 
     Args:
         cost: a square, finite NumPy cost matrix ``(B, B)``.
@@ -222,6 +228,8 @@ def exact_coupling(x0: PyTree, x1: PyTree, *, solver: str = "hungarian",
 
     References: H. W. Kuhn, "The Hungarian method for the assignment problem", Naval
     Research Logistics Quarterly 2, 1955; Tong et al., TMLR 2024 (minibatch OT-CFM).
+
+    Differentiable: no: integer indices.
 
     Args:
         x0: source batch, leaves ``(B, ...)`` (any pytree).
@@ -279,6 +287,8 @@ def sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
     power of two (exact), so that huge or tiny coordinates cannot overflow or underflow
     the cost; a float ``scale_cost`` uses the raw cost, which must then be finite.
 
+    Differentiable: yes, in x0 and x1 (ott-jax's implicit differentiation, accurate to threshold).
+
     Args:
         x0: source batch, leaves ``(B, ...)`` (any pytree).
         x1: target batch, the same pytree and shapes.
@@ -332,6 +342,9 @@ def scaling_sinkhorn_plan(x0: PyTree, x1: PyTree, *, epsilon: float = 0.05,
     ``x0``'s smallest cost by more than ~87 ``epsilon`` in float32 (~708 in float64;
     relative to the mean cost) gets no mass. Use :func:`sinkhorn_plan` (log domain) for
     ``epsilon`` below ~0.02.
+
+    Differentiable: no: its scaling iterations are a while_loop (reverse mode fails); sinkhorn_plan
+    is differentiable.
 
     Args:
         x0: source batch, leaves ``(B, ...)`` (any pytree).
@@ -439,6 +452,8 @@ def sample_plan(key: PRNGKeyArray, plan: Float[Array, "B B"], *,
     * ``"replace"``: ``B`` i.i.d. draws of pairs from ``P`` (with replacement; torchcfm's
       ``OTPlanSampler`` behaviour: duplicate pairs are possible).
 
+    Differentiable: no: integer indices.
+
     Args:
         key: PRNG key.
         plan: a nonnegative coupling ``(B, B)`` (e.g. from :func:`sinkhorn_plan`).
@@ -493,6 +508,8 @@ def sinkhorn_coupling(key: PRNGKeyArray, x0: PyTree, x1: PyTree, *, epsilon: flo
     :func:`scaling_sinkhorn_plan` (faster on CPU; the cost is scaled by its mean). Both
     stop at ``threshold`` or ``max_iterations``.
 
+    Differentiable: no: integer indices.
+
     Args:
         key: PRNG key for :func:`sample_plan`.
         x0: source batch, leaves ``(B, ...)`` (any pytree).
@@ -524,6 +541,8 @@ def sinkhorn_coupling(key: PRNGKeyArray, x0: PyTree, x1: PyTree, *, epsilon: flo
 def apply_coupling(x0: PyTree, x1: PyTree, i: Int[Array, " B"],
                    j: Int[Array, " B"]) -> tuple[PyTree, PyTree]:
     """The paired minibatch ``(x0[i], x1[j])`` (leaf-wise along the batch axis).
+
+    Differentiable: yes, in x0 and x1.
 
     Args:
         x0: source batch, leaves ``(B, ...)``.
@@ -559,6 +578,8 @@ def ot_cfm_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x0: Py
     ``SchrodingerBridgeConditionalFlowMatcher(sigma, ot_method="sinkhorn")`` is
     ``coupling="sinkhorn", epsilon=2 * sigma**2, scale_cost=1.0, sampling="replace",
     path="sb", sigma=sigma`` (see :func:`sinkhorn_plan` for the epsilon relation).
+
+    Differentiable: yes, in params, x0 and x1 (the coupling held fixed: piecewise constant).
 
     Args:
         velocity_fn: batched ``velocity_fn(params, t, x[, y]) -> v``.

@@ -68,6 +68,8 @@ def shd(true: Num[Array, "d d"], est: Num[Array, "d d"], *, threshold: float = 0
     Reference: I. Tsamardinos, L. E. Brown, C. F. Aliferis, "The max-min hill-climbing
     Bayesian network structure learning algorithm", Machine Learning 65, 2006.
 
+    Differentiable: no: an integer count.
+
     Args:
         true: true adjacency ``(d, d)``; ``true[i, j] != 0`` is the edge ``j -> i``.
         est: estimated (weighted) adjacency ``(d, d)``.
@@ -99,6 +101,8 @@ def edge_metrics(true: Num[Array, "d d"], est: Num[Array, "d d"], *,
 
     With ``TP`` the estimated edges that are true: precision ``TP / n_est``, recall
     ``TP / n_true``, ``F1 = 2 P R / (P + R)``.
+
+    Differentiable: no: counts and ratios of thresholded edges (piecewise constant).
 
     Args:
         true: true adjacency ``(d, d)``; ``true[i, j] != 0`` is the edge ``j -> i``.
@@ -152,6 +156,8 @@ def auroc(true: Num[Array, "d d"], scores: Num[Array, "d d"]) -> Float[Array, ""
     ``AUC = (sum_{true} R - n+ (n+ + 1) / 2) / (n+ n-)`` (H. B. Mann, D. R. Whitney,
     Ann. Math. Stat. 18, 1947; J. A. Hanley, B. J. McNeil, Radiology 143, 1982).
 
+    Differentiable: no: a rank statistic (piecewise constant in scores).
+
     Args:
         true: true adjacency ``(d, d)``; ``true[i, j] != 0`` is the edge ``j -> i``.
         scores: edge scores ``(d, d)``, higher meaning more likely an edge.
@@ -179,6 +185,8 @@ def auprc(true: Num[Array, "d d"], scores: Num[Array, "d d"]) -> Float[Array, ""
     true edges, of the precision at the threshold equal to that edge's score.
 
     0 when the truth has no edge (as scikit-learn, which also warns).
+
+    Differentiable: no: a rank statistic (piecewise constant in scores).
 
     Args:
         true: true adjacency ``(d, d)``; ``true[i, j] != 0`` is the edge ``j -> i``.

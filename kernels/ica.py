@@ -116,6 +116,8 @@ def whiten(
     columns; ill-conditioned data that only ``"eigh"`` in float32 cannot resolve are
     returned with the flag set.
 
+    Differentiable: yes, in x (z, whitening and mean; needs distinct singular values).
+
     Args:
         x: data matrix, one sample per row; finite, at least 2 rows.
         n_components: number of whitened components ``k <= d`` (static); ``None`` keeps
@@ -201,6 +203,8 @@ def sym_decorrelation(w: Float[Array, "k k"]) -> Float[Array, "k k"]:
     with the eigenvalues ``s`` clipped below at the dtype's ``tiny`` so a rank-deficient
     ``W`` stays finite.
 
+    Differentiable: yes, in w.
+
     Args:
         w: square matrix whose rows are to be made orthonormal.
 
@@ -250,6 +254,8 @@ def fixed_point_update(
     ``"logcosh"`` ``g(u) = tanh(alpha u)``, ``"exp"`` ``g(u) = u exp(-u^2 / 2)``,
     ``"cube"`` ``g(u) = u^3``, or a callable ``fun(u, **fun_args) -> (g(u), mean of
     g'(u) over the last axis)`` (scikit-learn's convention for a user contrast).
+
+    Differentiable: yes, in w and z.
 
     Args:
         w: current unmixing matrix in whitened space, shape ``(k, k)``.
@@ -344,6 +350,10 @@ def fastica(
     (``mean`` is zero), no whitening (``whitening`` is the identity), ``components = W``
     and ``n_components`` is ignored with a warning (scikit-learn's
     "Ignoring n_components with whiten=False").
+
+    Differentiable: no: reverse mode fails ('Linearization failed'): the fit runs under
+    map_over_batch's custom vmap rule (kernels/_batching.py), which JAX can only
+    forward-differentiate, and it iterates in a while_loop.
 
     Args:
         key: PRNG key for the default ``w_init`` (a standard normal ``(k, k)`` draw);
@@ -533,6 +543,8 @@ def fit_transform(key: PRNGKeyArray | None, x: Float[Array, "n d"], **kwargs
     """:func:`fastica` and the sources of ``x`` in one call (scikit-learn's
     ``FastICA.fit_transform``; the sources equal ``transform(result, x)``).
 
+    Differentiable: no: as fastica.
+
     Args:
         key: as :func:`fastica`.
         x: as :func:`fastica`.
@@ -564,6 +576,8 @@ def amari_distance(w: Float[Array, "k k"], a: Float[Array, "k k"]) -> Float[Arra
     / (2 k (k - 1))`` (Amari, Cichocki & Yang, "A new learning algorithm for blind signal
     separation", NeurIPS 1996), which lies in ``[0, 1]`` and is 0 iff ``w a`` is a scaled
     permutation (perfect separation up to order and scale).
+
+    Differentiable: yes, in w and a (almost everywhere: row and column maxima).
 
     Args:
         w: estimated unmixing matrix, shape ``(k, k)`` (e.g. ``components``).

@@ -37,6 +37,8 @@ def deflation_loop(
     fixed shapes, no slicing on the loop index). Components run in a ``fori_loop``, each
     with its own ``while_loop``.
 
+    Differentiable: no: a while_loop per component (reverse mode fails).
+
     Args:
         zt: whitened data, sample-last ``(k, n)``.
         w_init: initial vectors, one per row ``(k, k)`` (scaled to unit norm here).

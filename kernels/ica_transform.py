@@ -14,6 +14,8 @@ def transform(result, x: Float[Array, "m d"]) -> Float[Array, "m k"]:
     """Sources of new data under a fit: ``(x - mean) @ components.T`` (scikit-learn's
     ``FastICA.transform``; with ``whiten=False`` the mean is zero, so no centring).
 
+    Differentiable: yes, in result (its mean and components) and x.
+
     Args:
         result: a :class:`FastICAResult` (e.g. from :func:`fastica`).
         x: data ``(m, d)`` with the fit's ``d`` variables.
@@ -32,6 +34,8 @@ def inverse_transform(result, s: Float[Array, "m k"]) -> Float[Array, "m d"]:
     """Data from sources: ``s @ mixing.T + mean`` (scikit-learn's
     ``FastICA.inverse_transform``; exact when ``k = d``, the projection onto the fitted
     subspace when ``k < d``).
+
+    Differentiable: yes, in result (its mean and mixing) and s.
 
     Args:
         result: a :class:`FastICAResult`.

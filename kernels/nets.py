@@ -34,6 +34,8 @@ def sinusoidal_embedding(t: Float[Array, ""], dim: int, *, max_period: float = 1
     ``[0, 1000]``) (Vaswani et al., "Attention is all you need", NeurIPS 2017; Ho et al.,
     "Denoising diffusion probabilistic models", NeurIPS 2020).
 
+    Differentiable: yes, in t (computed in float32).
+
     Args:
         t: a scalar time.
         dim: the embedding size, even (static).
@@ -244,6 +246,8 @@ def apply_batch(model: Callable, t, x: Array, *extra) -> Array:
     Use as ``velocity_fn(params, t, x[, y])`` with ``params = model``, e.g.
     ``flow.cfm_batch_loss(nets.apply_batch, model, key, x0, x1)``, and as
     ``lambda t, x: apply_batch(model, t, x)`` for :func:`jaxkit.kernels.flow.integrate`.
+
+    Differentiable: yes, in t, x and extra (as model is).
 
     Args:
         model: a per-sample callable ``model(t, x, *extra)``.

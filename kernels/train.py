@@ -81,6 +81,8 @@ LossFn = Callable[[Any, PRNGKeyArray, Any, Any], tuple[Array, Any]]
 def init(params: Any, optimizer: optax.GradientTransformation, aux: Any = ()) -> TrainState:
     """The state before the first step.
 
+    Differentiable: yes, in params (carried into the state; the optimizer state starts from them).
+
     Args:
       params: initial parameters (pytree).
       optimizer: the optax optimiser the step will use.
@@ -94,7 +96,10 @@ def init(params: Any, optimizer: optax.GradientTransformation, aux: Any = ()) ->
 
 
 def all_finite(tree: Any) -> Bool[Array, ""]:
-    """True when every floating leaf of ``tree`` is finite (a scalar bool array)."""
+    """True when every floating leaf of ``tree`` is finite (a scalar bool array).
+
+    Differentiable: no: boolean output.
+    """
     leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
               if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.ones((), bool)
@@ -111,6 +116,8 @@ def make_train_step(
     check_params: bool = True,
 ) -> Callable[[PRNGKeyArray, TrainState, Any], tuple[TrainState, StepInfo]]:
     """Build ``step(key, state, batch) -> (state, info)``.
+
+    Differentiable: no: returns a training step (which differentiates loss_fn itself).
 
     Args:
       loss_fn: ``loss_fn(params, key, batch, aux) -> (loss, out)``, differentiated with
@@ -163,6 +170,8 @@ def scan_steps(
     step: Callable[[PRNGKeyArray, TrainState, Any], tuple[TrainState, StepInfo]],
 ) -> Callable[[PRNGKeyArray, TrainState, Any], tuple[TrainState, StepInfo]]:
     """Several steps in one ``lax.scan``: ``chunk(key, state, batches)``.
+
+    Differentiable: no: returns a function.
 
     Args:
       step: a step from :func:`make_train_step` (or any function of that shape).

@@ -52,6 +52,9 @@ def wasserstein(x0: Float[Array, "n ..."], x1: Float[Array, "m ..."], p: float =
     samples are first divided by a power of two (exact; ``W_p`` is 1-homogeneous and
     multiplied back), so large or tiny coordinates do not overflow or underflow.
 
+    Differentiable: yes, in x0 and x1 (almost everywhere: through the optimal assignment, held
+    fixed).
+
     Args:
         x0: ``(n, ...)`` points.
         x1: ``(m, ...)`` points, the same sample size (the product of the trailing dims).

@@ -89,6 +89,8 @@ def dynamic_arms(policy: Policy, initial: int | Sequence[int] | None = None) -> 
     """Wrap ``policy`` (sized for the maximum number of arms ``K = policy.n_arms``) so that
     arms can be added and removed while it runs; see the module docstring.
 
+    Differentiable: no: wraps a Policy (its select returns integer arms).
+
     Args:
         policy: a :class:`Policy` of a supported family, with ``n_arms`` the maximum.
         initial: the arms active at ``init``: a count ``m`` (arms ``0..m-1``), a sequence

@@ -58,6 +58,9 @@ def ballad_cost(n_arms: int, *, capacity: int, cost_weight: float = 1.0,
     (Tran-Thanh, Chapman, Rogers & Jennings, AAAI 2012; Xia et al., IJCAI 2015), applied
     to the Ballad index of :func:`~jaxkit.kernels.bandit.ballad`.
 
+    Differentiable: no: builds a Policy from static hyperparameters (its select returns integer
+    arms).
+
     Args:
         n_arms: number of arms ``K`` (static).
         capacity: most genealogy nodes stored (static).

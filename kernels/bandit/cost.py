@@ -27,6 +27,8 @@ def cost_aware(policy: Policy, costs, *, budget: float | None = None,
     affordable the cheapest arm is returned and ``spent`` passes ``budget`` (check
     ``state.spent`` to stop).
 
+    Differentiable: no: wraps a Policy (its select returns integer arms).
+
     Args:
         policy: the inner policy (one run per state).
         costs: positive, finite cost per arm ``(K,)`` (concrete: a list or array).

@@ -81,6 +81,9 @@ def ucb1(n_arms: int, *, alpha: float = 1.0, dtype=jnp.float32) -> Policy:
     never-pulled arm expectation 0 where jaxkit gives +inf). SMPyBandits'
     ``UCBalpha(alpha=a)`` (``mean + sqrt(a ln t / (2 N))``) is ``alpha = sqrt(a) / 2``.
 
+    Differentiable: no: builds a Policy from static hyperparameters (its select returns integer
+    arms).
+
     Args:
         n_arms: number of arms ``K`` (static).
         alpha: exploration weight (``>= 0``).
@@ -107,6 +110,9 @@ def discounted_ucb(n_arms: int, *, gamma: float = 0.99, alpha: float = 1.0,
     integer and discounts an arm lazily when it is next pulled (see
     ``benchmarks/peers/bandit_worker.py``); the formula is the same.
 
+    Differentiable: no: builds a Policy from static hyperparameters (its select returns integer
+    arms).
+
     Args:
         n_arms: number of arms ``K`` (static).
         gamma: discount per step, in ``(0, 1]``.
@@ -127,6 +133,9 @@ def thompson_gaussian(n_arms: int, *, gamma: float = 1.0, sigma: float = 1.0,
     ``N((X_k + c m0) / (N_k + c), sigma^2 / (N_k + c))`` with the discounted ``N_k, X_k``
     of :func:`discounted_ucb` (every arm decays every step) and a prior worth ``c``
     pseudo-observations at ``m0``.
+
+    Differentiable: no: builds a Policy from static hyperparameters (its select returns integer
+    arms).
 
     Args:
         n_arms: number of arms ``K`` (static).
@@ -172,6 +181,9 @@ def thompson_beta(n_arms: int, *, gamma: float = 1.0, prior: tuple[float, float]
 
     (SMPyBandits' ``DiscountedBayesianIndexPolicy`` decays the pulled arm K-1 times and
     never the others; this follows the paper.)
+
+    Differentiable: no: builds a Policy from static hyperparameters (its select returns integer
+    arms).
 
     Args:
         n_arms: number of arms ``K`` (static).

@@ -38,6 +38,8 @@ def propagate_credit(parents: Int[Array, "N P"], gain: Float[Array, " N"], *,
     child's); ``parents`` is padded with -1 (fixed capacity: unused nodes have gain 0).
     One reverse ``lax.scan``, O(N P).
 
+    Differentiable: yes, in gain.
+
     Args:
         parents: int parent ids ``(N, P)``, -1 padded, each smaller than its node's id.
         gain: each node's own gain ``(N,)``.
@@ -71,6 +73,8 @@ def credit_per_arm(credit: Float[Array, " N"], node_arm: Int[Array, " N"], *, n_
                    gamma: float = 1.0) -> Float[Array, " K"]:
     """Sum node credit per generating arm: ``C_k = sum_{v: arm(v)=k} c_v *
     gamma^(now - t_v)``. Nodes with arm -1 (roots, padding) count for no arm.
+
+    Differentiable: yes, in credit.
 
     Args:
         credit: node credit ``(N,)`` (e.g. from :func:`propagate_credit`).
@@ -149,6 +153,9 @@ def ballad(n_arms: int, *, capacity: int, max_parents: int = 2, gamma: float = 0
     average (``extreme=False`` drops it). An arm never pulled has index +inf. Roots (the
     initial population) are added with :func:`ballad_add_roots`. Updates beyond
     ``capacity`` nodes are counted in ``pulls`` but not stored.
+
+    Differentiable: no: builds a Policy from static hyperparameters (its select returns integer
+    arms).
 
     Args:
         n_arms: number of arms ``K`` (static).
@@ -235,6 +242,8 @@ def _check_node_parents(parents, max_parents: int, n_nodes):
 def ballad_add_roots(state: BalladState, scores: Float[Array, " R"]) -> BalladState:
     """Add the initial population (no parents, no generating arm) as nodes ``n_nodes ..
     n_nodes + R - 1`` of a :func:`ballad` state.
+
+    Differentiable: yes, in scores.
 
     Args:
         state: a :class:`BalladState`.

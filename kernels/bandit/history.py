@@ -34,6 +34,9 @@ def sliding_window_ucb(n_arms: int, *, window: int = 100, alpha: float = 1.0,
     ``mean + sqrt(a ln(min(t, tau)) / N)``, so **jaxkit's ``alpha`` is SMPyBandits'
     ``a / 2``** (its default ``a = 1`` is ``alpha = 0.5``).
 
+    Differentiable: no: builds a Policy from static hyperparameters (its select returns integer
+    arms).
+
     Args:
         n_arms: number of arms ``K`` (static).
         window: number of recent steps kept (static).
@@ -86,6 +89,9 @@ def qomax(n_arms: int, *, n_batches: int = 4, batch_size: int = 4, q: float = 0.
     forgets old behaviour), plus an optional bonus ``alpha * sqrt(ln t / n_k)``. An arm
     with fewer samples than one full set has index +inf (forced exploration, as in
     QoMax-ETC).
+
+    Differentiable: no: builds a Policy from static hyperparameters (its select returns integer
+    arms).
 
     Args:
         n_arms: number of arms ``K`` (static).
@@ -140,6 +146,9 @@ def threshold_ascent(n_arms: int, *, horizon: int, s: int = 10, delta: float = 0
     ``mu = S_k / n_k`` and ``index_k = mu + (a + sqrt(2 n_k mu a + a^2)) / n_k`` with
     ``a = ln(2 n K / delta)``, ``n`` the pulls so far. ``horizon`` fixes the history
     buffer (updates beyond it are not stored).
+
+    Differentiable: no: builds a Policy from static hyperparameters (its select returns integer
+    arms).
 
     Args:
         n_arms: number of arms ``K`` (static).

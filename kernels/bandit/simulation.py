@@ -30,6 +30,8 @@ def simulate(key: PRNGKeyArray, policy: Policy, reward_fn: Callable, n_steps: in
     ``jax.vmap`` over keys (and whatever ``reward_fn`` closes over) runs independent
     runs in one program.
 
+    Differentiable: no: integer arm choices drive the run (piecewise constant).
+
     Args:
         key: PRNG key.
         policy: the :class:`Policy`.
@@ -73,6 +75,8 @@ def simulate_runs(key: PRNGKeyArray, policy: Policy, reward_fn: Callable, n_step
     otherwise the per-run functions are ``vmap``-ed (state arrays (R, ...), one key per
     run). A deterministic policy picks the same arms as ``vmap(simulate)`` on the same
     rewards; a randomised one draws from other streams.
+
+    Differentiable: no: integer arm choices drive the runs (piecewise constant).
 
     Args:
         key: PRNG key.

@@ -109,7 +109,11 @@ def _table_prelude(log_prior, log_lik, name: str):
 def _row_checks(lp, ll, e):
     """The traced table checks ``(nan, pinf, rows)`` from one variadic reduction over the
     outcomes of ``(e, isnan(ll), ll == +inf)`` with ``e = exp(ll)`` (:func:`_check_table`);
-    ``rows`` is per row, NaN rows failing too."""
+    ``rows`` is per row, NaN rows failing too. The checks carry no gradient: the inputs
+    are stopped (JAX's JVP of a variadic reduce fails on the boolean operands' symbolic
+    zero tangents, which made ``jax.grad`` of every checked traced call raise).
+    """
+    lp, ll, e = (jax.lax.stop_gradient(a) for a in (lp, ll, e))
     zero = jnp.zeros((), ll.dtype)
     s, nan, pinf = jax.lax.reduce(
         (e, jnp.isnan(ll), ll == jnp.inf), (zero, False, False),
@@ -121,8 +125,23 @@ def _row_checks(lp, ll, e):
 def check_log_lik_table(log_prior, log_lik, name: str = "log_lik"):
     """Validate a likelihood table ``(..., K, Y)`` against a log prior ``(..., K)``: the
     explanation axis is K, no NaN or +inf, each row whose explanation has prior mass sums
-    to one over the outcomes. Returns ``(log_prior, log_lik)`` as float arrays (traced:
-    one pass over the table and one run-time check attached to ``log_lik``)."""
+    to one over the outcomes.
+
+    Differentiable: yes, in log_prior and log_lik (returned unchanged, the checks attached).
+
+    Args:
+        log_prior: ``(..., K)`` log prior over the K explanations.
+        log_lik: ``(..., K, Y)`` log likelihood of each of Y outcomes under each
+            explanation.
+        name: the table's name in error messages (a Python ``str``).
+
+    Returns:
+        ``(log_prior, log_lik)`` as float arrays (traced: one pass over the table and one
+        run-time check attached to ``log_lik``).
+
+    Raises:
+        ValueError: bad shapes, or concrete values that fail a check.
+    """
     lp, ll, checks = _check_table(log_prior, log_lik, name)
     return lp, (fail_first(ll, checks) if checks else ll)
 
@@ -275,6 +294,8 @@ def _compiled_eig(check: bool):
 def eig(log_prior, log_lik, *, check: bool = True) -> Array:
     """Expected information gain of an experiment (see the module docstring).
 
+    Differentiable: yes, in log_prior and log_lik.
+
     Args:
         log_prior: ``(..., K)`` normalised log belief over the explanations.
         log_lik: ``(..., K, Y)`` ``log p(y | H_k, x)``; leading axes (e.g. candidate
@@ -298,6 +319,8 @@ def eig(log_prior, log_lik, *, check: bool = True) -> Array:
 
 def outcome_posteriors(log_prior, log_lik) -> tuple[Array, Array]:
     """The posterior after each outcome and the outcome's predictive probability.
+
+    Differentiable: yes, in log_prior and log_lik.
 
     Args:
         log_prior: ``(..., K)``.
@@ -335,13 +358,26 @@ class GreedyInfo(NamedTuple):
 
 
 def greedy_init(log_prior, n_candidates: int) -> GreedyState:
-    """The state before any experiment: the prior, nothing spent, nothing used."""
+    """The state before any experiment: the prior, nothing spent, nothing used.
+
+    Differentiable: yes, in log_prior (carried into the state).
+
+    Args:
+        log_prior: ``(K,)`` normalised log prior (checked as :func:`check_log_prior`).
+        n_candidates: number X of candidate experiments (a static Python ``int``).
+
+    Returns:
+        A :class:`GreedyState` with ``log_post = log_prior``, ``spent = 0`` and ``used``
+        all ``False`` of shape ``(X,)``.
+    """
     lp = check_log_prior(log_prior)
     return GreedyState(lp, jnp.zeros((), lp.dtype), jnp.zeros((n_candidates,), bool))
 
 
 def eig_per_cost(log_post, log_lik, costs, remaining, used) -> Array:
     """``EIG(x) / c(x)`` of every candidate, ``-inf`` where used or ``c(x) > remaining``.
+
+    Differentiable: yes, in log_post, log_lik and costs.
 
     Args:
         log_post: ``(K,)`` current belief.
@@ -362,8 +398,22 @@ def greedy_step(state: GreedyState, log_lik, costs, budget, outcomes
                 ) -> tuple[GreedyState, GreedyInfo]:
     """One greedy step: choose, observe ``outcomes[choice]``, update (no-op when nothing
     affordable is left; an outcome with probability 0 under every explanation leaves the
-    belief as it was). Arguments as :func:`greedy_eig`; no input checks (the caller,
-    :func:`greedy_eig`, checks once)."""
+    belief as it was). No input checks (the caller, :func:`greedy_eig`, checks once).
+
+    Differentiable: yes, in state.log_post, log_lik and costs (almost everywhere: the choice is an
+    argmax).
+
+    Args:
+        state: the :class:`GreedyState` so far (``log_post (K,)``, ``spent``, ``used (X,)``).
+        log_lik: ``(X, K, Y)`` likelihood tables, as :func:`greedy_eig`.
+        costs: ``(X,)`` positive costs (``inf`` for unavailable candidates).
+        budget: the total budget (a scalar, may be traced).
+        outcomes: ``(X,)`` integer outcome of each candidate when run.
+
+    Returns:
+        ``(state, info)``: the updated :class:`GreedyState` and this step's
+        :class:`GreedyInfo` (``choice = -1`` when nothing affordable was left).
+    """
     score = eig_per_cost(state.log_post, log_lik, costs, budget - state.spent, state.used)
     x = jnp.argmax(score).astype(jnp.int32)
     ok = score[x] > -jnp.inf
@@ -383,7 +433,24 @@ def greedy_step(state: GreedyState, log_lik, costs, budget, outcomes
 def check_selection(log_prior, log_lik, costs, budget, outcomes):
     """Shared checks of a budgeted selection: table ``(X, K, Y)``, costs ``(X,)``
     positive (inf allowed), budget >= the cheapest cost, outcomes ``(X,)`` in
-    ``[0, Y)``. Returns the checked ``(log_prior, log_lik, costs, outcomes)``."""
+    ``[0, Y)``.
+
+    Differentiable: yes, in log_prior, log_lik and costs (returned unchanged, the checks attached).
+
+    Args:
+        log_prior: ``(K,)`` normalised log prior.
+        log_lik: ``(X, K, Y)`` likelihood tables of the X candidate experiments.
+        costs: ``(X,)`` positive costs (``inf`` for unavailable candidates).
+        budget: positive scalar budget (concrete: it is range-checked eagerly).
+        outcomes: ``(X,)`` integer outcome of each candidate, in ``[0, Y)``.
+
+    Returns:
+        The checked ``(log_prior, log_lik, costs, budget, outcomes)``, floats in the
+        prior's dtype (run-time checks attached where traced).
+
+    Raises:
+        ValueError: bad shapes or dtypes, or concrete values that fail a check.
+    """
     lp, ll = check_log_lik_table(log_prior, log_lik)
     if lp.ndim != 1 or ll.ndim != 3:
         raise ValueError(f"`log_prior` must be (K,) and `log_lik` (X, K, Y); got shapes "
@@ -410,6 +477,9 @@ def check_selection(log_prior, log_lik, costs, budget, outcomes):
 def greedy_eig(log_prior, log_lik, costs, budget, outcomes, *, max_steps: int
                ) -> tuple[GreedyState, GreedyInfo]:
     """Greedy EIG-per-cost selection under a budget (see the module docstring).
+
+    Differentiable: yes, in log_prior, log_lik and costs (almost everywhere: each choice is an
+    argmax).
 
     Args:
         log_prior: ``(K,)`` normalised log prior.

@@ -78,14 +78,38 @@ def _trace(model: Callable, key, args, kwargs):
 
 def latent_sites(model: Callable, *args, **kwargs) -> list[str]:
     """Names of the latent (unobserved) sample sites of ``model(*args, **kwargs)`` (one
-    trace with a fixed key; the site structure must not depend on random values)."""
+    trace with a fixed key; the site structure must not depend on random values).
+
+    Differentiable: no: site names (Python strings).
+
+    Args:
+        model: a NumPyro model function.
+        *args: positional arguments of ``model``.
+        **kwargs: keyword arguments of ``model``.
+
+    Returns:
+        The site names in trace order, a Python ``list[str]``.
+    """
     tr = _trace(model, jax.random.key(0), args, kwargs)
     return [n for n, s in tr.items() if s["type"] == "sample" and not s["is_observed"]]
 
 
 def observed_log_lik(key, model: Callable, *args, **kwargs) -> Array:
     """``log p(D | theta)`` with ``theta`` one draw from the prior (key ``key``): the summed
-    log density of the observed sites of one seeded trace."""
+    log density of the observed sites of one seeded trace.
+
+    Differentiable: yes, in the model's array arguments (data, parameters; the prior draw fixed by
+    key).
+
+    Args:
+        key: PRNG key of the prior draw.
+        model: a NumPyro model function whose observed sites hold the data ``D``.
+        *args: positional arguments of ``model``.
+        **kwargs: keyword arguments of ``model``.
+
+    Returns:
+        A scalar float array, the summed (site-``scale``-weighted) log density.
+    """
     tr = _trace(model, unrolled_key(key), args, kwargs)
     total = jnp.zeros(())
     for s in tr.values():
@@ -114,6 +138,8 @@ def log_evidence(key, model: Callable, *args, n_samples: int = 1000, **kwargs) -
 
     Exact for a model without latent sites; otherwise the prior Monte Carlo estimator
     of the module docstring with ``n_samples`` draws.
+
+    Differentiable: yes, in the model's array arguments (the prior draws fixed by key).
 
     Args:
         key: PRNG key of the prior draws.
@@ -145,6 +171,8 @@ def log_lik_table(key, models: Sequence[Callable], designs, outcomes, *, n_sampl
     latent sites; otherwise the prior Monte Carlo estimate with ``n_samples`` draws,
     shared by all outcomes of a design (common random numbers) and fresh for each design
     and model.
+
+    Differentiable: yes, in designs and outcomes (float ones, as the models are).
 
     Args:
         key: PRNG key.
@@ -198,6 +226,8 @@ def beta_binomial_log_evidence(k, n, a, b) -> Array:
     .. math:: \\sum_i \\log\\binom{n_i}{k_i} + \\log B(a + \\textstyle\\sum k_i,\\,
               b + \\sum (n_i - k_i)) - \\log B(a, b)
 
+    Differentiable: yes, in a and b (k and n are counts).
+
     Args:
         k: ``(..., n_obs)`` successes.
         n: ``(..., n_obs)`` trials.
@@ -224,6 +254,8 @@ def gamma_poisson_log_evidence(counts, shape, rate, exposure=1.0) -> Array:
               - (\\alpha + C)\\log(\\beta + T) + \\sum_i (c_i \\log t_i - \\log c_i!)
 
     with ``C = sum c_i``, ``T = sum t_i``.
+
+    Differentiable: yes, in shape, rate and exposure (counts are integers).
 
     Args:
         counts: ``(..., n_obs)`` non-negative integer counts.
@@ -255,6 +287,8 @@ def normal_log_evidence(y, mu0, tau0, sigma) -> Array:
               {\\sigma^2 + n \\tau_0^2}\\Big], \\quad r_i = y_i - \\mu_0
 
     (Sherman-Morrison).
+
+    Differentiable: yes, in y, mu0, tau0 and sigma.
 
     Args:
         y: ``(..., n_obs)`` observations.

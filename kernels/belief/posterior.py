@@ -85,13 +85,29 @@ def _float(x) -> Array:
 
 def normalise_tol(dtype) -> float:
     """Tolerance of the normalisation checks on ``|logsumexp|``: 1e-3 in float32 (and
-    lower precisions), 1e-6 in float64."""
+    lower precisions), 1e-6 in float64.
+
+    Differentiable: no: a Python float for a dtype.
+    """
     return 1e-6 if jnp.dtype(dtype) == jnp.float64 else 1e-3
 
 
 def check_log_probs(x, name: str):
     """Error naming ``name`` if the log probabilities ``x`` hold NaN or +inf (``-inf``,
-    probability 0, is allowed). Returns ``x`` as a float array (checked when traced)."""
+    probability 0, is allowed).
+
+    Differentiable: yes, in x (returned unchanged, the checks attached).
+
+    Args:
+        x: log probabilities, any shape (an integer array is cast to float32).
+        name: the argument's name in the error message (a Python ``str``).
+
+    Returns:
+        ``x`` as a float array (a run-time check attached when traced).
+
+    Raises:
+        ValueError: concrete ``x`` with NaN or +inf.
+    """
     x = _float(x)
     msgs = (f"`{name}` contains NaN", f"`{name}` contains +inf (log probabilities are <= 0)")
     if not is_traced(x):  # concrete: check in NumPy (no per-op dispatch)
@@ -107,6 +123,8 @@ def check_log_prior(log_prior, name: str = "log_prior"):
     """Validate a log prior over the last axis: no NaN or +inf, not ``-inf`` everywhere,
     ``|logsumexp| <= tol`` (:func:`normalise_tol`). Returns it as a float array (with a
     run-time check attached when traced).
+
+    Differentiable: yes, in log_prior (returned unchanged, the checks attached).
 
     Args:
         log_prior: ``(..., K)`` log probabilities, K >= 1.
@@ -154,6 +172,8 @@ def _probs(log_p: Array) -> Array:
 def posterior(log_prior, log_lik) -> Posterior:
     """Posterior over K explanations in log space (see the module docstring).
 
+    Differentiable: yes, in log_prior and log_lik.
+
     Args:
         log_prior: ``(..., K)`` normalised log prior.
         log_lik: ``(..., K)`` :math:`\\log p(e | H_k)` (broadcasts against
@@ -178,7 +198,10 @@ def posterior(log_prior, log_lik) -> Posterior:
 
 def entropy(log_p) -> Array:
     """Shannon entropy :math:`-\\sum_k p_k \\log p_k` (nats) over the last axis; terms
-    with ``p_k = 0`` count 0."""
+    with ``p_k = 0`` count 0.
+
+    Differentiable: yes, in log_p.
+    """
     log_p = _float(log_p)
     p = _probs(log_p)
     return -jnp.sum(jnp.where(p > 0, p * log_p, 0.0), axis=-1)
@@ -186,7 +209,18 @@ def entropy(log_p) -> Array:
 
 def kl(log_p, log_q) -> Array:
     """:math:`KL(p \\| q) = \\sum_k p_k (\\log p_k - \\log q_k)` over the last axis (nats);
-    terms with ``p_k = 0`` count 0, ``+inf`` where ``p_k > 0 = q_k``."""
+    terms with ``p_k = 0`` count 0, ``+inf`` where ``p_k > 0 = q_k``.
+
+    Differentiable: yes, in log_p and log_q.
+
+    Args:
+        log_p: ``(..., K)`` normalised log probabilities of ``p`` (``-inf`` allowed).
+        log_q: ``(..., K)`` normalised log probabilities of ``q``, broadcastable with
+            ``log_p``.
+
+    Returns:
+        ``(...)`` the divergence in nats, in the float dtype of the inputs.
+    """
     log_p, log_q = _float(log_p), _float(log_q)
     p = _probs(log_p)
     safe_q = jnp.where(p > 0, log_q, 0.0)
@@ -194,12 +228,34 @@ def kl(log_p, log_q) -> Array:
 
 
 def total_variation(log_p, log_q) -> Array:
-    """Total variation distance :math:`\\tfrac12 \\sum_k |p_k - q_k|` over the last axis."""
+    """Total variation distance :math:`\\tfrac12 \\sum_k |p_k - q_k|` over the last axis.
+
+    Differentiable: yes, in log_p and log_q (almost everywhere).
+
+    Args:
+        log_p: ``(..., K)`` normalised log probabilities of ``p``.
+        log_q: ``(..., K)`` normalised log probabilities of ``q``, broadcastable with
+            ``log_p``.
+
+    Returns:
+        ``(...)`` the distance, in ``[0, 1]``.
+    """
     return 0.5 * jnp.sum(jnp.abs(_probs(_float(log_p)) - _probs(_float(log_q))), axis=-1)
 
 
 def entropy_drop(log_post, log_prior) -> Array:
-    """:math:`H(\\pi) - H(\\pi')` (nats): how much the evidence concentrated belief."""
+    """:math:`H(\\pi) - H(\\pi')` (nats): how much the evidence concentrated belief.
+
+    Differentiable: yes, in log_post and log_prior.
+
+    Args:
+        log_post: ``(..., K)`` normalised log posterior :math:`\\log \\pi'`.
+        log_prior: ``(..., K)`` normalised log prior :math:`\\log \\pi`, broadcastable
+            with ``log_post``.
+
+    Returns:
+        ``(...)`` the entropy drop in nats (negative when the evidence spreads belief).
+    """
     return entropy(log_prior) - entropy(log_post)
 
 
@@ -207,7 +263,18 @@ def top_two_log_bf(log_post, log_prior) -> Array:
     """Log Bayes factor of the most probable explanation after the evidence against the
     runner-up: :math:`(\\log\\pi'_i - \\log\\pi_i) - (\\log\\pi'_j - \\log\\pi_j)`, i and j
     the top two of ``log_post`` (ties by lowest index). ``+inf`` when only one
-    explanation has prior mass."""
+    explanation has prior mass.
+
+    Differentiable: yes, in log_post and log_prior (almost everywhere: the top two are chosen by
+    value).
+
+    Args:
+        log_post: ``(..., K)`` normalised log posterior.
+        log_prior: ``(..., K)`` normalised log prior, broadcastable to ``log_post``'s shape.
+
+    Returns:
+        ``(...)`` the log Bayes factor (``+inf`` with a single possible explanation).
+    """
     log_post, log_prior = _float(log_post), _float(log_prior)
     if log_post.shape[-1] < 2:
         return jnp.full(log_post.shape[:-1], jnp.inf, log_post.dtype)
@@ -224,6 +291,8 @@ def top_two_log_bf(log_post, log_prior) -> Array:
 def redistribution(log_post, log_prior) -> Redistribution:
     """All four redistribution scores of ``log_post`` against ``log_prior`` (see the
     module docstring).
+
+    Differentiable: yes, in log_post and log_prior (almost everywhere).
 
     Args:
         log_post: ``(..., K)`` log belief after the evidence.
@@ -244,6 +313,8 @@ def redistribution(log_post, log_prior) -> Redistribution:
 def resolved(log_post, tau: float = 0.9) -> tuple[Array, Array]:
     """The resolution rule ``max_k pi'_k >= tau``.
 
+    Differentiable: no: boolean and integer outputs.
+
     Args:
         log_post: ``(..., K)`` log posterior.
         tau: threshold, in (0, 1].
@@ -261,6 +332,8 @@ def bf_resolved(log_post, log_prior, threshold: float = 10.0) -> tuple[Array, Ar
     """The Bayes-factor resolution rule: the top-two Bayes factor is at least
     ``threshold`` (10: Jeffreys' "strong"; 20 / 150: Kass & Raftery's "strong" / "very
     strong").
+
+    Differentiable: no: boolean and integer outputs.
 
     Args:
         log_post: ``(..., K)`` log posterior.

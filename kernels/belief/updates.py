@@ -60,6 +60,8 @@ def _check_clip(clip):
 def clip_prices(prices, clip=(0.01, 0.99)):
     """Prices clipped to ``[clip[0], clip[1]]`` in float (``0 < lo < 0.5 < hi < 1``).
 
+    Differentiable: yes, in prices (zero outside the clip range).
+
     Args:
         prices: array of prices.
         clip: ``(lo, hi)``.
@@ -111,6 +113,8 @@ def realised_updates(prices, horizon: int = 1, *, mask=None, outcome=None,
                      clip=(0.01, 0.99), check: bool = True) -> Updates:
     """Realised updates ``p_t -> p_{t+h}`` at every start ``t`` of each path.
 
+    Differentiable: yes, in prices and outcome (almost everywhere: the clipping).
+
     Args:
         prices: ``(..., T)`` price paths.
         horizon: ``h >= 1`` steps (static).
@@ -138,6 +142,8 @@ def realised_updates(prices, horizon: int = 1, *, mask=None, outcome=None,
 def update_between(prices, start, stop, *, mask=None, outcome=None, clip=(0.01, 0.99),
                    check: bool = True) -> Updates:
     """Realised update of each path from index ``start`` to index ``stop``.
+
+    Differentiable: yes, in prices and outcome (almost everywhere: the clipping).
 
     Args:
         prices: ``(..., T)`` price paths.

@@ -94,6 +94,8 @@ def _float(*xs):
 def check_probability(x, name: str):
     """Error naming ``name`` unless every entry of ``x`` is in ``[0, 1]`` (NaN fails).
 
+    Differentiable: yes, in x (returned unchanged, the checks attached).
+
     Args:
         x: array of probabilities.
         name: the argument's name, for the message.
@@ -146,6 +148,8 @@ def _probability_guard(named, dtype):
 
 def binary_entropy(p):
     """Entropy of ``Bernoulli(p)`` in nats, ``-p log p - (1 - p) log(1 - p)``; 0 at 0 and 1.
+
+    Differentiable: yes, in p (inside (0, 1)).
 
     Args:
         p: probabilities, any shape.
@@ -224,6 +228,8 @@ def voi(q, p1, p0, *, check: bool = True) -> VOI:
     when ``p1`` is close to ``p0``), ``discrimination = |p1 - p0|``. See the module
     docstring for the identities and references.
 
+    Differentiable: yes, in q, p1 and p0.
+
     Args:
         q: ``P(S)``, any shape broadcastable with ``p1`` and ``p0``.
         p1: ``P(Y | S)``.
@@ -283,6 +289,8 @@ def voi_categorical(q, p_cond, *, check: bool = True, atol: float = 1e-4) -> VOI
     1/2 sum_m q_m ||p_m - p||^2``, ``mutual_info = sum_m q_m KL(p_m || p)``,
     ``discrimination = max_{m, m'} TV(p_m, p_m')``. For M = K = 2 these equal
     :func:`voi` of ``(q_1, p_1[1], p_0[1])``.
+
+    Differentiable: yes, in q and p_cond.
 
     Args:
         q: ``(..., M)`` answer probabilities (each row sums to 1 within ``atol``).
@@ -364,6 +372,8 @@ def cohere(p, q, p1, p0, *, method: str = "conditionals", check: bool = True) ->
     clip((p - p0) / (p1 - p0), 0, 1)`` (kept where ``|p1 - p0| < 1e-6``) and closes any
     remaining gap as ``"conditionals"``. Coherent inputs are returned unchanged (up to
     rounding).
+
+    Differentiable: yes, in p, q, p1 and p0 (almost everywhere: the projection clips).
 
     Args:
         p: the target's price ``P(Y)``.

@@ -34,6 +34,8 @@ def composition_splits(q: ArrayLike, element: ArrayLike, counts: ArrayLike, *,
     Davies et al., "SMACT: Semiconducting Materials by Analogy and Chemical Theory",
     J. Open Source Softw. 2019.
 
+    Differentiable: no: NumPy on the host (integer counts).
+
     Args:
         q: ``(K,)`` concrete integer species charges.
         element: ``(K,)`` concrete non-negative element index per species.
@@ -126,6 +128,9 @@ def project_composition(cost: Float[Array, "N K"], q: ArrayLike, element: ArrayL
     References: Ford & Fulkerson, "Flows in Networks", 1962; Ahuja, Magnanti & Orlin,
     "Network Flows", 1993, ch. 9 (successive shortest paths).
 
+    Differentiable: yes, in cost: the returned cost (the assignment is an integer, piecewise
+    constant).
+
     Args:
         cost: ``(N, K)`` finite costs or ``+inf`` (forbidden), e.g. ``-log p``.
         q: ``(K,)`` concrete integer species charges.
@@ -174,6 +179,9 @@ def project_splits(cost: Float[Array, "N K"], q: ArrayLike, splits: ArrayLike, *
     Rows may repeat (padding a batch of targets with different split counts to one
     ``S``): a repeated row changes nothing, so one compiled program serves targets of
     any composition.
+
+    Differentiable: yes, in cost: the returned cost (the assignment is an integer, piecewise
+    constant).
 
     Args:
         cost: ``(N, K)`` finite costs or ``+inf`` (forbidden), e.g. ``-log p``.

@@ -61,6 +61,9 @@ def project_discrete(cost: Float[Array, "N K"], q: ArrayLike, *,
     reduced-cost fixing as in Nemhauser & Wolsey, "Integer and Combinatorial
     Optimization", 1988.
 
+    Differentiable: yes, in cost: the returned cost sum_i cost[i, a_i] (the assignment is an
+    integer, piecewise constant).
+
     Args:
         cost: ``(N, K)`` finite costs or ``+inf`` (forbidden), e.g. ``-log p``.
         q: ``(K,)`` concrete integer species charges (the DP's shape depends on their
@@ -120,6 +123,8 @@ def reduced_cost_fixing(cost: Float[Array, "N K"], q: ArrayLike, *,
 
     Reference: Nemhauser & Wolsey, "Integer and Combinatorial Optimization", 1988
     (reduced-cost fixing).
+
+    Differentiable: no: an integer assignment and a boolean certificate.
 
     Args:
         cost: ``(N, K)`` finite costs or ``+inf`` (forbidden).

@@ -32,6 +32,8 @@ def dp_width(n_atoms: int, q: ArrayLike) -> int:
     Reference: the dynamic program of the multiple-choice knapsack, e.g. Kellerer,
     Pferschy & Pisinger, "Knapsack Problems", 2004, ch. 11.
 
+    Differentiable: no: a static Python int.
+
     Args:
         n_atoms: number of atoms ``n``.
         q: ``(K,)`` concrete integer species charges.

@@ -83,6 +83,10 @@ def lagrangian_bound(cost: Float[Array, "N K"], q: ArrayLike, *,
     Reference: Sinha & Zoltners, "The multiple-choice knapsack problem", Oper. Res. 1979
     (the LP relaxation / Lagrangian dual of the multiple-choice knapsack).
 
+    Differentiable: no: the multiplier comes from a bisection, whose derivative by autodiff
+    follows the bracket, not the optimum (the bound's gradient is then wrong wherever the final
+    argmin's charge is not 0).
+
     Args:
         cost: ``(N, K)`` finite costs or ``+inf`` (forbidden), e.g. ``-log p``.
         q: ``(K,)`` concrete integer species charges.
@@ -131,6 +135,9 @@ def project_discrete_approx(cost: Float[Array, "N K"], q: ArrayLike, *,
 
     Reference: Sinha & Zoltners, Oper. Res. 1979 (the LP relaxation has at most one
     fractional atom, so the Lagrangian argmin is nearly balanced).
+
+    Differentiable: yes, in cost: the returned cost (the assignment is an integer, piecewise
+    constant).
 
     Args:
         cost: ``(N, K)`` finite costs or ``+inf`` (forbidden), e.g. ``-log p``.

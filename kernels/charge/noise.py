@@ -24,6 +24,8 @@ def balanced_noise(key: PRNGKeyArray, shape: tuple[int, int], q: ArrayLike, *,
     Reference: conditioning a Gaussian on a linear constraint ("conditioning by
     kriging"), Rue & Held, "Gaussian Markov Random Fields", 2005, sec. 2.3.3.
 
+    Differentiable: yes, in q (the key fixes the Gaussian draw).
+
     Args:
         key: PRNG key.
         shape: ``(N, K)``, atoms by species; ``K`` must equal ``len(q)``.

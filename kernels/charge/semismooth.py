@@ -59,6 +59,8 @@ def semismooth_newton(p: Float[Array, "N K"], q: ArrayLike, *, mask: ArrayLike |
     Reference: Qi & Sun, "A nonsmooth version of Newton's method", Math. Programming
     1993 (semismooth Newton, here on a piecewise-linear system).
 
+    Differentiable: no: Newton iterations in a while_loop (reverse mode fails; no custom VJP).
+
     Args:
         p: ``(N, K)`` matrix to project (masked rows ignored).
         q: ``(K,)`` species charges (finite reals; may be traced).

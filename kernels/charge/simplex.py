@@ -37,6 +37,8 @@ def simplex_rows(z: Float[Array, "... K"], *, method: str | None = None
     the canonical simplex of R^n", JOTA 1986; Duchi, Shalev-Shwartz, Singer & Chandra,
     "Efficient projections onto the l1-ball for learning in high dimensions", ICML 2008.
 
+    Differentiable: yes, in z (almost everywhere).
+
     Args:
         z: ``(..., K)`` rows to project (floating).
         method: ``"michelot"`` or ``"sort"``; the default ``None`` picks ``"michelot"``

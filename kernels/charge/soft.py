@@ -75,6 +75,8 @@ def project_soft(p: Float[Array, "N K"], q: ArrayLike, *, mask: ArrayLike | None
     1993 (semismooth Newton); Duchi, Shalev-Shwartz, Singer & Chandra, ICML 2008 (the
     sort-based simplex projection of each evaluation).
 
+    Differentiable: no: its root finding is a while_loop (reverse mode fails; no custom VJP).
+
     Args:
         p: ``(N, K)`` matrix of species probabilities (any finite reals on unmasked rows).
         q: ``(K,)`` species charges (finite reals; may be traced).
@@ -241,6 +243,8 @@ def relax(p: Float[Array, "N K"], q: ArrayLike, eta: float | Float[Array, ""], *
 
     Reference: Duchi et al., ICML 2008 (simplex rows); the projection as in
     :func:`project_soft`.
+
+    Differentiable: no: as project_soft, which it calls.
 
     Args:
         p: ``(N, K)`` matrix of species probabilities.

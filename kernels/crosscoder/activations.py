@@ -28,6 +28,8 @@ from .params import DEFAULT_BANDWIDTH, check_k
 def relu(pre: Float[Array, "*B F"]) -> Float[Array, "*B F"]:
     """``max(pre, 0)``.
 
+    Differentiable: yes, in pre (almost everywhere).
+
     Args:
       pre: pre-activations.
 
@@ -39,6 +41,8 @@ def relu(pre: Float[Array, "*B F"]) -> Float[Array, "*B F"]:
 
 def scatter_last(shape, idx: Array, vals: Array, dtype) -> Array:
     """Zeros of ``shape`` ``(rows, F)`` with ``vals[r, j]`` put at column ``idx[r, j]``.
+
+    Differentiable: yes, in vals.
 
     Args:
       shape: ``(rows, F)``.
@@ -57,6 +61,8 @@ def topk(pre: Float[Array, "*B F"], k: int) -> Float[Array, "*B F"]:
     """TopK activation: ``relu`` of the ``k`` largest entries of each row, 0 elsewhere
     (Gao et al. 2024). Ties are broken towards the lower latent index (``lax.top_k``);
     gradients flow to the kept entries only.
+
+    Differentiable: yes, in pre (almost everywhere: the kept set is fixed).
 
     Args:
       pre: pre-activations ``(*B, F)``.
@@ -78,6 +84,8 @@ def _topk(pre, k: int):
 def batch_topk(pre: Float[Array, "*B F"], k: int) -> tuple[Float[Array, "*B F"], Float[Array, ""]]:
     """BatchTopK activation: ``relu`` of the ``k * rows`` largest entries of the whole
     batch (Bussmann et al. 2024).
+
+    Differentiable: yes, in pre (z; min_kept carries no gradient).
 
     Args:
       pre: pre-activations ``(*B, F)``.
@@ -124,6 +132,8 @@ def threshold(
     pre: Float[Array, "*B F"], theta: Float[Array, "*#F"] | float
 ) -> Float[Array, "*B F"]:
     """``pre * 1{pre > theta}``: the inference form of BatchTopK (Bussmann et al. 2024).
+
+    Differentiable: yes, in pre (almost everywhere; piecewise constant in theta).
 
     Args:
       pre: pre-activations.
@@ -194,6 +204,9 @@ def jumprelu(
     bandwidth``; ``pre`` gets the plain gradient ``H(pre - theta)``. The gradient with
     respect to ``log_threshold`` is that times ``theta`` (chain rule through ``exp``).
 
+    Differentiable: yes, in pre (straight-through pseudo-gradient in JumpReLU's log_threshold, by
+    design, not the derivative).
+
     Args:
       pre: pre-activations ``(*B, F)``.
       log_threshold: ``log(theta)`` per latent.
@@ -215,6 +228,9 @@ def step_ste(
     ``d/dtheta = -(1/eps) K((pre - theta)/eps)`` and zero gradient for ``pre``
     (Rajamanoharan et al. 2024).
 
+    Differentiable: no: a step, 0 almost everywhere; jax.grad returns the straight-through
+    pseudo-gradient in log_threshold (Rajamanoharan et al. 2024), by design, not the derivative.
+
     Args:
       pre: pre-activations ``(*B, F)``.
       log_threshold: ``log(theta)`` per latent.
@@ -229,6 +245,9 @@ def step_ste(
 
 def sparsify(pre, log_threshold, activation, k, theta, bandwidth, select=None):
     """Apply ``activation`` to ``pre`` (arguments already checked).
+
+    Differentiable: yes, in pre (almost everywhere; straight-through pseudo-gradient in JumpReLU's
+    log_threshold, by design).
 
     Args:
       pre: pre-activations ``(B, F)``.

@@ -56,7 +56,10 @@ __all__ = ["uc_errors", "uc_replacement", "uc_attribution", "class_attribution",
 
 
 def centred(logits: Float[Array, "*B C"]) -> Float[Array, "*B C"]:
-    """``logits - mean_c logits`` (softmax-invariant)."""
+    """``logits - mean_c logits`` (softmax-invariant).
+
+    Differentiable: yes, in logits.
+    """
     return logits - jnp.mean(logits, axis=-1, keepdims=True)
 
 
@@ -76,7 +79,22 @@ def uc_errors(params: UCParams, sites: Sites, spec: UCSpec, *, activation: Activ
               ) -> tuple:
     """``e[m][l] = h[m][l+1] - yhat[m][l]``: the open-loop errors at the real activations
     (BatchTopK as per-image TopK; ``read`` and ``live`` as in
-    :func:`~.cross_model.uc_loss`), gradients stopped."""
+    :func:`~.cross_model.uc_loss`), gradients stopped.
+
+    Differentiable: no: constants by design (stop_gradient: the gradient is 0).
+
+    Args:
+      params: the :class:`~.cross_model.UCParams`.
+      sites: ``sites[m][t]`` ``(B, d_sites[m][t])``, the recorded activations.
+      spec: the :class:`~.cross_model.UCSpec` (static).
+      activation, k, bandwidth, read: see :func:`~.cross_model.uc_encode` (BatchTopK runs
+        as TopK per image).
+      live: optional ``(D, F)`` 0/1 mask of the latents that decode.
+
+    Returns:
+      ``e[m][l]``: a tuple per model of tuples per layer of ``(B, d_sites[m][l+1])``
+      arrays, with ``stop_gradient`` applied.
+    """
     act = "topk" if activation == "batch_topk" else activation
     z = uc_encode(params, sites, spec, activation=act, k=k, bandwidth=bandwidth, read=read)
     yhat = uc_decode(params, z if live is None else z * live, spec)
@@ -91,6 +109,8 @@ def uc_replacement(params: UCParams, sites: Sites, spec: UCSpec, rest_fns: Seque
                    read: Float[Array, " M"] | None = None, check: bool = True
                    ) -> tuple[Float[Array, "B D F"], tuple]:
     """The replacement model (module docstring).
+
+    Differentiable: yes, in params, sites and model_params (as rest_fns are; errors are constants).
 
     Args:
       params: the transcoder.
@@ -143,6 +163,9 @@ def uc_attribution(params: UCParams, sites: Sites, spec: UCSpec, rest_fns: Seque
     """Activation x gradient of every latent on every model's centred class logits, per
     image (module docstring). All models must have the same number of classes ``C``.
 
+    Differentiable: yes, in params, sites and model_params with with_errors=False (the errors are
+    constants).
+
     Args:
       params, sites, spec, rest_fns, model_params: see :func:`uc_replacement`.
       activation, k, bandwidth, read: see :func:`uc_replacement`.
@@ -179,6 +202,8 @@ def class_attribution(attr: Float[Array, "B M C D F"], labels: Int[Array, " B"]
                       ) -> Float[Array, "M C D F"]:
     """Mean attribution to class ``c``'s logit over the images labelled ``c``.
 
+    Differentiable: yes, in attr.
+
     Args:
       attr: from :func:`uc_attribution`.
       labels: ``(B,)`` integer labels in ``[0, C)``.
@@ -202,6 +227,19 @@ def uc_accuracy(params: UCParams, sites: Sites, labels: Int[Array, " B"], spec: 
                 activation: Activation = "topk", k: int | None = None,
                 bandwidth: float = DEFAULT_BANDWIDTH) -> Float[Array, "K M"]:
     """Accuracy of each model's replacement under each of ``K`` gates (vmapped).
+
+    Differentiable: no: accuracies of argmax predictions (piecewise constant).
+
+    Args:
+      params: the transcoder.
+      sites: ``sites[m][t]`` ``(B, d)``, as :func:`uc_replacement`.
+      labels: ``(B,)`` integer class of each image.
+      spec: its :class:`~.cross_model.UCSpec` (static).
+      rest_fns: per model ``rest(model_params[m], t, h) -> logits``.
+      model_params: per model, the parameters handed to ``rest_fns``.
+      gates: ``(K, D, F)`` latent gates, one replacement per gate.
+      errors: fixed error terms from :func:`uc_errors`, or None (transcoder only).
+      activation, k, bandwidth: see :func:`~.cross_model.uc_encode`.
 
     Returns:
       ``(K, M)``: the fraction of images whose argmax logit is the label.

@@ -64,7 +64,17 @@ class PruneResult(NamedTuple):
 
 
 def prefix_gates(scores: Float[Array, " N"], sizes: Int[Array, " K"]) -> Float[Array, "K N"]:
-    """0/1 gates of the ``sizes[k]`` highest-scoring latents (ties: lower index first)."""
+    """0/1 gates of the ``sizes[k]`` highest-scoring latents (ties: lower index first).
+
+    Differentiable: no: 0/1 gates from a ranking (piecewise constant).
+
+    Args:
+      scores: ``(N,)`` attribution score of each latent.
+      sizes: ``(K,)`` integer prefix sizes.
+
+    Returns:
+      ``(K, N)`` gates in ``scores``' dtype, row ``k`` keeping ``sizes[k]`` latents.
+    """
     order = jnp.argsort(-scores, stable=True)
     rank = jnp.zeros_like(order).at[order].set(jnp.arange(scores.shape[0]))
     return (rank[None, :] < sizes[:, None]).astype(scores.dtype)
@@ -84,6 +94,8 @@ def prune_sweep(scores: Float[Array, " N"], accuracy: Callable[[Array], Array],
                 sizes: Int[Array, " K"], frac: float, full: Float[Array, ""]) -> PruneResult:
     """The smallest attribution-ordered prefix keeping ``frac`` of ``full`` (module
     docstring).
+
+    Differentiable: no: a discrete selection (size, 0/1 gate, found).
 
     Args:
       scores: ``(N,)`` per-latent scores (higher is kept first).
@@ -110,6 +122,8 @@ def select_circuit(sizes: Int[Array, " K"], gates: Float[Array, "K N"], accs: Fl
     """The selection step of :func:`prune_sweep` on precomputed prefix accuracies (for a
     caller that batches the accuracies of many classes in one call; vmappable).
 
+    Differentiable: no: a discrete selection (size, 0/1 gate, found); accs is returned as given.
+
     Args:
       sizes: ``(K,)`` increasing prefix sizes.
       gates: ``(K, N)`` their gates (:func:`prefix_gates`).
@@ -130,25 +144,64 @@ def select_circuit(sizes: Int[Array, " K"], gates: Float[Array, "K N"], accs: Fl
 
 
 def check_circuit(gate: Float[Array, "*S"], name: str = "gate"):
-    """Error naming ``name`` when the 0/1 gate keeps no latent (an empty circuit)."""
+    """Error naming ``name`` when the 0/1 gate keeps no latent (an empty circuit).
+
+    Differentiable: yes, in gate (returned unchanged, the checks attached).
+
+    Args:
+      gate: 0/1 gate, any shape.
+      name: the argument's name in the error message.
+
+    Returns:
+      ``gate`` (a run-time check attached when traced).
+
+    Raises:
+      ValueError: a concrete ``gate`` with no positive entry.
+    """
     return fail(gate, ~jnp.any(gate > 0), f"`{name}` is an empty circuit (it keeps no latent); "
                 "an empty circuit has no accuracy to compare")
 
 
 def decoder_norms(params: UCParams, spec: UCSpec) -> Float[Array, "M D F"]:
-    """``n[m, s, f]``: the norm of latent ``(s, f)``'s decoders into model ``m``."""
+    """``n[m, s, f]``: the norm of latent ``(s, f)``'s decoders into model ``m``.
+
+    Differentiable: yes, in params.
+
+    Args:
+      params: the :class:`~.cross_model.UCParams`.
+      spec: its :class:`~.cross_model.UCSpec` (static).
+
+    Returns:
+      ``(M, D, F)`` norms, jointly over the layers of each model the latent writes to.
+    """
     out = []
     for m, dm in enumerate(spec.depth_map):
         sq = 0.0
         for j in range(len(dm)):
             w = params.W_dec[m][j] * uc_source_mask(spec, m, j)[:, None, None]
             sq = sq + jnp.sum(w ** 2, axis=-1)
-        out.append(jnp.sqrt(sq))
+        # sqrt with a zero gradient where a latent writes nothing into model m (sqrt's
+        # infinite derivative at 0 times the masked decoders' zeros gave NaN)
+        out.append(jnp.where(sq > 0, jnp.sqrt(jnp.where(sq > 0, sq, 1.0)), 0.0))
     return jnp.stack(out)
 
 
 def universal_latents(params: UCParams, spec: UCSpec, tau: float = 0.1) -> Bool[Array, "D F"]:
-    """Latents whose decoder-norm share is at least ``tau`` in every model."""
+    """Latents whose decoder-norm share is at least ``tau`` in every model.
+
+    Differentiable: no: boolean output.
+
+    Args:
+      params: the :class:`~.cross_model.UCParams`.
+      spec: its :class:`~.cross_model.UCSpec` (static).
+      tau: the minimum share, a Python float in ``[0, 1 / M]``.
+
+    Returns:
+      ``(D, F)`` bool: the universal latents (never one that decodes nowhere).
+
+    Raises:
+      ValueError: ``tau`` out of range.
+    """
     if not 0 <= tau <= 1 / spec.n_models:
         raise ValueError(f"`tau` must lie in [0, 1/{spec.n_models}]; got {tau}")
     n = decoder_norms(params, spec)
@@ -159,6 +212,8 @@ def universal_latents(params: UCParams, spec: UCSpec, tau: float = 0.1) -> Bool[
 def logit_effects(params: UCParams, spec: UCSpec, m: int, W_head: Float[Array, "d C"]
                   ) -> Float[Array, "D F C"]:
     """Direct effect of every latent on model ``m``'s centred logits (module docstring).
+
+    Differentiable: yes, in params and W_head.
 
     Args:
       params, spec: the transcoder.
@@ -184,6 +239,15 @@ def match_by_decoder(eff_a: Float[Array, "N C"], eff_b: Float[Array, "N2 C"],
     ``b`` is at least ``threshold``, and vice versa: the decoder-matched intersection of
     two independently trained dictionaries.
 
+    Differentiable: no: 0/1 gates (thresholded cosines).
+
+    Args:
+      eff_a: ``(N, C)`` logit effects of dictionary ``a``'s latents.
+      eff_b: ``(N2, C)`` logit effects of dictionary ``b``'s latents.
+      gate_a: ``(N,)`` 0/1 circuit of ``a``.
+      gate_b: ``(N2,)`` 0/1 circuit of ``b``.
+      threshold: minimum cosine of a match.
+
     Returns:
       ``(shared_a, shared_b)``: 0/1 gates over each dictionary's latents.
     """
@@ -203,6 +267,8 @@ def surgery_head(params: UCParams, spec: UCSpec, giver: int, receiver: int, cls:
                  b_head_r: Float[Array, " C"], ridge: float = 1e-3
                  ) -> tuple[Float[Array, "dr C"], Float[Array, " C"]]:
     """The receiver's new head with class ``cls`` written in (module docstring).
+
+    Differentiable: yes, in params and the four head arrays.
 
     Args:
       params, spec: the transcoder over (at least) the two models.

@@ -46,6 +46,8 @@ class CLTParams(NamedTuple):
 def clt_mask(n_layers: int) -> Float[Array, "L L"]:
     """``mask[s, t] = 1{t >= s}`` (source ``s`` writes to later-or-same targets only).
 
+    Differentiable: no: a constant 0/1 mask of a static size.
+
     Args:
       n_layers: ``L``.
 
@@ -60,6 +62,8 @@ def clt_init(
 ) -> CLTParams:
     """Gaussian encoder (std ``1/sqrt(d_in)``) and decoder (std
     ``1/sqrt(n_layers * n_latents)``, zero below the causal mask); zero biases.
+
+    Differentiable: no: a draw from a key and static sizes (no float inputs).
 
     Args:
       key: PRNG key.
@@ -91,6 +95,8 @@ def clt_forward(
     theta=None,
 ) -> tuple[Float[Array, "B L F"], Float[Array, "B L d_out"]]:
     """The CLT map (module docstring); TopK per layer, BatchTopK over the batch per layer.
+
+    Differentiable: yes, in params and x (almost everywhere: the activation).
 
     Args:
       params: the parameters.
@@ -135,6 +141,8 @@ def clt_loss(
     sparsity_coef: float = 0.0,
 ) -> Float[Array, ""]:
     """``FVU(y, y_hat) + sparsity_coef * mean_b sum_{s,f} z[b,s,f] ||W_dec[s, f]||``.
+
+    Differentiable: yes, in params, x and y (almost everywhere: the activation).
 
     Args:
       params: the parameters.

@@ -85,6 +85,8 @@ def uc_spec(d_sites: Sequence[Sequence[int]], depth_map: Sequence[Sequence[int]]
             n_depths: int | None = None) -> UCSpec:
     """Check and build a :class:`UCSpec`.
 
+    Differentiable: no: a static shape from Python values.
+
     Args:
       d_sites: per model, widths of its ``L_m + 1`` sites (input first).
       depth_map: per model, ``L_m`` depths, strictly increasing, in ``[0, n_depths)``.
@@ -159,7 +161,18 @@ class UCOut(NamedTuple):
 
 
 def uc_source_mask(spec: UCSpec, m: int, j: int) -> Float[Array, " D"]:
-    """``1{s <= depth_map[m][l]}`` over source depths ``s``."""
+    """``1{s <= depth_map[m][l]}`` over source depths ``s``.
+
+    Differentiable: no: a constant 0/1 mask of the static spec.
+
+    Args:
+      spec: the transcoder's :class:`UCSpec` (static).
+      m: model index (a Python ``int``).
+      j: layer index ``l`` within model ``m`` (a Python ``int``).
+
+    Returns:
+      ``(D,)`` float32 0/1 mask over the source depths.
+    """
     return (jnp.arange(spec.n_depths) <= spec.depth_map[m][j]).astype(jnp.float32)
 
 
@@ -168,6 +181,8 @@ def uc_init(key: PRNGKeyArray, spec: UCSpec, *, threshold: float = 0.03,
     """Gaussian encoders (std ``1/sqrt(sum of the widths a depth reads)``), decoders (std
     ``1/sqrt(D F)``, zero on masked sources), zero biases, JumpReLU threshold
     ``threshold``.
+
+    Differentiable: no: a draw from a key and a static spec.
 
     Args:
       key: PRNG key.
@@ -218,6 +233,14 @@ def check_sites(spec: UCSpec, sites: Sites, name: str = "sites", *, finite: bool
     """Check ``sites[m][t]`` against ``spec``: one entry per model and site, each
     ``(B, d_sites[m][t])`` with the same ``B`` everywhere (activation counts that differ
     between models or sites are an error naming the site), optionally finite.
+
+    Differentiable: yes, in sites (returned unchanged, the checks attached).
+
+    Args:
+      spec: the :class:`UCSpec` (static).
+      sites: ``sites[m][t]`` ``(B, d_sites[m][t])`` arrays.
+      name: the argument's name in error messages.
+      finite: also check that every entry is finite.
 
     Returns:
       ``sites`` as a tuple of tuples (with run-time checks when traced).
@@ -276,6 +299,9 @@ def uc_encode(params: UCParams, sites: Sites, spec: UCSpec, *, activation: Activ
               ) -> Float[Array, "B D F"]:
     """Latent codes ``z (B, D, F)`` (module docstring) from the recorded sites.
 
+    Differentiable: yes, in params and sites (almost everywhere; straight-through pseudo-gradient in
+    JumpReLU's log_threshold, by design).
+
     Args:
       params: the parameters.
       sites: ``sites[m][t]`` ``(B, d_sites[m][t])`` (only the layer inputs are read).
@@ -299,7 +325,19 @@ def uc_encode(params: UCParams, sites: Sites, spec: UCSpec, *, activation: Activ
 
 
 def uc_decode(params: UCParams, z: Float[Array, "B D F"], spec: UCSpec) -> tuple:
-    """``yhat[m][l] (B, d_sites[m][l+1])`` from the codes (module docstring)."""
+    """``yhat[m][l] (B, d_sites[m][l+1])`` from the codes (module docstring).
+
+    Differentiable: yes, in params and z.
+
+    Args:
+      params: the :class:`UCParams`.
+      z: ``(B, D, F)`` latent codes (as :func:`uc_encode` returns).
+      spec: the :class:`UCSpec` (static).
+
+    Returns:
+      ``yhat`` as a tuple (per model) of tuples (per layer) of ``(B, d_sites[m][l+1])``
+      arrays.
+    """
     out = []
     for m, dm in enumerate(spec.depth_map):
         out.append(tuple(
@@ -310,13 +348,36 @@ def uc_decode(params: UCParams, z: Float[Array, "B D F"], spec: UCSpec) -> tuple
 
 
 def uc_forward(params: UCParams, sites: Sites, spec: UCSpec, **kw) -> tuple[Array, tuple]:
-    """``(z, yhat)``: :func:`uc_encode` then :func:`uc_decode` (same keywords)."""
+    """``(z, yhat)``: :func:`uc_encode` then :func:`uc_decode`.
+
+    Differentiable: yes, in params and sites (almost everywhere).
+
+    Args:
+      params: the :class:`UCParams`.
+      sites: ``sites[m][t]`` ``(B, d_sites[m][t])``.
+      spec: the :class:`UCSpec` (static).
+      **kw: the keywords of :func:`uc_encode` (``activation``, ``k``, ``bandwidth``,
+        ``read``, ``check``).
+
+    Returns:
+      ``(z, yhat)``: codes ``(B, D, F)`` and the per-model, per-layer predictions.
+    """
     z = uc_encode(params, sites, spec, **kw)
     return z, uc_decode(params, z, spec)
 
 
 def kl_logits(p_logits: Float[Array, "B C"], q_logits: Float[Array, "B C"]) -> Float[Array, ""]:
-    """``mean_b KL(softmax(p) || softmax(q))``."""
+    """``mean_b KL(softmax(p) || softmax(q))``.
+
+    Differentiable: yes, in p_logits and q_logits.
+
+    Args:
+      p_logits: ``(B, C)`` logits of ``p``.
+      q_logits: ``(B, C)`` logits of ``q``.
+
+    Returns:
+      The scalar mean divergence in nats.
+    """
     lp = jax.nn.log_softmax(p_logits, axis=-1)
     lq = jax.nn.log_softmax(q_logits, axis=-1)
     return jnp.mean(jnp.sum(jnp.exp(lp) * (lp - lq), axis=-1))
@@ -333,6 +394,9 @@ def uc_loss(params: UCParams, sites: Sites, spec: UCSpec, *, rest_fns: Sequence[
             write: Float[Array, " M"] | None = None, live: Float[Array, "D F"] | None = None
             ) -> tuple[Float[Array, ""], UCOut]:
     """``recon + sparsity_coef * sparsity + fidelity_coef * fidelity`` (module docstring).
+
+    Differentiable: yes, in params (the fidelity term's reference logits are constants by design,
+    stop_gradient).
 
     Args:
       params: the parameters.

@@ -62,7 +62,17 @@ class Fidelity(NamedTuple):
 
 def kl_per_image(p_logits: Float[Array, "B C"], q_logits: Float[Array, "B C"]
                  ) -> Float[Array, " B"]:
-    """``KL(softmax(p_b) || softmax(q_b))`` for every row ``b``."""
+    """``KL(softmax(p_b) || softmax(q_b))`` for every row ``b``.
+
+    Differentiable: yes, in p_logits and q_logits.
+
+    Args:
+      p_logits: ``(B, C)`` logits of ``p`` (the full model's).
+      q_logits: ``(B, C)`` logits of ``q`` (e.g. a replacement's).
+
+    Returns:
+      ``(B,)`` divergences in nats.
+    """
     lp = jax.nn.log_softmax(p_logits, axis=-1)
     lq = jax.nn.log_softmax(q_logits, axis=-1)
     return jnp.sum(jnp.exp(lp) * (lp - lq), axis=-1)
@@ -79,6 +89,8 @@ def output_fidelity(model_logits: Float[Array, "B C"], replacement_logits: Float
                     baseline_logits: Float[Array, "B C"], weights: Float[Array, " B"] | None = None,
                     eps: float = 1e-12) -> Fidelity:
     """Top-1 agreement and KL fidelity of a replacement model (module docstring).
+
+    Differentiable: yes, in the logits and weights (the top-1 agreement is piecewise constant).
 
     Args:
       model_logits: the model's logits ``(B, C)``.
@@ -108,6 +120,8 @@ def circuit_faithfulness(metric_circuit: Float[Array, "*S"], metric_full: Float[
                          metric_empty: Float[Array, "*S"], eps: float = 1e-9
                          ) -> tuple[Float[Array, "*S"], Array]:
     """``F = (m(C) - m(0)) / (m(1) - m(0))`` elementwise (module docstring).
+
+    Differentiable: yes, in metric_circuit, metric_full and metric_empty.
 
     Args:
       metric_circuit: the metric under the circuit's gate.

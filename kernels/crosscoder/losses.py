@@ -41,6 +41,8 @@ from .params import (
 def l1_penalty(z: Float[Array, "*B F"], W_dec: Float[Array, " F *unit"]) -> Float[Array, ""]:
     """Batch mean of ``sum_f z_f ||W_dec_f||`` (Bricken et al. 2023).
 
+    Differentiable: yes, in z and W_dec.
+
     Args:
       z: codes ``(*B, F)``.
       W_dec: atoms ``(F, *unit)``.
@@ -60,6 +62,9 @@ def l0_penalty(
     """Batch mean of ``sum_f H(pre_f - theta_f)`` with the STE of
     :func:`~jaxkit.kernels.crosscoder.step_ste` (Rajamanoharan et al. 2024).
 
+    Differentiable: no: a step, 0 almost everywhere; jax.grad returns the straight-through
+    pseudo-gradient in log_threshold (Rajamanoharan et al. 2024), by design, not the derivative.
+
     Args:
       pre: pre-activations ``(*B, F)``.
       log_threshold: ``log(theta)`` per latent.
@@ -76,6 +81,8 @@ def tanh_penalty(
     z: Float[Array, "*B F"], W_dec: Float[Array, " F *unit"], c: float = 4.0
 ) -> Float[Array, ""]:
     """Batch mean of ``sum_f tanh(c z_f ||W_dec_f||)`` (Anthropic, Feb. 2024 update).
+
+    Differentiable: yes, in z and W_dec.
 
     Args:
       z: codes ``(*B, F)``.
@@ -113,6 +120,8 @@ def auxk_loss(
       ``total_variance = ||x - mean_B(x)||^2`` of the input (EleutherAI sparsify's
       ``SparseCoder.forward``; it takes ``k_aux = d // 2``).
 
+    Differentiable: yes, in pre and W_dec_flat (residual is a constant by design, stop_gradient).
+
     Args:
       pre: pre-activations ``(B, F)``.
       residual: ``x - x_hat`` flattened, ``(B, D)``.
@@ -147,7 +156,21 @@ def auxk_loss(
 
 def aux_normalised(e, e_hat, dead, k_aux: int, aux_norm: str, total_variance=None):
     """The AuxK reconstruction error of the residual ``e`` by ``e_hat`` under
-    ``aux_norm`` (see :func:`auxk_loss`); ``e`` is treated as a constant."""
+    ``aux_norm`` (see :func:`auxk_loss`); ``e`` is treated as a constant.
+
+    Differentiable: yes, in e and e_hat.
+
+    Args:
+      e: ``(B, D)`` residual of the main reconstruction.
+      e_hat: ``(B, D)`` its reconstruction by the dead latents.
+      dead: ``(F,)`` dead-latent mask (bool or 0/1).
+      k_aux: number of auxiliary latents kept (a Python ``int``).
+      aux_norm: the normalisation name (static), one of :data:`AUX_NORMS`.
+      total_variance: the normaliser of the non-``"gao"`` norms (a scalar).
+
+    Returns:
+      The scalar error.
+    """
     if aux_norm == "gao":
         return fvu(e, e_hat)
     n_dead = jnp.sum(dead.astype(e_hat.dtype))
@@ -158,6 +181,8 @@ def aux_normalised(e, e_hat, dead, k_aux: int, aux_norm: str, total_variance=Non
 def remove_parallel_grad(W_dec: Float[Array, " F *unit"], g: Float[Array, " F *unit"]):
     """Remove from each atom's gradient its component parallel to the atom (jointly over
     ``(*site, d)``): ``g_f - <g_f, w_f> w_f / ||w_f||^2`` (Gao et al. 2024).
+
+    Differentiable: yes, in W_dec and g.
 
     Args:
       W_dec: atoms ``(F, *unit)``.
@@ -174,6 +199,8 @@ def remove_parallel_grad(W_dec: Float[Array, " F *unit"], g: Float[Array, " F *u
 
 def normalize_decoder(params: Params) -> Params:
     """Rescale every decoder atom to unit norm jointly over ``(*site, d)``.
+
+    Differentiable: yes, in params.
 
     Args:
       params: the parameters.
@@ -206,6 +233,8 @@ def loss_fn(
 ):
     """The dense training loss ``FVU(x, x_hat) + sparsity_coef * penalty + aux_coef *
     AuxK`` (AuxK only when ``k_aux`` and ``dead`` are given).
+
+    Differentiable: yes, in params and x (AuxK's residual is a constant by design, stop_gradient).
 
     Args:
       params: the parameters.

@@ -34,6 +34,8 @@ def fvu(x: Float[Array, " B *unit"], x_hat: Float[Array, " B *unit"]) -> Float[A
     """Fraction of variance unexplained (Gao et al. 2024's normalised MSE):
     ``sum ||x - x_hat||^2 / sum ||x - mean_B(x)||^2`` (the batch is the leading axis).
 
+    Differentiable: yes, in x and x_hat.
+
     Args:
       x: the inputs ``(B, *unit)``.
       x_hat: the reconstructions, same shape.
@@ -58,7 +60,17 @@ def fvu_unchecked(x: Float[Array, " B *unit"], x_hat: Float[Array, " B *unit"]
                   ) -> Float[Array, ""]:
     """:func:`fvu` without the finiteness checks, for training losses: there a non-finite
     value is reported by the step's ``finite`` flag (:mod:`jaxkit.kernels.train`), and a
-    run-time check in the step would stop the loop instead."""
+    run-time check in the step would stop the loop instead.
+
+    Differentiable: yes, in x and x_hat.
+
+    Args:
+      x: ``(B, *unit)`` inputs.
+      x_hat: ``(B, *unit)`` reconstructions.
+
+    Returns:
+      The scalar FVU.
+    """
     x, x_hat = _rows(x), _rows(x_hat)
     num = jnp.sum((x - x_hat) ** 2)
     den = jnp.sum((x - jnp.mean(x, axis=0)) ** 2)
@@ -67,6 +79,8 @@ def fvu_unchecked(x: Float[Array, " B *unit"], x_hat: Float[Array, " B *unit"]
 
 def explained_variance(x, x_hat) -> Float[Array, ""]:
     """``1 - fvu(x, x_hat)``.
+
+    Differentiable: yes, in x and x_hat.
 
     Args:
       x: the inputs ``(B, *unit)``.
@@ -81,6 +95,8 @@ def explained_variance(x, x_hat) -> Float[Array, ""]:
 def l0(z: Float[Array, "*B F"]) -> Float[Array, ""]:
     """Mean number of non-zero latents per row.
 
+    Differentiable: no: a count of non-zero codes (piecewise constant).
+
     Args:
       z: the codes ``(*B, F)``.
 
@@ -92,6 +108,8 @@ def l0(z: Float[Array, "*B F"]) -> Float[Array, ""]:
 
 def dead_fraction(steps_since_fired: Int[Array, " F"], dead_steps: int) -> Float[Array, ""]:
     """Fraction of latents that have not fired for ``dead_steps`` steps or more.
+
+    Differentiable: no: integer inputs.
 
     Args:
       steps_since_fired: per-latent counters.
@@ -105,6 +123,8 @@ def dead_fraction(steps_since_fired: Int[Array, " F"], dead_steps: int) -> Float
 
 def reconstruction_cosine(x, x_hat) -> Float[Array, ""]:
     """Mean over the batch of ``cos(x_b, x_hat_b)`` (each example flattened).
+
+    Differentiable: yes, in x and x_hat.
 
     Args:
       x: the inputs ``(B, *unit)``.
@@ -135,6 +155,8 @@ def cosine_matrix(
 ) -> Float[Array, "G F"]:
     """Signed cosines ``C[g, f] = cos(true_g, W_dec_f)`` after flattening ``(*site, d)``.
 
+    Differentiable: yes, in W_dec and true.
+
     Args:
       W_dec: learned atoms ``(F, *unit)``.
       true: ground-truth atoms ``(G, *unit)`` (same atom size).
@@ -150,6 +172,8 @@ def cosine_matrix(
 def mmcs(W_dec: Float[Array, " F *unit"], true: Float[Array, " G *unit"]) -> Float[Array, ""]:
     """Mean max cosine similarity ``mean_g max_f |cos(true_g, W_dec_f)|`` (Sharkey et al.
     2022). The absolute value is used, so a sign-flipped atom counts as recovered.
+
+    Differentiable: yes, in W_dec and true (almost everywhere: the maxima).
 
     Args:
       W_dec: learned atoms ``(F, *unit)``.
@@ -172,6 +196,8 @@ def mcc_hungarian(
 ) -> Float[Array, ""]:
     """Mean ``|cos|`` over the ``min(G, F)`` pairs of the one-to-one matching of true
     features to atoms that maximises the total ``|cos|`` (Hungarian algorithm, Kuhn 1955).
+
+    Differentiable: yes, in W_dec and true (almost everywhere: the matching held fixed).
 
     Args:
       W_dec: learned atoms ``(F, *unit)``.
@@ -202,6 +228,8 @@ def recovery(
     ``matched``, the ``|cos|`` of their Hungarian match; unmatched count as 0) is
     ``>= threshold``.
 
+    Differentiable: no: a thresholded fraction (piecewise constant).
+
     Args:
       W_dec: learned atoms ``(F, *unit)``.
       true: ground-truth atoms ``(G, *unit)``.
@@ -222,6 +250,8 @@ def recovery_auc(
     rule on ``n`` equally spaced thresholds (a cosine within 1e-6 of a threshold counts
     as reaching it, so exact copies reach 1); it tends to the mean best ``|cos|`` as
     ``n`` grows.
+
+    Differentiable: no: thresholded fractions (piecewise constant).
 
     Args:
       W_dec: learned atoms ``(F, *unit)``.

@@ -37,7 +37,18 @@ def encoder_input(params: Params, x: Array, apply_b_dec_to_input: bool = False) 
     """``x`` flattened to ``(*B, S*d)`` in the parameters' dtype, minus ``b_dec`` when
     ``apply_b_dec_to_input`` (sparsify's and SAELens' ``apply_b_dec_to_input``
     convention: ``pre = (x - b_dec) W_enc + b_enc``; the same pre-activations as
-    jaxkit's default with ``b_enc`` replaced by ``b_enc - b_dec W_enc``)."""
+    jaxkit's default with ``b_enc`` replaced by ``b_enc - b_dec W_enc``).
+
+    Differentiable: yes, in params and x.
+
+    Args:
+      params: the crosscoder parameters.
+      x: ``(*B, *site, d)`` inputs.
+      apply_b_dec_to_input: subtract ``b_dec`` first (a Python bool).
+
+    Returns:
+      ``(*B, S*d)`` flattened inputs in ``W_enc``'s dtype.
+    """
     nu = params.W_enc.ndim - 1
     lead = x.shape[: x.ndim - nu]
     xf = x.reshape(*lead, -1).astype(params.W_enc.dtype)
@@ -49,6 +60,8 @@ def encoder_input(params: Params, x: Array, apply_b_dec_to_input: bool = False) 
 def encoder_product(params: Params, x: Array, apply_b_dec_to_input: bool = False) -> Array:
     """``x W_enc + b_enc`` over the flattened ``(*site, d)`` (``x`` not checked); with
     ``apply_b_dec_to_input``, ``(x - b_dec) W_enc + b_enc`` (see :func:`encoder_input`).
+
+    Differentiable: yes, in params and x.
 
     Args:
       params: the parameters.
@@ -88,6 +101,19 @@ def apply_activation(pre, log_threshold, activation, k, theta, bandwidth, select
       loaded from elsewhere is ``log_threshold = -inf``
       (:func:`~jaxkit.kernels.crosscoder.params.log_threshold_from`), the same ``relu``.
 
+    Differentiable: yes, in pre (almost everywhere; straight-through pseudo-gradient in JumpReLU's
+    log_threshold, by design).
+
+    Args:
+      pre: pre-activations ``(*B, F)``.
+      log_threshold: JumpReLU ``log(theta)`` ``(F,)`` (used by ``"jumprelu"`` only).
+      activation: one of :data:`~jaxkit.kernels.crosscoder.ACTIVATIONS` (static).
+      k: TopK / BatchTopK ``k`` (static; a float for BatchTopK is a mean per row).
+      theta: the ``"threshold"`` activation's threshold (scalar or ``(F,)``).
+      bandwidth: JumpReLU straight-through kernel width (a Python float).
+      select: optional :class:`~jaxkit.kernels.crosscoder.sparse.Selector` replacing the
+        top-k selections.
+
     Returns:
       ``(z, min_kept)`` as ``sparsify``.
     """
@@ -101,6 +127,8 @@ def apply_activation(pre, log_threshold, activation, k, theta, bandwidth, select
 
 def decoder_product(params: Params, z: Array) -> Array:
     """``z W_dec + b_dec`` reshaped to ``(*B, *site, d)`` (``z`` not checked).
+
+    Differentiable: yes, in params and z.
 
     Args:
       params: the parameters.
@@ -116,6 +144,8 @@ def decoder_product(params: Params, z: Array) -> Array:
 
 def check_encode_args(params: Params, activation: str, k, theta) -> None:
     """Validate the activation arguments of :func:`encode` / :func:`forward`.
+
+    Differentiable: no: validates Python values (returns None).
 
     Args:
       params: the parameters (for ``n_latents``).
@@ -146,6 +176,8 @@ def _pre_and_codes(params: Params, x, activation, k, theta, bandwidth, apply_b_d
 def pre_activation(params: Params, x: Float[Array, "... d"]) -> Float[Array, "*B F"]:
     """``einsum(x, W_enc) + b_enc`` summed over ``(*site, d)``.
 
+    Differentiable: yes, in params and x.
+
     Args:
       params: the parameters.
       x: ``(*B, *site, d)``, finite.
@@ -169,6 +201,9 @@ def encode(
     """Latent codes ``z = sparsify(pre_activation(params, x))`` (see
     :func:`apply_activation` for the float BatchTopK ``k`` and negative thresholds).
 
+    Differentiable: yes, in params and x (almost everywhere; straight-through pseudo-gradient in
+    JumpReLU's log_threshold, by design).
+
     Args:
       params: the parameters.
       x: ``(*B, *site, d)``, finite.
@@ -190,6 +225,8 @@ def encode(
 def decode(params: Params, z: Float[Array, "*B F"]) -> Float[Array, "... d"]:
     """``x_hat = einsum("bf,f...->b...", z, W_dec) + b_dec``.
 
+    Differentiable: yes, in params and z.
+
     Args:
       params: the parameters.
       z: the codes ``(*B, F)``.
@@ -208,6 +245,9 @@ def forward(params, x, *, activation="topk", k=None, theta=None, bandwidth=DEFAU
             apply_b_dec_to_input=False):
     """``(pre, z, x_hat)`` in one pass (see :func:`encode` and :func:`decode`).
 
+    Differentiable: yes, in params and x (almost everywhere; straight-through pseudo-gradient in
+    JumpReLU's log_threshold, by design).
+
     Args:
       params, x, activation, k, theta, bandwidth, apply_b_dec_to_input: as in
         :func:`encode`.
@@ -223,6 +263,8 @@ def steer(
     params: Params, x: Float[Array, "B *site d"], latent: int | Int[Array, ""], alpha: float
 ) -> Float[Array, "B *site d"]:
     """Steering by a feature: ``x + alpha * W_dec[latent]`` (broadcast over the batch).
+
+    Differentiable: yes, in params, x and alpha.
 
     Args:
       params: the parameters.

@@ -54,6 +54,8 @@ class Params(NamedTuple):
 def check_activation(activation: str) -> None:
     """Raise ``ValueError`` unless ``activation`` is one of :data:`ACTIVATIONS`.
 
+    Differentiable: no: validates a Python value.
+
     Args:
       activation: the activation name.
     """
@@ -63,6 +65,8 @@ def check_activation(activation: str) -> None:
 
 def check_k(k, n_latents: int | None = None, name: str = "k") -> int:
     """Validate a number of kept latents: a Python int with ``1 <= k <= n_latents``.
+
+    Differentiable: no: validates a Python value.
 
     Args:
       k: the value to check.
@@ -97,6 +101,8 @@ def log_threshold_from(theta) -> Array:
     (Rajamanoharan et al. 2024's parametrisation); a threshold ``<= 0`` gives the code
     ``relu(pre)``, which is what SAELens' ``relu(pre) * 1{pre > theta}`` gives for it.
 
+    Differentiable: yes, in theta.
+
     Args:
       theta: thresholds, any real values.
 
@@ -112,6 +118,8 @@ def log_threshold_from(theta) -> Array:
 def check_batch_k(k, n_latents: int | None = None) -> int | float:
     """Validate BatchTopK's ``k``, the mean kept latents per row: an int as
     :func:`check_k`, or a finite float ``0 < k <= n_latents`` (SAELens' float ``k``).
+
+    Differentiable: no: validates a Python value.
 
     Args:
       k: the value to check.
@@ -134,6 +142,8 @@ def batch_count(k, rows: int, n_latents: int) -> int:
     """The number of entries BatchTopK keeps in a batch of ``rows`` rows:
     ``int(k * rows)`` (rounded down, as SAELens' ``BatchTopK`` does for a float ``k``; an
     int ``k`` gives exactly ``k * rows``), at least 1 and at most ``rows * n_latents``.
+
+    Differentiable: no: a static Python int.
 
     Args:
       k: the mean kept latents per row (int or float, see :func:`check_batch_k`).
@@ -159,6 +169,8 @@ def check_aux_norm(aux_norm: str) -> str:
     SAELens without its variance division): ``min(n_dead / k_aux, 1) ||e - e_hat||^2 /
     ||x - mean_B(x)||^2``, the squared error over the input's total variance, scaled down
     when fewer latents are dead than ``k_aux``.
+
+    Differentiable: no: validates a Python value.
     """
     if aux_norm not in AUX_NORMS:
         raise ValueError(f"`aux_norm` must be one of {AUX_NORMS}; got {aux_norm!r}")
@@ -168,6 +180,8 @@ def check_aux_norm(aux_norm: str) -> str:
 def check_x(params: Params, x, name: str = "x"):
     """Check that ``x`` is an array of shape ``(*batch, *site, d)`` (at least one batch
     axis) for ``params`` and holds no NaN/inf (a run-time check under ``jit``).
+
+    Differentiable: yes, in x (returned unchanged, the checks attached).
 
     Args:
       params: the parameters giving ``(*site, d)``.
@@ -187,12 +201,18 @@ def check_x(params: Params, x, name: str = "x"):
 
 
 def flat_decoder(W_dec: Float[Array, " F *unit"]) -> Float[Array, "F D"]:
-    """The decoder flattened to ``(F, D)``, ``D = prod(site) * d``."""
+    """The decoder flattened to ``(F, D)``, ``D = prod(site) * d``.
+
+    Differentiable: yes, in W_dec.
+    """
     return W_dec.reshape(W_dec.shape[0], -1)
 
 
 def atom_norms(W_dec: Float[Array, " F *unit"]) -> Float[Array, " F"]:
-    """``||W_dec[f]||`` jointly over ``(*site, d)``."""
+    """``||W_dec[f]||`` jointly over ``(*site, d)``.
+
+    Differentiable: yes, in W_dec.
+    """
     return jnp.linalg.norm(flat_decoder(W_dec), axis=-1)
 
 
@@ -206,6 +226,8 @@ def geometric_median(
     the mean, for a fixed number of iterations (``lax.fori_loop``). Trailing axes of
     ``x`` are flattened jointly. Weiszfeld 1937; Gao et al. 2024 initialise ``b_dec``
     with it.
+
+    Differentiable: yes, in x (through the fixed Weiszfeld iterations).
 
     Args:
       x: ``(N, *rest)`` points, ``N >= 1``, finite.
@@ -250,6 +272,8 @@ def init(
     Random unit-norm decoder atoms ``W_dec (F, *site, d)``; ``W_enc`` is their transpose
     (the same numbers); ``b_enc = 0``; ``b_dec`` is the geometric median of ``sample`` or
     0; ``log_threshold = log(init_threshold)``.
+
+    Differentiable: yes, in sample (b_dec, its geometric median in float32; the key fixes the rest).
 
     Args:
       key: PRNG key of the atoms.

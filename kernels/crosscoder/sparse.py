@@ -73,6 +73,8 @@ def default_blocks(backend: str | None = None) -> Blocks:
     """The blocking for ``backend`` (default: ``jax.default_backend()``): blocked rows on
     ``"cpu"``, one block over the batch on accelerators.
 
+    Differentiable: no: a static blocking choice.
+
     Args:
       backend: a JAX backend name, or ``None`` for the default backend.
 
@@ -216,6 +218,8 @@ def sparse_decode(vals: Float[Array, "B k"], idx: Int[Array, "B k"],
     with ``k`` non-zeros per row, given as values and latent indices, with a sparse VJP
     (a scatter-add into the touched rows of ``W``).
 
+    Differentiable: yes, in vals and W (a custom VJP).
+
     Args:
       vals: ``(B, k)`` values.
       idx: ``(B, k)`` latent indices in ``[0, F)`` (checked; at run time under ``jit``).
@@ -304,6 +308,8 @@ def topk_encode(
     ``k_aux``) the top-``k_aux`` among the ``dead`` latents (AuxK, Gao et al. 2024), with
     a sparse VJP to ``x2``, ``W`` and ``b`` (scatter-adds into the selected columns).
 
+    Differentiable: yes, in x2, W and b (a custom VJP; almost everywhere).
+
     Args:
       x2: flattened inputs ``(B, D)``.
       W: flattened encoder ``(D, F)``.
@@ -366,6 +372,8 @@ def sparse_topk_loss(params: Params, x, *, k: int, dead, sparsity_coef: float,
     """:func:`~jaxkit.kernels.crosscoder.loss_fn` for ``activation="topk"`` with an
     ``"l1"`` or ``"tanh"`` penalty, computed sparsely (the same loss and gradients to
     float rounding).
+
+    Differentiable: yes, in params and x (custom VJPs; AuxK's residual is a constant by design).
 
     Args:
       params: the parameters.

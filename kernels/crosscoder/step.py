@@ -142,6 +142,8 @@ def make_train_step(
     ``jax.jit`` (optionally with shardings: batch over ``data``, latents over
     ``model``).
 
+    Differentiable: no: returns a training step (which differentiates the loss).
+
     Args:
       activation: one of :data:`~jaxkit.kernels.crosscoder.ACTIVATIONS`.
       k: kept latents for TopK (``1 <= k <= n_latents``); BatchTopK's mean kept latents

@@ -67,6 +67,8 @@ def matryoshka_loss(params: Params, x: Float[Array, "B *site d"], *, k: int,
                     prefixes: tuple[int, ...]) -> tuple[Float[Array, ""], _Out]:
     """Matryoshka TopK loss ``mean_j FVU(x, decode(z * [f < m_j]))`` (module docstring).
 
+    Differentiable: yes, in params and x (almost everywhere: TopK).
+
     Args:
       params: a dictionary over ``site`` (``(1,)`` for a per-token SAE).
       x: inputs ``(B, *site, d)``.
@@ -88,19 +90,38 @@ def matryoshka_loss(params: Params, x: Float[Array, "B *site d"], *, k: int,
 
 def layer_views(hidden: Float[Array, "L *B d"]) -> Float[Array, "*B L d"]:
     """The multi-layer crosscoder's input: the residual streams of ``L`` layers at each
-    token as the views ``(*B, L, d)`` (the layer axis moved next to ``d``)."""
+    token as the views ``(*B, L, d)`` (the layer axis moved next to ``d``).
+
+    Differentiable: yes, in hidden.
+    """
     return jnp.moveaxis(hidden, 0, -2)
 
 
 def _unit(h: Array) -> Array:
-    return h / jnp.maximum(jnp.linalg.norm(h, axis=-1, keepdims=True), math.sqrt(TINY))
+    """Rows of ``h`` over their norms (floored). The norm of an all-zero row (a token
+    none of whose high-level codes fired) is 0 with a zero gradient: ``jnp.linalg.norm``'s
+    derivative there is 0/0, which made the whole T-SAE gradient NaN."""
+    sq = jnp.sum(h * h, axis=-1, keepdims=True)
+    norm = jnp.where(sq > 0, jnp.sqrt(jnp.where(sq > 0, sq, 1.0)), 0.0)
+    return h / jnp.maximum(norm, math.sqrt(TINY))
 
 
 def contrastive_loss(h0: Float[Array, "B H"], h1: Float[Array, "B H"],
                      tau: float = 0.1) -> Float[Array, ""]:
     """Symmetric InfoNCE of adjacent tokens' high-level codes: with ``S_ij = cos(h0_i,
     h1_j) / tau``, ``(CE(S, diag) + CE(S^T, diag)) / 2`` (van den Oord et al. 2018;
-    the T-SAE contrastive term)."""
+    the T-SAE contrastive term).
+
+    Differentiable: yes, in h0 and h1.
+
+    Args:
+      h0: ``(B, H)`` codes of the first tokens.
+      h1: ``(B, H)`` codes of the adjacent tokens (row ``i`` pairs with ``h0[i]``).
+      tau: the temperature (positive).
+
+    Returns:
+      The scalar loss.
+    """
     s = _unit(h0) @ _unit(h1).T / tau
     lp0 = jax.nn.log_softmax(s, axis=1)
     lp1 = jax.nn.log_softmax(s, axis=0)
@@ -109,7 +130,17 @@ def contrastive_loss(h0: Float[Array, "B H"], h1: Float[Array, "B H"],
 
 def smoothness_loss(h0: Float[Array, "B H"], h1: Float[Array, "B H"]) -> Float[Array, ""]:
     """``sum ||h0 - h1||^2 / sum (||h0||^2 + ||h1||^2)`` (0 for equal codes, 1 for
-    orthogonal ones of equal norm; scale-free)."""
+    orthogonal ones of equal norm; scale-free).
+
+    Differentiable: yes, in h0 and h1.
+
+    Args:
+      h0: ``(B, H)`` codes of the first tokens.
+      h1: ``(B, H)`` codes of the adjacent tokens.
+
+    Returns:
+      The scalar loss.
+    """
     num = jnp.sum((h0 - h1) ** 2)
     return num / jnp.maximum(jnp.sum(h0 ** 2) + jnp.sum(h1 ** 2), TINY)
 
@@ -118,6 +149,8 @@ def tsae_loss(params: Params, x: Float[Array, "B 2 d"], *, k: int, n_high: int,
               alpha: float = 0.1, tau: float = 0.1,
               term: str = "contrastive") -> tuple[Float[Array, ""], _Out]:
     """Temporal SAE loss on pairs of adjacent tokens (module docstring).
+
+    Differentiable: yes, in params and x (almost everywhere: TopK).
 
     Args:
       params: a per-token dictionary (site ``(1,)``).
@@ -180,6 +213,8 @@ def tfa_init(key: PRNGKeyArray, d: int, n_latents: int, *, attn_dim: int | None 
              b: Float[Array, " d"] | None = None) -> TFAParams:
     """Random unit-norm decoder rows, ``E = D^T``, attention maps of norm ~1 per output.
 
+    Differentiable: no: a draw from a key and static sizes.
+
     Args:
       key: PRNG key.
       d: feature size.
@@ -206,6 +241,8 @@ def tfa_forward(params: TFAParams, x: Float[Array, "B T d"], *, k: int,
                 lam: float = 1.0) -> TFAOut:
     """TFA forward over windows ``x (B, T, d)`` (module docstring): the prediction at
     position ``t`` attends to the codes of positions ``0 .. t - 1`` only.
+
+    Differentiable: yes, in params and x (almost everywhere: TopK).
 
     Args:
       params: :class:`TFAParams`.
@@ -237,13 +274,28 @@ def tfa_forward(params: TFAParams, x: Float[Array, "B T d"], *, k: int,
 def tfa_loss(params: TFAParams, x: Float[Array, "B T d"], *, k: int,
              lam: float = 1.0) -> tuple[Float[Array, ""], _Out]:
     """FVU of the TFA reconstruction over the windows; ``out.l0`` counts the novel
-    codes per window."""
+    codes per window.
+
+    Differentiable: yes, in params and x (almost everywhere: TopK).
+
+    Args:
+      params: :class:`TFAParams`.
+      x: ``(B, T, d)`` windows.
+      k: kept novel latents per token (a static Python ``int``).
+      lam: input scale of the code maps, as :func:`tfa_forward`.
+
+    Returns:
+      ``(loss, out)``: the scalar FVU and the named terms ``(fvu, l0)``.
+    """
     o = tfa_forward(params, x, k=k, lam=lam)
     rec = fvu_unchecked(x, o.x_hat)
     return rec, _Out(rec, jnp.mean(jnp.sum(o.z_novel != 0, (-2, -1))))
 
 
 def tfa_normalize(params: TFAParams) -> TFAParams:
-    """Decoder rows back to unit norm (the post-update projection)."""
+    """Decoder rows back to unit norm (the post-update projection).
+
+    Differentiable: yes, in params.
+    """
     return params._replace(D=params.D / jnp.maximum(
         jnp.linalg.norm(params.D, axis=-1, keepdims=True), math.sqrt(TINY)))

@@ -105,6 +105,8 @@ def integrate_with_stats(velocity: Callable, x0: PyTree, *, method: str = "euler
     evaluation, shared with the automatic initial-step selection); the tests check it
     against a counting callback.
 
+    Differentiable: yes, in x0, t0, t1 and the velocity's parameters.
+
     Args:
         velocity, x0, method, steps, t0, t1, post, rtol, atol, max_steps, reverse: as in
             :func:`integrate`, which documents each.
@@ -188,6 +190,9 @@ def integrate(velocity: Callable, x0: PyTree, *, method: str = "euler",
     References: J. C. Butcher, "Numerical methods for ordinary differential equations",
     2016 (the explicit Runge-Kutta methods); C. Tsitouras, Comput. Math. Appl. 62, 2011
     (Tsit5); J. R. Dormand, P. J. Prince, J. Comput. Appl. Math. 6, 1980 (Dopri5).
+
+    Differentiable: yes, in x0, t0, t1 and the velocity's parameters (fixed steps: a scan; adaptive:
+    diffrax's checkpointed adjoint).
 
     Args:
         velocity: ``velocity(t, x) -> dx/dt``, ``x`` of ``x0``'s shapes.

@@ -20,6 +20,8 @@ def gaussian_logp(x: Float[Array, "..."]) -> Float[Array, ""]:
     """Standard normal log-density of one sample,
     ``-|x|^2 / 2 - (d / 2) log(2 pi)`` with ``d`` the number of entries.
 
+    Differentiable: yes, in x.
+
     Args:
         x: one sample (any shape).
 
@@ -53,6 +55,8 @@ def log_likelihood(velocity: Callable, x1: Float[Array, "..."], *,
     References: R. T. Q. Chen et al., "Neural ordinary differential equations", NeurIPS
     2018; W. Grathwohl et al., "FFJORD", ICLR 2019; M. F. Hutchinson, Commun. Stat.
     Simul. Comput. 19, 1990.
+
+    Differentiable: yes, in x1 and the velocity's parameters.
 
     Args:
         velocity: ``velocity(t, x) -> dx/dt`` on one sample.

@@ -24,6 +24,8 @@ def cfm_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x1: PyTre
     ``(velocity_fn(params, t, x_t) - u_t)^2``. ``vmap`` it over a batch (with split keys)
     and average for a minibatch loss, or use :func:`cfm_batch_loss`.
 
+    Differentiable: yes, in params, x1 and x0 (as velocity_fn is).
+
     Args:
         velocity_fn: ``velocity_fn(params, t, x) -> v`` on one sample, ``t`` a scalar.
         params: the model's parameters (any pytree).
@@ -49,6 +51,8 @@ def drop_labels(key: PRNGKeyArray, y: Int[Array, " B"], p_uncond: float,
     """Classifier-free-guidance label dropout: each label becomes ``null_label`` with
     probability ``p_uncond`` (Ho & Salimans 2022). jaxkit nets map negative labels to
     their learned null-class embedding.
+
+    Differentiable: no: integer labels.
 
     Args:
         key: PRNG key.
@@ -100,6 +104,8 @@ def cfm_batch_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x0:
     References: Lipman et al., ICLR 2023; Tong et al., TMLR 2024; Ho & Salimans,
     "Classifier-free diffusion guidance", 2022.
 
+    Differentiable: yes, in params, x0, x1 and weights (as velocity_fn is).
+
     Args:
         velocity_fn: batched ``velocity_fn(params, t, x[, y]) -> v``.
         params: the model's parameters (any pytree).
@@ -136,6 +142,8 @@ def cfg_velocity(velocity: Callable, params: PyTree, t, x: PyTree, y, guidance: 
     """Classifier-free guidance: ``(1 + w) v(t, x | y) - w v(t, x | null)`` with
     ``w = guidance`` (Ho & Salimans 2022). ``velocity(params, t, x, y)``; the null label
     is ``null_label`` broadcast to ``y``'s shape. ``w = 0`` is the conditional field.
+
+    Differentiable: yes, in params, t and x (as velocity is).
 
     Args:
         velocity: ``velocity(params, t, x, y) -> v``.

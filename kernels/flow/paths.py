@@ -31,6 +31,8 @@ def linear_path(x0: PyTree, x1: PyTree, t, *, sigma: float = 0.0,
     (Liu et al., "Flow straight and fast", ICLR 2023; with ``sigma > 0`` the I-CFM path
     of Tong et al., TMLR 2024).
 
+    Differentiable: yes, in x0, x1, t and sigma (the noise fixed by key or noise).
+
     Args:
         x0: source sample(s), any pytree.
         x1: target sample(s), the same pytree and shapes.
@@ -55,6 +57,8 @@ def cond_ot_path(x0: PyTree, x1: PyTree, t, sigma_min: float = 0.0) -> tuple[PyT
     """Conditional OT path (Lipman et al., "Flow matching for generative modeling", ICLR
     2023, eq. 20) from ``x0 ~ N(0, I)``: ``x_t = (1 - (1 - sigma_min) t) x0 + t x1``,
     ``u_t = x1 - (1 - sigma_min) x0``.
+
+    Differentiable: yes, in x0, x1 and t.
 
     Args:
         x0: source sample(s), any pytree.
@@ -81,6 +85,8 @@ def vp_path(x0: PyTree, x1: PyTree, t, *, sigma: float = 0.0,
     With ``sigma > 0`` this is torchcfm's ``VariancePreservingConditionalFlowMatcher(sigma)``:
     constant Gaussian noise around the mean path, ``u_t`` unchanged (as its
     ``sample_xt`` / ``compute_conditional_flow``).
+
+    Differentiable: yes, in x0, x1 and t.
 
     Args:
         x0: source sample(s), any pytree.
@@ -124,6 +130,8 @@ def sb_path(key: PRNGKeyArray | None, x0: PyTree, x1: PyTree, t, sigma: float = 
     endpoints (at most ``sigma / (2 sqrt(2 offset))`` ~ ``3.5e3 sigma``, at
     ``t (1 - t) = offset / 2``), as in torchcfm. ``offset = 0`` gives the exact bridge
     velocity in the interior, still ``x1 - x0`` at the endpoints themselves.
+
+    Differentiable: yes, in x0, x1, t and sigma (the noise fixed by key or noise).
 
     Args:
         key: PRNG key for ``eps ~ N(0, I)`` (may be None when ``noise`` is given).
@@ -173,6 +181,8 @@ PATHS: dict[str, Callable] = {
 def sample_path(path: str, key: PRNGKeyArray, x0: PyTree, x1: PyTree, t,
                 **kwargs) -> tuple[PyTree, PyTree]:
     """Sample the path named ``path``: ``PATHS[path](key, x0, x1, t, **kwargs)``.
+
+    Differentiable: yes, in x0, x1 and t (as the named path).
 
     Args:
         path: ``"linear"``, ``"cond_ot"``, ``"vp"`` or ``"sb"`` (static).

@@ -53,6 +53,8 @@ def bootstrap(
     resample from its key. The resamples differ from lingam's (another generator), so
     only the distribution of the results is comparable.
 
+    Differentiable: no: refits LiNGAM (see direct_lingam and ica_lingam).
+
     Args:
         key: PRNG key (resampling, and ICA-LiNGAM's ``w_init``).
         x: data ``(n, d)``: finite, no constant column, ``n >= d``.
@@ -97,6 +99,8 @@ def bootstrap_probabilities(result: BootstrapResult, min_causal_effect: float | 
     """Fraction of resamples with ``|B[i, j]| > min_causal_effect`` (lingam's
     ``BootstrapResult.get_probabilities``; NaN entries count as 0).
 
+    Differentiable: no: fractions of thresholded edges (piecewise constant).
+
     Args:
         result: a :class:`BootstrapResult`.
         min_causal_effect: threshold (``None``: 0; else ``> 0``, as lingam).
@@ -117,6 +121,8 @@ def causal_direction_counts(result: BootstrapResult, n_directions: int | None = 
     lists). Equal counts keep the ``(to, from[, sign])`` order of ``np.unique`` (a
     stable sort; lingam's ``argsort`` is not stable, so its ties may come in another
     order).
+
+    Differentiable: no: counts in NumPy (a Python dict).
 
     Args:
         result: a :class:`BootstrapResult`.

@@ -30,6 +30,8 @@ def estimate_total_effect(
     wrong); here that is the second output, ``order_ok`` (False in that case), so it
     also works under ``jit``/``vmap``. Indices may be traced.
 
+    Differentiable: yes, in x (adjacency and causal_order choose the regression).
+
     Args:
         x: the data ``(n, d)`` the model was fitted to (or new data).
         adjacency: ``(d, d)``, ``[i, j]`` the direct effect of ``x_j`` on ``x_i``.
@@ -68,6 +70,8 @@ def total_effects_from_adjacency(adjacency: Float[Array, "d d"]) -> Float[Array,
     paths ``from -> to`` of the products of the edge weights (lingam's
     ``calculate_total_effect``, which enumerates the paths). Computed as that finite
     series, so pairs without a path are exactly zero.
+
+    Differentiable: yes, in adjacency.
 
     Args:
         adjacency: ``(d, d)`` acyclic weights ``B``, ``[i, j]`` the effect of ``j`` on ``i``.
@@ -118,6 +122,8 @@ def hsic_test_gamma(x: Float[Array, " n"], y: Float[Array, " n"]
     is the gamma survival function at ``stat`` with shape ``mean^2 / var`` and scale
     ``var n / mean``.
 
+    Differentiable: yes, in x and y (the statistic and its p-value).
+
     Args:
         x: first sample ``(n,)``.
         y: second sample ``(n,)``.
@@ -149,6 +155,8 @@ def error_independence_p_values(x: Float[Array, "n d"], adjacency: Float[Array, 
     ``i < j`` the :func:`hsic_test_gamma` p-value of ``(E_i, E_j)``, symmetric with a
     zero diagonal. Small values say the LiNGAM assumption of independent errors fails
     for that pair. Memory ``O(n^2)`` per pair (pairs mapped one after another).
+
+    Differentiable: yes, in x and adjacency.
 
     Args:
         x: data ``(n, d)``.

@@ -82,6 +82,8 @@ def ica_lingam(
     ``converged`` and ``n_iter`` report FastICA; non-convergence (e.g. Gaussian data,
     which runs to ``max_iter``) is a flag, not an error.
 
+    Differentiable: no: FastICA inside (see ica.fastica); the causal order is discrete.
+
     Args:
         key: PRNG key for FastICA's default ``w_init``; may be ``None`` with ``w_init``.
         x: data matrix ``(n, d)``: finite, no constant column, ``n >= d``.
@@ -268,6 +270,9 @@ def direct_lingam(
     All pairs are evaluated at once: each step materialises an ``n x d x d`` tensor
     (memory ``~ 3 n d^2`` floats per dataset under ``vmap``). ``converged`` is always
     True and ``n_iter`` 0.
+
+    Differentiable: no: a discrete order search; reverse mode fails ('Linearization failed':
+    map_over_batch's custom vmap rule).
 
     Args:
         x: data matrix ``(n, d)``: finite, no constant column, ``n >= d``.

@@ -28,7 +28,10 @@ __all__ = ["kernel_mutual_information", "kernel_scores", "standardise"]
 
 def standardise(x: Float[Array, "n d"]) -> Float[Array, "n d"]:
     """Columns centred and scaled to unit variance (ddof=0), as scikit-learn's
-    ``preprocessing.scale``, which lingam applies once before the kernel search."""
+    ``preprocessing.scale``, which lingam applies once before the kernel search.
+
+    Differentiable: yes, in x.
+    """
     xc = x - jnp.mean(x, axis=0)
     sd = jnp.sqrt(jnp.mean(xc * xc, axis=0))
     return xc / jnp.where(sd > 0, sd, 1.0)
@@ -43,6 +46,10 @@ def kernel_mutual_information(x1: Float[Array, " n"], x2: Float[Array, " n"],
                               sequential_vmap: bool | None = None) -> Float[Array, ""]:
     """Kernel mutual information of two samples (module docstring; lingam's
     ``DirectLiNGAM._mutual_information``).
+
+    Differentiable: no: reverse mode fails ('Linearization failed'): its Cholesky factorisations run
+    under map_over_batch's custom vmap rule (kernels/_batching.py), which JAX can only
+    forward-differentiate (jax.jvp works).
 
     Args:
         x1: first sample ``(n,)``.
@@ -92,6 +99,8 @@ def kernel_scores(xr: Float[Array, "n d"], remaining: Bool[Array, " d"]) -> Floa
     ``r_i|j = x_i - cov(x_i, x_j) / var(x_j) x_j`` (ddof=0) on the current working data
     ``xr`` (standardised once at the start, residualised since). The ``d^2`` pairs run
     one after another (``lax.map``): memory ``O(n^2)``, time ``O(d^2 n^3)``.
+
+    Differentiable: no: as kernel_mutual_information, which it calls.
 
     Args:
         xr: the working data ``(n, d)``.

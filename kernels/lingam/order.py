@@ -22,6 +22,8 @@ def b_from_unmixing(w: Float[Array, "d d"]) -> Float[Array, "d d"]:
     variable ``c`` moves to row ``c``. Entries of ``|w|`` below ``eps * max|w|`` are
     floored there so the cost stays finite.
 
+    Differentiable: yes, in w (almost everywhere: the row permutation is an assignment, held fixed).
+
     Args:
         w: square unmixing matrix ``(d, d)`` (e.g. FastICA's ``components``).
 
@@ -82,6 +84,8 @@ def causal_order_from_b(b: Float[Array, "d d"], before=None) -> Int[Array, " d"]
     acyclic relation; see :func:`jaxkit.kernels.lingam.prior.partial_order`) a row is
     peeled only once every row that must precede it is gone; success stays monotone in
     ``k`` and ``k = d^2`` still always succeeds.
+
+    Differentiable: no: integer output.
 
     Args:
         b: square weighted adjacency ``(d, d)``, ``b[i, j]`` the effect of ``j`` on ``i``.

@@ -38,6 +38,8 @@ def check_prior_knowledge(prior_knowledge, d: int, *, name: str = "prior_knowled
     (lingam reports that pair too); and the partial order it implies is acyclic (lingam
     would fail later with an empty candidate set).
 
+    Differentiable: no: NumPy on the host.
+
     Args:
         prior_knowledge: array-like ``(d, d)``, concrete (it shapes the computation).
         d: the number of variables.
@@ -81,7 +83,10 @@ def check_prior_knowledge(prior_knowledge, d: int, *, name: str = "prior_knowled
 
 def partial_order(pk) -> np.ndarray:
     """``before[a, b]``: ``a`` must precede ``b`` in any causal order (see the module
-    docstring). ``pk`` as returned by :func:`check_prior_knowledge`."""
+    docstring). ``pk`` as returned by :func:`check_prior_knowledge`.
+
+    Differentiable: no: NumPy on the host.
+    """
     pk = np.asarray(pk)
     path = pk == 1  # path[i, j]: j -> i, so j before i
     none = pk == 0  # none[i, j]: no path j -> i, so i before j ...
@@ -104,14 +109,28 @@ def _cycle(before: np.ndarray) -> list[int]:
 
 def allowed_parents(pk) -> np.ndarray:
     """``allowed[i, j]``: ``x_j`` may be a parent of ``x_i`` in the pruned graph (not
-    forbidden by ``pk[i, j] = 0``)."""
+    forbidden by ``pk[i, j] = 0``).
+
+    Differentiable: no: NumPy on the host.
+    """
     return np.asarray(pk) != 0
 
 
 def strong_candidates(before: Bool[Array, "d d"], remaining: Bool[Array, " d"]
                       ) -> Bool[Array, " d"]:
     """Remaining variables with no remaining variable that must precede them (lingam's
-    ``_search_candidate`` with ``apply_prior_knowledge_softly=False``)."""
+    ``_search_candidate`` with ``apply_prior_knowledge_softly=False``).
+
+    Differentiable: no: boolean output.
+
+    Args:
+        before: ``(d, d)`` bool, ``before[a, b]``: ``a`` must precede ``b``
+            (:func:`partial_order`).
+        remaining: ``(d,)`` bool mask of the variables not yet ordered.
+
+    Returns:
+        ``(d,)`` bool mask of the candidates.
+    """
     return remaining & ~jnp.any(before & remaining[:, None], axis=0)
 
 
@@ -126,6 +145,8 @@ def soft_candidates(pk, remaining: Bool[Array, " d"]
     the non-candidates known not to be caused by any candidate; in the pairwise measure
     their residual on a candidate is replaced by the variable itself. Where lingam's
     rule leaves no candidate (it would then fail), every remaining variable is one.
+
+    Differentiable: no: boolean output.
 
     Args:
         pk: ``(d, d)`` int array as returned by :func:`check_prior_knowledge`.

@@ -223,6 +223,10 @@ def adaptive_lasso_prune(
     B. Efron, T. Hastie, I. Johnstone, R. Tibshirani, "Least angle regression", Annals
     of Statistics 32, 2004.
 
+    Differentiable: no: reverse mode fails ('Linearization failed'): it runs under map_over_batch's
+    custom vmap rule (kernels/_batching.py), which JAX can only forward-differentiate; the lasso
+    path is a while_loop.
+
     Args:
         x: data matrix ``(n, d)``: finite, no constant column, ``n >= d``.
         causal_order: a permutation of ``0..d-1``, ``causal_order[0]`` a root.

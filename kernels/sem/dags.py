@@ -33,6 +33,8 @@ def edge_weights(
     """Edge weights ``s * m`` with a uniformly random sign ``s`` and magnitude
     ``m ~ U[w_low, w_high]`` (the weight law of Shimizu et al. 2011's simulations).
 
+    Differentiable: yes, in w_low and w_high (the key fixes the signs and the uniforms).
+
     Args:
         key: PRNG key.
         shape: output shape (static).
@@ -82,6 +84,8 @@ def erdos_renyi_dag(key: PRNGKeyArray, d: int, *, edges_per_node: float = 2.0,
 
     Reference: P. Erdos, A. Renyi, "On random graphs I", Publ. Math. Debrecen 6, 1959.
 
+    Differentiable: yes, in w_low and w_high (the key fixes the graph and the draws).
+
     Args:
         key: PRNG key.
         d: number of nodes (static).
@@ -115,6 +119,8 @@ def scale_free_dag(key: PRNGKeyArray, d: int, *, edges_per_node: float = 2.0,
 
     Reference: A.-L. Barabasi, R. Albert, "Emergence of scaling in random networks",
     Science 286, 1999.
+
+    Differentiable: yes, in w_low and w_high (the key fixes the graph and the draws).
 
     Args:
         key: PRNG key.
@@ -165,6 +171,8 @@ def random_dag(
     """A random weighted DAG: :func:`erdos_renyi_dag` (``graph="er"``) or
     :func:`scale_free_dag` (``graph="sf"``).
 
+    Differentiable: yes, in w_low and w_high (the key fixes the graph and the draws).
+
     Args:
         key: PRNG key.
         d: number of nodes (static).
@@ -193,6 +201,8 @@ def is_acyclic(b: Float[Array, "d d"]) -> Bool[Array, ""]:
     node reaches itself; reachability within ``2^k`` steps comes from ``ceil(log2 d)``
     boolean squarings ``R <- min(R R + R, 1)``.
 
+    Differentiable: no: boolean output.
+
     Args:
         b: square (weighted) adjacency ``(d, d)``; self-loops count as cycles.
 
@@ -215,6 +225,8 @@ def dag_inverse(b: Float[Array, "d d"]) -> Float[Array, "d d"]:
     LAPACK call. (Batched LAPACK solves under ``vmap`` can deadlock jaxlib 0.10.2's CPU
     thread pool on small machines, see the pooled-LiNGAM pipeline notes.) For a cyclic
     ``b`` the result is *not* the inverse.
+
+    Differentiable: yes, in b.
 
     Args:
         b: weighted adjacency of a DAG ``(d, d)``.

@@ -44,13 +44,34 @@ def _check_dmax(d_max) -> int:
 
 
 def active_mask(d_max: int, d) -> Bool[Array, " d_max"]:
-    """``arange(d_max) < d``: the active node slots."""
+    """``arange(d_max) < d``: the active node slots.
+
+    Differentiable: no: boolean output.
+
+    Args:
+        d_max: node slots (static).
+        d: active nodes (may be traced).
+
+    Returns:
+        ``(d_max,)`` bool mask.
+    """
     return jnp.arange(d_max) < d
 
 
 def relabel(key: PRNGKeyArray, a: Bool[Array, "d d"], d) -> Bool[Array, "d d"]:
     """Permute the labels of the first ``d`` nodes of ``a`` uniformly (padding stays
-    last): ``out[perm[p], perm[q]] = a[p, q]``."""
+    last): ``out[perm[p], perm[q]] = a[p, q]``.
+
+    Differentiable: no: boolean adjacency.
+
+    Args:
+        key: PRNG key of the permutation.
+        a: ``(d_max, d_max)`` boolean adjacency.
+        d: active nodes (may be traced).
+
+    Returns:
+        The relabelled ``(d_max, d_max)`` adjacency.
+    """
     d_max = a.shape[0]
     act = active_mask(d_max, d)
     u = jnp.where(act, jax.random.uniform(key, (d_max,), jnp.float32),
@@ -62,7 +83,18 @@ def relabel(key: PRNGKeyArray, a: Bool[Array, "d d"], d) -> Bool[Array, "d d"]:
 
 def orient_by_order(key: PRNGKeyArray, u: Bool[Array, "d d"], d) -> Bool[Array, "d d"]:
     """Orient a symmetric adjacency ``u`` by a uniformly random order of the active nodes:
-    ``a[i, j] = u[i, j] and rank[j] < rank[i]`` (acyclic)."""
+    ``a[i, j] = u[i, j] and rank[j] < rank[i]`` (acyclic).
+
+    Differentiable: no: boolean adjacency.
+
+    Args:
+        key: PRNG key of the order.
+        u: ``(d_max, d_max)`` symmetric boolean adjacency.
+        d: active nodes (may be traced); edges touching padding slots are dropped.
+
+    Returns:
+        ``(d_max, d_max)`` boolean DAG adjacency.
+    """
     d_max = u.shape[0]
     rank = jax.random.uniform(key, (d_max,), jnp.float32)
     act = active_mask(d_max, d)
@@ -75,6 +107,8 @@ def er_graph(key: PRNGKeyArray, d_max: int, d, edges_per_node) -> Bool[Array, "d
     ``p = min(1, 2 k / (d - 1))`` (expected ``k d`` edges), oriented by a random order.
 
     Reference: P. Erdos, A. Renyi, Publ. Math. Debrecen 6, 1959.
+
+    Differentiable: no: boolean adjacency.
 
     Args:
         key: PRNG key.
@@ -102,10 +136,16 @@ def sf_graph(key: PRNGKeyArray, d_max: int, d, edges_per_node) -> Bool[Array, "d
 
     Reference: A.-L. Barabasi, R. Albert, Science 286, 1999.
 
-    Args: as :func:`er_graph`.
+    Differentiable: no: boolean adjacency.
+
+    Args:
+        key: PRNG key.
+        d_max: node slots (static, >= 2).
+        d: active nodes (traced int, ``2 <= d <= d_max``).
+        edges_per_node: ``k`` (traced).
 
     Returns:
-        Boolean adjacency ``(d_max, d_max)``.
+        Boolean adjacency ``(d_max, d_max)``, ``a[i, j]``: ``j -> i``.
     """
     d_max = _check_dmax(d_max)
     M = min(MAX_HALF_DEGREE, d_max - 1)
@@ -139,6 +179,8 @@ def ws_graph(key: PRNGKeyArray, d_max: int, d, edges_per_node, *, rewire=0.3
 
     Reference: D. J. Watts, S. H. Strogatz, "Collective dynamics of 'small-world'
     networks", Nature 393, 1998.
+
+    Differentiable: no: boolean adjacency.
 
     Args:
         key, d_max, d, edges_per_node: as :func:`er_graph`.
@@ -177,6 +219,8 @@ def sbm_graph(key: PRNGKeyArray, d_max: int, d, edges_per_node, *, n_blocks=3,
     Reference: P. W. Holland, K. B. Laskey, S. Leinhardt, "Stochastic blockmodels: first
     steps", Social Networks 5, 1983.
 
+    Differentiable: no: boolean adjacency.
+
     Args:
         key, d_max, d, edges_per_node: as :func:`er_graph`.
         n_blocks: number of blocks ``B >= 1`` (traced).
@@ -208,10 +252,16 @@ def geometric_graph(key: PRNGKeyArray, d_max: int, d, edges_per_node
 
     Reference: M. Penrose, "Random Geometric Graphs", Oxford University Press, 2003.
 
-    Args: as :func:`er_graph`.
+    Differentiable: no: boolean adjacency.
+
+    Args:
+        key: PRNG key.
+        d_max: node slots (static, >= 2).
+        d: active nodes (traced int, ``2 <= d <= d_max``).
+        edges_per_node: ``k`` (traced).
 
     Returns:
-        Boolean adjacency ``(d_max, d_max)``.
+        Boolean adjacency ``(d_max, d_max)``, ``a[i, j]``: ``j -> i``.
     """
     d_max = _check_dmax(d_max)
     k_x, k_o = jax.random.split(key)
@@ -230,6 +280,8 @@ def graph_family(key: PRNGKeyArray, family: int, d_max: int, d, edges_per_node
     rewiring probability and the SBM block count / ratio from ``key``:
     ``rewire ~ U[0.1, 0.5]``, ``B ~ U{2, 3, 4}``, ``ratio ~ U[4, 20]`` (the branches of
     :func:`sample_graph`).
+
+    Differentiable: no: boolean adjacency.
 
     Args:
         key: PRNG key.
@@ -267,6 +319,8 @@ def sample_graph(key: PRNGKeyArray, family: Int[Array, ""], d_max: int, d,
     family is computed and one selected, :func:`.prior.sample_tasks` groups tasks by
     family instead).
 
+    Differentiable: no: boolean adjacency.
+
     Args:
         key: PRNG key.
         family: int code in ``[0, 5)`` (traced), see :data:`GRAPHS`.
@@ -284,5 +338,8 @@ def sample_graph(key: PRNGKeyArray, family: Int[Array, ""], d_max: int, d,
 
 
 def edge_count(a: Bool[Array, "d d"]) -> Int[Array, ""]:
-    """Number of edges of a boolean adjacency."""
+    """Number of edges of a boolean adjacency.
+
+    Differentiable: no: an integer count.
+    """
     return jnp.sum(a.astype(jnp.int32))

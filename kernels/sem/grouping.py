@@ -36,7 +36,18 @@ __all__ = ["grouped_switch", "n_chunks"]
 
 
 def n_chunks(batch: int, n_codes: int, chunk: int) -> int:
-    """The static number of pure chunks :func:`grouped_switch` uses (module docstring)."""
+    """The static number of pure chunks :func:`grouped_switch` uses (module docstring).
+
+    Differentiable: no: a static Python int.
+
+    Args:
+        batch: number of tasks (a Python ``int``).
+        n_codes: number of branches (a Python ``int``).
+        chunk: tasks per chunk (a Python ``int``).
+
+    Returns:
+        A Python ``int``.
+    """
     return -(-batch // chunk) + min(n_codes, batch) - 1
 
 
@@ -45,6 +56,8 @@ def grouped_switch(codes: Int[Array, " B"], branches: Sequence[Callable], inputs
                    batched: bool = False):
     """``out[b] = branches[codes[b]](inputs[b])`` with each branch computed only on the
     elements of its code (module docstring).
+
+    Differentiable: yes, in inputs (as the branches are).
 
     Args:
         codes: int codes ``(B,)`` in ``[0, len(branches))`` (traced; clipped).

@@ -30,6 +30,8 @@ def intervention_targets(
     one atomic intervention per node). ``choice="random"`` draws each environment's targets
     independently and uniformly.
 
+    Differentiable: no: boolean output.
+
     Args:
         key: PRNG key.
         d: number of nodes (static).

@@ -87,6 +87,8 @@ def init_mechanisms(key: PRNGKeyArray, adj: Bool[Array, "d d"], *, w_low=0.5, w_
                     scale_low=0.5, scale_high=1.5) -> MechParams:
     """Draw the mechanism parameters of every node of ``adj`` (``adj[v, j]``: ``j -> v``).
 
+    Differentiable: yes, in w_low, w_high, scale_low and scale_high (the key fixes the draws).
+
     Args:
         key: PRNG key.
         adj: boolean adjacency ``(d, d)``.
@@ -125,6 +127,8 @@ def init_mechanism(key: PRNGKeyArray, adj: Bool[Array, "d d"], code: int, *, w_l
     laws as :func:`init_mechanisms` for the fields that mechanism uses, zeros elsewhere,
     so a task draws only the random numbers its family needs (from the counter hash
     of :mod:`._draws`).
+
+    Differentiable: yes, in w_low, w_high, scale_low and scale_high (the key fixes the draws).
 
     Args:
         key: PRNG key.
@@ -193,24 +197,54 @@ def _order_and_rank(adj, active):
 def topological_order(adj: Bool[Array, "d d"], active: Bool[Array, " d"]) -> Int[Array, " d"]:
     """A topological order of the active nodes of the DAG ``adj`` (``adj[v, j]``:
     ``j -> v``), padding slots last: nodes sorted (stably) by their depth (longest path
-    from a root), computed by ``d`` relaxations ``depth_v = max_j adj[v, j] (depth_j + 1)``."""
+    from a root), computed by ``d`` relaxations ``depth_v = max_j adj[v, j] (depth_j + 1)``.
+
+    Differentiable: no: integer output.
+
+    Args:
+        adj: ``(d, d)`` boolean adjacency of a DAG, ``adj[v, j]``: ``j -> v``.
+        active: ``(d,)`` boolean mask of the active nodes (the others are padding).
+
+    Returns:
+        ``(d,)`` int32 node indices in a topological order, the padding slots last.
+    """
     return _order_and_rank(adj, active)[0]
 
 
 def masked_moments(v: Float[Array, " n"], m: Bool[Array, " n"]
                    ) -> tuple[Float[Array, ""], Float[Array, ""]]:
-    """Mean and standard deviation (ddof 0, floored at 1e-6) of ``v[m]``."""
+    """Mean and standard deviation (ddof 0, floored at 1e-6) of ``v[m]``.
+
+    Differentiable: yes, in v.
+
+    Args:
+        v: ``(n,)`` values.
+        m: ``(n,)`` bool mask of the entries that count.
+
+    Returns:
+        ``(mean, sd)``, scalars in ``v``'s dtype.
+    """
     w = m.astype(v.dtype)
     cnt = jnp.maximum(jnp.sum(w), 1.0)
     mu = jnp.sum(v * w) / cnt
-    sd = jnp.sqrt(jnp.sum(((v - mu) * w) ** 2) / cnt)
-    return mu, jnp.maximum(sd, 1e-6)
+    return mu, _floored_sd(jnp.sum(((v - mu) * w) ** 2) / cnt)
+
+
+def _floored_sd(var):
+    """``max(sqrt(var), 1e-6)``, the same values, with a finite gradient at ``var = 0``
+    (a constant column, or the MLP output of a root node): there ``sqrt``'s infinite
+    derivative times the floor's zero made every gradient through the moments NaN."""
+    zero = var == 0
+    return jnp.maximum(jnp.where(zero, 0.0, jnp.sqrt(jnp.where(zero, 1.0, var))), 1e-6)
 
 
 def fast_cos(y):
     """``cos y`` in float32 by range reduction to ``[0, pi/2]`` and the Taylor polynomial
     of degree 14 (absolute error < 2e-6 for ``|y| < 1e3``; XLA's CPU ``cos`` is not
-    vectorised and was the random-Fourier-feature mechanism's main cost)."""
+    vectorised and was the random-Fourier-feature mechanism's main cost).
+
+    Differentiable: yes, in y.
+    """
     r = y - (2.0 * math.pi) * jnp.round(y * (0.5 / math.pi))
     a = jnp.abs(r)
     flip = a > 0.5 * math.pi
@@ -342,8 +376,7 @@ def _moments(v, m):
     w = m.astype(v.dtype)
     cnt = jnp.maximum(jnp.sum(w, axis=-1, keepdims=True), 1.0)
     mu = jnp.sum(v * w, axis=-1, keepdims=True) / cnt
-    sd = jnp.sqrt(jnp.sum(((v - mu) * w) ** 2, axis=-1, keepdims=True) / cnt)
-    return mu, jnp.maximum(sd, 1e-6)
+    return mu, _floored_sd(jnp.sum(((v - mu) * w) ** 2, axis=-1, keepdims=True) / cnt)
 
 
 def _node_major(prep):
@@ -394,8 +427,24 @@ def simulate_mechanism(mechanism: int, key: PRNGKeyArray, adj: Bool[Array, "d d"
     """Ancestral sampling (module docstring) under the static mechanism ``mechanism``,
     given the unit noise ``eps`` (before the noise scales); ``key`` draws the
     interventions' values. :func:`simulate_scm` is this with a traced mechanism code and
-    the noise drawn from its code. Arguments as :func:`simulate_scm`; ``n_blocks``
-    (static) as :func:`simulate_mechanism_batch`.
+    the noise drawn from its code.
+
+    Differentiable: yes, in params and eps.
+
+    Args:
+        mechanism: code in ``MECHANISMS`` (a static Python ``int``).
+        key: PRNG key of the interventions' values.
+        adj: boolean adjacency ``(d, d)``, a DAG on the active nodes.
+        params: :func:`init_mechanisms` output.
+        eps: ``(n, d)`` unit noise.
+        active: active node slots ``(d,)``.
+        rows: valid rows ``(n,)``.
+        env: environment of each row ``(n,)``, ``-1`` for observational rows.
+        targets: targets of each environment ``(k, d)``.
+        itype: code in ``INTERVENTION_TYPES`` (traced).
+        iscm: standardise each node as it is generated (traced bool).
+        n_blocks: static number of blocks of the node loop, as
+            :func:`simulate_mechanism_batch`.
 
     Returns:
         ``x`` ``(n, d)``; padding rows and node slots are 0.
@@ -423,7 +472,21 @@ def simulate_mechanism_batch(mechanism: int, keys: PRNGKeyArray, adj: Bool[Array
     (active nodes first), so the loop indexes by its step counter only; the columns are
     permuted back at the end.
 
+    Differentiable: yes, in params and eps with n_steps=None (a traced n_steps bounds the loop:
+    reverse mode fails).
+
     Args:
+        mechanism: code in ``MECHANISMS`` (a static Python ``int``).
+        keys: ``(C,)`` PRNG keys of the interventions' values.
+        adj: ``(C, d, d)`` boolean adjacencies.
+        params: :func:`init_mechanisms` outputs stacked over the batch.
+        eps: ``(C, n, d)`` unit noise.
+        active: ``(C, d)`` active node slots.
+        rows: ``(C, n)`` valid rows.
+        env: ``(C, n)`` environment of each row, ``-1`` for observational rows.
+        targets: ``(C, k, d)`` targets of each environment.
+        itype: ``(C,)`` codes in ``INTERVENTION_TYPES``.
+        iscm: ``(C,)`` bool: iSCM standardisation per task.
         n_steps: ``None``, or a traced scalar ``>=`` every task's number of active nodes
             (e.g. the batch's largest ``d``): the positions past it are padding and are
             not computed.
@@ -479,6 +542,8 @@ def simulate_scm(key: PRNGKeyArray, adj: Bool[Array, "d d"], params: MechParams,
     scan over nodes indexes by its step counter only (no per-task gathers under
     ``vmap``); the columns are permuted back at the end. The mechanism and the noise law
     are ``lax.switch`` branches (:func:`simulate_mechanism`, :func:`.prior_noise.noise_law`).
+
+    Differentiable: yes, in params (the key and the codes fix the draws).
 
     Args:
         key: PRNG key.

@@ -24,6 +24,8 @@ def sample_noise(key: PRNGKeyArray, shape: tuple[int, ...], kind: NoiseKind = "g
     ``"gaussian"``: ``N(0, 1)``; ``"laplace"``: ``Laplace(0, 1/sqrt 2)`` (excess
     kurtosis 3); ``"uniform"``: ``U[-sqrt 3, sqrt 3]`` (excess kurtosis -1.2).
 
+    Differentiable: no: a draw from a key and static sizes (no float inputs).
+
     Args:
         key: PRNG key.
         shape: output shape (static).

@@ -64,7 +64,10 @@ class NotearsResult(NamedTuple):
 def expm_taylor(a: Float[Array, "d d"]) -> Float[Array, "d d"]:
     """``e^{a}`` by scaling and squaring: ``a / 2^s`` with ``s = ceil(log2 ||a||_1)``
     (at most 24), a degree-12 Taylor polynomial by Horner's rule, then ``s`` squarings
-    (a fixed loop of 24 masked squarings, so the shape of the computation is static)."""
+    (a fixed loop of 24 masked squarings, so the shape of the computation is static).
+
+    Differentiable: yes, in a (almost everywhere: the number of squarings follows the norm).
+    """
     d = a.shape[-1]
     eye = jnp.eye(d, dtype=a.dtype)
     nrm = jnp.max(jnp.sum(jnp.abs(a), axis=0))
@@ -81,7 +84,10 @@ def expm_taylor(a: Float[Array, "d d"]) -> Float[Array, "d d"]:
 
 
 def notears_h(w: Float[Array, "d d"]) -> tuple[Float[Array, ""], Float[Array, "d d"]]:
-    """``h(W) = tr e^{W o W} - d`` and its gradient ``(e^{W o W})^T o 2W``."""
+    """``h(W) = tr e^{W o W} - d`` and its gradient ``(e^{W o W})^T o 2W``.
+
+    Differentiable: yes, in w.
+    """
     e = expm_taylor(w * w)
     return jnp.trace(e) - w.shape[-1], e.T * 2.0 * w
 
@@ -90,6 +96,9 @@ def notears(x: Float[Array, "n d"], *, lambda1: float = 0.1, w_threshold: float 
             outer_iters: int = 12, inner_steps: int = 100, h_tol: float | None = None,
             rho_max: float = 1e16) -> NotearsResult:
     """Linear NOTEARS with the least-squares score (module docstring).
+
+    Differentiable: no: its L-BFGS steps run optax's line search, a while_loop (reverse mode fails);
+    notears_h is differentiable.
 
     Args:
         x: data ``(n, d)`` (centred inside): finite, ``n >= 2``, no constant column.

@@ -170,6 +170,8 @@ def _meek(skel, head):
 def pc(x: Float[Array, "n d"], *, alpha=0.05, max_depth: int | None = None) -> PCResult:
     """The PC-stable algorithm with Fisher-z tests; see the module docstring.
 
+    Differentiable: no: a 0/1 graph from conditional-independence tests (piecewise constant).
+
     Args:
         x: data ``(n, d)``, rows i.i.d. draws (finite, no constant column).
         alpha: level of each conditional-independence test, in ``(0, 1)`` (may be
@@ -228,6 +230,8 @@ def dag_to_cpdag(b: Float[Array, "d d"], targets: Bool[Array, "k d"] | None = No
     ``a -> c`` that some target set cuts (``|I_k cap {a, c}| = 1``), then Meek's rules
     R1-R3 to closure (the same orientation code as :func:`pc`). Pure and fixed-shape
     (``jit``/``vmap``-safe).
+
+    Differentiable: no: a 0/1 graph (piecewise constant).
 
     References:
         D. M. Chickering, "A transformational characterization of equivalent Bayesian

@@ -100,6 +100,9 @@ def simulate_pooled(
 
     ``strength=1`` with ``"scale"`` gives purely observational data of the same shape.
 
+    Differentiable: yes, in b, strength and noise_scale (the key fixes the draws; b must stay
+    acyclic).
+
     Args:
         key: PRNG key.
         b: weighted adjacency of a DAG ``(d, d)``, ``b[i, j]`` the weight of ``j -> i``.

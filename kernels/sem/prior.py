@@ -106,6 +106,32 @@ def make_prior(*, graphs=None, mechanisms=None, noises=None, regimes=None, itype
     """A :class:`Prior` from mixture weights (a dict ``{name: weight}`` or a sequence in
     the order of ``GRAPHS`` / ``MECHANISMS`` / ``PRIOR_NOISES`` / ``REGIMES`` /
     ``INTERVENTION_TYPES``; ``None``: uniform) and ranges ``(low, high)`` (inclusive).
+    Every argument is a concrete Python value (checked eagerly); the result's leaves are
+    arrays that may later be traced.
+
+    Differentiable: no: builds a Prior from concrete Python values.
+
+    Args:
+        graphs: weights over :data:`GRAPHS` (``er``, ``sf``, ``ws``, ``sbm``, ``grg``).
+        mechanisms: weights over ``MECHANISMS`` (``linear``, ``mlp``, ``rff``,
+            ``sigmoid``, ``hetero``).
+        noises: weights over ``PRIOR_NOISES`` (``gaussian``, ``laplace``, ``student_t``,
+            ``uniform``, ``gumbel``).
+        regimes: weights over :data:`REGIMES` (``observational``, ``atomic``, ``multi``).
+        itypes: weights over ``INTERVENTION_TYPES`` (``hard``, ``shift``, ``scale``).
+        d_range: number of variables ``(low, high)``, integers ``>= 2``.
+        n_range: number of samples ``(low, high)``, integers ``>= 2``.
+        k_range: expected edges per node ``(low, high)``, ``>= 0``.
+        obs_frac: observational fraction of the rows ``(low, high)`` in ``[0, 1]``.
+        w_range: edge-weight magnitudes ``(low, high)``, ``>= 0``.
+        scale_range: noise scales ``(low, high)``, positive.
+        multi_p: probability that a node is a target in the multi-node regime.
+        p_known: probability that the targets are known (the indicator channel is kept).
+        p_standardize: probability that a task's columns are standardised.
+        p_iscm: probability of iSCM standardisation inside the simulation.
+
+    Returns:
+        The :class:`Prior` (weights normalised, ranges as arrays).
 
     Raises:
         ValueError: an unknown name, negative weights, an empty range, or a probability
@@ -145,7 +171,19 @@ def make_prior(*, graphs=None, mechanisms=None, noises=None, regimes=None, itype
 
 def mix_priors(a: Prior, b: Prior, t) -> Prior:
     """The curriculum interpolation ``(1 - t) a + t b`` of two priors, leaf by leaf (integer
-    ranges rounded); ``t`` in ``[0, 1]`` may be traced (e.g. a function of the step)."""
+    ranges rounded).
+
+    Differentiable: yes, in a, b and t (the float leaves; integer ranges are rounded).
+
+    Args:
+        a: the :class:`Prior` at ``t = 0``.
+        b: the :class:`Prior` at ``t = 1``.
+        t: the mixing weight, clipped to ``[0, 1]``; may be traced (e.g. a function of
+            the step).
+
+    Returns:
+        The interpolated :class:`Prior` (float leaves as float32, integer ones rounded).
+    """
     t = jnp.clip(jnp.asarray(t, jnp.float32), 0.0, 1.0)
 
     def mix(x, y):
@@ -199,7 +237,17 @@ class Task(NamedTuple):
 
 def standardize_columns(x: Float[Array, "n d"], rows: Bool[Array, " n"]) -> Float[Array, "n d"]:
     """Each column standardised (mean 0, sd 1, ddof 0) over the valid ``rows``; padding
-    rows stay 0."""
+    rows stay 0.
+
+    Differentiable: yes, in x.
+
+    Args:
+        x: ``(n, d)`` data.
+        rows: ``(n,)`` bool mask of the valid rows.
+
+    Returns:
+        ``(n, d)`` standardised data.
+    """
     mu, sd = jax.vmap(masked_moments, in_axes=(1, None))(x, rows)
     return jnp.where(rows[:, None], (x - mu) / sd, 0.0)
 
@@ -311,6 +359,9 @@ def sample_task(key: PRNGKeyArray, prior: Prior, *, d_max: int, n_max: int) -> T
     ``lax.switch`` branches (one is computed for one task; :func:`sample_tasks` draws a
     batch equal to ``vmap`` of this function without computing every branch per task).
 
+    Differentiable: no: the node loop runs to the task's traced number of variables (a fori_loop
+    with dynamic bounds: reverse mode fails).
+
     Args:
         key: PRNG key.
         prior: :class:`Prior` (traced).
@@ -336,7 +387,10 @@ def sample_task(key: PRNGKeyArray, prior: Prior, *, d_max: int, n_max: int) -> T
 def default_chunk(batch: int) -> int:
     """The chunk size :func:`sample_tasks` uses by default: about a tenth of the batch
     (at least 1, at most 8), so the pure chunks of each law waste few slots (smaller
-    chunks were faster than 13 or 16 at 128 tasks on a 2-core CPU: benchmarks/RESULTS.md)."""
+    chunks were faster than 13 or 16 at 128 tasks on a 2-core CPU: benchmarks/RESULTS.md).
+
+    Differentiable: no: a static Python int.
+    """
     return max(1, min(8, -(-batch // 10)))
 
 
@@ -348,6 +402,8 @@ def sample_tasks(key: PRNGKeyArray, prior: Prior, batch: int, *, d_max: int, n_m
     drawn first, then each stage runs every law on its own tasks only, in pure chunks of
     ``chunk`` tasks (:func:`.grouping.grouped_switch`). Jit with ``batch``, ``d_max``,
     ``n_max`` (and ``chunk``) static; a new ``prior`` value does not recompile.
+
+    Differentiable: no: as sample_task.
 
     Args:
         key: PRNG key.
@@ -384,6 +440,8 @@ def jit_sample_tasks(batch: int, *, d_max: int, n_max: int, chunk: int | None = 
     The same values as ``jax.jit(sample_tasks)`` up to float32 rounding. Inside
     a larger program (a training step that samples and fits in one call) keep XLA's
     defaults: its model fusions gain from YNNPACK.
+
+    Differentiable: no: returns a jitted function.
 
     Args:
         batch, d_max, n_max, chunk: as :func:`sample_tasks` (static).

@@ -44,6 +44,8 @@ def noise_law(key: PRNGKeyArray, shape: tuple[int, ...], code: int) -> Float[Arr
     * ``gumbel``: ``(G - gamma) sqrt 6 / pi``, ``G = -log(-log U)`` standard Gumbel, gamma
       Euler's constant (skewness 1.1395, excess kurtosis 2.4).
 
+    Differentiable: no: a draw from a key and a law code (no float inputs).
+
     Args:
         key: PRNG key.
         shape: output shape (static).
@@ -76,6 +78,8 @@ def prior_noise(key: PRNGKeyArray, shape: tuple[int, ...], code: Int[Array, ""]
     """Noise of law ``PRIOR_NOISES[code]`` for a traced ``code`` (:func:`noise_law`, one
     ``lax.switch`` branch per law: a real branch on one task, every law computed and one
     selected under ``vmap``; :func:`.prior.sample_tasks` groups tasks by law instead).
+
+    Differentiable: no: a draw from a key and a law code (no float inputs).
 
     Args:
         key: PRNG key.

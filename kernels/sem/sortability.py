@@ -94,6 +94,8 @@ def order_alignment(scores: Float[Array, " d"], b: Float[Array, "d d"], *,
     0 anti-sorted. A graph without edges has no paths: the value is then 0.5 (no order
     information) rather than 0/0.
 
+    Differentiable: no: a fraction of sorted pairs (piecewise constant).
+
     Args:
         scores: one score per variable ``(d,)``.
         b: adjacency ``(d, d)`` in the LiNGAM convention (``b[i, j] != 0``: ``j -> i``).
@@ -134,6 +136,8 @@ def var_sortability(x: Float[Array, "n d"], b: Float[Array, "d d"], *,
     """Var-sortability (Reisach et al. 2021): :func:`order_alignment` of the marginal
     variances ``Var(x_j)`` (ddof 0).
 
+    Differentiable: no: a fraction of sorted pairs (piecewise constant).
+
     Args:
         x: data ``(n, d)``.
         b: the true adjacency ``(d, d)`` (``b[i, j] != 0``: ``j -> i``).
@@ -167,6 +171,10 @@ def r2_coefficients(x: Float[Array, "n d"], *,
     ``C`` gets a ``10 d eps`` ridge and the result is clipped to ``[0, 1]``, so
     collinear columns give ``R^2 ~ 1`` instead of inf/NaN.
 
+    Differentiable: no: reverse mode fails ('Linearization failed'): its solves run under
+    map_over_batch's custom vmap rule (kernels/_batching.py), which JAX can only
+    forward-differentiate (jax.jvp works).
+
     Args:
         x: data ``(n, d)``, finite.
         sequential_vmap: under ``vmap``, solve one dataset at a time (static; ``None``:
@@ -185,6 +193,8 @@ def r2_sortability(x: Float[Array, "n d"], b: Float[Array, "d d"], *, tol: float
     """R^2-sortability (Reisach et al. 2023): :func:`order_alignment` of
     :func:`r2_coefficients`. Unchanged by rescaling the variables, unlike
     :func:`var_sortability`.
+
+    Differentiable: no: a fraction of sorted pairs (piecewise constant).
 
     Args:
         x: data ``(n, d)``.
@@ -209,6 +219,9 @@ def sort_regress(x: Float[Array, "n d"], scores: Float[Array, " d"], *, gamma: f
     prunes with, so floor and method differ only in the order. CausalDisco's
     ``sort_regress`` runs scikit-learn's ``LassoLarsIC`` on the raw scale instead: the
     order is identical, the selected parents can differ near the criterion's boundary.
+
+    Differentiable: no: the order is piecewise constant in scores, and the adaptive-lasso pruning
+    fails in reverse mode (see adaptive_lasso_prune).
 
     Args:
         x: data ``(n, d)``: finite, no constant column, ``n >= d``.
@@ -244,6 +257,8 @@ def var_sort_regress(x: Float[Array, "n d"], *, gamma: float = 1.0,
     variances. On raw simulated linear SEMs it is often competitive with real methods;
     after standardising the data it orders at chance.
 
+    Differentiable: no: as sort_regress.
+
     Args:
         x: data ``(n, d)``.
         gamma: see :func:`sort_regress`.
@@ -264,6 +279,8 @@ def r2_sort_regress(x: Float[Array, "n d"], *, gamma: float = 1.0,
     """R^2-SortnRegress (Reisach et al. 2023): :func:`sort_regress` by
     :func:`r2_coefficients`; scale-invariant, so standardising does not defeat it.
 
+    Differentiable: no: as sort_regress.
+
     Args:
         x: data ``(n, d)``.
         gamma: see :func:`sort_regress`.
@@ -283,6 +300,8 @@ def random_sort_regress(key: PRNGKeyArray, x: Float[Array, "n d"], *, gamma: flo
                         sequential_vmap: bool | None = None) -> SortRegressResult:
     """Random-SortnRegress: :func:`sort_regress` by i.i.d. uniform scores, i.e. a
     uniformly random order -- the chance level of every sort-and-regress method.
+
+    Differentiable: no: as sort_regress.
 
     Args:
         key: PRNG key for the scores.

@@ -14,6 +14,8 @@ def excess_kurtosis(e: Float[Array, "n d"]) -> Float[Array, " d"]:
     """Sample excess kurtosis ``m4 / m2^2 - 3`` of every column, with the central
     moments ``m_k = mean((e - mean e)^k)`` (0 for a Gaussian).
 
+    Differentiable: yes, in e.
+
     Args:
         e: samples ``(n, d)``, one row per sample.
 
@@ -33,6 +35,8 @@ def square_correlation(e: Float[Array, "n d"]) -> Float[Array, "d d"]:
     (variance-changing interventions) the dependence shows up exactly here. Zero off the
     diagonal for independent sources (up to sampling error ~ ``1/sqrt(n)``).
 
+    Differentiable: yes, in e.
+
     Args:
         e: samples ``(n, d)``, one row per sample.
 
@@ -50,6 +54,8 @@ def square_correlation(e: Float[Array, "n d"]) -> Float[Array, "d d"]:
 def mean_offdiag(m: Float[Array, "d d"]) -> Float[Array, ""]:
     """Mean of the off-diagonal entries of a square matrix (signed),
     ``sum_{i != j} m_ij / (d (d - 1))``.
+
+    Differentiable: yes, in m.
 
     Args:
         m: square matrix ``(d, d)``.
@@ -73,6 +79,8 @@ def hsic(a: Float[Array, " n"], b: Float[Array, " n"], *,
 
     Reference: A. Gretton, O. Bousquet, A. Smola, B. Scholkopf, "Measuring statistical
     dependence with Hilbert-Schmidt norms", ALT 2005.
+
+    Differentiable: yes, in a and b.
 
     Args:
         a: first sample ``(n,)``.
@@ -112,6 +120,8 @@ def atomic_scale_theory(n_nodes, strength, n_envs_total=None):
 
     * excess kurtosis ``3 m4 / m2^2 - 3 = 3 p (1 - p) (s^2 - 1)^2 / m2^2`` -- ``O(1/n)``;
     * ``corr(e_i^2, e_j^2) = -p^2 (s^2 - 1)^2 / (3 m4 - m2^2)`` -- ``O(1/n^2)``.
+
+    Differentiable: yes, in strength.
 
     Args:
         n_nodes: number of nodes ``d``.

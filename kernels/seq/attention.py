@@ -51,6 +51,8 @@ def causal_attention_heads(q: Float[Array, "B H T E"], k: Float[Array, "B H T E"
     """Causal softmax attention in the heads-major layout, query rows in blocks of
     ``block`` (module docstring).
 
+    Differentiable: yes, in q, k and v (computed in float32).
+
     Args:
       q, k, v: queries, keys and values (batch, heads, time, head dim).
       block: query rows per block (static, >= 1); ``block >= T`` is one block.
@@ -85,6 +87,8 @@ def causal_attention(q: Float[Array, "B T H E"], k: Float[Array, "B T H E"],
                      block: int = BLOCK) -> Float[Array, "B T H E"]:
     """Causal softmax attention (module docstring) on (batch, time, heads, head dim).
 
+    Differentiable: yes, in q, k and v (computed in float32).
+
     Args:
       q, k, v: queries, keys and values (batch, time, heads, head dim).
       impl: "einsum" or "xla" (static).
@@ -107,6 +111,8 @@ def causal_attention(q: Float[Array, "B T H E"], k: Float[Array, "B T H E"],
 def self_attention(params: AttentionParams, x: Float[Array, "B T D"], n_heads: int, *,
                    impl: Impl = "einsum", block: int = BLOCK) -> Float[Array, "B T D"]:
     """``W_o · Attn(x W_q, x W_k, x W_v)`` with ``n_heads`` heads (static).
+
+    Differentiable: yes, in params and x.
 
     Args:
       params: the :class:`AttentionParams`.
@@ -132,7 +138,19 @@ def self_attention(params: AttentionParams, x: Float[Array, "B T D"], n_heads: i
 def init_attention(key: PRNGKeyArray, d: int, *, n_layers: int = 1,
                    dtype=jnp.float32) -> AttentionParams:
     """Normal(0, 0.02) projections; the output projection scaled by
-    ``1 / sqrt(2 n_layers)`` (GPT-2's residual scaling)."""
+    ``1 / sqrt(2 n_layers)`` (GPT-2's residual scaling).
+
+    Differentiable: no: a draw from a key and static sizes (no float inputs).
+
+    Args:
+      key: PRNG key.
+      d: model width ``D`` (static).
+      n_layers: number of residual layers of the network (static), for the scaling.
+      dtype: the parameters' dtype.
+
+    Returns:
+      :class:`AttentionParams` with ``w_qkv (D, 3 D)`` and ``w_o (D, D)``.
+    """
     k1, k2 = jax.random.split(key)
     std = 0.02
     return AttentionParams(std * jax.random.normal(k1, (d, 3 * d), dtype),

@@ -16,6 +16,8 @@ def causal_conv1d(x: Float[Array, "B L C"], w: Float[Array, "K C"],
                   b: Float[Array, " C"] | None = None) -> Float[Array, "B L C"]:
     """Causal depthwise convolution as a sum of ``K`` shifted products.
 
+    Differentiable: yes, in x, w and b.
+
     Args:
       x: inputs (batch, length, channels).
       w: kernel (width K, channels).

@@ -18,6 +18,8 @@ def linear(x: Float[Array, "... D"], w: Float[Array, "D F"]) -> Float[Array, "..
     """``x @ w`` with the leading axes of ``x`` flattened (module docstring); ``w`` is
     cast to ``x``'s dtype.
 
+    Differentiable: yes, in x and w.
+
     Args:
       x: inputs (..., D).
       w: weights (D, F).

@@ -48,6 +48,8 @@ def mamba_mixer(params: MambaParams, x: Float[Array, "B L D"], *,
                 ) -> Float[Array, "B L D"]:
     """The Mamba mixer (module docstring); ``mode`` picks the scan form (static).
 
+    Differentiable: yes, in params and x.
+
     Args:
       params: the :class:`MambaParams`.
       x: inputs (batch, length, width).
@@ -76,6 +78,8 @@ def init_mamba(key: PRNGKeyArray, d: int, *, expand: int = 2, d_state: int = 16,
                d_conv: int = 4, dt_rank: int | None = None, dt_min: float = 1e-3,
                dt_max: float = 0.1, n_layers: int = 1, dtype=jnp.float32) -> MambaParams:
     """Initial Mamba weights (module docstring); ``dt_rank`` defaults to ``ceil(d / 16)``.
+
+    Differentiable: no: a draw from a key and static sizes (no float inputs).
 
     Args:
       key: PRNG key.

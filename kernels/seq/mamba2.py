@@ -54,6 +54,8 @@ def mamba2_mixer(params: Mamba2Params, x: Float[Array, "B L D"], *,
     """The Mamba-2 mixer (module docstring); ``mode`` and ``chunk`` are static (a chunk
     longer than the sequence is cut to its length).
 
+    Differentiable: yes, in params and x.
+
     Args:
       params: the :class:`Mamba2Params`.
       x: inputs (batch, length, width).
@@ -90,6 +92,8 @@ def init_mamba2(key: PRNGKeyArray, d: int, *, expand: int = 2, d_state: int = 16
                 head_dim: int = 16, d_conv: int = 4, dt_min: float = 1e-3,
                 dt_max: float = 0.1, n_layers: int = 1, dtype=jnp.float32) -> Mamba2Params:
     """Initial Mamba-2 weights (module docstring).
+
+    Differentiable: no: a draw from a key and static sizes (no float inputs).
 
     Args:
       key: PRNG key.

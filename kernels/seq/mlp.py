@@ -28,7 +28,10 @@ _RSQRT2PI = 1 / math.sqrt(2 * math.pi)
 @jax.custom_jvp
 def gelu(x: Array) -> Array:
     """The exact GELU ``x Phi(x)`` (module docstring), computed in float32 and returned in
-    ``x``'s dtype."""
+    ``x``'s dtype.
+
+    Differentiable: yes, in x (its custom JVP, in float32).
+    """
     xf = x.astype(jnp.float32)
     return (xf * (0.5 + 0.5 * jax.lax.erf(xf * _RSQRT2))).astype(x.dtype)
 
@@ -52,6 +55,8 @@ class MLPParams(NamedTuple):
 def mlp(params: MLPParams, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
     """``GELU(x W_in) W_out`` in ``x``'s dtype.
 
+    Differentiable: yes, in params and x.
+
     Args:
       params: the :class:`MLPParams`.
       x: inputs (..., D).
@@ -67,7 +72,20 @@ def mlp(params: MLPParams, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
 
 def init_mlp(key: PRNGKeyArray, d: int, hidden: int, *, n_layers: int = 1,
              dtype=jnp.float32) -> MLPParams:
-    """Normal(0, 0.02) weights, the output scaled by ``1 / sqrt(2 n_layers)``."""
+    """Normal(0, 0.02) weights, the output scaled by ``1 / sqrt(2 n_layers)``.
+
+    Differentiable: no: a draw from a key and static sizes (no float inputs).
+
+    Args:
+      key: PRNG key.
+      d: model width ``D`` (static).
+      hidden: hidden width ``H`` (static).
+      n_layers: number of residual layers of the network (static), for the scaling.
+      dtype: the parameters' dtype.
+
+    Returns:
+      :class:`MLPParams` with ``w_in (D, H)`` and ``w_out (H, D)``.
+    """
     k1, k2 = jax.random.split(key)
     return MLPParams(0.02 * jax.random.normal(k1, (d, hidden), dtype),
                      0.02 / math.sqrt(2 * n_layers) * jax.random.normal(k2, (hidden, d), dtype))

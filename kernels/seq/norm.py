@@ -19,6 +19,8 @@ def layer_norm(x: Float[Array, "... D"], w: Float[Array, " D"],
                b: Float[Array, " D"] | None = None, *, eps: float = 1e-5) -> Array:
     """LayerNorm over the last axis.
 
+    Differentiable: yes, in x, w and b.
+
     Args:
       x: inputs (..., D).
       w: scale (D,).
@@ -38,7 +40,18 @@ def layer_norm(x: Float[Array, "... D"], w: Float[Array, " D"],
 
 
 def rms_norm(x: Float[Array, "... D"], w: Float[Array, " D"], *, eps: float = 1e-5) -> Array:
-    """RMSNorm over the last axis (arguments as :func:`layer_norm`, no shift)."""
+    """RMSNorm over the last axis (as :func:`layer_norm`, no shift).
+
+    Differentiable: yes, in x and w.
+
+    Args:
+      x: inputs (..., D).
+      w: scale (D,).
+      eps: floor of the mean square.
+
+    Returns:
+      Normalised ``x`` in its dtype (computed in float32).
+    """
     xf = x.astype(F32)
     y = xf * jax.lax.rsqrt(jnp.mean(jnp.square(xf), -1, keepdims=True) + eps)
     return (y * w.astype(F32)).astype(x.dtype)

@@ -74,6 +74,8 @@ def selective_scan_sequential(x: Float[Array, "B L D"], delta: Float[Array, "B L
     """The selective scan step by step over time, in rematerialised chunks of ``chunk``
     steps (module docstring).
 
+    Differentiable: yes, in x, delta, A, B, C, D, z and h0.
+
     Args:
       x: inputs (batch, length, channels).
       delta: positive step sizes, same shape (already through softplus).
@@ -119,8 +121,23 @@ def selective_scan_associative(x: Float[Array, "B L D"], delta: Float[Array, "B 
                                C: Float[Array, "B L N"], D: Float[Array, " D"] | None = None,
                                z: Float[Array, "B L D"] | None = None,
                                h0: Float[Array, "B D N"] | None = None) -> ScanResult:
-    """The selective scan as ``lax.associative_scan`` over time (same arguments and
-    result as :func:`selective_scan_sequential`)."""
+    """The selective scan as ``lax.associative_scan`` over time (the result of
+    :func:`selective_scan_sequential`).
+
+    Differentiable: yes, in x, delta, A, B, C, D, z and h0.
+
+    Args:
+      x: inputs (batch, length, channels).
+      delta: positive step sizes, same shape (already through softplus).
+      A: state matrix (channels, state), normally negative.
+      B, C: input and output projections (batch, length, state).
+      D: skip weights (channels,), or None.
+      z: gate (batch, length, channels), or None.
+      h0: initial state (batch, channels, state), zeros when None.
+
+    Returns:
+      A :class:`ScanResult`.
+    """
     _check(x, delta, A, B, C)
     xf, dtf = x.astype(F32), delta.astype(F32)
     a = jnp.exp(dtf[..., None] * A.astype(F32))                      # (B, L, D, N)
@@ -144,7 +161,24 @@ def selective_scan(x, delta, A, B, C, D=None, z=None, h0=None, *,
     """:func:`selective_scan_sequential` (in chunks of ``chunk`` steps) or
     :func:`selective_scan_associative` by ``mode`` (static). On CPU the sequential form
     is usually faster (see benchmarks/RESULTS.md); the associative form has logarithmic
-    depth."""
+    depth.
+
+    Differentiable: yes, in x, delta, A, B, C, D, z and h0.
+
+    Args:
+      x: inputs (batch, length, channels).
+      delta: positive step sizes, same shape (already through softplus).
+      A: state matrix (channels, state), normally negative.
+      B, C: input and output projections (batch, length, state).
+      D: skip weights (channels,), or None.
+      z: gate (batch, length, channels), or None.
+      h0: initial state (batch, channels, state), zeros when None.
+      mode: ``"sequential"`` or ``"associative"`` (static).
+      chunk: steps per rematerialised chunk of the sequential form (static, >= 1).
+
+    Returns:
+      A :class:`ScanResult`.
+    """
     if mode == "sequential":
         return selective_scan_sequential(x, delta, A, B, C, D, z, h0, chunk=chunk)
     if mode == "associative":

@@ -43,6 +43,8 @@ def segsum(x: Float[Array, "... T"]) -> Float[Array, "... T T"]:
     """Stable segment sums ``S_ij = sum_{k=j+1}^{i} x_k`` for ``i >= j``, ``-inf`` above
     the diagonal (so ``exp(S)`` is the lower-triangular decay matrix).
 
+    Differentiable: yes, in x.
+
     Args:
       x: values along the last axis.
 
@@ -85,6 +87,8 @@ def ssd_sequential(x: Float[Array, "B L H P"], dt: Float[Array, "B L H"],
     ``H_t = exp(dt_t A) H_{t-1} + dt_t x_t B_t^T``, ``y_t = H_t C_t (+ D x_t)``. The
     reference of :func:`ssd_chunked` and the form for step-by-step decoding.
 
+    Differentiable: yes, in x, dt, A, B, C, D and h0.
+
     Args:
       x, dt, A, B, C, D, h0: as :func:`ssd_chunked`.
 
@@ -118,6 +122,8 @@ def ssd_chunked(x: Float[Array, "B L H P"], dt: Float[Array, "B L H"], A: Float[
                 D: Float[Array, " H"] | None = None,
                 h0: Float[Array, "B H P N"] | None = None) -> SSDResult:
     """Mamba-2 SSD in chunks of ``chunk`` steps (module docstring).
+
+    Differentiable: yes, in x, dt, A, B, C, D and h0.
 
     Args:
       x: inputs (batch, length, heads, head dim).

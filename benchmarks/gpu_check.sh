@@ -56,6 +56,10 @@ GPU_ARGS = {
     "crosscoder": ["--batch", "8192", "--no-peers"],
     "flow": ["--batches", "1024,8192"],
     "ica": [],
+    # jaxkit.lm prefill / decode / capture at accelerator batch sizes, both weight dtypes
+    # (the peers are CPU-only here); prints the batch-1 bandwidth bound of the weights run
+    "lm": ["--no-peers", "--batches", "1,8,32,128", "--dtypes", "float32,bfloat16",
+           "--prefill-tokens", "2048"],
     "misaligned": [],
     "universal_circuits": ["--no-peers"],
 }

@@ -67,9 +67,11 @@ def _main(
         "--version", callback=_version, is_eager=True, help="print the version and exit")
     ] = False,
 ):
+    from .kernels.checks import install_error_display
     from .log import quiet_third_party_warnings
 
     quiet_third_party_warnings()
+    install_error_display()  # a failed check inside jit reads as one clear line
     if distributed:
         from . import distributed as jd
 

@@ -19,8 +19,9 @@ outputs instead, ``EQX_ON_ERROR=off`` removes them.
 A user's own ``jax.jit``. The failure is a ``JaxRuntimeError`` created by jaxlib in C++
 (``"INTERNAL: CpuCallback error calling callback: Traceback ..."``), so no exception
 type of ours can make its ``str()`` lead with the message. What can be done on the
-host, and is done when this module is imported (:func:`install_error_display`; set
-``JAXKIT_ERROR_DISPLAY=0`` before the import to keep Python's defaults):
+host, and is opt-in: :func:`install_error_display` (the ``jaxkit`` command calls it; a
+library user calls it, or sets ``JAXKIT_ERROR_DISPLAY=1`` before the import). Importing
+jaxkit changes no global hook otherwise. Installed, it does this:
 
 * JAX's callback logger no longer prints the failed check's callback traceback to
   stderr ahead of the exception (a :mod:`logging` filter that drops only records of
@@ -447,7 +448,8 @@ def install_error_display() -> bool:
     """Make a failed jaxkit check inside a user's ``jax.jit`` read as clearly as outside
     it (module docstring): the logging filter, ``sys.excepthook`` (chained to the one
     installed before) and, in a running IPython shell without custom handlers, its
-    exception handler. Idempotent; done on import unless ``JAXKIT_ERROR_DISPLAY=0``.
+    exception handler. Idempotent; opt-in (the ``jaxkit`` command installs it, and so does
+    importing this module with ``JAXKIT_ERROR_DISPLAY=1``).
 
     Differentiable: no: installs a display hook (no arrays).
 
@@ -470,5 +472,5 @@ def install_error_display() -> bool:
     return True
 
 
-if os.environ.get("JAXKIT_ERROR_DISPLAY", "1") != "0":
+if os.environ.get("JAXKIT_ERROR_DISPLAY", "0") == "1":
     install_error_display()

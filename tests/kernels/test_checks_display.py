@@ -15,7 +15,8 @@ from jaxkit.kernels import checks, fingerprint
 
 USER_SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp
-    from jaxkit.kernels import fingerprint
+    from jaxkit.kernels import checks, fingerprint
+    checks.install_error_display()  # opt-in: importing jaxkit installs no hook
     bad = jnp.array([[0.0, 2.0]])
     f = jax.jit(lambda x: fingerprint.tanimoto_matrix(x, bad))
     print(f(jnp.array([[0.0, 1.0]])))
@@ -39,7 +40,41 @@ def test_uncaught_error_in_a_plain_jit_prints_the_message_first():
 
 @pytest.fixture(scope="module")
 def user_jit():
+    checks.install_error_display()
     return jax.jit(lambda x, b: fingerprint.tanimoto_matrix(x, b))
+
+
+NO_SIDE_EFFECTS = textwrap.dedent("""
+    import logging, sys
+    hook = sys.excepthook
+    filters = list(logging.getLogger("jax._src.callback").filters)
+    handlers = list(logging.getLogger().handlers)
+    import jaxkit, jaxkit.kernels
+    from jaxkit.kernels import checks, fingerprint, ica, lingam, sem
+    from jaxkit import lm, stats, training, report, registry
+    assert sys.excepthook is hook, "excepthook changed"
+    assert logging.getLogger("jax._src.callback").filters == filters, "filters changed"
+    assert logging.getLogger().handlers == handlers, "root handlers changed"
+    checks.install_error_display()
+    assert sys.excepthook is checks._excepthook
+    print("ok")
+""")
+
+
+def test_importing_jaxkit_changes_no_global_hook():
+    """Issue 70: importing jaxkit and its kernels leaves sys.excepthook and the logging
+    configuration as they were; the display is opt-in (the CLI and the variable opt in)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "JAXKIT_ERROR_DISPLAY"}
+    r = subprocess.run([sys.executable, "-c", NO_SIDE_EFFECTS], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    opted = subprocess.run(
+        [sys.executable, "-c", "import sys; from jaxkit.kernels import checks; "
+         "print(sys.excepthook is checks._excepthook)"],
+        capture_output=True, text=True, timeout=120, env={**env, "JAXKIT_ERROR_DISPLAY": "1"})
+    assert opted.stdout.strip() == "True", opted.stderr
 
 
 def test_caught_error_message_and_display(user_jit):
@@ -54,7 +89,7 @@ def test_caught_error_message_and_display(user_jit):
     with pytest.raises(checks.CheckError) as info2, checks.clear_errors():
         jax.block_until_ready(user_jit(x, bad))
     assert isinstance(info2.value, ValueError) and str(info2.value) == msg
-    # clear_errors must not remove the filter installed for good on import
+    # clear_errors must not remove the filter install_error_display installed
     assert checks._is_check_record in logging.getLogger("jax._src.callback").filters
     # a chained error is found through __cause__; other errors are not claimed
     try:

@@ -100,7 +100,12 @@ def propose_cmd(
     if not targets.is_file():
         _fail(f"{targets}: no such file")
     lines = []
-    for i, text in enumerate(targets.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        body = targets.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        _fail(f"{targets}: not UTF-8 text (byte {e.start}: {e.reason}); JSON Lines files "
+              "must be UTF-8")
+    for i, text in enumerate(body.splitlines(), 1):
         if not text.strip() or text.lstrip().startswith("#"):
             continue
         try:

@@ -244,16 +244,20 @@ def read_jsonl(path: str | Path) -> Dataset:
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     records = []
-    with path.open(encoding="utf-8") as fh:
-        for line, text in enumerate(fh, 1):
-            s = text.strip()
-            if not s or s.startswith("#"):
-                continue
-            try:
-                records.append((line, json.loads(s)))
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}, line {line}: invalid JSON ({e.msg} at column "
-                                f"{e.colno})") from None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); JSON Lines "
+                        "files must be UTF-8") from None
+    for line, text in enumerate(lines, 1):
+        s = text.strip()
+        if not s or s.startswith("#"):
+            continue
+        try:
+            records.append((line, json.loads(s)))
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}, line {line}: invalid JSON ({e.msg} at column "
+                            f"{e.colno})") from None
     return parse_records(records, str(path))
 
 

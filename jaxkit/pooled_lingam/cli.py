@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -85,6 +86,10 @@ def lingam_fit(
     except ValueError as e:
         _fail(f"{data}: {e}")
     adj = jax.device_get(res.adjacency)
+    if not np.all(np.isfinite(adj)):
+        scale = float(np.nanmax(np.abs(x))) if x.size else 0.0
+        _fail(f"{data}: the fit is not finite (the data's largest magnitude is {scale:.3g}; "
+              "rescale the columns, e.g. to unit variance, and fit again)")
     order = [names[i] for i in jax.device_get(res.causal_order)]
     converged = bool(res.converged)
     if not converged:

@@ -124,3 +124,30 @@ def test_run_with_unusable_user_data_is_one_line(tmp_path):
                             "--set", f"text={tmp_path / 'missing.txt'}"])
     out = _one_line_error(r)
     assert out.startswith("error: aira-compose: ") and "missing.txt: cannot read it" in out
+
+
+def test_binary_or_latin1_input_is_one_line(tmp_path):
+    """Issue 58: Latin-1 or binary files gave a raw UnicodeDecodeError."""
+    from jaxkit.cruxbench.data import read_jsonl as load
+    from jaxkit.io import DataError
+
+    bad = tmp_path / "markets.jsonl"
+    bad.write_bytes('{"type": "market", "id": "caf\xe9"}\n'.encode("latin-1"))
+    with pytest.raises(DataError, match="not UTF-8 text") as e:
+        load(bad)
+    assert "\n" not in str(e.value)
+    r = runner.invoke(app, ["cruxbench", "score", str(bad)])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "not UTF-8" in r.output or "not UTF-8" in str(r.exception)
+
+
+def test_lingam_fit_on_data_too_large_to_fit_is_one_line(tmp_path):
+    """Issue 58: data scaled by 1e300 gave every weight NaN and exit 0."""
+    rng = np.random.default_rng(0)
+    x0 = rng.uniform(-1, 1, 300)
+    x = np.c_[x0, 0.8 * x0 + rng.uniform(-1, 1, 300)] * 1e300
+    csv = tmp_path / "huge.csv"
+    csv.write_text("a,b\n" + "\n".join(f"{u:.6e},{v:.6e}" for u, v in x) + "\n")
+    r = runner.invoke(app, ["lingam", "fit", str(csv)])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2 and ("not finite" in out or "must be finite" in out), r.output

@@ -31,7 +31,7 @@ import numpy as np
 
 __all__ = ["Verdict", "t_interval", "paired_difference", "bootstrap_interval",
            "fisher_z_interval", "superiority", "equivalence", "as_generator",
-           "one_sided_p", "holm_reject", "holm_superiority", "all_of"]
+           "one_sided_p", "holm_reject", "holm_superiority", "all_of", "every_part_above"]
 
 
 class Verdict(NamedTuple):
@@ -330,3 +330,34 @@ def all_of(verdicts) -> str:
     if verdicts and all(v == "yes" for v in verdicts):
         return "yes"
     return "no" if any(v == "no" for v in verdicts) else "not shown"
+
+
+def every_part_above(diff_sets, margins, *, level: float = 0.95
+                     ) -> tuple[str, list[Verdict], str]:
+    """A claim that must hold in every part: each part's :func:`superiority` over its
+    margin; "yes" if every part says yes (intersection-union: no correction needed), "no"
+    if some part's one-sided test of falling *below* its margin survives Holm's
+    correction over the parts (at ``(1 - level) / 2``), else "not shown".
+
+    Args:
+        diff_sets: one array of per-seed paired differences per part.
+        margins: one margin per part.
+        level: as in :func:`superiority`.
+
+    Returns:
+        ``(verdict, the parts' own verdicts, a sentence for the claim's test column)``.
+    """
+    margins = list(margins)
+    vs = [superiority(d, margin=m, level=level) for d, m in zip(diff_sets, margins,
+                                                                strict=True)]
+    alpha = (1 - level) / 2
+    below = holm_reject([one_sided_p(d, m)[1] for d, m in zip(diff_sets, margins,
+                                                               strict=True)], alpha)
+    verdict = ("yes" if vs and all(v.verdict == "yes" for v in vs)
+               else "no" if below.any() else "not shown")
+    test = ""
+    if len(vs) > 1:
+        test = (f"must hold at each of {len(vs)} (intersection-union); 'no' when a part's "
+                f"one-sided test of falling below its margin survives Holm over the "
+                f"{len(vs)} (alpha {alpha:g})")
+    return verdict, vs, test

@@ -90,18 +90,13 @@ def _all_of(claim: str, parts, note: str, min_n: int, *, kind: str = "paper",
     if not parts:
         return Claim(PAPER, claim, "n/a", NOT_TESTED, "", note or f"fewer than {min_n} "
                      f"paired datasets ({what})", kind)
-    vs = [(lab, stats.superiority(x, margin=m)) for lab, x, m in parts]
-    below = stats.holm_reject([stats.one_sided_p(x, m)[1] for _, x, m in parts], 0.025)
-    verdict = ("yes" if all(v.verdict == "yes" for _, v in vs) else "no" if below.any()
-               else "not shown")
+    verdict, vlist, holm = stats.every_part_above([x for _, x, _ in parts],
+                                                  [m for _, _, m in parts])
+    vs = [(lab, v) for (lab, _, _), v in zip(parts, vlist, strict=True)]
     measured = "; ".join(f"{lab}: {_fmt(v)}" for lab, v in vs)
     ms = sorted({m for _, _, m in parts})
     test = (f"superiority (paired t, 95% CI vs margin {'/'.join(f'{m:g}' for m in ms)}), "
-            f"n={'/'.join(str(v.n) for _, v in vs)}")
-    if len(parts) > 1:
-        test += (f"; must hold against each of {len(parts)} (intersection-union); 'no' "
-                 f"when one falls below its margin after Holm over the {len(parts)} "
-                 "(alpha 0.025)")
+            f"n={'/'.join(str(v.n) for _, v in vs)}" + (f"; {holm}" if holm else ""))
     return Claim(PAPER, claim, measured, verdict, test, note, kind)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 from jaxkit.claims import Claim
 from jaxkit.plotting import interval, label_axes, legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
-from jaxkit.stats import Verdict, holm_reject, one_sided_p, paired_difference, superiority
+from jaxkit.stats import Verdict, every_part_above, paired_difference
 
 from .config import Config
 from .methods import LABELS
@@ -66,18 +66,14 @@ def _all_of(claim: str, parts: Sequence[tuple[str, Any, float]], note: str = "",
     shown"."""
     if not parts:
         return Claim(PAPER, claim, "-", NOT_TESTED, "", note, kind)
-    vs = [(label, superiority(x, margin=m)) for label, x, m in parts]
-    below = holm_reject([one_sided_p(x, m)[1] for _, x, m in parts], 0.025)
-    verdict = ("yes" if all(v.verdict == "yes" for _, v in vs) else "no" if below.any()
-               else "not shown")
+    verdict, vlist, holm = every_part_above([x for _, x, _ in parts],
+                                            [m for _, _, m in parts])
+    vs = [(label, v) for (label, _, _), v in zip(parts, vlist, strict=True)]
     measured = "; ".join(f"{label}: {_fmt(v)}" for label, v in vs)
     margins = sorted({m for _, _, m in parts})
     test = (f"superiority (paired t, 95% CI vs margin {'/'.join(f'{m:g}' for m in margins)}"
-            f"), n={'/'.join(map(str, sorted({v.n for _, v in vs})))}")
-    if len(parts) > 1:
-        test += (f"; must hold at each of {len(parts)} (intersection-union); 'no' when a "
-                 f"part's one-sided test of falling below its margin survives Holm over the "
-                 f"{len(parts)} (alpha 0.025)")
+            f"), n={'/'.join(map(str, sorted({v.n for _, v in vs})))}"
+            + (f"; {holm}" if holm else ""))
     return Claim(PAPER, claim, measured, verdict, test, note, kind)
 
 

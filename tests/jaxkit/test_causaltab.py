@@ -258,7 +258,7 @@ def test_negative_control_untrained_model_no_paper_claim_says_yes(monkeypatch):
 
     verdicts = paper()
     assert len(verdicts) == 6 and "yes" not in verdicts, verdicts
-    monkeypatch.setattr(report.stats, "superiority", lambda x, margin=0.0: Verdict(
+    monkeypatch.setattr(report.stats, "superiority", lambda x, margin=0.0, level=0.95: Verdict(
         "yes", 1.0, 1.0, 1.0, len(x), "always yes"))
     assert paper().count("yes") == 5
 

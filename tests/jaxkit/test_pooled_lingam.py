@@ -274,7 +274,7 @@ def test_negative_control_no_paper_claim_says_yes(monkeypatch):
     # the control has teeth: the same rows under a test that always says yes do say yes
     from jaxkit.stats import Verdict
 
-    monkeypatch.setattr(report, "superiority", lambda x, margin=0.0: Verdict(
+    monkeypatch.setattr(stats, "superiority", lambda x, margin=0.0, level=0.95: Verdict(
         "yes", 1.0, 1.0, 1.0, len(x), "always yes"))
     assert "yes" in [c.verdict for c in paper()]
 

@@ -723,8 +723,27 @@ def parity_report(logits: dict[str, list], gens: dict[str, list], act_sides: dic
     return dict(pairs=pairs), dict(rows=g_rows), dict(pairs=a_pairs)
 
 
-def _load() -> float:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+def _cpu_snapshot() -> tuple[float, float | None, float]:
+    """(wall, CPU seconds of the whole machine from /proc/stat or None, CPU seconds of
+    this process and its finished children)."""
+    busy = None
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        # user nice system idle iowait irq softirq steal ...: all but idle and iowait
+        busy = (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        pass
+    t = os.times()
+    return time.perf_counter(), busy, t.user + t.system + t.children_user + t.children_system
+
+
+def _others(start, end) -> float | None:
+    """Cores other processes kept busy on average between two snapshots
+    (the machine's CPU time less this process's and its waited-for children's)."""
+    if start[1] is None or end[1] is None or end[0] <= start[0]:
+        return None
+    return max(((end[1] - start[1]) - (end[2] - start[2])) / (end[0] - start[0]), 0.0)
 
 
 def _pin_threads(n: int):
@@ -861,9 +880,8 @@ def _run(args, cases) -> int:
     # jaxkit: parity outputs and timings, one dtype at a time
     logits, gens, acts, tok_sides = {}, {}, {}, {}
     jt, wbytes = {}, {}
-    loads: dict = {}  # side -> 1-minute load average before and after its timings
-    if models:
-        loads["jaxkit"] = [_load()]
+    loads: dict = {}  # side -> cores other processes used during its run
+    snap = _cpu_snapshot()
     for dtype, model in models.items():
         side = f"jaxkit {dtype}"
         wbytes[dtype] = jaxkit_weight_bytes(model)
@@ -884,8 +902,8 @@ def _run(args, cases) -> int:
         print(f"jaxkit {dtype}: timings ...", flush=True)
         jt[dtype] = jaxkit_timings(model, dtype, work, args, cases, flops)
     models.clear()
-    if "jaxkit" in loads:
-        loads["jaxkit"].append(_load())
+    if jt:
+        loads["jaxkit"] = _others(snap, _cpu_snapshot())
     if bw:
         bw_end = read_bandwidth()
         show_bw(bw_end, "end of jaxkit's timings")
@@ -903,7 +921,7 @@ def _run(args, cases) -> int:
                 peers[peer] = py
                 continue
             print(f"{PEER_NAMES[peer]} ...", flush=True)
-            loads[PEER_NAMES[peer]] = [_load()]
+            snap = _cpu_snapshot()
             try:
                 out = run_peer(peer, py, peer_request(peer, path, work, args, cases, tmp),
                                threads=args.threads)
@@ -912,7 +930,7 @@ def _run(args, cases) -> int:
                 print(f"{PEER_NAMES[peer]} {peers[peer]}", flush=True)
                 continue
             finally:
-                loads[PEER_NAMES[peer]].append(_load())
+                loads[PEER_NAMES[peer]] = _others(snap, _cpu_snapshot())
             peers[peer] = peer_records(peer, out.get("timings", {}), args, flops)
             name = PEER_NAMES[peer]
             if "tokenize" in out:
@@ -951,12 +969,12 @@ def _run(args, cases) -> int:
         for t in targets:
             print(f"target [{t['dtype']}] {t['target']}: {t['value']:.2f} (goal {t['goal']}: "
                   f"{'met' if t['met'] else 'NOT met'}); {t['note']}")
-        busy = {k: v for k, v in loads.items() if max(v) > args.threads + 0.5}
-        print("1-minute load average before / after each side's run: " + "; ".join(
-            f"{k} {' / '.join(f'{x:.1f}' for x in v)}" for k, v in loads.items())
+        busy = [k for k, v in loads.items() if v is not None and v > 0.25]
+        print("cores other processes kept busy during each side's run: " + "; ".join(
+            f"{k} {'-' if v is None else f'{v:.2f}'}" for k, v in loads.items())
             + (f" -- BUSY MACHINE ({', '.join(busy)}): other processes competed for the "
-               f"{args.threads} cores, those times are not comparable (llama.cpp's OpenMP "
-               "threads suffer most)" if busy else ""))
+               "cores, those times are not comparable (llama.cpp's OpenMP threads suffer "
+               "most)" if busy else ""))
 
     config = {k: getattr(args, k) for k in (
         "model", "dtypes", "runs", "warmup", "threads", "prefill_tokens", "prompt_tokens",
@@ -971,7 +989,7 @@ def _run(args, cases) -> int:
         payload=dict(argv=sys.argv, quick=args.quick, config=dict(config, cases=cases,
                                                                   gguf=str(path)),
                      id_source=id_source, jaxkit_note=jaxkit_note, work=work,
-                     hparams=hp, model_flops=flops, load_average_1min=loads,
+                     hparams=hp, model_flops=flops, other_processes_cores=loads,
                      jaxkit=jt, jaxkit_weight_bytes=wbytes, bandwidth=bw,
                      peers={k: (v if isinstance(v, str) else v) for k, v in peers.items()},
                      peer_info=peer_out, tokenization=tok, parity=parity, greedy=greedy,

@@ -24,7 +24,11 @@ The model is ``AutoModelForCausalLM.from_pretrained(dir, gguf_file=name, dtype=f
 transformers dequantizes the GGUF tensors to float32 and un-permutes llama.cpp's query/key
 rows (``LlamaTensorProcessor._reverse_permute_weights``), so its rotate-half RoPE applies.
 Tokenizer: ``AutoTokenizer.from_pretrained(dir, gguf_file=name)``, encoded with
-``add_special_tokens=False``.
+``add_special_tokens=False``. (transformers 5.25 builds it without the ``Digits`` split that
+``tokenizer.ggml.pre = smollm`` names, GPT-2's byte-level regex alone: a run of spaces before
+a digit then splits differently, ``"a  2"`` -> ``[81, 216, 216, 34]`` where llama.cpp and
+the SmolLM2 tokenizer give ``[81, 256, 34]``; logits parity therefore feeds every side the
+same ids.)
 
 * ``tokenize``: ids of each text, and the decoded ids (round trip).
 * ``logits``: float32 logits ``(len, vocab)`` of each sequence (one forward each, batch 1),

@@ -97,23 +97,19 @@ removed, other control and bidirectional-format characters and lone surrogates s
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import platform
-import re
 import secrets
 import selectors
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import threading
 import time
-import unicodedata
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -122,7 +118,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _landlock, _seccomp, reference
+from . import _landlock, _seccomp
+from ._sandbox_check import _check_items, _Impossible, _score_packing
+from ._sandbox_procs import _kill_group
+from ._sandbox_text import clean_text
 
 __all__ = ["FAILURE_SCORE", "ISOLATION_LEVELS", "EvalResult", "SandboxError", "clean_text",
            "evaluate_source", "evaluate_many", "isolation_level"]
@@ -202,36 +201,6 @@ class SandboxError(RuntimeError):
     missing); raised before any candidate code runs."""
 
 
-class _Impossible(ValueError):
-    """The reported packing cannot be right (message is the reason)."""
-
-
-# ECMA-48 sequences: CSI (7- and 8-bit), OSC / DCS / SOS / PM / APC strings up to their
-# terminator (BEL or ST) or the end of the text, and two-byte escapes
-_ESCAPES = re.compile(
-    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
-    r"|\x1b[ -/]*[0-~]?")
-
-
-def _escape_char(ch: str) -> str:
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def clean_text(text: str) -> str:
-    """``text`` safe to print on a terminal or in a report: terminal escape sequences
-    removed whole (cursor moves, clear screen, colours, OSC-8 links, window titles), every
-    other control character (C0 but tab and newlines, DEL, C1) and every invisible
-    format character (bidirectional overrides, zero-width characters) shown as a
-    ``\\xNN`` / ``\\uXXXX`` escape, and lone surrogates as ``\\udXXX`` escapes (so the
-    result always encodes as UTF-8)."""
-    text = str(text).encode("utf-8", "backslashreplace").decode("utf-8")
-    text = _ESCAPES.sub("", text)
-    return "".join(_escape_char(ch) if ch not in "\t\n\r" and
-                   unicodedata.category(ch) in ("Cc", "Cf", "Cs") else ch for ch in text)
-
-
 def _one_line(text: str) -> str:
     line = " ".join(clean_text(text).split())
     return line if len(line) <= _MAX_ERROR_CHARS else line[: _MAX_ERROR_CHARS - 3] + "..."
@@ -253,112 +222,6 @@ def _tail(path: Path, n: int = 4000) -> str:
             return fh.read().decode("utf-8", "replace")
     except OSError:
         return ""
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (from ``/proc/PID/task/TID/children``); empty
-    where ``/proc`` has no such files."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            tids = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{p}/task/{tid}/children") as fh:
-                    kids = [int(c) for c in fh.read().split()]
-            except (OSError, ValueError):
-                continue
-            found += kids
-            todo += kids
-    return found
-
-
-def _running(pid: int) -> bool:
-    """``pid`` exists and has not exited (a zombie has exited)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _kill_group(proc: subprocess.Popen, *, settle: float = 5.0) -> None:
-    """SIGKILL the worker's process group and every descendant, and wait until they are
-    gone. In a jail, killing the PID namespace's init makes the kernel kill every
-    process of the namespace (``setsid`` ones included), but only as that init exits:
-    returning before then would let a candidate's process outlive the evaluation by a
-    few milliseconds, so the parent waits (at most ``settle`` seconds) for all of them."""
-    family = _descendants(proc.pid)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):  # already gone
-        pass
-    except AttributeError:  # pragma: no cover - no process groups (Windows)
-        proc.kill()
-    for pid in family:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    proc.wait()
-    end = time.monotonic() + settle
-    while any(_running(pid) for pid in family) and time.monotonic() < end:
-        time.sleep(0.005)
-
-
-def _check_items(items: np.ndarray, capacity: float) -> np.ndarray:
-    items = np.asarray(items, dtype=np.float64)
-    if items.ndim == 1:
-        items = items[None, :]
-    if items.ndim != 2 or items.shape[1] == 0:
-        raise ValueError(f"items must have shape (n_instances, n_items), got {items.shape}")
-    if not (capacity > 0) or not np.isfinite(capacity):
-        raise ValueError(f"capacity must be positive and finite, got {capacity}")
-    if not np.all(np.isfinite(items)) or np.any(items <= 0) or np.any(items > capacity):
-        raise ValueError("items must be finite, positive and no larger than capacity")
-    return items
-
-
-# ---------------------------------------------------------------------------------------
-# Checking what the supervisor reports
-# ---------------------------------------------------------------------------------------
-
-
-def _score_packing(assignments, items: np.ndarray, capacity: float) -> tuple[tuple[int, ...],
-                                                                            float]:
-    """Bins used per instance and mean excess over L1 of the reported bin ``assignments``
-    (one bin index per item, per instance), after checking them against ``items``.
-
-    The bins are replayed in item order with the same float arithmetic as the packer, so
-    the counts equal :func:`jaxkit.ballad.reference.online_binpack`'s. Raises
-    :class:`_Impossible` when an index is out of range or not an integer, a bin ends over
-    capacity, or fewer bins than the L1 bound are used.
-    """
-    if not isinstance(assignments, list) or len(assignments) != len(items):
-        raise _Impossible(f"expected assignments for {len(items)} instances")
-    used, excess = [], []
-    for k, (chosen, row) in enumerate(zip(assignments, items, strict=True)):
-        n = len(row)
-        if (not isinstance(chosen, list) or len(chosen) != n
-                or not all(type(b) is int for b in chosen)):
-            raise _Impossible(f"instance {k}: expected {n} integer bin indices")
-        idx = np.asarray(chosen, dtype=np.int64) if n else np.zeros(0, np.int64)
-        if np.any(idx < 0) or np.any(idx >= n):
-            raise _Impossible(f"instance {k}: bin index out of range")
-        room = np.full(n, float(capacity))
-        np.subtract.at(room, idx, row)  # in item order, as the packer subtracts
-        if np.any(room < 0):
-            raise _Impossible(f"instance {k}: a bin holds more than its capacity")
-        bins = int(np.count_nonzero(room != capacity))
-        if bins < reference.l1_bound(row, capacity):
-            raise _Impossible(f"instance {k}: {bins} bins, below the L1 bound")
-        used.append(bins)
-        excess.append(reference.binpack_excess(bins, row, capacity))
-    mean = float(np.mean(excess))
-    if not (math.isfinite(mean) and mean >= 0.0):
-        raise _Impossible(f"excess {mean} is not a finite non-negative number")
-    return tuple(used), mean
 
 
 # ---------------------------------------------------------------------------------------

@@ -231,7 +231,7 @@ case("ica.whiten", lambda x: ica.whiten(x)[:3], lambda r: (_mixed(r),))
 case("ica.sym_decorrelation", ica.sym_decorrelation, lambda r: (_W(r),))
 case("ica.fixed_point_update", lambda w, x: ica.fixed_point_update(w, ica.whiten(x).z),
      lambda r: (ica.sym_decorrelation(_W(r)), _mixed(r)))
-case("ica.amari_distance", ica.amari_distance, lambda r: (_W(r), _W(r)))
+case("ica_metrics.amari_distance", ica.amari_distance, lambda r: (_W(r), _W(r)))
 case("ica_transform.transform", ica_transform.transform, lambda r: (_fit(r), _n(r, 4, 3)))
 case("ica_transform.inverse_transform", ica_transform.inverse_transform,
      lambda r: (_fit(r), _n(r, 4, 3)))

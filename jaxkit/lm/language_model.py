@@ -339,7 +339,10 @@ class LanguageModel:
     def shard(self, mesh: Mesh | None) -> LanguageModel:
         """The same model with its weights placed on ``mesh``: attention heads, MLP width
         and vocabulary split over the ``"model"`` axis when it divides them (replicated
-        otherwise), so batches split over ``"data"``. ``None`` gives the model back."""
+        otherwise), so batches split over ``"data"``. ``None`` gives the model back.
+
+        The weights move in place (one copy in memory): this object and the returned one
+        share them, and only the returned one places its inputs on the mesh."""
         if mesh is None:
             return self
         msize = mesh.shape.get("model", 1)

@@ -56,7 +56,6 @@ same ids.)
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import platform
@@ -65,23 +64,8 @@ import time
 
 import numpy as np
 import torch
+from _common import timed_runs as _times
 from _common import versions as peer_versions
-
-
-def _times(fn, runs: int, warmup: int) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    gc.collect()
-    gc.disable()
-    try:
-        out = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t0)
-    finally:
-        gc.enable()
-    return out
 
 
 def load(path: str):

@@ -49,30 +49,9 @@ import time
 
 import llama_cpp
 import numpy as np
+from _common import timed_runs as _times
 from _common import versions as peer_versions
 from llama_cpp import Llama
-
-
-def _times(fn, runs: int, warmup: int, setup=None) -> list[float]:
-    """``runs`` timings of ``fn()`` after ``warmup`` untimed calls; ``setup()`` (untimed)
-    before each call."""
-    for _ in range(warmup):
-        if setup:
-            setup()
-        fn()
-    gc.collect()
-    gc.disable()
-    try:
-        out = []
-        for _ in range(runs):
-            if setup:
-                setup()
-            t0 = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t0)
-    finally:
-        gc.enable()
-    return out
 
 
 def _last_logits(llm: Llama) -> np.ndarray:

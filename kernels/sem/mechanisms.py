@@ -331,7 +331,7 @@ def _prepare(mechanism: int, key, adj, params: MechParams, eps, active, rows, en
     for f in _USES[mechanism]:
         a = getattr(params, f)[order]
         if f in _PARENT_AXIS:
-            a = a[:, order] * pa.astype(jnp.float32).reshape(*pa.shape, *(1,) * (a.ndim - 2))
+            a = a[:, order] * pa.astype(a.dtype).reshape(*pa.shape, *(1,) * (a.ndim - 2))
         p[f] = a
     e, zv = _intervene(key, eps[:, order].T, params.noise_scale[order], env, rows,
                        targets[:, order], itype)
@@ -396,7 +396,7 @@ def _node_loop(mechanism: int, xs, rows, itype, iscm, n_steps, n_blocks: int):
     ``>= n_steps`` (padding in every task) are not computed (left 0)."""
     d, C = xs["act"].shape
     n = rows.shape[1]
-    xt = jnp.zeros((C, d, n), jnp.float32)
+    xt = jnp.zeros((C, d, n), xs["e"].dtype)
     size = -(-d // max(1, min(n_blocks, d)))
     for lo in range(0, d, size):
         hi = min(d, lo + size)

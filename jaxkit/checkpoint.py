@@ -225,7 +225,8 @@ class Checkpointer:
         return meta
 
     def restore(self, target: Any, step: int | None = None, *,
-                max_step: int | None = None) -> tuple[Any, dict, int]:
+                max_step: int | None = None,
+                min_step: int | None = None) -> tuple[Any, dict, int]:
         """Restore onto ``target``; returns ``(state, meta, step)``.
 
         Args:
@@ -237,6 +238,8 @@ class Checkpointer:
             newer checkpoint is skipped with a warning).
           max_step: with ``step=None``, consider only checkpoints at or below it (a run
             asked for fewer steps than a folder holds restores no state from its future).
+          min_step: with ``step=None``, consider only checkpoints above it (a loop whose
+            state is already at ``min_step``).
 
         Returns:
           The restored state (the target's pytree structure), the JSON dictionary saved
@@ -250,10 +253,12 @@ class Checkpointer:
 
         abstract = abstract_like(_saved_target(target))
         candidates = [step] if step is not None else [
-            s for s in self.steps()[::-1] if max_step is None or s <= int(max_step)]
+            s for s in self.steps()[::-1] if (max_step is None or s <= int(max_step))
+            and (min_step is None or s > int(min_step))]
         if not candidates:
             raise ValueError(f"checkpoint folder {str(self.directory)!r} holds no checkpoint"
-                             + ("" if max_step is None else f" at or below step {max_step}"))
+                             + ("" if max_step is None else f" at or below step {max_step}")
+                             + ("" if min_step is None else f" above step {min_step}"))
         errors = []
         for s in candidates:
             try:

@@ -15,6 +15,16 @@ the run that wrote it (by default the configuration digest, seed and jaxkit vers
 ``jaxkit run`` installs with :func:`use_fingerprint`). Checkpoints of another fingerprint
 (the configuration changed under ``--force``) are never restored: the folder is emptied,
 the run starts from step 0 with a warning, and :attr:`FitResult.restarted` says why.
+A loop that trains in stages through one folder (a budget sweep: ``fit(steps=20)``,
+then ``fit(steps=40)`` from its state) passes ``initial_step``, the step its state is
+already at, so a resumed sweep restores only checkpoints in ``(initial_step, steps]``
+and never trains a state twice over the same steps.
+
+What ``jaxkit run`` records: inside :func:`record_resumes`, every :func:`fit` that
+restored a checkpoint or removed stale ones appends one dictionary (folder, steps,
+``resumed_from``, ``restarted``) to the list it installed; the command line writes them
+to ``run.json``. :func:`interrupt_after` (and the ``JAXKIT_TEST_KILL_AFTER`` environment
+variable, for a subprocess) stops a training right after a checkpoint, to test resumes.
 
 Divergence: each step reports :attr:`~jaxkit.kernels.train.StepInfo.finite`; the loop
 keeps an on-device flag of the first non-finite step and reads it at every logging and
@@ -27,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import signal
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,11 +49,16 @@ import numpy as np
 
 from .checkpoint import Checkpointer, abstract_like, uncommit_like
 
-__all__ = ["FitResult", "TrainingDiverged", "fit", "step_key", "use_fingerprint",
-           "current_fingerprint"]
+__all__ = ["FitResult", "TrainingDiverged", "Interrupted", "fit", "step_key",
+           "use_fingerprint", "current_fingerprint", "record_resumes", "interrupt_after"]
 
 _FINGERPRINT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "jaxkit_fit_fingerprint", default=None)
+_RESUMES: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "jaxkit_fit_resumes", default=None)
+_INTERRUPT: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "jaxkit_fit_interrupt", default=None)
+KILL_ENV = "JAXKIT_TEST_KILL_AFTER"
 _HISTORY = "_jaxkit_history"
 _FP = "_jaxkit_fingerprint"
 
@@ -64,6 +80,53 @@ def use_fingerprint(fingerprint: str | None) -> Iterator[str | None]:
         _FINGERPRINT.reset(tok)
 
 
+@contextlib.contextmanager
+def record_resumes(into: list) -> Iterator[list]:
+    """Append to ``into`` one dictionary per :func:`fit` in this block that restored a
+    checkpoint or removed stale ones: ``checkpoints`` (the folder), ``steps`` (asked
+    for), ``resumed_from`` (the restored step, 0 when none) and ``restarted`` (why stale
+    checkpoints were removed, or ``""``). ``jaxkit run`` writes them to ``run.json``."""
+    tok = _RESUMES.set(into)
+    try:
+        yield into
+    finally:
+        _RESUMES.reset(tok)
+
+
+class Interrupted(RuntimeError):
+    """Raised by :func:`fit` inside :func:`interrupt_after` (a simulated kill)."""
+
+
+@contextlib.contextmanager
+def interrupt_after(step: int) -> Iterator[dict]:
+    """A test hook: the first :func:`fit` in this block that saves a checkpoint at a
+    step ``>= step`` raises :class:`Interrupted` right after saving it, as if the process
+    had been killed there (the checkpoint is on disk; nothing after it ran). The yielded
+    dictionary's ``"fired"`` says whether it happened.
+
+    A subprocess gets the same with the environment variable ``JAXKIT_TEST_KILL_AFTER=
+    step``, which kills the process with ``SIGKILL`` instead (a real kill)."""
+    if int(step) < 1:
+        raise ValueError(f"`step` must be >= 1; got {step}")
+    state = {"step": int(step), "fired": False}
+    tok = _INTERRUPT.set(state)
+    try:
+        yield state
+    finally:
+        _INTERRUPT.reset(tok)
+
+
+def _maybe_interrupt(done: int) -> None:
+    """After the checkpoint of step ``done``: the :func:`interrupt_after` hook."""
+    hook = _INTERRUPT.get()
+    if hook is not None and not hook["fired"] and done >= hook["step"]:
+        hook["fired"] = True
+        raise Interrupted(f"interrupted after the checkpoint of step {done}")
+    env = os.environ.get(KILL_ENV, "")
+    if env.strip().isdigit() and done >= int(env):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 class TrainingDiverged(RuntimeError):
     """Raised when a step produced a non-finite loss, gradient or parameter."""
 
@@ -83,7 +146,9 @@ class FitResult(NamedTuple):
       resumed_from: the step restored from a checkpoint (0 for a fresh run).
       meta: the JSON dictionary of the restored checkpoint (``{}`` for a fresh run).
       restored_history: the records logged before ``resumed_from`` (saved in the
-        checkpoint); ``restored_history + history`` is the whole run's.
+        checkpoint); ``restored_history + history`` is the whole run's (with an
+        ``initial_step``, it may hold records of the earlier fits into the same folder
+        or only those after ``initial_step``: keep the records whose ``step`` is above it).
       restarted: why checkpoints in the folder were not used (``""``: they were, or there
         were none).
     """
@@ -144,6 +209,7 @@ def fit(
     target: Any = None,
     progress: Any = "auto",
     fingerprint: str | None = "auto",
+    initial_step: int = 0,
 ) -> FitResult:
     """Run ``steps`` training steps with checkpoints and resume.
 
@@ -172,6 +238,10 @@ def fit(
         silent. Reporting never changes what is computed.
       fingerprint: what ties the checkpoints to this run's configuration; ``"auto"``:
         :func:`current_fingerprint`; None: no check (module docstring).
+      initial_step: the step ``state`` is already at (a loop that continues its own
+        previous :func:`fit` in the same folder passes the step it ended at): only a
+        checkpoint in ``(initial_step, steps]`` is restored, else training continues
+        from ``state`` at ``initial_step``.
 
     Returns:
       A :class:`FitResult`.
@@ -187,26 +257,36 @@ def fit(
         raise ValueError(f"`checkpoint_every` must be >= 1; got {checkpoint_every}")
     if int(log_every) < 0:
         raise ValueError(f"`log_every` must be >= 0; got {log_every}")
+    initial_step = int(initial_step)
+    if not 0 <= initial_step <= steps:
+        raise ValueError(f"`initial_step` must be in [0, steps={steps}]; got {initial_step}")
     ckpt = Checkpointer(checkpoint_dir, keep=keep) if checkpoint_dir is not None else None
     if fingerprint == "auto":
         fingerprint = current_fingerprint()
-    start, meta = 0, {}
+    start, meta = initial_step, {}
     past: list[dict] = []
     restarted = ""
     task = None
     try:
         if ckpt is not None and ckpt.steps():
             restarted = _stale(ckpt, fingerprint)
-        usable = [s for s in ckpt.steps() if s <= steps] if ckpt is not None else []
+        usable = [s for s in ckpt.steps() if initial_step < s <= steps] \
+            if ckpt is not None else []
         if resume and usable:
             tgt = abstract_like(state) if target is None else target
-            restored, meta, start = ckpt.restore(tgt, max_step=steps)
+            restored, meta, start = ckpt.restore(tgt, max_step=steps,
+                                                 min_step=initial_step)
             # placed as the fresh state was: no second compilation, no device clash
             state = uncommit_like(restored, state) if target is None else restored
             past = list(meta.pop(_HISTORY, []))
             meta.pop(_FP, None)
             if on_restore is not None:
                 on_restore(meta)
+        record = _RESUMES.get()
+        if record is not None and ckpt is not None and (start > initial_step or restarted):
+            record.append({"checkpoints": str(ckpt.directory), "steps": steps,
+                           "resumed_from": start if start > initial_step else 0,
+                           "restarted": restarted})
         if progress == "auto":
             from .log import current_progress
 
@@ -243,6 +323,7 @@ def fit(
                     extra[_FP] = fingerprint
                 ckpt.save(done, state, {**(meta_fn(done) if meta_fn is not None else {}),
                                         **extra})
+                _maybe_interrupt(done)
             if task is not None:
                 progress.advance(task)
         if last_info is not None:

@@ -377,14 +377,17 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
     losses, history = [], []
     trained = 0.0
     n_done = 0
+    at = 0  # the step the state is at
     t_train = 0.0
     try:
         for b in budgets:
             t1 = time.perf_counter()
             try:
+                # the state is at the previous budget: restore only a later checkpoint
                 res = training.fit(k_run, state, compiled, batch_fn, steps=b // s.chunk,
                                    checkpoint_dir=ckpt, checkpoint_every=s.checkpoint_every,
-                                   resume=resume or n_done > 0, log_every=1)
+                                   resume=resume or n_done > 0, log_every=1,
+                                   initial_step=at)
             except training.TrainingDiverged as e:
                 raise CandidateDiverged(
                     f"training diverged at step {e.step * s.chunk} (non-finite loss, "
@@ -394,7 +397,8 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
             t_train += time.perf_counter() - t1
             trained += (b // s.chunk - res.resumed_from) * s.chunk
             state = res.state
-            history += res.history
+            history += [h for h in res.full_history if h["step"] > at]
+            at = b // s.chunk
             losses.append(np.asarray(evaluate(state.params, state.aux, val)))
             n_done += 1
     finally:

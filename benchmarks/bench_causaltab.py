@@ -220,9 +220,9 @@ def case_inference(args, rows, results):
     import jax
     from jaxkit.kernels import graph as gm
 
+    from jaxkit.causal_model.weights_io import shipped_weights
     from jaxkit.causaltab import evaluate as ev
     from jaxkit.causaltab import experiments as ex
-    from jaxkit.causaltab.train import shipped_weights
 
     w = shipped_weights()
     if w is None:
@@ -272,7 +272,7 @@ def case_train(args, rows, results):
     from jaxkit.kernels import train as ktrain
 
     from jaxkit import bench
-    from jaxkit.causaltab.model import ModelConfig, init_params
+    from jaxkit.causal_model.model import ModelConfig, init_params
     from jaxkit.causaltab.train import task_loss, train_prior
 
     batch, d_max, n_max = (8, 10, 32) if args.quick else (32, 20, 100)

@@ -257,12 +257,11 @@ def fit_ges(x, env, targets):
 
 
 def fit_causaltab(x, env, targets):
-    """CausalTab (Paper 5) through its public entry point ``jaxkit.causaltab.predict``
-    with the shipped weights: edge probabilities from the data and the known-target
-    intervention mask, projected to a DAG by its own rule (the ``round(sum p)`` most
-    probable edges, ``jaxkit.causaltab.evaluate.dag_projection``)."""
-    from jaxkit.causaltab.evaluate import dag_projection
-    from jaxkit.causaltab.predict import predict
+    """CausalTab (Paper 5) through its model's public entry point
+    ``jaxkit.causal_model.predict`` with the shipped weights: edge probabilities from the
+    data and the known-target intervention mask, projected to a DAG by its own rule (the
+    ``round(sum p)`` most probable edges, ``jaxkit.causal_model.dag_projection``)."""
+    from jaxkit.causal_model.predict import dag_projection, predict
 
     mask = np.asarray(targets, bool)[np.asarray(env)].astype(np.float64)
     p = predict(np.asarray(x, np.float64), mask if mask.any() else None)

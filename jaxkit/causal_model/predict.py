@@ -45,9 +45,10 @@ from jaxkit.io import read_table, targets_mask
 from jaxkit.kernels.checks import check_data_matrix
 
 from .model import ModelConfig, forward
-from .train import shipped_weights
+from .weights_io import shipped_weights
 
-__all__ = ["predict", "load_model", "read_data", "variable_subsets", "edge_probabilities"]
+__all__ = ["predict", "load_model", "read_data", "variable_subsets", "edge_probabilities",
+           "dag_projection"]
 
 MAX_BATCH = 64  # forward passes per compiled call (row chunks x variable subsets)
 
@@ -56,7 +57,7 @@ MAX_BATCH = 64  # forward passes per compiled call (row chunks x variable subset
 def _shipped():
     w = shipped_weights()
     if w is None:
-        raise FileNotFoundError("no CausalTab weights in jaxkit/causaltab/weights/ (train "
+        raise FileNotFoundError("no CausalTab weights in jaxkit/causal_model/weights/ (train "
                                 "them: python -m jaxkit.causaltab.make_weights)")
     return w
 
@@ -164,7 +165,7 @@ def predict(x, interventions=None, *, weights=None, n_chunk: int | None = None,
         x: ``(n, d)`` data or a CSV / Parquet path.
         interventions: optional ``(n, d)`` 0/1 intervention mask (known targets).
         weights: optional ``(params, cfg, meta)`` from
-            :func:`jaxkit.causaltab.train.load_weights` or training.
+            :func:`jaxkit.causal_model.weights_io.load_weights` or training.
         n_chunk: rows per chunk (default: the training ``n_max``).
         var_chunk: variables per subset when ``d > var_chunk`` (default and maximum:
             the weights' ``max_vars``).
@@ -214,3 +215,27 @@ def predict(x, interventions=None, *, weights=None, n_chunk: int | None = None,
         raise ValueError(f"`n_chunk` must be >= 2; got {n_chunk}")
     return edge_probabilities(params, cfg, x, ind, n_chunk=n_chunk, var_chunk=var_chunk,
                               var_rounds=var_rounds, seed=seed)
+
+
+def dag_projection(p: np.ndarray, threshold: float | None = None) -> np.ndarray:
+    """The greedy DAG of ``p > threshold`` (``[i, j]``: ``j -> i``): edges in order of
+    decreasing ``p``, each kept unless it closes a cycle. ``threshold=None``: the
+    expected-count rule, keep the ``round(sum p)`` most probable edges (the model's own
+    expected number of edges; a fixed 0.5 keeps none when the model is unsure)."""
+    d = p.shape[0]
+    if threshold is None:
+        off = p[~np.eye(d, dtype=bool)]
+        k = int(round(float(off.sum())))
+        if k <= 0:
+            return np.zeros((d, d), bool)
+        threshold = float(np.sort(off)[::-1][min(k, off.size) - 1]) - 1e-12
+    reach = np.eye(d, dtype=bool)  # reach[a, b]: a path b -> ... -> a (or a == b)
+    out = np.zeros((d, d), bool)
+    cand = [(p[i, j], i, j) for i in range(d) for j in range(d) if i != j and p[i, j] > threshold]
+    for _, i, j in sorted(cand, reverse=True):
+        if reach[j, i]:  # i already reaches j: j -> i would close a cycle
+            continue
+        out[i, j] = True
+        # b reaches a after j -> i when b reaches j and i reaches a
+        reach |= np.outer(reach[:, i], reach[j, :])
+    return out

@@ -6,19 +6,21 @@ Claims under test: CausalTab recovers structure better than classical methods on
 synthetic benchmarks, in and out of distribution, especially with interventional data,
 and on domain-grounded (expert-network) environments.
 
-* :mod:`~jaxkit.causaltab.model`: the alternating-attention network (pure functions of a
-  parameter pytree); :mod:`~jaxkit.causaltab.train`: training on tasks drawn on the
-  device each step from :mod:`jaxkit.kernels.sem.prior`, the shipped weights;
-  :mod:`~jaxkit.causaltab.make_weights`: the command that trained them.
-* :func:`~jaxkit.causaltab.predict.predict`: edge probabilities for the user's data;
-  ``jaxkit causaltab predict data.csv`` (:mod:`~jaxkit.causaltab.cli`).
+* :mod:`jaxkit.causal_model`: the alternating-attention network, its shipped weights and
+  :func:`~jaxkit.causal_model.predict.predict`, edge probabilities for the user's data
+  (infrastructure: the causal audit runs the same model; the old names
+  ``jaxkit.causaltab.model`` / ``.predict`` still import);
+  :mod:`~jaxkit.causaltab.train`: training on tasks drawn on the device each step from
+  :mod:`jaxkit.kernels.sem.prior`; :mod:`~jaxkit.causaltab.make_weights`: the command that
+  trained the shipped weights. ``jaxkit causaltab predict data.csv``
+  (:mod:`~jaxkit.causaltab.cli`).
 * :mod:`~jaxkit.causaltab.evaluate` (methods, metrics), :mod:`~jaxkit.causaltab.semantic`
   (expert networks), :mod:`~jaxkit.causaltab.experiments`, :mod:`~jaxkit.causaltab.report`,
   ``jaxkit run causaltab`` (:mod:`~jaxkit.causaltab.pipeline`).
 """
 
+from jaxkit.causal_model import ModelConfig, forward, init_params, predict
+
 from .config import FULL, QUICK, Config
-from .model import ModelConfig, forward, init_params
-from .predict import predict
 
 __all__ = ["Config", "QUICK", "FULL", "ModelConfig", "init_params", "forward", "predict"]

@@ -47,9 +47,10 @@ def causaltab_predict(
 
     Known interventions come either as an intervention column of DATA
     (--intervention-column) or as a separate 0/1 mask file (--interventions)."""
+    from jaxkit.causal_model.predict import predict, read_data
+
     from ..io import DataError, atomic_write, read_csv_matrix
     from .evaluate import dag_projection
-    from .predict import predict, read_data
 
     if threshold is not None and not 0.0 < threshold < 1.0:
         _fail(f"--threshold must lie in (0, 1); got {threshold}")

@@ -1,7 +1,7 @@
 """CausalTab configuration: benchmarks, methods, training and the claim tests.
 
 ``jaxkit run causaltab --set ds=10,20 --set n_datasets=20``. ``train_steps = 0`` uses the
-shipped weights (``jaxkit/causaltab/weights/``) unchanged; ``train_steps > 0`` trains
+shipped weights (``jaxkit/causal_model/weights/``) unchanged; ``train_steps > 0`` trains
 from scratch (the full run) for that many steps of ``train_batch`` tasks on the broad
 prior, ``max_vars = train_d_max`` variables and at most ``train_n_max`` rows per task,
 starting from the narrow prior through a curriculum when ``train_curriculum``,

@@ -4,7 +4,7 @@ warms the compiled function up and is timed apart).
 
 Methods (``METHODS``): CausalTab (edge probabilities, all rows in one pass; above the
 model's ``max_vars`` variables, the mean over subsets of ``max_vars`` variables that
-cover every pair, :func:`jaxkit.causaltab.predict.edge_probabilities`; the binary graph
+cover every pair, :func:`jaxkit.causal_model.predict.edge_probabilities`; the binary graph
 is the greedy DAG projection of the ``round(sum p)`` most probable edges: edges added by
 decreasing probability unless they close a cycle), NOTEARS (:func:`jaxkit.kernels.sem.notears`),
 DirectLiNGAM, the var- and R2-sort-regress floors (:mod:`jaxkit.kernels.sem.sortability`),
@@ -25,12 +25,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxkit.causal_model.model import forward
+from jaxkit.causal_model.predict import dag_projection, edge_probabilities
 from jaxkit.kernels import graph as gm
 from jaxkit.kernels import lingam, sem
 from jaxkit.kernels.sem import sortability as srt
-
-from .model import forward
-from .predict import edge_probabilities
 
 __all__ = ["METHODS", "Bench", "make_bench", "run_method", "evaluate", "dag_projection",
            "sid", "gies_fit"]
@@ -63,30 +62,6 @@ def make_bench(key, prior: sem.Prior, n_datasets: int, d: int, n: int) -> Bench:
     return Bench(np.asarray(t.x, np.float64), np.asarray(t.indicator, np.float64),
                  np.asarray(t.targets), np.asarray(t.adj), {k: np.asarray(v) for k, v in
                                                             t.spec._asdict().items()})
-
-
-def dag_projection(p: np.ndarray, threshold: float | None = None) -> np.ndarray:
-    """The greedy DAG of ``p > threshold`` (``[i, j]``: ``j -> i``): edges in order of
-    decreasing ``p``, each kept unless it closes a cycle. ``threshold=None``: the
-    expected-count rule, keep the ``round(sum p)`` most probable edges (the model's own
-    expected number of edges; a fixed 0.5 keeps none when the model is unsure)."""
-    d = p.shape[0]
-    if threshold is None:
-        off = p[~np.eye(d, dtype=bool)]
-        k = int(round(float(off.sum())))
-        if k <= 0:
-            return np.zeros((d, d), bool)
-        threshold = float(np.sort(off)[::-1][min(k, off.size) - 1]) - 1e-12
-    reach = np.eye(d, dtype=bool)  # reach[a, b]: a path b -> ... -> a (or a == b)
-    out = np.zeros((d, d), bool)
-    cand = [(p[i, j], i, j) for i in range(d) for j in range(d) if i != j and p[i, j] > threshold]
-    for _, i, j in sorted(cand, reverse=True):
-        if reach[j, i]:  # i already reaches j: j -> i would close a cycle
-            continue
-        out[i, j] = True
-        # b reaches a after j -> i when b reaches j and i reaches a
-        reach |= np.outer(reach[:, i], reach[j, :])
-    return out
 
 
 def _is_dag(a: np.ndarray) -> bool:

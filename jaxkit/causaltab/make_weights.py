@@ -1,5 +1,5 @@
 """Train the shipped CausalTab weights: ``python -m jaxkit.causaltab.make_weights
-[--steps N] [--out DIR]`` (default ``jaxkit/causaltab/weights``), with checkpoints under
+[--steps N] [--out DIR]`` (default ``jaxkit/causal_model/weights``), with checkpoints under
 ``DIR/../.weights-checkpoints`` so a killed training resumes. Writes ``params.npz``,
 ``model.json`` (config, training settings, throughput, seed) and ``curve.json`` (the
 training curve, one record per chunk)."""
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import jax
 
+from jaxkit.causal_model.model import ModelConfig, n_params
 from jaxkit.io import atomic_write
 
-from .model import ModelConfig, n_params
 from .train import (
     TrainSettings,
     load_weights,
@@ -34,7 +34,8 @@ def main(argv=None) -> None:
     ap.add_argument("--d-max", type=int, default=20)
     ap.add_argument("--n-max", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "weights")
+    ap.add_argument("--out", type=Path,
+                    default=Path(__file__).parents[1] / "causal_model" / "weights")
     ap.add_argument("--init", type=Path, default=None,
                     help="continue from these weights (broad prior only, no curriculum)")
     a = ap.parse_args(argv)

@@ -12,10 +12,10 @@ from typing import NamedTuple
 
 import jax
 
+from jaxkit.causal_model.model import ModelConfig
 from jaxkit.registry import RunContext
 
 from .config import Config
-from .model import ModelConfig
 from .train import TrainSettings, narrow_prior, shipped_weights, train_model, train_prior
 
 __all__ = ["get_model", "train_ablation", "Recipe", "main_recipe", "ablation_recipe",
@@ -90,7 +90,7 @@ def get_model(ctx: RunContext, cfg: Config):
         if w is None:
             raise FileNotFoundError("no shipped CausalTab weights; set train_steps > 0")
         params, mcfg, meta = w
-        return (params, mcfg), {"source": "shipped weights (jaxkit/causaltab/weights)",
+        return (params, mcfg), {"source": "shipped weights (jaxkit/causal_model/weights)",
                                 "config": mcfg._asdict(), **meta}
     recipe = main_recipe(cfg)
     p, hist, thr = _train(ctx, "causaltab-train", recipe, "train")

@@ -1,4 +1,5 @@
-"""Training CausalTab on tasks drawn on the device every step, and the shipped weights.
+"""Training CausalTab on tasks drawn on the device every step (the network and its
+shipped weights live in :mod:`jaxkit.causal_model`, which the causal audit uses too).
 
 One step (:func:`jaxkit.kernels.train.make_train_step`): the step key draws ``batch``
 tasks from the prior (:func:`jaxkit.kernels.sem.sample_tasks`, padded to ``d_max`` x
@@ -16,29 +17,28 @@ chunks with orbax checkpoints: a killed training resumes to the same parameters.
 from __future__ import annotations
 
 import functools
-import json
 import time
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from jaxkit import distributed, training
-from jaxkit.io import atomic_write
+from jaxkit.causal_model.model import ModelConfig, acyclicity, edge_logits, init_params
+from jaxkit.causal_model.weights_io import (  # re-exported: their old home
+    WEIGHTS_DIR,
+    load_weights,
+    save_weights,
+    shipped_weights,
+)
 from jaxkit.kernels import sem
 from jaxkit.kernels import train as ktrain
 
-from .model import ModelConfig, acyclicity, edge_logits, init_params
-
 __all__ = ["TrainSettings", "train_prior", "narrow_prior", "train_model", "save_weights",
            "load_weights", "shipped_weights", "WEIGHTS_DIR"]
-
-WEIGHTS_DIR = "weights"
 
 
 @dataclass(frozen=True)
@@ -173,42 +173,3 @@ def train_model(key, cfg: ModelConfig, st: TrainSettings, *, start: sem.Prior | 
     hist = [{"step": h["step"] * st.chunk, "loss": h.get("loss"), "bce": h.get("bce"),
              "acyc": h.get("acyc"), "seconds": h.get("seconds")} for h in res.history]
     return jax.device_get(res.state.params), hist, thr
-
-
-def save_weights(folder: Path, params, cfg: ModelConfig, meta: dict[str, Any]) -> Path:
-    """Write ``params.npz`` (flattened leaves) and ``model.json`` (config + ``meta``)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    leaves = jax.tree.leaves(params)
-    import io
-
-    buf = io.BytesIO()
-    np.savez_compressed(buf, *[np.asarray(x, np.float32) for x in leaves])
-    atomic_write(folder / "params.npz", buf.getvalue())
-    atomic_write(folder / "model.json", json.dumps({"config": cfg._asdict(), **meta}, indent=1))
-    return folder
-
-
-def load_weights(folder) -> tuple[dict, ModelConfig, dict]:
-    """Read weights written by :func:`save_weights`: ``(params, cfg, meta)``."""
-    folder = Path(folder) if not hasattr(folder, "joinpath") else folder
-    meta = json.loads((folder / "model.json").read_text())
-    cfg = ModelConfig(**meta.pop("config"))
-    # the tree structure only: traced abstractly, nothing drawn or compiled
-    template = jax.eval_shape(lambda: init_params(jax.random.key(0), cfg))
-    with (folder / "params.npz").open("rb") as fh:
-        z = np.load(fh)
-        leaves = [jnp.asarray(z[f"arr_{i}"]) for i in range(len(z.files))]
-    treedef = jax.tree.structure(template)
-    if treedef.num_leaves != len(leaves):
-        raise ValueError(f"weights in {folder} do not match the model config {cfg}")
-    return jax.tree.unflatten(treedef, leaves), cfg, meta
-
-
-def shipped_weights():
-    """The weights shipped in ``jaxkit/causaltab/weights/`` (``(params, cfg, meta)``), or
-    None when absent."""
-    folder = resources.files("jaxkit.causaltab") / WEIGHTS_DIR
-    if not (folder / "params.npz").is_file():
-        return None
-    return load_weights(folder)

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from jaxkit import stats
+from jaxkit.causal_model.model import ModelConfig, forward, init_params
+from jaxkit.causal_model.predict import predict, variable_subsets
 from jaxkit.causaltab import evaluate as ev
 from jaxkit.causaltab import experiments, report, semantic
-from jaxkit.causaltab.model import ModelConfig, forward, init_params
-from jaxkit.causaltab.predict import predict, variable_subsets
 from jaxkit.stats import Verdict
 
 CFG = ModelConfig(dim=8, heads=2, layers=1, ffn=2, max_vars=6)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxkit.causaltab.model import ModelConfig, acyclicity, forward, init_params
+from jaxkit.causal_model.model import ModelConfig, acyclicity, forward, init_params
 from jaxkit.causaltab.train import TrainSettings, narrow_prior, train_model
 
 CFG = ModelConfig(dim=8, heads=2, layers=1, ffn=2, max_vars=6)

@@ -51,7 +51,7 @@ def test_wheel_file_list(wheel):
     shipped = {p.relative_to(ROOT).as_posix() for p in (ROOT / "jaxkit").rglob("*")
                if p.is_file() and p.suffix in (".gz", ".csv", ".npz", ".bif", ".txt")
                and "__pycache__" not in p.parts and not any(q.startswith(".") for q in p.parts)}
-    shipped.add("jaxkit/causaltab/weights/model.json")
+    shipped.add("jaxkit/causal_model/weights/model.json")
     assert shipped - set(names) == set(), shipped - set(names)
     top = [n for n in names if n.endswith("top_level.txt")]
     if top:

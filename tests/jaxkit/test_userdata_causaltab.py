@@ -1,5 +1,5 @@
 """CausalTab predict on a user's table: CSV or Parquet with an intervention column
-(jaxkit.causaltab.predict.read_data and ``jaxkit causaltab predict``)."""
+(jaxkit.causal_model.predict.read_data and ``jaxkit causaltab predict``)."""
 
 import json
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from jaxkit.causal_model.predict import predict, read_data
 from jaxkit.causaltab.cli import causaltab_app
-from jaxkit.causaltab.predict import predict, read_data
 from jaxkit.io import DataError
 
 

@@ -32,7 +32,11 @@ from .misaligned.cli import app as misaligned_app
 from .pooled_lingam.cli import lingam_app
 
 app = typer.Typer(help="jaxkit: JAX kernels and research pipelines.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+                  pretty_exceptions_enable=False,
+                  epilog="Launcher option: JAXKIT_MALLOC=tuned|hugepages|system (default "
+                  "tuned): the jaxkit command restarts itself once under glibc malloc "
+                  "tunables that keep XLA:CPU's per-call buffers mapped (jaxkit/malloc.py); "
+                  "system: no restart. Calling jaxkit.cli.app in-process never restarts.")
 app.add_typer(lingam_app, name="lingam")
 app.add_typer(ballad_app, name="ballad")
 app.add_typer(crosscoder_app, name="crosscoder")
@@ -232,10 +236,12 @@ def _run_record(name: str, configs: dict, *, quick: bool, seed: int) -> dict:
 
 
 class _Ran(NamedTuple):
-    """One pipeline of an invocation and the stages it reloaded (filled as it runs)."""
+    """One pipeline of an invocation, the stages it reloaded and the trainings it
+    resumed (filled as it runs)."""
 
     name: str
     reloaded: list
+    resumed: list
 
 
 def _previous_invocations(out_dir: Path, record: dict) -> list:
@@ -464,7 +470,7 @@ def run(
         for o in run_jobs(specs, n_jobs, on_done=lambda o: (
                 fail(o.name, o.error, o.seconds) if o.result is None
                 else done(o.name, o.result, o.seconds))):
-            contexts.append(_Ran(o.name, o.reloaded))
+            contexts.append(_Ran(o.name, o.reloaded, o.resumed))
         failed.sort(key=todo.index)
     else:
         with progress if progress is not None else contextlib.nullcontext(), \
@@ -474,7 +480,7 @@ def run(
                                           config=configs[n], quick=quick, seed=seed,
                                           mesh=the_mesh, progress=progress,
                                           resume=not fresh)
-                contexts.append(_Ran(n, ctx.reloaded))
+                contexts.append(_Ran(n, ctx.reloaded, ctx.resumed))
                 ctx.out_dir.mkdir(parents=True, exist_ok=True)
                 fresh_start(ctx.out_dir)
                 t0 = time.perf_counter()
@@ -500,6 +506,7 @@ def run(
     this = dict(started=started, wall_s=round(wall, 1), status=status, commit=commit,
                 fresh=fresh, jobs=n_jobs,
                 reloaded={r.name: r.reloaded for r in contexts if r.reloaded},
+                resumed={r.name: r.resumed for r in contexts if r.resumed},
                 malloc=malloc.state())
     atomic_write(out_dir / "run.json", json.dumps(
         dict(record, status=status, wall_s=wall, failed=failed,

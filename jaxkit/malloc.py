@@ -47,12 +47,17 @@ the first cost but let the gpt-medium process grow past 24 GB.
 
 The dynamic loader reads ``GLIBC_TUNABLES`` when a process starts, so a running Python
 cannot change them. :func:`reexec` starts the same command line again, once, with the
-tunables added. The ``jaxkit`` command (:func:`main`) and the benchmark scripts
-(``__main__`` only) call it; importing jaxkit never does. Your own program that imports
-jaxkit's kernels gets the same effect by exporting the line above before starting Python.
+tunables added. Only launchers call it, first thing, before any work: the ``jaxkit``
+command (``jaxkit.__main__.main``, also ``python -m jaxkit``) and the benchmark scripts
+(``__main__`` only). Importing jaxkit, calling its functions, or running its command line
+in-process (``jaxkit.cli.app``) never restarts your process (tested), and this module
+imports nothing of jaxkit. Your own program that imports jaxkit's kernels gets the same
+effect by exporting the line above before starting Python.
+
+The launcher option (``jaxkit --help`` and the README name it):
 
 - ``JAXKIT_MALLOC``: ``tuned`` (the default: all four), ``hugepages`` (``hugetlb=1``
-  only) or ``system`` (leave the allocator as it is).
+  only) or ``system`` (leave the allocator as it is: no restart).
 - A ``GLIBC_TUNABLES`` you set keeps its values; jaxkit only adds the names it lacks.
 - Only on Linux with glibc; elsewhere (macOS, musl) nothing changes.
 - ``JAXKIT_MALLOC_ORIGINAL`` holds the value ``GLIBC_TUNABLES`` had before (empty when
@@ -67,8 +72,8 @@ import platform
 import sys
 from collections.abc import Mapping
 
-__all__ = ["CHOICES", "ENV_VAR", "MARKER", "TUNABLES", "main", "original_env", "reexec",
-           "state", "tuned_env"]
+__all__ = ["CHOICES", "ENV_VAR", "MARKER", "TUNABLES", "original_env", "reexec", "state",
+           "tuned_env"]
 
 #: glibc tunables (name -> value) for XLA:CPU's per-call buffers (module docstring).
 TUNABLES: dict[str, str] = {
@@ -136,9 +141,10 @@ def tuned_env(env: Mapping[str, str] | None = None, *, libc: str | None = None
 def reexec() -> None:
     """Replace this process by the same command line (``sys.orig_argv``: the interpreter,
     its options and the script or ``-m`` module) under :func:`tuned_env`; return at once
-    when that is ``None`` or the command line is unknown. Call it first thing in an entry
-    point, before any work, never on import (module docstring). A ``JAXKIT_MALLOC``
-    that is not one of :data:`CHOICES` exits with a one-line error (status 2)."""
+    when that is ``None`` or the command line is unknown. For launchers only: call it
+    first thing in a ``__main__``, before any work, never from library code or on import
+    (module docstring). A ``JAXKIT_MALLOC`` that is not one of :data:`CHOICES` exits
+    with a one-line error (status 2)."""
     try:
         env = tuned_env()
     except ValueError as e:
@@ -172,11 +178,3 @@ def state() -> dict[str, object]:
     return {"glibc_tunables": os.environ.get("GLIBC_TUNABLES"),
             "set_by_jaxkit": MARKER in os.environ}
 
-
-def main() -> None:
-    """The ``jaxkit`` command: :func:`reexec`, then the command line of
-    :mod:`jaxkit.cli`."""
-    reexec()
-    from jaxkit.cli import app
-
-    app()

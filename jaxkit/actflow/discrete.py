@@ -51,6 +51,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, PRNGKeyArray
 
+from jaxkit.checkpoint import uncommitted
 from jaxkit.config import PipelineConfig, require, require_at_least
 from jaxkit.kernels import flow_discrete as fd
 from jaxkit.kernels import train as T
@@ -58,7 +59,6 @@ from jaxkit.kernels.nets import sinusoidal_embedding
 from jaxkit.training import fit
 
 from . import metrics as M
-from .loop import uncommitted
 
 __all__ = ["DiscreteSettings", "TokenDomain", "Denoiser", "DKernels", "DPretrained",
            "pretrain", "run_method", "evaluate_draws", "EVAL_KEYS"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxkit.stats import t_interval
+from jaxkit.stats import Verdict, superiority, t_interval
 
 from . import pool as pool_mod
 from . import problems
@@ -28,7 +28,7 @@ from .config import Config
 from .llm import Candidate
 
 __all__ = ["initial_population", "search_problem", "search_pools", "summarise",
-           "pool_table", "POOL_ROUTERS"]
+           "match_verdict", "pool_table", "POOL_ROUTERS"]
 
 # routers of the over-pools experiment (the singles come first, one per proposer slot)
 POOL_ROUTERS = ("uniform", "ucb1", "ballad", "ballad -credit", "ballad-cost", "ballad-budget")
@@ -140,6 +140,28 @@ def _scorer(score):
     import jax.numpy as jnp
 
     return jax.jit(jax.vmap(lambda th, inst: jnp.mean(score(th, inst)), in_axes=(0, None)))
+
+
+def match_verdict(gain, margin: float) -> tuple[str, str, Verdict, Verdict]:
+    """Does Ballad match or beat a reference, from per-seed improvements ``gain``?
+
+    "Matches or beats" is non-inferiority: "yes" when the 90% t interval of the mean
+    improvement lies above ``-margin`` (one-sided, 5%), "no" when it lies below it,
+    else "not shown" (a wide interval around zero is not a match).
+
+    Returns:
+        ``(verdict, status, superiority, non_inferiority)``: verdict "yes" / "no" /
+        "not shown" and the status words "beats" (also shown better at 95%),
+        "matches (within ±margin)", "falls short of" or "is not shown to match".
+    """
+    sup = superiority(gain)
+    ni = superiority(gain, margin=-margin, level=0.90)
+    if ni.verdict == "yes":
+        return "yes", ("beats" if sup.verdict == "yes"
+                       else f"matches (within ±{margin:.3g})"), sup, ni
+    if ni.verdict == "no":
+        return "no", "falls short of", sup, ni
+    return "not shown", "is neither shown to beat nor to match", sup, ni
 
 
 def summarise(res: dict) -> list[dict]:
@@ -260,14 +282,12 @@ def pool_table(res: dict, margin: float) -> dict:
     use ``|ref|``'s mean test objective). For each router: its per-pool relative
     improvement over ``ref`` (mean over seeds of ``(router - ref) / scale`` with the sign
     of the objective, positive = better), the per-pool verdict of the seed-level tests
-    (:func:`jaxkit.ballad.report.match_verdict` with margin ``margin * scale``: "beats"
+    (:func:`match_verdict` with margin ``margin * scale``: "beats"
     / "matches" / "short" / "not shown"), the relative cost saving
     ``1 - cost / cost(top alone)``, and the cost at which the router's mean best-so-far
     curve first reaches ``q`` of the way from the initial best to ``ref``'s final value
     (q = 0.5, 0.9, 1.0), relative to the cost of ``top`` alone (inf: never).
     """
-    from .report import match_verdict
-
     names = res["routers"]
     n_models = res["prices"].shape[1]
     test = _oriented(res, res["test"])  # larger is better from here on

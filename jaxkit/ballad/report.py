@@ -49,7 +49,7 @@ from jaxkit.stats import (
     superiority,
 )
 
-from .compare import summarise
+from .compare import match_verdict, summarise
 from .config import Config
 
 __all__ = ["PAPER", "match_verdict", "claims", "section", "plot"]
@@ -88,28 +88,6 @@ def _scale(res: dict) -> float:
 
 def _margin(res: dict, cfg: Config) -> float:
     return cfg.margin(res["problem"]) * _scale(res)
-
-
-def match_verdict(gain, margin: float) -> tuple[str, str, Verdict, Verdict]:
-    """Does Ballad match or beat a reference, from per-seed improvements ``gain``?
-
-    "Matches or beats" is non-inferiority: "yes" when the 90% t interval of the mean
-    improvement lies above ``-margin`` (one-sided, 5%), "no" when it lies below it,
-    else "not shown" (a wide interval around zero is not a match).
-
-    Returns:
-        ``(verdict, status, superiority, non_inferiority)``: verdict "yes" / "no" /
-        "not shown" and the status words "beats" (also shown better at 95%),
-        "matches (within ±margin)", "falls short of" or "is not shown to match".
-    """
-    sup = superiority(gain)
-    ni = superiority(gain, margin=-margin, level=0.90)
-    if ni.verdict == "yes":
-        return "yes", ("beats" if sup.verdict == "yes"
-                       else f"matches (within ±{margin:.3g})"), sup, ni
-    if ni.verdict == "no":
-        return "no", "falls short of", sup, ni
-    return "not shown", "is neither shown to beat nor to match", sup, ni
 
 
 def _measured(v: Verdict) -> str:

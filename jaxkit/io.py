@@ -14,7 +14,7 @@ from typing import IO, NamedTuple
 import numpy as np
 
 __all__ = ["DataError", "read_csv_matrix", "atomic_write", "atomic_open", "Table", "read_table",
-           "labels_to_codes", "targets_mask"]
+           "labels_to_codes", "targets_mask", "check_user_path", "user_data"]
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -65,6 +65,108 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
 
 class DataError(ValueError):
     """A user data file that cannot be used as it is."""
+
+
+def _missing(path: Path) -> str:
+    """Why ``path`` cannot be read: absent, or a folder it sits in is absent."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return "no such file or folder" if parent == path.parent else \
+        f"no such file or folder ({parent} has no {path.relative_to(parent).parts[0]!r})"
+
+
+def check_user_path(path: str | Path, setting: str, *, folder: bool = False,
+                    text: bool = False) -> Path:
+    """Check a path a user named in a setting (``--set SETTING=PATH``) before any work:
+    it exists, is a folder (``folder``) or a regular file, a file is not empty, and with
+    ``text`` its first 64 KiB hold no NUL byte and are UTF-8 (a byte-order mark is
+    allowed).
+
+    Args:
+        path: the path as given.
+        setting: the setting's name, for the message.
+        folder: want a folder instead of a file.
+        text: want a UTF-8 text file.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        DataError: one line naming the setting and the path: missing, a folder where a
+            file is wanted (or the reverse), an empty file, a binary or non-UTF-8 file.
+    """
+    p = Path(path)
+    where = f"`{setting}` {p}"
+    if not p.exists():
+        raise DataError(f"{where}: {_missing(p)}")
+    if folder and not p.is_dir():
+        raise DataError(f"{where}: a file, not a folder (want a folder here)")
+    if not folder and p.is_dir():
+        raise DataError(f"{where}: a folder, not a file")
+    if folder:
+        return p
+    if not p.is_file():
+        raise DataError(f"{where}: not a regular file")
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError as e:
+        raise DataError(f"{where}: cannot read it ({e.strerror or e})") from None
+    if not head:
+        raise DataError(f"{where}: the file is empty")
+    if text:
+        if b"\0" in head:
+            raise DataError(f"{where}: a binary file, not text")
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if e.end < len(head) - 3:  # not just a character cut at the 64 KiB boundary
+                raise DataError(f"{where}: not UTF-8 text ({e.reason} at byte "
+                                f"{e.start})") from None
+    return p
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line, control characters shown escaped."""
+    flat = " ".join(str(text).split())
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
+
+
+@contextlib.contextmanager
+def user_data(setting: str, path: str | Path, *, folder: bool = False,
+              text: bool = False) -> Iterator[Path]:
+    """Read a user's file or folder named in a setting with one-line errors: the path is
+    checked first (:func:`check_user_path`), then any ``ValueError``, ``OSError``,
+    ``KeyError``, ``IndexError``, ``TypeError`` or ``UnicodeError`` the reading code in
+    the block raises becomes a :class:`DataError` naming the setting and the path (a
+    :class:`DataError` passes through with its own message, on one line). For the
+    checks at the start of a pipeline, before any work.
+
+    Example::
+
+        with user_data("data", cfg.data) as path:
+            table = read_my_format(path)
+
+    Args:
+        setting: the setting's name, for the message.
+        path: the path as given.
+        folder: want a folder instead of a file.
+        text: want a UTF-8 text file.
+
+    Yields:
+        ``path`` as a :class:`~pathlib.Path`.
+    """
+    p = check_user_path(path, setting, folder=folder, text=text)
+    try:
+        yield p
+    except DataError as e:
+        raise DataError(_one_line(str(e))) from None
+    except (ValueError, OSError, KeyError, IndexError, TypeError, UnicodeError) as e:
+        msg = _one_line(str(e)) or type(e).__name__
+        if str(p) not in msg:
+            msg = f"`{setting}` {p}: {msg}"
+        raise DataError(msg) from None
 
 
 def read_csv_matrix(path: str | Path) -> tuple[np.ndarray, list[str]]:
@@ -159,6 +261,8 @@ def read_table(path: str | Path, *, labels: tuple[str, ...] | list[str] = (),
             in a numeric column, or fewer than ``min_columns`` numeric columns.
     """
     path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path}: a folder, not a file")
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     with path.open("rb") as fh:

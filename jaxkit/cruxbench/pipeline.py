@@ -19,6 +19,7 @@ import warnings
 import jax
 import numpy as np
 
+from jaxkit.io import user_data
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
@@ -47,6 +48,9 @@ def _seeds(ctx: RunContext, cfg: Config, keys, sim0) -> dict:
 def run(ctx: RunContext) -> PipelineResult:
     """Simulate over seeds, score, test the claims; optionally score the user's file."""
     cfg: Config = ctx.config
+    if cfg.data:  # the user's file is read first: a bad one is one line, before any work
+        with user_data("data", cfg.data, text=True):
+            user_ds = read_jsonl(cfg.data)
     clip = (cfg.clip_lo, cfg.clip_hi)
     base = ctx.key("cruxbench-sim")
     keys = [jax.random.fold_in(base, s) for s in range(cfg.n_sim_seeds)]
@@ -76,7 +80,7 @@ def run(ctx: RunContext) -> PipelineResult:
                    seeds={k: v.tolist() for k, v in seeds.items()},
                    correlations={k: stats[k] for k in ("quality", "usefulness")})
     if cfg.data:
-        ds = read_jsonl(cfg.data)
+        ds = user_ds
         sc = score(ds, window=cfg.window, clip=clip)
         st = evaluate(ctx.key("cruxbench-data"), sc, ds.quality, n_boot=cfg.n_boot,
                       n_perm=cfg.n_perm)

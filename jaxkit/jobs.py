@@ -71,6 +71,7 @@ class Outcome:
     error: str | None = None
     reloaded: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    resumed: list[dict] = field(default_factory=list)
 
 
 def default_jobs(n_pipelines: int, *, quick: bool, backend: str, processes: int,
@@ -165,7 +166,8 @@ def _collect(job: Job, code: int, result: Path, seconds: float) -> Outcome:
         return Outcome(job.name, error=f"worker exited with code {code} and no result "
                                        f"(see {job.out_dir / LOG})", seconds=seconds)
     return Outcome(job.name, result=got.get("result"), error=got.get("error"),
-                   reloaded=got.get("reloaded", []), seconds=got.get("seconds", seconds))
+                   reloaded=got.get("reloaded", []), seconds=got.get("seconds", seconds),
+                   resumed=got.get("resumed", []))
 
 
 def _work(spec_path: str, result_path: str) -> int:
@@ -203,11 +205,12 @@ def _work(spec_path: str, result_path: str) -> int:
                                   seed=job.seed, mesh=make_mesh(job.mesh), progress=progress,
                                   resume=job.resume, log=say)
         out["reloaded"] = ctx.reloaded  # the same list, filled as stages reload
+        out["resumed"] = ctx.resumed  # ... and as trainings resume
         with progress if progress is not None else contextlib.nullcontext(), \
                 use_progress(progress):
-            from .training import use_fingerprint
+            from .training import record_resumes, use_fingerprint
 
-            with use_fingerprint(ctx.fingerprint()):
+            with use_fingerprint(ctx.fingerprint()), record_resumes(ctx.resumed):
                 out["result"] = job.run(ctx)
         code = 0
     except Exception as e:  # reported by the parent as this pipeline's failure

@@ -70,6 +70,8 @@ class RunContext:
         progress: a ``rich.progress.Progress``, or None when silent.
         resume: reuse stages a previous (killed) run of the same configuration saved.
         reloaded: the stages reloaded rather than recomputed, in order.
+        resumed: one dictionary per training that restored a checkpoint or removed
+            stale ones (:func:`jaxkit.training.record_resumes`), in order.
         started: ``time.perf_counter()`` when the context was made (the run's start).
         log: ``log(line)`` is told as each stage starts, ends or reloads (a worker of
             ``run all --jobs`` writes these lines to the pipeline's log); None: silent.
@@ -83,6 +85,7 @@ class RunContext:
     progress: Any = None
     resume: bool = True
     reloaded: list[str] = field(default_factory=list)
+    resumed: list[dict] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter, repr=False, compare=False)
     log: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
@@ -206,10 +209,11 @@ class Entry:
         return self.quick if quick else self.full
 
     def __call__(self, ctx: RunContext) -> PipelineResult:
-        """Run the pipeline with its checkpoints tied to ``ctx`` (its fingerprint)."""
-        from .training import use_fingerprint
+        """Run the pipeline with its checkpoints tied to ``ctx`` (its fingerprint) and
+        its resumed trainings recorded in ``ctx.resumed``."""
+        from .training import record_resumes, use_fingerprint
 
-        with use_fingerprint(ctx.fingerprint()):
+        with use_fingerprint(ctx.fingerprint()), record_resumes(ctx.resumed):
             return self.run(ctx)
 
 

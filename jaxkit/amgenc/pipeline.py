@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxkit.claims import Claim
+from jaxkit.io import user_data
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
@@ -28,6 +29,7 @@ from .evaluate import RELAXED, evaluate, relax_cells
 from .sample import AMGENC_ARM, sample_all
 from .scale import sample_large
 from .train import fit_denoiser
+from .userdata import read_cells
 
 TITLE = "AMGenC: charge-balanced amorphous cell generation"
 
@@ -91,6 +93,10 @@ def _dataset(ctx: RunContext, cfg: Config, tag: str
 def run(ctx: RunContext) -> PipelineResult:
     """Every dataset's data, training, sampling, evaluation and report."""
     cfg: Config = ctx.config
+    for setting in ("user_train", "user_test"):  # the user's files first: one line each
+        if getattr(cfg, setting):                # for a bad one, before any work
+            with user_data(setting, getattr(cfg, setting), text=True) as path:
+                read_cells(path)
     md, claims, metrics, figures, warnings, first = _dataset(ctx, cfg, "")
     metrics["datasets"] = {}
     evidence = [first]

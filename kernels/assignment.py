@@ -38,6 +38,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from ._auction import auction_assignment
+from .checks import fail
 
 __all__ = ["Assignment", "linear_sum_assignment", "assignment"]
 
@@ -60,6 +61,11 @@ class Assignment(NamedTuple):
     cost: float
 
 
+def _invalid_message(maximize: bool) -> str:
+    return (f"`cost` contains invalid numeric entries: NaN or {'+' if maximize else '-'}inf "
+            f"(forbidden pairs are {'-' if maximize else '+'}inf)")
+
+
 def _validate(cost, maximize: bool) -> np.ndarray:
     c = np.asarray(cost)
     if c.ndim != 2:
@@ -69,9 +75,7 @@ def _validate(cost, maximize: bool) -> np.ndarray:
     c = c.astype(np.float64)
     bad = -np.inf if not maximize else np.inf  # the sign that can never be chosen
     if np.isnan(c).any() or (c == bad).any():
-        raise ValueError(f"`cost` contains invalid numeric entries: NaN or "
-                         f"{'+' if maximize else '-'}inf (forbidden pairs are "
-                         f"{'-' if maximize else '+'}inf)")
+        raise ValueError(_invalid_message(maximize))
     return -c if maximize else c
 
 
@@ -159,8 +163,9 @@ def assignment(cost: Float[Array, "n m"], *, maximize: bool = False
 
     Args:
         cost: ``(n, m)`` float cost matrix (``+inf`` = forbidden pair; ``-inf`` when
-            maximising); NaN and the wrong-signed infinity raise (eagerly; under ``jit``
-            as a callback error).
+            maximising); NaN and the wrong-signed infinity raise a ``ValueError`` naming
+            ``cost`` (eagerly; under ``jit``/``vmap`` a run-time check ahead of the host
+            solve, which :func:`jaxkit.kernels.checks.clear_errors` re-raises as one).
         maximize: maximise instead (static).
 
     Returns:
@@ -170,6 +175,11 @@ def assignment(cost: Float[Array, "n m"], *, maximize: bool = False
     cost = jnp.asarray(cost)
     if cost.ndim != 2:
         raise ValueError(f"`cost` must be a matrix (2-D); got shape {cost.shape}")
+    if not jnp.issubdtype(cost.dtype, jnp.number) and cost.dtype != jnp.bool_:
+        raise TypeError(f"`cost` must be numeric (bool, int or float); got dtype {cost.dtype}")
+    bad = -jnp.inf if not maximize else jnp.inf
+    if jnp.issubdtype(cost.dtype, jnp.inexact):  # checked here, not inside the callback
+        cost = fail(cost, jnp.isnan(cost) | (cost == bad), _invalid_message(bool(maximize)))
     k = min(cost.shape)
     out = (jax.ShapeDtypeStruct((k,), jnp.int32), jax.ShapeDtypeStruct((k,), jnp.int32),
            jax.ShapeDtypeStruct((), jnp.bool_))

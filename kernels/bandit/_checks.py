@@ -58,5 +58,6 @@ def check_observation(n_arms: int, arm, reward, dtype, runs: tuple = ()):
     # both checks ride on ``arm`` (every update uses it): one branch per step, not two
     arm = fail_first(arm, [((arm < 0) | (arm >= n_arms),
                              f"`arm` out of range: must be in [0, {n_arms})"),
-                            (~jnp.isfinite(reward), "`reward` is NaN or inf")])
+                            (~jnp.isfinite(reward), "`reward` is NaN or inf (the reward given to "
+                             "`update`, or returned by `reward_fn` in `simulate`)")])
     return arm.astype(jnp.int32), reward

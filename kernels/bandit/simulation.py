@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+from ..checks import check_in_range, clear_errors, is_traced
 from ._checks import check_count
 from ._core import Policy
 
@@ -36,17 +37,27 @@ def simulate(key: PRNGKeyArray, policy: Policy, reward_fn: Callable, n_steps: in
         key: PRNG key.
         policy: the :class:`Policy`.
         reward_fn: ``reward_fn(key, t, arm) -> reward`` (a scalar).
-        n_steps: horizon ``T`` (static).
+        n_steps: horizon ``T``, a non-negative integer (static).
 
     Returns:
         ``(final_state, trace)`` with ``trace`` a :class:`SimTrace` of ``(T,)`` arrays.
+
+    Raises:
+        ValueError: a negative or non-integer ``n_steps``; a NaN or inf reward from
+            ``reward_fn`` (called eagerly: a :class:`jaxkit.kernels.checks.CheckError`
+            with the message; inside the caller's ``jit``, a run-time check that
+            :func:`jaxkit.kernels.checks.clear_errors` reads).
     """
     return _scan_steps(key, policy.init(), policy.select, policy.update, reward_fn, n_steps)
 
 
 def _scan_steps(key, init, select, update, reward_fn, n_steps: int, n_runs: int | None = None):
     """The simulation loop of :func:`simulate` and :func:`simulate_runs` (``n_runs``: the
-    reward shape it checks, ``(n_runs,)``)."""
+    reward shape it checks, ``(n_runs,)``). Called with a concrete key (not inside the
+    caller's ``jit``/``vmap``), it blocks on the result and re-raises a failed run-time
+    check (a non-finite reward) as a ``ValueError`` with its message."""
+    check_in_range(n_steps, "n_steps", lo=0, integer=True)
+    n_steps = int(n_steps)
 
     def body(state, inp):
         t, k = inp
@@ -58,10 +69,16 @@ def _scan_steps(key, init, select, update, reward_fn, n_steps: int, n_runs: int 
                              f"({n_runs},); got shape {reward.shape}")
         return update(state, arm, reward), (arm, reward)
 
-    keys = jax.random.split(key, n_steps)
-    state, (arms, rewards) = jax.lax.scan(body, init,
-                                          (jnp.arange(n_steps, dtype=jnp.int32), keys))
-    return state, SimTrace(arms, rewards)
+    def run():
+        keys = jax.random.split(key, n_steps)
+        state, (arms, rewards) = jax.lax.scan(body, init,
+                                              (jnp.arange(n_steps, dtype=jnp.int32), keys))
+        return state, SimTrace(arms, rewards)
+
+    if is_traced(key):
+        return run()
+    with clear_errors():  # eager: the scan's checks raise here, as a ValueError
+        return jax.block_until_ready(run())
 
 
 def simulate_runs(key: PRNGKeyArray, policy: Policy, reward_fn: Callable, n_steps: int,
@@ -82,11 +99,14 @@ def simulate_runs(key: PRNGKeyArray, policy: Policy, reward_fn: Callable, n_step
         key: PRNG key.
         policy: the :class:`Policy`.
         reward_fn: ``reward_fn(key, t, arms) -> rewards``, ``(R,)`` arms to ``(R,)``.
-        n_steps: horizon ``T`` (static).
+        n_steps: horizon ``T``, a non-negative integer (static).
         n_runs: number of runs ``R`` (static).
 
     Returns:
         ``(final_state, trace)`` with ``trace`` a :class:`SimTrace` of ``(T, R)`` arrays.
+
+    Raises:
+        ValueError: as :func:`simulate`; ``n_runs`` not a positive integer.
     """
     n_runs = check_count("n_runs", n_runs)
     if policy.runs_last:

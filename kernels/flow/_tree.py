@@ -74,8 +74,8 @@ def check_batch(x0: PyTree, x1: PyTree, y=None):
 
     ``x0`` and ``x1`` must have the same pytree structure and shapes, every leaf a
     leading batch axis of one common size ``B``, ``y`` (when given) leading shape
-    ``(B,)``, and every value finite (an eager ``ValueError``; an ``equinox.error_if``
-    check under ``jit``).
+    ``(B,)``, ``B >= 1``, and every value finite (an eager ``ValueError``; an
+    ``equinox.error_if`` check under ``jit``).
 
     Args:
         x0: source batch, leaves ``(B, ...)``.
@@ -94,6 +94,8 @@ def check_batch(x0: PyTree, x1: PyTree, y=None):
     b = jnp.shape(leaves[0])[0]
     if any(jnp.shape(a)[0] != b for a in leaves):
         raise ValueError("all leaves of `x1` must share the batch size (leading axis)")
+    if b < 1:
+        raise ValueError("`x0` and `x1` are empty batches (B = 0); need at least one sample")
     if y is not None and jnp.shape(y)[:1] != (b,):
         raise ValueError(f"`y` must have leading shape ({b},) (one label per sample); "
                          f"got {jnp.shape(y)}")

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..checks import check_in_range, fail, is_traced
+from ..checks import check_in_range, fail, fail_first, is_traced
 from ._tree import PyTree, axpy, state_dtype, tleaves, tmap
 
 __all__ = ["METHODS", "FIXED_METHODS", "ADAPTIVE_METHODS", "integrate",
@@ -112,9 +112,12 @@ def integrate_with_stats(velocity: Callable, x0: PyTree, *, method: str = "euler
             :func:`integrate`, which documents each.
 
     Returns:
-        ``(x(t1), stats)`` with ``stats`` a dict of int32 scalars and the boolean
-        ``"finite"``: False when the velocity produced NaN or inf on the way (a flag
-        here; :func:`integrate` raises instead).
+        ``(x(t1), stats)`` with ``stats`` a dict of int32 scalars and the booleans
+        ``"finite"`` (False when the velocity produced NaN or inf on the way),
+        ``"max_steps_reached"`` (an adaptive solve stopped at ``max_steps`` before
+        ``t1``; the state returned is then not ``x(t1)``) and ``"solved"`` (the adaptive
+        solver reached ``t1``; True for the fixed-step methods). Flags here;
+        :func:`integrate` raises instead.
 
     Raises:
         ValueError: as :func:`integrate`; NaN/inf in ``x0`` (a run-time check when
@@ -149,7 +152,8 @@ def integrate_with_stats(velocity: Callable, x0: PyTree, *, method: str = "euler
         n = jnp.asarray(steps, jnp.int32)
         stats = {"nfe": n * _EVALS_PER_STEP[method], "num_steps": n,
                  "num_accepted_steps": n, "num_rejected_steps": jnp.zeros((), jnp.int32),
-                 "finite": _finite(x)}
+                 "finite": _finite(x), "max_steps_reached": jnp.asarray(False),
+                 "solved": jnp.asarray(True)}
         return x, stats
     solver = _SOLVERS[method]()
     term = diffrax.ODETerm(lambda t, y, args: velocity(t, y))
@@ -157,7 +161,7 @@ def integrate_with_stats(velocity: Callable, x0: PyTree, *, method: str = "euler
     sol = diffrax.diffeqsolve(
         term, solver, t0, t1, dt0, x0,
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-        max_steps=max_steps, saveat=diffrax.SaveAt(t1=True))
+        max_steps=max_steps, saveat=diffrax.SaveAt(t1=True), throw=False)
     x = tmap(lambda a: a[-1], sol.ys)
     tab = solver.tableau
     per = tab.num_stages - 1 if tab.fsal else tab.num_stages
@@ -166,7 +170,9 @@ def integrate_with_stats(velocity: Callable, x0: PyTree, *, method: str = "euler
     stats = {"nfe": per * nsteps + init, "num_steps": nsteps,
              "num_accepted_steps": jnp.asarray(sol.stats["num_accepted_steps"], jnp.int32),
              "num_rejected_steps": jnp.asarray(sol.stats["num_rejected_steps"], jnp.int32),
-             "finite": _finite(x)}
+             "finite": _finite(x),
+             "max_steps_reached": sol.result == diffrax.RESULTS.max_steps_reached,
+             "solved": sol.result == diffrax.RESULTS.successful}
     return x, stats
 
 
@@ -183,7 +189,8 @@ def integrate(velocity: Callable, x0: PyTree, *, method: str = "euler",
     periodic coordinates). Adaptive ``method``: ``"tsit5"``, ``"dopri5"``, ``"dopri8"``
     through :func:`diffrax.diffeqsolve` with ``PIDController(rtol, atol)``; ``steps`` is the
     initial-step hint ``dt0 = (t1 - t0) / steps`` (``None``: automatic), ``max_steps`` caps
-    the attempted steps (diffrax raises when exceeded). ``t0 < t1`` is required unless
+    the attempted steps (reaching it raises a ``ValueError`` naming ``max_steps``;
+    :func:`integrate_with_stats` flags it instead). ``t0 < t1`` is required unless
     ``reverse=True`` (then ``t0 > t1``). ``x0`` is any pytree; ``t0``/``t1`` may be traced;
     ``velocity`` must return ``x0``'s shapes (checked with :func:`jax.eval_shape`).
 
@@ -212,8 +219,9 @@ def integrate(velocity: Callable, x0: PyTree, *, method: str = "euler",
         The state at ``t1``, of ``x0``'s shapes.
 
     Raises:
-        ValueError: bad options or shapes; NaN/inf in ``x0``, or a NaN/inf state produced
-            by ``velocity`` (under ``jit``, run-time checks; see
+        ValueError: bad options or shapes; NaN/inf in ``x0``, a NaN/inf state produced
+            by ``velocity``, an adaptive solve that reached ``max_steps`` or failed
+            otherwise (under ``jit``, run-time checks; see
             :func:`jaxkit.kernels.checks.clear_errors` for reading them cleanly).
     """
     x, stats = integrate_with_stats(velocity, x0, method=method, steps=steps, t0=t0, t1=t1,
@@ -221,8 +229,13 @@ def integrate(velocity: Callable, x0: PyTree, *, method: str = "euler",
                                     reverse=reverse)
     leaves, treedef = jax.tree_util.tree_flatten(x)
     if leaves:
-        leaves[0] = fail(leaves[0], ~stats["finite"],
-                         "`velocity` produced NaN or inf values while integrating (x0 was "
-                         "finite)")
+        leaves[0] = fail_first(leaves[0], [
+            (stats["max_steps_reached"],
+             f"`max_steps` ({max_steps}) reached before t1: the adaptive {method} solver "
+             f"needs more steps (raise max_steps, or loosen rtol / atol)"),
+            (~stats["finite"],
+             "`velocity` produced NaN or inf values while integrating (x0 was finite)"),
+            (~stats["solved"], f"the adaptive {method} solver failed before t1 (step size "
+                               f"underflow or non-finite steps)")])
     return jax.tree_util.tree_unflatten(treedef, leaves)
 

@@ -18,6 +18,7 @@ compare_domain`; discrete peptides, molecules, proteins and your own data:
 
 from __future__ import annotations
 
+from jaxkit.io import DataError, user_data
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
@@ -26,6 +27,22 @@ from .compare import compare_discrete, compare_domain
 from .config import DISCRETE, DOMAINS, FULL, QUICK, Config
 
 TITLE = "ActFlow: verifier-guided expansion of a flow's generable set"
+
+
+def _check_user_data(cfg: Config) -> None:
+    """``cfg.user_data`` readable (:func:`.user.read_sequences`), with at least 2 sequences
+    of printable characters; else a :class:`jaxkit.io.DataError` naming the file."""
+    from .user import read_sequences
+
+    with user_data("user_data", cfg.user_data) as path:
+        seqs, rows = read_sequences(path, cfg.user_column)
+    if len(seqs) < 2:
+        raise DataError(f"`user_data` {path}: {len(seqs)} sequence(s) in column "
+                        f"{cfg.user_column!r}; pre-training needs at least 2")
+    for s, r in zip(seqs, rows, strict=True):
+        if not s.isprintable():
+            raise DataError(f"`user_data` {path}, line {r}, column {cfg.user_column!r}: "
+                            f"control characters in {s!r} (a binary file?)")
 
 
 def _stage(ctx: RunContext, cfg: Config, name: str, seed: int, shared: dict):
@@ -45,6 +62,8 @@ def _stage(ctx: RunContext, cfg: Config, name: str, seed: int, shared: dict):
 def run(ctx: RunContext) -> PipelineResult:
     """Pre-train, run the four methods per domain and seed, tabulate, plot, test."""
     cfg: Config = ctx.config
+    if "user" in cfg.domains:  # the user's file first: a bad one is one line, before any work
+        _check_user_data(cfg)
     shared: dict = {}  # per domain: the domain and its compiled kernels, for every seed
     results = {name: [_stage(ctx, cfg, name, s, shared) for s in range(cfg.n_seeds)]
                for name in cfg.domains}

@@ -121,6 +121,9 @@ def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
     """The transcoder on the user's activation folder (:mod:`.userdata`)."""
     from . import userdata
 
+    # the user's folder first: a bad one is one line, before any work
+    userdata.check_user(cfg.activations, ctx.out_dir, models=cfg.activation_models,
+                        batch=cfg.uc_batch)
     res = ctx.stage("uc-user", lambda: userdata.fit_user(
         ctx.key("uc-user"), cfg.activations, ctx.out_dir, models=cfg.activation_models,
         n_latents=cfg.uc_latents, k=cfg.uc_k, steps=cfg.uc_steps, batch=cfg.uc_batch,

@@ -43,7 +43,7 @@ from jaxkit.stats import superiority
 
 from .transcoder import train_uc
 
-__all__ = ["site_manifest", "fit_user", "claims", "markdown"]
+__all__ = ["site_manifest", "check_user", "fit_user", "claims", "markdown"]
 
 PAPER = "Universal circuits (your activations)"
 
@@ -135,6 +135,37 @@ def _evaluate(spec, params, store, rows: int, k: int, tau: float) -> dict:
     uni = np.asarray(cc.universal_latents(params, spec, tau))
     return dict(fvu=np.asarray(out.fvu).tolist(), recon=float(out.recon),
                 universal_per_depth=uni.sum(axis=1).tolist())
+
+
+def check_user(directory, out: Path, *, models=(), batch: int, chunk: int = 4096) -> None:
+    """Check the user's folder before any work (module docstring): its layout
+    (:func:`site_manifest`), every file readable and 2-D with the same rows, at least 2
+    models, at least ``batch`` rows, and every activation finite (read ``chunk`` rows at
+    a time, never whole).
+
+    Raises:
+        DataError: one line naming the folder (and the file where one is at fault).
+    """
+    directory = Path(directory)
+    folder = site_manifest(directory, out / "stores" / "user", tuple(models))
+    try:
+        store = SiteStore(folder, batch_size=1, seed=0)
+    except ValueError as e:
+        raise DataError(f"`activations` {directory}: {e}") from None
+    if len(store.models) < 2:
+        raise DataError(f"`activations` {directory}: {len(store.models)} model; universal "
+                        f"latents need at least 2")
+    if store.n < batch:
+        raise DataError(f"`activations` {directory}: {store.n} rows per file; training "
+                        f"needs at least uc_batch = {batch}")
+    for start in range(0, store.n, chunk):
+        sites = store.read(np.arange(start, min(start + chunk, store.n)))[0]
+        for m, row in zip(store.models, sites, strict=True):
+            for j, a in enumerate(row):
+                if not np.isfinite(a).all():
+                    i = start + int(np.argwhere(~np.isfinite(a))[0][0])
+                    raise DataError(f"`activations` {directory}, model {m!r}, site {j}: "
+                                    f"NaN or inf activations (first at row {i})")
 
 
 def fit_user(key, directory, out: Path, *, models=(), n_latents: int, k: int, steps: int,

@@ -1,7 +1,7 @@
 """The routing comparison on one problem: every router x seed, then the test scores.
 
 For a problem (:mod:`jaxkit.ballad.problems`) a population of parametric priority
-heuristics is evolved by a pool of proposers (:func:`jaxkit.ballad.pool.default_pool`,
+heuristics is evolved by a pool of proposers (:func:`jaxkit.ballad.pools.default_pool`,
 offline simulated LLMs of different capability, tails, drift and price), each run
 routed by one router (:func:`jaxkit.ballad.search.standard_routers`): every single model
 alone, uniform random routing, UCB1, Ballad (:func:`jaxkit.kernels.bandit.ballad`) and
@@ -21,7 +21,7 @@ import numpy as np
 
 from jaxkit.stats import Verdict, superiority, t_interval
 
-from . import pool as pool_mod
+from . import pools as pool_mod
 from . import problems
 from . import search as S_
 from .config import Config
@@ -57,7 +57,7 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
         mesh: a mesh with a "data" axis (candidates sharded over it), or None.
         test: the test instances (the user's, :mod:`jaxkit.ballad.instances`) instead
             of generated ones.
-        pool: the proposers (default: :func:`jaxkit.ballad.pool.default_pool`).
+        pool: the proposers (default: :func:`jaxkit.ballad.pools.default_pool`).
         problem: a :class:`jaxkit.ballad.problems.Problem` searched and scored instead
             of the registered problem ``name`` (``name`` then only labels the result and
             picks its margin; the negative control of the tests uses it).

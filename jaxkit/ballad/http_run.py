@@ -3,7 +3,7 @@
 The proposers are OpenAI-compatible endpoints (:class:`jaxkit.ballad.llm.OpenAIChat`,
 ``http_models`` as for :func:`jaxkit.ballad.llm.pool_from_env`: ``"model:price_in:
 price_out,..."``, dollars per million tokens) that edit Python bin-packing heuristics;
-every child runs in the sandbox (:mod:`jaxkit.ballad.sandbox`) on Weibull instances
+every child runs in the sandbox (:mod:`jaxkit.jail.sandbox`) on Weibull instances
 (capacity 100) and the best program of each run is scored on held-out instances. Every
 response is cached on disk (``http_cache``, default ``<out>/llm-cache``), so a run can
 be replayed call for call with no server (``http_offline=true``). The result has the
@@ -34,8 +34,9 @@ def search_http(cfg: Config, keys: dict[str, Any], out_dir: Path, *, track=None)
     """Every router x ``cfg.http_seeds`` seeds over the HTTP pool; see the module
     docstring. ``keys``: ``train`` / ``val`` / ``test`` (the instances; the best single
     model is chosen on ``val``) and ``search``."""
+    from jaxkit.jail.sandbox import evaluate_many
+
     from .discover import BEST_FIT_SOURCE, weibull_items
-    from .sandbox import evaluate_many
 
     cache = Path(cfg.http_cache) if cfg.http_cache else Path(out_dir) / "llm-cache"
     pool = pool_from_env(cfg.http_models or None, base_url=cfg.http_base_url or None,

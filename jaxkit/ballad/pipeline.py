@@ -72,7 +72,7 @@ def run(ctx: RunContext) -> PipelineResult:
            f"({len(next(iter(user[1].values())))} instances).", ""] if user else []) + [
         f"Mode: {'quick' if ctx.quick else 'full'}; seed {ctx.seed}; {cfg.seeds} seeds x "
           f"{cfg.calls} LLM calls per router. Named case: the hand-made offline pool of "
-          f"simulated models (`jaxkit.ballad.pool.default_pool`); the claim over random "
+          f"simulated models (`jaxkit.ballad.pools.default_pool`); the claim over random "
           f"pools follows it. Search on {cfg.train_instances} training "
           f"instances ({train_sizes}); the best heuristic of each run is scored on "
           f"{cfg.test_instances} held-out {'full-size ' if cfg.full_test else ''}test "

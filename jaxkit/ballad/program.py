@@ -1,5 +1,5 @@
 """Program-space proposers: simulated LLMs that edit Python source of a bin-packing
-priority function (evaluated in the sandbox, :mod:`jaxkit.ballad.sandbox`).
+priority function (evaluated in the sandbox, :mod:`jaxkit.jail.sandbox`).
 
 A program is a sum of terms ``p = p + (coef) * (expr)`` over the slack
 ``s = (bins - item) / capacity``, written as plain NumPy source::
@@ -14,7 +14,7 @@ A program is a sum of terms ``p = p + (coef) * (expr)`` over the slack
 ``ast``, so any source with this shape is understood and anything else is a failed
 call), maps them onto a library of term expressions (:data:`TERMS`, the six features of
 :func:`jaxkit.ballad.reference.binpack_features` and four more), edits the coefficient
-vector the way its :class:`~jaxkit.ballad.pool.SimulatedLLM` edits a parameter vector
+vector the way its :class:`~jaxkit.ballad.pools.SimulatedLLM` edits a parameter vector
 (so an edit can switch a term on or off: terms with ``|coef| < prune`` are dropped,
 which is a structural edit), and writes the child's source. With probability
 ``bug_prob`` the child has a bug an LLM could write (a wrong shape, an exception, an
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .llm import Candidate, LLMError
-from .pool import SimulatedLLM
+from .pools import SimulatedLLM
 
 __all__ = ["TERMS", "program_source", "program_terms", "SourceEditor"]
 

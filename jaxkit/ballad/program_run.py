@@ -3,11 +3,11 @@ every candidate runs in the jail.
 
 The pipeline's other experiments search in parameter space (a proposer edits a
 coefficient vector that a jitted JAX heuristic scores). Here each proposer of the
-hand-made offline pool (:func:`jaxkit.ballad.pool.default_pool`) is wrapped as a
+hand-made offline pool (:func:`jaxkit.ballad.pools.default_pool`) is wrapped as a
 :class:`~jaxkit.ballad.program.SourceEditor`: it reads its parents' Python source, edits
 the terms and writes a child program, with probability ``program_bug_prob`` a buggy one
 (a wrong shape, an exception, an endless loop). Every child is run by
-:func:`jaxkit.ballad.sandbox.evaluate_many` (separate process, resource limits, time
+:func:`jaxkit.jail.sandbox.evaluate_many` (separate process, resource limits, time
 limit, and the namespace / seccomp jail where the kernel allows it) on Weibull
 bin-packing instances (capacity 100); the best program of each run is run again in the
 jail on held-out instances, beside the hand-written best fit. Reported: per router the
@@ -28,7 +28,7 @@ from jaxkit.stats import as_generator
 from . import search as S_
 from .config import Config
 from .llm import Candidate
-from .pool import default_pool
+from .pools import default_pool
 from .program import SourceEditor, program_source
 
 __all__ = ["search_programs", "program_section", "CAPACITY", "ROUTERS"]
@@ -47,8 +47,9 @@ def search_programs(cfg: Config, keys: dict[str, Any]) -> dict:
         objective of the best program, failures with their reasons, cost, shares, the
         best-fit baseline and the sandbox's isolation level).
     """
+    from jaxkit.jail.sandbox import evaluate_many, isolation_level
+
     from .discover import BEST_FIT_SOURCE, weibull_items
-    from .sandbox import evaluate_many, isolation_level
 
     seed_of = lambda k: int(as_generator(k).integers(2**31 - 1))  # noqa: E731
     train = weibull_items(seed_of(keys["train"]), cfg.train_instances, cfg.program_items)

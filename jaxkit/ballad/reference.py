@@ -10,9 +10,9 @@ sandbox that runs untrusted heuristics imports it in a fresh subprocess.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from jaxkit.jail.packing import binpack_excess, l1_bound  # the jail scores with them too
 
 __all__ = [
     "online_binpack",
@@ -83,11 +83,6 @@ def online_binpack(priority, items: np.ndarray, capacity: float) -> int:
     return int(np.count_nonzero(bins != capacity))
 
 
-def l1_bound(items: np.ndarray, capacity: float) -> int:
-    """The L1 lower bound on the number of bins: ``ceil(sum(items) / capacity)``."""
-    return int(math.ceil(float(np.sum(np.asarray(items, dtype=np.float64))) / float(capacity)))
-
-
 def best_fit_priority(item: float, bins: np.ndarray) -> np.ndarray:
     """Classic best fit: prefer the bin left with the least room, ``-(bins - item)``."""
     return -(bins - item)
@@ -129,12 +124,6 @@ def binpack_theta(theta, items: np.ndarray, capacity: float) -> int:
     return online_binpack(
         lambda item, bins: linear(binpack_features(item, bins, capacity), theta), items, capacity
     )
-
-
-def binpack_excess(n_bins: int, items: np.ndarray, capacity: float) -> float:
-    """Excess over L1 in percent, ``100 * (bins - L1) / L1``."""
-    lb = l1_bound(items, capacity)
-    return 100.0 * (n_bins - lb) / lb
 
 
 # ---------------------------------------------------------------------------------------

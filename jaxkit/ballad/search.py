@@ -136,7 +136,7 @@ def theta_evaluator(score_fn: Callable, instances, n_runs: int, fallback, *,
 def source_evaluator(items: np.ndarray, capacity: float, *, timeout: float = 10.0,
                      max_workers: int | None = None) -> Callable:
     """Evaluate Python-source bin-packing heuristics in the sandbox (in parallel)."""
-    from .sandbox import evaluate_many
+    from jaxkit.jail.sandbox import evaluate_many
 
     def evaluate(cands: Sequence[Candidate | None]) -> list[EvalOutcome | None]:
         idx = [i for i, c in enumerate(cands) if c is not None]

@@ -1,6 +1,6 @@
 """Running jail tests where a failure of the jail cannot hurt the machine.
 
-The ``"rlimits"`` level of :mod:`jaxkit.ballad.sandbox` refuses to run as root, and an
+The ``"rlimits"`` level of :mod:`jaxkit.jail.sandbox` refuses to run as root, and an
 attack such as ``kill(-1, SIGKILL)`` must never run where a broken jail would reach the
 test runner or anyone else's processes. Both needs are met by running tests inside a
 *disposable namespace*: ``unshare --user --map-user=UID --pid --fork --mount-proc

@@ -10,7 +10,7 @@ import pytest
 from jaxkit.ballad import report
 from jaxkit.ballad.compare import search_problem
 from jaxkit.ballad.config import FULL, MARGINS, QUICK, Config
-from jaxkit.ballad.pool import SimulatedLLM
+from jaxkit.ballad.pools import SimulatedLLM
 from jaxkit.ballad.problems import Problem
 
 

@@ -1,4 +1,4 @@
-"""Attacks on the jail of jaxkit.ballad.sandbox: every escape must fail.
+"""Attacks on the jail of jaxkit.jail.sandbox: every escape must fail.
 
 Each attack is candidate source that tries one escape and raises ``ESCAPED`` if it
 worked; the test also checks from outside (files, listeners, processes) that nothing
@@ -17,8 +17,8 @@ import warnings
 import numpy as np
 import pytest
 
-from jaxkit.ballad import _landlock, sandbox
-from jaxkit.ballad.sandbox import FAILURE_SCORE, evaluate_source
+from jaxkit.jail import _landlock, sandbox
+from jaxkit.jail.sandbox import FAILURE_SCORE, evaluate_source
 
 CAPACITY = 150.0
 ITEMS = np.random.default_rng(1).integers(20, 101, size=(2, 40)).astype(np.float64)
@@ -119,7 +119,7 @@ ROOT_SKIP = ("the rlimits level refuses root (run unprivileged by test_ballad_ja
 
 
 @pytest.mark.parametrize("isolation", ["auto", "rlimits"])
-@pytest.mark.filterwarnings("ignore:jaxkit.ballad.sandbox:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:jaxkit.jail.sandbox:RuntimeWarning")
 def test_environment_is_empty(monkeypatch, isolation):
     if isolation == "rlimits" and os.geteuid() == 0:
         pytest.skip(ROOT_SKIP)

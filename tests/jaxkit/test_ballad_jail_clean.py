@@ -36,8 +36,8 @@ import warnings
 import numpy as np
 import pytest
 
-from jaxkit.ballad import _landlock, _seccomp, sandbox
-from jaxkit.ballad.sandbox import SandboxError, clean_text, evaluate_source
+from jaxkit.jail import _landlock, _seccomp, sandbox
+from jaxkit.jail.sandbox import SandboxError, clean_text, evaluate_source
 from tests.jaxkit.jail_helpers import (
     ENV,
     disposable_prefix,

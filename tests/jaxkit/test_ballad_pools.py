@@ -16,7 +16,7 @@ from jaxkit.ballad import search as S
 from jaxkit.ballad.compare import pool_table
 from jaxkit.ballad.config import QUICK
 from jaxkit.ballad.llm import Candidate
-from jaxkit.ballad.pool import SimulatedLLM
+from jaxkit.ballad.pools import SimulatedLLM
 from jaxkit.ballad.report_pools import pool_claims, pool_section
 
 PRIOR = PL.PoolPrior()

@@ -18,8 +18,8 @@ from jaxkit.ballad import reference as R
 from jaxkit.ballad import search as S
 from jaxkit.ballad.discover import BEST_FIT_SOURCE
 from jaxkit.ballad.llm import Candidate, LLMError
-from jaxkit.ballad.pool import SimulatedLLM
-from jaxkit.ballad.sandbox import evaluate_many
+from jaxkit.ballad.pools import SimulatedLLM
+from jaxkit.jail.sandbox import evaluate_many
 
 CAP = 100.0
 BEST_FIT = np.eye(len(PG.TERMS))[0] * -1.0

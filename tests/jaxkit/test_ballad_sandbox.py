@@ -10,8 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from jaxkit.ballad import reference, sandbox
-from jaxkit.ballad.sandbox import FAILURE_SCORE, EvalResult, evaluate_many, evaluate_source
+from jaxkit.ballad import reference
+from jaxkit.jail import sandbox
+from jaxkit.jail.sandbox import FAILURE_SCORE, EvalResult, evaluate_many, evaluate_source
 
 CAPACITY = 150.0
 ITEMS = np.random.default_rng(0).integers(20, 101, size=(3, 120)).astype(np.float64)
@@ -123,7 +124,7 @@ def _comm_pids(name: str) -> list[int]:
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="needs process groups")
 @pytest.mark.skipif(os.geteuid() == 0, reason="the rlimits level refuses root (run unprivileged "
                     "by test_ballad_jail_clean.py::test_rlimits_level_and_kill_all_...)")
-@pytest.mark.filterwarnings("ignore:jaxkit.ballad.sandbox:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:jaxkit.jail.sandbox:RuntimeWarning")
 def test_timeout_kills_the_process_group_without_namespaces():
     # the fallback level: a grandchild that would outlive a plain kill of the worker (it
     # can fork only where RLIMIT_NPROC does not bind); the jail's own tests are in

@@ -9,7 +9,7 @@ from jaxkit.kernels import bandit
 
 from jaxkit.ballad import search as S
 from jaxkit.ballad.llm import Candidate, LLMError
-from jaxkit.ballad.pool import SimulatedLLM, default_pool
+from jaxkit.ballad.pools import SimulatedLLM, default_pool
 from jaxkit.ballad.population import Genealogy, Population
 
 TARGET = np.array([1.0, -2.0, 0.5])

@@ -1,4 +1,4 @@
-"""The seccomp-BPF filter of the Ballad jail (jaxkit.ballad._seccomp).
+"""The seccomp-BPF filter of the Ballad jail (jaxkit.jail._seccomp).
 
 The numbers are checked against the kernel headers; the filter itself in a fresh
 interpreter (so nothing else of the test process is confined), and in the jail at the
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxkit.ballad import _seccomp, sandbox
-from jaxkit.ballad.sandbox import evaluate_source
+from jaxkit.jail import _seccomp, sandbox
+from jaxkit.jail.sandbox import evaluate_source
 
 HEADERS = {"x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
            "aarch64": Path("/usr/include/asm-generic/unistd.h")}
@@ -109,7 +109,7 @@ def test_filter_denies_escapes_and_allows_threads(tmp_path):
 
 
 @supported
-@pytest.mark.filterwarnings("ignore:jaxkit.ballad.sandbox:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:jaxkit.jail.sandbox:RuntimeWarning")
 @pytest.mark.parametrize("isolation", ["auto", "rlimits"])
 def test_jail_candidate_runs_under_the_filter(isolation, tmp_path):
     if isolation == "rlimits" and os.geteuid() == 0:

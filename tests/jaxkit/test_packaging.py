@@ -36,7 +36,7 @@ def test_wheel_file_list(wheel):
                      "jaxkit/kernels/__init__.py", "jaxkit/kernels/ica.py",
                      "jaxkit/kernels/py.typed", "jaxkit/registry.py",
                      "jaxkit/kernels/bandit/__init__.py", "jaxkit/ballad/pipeline.py",
-                     "jaxkit/ballad/search.py", "jaxkit/ballad/_sandbox_worker.py"]:
+                     "jaxkit/ballad/search.py", "jaxkit/jail/_sandbox_worker.py"]:
         assert required in names, required
     assert not [n for n in names if n.startswith("kernels/")]
     # every package of the source tree is in the wheel (nothing dropped by omission)

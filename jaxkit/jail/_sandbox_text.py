@@ -1,6 +1,6 @@
 """Text a candidate wrote, made safe to show: terminal escape sequences removed, other
 control and invisible format characters escaped, lone surrogates kept as escapes
-(:func:`clean_text`; used by :mod:`jaxkit.ballad.sandbox` on every error it reports)."""
+(:func:`clean_text`; used by :mod:`jaxkit.jail.sandbox` on every error it reports)."""
 
 from __future__ import annotations
 

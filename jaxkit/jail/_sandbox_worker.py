@@ -1,4 +1,4 @@
-"""Subprocess side of :mod:`jaxkit.ballad.sandbox` (standard library only: no NumPy, no jax).
+"""Subprocess side of :mod:`jaxkit.jail.sandbox` (standard library only: no NumPy, no jax).
 
 Run as ``python -I -c <boot> <repo_root> <numpy_dir> <job_dir> <result_fd>``, possibly as
 the first process of fresh user, mount, PID and network namespaces (``unshare``). This
@@ -7,9 +7,9 @@ builds the jail when the job asks for one (a tmpfs root holding read-only bind m
 only what Python needs, a small writable tmpfs at ``/tmp``, then ``pivot_root``), and
 starts the *candidate*: it forks, and the child closes every descriptor but its two pipes
 and stderr, sets its resource limits, drops every capability (in the jail) or enters a
-Landlock domain (:mod:`jaxkit.ballad._landlock`, at the ``"rlimits"`` level where the
+Landlock domain (:mod:`jaxkit.jail._landlock`, at the ``"rlimits"`` level where the
 kernel has Landlock), reports which, and then *executes* a fresh interpreter
-(:mod:`jaxkit.ballad._sandbox_candidate`), so the untrusted code never runs in an image
+(:mod:`jaxkit.jail._sandbox_candidate`), so the untrusted code never runs in an image
 that held the job or the instances. The candidate installs the system-call filter, says
 so, and only then receives and compiles the untrusted source. The packing loop runs in
 the supervisor: it sends one item at a time and reads back the bin the candidate chose
@@ -32,8 +32,8 @@ import signal
 import struct
 import sys
 
-from jaxkit.ballad import _landlock
-from jaxkit.ballad import _sandbox_candidate as C
+from jaxkit.jail import _landlock
+from jaxkit.jail import _sandbox_candidate as C
 
 _FSIZE = 16 * 1024**2  # bytes any file the candidate writes may grow to
 _NOFILE = 32  # descriptors the candidate may hold

@@ -6,7 +6,7 @@ online bin packing (see :func:`jaxkit.ballad.reference.online_binpack`). Each ev
 starts a fresh ``python -I`` *supervisor* (standard library only, no NumPy, no JAX) with
 an empty environment (only thread pins for BLAS; no API keys or other secrets reach it),
 which starts the *candidate* process that runs the untrusted code: a fork that is confined
-and then *executes a fresh interpreter* (:mod:`jaxkit.ballad._sandbox_candidate`), so the
+and then *executes a fresh interpreter* (:mod:`jaxkit.jail._sandbox_candidate`), so the
 untrusted code never runs in a process image that held the instances, the job or anything
 of the parent or the supervisor. The supervisor runs the packing loop and sends the
 candidate one item at a time; the candidate's interpreter calls the priority function on
@@ -58,7 +58,7 @@ Isolation levels (``EvalResult.isolation`` says which one a run got):
     kill at the deadline, and the system-call filter below, which this level requires (it
     is what keeps the candidate off the network, from programs and from signalling other
     processes). Where the kernel has Landlock (Linux 5.13 and later), the candidate runs
-    in a Landlock domain (:mod:`jaxkit.ballad._landlock`, ``EvalResult.landlock``): no
+    in a Landlock domain (:mod:`jaxkit.jail._landlock`, ``EvalResult.landlock``): no
     access to the memory of any process outside it (``/proc/PID/mem`` of the jaxkit
     process, which holds every instance), no writes outside its working directory. It
     can still read the user's files (so also any copy of the test instances kept on
@@ -72,7 +72,7 @@ Isolation levels (``EvalResult.isolation`` says which one a run got):
 per process with a trivial job and falls back to ``"rlimits"`` with the warning;
 ``isolation="namespaces"`` never falls back (a run where the jail cannot be built fails).
 At both levels the candidate process runs under a seccomp-BPF system-call filter
-(:mod:`jaxkit.ballad._seccomp`, installed through ``prctl`` with no binding needed, on
+(:mod:`jaxkit.jail._seccomp`, installed through ``prctl`` with no binding needed, on
 x86-64 and AArch64; ``EvalResult.seccomp`` says whether it was on, for failed runs too, as
 the candidate's interpreter reported it before any untrusted code ran): no sockets of any
 kind, no ``execve``, no new processes (threads only), no signals to any process but its
@@ -146,7 +146,7 @@ _NUMPY_DIR = str(Path(np.__file__).resolve().parents[1])
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "sys.argv[2] in sys.path or sys.path.append(sys.argv[2]); "
-    "from jaxkit.ballad._sandbox_worker import main; main(sys.argv[3], sys.argv[4])"
+    "from jaxkit.jail._sandbox_worker import main; main(sys.argv[3], sys.argv[4])"
 )
 # The whole environment of the worker. One BLAS thread: the arrays are tiny, and threads
 # would multiply the virtual-memory reservations that count against RLIMIT_AS.
@@ -178,10 +178,10 @@ class EvalResult:
     ``bins`` the bins used per instance (empty on failure), counted by the parent from the
     candidate's bin assignments; ``isolation`` the level the run got (one of
     :data:`ISOLATION_LEVELS`, empty if it never started); ``seccomp`` whether the
-    candidate ran under the system-call filter of :mod:`jaxkit.ballad._seccomp` (as its
+    candidate ran under the system-call filter of :mod:`jaxkit.jail._seccomp` (as its
     interpreter reported before any untrusted code ran; also for a failed run, false
     where the candidate never got that far); ``landlock`` whether it ran in the Landlock
-    domain of :mod:`jaxkit.ballad._landlock` (the ``"rlimits"`` level, where the kernel
+    domain of :mod:`jaxkit.jail._landlock` (the ``"rlimits"`` level, where the kernel
     has Landlock).
     """
 
@@ -299,13 +299,13 @@ def _refuse_rlimits(syscall_filter: bool) -> None:
                f"{_why_rlimits()})")
     if os.geteuid() == 0:
         raise SandboxError(
-            "jaxkit.ballad.sandbox: refusing to run candidate code as root with resource "
+            "jaxkit.jail.sandbox: refusing to run candidate code as root with resource "
             f"limits only (isolation='rlimits'): missing {missing}. Run as an unprivileged "
             "user, or where 'unshare --user --map-root-user --net --pid --fork --mount' "
             "works.")
     if syscall_filter and not _seccomp.supported():
         raise SandboxError(
-            "jaxkit.ballad.sandbox: refusing to run candidate code with resource limits "
+            "jaxkit.jail.sandbox: refusing to run candidate code with resource limits "
             f"only (isolation='rlimits'): missing {missing} and the seccomp system-call "
             f"filter (none for this architecture, {platform.machine()}).")
 
@@ -320,7 +320,7 @@ def _warn_rlimits() -> None:
              if _landlock.abi_version() else
              "CAN read and write your files (no Landlock in this kernel)")
     warnings.warn(
-        f"jaxkit.ballad.sandbox: {_why_rlimits()}; candidate code runs with resource limits "
+        f"jaxkit.jail.sandbox: {_why_rlimits()}; candidate code runs with resource limits "
         f"and the system-call filter only and {files} (isolation='rlimits')",
         RuntimeWarning, stacklevel=4)
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from . import reference
+from .packing import binpack_excess, l1_bound
 
 
 class _Impossible(ValueError):
@@ -58,10 +58,10 @@ def _score_packing(assignments, items: np.ndarray, capacity: float) -> tuple[tup
         if np.any(room < 0):
             raise _Impossible(f"instance {k}: a bin holds more than its capacity")
         bins = int(np.count_nonzero(room != capacity))
-        if bins < reference.l1_bound(row, capacity):
+        if bins < l1_bound(row, capacity):
             raise _Impossible(f"instance {k}: {bins} bins, below the L1 bound")
         used.append(bins)
-        excess.append(reference.binpack_excess(bins, row, capacity))
+        excess.append(binpack_excess(bins, row, capacity))
     mean = float(np.mean(excess))
     if not (math.isfinite(mean) and mean >= 0.0):
         raise _Impossible(f"excess {mean} is not a finite non-negative number")

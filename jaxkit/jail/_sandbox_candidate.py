@@ -1,7 +1,7 @@
 """The candidate process of the Ballad jail: a fresh interpreter that runs the untrusted
 source and answers priorities, one item at a time.
 
-The supervisor (:mod:`jaxkit.ballad._sandbox_worker`) forks, confines the child (limits,
+The supervisor (:mod:`jaxkit.jail._sandbox_worker`) forks, confines the child (limits,
 no capabilities, an empty working directory) and *executes* a new interpreter in it::
 
     python -I -S -B -c <boot> <this file> <numpy_dir> <in_fd> <out_fd> <filter 0|1>

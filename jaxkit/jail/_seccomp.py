@@ -1,6 +1,6 @@
 """A seccomp-BPF system-call filter for the candidate process of the Ballad jail.
 
-Imported by :mod:`jaxkit.ballad._sandbox_worker` (standard library only: it runs under
+Imported by :mod:`jaxkit.jail._sandbox_worker` (standard library only: it runs under
 ``python -I`` inside the jail) and installed in the candidate process after its
 capabilities are dropped and before the untrusted source is compiled. The kernel then
 checks every system call of the candidate, and of every thread it starts, against the

@@ -1,5 +1,5 @@
 """The process tree of a sandboxed evaluation: its live descendants from ``/proc`` and
-killing the whole group at the deadline (used by :mod:`jaxkit.ballad.sandbox`)."""
+killing the whole group at the deadline (used by :mod:`jaxkit.jail.sandbox`)."""
 
 from __future__ import annotations
 

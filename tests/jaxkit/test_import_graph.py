@@ -181,6 +181,14 @@ def test_kernels_import_nothing_of_jaxkit_outside_kernels():
     assert not bad, "kernels import jaxkit outside jaxkit.kernels:\n" + _show(bad)
 
 
+def test_infrastructure_imports_no_paper():
+    """Dependencies point one way (DESIGN.md): only the command line (``jaxkit.cli``)
+    assembles the papers' sub-apps; no other infrastructure module imports a paper."""
+    bad = {(a, b) for a, b in EDGES
+           if paper_of(b) and not paper_of(a) and a != "jaxkit.cli"}
+    assert not bad, "infrastructure imports a paper package:\n" + _show(bad)
+
+
 def test_the_checker_sees_what_it_must(tmp_path):
     """The parser and the cycle search on a made-up tree: a cycle through an in-function
     relative import, a ``from package import module`` edge, a TYPE_CHECKING import left

@@ -103,8 +103,12 @@ def rank_experiments(key, models: Sequence[Callable], designs, costs, *, outcome
     costs = np.asarray(costs, float)
     lp_j, ll, c, _, _ = check_selection(lp, table, costs, float(np.min(costs)),
                                         np.zeros(table.shape[0], np.int32))
-    score = np.asarray(eig_per_cost(lp_j, ll, c, np.inf, jnp.zeros(table.shape[0], bool)))
-    return dict(order=np.argsort(-score, kind="stable"), eig=score * costs,
+    # EIG at unit cost from the kernel, divided by the cost in float64 here: a cost beyond
+    # float32's range would overflow on the device and read as EIG 0
+    gain = np.asarray(eig_per_cost(lp_j, ll, jnp.ones_like(c), np.inf,
+                                   jnp.zeros(table.shape[0], bool)), np.float64)
+    score = gain / costs
+    return dict(order=np.argsort(-score, kind="stable"), eig=gain,
                 eig_per_cost=score, log_lik=table)
 
 

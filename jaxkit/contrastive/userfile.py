@@ -166,11 +166,16 @@ def rank_file(h: Hypotheses) -> dict:
             break
         cur = res.log_post
         used[i] = True
-    score = np.asarray(eig_per_cost(cur, jnp.asarray(ll), jnp.asarray(h.costs), jnp.inf,
-                                    jnp.asarray(used)))
-    order = [int(i) for i in np.argsort(-score, kind="stable") if np.isfinite(score[i])]
-    return dict(posterior=np.exp(np.asarray(cur)), order=order, eig_per_cost=score,
-                eig=np.where(np.isfinite(score), score * h.costs, np.nan),
+    # the EIG from the kernel at unit cost, divided by the cost here in float64: a cost
+    # beyond float32's range (1e308) would overflow to inf on the device, and EIG = score *
+    # cost would then read 0 (or inf * 0)
+    gain = np.asarray(eig_per_cost(cur, jnp.asarray(ll), jnp.ones(len(h.costs)), jnp.inf,
+                                   jnp.asarray(used)), np.float64)
+    run = np.isfinite(gain)
+    gain = np.where(run, gain, np.nan)
+    score = np.where(run, gain / np.asarray(h.costs, np.float64), -np.inf)
+    order = [int(i) for i in np.argsort(-score, kind="stable") if run[i]]
+    return dict(posterior=np.exp(np.asarray(cur)), order=order, eig_per_cost=score, eig=gain,
                 impossible=impossible)
 
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..checks import fail
+from ..checks import check_in_range, fail, is_traced
 from ._checks import check_arms, check_count, check_observation, check_positive, check_unit
 from ._core import Policy, make_select, safe_div
 
@@ -43,16 +43,25 @@ def propagate_credit(parents: Int[Array, "N P"], gain: Float[Array, " N"], *,
     Args:
         parents: int parent ids ``(N, P)``, -1 padded, each smaller than its node's id.
         gain: each node's own gain ``(N,)``.
-        decay: the factor on credit passed from a child to its parents.
+        decay: the factor on credit passed from a child to its parents, finite and
+            ``>= 0`` (a concrete value is checked at once, a traced one at run time).
 
     Returns:
         The credit ``c`` ``(N,)``.
+
+    Raises:
+        ValueError: a malformed genealogy, ``gain`` of the wrong shape or not finite, a
+            NaN, infinite or negative ``decay``.
     """
+    check_in_range(decay, "decay", lo=0.0)
     parents = _check_parents(parents)
     gain = jnp.asarray(gain)
     if gain.shape != parents.shape[:1]:
         raise ValueError(f"`gain` must have shape ({parents.shape[0]},); got {gain.shape}")
     gain = fail(gain, ~jnp.all(jnp.isfinite(gain)), "`gain` contains NaN or inf values")
+    if is_traced(decay):
+        gain = fail(gain, ~(jnp.isfinite(decay) & (decay >= 0)),
+                    "`decay` must be >= 0 and finite")
     n_nodes, n_par = parents.shape
     valid = parents >= 0
     share = 1.0 / jnp.maximum(valid.sum(1), 1).astype(gain.dtype)

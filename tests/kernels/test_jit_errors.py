@@ -96,3 +96,15 @@ def test_integrate_with_stats_flags_max_steps():
     np.testing.assert_allclose(np.asarray(x), np.exp(-1.0), rtol=1e-4)
     _, st = flow.integrate_with_stats(lambda t, x: -x, jnp.ones(2), steps=4)
     assert not bool(st["max_steps_reached"]) and bool(st["solved"])
+
+
+@pytest.mark.parametrize("decay", [float("nan"), float("inf"), -0.5])
+def test_propagate_credit_bad_decay_names_decay(decay):
+    parents = jnp.array([[-1], [0], [1]])
+    gain = jnp.array([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="`decay` must be >= 0"):
+        bandit.propagate_credit(parents, gain, decay=decay)
+    f = jax.jit(lambda d: bandit.propagate_credit(parents, gain, decay=d))
+    with pytest.raises(checks.CheckError, match="`decay` must be >= 0 and finite"):
+        _clear(lambda: f(decay))
+    np.testing.assert_allclose(np.asarray(f(0.5)), [2.75, 3.5, 3.0])

@@ -171,5 +171,5 @@ def train_model(key, cfg: ModelConfig, st: TrainSettings, *, start: sem.Prior | 
     thr = {"seconds": secs, "tasks_per_s": n_tasks / secs if secs > 0 else float("nan"),
            "samples_per_s": n_tasks * 0.75 * st.n_max / secs if secs > 0 else float("nan")}
     hist = [{"step": h["step"] * st.chunk, "loss": h.get("loss"), "bce": h.get("bce"),
-             "acyc": h.get("acyc"), "seconds": h.get("seconds")} for h in res.history]
+             "acyc": h.get("acyc"), "seconds": h.get("seconds")} for h in res.full_history]
     return jax.device_get(res.state.params), hist, thr

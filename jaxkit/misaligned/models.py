@@ -232,7 +232,7 @@ def train(key, kind: str, arrays: dict, y, train_mask, ts: TrainSettings, *,
                        checkpoint_dir=checkpoint_dir, checkpoint_every=ts.checkpoint_every,
                        resume=resume, log_every=1, on_log=on_log)
     zhat = predict(res.state.params, static, mols, Sp)[:S]
-    return np.asarray(zhat, np.float64) * sd[:, None] + mu[:, None], res.history
+    return np.asarray(zhat, np.float64) * sd[:, None] + mu[:, None], res.full_history
 
 
 def predict(params, static, mols: dict, S: int, block: int = 256) -> np.ndarray:

@@ -199,7 +199,7 @@ def fit_chunks(keys: tuple[PRNGKeyArray, PRNGKeyArray], state, chunk, x, window:
                        checkpoint_dir=checkpoint_dir, checkpoint_every=cfg.checkpoint_every,
                        resume=resume, log_every=1)
     return (jax.device_get(res.state.params),
-            np.asarray([h["fvu"] for h in res.history], np.float64))
+            np.asarray([h["fvu"] for h in res.full_history], np.float64))
 
 
 def train_acausal(key: PRNGKeyArray, seqs: Float[Array, "n L d"], *, window: int,

@@ -236,4 +236,4 @@ def train_classifier(key, clf: Classifier, x_pool, y_pool, *, steps: int, batch:
     res = training.fit(k_run, state, fn, lambda i: (xp, yp, jax.random.fold_in(k_data, i)),
                        steps=steps // chunk, checkpoint_dir=checkpoint_dir,
                        checkpoint_every=checkpoint_every, resume=resume, log_every=1)
-    return res.state.params, res.history
+    return res.state.params, res.full_history

@@ -215,4 +215,4 @@ def train_uc(key, store: SiteStore, clfs: Sequence[Classifier], mparams: Sequenc
     params = jax.device_get(res.state.params)
     if n_seeds is None:
         params = jax.tree.map(lambda a: a[0], params)
-    return spec, params, res.history
+    return spec, params, res.full_history

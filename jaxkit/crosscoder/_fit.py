@@ -38,7 +38,7 @@ class FitResult(NamedTuple):
       history: NumPy arrays per metric, one entry per logged point (every ``log_every``
         steps and the last): ``step``, ``loss``, ``fvu``, ``aux_loss``, ``l0`` (means
         over the steps since the previous point) and ``dead_fraction`` (at the point).
-        A resumed run records the points after the checkpoint.
+        A resumed run records every point, those before the checkpoint included.
       config: the resolved settings.
       threshold: the BatchTopK inference threshold in data units (0 for other
         activations).
@@ -176,7 +176,9 @@ def fit(
       A :class:`FitResult`.
 
     Raises:
-      ValueError: bad arguments or data, or an incompatible checkpoint.
+      ValueError: bad arguments or data, an incompatible checkpoint, or parameters that
+        overflow the data's dtype once scaled back to its units (data near its largest
+        value).
       jaxkit.training.TrainingDiverged: a step was not finite.
     """
     seqs = _as_sequences(data, window)
@@ -207,8 +209,11 @@ def fit(
         sparsity = "l0" if activation == "jumprelu" else "l1"
     if dead_steps is None:
         dead_steps = int(min(max(steps // 10, 1), 1000))
-    scale = float(jnp.sqrt(jnp.mean(seqs**2))) if normalize else 1.0
-    scale = scale if scale > 0 else 1.0
+    scale = 1.0
+    if normalize:  # RMS = m sqrt(mean((x / m)^2)), m = max |x|: no overflow of x^2 (1e30)
+        big = float(jnp.max(jnp.abs(seqs)))
+        scale = big * float(jnp.sqrt(jnp.mean((seqs / big) ** 2))) if big > 0 else 1.0
+        scale = scale if scale > 0 else 1.0
     P = T - window + 1
     n_examples = n_seq * P
     k_init, k_sample, k_run = jax.random.split(key, 3)
@@ -247,8 +252,13 @@ def fit(
     params = p._replace(b_enc=p.b_enc * scale, b_dec=p.b_dec * scale,
                         log_threshold=p.log_threshold + math.log(scale))
     threshold = float(state.aux.threshold) * scale if activation == "batch_topk" else 0.0
+    if not all(bool(jnp.all(jnp.isfinite(a))) for a in jax.tree_util.tree_leaves(params)) \
+            or not math.isfinite(threshold):
+        raise ValueError(f"`data` at scale {scale:.3g} (its RMS): the trained parameters "
+                         f"scaled back to the data's units overflow {seqs.dtype}; divide "
+                         f"`data` by a constant first")
     names = ("step", "loss", "fvu", "aux_loss", "l0", "dead_fraction")
-    history = {m: np.asarray([h[m] for h in out.history]) for m in names}
+    history = {m: np.asarray([h[m] for h in out.full_history]) for m in names}
     history["step"] = history["step"].astype(np.int64)
     return FitResult(params=params, history=history, config=config, threshold=threshold,
                      state=state)

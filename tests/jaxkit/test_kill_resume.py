@@ -61,3 +61,49 @@ def test_compose_budget_sweep_resumes_to_the_same_losses(tmp_path):
     assert [h["step"] for h in out.history] == [h["step"] for h in ref.history]
     _same([h["loss"] for h in out.history], [h["loss"] for h in ref.history])
     assert [r["resumed_from"] for r in seen] == [5]  # only the last budget restored
+
+
+# -- TempBench: the synthetic panel's TopK dictionaries and the acausal crosscoder -----
+
+def _tempbench_data():
+    return jax.random.normal(jax.random.key(3), (6, 8, 4))
+
+
+@pytest.mark.parametrize("every", [2, 3])
+def test_tempbench_topk_resumes_to_the_same_parameters_and_fvu(tmp_path, every):
+    """Killed after the first checkpoint (chunk ``every`` of 4), and after the last one
+    before anything was returned (the resumed run had no FVU history)."""
+    from jaxkit.tempbench.train import TrainConfig, train_topk
+
+    cfg = TrainConfig(window=2, n_latents=8, k=2, steps=8, batch_size=4, log_every=2,
+                      checkpoint_every=every)
+    seqs = _tempbench_data()
+
+    def run(folder):
+        return train_topk(jax.random.key(0), seqs, window=2, position=None, k=2, cfg=cfg,
+                          checkpoint_dir=folder)
+
+    ref = run(tmp_path / "ref")
+    assert ref[1].shape == (4,)
+    for at, name in ((every * 2, "mid"), (8, "end")):  # steps (2 per chunk)
+        out, seen = _killed_then_resumed(run, at, tmp_path / name)
+        _same(out, ref)
+        assert [r["resumed_from"] for r in seen] == [at]
+
+
+def test_tempbench_acausal_resumes_to_the_same_parameters_and_fvu(tmp_path):
+    from jaxkit.tempbench.train import TrainConfig, train_acausal
+
+    cfg = TrainConfig(window=2, n_latents=8, k=2, steps=8, batch_size=4, log_every=2,
+                      checkpoint_every=1)
+    seqs = _tempbench_data()
+
+    def run(folder):
+        return train_acausal(jax.random.key(0), seqs, window=2, target_l0=2.0, cfg=cfg,
+                             checkpoint_dir=folder)
+
+    ref = run(tmp_path / "ref")
+    for at, name in ((2, "mid"), (4, "end")):
+        out, seen = _killed_then_resumed(run, at, tmp_path / name)
+        _same(out, ref)
+        assert [r["resumed_from"] for r in seen] == [at]

@@ -48,9 +48,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jaxtyping import Array, PRNGKeyArray
 
+from jaxkit import optim
 from jaxkit.checkpoint import uncommitted
 from jaxkit.config import PipelineConfig, require, require_at_least
 from jaxkit.kernels import flow_discrete as fd
@@ -202,7 +202,7 @@ class DKernels:
     def __init__(self, dom: TokenDomain, cfg: DiscreteSettings, static):
         V = dom.vocab
         self.dom, self.cfg, self.static = dom, cfg, static
-        self.optimizer = optax.adam(cfg.lr)
+        self.optimizer = optim.optimizer(cfg.lr)
 
         def loss_fn(params, key, x1, aux):
             model = eqx.combine(params, static)
@@ -383,7 +383,7 @@ def pretrain(dom: TokenDomain, cfg: DiscreteSettings, key: PRNGKeyArray, *,
 def _start(dom: TokenDomain, cfg: DiscreteSettings, km):
     """The fresh denoiser and its optimiser state (traced by :func:`pretrain`)."""
     model = Denoiser(dom.length, dom.vocab, cfg.hidden, cfg.depth, key=km)
-    return model, T.init(eqx.filter(model, eqx.is_array), optax.adam(cfg.lr))
+    return model, T.init(eqx.filter(model, eqx.is_array), optim.optimizer(cfg.lr))
 
 
 def _explore(kern: DKernels, st: DState, key):

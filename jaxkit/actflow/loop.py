@@ -50,9 +50,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from jaxkit import optim
 from jaxkit.checkpoint import uncommitted
 from jaxkit.kernels import flow, nets
 from jaxkit.kernels import train as T
@@ -126,7 +126,7 @@ class Pretrained(NamedTuple):
 
 
 def _optimizer(cfg: ActFlowConfig):
-    return optax.adam(cfg.lr)
+    return optim.optimizer(cfg.lr)
 
 
 def _batched(model):

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxkit import distributed, training
+from jaxkit import distributed, optim, training
 from jaxkit.causal_model.model import ModelConfig, acyclicity, edge_logits, init_params
 from jaxkit.causal_model.weights_io import (  # re-exported: their old home
     WEIGHTS_DIR,
@@ -97,8 +97,9 @@ def task_loss(params, cfg: ModelConfig, tasks: sem.Task, acyc_weight: float):
 
 @functools.lru_cache(maxsize=8)
 def _chunk_fn(cfg: ModelConfig, st: TrainSettings, mesh):
-    sched = optax.warmup_cosine_decay_schedule(0.0, st.lr, st.warmup, st.steps, st.lr * 0.05)
-    opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=1e-4))
+    opt = optim.optimizer(st.lr, schedule_kind="warmup_cosine", warmup=st.warmup,
+                          steps=st.steps, end_lr=st.lr * 0.05, weight_decay=1e-4,
+                          clip_norm=1.0)
 
     def loss(params, key, prior, aux):
         tasks = sem.sample_tasks(key, prior, st.batch, d_max=st.d_max, n_max=st.n_max)

@@ -49,7 +49,7 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxkit import distributed, training
+from jaxkit import distributed, optim, training
 from jaxkit.kernels import train as ktrain
 
 from .arch import LETTERS, Arch, letters_of
@@ -131,10 +131,8 @@ def peak_flops(device=None) -> float | None:
 
 
 def _optimizer(s: TrainSettings):
-    sched = optax.join_schedules([optax.linear_schedule(0.0, s.lr, max(s.warmup, 1)),
-                                  optax.constant_schedule(s.lr)], [max(s.warmup, 1)])
-    return optax.chain(optax.clip_by_global_norm(s.clip),
-                       optax.adamw(sched, b1=0.9, b2=0.95, weight_decay=s.weight_decay))
+    return optim.optimizer(s.lr, schedule_kind="warmup", warmup=s.warmup, b2=0.95,
+                           weight_decay=s.weight_decay, clip_norm=s.clip)
 
 
 def _stack(trees):

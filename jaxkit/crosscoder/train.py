@@ -59,7 +59,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import PRNGKeyArray
 
 from jaxkit import distributed as jd
-from jaxkit import training
+from jaxkit import optim, training
 from jaxkit.checkpoint import Checkpointer, abstract_like
 from jaxkit.kernels import crosscoder as cc
 from jaxkit.training import TrainingDiverged
@@ -310,7 +310,7 @@ def _make_optimizer(lr: float, optimizer):
         return optimizer
     if not lr > 0:
         raise ValueError(f"`lr` must be > 0; got {lr}")
-    return optax.adam(lr)
+    return optim.optimizer(lr)
 
 
 def _abstract_state(init_state, params_shape, mesh: Mesh):
@@ -554,7 +554,7 @@ def restore(
     meta = read_checkpoint_meta(checkpoint_dir, step)
     cfg = meta["config"]
     mesh = jd.make_mesh({sh.DATA: -1}) if mesh is None else mesh
-    opt = optimizer if optimizer is not None else optax.adam(cfg["lr"])
+    opt = optimizer if optimizer is not None else optim.optimizer(cfg["lr"])
     init_state, _ = sh.make_train_step(
         mesh, activation=cfg["activation"], k=cfg["k"], optimizer=opt,
         sparsity_coef=cfg["sparsity_coef"], sparsity=cfg["sparsity"], k_aux=cfg["k_aux"],

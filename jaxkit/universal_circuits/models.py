@@ -30,7 +30,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from jaxkit import distributed, training
+from jaxkit import distributed, optim, training
 from jaxkit.kernels import train as ktrain
 
 from . import data as D
@@ -172,7 +172,7 @@ def _logits_jit(clf: Classifier):
 
 def _optimizer(lr: float, total: int):
     """Adam with a cosine decay of the learning rate to 0 over ``total`` steps."""
-    return optax.adam(optax.cosine_decay_schedule(lr, max(int(total), 1)))
+    return optim.optimizer(lr, schedule_kind="cosine", steps=int(total))
 
 
 @functools.lru_cache(maxsize=16)

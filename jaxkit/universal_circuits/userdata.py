@@ -159,7 +159,10 @@ def check_user(directory, out: Path, *, models=(), batch: int, chunk: int = 4096
         raise DataError(f"`activations` {directory}: {store.n} rows per file; training "
                         f"needs at least uc_batch = {batch}")
     for start in range(0, store.n, chunk):
-        sites = store.read(np.arange(start, min(start + chunk, store.n)))[0]
+        try:  # the store itself refuses NaN / inf rows, naming the shard
+            sites = store.read(np.arange(start, min(start + chunk, store.n)))[0]
+        except ValueError as e:
+            raise DataError(f"`activations` {directory}: {e}") from None
         for m, row in zip(store.models, sites, strict=True):
             for j, a in enumerate(row):
                 if not np.isfinite(a).all():

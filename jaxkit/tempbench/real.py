@@ -16,84 +16,34 @@ representation (:func:`jaxkit.tempbench.baselines.window_codes`) is read and, pe
 
 References on the same windows: the raw activations of the last token (``raw_token``,
 d columns) and of the whole window (``raw_window``, T d columns). Also per method the
-window FVU (where it reconstructs the window) and the L0 of the representation.
+window FVU (where it reconstructs the window), the L0 of the representation, the language
+model's loss with the dictionary spliced in (:mod:`jaxkit.tempbench.splice`) and the
+backtracking measures (:mod:`jaxkit.tempbench.backtracking`). The probe scores live in
+:mod:`jaxkit.tempbench.probes` (re-exported here).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PRNGKeyArray
-from scipy.stats import rankdata
 
 from jaxkit.kernels import crosscoder as cc
 
 from . import baselines as B
 from .lm_acts import Documents
-from .text_tasks import TASKS, task_labels
+from .probes import auroc_columns, logistic_fit, probe_scores
 from .train import TrainConfig, Trainer
 
 __all__ = ["auroc_columns", "logistic_fit", "probe_scores", "compare_real", "summarise_real",
-           "held_out_windows", "REFERENCES", "PROBE_METRICS"]
+           "held_out_windows", "REFERENCES", "PROBE_METRICS", "LMContext"]
 
 REFERENCES = ("raw_token", "raw_window")
 PROBE_METRICS = ("auroc_best", "probe_k")
-
-
-def auroc_columns(scores: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """AUROC of every column of ``scores (N, M)`` for binary labels ``y (N,)``
-    (Mann-Whitney with average ranks for ties; 0.5 for a constant column; nan when one
-    class is absent)."""
-    y = np.asarray(y, bool)
-    n1, n0 = int(y.sum()), int((~y).sum())
-    if n1 == 0 or n0 == 0:
-        return np.full(scores.shape[1], np.nan)
-    r = rankdata(np.asarray(scores, np.float64), axis=0)
-    return (r[y].sum(0) - n1 * (n1 + 1) / 2) / (n1 * n0)
-
-
-def logistic_fit(x: np.ndarray, y: np.ndarray, C: float = 1.0, iters: int = 50
-                 ) -> tuple[np.ndarray, float]:
-    """L2-regularised logistic regression by Newton's method (float64): minimises
-    ``||w||^2 / 2 + C sum_i logloss(y_i, x_i w + b)`` with the intercept ``b``
-    unpenalised (scikit-learn's ``LogisticRegression(C=C)`` objective). Returns
-    ``(w, b)``."""
-    X = np.concatenate([np.asarray(x, np.float64), np.ones((len(x), 1))], 1)
-    t = np.asarray(y, np.float64)
-    reg = np.eye(X.shape[1]) / C
-    reg[-1, -1] = 0.0
-    beta = np.zeros(X.shape[1])
-    for _ in range(iters):
-        p = 1.0 / (1.0 + np.exp(-X @ beta))
-        g = X.T @ (p - t) + reg @ beta
-        H = (X * (p * (1 - p))[:, None]).T @ X + reg + 1e-10 * np.eye(X.shape[1])
-        step = np.linalg.solve(H, g)
-        beta -= step
-        if np.max(np.abs(step)) < 1e-10:
-            break
-    return beta[:-1], float(beta[-1])
-
-
-def probe_scores(fit_x: np.ndarray, fit_y: np.ndarray, test_x: np.ndarray,
-                 test_y: np.ndarray, k_probe: int) -> dict[str, float]:
-    """``auroc_best`` and ``probe_k`` (module docstring) of one representation."""
-    fit_y, test_y = np.asarray(fit_y, bool), np.asarray(test_y, bool)
-    if fit_y.all() or not fit_y.any() or test_y.all() or not test_y.any():
-        return {"auroc_best": float("nan"), "probe_k": float("nan")}
-    au = auroc_columns(fit_x, fit_y)
-    best = int(np.nanargmax(au))
-    out = {"auroc_best": float(auroc_columns(test_x[:, best:best + 1], test_y)[0])}
-    diff = np.abs(fit_x[fit_y].mean(0) - fit_x[~fit_y].mean(0))
-    cols = np.argsort(-diff, kind="stable")[:k_probe]
-    mu, sd = fit_x[:, cols].mean(0), fit_x[:, cols].std(0) + 1e-6
-    w, b = logistic_fit((fit_x[:, cols] - mu) / sd, fit_y)
-    score = ((test_x[:, cols] - mu) / sd) @ w + b
-    out["probe_k"] = float(auroc_columns(score[:, None], test_y)[0])
-    return out
 
 
 @functools.partial(jax.jit, static_argnames=("method", "cfg"))
@@ -118,39 +68,71 @@ def _split(n: int, test_every: int):
     return train, test[:half], test[half:2 * half]
 
 
+class LMContext(NamedTuple):
+    """The recorded model, for splicing and the backtracking test: the
+    :class:`jaxkit.lm.LanguageModel`, the recorded block and its scale (model units =
+    recorded units x ``scale``)."""
+
+    lm: Any
+    layer: int
+    scale: float
+
+
 def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, windows=(3,),
                  methods=B.ALL_METHODS, n_seeds: int = 2, trainer: Trainer = Trainer(),
                  name: str = "real", test_every: int = 4, k_probe: int = 5,
-                 line_start: int = 8, ngram: int = 4, lm=None, steer_norm: float = 8.0,
-                 steer_per_doc: int = 4) -> dict[str, Any]:
+                 lmc: LMContext | None = None, splice_docs: int = 8,
+                 traces: Any = None, fpr: float = 0.05, steer_norm: float = 8.0,
+                 steer_sites: int = 64) -> dict[str, Any]:
     """Train every method for every window and seed on the training documents and probe
-    the held-out ones (module docstring). With ``lm = (model, layer, scale)`` (the LM
-    whose block ``layer`` output, divided by ``scale``, are the activations) every
-    method of :data:`jaxkit.tempbench.steer.STEER_METHODS` is also steered
-    (:func:`jaxkit.tempbench.steer.steer_method`, atoms of norm ``steer_norm``,
-    ``steer_per_doc`` negatives per probe-test document).
+    the held-out ones on every task of ``docs.labels`` (module docstring). With ``lmc``
+    (the recorded model) each dictionary is also spliced into it
+    (:mod:`jaxkit.tempbench.splice`, on ``splice_docs`` probe-test documents) and, with
+    ``traces = (acts (n, L, d), Traces)`` (the traces of
+    :func:`jaxkit.tempbench.backtracking.make_traces` and their recorded activations, in
+    the corpus's units; the first half fits, the second tests), scored on backtracking
+    (detection at ``fpr``; steering towards " Wait" with atoms of norm ``steer_norm`` for
+    the TC and the per-token SAE).
 
     Returns:
-      ``{"T=..": {method or reference: {"<task>/<metric>": per-seed array, "fvu", "l0"}},
-      "tasks": {task: {"positives", "valid"}}}``; references have one value (no seeds).
+      ``{"T=..": {method or reference: {"<task>/<metric>": per-seed array, "fvu", "l0",
+      "ce_spliced", "kl", "loss_recovered", "bt/..."}}, "tasks": {task: {"positives",
+      "valid"}}, "lm": {"T=..": {"ce_clean", "ce_zero"}}}``; references have one value.
     """
+    from . import backtracking as BT
+    from . import splice as SP
+
     if "mlc" in methods and docs.layers is None:
-        methods = tuple(m for m in methods if m != "mlc")  # user data without `layers`
+        methods = tuple(m for m in methods if m != "mlc")  # one layer: no MLC
+    tasks = tuple(docs.labels)
     tr, fit_ids, te_ids = _split(docs.acts.shape[0], test_every)
     if len(fit_ids) < 1 or len(te_ids) < 1:
         raise ValueError(f"{docs.acts.shape[0]} documents leave no held-out probe documents "
                          f"(every {test_every}-th is held out, split in two)")
-    labels = task_labels(docs.tokens, line_start=line_start, ngram=ngram)
+    labels = docs.labels
     train_x = jnp.asarray(docs.acts[tr])
     train_layers = None if docs.layers is None else jnp.asarray(docs.layers[tr])
-    if lm is not None:
-        from . import steer
-
-        scores = {t: steer.task_score(docs.tokens[tr], labels[t][0][tr], labels[t][1][tr])
-                  for t in TASKS}
     out: dict[str, Any] = {"tasks": {t: {"positives": float(y[v].mean()) if v.any() else
                                          float("nan"), "valid": int(v.sum())}
-                                     for t, (y, v) in labels.items()}}
+                                     for t, (y, v) in labels.items()}, "lm": {}}
+    start = max(windows) - 1
+    splice_tok = None
+    if lmc is not None and docs.first is not None:
+        ids = te_ids[:splice_docs]
+        splice_tok = np.concatenate([docs.first[ids, None], docs.tokens[ids]], 1)
+    bt = None
+    if traces is not None:
+        t_acts, tr_obj = traces
+        nb = len(t_acts)
+        half = nb // 2
+        bt = dict(acts={"fit": t_acts[:half], "test": t_acts[half:2 * half]},
+                  y={"fit": tr_obj.backtrack[:half], "test": tr_obj.backtrack[half:2 * half]},
+                  site={"fit": tr_obj.steer_site[:half],
+                        "test": tr_obj.steer_site[half:2 * half]},
+                  docs=tr_obj.docs[half:2 * half])
+        out["backtracking"] = {"positives": int(tr_obj.backtrack.sum()),
+                               "sites": int(tr_obj.steer_site.sum()), "docs": nb,
+                               "example": tr_obj.text}
     for T in windows:
         c = cfg._replace(window=T)
         parts = {}
@@ -160,13 +142,18 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
             parts[part] = dict(
                 x=x.reshape(-1, T, x.shape[-1]),
                 layers=None if lay is None else lay.reshape(-1, *lay.shape[2:]),
-                y={t: labels[t][0][ids][:, T - 1:].ravel() for t in TASKS},
-                v={t: labels[t][1][ids][:, T - 1:].ravel() for t in TASKS})
+                y={t: labels[t][0][ids][:, T - 1:].ravel() for t in tasks},
+                v={t: labels[t][1][ids][:, T - 1:].ravel() for t in tasks})
         res: dict[str, dict] = {}
         for ref in REFERENCES:
             rep = {p: (v["x"][:, -1] if ref == "raw_token" else v["x"].reshape(len(v["x"]), -1))
                    for p, v in parts.items()}
-            res[ref] = _task_metrics(rep, parts, k_probe)
+            res[ref] = _task_metrics(rep, parts, k_probe, tasks)
+        if splice_tok is not None:
+            z = SP.splice_losses(lmc.lm, lmc.layer, lmc.scale, splice_tok, "zero", None, c,
+                                 start=start)
+            out["lm"][f"T={T}"] = {"ce_clean": float(z["ce_clean"]),
+                                   "ce_zero": float(z["ce_spliced"])}
         for m in methods:
             per_seed = []
             for i in range(n_seeds):
@@ -176,21 +163,34 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
                 reps, fvus, l0 = {}, [], []
                 for p, v in parts.items():
                     lay = None if v["layers"] is None else jnp.asarray(v["layers"])
-                    z, f = _codes(m, params, jnp.asarray(v["x"]), lay, c)
-                    reps[p] = np.asarray(z, np.float32)
+                    zc, f = _codes(m, params, jnp.asarray(v["x"]), lay, c)
+                    reps[p] = np.asarray(zc, np.float32)
                     fvus.append(float(f))
                     l0.append(float((reps[p] != 0).sum(1).mean()))
-                met = _task_metrics(reps, parts, k_probe)
-                if lm is not None and m in steer.STEER_METHODS:
-                    met.update(steer.steer_method(
-                        jax.random.fold_in(kk, 7), m, params, lm[0], layer=lm[1],
-                        scale=lm[2], window=T, fit_codes=reps["fit"],
-                        fit_y=parts["fit"]["y"], fit_v=parts["fit"]["v"],
-                        test_tokens=docs.tokens[te_ids],
-                        test_y={t: labels[t][0][te_ids] for t in TASKS},
-                        test_v={t: labels[t][1][te_ids] for t in TASKS}, scores=scores,
-                        norm=steer_norm, per_doc=steer_per_doc))
+                met = _task_metrics(reps, parts, k_probe, tasks)
                 met["fvu"], met["l0"] = fvus[1], l0[1]
+                if splice_tok is not None and m in SP.SPLICE_METHODS:
+                    s = SP.splice_losses(lmc.lm, lmc.layer, lmc.scale, splice_tok, m, params,
+                                         c, start=start)
+                    z = out["lm"][f"T={T}"]
+                    met.update(ce_spliced=s["ce_spliced"], kl=s["kl"],
+                               loss_recovered=SP.loss_recovered(z["ce_clean"], s["ce_spliced"],
+                                                                z["ce_zero"]))
+                if bt is not None and m != "mlc":
+                    bcodes, blab = {}, {}
+                    for p in ("fit", "test"):
+                        xb = _windows(bt["acts"][p], T)
+                        zc, _ = _codes(m, params, jnp.asarray(xb.reshape(-1, T, xb.shape[-1])),
+                                       None, c)
+                        bcodes[p] = np.asarray(zc, np.float32)
+                        blab[p] = (bt["y"][p][:, T - 1:].ravel(), bt["site"][p][:, T - 1:].ravel())
+                    steer = lmc is not None and m in ("tc", "sae") and steer_norm > 0
+                    r = BT.detect_and_steer(
+                        jax.random.fold_in(kk, 7), m, params, bcodes, blab, window=T, fpr=fpr,
+                        lm=lmc.lm if steer else None, layer=lmc.layer if lmc else 0,
+                        scale=lmc.scale if lmc else 1.0, docs=bt["docs"], norm=steer_norm,
+                        max_sites=steer_sites)
+                    met.update({f"bt/{k_}": v_ for k_, v_ in r.items()})
                 per_seed.append(met)
             res[m] = {key_: np.asarray([s[key_] for s in per_seed], np.float64)
                       for key_ in per_seed[0]}
@@ -198,9 +198,9 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
     return out
 
 
-def _task_metrics(reps: dict, parts: dict, k_probe: int) -> dict[str, float]:
+def _task_metrics(reps: dict, parts: dict, k_probe: int, tasks) -> dict[str, float]:
     met = {}
-    for t in TASKS:
+    for t in tasks:
         fv, tv = parts["fit"]["v"][t], parts["test"]["v"][t]
         s = probe_scores(reps["fit"][fv], parts["fit"]["y"][t][fv], reps["test"][tv],
                          parts["test"]["y"][t][tv], k_probe)
@@ -222,7 +222,8 @@ def summarise_real(out: dict) -> dict:
 
     res: dict[str, Any] = {"tasks": out["tasks"]}
     for T, per in out.items():
-        if T == "tasks":
+        if T in ("tasks", "lm", "backtracking"):
+            res[T] = per
             continue
         res[T] = {m: summarise({k: np.atleast_1d(v) for k, v in met.items()})
                   for m, met in per.items()}

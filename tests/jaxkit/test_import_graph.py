@@ -22,16 +22,6 @@ PAPERS = {"actflow", "amgenc", "ballad", "causal_audit", "causaltab", "compose",
           "contrastive", "cruxbench", "misaligned", "pooled_lingam", "tempbench",
           "universal_circuits"}
 
-# ALLOW-LIST, TEMPORARY: TempBench is being moved onto jaxkit.lm (another change under way):
-# until it lands, TempBench still imports AIRA-Compose's byte model and corpus, and
-# tempbench.real and tempbench.steer import each other. These edges only, nothing else;
-# remove this list (and its use below) when that work is in.
-ALLOWED_EDGES = {
-    ("jaxkit.tempbench.real", "jaxkit.tempbench.steer"),
-    ("jaxkit.tempbench.steer", "jaxkit.tempbench.real"),
-}
-ALLOWED_CROSS_PAPER = {("tempbench", "compose")}
-
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
     """Every module of the tree: dotted name -> file (``kernels/`` as ``jaxkit.kernels``)."""
@@ -161,7 +151,7 @@ def test_the_paper_list_is_the_folders_with_a_pipeline():
 
 
 def test_no_import_cycles():
-    edges = EDGES - ALLOWED_EDGES
+    edges = EDGES
     cycles = [c for c in strongly_connected(MODS, edges) if len(c) > 1]
     inside = [{(a, b) for a, b in edges if a in c and b in c} for c in cycles]
     assert not cycles, "import cycles (edges inside each):\n" + "\n\n".join(
@@ -170,8 +160,7 @@ def test_no_import_cycles():
 
 def test_no_paper_imports_another():
     bad = {(a, b) for a, b in EDGES
-           if paper_of(a) and paper_of(b) and paper_of(a) != paper_of(b)
-           and (paper_of(a), paper_of(b)) not in ALLOWED_CROSS_PAPER}
+           if paper_of(a) and paper_of(b) and paper_of(a) != paper_of(b)}
     assert not bad, "a paper package imports another paper package:\n" + _show(bad)
 
 

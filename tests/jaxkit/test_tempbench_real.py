@@ -1,7 +1,8 @@
-"""TempBench on real activations: the text-task labels on a short text with known
-answers, streaming a multi-file safetensors store, the LM recording round trip, the
-probe metrics against scikit-learn, the fair tally and claims, and kill-and-resume of
-the store-streamed dictionary training on a mesh with the dictionary sharded."""
+"""TempBench on real activations: the token-sequence task labels on a short text with
+known answers, the activation store (recording through jaxkit.lm on a tiny random Llama,
+streaming, the checks before anything runs, user labels), the probe and detection scores
+against known answers and scikit-learn, splicing and steering against direct forwards,
+the backtracking traces, and the claims with their negative control."""
 
 from __future__ import annotations
 
@@ -13,18 +14,27 @@ import numpy as np
 import pytest
 
 from jaxkit.crosscoder.store import ActivationStore, iter_tensors
-from jaxkit.tempbench import lm_acts, real, report_real, stream
+from jaxkit.tempbench import lm_acts, probes, real, report_real, stream
 from jaxkit.tempbench import text_tasks as TT
 from jaxkit.tempbench.config import QUICK
+from jaxkit.tempbench.train import TrainConfig
+from tests.jaxkit.lm_fixtures import write_tiny_gguf
 
-TEXT = "EUS**  \nNow, fair _Enter A_ the the the **HIPPO**\nFour d"
-WANT = {  # ? = not knowable from the document
-    "word_interior":   "??100000001000011000011100000010001000100000111000001100",
-    "line_start":      "????????111111110000000000000000000000000000000000111111",
-    "speaker":         "?????00000000000000000000000000000000000??11111??0000000",
-    "stage_direction": "???????????????????1111111?00000000000000000000000000000",
-    "repeated_ngram":  "???00000000000000000000000000000001111110000000000000000",
+PIECES = [" The", " cat", " is", " not", " here", ",", " un", "usual", " (", "see", ' "',
+          "it", '"', ")", ".", " The", " cat", " is", "\n", "No", " dogs"]
+WANT = {  # ? = not knowable from the document (or the marker token itself)
+    "multi_token_word": "000000010000000000000",
+    "in_brackets":      "?????????1111?0000000",
+    "in_quotes":        "???????????1?00000000",
+    "sentence_start":   "???????????????111?11",
+    "repeated_ngram":   "??0000000000000001000",
+    "negation_scope":   "????1?00000000?000??1",
 }
+
+
+def _vocab_and_ids(pieces, extra=("Well",)):
+    vocab = list(dict.fromkeys([*extra, *pieces]))
+    return vocab, np.asarray([[vocab.index(p) for p in pieces]])
 
 
 def _render(y, v):
@@ -32,41 +42,46 @@ def _render(y, v):
 
 
 def test_task_labels_on_a_known_text():
-    tok = TT.encode_text(TEXT, len(TEXT.encode()))
-    got = TT.task_labels(tok)
+    vocab, ids = _vocab_and_ids(PIECES)
+    got = TT.task_labels(ids, vocab, first=np.asarray([vocab.index("Well")]))
     assert tuple(got) == TT.TASKS
     for t, want in WANT.items():
-        assert _render(*(a[0] for a in got[t])) == want, t
-    # " the" ends at 34 for the second time: positions 34..39 repeat a 4-gram
-    # a document opening inside a bold span is read from its closing marker
-    assert got["speaker"][1][0, 3] == np.False_ and got["speaker"][1][0, 5]
+        assert _render(got[t][0][0], got[t][1][0]) == want, t
+    # without the context token the first position's word continuation is unknown
+    no_first = TT.task_labels(ids, vocab)
+    assert not no_first["multi_token_word"][1][0, 0] and no_first["multi_token_word"][1][0, 1]
 
 
 def test_task_label_errors():
+    vocab, ids = _vocab_and_ids(PIECES)
     with pytest.raises(ValueError, match="tokens"):
-        TT.task_labels(np.zeros((2, 3), np.float32))
+        TT.task_labels(ids.astype(np.float32), vocab)
     with pytest.raises(ValueError, match="tokens"):
-        TT.task_labels(np.full((1, 3), 300))
+        TT.task_labels(ids + len(vocab), vocab)
     with pytest.raises(ValueError, match="ngram"):
-        TT.task_labels(np.zeros((1, 3), np.uint8), ngram=0)
-    with pytest.raises(ValueError, match="text"):
-        TT.encode_text("ab", 8)
+        TT.task_labels(ids, vocab, ngram=0)
+    with pytest.raises(ValueError, match="first"):
+        TT.task_labels(ids, vocab, first=np.asarray([0, 1]))
 
 
-def _write_store(tmp_path, n_files=3, docs=(3, 2, 4), L=10, d=4, layers=True):
+def _write_store(tmp_path, n_files=3, docs=(3, 2, 4), L=10, d=4, layers=True, V=20,
+                 vocab=True):
     from safetensors.numpy import save_file
 
     rng = np.random.default_rng(0)
     acts, toks = [], []
     for i in range(n_files):
         a = rng.normal(size=(docs[i], L, d)).astype(np.float32)
-        t = rng.integers(0, 256, (docs[i], L)).astype(np.uint8)
-        blob = {"activations": a, "tokens": t}
+        t = rng.integers(0, V, (docs[i], L)).astype(np.int32)
+        blob = {"activations": a, "tokens": t, "first": t[:, 0].copy()}
         if layers:
             blob["layers"] = np.repeat(a[:, :, None], 2, axis=2)
         save_file(blob, str(tmp_path / f"shard_{i:05d}.safetensors"))
         acts.append(a)
         toks.append(t)
+    (tmp_path / lm_acts.MANIFEST).write_text(json.dumps({"vocab_size": V}))
+    if vocab:
+        (tmp_path / lm_acts.VOCAB).write_text(json.dumps([f" w{i}" for i in range(V)]))
     return np.concatenate(acts), np.concatenate(toks)
 
 
@@ -76,73 +91,241 @@ def test_streaming_a_multi_file_store(tmp_path):
                                chunk=2))
     assert [p.name for p, _ in pieces] == ["shard_00000.safetensors"] * 2 + [
         "shard_00001.safetensors"] + ["shard_00002.safetensors"] * 2  # 3, 2, 4 docs by 2
-    assert max(len(g["activations"]) for _, g in pieces) == 2  # never a whole shard
     np.testing.assert_array_equal(np.concatenate([g["activations"] for _, g in pieces]), acts)
     docs = lm_acts.load_documents(tmp_path)
     np.testing.assert_array_equal(docs.acts, acts)
     np.testing.assert_array_equal(docs.tokens, toks)
-    assert docs.layers.shape == (9, 10, 2, 4)
-    part = lm_acts.load_documents(tmp_path, max_docs=4)  # stops inside the second shard
+    assert docs.layers.shape == (9, 10, 2, 4) and docs.first.shape == (9,)
+    assert set(docs.labels) == set(TT.TASKS)
+    part = lm_acts.load_documents(tmp_path, max_docs=4, with_layers=False)
     np.testing.assert_array_equal(part.acts, acts[:4])
-    # the training stream: windows never cross a document, ids map to the right rows
+    assert part.layers is None
     st = ActivationStore(tmp_path, batch_size=4, window=3, tensor="activations", seed=1)
     assert len(st.shards) == 3 and st.n_windows == 9 * 3  # stride = window: 3 per doc
-    flat = acts[:, :9].reshape(9, 3, 3, 4).reshape(-1, 3, 4)
-    np.testing.assert_array_equal(st.read(np.arange(st.n_windows)), flat)
-    b, _ = st.batch((0, 1), rows=slice(None))
-    np.testing.assert_array_equal(b, flat[st.permutation(0)[4:8]])
 
 
-def test_store_errors_name_the_shard(tmp_path):
+def test_store_checks_name_the_file(tmp_path):
     from safetensors.numpy import save_file
 
+    with pytest.raises(ValueError, match="acts_dir.*not a directory"):
+        lm_acts.check_store(tmp_path / "missing")
+    with pytest.raises(ValueError, match="no .safetensors"):
+        lm_acts.check_store(tmp_path)
     save_file({"activations": np.zeros((2, 4, 3), np.float32)},
               str(tmp_path / "shard_00000.safetensors"))
-    with pytest.raises(ValueError, match="shard_00000.*tokens"):
+    with pytest.raises(ValueError, match="tokens.*shard_00000"):
+        lm_acts.check_store(tmp_path)
+    save_file({"activations": np.zeros((2, 4, 3), np.float32),
+               "tokens": np.zeros((2, 4), np.int32)}, str(tmp_path / "shard_00000.safetensors"))
+    with pytest.raises(ValueError, match="vocabulary size"):
+        lm_acts.check_store(tmp_path)
+    (tmp_path / lm_acts.MANIFEST).write_text(json.dumps({"vocab_size": 5}))
+    with pytest.raises(ValueError, match="no tasks"):
+        lm_acts.check_store(tmp_path)
+    # the configuration refuses the directory before anything runs
+    with pytest.raises(ValueError, match="acts_dir.*no tasks"):
+        QUICK.merged({"acts_dir": str(tmp_path)})
+    with pytest.raises(ValueError, match="acts_dir.*not a directory"):
+        QUICK.merged({"acts_dir": str(tmp_path / "nope")})
+
+
+def test_user_labels_and_token_ids(tmp_path):
+    """Any token ids below the vocabulary size, no vocab.json, and the user's own task
+    labels (1, 0, -1 unknown)."""
+    from safetensors.numpy import save_file
+
+    lab = np.asarray([[1, 0, -1, 1], [0, 0, 1, -1]], np.int8)
+    save_file({"activations": np.ones((2, 4, 3), np.float32),
+               "tokens": np.asarray([[0, 999, 5, 7], [1, 2, 3, 4]], np.int64),
+               "label.mine": lab}, str(tmp_path / "shard_00000.safetensors"))
+    (tmp_path / lm_acts.MANIFEST).write_text(json.dumps({"vocab_size": 1000}))
+    docs = lm_acts.load_documents(tmp_path)
+    assert set(docs.labels) == {"mine"}
+    y, v = docs.labels["mine"]
+    np.testing.assert_array_equal(y, lab == 1)
+    np.testing.assert_array_equal(v, lab >= 0)
+    (tmp_path / lm_acts.MANIFEST).write_text(json.dumps({"vocab_size": 999}))
+    with pytest.raises(ValueError, match="shard_00000.*vocabulary size"):
         lm_acts.load_documents(tmp_path)
-    np.save(tmp_path / "x.npy", np.zeros((4, 3)))
-    with pytest.raises(ValueError, match="npy"):
-        list(iter_tensors(tmp_path, ("activations",)))
 
 
 @pytest.fixture(scope="module")
-def tiny_lm():
-    from jaxkit.compose.model import build
+def tiny(tmp_path_factory):
+    from jaxkit.lm import load
 
-    return build("AM", jax.random.key(0, impl="rbg"), width=16, heads=2, context=16)
+    path = write_tiny_gguf(tmp_path_factory.mktemp("lm") / "tiny.gguf")
+    return path, load(path, use_cache=False)
 
 
-def test_record_round_trip(tmp_path, tiny_lm):
-    model = tiny_lm
-    text = np.frombuffer((TEXT * 8).encode(), np.uint8)
-    lm_acts.record(model, tmp_path, n_docs=6, length=16, layer=1, docs_per_shard=4,
-                   text=text)
-    assert sorted(p.name for p in tmp_path.glob("*.safetensors")) == [
-        "shard_00000.safetensors", "shard_00001.safetensors"]
-    meta = json.loads((tmp_path / lm_acts.MANIFEST).read_text())
-    docs = lm_acts.load_documents(tmp_path)
-    assert docs.acts.shape == (6, 16, 16) and docs.layers.shape == (6, 16, 2, 16)
-    assert float(np.sqrt(np.mean(docs.acts.astype(np.float64) ** 2))) == pytest.approx(1, 1e-4)
-    np.testing.assert_allclose(docs.layers[:, :, 1], docs.acts)  # the recorded block
-    hs = lm_acts.hidden_states(model, docs.tokens)  # the recording's shape: no recompile
-    np.testing.assert_allclose(hs[1] / meta["scale"], docs.acts, rtol=1e-4, atol=1e-5)
-    with pytest.raises(ValueError, match="layer"):
-        lm_acts.record(model, tmp_path, n_docs=2, length=16, layer=2, text=text)
+def test_record_round_trip_and_the_command(tiny, tmp_path):
+    from jaxkit.lm.record import record_activations, text_documents
+
+    path, lm = tiny
+    docs = text_documents(lm.tokenizer, "the cat is on the mat.\n\n" * 20, doc_len=8, n_docs=5)
+    assert docs.shape == (5, 9)
+    out = record_activations(lm, docs, [1, 0], tmp_path / "a", docs_per_shard=2, batch=2)
+    assert sorted(p.name for p in out.glob("*.safetensors")) == [
+        f"shard_0000{i}.safetensors" for i in range(3)]
+    meta = json.loads((out / lm_acts.MANIFEST).read_text())
+    assert meta["layers"] == [1, 0] and meta["layer"] == 1 and meta["doc_len"] == 8
+    got = lm_acts.load_documents(out)
+    want = lm.activations(docs, [0, 1])
+    np.testing.assert_allclose(got.acts * meta["scale"], np.asarray(want["resid.1"])[:, 1:],
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got.layers[:, :, 1] * meta["scales"][1],
+                               np.asarray(want["resid.0"])[:, 1:], rtol=2e-3, atol=2e-3)
+    np.testing.assert_array_equal(got.tokens, docs[:, 1:])
+    np.testing.assert_array_equal(got.first, docs[:, 0])
+    assert len(json.loads((out / lm_acts.VOCAB).read_text())) == lm.config.vocab_size
+    with pytest.raises(ValueError, match="layers"):
+        record_activations(lm, docs, [2], tmp_path / "b")
+    # the command: same store, and a bad layer is one line before any work
+    from typer.testing import CliRunner
+
+    from jaxkit.lm.cli import lm_app
+
+    (tmp_path / "t.txt").write_text("the cat is on the mat.\n\n" * 20)
+    r = CliRunner().invoke(lm_app, ["record-activations", str(path), str(tmp_path / "t.txt"),
+                                    "--out", str(tmp_path / "c"), "--layers", "1,0",
+                                    "--doc-len", "8", "--n-docs", "5", "--docs-per-shard", "2",
+                                    "--batch", "2"])
+    assert r.exit_code == 0, r.output
+    np.testing.assert_allclose(lm_acts.load_documents(tmp_path / "c").acts, got.acts,
+                               rtol=1e-5, atol=1e-6)
+    r = CliRunner().invoke(lm_app, ["record-activations", str(path), str(tmp_path / "t.txt"),
+                                    "--out", str(tmp_path / "d"), "--layers", "7"])
+    assert r.exit_code != 0 and "--layers" in r.output and not (tmp_path / "d").exists()
+
+
+def _identity_sae(d: int):
+    """A per-token SAE whose TopK-d reconstruction is exact: atoms +e_i and -e_i."""
+    from jaxkit.kernels import crosscoder as cc
+
+    eye = np.eye(d, dtype=np.float32)
+    return cc.Params(W_enc=jnp.asarray(np.concatenate([eye, -eye], 1))[None],
+                     b_enc=jnp.zeros(2 * d), W_dec=jnp.asarray(
+                         np.concatenate([eye, -eye], 0))[:, None],
+                     b_dec=jnp.zeros((1, d)), log_threshold=jnp.zeros(2 * d))
+
+
+def test_splice_exact_dictionary_recovers_all_and_zero_ablation_costs(tiny):
+    from jaxkit.tempbench import splice
+
+    _, lm = tiny
+    d = lm.config.d_model
+    rng = np.random.default_rng(0)
+    toks = rng.integers(3, lm.config.vocab_size, (3, 10))
+    cfg = TrainConfig(window=2, n_latents=2 * d, k=d)
+    p = _identity_sae(d)
+    x = jnp.asarray(rng.normal(size=(2, 6, d)), jnp.float32)
+    np.testing.assert_allclose(splice.token_reconstruction("sae", p, x, cfg), x, atol=1e-5)
+    s = splice.splice_losses(lm, 1, 2.5, toks, "sae", p, cfg, start=1, batch=2)
+    z = splice.splice_losses(lm, 1, 2.5, toks, "zero", None, cfg, start=1, batch=2)
+    assert s["ce_spliced"] == pytest.approx(s["ce_clean"], abs=1e-4) and s["kl"] < 1e-5
+    assert z["ce_clean"] == pytest.approx(s["ce_clean"], abs=1e-6)
+    assert z["kl"] > 1e-3 and z["ce_spliced"] != pytest.approx(z["ce_clean"], abs=1e-3)
+    # the clean cross-entropy is the model's own loss on the same predictions
+    mask = np.zeros(toks.shape, bool)
+    mask[:, 2:-1] = True  # predictions made at positions >= 1 + start
+    lp = np.asarray(jax.nn.log_softmax(np.asarray(lm.logits(toks)), -1), np.float64)
+    nll = -np.take_along_axis(lp[:, :-1], toks[:, 1:, None], -1)[..., 0]
+    assert s["ce_clean"] == pytest.approx(nll[mask[:, :-1]].mean(), rel=1e-4)
+    assert splice.loss_recovered(2.0, 2.0, 5.0) == 1.0
+    assert splice.loss_recovered(2.0, 5.0, 5.0) == 0.0
+
+
+def test_steering_against_a_direct_forward(tiny):
+    from jaxkit.tempbench import steer
+
+    _, lm = tiny
+    d = lm.config.d_model
+    rng = np.random.default_rng(1)
+    toks = rng.integers(3, lm.config.vocab_size, (3, 8))
+    zero = np.zeros((3, 8, d), np.float32)
+    pos, tgt = np.asarray([2, 5, 7]), np.asarray([4, 9, 11])
+    got = steer.target_logprob(lm, 0, toks, zero, pos, tgt, batch=2)
+    lp = np.asarray(jax.nn.log_softmax(lm.logits(toks), -1))
+    np.testing.assert_allclose(got, lp[np.arange(3), pos, tgt], rtol=1e-4, atol=1e-5)
+    delta = steer.steer_deltas(rng.normal(size=(2, d)), [(0, 3)], 8, norm=4.0)
+    assert np.linalg.norm(delta) == pytest.approx(4.0, rel=1e-5)
+    assert np.abs(delta[0, [0, 1, 4, 5, 6, 7]]).max() == 0
+    moved = steer.target_logprob(lm, 0, toks[:1], 10 * delta, np.asarray([5]), tgt[:1])
+    via = lm.logits_with(toks[:1], {0: lambda r: r + 10 * jnp.asarray(delta)})
+    want = jax.nn.log_softmax(via, -1)[0, 5, tgt[0]]
+    assert moved[0] == pytest.approx(float(want), abs=1e-4)
+    with pytest.raises(ValueError, match="window"):
+        steer.steer_deltas(np.ones((3, d)), [(0, 1)], 8, 1.0)
+
+
+class _WordTokenizer:
+    """Splits at spaces (a space joins the next piece), digits and punctuation."""
+
+    def __init__(self):
+        self.vocab: dict[str, int] = {}
+
+    def encode(self, text):
+        import re
+
+        return [self.vocab.setdefault(p, len(self.vocab))
+                for p in re.findall(r" ?[A-Za-z]+|\d|\s|[^\sA-Za-z\d]", text)]
+
+    def decode(self, ids):
+        inv = {i: p for p, i in self.vocab.items()}
+        return "".join(inv[int(i)] for i in ids)
+
+
+def test_backtracking_traces_have_exact_labels():
+    from jaxkit.tempbench import backtracking as BT
+
+    tok = _WordTokenizer()
+    tr = BT.make_traces(tok, 3, n_docs=12, doc_len=40, p_error=0.5)
+    assert tr.docs.shape == (12, 41) and tr.backtrack.shape == (12, 40)
+    flat, bt, site = tr.docs[:, 1:].ravel(), tr.backtrack.ravel(), tr.steer_site.ravel()
+    dot = tok.vocab["."]
+    assert bt.sum() >= 1 and site.sum() >= 1 and not (bt & site).any()
+    for i in np.flatnonzero(bt):  # a wrong step's "." followed by " Wait"
+        assert flat[i] == dot and (i + 1 >= len(flat) or flat[i + 1] == tr.wait_id)
+    for i in np.flatnonzero(site):  # a correct first step's "." not followed by " Wait"
+        assert flat[i] == dot and (i + 1 >= len(flat) or flat[i + 1] != tr.wait_id)
+    n_wait = int((flat == tr.wait_id).sum())
+    assert abs(n_wait - bt.sum()) <= 1  # every " Wait" follows a marked position
+    assert "Wait," in tr.text and "Question:" in tr.text
+    again = BT.make_traces(tok, 3, n_docs=12, doc_len=40)
+    np.testing.assert_array_equal(again.docs, tr.docs)
+
+
+def test_detection_at_a_fixed_false_positive_rate():
+    rng = np.random.default_rng(0)
+    y = np.zeros(2000, bool)
+    y[::10] = True
+    s = y * 3.0 + rng.normal(size=2000)
+    det, fpr = probes.detection_at_fpr(s[:1000], y[:1000], s[1000:], y[1000:], 0.05)
+    # threshold ~ the 95% normal quantile 1.645: detection ~ P(N(3, 1) > 1.645) = 0.91
+    assert 0.8 < det <= 1 and 0.02 < fpr < 0.09
+    det0, _ = probes.detection_at_fpr(rng.normal(size=1000), y[:1000], rng.normal(size=1000),
+                                      y[1000:], 0.05)
+    assert det0 < 0.2  # an uninformative score detects at about the false-positive rate
+    from jaxkit.tempbench import backtracking as BT
+
+    codes = {p: np.concatenate([(y[sl] * 2.0)[:, None], rng.random((1000, 4))], 1)
+             for p, sl in (("fit", slice(0, 1000)), ("test", slice(1000, 2000)))}
+    labels = {p: (y[sl], np.zeros(1000, bool)) for p, sl in (("fit", slice(0, 1000)),
+                                                               ("test", slice(1000, 2000)))}
+    out = BT.detect_and_steer(jax.random.key(0), "tc", None, codes, labels, window=2, fpr=0.05)
+    assert out == {"detect": 1.0, "detect_fpr": 0.0}
 
 
 def test_auroc_and_probe_scores_against_sklearn():
+    from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
 
     rng = np.random.default_rng(3)
     y = rng.random(300) < 0.3
     s = np.stack([y + rng.normal(0, 1, 300), rng.normal(size=300),
                   np.round(rng.normal(size=300))], 1)  # ties in column 2
-    got = real.auroc_columns(s, y)
-    want = [roc_auc_score(y, s[:, j]) for j in range(3)]
-    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(real.auroc_columns(s, y),
+                               [roc_auc_score(y, s[:, j]) for j in range(3)], rtol=1e-12)
     assert np.isnan(real.auroc_columns(s, np.zeros(300, bool))).all()
-    from sklearn.linear_model import LogisticRegression
-
     xs = (s - s.mean(0)) / s.std(0)
     w, b = real.logistic_fit(xs, y)
     ref = LogisticRegression(C=1.0, tol=1e-10, max_iter=1000).fit(xs, y)
@@ -153,63 +336,77 @@ def test_auroc_and_probe_scores_against_sklearn():
     assert sc["auroc_best"] == pytest.approx(1.0) and sc["probe_k"] > 0.99
 
 
-def _fake_summary(tc_shift: float = 0.0, seeds=3, shifts=None, copy=None):
+def _fake_summary(tc_shift: float = 0.0, seeds=3, shifts=None, copy=None, bt=True):
     """Real-panel results with every method at 0.7 + noise, shifted per window by
     ``shifts`` (``{"T=..": {method: shift}}``; default: the TC by ``tc_shift`` at T=3);
     ``copy``: ``(a, b)`` makes method ``a`` an exact copy of method ``b``."""
     rng = np.random.default_rng(0)
     shifts = shifts or {"T=3": {"tc": tc_shift}}
-    out = {"tasks": {t: {"positives": 0.3, "valid": 100} for t in TT.TASKS}}
+    out = {"tasks": {t: {"positives": 0.3, "valid": 100} for t in TT.TASKS}, "lm": {}}
     for T, sh in shifts.items():
         res = {}
         for m in ("raw_token", "raw_window", "sae", "tfa", "tc"):
-            met = {}
-            for t in TT.TASKS:
-                for k in real.PROBE_METRICS:
-                    base = 0.7 + 0.01 * rng.normal(size=seeds)
-                    met[f"{t}/{k}"] = base + sh.get(m, 0.0)
+            keys = [f"{t}/{k}" for t in TT.TASKS for k in real.PROBE_METRICS]
+            if m not in real.REFERENCES and bt:
+                keys += ["bt/detect", "bt/detect_fpr", "bt/steer_sel", "bt/steer_rand",
+                         "bt/steer", "loss_recovered", "ce_spliced", "kl"]
+            met = {k: 0.7 + 0.01 * rng.normal(size=seeds) + sh.get(m, 0.0) for k in keys}
             met["fvu"], met["l0"] = np.full(seeds, 0.2), np.full(seeds, 3.0)
             res[m] = met
         if copy is not None:
             res[copy[0]] = {k: v.copy() for k, v in res[copy[1]].items()}
         out[T] = res
+        out["lm"][T] = {"ce_clean": 3.0, "ce_zero": 9.0}
     return out
 
 
 @pytest.mark.parametrize("shift,verdict,tally", [(0.2, "yes", "win"), (-0.2, "not shown", "loss")])
 def test_real_claims_and_fair_tally(shift, verdict, tally):
-    info = {"source": "x", "real": real.summarise_real(_fake_summary(shift))}
+    info = {"source": "x", "real": real.summarise_real(_fake_summary(shift)),
+            "meta": {"model": "m", "layer": 3, "layers": [3], "scale": 2.0, "n_docs": 9,
+                     "doc_len": 8, "tokens": 72, "provenance": "p"}}
     cfg = QUICK.merged({"real_seeds": 3, "real_windows": (3,)})
     claims = report_real.real_claims(cfg, info)
-    # the task-count row, the backtracking pair, jaxkit's two steering rows
-    assert [c.kind for c in claims] == ["paper"] * 3 + ["extension"] * 2
+    # the task-count row, the backtracking pair, loss recovered and the steering control
+    # (extension), the raw-probe precondition (setup)
+    assert [c.kind for c in claims] == ["paper"] * 3 + ["extension"] * 2 + ["setup"]
     assert claims[0].verdict == verdict and "Holm" in claims[0].test
-    assert claims[0].measured.startswith(f"T=3: TC {5 if shift > 0 else 0} of 5")
-    assert [c.verdict for c in claims[1:3]] == ["not tested"] * 2
-    assert "reasoning model" in claims[1].note
-    assert [c.verdict for c in claims[3:]] == ["not tested at this size"] * 2
-    assert "steering needs the trained LM" in claims[-1].note
-    tl = report_real.tally(info["real"]["T=3"])
+    assert claims[0].measured.startswith(f"T=3: TC {6 if shift > 0 else 0} of 6")
+    want_bt = "yes" if shift > 0 else "no"
+    assert [c.verdict for c in claims[1:4]] == [want_bt] * 3
+    assert "stand-in" in claims[1].note.lower() and "margin 0.01" in claims[1].test
+    tl = report_real.tally(info["real"]["T=3"], TT.TASKS)
     assert set(tl) == {"sae", "tfa"}  # references and TC itself are not tallied
     assert tl["sae"]["auroc_best"][tally] == len(TT.TASKS)
     md, summ = report_real.real_markdown(cfg, info)
-    assert "fair tally" in md and "not tested" in md and "T=3" in summ["real_tallies"]
+    assert "fair tally" in md and "loss recovered" in md and "T=3" in summ["real_tallies"]
+    assert "backtracking" in md
+
+
+def test_negative_control_a_tc_that_is_the_sae_wins_no_real_claim():
+    """Negative control: the TC's numbers are the SAE's (no effect by construction): no
+    real-panel paper row may say "yes", and the backtracking pair must say "no" (TC - SAE
+    = 0 is not above the margin fixed in the configuration)."""
+    fake = _fake_summary(copy=("tc", "sae"))
+    cfg = QUICK.merged({"real_seeds": 3, "real_windows": (3,)})
+    claims = report_real.real_claims(cfg, {"real": real.summarise_real(fake)})
+    paper = [c for c in claims if c.kind == "paper"]
+    assert [c.verdict for c in paper] == [paper[0].verdict, "no", "no"]
+    assert paper[0].verdict in ("no", "not shown")
 
 
 def test_real_task_count_is_decided_at_every_window():
     """TC wins every task at T=2 but TFA wins every task at T=5: "no" (the count is
-    not reported at the window that suits the TC); a baseline that wins more than the
-    TC at one window is enough for "no"."""
+    not reported at the window that suits the TC)."""
     cfg = QUICK.merged({"real_seeds": 3, "real_windows": (2, 5)})
     fake = _fake_summary(shifts={"T=2": {"tc": 0.2}, "T=5": {"tfa": 0.2}})
     (row,) = [c for c in report_real.real_claims(cfg, {"real": real.summarise_real(fake)})
               if c.kind == "paper" and c.claim == report_real.REAL_CLAIM]
     assert row.verdict == "no"
-    assert "T=2: TC 5 of 5" in row.measured and "T=5: TC 0 of 5" in row.measured
-    assert "10 (window, task) cells" in row.test
+    assert "T=2: TC 6 of 6" in row.measured and "T=5: TC 0 of 6" in row.measured
+    assert "12 (window, task) cells" in row.test
     wins = report_real.task_wins(real.summarise_real(fake), 0.01)
     assert wins["T=5"]["tfa"] == list(TT.TASKS) and wins["T=2"]["tc"] == list(TT.TASKS)
-    # a margin larger than the effect: nobody wins
     assert not any(report_real.task_wins(real.summarise_real(fake), 0.5)[T][m]
                    for T in ("T=2", "T=5") for m in ("tc", "sae", "tfa"))
 
@@ -225,14 +422,15 @@ def store_dir(tmp_path_factory):
         z = (rng.random((8, 12, 6)) < 0.2).astype(np.float32)
         a = np.einsum("nlf,ftd->nld", z, atoms[:, :1]) + 0.01 * rng.normal(size=(8, 12, 8))
         save_file({"activations": a.astype(np.float32),
-                   "tokens": np.zeros((8, 12), np.uint8)}, str(d / f"shard_{i:05d}.safetensors"))
+                   "tokens": rng.integers(0, 30, (8, 12)).astype(np.int32)},
+                  str(d / f"shard_{i:05d}.safetensors"))
+    (d / lm_acts.VOCAB).write_text(json.dumps([" a", "b", ".", " (", ")", " not", ","] * 4
+                                              + [" x", "y"]))
     return d
 
 
 # slow: three sharded trainings (one compilation on a data x model mesh); the same path
-# (jaxkit.crosscoder.train on a store, dictionary sharded, killed and resumed) is in the
-# default run of test_crosscoder_train (test_kill_and_resume_matches_uninterrupted_run,
-# test_resume_onto_another_mesh_equals_uninterrupted_run)
+# is in the default run of test_crosscoder_train
 @pytest.mark.slow
 def test_store_tc_kill_and_resume_on_a_sharded_mesh(store_dir, tmp_path):
     kw = dict(window=2, n_latents=8, k=1, steps=8, batch_size=8, lr=3e-3, log_every=2)
@@ -251,13 +449,10 @@ def test_store_tc_kill_and_resume_on_a_sharded_mesh(store_dir, tmp_path):
         stream.train_tc_on_store(key, store_dir, checkpoint_dir=tmp_path / "b", on_step=die,
                                  **kw)
     resumed = stream.train_tc_on_store(key, store_dir, checkpoint_dir=tmp_path / "b", **kw)
-    assert resumed.resumed_from == 4  # the checkpoint at half the steps
+    assert resumed.resumed_from == 4
     for a, b in zip(jax.tree.leaves(full.params), jax.tree.leaves(resumed.params),
                     strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
-    docs = lm_acts.load_documents(store_dir)
-    f = stream.window_fvu(full.params, jnp.asarray(real.held_out_windows(docs, 2)), 2)
-    assert np.isfinite(f) and f < 1.5
 
 
 @pytest.mark.slow
@@ -265,11 +460,9 @@ def test_every_baseline_trains_and_probes(store_dir):
     """compare_real end to end on the small store (every method, two seeds): finite
     probe scores, L0 per representation at the budget k T."""
     from jaxkit.tempbench import baselines as BL
-    from jaxkit.tempbench.train import TrainConfig
 
     docs = lm_acts.load_documents(store_dir)
-    docs = docs._replace(layers=np.repeat(docs.acts[:, :, None], 2, axis=2),
-                         tokens=TT.encode_text((TEXT * 8)[:12 * 24], 12)[:24])
+    docs = docs._replace(layers=np.repeat(docs.acts[:, :, None], 2, axis=2))
     cfg = TrainConfig(window=2, n_latents=8, k=1, steps=20, batch_size=16, lr=3e-3,
                       log_every=10, checkpoint_every=1)
     out = real.compare_real(jax.random.key(0), docs, cfg, windows=(2,), n_seeds=2,
@@ -278,28 +471,10 @@ def test_every_baseline_trains_and_probes(store_dir):
     for m in BL.ALL_METHODS:  # the acausal crosscoder's L0 is steered, not exact
         if m != "acausal":
             np.testing.assert_allclose(out["T=2"][m]["l0"], 2.0, atol=0.6, err_msg=m)
-        assert np.isfinite(out["T=2"][m]["word_interior/auroc_best"]).all(), m
-
-
-@pytest.mark.slow
-def test_bench_tempbench_smoke(tmp_path):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tempbench.py"
-    spec = importlib.util.spec_from_file_location("bench_tempbench", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    out = tmp_path / "b.json"
-    assert mod.main(["--quick", "--no-peers", "--only", "matryoshka,tfa", "--repeats", "1",
-                     "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())["rows"]
-    assert [r["case"].split()[0] for r in rows] == ["matryoshka", "tfa"]
-    assert all(r["jax"]["median_s"] > 0 for r in rows)
 
 
 def test_pipeline_stage_reads_a_user_directory(store_dir, tmp_path, monkeypatch):
-    """With ``acts_dir`` the real stage trains no LM and probes the user's shards (the
+    """With ``acts_dir`` the real stage loads no model and probes the user's shards (the
     comparison itself is stubbed here; it runs end to end in the slow test above)."""
     from jaxkit.registry import RunContext
     from jaxkit.tempbench import panel
@@ -309,98 +484,17 @@ def test_pipeline_stage_reads_a_user_directory(store_dir, tmp_path, monkeypatch)
     seen = {}
 
     def fake(key, docs, cfg, **kw):
-        seen.update(n=docs.acts.shape[0], layers=docs.layers, windows=kw["windows"])
+        seen.update(n=docs.acts.shape[0], layers=docs.layers, windows=kw["windows"],
+                    lmc=kw["lmc"], traces=kw["traces"])
         return _fake_summary(0.1)
 
     monkeypatch.setattr(real, "compare_real", fake)
-    monkeypatch.setattr(lm_acts, "train_lm", lambda *a, **k: pytest.fail("LM trained"))
-    cfg = QUICK.merged({"acts_dir": str(store_dir), "store_steps": 0})
+    monkeypatch.setattr(panel, "load_model", lambda *a: pytest.fail("model loaded"))
+    cfg = QUICK.merged({"acts_dir": str(store_dir), "store_steps": 0, "panel": "real"})
     ctx = RunContext(out_dir=tmp_path, config=cfg, quick=True)
     info = panel.run_real(ctx, cfg, Trainer(), train_config(cfg))
-    assert seen == {"n": 24, "layers": None, "windows": cfg.real_windows}
-    assert info["source"] == str(store_dir) and "lm" not in info
+    assert seen == {"n": 24, "layers": None, "windows": cfg.real_windows, "lmc": None,
+                    "traces": None}
+    assert info["source"] == str(store_dir)
     md, _ = report_real.real_markdown(cfg, info)
     assert f"the user's activations in `{store_dir}`" in md
-
-
-def test_task_score_and_steering_atoms():
-    from types import SimpleNamespace
-
-    from jaxkit.tempbench import steer
-
-    tok = np.asarray([[1, 2, 1, 3, 1, 2]], np.uint8)
-    y = np.asarray([[1, 0, 1, 0, 0, 0]], bool)  # next bytes: after positives 2, 3
-    v = np.ones_like(y)
-    s = steer.task_score(tok, y, v)
-    pos = np.full(256, 1.0)
-    pos[[2, 3]] += 1
-    neg = np.full(256, 1.0)  # after the negatives 1, 3, 4: bytes 1, 1, 2
-    neg[1] += 2
-    neg[2] += 1
-    np.testing.assert_allclose(s, np.log(pos / pos.sum()) - np.log(neg / neg.sum()))
-    rng = np.random.default_rng(0)
-    T, F, d = 3, 4, 2
-    tc = SimpleNamespace(W_dec=rng.normal(size=(F, T, d)))
-    np.testing.assert_allclose(steer.atom_of("tc", tc, 2, T), tc.W_dec[2], rtol=1e-6)
-    sae = SimpleNamespace(W_dec=rng.normal(size=(F, 1, d)))
-    a = steer.atom_of("sae", sae, 1 * F + 3, T)  # column p F + f: atom f at position p
-    np.testing.assert_allclose(a[1], sae.W_dec[3, 0], rtol=1e-6)
-    assert not a[[0, 2]].any()
-    a = steer.atom_of("sae_kT", sae, 2, T)  # the window's last token
-    np.testing.assert_allclose(a[-1], sae.W_dec[2, 0], rtol=1e-6)
-    st = SimpleNamespace(W_dec=rng.normal(size=(T, F, 1, d)))
-    a = steer.atom_of("stacked", st, 2 * F + 1, T)
-    np.testing.assert_allclose(a[2], st.W_dec[2, 1, 0], rtol=1e-6)
-    tfa = SimpleNamespace(D=rng.normal(size=(F, d)))
-    np.testing.assert_allclose(steer.atom_of("tfa", tfa, F, T)[1], tfa.D[0], rtol=1e-6)
-    delta = steer.steer_deltas(tc.W_dec[0], [(0, 4)], L=6, norm=2.0)
-    assert delta.shape == (1, 6, d) and not delta[0, :2].any()
-    assert np.linalg.norm(delta) == pytest.approx(2.0, rel=1e-5)
-
-
-def test_steering_against_a_direct_forward(tiny_lm):
-    """The steered task score equals a direct forward with the atom added to the last
-    block's output; steer_method's numbers are selected - random of those scores."""
-    from types import SimpleNamespace
-
-    from jaxkit.tempbench import steer
-
-    model = tiny_lm
-    rng = np.random.default_rng(1)
-    n, L, T, F = 2, 16, 2, 4
-    tok = rng.integers(0, 256, (n, L)).astype(np.uint8)
-    score = rng.normal(size=256)
-    delta = rng.normal(size=(n, L, 16)).astype(np.float32)
-    pos = np.asarray([5, 15])
-    got = steer.steered_scores(model, 1, tok, delta, pos, np.stack([score] * n))
-    from flax import nnx
-
-    graphdef, state = nnx.split(model)
-
-    @jax.jit
-    def direct(state, tok, delta):
-        m = nnx.merge(graphdef, state)
-        return jax.nn.softmax(m.embed.logits(m.hidden_states(tok)[-1] + delta), -1)
-
-    p = direct(state, jnp.asarray(tok, jnp.int32), jnp.asarray(delta))
-    want = np.asarray(p, np.float64)[np.arange(n), pos] @ score
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
-    # one task whose label is latent 0's firing: latent 0 is selected
-    params = SimpleNamespace(W_dec=rng.normal(size=(F, T, 16)).astype(np.float32))
-    yf = rng.random(40) < 0.5
-    codes = np.concatenate([yf[:, None] * 1.0, rng.random((40, F - 1))], 1)
-    ty = np.zeros((n, L), bool)
-    ty[:, ::3] = True
-    out = steer.steer_method(jax.random.key(0), "tc", params, model, layer=1, scale=2.0,
-                             window=T, fit_codes=codes, fit_y={"t": yf},
-                             fit_v={"t": np.ones(40, bool)}, test_tokens=tok,
-                             test_y={"t": ty}, test_v={"t": np.ones((n, L), bool)},
-                             scores={"t": score}, norm=3.0, per_doc=2)
-    where = steer._positions(~ty, T, 2)
-    d0 = steer.steer_deltas(params.W_dec[0], where, L, 3.0) * 2.0
-    rows, ps = np.asarray([i for i, _ in where]), np.asarray([t for _, t in where])
-    sc = np.stack([score] * len(where))
-    sel = (steer.steered_scores(model, 1, tok[rows], d0, ps, sc)
-           - steer.steered_scores(model, 1, tok[rows], 0 * d0, ps, sc)).mean()
-    assert out["t/steer_sel"] == pytest.approx(sel, rel=1e-4, abs=1e-7)
-    assert out["t/steer"] == pytest.approx(out["t/steer_sel"] - out["t/steer_rand"])

@@ -23,9 +23,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from jaxkit import distributed, training
+from jaxkit import distributed, optim, training
 from jaxkit.kernels import train as ktrain
 
 from . import model as M
@@ -155,7 +154,7 @@ def _train_step(cfg: Config, n_cond: int, static):
             return M.loss(model, batch, key, q, balanced_share=cfg.balanced_share,
                           augment_cells=cfg.augment, focus_share=cfg.focus_share), ()
 
-        opt = optax.adam(cfg.lr)
+        opt = optim.optimizer(cfg.lr)
         _STEPS[key] = (jax.jit(ktrain.make_train_step(loss_fn, opt)), opt)
     return _STEPS[key]
 

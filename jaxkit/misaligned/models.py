@@ -41,10 +41,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from jaxkit import distributed as jd
-from jaxkit import training
+from jaxkit import optim, training
 from jaxkit.kernels import train as ktrain
 
 __all__ = ["MODELS", "FingerprintMLP", "MPNN", "TrainSettings", "make_models", "train",
@@ -146,7 +145,7 @@ def _chunk_fn(static, lr: float, weight_decay: float):
         per_seed = jnp.mean(err ** 2, axis=1)
         return jnp.sum(per_seed * w), per_seed  # w: 0 for the mesh's padding seeds
 
-    step = ktrain.make_train_step(loss, optax.adamw(lr, weight_decay=weight_decay))
+    step = ktrain.make_train_step(loss, optim.optimizer(lr, weight_decay=weight_decay))
 
     def chunk(key, state, batch):
         idx, data = batch
@@ -213,7 +212,7 @@ def train(key, kind: str, arrays: dict, y, train_mask, ts: TrainSettings, *,
     Sp = S + (-S) % jd.mesh_size(mesh)  # seeds padded to a multiple of the data axis
     w = jnp.asarray(np.arange(Sp) < S, jnp.float32)
     (params, z), _ = jd.pad_batch((params, z), size=Sp)
-    opt = optax.adamw(ts.lr, weight_decay=ts.weight_decay)
+    opt = optim.optimizer(ts.lr, weight_decay=ts.weight_decay)
     state = jd.place_batch(ktrain.init(params, opt), mesh, Sp)
     chunk = _chunk_fn(static, float(ts.lr), float(ts.weight_decay))
     order = jnp.asarray(np.argsort(~train_mask, axis=1, kind="stable"), jnp.int32)

@@ -25,9 +25,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from jaxkit import distributed, training
+from jaxkit import distributed, optim, training
 from jaxkit.crosscoder.store import SiteStore, write_sites
 from jaxkit.kernels import crosscoder as cc
 from jaxkit.kernels import train as ktrain
@@ -109,7 +108,7 @@ def _uc_chunk(spec: cc.UCSpec, clfs: tuple, lr: float, k: int, fidelity: float, 
             return cc.uc_loss(p, sites, spec, rest_fns=rest, model_params=mparams, k=k,
                               fidelity_coef=fidelity, read=read, write=write, live=live)
 
-        step = ktrain.make_train_step(loss, optax.adam(lr), clip_norm=1.0)
+        step = ktrain.make_train_step(loss, optim.optimizer(lr), clip_norm=1.0)
         state, info = ktrain.scan_steps(step)(key, state, batches)
         out = info.out
         return state, info._replace(out={"recon": jnp.mean(out.recon), "kl": jnp.mean(out.kl),
@@ -131,7 +130,7 @@ def _uc_init(spec: cc.UCSpec, n_seeds: int, lr: float):
     ``b_dec`` (one compiled call)."""
     def init(key, b_dec):
         return jax.vmap(lambda kk: ktrain.init(cc.uc_init(kk, spec)._replace(b_dec=b_dec),
-                                               optax.adam(lr)))(jax.random.split(key, n_seeds))
+                                               optim.optimizer(lr)))(jax.random.split(key, n_seeds))
 
     return jax.jit(init)
 

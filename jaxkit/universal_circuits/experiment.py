@@ -7,6 +7,7 @@ single-model CLT baseline and the surgery.
 from __future__ import annotations
 
 import functools
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 from jaxkit.analysis_jit import analysis_jit
 from jaxkit.crosscoder.store import SiteStore
 from jaxkit.kernels import crosscoder as cc
+from jaxkit.stats import as_generator
 
 from . import circuits as C
 from . import surgery as S
@@ -78,10 +80,28 @@ def stream(key, cfg: Config, digits: Digits, exclude: int | None = None):
     x, y = _STREAMS[tag]
     if exclude is None:
         return x, y
+    idx = without_class(key, y, exclude)
+    return x[idx], y[idx]
+
+
+def without_class(key, y: np.ndarray, exclude: int) -> np.ndarray:
+    """Row indices of a stream with class ``exclude`` replaced: each of its rows by a row
+    of another class, drawn uniformly from the stream's key's named stream
+    ``"without-class"`` (no fixed seed: another run key, another draw).
+
+    Args:
+        key: the stream's key.
+        y: the stream's labels.
+        exclude: the class to replace.
+
+    Returns:
+        ``(len(y),)`` int indices, the identity outside the class's rows.
+    """
     keep, drop = np.flatnonzero(y != exclude), np.flatnonzero(y == exclude)
     idx = np.arange(len(y))
-    idx[drop] = np.random.default_rng(0).choice(keep, len(drop))
-    return x[idx], y[idx]
+    rng = as_generator(jax.random.fold_in(key, zlib.crc32(b"without-class")))
+    idx[drop] = rng.choice(keep, len(drop))
+    return idx
 
 
 def train_model(key, stream_key, cfg: Config, name: str, digits: Digits, out: Path, *,

@@ -334,6 +334,23 @@ def _sharded_vmap_jit(fn, mesh, axis, *args):
                          check_vma=False)(*args)
 
 
+def _map(fn):
+    """``fn`` over the leading axis of its arguments, one member at a time."""
+    return lambda *args: jax.lax.map(lambda a: fn(*a), args)
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _map_jit(fn, *args):
+    return _map(fn)(*args)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _sharded_map_jit(fn, mesh, axis, *args):
+    spec = PartitionSpec(axis)
+    return jax.shard_map(_map(fn), mesh=mesh, in_specs=spec, out_specs=spec,
+                         check_vma=False)(*args)
+
+
 class _Bound:
     """A module-level jitted function with its static leading arguments bound:
     callable, and ``.lower(*args)`` as a jitted function (shared compile cache)."""
@@ -348,10 +365,21 @@ class _Bound:
         return self._jitted.lower(*self._static, *args)
 
 
-def batched(fn: Callable, mesh: Mesh | None = None, axis: str = DATA) -> Callable:
+def batched(fn: Callable, mesh: Mesh | None = None, axis: str = DATA, *,
+            sequential: bool = False) -> Callable:
     """``jit(vmap(fn))`` on a batch already padded and placed by :func:`shard_batch`:
     split over the mesh's ``axis`` (``sharded_vmap(fn, mesh).global_fn``) when
     :func:`data_mesh` gives a mesh, else on the default device.
+
+    ``sequential=True`` runs ``fn`` on one member at a time (``lax.map``, on each device
+    over the members it holds) instead of ``vmap``: every member is then computed by the
+    same single-member program whatever the batch size, so a member's numbers do not
+    depend on how many members share a device, and one device and a mesh give
+    bit-identical results (on one backend). Under ``vmap``, XLA:CPU compiles a batch of
+    8 and a batch of 1 into products that round differently in the last bits; a
+    discrete decision fed by them (a causal order, a threshold) can then differ between
+    one device and a mesh. On CPU, kernels whose batching rule loops anyway (FastICA)
+    lose nothing; on accelerators ``vmap`` is the fast choice.
 
     The compiled program is cached on ``fn`` (by identity: pass a module-level
     function, not a fresh lambda), the mesh (by value) and the argument shapes, so
@@ -359,8 +387,8 @@ def batched(fn: Callable, mesh: Mesh | None = None, axis: str = DATA) -> Callabl
     """
     mesh = data_mesh(mesh, axis)
     if mesh is None:
-        return _Bound(_vmap_jit, fn)
-    return _Bound(_sharded_vmap_jit, fn, mesh, axis)
+        return _Bound(_map_jit if sequential else _vmap_jit, fn)
+    return _Bound(_sharded_map_jit if sequential else _sharded_vmap_jit, fn, mesh, axis)
 
 
 def sharded_vmap(fn: Callable, mesh: Mesh | None = None, axis: str = DATA) -> Callable:

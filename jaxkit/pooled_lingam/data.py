@@ -10,6 +10,7 @@ intervention (the control of the claim that interventions are what help).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -17,6 +18,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxkit import distributed as jd
 from jaxkit.kernels import sem
 
 __all__ = ["TrialConfig", "Simulated", "simulate_batch", "ablations", "INDEPENDENT"]
@@ -97,21 +99,41 @@ def _simulate_jit(keys, strength, cfg: TrialConfig):
     return jax.vmap(lambda k: _simulate_one(k, strength, cfg))(keys)
 
 
-def simulate_batch(keys, cfg: TrialConfig) -> Simulated:
-    """One dataset of ``cfg`` per key (the keys' sharding, if any, carries over).
+@functools.cache
+def _one_of(static: TrialConfig):
+    """``(key, strength) -> Simulated`` of the setting ``static`` (one function object
+    per setting shape, so :func:`jaxkit.distributed.batched` compiles it once)."""
+    return lambda key, strength: _simulate_one(key, strength, static)
 
-    Compiled once per :meth:`TrialConfig.static` and number of keys; ``cfg.strength``
-    is traced.
+
+def simulate_batch(keys, cfg: TrialConfig, mesh=None, *, sequential: bool = False
+                   ) -> Simulated:
+    """One dataset of ``cfg`` per key.
+
+    Compiled once per :meth:`TrialConfig.static`, number of keys and mesh;
+    ``cfg.strength`` is traced. Without ``mesh`` and ``sequential`` the datasets are
+    simulated under ``vmap`` and the keys' sharding, if any, carries over. With a
+    ``mesh`` (keys placed by :func:`jaxkit.distributed.shard_batch`) each device
+    simulates the datasets it holds; ``sequential`` simulates one dataset at a time
+    (see :func:`jaxkit.distributed.batched`: then each dataset's rows are bit-identical
+    on one device and on any mesh).
 
     Args:
         keys: PRNG keys, shape ``(B,)``.
         cfg: the setting.
+        mesh: a mesh with a ``"data"`` axis the keys are split over, or None.
+        sequential: one dataset at a time (``lax.map``) instead of ``vmap``.
 
     Returns:
         A :class:`Simulated` batch.
     """
     strength = jnp.asarray(cfg.strength, jnp.result_type(float))
-    return _simulate_jit(keys, strength, cfg.static())
+    if jd.data_mesh(mesh) is None and not sequential:
+        return _simulate_jit(keys, strength, cfg.static())
+    strengths = jnp.full(keys.shape, strength)
+    if jd.data_mesh(mesh) is not None:
+        strengths = jax.device_put(strengths, keys.sharding)
+    return jd.batched(_one_of(cfg.static()), mesh, sequential=sequential)(keys, strengths)
 
 
 def ablations() -> list[tuple[str, dict[str, Any]]]:

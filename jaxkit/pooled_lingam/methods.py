@@ -3,8 +3,10 @@
 Label-free: ICA-LiNGAM and DirectLiNGAM on the pooled rows, and ICA-LiNGAM on the
 observational-only twin; batched over datasets (``vmap`` of the kernels) and, with a
 mesh, split over its ``"data"`` axis by :func:`jaxkit.distributed.batched`. On CPU the
-kernels' batching rule maps the datasets one at a time (each ICA fit stops at its own
-convergence); on accelerators they batch. Label-aware baseline: GIES (pure Python),
+sweeps pass ``sequential=True`` (one dataset at a time, ``lax.map``: each ICA fit stops
+at its own convergence, and every fit is the same on one device and on a mesh); on
+accelerators they batch under ``vmap``, where a mesh may change the last bits of a
+dataset's numbers and so, rarely, a FastICA causal order. Label-aware baseline: GIES (pure Python),
 which receives the environment labels and targets.
 """
 
@@ -44,22 +46,25 @@ def _score_one(true, est, scores):
     return m
 
 
-def fit_ica(keys, x, mesh=None) -> lingam.LiNGAMResult:
+def fit_ica(keys, x, mesh=None, *, sequential: bool = False) -> lingam.LiNGAMResult:
     """ICA-LiNGAM on each dataset of ``x`` ``(B, n, d)`` with FastICA keys ``keys``
     ``(B,)``: padded and placed already (:func:`jaxkit.distributed.shard_batch` with the
-    same ``mesh``) when a mesh is given. Compiled once per shape and mesh."""
-    return jd.batched(_ica, mesh)(keys, x)
+    same ``mesh``) when a mesh is given. Compiled once per shape and mesh.
+    ``sequential``: one dataset at a time, so that one device and any mesh give
+    bit-identical fits (:func:`jaxkit.distributed.batched`)."""
+    return jd.batched(_ica, mesh, sequential=sequential)(keys, x)
 
 
-def fit_direct(x, mesh=None) -> lingam.LiNGAMResult:
+def fit_direct(x, mesh=None, *, sequential: bool = False) -> lingam.LiNGAMResult:
     """DirectLiNGAM on each dataset of ``x`` ``(B, n, d)``; see :func:`fit_ica`."""
-    return jd.batched(_direct, mesh)(x)
+    return jd.batched(_direct, mesh, sequential=sequential)(x)
 
 
-def score(b, adjacency, unpruned, mesh=None) -> dict[str, jax.Array]:
+def score(b, adjacency, unpruned, mesh=None, *, sequential: bool = False
+          ) -> dict[str, jax.Array]:
     """Edge metrics (``f1, shd, precision, recall``) of each estimated graph against
     the truth ``b`` ``(B, d, d)`` and the AUPRC of ``|unpruned|``, per dataset."""
-    return jd.batched(_score_one, mesh)(b, adjacency, unpruned)
+    return jd.batched(_score_one, mesh, sequential=sequential)(b, adjacency, unpruned)
 
 
 def gies_fit(x: np.ndarray, env: np.ndarray, targets: np.ndarray) -> np.ndarray:

@@ -30,10 +30,13 @@ def topk_metrics(truth, scores, k: int) -> dict[str, float]:
 
 
 def _fit(fn, args, mesh):
-    """``fn`` on a batch of datasets, padded once and split over the mesh."""
+    """``fn`` on a batch of datasets, padded once and split over the mesh (one dataset
+    at a time on CPU: the same fits on one device and on a mesh, see
+    :func:`.sweeps.evaluate`)."""
     mesh = jd.data_mesh(mesh)
     placed, n = jd.shard_batch(args, mesh)
-    return jax.tree.map(lambda a: np.asarray(a)[:n], jax.device_get(fn(*placed, mesh)))
+    out = fn(*placed, mesh, sequential=jax.default_backend() == "cpu")
+    return jax.tree.map(lambda a: np.asarray(a)[:n], jax.device_get(out))
 
 
 def sachs_eval(key, *, n_restarts: int = 4, mesh=None, direct: bool = True) -> list[dict]:

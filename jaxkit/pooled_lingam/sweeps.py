@@ -4,7 +4,9 @@ All datasets of one setting form one batch: simulated by :func:`.data.simulate_b
 and fitted by the batched kernels of :mod:`.methods`, padded once to a fixed chunk
 (a multiple of the mesh's ``"data"`` size) and split over that axis. Settings with the
 same shapes (a strength sweep, ablations, environments at fixed total rows) reuse the
-compiled fits.
+compiled fits. On CPU each dataset is simulated, fitted and scored on its own
+(``sequential``), so the graphs and metrics on one device and on a mesh are
+bit-identical; padded datasets repeat the last key and are cut off before scoring.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def evaluate(
     mesh=None,
     gies_seeds: int | None = None,
     gies_max_d: int = 10,
+    sequential: bool | None = None,
 ) -> dict[str, dict[str, np.ndarray]]:
     """Simulate ``n_seeds`` datasets of ``cfg`` (keys split from ``key``) and score
     every method on each.
@@ -66,6 +69,13 @@ def evaluate(
         mesh: a mesh with a ``"data"`` axis over which the datasets are split, or None.
         gies_seeds: GIES runs on the first ``gies_seeds`` datasets (default all).
         gies_max_d: GIES runs only when ``cfg.d <= gies_max_d``.
+        sequential: simulate, fit and score one dataset at a time (``lax.map``, each
+            device over the datasets it holds) instead of ``vmap``; ``None``: on CPU
+            (where FastICA's batching rule loops anyway). Then one device and any mesh
+            give bit-identical graphs and metrics (:func:`jaxkit.distributed.batched`);
+            under ``vmap`` the rows of a dataset can differ in the last bits with the
+            batch each device holds, and FastICA can turn that into another causal
+            order.
 
     Returns:
         ``{method: {metric: array (n_seeds,) or fewer for GIES}}`` with metrics
@@ -79,6 +89,7 @@ def evaluate(
     if n_seeds < 1:
         raise ValueError(f"`n_seeds` must be >= 1; got {n_seeds}")
     mesh = jd.data_mesh(mesh)
+    seq = jax.default_backend() == "cpu" if sequential is None else bool(sequential)
     chunk = jd.chunk_size(n_seeds, 8.0 * cfg.n_samples * cfg.d * 40, mesh)
     keys = jax.random.split(key, n_seeds)
     out: dict[str, dict[str, list]] = {m: {} for m in methods}
@@ -94,19 +105,19 @@ def evaluate(
         # one padding, to the fixed chunk: every chunk and setting of this shape
         # reuses the compiled simulation and fits
         k, n = jd.shard_batch(keys[start:start + chunk], mesh, size=chunk)
-        sim = simulate_batch(k, cfg)
+        sim = simulate_batch(k, cfg, mesh, sequential=seq)
         kfit = _fold1(k)
         for name in _LINGAM:
             if name not in methods:
                 continue
             t0 = time.perf_counter()
             if name == "pooled-ica":
-                r = fit_ica(kfit, sim.x, mesh)
+                r = fit_ica(kfit, sim.x, mesh, sequential=seq)
             elif name == "pooled-direct":
-                r = fit_direct(sim.x, mesh)
+                r = fit_direct(sim.x, mesh, sequential=seq)
             else:
-                r = fit_ica(kfit, sim.x_obs, mesh)
-            met = score(sim.b, r.adjacency, r.adjacency_unpruned, mesh)
+                r = fit_ica(kfit, sim.x_obs, mesh, sequential=seq)
+            met = score(sim.b, r.adjacency, r.adjacency_unpruned, mesh, sequential=seq)
             met["converged"] = r.converged
             met = jax.device_get(met)
             secs[name] += time.perf_counter() - t0

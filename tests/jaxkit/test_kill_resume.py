@@ -107,3 +107,69 @@ def test_tempbench_acausal_resumes_to_the_same_parameters_and_fvu(tmp_path):
         out, seen = _killed_then_resumed(run, at, tmp_path / name)
         _same(out, ref)
         assert [r["resumed_from"] for r in seen] == [at]
+
+
+# -- universal-circuits: the classifiers and the transcoder -----------------------------
+
+def test_universal_circuits_classifier_and_transcoder_resume(tmp_path):
+    """A classifier (4 chunks, a checkpoint every chunk) and a transcoder (3 chunks)
+    killed mid-training and after their last checkpoint: parameters and the logged
+    history equal the uninterrupted runs'."""
+    from jaxkit.crosscoder.store import SiteStore
+    from jaxkit.universal_circuits import data as D
+    from jaxkit.universal_circuits.models import Arch, Classifier, train_classifier
+    from jaxkit.universal_circuits.transcoder import record, train_uc
+
+    d = D.load_digits(8, 5)
+    clf = Classifier(Arch("mlp", 8, widths=(6, 5)))
+
+    def run_clf(folder):
+        return train_classifier(jax.random.key(1), clf, d.x_train[:64], d.y_train[:64],
+                                steps=8, batch=8, lr=1e-2, chunk=2, checkpoint_dir=folder,
+                                checkpoint_every=1)
+
+    ref = run_clf(tmp_path / "clf-ref")
+    assert len(ref[1]) == 4
+    for at, name in ((2, "clf-mid"), (4, "clf-end")):
+        out, seen = _killed_then_resumed(run_clf, at, tmp_path / name)
+        _same(out, ref)
+        assert [r["resumed_from"] for r in seen] == [at]
+
+    ps = [clf.init(jax.random.key(0))]
+    store = SiteStore(record(tmp_path / "store", ["mlp"], [clf], ps, d.x_train[:32],
+                             d.y_train[:32]), batch_size=8, seed=0)
+
+    def run_uc(folder):
+        return train_uc(jax.random.key(7), store, [clf], ps, n_latents=8, k=2, steps=6,
+                        lr=1e-2, fidelity_coef=1.0, chunk=2, checkpoint_dir=folder,
+                        checkpoint_every=1)
+
+    spec, p_ref, h_ref = run_uc(tmp_path / "uc-ref")
+    for at, name in ((1, "uc-mid"), (3, "uc-end")):
+        (spec2, p, h), seen = _killed_then_resumed(run_uc, at, tmp_path / name)
+        assert spec2 == spec
+        _same((p, h), (p_ref, h_ref))
+        assert [r["resumed_from"] for r in seen] == [at]
+
+
+# -- misaligned: the stacked property models -------------------------------------------
+
+def test_misaligned_models_resume_to_the_same_predictions(tmp_path):
+    from jaxkit.misaligned import models as Mo
+
+    rng = np.random.default_rng(0)
+    arrays = {"fp": (rng.random((24, 16)) < 0.3).astype(np.float32)}
+    y = arrays["fp"] @ rng.normal(size=16)
+    mask = rng.random((2, 24)) < 0.7
+    ts = Mo.TrainSettings(steps=8, batch_size=4, log_every=2, checkpoint_every=1,
+                          mlp_width=8, mlp_depth=1)
+
+    def run(folder):
+        return Mo.train(jax.random.key(2), "mlp", arrays, y, mask, ts, checkpoint_dir=folder)
+
+    ref = run(tmp_path / "ref")
+    assert len(ref[1]) == 4
+    for at, name in ((2, "mid"), (4, "end")):
+        out, seen = _killed_then_resumed(run, at, tmp_path / name)
+        _same(out, ref)
+        assert [r["resumed_from"] for r in seen] == [at]

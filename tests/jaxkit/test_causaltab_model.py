@@ -91,7 +91,9 @@ def test_killed_training_resumes_to_the_same_parameters(tmp_path):
     with pytest.raises(_Kill):
         train_model(key, CFG, ST, end=prior, checkpoint_dir=tmp_path / "b", on_log=kill)
     resumed, hist_b, _ = train_model(key, CFG, ST, end=prior, checkpoint_dir=tmp_path / "b")
-    assert len(hist_b) == 1  # only chunk 2 ran again
+    # only chunk 2 ran again; chunk 1's record came back with the checkpoint
+    assert [h["step"] for h in hist_b] == [h["step"] for h in hist] == [2, 4]
+    assert [h["loss"] for h in hist_b] == [h["loss"] for h in hist]
     for a, b in zip(jax.tree.leaves(full), jax.tree.leaves(resumed), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     moved = [np.abs(np.asarray(a) - np.asarray(b)).max() for a, b in zip(

@@ -173,3 +173,27 @@ def test_misaligned_models_resume_to_the_same_predictions(tmp_path):
         out, seen = _killed_then_resumed(run, at, tmp_path / name)
         _same(out, ref)
         assert [r["resumed_from"] for r in seen] == [at]
+
+
+# -- CausalTab: the amortised structure model ------------------------------------------
+
+def test_causaltab_model_resumes_to_the_same_parameters_and_history(tmp_path):
+    from jaxkit.causaltab.model import ModelConfig
+    from jaxkit.causaltab.train import TrainSettings, narrow_prior, train_model
+
+    cfg = ModelConfig(dim=8, heads=2, layers=1, ffn=2, max_vars=6)
+    st = TrainSettings(steps=6, batch=8, lr=3e-3, d_max=5, n_max=8, chunk=2,
+                       checkpoint_every=1, warmup=1)
+    prior = narrow_prior(5, 8)
+
+    def run(folder):
+        params, hist, _ = train_model(jax.random.key(3), cfg, st, end=prior,
+                                      checkpoint_dir=folder)
+        return params, [{k: v for k, v in h.items() if k != "seconds"} for h in hist]
+
+    ref = run(tmp_path / "ref")
+    assert [h["step"] for h in ref[1]] == [2, 4, 6]
+    for at, name in ((1, "mid"), (3, "end")):
+        out, seen = _killed_then_resumed(run, at, tmp_path / name)
+        _same(out, ref)
+        assert [r["resumed_from"] for r in seen] == [at]

@@ -197,3 +197,29 @@ def test_causaltab_model_resumes_to_the_same_parameters_and_history(tmp_path):
         out, seen = _killed_then_resumed(run, at, tmp_path / name)
         _same(out, ref)
         assert [r["resumed_from"] for r in seen] == [at]
+
+
+# -- AMGenC: the denoiser --------------------------------------------------------------
+
+def test_amgenc_denoiser_resumes_to_the_same_model_and_losses(tmp_path):
+    import equinox as eqx
+
+    from jaxkit.amgenc import data as D
+    from jaxkit.amgenc import train as T
+    from jaxkit.amgenc.config import QUICK
+
+    cfg = QUICK.override(["n_train=3", "n_test=1", "relax_steps=40", "min_steps=10",
+                          "hidden=8", "layers=1", "k_nbr=6", "train_steps=6", "batch=3",
+                          "checkpoint_every=2"])
+    data = D.make_data(cfg, np.random.default_rng(0))
+
+    def run(folder):
+        r = T.fit_denoiser(cfg, data, jax.random.key(4), checkpoint_dir=folder)
+        return eqx.filter(r.model, eqx.is_array), r.losses
+
+    ref = run(tmp_path / "ref")
+    assert ref[1].shape == (6,)
+    for at, name in ((2, "mid"), (6, "end")):
+        out, seen = _killed_then_resumed(run, at, tmp_path / name)
+        _same(out, ref)
+        assert [r["resumed_from"] for r in seen] == [at]

@@ -15,6 +15,7 @@ figures and claims: :mod:`jaxkit.contrastive.report`. Your own hypotheses:
 
 from __future__ import annotations
 
+from jaxkit.io import user_data
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
@@ -30,7 +31,8 @@ def run(ctx: RunContext) -> PipelineResult:
     """Every domain's comparison; tables, figures, claims."""
     cfg: Config = ctx.config
     if cfg.data:
-        h = userfile.read_hypotheses(cfg.data)
+        with user_data("data", cfg.data, text=True):  # one line naming the file
+            h = userfile.read_hypotheses(cfg.data)
         r = userfile.rank_file(h)
         return PipelineResult("contrastive", TITLE, userfile.markdown(h, r), metrics=dict(
             data=cfg.data, hypotheses=h.hypotheses, posterior=r["posterior"].tolist(),

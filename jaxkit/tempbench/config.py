@@ -12,6 +12,11 @@ method of the synthetic panel by more than this, AUC / accuracy units) and
 ``real_margin`` (a method wins a real task when its best-latent AUROC beats every other
 method's by more than this); :mod:`jaxkit.tempbench.report`.
 
+Reference setting (``reference``, :mod:`jaxkit.tempbench.reference`): orthogonal Markov
+features (``ref_features`` directions in ``ref_d`` dimensions, persistence ``ref_rho``),
+every baseline (``ref_methods``, empty for all) with ``ref_latents`` latents at each
+window of ``ref_windows`` and budget of ``ref_ks``, ``steps`` steps, ``seeds`` seeds.
+
 Panels: ``panel`` is ``"all"`` (synthetic and real), ``"real"`` (the real panel only)
 or ``"synthetic"``.
 
@@ -84,6 +89,14 @@ class Config(PipelineConfig):
     synthetic_margin: float = 0.01
     real_margin: float = 0.01
     bt_margin: float = 0.01
+    reference: bool = True
+    ref_d: int = 32
+    ref_features: int = 24
+    ref_rho: float = 0.9
+    ref_windows: tuple[int, ...] = (2, 5)
+    ref_ks: tuple[int, ...] = (1, 2)
+    ref_latents: int = 64
+    ref_methods: tuple[str, ...] = ()
     panel: str = "all"
     acts_dir: str = ""
     lm_model: str = "smollm2-135m"
@@ -159,6 +172,26 @@ class Config(PipelineConfig):
                 f"{self.real_latents}")
         require(self.real_docs >= 8, "real_docs", f"must be >= 8 (held-out probe documents); "
                 f"got {self.real_docs}")
+        from .reference import REF_METHODS
+
+        require_at_least(self, ("ref_d", "ref_features", "ref_latents"))
+        require(self.ref_features <= self.ref_d, "ref_features",
+                f"must be <= ref_d ({self.ref_d}) (orthogonal features); got "
+                f"{self.ref_features}")
+        require(set(self.ref_methods) <= set(REF_METHODS) and (
+            not self.ref_methods or "tc" in self.ref_methods), "ref_methods",
+            f"must be methods of {REF_METHODS} including 'tc' (or empty: all); got "
+            f"{self.ref_methods}")
+        require(-1 <= self.ref_rho <= 1, "ref_rho", f"must lie in [-1, 1]; got {self.ref_rho}")
+        for f in ("ref_windows", "ref_ks"):
+            v = getattr(self, f)
+            require(len(v) >= 1 and all(w >= 1 for w in v), f,
+                    f"must be a non-empty tuple of ints >= 1; got {v}")
+        require(max(self.ref_windows) * max(self.ref_ks) < self.ref_latents, "ref_latents",
+                f"must exceed k * T (up to {max(self.ref_windows) * max(self.ref_ks)}); got "
+                f"{self.ref_latents}")
+        require(max(self.ref_windows) <= self.length, "ref_windows",
+                f"windows must not exceed length ({self.length}); got {self.ref_windows}")
         if self.corpus != "stdlib" and not self.acts_dir:
             from pathlib import Path
 
@@ -180,12 +213,15 @@ class Config(PipelineConfig):
 
 # QUICK: a small synthetic panel; the real panel records SmolLM2's block 12 over 64
 # documents of 64 tokens (4,096 tokens) and compares the temporal crosscoder with the
-# per-token SAE (every baseline in FULL) at T 3, two seeds, 100 steps.
+# per-token SAE (every baseline in FULL) at T 3, two seeds, 100 steps; the reference
+# setting compares the TC with the acausal crosscoder and TFA only.
 QUICK = Config(rhos=(0.0, 0.9), windows=(3,), ks=(1,), seeds=2, steps=100, batch_size=64,
                n_latents=32, d=16, n_features=32, pi=0.05, length=64, n_train=72, n_test=4,
                n_states=4, sigma=0.8, n_chains=4, hmm_windows=(3,), chain_windows=(3,),
                lm_layers=(12,), act_layer=12, doc_len=64, real_docs=64,
                real_docs_per_shard=32, real_windows=(3,), real_latents=256, real_k=2,
                real_steps=100, real_seeds=2, store_steps=0, real_methods=("sae", "tc"),
-               splice_docs=4, bt_docs=32, steer_sites=16)
+               splice_docs=4, bt_docs=32, steer_sites=16, ref_d=16, ref_features=12,
+               ref_windows=(3,), ref_ks=(1,), ref_latents=32,
+               ref_methods=("tc", "acausal", "tfa"))
 FULL = Config()

@@ -9,7 +9,9 @@ consecutive tokens) recovers temporal features better than per-token SAEs. Stage
    every window T of ``cfg.windows`` inside it; every rho draws from the same key, so
    the sweep compares persistences on common random numbers.
 2. **HMM denoising** (stage ``tempbench-hmm``) and 3. **ordered chains**
-   (``tempbench-chains``).
+   (``tempbench-chains``), and the reference setting (``tempbench-reference``,
+   ``cfg.reference``): orthogonal features, several k and T, every baseline
+   (:mod:`jaxkit.tempbench.reference`).
 4. **Real activations** (``cfg.panel`` "all" or "real"; run *first*, so a bad model,
    corpus or store fails before the synthetic panel): SmolLM2-135M-Instruct
    (:mod:`jaxkit.lm`) recorded over English text shipped with Python into the activation
@@ -32,9 +34,10 @@ from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
 from . import compare as C
-from . import report, report_real
+from . import report, report_real, report_ref
 from .config import FULL, QUICK, Config
 from .panel import run_real
+from .reference import REF_METHODS, RefSetting, compare_reference
 from .train import TrainConfig, Trainer
 
 TITLE = "TempBench: temporal crosscoders vs per-token SAEs"
@@ -68,7 +71,7 @@ def run(ctx: RunContext) -> PipelineResult:
     real_res = run_real(ctx, cfg, trainer, train_config(cfg)) if cfg.panel != "synthetic" \
         else None
     markov: dict = {f"T={T}": {f"k={k}": {} for k in cfg.ks} for T in cfg.windows}
-    hmm = chains = None
+    hmm = chains = ref = None
     if cfg.panel != "real":
         jobs = [(k, r) for k in cfg.ks for r in cfg.rhos]
         for k, rho in ctx.track(jobs, "tempbench markov"):
@@ -84,13 +87,25 @@ def run(ctx: RunContext) -> PipelineResult:
         chains = ctx.stage("tempbench-chains", lambda: _summ(C.compare_chains(
             ctx.key("tempbench-chains"), cs, tc, windows=cfg.chain_windows, k=1,
             n_seeds=cfg.seeds, trainer=trainer, name="tempbench-chains")))
+        if cfg.reference:
+            rs = RefSetting(d=cfg.ref_d, n_features=cfg.ref_features, pi=cfg.pi,
+                            length=cfg.length, n_train=cfg.n_train, n_test=cfg.n_test)
+            ref = ctx.stage("tempbench-reference", lambda: {
+                cell: {m: C.summarise(v) for m, v in per.items()}
+                for cell, per in compare_reference(
+                    ctx.key("tempbench-reference"), cfg.ref_rho, rs,
+                    tc._replace(n_latents=cfg.ref_latents), windows=cfg.ref_windows,
+                    ks=cfg.ref_ks, n_seeds=cfg.seeds, methods=cfg.ref_methods or REF_METHODS,
+                    trainer=trainer, name="tempbench-reference").items()})
 
     figures, md, summary, claims = [], "", {}, []
     if hmm is not None:
         figures = [report.plot_markov(cfg, markov, ctx.out_dir),
                    report.plot_other(hmm, chains, ctx.out_dir)]
         md, summary = report.markdown(cfg, markov, hmm, chains, quick=ctx.quick, seed=ctx.seed)
-        claims = report.claims(cfg, markov, hmm, chains)
+        claims = report.claims(cfg, markov, hmm, chains, ref)
+        if ref is not None:
+            md += "\n\n" + report_ref.ref_markdown(cfg, ref)
     else:
         md = (f"Mode: {'quick' if ctx.quick else 'full'}; seed {ctx.seed}. The synthetic "
               "panel was skipped (panel=real).")
@@ -103,7 +118,7 @@ def run(ctx: RunContext) -> PipelineResult:
         f"{cfg.seeds} seeds per setting: the t-intervals have {cfg.seeds - 1} degree(s) of "
         "freedom, so most claims cannot be decided at this size"]
     metrics = dict(settings=cfg.to_dict(), markov=markov, hmm=hmm, chains=chains,
-                   real=real_res, **summary,
+                   reference=ref, real=real_res, **summary,
                    total_seconds=ctx.elapsed())
     return PipelineResult("tempbench", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)

@@ -178,14 +178,19 @@ def _family_claim(cfg: Config, claim: str, comps: list[tuple[str, np.ndarray]],
         "yes iff TC - other > margin in every comparison, no iff below it in any",
         "per comparison: " + "; ".join(f"{lab} {v.estimate:.3g} {v.verdict}"
                                        for (lab, _), v in zip(comps, vs, strict=True))
-        + ". Synthetic panel: per-token SAE, stacked per-position SAEs (conventional), "
-          "acausal crosscoder (temporal); the paper's TFA / T-SAE / Matryoshka run only in "
-          "the real panel")
+        + ". Methods: per-token SAE, stacked per-position SAEs (conventional), acausal "
+          "crosscoder (temporal); in the reference setting (orthogonal features) also "
+          "sae_kT, Matryoshka, T-SAE and TFA")
 
 
-def paper_synthetic(cfg: Config, markov: dict, hmm: dict) -> list[Claim]:
+def paper_synthetic(cfg: Config, markov: dict, hmm: dict, ref: dict | None = None
+                    ) -> list[Claim]:
     """The two synthetic paper rows: Markov features and HMM denoising (the TC against
-    every other method on the measures every method can reach)."""
+    every other method on the measures every method can reach); setting 1 also holds the
+    reference setting's comparisons with every baseline when ``ref`` is given
+    (:func:`jaxkit.tempbench.report_ref.ref_comparisons`)."""
+    from .report_ref import ref_comparisons
+
     hi = max(cfg.rhos)
     comps = []
     for T in cfg.windows:
@@ -195,6 +200,7 @@ def paper_synthetic(cfg: Config, markov: dict, hmm: dict) -> list[Claim]:
                       for o in OTHERS]
             comps.append((f"temporal AUC vs acausal, T={T} k={k}",
                           _diffs(s, "temporal_auc", other="acausal")))
+    comps += ref_comparisons(ref)
     out = [_family_claim(cfg, f"{SYNTHETIC_CLAIM} (setting 1: Markov features in "
                          f"superposition, rho={hi}): the temporal crosscoder recovers the "
                          "features better than every other method.", comps,
@@ -217,11 +223,12 @@ def not_run_synthetic() -> list[Claim]:
             for i, name in ((1, "Markov features in superposition"), (2, "HMM denoising"))]
 
 
-def claims(cfg: Config, markov: dict, hmm: dict, chains: dict) -> list[Claim]:
+def claims(cfg: Config, markov: dict, hmm: dict, chains: dict, ref: dict | None = None
+           ) -> list[Claim]:
     """The synthetic claims: the paper's two rows (:func:`paper_synthetic`), then
     jaxkit's own paired tests against the per-token SAE and the raw references
     (``kind="extension"``; the temporal AUC against the SAE is structural)."""
-    out: list[Claim] = paper_synthetic(cfg, markov, hmm)
+    out: list[Claim] = paper_synthetic(cfg, markov, hmm, ref)
     test = superiority
 
     def add(claim: str, v, note: str = ""):

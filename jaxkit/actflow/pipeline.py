@@ -31,8 +31,10 @@ TITLE = "ActFlow: verifier-guided expansion of a flow's generable set"
 
 def _check_user_data(cfg: Config) -> None:
     """``cfg.user_data`` readable (:func:`.user.read_sequences`), with at least 2 sequences
-    of printable characters; else a :class:`jaxkit.io.DataError` naming the file."""
-    from .user import read_sequences
+    of printable characters, and ``cfg.user_verifier`` importable and callable
+    (:func:`.user.load_verifier`); else a :class:`jaxkit.io.DataError` naming the file or
+    the entry point."""
+    from .user import load_verifier, read_sequences
 
     with user_data("user_data", cfg.user_data) as path:
         seqs, rows = read_sequences(path, cfg.user_column)
@@ -43,6 +45,10 @@ def _check_user_data(cfg: Config) -> None:
         if not s.isprintable():
             raise DataError(f"`user_data` {path}, line {r}, column {cfg.user_column!r}: "
                             f"control characters in {s!r} (a binary file?)")
+    try:
+        load_verifier(cfg.user_verifier)
+    except ValueError as e:
+        raise DataError(str(e)) from None
 
 
 def _stage(ctx: RunContext, cfg: Config, name: str, seed: int, shared: dict):

@@ -145,3 +145,19 @@ def test_bad_user_file_is_one_line_before_any_work(tmp_path, pipe, setting, suff
     assert "Traceback" not in r.output
     assert path.name in " ".join(r.output.split()), r.output  # names the file / folder
     assert not compiled, f"compiled {len(compiled)} program(s) before the error"
+
+
+@pytest.mark.parametrize("spec,what", [("nosuchmod:f", "cannot be imported"),
+                                       ("json:__doc__", "is not callable"),
+                                       ("json.dumps", "must be 'module:function'")])
+def test_bad_actflow_verifier_is_one_line_before_any_work(tmp_path, spec, what):
+    data = tmp_path / "seqs.csv"
+    data.write_text("sequence\nACGT\nAGGT\nCCGA\n")
+    _COMPILES.clear()
+    r = runner.invoke(app, ["run", "actflow", "--quick", "--out", str(tmp_path / "out"),
+                            "--set", "domains=user", "--set", f"user_data={data}",
+                            "--set", f"user_verifier={spec}"])
+    assert r.exit_code == 2, (r.output, r.exception)
+    out = " ".join(r.output.split())
+    assert out.startswith("error:") and "`user_verifier`" in out and what in out, out
+    assert not _COMPILES

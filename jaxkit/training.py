@@ -210,6 +210,7 @@ def fit(
     progress: Any = "auto",
     fingerprint: str | None = "auto",
     initial_step: int = 0,
+    init: Callable[[], Any] | None = None,
 ) -> FitResult:
     """Run ``steps`` training steps with checkpoints and resume.
 
@@ -242,6 +243,10 @@ def fit(
         previous :func:`fit` in the same folder passes the step it ended at): only a
         checkpoint in ``(initial_step, steps]`` is restored, else training continues
         from ``state`` at ``initial_step``.
+      init: builds the initial state when no checkpoint is restored after all (all of
+        them stale, unreadable or beyond ``steps``); with it, ``state`` may be abstract
+        (``jax.ShapeDtypeStruct`` leaves: the restore target of a run that expects to
+        resume), so that nothing is initialised twice.
 
     Returns:
       A :class:`FitResult`.
@@ -282,6 +287,8 @@ def fit(
             meta.pop(_FP, None)
             if on_restore is not None:
                 on_restore(meta)
+        elif init is not None:
+            state = init()
         record = _RESUMES.get()
         if record is not None and ckpt is not None and (start > initial_step or restarted):
             record.append({"checkpoints": str(ckpt.directory), "steps": steps,

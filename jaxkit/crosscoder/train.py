@@ -268,7 +268,7 @@ def run(
                     restoring = True
     elif resume:
         raise ValueError("`resume=True` needs a `checkpoint_dir`")
-    if restoring:
+    if restoring:  # built only if no checkpoint is restored after all (stale ones)
         state = target if target is not None else jax.eval_shape(init_state)
     else:
         state = init_state()
@@ -289,7 +289,8 @@ def run(
         return training.fit(key, state, step, batch_fn, steps=steps,
                             checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
                             keep=keep, resume=True, log_every=log_every, on_log=on_log,
-                            meta_fn=meta_fn, on_restore=restored, target=target)
+                            meta_fn=meta_fn, on_restore=restored, target=target,
+                            init=init_state if restoring else None)
     except TrainingDiverged as e:
         if checkpoint_dir is not None:
             with Checkpointer(checkpoint_dir, writer=False) as ck:

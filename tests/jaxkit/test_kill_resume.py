@@ -91,6 +91,32 @@ def test_tempbench_topk_resumes_to_the_same_parameters_and_fvu(tmp_path, every):
         assert [r["resumed_from"] for r in seen] == [at]
 
 
+def test_tempbench_topk_restarts_cleanly_after_a_configuration_change(tmp_path):
+    """Checkpoints of another fingerprint (the pipeline's configuration, seed or code
+    changed) are removed and the training starts afresh: it used to start from the
+    abstract restore target and fail with "ShapeDtypeStruct is not a valid JAX type"."""
+    from jaxkit.tempbench.train import TrainConfig, train_topk
+
+    cfg = TrainConfig(window=2, n_latents=8, k=2, steps=8, batch_size=4, log_every=2,
+                      checkpoint_every=1)
+    seqs = _tempbench_data()
+
+    def run(folder):
+        return train_topk(jax.random.key(0), seqs, window=2, position=None, k=2, cfg=cfg,
+                          checkpoint_dir=folder)
+
+    ref = run(tmp_path / "ref")
+    with training.use_fingerprint("before"), training.interrupt_after(4), \
+            pytest.raises(training.Interrupted):
+        run(tmp_path / "run")
+    seen: list = []
+    with training.use_fingerprint("after"), training.record_resumes(seen), \
+            pytest.warns(UserWarning, match="another configuration"):
+        out = run(tmp_path / "run")
+    _same(out, ref)
+    assert [r["resumed_from"] for r in seen] == [0] and "removed" in seen[0]["restarted"]
+
+
 def test_tempbench_acausal_resumes_to_the_same_parameters_and_fvu(tmp_path):
     from jaxkit.tempbench.train import TrainConfig, train_acausal
 

@@ -20,7 +20,7 @@ from jaxtyping import Array, Bool, Float, Int, Num
 
 from .checks import check_in_range, fail
 
-__all__ = ["shd", "edge_metrics", "auroc", "auprc"]
+__all__ = ["shd", "edge_metrics", "auroc", "auroc_defined", "auprc"]
 
 
 def _check_square(a, name: str):
@@ -163,7 +163,8 @@ def auroc(true: Num[Array, "d d"], scores: Num[Array, "d d"]) -> Float[Array, ""
         scores: edge scores ``(d, d)``, higher meaning more likely an edge.
 
     Returns:
-        The scalar AUC, in ``[0, 1]`` or NaN.
+        The scalar AUC, in ``[0, 1]``, or NaN where it is undefined: the flag that says so
+        is :func:`auroc_defined` (``jnp.where(auroc_defined(true), auc, fallback)``).
     """
     y, s = _offdiag_labels_scores(true, scores)
     srt = jnp.sort(s)
@@ -175,6 +176,27 @@ def auroc(true: Num[Array, "d d"], scores: Num[Array, "d d"]) -> Float[Array, ""
     u = jnp.sum(jnp.where(y, rank, 0.0)) - n_pos * (n_pos + 1) / 2
     ok = (n_pos > 0) & (n_neg > 0)
     return jnp.where(ok, u / jnp.where(ok, n_pos * n_neg, 1.0), jnp.nan)
+
+
+def auroc_defined(true: Num[Array, "d d"]) -> Bool[Array, ""]:
+    """Whether :func:`auroc` is defined for the truth ``true``: it has at least one edge
+    and one absent edge off the diagonal (``n+ > 0`` and ``n- > 0``; the Mann-Whitney
+    statistic divides by ``n+ n-``). The flag that goes with :func:`auroc`'s NaN, as
+    ``sklearn.metrics.roc_auc_score`` raises for a single class.
+
+    Differentiable: no: a boolean of the truth's support.
+
+    Args:
+        true: true adjacency ``(d, d)``; ``true[i, j] != 0`` is the edge ``j -> i``.
+
+    Returns:
+        A boolean scalar.
+    """
+    true = _check_offdiag_finite(_check_square(true, "true"), "true")
+    d = true.shape[0]
+    rows, cols = np.nonzero(~np.eye(d, dtype=bool))
+    y = true[rows, cols] != 0
+    return jnp.any(y) & jnp.any(~y)
 
 
 def auprc(true: Num[Array, "d d"], scores: Num[Array, "d d"]) -> Float[Array, ""]:

@@ -195,7 +195,8 @@ def _sem_stats_args(key):
 
 def _graph_metrics(true, est):
     return (graph.shd(true, est), graph.edge_metrics(true, est, threshold=0.5),
-            graph.auroc(true, jnp.abs(est)), graph.auprc(true, jnp.abs(est)))
+            graph.auroc(true, jnp.abs(est)), graph.auprc(true, jnp.abs(est)),
+            graph.auroc_defined(true))
 
 
 def _graph_args(key):
@@ -750,7 +751,8 @@ CASES = [
           "sem.dag_inverse", "sem.is_acyclic", "sem.atomic_scale_theory"),
          slow="test_sem: test_jit_matches_eager, test_vmap_matches_loop (and the stats)"),
     Case("graph.metrics", _graph_metrics, _graph_args,
-         ("graph.shd", "graph.edge_metrics", "graph.auroc", "graph.auprc")),
+         ("graph.shd", "graph.edge_metrics", "graph.auroc", "graph.auprc",
+          "graph.auroc_defined")),
     Case("flow.paths", _flow_paths, _flow_paths_args,
          ("flow.linear_path", "flow.cond_ot_path", "flow.vp_path", "flow.sb_path",
           "flow.sample_path", "flow.gaussian_logp", "flow.drop_labels")),

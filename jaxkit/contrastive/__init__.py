@@ -7,7 +7,12 @@ Claims tested by ``jaxkit run contrastive``:
 1. Under the same evaluation budget, contrastive selection (greedy expected information
    gain per cost over the MECE set) resolves more questions than pointwise baselines that
    score one hypothesis at a time (Shannon surprisal and Bayesian surprise, the
-   AutoDiscovery style; an e-value sequential test, the POPPER style).
+   AutoDiscovery style; an e-value sequential test, the POPPER style). Tested against
+   the pointwise agents that spend the same budget (no early stopping); the paper-style
+   agents that stop when they accept get an extension row ("same budget cap"), and so do
+   a random design spending the budget and three misspecified arms (the true explanation
+   missing from the set, nuisance parameters under their prior, noisy likelihood tables)
+   in which the method is no longer Bayes-optimal by construction.
 2. High-surprisal pointwise candidates are overwhelmingly rejections, yet many become
    resolved alternatives when the same evidence is evaluated contrastively.
 

@@ -15,6 +15,11 @@ fraction of questions resolved correctly that counts as "substantially more", ag
 every pointwise baseline, Holm-corrected), ``rejection_margin`` (the share of rejections
 that counts as "overwhelmingly") and ``many_margin`` (the share that counts as "many").
 
+Misspecified arms (``arms``, :mod:`jaxkit.contrastive.experiment`): ``missing`` (the
+true explanation removed from the set), ``nuisance`` (the nuisance parameters under their
+prior, ``n_nuisance`` draws, instead of known), ``noisy`` (log-likelihood tables with
+N(0, ``table_noise``^2) noise); ``arms=()`` runs the well-specified setting only.
+
 Your own hypotheses: ``--set data=FILE.json`` (format: :mod:`jaxkit.contrastive.userfile`)
 reports the belief and ranks the next experiments by EIG per cost instead.
 """
@@ -27,7 +32,10 @@ from jaxkit.config import PipelineConfig, require, require_at_least, require_pos
 
 from .domains import DOMAINS
 
-__all__ = ["Config", "QUICK", "FULL"]
+__all__ = ["ARMS", "Config", "QUICK", "FULL"]
+
+#: the misspecified arms, in report order
+ARMS = ("missing", "nuisance", "noisy")
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,9 @@ class Config(PipelineConfig):
     resolved_margin: float = 0.1
     rejection_margin: float = 0.75
     many_margin: float = 0.25
+    arms: tuple[str, ...] = ARMS
+    n_nuisance: int = 16
+    table_noise: float = 0.5
 
     data: str = ""  # your own hypotheses file (JSON, :mod:`.userfile`); "": the domains
 
@@ -58,6 +69,11 @@ class Config(PipelineConfig):
         require(len(set(self.domains)) == len(self.domains), "domains",
                 f"must not repeat a domain; got {self.domains}")
         require_positive(self, ("budget",))
+        require(all(a in ARMS for a in self.arms) and len(set(self.arms)) == len(self.arms),
+                "arms", f"must be distinct names of {', '.join(ARMS)}; got {self.arms}")
+        require_at_least(self, ("n_nuisance",))
+        require(0 <= self.table_noise < 10, "table_noise",
+                f"must lie in [0, 10); got {self.table_noise}")
         require(0 < self.pointwise_prior < 1, "pointwise_prior",
                 f"must lie in (0, 1); got {self.pointwise_prior}")
         require(0 < self.surprise_width < 1, "surprise_width",
@@ -72,5 +88,5 @@ class Config(PipelineConfig):
             require(0 <= getattr(self, f) < 1, f, f"must lie in [0, 1); got {getattr(self, f)}")
 
 
-QUICK = Config(seeds=4, questions=8, n_samples=32)
+QUICK = Config(seeds=4, questions=8, n_samples=32, n_nuisance=4)
 FULL = Config()

@@ -15,7 +15,13 @@ every method, so methods are compared on common random numbers).
   agent runs the affordable experiment with the best score per cost for f, observes
   y, updates ``logit b_f += log p(y | H_f) - log R(y)``, and decides: f is *accepted*
   (the agent stops: the question is resolved with answer f) or *rejected* (the next
-  hypothesis becomes focal) or stays open. Scores and decisions:
+  hypothesis becomes focal) or stays open. Stopping at acceptance, these agents spend
+  less than the budget (the same budget *cap*); each also runs without early stopping
+  (``<rule>-full``, :data:`FULL_SPEND`): a decision is then provisional, the focal
+  hypothesis is the non-rejected one with the highest belief (any one once all are
+  rejected) and the agent goes on until no affordable candidate is left, so it spends
+  the budget as the contrastive agent does; its answer is the accepted hypothesis with
+  the highest belief at the end. Scores and decisions:
 
   - ``shannon`` (AutoDiscovery-style surprisal search): the expected Shannon surprisal
     ``E_m[-log p(y | H_f)]`` under the agent's predictive ``m = b_f p_f + (1 - b_f) R``;
@@ -55,10 +61,12 @@ from jax.scipy.special import logsumexp
 
 from jaxkit.kernels.belief.eig import greedy_eig
 
-__all__ = ["POINTWISE", "PointwiseInfo", "pointwise_run", "replay_posterior", "random_design",
-           "run_methods"]
+__all__ = ["POINTWISE", "FULL_SPEND", "PointwiseInfo", "pointwise_run", "replay_posterior",
+           "random_design", "run_methods"]
 
 POINTWISE = ("shannon", "bayes", "evalue")
+#: the pointwise agents without early stopping (they spend the budget)
+FULL_SPEND = tuple(f"{r}-full" for r in POINTWISE)
 
 
 class PointwiseInfo(NamedTuple):
@@ -109,7 +117,8 @@ def _score(rule: str, lf, log_r, b):
 
 
 def pointwise_run(rule: str, log_prior, log_lik, costs, budget, outcomes, *, max_steps: int,
-                  tau: float = 0.9, alpha: float = 0.1, kappa: float = 0.5):
+                  tau: float = 0.9, alpha: float = 0.1, kappa: float = 0.5,
+                  stop_on_accept: bool = True):
     """One pointwise agent on one question (see the module docstring).
 
     Args:
@@ -121,9 +130,12 @@ def pointwise_run(rule: str, log_prior, log_lik, costs, budget, outcomes, *, max
         tau: belief threshold of acceptance (rejection at ``1 - tau``).
         alpha: level of the e-value tests.
         kappa: calibrator exponent.
+        stop_on_accept: static; ``False``: no early stopping (decisions provisional, the
+            agent runs until no affordable candidate is left; module docstring).
 
     Returns:
-        ``(accepted, infos)``: ``accepted`` the int32 accepted hypothesis (-1: none) and a
+        ``(accepted, infos)``: ``accepted`` the int32 accepted hypothesis (-1: none; without
+        early stopping the accepted one with the highest belief at the end) and a
         :class:`PointwiseInfo` stacked over the steps.
     """
     if rule not in POINTWISE:
@@ -138,7 +150,11 @@ def pointwise_run(rule: str, log_prior, log_lik, costs, budget, outcomes, *, max
     thr = math.log(1 / alpha)
 
     def body(s: _PState, _):
-        open_ = s.status == 0
+        if stop_on_accept:
+            open_ = s.status == 0
+        else:  # provisional decisions: any non-rejected one, any one once all are rejected
+            open_ = s.status >= 0
+            open_ = jnp.where(jnp.any(open_), open_, True)
         f = jnp.argmax(jnp.where(open_, s.logit, -jnp.inf)).astype(jnp.int32)
         lf = log_lik[:, f, :]  # (X, Y)
         b = jax.nn.sigmoid(s.logit[f])
@@ -165,13 +181,14 @@ def pointwise_run(rule: str, log_prior, log_lik, costs, budget, outcomes, *, max
         status = s.status.at[f].set(jnp.where(go, new_status, s.status[f]))
         spent = s.spent + jnp.where(go, costs[x], 0.0)
         ns = _PState(logit, status, e_acc, e_rej, spent, s.used.at[x].set(s.used[x] | go),
-                     s.done | (go & acc))
+                     s.done | (go & acc & stop_on_accept))
         info = PointwiseInfo(jnp.where(go, x, -1), jnp.where(go, y, -1), f, -ly, llr, b,
                              jnp.where(go, bf, b), spent)
         return ns, info
 
     final, infos = jax.lax.scan(body, st, None, length=int(max_steps))
-    accepted = jnp.where(jnp.any(final.status == 1), jnp.argmax(final.status == 1), -1)
+    acc_logit = jnp.where(final.status == 1, final.logit, -jnp.inf)
+    accepted = jnp.where(jnp.any(final.status == 1), jnp.argmax(acc_logit), -1)
     return accepted.astype(jnp.int32), infos
 
 
@@ -217,8 +234,9 @@ def run_methods(log_lik, costs, outcomes, budget, *, max_steps: int, tau: float,
                 order_key=None) -> dict:
     """All methods on a batch of questions (leading axis n) with a uniform prior over the
     MECE set; the pointwise agents start each hypothesis at belief ``pointwise_prior``
-    (0.5: they know no alternatives; ``None``: the MECE prior 1/K); with ``order_key``
-    also ``random`` (:func:`random_design`, the orders drawn from that key).
+    (0.5: they know no alternatives; ``None``: the MECE prior 1/K), each also without
+    early stopping (``<rule>-full``, the same outputs); with ``order_key`` also
+    ``random`` (:func:`random_design`, the orders drawn from that key).
 
     Returns:
         A dict of arrays: ``contrastive`` (``answer`` (n,) int32 or -1 unresolved,
@@ -243,10 +261,10 @@ def run_methods(log_lik, costs, outcomes, budget, *, max_steps: int, tau: float,
     lp_pw = lp if pointwise_prior is None else jnp.full((K,), math.log(pointwise_prior),
                                                         log_lik.dtype)
     out = dict(contrastive=jax.vmap(contrastive)(log_lik, costs, outcomes))
-    for rule in POINTWISE:
-        def pw(ll, c, o, rule=rule):
+    for rule, stop in [(r, True) for r in POINTWISE] + [(r, False) for r in POINTWISE]:
+        def pw(ll, c, o, rule=rule, stop=stop):
             acc, info = pointwise_run(rule, lp_pw, ll, c, budget, o, max_steps=max_steps,
-                                      tau=tau, alpha=alpha, kappa=kappa)
+                                      tau=tau, alpha=alpha, kappa=kappa, stop_on_accept=stop)
             final, traj = replay_posterior(lp, ll, info.choice, info.outcome)
             ca = answer(final)
             valid = info.choice >= 0
@@ -254,7 +272,7 @@ def run_methods(log_lik, costs, outcomes, budget, *, max_steps: int, tau: float,
                         steps=jnp.sum(valid), focal=info.focal, surprisal=info.surprisal,
                         log_lr=info.log_lr, shift=info.belief_after - info.belief_before,
                         valid=valid)
-        out[rule] = jax.vmap(pw)(log_lik, costs, outcomes)
+        out[rule if stop else f"{rule}-full"] = jax.vmap(pw)(log_lik, costs, outcomes)
     if order_key is not None:
         def rnd(ll, c, o, u):
             final, traj, choices, spent = random_design(lp, ll, c, budget, o, u)

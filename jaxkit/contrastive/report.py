@@ -9,10 +9,12 @@ the abstract (*paper* rows, tallied):
 1. "Across six scientific domains, Contrastive discovery yields substantially more
    resolved scientific questions than pointwise baselines under the same evaluation
    budget": per seed, the fraction of all questions (every domain, equal weight)
-   resolved correctly, contrastive minus each pointwise baseline; one-sided paired t
-   tests against ``resolved_margin`` with Holm's correction over the three baselines
-   (:func:`jaxkit.stats.holm_superiority`, :func:`jaxkit.stats.all_of`): "yes" if every
-   baseline is beaten by more than the margin, "no" if one is shown below it.
+   resolved correctly, contrastive minus each pointwise baseline *that spends the same
+   budget* (the agents without early stopping, :data:`jaxkit.contrastive.methods.
+   FULL_SPEND`); one-sided paired t tests against ``resolved_margin`` with Holm's
+   correction over the three baselines (:func:`jaxkit.stats.holm_superiority`,
+   :func:`jaxkit.stats.all_of`): "yes" if every baseline is beaten by more than the
+   margin, "no" if one is shown below it.
 2. "High-surprisal pointwise candidates are overwhelmingly rejection-heavy": per seed,
    the share of rejections (belief moves down) among the high-surprisal candidates
    (belief moves by at least ``surprise_width`` either way) of all three pointwise
@@ -22,16 +24,19 @@ the abstract (*paper* rows, tallied):
    resolve an alternative to the rejected hypothesis; superiority against
    ``many_margin``.
 
-*Extension* (not tallied): claim 1 in every domain separately (Holm over domains x
-baselines); contrastive selection against a random design that spends the budget and
-reads its data with the same MECE posterior (what the selection itself adds, at equal
-spending: the pointwise agents stop early, so claim 1 compares budget caps).
+*Extensions* (not tallied): claim 1 against the paper-style agents that stop when they
+accept (the same budget *cap*: they spend less); claim 1 in every domain separately
+(Holm over domains x baselines); contrastive selection against a random design that
+spends the budget and reads its data with the same MECE posterior (what the selection
+itself adds at equal spending); and claim 1 in each misspecified arm
+(:mod:`jaxkit.contrastive.experiment`): with the nuisance parameters under their prior
+and with noisy tables, contrastive against every baseline that spends the budget (Holm
+over the four); with the true explanation missing from the set, where every resolution
+is false, whether contrastive resolves *fewer* questions than each of them.
 
-The setting is well specified: each question's nuisance parameters are known, the true
-explanation is in the set and the likelihood tables are the data-generating models, so
-contrastive selection is Bayes-optimal here by construction; the pointwise agents stop
-when they accept a hypothesis and spend less of the same budget cap (the notes give the
-spending).
+The well-specified setting favours contrastive selection by construction (known
+nuisance parameters, the true explanation in the set, the tables are the
+data-generating models: it is Bayes-optimal there); the arms remove each of these.
 """
 
 from __future__ import annotations
@@ -47,16 +52,22 @@ from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import all_of, holm_superiority, superiority, t_interval
 
 from .config import Config
-from .methods import POINTWISE
+from .methods import FULL_SPEND, POINTWISE
 
-__all__ = ["PAPER", "LABELS", "C_RESOLVED", "C_REJECTIONS", "C_ALTERNATIVES", "fmt", "overall",
-           "claims", "markdown", "plot_trajectories", "plot_resolved"]
+__all__ = ["PAPER", "LABELS", "ARM_LABELS", "C_RESOLVED", "C_CAP", "C_REJECTIONS",
+           "C_ALTERNATIVES", "fmt", "overall", "claims", "markdown", "plot_trajectories",
+           "plot_resolved"]
 
 PAPER = "Contrastive discovery (NeurIPS 2026)"
 METHODS = ("contrastive", *POINTWISE)
 LABELS = {"contrastive": "contrastive (EIG/cost)", "shannon": "pointwise Shannon surprisal",
           "bayes": "pointwise Bayesian surprise", "evalue": "pointwise e-value (POPPER)",
           "random": "random design, budget spent (MECE posterior)"}
+LABELS.update({f: LABELS[r] + ", no early stop" for r, f in zip(POINTWISE, FULL_SPEND,
+                                                                strict=True)})
+ARM_LABELS = {"missing": "true explanation missing from the set",
+              "nuisance": "nuisance parameters under their prior",
+              "noisy": "noisy likelihood tables"}
 
 
 def fmt(x) -> str:
@@ -83,50 +94,93 @@ def _shares(results: list[dict], num: str, den: str) -> np.ndarray:
 C_RESOLVED = ("Across six scientific domains, Contrastive discovery yields substantially "
               "more resolved scientific questions than pointwise baselines under the same "
               "evaluation budget")
+C_CAP = ("Contrastive discovery resolves substantially more questions than the pointwise "
+         "baselines that stop when they accept, under the same budget cap")
 C_REJECTIONS = "High-surprisal pointwise candidates are overwhelmingly rejection-heavy"
 C_ALTERNATIVES = ("... yet many [high-surprisal pointwise rejections] become resolved "
                   "alternatives when evaluated contrastively")
 
 
-def _spending(results: list[dict]) -> str:
+def _spending(results: list[dict], methods=METHODS) -> str:
     return ", ".join(f"{LABELS[m].replace('pointwise ', '')} "
                      f"{np.mean([r['rates'][m]['spent'] for r in results]):.2f}"
-                     for m in METHODS)
+                     for m in methods if m in results[0]["rates"])
 
 
-def claims(cfg: Config, results: list[dict]) -> list[Claim]:
-    """The claims of the module docstring: three paper rows and one extension."""
-    out = []
+def _resolved_row(cfg: Config, results: list[dict], baselines, claim: str, how: str,
+                  kind: str) -> Claim:
+    """Contrastive minus each of ``baselines`` in the fraction resolved correctly per seed,
+    Holm over them against ``resolved_margin``; yes if every one is beaten."""
     c = overall(results, "contrastive")
-    diffs = [c - overall(results, m) for m in POINTWISE]
+    diffs = [c - overall(results, m) for m in baselines]
     vs = holm_superiority(diffs, margin=cfg.resolved_margin)
-    verdict = all_of(v.verdict for v in vs)
-    above = [v.verdict == "yes" for v in vs]
-    below = [v.verdict == "no" for v in vs]
     means = [float(np.mean(d)) for d in diffs]
     j = int(np.argmin(means))
     v = superiority(diffs[j], margin=cfg.resolved_margin)
-    per = "; ".join(f"{LABELS[m]} {means[i]:+.3f}{' (Holm: above)' if above[i] else ''}"
-                    f"{' (Holm: below)' if below[i] else ''}" for i, m in enumerate(POINTWISE))
-    out.append(Claim(
-        PAPER, C_RESOLVED, f"{v.estimate:.3f} [{v.lo:.3f}, {v.hi:.3f}] vs the closest "
-                           f"baseline ({LABELS[POINTWISE[j]]})", verdict,
+    per = "; ".join(f"{LABELS[m]} {means[i]:+.3f}"
+                    f"{' (Holm: above)' if vs[i].verdict == 'yes' else ''}"
+                    f"{' (Holm: below)' if vs[i].verdict == 'no' else ''}"
+                    for i, m in enumerate(baselines))
+    return Claim(
+        PAPER, claim, f"{v.estimate:.3f} [{v.lo:.3f}, {v.hi:.3f}] vs the closest "
+                      f"baseline ({LABELS[baselines[j]]})", all_of(x.verdict for x in vs),
         f"per seed, the fraction of questions resolved correctly (max posterior >= "
         f"{cfg.tau}; domains weighted equally), contrastive minus each of the "
-        f"{len(POINTWISE)} pointwise baselines; one-sided paired t vs margin "
+        f"{len(baselines)} baselines ({how}); one-sided paired t vs margin "
         f"{cfg.resolved_margin:g} ('substantially', fixed in the configuration), Holm over "
-        f"the {len(POINTWISE)} baselines at family-wise 2.5% one-sided; yes if every "
-        f"baseline is beaten by more than the margin, no if one is shown below it; n="
-        f"{v.n} seeds; interval: the closest baseline's 95% t CI",
+        f"the {len(baselines)} at family-wise 2.5% one-sided; yes if every baseline is "
+        f"beaten by more than the margin, no if one is shown below it; n={v.n} seeds; "
+        f"interval: the closest baseline's 95% t CI",
         f"{len(results)} domain(s) ({', '.join(r['domain'] for r in results)}), "
-        f"{cfg.questions} questions per domain and seed; differences: {per}; same budget "
-        f"cap {cfg.budget:g}, mean spent per question: {_spending(results)} (the pointwise "
-        f"agents stop when they accept); resolved to a wrong explanation: contrastive "
-        f"{overall(results, 'contrastive', 'wrong').mean():.2f}, pointwise "
-        + ", ".join(f"{overall(results, m, 'wrong').mean():.2f}" for m in POINTWISE)
-        + "; well-specified setting (known nuisance parameters, the truth in the set, "
-          "the tables are the data-generating models): contrastive selection is "
-          "Bayes-optimal here by construction"))
+        f"{cfg.questions} questions per domain and seed; differences: {per}; budget "
+        f"{cfg.budget:g}, mean spent per question: "
+        f"{_spending(results, ('contrastive', *baselines))}; resolved to a wrong "
+        f"explanation: contrastive {overall(results, 'contrastive', 'wrong').mean():.2f}, "
+        + ", ".join(f"{m} {overall(results, m, 'wrong').mean():.2f}" for m in baselines),
+        kind=kind)
+
+
+def _arm_claims(cfg: Config, results: list[dict]) -> list[Claim]:
+    """The misspecified arms' rows (module docstring), kind extension."""
+    out = []
+    for arm in cfg.arms:
+        if not all(arm in r.get("arms", {}) for r in results):
+            continue
+        res = [r["arms"][arm] for r in results]
+        base = [*FULL_SPEND, *(["random"] if all("random" in r["rates"] for r in res) else [])]
+        if arm != "missing":
+            out.append(_resolved_row(
+                cfg, res, base, f"With {ARM_LABELS[arm]}, contrastive discovery still "
+                f"resolves substantially more questions than every baseline that spends "
+                f"the same budget", f"arm '{arm}': the agents read misspecified tables, "
+                f"the outcomes come from the true models", "extension"))
+            continue
+        c = overall(res, "contrastive", "wrong")
+        diffs = [overall(res, m, "wrong") - c for m in base]
+        vs = holm_superiority(diffs, margin=0.0)
+        per = "; ".join(f"{LABELS[m]} {float(np.mean(overall(res, m, 'wrong'))):.3f}"
+                        for m in base)
+        out.append(Claim(
+            PAPER, "With the true explanation missing from the set, contrastive discovery "
+                   "resolves fewer questions (every resolution is false) than each baseline "
+                   "that spends the same budget",
+            f"false resolutions: contrastive {float(np.mean(c)):.3f}",
+            all_of(v.verdict for v in vs),
+            f"per seed, baseline minus contrastive fraction of questions resolved (all "
+            f"false: the truth is not among the K - 1 explanations the agents read); "
+            f"one-sided paired t vs 0, Holm over the {len(base)}; n={cfg.seeds} seeds",
+            f"false-resolution rates: {per}; a MECE posterior renormalises over the "
+            f"explanations it has, so an absent truth pushes it onto the closest one",
+            kind="extension"))
+    return out
+
+
+def claims(cfg: Config, results: list[dict]) -> list[Claim]:
+    """The claims of the module docstring: three paper rows, then the extensions (same
+    budget cap, per domain, random design, the misspecified arms)."""
+    out = [_resolved_row(cfg, results, FULL_SPEND, C_RESOLVED,
+                         "the pointwise agents without early stopping: they spend the "
+                         "budget as contrastive does", "paper")]
     rej = _shares(results, "high_rejections", "high")
     out.append(_share_claim(
         rej, cfg.rejection_margin, C_REJECTIONS, f"share of belief moves down among "
@@ -138,8 +192,12 @@ def claims(cfg: Config, results: list[dict]) -> list[Claim]:
         alt, cfg.many_margin, C_ALTERNATIVES, f"share of those rejections whose question's "
         f"data resolve another explanation over the MECE set (max posterior >= {cfg.tau}); "
         f"'many' := above {cfg.many_margin:g} (fixed in the configuration)"))
+    out.append(_resolved_row(
+        cfg, results, POINTWISE, C_CAP, "the paper-style pointwise agents that stop when "
+        "they accept a hypothesis, so they spend less of the same budget cap", "extension"))
+    c = overall(results, "contrastive")
     fam = [(r["domain"], m, r["rates"]["contrastive"]["correct"] - r["rates"][m]["correct"])
-           for r in results for m in POINTWISE]
+           for r in results for m in FULL_SPEND]
     vs = holm_superiority([d for *_, d in fam], margin=cfg.resolved_margin)
     verdict = all_of(v.verdict for v in vs)
     above = [v.verdict == "yes" for v in vs]
@@ -147,11 +205,12 @@ def claims(cfg: Config, results: list[dict]) -> list[Claim]:
           for r in results}
     out.append(Claim(
         PAPER, "In every domain separately, contrastive discovery resolves substantially "
-               "more questions than each pointwise baseline",
+               "more questions than each pointwise baseline that spends the same budget",
         f"{sum(ok.values())} of {len(ok)} domains", verdict,
-        f"per domain and baseline: per-seed difference in the fraction resolved correctly, "
-        f"one-sided paired t vs margin {cfg.resolved_margin:g}, Holm over the {len(fam)} "
-        f"domain x baseline comparisons at family-wise 2.5% one-sided; n={cfg.seeds} seeds",
+        f"per domain and baseline (no early stopping): per-seed difference in the fraction "
+        f"resolved correctly, one-sided paired t vs margin {cfg.resolved_margin:g}, Holm "
+        f"over the {len(fam)} domain x baseline comparisons at family-wise 2.5% one-sided; "
+        f"n={cfg.seeds} seeds",
         "domains where every baseline is beaten: "
         + (", ".join(d for d, v in ok.items() if v) or "none"), kind="extension"))
     if all("random" in r["rates"] for r in results):
@@ -166,6 +225,7 @@ def claims(cfg: Config, results: list[dict]) -> list[Claim]:
                  f"spent: contrastive {spent['contrastive']:.2f}, random "
                  f"{spent['random']:.2f}); "
                  f"margin {cfg.resolved_margin:g} as in the paper row"))
+    out.extend(_arm_claims(cfg, results))
     return out
 
 
@@ -182,7 +242,8 @@ def markdown(cfg: Config, results: list[dict]) -> tuple[str, dict]:
     header = ["domain", "method", "resolved (correct)", "resolved wrong", "experiments",
               "spent", "its data, contrastively: correct"]
     rows, summary = [], {}
-    shown = [*METHODS, *(["random"] if all("random" in r["rates"] for r in results) else [])]
+    shown = [*METHODS, *FULL_SPEND,
+             *(["random"] if all("random" in r["rates"] for r in results) else [])]
     for r in results:
         for m in shown:
             s = r["rates"][m]
@@ -194,8 +255,20 @@ def markdown(cfg: Config, results: list[dict]) -> tuple[str, dict]:
                           wrong=overall(results, m, "wrong").tolist())
         rows.append(["all", LABELS[m], fmt(overall(results, m)),
                      fmt(overall(results, m, "wrong")), "", "",
-                     fmt(overall(results, m, "contrastive_correct") if m in POINTWISE
-                         else overall(results, m))])
+                     fmt(overall(results, m, "contrastive_correct")
+                         if m in (*POINTWISE, *FULL_SPEND) else overall(results, m))])
+    arm_rows = []
+    for arm in cfg.arms:
+        if not all(arm in r.get("arms", {}) for r in results):
+            continue
+        res = [r["arms"][arm] for r in results]
+        summary[f"arm_{arm}"] = {}
+        for m in shown:
+            summary[f"arm_{arm}"][m] = dict(correct=overall(res, m).tolist(),
+                                            wrong=overall(res, m, "wrong").tolist())
+            arm_rows.append([ARM_LABELS[arm], LABELS[m], fmt(overall(res, m)),
+                             fmt(overall(res, m, "wrong")),
+                             f"{np.mean([r['rates'][m]['spent'] for r in res]):.2f}"])
     cand_rows = []
     for m in POINTWISE:
         tot = {k: sum(r["candidates"][m][k] for r in results) for k in
@@ -213,6 +286,11 @@ def markdown(cfg: Config, results: list[dict]) -> tuple[str, dict]:
         f"explanations; each candidate experiment at most once; every method sees the same "
         f"outcomes.", "",
         markdown_table(header, rows), "",
+        *(["Misspecified arms (all domains; the agents read misspecified tables, the "
+           "outcomes come from the true models; with the truth missing every resolution "
+           "is wrong):", "", markdown_table(["arm", "method", "resolved (correct)",
+                                             "resolved wrong", "spent"], arm_rows), ""]
+          if arm_rows else []),
         "High-surprisal pointwise candidates (the focal hypothesis's belief moves by >= "
         f"{cfg.surprise_width:g}, up or down: AutoDiscovery's Bayesian surprise), all "
         "domains and seeds; a rejection is a move down:", "",
@@ -221,7 +299,9 @@ def markdown(cfg: Config, results: list[dict]) -> tuple[str, dict]:
         "Pointwise agents weigh one hypothesis at a time against a diffuse alternative "
         "(uniform over outcomes), so a hypothesis that fits roughly is often accepted "
         "while a better alternative goes unexamined: their wrong resolutions are counted "
-        "apart. The last column of the first table scores each pointwise agent's own data "
+        "apart. The paper-style agents stop when they accept and spend less of the same "
+        "budget cap; the 'no early stop' rows spend it (the spent column). The last "
+        "column of the first table scores each pointwise agent's own data "
         "with the contrastive posterior (the selection's effect without the decision rule's)."])
     return md, summary
 

@@ -22,7 +22,7 @@ from jaxkit.contrastive.config import FULL, QUICK, Config
 from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
 
-TINY = Config(domains=("physics_law",), seeds=2, questions=3, n_samples=2)
+TINY = Config(domains=("physics_law",), seeds=2, questions=3, n_samples=2, n_nuisance=2)
 
 
 @pytest.fixture(scope="module")
@@ -158,23 +158,117 @@ def test_pointwise_rules_decide_as_stated():
     np.testing.assert_allclose(M._calibrate(jnp.asarray(0.01), 0.5), math.log(5.0), rtol=1e-6)
 
 
+def test_pointwise_without_early_stopping_spends_the_budget():
+    """The same agent without early stopping keeps running experiments after it accepts
+    (decisions provisional) until no affordable candidate is left, and still answers with
+    the accepted hypothesis; run_methods reports both variants."""
+    row0 = np.array([0.97, 0.01, 0.01, 0.01])
+    row1 = np.array([0.01, 0.01, 0.01, 0.97])
+    ll = np.log(np.tile(np.stack([row0, row1]), (4, 1, 1)))
+    lp = np.log(np.array([0.5, 0.5]))
+    outs = np.zeros(4, np.int32)
+    full = jax.jit(M.pointwise_run, static_argnames=("rule", "max_steps", "stop_on_accept"))
+    acc, info = full("shannon", lp, ll, np.ones(4), 4.0, outs, max_steps=4,
+                     stop_on_accept=False)
+    assert int(acc) == 0 and int(np.sum(np.asarray(info.choice) >= 0)) == 4
+    assert float(info.spent[-1]) == 4.0
+    out = M.run_methods(ll[None], np.ones((1, 4)), outs[None], 4.0, max_steps=4, tau=0.9,
+                        alpha=0.1, kappa=0.5)
+    assert set(M.FULL_SPEND) <= set(out) and M.FULL_SPEND[0] == "shannon-full"
+    assert int(out["shannon"]["steps"][0]) == 2 and float(out["shannon"]["spent"][0]) == 2.0
+    assert int(out["shannon-full"]["steps"][0]) == 4
+    assert float(out["shannon-full"]["spent"][0]) == 4.0
+    assert int(out["shannon-full"]["answer"][0]) == 0
+
+
+def test_misspecified_arms_change_only_the_tables():
+    """missing drops each question's true explanation (truth -1: every resolution is
+    wrong); noisy perturbs the log-likelihoods and renormalises each row; nuisance reads
+    log_lik_nuisance and refuses questions without it; outcomes never change."""
+    from jaxkit.contrastive.experiment import misspecified
+
+    rng = np.random.default_rng(1)
+    ll = np.log(rng.dirichlet(np.ones(5), size=(3, 6, 4))).astype(np.float32)
+    q = S.Questions(ll, np.ones((3, 6), np.float32), np.array([0, 2, 3], np.int32),
+                    rng.integers(0, 5, (3, 6)).astype(np.int32), np.zeros((3, 1), np.float32))
+    m = misspecified(jax.random.key(0), q, "missing", 0.5)
+    assert m.log_lik.shape == (3, 6, 3, 5) and np.all(m.truth == -1)
+    np.testing.assert_array_equal(m.log_lik[1], ll[1][:, [0, 1, 3]])
+    np.testing.assert_array_equal(m.outcomes, q.outcomes)
+    n = misspecified(jax.random.key(0), q, "noisy", 0.5)
+    np.testing.assert_allclose(np.exp(n.log_lik).sum(-1), 1.0, rtol=1e-5)
+    assert 0.1 < np.std(n.log_lik - ll - (n.log_lik - ll).mean(-1, keepdims=True)) < 1.0
+    with pytest.raises(ValueError, match="log_lik_nuisance"):
+        misspecified(jax.random.key(0), q, "nuisance", 0.5)
+    with pytest.raises(ValueError, match="`arm`"):
+        misspecified(jax.random.key(0), q, "gremlins", 0.5)
+    with pytest.raises(ValueError, match="`arms`"):
+        Config(arms=("gremlins",))
+
+
+def test_nuisance_tables_marginalise_the_prior_and_leave_the_rest(gene_questions):
+    """With n_nuisance draws the questions carry tables averaged over the nuisance prior
+    (normalised, different from the known-parameter tables) and every other array is the
+    same as without them."""
+    q = S.questions(jax.random.key(0), D.DOMAINS["gene_knockout"], 3, n_samples=2,
+                    n_nuisance=3)
+    for a, b in zip(q[:5], gene_questions[:5], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert q.log_lik_nuisance.shape == q.log_lik.shape
+    np.testing.assert_allclose(np.exp(q.log_lik_nuisance).sum(-1), 1.0, atol=1e-5)
+    assert np.abs(q.log_lik_nuisance - q.log_lik).max() > 1e-3
+
+
 def _fake(rates: dict, high=4.0, rej=4.0, alt=2.0):
     cands = {m: dict(high=np.full(3, high), high_rejections=np.full(3, rej),
                      alt_resolved=np.full(3, alt), alt_correct=np.full(3, alt))
              for m in M.POINTWISE}
+    rates = {**rates, **{f: rates[r] for r, f in zip(M.POINTWISE, M.FULL_SPEND, strict=True)
+                         if f not in rates}}
     full = {m: dict(correct=np.asarray(v), wrong=np.zeros(3), unresolved=1 - np.asarray(v),
                     spent=np.ones(3), steps=np.ones(3), contrastive_correct=np.asarray(v))
             for m, v in rates.items()}
     return dict(domain="toy", rates=full, candidates=cands)
 
 
+def test_paper_row_uses_the_full_spend_baselines_and_the_cap_row_the_stopping_ones():
+    """The paper's 'same evaluation budget' row compares with the agents that spend the
+    budget; the agents that stop at acceptance (same budget cap) get their own extension
+    row: beating only the stopping agents is not a yes for the paper row."""
+    cfg = Config(seeds=3, arms=())
+    rates = {"contrastive": [0.8, 0.82, 0.79], "shannon": [0.5, 0.52, 0.49],
+             "bayes": [0.5, 0.51, 0.5], "evalue": [0.3, 0.31, 0.3],
+             "shannon-full": [0.79, 0.83, 0.8], "bayes-full": [0.5, 0.51, 0.5],
+             "evalue-full": [0.3, 0.31, 0.3]}
+    cl = {c.claim: c for c in R.claims(cfg, [_fake(rates)])}
+    assert cl[R.C_RESOLVED].verdict != "yes" and "no early stop" in cl[R.C_RESOLVED].measured
+    assert cl[R.C_CAP].verdict == "yes" and cl[R.C_CAP].kind == "extension"
+    assert "same budget cap" in cl[R.C_CAP].claim
+
+
+def test_arm_claims_can_say_no():
+    """Each misspecified arm has an extension row; with the truth missing, a contrastive
+    agent that resolves (falsely) more often than every baseline gets 'no'."""
+    cfg = Config(seeds=3, arms=("missing", "noisy"))
+    good = _fake({"contrastive": [0.8, 0.82, 0.79], **{m: [0.3, 0.31, 0.3]
+                                                       for m in M.POINTWISE}})
+    bad = _fake({m: [0.0] * 3 for m in ("contrastive", *M.POINTWISE)})
+    bad["rates"]["contrastive"]["wrong"] = np.array([0.9, 0.92, 0.91])
+    good["arms"] = {"missing": bad, "noisy": _fake({m: [0.3, 0.31, 0.3] for m in
+                                                    ("contrastive", *M.POINTWISE)})}
+    cl = R.claims(cfg, [good])
+    arm = [c for c in cl if "missing" in c.claim or "noisy" in c.claim]
+    assert [c.kind for c in arm] == ["extension"] * 2
+    assert [c.verdict for c in arm] == ["no", "no"], arm
+
+
 def test_claims_can_say_no_and_not_tested():
-    cfg = Config(seeds=3)
+    cfg = Config(seeds=3, arms=())
     worse = _fake({"contrastive": [0.1, 0.15, 0.12], "shannon": [0.5, 0.55, 0.52],
                    "bayes": [0.5, 0.6, 0.55], "evalue": [0.4, 0.45, 0.42]}, rej=1.0, alt=0.0)
     cl = R.claims(cfg, [worse])
-    assert [c.kind for c in cl] == ["paper", "paper", "paper", "extension"]
-    assert cl[0].verdict == "no" and cl[3].verdict == "no"
+    assert [c.kind for c in cl] == ["paper", "paper", "paper", "extension", "extension"]
+    assert cl[0].verdict == "no" and cl[3].verdict == "no" and cl[4].verdict == "no"
     assert cl[1].verdict == "no" and cl[2].verdict == "no"  # 25% rejections, none resolve
     none = _fake({m: [0.5, 0.5, 0.5] for m in ("contrastive", *M.POINTWISE)}, high=0.0, rej=0.0)
     cl = R.claims(cfg, [none])
@@ -185,7 +279,7 @@ def test_resolved_claim_needs_every_baseline_beyond_the_margin_holm_corrected():
     """Claim 1 is one row over the three baselines: yes only when each is beaten by more
     than resolved_margin after Holm's correction; a baseline within the margin makes it
     not shown; the margin is the configuration's, stated in the test text."""
-    cfg = Config(seeds=4, resolved_margin=0.1)
+    cfg = Config(seeds=4, resolved_margin=0.1, arms=())
     rates = {"contrastive": [0.8, 0.82, 0.79, 0.81], "shannon": [0.5, 0.52, 0.49, 0.5],
              "bayes": [0.5, 0.51, 0.5, 0.52], "evalue": [0.3, 0.31, 0.3, 0.29]}
     cl = R.claims(cfg, [_fake({k: v[:3] for k, v in rates.items()})])
@@ -220,7 +314,7 @@ def test_negative_control_no_paper_claim_says_yes():
     are rejections by right, so that row is not asserted there.)"""
     from jaxkit.contrastive.experiment import compare
 
-    cfg = Config(seeds=4, questions=6)
+    cfg = Config(seeds=4, questions=6, arms=())
     rng = np.random.default_rng(0)
     for wrong in (False, True):
         res = compare(_indistinguishable(rng, wrong), "control", cfg)
@@ -230,14 +324,16 @@ def test_negative_control_no_paper_claim_says_yes():
         must_fail = [R.C_RESOLVED, R.C_ALTERNATIVES] + ([] if wrong else [R.C_REJECTIONS])
         assert [c for c in must_fail if paper[c] == "yes"] == [], cl
         assert res["rates"]["contrastive"]["correct"].max() == 0  # never resolves
+        assert res["rates"]["shannon-full"]["spent"].min() == cfg.budget  # all of it
 
 
 @pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_tiny_pipeline_runs_and_resumes(tmp_path):
     r = P.run(RunContext(out_dir=tmp_path, config=TINY, quick=True))
-    # three paper rows, two extensions (per domain; EIG selection vs the random design)
-    assert len(r.claims) == 5 and len(r.figures) == 2
-    assert [c.kind for c in r.claims] == ["paper"] * 3 + ["extension"] * 2
+    # three paper rows; extensions: budget cap, per domain, random design, three arms
+    assert len(r.claims) == 9 and len(r.figures) == 2
+    assert [c.kind for c in r.claims] == ["paper"] * 3 + ["extension"] * 6
+    assert "Misspecified arms" in r.markdown and "no early stop" in r.markdown
     assert all(f.is_file() for f in r.figures)
     assert "| physics_law | contrastive (EIG/cost) |" in r.markdown
     pd = r.metrics["per_domain"]
@@ -254,7 +350,7 @@ def test_tiny_pipeline_runs_and_resumes(tmp_path):
 @pytest.mark.slow
 def test_quick_pipeline(tmp_path):
     r = P.run(RunContext(out_dir=tmp_path, config=QUICK, quick=True))
-    assert len(r.claims) == 5 and len(r.metrics["per_domain"]) == 6
+    assert len(r.claims) == 9 and len(r.metrics["per_domain"]) == 6
 
 
 # ------------------------------------------------------------------ user models

@@ -21,7 +21,10 @@ detects it only by reading the step's context. ``steer_site`` marks the ``.`` cl
   documents (window ending at each token), thresholded at a false-positive rate of
   ``fpr`` on the fit half's other tokens; the share of the test half's backtracking
   positions it detects (:func:`jaxkit.tempbench.probes.detection_at_fpr`), with
-  ``detect_fpr``, the false-positive rate it reaches on the test half;
+  ``detect_fpr``, the false-positive rate it reaches on the test half. A latent that
+  marks every first-step end passes this test without telling wrong from right, so
+* ``detect_hard`` is the same with the step ends only (wrong vs correct first steps, the
+  same ``.`` token): the latent and threshold chosen on the fit half's step ends;
 * ``steer_sel`` / ``steer_rand``: the mean change in ``log p(" Wait")`` at the test
   half's ``steer_site`` positions when the selected latent's atom (or a random live
   latent's) of norm ``norm`` is added over the window ending there
@@ -41,7 +44,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from .probes import auroc_columns, detection_at_fpr
+from .probes import auroc_columns, candidate_columns, detection_at_fpr
 from .steer import atom_of, steer_deltas, target_logprob
 
 __all__ = ["Traces", "make_traces", "detect_and_steer", "CAPITALS", "WAIT"]
@@ -121,8 +124,9 @@ def make_traces(tokenizer, seed: int, *, n_docs: int, doc_len: int,
 
 
 def _select(codes_fit: np.ndarray, y_fit: np.ndarray) -> int:
-    au = auroc_columns(codes_fit, y_fit)
-    return int(np.nanargmax(np.where(np.isfinite(au), au, -np.inf)))
+    cand = candidate_columns(codes_fit, y_fit, 512)
+    au = auroc_columns(codes_fit[:, cand], y_fit)
+    return int(cand[int(np.nanargmax(np.where(np.isfinite(au), au, -np.inf)))])
 
 
 def detect_and_steer(key, method: str, params, codes: dict, labels: dict, *, window: int,
@@ -147,7 +151,7 @@ def detect_and_steer(key, method: str, params, codes: dict, labels: dict, *, win
       max_sites: the most steering positions (evenly spaced over the test half).
 
     Returns:
-      ``{"detect", "detect_fpr"}`` and with ``lm`` ``{"steer_sel", "steer_rand",
+      ``{"detect", "detect_fpr", "detect_hard"}`` and with ``lm`` ``{"steer_sel", "steer_rand",
       "steer"}``.
     """
     bt_fit, _ = labels["fit"]
@@ -156,6 +160,14 @@ def detect_and_steer(key, method: str, params, codes: dict, labels: dict, *, win
     det, f = detection_at_fpr(codes["fit"][:, best], bt_fit, codes["test"][:, best], bt_test,
                               fpr)
     out = {"detect": det, "detect_fpr": f}
+    site_fit = labels["fit"][1]
+    hf, ht = bt_fit | site_fit, bt_test | site_test  # step ends only: wrong vs right
+    if bt_fit[hf].any() and (~bt_fit[hf]).any():
+        hb = _select(codes["fit"][hf], bt_fit[hf])
+        out["detect_hard"] = detection_at_fpr(codes["fit"][hf, hb], bt_fit[hf],
+                                              codes["test"][ht, hb], bt_test[ht], fpr)[0]
+    else:
+        out["detect_hard"] = float("nan")
     if lm is None:
         return out
     T = window

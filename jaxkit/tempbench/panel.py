@@ -94,7 +94,7 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
             name="tempbench-real", k_probe=cfg.k_probe, lmc=lmc, splice_docs=cfg.splice_docs,
             traces=traces, fpr=cfg.bt_fpr,
             steer_norm=cfg.steer_scale * float(np.sqrt(docs.acts.shape[-1])),
-            steer_sites=cfg.steer_sites))
+            steer_sites=cfg.steer_sites, probe_docs=cfg.probe_docs))
     info["real"] = ctx.stage("tempbench-real", compare)
     if cfg.store_steps:
         T = cfg.real_windows[0]
@@ -105,7 +105,7 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
                 k=cfg.real_k, steps=cfg.store_steps, batch_size=cfg.batch_size, lr=cfg.lr,
                 mesh=ctx.mesh, checkpoint_dir=ctx.out_dir / "checkpoints" / "store",
                 resume=ctx.resume)
-            held = real.held_out_windows(docs, T)
+            held = real.held_out_windows(docs, T, probe_docs=cfg.probe_docs)
             return dict(fvu=stream.window_fvu(r.params, held, cfg.real_k * T),
                         mesh=r.config["mesh"], steps=cfg.store_steps,
                         shards=len(list(acts.glob("*.safetensors"))))

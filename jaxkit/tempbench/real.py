@@ -60,12 +60,14 @@ def _windows(a: np.ndarray, T: int) -> np.ndarray:
     return a[:, idx]
 
 
-def _split(n: int, test_every: int):
+def _split(n: int, test_every: int, probe_docs: int | None = None):
     ids = np.arange(n)
     test = ids[ids % test_every == test_every - 1]
     train = ids[ids % test_every != test_every - 1]
     half = len(test) // 2  # equal halves: one compiled encoder per method
-    return train, test[:half], test[half:2 * half]
+    if probe_docs is not None:
+        half = min(half, max(probe_docs // 2, 1))
+    return train, test[:half], test[len(test) // 2:len(test) // 2 + half]
 
 
 class LMContext(NamedTuple):
@@ -83,7 +85,7 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
                  name: str = "real", test_every: int = 4, k_probe: int = 5,
                  lmc: LMContext | None = None, splice_docs: int = 8,
                  traces: Any = None, fpr: float = 0.05, steer_norm: float = 8.0,
-                 steer_sites: int = 64) -> dict[str, Any]:
+                 steer_sites: int = 64, probe_docs: int | None = None) -> dict[str, Any]:
     """Train every method for every window and seed on the training documents and probe
     the held-out ones on every task of ``docs.labels`` (module docstring). With ``lmc``
     (the recorded model) each dictionary is also spliced into it
@@ -92,7 +94,8 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
     :func:`jaxkit.tempbench.backtracking.make_traces` and their recorded activations, in
     the corpus's units; the first half fits, the second tests), scored on backtracking
     (detection at ``fpr``; steering towards " Wait" with atoms of norm ``steer_norm`` for
-    the TC and the per-token SAE).
+    the TC and the per-token SAE). ``probe_docs``: at most this many held-out documents
+    are probed (half fit, half test; None: all).
 
     Returns:
       ``{"T=..": {method or reference: {"<task>/<metric>": per-seed array, "fvu", "l0",
@@ -105,7 +108,7 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
     if "mlc" in methods and docs.layers is None:
         methods = tuple(m for m in methods if m != "mlc")  # one layer: no MLC
     tasks = tuple(docs.labels)
-    tr, fit_ids, te_ids = _split(docs.acts.shape[0], test_every)
+    tr, fit_ids, te_ids = _split(docs.acts.shape[0], test_every, probe_docs)
     if len(fit_ids) < 1 or len(te_ids) < 1:
         raise ValueError(f"{docs.acts.shape[0]} documents leave no held-out probe documents "
                          f"(every {test_every}-th is held out, split in two)")
@@ -208,9 +211,10 @@ def _task_metrics(reps: dict, parts: dict, k_probe: int, tasks) -> dict[str, flo
     return met
 
 
-def held_out_windows(docs: Documents, T: int, test_every: int = 4) -> np.ndarray:
+def held_out_windows(docs: Documents, T: int, test_every: int = 4,
+                     probe_docs: int | None = None) -> np.ndarray:
     """The probe-test windows of :func:`compare_real` ``(N, T, d)``."""
-    _, _, te = _split(docs.acts.shape[0], test_every)
+    _, _, te = _split(docs.acts.shape[0], test_every, probe_docs)
     w = _windows(docs.acts[te], T)
     return w.reshape(-1, T, w.shape[-1])
 

@@ -152,6 +152,7 @@ def real_markdown(cfg: Config, info: dict) -> tuple[str, dict]:
         bt = [m for m in res if "bt/detect" in res[m]]
         if bt:
             cols = [("detection rate", "bt/detect"), ("test FPR", "bt/detect_fpr"),
+                    ("detection, step ends only", "bt/detect_hard"),
                     ("Δ log p(Wait), selected", "bt/steer_sel"),
                     ("Δ log p(Wait), random", "bt/steer_rand"),
                     ("selected - random", "bt/steer")]
@@ -308,7 +309,9 @@ def backtracking_claims(cfg: Config, info: dict | None) -> list[Claim]:
                   f"wrong-step positions at FPR {cfg.bt_fpr:g}, TC - per-token SAE > 0.)",
                   real, "bt/detect",
                   "detection: best-AUROC latent chosen on the fit traces, threshold at the "
-                  "fixed FPR on the fit traces' other tokens, rate on the test traces. "
+                  "fixed FPR on the fit traces' other tokens, rate on the test traces "
+                  "(the report also gives the rate among step ends only, wrong vs right "
+                  "first steps, which a latent marking every step end cannot pass). "
                   "The paper's 40% is a ratio; the test asks only for a positive "
                   "difference. SmolLM2-135M stand-in, templated traces (not a reasoning "
                   "model)")

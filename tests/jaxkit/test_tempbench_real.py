@@ -312,7 +312,22 @@ def test_detection_at_a_fixed_false_positive_rate():
     labels = {p: (y[sl], np.zeros(1000, bool)) for p, sl in (("fit", slice(0, 1000)),
                                                                ("test", slice(1000, 2000)))}
     out = BT.detect_and_steer(jax.random.key(0), "tc", None, codes, labels, window=2, fpr=0.05)
-    assert out == {"detect": 1.0, "detect_fpr": 0.0}
+    assert out["detect"] == 1.0 and out["detect_fpr"] == 0.0
+    assert np.isnan(out["detect_hard"])  # no step ends marked: nothing to tell apart
+    # step ends: a latent on every step end detects all of them among all tokens but
+    # cannot tell wrong from right; latent 1 knows which are wrong
+    ends = np.zeros(2000, bool)
+    ends[::5] = True
+    wrong = ends & (np.arange(2000) % 10 == 0)
+    codes = {p: np.stack([ends[sl] * 1.0, wrong[sl] * 2.0 + ends[sl]], 1)
+             for p, sl in (("fit", slice(0, 1000)), ("test", slice(1000, 2000)))}
+    labels = {p: (wrong[sl], (ends & ~wrong)[sl]) for p, sl in (("fit", slice(0, 1000)),
+                                                                ("test", slice(1000, 2000)))}
+    out = BT.detect_and_steer(jax.random.key(0), "tc", None, codes, labels, window=2, fpr=0.05)
+    assert out["detect"] == 1.0 and out["detect_hard"] == 1.0
+    codes = {p: c[:, :1] for p, c in codes.items()}  # only the step-end latent
+    out = BT.detect_and_steer(jax.random.key(0), "tc", None, codes, labels, window=2, fpr=0.05)
+    assert out["detect_hard"] == 0.0  # threshold above every step end: nothing told apart
 
 
 def test_auroc_and_probe_scores_against_sklearn():

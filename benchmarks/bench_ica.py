@@ -3,26 +3,23 @@
 Run ``python benchmarks/bench_ica.py [--quick] [--json FILE] [--runs N] [--only CASES]``
 (or ``jaxkit bench ica``). Cases (``--only`` takes a comma list):
 
+* ``default``   -- the headline: the call a user writes, ``jit(vmap(fastica(key, x)))`` with
+  the kernel's defaults on 128 float32 datasets (2000, 10), interleaved with
+  scikit-learn's ``FastICA()`` defaults in a loop (``benchmarks/_ica_default_case.py``).
 * ``batched``   -- 256 datasets (n=2000, d=10, Laplace/uniform sources, random mixing):
-  ``jax.jit(jax.vmap(fastica))`` on one CPU device and, when the host has several cores,
-  ``jaxkit.distributed.sharded_vmap`` (one shard per CPU device); against scikit-learn's
-  ``FastICA`` in a Python loop (same ``w_init``, whitening solver, ``tol``, ``max_iter``)
-  with 1 BLAS thread, default threads, and a process per core (joblib, 1 thread each).
+  ``jit(vmap(fastica))`` on one CPU device and ``sharded_vmap`` over the CPU devices;
+  against scikit-learn's ``FastICA`` loop (same ``w_init``, ``--solver``, ``tol``,
+  ``max_iter``) at 1 BLAS thread, default threads, and joblib (a process per core).
 * ``batched32`` -- the same in float32 on both sides.
 * ``large``     -- one dataset n=200,000, d=50: ``fastica`` vs ``FastICA``.
 * ``lingam``    -- ICA-LiNGAM and DirectLiNGAM end to end (64 ER graphs, d=10, n=1000,
   ~2 edges/node, Laplace noise, weights +-U[0.5, 2]), per dataset and batched, against
-  the ``lingam`` package run in its own virtual environment
-  (``benchmarks/.peer-venv-lingam``, created on first use) through
-  ``benchmarks/peers/lingam_worker.py``.
-* ``bootstrap`` -- DirectLiNGAM bootstrap, 100 resamples of one dataset (n=1000, d=6):
-  ``jaxkit.kernels.lingam.bootstrap`` (one ``jit(vmap)`` over the resamples; and sharded
-  over the CPU devices) against lingam's ``DirectLiNGAM().bootstrap`` (a Python loop of
-  refits, 1 BLAS thread), with the edge probabilities of both side by side.
+  ``lingam`` in ``benchmarks/.peer-venv-lingam`` via ``peers/lingam_worker.py``.
+* ``bootstrap`` -- DirectLiNGAM bootstrap, 100 resamples of (1000, 6): ``lingam.bootstrap``
+  (one ``jit(vmap)``; and sharded) against ``DirectLiNGAM().bootstrap`` (1 BLAS thread).
 
-Both sides get the same data in one run; float64 (``jax_enable_x64``) unless the case
-says float32. Accuracy (Amari distance, n_iter, SHD/F1 via
-``jaxkit.kernels.graph.edge_metrics``) is printed next to the times.
+Both sides get the same data; float64 unless the case says float32. Accuracy (Amari
+distance, n_iter, SHD/F1) is printed next to the times.
 """
 
 from __future__ import annotations
@@ -39,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 VENV = HERE / ".peer-venv-lingam"
 WORKER = HERE / "peers" / "lingam_worker.py"
 LINGAM_SPEC = "lingam==1.13.0"
-CASES = ("batched", "batched32", "large", "lingam", "bootstrap")
+CASES = ("default", "batched", "batched32", "large", "lingam", "bootstrap")
 
 
 def _configure_jax() -> int:
@@ -159,11 +156,6 @@ def _n_bad(comps) -> int:
     return int(np.sum(~np.all(np.isfinite(c.reshape(c.shape[0], -1)), axis=1)))
 
 
-def _rel_diff(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
-
-
 def _rel_diffs(a, b) -> np.ndarray:
     """Per dataset: max |a - b| / max |b| (a, b of shape (B, k, d))."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
@@ -171,10 +163,8 @@ def _rel_diffs(a, b) -> np.ndarray:
 
 
 def _sharded(one, data):
-    """``vmap(one)`` with the batch split over all CPU devices, through the project's
-    :func:`jaxkit.distributed.sharded_vmap` (``shard_map`` of ``vmap``, no collectives).
-    Returns the jitted global function and the inputs placed (padded if needed) on the
-    mesh."""
+    """``vmap(one)`` split over all CPU devices (:func:`jaxkit.distributed.sharded_vmap`):
+    the jitted global function and the inputs placed (padded if needed) on the mesh."""
     from jaxkit import distributed as jd
 
     mesh = jd.make_mesh()
@@ -289,7 +279,7 @@ def case_large(args, rows, results):
     sk_comps, sk_iter = _sk_fastica(x, w0, solver, max_iter, tol)
     am_j, am_s = _amari_median(comps[None], a[None]), _amari_median(sk_comps[None], a[None])
     acc_j = (f"Amari {am_j:.1e}; n_iter {int(n_iter)}; conv {bool(conv)}; "
-             f"rel diff to sklearn {_rel_diff(comps, sk_comps):.0e}")
+             f"rel diff to sklearn {float(_rel_diffs(comps[None], sk_comps[None])[0]):.0e}")
     acc_s = f"Amari {am_s:.1e}; n_iter {int(sk_iter)}"
     name = f"FastICA 1 dataset (n={n}, d={d}, {solver})"
     for plabel, prec in (("sklearn, default threads", skd), ("sklearn, 1 thread", sk1r)):
@@ -300,7 +290,7 @@ def case_large(args, rows, results):
         jaxkit=rec, peers={"sklearn, default threads": skd, "sklearn, 1 thread": sk1r},
         accuracy=dict(amari_jaxkit=am_j, amari_sklearn=am_s, n_iter_jaxkit=int(n_iter),
                       n_iter_sklearn=int(sk_iter), converged=bool(conv),
-                      max_rel_diff_components=_rel_diff(comps, sk_comps)))
+                      max_rel_diff_components=float(_rel_diffs(comps[None], sk_comps[None])[0])))
 
 
 def ensure_lingam_venv(venv: Path = VENV, timeout: float = 1800) -> Path:
@@ -554,8 +544,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peer-runs", type=int, default=5, help="timed runs per peer (default 5)")
     p.add_argument("--peer-runs-lingam", type=int, default=3,
                    help="timed loops per lingam configuration (default 3)")
-    p.add_argument("--solver", choices=("eigh", "svd"), default="eigh",
-                   help="whitening solver, both sides (default eigh)")
+    p.add_argument("--solver", choices=("eigh", "svd"), default="svd",
+                   help="whitening solver of the other cases, both sides (default svd, the "
+                        "kernel's and scikit-learn's default)")
+    p.add_argument("--sets", type=int, default=128, help="datasets of the default case")
     p.add_argument("--criterion", choices=("bic", "bic_sklearn"), default="bic_sklearn",
                    help="jaxkit LiNGAM pruning criterion (bic_sklearn = lingam's LassoLarsIC)")
     args = p.parse_args(argv)
@@ -563,8 +555,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = sorted(set(cases) - set(CASES))
     if bad:
         p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
-    if args.runs < 1 or args.peer_runs < 1:
-        p.error("--runs and --peer-runs must be >= 1")
+    if args.runs < 1 or args.peer_runs < 1 or args.sets < 1:
+        p.error("--runs, --peer-runs and --sets must be >= 1")
 
     _configure_jax()
     from jaxkit import bench
@@ -572,6 +564,11 @@ def main(argv: list[str] | None = None) -> int:
     env = bench.environment()
     rows, results = [], {}
     t0 = time.perf_counter()
+    if "default" in cases:
+        sys.path.insert(0, str(HERE))  # also when imported by path (`jaxkit bench ica`)
+        from _ica_default_case import case_default
+
+        case_default(args, rows, results, ica_data, _amari_median, _sharded)
     if "batched" in cases:
         case_batched(args, np.float64, rows, results)
     if "batched32" in cases:

@@ -19,6 +19,8 @@ measure, sortability); pipelines map seeds one at a time (misaligned).
 
 from __future__ import annotations
 
+import functools
+
 import jax
 
 __all__ = ["map_over_batch", "resolve_sequential_vmap"]
@@ -65,6 +67,10 @@ def map_over_batch(f, *, sequential: bool):
         sequential: the batching rule (static): ``True`` maps the batch members with
             ``lax.map``, ``False`` is plain ``vmap`` batching.
 
+    Reverse mode: JAX cannot transpose a custom ``vmap`` rule, so ``jax.grad`` through
+    the returned function raises a ``ValueError`` saying so (instead of JAX's bare
+    "Linearization failed"); forward mode (``jax.jvp``, ``jax.jacfwd``) works.
+
     Returns:
         A function with ``f``'s signature and values and the chosen ``vmap`` rule.
     """
@@ -89,4 +95,20 @@ def map_over_batch(f, *, sequential: bool):
         out = jax.lax.map(one, batched)
         return out, jax.tree.map(lambda _: True, out)
 
-    return g
+    # the enclosing public kernel for a closure ("fastica.<locals>.core" -> "fastica")
+    name = getattr(f, "__qualname__", "the kernel").split(".<locals>")[0]
+
+    @functools.wraps(f)
+    def call(*args):
+        try:
+            return g(*args)
+        except ValueError as e:  # JAX's reverse-mode failure on the custom vmap rule
+            if "Linearization failed" not in str(e):
+                raise
+            raise ValueError(
+                f"reverse-mode differentiation (jax.grad, jax.vjp) is not supported through "
+                f"{name}: it runs under a custom vmap rule (map_over_batch, "
+                f"kernels/_batching.py) that JAX can only differentiate in forward mode; "
+                f"use jax.jvp or jax.jacfwd") from e
+
+    return call

@@ -8,16 +8,16 @@ import jax.numpy as jnp
 
 from .checks import fail_first
 
-__all__ = ["screened_check"]
+__all__ = ["screened_check", "screened_flags"]
 
 
-def screened_check(x, mean, xc, out):
-    """:func:`check_data_matrix`'s value checks on ``x`` (finite, no constant column),
-    attached to ``out``, without their pass over the data in the common case: finite
-    column means and sums of squares ``ss`` prove ``x`` finite, and a column with
-    ``2 sd > 10 eps max(|mean| + sqrt(ss), 1)`` (``sd = sqrt(ss / n)``) cannot be
-    constant, since its range is at least ``2 sd`` and ``|x_ij| <= |mean_j| + sqrt(ss_j)``.
-    Only when that screen fails is the exact max/min check run (``lax.cond``)."""
+def screened_flags(x, mean, xc):
+    """:func:`check_data_matrix`'s value checks on ``x`` as flags ``(nonfinite,
+    constant)``, without their pass over the data in the common case: finite column means
+    and sums of squares ``ss`` prove ``x`` finite, and a column with ``2 sd > 10 eps
+    max(|mean| + sqrt(ss), 1)`` (``sd = sqrt(ss / n)``) cannot be constant, since its range
+    is at least ``2 sd`` and ``|x_ij| <= |mean_j| + sqrt(ss_j)``. Only when that screen
+    fails is the exact max/min check run (``lax.cond``)."""
     n = x.shape[0]
     # a product, not a reduction: see kernels/_rowmeans.py
     ss = jnp.ones((n,), xc.dtype) @ (xc * xc)
@@ -33,7 +33,13 @@ def screened_check(x, mean, xc, out):
         return nonfinite, jnp.any(hi - lo <= 10 * eps * scale)
 
     false = jnp.asarray(False)
-    nonfinite, const = jax.lax.cond(fast, lambda: (false, false), exact)
+    return jax.lax.cond(fast, lambda: (false, false), exact)
+
+
+def screened_check(x, mean, xc, out):
+    """:func:`screened_flags` as checks attached to ``out`` (``equinox.error_if`` under
+    ``jit``, see :mod:`jaxkit.kernels.checks`)."""
+    nonfinite, const = screened_flags(x, mean, xc)
     return fail_first(out, [(nonfinite, "`x` contains NaN or inf values"),
                             (const, "`x` has a constant column (zero variance); drop it "
                                     "before fitting")])

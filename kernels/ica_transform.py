@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -49,3 +50,14 @@ def inverse_transform(result, s: Float[Array, "m k"]) -> Float[Array, "m d"]:
     if s.ndim != 2 or s.shape[1] != k:
         raise ValueError(f"`s` must have shape (m, {k}); got {s.shape}")
     return s @ result.mixing.T + result.mean
+
+
+def _mixing(comps: Float[Array, "k d"]) -> Float[Array, "d k"]:
+    """The mixing matrix ``pinv(components)`` (as scikit-learn): for a square, invertible
+    unmixing an LU inverse (the same matrix, cheaper than the SVD behind ``pinv``), with
+    ``pinv`` where that inverse is not finite or k < d."""
+    if comps.shape[0] != comps.shape[1]:
+        return jnp.linalg.pinv(comps)
+    inv = jnp.linalg.inv(comps)
+    return jax.lax.cond(jnp.all(jnp.isfinite(inv)), lambda: inv,
+                        lambda: jnp.linalg.pinv(comps))

@@ -1,0 +1,103 @@
+"""The default ``svd`` whitening (two Gram passes in XLA products, LAPACK's SVD of the data
+where those are not as accurate): agreement with scikit-learn's ``svd`` whitening on
+well- and ill-conditioned data, the rank-deficient flag per dataset under ``vmap``, and
+reverse-mode differentiation through ``fastica`` failing with a clear error."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxkit.kernels import ica
+from jaxkit.kernels._gram_svd import gram_svd
+from sklearn.decomposition import FastICA
+from sklearn.exceptions import ConvergenceWarning
+
+
+def _graded(kappa, n=400, d=5, seed=0, dtype=np.float64):
+    """Data whose centred singular values run geometrically from 1 to 1 / kappa."""
+    rng = np.random.default_rng(seed)
+    u, _ = np.linalg.qr(rng.normal(size=(n, d)))
+    v, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    u -= u.mean(0)
+    return ((u * np.logspace(0, -np.log10(kappa), d)) @ v.T * 3 + 5).astype(dtype)
+
+
+def _sk_whitening(x):
+    """scikit-learn's svd whitening K (times sqrt(n), as jaxkit's ``whitening``)."""
+    m = FastICA(whiten_solver="svd", max_iter=1, w_init=np.eye(x.shape[1]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m.fit(x)
+    return m.whitening_ * np.sqrt(x.shape[0])
+
+
+@pytest.mark.parametrize("kappa, fast", [(10.0, True), (1e6, True), (1e11, False)])
+def test_gram_svd_matches_lapack_svd_where_it_says_so(kappa, fast):
+    x = _graded(kappa)
+    xc = x - x.mean(0)
+    u, s, accurate = jax.jit(gram_svd)(jnp.asarray(xc))
+    assert bool(accurate) == fast
+    s_ref = np.linalg.svd(xc, compute_uv=False)
+    if fast:
+        np.testing.assert_allclose(np.asarray(s), s_ref, rtol=1e-9 * kappa, atol=0)
+        np.testing.assert_allclose(np.abs(np.asarray(u).T @ np.linalg.svd(xc)[2].T),
+                                   np.eye(5), atol=1e-7)
+
+
+def test_gram_svd_float32_falls_back_beyond_its_accuracy():
+    xc = _graded(1e6, dtype=np.float32)
+    xc = xc - xc.mean(0)
+    assert not bool(gram_svd(jnp.asarray(xc))[2])
+    assert bool(gram_svd(jnp.asarray(_graded(10.0, dtype=np.float32) - 5))[2])
+
+
+@pytest.mark.parametrize("kappa", [3.0, 1e5, 1e11])
+def test_svd_whitening_matches_sklearn(kappa):
+    """Both branches (Gram passes at 3 and 1e5, LAPACK's SVD at 1e11) give scikit-learn's
+    svd whitening, eagerly and under jit(vmap)."""
+    x = _graded(kappa)
+    ref = _sk_whitening(x)
+    w = ica.whiten(jnp.asarray(x)).whitening
+    np.testing.assert_allclose(np.asarray(w), ref, rtol=1e-6 * max(1.0, kappa / 1e5),
+                               atol=1e-9 * np.abs(ref).max())
+    wb = jax.jit(jax.vmap(lambda x: ica.whiten(x).whitening))(jnp.asarray(x)[None])
+    np.testing.assert_allclose(np.asarray(wb[0]), np.asarray(w), rtol=1e-12,
+                               atol=1e-12 * np.abs(ref).max())
+
+
+def test_rank_flag_per_dataset_under_vmap_with_both_branches():
+    """A collinear dataset, a well-conditioned one and an ill-conditioned but resolvable
+    one (LAPACK branch) in one jit(vmap(fastica)): only the first is flagged."""
+    rng = np.random.default_rng(1)
+    good = rng.laplace(size=(400, 5)) @ (rng.normal(size=(5, 5)) + 2 * np.eye(5))
+    ill = _graded(1e11, seed=2)
+    bad = good.copy()
+    bad[:, 4] = bad[:, 0] + 2 * bad[:, 1]
+    xs = jnp.asarray(np.stack([bad, good, ill]))
+    ws = jnp.asarray(np.stack([np.eye(5)] * 3))
+    r = jax.jit(jax.vmap(lambda x, w: ica.fastica(None, x, w_init=w)))(xs, ws)
+    assert r.rank_deficient.tolist() == [True, False, False]
+    assert bool(r.converged[1])
+    assert bool(jnp.all(jnp.isfinite(r.components)))
+    one = ica.fastica(None, jnp.asarray(good), w_init=jnp.eye(5))
+    np.testing.assert_allclose(np.asarray(r.components[1]), np.asarray(one.components),
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_grad_through_fastica_is_a_clear_error_and_jvp_works():
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.laplace(size=(200, 3)) @ rng.normal(size=(3, 3)))
+    w = jnp.asarray(rng.normal(size=(3, 3)))
+
+    def f(x):
+        return jnp.sum(ica.fastica(None, x, w_init=w).sources[:, 0] ** 3)
+
+    with pytest.raises(ValueError, match="reverse-mode differentiation.*fastica.*jax.jvp"):
+        jax.grad(f)(x)
+    dx = jnp.asarray(rng.normal(size=x.shape))
+    _, tangent = jax.jvp(f, (x,), (dx,))
+    eps = 1e-6
+    fd = (f(x + eps * dx) - f(x - eps * dx)) / (2 * eps)
+    np.testing.assert_allclose(float(tangent), float(fd), rtol=1e-4)

@@ -10,6 +10,8 @@ recovered) and scored on the backtracking traces (:mod:`jaxkit.tempbench.real`,
 ``tempbench-store``: the temporal crosscoder streamed from the store with the dictionary
 sharded over the mesh (:mod:`jaxkit.tempbench.stream`).
 
+Backtracking needs the correction marker " Wait" to be one token of the model's
+vocabulary (SmolLM2's is); otherwise it is skipped and the claims say "not tested".
 The model is loaded when the store is ours, or when the user's ``acts.json`` names a
 model jaxkit can load with the layer and scale it was recorded at; otherwise splicing and
 backtracking are skipped (the report says so).
@@ -84,7 +86,7 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
 
     def compare():
         traces = None
-        if lmc is not None and cfg.bt_docs >= 4:
+        if lmc is not None and cfg.bt_docs >= 4 and len(lm.tokenizer.encode(BT.WAIT)) == 1:
             tr = BT.make_traces(lm.tokenizer, ctx.seed, n_docs=cfg.bt_docs,
                                 doc_len=cfg.doc_len)
             traces = (lm_acts.stream_of(lm, tr.docs, lmc.layer, lmc.scale), tr)

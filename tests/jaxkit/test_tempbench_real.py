@@ -513,3 +513,38 @@ def test_pipeline_stage_reads_a_user_directory(store_dir, tmp_path, monkeypatch)
     assert info["source"] == str(store_dir)
     md, _ = report_real.real_markdown(cfg, info)
     assert f"the user's activations in `{store_dir}`" in md
+
+
+# slow (about 20 s of CPU, mostly compilation): the pieces (recording, splicing, steering,
+# probes, claims) have their own tests in the default run
+@pytest.mark.slow
+def test_real_panel_end_to_end_on_a_tiny_model(tiny, tmp_path):
+    """The real panel through the pipeline on the tiny random Llama (its tokenizer splits
+    " Wait", so no backtracking): recorded store with two blocks, TC and SAE probed on the
+    tasks and spliced into the model, claims and report; then a bad acts_dir fails when
+    the configuration is built."""
+    from jaxkit.registry import RunContext
+    from jaxkit.tempbench import pipeline as P
+
+    path, _ = tiny
+    text = tmp_path / "t.txt"
+    text.write_text("The cat (a small one) is not here. \"It is,\" she said, \"gone.\"\n\n" * 40)
+    cfg = QUICK.merged({"panel": "real", "lm_model": str(path), "corpus": str(text),
+                        "lm_layers": (1, 0), "act_layer": 1, "doc_len": 16, "real_docs": 32,
+                        "real_docs_per_shard": 16, "real_windows": (2,), "real_latents": 16,
+                        "real_k": 1, "real_steps": 40, "log_every": 20, "batch_size": 32,
+                        "splice_docs": 2, "probe_docs": 8})
+    r = P.run(RunContext(out_dir=tmp_path / "run", config=cfg, quick=True))
+    res = r.metrics["real"]["real"]["T=2"]
+    assert set(res) == {"raw_token", "raw_window", "sae", "tc"}
+    for m in ("sae", "tc"):
+        assert np.isfinite(res[m]["ce_spliced"]["mean"]) and res[m]["kl"]["mean"] >= 0
+        assert "bt/detect" not in res[m]
+    lm = r.metrics["real"]["real"]["lm"]["T=2"]
+    assert lm["ce_zero"] != lm["ce_clean"]
+    meta = json.loads((tmp_path / "run" / "acts" / lm_acts.MANIFEST).read_text())
+    assert meta["layers"] == [1, 0] and meta["n_docs"] == 32
+    paper = [c for c in r.claims if c.kind == "paper"]
+    assert [c.verdict for c in paper[:2]] == ["not tested"] * 2  # panel=real
+    assert [c.verdict for c in paper[3:]] == ["not tested"] * 2  # no " Wait" token
+    assert "loss recovered" in r.markdown and "multi_token_word" in r.markdown

@@ -60,8 +60,10 @@ def case_default(args, rows, results, ica_data, amari_median, sharded):
     for label, (fn, fargs) in forms.items():
         out[label] = np.asarray(jax.block_until_ready(fn(*fargs)))  # compile + first call
     load0 = os.getloadavg()
-    times = {label: [] for label in forms}
-    times["scikit-learn FastICA() loop"] = []
+    from threadpoolctl import threadpool_limits
+
+    sk_label, sk1_label = "scikit-learn FastICA() loop", "scikit-learn loop, 1 BLAS thread"
+    times = {label: [] for label in (*forms, sk_label, sk1_label)}
     sk = None
     for r in range(args.peer_runs + 1):  # round 0 warms up, untimed
         for label, (fn, fargs) in forms.items():
@@ -72,30 +74,39 @@ def case_default(args, rows, results, ica_data, amari_median, sharded):
         t = time.perf_counter()
         sk = _sk_default_loop(x)
         if r:
-            times["scikit-learn FastICA() loop"].append(time.perf_counter() - t)
+            times[sk_label].append(time.perf_counter() - t)
+        with threadpool_limits(1):
+            t = time.perf_counter()
+            _sk_default_loop(x)
+            if r:
+                times[sk1_label].append(time.perf_counter() - t)
     load1 = os.getloadavg()
-    sk_med = float(np.median(times["scikit-learn FastICA() loop"]))
+    sk_med = float(np.median(times[sk_label]))
+    sk1_med = float(np.median(times[sk1_label]))
     am_s = amari_median(sk, a)
     rec = {}
     for label in forms:
         med = float(np.median(times[label]))
         am = amari_median(out[label][: n_sets], a)
         rec[label] = dict(median_s=med, times_s=times[label], ratio=sk_med / med,
-                          amari_median=am)
+                          ratio_1thread=sk1_med / med, amari_median=am)
         runs = np.round(np.array(times[label]) * 1e3, 1).tolist()
         print(f"{label}: median {med * 1e3:.1f} ms (runs {runs}), "
-              f"scikit-learn loop {sk_med * 1e3:.0f} ms: {sk_med / med:.2f}x; Amari median "
+              f"scikit-learn loop {sk_med * 1e3:.0f} ms: {sk_med / med:.2f}x (1 BLAS thread "
+              f"{sk1_med * 1e3:.0f} ms: {sk1_med / med:.2f}x); Amari median "
               f"{am:.1e} (scikit-learn {am_s:.1e})")
         rows.append(dict(case=f"FastICA default call x{n_sets} (n={n}, d={d}) [{label}]",
                          dtype="float32",
                          jax=bench.record_from_times(label, times[label], items=n_sets),
-                         peer=bench.record_from_times("sklearn", times[
-                             "scikit-learn FastICA() loop"], items=n_sets),
+                         peer=bench.record_from_times("sklearn", times[sk_label],
+                                                      items=n_sets),
                          peer_name="scikit-learn FastICA() defaults, loop",
                          acc_jax=f"Amari med {am:.1e}", acc_peer=f"Amari med {am_s:.1e}"))
     print(f"load average before {load0}, after {load1} (2 cores: other work skews both sides)")
     results["default_float32"] = dict(
-        config=dict(n_sets=n_sets, n=n, d=d, max_iter=200, tol=1e-4, interleaved_rounds=
-                    args.peer_runs), jaxkit=rec, sklearn=dict(
-                        median_s=sk_med, times_s=times["scikit-learn FastICA() loop"],
-                        amari_median=am_s), loadavg_before=load0, loadavg_after=load1)
+        config=dict(n_sets=n_sets, n=n, d=d, max_iter=200, tol=1e-4,
+                    interleaved_rounds=args.peer_runs),
+        jaxkit=rec,
+        sklearn=dict(median_s=sk_med, times_s=times[sk_label], amari_median=am_s,
+                     median_1thread_s=sk1_med, times_1thread_s=times[sk1_label]),
+        loadavg_before=load0, loadavg_after=load1)

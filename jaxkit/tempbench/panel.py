@@ -19,10 +19,12 @@ backtracking are skipped (the report says so).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
 
+from jaxkit.io import DataError, user_data
 from jaxkit.registry import RunContext
 
 from . import lm_acts, real, stream
@@ -66,11 +68,13 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
     if not cfg.acts_dir:
         lm = load_model(cfg.lm_model)
         if lm is None:
-            raise ValueError(f"lm_model: {cfg.lm_model!r} cannot be loaded by jaxkit.lm.load")
+            raise DataError(f"lm_model: {cfg.lm_model!r} cannot be loaded by jaxkit.lm.load")
     acts = record_stage(ctx, cfg, lm)
-    docs = lm_acts.load_documents(acts, max_docs=cfg.real_docs,
-                                  with_layers=not cfg.real_methods
-                                  or "mlc" in cfg.real_methods)
+    # the user's store: a bad shard (NaN, ids out of range) is one line naming it
+    with user_data("acts_dir", acts, folder=True) if cfg.acts_dir else contextlib.nullcontext():
+        docs = lm_acts.load_documents(acts, max_docs=cfg.real_docs,
+                                      with_layers=not cfg.real_methods
+                                      or "mlc" in cfg.real_methods)
     meta = docs.meta
     if lm is None and meta.get("model") and "scale" in meta and "layer" in meta:
         lm = load_model(str(meta["model"]))

@@ -161,3 +161,36 @@ def test_bad_actflow_verifier_is_one_line_before_any_work(tmp_path, spec, what):
     out = " ".join(r.output.split())
     assert out.startswith("error:") and "`user_verifier`" in out and what in out, out
     assert not _COMPILES
+
+
+def _nan_store(d):
+    """A TempBench activation store (one safetensors shard, user labels) with a NaN."""
+    from safetensors.numpy import save_file
+
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(8, 6, 4)).astype(np.float32)
+    a[3, 2, 1] = np.nan
+    save_file({"activations": a, "tokens": rng.integers(0, 10, (8, 6)).astype(np.int32),
+               "label.x": rng.integers(0, 2, (8, 6)).astype(np.int8)},
+              str(d / "shard0.safetensors"))
+    (d / "acts.json").write_text(json.dumps({"vocab_size": 10}))
+    return d / "shard0.safetensors"
+
+
+@pytest.mark.parametrize("setting", ["acts_dir", "lm_model"])
+def test_bad_tempbench_store_or_model_is_one_line_before_any_work(tmp_path, setting):
+    if setting == "acts_dir":
+        named = _nan_store(tmp_path / "store")
+        value = named.parent
+    else:
+        named = value = tmp_path / "model.gguf"
+        named.write_bytes(b"not a model")
+    _COMPILES.clear()
+    r = runner.invoke(app, ["run", "tempbench", "--quick", "--out", str(tmp_path / "out"),
+                            "--set", "panel=real", "--set", f"{setting}={value}"])
+    assert r.exit_code == 2, (r.output, r.exception)
+    out = " ".join(r.output.split())
+    assert out.startswith("error:") and named.name in out and len(r.output.strip()
+                                                                   .splitlines()) == 1, out
+    assert not _COMPILES

@@ -78,6 +78,7 @@ SETTINGS = [
     ("cruxbench", "data", ".jsonl", JSONL, []),
     ("pooled-lingam", "data", ".csv", CSV_TABLE, ["env_column="]),
     ("universal-circuits", "activations", "", "folder", []),
+    ("tempbench", "acts_dir", "", "folder", ["panel=real"]),  # wants .safetensors shards
 ]
 CASES = [pytest.param(pipe, setting, suffix, kind, spec, extra,
                        id=f"{pipe}-{setting}-{kind}")

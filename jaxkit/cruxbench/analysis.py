@@ -260,7 +260,8 @@ def forecaster_usefulness(ds, questions: dict, p1, p0) -> np.ndarray:
 
 
 #: the per-seed numbers :func:`seed_stats` returns
-SEED_STATS = ("r_quality", "r_forecaster", "r_own_agent", "heldout_forecaster", "n_quality")
+SEED_STATS = ("r_quality", "r_forecaster", "r_own_agent", "heldout_forecaster", "n_quality",
+              "r_quality_controlled", "sign_agree")
 
 
 def seed_stats(ds, forecast_p1, forecast_p0, *, window: float = 0.0,
@@ -279,7 +280,11 @@ def seed_stats(ds, forecast_p1, forecast_p0, *, window: float = 0.0,
         pools the proposer's own numbers (structural, for comparison);
         ``heldout_forecaster``: the mean over targets of the cross-fitted top-VOI-half
         minus bottom-half difference in the separate forecaster's Brier gain
-        (:func:`heldout_usefulness`); ``n_quality``: proposers with a quality measure.
+        (:func:`heldout_usefulness`); ``n_quality``: proposers with a quality measure;
+        ``r_quality_controlled``: ``r_quality`` with the volatility-controlled realised
+        VOI (the move at the answer minus the path's moves at matched times,
+        :func:`jaxkit.cruxbench.scoring.matched_moves`); ``sign_agree``: the share of
+        answered questions whose price moved the way the answer says.
     """
     sc = score(ds, window=window, clip=clip)
     voi = sc["per_target"]["realised_abs"]
@@ -291,9 +296,12 @@ def seed_stats(ds, forecast_p1, forecast_p0, *, window: float = 0.0,
         u = np.nanmean(use, 0)
         held = float(np.nanmean(d)) if np.isfinite(d).any() else math.nan
     q = np.asarray(ds.quality, float)
+    sign = sc["questions"]["sign_agree"]
     return dict(r_quality=pearson(v, q), r_forecaster=pearson(v, u),
                 r_own_agent=pearson(v, sc["per_proposer"]["brier_gain"]),
-                heldout_forecaster=held, n_quality=float(np.isfinite(q).sum()))
+                heldout_forecaster=held, n_quality=float(np.isfinite(q).sum()),
+                r_quality_controlled=pearson(sc["per_proposer"]["realised_controlled"], q),
+                sign_agree=float(np.nanmean(sign)) if np.isfinite(sign).any() else math.nan)
 
 
 def _z(rs) -> np.ndarray:

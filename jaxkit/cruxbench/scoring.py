@@ -10,7 +10,18 @@ Per question:
   last price before ``resolved_at`` to the last price at or before ``resolved_at +
   window`` (:func:`jaxkit.kernels.belief.update_between`, prices clipped to ``clip``):
   absolute change, logit change and log-score gain for the outcome (the last price
-  when the outcome is unknown).
+  when the outcome is unknown);
+- **volatility-controlled realised VOI** (``realised_controlled``): the absolute move
+  over the answer's window minus ``matched_abs``, the mean absolute move over every
+  window of the same number of price steps elsewhere in the same path that does not
+  overlap the answer's window (:func:`matched_moves`, from
+  :func:`jaxkit.kernels.belief.realised_updates`): a market that moves a lot anyway does
+  not credit the question with its background volatility (NaN where no matched window
+  exists);
+- **sign check** (``sign_agree``): 1 when the realised move goes the way the answer
+  says (its sign that of ``p_s - p_ask``, ``p_s`` the projected conditional of the
+  given answer), 0 when it goes the other way, NaN when the answer, the predicted
+  direction or the move is unknown or zero.
 
 Per (target, proposer): the mean over the proposer's questions about that target, then
 per proposer the mean over targets (each target weighs the same).
@@ -32,15 +43,16 @@ import jax
 import numpy as np
 
 from jaxkit.kernels import checks
-from jaxkit.kernels.belief import cohere, update_between, voi
+from jaxkit.kernels.belief import cohere, realised_updates, update_between, voi
 
 from .data import Dataset
 
-__all__ = ["QUESTION_METRICS", "question_scores", "per_target_proposer", "agent_usefulness",
-           "score"]
+__all__ = ["QUESTION_METRICS", "question_scores", "matched_moves", "per_target_proposer",
+           "agent_usefulness", "score"]
 
 QUESTION_METRICS = ("ex_ante_abs", "ex_ante_sq", "ex_ante_mi", "realised_abs",
-                    "realised_sq", "realised_logit", "realised_log_score")
+                    "realised_sq", "realised_logit", "realised_log_score",
+                    "realised_controlled", "sign_agree")
 
 
 def _price_index(times: np.ndarray, at: np.ndarray, *, strict: bool) -> np.ndarray:
@@ -58,10 +70,49 @@ def _kernels(p_ask, q, p1, p0, prices, start, stop, mask, y, clip):
                                                         outcome=y, clip=clip)
 
 
+def matched_moves(prices: np.ndarray, mask: np.ndarray, start: np.ndarray, stop: np.ndarray,
+                  *, clip: tuple[float, float] = (0.01, 0.99)) -> tuple[np.ndarray, np.ndarray]:
+    """The background volatility of each row's path at the scale of its answer window.
+
+    For row ``i`` with window ``[start_i, stop_i]`` (``L = stop_i - start_i`` price
+    steps), the mean of ``|p_{t+L} - p_t|`` (clipped prices,
+    :func:`jaxkit.kernels.belief.realised_updates` with horizon L) over every start
+    ``t`` whose window has both ends observed and does not overlap the answer's window
+    (``t + L <= start_i`` or ``t >= stop_i``).
+
+    Args:
+        prices, mask: ``(Q, T)`` price paths and their observed entries.
+        start, stop: ``(Q,)`` indices of the answer's window (``stop <= start``: none).
+        clip: price clipping, as for the realised updates.
+
+    Returns:
+        ``(matched_abs, n_matched)``: ``(Q,)`` the mean (NaN where no window matches) and
+        the number of matched windows.
+    """
+    prices, mask = np.asarray(prices, float), np.asarray(mask, bool)
+    start, stop = np.asarray(start), np.asarray(stop)
+    Q, T = prices.shape
+    out, n = np.full(Q, np.nan), np.zeros(Q, int)
+    L = stop - start
+    for h in np.unique(L[(L >= 1) & (L < T)]):
+        rows = np.flatnonzero(L == h)
+        u = realised_updates(prices[rows], int(h), mask=mask[rows], clip=clip)
+        a, ok = np.array(u.abs_change, float), np.array(u.valid, bool)
+        t = np.arange(T)[None]
+        ok &= (t + h <= start[rows, None]) | (t >= stop[rows, None])
+        n[rows] = ok.sum(1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[rows] = np.where(n[rows] > 0, (a * ok).sum(1) / np.maximum(n[rows], 1),
+                                 np.nan)
+    return out, n
+
+
 def question_scores(ds: Dataset, *, window: float = 0.0,
                     clip: tuple[float, float] = (0.01, 0.99)) -> dict[str, np.ndarray]:
     """Per-question ex-ante and realised VOI (``(Q,)`` arrays, NaN where unknown), the
-    projected ``(q, p1, p0)``, the price at asking and the incoherence ``gap``."""
+    volatility-controlled realised VOI with its ``matched_abs`` and the sign check
+    (module docstring), the projected ``(q, p1, p0)``, the price at asking and the
+    incoherence ``gap``."""
     times = ds.times[ds.question_market]
     prices = np.where(ds.mask, ds.prices, 0.5)[ds.question_market]
     mask = ds.mask[ds.question_market]
@@ -80,7 +131,15 @@ def question_scores(ds: Dataset, *, window: float = 0.0,
                                            mask, y, tuple(float(c) for c in clip)))
     ok = np.asarray(u.valid) & (stop > start)
     nan = np.full(len(ok), np.nan)
+    matched, _ = matched_moves(prices, mask, start, np.where(ok, stop, start), clip=clip)
+    realised = np.where(ok, np.asarray(u.abs_change, float), nan)
+    p_s = np.where(ds.answer > 0, np.asarray(co.p1, float), np.asarray(co.p0, float))
+    predicted = np.sign(p_s - np.asarray(p_ask, float))
+    moved = np.sign(np.asarray(u.logit_change, float))
+    known = ok & ~np.isnan(ds.answer) & (predicted != 0) & (moved != 0)
     return dict(
+        realised_controlled=realised - matched, matched_abs=matched,
+        sign_agree=np.where(known, (predicted == moved).astype(float), nan),
         ex_ante_abs=np.asarray(v.abs_shift, float), ex_ante_sq=np.asarray(v.sq_shift, float),
         ex_ante_mi=np.asarray(v.mutual_info, float),
         realised_abs=np.where(ok, np.asarray(u.abs_change, float), nan),

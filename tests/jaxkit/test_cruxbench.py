@@ -191,6 +191,29 @@ def test_empty_or_missing_files(tmp_path):
         read_jsonl(tmp_path / "t.jsonl")
 
 
+def test_volatility_control_and_sign_check():
+    """The realised move at the answer minus the mean move over the path's other windows
+    of the same length (not overlapping the answer's), and the sign check, on hand
+    paths; a market that moves as much anyway gets no credit."""
+    from jaxkit.cruxbench.scoring import matched_moves
+
+    path = np.array([[0.5, 0.5, 0.6, 0.9, 0.9, 0.8], [0.5, 0.8, 0.5, 0.8, 0.5, 0.8]])
+    m, n = matched_moves(path, np.ones_like(path, bool), np.array([2, 2]), np.array([3, 3]))
+    # row 0: windows t = 0, 1, 3, 4 move 0, 0.1, 0, 0.1; row 1: every window moves 0.3
+    np.testing.assert_allclose(m, [0.05, 0.3], atol=1e-6)
+    assert n.tolist() == [4, 4]
+    m2, _ = matched_moves(path, np.ones_like(path, bool), np.array([1, 0]), np.array([3, 0]))
+    # row 0, L = 2: only t = 3 (0.9 -> 0.8) avoids [1, 3]; row 1: an empty window
+    assert m2[0] == pytest.approx(0.1, abs=1e-6) and math.isnan(m2[1])
+    qs = question_scores(_two_question_dataset())
+    assert qs["matched_abs"][0] == pytest.approx(0.0, abs=1e-6)
+    assert qs["realised_controlled"][0] == pytest.approx(0.3)
+    assert qs["sign_agree"][0] == 1.0 and math.isnan(qs["sign_agree"][1])
+    ds = _two_question_dataset()
+    ds.answer[0] = 0.0  # the answer said no, yet the price rose: the sign check says 0
+    assert question_scores(ds)["sign_agree"][0] == 0.0
+
+
 def test_correlation_statistics():
     x = np.arange(5.0)
     assert A.permutation_p(0, x, x) == pytest.approx(2 / 120)  # exact: r = +-1 only twice
@@ -227,9 +250,11 @@ def test_simulated_scores_and_pipeline(sim, tmp_path):
     cfg = TINY.merged({"data": str(path)})
     entry = get_pipeline("cruxbench")
     res = entry.run(RunContext(out_dir=tmp_path / "out", config=cfg, quick=True))
-    # simulated: 2 paper rows, the simulator check (setup), 2 extensions; data: 3 extensions
-    assert len(res.claims) == 8
-    assert [c.kind for c in res.claims] == ["paper", "paper", "setup", *["extension"] * 5]
+    # simulated: 2 paper rows, the simulator check (setup), 3 extensions, the sign check
+    # (setup); data: 3 extensions
+    assert len(res.claims) == 10
+    assert [c.kind for c in res.claims] == ["paper", "paper", "setup", *["extension"] * 3,
+                                            "setup", *["extension"] * 3]
     assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown",
                                                "not tested at this size"}
     assert "Simulator check" in res.markdown and "Data:" in res.markdown
@@ -316,6 +341,8 @@ def test_negative_control_no_paper_claim_says_yes():
     claims = report.claims(TINY, seeds)
     paper = [c for c in claims if c.kind == "paper"]
     assert len(paper) == 2
+    ctrl = [c for c in claims if "volatility control" in c.claim]
+    assert len(ctrl) == 1 and ctrl[0].verdict != "yes" and ctrl[0].kind == "extension"
     assert not [c.claim for c in paper if c.verdict == "yes"], claims
 
 

@@ -58,12 +58,12 @@ def test_pipeline_scores_the_users_file(tmp_path):
     cfg = QUICK.override([f"data={p}", "n_boot=200", "n_perm=200"])
     res = get("cruxbench").run(RunContext(out_dir=tmp_path / "o", config=cfg, quick=True))
     assert f"Data: {p}" in res.markdown and "data" in res.metrics
-    # the simulated claims (2 paper, 1 setup, 2 extension), then the three claims on the
+    # the simulated claims (2 paper, 2 setup, 3 extension), then the three claims on the
     # user's file (extension rows: a paper sentence is tallied once): 2 proposers, one
     # with a quality score, so the correlation claims are not tested at this size
-    assert len(res.claims) == 8
-    assert [c.verdict for c in res.claims[5:7]] == ["not tested at this size"] * 2
-    assert all(c.kind == "extension" for c in res.claims[5:])
+    assert len(res.claims) == 10
+    assert [c.verdict for c in res.claims[7:9]] == ["not tested at this size"] * 2
+    assert all(c.kind == "extension" for c in res.claims[7:])
 
 
 def test_claims_count_the_proposers_with_a_quality_measure(tmp_path):

@@ -126,8 +126,8 @@ def real_markdown(cfg: Config, info: dict) -> tuple[str, dict]:
         keys = [("FVU (window)", "fvu"), ("L0 / representation", "l0"),
                 ("CE spliced (nats)", "ce_spliced"), ("KL(clean ‖ spliced)", "kl"),
                 ("loss recovered", "loss_recovered")]
-        other = [[lab, *(fmt(res[m][k]) if k in res[m] else "n/a" for m in dicts)]
-                 for lab, k in keys]
+        other = [[lab, *(fmt(res[m][k]) if k in res[m] and np.isfinite(res[m][k]["mean"])
+                         else "n/a" for m in dicts)] for lab, k in keys]
         md += [f"#### {T}: reconstruction, sparsity and language-model loss", "",
                markdown_table(["", *dicts], other), ""]
         if T in lmref:

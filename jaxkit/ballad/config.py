@@ -87,6 +87,16 @@ class Config(PipelineConfig):
             ("": generated).
         instances_problem: the problem the instances are for (one of ``problems``;
             empty: the ``problem`` a JSON file names).
+        real_problem: the problem of the real-proposer experiment
+            (:mod:`jaxkit.ballad.real_run`: SmolLM2-135M writing heuristics):
+            ``binpacking_weibull`` (FunSearch's Weibull set) or ``binpacking_or``
+            (OR-Library u classes).
+        real_calls: calls per run there (0 skips it); real_seeds: seeds per router;
+            real_items: items per instance.
+        real_cache: the reply cache (JSON lines; empty: the committed
+            ``jaxkit/ballad/replies/smollm2-135m.jsonl``).
+        real_offline: replay only (a reply not in the cache is a failed call; the model
+            is never loaded).
     """
 
     problems: tuple[_Problem, ...] = PROBLEMS
@@ -147,6 +157,12 @@ class Config(PipelineConfig):
     program_timeout: float = 10.0
     instances: str = ""
     instances_problem: str = ""
+    real_problem: Literal["binpacking_weibull", "binpacking_or"] = "binpacking_weibull"
+    real_calls: int = 12
+    real_seeds: int = 3
+    real_items: int = 5000
+    real_cache: str = ""
+    real_offline: bool = False
 
     def validate(self) -> None:
         require_distinct("problems", self.problems, "problem")
@@ -163,7 +179,9 @@ class Config(PipelineConfig):
                 f"must be >= 0; got {self.surpass_margin}")
         require(0 <= self.saving_margin < 1, "saving_margin",
                 f"must be in [0, 1); got {self.saving_margin}")
-        require_at_least(self, ("program_calls",), 0)
+        require_at_least(self, ("program_calls", "real_calls"), 0)
+        require_at_least(self, ("real_seeds",))
+        require_at_least(self, ("real_items",), 2)
         require_at_least(self, ("program_seeds",))
         require_at_least(self, ("program_items",), 2)
         require(0 <= self.program_bug_prob <= 1, "program_bug_prob",
@@ -196,7 +214,8 @@ class Config(PipelineConfig):
 QUICK = Config(problems=("tsp",), seeds=3, calls=30, test_instances=4, val_instances=4,
                full_test=False,
                train_full=(), pool_problems=("tsp",), pools=5, pool_seeds=2, pool_calls=30,
-               program_calls=6, program_seeds=1, program_items=200, program_timeout=5.0)
+               program_calls=6, program_seeds=1, program_items=200, program_timeout=5.0,
+               real_calls=3, real_seeds=1, real_items=200)
 # searched at full size; Weibull (5000 items) on 1000-item cells. 16 training instances:
 # with 4, knapsack heuristics overfit (+2.5% on the training set, -0.2% on the test set
 # against greedy value/weight; with 32 the test gap is +0.0 +- 0.2%). The shortfall is a

@@ -33,6 +33,7 @@ from .config import FULL, QUICK, Config
 from .http_run import search_http
 from .instances import load_instances
 from .program_run import program_section, search_programs
+from .real_run import real_section, search_real
 
 TITLE = "Ballad: bandit routing of an LLM pool"
 
@@ -64,6 +65,9 @@ def run(ctx: RunContext) -> PipelineResult:
     prog = ctx.stage("ballad-program", lambda: search_programs(
         cfg, {k: ctx.key(f"program-{k}") for k in ("train", "test", "search")})) \
         if cfg.program_calls else None
+    real = ctx.stage("ballad-real", lambda: search_real(
+        cfg, {k: ctx.key(f"real-{k}") for k in ("train", "val", "test", "search")})) \
+        if cfg.real_calls else None
     figures = [report.plot(results, ctx.out_dir)]
 
     train_sizes = ("full-size for " + ", ".join(cfg.train_full) + ", small for the rest"
@@ -101,6 +105,11 @@ def run(ctx: RunContext) -> PipelineResult:
         metrics[f"pools-{res['problem']}"] = rows
     if prog is not None:
         lines, metrics["program"] = program_section(prog)
+        md += lines
+    if real is not None:
+        lines, metrics["real"] = real_section(real)
+        md += lines
+        lines, metrics[real["problem"]] = report.section(real, cfg)
         md += lines
     if ctx.reloaded:
         md.append(f"\nStages reloaded from an earlier run: {', '.join(ctx.reloaded)}.")

@@ -274,6 +274,40 @@ class _BatchedPolicy:
                                    jnp.asarray(parents, jnp.int32))
 
 
+def _propose_all(proposers: Sequence, asks: Sequence[tuple]) -> list:
+    """Each run's call: ``(candidates, cost)``, or the exception it raised. Proposers
+    with ``propose_batch`` (real models, :class:`jaxkit.ballad.smol.Member`) answer all
+    the runs that routed to them in one call; the rest are called run by run, in run
+    order (each run draws from its own generator, so the order does not change them)."""
+    out: list = [None] * len(asks)
+    batched: dict[int, list[int]] = {}
+    for i, prop in enumerate(proposers):
+        if hasattr(prop, "propose_batch"):
+            batched.setdefault(id(prop), []).append(i)
+            continue
+        _, _, parents, ctx = asks[i]
+        try:
+            out[i] = _checked(prop, *prop.propose(parents, ctx))
+        except Exception as err:  # noqa: BLE001 (recorded as a failed node)
+            out[i] = err
+    for idx in batched.values():
+        prop = proposers[idx[0]]
+        try:
+            res = prop.propose_batch([(asks[i][2], asks[i][3]) for i in idx])
+        except Exception as err:  # noqa: BLE001
+            res = [err] * len(idx)
+        for i, r in zip(idx, res, strict=True):
+            out[i] = r if isinstance(r, Exception) else _checked(prop, *r)
+    return out
+
+
+def _checked(prop, proposed, cost) -> tuple | LLMError:
+    if not proposed or not isinstance(proposed[0], Candidate):
+        return LLMError(getattr(prop, "name", "proposer"), "local",
+                        "proposer returned no candidate", cost=float(cost))
+    return proposed, cost
+
+
 def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
            seeds: Sequence[int], *, init: Sequence[Candidate], n_calls: int,
            n_islands: int = 2, island_size: int = 6, reset_every: int = 0,
@@ -377,8 +411,7 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
             chosen = bp.select(step_keys)
             for j in range(len(seeds)):
                 arms[ri * len(seeds) + j] = chosen[j]
-        cands: list[Candidate | None] = []
-        meta = []
+        asks = []
         for i, (ri, _) in enumerate(runs):
             r, rng, pop, g = routers[ri], rngs[i], pops[i], gens[i]
             if r.kind == "fixed":
@@ -395,21 +428,22 @@ def search(evaluate: Callable, pool: Sequence, routers: Sequence[Router],
                             source_examples=[(g.nodes[m].candidate.source, g.nodes[m].score)
                                              for m in members
                                              if g.nodes[m].candidate.source is not None])
-            try:
-                proposed, cost = seed_pools[i % len(seeds)][arms[i]].propose(
-                    [g.nodes[p].candidate for p in parents], call_ctx)
-                if not proposed or not isinstance(proposed[0], Candidate):
-                    raise LLMError(getattr(seed_pools[i % len(seeds)][arms[i]], "name",
-                                           str(arms[i])), "local",
-                                   "proposer returned no candidate", cost=float(cost))
-                cands.append(proposed[0])
-                meta.append((island, parents, float(cost), None))
-            except LLMError as err:
+            asks.append((island, parents, [g.nodes[p].candidate for p in parents], call_ctx))
+        results = _propose_all([seed_pools[i % len(seeds)][arms[i]]
+                                for i in range(len(runs))], asks)
+        cands: list[Candidate | None] = []
+        meta = []
+        for i, res in enumerate(results):
+            island, parents = asks[i][:2]
+            if isinstance(res, LLMError):
                 cands.append(None)
-                meta.append((island, parents, float(err.cost), str(err)))
-            except Exception as err:  # a proposer's bug is a failed node, not a lost run
+                meta.append((island, parents, float(res.cost), str(res)))
+            elif isinstance(res, Exception):  # a proposer's bug is a failed node
                 cands.append(None)
-                meta.append((island, parents, 0.0, f"{type(err).__name__}: {err}"))
+                meta.append((island, parents, 0.0, f"{type(res).__name__}: {res}"))
+            else:
+                cands.append(res[0][0])
+                meta.append((island, parents, float(res[1]), None))
         outcomes = evaluate(cands)
         rewards = np.zeros(len(runs))
         parent_mat = np.full((len(runs), 2), -1, np.int32)

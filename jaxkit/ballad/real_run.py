@@ -1,0 +1,262 @@
+"""The real-proposer experiment of ``jaxkit run ballad``: SmolLM2-135M-Instruct writing
+Python bin-packing heuristics (:mod:`jaxkit.ballad.smol`), every program run in the jail.
+
+Instances (generated exactly as specified; no download):
+
+* ``binpacking_weibull``: FunSearch's Weibull set (Romera-Paredes et al. 2024): item
+  sizes Weibull(scale 45, shape 3), rounded and clipped to [1, 100], capacity 100
+  (5000 items at full size); :func:`jaxkit.ballad.discover.weibull_items`;
+* ``binpacking_or``: the OR-Library "u" classes binpack1-4 (Falkenauer 1996; u120, u250,
+  u500, u1000): integer sizes uniform on [20, 100], capacity 150.
+
+Training, validation and test instances come from three different keys of the run
+(disjoint draws); the objective is the excess of bins over the L1 bound (percent, lower
+is better), computed by the jail's parent (:mod:`jaxkit.jail.packing`).
+
+Two phases, both from the initial population {best fit, best fit written as library
+terms}:
+
+1. each real member alone (``only smol-fewshot``, ``only smol-free``) for ``real_seeds``
+   x ``real_calls``; their recorded statistics (:func:`member_stats`: failure rate,
+   improvement over the parent, novelty, tokens per call) calibrate the simulated members;
+2. the pool of the real members plus one simulated member per real one
+   (:func:`calibrated_members`), under every router (Ballad, its three ablations, the
+   cost-aware Ballads, UCB1, uniform, each simulated member alone); the phase-1 solo runs
+   are the real members' solo rows.
+
+The best program of every run is scored on the validation and test instances, so
+:func:`jaxkit.ballad.report.section` and :func:`~jaxkit.ballad.report.claims` apply.
+Cost is thousands of tokens (prompt plus completion) for the real members and the
+calibrated price for the simulated ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jaxkit.report import markdown_table
+from jaxkit.stats import as_generator
+
+from . import search as S_
+from .config import Config
+from .llm import Candidate
+from .pools import SimulatedLLM
+from .program import SourceEditor, program_source, program_terms
+from .smol import MEMBERS, Backend, ReplyCache
+
+__all__ = ["search_real", "real_section", "member_stats", "calibrated_members",
+           "real_instances", "CAPACITY", "DEFAULT_CACHE", "FIRST_FIT_SOURCE"]
+
+CAPACITY = {"binpacking_weibull": 100.0, "binpacking_or": 150.0}
+DEFAULT_CACHE = Path(__file__).parent / "replies" / "smollm2-135m.jsonl"
+FIRST_FIT_SOURCE = '''import numpy as np
+
+
+def priority(item, bins):
+    """First fit: the earliest opened bin that fits."""
+    return -np.arange(len(bins), dtype=float)
+'''
+
+
+def real_instances(problem: str, seed: int, n: int, items: int) -> np.ndarray:
+    """``(n, items)`` item sizes of ``problem`` (module docstring) from ``seed``."""
+    import jax
+
+    from . import problems
+    from .discover import weibull_items
+
+    if problem == "binpacking_weibull":
+        return weibull_items(seed, n, items)
+    if problem == "binpacking_or":
+        inst = problems.make("binpacking_or", items).generate(jax.random.key(seed), n)
+        return np.asarray(inst["items"], np.float64)
+    raise ValueError(f"`real_problem` must be one of {', '.join(CAPACITY)}; got {problem!r}")
+
+
+def member_stats(logs: list, names: list[str], baseline: float) -> dict[str, dict]:
+    """Per proposer, over every call of ``logs``: ``calls``, ``failure_rate``,
+    ``improve_rate`` (a child scoring above its best parent), ``beats_rate`` (above
+    ``baseline``, e.g. first fit on the training instances), ``novelty`` (a working
+    child whose score no earlier node of its run had), ``tokens`` (mean cost per call)
+    and the most common failure reasons."""
+    acc: dict[str, dict[str, Any]] = {}
+    for log in logs:
+        seen: set[float] = set()
+        for nd in log.genealogy.nodes:
+            if nd.step < 0:
+                seen.add(nd.score)
+                continue
+            a = acc.setdefault(names[nd.model], dict(calls=0, fail=0, improve=0, beats=0,
+                                                      novel=0, cost=0.0, errors=Counter()))
+            a["calls"] += 1
+            a["cost"] += nd.cost
+            if not nd.ok:
+                a["fail"] += 1
+                a["errors"][_reason(nd.error or "")] += 1
+                continue
+            parents = [log.genealogy.nodes[p].score for p in nd.parents]
+            a["improve"] += bool(parents and nd.score > max(parents))
+            a["beats"] += bool(nd.score > baseline)
+            a["novel"] += nd.score not in seen
+            seen.add(nd.score)
+    out = {}
+    for name, a in acc.items():
+        n = max(a["calls"], 1)
+        out[name] = dict(calls=a["calls"], failure_rate=a["fail"] / n,
+                         improve_rate=a["improve"] / n, beats_rate=a["beats"] / n,
+                         novelty=a["novel"] / n, tokens=a["cost"] / n,
+                         errors=dict(a["errors"].most_common(4)))
+    return out
+
+
+def _reason(error: str) -> str:
+    e = error.lower()
+    for key, label in (("no code", "no code in reply"), ("no parsable", "no parsable function"),
+                       ("offline replay", "not in the cache"), ("timeout", "time limit"),
+                       ("time limit", "time limit")):
+        if key in e:
+            return label
+    return "ran but failed in the jail" if error else "unknown"
+
+
+class CalibratedEditor:
+    """A simulated member in program space: a :class:`~jaxkit.ballad.program.SourceEditor`
+    that edits the library-shaped programs among its parents and island (a program a real
+    model wrote is not in that shape: it then edits best fit's terms)."""
+
+    def __init__(self, editor: SourceEditor):
+        self.editor = editor
+        self.name, self.cost = editor.name, editor.cost
+
+    def propose(self, parents, context):
+        ok = [p for p in parents if _readable(p.source)]
+        if not ok:
+            ok = [Candidate(source=program_source(-np.eye(10)[0], self.editor.capacity))]
+        ex = [(s, v) for s, v in context.get("source_examples", ()) if _readable(s)]
+        return self.editor.propose(ok, dict(context, source_examples=ex))
+
+
+def _readable(src: str | None) -> bool:
+    try:
+        program_terms(src or "")
+        return True
+    except ValueError:
+        return False
+
+
+def calibrated_members(stats: dict[str, dict], capacity: float) -> list[CalibratedEditor]:
+    """One simulated member per real one, from its recorded statistics only: failure
+    probability = its failure rate; insight (pull towards the island's best) = its
+    improvement rate; step = 0.02 + 0.3 x its novelty (new behaviour needs larger edits);
+    price = its mean tokens per call. Named ``sim-<real name>``."""
+    out = []
+    for name, st in sorted(stats.items()):
+        model = SimulatedLLM(f"sim-{name}", cost=max(st["tokens"], 1e-6),
+                             step=0.02 + 0.3 * st["novelty"], insight=st["improve_rate"],
+                             fail_prob=min(st["failure_rate"], 0.95))
+        out.append(CalibratedEditor(SourceEditor(model, capacity)))
+    return out
+
+
+def search_real(cfg: Config, keys: dict[str, Any], *, track=None) -> dict:
+    """Both phases (module docstring). ``keys``: ``train`` / ``val`` / ``test`` /
+    ``search``. Returns the result in :func:`jaxkit.ballad.compare.search_problem`'s shape
+    plus ``stats`` (phase 1), ``calibration``, ``first_fit_test`` and cache counts."""
+    from jaxkit.jail.sandbox import evaluate_many
+
+    from .discover import BEST_FIT_SOURCE
+
+    prob, cap = cfg.real_problem, CAPACITY[cfg.real_problem]
+    seed_of = lambda k: int(as_generator(k).integers(2**31 - 1))  # noqa: E731
+    data = {s: real_instances(prob, seed_of(keys[s]), n, cfg.real_items)
+            for s, n in (("train", cfg.train_instances), ("val", cfg.val_instances),
+                         ("test", cfg.test_instances))}
+    backend = Backend(ReplyCache(cfg.real_cache or DEFAULT_CACHE), offline=cfg.real_offline)
+    real = MEMBERS(backend)
+    init = [Candidate(source=BEST_FIT_SOURCE, note="best fit"),
+            Candidate(source=program_source(-np.eye(10)[0], cap), note="best fit terms")]
+    evaluate = S_.source_evaluator(data["train"], cap, timeout=cfg.program_timeout)
+    ff_train = evaluate([Candidate(source=FIRST_FIT_SOURCE)])[0].score
+    seeds, n = list(range(cfg.real_seeds)), cfg.real_calls
+    solo = [S_.Router(f"only {m.name}", kind="fixed", arm=i) for i, m in enumerate(real)]
+    logs1 = S_.search(evaluate, real, solo, seeds, init=init, n_calls=n,
+                      key=keys["search"], context={"task": None})
+    stats = member_stats(logs1, [m.name for m in real], ff_train)
+    pool = real + calibrated_members(stats, cap)
+    names = [m.name for m in pool]
+    routers = [r for r in S_.standard_routers(len(pool), len(init) + n, names,
+                                              cost_weight=cfg.cost_weight, budget=cfg.budget)
+               if r.name not in {s.name for s in solo}]
+    logs2 = S_.search(evaluate, pool, routers, seeds, init=init, n_calls=n,
+                      key=jax_fold(keys["search"]), context={"task": None})
+    logs = logs1 + logs2
+    best_src = [log.genealogy.best().candidate.source for log in logs]
+    test = evaluate_many(best_src + [BEST_FIT_SOURCE, FIRST_FIT_SOURCE], data["test"], cap,
+                         timeout=cfg.program_timeout)
+    val = evaluate_many(best_src, data["val"], cap, timeout=cfg.program_timeout)
+    sc = lambda rs: np.array([r.score if r.ok else np.nan for r in rs])  # noqa: E731
+    t, v = sc(test), sc(val)
+    return dict(
+        problem=f"{prob} (real models)", objective="excess bins over L1 (%)",
+        lower_is_better=True, routers=[r.name for r in solo + routers], models=names,
+        model_cost=[S_._price_per_call(m) for m in pool], n_seeds=len(seeds),
+        best=-np.stack([log.best for log in logs]), cost=np.stack([log.cost for log in logs]),
+        arms=np.stack([log.arms for log in logs]),
+        failures=np.array([log.failures for log in logs]),
+        test=-t[:-2], val=-v, baseline_test=-float(t[-2]), first_fit_test=-float(t[-1]),
+        first_fit_train=-float(ff_train),
+        init_best=-max(logs[0].genealogy.nodes[i].score for i in range(len(init))),
+        best_source=best_src, stats=stats, n_calls=n, n_items=cfg.real_items,
+        calibration={m.name: dict(step=m.editor.model.step, insight=m.editor.model.insight,
+                                  fail_prob=m.editor.model.fail_prob, cost=m.cost)
+                     for m in pool[len(real):]},
+        cache_hits=backend.hits, cache_misses=backend.misses,
+        cache=str(cfg.real_cache or DEFAULT_CACHE))
+
+
+def jax_fold(key):
+    """Phase 2's search key (phase 1's folded with 2, so the runs draw afresh)."""
+    import jax
+
+    return jax.random.fold_in(key, 2)
+
+
+def real_section(res: dict) -> tuple[list[str], dict]:
+    """Markdown lines on what the real members wrote, and their statistics as metrics."""
+    rows = []
+    for name, st in res["stats"].items():
+        rows.append([name, st["calls"], f"{100 * st['failure_rate']:.0f}%",
+                     f"{100 * st['improve_rate']:.0f}%", f"{100 * st['beats_rate']:.0f}%",
+                     f"{100 * st['novelty']:.0f}%", f"{st['tokens']:.2f}",
+                     "; ".join(f"{k} x{v}" for k, v in st["errors"].items()) or "-"])
+    cal = [[k, f"{c['fail_prob']:.2f}", f"{c['insight']:.2f}", f"{c['step']:.3f}",
+            f"{c['cost']:.2f}"] for k, c in res["calibration"].items()]
+    ok_any = any(st["beats_rate"] > 0 for st in res["stats"].values())
+    lines = [
+        "## Real proposers: SmolLM2-135M-Instruct writing heuristics", "",
+        f"{res['problem']}, {res['n_items']} items per instance; phase 1: each real member "
+        f"alone, {res['n_seeds']} seed(s) x {res['n_calls']} calls; every program ran in the "
+        f"jail. Replies from `{res['cache']}` ({res['cache_hits']} replayed, "
+        f"{res['cache_misses']} generated or missing). Cost: thousands of tokens. First fit "
+        f"on the training instances: {res['first_fit_train']:.3f}% excess over L1 (test "
+        f"{res['first_fit_test']:.3f}%; best fit test {res['baseline_test']:.3f}%).", "",
+        markdown_table(["member", "calls", "failed", "improved on parent",
+                        "beat first fit", "novel", "k tokens / call", "failure reasons"],
+                       rows), "",
+        ("What a 135M model can write: " + ("some of its programs run and beat first fit; "
+         if ok_any else "none of its programs beat first fit here; ")
+         + "the failure column is the share of replies without a usable `priority` or "
+           "whose program failed in the jail."), "",
+        "Simulated members calibrated from these statistics (fail = failure rate, insight "
+        "= improvement rate, step = 0.02 + 0.3 x novelty, price = tokens per call):", "",
+        markdown_table(["member", "fail", "insight", "step", "price"], cal), ""]
+    return lines, dict(stats=res["stats"], calibration=res["calibration"],
+                       first_fit_test=res["first_fit_test"],
+                       cache_hits=res["cache_hits"], cache_misses=res["cache_misses"],
+                       nan_tests=int(np.sum(~np.isfinite(np.asarray(res["test"], float)))),
+                       ok=bool(math.isfinite(res["baseline_test"])))

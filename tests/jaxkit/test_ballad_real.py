@@ -1,0 +1,156 @@
+"""Real proposers (issue 61): reply parsing on fixed strings, the reply cache and its
+offline replay, batched proposer calls in the search loop, the recorded statistics and
+the simulated members calibrated from them. No model is loaded here."""
+
+import json
+
+import numpy as np
+import pytest
+
+from jaxkit.ballad import search as S_
+from jaxkit.ballad.llm import Candidate, LLMError
+from jaxkit.ballad.population import Genealogy
+from jaxkit.ballad.real_run import calibrated_members, member_stats
+from jaxkit.ballad.smol import MEMBERS, Backend, Member, ReplyCache, parse_reply
+
+# ------------------------------------------------------------------ parsing
+
+CLOSED = "Here it is:\n```python\ndef priority(item, bins):\n    return -(bins - item)\n```\nDone."
+UNCLOSED = "```python\nimport numpy as np\n\ndef priority(item, bins):\n    return -bins\n"
+BARE = "def priority(item, bins):\n    return bins * 0.0\n\nThis packs tightly, because"
+BROKEN = "```python\ndef priority(item, bins)\n    return bins\n```"
+OTHER = "```python\ndef score(x):\n    return x\n```"
+
+
+def test_parse_reply_fixed_strings():
+    src = parse_reply(CLOSED)
+    assert src.startswith("import numpy as np\nimport math\n")
+    assert "return -(bins - item)" in src and "Done" not in src
+    src = parse_reply(UNCLOSED)
+    assert src.count("import numpy as np") == 1 and "return -bins" in src
+    src = parse_reply(BARE)
+    assert "return bins * 0.0" in src and "because" not in src
+    compile(src, "<t>", "exec")
+    for bad, why in ((BROKEN, "no parsable"), (OTHER, "no parsable"),
+                     ("I cannot help with that.", "no code"), ("", "empty")):
+        with pytest.raises(ValueError, match=why):
+            parse_reply(bad)
+
+
+# ------------------------------------------------------------------ the cache
+
+
+class _Canned(Backend):
+    """A backend whose 'model' answers from a list (counts its batched calls)."""
+
+    def __init__(self, cache, replies, **kw):
+        super().__init__(cache, **kw)
+        self.replies, self.batches = list(replies), []
+
+    def _generate(self, requests, rows, st):
+        self.batches.append(len(rows))
+        return [dict(key=key, k=k, model=self.model, settings=st, reply=self.replies.pop(0),
+                     prompt_tokens=100, completion_tokens=20, finish="stop")
+                for _, key, k in rows]
+
+
+_PARENT = [Candidate(source="import numpy as np\ndef priority(item, bins):\n    return -bins\n")]
+_CTX = {"scores": [-4.0], "source_examples": []}
+
+
+def test_cache_replays_offline_and_a_miss_is_a_failed_call(tmp_path):
+    path = tmp_path / "replies.jsonl"
+    live = _Canned(ReplyCache(path), [CLOSED, "no code here", UNCLOSED])
+    fewshot, free = MEMBERS(live)
+    res = fewshot.propose_batch([(_PARENT, _CTX), (_PARENT, _CTX)])  # same prompt twice
+    res += free.propose_batch([(_PARENT, _CTX)])
+    assert live.batches == [2, 1] and live.misses == 3
+    assert isinstance(res[1], LLMError) and res[1].cost == pytest.approx(0.12)
+    assert res[0][1] == pytest.approx(0.12)  # (100 + 20) tokens / 1000
+    assert len(path.read_text().splitlines()) == 3
+    replay = Backend(ReplyCache(path), offline=True)
+    again = MEMBERS(replay)
+    res2 = again[0].propose_batch([(_PARENT, _CTX), (_PARENT, _CTX)])
+    res2 += again[1].propose_batch([(_PARENT, _CTX)])
+    assert replay.hits == 3 and replay.misses == 0
+    assert res2[0][0][0].source == res[0][0][0].source
+    assert res2[2][0][0].source == res[2][0][0].source
+    assert isinstance(res2[1], LLMError)
+    # a fourth identical request is a new occurrence: not in the cache -> failed call
+    with pytest.raises(LLMError, match="offline replay"):
+        again[1].propose(_PARENT, _CTX)
+    # each record names the model and its sampling settings
+    rec = json.loads(path.read_text().splitlines()[2])
+    assert rec["settings"] == {"temperature": 1.0, "top_p": 0.95, "max_tokens": 128}
+
+
+def test_bad_member_and_cache_inputs(tmp_path):
+    with pytest.raises(ValueError, match="`mode`"):
+        Member("x", "sideways", 0.0, Backend(ReplyCache(tmp_path / "c.jsonl")))
+    with pytest.raises(ValueError, match="is a folder"):
+        ReplyCache(tmp_path)
+
+
+# ------------------------------------------------------------------ batched search
+
+
+class _Batch:
+    name, cost = "batch", 1.0
+
+    def __init__(self):
+        self.calls = []
+
+    def propose_batch(self, requests):
+        self.calls.append(len(requests))
+        return [([Candidate(source="x" * (len(p[0].source or "") + 1))], 1.0)
+                for p, _ in requests]
+
+    def propose(self, parents, context):  # pragma: no cover - the loop must batch
+        raise AssertionError("called one by one")
+
+
+def _length(cands):
+    return [None if c is None else S_.EvalOutcome(True, float(len(c.source))) for c in cands]
+
+
+def test_search_calls_a_batching_proposer_once_per_step():
+    prop = _Batch()
+    routers = [S_.Router("only batch", kind="fixed", arm=0), S_.Router("u", kind="uniform")]
+    logs = S_.search(_length, [prop], routers, [0, 1, 2], init=[Candidate(source="ab")],
+                     n_calls=3)
+    assert prop.calls == [6, 6, 6]
+    assert all(log.best[-1] >= 3.0 and log.cost[-1] == 3.0 for log in logs)
+
+
+# ------------------------------------------------------------------ statistics
+
+
+def _log(scores, parents, models, oks, costs, errors):
+    g = Genealogy()
+    g.add(Candidate(source="root"), -5.0)
+    for s, p, m, ok, c, e in zip(scores, parents, models, oks, costs, errors, strict=True):
+        g.add(Candidate(source=f"c{s}"), s, ok=ok, parents=p, model=m, step=len(g.nodes) - 1,
+              cost=c, error=e)
+    n = len(scores)
+    return S_.RunLog("r", 0, g, np.zeros(n), np.zeros(n), np.zeros(n, np.int32))
+
+
+def test_member_stats_and_calibration():
+    log = _log([-4.0, -6.0, -np.inf, -4.0], [(0,), (0,), (0,), (1,)], [0, 0, 1, 1],
+               [True, True, False, True], [0.5, 0.5, 0.3, 0.3],
+               [None, None, "no code in reply", None])
+    st = member_stats([log], ["a", "b"], baseline=-4.5)
+    a, b = st["a"], st["b"]
+    assert (a["calls"], a["failure_rate"], a["improve_rate"], a["beats_rate"],
+            a["novelty"], a["tokens"]) == (2, 0.0, 0.5, 0.5, 1.0, 0.5)
+    assert (b["failure_rate"], b["improve_rate"], b["novelty"]) == (0.5, 0.0, 0.0)
+    assert b["errors"] == {"no code in reply": 1}
+    sims = calibrated_members(st, 100.0)
+    assert [s.name for s in sims] == ["sim-a", "sim-b"]
+    assert sims[0].editor.model.step == pytest.approx(0.32)
+    assert sims[1].editor.model.fail_prob == 0.5 and sims[1].cost == pytest.approx(0.3)
+    # a calibrated member edits best fit's terms when its parent is a model's free program
+    rng = np.random.default_rng(0)
+    (child,), cost = sims[0].propose([Candidate(source=CLOSED)],
+                                     {"rng": rng, "step": 0, "budget": 4})
+    assert "def priority" in child.source and cost == pytest.approx(0.5)

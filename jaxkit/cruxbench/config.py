@@ -23,6 +23,12 @@ usefulness"; the paper's ``r_paper`` with equivalence margin ``r_margin`` (an ex
 row). Seed 0's detail: ``n_boot`` nested-bootstrap resamples, ``n_perm`` permutations
 (exact for <= 8 proposers). ``data``: a CruxBench JSON Lines file of real markets scored
 by the same code (``""``: none).
+
+Text (:mod:`jaxkit.cruxbench.text`): ``lm_model`` (``""``: skip) writes ``lm_questions``
+subquestions for each of the first ``lm_targets`` plain-language targets at each of
+``lm_temperatures`` (``lm_samples`` choices per call above 0), its replies cached in
+``lm_cache`` (``""``: ``OUT/llm-cache``) and replayed from there; ``lm_offline``: replay
+only (a missing reply is reported, nothing is generated).
 """
 
 from __future__ import annotations
@@ -65,6 +71,14 @@ class Config(PipelineConfig):
     r_paper: float = 0.87
     r_margin: float = 0.15
     data: str = ""
+    lm_model: str = "smollm2-135m"
+    lm_targets: int = 12
+    lm_questions: int = 3
+    lm_temperatures: tuple[float, ...] = (0.0, 0.7, 1.0)
+    lm_samples: int = 8
+    lm_max_tokens: int = 160
+    lm_cache: str = ""
+    lm_offline: bool = False
 
     def validate(self) -> None:
         require_at_least(self, ("n_targets", "n_questions", "n_factors", "n_boot", "n_perm",
@@ -84,6 +98,14 @@ class Config(PipelineConfig):
                 f"and clip_hi must satisfy 0 < clip_lo < 0.5 < clip_hi < 1; got "
                 f"{self.clip_lo}, {self.clip_hi}")
         require(-1 <= self.r_paper <= 1, "r_paper", f"must be in [-1, 1]; got {self.r_paper}")
+        from .text import TARGETS
+
+        require(1 <= self.lm_targets <= len(TARGETS), "lm_targets",
+                f"must be in [1, {len(TARGETS)}]; got {self.lm_targets}")
+        require_at_least(self, ("lm_questions", "lm_samples", "lm_max_tokens"))
+        require(len(self.lm_temperatures) >= 1
+                and all(0 <= t <= 2 for t in self.lm_temperatures), "lm_temperatures",
+                f"must be a non-empty tuple of values in [0, 2]; got {self.lm_temperatures}")
 
     def sim_settings(self) -> SimSettings:
         """The simulator's (hashable) settings."""
@@ -101,5 +123,6 @@ class Config(PipelineConfig):
 # compilation, and with 8 seeds both paper verdicts flipped across base seeds 0-2
 # (`jaxkit claims stability cruxbench`).
 QUICK = Config(n_targets=64, n_proposers=8, n_steps=24, n_quality_targets=256,
-               n_sim_seeds=20, n_boot=1000, n_perm=2000)
+               n_sim_seeds=20, n_boot=1000, n_perm=2000, lm_targets=3,
+               lm_temperatures=(0.7,), lm_samples=1)
 FULL = Config()

@@ -8,7 +8,10 @@ then ``n_sim_seeds`` simulated benchmarks (``cruxbench-seeds``: seed 0 and fresh
 each reduced to one number per claim (:func:`jaxkit.cruxbench.analysis.seed_stats`); the
 claims are decided over the seeds (:mod:`jaxkit.cruxbench.report`). The scoring is the
 one real data use (:mod:`jaxkit.cruxbench.scoring`). ``--set data=FILE.jsonl`` also
-scores the user's markets (format: :mod:`jaxkit.cruxbench.data`). Nothing is trained, so
+scores the user's markets (format: :mod:`jaxkit.cruxbench.data`). With ``lm_model`` set,
+the stage ``cruxbench-text`` has a language model write subquestions for plain-language
+targets, scored by content (:mod:`jaxkit.cruxbench.text`; replies cached in
+``lm_cache``, default ``OUT/llm-cache``, and replayed from there). Nothing is trained, so
 there is no checkpoint; a killed run reloads the finished stages.
 """
 
@@ -29,6 +32,7 @@ from .config import FULL, QUICK, Config
 from .data import read_jsonl
 from .scoring import question_scores, score
 from .simulate import simulate
+from .text import run_text
 
 TITLE = "CruxBench: value of information of subquestions against market prices"
 
@@ -67,10 +71,19 @@ def run(ctx: RunContext) -> PipelineResult:
     tight = question_scores(sim.data, clip=(1e-6, 1 - 1e-6))
     check = simulator_check(tight, dict(abs=sim.known_abs, sq=sim.known_sq, mi=sim.known_mi))
     claims = report.claims(cfg, seeds, check)
+    lm = None
+    if cfg.lm_model:
+        cache = cfg.lm_cache or str(ctx.out_dir / "llm-cache")
+        lm = ctx.stage("cruxbench-text", lambda: run_text(
+            cfg.lm_model, n_targets=cfg.lm_targets, n=cfg.lm_questions,
+            temperatures=cfg.lm_temperatures, samples=cfg.lm_samples, cache=cache,
+            offline=cfg.lm_offline, max_tokens=cfg.lm_max_tokens))
+        claims += report.text_claims(cfg, lm)
     md = [report.seeds_markdown(cfg, seeds),
           report.markdown(scores, stats, sim.data.proposers, sim.data.quality,
                           traits=sim.traits, check=check, forecaster=fore_prop,
-                          title="Simulator seed 0 in detail")]
+                          title="Simulator seed 0 in detail"),
+          report.text_markdown(lm)]
     figures = [report.plot(scores, sim.data.quality, ctx.out_dir, usefulness=fore_prop,
                            usefulness_label="separate forecaster's Brier improvement")]
     metrics = dict(settings=cfg.to_dict(), per_proposer={k: v.tolist() for k, v in
@@ -79,6 +92,11 @@ def run(ctx: RunContext) -> PipelineResult:
                    quality=sim.data.quality.tolist(), simulator_check=check,
                    seeds={k: v.tolist() for k, v in seeds.items()},
                    correlations={k: stats[k] for k in ("quality", "usefulness")})
+    if lm is not None:
+        metrics["text"] = dict(model=lm["model"], error=lm["error"], proposers={
+            k: dict(counts=r["counts"], per_target=r["per_target"].tolist(),
+                    baseline=r["baseline"].tolist(), questions=r["questions"])
+            for k, r in lm["proposers"].items()})
     if cfg.data:
         ds = user_ds
         sc = score(ds, window=cfg.window, clip=clip)

@@ -54,14 +54,16 @@ from .analysis import (
 )
 from .config import Config
 
-__all__ = ["PAPER", "C_QUALITY", "C_USEFUL", "claims", "data_claims", "seeds_markdown",
-           "markdown", "plot"]
+__all__ = ["PAPER", "C_QUALITY", "C_USEFUL", "C_TEXT", "claims", "data_claims",
+           "seeds_markdown", "markdown", "plot", "text_claims", "text_markdown"]
 
 PAPER = "CruxBench (VOI of LLM subquestions vs prediction markets)"
 C_QUALITY = ("VOI correlates highly with independent measures of model quality "
              "(r = 0.87)")
 C_USEFUL = ("VOI predicts downstream usefulness when the generated questions are passed "
             "to a separate forecasting agent")
+C_TEXT = ("Subquestions written by the language model carry more content VOI than "
+          "questions about random factors")
 _METRIC_NAMES = {"ex_ante_abs": "ex-ante E abs(dp)", "ex_ante_mi": "ex-ante MI (nats)",
                  "realised_abs": "realised abs(dp)", "realised_sq": "realised dp^2",
                  "realised_log_score": "realised log-score gain"}
@@ -298,3 +300,74 @@ def plot(scores: dict, quality: np.ndarray, out: Path, name: str = "cruxbench", 
     axes[0, 0].set_title("VOI vs quality", fontsize=8)
     axes[0, 1].set_title("VOI vs downstream usefulness", fontsize=8)
     return save_figure(fig, out / f"{name}_voi.png")
+
+
+def _text_diffs(lm: dict) -> np.ndarray:
+    """Per (proposer, target): the mean content VOI of the valid questions (0 where the
+    reply gave none: a fallback adds nothing) minus the random-factor baseline."""
+    d = [np.nan_to_num(r["per_target"], nan=0.0) - r["baseline"]
+         for r in lm["proposers"].values()]
+    return np.concatenate(d) if d else np.zeros(0)
+
+
+def text_claims(cfg: Config, lm: dict | None) -> list[Claim]:
+    """The text block's row (an extension: the paper's proposers are frontier models, not
+    this one): per (temperature, target) the content VOI of the model's valid
+    subquestions minus that of questions about uniformly random factors, superiority vs 0
+    over those pairs."""
+    if lm is None:
+        return []
+    if lm["error"] or not lm["proposers"]:
+        return [Claim(PAPER, C_TEXT, "n/a", "not tested", "no replies",
+                      f"language model {lm['model']!r}: {lm['error'] or 'no proposer'}",
+                      kind="extension")]
+    d = _text_diffs(lm)
+    v = superiority(d, margin=0.0)
+    n_q = sum(len(r["questions"]) for r in lm["proposers"].values())
+    n_ok = sum(r["counts"]["questions"].get("valid", 0) for r in lm["proposers"].values())
+    return [Claim.from_verdict(
+        PAPER, C_TEXT, v._replace(test=f"per (temperature, target): mean content VOI of the "
+                                       f"valid subquestions (0 if none) minus the random-"
+                                       f"factor baseline; paired t, 95% CI vs 0, n={v.n}"),
+        kind="extension",
+        note=(f"model {lm['model']}; {n_ok} of {n_q} parsed subquestions valid; content "
+              f"VOI: the simulator conditioned on the factors a question names, never the "
+              f"model's own probabilities; {cfg.lm_targets} targets; replies from the "
+              f"cache: {lm['hits']}, generated: {lm['misses']}"))]
+
+
+def text_markdown(lm: dict | None) -> str:
+    """The text block's tables: replies by how they parsed, questions by validity, the
+    content VOI against the random-factor baseline, and example questions."""
+    if lm is None:
+        return ""
+    if lm["error"] or not lm["proposers"]:
+        return (f"### Subquestions written by a language model\n\nNot run: "
+                f"{lm['error'] or 'no proposer'}\n")
+    rows, ex = [], []
+    for label, r in lm["proposers"].items():
+        c = r["counts"]
+        q = c["questions"]
+        stated = np.array([x["stated_voi"] for x in r["questions"]], float)
+        rows.append([label, len(r["how"]), c["replies"]["json"], c["replies"]["lines"],
+                     c["replies"]["none"], len(r["questions"]), q.get("valid", 0),
+                     ", ".join(f"{k} {v}" for k, v in sorted(q.items()) if k != "valid")
+                     or "-",
+                     _f(float(np.nanmean(np.nan_to_num(r["per_target"], nan=0.0)))),
+                     _f(float(np.mean(r["baseline"]))),
+                     _f(float(np.nanmean(stated))) if np.isfinite(stated).any() else "n/a"])
+        ex += [[label, x["target"], x["text"][:100], x["reason"] or "valid",
+                _f(x["content_voi"])] for x in r["questions"][:4]]
+    return "\n".join([
+        "### Subquestions written by a language model", "",
+        f"Model {lm['model']} (replies from the cache: {lm['hits']}, generated: "
+        f"{lm['misses']}). A reply is parsed as a JSON list with probabilities, else line "
+        f"by line; 'none' is the fallback (no question). Content VOI: E|dp| of the "
+        f"question read as the factors it names (the simulator conditioned on the text), "
+        f"0 for a target without a valid question; baseline: a question about a random "
+        f"factor.", "",
+        markdown_table(["proposer", "replies", "JSON", "lines", "none (fallback)",
+                        "questions", "valid", "rejected", "content VOI",
+                        "random-factor VOI", "stated VOI"], rows), "",
+        markdown_table(["proposer", "target", "question", "validity", "content VOI"], ex),
+        ""])

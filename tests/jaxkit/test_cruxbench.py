@@ -29,7 +29,7 @@ from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
 
 TINY = Config(n_targets=16, n_proposers=6, n_questions=2, n_factors=4, n_steps=8,
-              n_quality_targets=64, n_boot=200, n_perm=500, n_sim_seeds=3)
+              n_quality_targets=64, n_boot=200, n_perm=500, n_sim_seeds=3, lm_model="")
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ from .config import FULL, QUICK, Config
 from .http_run import search_http
 from .instances import load_instances
 from .program_run import program_section, search_programs
-from .real_run import real_section, search_real
+from .real_run import real_section, search_real, shift_claim
 
 TITLE = "Ballad: bandit routing of an LLM pool"
 
@@ -115,8 +115,21 @@ def run(ctx: RunContext) -> PipelineResult:
         md.append(f"\nStages reloaded from an earlier run: {', '.join(ctx.reloaded)}.")
     return PipelineResult(name="ballad", title=TITLE, markdown="\n".join(md), figures=figures,
                           metrics=metrics,
-                          claims=report.claims(results, cfg)
-                          + report_pools.pool_claims(pooled, cfg))
+                          claims=_claims(results, pooled, real, cfg))
+
+
+def _claims(results, pooled, real, cfg: Config) -> list:
+    """The simulated claims, then (with the real-proposer stage) the same rows on the
+    real pool, where the costlier-models claim is tested and the shift of the best model
+    is measured per window (:func:`jaxkit.ballad.real_run.shift_claim`) instead of the
+    "not tested" row."""
+    out = report.claims(results, cfg) + report_pools.pool_claims(pooled, cfg)
+    if real is None:
+        return out
+    shifts = lambda c: c.claim.startswith("The optimal LLM shifts")  # noqa: E731
+    return ([c for c in out if not shifts(c)]
+            + [c for c in report.claims([real], cfg, simulated=False) if not shifts(c)]
+            + [shift_claim(real)])
 
 
 def _run_http(ctx: RunContext, cfg: Config) -> PipelineResult:

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxkit.claims import Claim
 from jaxkit.report import markdown_table
 from jaxkit.stats import as_generator
 
@@ -47,10 +48,11 @@ from .config import Config
 from .llm import Candidate
 from .pools import SimulatedLLM
 from .program import SourceEditor, program_source, program_terms
+from .report import PAPER
 from .smol import MEMBERS, Backend, ReplyCache
 
 __all__ = ["search_real", "real_section", "member_stats", "calibrated_members",
-           "real_instances", "CAPACITY", "DEFAULT_CACHE", "FIRST_FIT_SOURCE"]
+           "real_instances", "shift_claim", "CAPACITY", "DEFAULT_CACHE", "FIRST_FIT_SOURCE"]
 
 CAPACITY = {"binpacking_weibull": 100.0, "binpacking_or": 150.0}
 DEFAULT_CACHE = Path(__file__).parent / "replies" / "smollm2-135m.jsonl"
@@ -212,11 +214,57 @@ def search_real(cfg: Config, keys: dict[str, Any], *, track=None) -> dict:
         first_fit_train=-float(ff_train),
         init_best=-max(logs[0].genealogy.nodes[i].score for i in range(len(init))),
         best_source=best_src, stats=stats, n_calls=n, n_items=cfg.real_items,
+        improved=np.array([_improved(log) for log in logs], bool),
         calibration={m.name: dict(step=m.editor.model.step, insight=m.editor.model.insight,
                                   fail_prob=m.editor.model.fail_prob, cost=m.cost)
                      for m in pool[len(real):]},
         cache_hits=backend.hits, cache_misses=backend.misses,
         cache=str(cfg.real_cache or DEFAULT_CACHE))
+
+
+def _improved(log) -> list[bool]:
+    """Per call of ``log``: the child works and scores above its best parent."""
+    nodes = log.genealogy.nodes
+    return [bool(nd.ok and nd.parents and nd.score > max(nodes[p].score for p in nd.parents))
+            for nd in nodes if nd.step >= 0]
+
+
+def shift_claim(res: dict, windows: int = 2) -> Claim:
+    """"The optimal LLM shifts over a run", measured on the uniform router's runs (every
+    member sampled at every stage): per window of calls, each member's improvement rate
+    (child above its best parent); A = the best member of the first window, B = the best
+    of the last (pooled over seeds). A == B: "no" (no shift seen). Otherwise per seed
+    d = (rate_A - rate_B) in the first window minus the same in the last, and the
+    verdict is :func:`jaxkit.stats.superiority` of d at 90% (one-sided 5%)."""
+    from jaxkit.stats import superiority
+
+    ri = res["routers"].index("uniform")
+    S, M = res["n_seeds"], len(res["models"])
+    runs = range(ri * S, (ri + 1) * S)
+    arms = np.asarray(res["arms"])[list(runs)]
+    imp = np.asarray(res["improved"])[list(runs)]
+    edges = np.linspace(0, arms.shape[1], windows + 1).astype(int)
+
+    def rates(j, w):  # (M,) improvement rate per member in window w of run j (nan: none)
+        a, i = arms[j, edges[w]:edges[w + 1]], imp[j, edges[w]:edges[w + 1]]
+        return np.array([i[a == m].mean() if np.any(a == m) else np.nan for m in range(M)])
+
+    pooled = [np.nanmean(np.stack([rates(j, w) for j in range(S)]), 0)
+              for w in (0, windows - 1)]
+    a, b = (int(np.nanargmax(np.nan_to_num(p, nan=-1.0))) for p in pooled)
+    claim = "The optimal LLM shifts over the course of a run (measured per window)"
+    test = (f"uniform router's runs, {windows} windows of calls; A, B = the members with "
+            "the best improvement rate in the first / last window; per seed "
+            "(rate_A - rate_B) first minus last window; one-sided t at 5%")
+    if a == b:
+        return Claim(PAPER, claim, f"{res['models'][a]} best in the first and last window",
+                     "no", test, f"{res['problem']}, n={S} seeds")
+    d = np.array([(rates(j, 0)[a] - rates(j, 0)[b])
+                  - (rates(j, windows - 1)[a] - rates(j, windows - 1)[b]) for j in range(S)])
+    v = superiority(d[np.isfinite(d)], level=0.9)
+    return Claim.from_verdict(PAPER, claim, v, fmt="{:+.3g}",
+                              note=f"{res['problem']}: {res['models'][a]} first, "
+                              f"{res['models'][b]} last (chosen on the same runs), n={S}")
 
 
 def jax_fold(key):

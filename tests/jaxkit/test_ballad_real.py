@@ -154,3 +154,26 @@ def test_member_stats_and_calibration():
     (child,), cost = sims[0].propose([Candidate(source=CLOSED)],
                                      {"rng": rng, "step": 0, "budget": 4})
     assert "def priority" in child.source and cost == pytest.approx(0.5)
+
+
+# ------------------------------------------------------------------ the shift, measured
+
+
+def _shift_res(improved):
+    S = len(improved)
+    arms = np.tile(np.array([0, 1, 0, 1, 0, 1, 0, 1]), (S, 1))
+    return dict(routers=["uniform"], models=["a", "b"], n_seeds=S, arms=arms,
+                improved=np.array(improved, bool), problem="p")
+
+
+def test_shift_claim_is_measured_per_window():
+    from jaxkit.ballad.real_run import shift_claim
+
+    # a improves early, b late, on every seed: the best member shifts -> yes
+    swap = [[1, 0, 1, 0, 0, 1, 0, 1], [1, 0, 1, 0, 0, 1, 0, 0], [1, 0, 0, 0, 0, 1, 0, 1],
+            [1, 0, 1, 0, 0, 0, 0, 1]]
+    assert shift_claim(_shift_res(swap)).verdict == "yes"
+    # a best throughout: no shift
+    same = [[1, 0, 1, 0, 1, 0, 1, 0]] * 4
+    c = shift_claim(_shift_res(same))
+    assert c.verdict == "no" and "a best" in c.measured

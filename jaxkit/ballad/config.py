@@ -97,6 +97,11 @@ class Config(PipelineConfig):
             ``jaxkit/ballad/replies/smollm2-135m.jsonl``).
         real_offline: replay only (a reply not in the cache is a failed call; the model
             is never loaded).
+        real_plugin: your own problem, a Python file (:mod:`jaxkit.ballad.plugin`:
+            CAPACITY, TRAIN, TEST, optional VAL and DESCRIPTION): its instances drive the
+            search and the test of the real-proposer experiment, its description is the
+            prompt's task; checked (one-line errors) before anything runs. Its replies go
+            to ``<out>/replies.jsonl`` unless ``real_cache`` names a file.
     """
 
     problems: tuple[_Problem, ...] = PROBLEMS
@@ -163,6 +168,7 @@ class Config(PipelineConfig):
     real_items: int = 5000
     real_cache: str = ""
     real_offline: bool = False
+    real_plugin: str = ""
 
     def validate(self) -> None:
         require_distinct("problems", self.problems, "problem")
@@ -201,6 +207,16 @@ class Config(PipelineConfig):
             require(prob in self.problems, "instances_problem",
                     f"must name the problem of `instances` among `problems` "
                     f"({', '.join(self.problems)}); got {prob!r}")
+        require(self.real_problem != "binpacking_or" or self.real_items in (120, 250, 500, 1000),
+                "real_items", "must be an OR-Library u class (120, 250, 500 or 1000) with "
+                f"real_problem=binpacking_or; got {self.real_items}")
+        if self.real_plugin:
+            from .plugin import load_plugin
+
+            try:
+                load_plugin(self.real_plugin)
+            except ValueError as e:
+                raise ValueError(f"`real_plugin`: {e}") from None
         if not self.cost_weight >= 0:
             raise ValueError(f"`cost_weight` must be >= 0; got {self.cost_weight}")
 

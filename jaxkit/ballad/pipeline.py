@@ -66,7 +66,8 @@ def run(ctx: RunContext) -> PipelineResult:
         cfg, {k: ctx.key(f"program-{k}") for k in ("train", "test", "search")})) \
         if cfg.program_calls else None
     real = ctx.stage("ballad-real", lambda: search_real(
-        cfg, {k: ctx.key(f"real-{k}") for k in ("train", "val", "test", "search")})) \
+        cfg, {k: ctx.key(f"real-{k}") for k in ("train", "val", "test", "search")},
+        out_dir=ctx.out_dir)) \
         if cfg.real_calls else None
     figures = [report.plot(results, ctx.out_dir)]
 

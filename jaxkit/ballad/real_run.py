@@ -7,7 +7,13 @@ Instances (generated exactly as specified; no download):
   sizes Weibull(scale 45, shape 3), rounded and clipped to [1, 100], capacity 100
   (5000 items at full size); :func:`jaxkit.ballad.discover.weibull_items`;
 * ``binpacking_or``: the OR-Library "u" classes binpack1-4 (Falkenauer 1996; u120, u250,
-  u500, u1000): integer sizes uniform on [20, 100], capacity 150.
+  u500, u1000): integer sizes uniform on [20, 100], capacity 150 (``real_items`` is the
+  class: 120, 250, 500 or 1000 items).
+
+The instances are drawn by :mod:`jaxkit.ballad.problems`' generators from the run's keys
+(``real-train`` / ``real-val`` / ``real-test`` under the run's seed), not the files of
+the OR-Library (there is no network): same distribution, other draws. The L1 bounds of
+the test instances are recorded with the result.
 
 Training, validation and test instances come from three different keys of the run
 (disjoint draws); the objective is the excess of bins over the L1 bound (percent, lower
@@ -40,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from jaxkit.claims import Claim
+from jaxkit.jail.packing import l1_bound
 from jaxkit.report import markdown_table
 from jaxkit.stats import as_generator
 
@@ -85,7 +92,8 @@ def member_stats(logs: list, names: list[str], baseline: float) -> dict[str, dic
     ``improve_rate`` (a child scoring above its best parent), ``beats_rate`` (above
     ``baseline``, e.g. first fit on the training instances), ``novelty`` (a working
     child whose score no earlier node of its run had), ``tokens`` (mean cost per call)
-    and the most common failure reasons."""
+    ``copy_rate`` (a working child that is one of its parents up to comments, docstrings,
+    annotations and layout) and the most common failure reasons."""
     acc: dict[str, dict[str, Any]] = {}
     for log in logs:
         seen: set[float] = set()
@@ -94,7 +102,8 @@ def member_stats(logs: list, names: list[str], baseline: float) -> dict[str, dic
                 seen.add(nd.score)
                 continue
             a = acc.setdefault(names[nd.model], dict(calls=0, fail=0, improve=0, beats=0,
-                                                      novel=0, cost=0.0, errors=Counter()))
+                                                      novel=0, copy=0, cost=0.0,
+                                                      errors=Counter()))
             a["calls"] += 1
             a["cost"] += nd.cost
             if not nd.ok:
@@ -102,6 +111,9 @@ def member_stats(logs: list, names: list[str], baseline: float) -> dict[str, dic
                 a["errors"][_reason(nd.error or "")] += 1
                 continue
             parents = [log.genealogy.nodes[p].score for p in nd.parents]
+            src = _shape(nd.candidate.source if nd.candidate else None)
+            a["copy"] += bool(src is not None and any(
+                src == _shape(log.genealogy.nodes[p].candidate.source) for p in nd.parents))
             a["improve"] += bool(parents and nd.score > max(parents))
             a["beats"] += bool(nd.score > baseline)
             a["novel"] += nd.score not in seen
@@ -111,9 +123,29 @@ def member_stats(logs: list, names: list[str], baseline: float) -> dict[str, dic
         n = max(a["calls"], 1)
         out[name] = dict(calls=a["calls"], failure_rate=a["fail"] / n,
                          improve_rate=a["improve"] / n, beats_rate=a["beats"] / n,
-                         novelty=a["novel"] / n, tokens=a["cost"] / n,
+                         novelty=a["novel"] / n, copy_rate=a["copy"] / n,
+                         tokens=a["cost"] / n,
                          errors=dict(a["errors"].most_common(4)))
     return out
+
+
+def _shape(src: str | None) -> str | None:
+    """The program without comments, docstrings, imports and layout (to spot copies)."""
+    import ast
+
+    try:
+        tree = ast.parse(src or "")
+    except SyntaxError:
+        return None
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    for fn in fns:
+        if fn.body and isinstance(fn.body[0], ast.Expr) \
+                and isinstance(fn.body[0].value, ast.Constant):
+            fn.body = fn.body[1:] or [ast.Pass()]
+        fn.returns = None
+        for a in fn.args.args:
+            a.annotation = None
+    return "\n".join(ast.dump(fn) for fn in fns) or None
 
 
 def _reason(error: str) -> str:
@@ -165,20 +197,33 @@ def calibrated_members(stats: dict[str, dict], capacity: float) -> list[Calibrat
     return out
 
 
-def search_real(cfg: Config, keys: dict[str, Any], *, track=None) -> dict:
+def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> dict:
     """Both phases (module docstring). ``keys``: ``train`` / ``val`` / ``test`` /
-    ``search``. Returns the result in :func:`jaxkit.ballad.compare.search_problem`'s shape
-    plus ``stats`` (phase 1), ``calibration``, ``first_fit_test`` and cache counts."""
+    ``search``; with ``cfg.real_plugin`` the plug-in's instances and description are used
+    (:mod:`jaxkit.ballad.plugin`) and replies go to ``out_dir/replies.jsonl``. Returns
+    the result in :func:`jaxkit.ballad.compare.search_problem`'s shape plus ``stats``
+    (phase 1), ``calibration``, ``first_fit_test`` and cache counts."""
     from jaxkit.jail.sandbox import evaluate_many
 
     from .discover import BEST_FIT_SOURCE
 
-    prob, cap = cfg.real_problem, CAPACITY[cfg.real_problem]
-    seed_of = lambda k: int(as_generator(k).integers(2**31 - 1))  # noqa: E731
-    data = {s: real_instances(prob, seed_of(keys[s]), n, cfg.real_items)
-            for s, n in (("train", cfg.train_instances), ("val", cfg.val_instances),
-                         ("test", cfg.test_instances))}
-    backend = Backend(ReplyCache(cfg.real_cache or DEFAULT_CACHE), offline=cfg.real_offline)
+    task = None
+    if cfg.real_plugin:
+        from .plugin import load_plugin
+
+        plug = load_plugin(cfg.real_plugin)
+        prob, cap, task = plug.name, plug.capacity, plug.description or None
+        data = {"train": plug.train, "val": plug.val, "test": plug.test}
+        cache = cfg.real_cache or Path(out_dir or ".") / "replies.jsonl"
+    else:
+        prob, cap = cfg.real_problem, CAPACITY[cfg.real_problem]
+        seed_of = lambda k: int(as_generator(k).integers(2**31 - 1))  # noqa: E731
+        data = {s: real_instances(prob, seed_of(keys[s]), n, cfg.real_items)
+                for s, n in (("train", cfg.train_instances), ("val", cfg.val_instances),
+                             ("test", cfg.test_instances))}
+        cache = cfg.real_cache or DEFAULT_CACHE
+    _disjoint(data)
+    backend = Backend(ReplyCache(cache), offline=cfg.real_offline)
     real = MEMBERS(backend)
     init = [Candidate(source=BEST_FIT_SOURCE, note="best fit"),
             Candidate(source=program_source(-np.eye(10)[0], cap), note="best fit terms")]
@@ -187,7 +232,7 @@ def search_real(cfg: Config, keys: dict[str, Any], *, track=None) -> dict:
     seeds, n = list(range(cfg.real_seeds)), cfg.real_calls
     solo = [S_.Router(f"only {m.name}", kind="fixed", arm=i) for i, m in enumerate(real)]
     logs1 = S_.search(evaluate, real, solo, seeds, init=init, n_calls=n,
-                      key=keys["search"], context={"task": None})
+                      key=keys["search"], context={"task": task})
     stats = member_stats(logs1, [m.name for m in real], ff_train)
     pool = real + calibrated_members(stats, cap)
     names = [m.name for m in pool]
@@ -195,7 +240,7 @@ def search_real(cfg: Config, keys: dict[str, Any], *, track=None) -> dict:
                                               cost_weight=cfg.cost_weight, budget=cfg.budget)
                if r.name not in {s.name for s in solo}]
     logs2 = S_.search(evaluate, pool, routers, seeds, init=init, n_calls=n,
-                      key=jax_fold(keys["search"]), context={"task": None})
+                      key=jax_fold(keys["search"]), context={"task": task})
     logs = logs1 + logs2
     best_src = [log.genealogy.best().candidate.source for log in logs]
     test = evaluate_many(best_src + [BEST_FIT_SOURCE, FIRST_FIT_SOURCE], data["test"], cap,
@@ -213,13 +258,22 @@ def search_real(cfg: Config, keys: dict[str, Any], *, track=None) -> dict:
         test=-t[:-2], val=-v, baseline_test=-float(t[-2]), first_fit_test=-float(t[-1]),
         first_fit_train=-float(ff_train),
         init_best=-max(logs[0].genealogy.nodes[i].score for i in range(len(init))),
-        best_source=best_src, stats=stats, n_calls=n, n_items=cfg.real_items,
+        best_source=best_src, stats=stats, n_calls=n, n_items=int(data["train"].shape[1]),
         improved=np.array([_improved(log) for log in logs], bool),
         calibration={m.name: dict(step=m.editor.model.step, insight=m.editor.model.insight,
                                   fail_prob=m.editor.model.fail_prob, cost=m.cost)
                      for m in pool[len(real):]},
         cache_hits=backend.hits, cache_misses=backend.misses,
-        cache=str(cfg.real_cache or DEFAULT_CACHE))
+        n_items_test=int(data["test"].shape[1]), cache=str(cache),
+        l1_test=[l1_bound(row, cap) for row in data["test"]])
+
+
+def _disjoint(data: dict[str, np.ndarray]) -> None:
+    """Raise ValueError when the training, validation and test sets share an instance."""
+    rows = {k: {np.asarray(r, np.float64).tobytes() for r in v} for k, v in data.items()}
+    for a, b in (("train", "val"), ("train", "test"), ("val", "test")):
+        if rows[a] & rows[b]:
+            raise ValueError(f"the {a} and {b} instances overlap; they must be disjoint")
 
 
 def _improved(log) -> list[bool]:
@@ -280,7 +334,8 @@ def real_section(res: dict) -> tuple[list[str], dict]:
     for name, st in res["stats"].items():
         rows.append([name, st["calls"], f"{100 * st['failure_rate']:.0f}%",
                      f"{100 * st['improve_rate']:.0f}%", f"{100 * st['beats_rate']:.0f}%",
-                     f"{100 * st['novelty']:.0f}%", f"{st['tokens']:.2f}",
+                     f"{100 * st['novelty']:.0f}%", f"{100 * st['copy_rate']:.0f}%",
+                     f"{st['tokens']:.2f}",
                      "; ".join(f"{k} x{v}" for k, v in st["errors"].items()) or "-"])
     cal = [[k, f"{c['fail_prob']:.2f}", f"{c['insight']:.2f}", f"{c['step']:.3f}",
             f"{c['cost']:.2f}"] for k, c in res["calibration"].items()]
@@ -292,9 +347,12 @@ def real_section(res: dict) -> tuple[list[str], dict]:
         f"jail. Replies from `{res['cache']}` ({res['cache_hits']} replayed, "
         f"{res['cache_misses']} generated or missing). Cost: thousands of tokens. First fit "
         f"on the training instances: {res['first_fit_train']:.3f}% excess over L1 (test "
-        f"{res['first_fit_test']:.3f}%; best fit test {res['baseline_test']:.3f}%).", "",
+        f"{res['first_fit_test']:.3f}%; best fit test {res['baseline_test']:.3f}%). L1 "
+        f"lower bounds of the test instances: {', '.join(map(str, res['l1_test']))} bins.",
+        "",
         markdown_table(["member", "calls", "failed", "improved on parent",
-                        "beat first fit", "novel", "k tokens / call", "failure reasons"],
+                        "beat first fit", "novel", "copied a parent", "k tokens / call",
+                        "failure reasons"],
                        rows), "",
         ("What a 135M model can write: " + ("some of its programs run and beat first fit; "
          if ok_any else "none of its programs beat first fit here; ")

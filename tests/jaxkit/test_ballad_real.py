@@ -177,3 +177,53 @@ def test_shift_claim_is_measured_per_window():
     same = [[1, 0, 1, 0, 1, 0, 1, 0]] * 4
     c = shift_claim(_shift_res(same))
     assert c.verdict == "no" and "a best" in c.measured
+
+
+# ------------------------------------------------------------------ the user's plug-in
+
+_GOOD = """CAPACITY = 10.0
+TRAIN = [[1, 2, 3], [4, 5, 6], [2, 2, 2], [3, 3, 3]]
+TEST = [[9, 1, 1]]
+DESCRIPTION = "Pack boxes."
+"""
+
+
+def test_plugin_loads_and_splits_validation_from_train(tmp_path):
+    from jaxkit.ballad.plugin import load_plugin
+
+    f = tmp_path / "boxes.py"
+    f.write_text(_GOOD)
+    p = load_plugin(f)
+    assert (p.name, p.capacity, p.description) == ("boxes", 10.0, "Pack boxes.")
+    assert p.val.tolist() == [[1, 2, 3], [4, 5, 6]] and p.train.shape == (2, 3)
+    assert p.test.tolist() == [[9, 1, 1]]
+
+
+@pytest.mark.parametrize("text, why", [
+    ("TRAIN = [[1, 2]]\nTEST = [[1, 2]]", "defines no `CAPACITY`"),
+    ("CAPACITY = -1\nTRAIN = [[1, 2]]\nTEST = [[1, 2]]", "`CAPACITY` must be a positive"),
+    ("CAPACITY = 5\nTRAIN = [[1, 2], [1, 9]]\nTEST = [[1, 2]]", r"`TRAIN`\[1\]\[1\] = 9.0"),
+    ("CAPACITY = 5\nTRAIN = [[1, 2], [1, 2, 3]]\nTEST = [[1, 2]]", "one length"),
+    ("CAPACITY = 5\nTRAIN = [[1, 2], [2, 2]]\nTEST = [[2, 2]]", "held out"),
+    ("CAPACITY = 5\nTRAIN = [[1, 2], [2, 2]]\nTEST = [[1, 3]]\nEVALUATOR = 'tsp'",
+     "`EVALUATOR`"),
+    ("CAPACITY = 5\nTRAIN = [[1, 2]]\nTEST = [[1, 3]]", "give `VAL`"),
+    ("import nosuchmodule_xyz\n", "cannot be imported"),
+])
+def test_plugin_errors_are_one_line_naming_the_file(tmp_path, text, why):
+    from jaxkit.ballad.config import Config
+
+    f = tmp_path / "mine.py"
+    f.write_text(text)
+    with pytest.raises(ValueError, match=why) as e:
+        Config(real_plugin=str(f))
+    assert "\n" not in str(e.value) and "mine.py" in str(e.value)
+    assert "`real_plugin`" in str(e.value)
+
+
+def test_or_library_classes_only(tmp_path):
+    from jaxkit.ballad.config import Config
+
+    with pytest.raises(ValueError, match="`real_items`"):
+        Config(real_problem="binpacking_or", real_items=200)
+    assert Config(real_problem="binpacking_or", real_items=120).real_items == 120

@@ -12,6 +12,12 @@ quality measure on ``n_quality_targets`` held-out targets. Prices are clipped to
 announcement. The separate forecasting agent that measures usefulness sees the
 loadings with noise ``forecaster_noise`` and never reads the proposers' probabilities.
 
+How much the proposers' quality shares with VOI is the simulator's choice:
+``quality_link`` 1 (quality is forecasting skill with the same knowledge trait that steers
+the questions), 0 (an independent draw of that trait: no relation by construction);
+``link_sweep`` reruns the seeds' VOI-quality correlation at other links, so the report
+shows how much of the r is the simulator's assumption.
+
 Replicates: ``n_sim_seeds`` simulated benchmarks (the unit a user would redo), each
 reduced to one number per claim; the verdicts come from the seeds.
 
@@ -63,6 +69,8 @@ class Config(PipelineConfig):
     clip_hi: float = 0.99
     window: float = 0.0
     forecaster_noise: float = 0.3
+    quality_link: float = 1.0
+    link_sweep: tuple[float, ...] = (0.0, 0.5)
     n_sim_seeds: int = 20
     r_high: float = 0.5
     usefulness_margin: float = 0.0
@@ -98,6 +106,9 @@ class Config(PipelineConfig):
                 f"and clip_hi must satisfy 0 < clip_lo < 0.5 < clip_hi < 1; got "
                 f"{self.clip_lo}, {self.clip_hi}")
         require(-1 <= self.r_paper <= 1, "r_paper", f"must be in [-1, 1]; got {self.r_paper}")
+        for name, v in [("quality_link", self.quality_link),
+                        *(("link_sweep", x) for x in self.link_sweep)]:
+            require(0 <= v <= 1, name, f"must lie in [0, 1]; got {v}")
         from .text import TARGETS
 
         require(1 <= self.lm_targets <= len(TARGETS), "lm_targets",
@@ -113,7 +124,7 @@ class Config(PipelineConfig):
                            self.n_steps, self.n_quality_targets, self.explained,
                            self.loading_spread, self.threshold_scale, self.noise_min,
                            self.noise_max, self.vagueness_max, self.spread_max,
-                           self.forecaster_noise)
+                           self.forecaster_noise, self.quality_link)
 
 
 # QUICK: the paper's 8 proposers, 64 targets, 20 simulator seeds (FULL: 336 targets x 8

@@ -48,6 +48,24 @@ def _seeds(ctx: RunContext, cfg: Config, keys, sim0) -> dict:
     return {k: np.array([r[k] for r in rows], float) for k in SEED_STATS}
 
 
+def _links(ctx: RunContext, cfg: Config, keys) -> dict:
+    """Per link of ``cfg.link_sweep`` (other than ``quality_link``): the seeds'
+    VOI-quality correlations with the simulator's quality tied to VOI that much."""
+    out = {}
+    for link in cfg.link_sweep:
+        if float(link) == float(cfg.quality_link):
+            continue
+        st = cfg.sim_settings()._replace(quality_link=float(link))
+        rs = []
+        for s in ctx.track(range(len(keys)), f"cruxbench quality link {link:g}"):
+            sim = simulate(keys[s], st)
+            rs.append(seed_stats(sim.data, sim.forecast_p1, sim.forecast_p0,
+                                 window=cfg.window, clip=(cfg.clip_lo, cfg.clip_hi))
+                      ["r_quality"])
+        out[float(link)] = np.asarray(rs, float)
+    return out
+
+
 @register("cruxbench", quick=QUICK, full=FULL, title=TITLE)
 def run(ctx: RunContext) -> PipelineResult:
     """Simulate over seeds, score, test the claims; optionally score the user's file."""
@@ -70,6 +88,7 @@ def run(ctx: RunContext) -> PipelineResult:
                      n_boot=cfg.n_boot, n_perm=cfg.n_perm)
     tight = question_scores(sim.data, clip=(1e-6, 1 - 1e-6))
     check = simulator_check(tight, dict(abs=sim.known_abs, sq=sim.known_sq, mi=sim.known_mi))
+    links = ctx.stage("cruxbench-links", lambda: _links(ctx, cfg, keys))
     claims = report.claims(cfg, seeds, check)
     lm = None
     if cfg.lm_model:
@@ -79,7 +98,7 @@ def run(ctx: RunContext) -> PipelineResult:
             temperatures=cfg.lm_temperatures, samples=cfg.lm_samples, cache=cache,
             offline=cfg.lm_offline, max_tokens=cfg.lm_max_tokens))
         claims += report.text_claims(cfg, lm)
-    md = [report.seeds_markdown(cfg, seeds),
+    md = [report.seeds_markdown(cfg, seeds), report.links_markdown(cfg, seeds, links),
           report.markdown(scores, stats, sim.data.proposers, sim.data.quality,
                           traits=sim.traits, check=check, forecaster=fore_prop,
                           title="Simulator seed 0 in detail"),
@@ -91,6 +110,7 @@ def run(ctx: RunContext) -> PipelineResult:
                    separate_forecaster=fore_prop.tolist(),
                    quality=sim.data.quality.tolist(), simulator_check=check,
                    seeds={k: v.tolist() for k, v in seeds.items()},
+                   quality_link_sweep={str(k): v.tolist() for k, v in links.items()},
                    correlations={k: stats[k] for k in ("quality", "usefulness")})
     if lm is not None:
         metrics["text"] = dict(model=lm["model"], error=lm["error"], proposers={

@@ -13,7 +13,8 @@ Simulated proposer ``m`` (offline stand-in for an LLM) has three traits:
 Its independent quality measure (:func:`quality_scores`) is its own forecasting skill
 on held-out targets whose factors are all revealed, forecasting with its noisy loadings
 (minus the Brier score): driven by ``sigma_m`` alone, not by vagueness or threshold
-choice, so VOI and quality share one trait and differ in two.
+choice, so VOI and quality share one trait and differ in two (``link`` loosens that
+tie: at 0 quality comes from an independent draw of the trait).
 
 The separate forecasting agent (:func:`separate_forecaster`) that measures downstream
 usefulness never reads a proposer's probabilities: it reads each question's content
@@ -108,18 +109,33 @@ def propose(key, proposers: Proposers, targets: Targets, n_questions: int) -> Qu
     return Questions(factor, d, rho, z, q, p1, p0)
 
 
-def quality_scores(key, proposers: Proposers, held_out: Targets) -> jax.Array:
+def quality_scores(key, proposers: Proposers, held_out: Targets, *, link: float = 1.0,
+                   other_noise=None) -> jax.Array:
     """Independent quality of each proposer: minus its Brier score forecasting the
     held-out targets with all factors revealed, using its noisy loadings
     (``P(Y) = Phi((a_hat . F - c) / sqrt(max(1 - |a_hat|^2, 0.05)))``).
+
+    The forecasting noise is the proposer's knowledge noise ``sigma_m`` (``link = 1``,
+    the trait VOI also depends on) or, with ``other_noise`` (``(M,)``, an independent
+    draw of the same trait), ``sigma_m^link other_m^(1 - link)``: at ``link = 0`` quality
+    shares no trait with VOI, so any correlation between them is chance.
+
+    Args:
+        key: PRNG key.
+        proposers: the proposers.
+        held_out: the held-out targets.
+        link: static, in [0, 1]; used only with ``other_noise``.
+        other_noise: ``(M,)`` or ``None``.
 
     Returns:
         ``(M,)`` scores, higher is better.
     """
     M = proposers.knowledge_noise.shape[0]
     N, J = held_out.loadings.shape
-    seen = held_out.loadings + proposers.knowledge_noise[:, None, None] * jax.random.normal(
-        key, (M, N, J))
+    sigma = proposers.knowledge_noise
+    if other_noise is not None and float(link) != 1.0:
+        sigma = jnp.exp(link * jnp.log(sigma) + (1 - link) * jnp.log(other_noise))
+    seen = held_out.loadings + sigma[:, None, None] * jax.random.normal(key, (M, N, J))
     resid = jnp.sqrt(jnp.maximum(1 - jnp.sum(seen**2, -1), 0.05))
     f = ndtr((jnp.sum(seen * held_out.factors, -1) - held_out.threshold) / resid)
     return -jnp.mean((f - held_out.outcome) ** 2, -1)

@@ -55,7 +55,8 @@ from .analysis import (
 from .config import Config
 
 __all__ = ["PAPER", "C_QUALITY", "C_USEFUL", "C_TEXT", "claims", "data_claims",
-           "seeds_markdown", "markdown", "plot", "text_claims", "text_markdown"]
+           "seeds_markdown", "links_markdown", "markdown", "plot", "text_claims",
+           "text_markdown"]
 
 PAPER = "CruxBench (VOI of LLM subquestions vs prediction markets)"
 C_QUALITY = ("VOI correlates highly with independent measures of model quality "
@@ -232,6 +233,31 @@ def seeds_markdown(cfg: Config, seeds: dict) -> str:
         "answers.", "",
         markdown_table(["seed", *names.values()], rows), "",
         markdown_table(["quantity", "mean", "median", "min", "max", "seeds"], dist), ""])
+
+
+def links_markdown(cfg: Config, seeds: dict, links: dict) -> str:
+    """How the VOI-quality correlation over the seeds depends on the simulator's link
+    between quality and VOI (``quality_link``; ``links``: ``{link: (S,) r}``)."""
+    if not links:
+        return ""
+    rows = []
+    for link, rs in sorted({float(cfg.quality_link): np.asarray(seeds["r_quality"], float),
+                            **links}.items()):
+        x = rs[np.isfinite(rs)]
+        v = seed_correlation(x, null=cfg.r_high)
+        rows.append([f"{link:g}" + (" (this run)" if link == cfg.quality_link else ""),
+                     f"{np.mean(x):.3f}", f"{np.median(x):.3f}", f"{x.min():.3f}",
+                     f"{x.max():.3f}", f"{v.estimate:.3f} [{v.lo:.3f}, {v.hi:.3f}]",
+                     v.verdict])
+    return "\n".join([
+        "### How much of the correlation is the simulator's assumption", "",
+        "quality_link: 1 = the proposers' quality is forecasting skill with the same "
+        "knowledge trait that steers their questions; 0 = an independent draw of that "
+        f"trait (no relation by construction). r(VOI, quality) over the same "
+        f"{len(seeds['r_quality'])} seeds; the verdict is the paper row's test "
+        f"(mean Fisher z vs r_high = {cfg.r_high:g}).", "",
+        markdown_table(["quality link", "mean r", "median", "min", "max",
+                        "seeds' mean r [95% CI]", "verdict vs r_high"], rows), ""])
 
 
 def _corr_rows(block: dict) -> list[list]:

@@ -42,6 +42,7 @@ class SimSettings(NamedTuple):
     vagueness_max: float
     spread_max: float
     forecaster_noise: float = 0.3
+    quality_link: float = 1.0
 
 
 class Simulation(NamedTuple):
@@ -71,7 +72,9 @@ def _arrays(key, s: SimSettings):
     qu = propose(kq, pr, tg, s.n_questions)
     fp1, fp0 = separate_forecaster(jax.random.fold_in(kq, 1), pr, tg, qu,
                                    noise=s.forecaster_noise)
-    quality = quality_scores(kz, pr, held)
+    other = make_proposers(jax.random.fold_in(kp, 1), s.n_proposers, noise_min=s.noise_min,
+                           noise_max=s.noise_max).knowledge_noise
+    quality = quality_scores(kz, pr, held, link=s.quality_link, other_noise=other)
     # target-major order (i, m, k)
     tr = lambda x: jnp.transpose(x, (1, 0, 2)).reshape(-1)  # noqa: E731
     c = jnp.repeat(tg.threshold, s.n_proposers * s.n_questions)

@@ -214,6 +214,23 @@ def test_volatility_control_and_sign_check():
     assert question_scores(ds)["sign_agree"][0] == 0.0
 
 
+def test_quality_link_zero_unties_quality_from_voi():
+    """quality_link 0 draws the quality's knowledge noise independently: the markets,
+    questions and VOI are unchanged, the quality is not, and over seeds the VOI-quality
+    correlation is not called high (the paper row's test cannot say yes by itself)."""
+    st1 = TINY.sim_settings()
+    st0 = st1._replace(quality_link=0.0)
+    a, b = simulate(jax.random.key(3), st1), simulate(jax.random.key(3), st0)
+    np.testing.assert_array_equal(a.data.prices, b.data.prices)
+    assert not np.allclose(a.data.quality, b.data.quality)
+    rs = [A.seed_stats(*(lambda s: (s.data, s.forecast_p1, s.forecast_p0))(
+        simulate(jax.random.fold_in(jax.random.key(3), i), st0)))["r_quality"]
+        for i in range(10)]
+    assert A.seed_correlation(rs, null=TINY.r_high).verdict != "yes", rs
+    with pytest.raises(ValueError, match="`link_sweep`"):
+        Config(link_sweep=(1.5,))
+
+
 def test_correlation_statistics():
     x = np.arange(5.0)
     assert A.permutation_p(0, x, x) == pytest.approx(2 / 120)  # exact: r = +-1 only twice
@@ -250,6 +267,8 @@ def test_simulated_scores_and_pipeline(sim, tmp_path):
     cfg = TINY.merged({"data": str(path)})
     entry = get_pipeline("cruxbench")
     res = entry.run(RunContext(out_dir=tmp_path / "out", config=cfg, quick=True))
+    assert "How much of the correlation is the simulator's assumption" in res.markdown
+    assert set(res.metrics["quality_link_sweep"]) == {"0.0", "0.5"}
     # simulated: 2 paper rows, the simulator check (setup), 3 extensions, the sign check
     # (setup); data: 3 extensions
     assert len(res.claims) == 10
@@ -265,7 +284,7 @@ def test_simulated_scores_and_pipeline(sim, tmp_path):
     assert all(f.is_file() for f in res.figures)
     ctx = RunContext(out_dir=tmp_path / "out", config=cfg, quick=True)
     again = entry.run(ctx)
-    assert ctx.reloaded == ["cruxbench-sim", "cruxbench-seeds"]
+    assert ctx.reloaded == ["cruxbench-sim", "cruxbench-seeds", "cruxbench-links"]
     assert again.metrics["per_proposer"] == res.metrics["per_proposer"]
 
 

@@ -214,6 +214,28 @@ def test_volatility_control_and_sign_check():
     assert question_scores(ds)["sign_agree"][0] == 0.0
 
 
+def test_quality_link_sets_the_quality_noise():
+    """quality_scores at link 1 uses the proposers' own knowledge noise; at link 0 the
+    independent draw; in between the geometric mix."""
+    from jaxkit.cruxbench.market import make_targets
+    from jaxkit.cruxbench.proposers import Proposers, quality_scores
+
+    held = make_targets(jax.random.key(0), 32, 4)
+    own, other = jnp.array([0.1, 1.0, 0.5]), jnp.array([1.2, 0.2, 0.5])
+    pr = Proposers(own, jnp.zeros(3), jnp.zeros(3))
+    k = jax.random.key(1)
+    q = lambda p, **kw: np.asarray(quality_scores(k, p, held, **kw))  # noqa: E731
+    np.testing.assert_array_equal(q(pr, link=1.0, other_noise=other), q(pr))
+    np.testing.assert_allclose(q(pr, link=0.0, other_noise=other),
+                               q(pr._replace(knowledge_noise=other)), rtol=1e-5)
+    np.testing.assert_allclose(q(pr, link=0.5, other_noise=other),
+                               q(pr._replace(knowledge_noise=jnp.sqrt(own * other))),
+                               rtol=1e-5)
+    with pytest.raises(ValueError, match="`link_sweep`"):
+        Config(link_sweep=(1.5,))
+
+
+@pytest.mark.slow  # test-time budget: two simulator compilations (about 30 s)
 def test_quality_link_zero_unties_quality_from_voi():
     """quality_link 0 draws the quality's knowledge noise independently: the markets,
     questions and VOI are unchanged, the quality is not, and over seeds the VOI-quality
@@ -227,8 +249,6 @@ def test_quality_link_zero_unties_quality_from_voi():
         simulate(jax.random.fold_in(jax.random.key(3), i), st0)))["r_quality"]
         for i in range(10)]
     assert A.seed_correlation(rs, null=TINY.r_high).verdict != "yes", rs
-    with pytest.raises(ValueError, match="`link_sweep`"):
-        Config(link_sweep=(1.5,))
 
 
 def test_correlation_statistics():

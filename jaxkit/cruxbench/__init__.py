@@ -10,8 +10,11 @@ Modules: :mod:`~jaxkit.cruxbench.market` (latent-Gaussian market simulator with 
 VOI, bivariate normal CDF), :mod:`~jaxkit.cruxbench.proposers` (simulated proposers,
 the OpenAI-compatible :class:`~jaxkit.cruxbench.proposers.ChatProposer`),
 :mod:`~jaxkit.cruxbench.simulate` (the simulated benchmark as a dataset),
+:mod:`~jaxkit.cruxbench.text` (subquestions written by a language model, parsed,
+validated and scored by content),
 :mod:`~jaxkit.cruxbench.data` (the JSON Lines format), :mod:`~jaxkit.cruxbench.scoring`
-(ex-ante and realised VOI, the forecasting agent), :mod:`~jaxkit.cruxbench.analysis`
+(ex-ante and realised VOI, volatility control and sign check, the forecasting agent),
+:mod:`~jaxkit.cruxbench.analysis`
 (correlations, nested bootstrap, permutation, cross-fitted usefulness test),
 :mod:`~jaxkit.cruxbench.report`, :mod:`~jaxkit.cruxbench.config`; ``jaxkit run
 cruxbench`` is :mod:`~jaxkit.cruxbench.pipeline`; ``jaxkit cruxbench`` (score a file,

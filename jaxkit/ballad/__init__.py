@@ -15,8 +15,11 @@ In three parts, each where its kind of code lives (DESIGN.md):
   Python source), ``population`` (genealogy and islands), ``search`` (the routed
   discovery loop), ``compare`` (the routing comparison of one problem, and over random
   pools), ``program_run`` (the same over programs in the jail), ``http_run`` (the
-  comparison over real models), ``instances`` (the user's instances), ``config`` (its
-  settings), ``report`` / ``report_pools`` (tables, figure, claims), and ``pipeline``
-  (``jaxkit run ballad``). The user's tool: ``discover`` (heuristic discovery for the
-  user's own bin-packing instances with real models), ``jaxkit ballad`` (``cli``).
+  comparison over real models), ``smol`` (SmolLM2-135M as real proposers, with the reply
+  cache), ``real_run`` (the experiment over them, with simulated members calibrated from
+  their statistics), ``plugin`` (the user's problem as a Python file), ``instances``
+  (the user's instances), ``config`` (its settings), ``report`` / ``report_pools``
+  (tables, figure, claims), and ``pipeline`` (``jaxkit run ballad``). The user's tool:
+  ``discover`` (heuristic discovery for the user's own bin-packing instances with real
+  models), ``jaxkit ballad`` (``cli``).
 """

@@ -243,11 +243,14 @@ def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> dict:
                       key=jax_fold(keys["search"]), context={"task": task})
     logs = logs1 + logs2
     best_src = [log.genealogy.best().candidate.source for log in logs]
-    test = evaluate_many(best_src + [BEST_FIT_SOURCE, FIRST_FIT_SOURCE], data["test"], cap,
-                         timeout=cfg.program_timeout)
-    val = evaluate_many(best_src, data["val"], cap, timeout=cfg.program_timeout)
-    sc = lambda rs: np.array([r.score if r.ok else np.nan for r in rs])  # noqa: E731
-    t, v = sc(test), sc(val)
+    def scores(sources, items):  # each distinct program once, in the jail
+        distinct = list(dict.fromkeys(sources))
+        res = dict(zip(distinct, evaluate_many(distinct, items, cap,
+                                               timeout=cfg.program_timeout), strict=True))
+        return np.array([res[s].score if res[s].ok else np.nan for s in sources])
+
+    t = scores(best_src + [BEST_FIT_SOURCE, FIRST_FIT_SOURCE], data["test"])
+    v = scores(best_src, data["val"])
     return dict(
         problem=f"{prob} (real models)", objective="excess bins over L1 (%)",
         lower_is_better=True, routers=[r.name for r in solo + routers], models=names,
@@ -328,6 +331,14 @@ def jax_fold(key):
     return jax.random.fold_in(key, 2)
 
 
+def _shown(path: str) -> str:
+    """``path`` relative to the working folder when it is inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def real_section(res: dict) -> tuple[list[str], dict]:
     """Markdown lines on what the real members wrote, and their statistics as metrics."""
     rows = []
@@ -344,7 +355,7 @@ def real_section(res: dict) -> tuple[list[str], dict]:
         "## Real proposers: SmolLM2-135M-Instruct writing heuristics", "",
         f"{res['problem']}, {res['n_items']} items per instance; phase 1: each real member "
         f"alone, {res['n_seeds']} seed(s) x {res['n_calls']} calls; every program ran in the "
-        f"jail. Replies from `{res['cache']}` ({res['cache_hits']} replayed, "
+        f"jail. Replies from `{_shown(res['cache'])}` ({res['cache_hits']} replayed, "
         f"{res['cache_misses']} generated or missing). Cost: thousands of tokens. First fit "
         f"on the training instances: {res['first_fit_train']:.3f}% excess over L1 (test "
         f"{res['first_fit_test']:.3f}%; best fit test {res['baseline_test']:.3f}%). L1 "

@@ -135,7 +135,9 @@ def theta_evaluator(score_fn: Callable, instances, n_runs: int, fallback, *,
 
 def source_evaluator(items: np.ndarray, capacity: float, *, timeout: float = 10.0,
                      max_workers: int | None = None) -> Callable:
-    """Evaluate Python-source bin-packing heuristics in the sandbox (in parallel)."""
+    """Evaluate Python-source bin-packing heuristics in the sandbox (in parallel); the
+    same source twice in one call runs once (a program that draws random numbers then
+    shares one draw)."""
     from jaxkit.jail.sandbox import evaluate_many
 
     def evaluate(cands: Sequence[Candidate | None]) -> list[EvalOutcome | None]:
@@ -146,9 +148,11 @@ def source_evaluator(items: np.ndarray, capacity: float, *, timeout: float = 10.
             out[i] = EvalOutcome(False, -math.inf, "candidate has no source")
         todo = [i for i in idx if i not in missing]
         if todo:
-            res = evaluate_many([cands[i].source for i in todo], items, capacity,
-                                timeout=timeout, max_workers=max_workers)
-            for i, r in zip(todo, res, strict=True):
+            distinct = list(dict.fromkeys(cands[i].source for i in todo))
+            res = dict(zip(distinct, evaluate_many(distinct, items, capacity, timeout=timeout,
+                                                   max_workers=max_workers), strict=True))
+            for i in todo:
+                r = res[cands[i].source]
                 out[i] = EvalOutcome(r.ok, r.score if r.ok else -math.inf, r.error)
         return out
 

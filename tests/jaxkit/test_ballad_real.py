@@ -227,3 +227,52 @@ def test_or_library_classes_only(tmp_path):
     with pytest.raises(ValueError, match="`real_items`"):
         Config(real_problem="binpacking_or", real_items=200)
     assert Config(real_problem="binpacking_or", real_items=120).real_items == 120
+
+
+# ------------------------------------------------------------------ the stage, replayed
+
+_GOOD_REPLIES = ["```python\ndef priority(item, bins):\n    return -(bins - item) ** 2\n```",
+                 "no code", "```python\ndef priority(item, bins):\n    return bins * 0.0\n```"]
+
+
+def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
+    """A tiny live run (a canned 'model') writes the cache; the same run offline replays
+    it call for call (same arms, costs and test values); the claims and the report work
+    on its result."""
+    from dataclasses import replace
+
+    import jax
+
+    from jaxkit.ballad import real_run, report
+    from jaxkit.ballad.config import QUICK
+
+    cfg = replace(QUICK, real_calls=1, real_seeds=2, real_items=12, train_instances=1,
+                  val_instances=1, test_instances=2, program_timeout=20.0,
+                  real_cache=str(tmp_path / "r.jsonl"))
+    keys = {k: jax.random.fold_in(jax.random.key(3), i)
+            for i, k in enumerate(("train", "val", "test", "search"))}
+    canned = lambda cache, offline: _Canned(cache, _GOOD_REPLIES * 200)  # noqa: E731
+    monkeypatch.setattr(real_run, "Backend", canned)
+    live = real_run.search_real(cfg, keys)
+    monkeypatch.undo()
+    again = real_run.search_real(replace(cfg, real_offline=True), keys)
+    assert live["cache_misses"] > 0 and again["cache_misses"] == 0
+    assert again["cache_hits"] == live["cache_misses"]
+    np.testing.assert_array_equal(again["arms"], live["arms"])
+    np.testing.assert_allclose(again["cost"], live["cost"])
+    np.testing.assert_allclose(again["test"], live["test"])
+    st = again["stats"]
+    assert set(st) == {"smol-fewshot", "smol-free"}
+    assert all(0 <= s["failure_rate"] <= 1 for s in st.values())
+    assert len(again["l1_test"]) == 2 and all(b >= 1 for b in again["l1_test"])
+    rows = report.claims([again], cfg, simulated=False)
+    assert any("costlier" in c.claim and c.verdict != "not tested" for c in rows)
+    assert real_run.shift_claim(again).verdict in ("yes", "no", "not shown")
+    lines, metrics = real_run.real_section(again)
+    assert "copied a parent" in "\n".join(lines) and metrics["cache_misses"] == 0
+    # offline with an empty cache: every real call fails, the run still completes
+    empty = real_run.search_real(replace(cfg, real_offline=True, real_seeds=1,
+                                         real_cache=str(tmp_path / "none.jsonl")), keys)
+    assert all(s["failure_rate"] == 1.0 for s in empty["stats"].values())
+    assert all(s["errors"] == {"not in the cache": s["calls"]}
+               for s in empty["stats"].values())

@@ -120,17 +120,33 @@ def run(ctx: RunContext) -> PipelineResult:
 
 
 def _claims(results, pooled, real, cfg: Config) -> list:
-    """The simulated claims, then (with the real-proposer stage) the same rows on the
-    real pool, where the costlier-models claim is tested and the shift of the best model
-    is measured per window (:func:`jaxkit.ballad.real_run.shift_claim`) instead of the
-    "not tested" row."""
-    out = report.claims(results, cfg) + report_pools.pool_claims(pooled, cfg)
+    """The claims. With the real-proposer stage, its problem joins each paper claim's
+    family (Holm over the problems), the costlier-models claim is tested on the real pool
+    (the SmolLM2 configurations and the simulated members calibrated from them, priced by
+    tokens) and the shift of the best model is measured per window
+    (:func:`jaxkit.ballad.real_run.shift_claim`) instead of the "not tested" rows."""
     if real is None:
-        return out
-    shifts = lambda c: c.claim.startswith("The optimal LLM shifts")  # noqa: E731
-    return ([c for c in out if not shifts(c)]
-            + [c for c in report.claims([real], cfg, simulated=False) if not shifts(c)]
-            + [shift_claim(real)])
+        return report.claims(results, cfg) + report_pools.pool_claims(pooled, cfg)
+    from jaxkit.claims import Claim
+
+    def starts(c, text):
+        return c.claim.startswith(text)
+
+    cv, cm, ct, cn = report.costlier_verdict([real], cfg)
+    sim = report.costlier_verdict(results, cfg) if results else None
+    out = []
+    for c in report.claims(results + [real], cfg):
+        if starts(c, "The optimal LLM shifts"):
+            continue
+        if c.kind == "paper" and starts(c, "Across problems there is no consistent"):
+            c = Claim(c.paper, c.claim, cm, cv, ct, "measured on the real pool only (the "
+                      "simulated pools' price-quality relation is an input); " + cn)
+        elif starts(c, "In the hand-made simulated pool"):
+            if sim is None:
+                continue
+            c = Claim(c.paper, c.claim, sim[1], sim[0], sim[2], sim[3], kind=c.kind)
+        out.append(c)
+    return out + [shift_claim(real)] + report_pools.pool_claims(pooled, cfg)
 
 
 def _run_http(ctx: RunContext, cfg: Config) -> PipelineResult:

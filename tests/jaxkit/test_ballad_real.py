@@ -268,6 +268,11 @@ def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
     rows = report.claims([again], cfg, simulated=False)
     assert any("costlier" in c.claim and c.verdict != "not tested" for c in rows)
     assert real_run.shift_claim(again).verdict in ("yes", "no", "not shown")
+    from jaxkit.ballad.pipeline import _claims
+
+    paper = [c for c in _claims([], [], again, cfg) if c.kind == "paper"]
+    assert sum(c.claim.startswith("The optimal LLM shifts") for c in paper) == 1
+    assert all(c.verdict != "not tested" for c in paper if "costlier" in c.claim)
     lines, metrics = real_run.real_section(again)
     assert "copied a parent" in "\n".join(lines) and metrics["cache_misses"] == 0
     # offline with an empty cache: every real call fails, the run still completes

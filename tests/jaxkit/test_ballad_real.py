@@ -144,7 +144,8 @@ def test_member_stats_and_calibration():
     assert (a["calls"], a["failure_rate"], a["improve_rate"], a["beats_rate"],
             a["novelty"], a["tokens"]) == (2, 0.0, 0.5, 0.5, 1.0, 0.5)
     assert (b["failure_rate"], b["improve_rate"], b["novelty"]) == (0.5, 0.0, 0.0)
-    assert b["errors"] == {"no code in reply": 1}
+    assert b["errors"] == {"no code in reply": 1} and a["new_beats_rate"] == 0.5
+    assert a["copy_rate"] == 0.0
     sims = calibrated_members(st, 100.0)
     assert [s.name for s in sims] == ["sim-a", "sim-b"]
     assert sims[0].editor.model.step == pytest.approx(0.32)
@@ -281,3 +282,14 @@ def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
     assert all(s["failure_rate"] == 1.0 for s in empty["stats"].values())
     assert all(s["errors"] == {"not in the cache": s["calls"]}
                for s in empty["stats"].values())
+
+
+def test_a_copy_is_spotted_up_to_docstrings_annotations_and_layout():
+    from jaxkit.ballad.real_run import _shape
+
+    a = 'import numpy as np\n\ndef priority(item: float, bins: np.ndarray) -> np.ndarray:\n' \
+        '    """Best fit."""\n    return -(bins - item)\n'
+    b = "def priority(item, bins):\n    # tight\n    return -(bins-item)\n"
+    c = "def priority(item, bins):\n    return -(bins - item) ** 2\n"
+    assert _shape(a) == _shape(b) != _shape(c)
+    assert _shape("not python (") is None

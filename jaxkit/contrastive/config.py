@@ -20,6 +20,11 @@ true explanation removed from the set), ``nuisance`` (the nuisance parameters un
 prior, ``n_nuisance`` draws, instead of known), ``noisy`` (log-likelihood tables with
 N(0, ``table_noise``^2) noise); ``arms=()`` runs the well-specified setting only.
 
+Real data with a known answer (:mod:`jaxkit.contrastive.real`): ``real_lm`` (a model name
+for :class:`jaxkit.llm.ChatClient`; ``""``: skip) proposes ``real_k`` explanations per
+Sachs protein; ``real_budget`` blocks per question; replies cached in ``lm_cache``
+(``""``: ``OUT/llm-cache``), ``lm_offline`` replays only.
+
 Your own hypotheses: ``--set data=FILE.json`` (format: :mod:`jaxkit.contrastive.userfile`)
 reports the belief and ranks the next experiments by EIG per cost instead.
 """
@@ -58,6 +63,11 @@ class Config(PipelineConfig):
     arms: tuple[str, ...] = ARMS
     n_nuisance: int = 16
     table_noise: float = 0.5
+    real_lm: str = "smollm2-135m"
+    real_k: int = 3
+    real_budget: float = 4.0
+    lm_cache: str = ""
+    lm_offline: bool = False
 
     data: str = ""  # your own hypotheses file (JSON, :mod:`.userfile`); "": the domains
 
@@ -71,7 +81,8 @@ class Config(PipelineConfig):
         require_positive(self, ("budget",))
         require(all(a in ARMS for a in self.arms) and len(set(self.arms)) == len(self.arms),
                 "arms", f"must be distinct names of {', '.join(ARMS)}; got {self.arms}")
-        require_at_least(self, ("n_nuisance",))
+        require_at_least(self, ("n_nuisance", "real_k", "real_budget"))
+        require(self.real_k <= 10, "real_k", f"must be <= 10; got {self.real_k}")
         require(0 <= self.table_noise < 10, "table_noise",
                 f"must lie in [0, 10); got {self.table_noise}")
         require(0 < self.pointwise_prior < 1, "pointwise_prior",
@@ -88,5 +99,5 @@ class Config(PipelineConfig):
             require(0 <= getattr(self, f) < 1, f, f"must lie in [0, 1); got {getattr(self, f)}")
 
 
-QUICK = Config(seeds=4, questions=8, n_samples=32, n_nuisance=4)
+QUICK = Config(seeds=4, questions=8, n_samples=32, n_nuisance=4, real_lm="")
 FULL = Config()

@@ -19,7 +19,7 @@ from jaxkit.io import user_data
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
-from . import report, userfile
+from . import real, report, userfile
 from .config import FULL, QUICK, Config
 from .experiment import max_steps, run_domain
 
@@ -44,6 +44,12 @@ def run(ctx: RunContext) -> PipelineResult:
                report.plot_trajectories(results, ctx.out_dir)]
     md, summary = report.markdown(cfg, results)
     claims = report.claims(cfg, results)
+    if cfg.real_lm:
+        rr = ctx.stage("contrastive-real", lambda: real.run_with_model(
+            cfg.real_lm, cache=cfg.lm_cache or str(ctx.out_dir / "llm-cache"),
+            offline=cfg.lm_offline, k=cfg.real_k, budget=cfg.real_budget))
+        claims.append(report.real_claim(cfg, rr))
+        md += "\n\n" + report.real_markdown(rr)
     warnings = [] if cfg.seeds >= 5 else [
         f"{cfg.seeds} seeds: the t intervals have {cfg.seeds - 1} degrees of freedom, so small "
         "differences cannot be decided at this size"]
@@ -51,5 +57,7 @@ def run(ctx: RunContext) -> PipelineResult:
                    per_domain={r["domain"]: {m: {k: v.tolist() for k, v in s.items()}
                                              for m, s in r["rates"].items()} for r in results},
                    total_seconds=ctx.elapsed())
+    if cfg.real_lm:
+        metrics["real"] = {k: v for k, v in rr.items() if k != "questions"}
     return PipelineResult("contrastive", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)

@@ -22,7 +22,8 @@ from jaxkit.contrastive.config import FULL, QUICK, Config
 from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
 
-TINY = Config(domains=("physics_law",), seeds=2, questions=3, n_samples=2, n_nuisance=2)
+TINY = Config(domains=("physics_law",), seeds=2, questions=3, n_samples=2, n_nuisance=2,
+              real_lm="")
 
 
 @pytest.fixture(scope="module")
@@ -345,6 +346,12 @@ def test_tiny_pipeline_runs_and_resumes(tmp_path):
     again = P.run(ctx)
     assert ctx.reloaded == [f"contrastive-{d}" for d in TINY.domains]
     assert [c.to_dict() for c in again.claims] == [c.to_dict() for c in r.claims]
+    # the real-data block, offline with no cached reply: reported, not raised
+    cfg = TINY.merged({"real_lm": "smollm2-135m", "lm_offline": True,
+                       "lm_cache": str(tmp_path / "no-replies")})
+    real = P.run(RunContext(out_dir=tmp_path / "real", config=cfg, quick=True))
+    assert len(real.claims) == 10 and real.claims[-1].claim == R.C_REAL
+    assert real.claims[-1].verdict == "not tested" and "not run" in real.markdown
 
 
 @pytest.mark.slow

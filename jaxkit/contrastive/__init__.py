@@ -19,7 +19,9 @@ Claims tested by ``jaxkit run contrastive``:
 Modules: ``domains`` (six synthetic domains, explanations as numpyro models, candidate
 experiments with costs), ``simulate`` (questions, likelihood tables, outcomes),
 ``methods`` (contrastive and pointwise agents), ``experiment`` (one domain, per-seed
-rates), ``report``, ``pipeline``, ``user`` (your own numpyro models as the MECE set).
+rates; the misspecified arms), ``report``, ``pipeline``, ``user`` (your own numpyro models
+as the MECE set), ``real`` (the Sachs signalling data with a known answer, explanations
+proposed by a language model).
 
 Kernels: :mod:`jaxkit.kernels.belief.posterior`, :mod:`jaxkit.kernels.belief.eig`,
 :mod:`jaxkit.kernels.belief.evidence`.

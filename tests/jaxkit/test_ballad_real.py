@@ -293,3 +293,27 @@ def test_a_copy_is_spotted_up_to_docstrings_annotations_and_layout():
     c = "def priority(item, bins):\n    return -(bins - item) ** 2\n"
     assert _shape(a) == _shape(b) != _shape(c)
     assert _shape("not python (") is None
+
+
+@pytest.mark.slow
+def test_the_real_model_answers_a_batch_and_it_is_cached(tmp_path):
+    """SmolLM2-135M itself (slow: loads and compiles the model): two requests in one
+    batch, each reply recorded with its token counts, replayed offline."""
+    from jaxkit.lm import LMError
+    from jaxkit.lm.gguf_file import resolve
+
+    try:
+        resolve("smollm2-135m")
+    except LMError:
+        pytest.skip("SmolLM2-135M is not installed")
+    backend = Backend(ReplyCache(tmp_path / "r.jsonl"))
+    member = Member("tiny", "free", 1.0, backend, top_p=0.95, max_tokens=8)
+    res = member.propose_batch([(_PARENT, _CTX), (_PARENT, _CTX)])
+    assert backend.misses == 2 and len(res) == 2
+    recs = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert [r["k"] for r in recs] == [0, 1]
+    assert all(0 < r["completion_tokens"] <= 8 and r["prompt_tokens"] > 50 for r in recs)
+    replay = Member("tiny", "free", 1.0, Backend(ReplyCache(tmp_path / "r.jsonl"),
+                                                 offline=True), top_p=0.95, max_tokens=8)
+    again = replay.propose_batch([(_PARENT, _CTX), (_PARENT, _CTX)])
+    assert [type(r) for r in again] == [type(r) for r in res]

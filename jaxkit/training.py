@@ -85,7 +85,14 @@ def record_resumes(into: list) -> Iterator[list]:
     """Append to ``into`` one dictionary per :func:`fit` in this block that restored a
     checkpoint or removed stale ones: ``checkpoints`` (the folder), ``steps`` (asked
     for), ``resumed_from`` (the restored step, 0 when none) and ``restarted`` (why stale
-    checkpoints were removed, or ``""``). ``jaxkit run`` writes them to ``run.json``."""
+    checkpoints were removed, or ``""``). ``jaxkit run`` writes them to ``run.json``.
+
+    Args:
+      into: the list to append to (``RunContext.resumed``).
+
+    Returns:
+      A context manager yielding ``into``.
+    """
     tok = _RESUMES.set(into)
     try:
         yield into
@@ -105,7 +112,14 @@ def interrupt_after(step: int) -> Iterator[dict]:
     dictionary's ``"fired"`` says whether it happened.
 
     A subprocess gets the same with the environment variable ``JAXKIT_TEST_KILL_AFTER=
-    step``, which kills the process with ``SIGKILL`` instead (a real kill)."""
+    step``, which kills the process with ``SIGKILL`` instead (a real kill).
+
+    Args:
+      step: the first checkpoint step at or above which to stop (>= 1).
+
+    Returns:
+      A context manager yielding ``{"step": step, "fired": bool}``.
+    """
     if int(step) < 1:
         raise ValueError(f"`step` must be >= 1; got {step}")
     state = {"step": int(step), "fired": False}

@@ -36,6 +36,15 @@ def _killed_then_resumed(run, at: int, folder):
     return out, seen
 
 
+def test_hooks_and_initial_step_refuse_bad_values():
+    with pytest.raises(ValueError, match="`initial_step` must be in"), \
+            training.interrupt_after(1):
+        training.fit(jax.random.key(0), {}, lambda k, s, b: (s, {}), lambda i: None,
+                     steps=3, initial_step=4)
+    with pytest.raises(ValueError, match="`step` must be >= 1"), training.interrupt_after(0):
+        pass
+
+
 # -- AIRA-Compose: stage 2's budget sweep through one folder ---------------------------
 
 def test_compose_budget_sweep_resumes_to_the_same_losses(tmp_path):

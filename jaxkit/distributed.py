@@ -373,13 +373,16 @@ def batched(fn: Callable, mesh: Mesh | None = None, axis: str = DATA, *,
 
     ``sequential=True`` runs ``fn`` on one member at a time (``lax.map``, on each device
     over the members it holds) instead of ``vmap``: every member is then computed by the
-    same single-member program whatever the batch size, so a member's numbers do not
-    depend on how many members share a device, and one device and a mesh give
-    bit-identical results (on one backend). Under ``vmap``, XLA:CPU compiles a batch of
+    same single-member program whatever the batch size, so its numbers do not depend
+    on how many members share a device (XLA may still fuse a loop of one trip
+    differently from a longer one and change a continuous result in its last bit: on
+    pooled-lingam, graphs and metrics agree exactly between one device and a mesh, the
+    theory check's moments to the last bit). Under ``vmap``, XLA:CPU compiles a batch of
     8 and a batch of 1 into products that round differently in the last bits; a
     discrete decision fed by them (a causal order, a threshold) can then differ between
-    one device and a mesh. On CPU, kernels whose batching rule loops anyway (FastICA)
-    lose nothing; on accelerators ``vmap`` is the fast choice.
+    one device and a mesh. On CPU, kernels whose batching rule loops anyway (FastICA) do
+    the same work either way; on accelerators ``vmap`` batches the members and
+    ``sequential`` does not.
 
     The compiled program is cached on ``fn`` (by identity: pass a module-level
     function, not a fresh lambda), the mesh (by value) and the argument shapes, so

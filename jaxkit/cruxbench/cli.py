@@ -24,7 +24,7 @@ def _num(x: float):
 
 @cruxbench_app.command("score")
 def score_file(
-    data: Annotated[Path, typer.Argument(help="CruxBench JSON Lines file")],
+    data: Annotated[Path, typer.Argument(help="CruxBench JSON Lines or CSV file")],
     window: Annotated[float, typer.Option(help="time after the answer's announcement "
                                                "over which the price move is measured")] = 0.0,
     clip: Annotated[float, typer.Option(help="prices clipped to [clip, 1 - clip]")] = 0.01,
@@ -37,7 +37,7 @@ def score_file(
     from jaxkit.io import DataError, atomic_write
 
     from .analysis import evaluate
-    from .data import read_jsonl
+    from .data import read_data
     from .scoring import score
 
     if not 0 < clip < 0.5:
@@ -45,7 +45,7 @@ def score_file(
     if json_out is not None:
         check_json_path(json_out)
     try:
-        ds = read_jsonl(data)
+        ds = read_data(data)
     except DataError as e:
         _fail(str(e))
     sc = score(ds, window=window, clip=(clip, 1 - clip))

@@ -21,6 +21,20 @@ apart by ``"type"``:
     rating or a benchmark score).
 
 Errors name the file and the line (:class:`jaxkit.io.DataError`).
+
+**CSV** (:func:`read_csv`; :func:`read_data` picks the reader by the ``.csv`` suffix): the
+same records as rows of one table with a ``type`` column and the keys above as columns
+(blank = null), except that a price history is given as rows ``type=price, id=<target or
+market id>, t, p``, one per observation in time order; ``target`` and ``market`` rows then
+carry no prices. A minimal file::
+
+    type,id,target,proposer,t,p,outcome,q,p1,p0,resolved_at,answer,score
+    target,fed,,,,,1,,,,,,
+    price,fed,,,0,0.40,,,,,,,
+    price,fed,,,1,0.42,,,,,,,
+    price,fed,,,2,0.70,,,,,,,
+    question,,fed,model-a,,,,0.5,0.7,0.2,2,1,
+    quality,,,model-a,,,,,,,,,1234
 """
 
 from __future__ import annotations
@@ -34,7 +48,8 @@ import numpy as np
 
 from jaxkit.io import DataError, atomic_write
 
-__all__ = ["Dataset", "read_jsonl", "parse_records", "to_records", "write_jsonl"]
+__all__ = ["Dataset", "read_jsonl", "read_csv", "read_data", "parse_records", "to_records",
+           "write_jsonl"]
 
 
 @dataclass
@@ -259,6 +274,73 @@ def read_jsonl(path: str | Path) -> Dataset:
             raise DataError(f"{path}, line {line}: invalid JSON ({e.msg} at column "
                             f"{e.colno})") from None
     return parse_records(records, str(path))
+
+
+_CSV_NUMBERS = ("t", "p", "outcome", "q", "p1", "p0", "asked_at", "resolved_at", "answer",
+                "score")
+
+
+def read_csv(path: str | Path) -> Dataset:
+    """Read a CruxBench CSV file (format: the module docstring).
+
+    Raises:
+        DataError: the file is missing or not UTF-8, it has no ``type`` column, a cell
+            that must be a number is not, a price row names no target or market, or a
+            record is invalid (the message names the line).
+    """
+    import csv
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); CSV files "
+                        "must be UTF-8") from None
+    rows = csv.DictReader(text.splitlines())
+    if not rows.fieldnames or "type" not in [f.strip() for f in rows.fieldnames]:
+        raise DataError(f"{path}: no 'type' column in the header (format: "
+                        f"jaxkit.cruxbench.data)")
+    records, paths, owners = [], {}, {}
+    for line, raw in enumerate(rows, 2):
+        rec: dict = {}
+        for k, v in raw.items():
+            if k is None:
+                raise DataError(f"{path}, line {line}: more cells than header columns")
+            k, v = k.strip(), (v or "").strip()
+            if not v:
+                continue
+            if k in _CSV_NUMBERS:
+                try:
+                    v = float(v)
+                except ValueError:
+                    raise DataError(f"{path}, line {line}: {k!r} must be a number; got "
+                                    f"{v!r}") from None
+                v = int(v) if k in ("outcome", "answer") and v in (0.0, 1.0) else v
+            rec[k] = v
+        kind = rec.get("type")
+        if kind == "price":
+            pid = rec.get("id")
+            if not pid or "t" not in rec or "p" not in rec:
+                raise DataError(f"{path}, line {line}: a price row needs 'id', 't' and 'p'")
+            paths.setdefault(pid, []).append([rec["t"], rec["p"]])
+            continue
+        if kind in ("target", "market"):
+            owners[rec.get("id")] = rec
+        records.append((line, rec))
+    for pid in paths:
+        if pid not in owners:
+            raise DataError(f"{path}: price rows name {pid!r}, which no target or market "
+                            f"row defines")
+    for oid, rec in owners.items():
+        rec["prices"] = paths.get(oid, [])
+    return parse_records(records, str(path))
+
+
+def read_data(path: str | Path) -> Dataset:
+    """:func:`read_csv` for a ``.csv`` file, :func:`read_jsonl` otherwise."""
+    return read_csv(path) if str(path).lower().endswith(".csv") else read_jsonl(path)
 
 
 def _num(x: float):

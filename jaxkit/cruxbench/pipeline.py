@@ -29,7 +29,7 @@ from jaxkit.report import PipelineResult
 from . import report
 from .analysis import SEED_STATS, evaluate, forecaster_usefulness, seed_stats, simulator_check
 from .config import FULL, QUICK, Config
-from .data import read_jsonl
+from .data import read_data
 from .scoring import question_scores, score
 from .simulate import simulate
 from .text import run_text
@@ -72,7 +72,7 @@ def run(ctx: RunContext) -> PipelineResult:
     cfg: Config = ctx.config
     if cfg.data:  # the user's file is read first: a bad one is one line, before any work
         with user_data("data", cfg.data, text=True):
-            user_ds = read_jsonl(cfg.data)
+            user_ds = read_data(cfg.data)
     clip = (cfg.clip_lo, cfg.clip_hi)
     base = ctx.key("cruxbench-sim")
     keys = [jax.random.fold_in(base, s) for s in range(cfg.n_sim_seeds)]

@@ -251,6 +251,48 @@ def test_quality_link_zero_unties_quality_from_voi():
     assert A.seed_correlation(rs, null=TINY.r_high).verdict != "yes", rs
 
 
+EXAMPLE_CSV = __import__("pathlib").Path(__file__).parent / "data" / "cruxbench_example.csv"
+
+
+def test_csv_example_reads_scores_and_matches_jsonl(tmp_path):
+    """The shipped CSV example (two resolved markets, two proposers): read as documented,
+    the same dataset as its JSON Lines form, scored with the volatility control and sign
+    check; bad CSV cells are one line naming the file and line."""
+    from jaxkit.cruxbench.data import read_csv, read_data
+
+    ds = read_data(EXAMPLE_CSV)
+    assert ds.target_ids == ["fed-cut", "cpi-high"] and ds.proposers == ["model-a", "model-b"]
+    np.testing.assert_array_equal(ds.outcome, [1.0, 0.0])
+    assert ds.mask.sum(1).tolist() == [7, 6] and ds.texts[2] == "Will oil stay above $90?"
+    back = read_jsonl(write_jsonl(tmp_path / "ex.jsonl", ds))
+    for f in ("prices", "q", "p1", "p0", "answer", "quality", "resolved_at"):
+        np.testing.assert_array_equal(getattr(back, f), getattr(ds, f))
+    qs = question_scores(ds)
+    # model-a on fed-cut: 0.39 -> 0.62 at t = 3; other one-step moves of that path
+    # 0.01, 0.02, 0.02, 0.21, 0.02 -> matched mean 0.056
+    assert qs["realised_abs"][0] == pytest.approx(0.23)
+    assert qs["matched_abs"][0] == pytest.approx(0.056)
+    assert np.nanmean(qs["sign_agree"]) == 1.0
+    bad = tmp_path / "bad.csv"
+    bad.write_text("type,id,t,p\ntarget,x,,\nprice,x,0,high\n")
+    with pytest.raises(DataError, match=r"bad.csv, line 3: 'p' must be a number"):
+        read_csv(bad)
+    bad.write_text("kind,id\ntarget,x\n")
+    with pytest.raises(DataError, match="no 'type' column"):
+        read_data(bad)
+    bad.write_text("type,id,t,p\nprice,y,0,0.5\n")
+    with pytest.raises(DataError, match="'y', which no target or market row defines"):
+        read_csv(bad)
+    from typer.testing import CliRunner
+
+    from jaxkit.cruxbench.cli import cruxbench_app
+
+    r = CliRunner().invoke(cruxbench_app, ["score", str(EXAMPLE_CSV)])
+    assert r.exit_code == 0 and "model-a" in r.output, r.output
+    r = CliRunner().invoke(cruxbench_app, ["score", str(bad)])
+    assert r.exit_code != 0 and "no target or market row defines" in r.output
+
+
 def test_correlation_statistics():
     x = np.arange(5.0)
     assert A.permutation_p(0, x, x) == pytest.approx(2 / 120)  # exact: r = +-1 only twice

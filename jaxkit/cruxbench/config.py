@@ -135,5 +135,5 @@ class Config(PipelineConfig):
 # (`jaxkit claims stability cruxbench`).
 QUICK = Config(n_targets=64, n_proposers=8, n_steps=24, n_quality_targets=256,
                n_sim_seeds=20, n_boot=1000, n_perm=2000, lm_targets=3,
-               lm_temperatures=(0.7,), lm_samples=1)
+               lm_temperatures=(0.7,), lm_samples=1, link_sweep=(0.0,))
 FULL = Config()

@@ -152,7 +152,7 @@ def _tensor_names(path: Path) -> list[str]:
 class Documents(NamedTuple):
     acts: np.ndarray  # (n, L, d)
     tokens: np.ndarray  # (n, L) int32
-    layers: np.ndarray | None  # (n, L, n_layers, d) or None
+    layers: np.ndarray | None  # (n, L, n_layers, d) float16 (as stored), or None
     first: np.ndarray | None  # (n,) context token before each document, or None
     labels: dict[str, tuple[np.ndarray, np.ndarray]]  # task -> (y, valid), each (n, L)
     meta: dict[str, Any]
@@ -187,7 +187,7 @@ def load_documents(directory, *, max_docs: int | None = None, with_layers: bool 
         acts.append(np.asarray(a[:take], np.float32))
         toks.append(np.asarray(t[:take]).astype(np.int32))
         lay = got.get("layers")
-        lays.append(None if lay is None else np.asarray(lay[:take], np.float32))
+        lays.append(None if lay is None else np.asarray(lay[:take], np.float16))
         f = got.get("first")
         firsts.append(None if f is None else np.asarray(f[:take]).astype(np.int32))
         for u in user:

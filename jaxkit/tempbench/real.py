@@ -114,7 +114,12 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
                          f"(every {test_every}-th is held out, split in two)")
     labels = docs.labels
     train_x = jnp.asarray(docs.acts[tr])
-    train_layers = None if docs.layers is None else jnp.asarray(docs.layers[tr])
+
+    def train_layers(m):  # float32 only while the MLC trains (the store keeps float16)
+        if m != "mlc" or docs.layers is None:
+            return None
+        return jnp.asarray(docs.layers[tr], jnp.float32)
+
     out: dict[str, Any] = {"tasks": {t: {"positives": float(y[v].mean()) if v.any() else
                                          float("nan"), "valid": int(v.sum())}
                                      for t, (y, v) in labels.items()}, "lm": {}}
@@ -161,11 +166,12 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
             per_seed = []
             for i in range(n_seeds):
                 kk = jax.random.fold_in(key, i)
-                params, _ = B.train_any(m, kk, train_x, c, trainer, layers=train_layers,
+                params, _ = B.train_any(m, kk, train_x, c, trainer, layers=train_layers(m),
                                         name=f"{name}-{m}-T{T}-seed{i}")
                 reps, fvus, l0 = {}, [], []
                 for p, v in parts.items():
-                    lay = None if v["layers"] is None else jnp.asarray(v["layers"])
+                    lay = None if v["layers"] is None else jnp.asarray(v["layers"],
+                                                                       jnp.float32)
                     zc, f = _codes(m, params, jnp.asarray(v["x"]), lay, c)
                     reps[p] = np.asarray(zc, np.float32)
                     fvus.append(float(f))

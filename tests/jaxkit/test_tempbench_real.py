@@ -172,7 +172,7 @@ def test_record_round_trip_and_the_command(tiny, tmp_path):
     want = lm.activations(docs, [0, 1])
     np.testing.assert_allclose(got.acts * meta["scale"], np.asarray(want["resid.1"])[:, 1:],
                                rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(got.layers[:, :, 1] * meta["scales"][1],
+    np.testing.assert_allclose(got.layers[:, :, 1].astype(np.float64) * meta["scales"][1],
                                np.asarray(want["resid.0"])[:, 1:], rtol=2e-3, atol=2e-3)
     np.testing.assert_array_equal(got.tokens, docs[:, 1:])
     np.testing.assert_array_equal(got.first, docs[:, 0])
@@ -486,6 +486,23 @@ def test_every_baseline_trains_and_probes(store_dir):
     for m in BL.ALL_METHODS:  # the acausal crosscoder's L0 is steered, not exact
         if m != "acausal":
             np.testing.assert_allclose(out["T=2"][m]["l0"], 2.0, atol=0.6, err_msg=m)
+
+
+@pytest.mark.slow
+def test_bench_tempbench_smoke(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tempbench.py"
+    spec = importlib.util.spec_from_file_location("bench_tempbench", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "b.json"
+    assert mod.main(["--quick", "--no-peers", "--only", "matryoshka,tfa", "--repeats", "1",
+                     "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["case"].split()[0] for r in rows] == ["matryoshka", "tfa"]
+    assert all(r["jax"]["median_s"] > 0 for r in rows)
 
 
 def test_pipeline_stage_reads_a_user_directory(store_dir, tmp_path, monkeypatch):

@@ -477,7 +477,7 @@ def test_every_baseline_trains_and_probes(store_dir):
     from jaxkit.tempbench import baselines as BL
 
     docs = lm_acts.load_documents(store_dir)
-    docs = docs._replace(layers=np.repeat(docs.acts[:, :, None], 2, axis=2))
+    docs = docs._replace(layers=np.repeat(docs.acts[:, :, None], 2, axis=2).astype(np.float16))
     cfg = TrainConfig(window=2, n_latents=8, k=1, steps=20, batch_size=16, lr=3e-3,
                       log_every=10, checkpoint_every=1)
     out = real.compare_real(jax.random.key(0), docs, cfg, windows=(2,), n_seeds=2,

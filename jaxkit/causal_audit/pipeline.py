@@ -21,7 +21,7 @@ import numpy as np
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
-from . import report, userdata
+from . import report, scope, userdata
 from .analysis import consistency
 from .audit import run_main_grid, run_sizes, run_uniform
 from .config import FULL, QUICK, Config
@@ -81,8 +81,15 @@ def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
     res = ctx.stage("user-data", lambda: userdata.audit_table(
         ctx.key("user-data"), data, cfg.methods, resamples=cfg.user_resamples,
         host_resamples=cfg.host_datasets))
+    props = scope.data_properties(data.x, data.env)
+    graphs = {m: r["full"] for m, r in res.items()}
+    table = scope.markdown(props, data.names, cfg.methods, graphs, data.x,
+                           targets_given=bool(cfg.intervention_column))
     metrics = dict(data=str(data.path), variables=data.names,
+                   scope=scope.scope_rows(props, cfg.methods,
+                                          targets_given=bool(cfg.intervention_column)),
                    methods={m: {k: (v.tolist() if isinstance(v, np.ndarray) else v)
                                 for k, v in r.items()} for m, r in res.items()})
-    return PipelineResult("causal-audit", TITLE, userdata.markdown(data, res, cfg.user_resamples),
+    md = userdata.markdown(data, res, cfg.user_resamples) + "\n\n" + table
+    return PipelineResult("causal-audit", TITLE, md,
                           metrics=metrics, claims=userdata.claims(res, cfg.user_shd_margin))

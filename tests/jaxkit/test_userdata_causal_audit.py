@@ -89,3 +89,9 @@ def test_pipeline_on_the_users_table(table, tmp_path):
     res = get("causal-audit").run(RunContext(out_dir=tmp_path, config=cfg, quick=True))
     assert {c.claim.split(":")[0] for c in res.claims} == set(cfg.methods)
     assert res.metrics["variables"] == NAMES and "r2-sort-regress" in res.markdown
+    # the scope table: each method's assumptions against the table's measured properties
+    assert "## Scope conditions on your data" in res.markdown
+    rows = res.metrics["scope"]
+    assert {r[0] for r in rows} == {*cfg.methods, "(all)"}
+    # the rows of rows 150+ intervene on c: two environments, so "one distribution" fails
+    assert all(r[4] == "violated" for r in rows if r[1] == "one distribution")

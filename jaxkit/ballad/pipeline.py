@@ -33,7 +33,7 @@ from .config import FULL, QUICK, Config
 from .http_run import search_http
 from .instances import load_instances
 from .program_run import program_section, search_programs
-from .real_run import real_section, search_real, shift_claim
+from .real_run import moved, real_section, search_real, shift_claim
 
 TITLE = "Ballad: bandit routing of an LLM pool"
 
@@ -124,7 +124,10 @@ def _claims(results, pooled, real, cfg: Config) -> list:
     family (Holm over the problems), the costlier-models claim is tested on the real pool
     (the SmolLM2 configurations and the simulated members calibrated from them, priced by
     tokens) and the shift of the best model is measured per window
-    (:func:`jaxkit.ballad.real_run.shift_claim`) instead of the "not tested" rows."""
+    (:func:`jaxkit.ballad.real_run.shift_claim`) instead of the "not tested" rows. When
+    no real member alone moved off the classic heuristic (:func:`~jaxkit.ballad.real_run.
+    moved`), the real problem stays out of the families (its rows would be vacuous
+    "matches") and the costlier row is "not tested at this size"."""
     if real is None:
         return report.claims(results, cfg) + report_pools.pool_claims(pooled, cfg)
     from jaxkit.claims import Claim
@@ -134,8 +137,14 @@ def _claims(results, pooled, real, cfg: Config) -> list:
 
     cv, cm, ct, cn = report.costlier_verdict([real], cfg)
     sim = report.costlier_verdict(results, cfg) if results else None
+    informative = moved(real)
+    if not informative:  # every member alone ended at the classic heuristic
+        cv, cn = "not tested at this size", (
+            "no real-pool member alone moved off the classic heuristic on the test set, "
+            "so every comparison is equal by construction; " + cn)
     out = []
-    for c in report.claims(results + [real], cfg):
+    family = results + [real] if informative or not results else results
+    for c in report.claims(family, cfg):
         if starts(c, "The optimal LLM shifts"):
             continue
         if c.kind == "paper" and starts(c, "Across problems there is no consistent"):
@@ -146,6 +155,8 @@ def _claims(results, pooled, real, cfg: Config) -> list:
                 continue
             c = Claim(c.paper, c.claim, sim[1], sim[0], sim[2], sim[3], kind=c.kind)
         out.append(c)
+    if not informative and results:  # its setup and extension rows, outside the families
+        out += [c for c in report.claims([real], cfg, simulated=False) if c.kind != "paper"]
     return out + [shift_claim(real)] + report_pools.pool_claims(pooled, cfg)
 
 

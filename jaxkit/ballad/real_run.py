@@ -59,7 +59,8 @@ from .report import PAPER
 from .smol import MEMBERS, Backend, ReplyCache
 
 __all__ = ["search_real", "real_section", "member_stats", "calibrated_members",
-           "real_instances", "shift_claim", "CAPACITY", "DEFAULT_CACHE", "FIRST_FIT_SOURCE"]
+           "real_instances", "shift_claim", "moved", "CAPACITY", "DEFAULT_CACHE",
+           "FIRST_FIT_SOURCE"]
 
 CAPACITY = {"binpacking_weibull": 100.0, "binpacking_or": 150.0}
 DEFAULT_CACHE = Path(__file__).parent / "replies" / "smollm2-135m.jsonl"
@@ -318,6 +319,10 @@ def shift_claim(res: dict, windows: int = 2) -> Claim:
     test = (f"uniform router's runs, {windows} windows of calls; A, B = the members with "
             "the best improvement rate in the first / last window; per seed "
             "(rate_A - rate_B) first minus last window; one-sided t at 5%")
+    if not np.any(imp):
+        return Claim(PAPER, claim, "no call improved on its parent", "not tested at this size",
+                     test, f"{res['problem']}: with no improvement by any member there is no "
+                     f"best member to shift, n={S} seeds")
     if a == b:
         return Claim(PAPER, claim, f"{res['models'][a]} best in the first and last window",
                      "no", test, f"{res['problem']}, n={S} seeds")
@@ -327,6 +332,17 @@ def shift_claim(res: dict, windows: int = 2) -> Claim:
     return Claim.from_verdict(PAPER, claim, v, fmt="{:+.3g}",
                               note=f"{res['problem']}: {res['models'][a]} first, "
                               f"{res['models'][b]} last (chosen on the same runs), n={S}")
+
+
+def moved(res: dict) -> bool:
+    """Whether some member alone ended on the test set away from the classic heuristic
+    (on some seed): otherwise every solo outcome equals it and a comparison between
+    members or against Ballad is vacuous (equal by construction, not by evidence)."""
+    test = np.asarray(res["test"], float)
+    solo = [i for i, r in enumerate(res["routers"]) if r.startswith("only ")]
+    S = res["n_seeds"]
+    vals = np.concatenate([test[i * S:(i + 1) * S] for i in solo])
+    return bool(np.any(np.abs(vals - float(res["baseline_test"])) > 1e-9))
 
 
 def jax_fold(key):

@@ -178,6 +178,18 @@ def test_shift_claim_is_measured_per_window():
     same = [[1, 0, 1, 0, 1, 0, 1, 0]] * 4
     c = shift_claim(_shift_res(same))
     assert c.verdict == "no" and "a best" in c.measured
+    # nobody ever improves: nothing to shift, not a "no"
+    assert shift_claim(_shift_res([[0] * 8] * 4)).verdict == "not tested at this size"
+
+
+def test_moved_tells_a_vacuous_comparison():
+    from jaxkit.ballad.real_run import moved
+
+    res = dict(routers=["only a", "only b", "ballad"], n_seeds=2, baseline_test=4.0,
+               test=[4.0, 4.0, 4.0, 4.0, 3.0, 3.0])
+    assert not moved(res)  # only Ballad moved: the members alone all equal the heuristic
+    res["test"] = [4.0, 3.9, 4.0, 4.0, 3.0, 3.0]
+    assert moved(res)
 
 
 # ------------------------------------------------------------------ the user's plug-in
@@ -268,7 +280,8 @@ def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
     assert len(again["l1_test"]) == 2 and all(b >= 1 for b in again["l1_test"])
     rows = report.claims([again], cfg, simulated=False)
     assert any("costlier" in c.claim and c.verdict != "not tested" for c in rows)
-    assert real_run.shift_claim(again).verdict in ("yes", "no", "not shown")
+    assert real_run.shift_claim(again).verdict in ("yes", "no", "not shown",
+                                                   "not tested at this size")
     from jaxkit.ballad.pipeline import _claims
 
     paper = [c for c in _claims([], [], again, cfg) if c.kind == "paper"]

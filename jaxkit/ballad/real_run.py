@@ -22,9 +22,10 @@ is better), computed by the jail's parent (:mod:`jaxkit.jail.packing`).
 Two phases, both from the initial population {best fit, best fit written as library
 terms}:
 
-1. each real member alone (``only smol-fewshot``, ``only smol-free``) for ``real_seeds``
-   x ``real_calls``; their recorded statistics (:func:`member_stats`: failure rate,
-   improvement over the parent, novelty, tokens per call) calibrate the simulated members;
+1. each real member alone (``only smol-fewshot``, ``only smol-free``, ``only
+   smol-fewshot-hot``) for ``real_seeds`` x ``real_calls``; their recorded statistics
+   (:func:`member_stats`: failure rate, improvement over the parent, novelty, tokens per
+   call) calibrate the simulated members;
 2. the pool of the real members plus one simulated member per real one
    (:func:`calibrated_members`), under every router (Ballad, its three ablations, the
    cost-aware Ballads, UCB1, uniform, each simulated member alone); the phase-1 solo runs

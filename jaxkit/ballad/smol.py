@@ -8,6 +8,9 @@ A :class:`Member` is one configuration of the local model:
   question), and "write an improved version";
 * ``free``: the task and ONE parent, and "rewrite it into a different heuristic".
 
+:func:`MEMBERS` gives the pool's three configurations (greedy few-shot, hot free rewrite,
+sampled few-shot with the longest context).
+
 Each call is priced by tokens consumed and generated: ``cost = (prompt_tokens *
 price_in + completion_tokens * price_out) / 1000``, so with the default prices of 1 the
 cost is thousands of tokens (the units of every real-proposer cost in the report).
@@ -340,9 +343,13 @@ class Member:
 
 
 def MEMBERS(backend: Backend) -> list[Member]:  # noqa: N802 (a fixed pool, named as data)
-    """The two real configurations: ``smol-fewshot`` (greedy, 3 programs shown, 160
-    tokens) and ``smol-free`` (temperature 1, top-p 0.95, one program, 128 tokens)."""
+    """The three real configurations: ``smol-fewshot`` (greedy, 3 programs shown, 160
+    tokens), ``smol-free`` (temperature 1, top-p 0.95, one program to rewrite, 128 tokens)
+    and ``smol-fewshot-hot`` (temperature 0.7, top-p 0.95, 4 programs shown: the longest
+    context, hence the dearest)."""
     return [Member("smol-fewshot", "fewshot", 0.0, backend, max_tokens=160, n_shots=3,
                    nominal_tokens=(420, 160)),
             Member("smol-free", "free", 1.0, backend, top_p=0.95, max_tokens=128,
-                   nominal_tokens=(220, 128))]
+                   nominal_tokens=(220, 128)),
+            Member("smol-fewshot-hot", "fewshot", 0.7, backend, top_p=0.95, max_tokens=160,
+                   n_shots=4, nominal_tokens=(520, 160))]

@@ -61,7 +61,7 @@ _CTX = {"scores": [-4.0], "source_examples": []}
 def test_cache_replays_offline_and_a_miss_is_a_failed_call(tmp_path):
     path = tmp_path / "replies.jsonl"
     live = _Canned(ReplyCache(path), [CLOSED, "no code here", UNCLOSED])
-    fewshot, free = MEMBERS(live)
+    fewshot, free, _ = MEMBERS(live)
     res = fewshot.propose_batch([(_PARENT, _CTX), (_PARENT, _CTX)])  # same prompt twice
     res += free.propose_batch([(_PARENT, _CTX)])
     assert live.batches == [2, 1] and live.misses == 3
@@ -275,7 +275,7 @@ def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
     np.testing.assert_allclose(again["cost"], live["cost"])
     np.testing.assert_allclose(again["test"], live["test"])
     st = again["stats"]
-    assert set(st) == {"smol-fewshot", "smol-free"}
+    assert set(st) == {"smol-fewshot", "smol-free", "smol-fewshot-hot"}
     assert all(0 <= s["failure_rate"] <= 1 for s in st.values())
     assert len(again["l1_test"]) == 2 and all(b >= 1 for b in again["l1_test"])
     rows = report.claims([again], cfg, simulated=False)

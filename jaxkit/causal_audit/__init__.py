@@ -9,8 +9,12 @@ perturbations of a base SCM (:mod:`.axes`, simulated by :mod:`.scm`) stress-test
 in one vmapped batch per cell (:mod:`.grid`), and the report (:mod:`.report`) shows
 where each method fails inside its scope and succeeds outside it, how rankings move
 with the benchmark choice, where a sort-and-regress floor beats a method, and the
-consistency rates. It reproduces the Reisach et al. (2021) headline: Var-SortnRegress is
-competitive on raw linear SEMs and falls to chance after standardisation.
+consistency rates. The position paper's arguments are tests that can fail
+(:mod:`.falsify`: ranking instability against a null cell, the identifiability swap as a
+rank correlation, a uniform-consistency family, a placebo negative control), and a user's
+table gets a scope table (:mod:`.scope`). It reproduces the Reisach et al. (2021)
+headline: Var-SortnRegress is competitive on raw linear SEMs and falls to chance after
+standardisation.
 
 Entry points: ``jaxkit run causal-audit [--quick]``; for a user's method,
 :func:`.methods.register_method` with a :class:`.methods.MethodRecord`, then

@@ -14,7 +14,8 @@ from .grid import CellResult, run_cell, run_grid
 from .scm import simulate
 
 __all__ = ["reisach_cells", "assumption_cells", "uniform_family", "run_main_grid",
-           "run_sizes", "run_uniform"]
+           "run_sizes", "run_uniform", "family_members", "run_family", "null_cell",
+           "run_placebo"]
 
 
 def reisach_cells(cfg: Config) -> dict:
@@ -26,17 +27,31 @@ def reisach_cells(cfg: Config) -> dict:
 
 #: the identifiability assumptions of :func:`assumption_cells`
 LINGAM_CELL, EV_CELL = "non-Gaussian noise (LiNGAM)", "Gaussian noise, equal variances (EV)"
+ANM_CELL = "nonlinear additive Gaussian noise (ANM)"
 
 
 def assumption_cells(cfg: Config) -> dict:
-    """Two equally defensible identifiability assumptions a benchmark of the base linear
-    SEM (raw scale) may adopt, each identifying the DAG: non-Gaussian noise (Laplace,
-    heterogeneous variances: LiNGAM, Shimizu et al. 2006) and Gaussian noise with equal
-    variances (EV, Peters & Buhlmann 2014). ``{name: spec}``."""
+    """Equally defensible identifiability assumptions a benchmark of the base SEM (raw
+    scale) may adopt, each identifying the DAG: non-Gaussian noise (Laplace,
+    heterogeneous variances: LiNGAM, Shimizu et al. 2006), Gaussian noise with equal
+    variances (EV, Peters & Buhlmann 2014) and, when ``cfg.anm_cell``, nonlinear
+    (tanh) mechanisms with additive Gaussian noise (ANM, Hoyer et al. 2009; Peters et al.
+    2014). ``{name: spec}``."""
     base = cfg.base()
-    return {LINGAM_CELL: cell(base, noise="laplace", scale="raw",
-                              noise_hetero=base.noise_hetero or 0.5),
-            EV_CELL: cell(base, noise="gaussian", scale="raw", noise_hetero=0.0)}
+    out = {LINGAM_CELL: cell(base, noise="laplace", scale="raw",
+                             noise_hetero=base.noise_hetero or 0.5),
+           EV_CELL: cell(base, noise="gaussian", scale="raw", noise_hetero=0.0)}
+    if cfg.anm_cell:
+        out[ANM_CELL] = cell(base, noise="gaussian", scale="raw", mechanism="nonlinear",
+                             noise_hetero=base.noise_hetero or 0.5)
+    return out
+
+
+def null_cell(cfg: Config):
+    """The cell of the instability null: the LiNGAM cell (linear, non-Gaussian, raw,
+    i.i.d., faithful, no confounders), inside the declared scope of every linear
+    observational contender."""
+    return assumption_cells(cfg)[LINGAM_CELL]
 
 
 def uniform_family(cfg: Config) -> list:
@@ -112,3 +127,45 @@ def run_uniform(key, cfg: Config, *, mesh=None, track=None) -> list[CellResult]:
         out.append(run_cell(k, s, cfg.consistency_methods, batch=cfg.batch, mesh=mesh,
                             data=data))
     return out
+
+
+def family_members(cfg: Config) -> list[int]:
+    """The member sizes ``n_k`` of the uniform-consistency family: ``family_members``
+    of ``cfg.sizes`` evenly spread, the smallest and the largest included."""
+    ns = sorted(cfg.sizes)
+    k = min(cfg.family_members, len(ns))
+    idx = sorted({round(i * (len(ns) - 1) / max(k - 1, 1)) for i in range(k)})
+    return [ns[i] for i in idx]
+
+
+def run_family(key, cfg: Config, *, mesh=None, track=None) -> dict:
+    """Argument (ii)'s family: member ``n_k`` is the base cell with its edge weights
+    multiplied by ``sqrt(n0 / n_k)`` (``n0`` the smallest size), each fitted by
+    ``cfg.family_method`` at every size of ``cfg.sizes`` (the first ``n`` rows of one
+    sample at the largest size; the same key as :func:`run_sizes`: the same graphs and
+    noise draws in every member). ``{(n_k, n): CellResult}``."""
+    base, n0, nmax = cfg.base(), min(cfg.sizes), max(cfg.sizes)
+    k = jax.random.fold_in(key, 0)
+    jobs = [(m, n) for m in family_members(cfg) for n in sorted(cfg.sizes)]
+    it = jobs if track is None else track(jobs, "causal-audit family")
+    out, big, last = {}, None, None
+    for m, n in it:
+        f = math.sqrt(n0 / m)
+        spec = cell(base, w_low=base.w_low * f, w_high=base.w_high * f)
+        if m != last:
+            big, last = simulate(jax.random.fold_in(k, 0), cell(spec, n=nmax), cfg.batch), m
+        data = big._replace(x=big.x[:, :n], env=big.env[:, :n])
+        out[(m, n)] = run_cell(k, cell(spec, n=n), (cfg.family_method,), batch=cfg.batch,
+                               mesh=mesh, data=data)
+    return out
+
+
+def run_placebo(key, cfg: Config, methods, *, mesh=None) -> CellResult:
+    """The negative control of the instability claim: the :func:`null_cell`'s datasets
+    (the grid's key: the same datasets) with every variable multiplied by the common
+    factor ``cfg.placebo_factor`` (a change of unit that no method's assumptions speak
+    about), refitted by ``methods``."""
+    spec = null_cell(cfg)
+    data = simulate(jax.random.fold_in(key, 0), spec, cfg.batch)
+    data = data._replace(x=data.x * cfg.placebo_factor)
+    return run_cell(key, spec, methods, batch=cfg.batch, mesh=mesh, data=data)

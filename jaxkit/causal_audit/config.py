@@ -15,7 +15,13 @@ units), ``chance_margin`` (equivalence with Random-SortnRegress), ``sortability_
 changed: the descriptive table). The position paper's claims: ``rank_change_margin``
 (F1: a benchmark choice reverses a comparison when one method beats another by more than
 this before and loses by more than this after) and ``uniform_margin`` (the log-log SHD
-slope along the uniform family exceeds the fixed model's by more than this).
+slope along the uniform family exceeds the fixed model's by more than this; used when no
+family stage ran). Issue 66's tests (:mod:`.falsify`): ``instability_margin`` (discordance
+of rankings under a scale choice above the null cell's), ``identifiability_tau_margin``
+(a ranking "changed" when Kendall tau is below it), ``uniform_floor`` (mean SHD the
+family's worst case must stay above) with ``family_members`` members fitted by
+``family_method``, ``anm_cell`` (the nonlinear additive-noise cell joins the swap) and
+``placebo_factor`` (the negative control's change of unit).
 
 Your own data: ``--set data=FILE`` (CSV or Parquet) with an optional
 ``--set intervention_column=NAME`` audits the ``methods`` on your table instead of the
@@ -101,6 +107,14 @@ class Config(PipelineConfig):
     # the paper claims' margins (fixed before the run; each claim's test states it):
     rank_change_margin: float = 0.05  # (i), (iii): a reversal is a gap above this, F1
     uniform_margin: float = 0.1  # (ii): the family's log-log SHD slope above the fixed's
+    # issue 66: the claims against a null (fixed before the run)
+    instability_margin: float = 0.1  # (iii): discordance excess over the null cell
+    identifiability_tau_margin: float = 0.5  # (i): a ranking "changed" below this tau
+    uniform_floor: float = 1.0  # (ii): the family's worst-case mean SHD stays above this
+    family_members: int = 4  # (ii): members of the family (sizes they are built for)
+    family_method: str = "direct-lingam"
+    anm_cell: bool = True  # (i): the nonlinear additive-noise cell joins the swap
+    placebo_factor: float = 10.0  # the negative control: every variable times this
     n_boot: int = 500
     # your own data (:mod:`.userdata`): a CSV / Parquet table audited instead of the grid
     data: str = ""
@@ -136,7 +150,16 @@ class Config(PipelineConfig):
             self.base()
         except ValueError as e:
             raise ValueError(f"`d`, `n`, `edges_per_node` or `noise_hetero`: {e}") from None
-        require_at_least(self, ("rank_change_margin", "uniform_margin"), 0)
+        require_at_least(self, ("rank_change_margin", "uniform_margin", "uniform_floor"), 0)
+        require(0 < self.instability_margin < 1, "instability_margin",
+                f"must be in (0, 1); got {self.instability_margin}")
+        require(-1 < self.identifiability_tau_margin < 1, "identifiability_tau_margin",
+                f"must be in (-1, 1); got {self.identifiability_tau_margin}")
+        require_at_least(self, ("family_members",), 1)
+        require(self.family_method in METHODS, "family_method",
+                f"unknown method {self.family_method!r}")
+        require(self.placebo_factor > 0 and self.placebo_factor != 1, "placebo_factor",
+                f"must be > 0 and != 1; got {self.placebo_factor}")
         for f in ("competitive_margin", "chance_margin", "sortability_margin"):
             require(0 < getattr(self, f) < 1, f, f"must be in (0, 1); got {getattr(self, f)}")
         require_at_least(self, ("user_resamples",), 2)
@@ -174,7 +197,7 @@ FULL = Config()
 QUICK = Config(
     d=5, n=300, edges_per_node=1.5, batch=16, host_datasets=4,
     pairs=("noise=gaussian/laplace;scale=raw/standardised/iscm",),
-    sizes=(100, 300), consistency_methods=("direct-lingam",),
+    sizes=(100, 300), consistency_methods=("direct-lingam",), family_members=2,
     n_boot=200, reisach_methods=(),
     methods=tuple(m for m in DEFAULT_METHODS if m not in ("causaltab", "pooled-ica-lingam")),
 )

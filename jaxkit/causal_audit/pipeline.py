@@ -1,13 +1,15 @@
 """``jaxkit run causal-audit``: the assumption stress-test grid over jaxkit's causal
 methods (causal benchmarks as epistemic standards, Paper 6).
 
-Stages: the grid (every axis pair's cells plus the Reisach cells and the two
+Stages: the grid (every axis pair's cells plus the Reisach cells and the
 identifiability-assumption cells, every method, one vmapped batch per cell;
-:mod:`.audit`, :mod:`.grid`), the consistency curves (the base cell at each sample size)
-and the uniform-consistency family (the same datasets with edge weights shrunk as
-1/sqrt(n)). Analyses in :mod:`.analysis`, claims, figures and the
-written findings in :mod:`.report`. Nothing is trained, so there is no checkpoint: a
-killed run resumes at its first unfinished stage.
+:mod:`.audit`, :mod:`.grid`), the consistency curves (the base cell at each sample size),
+the uniform-consistency family (the same datasets with edge weights shrunk as
+1/sqrt(n); every member at every size: the family stage) and the negative control (the
+null cell's datasets in another unit: the placebo stage). Analyses in :mod:`.analysis`
+and :mod:`.falsify`, claims, figures and the written findings in :mod:`.report`. Nothing
+is trained, so there is no checkpoint: a killed run resumes at its first unfinished
+stage.
 
 Your own data: ``jaxkit run causal-audit --set data=FILE.csv
 --set intervention_column=NAME`` (the column optional) runs the methods on bootstrap
@@ -23,7 +25,7 @@ from jaxkit.report import PipelineResult
 
 from . import report, scope, userdata
 from .analysis import consistency
-from .audit import run_main_grid, run_sizes, run_uniform
+from .audit import run_family, run_main_grid, run_placebo, run_sizes, run_uniform
 from .config import FULL, QUICK, Config
 
 __all__ = ["run", "TITLE"]
@@ -45,9 +47,15 @@ def run(ctx: RunContext) -> PipelineResult:
     # the same key as the sizes: the same graphs and noise, the weights shrunk
     uniform = ctx.stage("uniform", lambda: run_uniform(ctx.key("sizes"), cfg, mesh=ctx.mesh,
                                                        track=ctx.track))
+    family = ctx.stage("family", lambda: run_family(ctx.key("sizes"), cfg, mesh=ctx.mesh,
+                                                    track=ctx.track))
+    # the grid's key: the null cell's datasets, rescaled (the negative control)
+    placebo = ctx.stage("placebo", lambda: run_placebo(
+        ctx.key("grid"), cfg, report.placebo_methods(cfg), mesh=ctx.mesh))
     comps = report.rank_comparisons(ctx.key("bootstrap"), cfg, results, sizes)
-    tested = report.claims(cfg, results, sizes, comps, uniform)
-    figures = report.figures(cfg, results, sizes, ctx.out_dir, uniform)
+    tested = report.claims(cfg, results, sizes, comps, uniform, family, placebo,
+                           key=ctx.key("claims"))
+    figures = report.figures(cfg, results, sizes, ctx.out_dir, uniform, family)
     seconds = ctx.elapsed()
     md = report.markdown(cfg, results, sizes, comps, tested, quick=ctx.quick, seed=ctx.seed,
                          seconds=seconds, uniform=uniform)
@@ -70,7 +78,9 @@ def run(ctx: RunContext) -> PipelineResult:
                      for m in cfg.consistency_methods},
         uniform_family={m: {k: v for k, v in consistency(uniform, m).items()
                             if k in ("ns", "mean_shd", "mean_f1", "pooled_rate")}
-                        for m in cfg.consistency_methods})
+                        for m in cfg.consistency_methods},
+        family={f"{k}@{n}": float(np.nanmean(r.shd[cfg.family_method]))
+                for (k, n), r in family.items()})
     return PipelineResult("causal-audit", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=tested)
 

@@ -15,11 +15,12 @@ from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import Verdict, equivalence, paired_difference, superiority
 
 from . import analysis as A
-from .audit import EV_CELL, LINGAM_CELL, assumption_cells, reisach_cells
+from . import falsify as F
+from .audit import ANM_CELL, EV_CELL, LINGAM_CELL, assumption_cells, null_cell, reisach_cells
 from .config import Config
 from .methods import get_method, in_scope
 
-__all__ = ["claims", "figures", "markdown", "rank_comparisons", "striking"]
+__all__ = ["claims", "figures", "markdown", "rank_comparisons", "striking", "placebo_methods"]
 
 NOT_TESTED = "not tested at this size"
 REISACH = "Reisach et al. 2021 (Beware of the simulated DAG!)"
@@ -75,8 +76,10 @@ def rank_comparisons(key, cfg: Config, results, sizes) -> list[tuple[str, dict]]
     out = [("raw vs standardised (Gaussian)", rc["raw"], rc["standardised"]),
            ("raw vs iSCM (Gaussian)", rc["raw"], rc["iscm"])]
     ac = assumption_cells(cfg)
-    if all(s in results for s in ac.values()):
+    if ac[LINGAM_CELL] in results and ac[EV_CELL] in results:
         out.append(("LiNGAM vs EV identifiability (raw)", ac[LINGAM_CELL], ac[EV_CELL]))
+    if ANM_CELL in ac and ac[ANM_CELL] in results and ac[LINGAM_CELL] in results:
+        out.append(("LiNGAM vs ANM identifiability (raw)", ac[LINGAM_CELL], ac[ANM_CELL]))
     lap = base.replace(noise="laplace", scale="raw")
     if lap in results:
         out.append(("Gaussian vs Laplace (raw)", rc["raw"], lap))
@@ -93,7 +96,8 @@ def rank_comparisons(key, cfg: Config, results, sizes) -> list[tuple[str, dict]]
     return comps
 
 
-def _reversal_claim(cfg: Config, results, claim: str, pairs, note: str) -> Claim:
+def _reversal_claim(cfg: Config, results, claim: str, pairs, note: str,
+                    kind: str = "paper") -> Claim:
     choices = []
     for name, a, b in pairs:
         if a in results and b in results:
@@ -102,7 +106,78 @@ def _reversal_claim(cfg: Config, results, claim: str, pairs, note: str) -> Claim
                                               cfg.rank_change_margin)))
     verdict, measured, test = A.reversal_verdict(choices)
     test = f"margin {cfg.rank_change_margin:g} F1 (`rank_change_margin`): " + test
-    return Claim(POSITION, claim, measured, verdict, test, note)
+    return Claim(POSITION, claim, measured, verdict, test, note, kind)
+
+
+def placebo_methods(cfg: Config) -> list[str]:
+    """The methods the placebo stage refits: the jax contenders in scope on the null
+    cell (a superset of those the claims rank)."""
+    spec = null_cell(cfg)
+    return [m for m in cfg.methods if get_method(m).kind == "jax"
+            and not get_method(m).floor and in_scope(get_method(m), spec)]
+
+
+def _in_null(cfg: Config, results) -> list[str]:
+    """The jax contenders ranked by the instability claim: in scope on the null cell,
+    each counted once."""
+    spec = null_cell(cfg)
+    return [m for m in _ranked(cfg, results[spec]) if get_method(m).kind == "jax"
+            and in_scope(get_method(m), spec)]
+
+
+def _instability_claim(cfg: Config, results, key) -> Claim:
+    rcs = reisach_cells(cfg)
+    claim = ("Benchmarks are not neutral tests: a data-scale choice (raw vs standardised, "
+             "raw vs iSCM) changes the ranking of methods by more than sampling noise does "
+             "where every method's assumptions hold (discordance excess above "
+             f"{cfg.instability_margin:g}).")
+    spec = null_cell(cfg)
+    if spec not in results or not all(c in results for c in rcs.values()):
+        return Claim(POSITION, claim, "-", NOT_TESTED, "", "needs the null and Reisach cells")
+    ms = [m for m in _in_null(cfg, results)
+          if all(m in results[c].f1 for c in rcs.values())]
+    choices = [("raw -> standardised", results[rcs["raw"]], results[rcs["standardised"]]),
+               ("raw -> iSCM", results[rcs["raw"]], results[rcs["iscm"]])]
+    verdict, measured, test, _ = F.instability_vs_null(
+        key, choices, results[spec], ms, margin=cfg.instability_margin, n_boot=cfg.n_boot)
+    return Claim(POSITION, claim, measured, verdict,
+                 f"margin {cfg.instability_margin:g} (`instability_margin`): " + test,
+                 f"Null: the LiNGAM cell (linear, Laplace, raw; every ranked method in "
+                 f"scope), its even vs odd datasets; ranked: {', '.join(ms)} (jax "
+                 "contenders, each counted once).")
+
+
+def _placebo_claim(cfg: Config, results, placebo, key) -> Claim:
+    claim = (f"Negative control: a change of unit (every variable times "
+             f"{cfg.placebo_factor:g}) changes the ranking by more than sampling noise "
+             f"(discordance excess above {cfg.instability_margin:g}); must be 'no'.")
+    spec = null_cell(cfg)
+    if placebo is None or spec not in results:
+        return Claim(POSITION, claim, "-", NOT_TESTED, "", "no placebo stage", "setup")
+    ms = [m for m in _in_null(cfg, results) if m in placebo.f1]
+    verdict, measured, test, _ = F.instability_vs_null(
+        key, [("unit change", results[spec], placebo)], results[spec], ms,
+        margin=cfg.instability_margin, n_boot=cfg.n_boot)
+    return Claim(POSITION, claim, measured, verdict, test,
+                 "The null cell's datasets rescaled and refitted; the instability claim's "
+                 "test, which must not fire here.", "setup")
+
+
+def _identifiability_claim(cfg: Config, results, key) -> Claim:
+    ac = {k: results[v] for k, v in assumption_cells(cfg).items() if v in results}
+    claim = ("Identifiability assumptions are often preferred by convention rather than by "
+             "principle: swapping the one a benchmark adopts for an equally defensible one "
+             "(non-Gaussian noise, equal variances, nonlinear additive noise) changes the "
+             f"ranking of methods (Kendall tau below {cfg.identifiability_tau_margin:g}).")
+    ms = [m for m in _ranked(cfg, *ac.values()) if get_method(m).kind == "jax"]
+    verdict, measured, test = F.rank_correlation(
+        key, ac, ms, margin=cfg.identifiability_tau_margin, n_boot=cfg.n_boot)
+    return Claim(POSITION, claim, measured, verdict,
+                 f"margin `identifiability_tau_margin`: {test}",
+                 f"Raw scale, the same graphs in every cell; ranked: {', '.join(ms)} (jax "
+                 "contenders scored on every dataset, each counted once). That the choice "
+                 "is made by convention is the paper's reading; the test shows whether it "
+                 "decides the ranking.")
 
 
 def _split(x, part: int) -> np.ndarray:
@@ -113,15 +188,20 @@ def _split(x, part: int) -> np.ndarray:
     return x
 
 
-def claims(cfg: Config, results, sizes, comps, uniform=None) -> list[Claim]:
+def claims(cfg: Config, results, sizes, comps, uniform=None, family=None, placebo=None,
+           key=None) -> list[Claim]:
     """The position paper's claims (kind "paper": (i) identifiability by convention, (ii)
     uniform consistency, the pointwise-consistency clause "not tested", (iii) benchmarks
     not neutral), then the setup checks (the simulated benchmark is var-sortable;
     DirectLiNGAM is pointwise consistent) and the literature the grid reproduces (kind
     "extension": Reisach et al. 2021 and 2023, Ormaniec et al. 2025). ``uniform``: the
-    :func:`.audit.run_uniform` curve (None: claim (ii) not tested). ``comps`` is kept for
-    the callers; the claims use reversal tests, not the tau table."""
+    :func:`.audit.run_uniform` curve; ``family``: :func:`.audit.run_family` (claim (ii)
+    on the family's curves; None: on ``uniform``'s slope); ``placebo``:
+    :func:`.audit.run_placebo` (the negative control); ``key``: the bootstrap's (None: a
+    fixed generator). ``comps`` is kept for the callers; the claims use the tests of
+    :mod:`.falsify` and reversal tests, not the tau table."""
     del comps
+    key = np.random.default_rng(0) if key is None else key
     rc = {s: results[c] for s, c in reisach_cells(cfg).items()}
     raw, std, iscm = rc["raw"], rc["standardised"], rc["iscm"]
     rcs = reisach_cells(cfg)
@@ -130,7 +210,8 @@ def claims(cfg: Config, results, sizes, comps, uniform=None) -> list[Claim]:
     out = []
 
     # (i) identifiability assumptions preferred by convention rather than principle
-    out.append(_reversal_claim(
+    out.append(_identifiability_claim(cfg, results, key))
+    reversal_i = (_reversal_claim(
         cfg, results, "Identifiability assumptions are often preferred by convention rather "
         "than by principle: swapping the one a benchmark adopts (non-Gaussian noise, "
         "LiNGAM) for an equally defensible one (Gaussian noise with equal variances) "
@@ -139,11 +220,21 @@ def claims(cfg: Config, results, sizes, comps, uniform=None) -> list[Claim]:
         "Both cells identify the DAG (each under its own assumption), raw scale, the same "
         "graphs; contenders only (no sort-and-regress floor), each counted once. That the "
         "choice is made by convention is the paper's reading; the test shows that it "
-        "decides the comparison."))
+        "decides the comparison.", kind="extension"))
 
     # (ii) uniform consistency needs more than pointwise consistency
     meth = "direct-lingam"
-    if uniform and meth in cfg.consistency_methods and len(sizes) >= 2:
+    if family:
+        v, measured, test = F.family_verdict(family, cfg.family_method,
+                                             floor=cfg.uniform_floor)
+        out.append(Claim(
+            POSITION, "Uniform consistency requires further untestable assumptions: on a "
+            "family of in-scope linear non-Gaussian models (edge weights x sqrt(n0/n_k)), "
+            f"{cfg.family_method}'s error falls with n for every member while the "
+            f"family's worst case stays above {cfg.uniform_floor:g} SHD.", measured, v,
+            f"floor `uniform_floor`: {test}", "Every member is fitted at every size (the "
+            "same graphs and noise draws); the curves are the family figure."))
+    elif uniform and meth in cfg.consistency_methods and len(sizes) >= 2:
         fixed, fam = A.consistency(sizes, meth), A.consistency(uniform, meth)
         v = superiority(fam["slopes"] - fixed["slopes"], margin=cfg.uniform_margin)
         out.append(Claim.from_verdict(
@@ -169,7 +260,8 @@ def claims(cfg: Config, results, sizes, comps, uniform=None) -> list[Claim]:
         "data or methods: no simulation can test it."))
 
     # (iii) benchmarks are not neutral
-    out.append(_reversal_claim(
+    out.append(_instability_claim(cfg, results, key))
+    reversal_iii = (_reversal_claim(
         cfg, results, "Benchmarks are not neutral tests: they fix which regimes matter and "
         "what counts as success; a data-scale choice (raw vs standardised, raw vs iSCM) "
         f"reverses the comparison of some pair of methods (by more than {m:g} F1 each "
@@ -177,7 +269,7 @@ def claims(cfg: Config, results, sizes, comps, uniform=None) -> list[Claim]:
                   ("raw -> iSCM", rcs["raw"], rcs["iscm"])],
         "Gaussian noise, the same graphs and noise draws in the three cells; contenders "
         "only (the floors are built to move with the scale), each counted once; Holm over "
-        "every pair of both choices."))
+        "every pair of both choices.", kind="extension"))
 
     # setup: the benchmark artefact exists; DirectLiNGAM is pointwise consistent
     out.append(_all_of(REISACH, "Simulated raw linear Gaussian SEMs are var-sortable "
@@ -199,7 +291,10 @@ def claims(cfg: Config, results, sizes, comps, uniform=None) -> list[Claim]:
                          NOT_TESTED, "", "direct-lingam not among consistency_methods",
                          kind="setup"))
 
-    # extensions: the literature the grid reproduces
+    out.append(_placebo_claim(cfg, results, placebo, key))
+
+    # extensions: the reversal tests, then the literature the grid reproduces
+    out += [reversal_i, reversal_iii]
     cont = [k for k in _reisach_methods(cfg) if not get_method(k).floor and k in raw.f1
             and np.isfinite(_split(raw.f1[k], 0)).any()
             and np.isfinite(_split(raw.f1[k], 1)).sum() >= 2]
@@ -304,11 +399,32 @@ def _consistency_figure(cfg: Config, sizes, out_dir: Path, uniform=None) -> Path
     return save_figure(fig, out_dir / "causal_audit_consistency.png")
 
 
-def figures(cfg: Config, results, sizes, out_dir: Path, uniform=None) -> list[Path]:
+def _family_figure(cfg: Config, family, out_dir: Path) -> Path:
+    c = F.family_curves(family, cfg.family_method)
+    fig, axes = new_figure()
+    ax = axes[0, 0]
+    mean = np.nanmean(c["shd"], 2)
+    for i, k in enumerate(c["members"]):
+        ax.loglog(c["ns"], mean[i] + 1e-3, "o-", label=f"member built for n={k}")
+    diag = [(k, mean[i, c["ns"].index(k)]) for i, k in enumerate(c["members"])
+            if k in c["ns"]]
+    ax.loglog([k for k, _ in diag], [v + 1e-3 for _, v in diag], "k--", lw=2,
+              label="worst case (member at its own n)")
+    ax.axhline(cfg.uniform_floor, color="r", ls=":", label=f"floor {cfg.uniform_floor:g}")
+    label_axes(ax, "sample size n", "mean SHD (+0.001 for the log axis)",
+               title=f"{cfg.family_method}: error vs n along the family")
+    legend_outside(ax, where="below", ncol=1)
+    return save_figure(fig, out_dir / "causal_audit_family.png")
+
+
+def figures(cfg: Config, results, sizes, out_dir: Path, uniform=None,
+            family=None) -> list[Path]:
     out = [_heatmap_figure(cfg, results, p, out_dir, i)
            for i, p in enumerate(cfg.grid_pairs())]
     if sizes:
         out.append(_consistency_figure(cfg, sizes, out_dir, uniform))
+    if family:
+        out.append(_family_figure(cfg, family, out_dir))
     return out
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from jaxkit.causal_audit import analysis as A
+from jaxkit.causal_audit import falsify as F
 from jaxkit.causal_audit import report as R
 from jaxkit.causal_audit.audit import EV_CELL, LINGAM_CELL, assumption_cells, reisach_cells
 from jaxkit.causal_audit.config import QUICK, Config
@@ -94,24 +95,30 @@ def test_each_claim_can_say_yes_and_no(holds):
     results, sizes, uniform = _fake(holds)
     comps = R.rank_comparisons(jax.random.key(0), CFG, results, sizes)
     claims = R.claims(CFG, results, sizes, comps, uniform)
-    assert [c.kind for c in claims] == ["paper"] * 4 + ["setup"] * 2 + ["extension"] * 4
+    assert [c.kind for c in claims] == ["paper"] * 4 + ["setup"] * 3 + ["extension"] * 6
     assert all(c.verdict in VERDICTS for c in claims)
     want = "yes" if holds else "no"
-    # (i) identifiability swap; (ii) uniform consistency; its pointwise clause (not
-    # tested); (iii) scale choice; var-sortable; DirectLiNGAM consistent; competitive;
-    # falls to chance; R2 exploitable after standardising; iSCM removes both
-    assert [c.verdict for c in claims] == [want, want, "not tested", *[want] * 7]
-    assert "margin 0.05" in claims[0].test and "Holm" in claims[3].test
-    assert "margin 0.1" in claims[1].test
+    # (i) identifiability swap (rank correlation); (ii) uniform consistency; its
+    # pointwise clause (not tested); (iii) scale choice vs the null cell; var-sortable;
+    # DirectLiNGAM consistent; the placebo (no placebo stage here); the two reversal
+    # tests; competitive; falls to chance; R2 exploitable after standardising; iSCM
+    # removes both
+    assert [c.verdict for c in claims] == [want, want, "not tested", want, want, want,
+                                           "not tested at this size", *[want] * 6]
+    assert "margin 0.5" in claims[0].test and "Holm" in claims[3].test
+    assert "margin 0.1" in claims[1].test and "margin 0.1" in claims[3].test
+    assert "margin 0.05" in claims[7].test and "Holm" in claims[8].test
     # the best contender for "competitive" is chosen on the validation datasets
-    assert "chosen on the even-numbered datasets" in claims[6].note
+    assert "chosen on the even-numbered datasets" in claims[9].note
 
 
 def test_claim_margins_are_config_fields():
     results, sizes, uniform = _fake(True)
-    strict = dataclasses.replace(CFG, rank_change_margin=0.6, uniform_margin=5.0)
+    strict = dataclasses.replace(CFG, rank_change_margin=0.6, uniform_margin=5.0,
+                                 instability_margin=0.7, identifiability_tau_margin=-0.9)
     claims = R.claims(strict, results, sizes, [], uniform)
-    assert [claims[i].verdict for i in (0, 1, 3)] == ["no"] * 3
+    assert [claims[i].verdict for i in (1, 3, 7, 8)] == ["no"] * 4
+    assert claims[0].verdict == "not shown"  # tau -1/3: not below -0.9, not above it
 
 
 def test_each_method_is_counted_once():
@@ -150,6 +157,8 @@ def test_negative_control_no_paper_claim_says_yes(seed, monkeypatch):
     monkeypatch.setattr(A, "p_above", lambda x, margin: 0.0)
     monkeypatch.setattr(R, "superiority", lambda x, margin=0.0: Verdict(
         "yes", 1.0, 1.0, 1.0, len(x), "always yes"))
+    monkeypatch.setattr(F, "_boot_p", lambda boot, margin: 0.0)
+    monkeypatch.setattr(F, "kendall_tau", lambda a, b: -1.0)
     assert paper() == ["yes", "yes", "not tested", "yes"]
 
 
@@ -181,12 +190,15 @@ def test_quick_pipeline_runs_and_resumes(tmp_path):
     entry = registry.get("causal-audit")
     ctx = registry.RunContext(tmp_path, config=QUICK, quick=True)
     res = entry.run(ctx)
-    assert len(res.claims) == 10 and all(c.verdict in VERDICTS for c in res.claims)
-    assert len(res.figures) == len(QUICK.pairs) + 1
+    assert len(res.claims) == 13 and all(c.verdict in VERDICTS for c in res.claims)
+    # the negative control (the placebo: a change of unit) must come out "no"
+    placebo = [c for c in res.claims if c.claim.startswith("Negative control")]
+    assert len(placebo) == 1 and placebo[0].verdict == "no", placebo
+    assert len(res.figures) == len(QUICK.pairs) + 2  # heatmaps, consistency, family
     json.dumps(res.metrics, default=float)
     again = registry.RunContext(tmp_path, config=QUICK, quick=True)
     res2 = entry.run(again)
-    assert again.reloaded == ["grid", "sizes", "uniform"]  # a killed run resumes at its stages
+    assert again.reloaded == ["grid", "sizes", "uniform", "family", "placebo"]  # a killed run resumes at its stages
     assert [c.measured for c in res2.claims] == [c.measured for c in res.claims]
 
 

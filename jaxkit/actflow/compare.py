@@ -36,6 +36,17 @@ def make_token_domain(name: str, cfg: Config) -> discrete.TokenDomain:
         from .molecules import molecule_domain
 
         return molecule_domain(max_mw_data=cfg.molecule_max_mw)
+    if name == "druglike":
+        from .druglike import druglike_domain
+
+        dom = druglike_domain(n_data=cfg.druglike_n_data, n_ref=cfg.druglike_n_ref,
+                              max_len=cfg.druglike_max_len,
+                              max_logp_data=cfg.druglike_max_logp,
+                              novelty=cfg.druglike_novelty)
+        if dom is None:
+            raise ValueError("domain 'druglike' needs the MOSES data: pip install --no-deps "
+                             "molsets==0.3.1")
+        return dom
     if name == "proteins":
         from .proteins import protein_domain
 

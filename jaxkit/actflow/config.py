@@ -16,10 +16,14 @@ The discrete domains (``peptides-discrete``, ``molecules``, ``proteins``, ``user
 :mod:`jaxkit.actflow.discrete` with the ``dfm_*`` settings (:meth:`Config.discrete`);
 ``n_seeds`` training seeds per domain (FULL: 5) give the intervals and the claim tests;
 ``user_data`` / ``user_verifier`` / ``user_column`` / ``user_novelty`` define the
-``user`` domain (:mod:`jaxkit.actflow.user`). QUICK runs rings and the discrete
-peptides at tiny size (the 40 s budget); molecules, proteins, torus, sphere and the
-relaxed peptides (the ablation of the discrete arm) run in FULL (``--quick --set
-domains=molecules`` runs one at QUICK size).
+``user`` domain (:mod:`jaxkit.actflow.user`). The ``druglike`` domain
+(:mod:`jaxkit.actflow.druglike`, MOSES; skipped with a note when the molsets wheel is
+not installed) pre-trains on ``druglike_n_data`` molecules with logP <=
+``druglike_max_logp`` (the split, fixed here before the run) and measures coverage of
+``druglike_n_ref`` held-out MOSES test molecules above it (QUICK: 300 / 64). QUICK runs
+rings and the discrete peptides at tiny size (the 40 s budget); molecules, druglike,
+proteins, torus, sphere and the relaxed peptides (the ablation of the discrete arm) run
+in FULL (``--quick --set domains=druglike`` runs one at QUICK size).
 """
 
 from __future__ import annotations
@@ -35,9 +39,9 @@ __all__ = ["ActFlowConfig", "Config", "QUICK", "FULL", "DOMAINS", "DISCRETE", "D
            "PEPTIDE_FIELDS"]
 
 DOMAINS = ("rings", "torus", "sphere", "peptides", "peptides-discrete", "molecules",
-           "proteins", "user")
+           "druglike", "proteins", "user")
 #: the discrete (token) domains, run by :mod:`jaxkit.actflow.discrete`
-DISCRETE = ("peptides-discrete", "molecules", "proteins", "user")
+DISCRETE = ("peptides-discrete", "molecules", "druglike", "proteins", "user")
 #: the discrete settings a ``dfm_<name>`` field sets (:class:`DiscreteSettings`)
 DFM_FIELDS = ("hidden", "depth", "pretrain_steps", "batch", "rounds", "budget",
               "adapt_steps", "n_eval", "sample_steps", "temperature", "perturb", "restart",
@@ -110,7 +114,7 @@ class Config(_LoopSettings):
     budget: int = 256
     n_eval: int = 768
     domains: tuple[Literal["rings", "torus", "sphere", "peptides", "peptides-discrete",
-                           "molecules", "proteins", "user"], ...] = DOMAINS[:-1]
+                           "molecules", "druglike", "proteins", "user"], ...] = DOMAINS[:-1]
     peptide_hidden: int | None = None
     peptide_depth: int | None = None
     peptide_n_data: int | None = None
@@ -142,6 +146,11 @@ class Config(_LoopSettings):
     dfm_frontier: float = 0.5
     dfm_replay: float = 0.5
     molecule_max_mw: float = 160.0
+    druglike_n_data: int = 4000
+    druglike_n_ref: int = 512
+    druglike_max_len: int = 40
+    druglike_max_logp: float = 2.5
+    druglike_novelty: float = 0.6
     protein_max_moment: float = 0.12
     user_data: str = ""
     user_verifier: str = ""
@@ -158,6 +167,10 @@ class Config(_LoopSettings):
                     "must name your verifier as 'module:function' when domains include "
                     "'user'")
         self.discrete()  # validates the dfm_* fields
+        for f in ("druglike_n_data", "druglike_n_ref", "druglike_max_len"):
+            require(getattr(self, f) >= 6, f, f"must be >= 6; got {getattr(self, f)}")
+        require(0.0 < self.druglike_novelty < 1.0, "druglike_novelty",
+                f"must lie in (0, 1) (a Tanimoto distance); got {self.druglike_novelty}")
         for f in ("expansion_margin", "baseline_margin"):
             v = getattr(self, f)
             require(0.0 <= v < 1.0, f, f"must lie in [0, 1); got {v}")
@@ -198,7 +211,7 @@ QUICK = Config(domains=("rings", "peptides-discrete"), hidden=64, depth=3, n_dat
                peptide_n_eval=128, peptide_sample_steps=8, peptide_steer_steps=0,
                dfm_hidden=128, dfm_pretrain_steps=300, dfm_batch=64, dfm_rounds=2,
                dfm_budget=64, dfm_adapt_steps=50, dfm_n_eval=128, dfm_sample_steps=8,
-               n_draws=4)
+               n_draws=4, druglike_n_data=300, druglike_n_ref=64)
 FULL = Config(n_seeds=5, peptide_hidden=256, peptide_pretrain_steps=3000, peptide_batch=128,
               peptide_rounds=5, peptide_adapt_steps=200, peptide_n_eval=512,
               peptide_sample_steps=12, peptide_steer_steps=0)

@@ -26,10 +26,17 @@ ctmc_euler_sample`, unmasking only). Every method gets the same per-round budget
 3. **keep**: ``retrain`` everything, ``retrain+filter`` the valid samples, ``actflow``
    the valid *and novel* ones (farther than ``novelty`` from the training data and
    every earlier accepted sample, thinned by a greedy packing at that distance).
+   Two more baselines isolate ActFlow's parts: ``tempered+filter`` samples from all-mask
+   at ``temperature`` and keeps the valid samples (exploration by temperature only,
+   no novelty rule); ``actflow-noexplore`` samples at temperature 1 like the other
+   baselines but keeps with ActFlow's rule (ActFlow without exploration).
 4. **adapt** on minibatches with a share ``replay`` of kept samples, the rest data; a
    round that keeps nothing does not update.
 
-Distances are in the domain's metric: Hamming on tokens, or Tanimoto on host features
+Evaluation (every method, the same keys and ``n_eval`` samples at temperature 1) adds
+``vnu_yield``: distinct valid samples farther than ``novelty`` from the pre-training data,
+per sample drawn (the same novelty filter for every method). Distances are in the
+domain's metric: Hamming on tokens, or Tanimoto on host features
 (molecular fingerprints). Pre-training and the rounds are :func:`jaxkit.training.fit`
 runs through the one training step (:mod:`jaxkit.kernels.train`), checkpointed after
 every round, so a killed run resumes to the same parameters.
@@ -63,10 +70,13 @@ from . import metrics as M
 __all__ = ["DiscreteSettings", "TokenDomain", "Denoiser", "DKernels", "DPretrained",
            "pretrain", "run_method", "evaluate_draws", "EVAL_KEYS"]
 
-METHODS = ("pretrained", "retrain", "retrain+filter", "actflow")
+METHODS = ("pretrained", "retrain", "retrain+filter", "tempered+filter", "actflow-noexplore",
+           "actflow")
+#: the baselines that keep only valid samples (the filter ActFlow's keep rule refines)
+FILTERED = ("retrain+filter", "tempered+filter", "actflow-noexplore")
 _INFOS = ("n_valid", "n_novel", "n_kept", "updated", "loss", "restart")
 EVAL_KEYS = ("validity", "uniqueness", "novelty", "circles", "novel_circles",
-             "outside", "outside_circles", "vendi", "knn_coverage")
+             "outside", "outside_circles", "vendi", "knn_coverage", "vnu_yield")
 
 
 @dataclass(frozen=True)
@@ -254,6 +264,7 @@ class DKernels:
                        novelty=M.novelty(f, data_f, thr, valid, met),
                        circles=M.circles(f, thr, valid, met)[0].astype(jnp.float32),
                        novel_circles=M.circles(f, thr, novel, met)[0].astype(jnp.float32),
+                       vnu_yield=M.circles(f, 0.0, novel, met)[0] / f.shape[0],
                        vendi=M.vendi_score(f, valid, 1.0, met),
                        knn_coverage=(jnp.float32(jnp.nan) if ref_f is None
                                      else M.knn_coverage(ref_f, f, 5, valid, met,
@@ -438,7 +449,8 @@ def run_method(pre: DPretrained, method: str, key: PRNGKeyArray, *,
         if method == "actflow":
             x, anchored = _explore(kern, st, kx)
         else:
-            x = kern.draw_samples(st.train.params, kx, cfg.budget, 1.0)
+            temp = cfg.temperature if method == "tempered+filter" else 1.0
+            x = kern.draw_samples(st.train.params, kx, cfg.budget, temp)
             anchored = np.zeros(len(x), bool)
         valid = dom.check(x)
         f = dom.feats(x)
@@ -447,7 +459,8 @@ def run_method(pre: DPretrained, method: str, key: PRNGKeyArray, *,
         novel, packed = (np.asarray(a) for a in kern.keep(jnp.asarray(f), jnp.asarray(valid),
                                                           pool_f, pool_m))
         keep = {"pretrained": np.zeros_like(valid), "retrain": np.ones_like(valid),
-                "retrain+filter": valid, "actflow": packed}[method]
+                "retrain+filter": valid, "tempered+filter": valid,
+                "actflow-noexplore": packed, "actflow": packed}[method]
         restart = st.restart
         if method == "actflow" and anchored.any():  # verifier feedback on the restarts
             acc = float(np.mean(novel[anchored]))

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxkit.actflow.config import FULL, QUICK, Config
+from jaxkit.actflow.config import DISCRETE, FULL, QUICK, Config
 from jaxkit.registry import RunContext
 
 TINY = Config(domains=("rings", "peptides-discrete"), hidden=16, depth=2, n_data=128,
@@ -22,17 +22,21 @@ def _check(res, out: Path, domains):
         if d in ("rings", "torus", "sphere", "peptides"):
             assert (out / f"actflow_{d}_scatter.png").stat().st_size > 1000
     assert (out / "actflow_coverage.png").stat().st_size > 1000
-    assert "| domain | measure | pretrained | retrain | retrain+filter | actflow |" \
-        in res.markdown
+    assert ("| domain | measure | pretrained | retrain | retrain+filter | tempered+filter | "
+            "actflow-noexplore | actflow |") in res.markdown
     assert all(p.parent == out for p in res.figures)
+    paper_d = ("peptides-discrete", "molecules", "druglike", "proteins")
     for d in domains:
-        assert set(res.metrics[d]) == {"pretrained", "retrain", "retrain+filter", "actflow"}
-    # paper: 4 domains x 2 sentences + the theory sentence; extension: 2 per domain run
+        assert set(res.metrics[d]) == ({"pretrained", "retrain", "retrain+filter", "actflow"}
+                                       | ({"tempered+filter", "actflow-noexplore"}
+                                          if d in DISCRETE else set()))
+    # paper: 4 domains x 2 sentences + the theory sentence; extension: 2 per domain run,
+    # 2 more (every baseline on the independent measures) per discrete paper domain
     paper = [c for c in res.claims if c.kind == "paper"]
-    assert len(paper) == 9 and len(res.claims) == 9 + 2 * len(domains)
+    assert len(paper) == 9 and len(res.claims) == 9 + sum(4 if d in paper_d else 2
+                                                          for d in domains)
     tested = [c for c in paper if not c.verdict.startswith("not tested")]
-    assert len(tested) == 2 * len([d for d in domains if d in ("peptides-discrete",
-                                                               "molecules", "proteins")])
+    assert len(tested) == 2 * len([d for d in domains if d in paper_d])
     assert all("held-out coverage" in c.claim and "Holm" in c.test for c in tested)
     assert "over 2 training seeds" in res.markdown or "evaluation draws" in res.markdown
     for d in domains:  # every final number has its per-unit values in metrics.json
@@ -40,9 +44,10 @@ def _check(res, out: Path, domains):
     assert {c.verdict for c in res.claims if c.kind == "extension"} <= {"yes", "no",
                                                                            "not shown"}
     for d in domains:  # the final samples of the discrete domains, decoded
-        if d in ("peptides-discrete", "molecules", "proteins"):
+        if d in paper_d:
             rows = (out / f"actflow_{d}_samples.csv").read_text().splitlines()
-            assert rows[0].endswith("smiles" if d == "molecules" else "sequence")
+            assert rows[0].endswith("smiles" if d in ("molecules", "druglike")
+                                    else "sequence")
             assert len(rows) > 1 and f"`actflow_{d}_samples.csv`" in res.markdown
 
 

@@ -90,13 +90,48 @@ class Config(PipelineConfig):
     # baseline's by more than 10% (under half of the smallest gain the paper reports, 23%,
     # so a verdict of "yes" is not the fit's noise around equal slopes).
     frontier_margin: float = 10.0
+    # The agent (jaxkit.compose.agent): a chat model proposing strings from the history.
+    # "" endpoint: SmolLM2 in process, replies cached in `agent_cache` ("" : the committed
+    # jaxkit/compose/replies/smollm2-135m.jsonl); an URL: any OpenAI-compatible server,
+    # replies cached in the folder `agent_cache` ("": OUT/agent-cache). `agent_offline`:
+    # replay only (a missing reply makes that round's proposals counted fallbacks).
+    agent_model: str = "smollm2-135m"
+    agent_endpoint: str = ""
+    agent_cache: str = ""
+    agent_offline: bool = False
+    agent_seeds: int = 3  # the agent's search seeds (the first ones of every policy)
+    agent_temperature: float = 0.7
+    agent_max_tokens: int = 48
+    agent_shown: int = 12  # the best strings of the history shown in each request
+    # Each policy's own best string of each of its first `promote_seeds` search seeds is
+    # stacked to the stage-2 depth and trained (one initialisation) on the test split; the
+    # search claims compare these, paired over search seeds, one-sided (alpha 0.05)
+    # against `search_margin` bits/byte, fixed here before any run (0: any improvement).
+    promote_seeds: int = 3
+    search_margin: float = 0.0
+    # Your own architectures: strings of `depth` letters of the run's alphabets, trained
+    # in stage 1 beside the searches, stacked into stage 2 (all seeds) and onto the scaling
+    # grid as families "user1", "user2", ...
+    strings: tuple[str, ...] = ()
 
     def validate(self) -> None:
         require_at_least(self, ("depth", "width", "heads", "d_state", "context", "steps",
                                 "batch", "chunk", "budget", "search_seeds", "search_batch",
                                 "population", "tournament", "top_k", "depth_factor",
                                 "width2", "steps2", "seeds2", "n_val", "checkpoint_every",
-                                "fit_maxiter", "ssd_head_dim", "ssd_chunk"))
+                                "fit_maxiter", "ssd_head_dim", "ssd_chunk", "agent_seeds",
+                                "agent_max_tokens", "agent_shown", "promote_seeds"))
+        letters = set(self.alphabet) | set(self.composer_alphabet)
+        for s in self.strings:
+            require(isinstance(s, str) and len(s) == self.depth and set(s) <= letters,
+                    "strings", f"{s!r} is not a string of depth={self.depth} letters "
+                    f"of {''.join(sorted(letters, key='AMSD'.index))}")
+        require(len(set(self.strings)) == len(self.strings), "strings",
+                f"must be distinct; got {self.strings}")
+        require(self.search_margin >= 0, "search_margin",
+                f"must be >= 0; got {self.search_margin}")
+        require(self.agent_temperature >= 0, "agent_temperature",
+                f"must be >= 0; got {self.agent_temperature}")
         for f in ("alphabet", "composer_alphabet"):
             v = getattr(self, f)
             require(isinstance(v, str) and len(v) >= 2 and set(v) <= set("AMSD")
@@ -146,16 +181,19 @@ class Config(PipelineConfig):
                 f"fit; got {n_points}")
 
 
-# A first look: the full pipeline at toy size, over {A, M, D} (the Mamba-2 block: FULL
-# searches all four letters). Depth 3 (all 27 strings trained once,
-# together, in one compiled supernet; the searches look their losses up), depth 6 in
-# stage 2 (every architecture and seed in one more compile), width 16 and 16-byte
-# contexts so that the two trainings take seconds once compiled; the scaling fits (whose
-# claims are not tested at this size: too few (N, D) points) at 300 L-BFGS iterations,
-# Llama's family only (the other baselines' grids would add trainings no claim can use).
-QUICK = Config(alphabet="AMD", depth=3, width=16, heads=2, d_state=4, context=16, steps=40, batch=8,
-               lr=6e-3, warmup=10, chunk=20, budget=10, search_seeds=20, search_batch=2,
-               population=4, tournament=2, top_k=1, depth_factor=2, width2=16, steps2=60,
-               seeds2=3, scaling_depths=(2,), scaling_budgets=(20, 40, 60), n_val=32,
-               fit_maxiter=300, scaling_families=("llama",))
+# A first look: the full pipeline at toy size on a space too large to enumerate: strings
+# of 6 layers over {A, M, D} (729; the Mamba-2 block: FULL searches all four letters),
+# each round's new strings trained together, 3 seeds x 12 evaluations per policy, the
+# agent's 9 chat calls (3 seeds x 3 rounds) replayed from the committed cache
+# jaxkit/compose/replies/smollm2-135m.jsonl; each policy's per-seed bests promoted to
+# stage 2 (depth 6, every architecture and seed in one more compile); width 16 and
+# 16-byte contexts so that the trainings take seconds once compiled; the scaling fits
+# (whose claims are not tested at this size: too few (N, D) points) at 300 L-BFGS
+# iterations, Llama's family only.
+QUICK = Config(alphabet="AMD", depth=6, width=16, heads=2, d_state=4, context=16, steps=40,
+               batch=8, lr=6e-3, warmup=10, chunk=20, budget=12, search_seeds=3,
+               search_batch=4, population=4, tournament=2, top_k=1, depth_factor=1,
+               width2=16, steps2=60, seeds2=3, scaling_depths=(3,), scaling_budgets=(20, 40, 60),
+               n_val=32, fit_maxiter=300, scaling_families=("llama",), agent_seeds=3,
+               promote_seeds=3)
 FULL = Config()

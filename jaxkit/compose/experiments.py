@@ -30,7 +30,7 @@ from .search import make_policy
 from .train import TrainSettings, train_candidates
 
 __all__ = ["arch_of", "settings", "stage1", "stage2_plan", "stage2", "scaling",
-           "FULL_DEPTH_LABEL"]
+           "FULL_DEPTH_LABEL", "PROMOTED", "promoted_plan"]
 
 
 def arch_of(cfg, depth: int, width: int) -> Arch:
@@ -44,11 +44,17 @@ def settings(cfg, steps: int, eval_at=()) -> TrainSettings:
                          eval_at=tuple(eval_at), n_val=cfg.n_val, dtype=cfg.dtype)
 
 
-def _search_all(cfg, key, evaluate: Callable[[list[str]], dict]) -> dict:
-    """All policies x seeds in lockstep rounds; ``evaluate(new strings) -> {s: loss}``."""
+def _search_all(cfg, key, evaluate: Callable[[list[str]], dict], proposer=None,
+                known: dict[str, float] | None = None) -> dict:
+    """All policies x seeds in lockstep rounds; ``evaluate(new strings) -> {s: loss}``.
+    The agent runs ``agent_seeds`` seeds (the first ones, paired with the others'), its
+    round's chat requests of all seeds sent together to ``proposer``
+    (:class:`jaxkit.compose.agent.Proposer`; None: every proposal a fallback)."""
     runs = {}
     for p in cfg.policies:
-        for seed in range(cfg.search_seeds):
+        n_seeds = (min(cfg.search_seeds, getattr(cfg, "agent_seeds", cfg.search_seeds))
+                   if p == "agent" else cfg.search_seeds)
+        for seed in range(n_seeds):
             k = jax.random.fold_in(jax.random.fold_in(key, seed), zlib.crc32(p.encode()))
             rng = np.random.default_rng([seed, sum(map(ord, p))])
             runs[(p, seed)] = dict(policy=make_policy(p, cfg.depth, k,
@@ -57,13 +63,20 @@ def _search_all(cfg, key, evaluate: Callable[[list[str]], dict]) -> dict:
                                                       alphabet=cfg.alphabet,
                                                       composer_alphabet=cfg.composer_alphabet),
                                    rng=rng, strings=[], losses=[])
-    known: dict[str, float] = {}
+    known = dict(known or {})  # strings already trained (a user's), never retrained
     rnd = 0
     while any(len(r["strings"]) < cfg.budget for r in runs.values()):
-        asks = {}
+        asks, agents = {}, []
         for rk, r in runs.items():
             n = min(cfg.search_batch, cfg.budget - len(r["strings"]))
-            asks[rk] = [r["policy"].ask(r["rng"]) for _ in range(n)]
+            if rk[0] == "agent" and proposer is not None and n > 0:
+                agents.append((rk, n))
+            else:
+                asks[rk] = [r["policy"].ask(r["rng"]) for _ in range(n)]
+        replies = proposer.complete([runs[rk]["policy"].request(n) for rk, n in agents]
+                                    ) if agents else []
+        for (rk, n), reply in zip(agents, replies, strict=True):
+            asks[rk] = runs[rk]["policy"].accept(reply, n, runs[rk]["rng"])
         new = sorted({s for a in asks.values() for s in a} - set(known))
         if new:
             known.update(evaluate(new, rnd))
@@ -82,13 +95,20 @@ def _search_all(cfg, key, evaluate: Callable[[list[str]], dict]) -> dict:
             strings=r["strings"], losses=losses.tolist(),
             best_curve=np.minimum.accumulate(losses).tolist(), best=r["strings"][i],
             best_loss=float(losses[i]),
-            pulls=getattr(r["policy"], "pulls", np.zeros(0)).tolist()))
-    return dict(runs=out, evaluated=known)
+            pulls=getattr(r["policy"], "pulls", np.zeros(0)).tolist(),
+            **({"agent": r["policy"].counts()} if hasattr(r["policy"], "counts") else {})))
+    res = dict(runs=out, evaluated=known)
+    if proposer is not None:
+        res["agent"] = dict(model=proposer.model, endpoint=proposer.endpoint,
+                            cache=str(proposer.cache_path), hits=proposer.hits,
+                            misses=proposer.misses, failures=proposer.failures[:5])
+    return res
 
 
 def stage1(key, cfg, corpus, *, mesh=None, checkpoint_dir=None, resume=True,
-           cache=None) -> dict:
-    """Stage 1 (module docstring). ``cache(name, fn)`` caches each training round."""
+           cache=None, proposer=None) -> dict:
+    """Stage 1 (module docstring). ``cache(name, fn)`` caches each training round;
+    ``proposer`` answers the agent's chat requests (:func:`_search_all`)."""
     arch = arch_of(cfg, cfg.depth, cfg.width)
     s = settings(cfg, cfg.steps)
     k_train, k_search = jax.random.split(key)
@@ -115,11 +135,15 @@ def stage1(key, cfg, corpus, *, mesh=None, checkpoint_dir=None, resume=True,
     if exhaustive:
         table = train(["".join(p) for p in itertools.product(letters, repeat=cfg.depth)],
                       "stage1-table")
-        res = _search_all(cfg, k_search, lambda new, rnd: {x: table[x] for x in new})
+        res = _search_all(cfg, k_search, lambda new, rnd: {x: table[x] for x in new},
+                          proposer)
+        user = {u: table[u] for u in getattr(cfg, "strings", ())}
     else:
-        res = _search_all(cfg, k_search, lambda new, rnd: train(new, f"stage1-round{rnd}"))
+        user = train(list(cfg.strings), "stage1-user") if getattr(cfg, "strings", ()) else {}
+        res = _search_all(cfg, k_search, lambda new, rnd: train(new, f"stage1-round{rnd}"),
+                          proposer, known=user)
         table = res["evaluated"]
-    return dict(res, table=table, exhaustive=exhaustive, **meta)
+    return dict(res, table=table, exhaustive=exhaustive, user=user, **meta)
 
 
 def stage2_plan(cfg, s1: dict) -> dict[str, str]:
@@ -151,7 +175,24 @@ def stage2_plan(cfg, s1: dict) -> dict[str, str]:
             plan[f"composer@{d}"] = stack(comp_best, d)
         if "nemotron" in families:
             plan[f"nemotron@{d}"] = nemotron_style(d, mamba)
+    for i, u in enumerate(getattr(cfg, "strings", ()), 1):
+        plan[f"user{i}"] = stack(u, d2)
+        for d in sorted(set(cfg.scaling_depths) - {d2}):
+            plan[f"user{i}@{d}"] = stack(u, d)
+    plan.update(promoted_plan(cfg, s1))
     return plan
+
+
+PROMOTED = "promoted:"  # the label prefix of a policy's own per-seed best (one init)
+
+
+def promoted_plan(cfg, s1: dict) -> dict[str, str]:
+    """``{"promoted:<policy>/<seed>": the best string of that policy's search seed,
+    stacked to the stage-2 depth}`` for the first ``cfg.promote_seeds`` seeds."""
+    d2 = cfg.depth * cfg.depth_factor
+    k = getattr(cfg, "promote_seeds", 0)
+    return {f"{PROMOTED}{p}/{i}": stack(r["best"], d2) for p, runs in s1["runs"].items()
+            for i, r in enumerate(runs[:k])}
 
 
 def stage2(key, cfg, corpus, plan: dict[str, str], *, mesh=None, checkpoint_dir=None,
@@ -161,22 +202,30 @@ def stage2(key, cfg, corpus, plan: dict[str, str], *, mesh=None, checkpoint_dir=
     the same batches for all (paired comparisons)."""
     d2 = cfg.depth * cfg.depth_factor
     arch = arch_of(cfg, d2, cfg.width2)
-    labels = list(plan)
+    labels = [lab for lab in plan if not lab.startswith(PROMOTED)]
+    promoted = [lab for lab in plan if lab.startswith(PROMOTED)]
     strings = [plan[lab] for lab in labels for _ in range(cfg.seeds2)]
+    strings += [plan[lab] for lab in promoted]
     k_init, k_train = jax.random.split(key)
     seed_keys = jax.random.split(k_init, cfg.seeds2)
-    init_keys = jax.numpy.concatenate([seed_keys] * len(labels))
+    init_keys = jax.numpy.concatenate([seed_keys] * len(labels)
+                                      + [seed_keys[:1]] * len(promoted))
     r = train_candidates(k_train, arch, strings, corpus,
                          settings(cfg, cfg.steps2, cfg.scaling_budgets), init_keys=init_keys,
                          mesh=mesh, checkpoint_dir=checkpoint_dir, resume=resume)
     n_b = len(r.steps)
-    bpb = r.val_bpb.reshape(n_b, len(labels), cfg.seeds2)
+    n_main = len(labels) * cfg.seeds2
+    bpb = r.val_bpb[:, :n_main].reshape(n_b, len(labels), cfg.seeds2)
+    # each promoted string: one initialisation (seed index 0's key), its own column
+    prom = {lab: r.val_bpb[:, n_main + j:n_main + j + 1].tolist()
+            for j, lab in enumerate(promoted)}
     best_i = labels.index("best1-stack") * cfg.seeds2
     best_params = jax.tree.map(lambda a: np.asarray(a[best_i]), r.params)
     return dict(labels=labels, strings=[plan[lab] for lab in labels],
                 n_params=[arch.with_layers(plan[lab]).n_params() for lab in labels],
                 steps=r.steps.tolist(), tokens=r.tokens.tolist(),
                 bpb={lab: bpb[:, i].tolist() for i, lab in enumerate(labels)},
+                promoted={lab: dict(string=plan[lab], bpb=prom[lab]) for lab in promoted},
                 tokens_per_s=r.tokens_per_s, flops_per_s=r.flops_per_s,
                 compile_s=r.compile_s, best_params=best_params, letters=r.letters,
                 arch=dict(width=cfg.width2, heads=cfg.heads, d_state=cfg.d_state,
@@ -185,12 +234,12 @@ def stage2(key, cfg, corpus, plan: dict[str, str], *, mesh=None, checkpoint_dir=
 
 #: the stage-2 label of each scaling family at the stage-2 depth
 FULL_DEPTH_LABEL = {"best1": "best1-stack", "llama": "llama", "composer": "composer-stack",
-                    "nemotron": "nemotron"}
+                    "nemotron": "nemotron"}  # a user's family "user<i>" is its own label
 
 
 def _grid(s2, family: str, cfg, seed: int | None):
     d2 = cfg.depth * cfg.depth_factor
-    labels = {d: FULL_DEPTH_LABEL[family] if d == d2 else f"{family}@{d}"
+    labels = {d: FULL_DEPTH_LABEL.get(family, family) if d == d2 else f"{family}@{d}"
               for d in set(cfg.scaling_depths) | {d2}}
     N, D, L = [], [], []
     for _, lab in sorted(labels.items()):
@@ -210,8 +259,9 @@ def scaling(s2: dict, cfg) -> dict:
     (``pct_seeds``); ``faster_pct`` / ``faster_pct_seeds``: against ``llama``."""
     out = {}
     d2 = cfg.depth * cfg.depth_factor
-    fams = [f for f in getattr(cfg, "scaling_families", ("llama",))
-            if all((FULL_DEPTH_LABEL[f] if d == d2 else f"{f}@{d}") in s2["labels"]
+    users = [f"user{i}" for i in range(1, len(getattr(cfg, "strings", ())) + 1)]
+    fams = [f for f in (*getattr(cfg, "scaling_families", ("llama",)), *users)
+            if all((FULL_DEPTH_LABEL.get(f, f) if d == d2 else f"{f}@{d}") in s2["labels"]
                    for d in set(cfg.scaling_depths) | {d2})]
     out["families"] = fams
     for fam in ("best1", *fams):

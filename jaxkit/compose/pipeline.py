@@ -30,6 +30,7 @@ from jaxkit.report import PipelineResult
 
 from . import experiments as E
 from . import report
+from .agent import Proposer
 from .config import FULL, QUICK, Config
 from .data import Corpus, load_corpus, load_text, split_heldout
 from .model import extract, save_lm, supernet_from_params
@@ -42,6 +43,16 @@ def corpus_of(cfg: Config) -> Corpus:
         need = max(1024, int(2 * (cfg.context + 2) / cfg.val_fraction) + 1)
         return load_text(cfg.text, cfg.val_fraction, min_bytes=need)
     return load_corpus()
+
+
+def proposer_of(cfg: Config, out_dir) -> Proposer | None:
+    """The agent's chat backend (:class:`jaxkit.compose.agent.Proposer`) from the
+    ``agent_*`` settings, or None when ``policies`` has no agent."""
+    if "agent" not in cfg.policies:
+        return None
+    return Proposer(cfg.agent_model, endpoint=cfg.agent_endpoint, cache=cfg.agent_cache,
+                    offline=cfg.agent_offline, temperature=cfg.agent_temperature,
+                    max_tokens=cfg.agent_max_tokens, out_dir=out_dir)
 
 
 TITLE = "AIRA-Compose: composed Attention/MLP/Mamba architectures, search and scaling"
@@ -57,7 +68,7 @@ def run(ctx: RunContext) -> PipelineResult:
     ck = ctx.out_dir / "checkpoints" / "aira-compose"
     s1 = ctx.stage("aira-compose-stage1", lambda: E.stage1(
         ctx.key("aira-compose-stage1"), cfg, select, mesh=ctx.mesh, checkpoint_dir=ck,
-        resume=ctx.resume, cache=ctx.stage))
+        resume=ctx.resume, cache=ctx.stage, proposer=proposer_of(cfg, ctx.out_dir)))
     plan = E.stage2_plan(cfg, s1)
     s2 = ctx.stage("aira-compose-stage2", lambda: E.stage2(
         ctx.key("aira-compose-stage2"), cfg, test, plan, mesh=ctx.mesh,
@@ -81,11 +92,13 @@ def run(ctx: RunContext) -> PipelineResult:
         f"{cfg.seeds2} stage-2 seeds: the t-intervals have {cfg.seeds2 - 1} degree(s) of "
         "freedom"]
     metrics = dict(settings=cfg.to_dict(), plan=plan,
-                   stage1={p: [{k: r[k] for k in ("best", "best_loss", "best_curve", "pulls")}
+                   stage1={p: [{k: r[k] for k in ("best", "best_loss", "best_curve", "pulls",
+                                                  "agent") if k in r}
                                for r in runs] for p, runs in s1["runs"].items()},
-                   table=s1["table"], stage2={k: s2[k] for k in (
+                   table=s1["table"], agent=s1.get("agent"), user=s1.get("user"),
+                   stage2={k: s2[k] for k in (
                        "labels", "strings", "n_params", "steps", "tokens", "bpb",
-                       "tokens_per_s", "flops_per_s", "compile_s")},
+                       "tokens_per_s", "flops_per_s", "compile_s", "promoted")},
                    scaling=sc, synthetic=synth, total_seconds=ctx.elapsed())
     return PipelineResult("aira-compose", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)

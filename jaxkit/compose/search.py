@@ -21,6 +21,9 @@ of already trained ones; the curve it returns is the best loss after each evalua
   per byte, ``max(0, loss_parent - loss_child)`` (Ballad's "favour rare, high-scoring
   mutations"; the AIRA-dojo operators Draft/Improve are LLM calls, here they are
   string edits).
+* ``agent``: a language model reading the history and proposing strings
+  (:class:`jaxkit.compose.agent.AgentSearch`; driven by
+  :func:`jaxkit.compose.experiments.stage1`, which batches its chat calls).
 * Composer-like: :class:`Evolution` with the alphabet {A, M} (Composer's space; the
   paper searches it by Bayesian optimisation, here by the same evolution as above so
   the comparison isolates the search space).
@@ -41,7 +44,7 @@ from .arch import LETTERS, mutate, mutation_ops, random_string
 __all__ = ["RandomSearch", "Evolution", "BanditEvolution", "make_policy", "POLICIES",
            "run_search"]
 
-POLICIES = ("random", "evolution", "bandit-qomax", "bandit-ducb", "composer")
+POLICIES = ("random", "evolution", "bandit-qomax", "bandit-ducb", "composer", "agent")
 
 
 class RandomSearch:
@@ -149,6 +152,10 @@ def make_policy(name: str, depth: int, key, *, population: int = 8, sample: int 
     if name == "bandit-ducb":
         return BanditEvolution(depth, bandit.discounted_ucb(k, gamma=0.9, alpha=0.5), key,
                                alphabet, **kw)
+    if name == "agent":  # the language-model agent (jaxkit.compose.agent); without a
+        from .agent import AgentSearch  # model every proposal is a counted fallback
+
+        return AgentSearch(depth, alphabet)
     raise ValueError(f"`policy` must be one of {POLICIES}; got {name!r}")
 
 

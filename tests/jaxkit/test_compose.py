@@ -262,14 +262,20 @@ def test_negative_control_no_paper_claim_says_yes_on_a_null_effect():
     s1 = dict(runs={p: [dict(best_loss=3.0, best="AM", best_curve=[3.0], strings=["AM"],
                              losses=[3.0], pulls=[])] * 4 for p in POLICIES},
               exhaustive=True, table={"AM": 3.0})
+    # every policy's promoted best (the agent's too) on the test split: one distribution
+    rng = np.random.default_rng(5)
+    s2["promoted"] = {f"promoted:{p}/{i}": dict(string="AMAM", bpb=[[float(
+        3.0 + 0.01 * rng.standard_normal())]]) for p in POLICIES for i in range(4)}
     sc = E.scaling(s2, cfg)
     assert sc["families"] == ["llama", "composer", "nemotron"] and min(sc["span"]) >= 10
     claims = R.claims(cfg, s1, s2, sc)
     paper = [c for c in claims if c.kind == "paper"]
     assert len(paper) == 8 and not [c.claim for c in paper if c.verdict == "yes"]
-    # the four testable rows are tested (not skipped for size)
+    # the five testable rows (the agent's against random search too) are tested (not
+    # skipped for size)
     tested = [c for c in paper if c.verdict in ("no", "not shown")]
-    assert len(tested) == 4, [(c.claim[:40], c.verdict) for c in paper]
+    assert len(tested) == 5, [(c.claim[:40], c.verdict) for c in paper]
+    assert not [c for c in claims if c.claim.startswith("The agent's") and c.verdict == "yes"]
 
 
 def test_user_text_errors_and_split(tmp_path):

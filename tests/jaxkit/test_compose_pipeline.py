@@ -16,7 +16,10 @@ from jaxkit.registry import get as get_pipeline
 TINY = Config(depth=2, width=8, heads=2, d_state=2, context=8, steps=4, batch=2, chunk=2,
               budget=3, search_seeds=2, search_batch=1, population=2, tournament=1,
               top_k=1, depth_factor=2, width2=8, steps2=6, seeds2=2, scaling_depths=(2,),
-              scaling_budgets=(2, 4, 6), n_val=4, checkpoint_every=1)
+              scaling_budgets=(2, 4, 6), n_val=4, checkpoint_every=1,
+              # the agent replays only, from a cache that has nothing: every proposal a
+              # counted fallback (the model is never loaded)
+              agent_offline=True, agent_cache="/nonexistent/aira-compose-replies.jsonl")
 
 
 def test_registered_and_config_checks():
@@ -41,11 +44,15 @@ def tiny(tmp_path_factory):
 def test_pipeline_report_claims_and_lm(tiny):
     result, out = tiny
     json.dumps(result.metrics, default=float)
-    # eight paper rows, two setup rows (the fit check, interior fits), three search
-    # policies against random and the Nemotron comparison as extensions
+    # eight paper rows, two setup rows (the fit check, interior fits); four search
+    # policies against random at stage 1, the Nemotron comparison and the agent against
+    # four other policies at stage 2 as extensions
     kinds = [c.kind for c in result.claims]
     assert kinds.count("paper") == 8 and kinds.count("setup") == 2
-    assert kinds.count("extension") == 4
+    assert kinds.count("extension") == 9
+    agent = result.metrics["stage1"]["agent"]
+    assert all(r["agent"]["fallbacks"] == TINY.budget for r in agent)
+    assert len(result.metrics["stage2"]["promoted"]) == 2 * len(result.metrics["stage1"])
     assert sum(c.verdict == "not tested at this size" for c in result.claims) == 3
     assert all(f.is_file() and f.stat().st_size > 1000 for f in result.figures)
     assert "scales X% faster" in result.markdown

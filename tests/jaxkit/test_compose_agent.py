@@ -1,0 +1,203 @@
+"""AIRA-Compose's language-model agent: parsing of replies, the fallback count, replay
+from the reply cache with the model never called, the agent's claim rows and their
+negative control, and the user's own strings (validation, stage-2 plan, tiny corpora).
+One brief real-model test (slow)."""
+
+import dataclasses
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from jaxkit.ballad import smol
+from jaxkit.compose import experiments as E
+from jaxkit.compose import report as R
+from jaxkit.compose.agent import AgentSearch, Proposer, agent_messages, parse_proposals
+from jaxkit.compose.config import QUICK
+
+CFG = dataclasses.replace(QUICK, budget=8, search_seeds=3, search_batch=4,
+                          policies=("random", "evolution", "agent"), agent_seeds=2,
+                          promote_seeds=2)
+
+
+def _loss(s: str) -> float:
+    """A synthetic landscape over strings: lower with more D and alternation."""
+    alternations = sum(a != b for a, b in zip(s[:-1], s[1:], strict=True))
+    return 3.0 - 0.05 * s.count("D") - 0.02 * alternations
+
+
+def _evaluate(new, rnd):
+    return {s: _loss(s) for s in new}
+
+
+def test_parse_replies_of_fixed_strings():
+    reply = ("Here are some:\n1. AMDAMD\n2. `MMDDAA` - good\nA M D D M A\n- DDDDDD.\n"
+             "AMDAMDX\nAMSAMS\nI think AMDAMD\nmad dam\nAMD\n")
+    valid, bad = parse_proposals(reply, 6, "AMD")
+    assert valid == ["AMDAMD", "MMDDAA", "AMDDMA", "DDDDDD"]
+    # AMDAMDX (7 letters), AMSAMS (S outside the alphabet), the repeated AMDAMD and AMD
+    assert bad == 4
+    # the run's history is excluded; lower-case prose never counts
+    assert parse_proposals("AMDAMD\nMMMMMM", 6, "AMD", exclude=["AMDAMD"]) == (["MMMMMM"], 1)
+    assert parse_proposals("made a mad dam", 4, "AMD") == ([], 0)
+    assert parse_proposals("", 6, "AMD") == ([], 0)
+
+
+def test_prompt_shows_the_best_of_the_history():
+    hist = [(f"{'AMD'[i % 3]}" * 6, 3.0 + i / 10) for i in range(20)]
+    msgs = agent_messages(hist, 6, "AMD", 4, shown=5)
+    user = msgs[1]["content"]
+    assert "Evaluated so far (20; the best 5 shown" in user
+    assert user.index("AAAAAA 3.000") < user.index("MMMMMM 3.100")
+    assert "DDDDDD 3.500" not in user and "Propose 4 new strings of 6 letters" in user
+    assert "D = Mamba-2" in msgs[0]["content"]
+
+
+def test_fallbacks_are_counted():
+    rng = np.random.default_rng(0)
+    a = AgentSearch(6, "AMD")
+    got = a.accept("AMDAMD\nAMDAMD\nAXDAMD", 3, rng)
+    assert got[0] == "AMDAMD" and len(set(got)) == 3
+    assert all(len(s) == 6 and set(s) <= set("AMD") for s in got)
+    c = a.counts()
+    assert (c["proposed"], c["fallbacks"], c["invalid"]) == (1, 2, 2)
+    for s in got:
+        a.tell(s, _loss(s))
+    # a failed call: every proposal of the round is a fallback, never a repeat
+    got2 = a.accept(None, 4, rng)
+    assert not set(got2) & set(got) and len(set(got2)) == 4
+    c = a.counts()
+    assert (c["fallbacks"], c["failed_calls"]) == (6, 1)
+    assert c["fallback_rate"] == pytest.approx(6 / 7)
+
+
+def _canned(requests, rows, st):
+    """Stands in for the model: proposes D-rich strings (valid ones and one bad line)."""
+    return [dict(key=key, k=k, model=smol.MODEL, settings=st, reply=f"DMDMD{'AMD'[k % 3]}\n"
+                 f"DDMDDM\nAMSAMS\nDADADA", prompt_tokens=10, completion_tokens=12,
+                 finish="stop") for _, key, k in rows]
+
+
+def test_agent_search_replays_from_the_cache_without_the_model(tmp_path, monkeypatch):
+    cache = tmp_path / "replies.jsonl"
+    calls = []
+    monkeypatch.setattr(smol.Backend, "_generate",
+                        lambda self, req, rows, st: calls.append(len(rows)) or
+                        _canned(req, rows, st))
+    key = jax.random.key(0)
+    first = E._search_all(CFG, key, _evaluate, Proposer(cache=str(cache)))
+    # one batched call per round for both agent seeds: budget 8 / 4 per round
+    assert calls == [2, 2]
+    assert len(first["runs"]["agent"]) == 2 and len(first["runs"]["random"]) == 3
+    ag = first["runs"]["agent"][0]["agent"]
+    assert ag["proposed"] + ag["fallbacks"] == CFG.budget and ag["proposed"] == 3
+    assert first["agent"]["misses"] == 4 and first["agent"]["hits"] == 0
+    assert len(cache.read_text().splitlines()) == 4
+
+    def boom(*a):
+        raise AssertionError("the model was called on a replay")
+
+    monkeypatch.setattr(smol.Backend, "_generate", boom)
+    again = E._search_all(CFG, key, _evaluate, Proposer(cache=str(cache), offline=True))
+    assert again["agent"]["hits"] == 4 and again["agent"]["misses"] == 0
+    assert again["runs"] == first["runs"]
+    # offline with an empty cache: every call fails, every proposal is a counted fallback
+    empty = E._search_all(CFG, key, _evaluate,
+                          Proposer(cache=str(tmp_path / "none.jsonl"), offline=True))
+    c = [r["agent"] for r in empty["runs"]["agent"]]
+    assert all(x["fallbacks"] == CFG.budget and x["failed_calls"] == 2 for x in c)
+    assert all(len(set(r["strings"])) == CFG.budget for r in empty["runs"]["agent"])
+
+
+def test_committed_quick_cache_is_readable():
+    from jaxkit.compose.agent import DEFAULT_CACHE
+
+    recs = [json.loads(x) for x in DEFAULT_CACHE.read_text().splitlines()]
+    assert len(recs) >= QUICK.agent_seeds and all(r["model"] == "smollm2-135m" for r in recs)
+    assert {r["settings"]["max_tokens"] for r in recs} == {QUICK.agent_max_tokens}
+
+
+def _results(agent_gain: float, seeds: int = 4, noise: float = 0.01):
+    """Stage-1 and stage-2 results with promoted bests: the agent's test loss is
+    ``agent_gain`` below every other policy's, per search seed."""
+    rng = np.random.default_rng(3)
+    pols = ("random", "evolution", "bandit-ducb", "agent")
+    runs = {p: [dict(best_loss=3.0, best="AMDAMD", best_curve=[3.0], strings=["AMDAMD"],
+                     losses=[3.0], pulls=[],
+                     **({"agent": dict(proposed=6, fallbacks=2, invalid=1, failed_calls=0,
+                                       fallback_rate=0.25)} if p == "agent" else {}))
+                for _ in range(seeds)] for p in pols}
+    s1 = dict(runs=runs, exhaustive=False, table={"AMDAMD": 3.0},
+              agent=dict(model="smollm2-135m", endpoint="", cache="c", hits=8, misses=0))
+    base = 3.0 + 0.05 * rng.standard_normal(seeds)  # a per-seed difficulty
+    promoted = {f"promoted:{p}/{i}": dict(string="AMDAMD", bpb=[[float(
+        base[i] + noise * rng.standard_normal() - (agent_gain if p == "agent" else 0))]])
+        for p in pols for i in range(seeds)}
+    return s1, dict(promoted=promoted)
+
+
+def test_agent_claims_and_negative_control():
+    cfg = QUICK
+    s1, s2 = _results(0.1)
+    rows = R._agent_rows(cfg, s1, s2)
+    assert [c.kind for c in rows] == ["paper", "extension", "extension"]
+    assert all(c.verdict == "yes" for c in rows)
+    assert "fallback rate 25%" in rows[0].note and "Holm over 2" in rows[1].test
+    assert R.promoted_final(s2, "agent")[0] < R.promoted_final(s2, "random")[0]
+    # negative control: an agent no better than random search is never a "yes"
+    for seed in range(5):
+        rng_gain = np.random.default_rng(seed).normal(0, 0.002)
+        s1, s2 = _results(rng_gain, noise=0.02)
+        assert all(c.verdict in ("no", "not shown") for c in R._agent_rows(cfg, s1, s2))
+    # worse than random: "no"
+    s1, s2 = _results(-0.2)
+    assert R._agent_rows(cfg, s1, s2)[0].verdict == "no"
+    # no promoted strings, or no agent: the paper row is not tested
+    assert R._agent_rows(cfg, s1, {})[0].verdict == "not tested"
+    md = "\n".join(R._agent_markdown(cfg, *_results(0.1)))
+    assert "fallback rate 25%" in md and "| agent | 4 |" in md
+
+
+def test_user_strings_are_validated_and_planned(tmp_path):
+    with pytest.raises(ValueError, match=r"`strings`.*'AMXAMD'"):
+        QUICK.override(["strings=AMDAMD,AMXAMD"])
+    with pytest.raises(ValueError, match=r"`strings`.*'AMD'.*depth=6"):
+        QUICK.override(["strings=AMD"])
+    cfg = QUICK.override(["strings=DDDDDD,AMDAMD"])
+    s1 = dict(runs={p: [dict(best="MMMMMM", strings=["MMMMMM"], losses=[3.0])] * 3
+                    for p in cfg.policies})
+    plan = E.stage2_plan(cfg, s1)
+    assert plan["user1"] == "DDDDDD" and plan["user2"] == "AMDAMD"
+    assert plan["user1@3"] == "DDD"
+    assert plan["promoted:agent/2"] == "MMMMMM"
+    assert sum(k.startswith("promoted:") for k in plan) == 3 * len(cfg.policies)
+
+
+def test_tiny_user_corpus_is_a_one_line_error(tmp_path):
+    from jaxkit.compose.pipeline import corpus_of
+
+    p = tmp_path / "tiny.txt"
+    p.write_bytes(b"to be or not to be\n" * 10)
+    with pytest.raises(ValueError, match="tiny.txt") as e:
+        corpus_of(QUICK.override([f"text={p}"]))
+    assert "\n" not in str(e.value)
+    p.write_bytes(b"to be or not to be\n" * 200)
+    cfg = QUICK.override([f"text={p}"])
+    assert corpus_of(cfg).plays == ("tiny.txt",)
+    assert str(p) in R.corpus_description(cfg)
+
+
+@pytest.mark.slow
+def test_real_model_proposes(tmp_path):
+    """SmolLM2 itself (if installed): one batched round of two requests, parsed."""
+    pr = Proposer(cache=str(tmp_path / "r.jsonl"), max_tokens=24)
+    try:
+        replies = pr.complete([agent_messages([("AMDAMD", 3.1)], 6, "AMD", 2)] * 2)
+    except Exception as e:  # noqa: BLE001 - no model installed
+        pytest.skip(f"no local model: {e}")
+    assert len(replies) == 2 and all(isinstance(r, str) for r in replies)
+    assert pr.misses == 2
+    for r in replies:
+        valid, _ = parse_proposals(r, 6, "AMD")
+        assert all(len(s) == 6 for s in valid)

@@ -3,8 +3,12 @@ generable set. See :mod:`jaxkit.actflow.loop` for the continuous algorithm,
 :mod:`jaxkit.actflow.discrete` for the discrete one (masking discrete flow matching,
 exploration by re-masking verified anchors), :mod:`jaxkit.actflow.metrics` for the
 coverage metrics, :mod:`jaxkit.actflow.domains`, :mod:`jaxkit.actflow.peptides`,
-:mod:`jaxkit.actflow.molecules` (SELFIES + RDKit verifier) and
-:mod:`jaxkit.actflow.proteins` for the tasks, :mod:`jaxkit.actflow.user` for your own
+:mod:`jaxkit.actflow.molecules` (SELFIES + RDKit verifier),
+:mod:`jaxkit.actflow.druglike` (MOSES drug-like molecules, read by
+:mod:`jaxkit.actflow.moses` from the molsets wheel when it is installed, with the strict
+verifier of :mod:`jaxkit.actflow.verify_mol`: sanitised, neutral, no radicals, ring
+strain, PAINS/Brenk/MCF, SA score and QED windows) and :mod:`jaxkit.actflow.proteins`
+for the tasks, :mod:`jaxkit.actflow.user` for your own
 sequences and verifier, :mod:`jaxkit.actflow.config` for the settings, and
 ``jaxkit run actflow`` (:mod:`jaxkit.actflow.pipeline`) for the pipeline."""
 

@@ -47,7 +47,7 @@ from . import moses, peptides
 from .compare import make_domain
 from .config import Config
 
-__all__ = ["PAPER", "PAPER_DOMAINS", "claims", "paper_claims", "extension_claims",
+__all__ = ["PAPER", "PAPER_DOMAINS", "claims", "kept_nothing", "paper_claims", "extension_claims",
            "validation_best", "tables", "final_table", "per_unit", "per_unit_all",
            "plot_scatter",
            "plot_curves", "write_samples", "ablation_claim", "METHOD_NOTE", "DISCRETE_NOTE"]
@@ -258,10 +258,33 @@ def extension_claims(results: dict[str, list[dict]]) -> list[Claim]:
     return out
 
 
+def kept_nothing(results: dict[str, list[dict]]) -> list[str]:
+    """The domains where ActFlow's keep rule kept no sample in any round of any seed
+    (its loop then never updated the model: ActFlow is the pre-trained model there)."""
+    out = []
+    for name in results:
+        rows = [h for r in _seeds_of(results, name)
+                for h in r["runs"]["actflow"].get("history", [])[1:]]
+        if rows and all(not h.get("n_kept_round") for h in rows):
+            out.append(name)
+    return out
+
+
+def _nothing_kept_claim(name: str) -> Claim:
+    return Claim(PAPER, f"{name}: ActFlow's keep rule accepts samples (valid and beyond the "
+                 "novelty radius) in at least one round", "0 kept in every round and seed",
+                 "no", "count of kept samples",
+                 "ActFlow never updated its model here, so its rows measure the pre-trained "
+                 "model: the novelty radius may be unreachable for these sequences (lower "
+                 "it) or the verifier rejects every sample", kind="extension")
+
+
 def claims(cfg: Config, results: dict[str, list[dict]]) -> list[Claim]:
     """The paper rows (:func:`paper_claims`), then jaxkit's own (:func:`extension_claims`;
-    the peptide ablation :func:`ablation_claim` when both peptide arms run)."""
+    a "no" row per domain where ActFlow kept nothing (:func:`kept_nothing`); the peptide
+    ablation :func:`ablation_claim` when both peptide arms run)."""
     out = paper_claims(cfg, results) + extension_claims(results)
+    out += [_nothing_kept_claim(n) for n in kept_nothing(results)]
     if "peptides" in results and "peptides-discrete" in results:
         out.append(replace(ablation_claim(results["peptides-discrete"], results["peptides"]),
                            kind="extension"))
@@ -380,6 +403,10 @@ def tables(cfg: Config, results: dict[str, list[dict]]) -> tuple[list[str], list
                    f"of every seed in `actflow_{name}_samples.csv`): "
                    + "; ".join(f"{k}: {', '.join(r.get('examples', [])[:3]) or '-'}"
                                for k, r in res["runs"].items()), ""]
+    for n in kept_nothing(results):
+        warnings.append(f"actflow/{n}: ActFlow kept nothing in any round (no sample was "
+                        "valid and beyond the novelty radius): its model is the pre-trained "
+                        "one; lower the novelty radius or check the verifier")
     head = ["Final models, measure per domain (mean ± 95% t half-width; units named in "
             "each domain's section):", "",
             markdown_table(["domain", "measure", *D.METHODS], summary), ""]

@@ -13,7 +13,8 @@ in this order by :func:`check_strict` (which returns the names of the broken rul
 4. **No radicals**: every atom has 0 unpaired electrons (``GetNumRadicalElectrons``).
 5. **Rings** (strain): ring sizes (SSSR) in ``[3, max_ring]`` (MOSES: no ring of 8 or
    more atoms); no triple bond and no cumulated double bonds (allene, ketene) inside a
-   ring of fewer than 8 atoms; no endocyclic double bond in a 3-membered ring.
+   ring of fewer than 8 atoms; no endocyclic double bond in a 3-membered ring; no carbon
+   with two double bonds anywhere (allenes, ketenes, heterocumulenes such as N=C=O).
 6. **Catalogues**: no match in RDKit's ``FilterCatalog`` ``PAINS`` (A, B and C;
    Baell & Holloway 2010, J. Med. Chem. 53:2719) and ``BRENK`` (Brenk et al. 2008,
    ChemMedChem 3:435) catalogues, nor in the MOSES medicinal-chemistry filter table
@@ -147,11 +148,11 @@ def _ring_rules(mol, max_ring: int) -> list[str]:
         if n == 3 and any(b.GetBondType() == Chem.BondType.DOUBLE for b in bonds):
             out.append("double bond in a 3-ring")
     for a in mol.GetAtoms():  # a carbon with two double bonds is sp: allene, ketene
-        if a.GetSymbol() == "C" and any(a.IsInRingSize(k) for k in range(3, 8)):
-            n_double = sum(b.GetBondType() == Chem.BondType.DOUBLE for b in a.GetBonds())
-            if n_double >= 2:
-                out.append("cumulated double bonds in a small ring")
-                break
+        if a.GetSymbol() == "C" and sum(b.GetBondType() == Chem.BondType.DOUBLE
+                                        for b in a.GetBonds()) >= 2:
+            out.append("cumulated double bonds in a small ring" if a.IsInRing()
+                       else "cumulated double bonds (allene, ketene, heterocumulene)")
+            break
     return out
 
 

@@ -26,6 +26,8 @@ REJECTED = [("O=C(NCc1ccccc1)c1ccc([CH2])cc1", "radical"),
             ("CC1=CC1c1ccc(cc1)C(=O)NC", "double bond in a 3-ring"),
             ("C1=CC=C=CC1c1ccc(cc1)C(=O)NC", "cumulated double bonds in a small ring"),
             ("O=C(NC)c1ccc(cc1)C1CCCCCCCC1", "ring of 9 atoms > 7"),
+            ("CCC(=C=CNC(C)CC)NC(=O)OC",  # an acyclic allene that a QUICK run produced
+             "cumulated double bonds (allene, ketene, heterocumulene)"),
             ("S=C1SC(=Cc2ccccc2)C(=O)N1", "catalogue ene_rhod_A(235)"),  # PAINS
             ("O=Cc1ccc(cc1)C(=O)NCC", "catalogue aldehyde"),  # Brenk
             ("CC12CC3(C)CC(C)(C1)C1(C)C4CC5C(C2)C3C41C5", "SA 7.19 > 4.5"),
@@ -179,3 +181,33 @@ def test_druglike_not_tested_without_moses(monkeypatch):
     rows = [c for c in report.paper_claims(QUICK, res) if "drug-like" in c.claim]
     assert len(rows) == 2 and all(c.verdict == "not tested" and "molsets" in c.note
                                   for c in rows)
+
+
+def test_actflow_keeping_nothing_warns_and_says_no():
+    """A domain where ActFlow's keep rule never fires (the issue's 40 short SMILES) gets a
+    warning and an extension row "no"; a domain where it kept samples gets neither."""
+    from jaxkit.actflow import report
+    from jaxkit.actflow.config import QUICK
+
+    res = _fake({}, domains=("peptides-discrete", "proteins"))
+    for d, kept in (("peptides-discrete", 0.0), ("proteins", 3.0)):
+        for r in res[d]:
+            for m in D.METHODS:
+                r["runs"][m]["history"] = [{"round": 0, "n_kept_round": None}] + [
+                    {"round": i, "n_kept_round": kept} for i in (1, 2)]
+    assert report.kept_nothing(res) == ["peptides-discrete"]
+    rows = [c for c in report.claims(QUICK, res) if "keep rule accepts" in c.claim]
+    assert len(rows) == 1 and rows[0].verdict == "no" and rows[0].kind == "extension"
+    assert rows[0].claim.startswith("peptides-discrete")
+
+
+def test_druglike_config_fields():
+    from jaxkit.actflow.config import DISCRETE, DOMAINS, FULL, QUICK, Config
+
+    assert "druglike" in DISCRETE and "druglike" in FULL.domains and "druglike" in DOMAINS
+    assert QUICK.druglike_n_data < FULL.druglike_n_data  # the split itself: the same cut
+    assert QUICK.druglike_max_logp == FULL.druglike_max_logp
+    with pytest.raises(ValueError, match="`druglike_n_data`"):
+        Config(druglike_n_data=2)
+    with pytest.raises(ValueError, match="`druglike_novelty`"):
+        Config(druglike_novelty=1.5)

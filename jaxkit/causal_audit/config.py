@@ -21,7 +21,9 @@ of rankings under a scale choice above the null cell's), ``identifiability_tau_m
 (a ranking "changed" when Kendall tau is below it), ``uniform_floor`` (mean SHD the
 family's worst case must stay above) with ``family_members`` members fitted by
 ``family_method``, ``anm_cell`` (the nonlinear additive-noise cell joins the swap) and
-``placebo_factor`` (the negative control's change of unit).
+``placebo_factor`` (the negative control's change of unit). ICA-LiNGAM's standardisation
+drop is checked against a float64 reference (:mod:`.reference`; the ``lingam`` package is
+not installed) on ``reference_datasets`` datasets with ``reference_margin`` (F1).
 
 Your own data: ``--set data=FILE`` (CSV or Parquet) with an optional
 ``--set intervention_column=NAME`` audits the ``methods`` on your table instead of the
@@ -115,6 +117,9 @@ class Config(PipelineConfig):
     family_method: str = "direct-lingam"
     anm_cell: bool = True  # (i): the nonlinear additive-noise cell joins the swap
     placebo_factor: float = 10.0  # the negative control: every variable times this
+    # ICA-LiNGAM's standardisation drop against a float64 reference (:mod:`.reference`)
+    reference_datasets: int = 64  # of the Reisach raw cell (0: no reference stage)
+    reference_margin: float = 0.1  # F1: the two drops agree within this (TOST)
     n_boot: int = 500
     # your own data (:mod:`.userdata`): a CSV / Parquet table audited instead of the grid
     data: str = ""
@@ -158,6 +163,10 @@ class Config(PipelineConfig):
         require_at_least(self, ("family_members",), 1)
         require(self.family_method in METHODS, "family_method",
                 f"unknown method {self.family_method!r}")
+        require(self.reference_datasets == 0 or self.reference_datasets >= 2,
+                "reference_datasets", f"must be 0 or >= 2; got {self.reference_datasets}")
+        require(0 < self.reference_margin < 1, "reference_margin",
+                f"must be in (0, 1); got {self.reference_margin}")
         require(self.placebo_factor > 0 and self.placebo_factor != 1, "placebo_factor",
                 f"must be > 0 and != 1; got {self.placebo_factor}")
         for f in ("competitive_margin", "chance_margin", "sortability_margin"):
@@ -198,6 +207,7 @@ QUICK = Config(
     d=5, n=300, edges_per_node=1.5, batch=16, host_datasets=4,
     pairs=("noise=gaussian/laplace;scale=raw/standardised/iscm",),
     sizes=(100, 300), consistency_methods=("direct-lingam",), family_members=2,
+    reference_datasets=8,
     n_boot=200, reisach_methods=(),
     methods=tuple(m for m in DEFAULT_METHODS if m not in ("causaltab", "pooled-ica-lingam")),
 )

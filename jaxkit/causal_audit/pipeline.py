@@ -6,7 +6,8 @@ identifiability-assumption cells, every method, one vmapped batch per cell;
 :mod:`.audit`, :mod:`.grid`), the consistency curves (the base cell at each sample size),
 the uniform-consistency family (the same datasets with edge weights shrunk as
 1/sqrt(n); every member at every size: the family stage) and the negative control (the
-null cell's datasets in another unit: the placebo stage). Analyses in :mod:`.analysis`
+null cell's datasets in another unit: the placebo stage), then ICA-LiNGAM raw and
+standardised against a float64 reference (the reference stage). Analyses in :mod:`.analysis`
 and :mod:`.falsify`, claims, figures and the written findings in :mod:`.report`. Nothing
 is trained, so there is no checkpoint: a killed run resumes at its first unfinished
 stage.
@@ -23,9 +24,9 @@ import numpy as np
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
-from . import report, scope, userdata
+from . import reference, report, scope, userdata
 from .analysis import consistency
-from .audit import run_family, run_main_grid, run_placebo, run_sizes, run_uniform
+from .audit import reisach_cells, run_family, run_main_grid, run_placebo, run_sizes, run_uniform
 from .config import FULL, QUICK, Config
 
 __all__ = ["run", "TITLE"]
@@ -52,9 +53,13 @@ def run(ctx: RunContext) -> PipelineResult:
     # the grid's key: the null cell's datasets, rescaled (the negative control)
     placebo = ctx.stage("placebo", lambda: run_placebo(
         ctx.key("grid"), cfg, report.placebo_methods(cfg), mesh=ctx.mesh))
+    k = min(cfg.reference_datasets, cfg.batch)
+    ref = ctx.stage("reference", lambda: reference.standardisation_check(
+        ctx.key("grid"), reisach_cells(cfg)["raw"], k) if k >= 2 else None)
     comps = report.rank_comparisons(ctx.key("bootstrap"), cfg, results, sizes)
     tested = report.claims(cfg, results, sizes, comps, uniform, family, placebo,
                            key=ctx.key("claims"))
+    tested.append(reference.claim(ref, cfg.reference_margin, report.REFERENCE))
     figures = report.figures(cfg, results, sizes, ctx.out_dir, uniform, family)
     seconds = ctx.elapsed()
     md = report.markdown(cfg, results, sizes, comps, tested, quick=ctx.quick, seed=ctx.seed,

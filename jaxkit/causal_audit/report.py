@@ -28,6 +28,7 @@ REISACH23 = "Reisach et al. 2023 (R2-sortability)"
 ISCM = "Ormaniec et al. 2025 (standardised SCMs)"
 POSITION = "Causal benchmarks as epistemic standards (Paper 6, position)"
 SHIMIZU = "Shimizu et al. 2011 (DirectLiNGAM consistency)"
+REFERENCE = "Shimizu et al. 2006 (ICA-LiNGAM; float64 reference)"
 
 
 def _fmt(v: Verdict) -> str:

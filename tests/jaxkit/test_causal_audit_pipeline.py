@@ -190,7 +190,7 @@ def test_quick_pipeline_runs_and_resumes(tmp_path):
     entry = registry.get("causal-audit")
     ctx = registry.RunContext(tmp_path, config=QUICK, quick=True)
     res = entry.run(ctx)
-    assert len(res.claims) == 13 and all(c.verdict in VERDICTS for c in res.claims)
+    assert len(res.claims) == 14 and all(c.verdict in VERDICTS for c in res.claims)
     # the negative control (the placebo: a change of unit) must come out "no"
     placebo = [c for c in res.claims if c.claim.startswith("Negative control")]
     assert len(placebo) == 1 and placebo[0].verdict == "no", placebo
@@ -198,7 +198,8 @@ def test_quick_pipeline_runs_and_resumes(tmp_path):
     json.dumps(res.metrics, default=float)
     again = registry.RunContext(tmp_path, config=QUICK, quick=True)
     res2 = entry.run(again)
-    assert again.reloaded == ["grid", "sizes", "uniform", "family", "placebo"]  # a killed run resumes at its stages
+    assert again.reloaded == ["grid", "sizes", "uniform", "family", "placebo",
+                              "reference"]  # a killed run resumes at its stages
     assert [c.measured for c in res2.claims] == [c.measured for c in res.claims]
 
 

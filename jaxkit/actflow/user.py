@@ -3,7 +3,9 @@
 ``jaxkit run actflow --set domains=user --set user_data=seqs.csv --set
 user_verifier=mypkg.rules:is_valid`` (or :func:`user_domain` from Python) pre-trains the
 discrete flow on the strings in column ``user_column`` (default ``sequence``) of a CSV
-or Parquet file and expands it with ActFlow, the baselines running beside it. The
+or Parquet file (other columns ignored), the records of a FASTA file (``.fasta``,
+``.fa``, ``.faa``, ``.fas``) or the first field of each line of a SMILES list (``.smi``,
+``.smiles``), and expands it with ActFlow, the baselines running beside it. The
 alphabet is the set of characters in your file (each character is a token; a padding
 token is added), the length the longest string. The verifier is a Python entry point
 ``module:function`` (importable from the working directory or an installed package)
@@ -28,7 +30,8 @@ import numpy as np
 
 from jaxkit.io import DataError, read_table
 
-__all__ = ["load_verifier", "read_sequences", "user_domain"]
+__all__ = ["load_verifier", "read_sequences", "user_domain", "FASTA_SUFFIXES",
+           "SMILES_SUFFIXES"]
 
 
 def load_verifier(spec: str) -> Callable[[list[str]], list[bool]]:
@@ -47,10 +50,102 @@ def load_verifier(spec: str) -> Callable[[list[str]], list[bool]]:
     return obj
 
 
+#: file suffixes read as FASTA and as SMILES lists (anything else: CSV or Parquet)
+FASTA_SUFFIXES = (".fasta", ".fa", ".faa", ".fas")
+SMILES_SUFFIXES = (".smi", ".smiles")
+
+
+def _header(path: Path) -> list[str]:
+    """The column names of a CSV or Parquet file (empty when unreadable: read_table then
+    names the fault)."""
+    import csv
+
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(4)
+        if path.suffix.lower() in (".parquet", ".pq") or magic == b"PAR1":
+            import pyarrow.parquet as pq
+
+            return list(pq.read_schema(path).names)
+        with path.open(newline="", encoding="utf-8") as fh:
+            return [c.strip() for c in next(csv.reader(fh), [])]
+    except Exception:  # noqa: BLE001 - read_table reports the fault with file and line
+        return []
+
+
+def _read_fasta(path: Path) -> tuple[list[str], list[int]]:
+    """FASTA records: ``>header`` lines, then sequence lines (joined, spaces removed);
+    ``DataError`` naming the file and line for a sequence before the first header, a
+    record without a sequence, or a character that is not a letter, ``*`` or ``-``."""
+    seqs, rows, cur, start = [], [], None, 0
+    for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace")
+                             .splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(";"):
+            continue
+        if line.startswith(">"):
+            if cur is not None and not cur:
+                raise DataError(f"{path}, line {start}: FASTA record without a sequence")
+            if cur:
+                seqs.append(cur)
+                rows.append(start)
+            cur, start = "", i
+            continue
+        if cur is None:
+            raise DataError(f"{path}, line {i}: sequence before the first '>' header "
+                            "(not a FASTA file?)")
+        bad = sorted({c for c in line.replace(" ", "") if not (c.isalpha() or c in "*-")})
+        if bad:
+            raise DataError(f"{path}, line {i}: characters {''.join(bad)!r} in a FASTA "
+                            "sequence")
+        cur += line.replace(" ", "")
+    if cur is None:
+        raise DataError(f"{path}: no FASTA record (no line starts with '>')")
+    if not cur:
+        raise DataError(f"{path}, line {start}: FASTA record without a sequence")
+    seqs.append(cur)
+    rows.append(start)
+    return seqs, rows
+
+
+def _read_smiles(path: Path) -> tuple[list[str], list[int]]:
+    """A SMILES list: the first whitespace-separated field of each line (a name may
+    follow); blank lines and ``#`` comments skipped; a header line ``smiles`` /
+    ``SMILES`` skipped. ``DataError`` naming the file and line for a field with
+    characters outside printable ASCII."""
+    seqs, rows = [], []
+    for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace")
+                             .splitlines(), 1):
+        f = line.split()
+        if not f or f[0].startswith("#") or (i == 1 and f[0].lower() == "smiles"):
+            continue
+        if not (f[0].isascii() and f[0].isprintable()):
+            raise DataError(f"{path}, line {i}: {f[0]!r} is not a SMILES string")
+        seqs.append(f[0])
+        rows.append(i)
+    if not seqs:
+        raise DataError(f"{path}: no SMILES (every line blank or a comment)")
+    return seqs, rows
+
+
 def read_sequences(path: str | Path, column: str = "sequence") -> tuple[list[str], list[int]]:
-    """The strings of ``column`` and their line numbers; ``DataError`` naming the file
-    and line for an empty cell."""
-    t = read_table(path, labels=(column,), min_columns=0)
+    """The strings of your file and their line numbers.
+
+    FASTA (:data:`FASTA_SUFFIXES`): one string per record. SMILES list
+    (:data:`SMILES_SUFFIXES`): the first field per line. CSV / Parquet: the column
+    ``column``; other columns (a name, an id) are ignored.
+
+    Raises:
+        DataError: naming the file (and line) for a missing file or column, an empty
+            cell, ragged rows, or a malformed FASTA / SMILES file.
+    """
+    path = Path(path)
+    if path.is_file() and path.suffix.lower() in FASTA_SUFFIXES:
+        return _read_fasta(path)
+    if path.is_file() and path.suffix.lower() in SMILES_SUFFIXES:
+        return _read_smiles(path)
+    others = tuple(c for c in (_header(path) if path.is_file() else []) if c != column)
+    t = read_table(path, labels=(column,), optional=others, min_columns=0)
     seqs = t.labels[column]
     for i, s in enumerate(seqs):
         if not s:

@@ -211,3 +211,28 @@ def test_druglike_config_fields():
         Config(druglike_n_data=2)
     with pytest.raises(ValueError, match="`druglike_novelty`"):
         Config(druglike_novelty=1.5)
+
+
+def test_user_files_fasta_smiles_and_extra_columns(tmp_path):
+    """FASTA records, a SMILES list (names after the SMILES, comments) and a CSV with an
+    extra ``name`` column are read; malformed files are refused naming file and line."""
+    from jaxkit.actflow.user import read_sequences
+    from jaxkit.io import DataError
+
+    def write(name, text):
+        (tmp_path / name).write_text(text)
+        return tmp_path / name
+
+    assert read_sequences(write("a.fasta", ">p1 x\nKKLL\nAA\n>p2\nAAKK\n")) == (
+        ["KKLLAA", "AAKK"], [1, 4])
+    assert read_sequences(write("a.smi", "SMILES\nCCO ethanol\n# note\n\nc1ccccc1\n")) == (
+        ["CCO", "c1ccccc1"], [2, 5])
+    assert read_sequences(write("a.csv", "name,sequence\np1,KKLL\np2,AAKK\n"))[0] == [
+        "KKLL", "AAKK"]
+    for name, text, msg in (("b.fasta", "KKLL\n>p\n", "line 1: sequence before"),
+                            ("c.fasta", ">p\n>q\nKK\n", "line 1: FASTA record without"),
+                            ("d.fasta", ">p\nKK1L\n", "line 2: characters '1'"),
+                            ("e.smi", "# only a comment\n", "no SMILES"),
+                            ("f.csv", "sequence,name\nKKLL,a\nAAKK\n", "line 3")):
+        with pytest.raises(DataError, match=msg):
+            read_sequences(write(name, text))

@@ -4,9 +4,11 @@ Run ``python benchmarks/bench_defaults.py [--quick] [--rounds N] [--only CASES] 
 Issue 71's audit found four benchmarks whose timed call was not what a user writes with
 default arguments (FastICA is covered by ``bench_ica.py --only default``):
 
-* ``w2``     -- ``wasserstein.wasserstein(x0, x1, 2)``, default ``solver="hungarian"``,
-  against the ``solver="auction"`` that ``bench_flow.py --only parity`` times and POT's
-  ``ot.emd2`` (B = 256 and 1024 points, 2-D and 64-D, float32; POT in float64).
+* ``w2``     -- ``wasserstein.wasserstein(x0, x1, 2)``, whose default solver is now
+  ``flow_ot.default_exact_solver()`` (the exact host auction on a CPU, what
+  ``bench_flow.py --only parity`` times), against ``solver="hungarian"`` (the device
+  solver, the default before) and POT's ``ot.emd2`` (B = 256 and 1024 points, 2-D and
+  64-D, float32; POT in float64).
 * ``mamba2`` -- ``seq.mamba2_mixer`` forward + backward at its default ``chunk=64`` against
   the ``chunk=32`` (the composed models' ``Arch.ssd_chunk``) that ``bench_compose.py``
   times (width 128, expand 2, state 16, head dim 16, batch 8, length 256). jaxkit only: the
@@ -63,6 +65,7 @@ def case_w2(args, out):
     import jax.numpy as jnp
     import ot
     from jaxkit.kernels import wasserstein
+    from jaxkit.kernels.flow_ot import default_exact_solver
 
     rng = np.random.default_rng(0)
     sizes = [(256, 2)] if args.quick else [(256, 2), (256, 64), (1024, 2), (1024, 64)]
@@ -70,8 +73,8 @@ def case_w2(args, out):
         x0 = rng.standard_normal((b, dim)).astype(np.float32)
         x1 = (rng.standard_normal((b, dim)) + 1).astype(np.float32)
         a0, a1 = jnp.asarray(x0), jnp.asarray(x1)
-        hung = jax.jit(lambda a, c: wasserstein.wasserstein(a, c, 2))
-        auct = jax.jit(lambda a, c: wasserstein.wasserstein(a, c, 2, solver="auction"))
+        hung = jax.jit(lambda a, c: wasserstein.wasserstein(a, c, 2, solver="hungarian"))
+        auct = jax.jit(lambda a, c: wasserstein.wasserstein(a, c, 2))  # the default
         unif = ot.unif(b)
 
         def pot(x0=x0, x1=x1, unif=unif):
@@ -80,10 +83,10 @@ def case_w2(args, out):
 
         vals = [float(hung(a0, a1)), float(auct(a0, a1)), pot()]
         res = interleaved({
-            "jaxkit wasserstein(x0, x1, 2) [default: hungarian]":
-                lambda f=hung, a=a0, c=a1: f(a, c).block_until_ready(),
-            "jaxkit wasserstein(..., solver='auction') [benchmarked]":
+            f"jaxkit wasserstein(x0, x1, 2) [default: {default_exact_solver()}]":
                 lambda f=auct, a=a0, c=a1: f(a, c).block_until_ready(),
+            "jaxkit wasserstein(..., solver='hungarian') [device solver]":
+                lambda f=hung, a=a0, c=a1: f(a, c).block_until_ready(),
             "POT ot.emd2": pot}, args.rounds)
         res["values"] = dict(hungarian=vals[0], auction=vals[1], pot=vals[2])
         print(f"  W2 values: hungarian {vals[0]:.6f}, auction {vals[1]:.6f}, POT {vals[2]:.6f}")

@@ -152,7 +152,8 @@ TRAIN_MODES = ("call", "scan")
 # sampling, O(B^2)); "permutation" would add a Hungarian solve.
 TRAIN_KINDS = {
     "cfm": None,
-    "otcfm-exact": dict(coupling="exact"),                        # optax Hungarian
+    "otcfm-exact": dict(coupling="exact"),  # the default: host auction on CPU, else Hungarian
+    "otcfm-exact-hungarian": dict(coupling="exact", exact_solver="hungarian"),  # optax
     "otcfm-exact-host": dict(coupling="exact", exact_solver="host"),  # SciPy, host
     "otcfm-exact-emd": dict(coupling="exact", exact_solver="emd"),    # POT, host
     "otcfm-exact-auction": dict(coupling="exact", exact_solver="auction"),  # jaxkit, host

@@ -44,7 +44,8 @@ from .flow_ot_host import (  # noqa: F401 (tests reach them)
     host_sq_cost,
 )
 
-__all__ = ["EXACT_SOLVERS", "SAMPLINGS", "SINKHORN_SOLVERS", "sq_cost", "exact_coupling",
+__all__ = ["EXACT_SOLVERS", "default_exact_solver", "SAMPLINGS", "SINKHORN_SOLVERS", "sq_cost",
+           "exact_coupling",
            "sinkhorn_plan", "scaling_sinkhorn_plan", "sinkhorn_coupling", "sample_plan",
            "apply_coupling", "ot_cfm_loss", "HOST_SOLVERS", "host_sq_cost", "host_assignment"]
 
@@ -115,7 +116,30 @@ def sq_cost(x0: Float[Array, "B d"], x1: Float[Array, "B d"]) -> Float[Array, "B
 EXACT_SOLVERS = ("hungarian", "host", "emd", "auction")
 
 
-def exact_coupling(x0: PyTree, x1: PyTree, *, solver: str = "hungarian",
+def default_exact_solver() -> str:
+    """The exact solver a call that names none uses, chosen for the default backend:
+    ``"auction"`` (exact, on the host) on a CPU, where it is several times faster than
+    POT and 10-70x faster than the device Hungarian (benchmarks/RESULTS.md, exact W_2);
+    ``"hungarian"`` on an accelerator, where the host round trip costs more than it
+    saves. Every solver returns an optimal assignment (ties may be broken differently).
+
+    Differentiable: no: a name.
+
+    Returns:
+        A name in :data:`EXACT_SOLVERS`.
+    """
+    return "auction" if jax.default_backend() == "cpu" else "hungarian"
+
+
+def _resolve_solver(solver: str | None) -> str:
+    if solver is None:
+        return default_exact_solver()
+    if solver not in EXACT_SOLVERS:
+        raise ValueError(f"solver must be one of {EXACT_SOLVERS}; got {solver!r}")
+    return solver
+
+
+def exact_coupling(x0: PyTree, x1: PyTree, *, solver: str | None = None,
                    sampling: str = "permutation", key: PRNGKeyArray | None = None
                    ) -> tuple[Int[Array, " B"], Int[Array, " B"]]:
     """Exact minibatch OT: the permutation ``j`` minimising ``sum_i ||x0_i - x1_{j_i}||^2``.
@@ -127,8 +151,10 @@ def exact_coupling(x0: PyTree, x1: PyTree, *, solver: str = "hungarian",
     (duplicates; about ``B / e`` samples left out); needs ``key``. ``"rows"`` and
     ``"no_duplicates"`` are the permutation itself on a permutation plan.
 
-    ``solver``: ``"hungarian"`` (:func:`optax.assignment.hungarian_algorithm`, on the
-    device), or on the host through ``jax.pure_callback`` (sequential under ``vmap``)
+    ``solver``: ``None`` (default: :func:`default_exact_solver`, ``"auction"`` on a CPU,
+    ``"hungarian"`` on an accelerator), ``"hungarian"``
+    (:func:`optax.assignment.hungarian_algorithm`, on the device), or on the host through
+    ``jax.pure_callback`` (sequential under ``vmap``)
     ``"host"`` (SciPy), ``"emd"`` (POT's ``ot.emd``, torchcfm's solver) or ``"auction"``
     (:mod:`jaxkit.kernels._auction`, the fastest on CPU, see benchmarks/RESULTS.md; on an
     accelerator the host round trip usually costs more than it saves). All are optimal
@@ -142,15 +168,15 @@ def exact_coupling(x0: PyTree, x1: PyTree, *, solver: str = "hungarian",
     Args:
         x0: source batch, leaves ``(B, ...)`` (any pytree).
         x1: target batch, the same pytree and shapes.
-        solver: ``"hungarian"``, ``"host"``, ``"emd"`` or ``"auction"`` (static).
+        solver: ``None`` (the backend's default), ``"hungarian"``, ``"host"``, ``"emd"`` or
+            ``"auction"`` (static).
         sampling: ``"permutation"`` or ``"replace"`` (static; see above).
         key: PRNG key, required for ``sampling="replace"``.
 
     Returns:
         ``(i, j)``: int32 ``(B,)`` indices: ``(arange(B), perm)``, or the resampled pairs.
     """
-    if solver not in EXACT_SOLVERS:
-        raise ValueError(f"solver must be one of {EXACT_SOLVERS}; got {solver!r}")
+    solver = _resolve_solver(solver)
     if sampling not in SAMPLINGS:
         raise ValueError(f"sampling must be one of {SAMPLINGS}; got {sampling!r}")
     if sampling == "replace" and key is None:
@@ -160,7 +186,8 @@ def exact_coupling(x0: PyTree, x1: PyTree, *, solver: str = "hungarian",
     n = a.shape[0]
     if solver in HOST_SOLVERS:
         perm = jax.pure_callback(HOST_SOLVERS[solver], jax.ShapeDtypeStruct((n,), jnp.int32),
-                                 cost, vmap_method="sequential")
+                                 jax.lax.stop_gradient(cost),  # indices: no tangent
+                                 vmap_method="sequential")
     else:
         rows, cols = optax.assignment.hungarian_algorithm(cost)
         perm = jnp.zeros((n,), jnp.int32).at[rows].set(cols.astype(jnp.int32))
@@ -469,7 +496,7 @@ def ot_cfm_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x0: Py
                 x1: PyTree, *, coupling: str = "exact", epsilon: float = 0.05,
                 sampling: str = "permutation", path: str = "linear",
                 y: Int[Array, " B"] | None = None, p_uncond: float = 0.0,
-                null_label: int = -1, exact_solver: str = "hungarian",
+                null_label: int = -1, exact_solver: str | None = None,
                 sinkhorn_solver: str = "ott", scale_cost: str | float = "mean",
                 **path_kwargs) -> Float[Array, ""]:
     """OT-CFM loss (Tong et al. 2024): pair the minibatch with ``coupling="exact"``
@@ -504,7 +531,8 @@ def ot_cfm_loss(velocity_fn: Callable, params: PyTree, key: PRNGKeyArray, x0: Py
         y: optional integer labels of ``x1`` ``(B,)``.
         p_uncond: label-dropout probability (static).
         null_label: the dropped label.
-        exact_solver: :func:`exact_coupling`'s ``solver`` (static).
+        exact_solver: :func:`exact_coupling`'s ``solver`` (static; ``None``: the
+            backend's default).
         sinkhorn_solver: :func:`sinkhorn_coupling`'s ``solver`` (static).
         scale_cost: the Sinkhorn cost scaling (``"mean"``, ``"max_cost"``, or a float:
             ``1.0`` makes ``epsilon`` absolute, torchcfm's ``reg``).

@@ -24,7 +24,7 @@ import optax
 from jaxtyping import Array, Float
 
 from .checks import check_finite, check_in_range
-from .flow_ot import EXACT_SOLVERS, HOST_SOLVERS
+from .flow_ot import HOST_SOLVERS, _resolve_solver
 
 __all__ = ["wasserstein", "MAX_LCM"]
 
@@ -41,7 +41,7 @@ def _flat(x, name: str) -> Array:
 
 
 def wasserstein(x0: Float[Array, "n ..."], x1: Float[Array, "m ..."], p: float = 2.0, *,
-                solver: str = "hungarian") -> Float[Array, ""]:
+                solver: str | None = None) -> Float[Array, ""]:
     """Exact ``W_p`` between the uniform empirical measures of ``x0`` and ``x1`` with the
     Euclidean ground distance (samples flattened), see the module docstring.
 
@@ -60,8 +60,10 @@ def wasserstein(x0: Float[Array, "n ..."], x1: Float[Array, "m ..."], p: float =
         x1: ``(m, ...)`` points, the same sample size (the product of the trailing dims).
         p: the order, ``>= 1`` (static).
         solver: the assignment solver, as :func:`jaxkit.kernels.flow_ot.exact_coupling`
-            (``"hungarian"`` on the device, or ``"host"``, ``"emd"``, ``"auction"`` through
-            a host callback; static).
+            (``None``: :func:`~jaxkit.kernels.flow_ot.default_exact_solver`, the exact
+            host auction on a CPU and ``"hungarian"`` on an accelerator; ``"hungarian"`` on
+            the device, or ``"host"``, ``"emd"``, ``"auction"`` through a host callback;
+            static).
 
     Returns:
         The scalar ``W_p`` in the inputs' float dtype.
@@ -70,8 +72,7 @@ def wasserstein(x0: Float[Array, "n ..."], x1: Float[Array, "m ..."], p: float =
         ValueError: empty or non-finite inputs, different sample sizes, ``p < 1``, an
             unknown ``solver``, or ``lcm(n, m) > MAX_LCM``.
     """
-    if solver not in EXACT_SOLVERS:
-        raise ValueError(f"solver must be one of {EXACT_SOLVERS}; got {solver!r}")
+    solver = _resolve_solver(solver)
     check_in_range(p, "p", lo=1.0)
     a, b = _flat(x0, "x0"), _flat(x1, "x1")
     if a.shape[1] != b.shape[1]:
@@ -96,7 +97,8 @@ def wasserstein(x0: Float[Array, "n ..."], x1: Float[Array, "m ..."], p: float =
     cost = sq if p == 2 else jnp.sqrt(sq) ** p
     if solver in HOST_SOLVERS:
         perm = jax.pure_callback(HOST_SOLVERS[solver],
-                                 jax.ShapeDtypeStruct((size,), jnp.int32), cost,
+                                 jax.ShapeDtypeStruct((size,), jnp.int32),
+                                 jax.lax.stop_gradient(cost),  # indices: no tangent
                                  vmap_method="sequential")
         rows = jnp.arange(size)
     else:

@@ -175,8 +175,9 @@ def test_quick_run_without_peers(bf, tmp_path):
     assert d["config"]["dims"] == [2] and d["config"]["batches"] == [64]
     res = d["results"]["2D"]
     assert d["results"]["peer_note"] == "peers skipped (--no-peers)"
-    for kind in ("cfm", "otcfm-exact", "otcfm-exact-host", "otcfm-exact-emd",
-                 "otcfm-exact-auction", "otcfm-sinkhorn", "otcfm-sinkhorn-scaling"):
+    for kind in ("cfm", "otcfm-exact", "otcfm-exact-hungarian", "otcfm-exact-host",
+                 "otcfm-exact-emd", "otcfm-exact-auction", "otcfm-sinkhorn",
+                 "otcfm-sinkhorn-scaling"):
         r = res["train"][f"64/{kind}"]
         assert r["steps_per_s"] > 0 and r["record"]["compile_s"] > 0
     pq = res["pairing"]  # exact pairs are the shortest; the entropic ones close most of the gap

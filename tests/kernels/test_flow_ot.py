@@ -365,3 +365,27 @@ def test_sample_plan_refuses_nan_negative_and_empty_plans():
     for plan in (jnp.full((3, 3), jnp.nan), -jnp.eye(3), jnp.zeros((3, 3))):
         with pytest.raises(ValueError, match="`plan`"):
             flow_ot.sample_plan(key, plan, sampling="rows")
+
+
+def test_default_exact_solver_is_the_host_auction_on_cpu_and_optimal():
+    """A call that names no solver uses the exact host auction on a CPU (several times
+    faster than the device Hungarian there); its assignment is optimal (SciPy's cost) and
+    W_2's gradient goes through it (the indices carry no tangent)."""
+    from jaxkit.kernels.wasserstein import wasserstein
+    assert flow_ot.default_exact_solver() == ("auction" if jax.default_backend() == "cpu"
+                                              else "hungarian")
+    k0, k1 = jax.random.split(jax.random.key(4))
+    x0 = jax.random.normal(k0, (24, 3))
+    x1 = jax.random.normal(k1, (24, 3)) + 1.0
+    i, j = jax.jit(flow_ot.exact_coupling)(x0, x1)
+    c = np.asarray(flow_ot.sq_cost(x0, x1), np.float64)
+    r, s = linear_sum_assignment(c)
+    assert c[np.asarray(i), np.asarray(j)].sum() == pytest.approx(c[r, s].sum(), rel=1e-6)
+    w_default = wasserstein(x0, x1, 2)
+    w_hung = wasserstein(x0, x1, 2, solver="hungarian")
+    np.testing.assert_allclose(float(w_default), float(w_hung), rtol=1e-6)
+    g = jax.grad(lambda a: wasserstein(a, x1, 2, solver="auction"))(x0)
+    g_h = jax.grad(lambda a: wasserstein(a, x1, 2, solver="hungarian"))(x0)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(g_h), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="solver"):
+        flow_ot.exact_coupling(x0, x1, solver="simplex")

@@ -201,3 +201,32 @@ def test_real_model_proposes(tmp_path):
     for r in replies:
         valid, _ = parse_proposals(r, 6, "AMD")
         assert all(len(s) == 6 for s in valid)
+
+
+def test_stage1_trains_user_strings_once_and_runs_the_agent(monkeypatch, tmp_path):
+    """Stage 1 on a space too large to tabulate (729 strings), training faked by the
+    synthetic landscape: the user's strings are trained first (and never again), every
+    round trains only new strings, the agent's replies come from the cache."""
+    from types import SimpleNamespace
+
+    trained = []
+
+    def fake_train(key, arch, strings, corpus, s, **kw):
+        trained.append(list(strings))
+        return SimpleNamespace(val_bpb=np.asarray([[_loss(x) for x in strings]]),
+                               tokens_per_s=1.0, flops_per_s=1.0, compile_s=0.0)
+
+    monkeypatch.setattr(E, "train_candidates", fake_train)
+    monkeypatch.setattr(smol.Backend, "_generate",
+                        lambda self, req, rows, st: _canned(req, rows, st))
+    cfg = dataclasses.replace(CFG, strings=("DDDDDD", "AMAMAM"))
+    s1 = E.stage1(jax.random.key(0), cfg, None,
+                  proposer=Proposer(cache=str(tmp_path / "r.jsonl")))
+    assert not s1["exhaustive"] and trained[0] == ["DDDDDD", "AMAMAM"]
+    assert s1["user"] == {"DDDDDD": _loss("DDDDDD"), "AMAMAM": _loss("AMAMAM")}
+    flat = [x for t in trained for x in t]
+    assert len(flat) == len(set(flat)) == len(s1["table"])  # nothing trained twice
+    assert all(len(r["strings"]) == cfg.budget for runs in s1["runs"].values() for r in runs)
+    assert s1["agent"]["misses"] == 4 and len(s1["runs"]["agent"]) == 2
+    md = "\n".join(R._agent_markdown(cfg, s1, {}))
+    assert "user1 `DDDDDD`" in md and "generated: 4" in md

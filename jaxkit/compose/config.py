@@ -23,6 +23,13 @@ The held-out bytes are split in two: stage 1 ranks the strings on the first half
 selection split), stage 2 and the claims compare on the second (the test split), so the
 found string is not scored on the windows it was chosen on.
 
+The agent (policy ``agent``, :mod:`jaxkit.compose.agent`): a chat model (``agent_model``
+in process, or at ``agent_endpoint``) proposing strings from the history, its replies
+cached (``agent_cache``) and replayed; ``agent_seeds`` seeds. Every policy's best string
+of each of its first ``promote_seeds`` seeds goes to stage 2 (the search claims compare
+those on the test split against ``search_margin``). Your own architectures:
+``--set strings=AMDAMD,DDMMAA`` (``depth`` letters each) enter every stage.
+
 Your own text: ``jaxkit run aira-compose --set text=FILE`` searches, extrapolates and
 fits on the bytes of ``FILE`` (its last ``val_fraction`` held out) instead of the plays
 (:func:`jaxkit.compose.data.load_text`); ``jaxkit compose train-lm --text FILE`` trains

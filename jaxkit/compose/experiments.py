@@ -2,9 +2,10 @@
 
 * :func:`stage1`: candidates of ``cfg.depth`` layers ranked by validation bits per
   byte; every policy of ``cfg.policies`` runs ``cfg.search_seeds`` times. Small spaces
-  (``3 ** depth <= cfg.table_max``) are trained exhaustively in one batch and searched
+  (``len(letters) ** depth <= cfg.table_max``) are trained exhaustively in one batch and searched
   by look-up; larger ones are trained round by round (each round's new strings of all
-  policies and seeds together; every round its own cached stage).
+  policies and seeds together; every round its own cached stage); the agent's chat
+  requests of a round are sent together; the user's ``strings`` are trained first.
 * :func:`stage2`: the top strings, stacked and stretched to ``depth * depth_factor``
   layers at width ``width2``, with the Llama-style and Nemotron-style baselines and
   the scaling grid (the best string and the Llama-style string stacked to each depth

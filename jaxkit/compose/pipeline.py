@@ -5,11 +5,13 @@ scaling fits (AIRA-Compose, Pepe et al. 2026; Composer, Acun et al. 2025).
    ``alphabet`` ({A, M, S, D}; QUICK {A, M, D}) trained together (``vmap`` over
    candidates of one depth,
    :mod:`jaxkit.compose.train`), ranked by validation bits per byte, searched by random
-   search, regularised evolution, two bandits over mutation operators and a
-   Composer-like {A, M} search (:mod:`jaxkit.compose.search`).
+   search, regularised evolution, two bandits over mutation operators, a
+   Composer-like {A, M} search (:mod:`jaxkit.compose.search`) and a language-model
+   agent reading the history (:mod:`jaxkit.compose.agent`; replies cached, replayed).
 2. **Extrapolation** (``aira-compose-stage2``): the best strings stacked and stretched,
    against Llama-style and Nemotron-style baselines, with the scaling grid, all trained
-   together for several seeds.
+   together for several seeds; each policy's own per-seed bests (one initialisation) and
+   the user's ``strings`` beside them.
 3. **Scaling** (``aira-compose-scaling``): Chinchilla approach-3 fits and frontier slopes.
 
 Trainings run through :func:`jaxkit.training.fit` with checkpoints under
@@ -20,7 +22,8 @@ saved to ``out_dir/lm`` (:func:`jaxkit.compose.load_lm`).
 The held-out bytes are split in two: stage 1 chooses on the first half, stage 2 and the
 claims compare on the second.
 
-Your own text: ``--set text=FILE`` (any bytes; the last ``val_fraction`` is held out).
+Your own text: ``--set text=FILE`` (any bytes; the last ``val_fraction`` is held out);
+your own architectures: ``--set strings=AMDAMD,DDMMAA`` (in every stage).
 """
 
 from __future__ import annotations

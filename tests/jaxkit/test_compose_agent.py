@@ -230,3 +230,23 @@ def test_stage1_trains_user_strings_once_and_runs_the_agent(monkeypatch, tmp_pat
     assert s1["agent"]["misses"] == 4 and len(s1["runs"]["agent"]) == 2
     md = "\n".join(R._agent_markdown(cfg, s1, {}))
     assert "user1 `DDDDDD`" in md and "generated: 4" in md
+
+
+def test_endpoint_backend_replays_its_folder_cache(tmp_path):
+    """An OpenAI-compatible endpoint goes through jaxkit.llm.ChatClient: a cached
+    response is used with no server; a missing one offline is a failed call."""
+    from jaxkit.llm import ChatClient
+
+    msgs = agent_messages([], 6, "AMD", 2)
+    pr = Proposer("some-model", endpoint="http://127.0.0.1:9/v1", cache=str(tmp_path),
+                  offline=True)
+    assert pr.complete([msgs]) == [None] and "offline replay" in pr.failures[0]
+    # record the response the client would have received, under the client's own key
+    body = {"model": "some-model", "messages": msgs, "temperature": 0.7,
+            "max_tokens": 48, "top_p": 0.95}
+    digest = ChatClient("some-model", base_url="http://127.0.0.1:9/v1")._digest(body)
+    (tmp_path / f"{digest[:32]}-0.json").write_text(json.dumps(
+        {"choices": [{"message": {"content": "DDMMAA\nAMDAMD"}}]}))
+    pr = Proposer("some-model", endpoint="http://127.0.0.1:9/v1", cache=str(tmp_path),
+                  offline=True)
+    assert pr.complete([msgs]) == ["DDMMAA\nAMDAMD"] and pr.hits == 1

@@ -140,7 +140,9 @@ def family_members(cfg: Config) -> list[int]:
 
 def run_family(key, cfg: Config, *, mesh=None, track=None) -> dict:
     """Argument (ii)'s family: member ``n_k`` is the base cell with its edge weights
-    multiplied by ``sqrt(n0 / n_k)`` (``n0`` the smallest size), each fitted by
+    multiplied by ``family_scale * sqrt(n0 / n_k)`` (``n0`` the smallest size: every
+    member built for its own ``n`` has the same per-edge signal ``w sqrt(n)``, set by
+    ``family_scale`` near the detection level), each fitted by
     ``cfg.family_method`` at every size of ``cfg.sizes`` (the first ``n`` rows of one
     sample at the largest size; the same key as :func:`run_sizes`: the same graphs and
     noise draws in every member). ``{(n_k, n): CellResult}``."""
@@ -150,7 +152,7 @@ def run_family(key, cfg: Config, *, mesh=None, track=None) -> dict:
     it = jobs if track is None else track(jobs, "causal-audit family")
     out, big, last = {}, None, None
     for m, n in it:
-        f = math.sqrt(n0 / m)
+        f = cfg.family_scale * math.sqrt(n0 / m)
         spec = cell(base, w_low=base.w_low * f, w_high=base.w_high * f)
         if m != last:
             big, last = simulate(jax.random.fold_in(k, 0), cell(spec, n=nmax), cfg.batch), m

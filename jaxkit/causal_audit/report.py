@@ -234,7 +234,9 @@ def claims(cfg: Config, results, sizes, comps, uniform=None, family=None, placeb
             f"{cfg.family_method}'s error falls with n for every member while the "
             f"family's worst case stays above {cfg.uniform_floor:g} SHD.", measured, v,
             f"floor `uniform_floor`: {test}", "Every member is fitted at every size (the "
-            "same graphs and noise draws); the curves are the family figure."))
+            "same graphs and noise draws); the curves are the family figure. Member n_k's "
+            f"weights: base x {cfg.family_scale:g} x sqrt(n0/n_k) (`family_scale`, set "
+            "after a trial in which 1.0, strong edges at n0, made the family easy)."))
     elif uniform and meth in cfg.consistency_methods and len(sizes) >= 2:
         fixed, fam = A.consistency(sizes, meth), A.consistency(uniform, meth)
         v = superiority(fam["slopes"] - fixed["slopes"], margin=cfg.uniform_margin)

@@ -105,6 +105,8 @@ def test_new_config_fields_are_checked():
                      (dict(identifiability_tau_margin=1.0), "identifiability_tau_margin"),
                      (dict(family_method="nope"), "family_method"),
                      (dict(placebo_factor=1.0), "placebo_factor"),
+                     (dict(family_scale=0.0), "family_scale"),
+                     (dict(reference_datasets=1), "reference_datasets"),
                      (dict(uniform_floor=-1.0), "uniform_floor")):
         with pytest.raises(ValueError, match=name):
             Config(**kw).validate()

@@ -15,7 +15,13 @@ import pytest
 from jaxkit.causal_audit import analysis as A
 from jaxkit.causal_audit import falsify as F
 from jaxkit.causal_audit import report as R
-from jaxkit.causal_audit.audit import EV_CELL, LINGAM_CELL, assumption_cells, reisach_cells
+from jaxkit.causal_audit.audit import (
+    EV_CELL,
+    LINGAM_CELL,
+    assumption_cells,
+    null_cell,
+    reisach_cells,
+)
 from jaxkit.causal_audit.config import QUICK, Config
 from jaxkit.causal_audit.grid import CellResult
 from jaxkit.claims import VERDICTS
@@ -147,18 +153,29 @@ def test_negative_control_no_paper_claim_says_yes(seed, monkeypatch):
     results = {s: _cell(s, rng, vs=0.7, r2=0.6, f1=law, sd=0.15)
                for s in (*rc.values(), *ac.values())}
     sizes, uniform = _sizes(rng, True), _sizes(rng, True)
+    # the family's members are replicates of the fixed model (no weight shrinking)
+    family = {(k, c.spec.n): c for k in CFG.sizes for c in _sizes(rng, True)}
+    # the placebo: a change of unit that leaves every fit, hence every score, unchanged
+    null = results[null_cell(CFG)]
+    placebo = dataclasses.replace(null, f1={m: v.copy() for m, v in null.f1.items()})
+
+    def claims():
+        return R.claims(CFG, results, sizes, [], uniform, family, placebo)
 
     def paper():
-        return [c.verdict for c in R.claims(CFG, results, sizes, [], uniform)
-                if c.kind == "paper"]
+        return [c.verdict for c in claims() if c.kind == "paper"]
 
     verdicts = paper()
     assert len(verdicts) == 4 and "yes" not in verdicts, verdicts
+    assert verdicts[1] == "no"  # the family: uniform consistency holds here
+    control = [c for c in claims() if c.claim.startswith("Negative control")]
+    assert [c.verdict for c in control] == ["no"]
     monkeypatch.setattr(A, "p_above", lambda x, margin: 0.0)
     monkeypatch.setattr(R, "superiority", lambda x, margin=0.0: Verdict(
         "yes", 1.0, 1.0, 1.0, len(x), "always yes"))
     monkeypatch.setattr(F, "_boot_p", lambda boot, margin: 0.0)
     monkeypatch.setattr(F, "kendall_tau", lambda a, b: -1.0)
+    monkeypatch.setattr(F, "one_sided_p", lambda x, margin=0.0: (0.0, 1.0))
     assert paper() == ["yes", "yes", "not tested", "yes"]
 
 

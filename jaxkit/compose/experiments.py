@@ -102,7 +102,8 @@ def _search_all(cfg, key, evaluate: Callable[[list[str]], dict], proposer=None,
     if proposer is not None:
         res["agent"] = dict(model=proposer.model, endpoint=proposer.endpoint,
                             cache=str(proposer.cache_path), hits=proposer.hits,
-                            misses=proposer.misses, failures=proposer.failures[:5])
+                            misses=proposer.misses, offline=proposer.offline,
+                            failures=proposer.failures[:5])
     return res
 
 

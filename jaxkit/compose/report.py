@@ -189,8 +189,10 @@ def _agent_markdown(cfg, s1: dict, s2: dict) -> list[str]:
             f"Agent: {ag['model']} {where}, {ac['seeds']} seeds (the first of every "
             f"policy's), the best {cfg.agent_shown} of its history shown per request, "
             f"temperature {cfg.agent_temperature:g}, at most {cfg.agent_max_tokens} tokens "
-            f"per reply; replies from the cache `{ag['cache']}`: {ag['hits']}, generated: "
-            f"{ag['misses']}. Of its {ac['proposed'] + ac['fallbacks']} evaluations, "
+            f"per reply; replies from the cache `{ag['cache']}`: {ag['hits']}, "
+            + (f"not in it (offline: failed calls): {ag['misses']}" if ag.get("offline")
+               else f"generated: {ag['misses']}")
+            + f". Of its {ac['proposed'] + ac['fallbacks']} evaluations, "
             f"{ac['proposed']} were the model's proposals and {ac['fallbacks']} random "
             f"fallbacks (**fallback rate {ac['fallback_rate']:.0%}**); {ac['invalid']} "
             f"proposals rejected (wrong length, letters, repeats), {ac['failed_calls']} "

@@ -157,6 +157,10 @@ def test_agent_claims_and_negative_control():
     assert R._agent_rows(cfg, s1, {})[0].verdict == "not tested"
     md = "\n".join(R._agent_markdown(cfg, *_results(0.1)))
     assert "fallback rate 25%" in md and "| agent | 4 |" in md
+    s1, s2 = _results(0.1)
+    s1["agent"].update(offline=True, hits=0, misses=8)
+    md = "\n".join(R._agent_markdown(cfg, s1, s2))
+    assert "not in it (offline: failed calls): 8" in md and "generated" not in md
 
 
 def test_user_strings_are_validated_and_planned(tmp_path):

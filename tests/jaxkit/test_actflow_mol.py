@@ -236,3 +236,25 @@ def test_user_files_fasta_smiles_and_extra_columns(tmp_path):
                             ("f.csv", "sequence,name\nKKLL,a\nAAKK\n", "line 3")):
         with pytest.raises(DataError, match=msg):
             read_sequences(write(name, text))
+
+
+@needs_moses
+@pytest.mark.slow
+def test_pipeline_druglike_tiny(tmp_path):
+    """The drug-like domain through the pipeline at tiny size: its section, six methods,
+    its two paper rows tested (Holm over the one paper domain run), the SMILES file."""
+    from jaxkit.actflow import pipeline
+    from jaxkit.actflow.config import QUICK
+    from jaxkit.registry import RunContext
+
+    cfg = QUICK.override(["domains=druglike", "druglike_n_data=40", "druglike_n_ref=16",
+                          "dfm_hidden=16", "dfm_depth=1", "dfm_pretrain_steps=10",
+                          "dfm_batch=16", "dfm_rounds=1", "dfm_budget=16",
+                          "dfm_adapt_steps=5", "dfm_n_eval=16", "dfm_sample_steps=3",
+                          "n_draws=2"])
+    res = pipeline.run(RunContext(out_dir=tmp_path, config=cfg, quick=True))
+    assert "### druglike" in res.markdown and set(res.metrics["druglike"]) == set(D.METHODS)
+    rows = [c for c in res.claims if c.kind == "paper" and "drug-like" in c.claim]
+    assert len(rows) == 2 and all(c.verdict in ("yes", "no", "not shown") for c in rows)
+    assert (tmp_path / "actflow_druglike_samples.csv").read_text().startswith(
+        "seed,method,valid,smiles")

@@ -3,7 +3,8 @@ evaluated strings and their losses and proposes the next ones.
 
 Each round, every agent run (one per seed) sends one chat request: a system message
 stating the grammar (strings of ``depth`` capital letters over ``alphabet``: A
-attention, M MLP, S Mamba-1, D Mamba-2) and a user message listing the best
+attention, M MLP, S Mamba-1, D Mamba-2), one worked exchange showing the reply format
+(fixed random strings), and a user message listing the best
 ``history`` strings evaluated so far with their validation bits per byte (best first)
 and asking for ``n`` new strings, one per line. :func:`parse_proposals` reads the reply
 (list markers, quotes and spaced letters tolerated; lower-case words are prose and
@@ -87,14 +88,26 @@ def parse_proposals(text: str, depth: int, alphabet: str,
     return valid, bad
 
 
-def agent_messages(history: Sequence[tuple[str, float]], depth: int, alphabet: str, n: int,
-                   *, shown: int = 12) -> list[dict]:
-    """The chat request of one round (module docstring): the ``shown`` best of
-    ``history`` ((string, bits per byte) pairs) and a request for ``n`` new strings."""
-    letters = ", ".join(f"{c} = {NAMES[c]}" for c in alphabet)
-    system = (f"You design language-model architectures. An architecture is a string of "
-              f"exactly {depth} capital letters, one per layer, from {alphabet} ({letters}). "
-              "Reply with architecture strings only, one per line.")
+def _demo(depth: int, alphabet: str) -> list[dict]:
+    """One worked exchange showing the reply format: three evaluated strings and an
+    answer of three new ones (fixed random strings of ``depth`` letters of ``alphabet``,
+    from a fixed seed; no loss information of the run)."""
+    rng = np.random.default_rng(0)
+    strings: list[str] = []
+    for _ in range(200):
+        s = "".join(rng.choice(list(alphabet), size=depth))
+        if s not in strings:
+            strings.append(s)
+        if len(strings) == 6:
+            break
+    strings += [strings[-1]] * (6 - len(strings))
+    user = _user(list(zip(strings[:3], (4.71, 4.75, 4.80), strict=True)), depth, alphabet, 3,
+                 12)
+    return [{"role": "user", "content": user},
+            {"role": "assistant", "content": "\n".join(strings[3:])}]
+
+
+def _user(history, depth: int, alphabet: str, n: int, shown: int) -> str:
     best = sorted(history, key=lambda kv: kv[1])[:shown]
     if best:
         lines = "\n".join(f"{s} {v:.3f}" for s, v in best)
@@ -102,9 +115,32 @@ def agent_messages(history: Sequence[tuple[str, float]], depth: int, alphabet: s
                 f"validation loss in bits per byte, lower is better):\n{lines}\n\n")
     else:
         past = "Nothing is evaluated yet.\n\n"
-    ask = (f"Propose {n} new strings of {depth} letters from {alphabet}, not listed above, "
-           "likely to have a lower loss. One per line.")
-    return [{"role": "system", "content": system}, {"role": "user", "content": past + ask}]
+    return past + (f"Propose {n} new strings of {depth} letters from {alphabet}, not listed "
+                   "above, likely to have a lower loss. One per line.")
+
+
+def agent_messages(history: Sequence[tuple[str, float]], depth: int, alphabet: str, n: int,
+                   *, shown: int = 12) -> list[dict]:
+    """The chat request of one round (module docstring): the grammar, one worked
+    exchange showing the reply format (:func:`_demo`; it raised the share of valid
+    proposals of SmolLM2-135M), then the ``shown`` best of ``history`` ((string, bits
+    per byte) pairs) and a request for ``n`` new strings.
+
+    Args:
+      history: the evaluated strings and their validation bits per byte.
+      depth, alphabet: the grammar of a string.
+      n: how many strings to ask for.
+      shown: how many of the best of ``history`` the request lists.
+
+    Returns:
+      The chat messages (system, demonstration user / assistant, user).
+    """
+    letters = ", ".join(f"{c} = {NAMES[c]}" for c in alphabet)
+    system = (f"You design language-model architectures. An architecture is a string of "
+              f"exactly {depth} capital letters, one per layer, from {alphabet} ({letters}). "
+              "Reply with architecture strings only, one per line.")
+    return [{"role": "system", "content": system}, *_demo(depth, alphabet),
+            {"role": "user", "content": _user(history, depth, alphabet, n, shown)}]
 
 
 class Proposer:
@@ -122,7 +158,7 @@ class Proposer:
     """
 
     def __init__(self, model: str = "smollm2-135m", *, endpoint: str = "", cache: str = "",
-                 offline: bool = False, temperature: float = 0.7, max_tokens: int = 48,
+                 offline: bool = False, temperature: float = 0.0, max_tokens: int = 48,
                  out_dir: str | Path | None = None):
         self.settings = dict(temperature=float(temperature), top_p=0.95,
                              max_tokens=int(max_tokens))

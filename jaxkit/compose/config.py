@@ -107,7 +107,7 @@ class Config(PipelineConfig):
     agent_cache: str = ""
     agent_offline: bool = False
     agent_seeds: int = 3  # the agent's search seeds (the first ones of every policy)
-    agent_temperature: float = 0.7
+    agent_temperature: float = 0.0  # greedy: the most valid proposals of SmolLM2-135M
     agent_max_tokens: int = 48
     agent_shown: int = 12  # the best strings of the history shown in each request
     # Each policy's own best string of each of its first `promote_seeds` search seeds is

@@ -47,7 +47,11 @@ def test_parse_replies_of_fixed_strings():
 def test_prompt_shows_the_best_of_the_history():
     hist = [(f"{'AMD'[i % 3]}" * 6, 3.0 + i / 10) for i in range(20)]
     msgs = agent_messages(hist, 6, "AMD", 4, shown=5)
-    user = msgs[1]["content"]
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
+    # the worked exchange: valid strings of the grammar, no loss of this run
+    demo, _ = parse_proposals(msgs[2]["content"], 6, "AMD")
+    assert len(demo) == 3 and "3.000" not in msgs[1]["content"]
+    user = msgs[-1]["content"]
     assert "Evaluated so far (20; the best 5 shown" in user
     assert user.index("AAAAAA 3.000") < user.index("MMMMMM 3.100")
     assert "DDDDDD 3.500" not in user and "Propose 4 new strings of 6 letters" in user
@@ -246,7 +250,7 @@ def test_endpoint_backend_replays_its_folder_cache(tmp_path):
                   offline=True)
     assert pr.complete([msgs]) == [None] and "offline replay" in pr.failures[0]
     # record the response the client would have received, under the client's own key
-    body = {"model": "some-model", "messages": msgs, "temperature": 0.7,
+    body = {"model": "some-model", "messages": msgs, "temperature": 0.0,
             "max_tokens": 48, "top_p": 0.95}
     digest = ChatClient("some-model", base_url="http://127.0.0.1:9/v1")._digest(body)
     (tmp_path / f"{digest[:32]}-0.json").write_text(json.dumps(

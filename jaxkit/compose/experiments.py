@@ -114,7 +114,7 @@ def stage1(key, cfg, corpus, *, mesh=None, checkpoint_dir=None, resume=True,
     arch = arch_of(cfg, cfg.depth, cfg.width)
     s = settings(cfg, cfg.steps)
     k_train, k_search = jax.random.split(key)
-    cache = cache or (lambda name, fn: fn())
+    cache = cache or (lambda name, fn, config=None: fn())
     meta = {}
 
     def train(strings, name):
@@ -125,7 +125,9 @@ def stage1(key, cfg, corpus, *, mesh=None, checkpoint_dir=None, resume=True,
             return dict(losses=dict(zip(strings, r.val_bpb[-1].tolist(), strict=True)),
                         tokens_per_s=r.tokens_per_s, flops_per_s=r.flops_per_s,
                         compile_s=r.compile_s)
-        res = cache(f"aira-compose-{name}", fn)
+        # keyed by the strings too: a round whose proposals changed (an endpoint's new
+        # replies) is never reloaded from another round's training
+        res = cache(f"aira-compose-{name}", fn, config=tuple(strings))
         meta.setdefault("trainings", []).append(
             {k: res[k] for k in ("tokens_per_s", "flops_per_s", "compile_s")}
             | {"n": len(strings)})

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
 
-from .search import POLICIES
+from .policies import POLICIES
 
 __all__ = ["Config", "QUICK", "FULL"]
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import scaling as S
 from .arch import Arch, llama_style, nemotron_style, stack, stretch
-from .search import make_policy
+from .policies import make_policy
 from .train import TrainSettings, train_candidates
 
 __all__ = ["arch_of", "settings", "stage1", "stage2_plan", "stage2", "scaling",

@@ -24,6 +24,8 @@ of already trained ones; the curve it returns is the best loss after each evalua
 * ``agent``: a language model reading the history and proposing strings
   (:class:`jaxkit.compose.agent.AgentSearch`; driven by
   :func:`jaxkit.compose.experiments.stage1`, which batches its chat calls).
+
+:func:`jaxkit.compose.policies.make_policy` builds any of them by name.
 * Composer-like: :class:`Evolution` with the alphabet {A, M} (Composer's space; the
   paper searches it by Bayesian optimisation, here by the same evolution as above so
   the comparison isolates the search space).
@@ -41,10 +43,7 @@ from jaxkit.kernels import bandit
 
 from .arch import LETTERS, mutate, mutation_ops, random_string
 
-__all__ = ["RandomSearch", "Evolution", "BanditEvolution", "make_policy", "POLICIES",
-           "run_search"]
-
-POLICIES = ("random", "evolution", "bandit-qomax", "bandit-ducb", "composer", "agent")
+__all__ = ["RandomSearch", "Evolution", "BanditEvolution", "run_search"]
 
 
 class RandomSearch:
@@ -132,31 +131,6 @@ class BanditEvolution(Evolution):
                                             jnp.float32(gain))
             self.pulls[self.op] += 1
         super().tell(s, loss)
-
-
-def make_policy(name: str, depth: int, key, *, population: int = 8, sample: int = 3,
-                alphabet: str = LETTERS, composer_alphabet: str = "AM"):
-    """The policy ``name`` (one of :data:`POLICIES`) for strings of ``depth`` letters over
-    ``alphabet`` (``composer_alphabet`` for "composer")."""
-    k = len(mutation_ops(alphabet))
-    kw = dict(population=population, sample=sample)
-    if name == "random":
-        return RandomSearch(depth, alphabet)
-    if name == "evolution":
-        return Evolution(depth, alphabet, **kw)
-    if name == "composer":
-        return Evolution(depth, composer_alphabet, **kw)
-    if name == "bandit-qomax":
-        return BanditEvolution(depth, bandit.qomax(k, n_batches=2, batch_size=2), key,
-                               alphabet, **kw)
-    if name == "bandit-ducb":
-        return BanditEvolution(depth, bandit.discounted_ucb(k, gamma=0.9, alpha=0.5), key,
-                               alphabet, **kw)
-    if name == "agent":  # the language-model agent (jaxkit.compose.agent); without a
-        from .agent import AgentSearch  # model every proposal is a counted fallback
-
-        return AgentSearch(depth, alphabet)
-    raise ValueError(f"`policy` must be one of {POLICIES}; got {name!r}")
 
 
 def run_search(policy, evaluate: Callable[[Sequence[str]], Sequence[float]], budget: int,

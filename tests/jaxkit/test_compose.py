@@ -25,7 +25,8 @@ from jaxkit.compose import report as R
 from jaxkit.compose import scaling as S
 from jaxkit.compose.arch import llama_style, mutate, mutation_ops, nemotron_style
 from jaxkit.compose.model import SuperLM, identity_kinds, lm_loss
-from jaxkit.compose.search import POLICIES, make_policy, run_search
+from jaxkit.compose.policies import POLICIES, make_policy
+from jaxkit.compose.search import run_search
 
 KW = dict(width=16, heads=2, d_state=4, context=8)
 

@@ -219,7 +219,7 @@ def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> dict:
         from .plugin import load_plugin
 
         plug = load_plugin(cfg.real_plugin)
-        prob, cap, task = plug.name, plug.capacity, plug.description or None
+        prob, cap, task = f"plugin:{plug.name}", plug.capacity, plug.description or None
         data = {"train": plug.train, "val": plug.val, "test": plug.test}
         cache = cfg.real_cache or Path(out_dir or ".") / "replies.jsonl"
     else:

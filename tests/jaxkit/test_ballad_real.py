@@ -210,6 +210,10 @@ def test_plugin_loads_and_splits_validation_from_train(tmp_path):
     assert (p.name, p.capacity, p.description) == ("boxes", 10.0, "Pack boxes.")
     assert p.val.tolist() == [[1, 2, 3], [4, 5, 6]] and p.train.shape == (2, 3)
     assert p.test.tolist() == [[9, 1, 1]]
+    from jaxkit.ballad.config import QUICK
+
+    assert QUICK.margin("plugin:tsp (real models)") == QUICK.margin_plugin == 0.02
+    assert QUICK.margin("tsp") == QUICK.margin_tsp
 
 
 @pytest.mark.parametrize("text, why", [

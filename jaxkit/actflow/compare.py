@@ -70,7 +70,7 @@ def compare_discrete(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
     canonical SMILES) and ``decoded_valid``, and up to 5 valid ``examples``, instead of
     token samples) plus ``description``. ``shared``: a dict kept
     across the seeds of one run, holding the domain and its compiled kernels."""
-    dcfg = cfg.discrete()
+    dcfg = cfg.discrete(name)
     shared = {} if shared is None else shared
     if domain is None:
         domain = shared.get(("domain", name)) or make_token_domain(name, cfg)

@@ -20,7 +20,8 @@ The discrete domains (``peptides-discrete``, ``molecules``, ``proteins``, ``user
 (:mod:`jaxkit.actflow.druglike`, MOSES; skipped with a note when the molsets wheel is
 not installed) pre-trains on ``druglike_n_data`` molecules with logP <=
 ``druglike_max_logp`` (the split, fixed here before the run) and measures coverage of
-``druglike_n_ref`` held-out MOSES test molecules above it (QUICK: 300 / 64). QUICK runs
+``druglike_n_ref`` held-out MOSES test molecules above it (QUICK: 300 / 64), with the
+``druglike_arch`` denoiser (``mlp`` or ``transformer``). QUICK runs
 rings and the discrete peptides at tiny size (the 40 s budget); molecules, druglike,
 proteins, torus, sphere and the relaxed peptides (the ablation of the discrete arm) run
 in FULL (``--quick --set domains=druglike`` runs one at QUICK size).
@@ -151,6 +152,7 @@ class Config(_LoopSettings):
     druglike_max_len: int = 40
     druglike_max_logp: float = 2.5
     druglike_novelty: float = 0.6
+    druglike_arch: Literal["mlp", "transformer"] = "mlp"
     protein_max_moment: float = 0.12
     user_data: str = ""
     user_verifier: str = ""
@@ -194,13 +196,15 @@ class Config(_LoopSettings):
                     shared[f] = v
         return ActFlowConfig(**shared)
 
-    def discrete(self):
+    def discrete(self, domain: str | None = None):
         """The :class:`~jaxkit.actflow.discrete.DiscreteSettings` of the discrete domains
-        (the ``dfm_*`` fields; ``lr`` shared)."""
+        (the ``dfm_*`` fields; ``lr`` shared); for ``domain="druglike"`` the denoiser is
+        ``druglike_arch``."""
         from .discrete import DiscreteSettings
 
-        return DiscreteSettings(lr=self.lr, **{f: getattr(self, f"dfm_{f}")
-                                               for f in DFM_FIELDS})
+        arch = self.druglike_arch if domain == "druglike" else "mlp"
+        return DiscreteSettings(lr=self.lr, arch=arch,
+                                **{f: getattr(self, f"dfm_{f}") for f in DFM_FIELDS})
 
 
 QUICK = Config(domains=("rings", "peptides-discrete"), hidden=64, depth=3, n_data=512,

@@ -90,7 +90,9 @@ class DiscreteSettings(PipelineConfig):
     ``perturb`` of the budget from re-masked anchors (restart time ``restart``, adapted
     by ``remask_step`` toward an acceptance of ``target``; anchors from the accepted set
     with probability ``frontier``), the rest at posterior ``temperature``. Evaluation:
-    ``n_eval`` samples at temperature 1."""
+    ``n_eval`` samples at temperature 1. ``arch``: the denoiser, ``"mlp"``
+    (:class:`Denoiser`) or ``"transformer"`` (``depth`` blocks of width ``hidden``,
+    :class:`jaxkit.actflow.transformer.TransformerDenoiser`)."""
 
     hidden: int = 256
     depth: int = 2
@@ -109,6 +111,7 @@ class DiscreteSettings(PipelineConfig):
     target: float = 0.3
     frontier: float = 0.5
     n_eval: int = 256
+    arch: str = "mlp"
 
     def validate(self) -> None:
         require_at_least(self, ("hidden", "depth", "batch", "rounds", "budget", "adapt_steps",
@@ -118,6 +121,8 @@ class DiscreteSettings(PipelineConfig):
         for f in ("replay", "perturb", "target", "frontier", "remask_step"):
             v = getattr(self, f)
             require(0.0 <= v <= 1.0, f, f"must lie in [0, 1]; got {v}")
+        require(self.arch in ("mlp", "transformer"), "arch",
+                f"must be 'mlp' or 'transformer'; got {self.arch!r}")
         require(0.05 <= self.restart <= 0.95, "restart",
                 f"must lie in [0.05, 0.95]; got {self.restart}")
 
@@ -393,7 +398,12 @@ def pretrain(dom: TokenDomain, cfg: DiscreteSettings, key: PRNGKeyArray, *,
 
 def _start(dom: TokenDomain, cfg: DiscreteSettings, km):
     """The fresh denoiser and its optimiser state (traced by :func:`pretrain`)."""
-    model = Denoiser(dom.length, dom.vocab, cfg.hidden, cfg.depth, key=km)
+    if cfg.arch == "transformer":
+        from .transformer import TransformerDenoiser
+
+        model = TransformerDenoiser(dom.length, dom.vocab, cfg.hidden, cfg.depth, key=km)
+    else:
+        model = Denoiser(dom.length, dom.vocab, cfg.hidden, cfg.depth, key=km)
     return model, T.init(eqx.filter(model, eqx.is_array), optim.optimizer(cfg.lr))
 
 

@@ -211,6 +211,8 @@ def test_druglike_config_fields():
         Config(druglike_n_data=2)
     with pytest.raises(ValueError, match="`druglike_novelty`"):
         Config(druglike_novelty=1.5)
+    t = Config(druglike_arch="transformer")
+    assert t.discrete("druglike").arch == "transformer" and t.discrete("proteins").arch == "mlp"
 
 
 def test_user_files_fasta_smiles_and_extra_columns(tmp_path):
@@ -258,3 +260,23 @@ def test_pipeline_druglike_tiny(tmp_path):
     assert len(rows) == 2 and all(c.verdict in ("yes", "no", "not shown") for c in rows)
     assert (tmp_path / "actflow_druglike_samples.csv").read_text().startswith(
         "seed,method,valid,smiles")
+
+
+def test_transformer_denoiser_shapes_and_training():
+    """The transformer denoiser maps (L,) tokens and a time to (L, V) logits, refuses a
+    width that the heads do not divide, and pre-training through the one training step
+    lowers its loss on the toy domain."""
+    from jaxkit.actflow.transformer import TransformerDenoiser
+
+    m = TransformerDenoiser(L, VOC, 16, 1, heads=2, key=jax.random.key(0))
+    assert m(0.3, np.full(L, VOC)).shape == (L, VOC)
+    with pytest.raises(ValueError, match="`hidden`"):
+        TransformerDenoiser(L, VOC, 10, 1, heads=4, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="`arch`"):
+        D.DiscreteSettings(arch="rnn")
+    dom = _toy()
+    short = D.pretrain(dom, TINY.override(["arch=transformer", "pretrain_steps=5",
+                                           "adapt_steps=5"]), jax.random.key(0))
+    long = D.pretrain(dom, TINY.override(["arch=transformer", "pretrain_steps=200",
+                                          "adapt_steps=5"]), jax.random.key(0))
+    assert long.loss < short.loss

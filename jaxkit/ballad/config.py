@@ -94,8 +94,10 @@ class Config(PipelineConfig):
             (OR-Library u classes).
         real_calls: calls per run there (0 skips it); real_seeds: seeds per router;
             real_items: items per instance.
-        real_cache: the reply cache (JSON lines; empty: the committed
-            ``jaxkit/ballad/replies/smollm2-135m.jsonl``).
+        real_cache: the JSON-lines file new replies are appended to (empty:
+            ``<out>/replies.jsonl``); the committed
+            ``jaxkit/ballad/replies/smollm2-135m.jsonl`` is read first and never written
+            (name it here to record into it, as a maintainer does).
         real_offline: replay only (a reply not in the cache is a failed call; the model
             is never loaded).
         real_plugin: your own problem, a Python file (:mod:`jaxkit.ballad.plugin`:

@@ -207,7 +207,9 @@ def calibrated_members(stats: dict[str, dict], capacity: float) -> list[Calibrat
 def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> dict:
     """Both phases (module docstring). ``keys``: ``train`` / ``val`` / ``test`` /
     ``search``; with ``cfg.real_plugin`` the plug-in's instances and description are used
-    (:mod:`jaxkit.ballad.plugin`) and replies go to ``out_dir/replies.jsonl``. Returns
+    (:mod:`jaxkit.ballad.plugin`). Replies are read from the committed cache
+    (:data:`DEFAULT_CACHE`, bin packing only) and ``cfg.real_cache``; new ones are appended
+    to ``cfg.real_cache`` or ``out_dir/replies.jsonl``, never to the package. Returns
     the result in :func:`jaxkit.ballad.compare.search_problem`'s shape plus ``stats``
     (phase 1), ``calibration``, ``first_fit_test`` and cache counts."""
     from jaxkit.jail.sandbox import evaluate_many
@@ -228,9 +230,11 @@ def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> dict:
         data = {s: real_instances(prob, seed_of(keys[s]), n, cfg.real_items)
                 for s, n in (("train", cfg.train_instances), ("val", cfg.val_instances),
                              ("test", cfg.test_instances))}
-        cache = cfg.real_cache or DEFAULT_CACHE
+        cache = cfg.real_cache or Path(out_dir or ".") / "replies.jsonl"
     _disjoint(data)
-    backend = Backend(ReplyCache(cache), offline=cfg.real_offline)
+    # the committed replies are read, never written (new ones go to `cache`, the user's)
+    shipped = None if cfg.real_plugin or Path(cache) == DEFAULT_CACHE else DEFAULT_CACHE
+    backend = Backend(ReplyCache(cache, shipped=shipped), offline=cfg.real_offline)
     real = MEMBERS(backend)
     init = [Candidate(source=BEST_FIT_SOURCE, note="best fit"),
             Candidate(source=program_source(-np.eye(10)[0], cap), note="best fit terms")]
@@ -385,8 +389,9 @@ def real_section(res: dict) -> tuple[list[str], dict]:
         "## Real proposers: SmolLM2-135M-Instruct writing heuristics", "",
         f"{res['problem']}, {res['n_items']} items per instance; phase 1: each real member "
         f"alone, {res['n_seeds']} seed(s) x {res['n_calls']} calls; every program ran in the "
-        f"jail. Replies from `{_shown(res['cache'])}` ({res['cache_hits']} replayed, "
-        f"{res['cache_misses']} generated or missing). Cost: thousands of tokens. First fit "
+        f"jail. Replies from the committed cache and `{_shown(res['cache'])}` "
+        f"({res['cache_hits']} replayed, {res['cache_misses']} generated or missing). "
+        f"Cost: thousands of tokens. First fit "
         f"on the training instances: {res['first_fit_train']:.3f}% excess over L1 (test "
         f"{res['first_fit_test']:.3f}%; best fit test {res['baseline_test']:.3f}%). L1 "
         f"lower bounds of the test instances: {', '.join(map(str, res['l1_test']))} bins.",

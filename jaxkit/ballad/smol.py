@@ -34,15 +34,13 @@ again gives the same replies.
 from __future__ import annotations
 
 import ast
-import hashlib
-import json
-import os
 import re
-import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
+
+from jaxkit.lm import replies as _replies
+from jaxkit.lm.replies import ReplyCache
 
 from .llm import Candidate, LLMError
 
@@ -145,103 +143,12 @@ def free_messages(source: str, task: str) -> list[dict]:
                                         "different, new heuristic with the same arguments."}]
 
 
-def _key(model: str, messages: list[dict], settings: Mapping[str, Any]) -> str:
-    text = json.dumps({"model": model, "messages": messages, **settings}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-class ReplyCache:
-    """Replies on disk: one JSON-lines file, one record per reply ``{key, k, model,
-    settings, reply, prompt_tokens, completion_tokens, finish}`` (``k``: the occurrence of
-    ``key`` in the run). Appending is atomic per line; a torn last line is ignored."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self.records: dict[tuple[str, int], dict] = {}
-        if self.path.is_dir():
-            raise ValueError(f"reply cache {self.path}: is a folder, not a file")
-        if self.path.exists():
-            for line in self.path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                    self.records[(rec["key"], int(rec["k"]))] = rec
-                except (ValueError, KeyError, TypeError):
-                    continue
-
-    def get(self, key: str, k: int) -> dict | None:
-        return self.records.get((key, k))
-
-    def put(self, rec: dict) -> None:
-        self.records[(rec["key"], int(rec["k"]))] = rec
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as f:
-            f.write(json.dumps(rec, sort_keys=True) + "\n")
-
-
 @dataclass
-class Backend:
-    """The shared local model and reply cache of a pool of :class:`Member` s.
+class Backend(_replies.Backend):
+    """:class:`jaxkit.lm.replies.Backend` stopping each reply at a closing code fence (the
+    shared local model and reply cache of a pool of :class:`Member` s)."""
 
-    Attributes:
-        cache: the :class:`ReplyCache`.
-        offline: replay only (a miss is a failed call; the model is never loaded).
-        model: what :func:`jaxkit.lm.load` loads.
-        hits, misses: cache use.
-    """
-
-    cache: ReplyCache
-    offline: bool = False
-    model: str = MODEL
-    hits: int = 0
-    misses: int = 0
-    _seen: dict = field(default_factory=dict)
-    _lock: Any = field(default_factory=threading.Lock)
-
-    def complete(self, requests: Sequence[tuple[list[dict], dict]]) -> list[dict | str]:
-        """Replies to ``requests`` ((messages, settings) pairs; settings: temperature,
-        top_p, max_tokens): one cache record each, or an error string for a miss offline.
-        The misses are generated in one batched call per distinct settings."""
-        out: list[dict | str | None] = [None] * len(requests)
-        todo: dict[str, list[tuple[int, str, int]]] = {}
-        with self._lock:
-            for i, (msgs, st) in enumerate(requests):
-                key = _key(self.model, msgs, st)
-                k = self._seen.get(key, 0)
-                self._seen[key] = k + 1
-                rec = self.cache.get(key, k)
-                if rec is not None:
-                    self.hits += 1
-                    out[i] = rec
-                else:
-                    self.misses += 1
-                    if self.offline:
-                        out[i] = "offline replay: reply not in the cache"
-                    else:
-                        todo.setdefault(json.dumps(st, sort_keys=True), []).append((i, key, k))
-            for st_text, rows in todo.items():
-                st = json.loads(st_text)
-                for i, rec in zip([r[0] for r in rows], self._generate(requests, rows, st),
-                                  strict=True):
-                    self.cache.put(rec)
-                    out[i] = rec
-        return out  # type: ignore[return-value]
-
-    def _generate(self, requests, rows, st: dict) -> list[dict]:
-        import jax
-
-        from jaxkit.lm.local_chat import load_model, seed_of
-
-        lm = load_model(self.model)
-        seed = seed_of("|".join(f"{key}:{k}" for _, key, k in rows))
-        gen = lm.chat([requests[i][0] for i, _, _ in rows], key=jax.random.key(seed),
-                      max_new_tokens=int(st["max_tokens"]),
-                      temperature=float(st["temperature"]), top_p=float(st["top_p"]),
-                      stop=list(STOP))
-        return [dict(key=key, k=k, model=self.model, settings=st, reply=text,
-                     prompt_tokens=int(pt), completion_tokens=int(ct), finish=fin)
-                for (_, key, k), text, pt, ct, fin in zip(
-                    rows, gen.texts, gen.prompt_tokens, gen.completion_tokens,
-                    gen.finish_reasons, strict=True)]
+    stop: tuple[str, ...] = STOP
 
 
 @dataclass

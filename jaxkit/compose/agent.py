@@ -17,10 +17,11 @@ Backends (both cache every reply, keyed by the request and its occurrence in the
 so a seeded run replays call for call with no model and no server):
 
 * local (``endpoint=""``): SmolLM2-135M-Instruct in process (:mod:`jaxkit.lm`), every
-  round's requests of all seeds generated in one batched call, through Ballad's
-  :class:`jaxkit.ballad.smol.Backend` and its JSON-lines
-  :class:`~jaxkit.ballad.smol.ReplyCache` (the committed QUICK cache is
-  ``jaxkit/compose/replies/smollm2-135m.jsonl``);
+  round's requests of all seeds generated in one batched call, through
+  :class:`jaxkit.lm.replies.Backend` and its JSON-lines
+  :class:`~jaxkit.lm.replies.ReplyCache` (the committed QUICK replies,
+  ``jaxkit/compose/replies/smollm2-135m.jsonl``, are read and never written; new ones go
+  to ``<out>/agent-replies.jsonl``);
 * any OpenAI-compatible endpoint (``endpoint=URL``): :class:`jaxkit.llm.ChatClient`,
   one call per request, its replies cached in a folder.
 
@@ -150,11 +151,13 @@ class Proposer:
     Args:
       model: the local model (``jaxkit.lm.load`` name) or the endpoint's model name.
       endpoint: "" for the local model, else an OpenAI-compatible base URL.
-      cache: the reply cache: a JSON-lines file (local) or a folder (endpoint); ""
-        for :data:`DEFAULT_CACHE` (local) or ``out_dir/agent-cache`` (endpoint).
+      cache: the reply cache: a JSON-lines file new replies are appended to (local; ""
+        for ``out_dir/agent-replies.jsonl``; :data:`DEFAULT_CACHE`, the committed
+        replies, is read first and never written unless named here) or a folder
+        (endpoint; "" for ``out_dir/agent-cache``).
       offline: replay only; nothing is generated or sent.
       temperature, max_tokens: the sampling settings of every request.
-      out_dir: where an endpoint's default cache folder goes.
+      out_dir: where the default cache file or folder goes.
     """
 
     def __init__(self, model: str = "smollm2-135m", *, endpoint: str = "", cache: str = "",
@@ -172,10 +175,13 @@ class Proposer:
                                      cache=folder, offline=offline)
             self.cache_path = folder
         else:
-            from jaxkit.ballad.smol import Backend, ReplyCache
+            from jaxkit.lm.replies import Backend, ReplyCache
 
-            self.cache_path = cache or str(DEFAULT_CACHE)
-            self.client = Backend(ReplyCache(self.cache_path), offline=offline, model=model)
+            # the committed replies are read, never written: new ones go to the user's file
+            self.cache_path = cache or str(Path(out_dir or ".") / "agent-replies.jsonl")
+            shipped = None if Path(self.cache_path) == DEFAULT_CACHE else DEFAULT_CACHE
+            self.client = Backend(ReplyCache(self.cache_path, shipped=shipped),
+                                  offline=offline, model=model, stop=("\n```",))
 
     @property
     def hits(self) -> int:

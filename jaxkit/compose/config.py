@@ -98,8 +98,9 @@ class Config(PipelineConfig):
     # so a verdict of "yes" is not the fit's noise around equal slopes).
     frontier_margin: float = 10.0
     # The agent (jaxkit.compose.agent): a chat model proposing strings from the history.
-    # "" endpoint: SmolLM2 in process, replies cached in `agent_cache` ("" : the committed
-    # jaxkit/compose/replies/smollm2-135m.jsonl); an URL: any OpenAI-compatible server,
+    # "" endpoint: SmolLM2 in process, the committed jaxkit/compose/replies/smollm2-135m.jsonl
+    # read first, new replies appended to `agent_cache` ("": OUT/agent-replies.jsonl);
+    # an URL: any OpenAI-compatible server,
     # replies cached in the folder `agent_cache` ("": OUT/agent-cache). `agent_offline`:
     # replay only (a missing reply makes that round's proposals counted fallbacks).
     agent_model: str = "smollm2-135m"

@@ -270,8 +270,9 @@ def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
             for i, k in enumerate(("train", "val", "test", "search"))}
     canned = lambda cache, offline: _Canned(cache, _GOOD_REPLIES * 200)  # noqa: E731
     monkeypatch.setattr(real_run, "Backend", canned)
+    monkeypatch.setattr(real_run, "DEFAULT_CACHE", tmp_path / "no-shipped-replies.jsonl")
     live = real_run.search_real(cfg, keys)
-    monkeypatch.undo()
+    monkeypatch.setattr(real_run, "Backend", Backend)  # the real one, offline below
     again = real_run.search_real(replace(cfg, real_offline=True), keys)
     assert live["cache_misses"] > 0 and again["cache_misses"] == 0
     assert again["cache_hits"] == live["cache_misses"]

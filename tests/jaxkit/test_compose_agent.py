@@ -10,11 +10,11 @@ import jax
 import numpy as np
 import pytest
 
-from jaxkit.ballad import smol
 from jaxkit.compose import experiments as E
 from jaxkit.compose import report as R
 from jaxkit.compose.agent import AgentSearch, Proposer, agent_messages, parse_proposals
 from jaxkit.compose.config import QUICK
+from jaxkit.lm import replies as lm_replies
 
 CFG = dataclasses.replace(QUICK, budget=8, search_seeds=3, search_batch=4,
                           policies=("random", "evolution", "agent"), agent_seeds=2,
@@ -78,7 +78,7 @@ def test_fallbacks_are_counted():
 
 def _canned(requests, rows, st):
     """Stands in for the model: proposes D-rich strings (valid ones and one bad line)."""
-    return [dict(key=key, k=k, model=smol.MODEL, settings=st, reply=f"DMDMD{'AMD'[k % 3]}\n"
+    return [dict(key=key, k=k, model="smollm2-135m", settings=st, reply=f"DMDMD{'AMD'[k % 3]}\n"
                  f"DDMDDM\nAMSAMS\nDADADA", prompt_tokens=10, completion_tokens=12,
                  finish="stop") for _, key, k in rows]
 
@@ -86,7 +86,10 @@ def _canned(requests, rows, st):
 def test_agent_search_replays_from_the_cache_without_the_model(tmp_path, monkeypatch):
     cache = tmp_path / "replies.jsonl"
     calls = []
-    monkeypatch.setattr(smol.Backend, "_generate",
+    from jaxkit.compose import agent
+
+    monkeypatch.setattr(agent, "DEFAULT_CACHE", tmp_path / "no-shipped-replies.jsonl")
+    monkeypatch.setattr(lm_replies.Backend, "_generate",
                         lambda self, req, rows, st: calls.append(len(rows)) or
                         _canned(req, rows, st))
     key = jax.random.key(0)
@@ -102,7 +105,7 @@ def test_agent_search_replays_from_the_cache_without_the_model(tmp_path, monkeyp
     def boom(*a):
         raise AssertionError("the model was called on a replay")
 
-    monkeypatch.setattr(smol.Backend, "_generate", boom)
+    monkeypatch.setattr(lm_replies.Backend, "_generate", boom)
     again = E._search_all(CFG, key, _evaluate, Proposer(cache=str(cache), offline=True))
     assert again["agent"]["hits"] == 4 and again["agent"]["misses"] == 0
     assert again["runs"] == first["runs"]
@@ -112,6 +115,22 @@ def test_agent_search_replays_from_the_cache_without_the_model(tmp_path, monkeyp
     c = [r["agent"] for r in empty["runs"]["agent"]]
     assert all(x["fallbacks"] == CFG.budget and x["failed_calls"] == 2 for x in c)
     assert all(len(set(r["strings"])) == CFG.budget for r in empty["runs"]["agent"])
+
+
+def test_new_replies_go_to_the_users_file_not_the_package(tmp_path, monkeypatch):
+    """The committed replies are read (a hit) and never appended to: a miss is written to
+    the run's own file."""
+    from jaxkit.compose.agent import DEFAULT_CACHE
+
+    before = DEFAULT_CACHE.read_bytes()
+    shipped = json.loads(before.splitlines()[0])
+    monkeypatch.setattr(lm_replies.Backend, "_generate",
+                        lambda self, req, rows, st: _canned(req, rows, st))
+    p = Proposer(out_dir=tmp_path)
+    assert p.client.cache.get(shipped["key"], shipped["k"]) == shipped
+    p.complete([[{"role": "user", "content": "a request nobody recorded"}]])
+    assert DEFAULT_CACHE.read_bytes() == before
+    assert len((tmp_path / "agent-replies.jsonl").read_text().splitlines()) == 1
 
 
 def test_committed_quick_cache_is_readable():
@@ -225,8 +244,11 @@ def test_stage1_trains_user_strings_once_and_runs_the_agent(monkeypatch, tmp_pat
                                tokens_per_s=1.0, flops_per_s=1.0, compile_s=0.0)
 
     monkeypatch.setattr(E, "train_candidates", fake_train)
-    monkeypatch.setattr(smol.Backend, "_generate",
+    monkeypatch.setattr(lm_replies.Backend, "_generate",
                         lambda self, req, rows, st: _canned(req, rows, st))
+    from jaxkit.compose import agent
+
+    monkeypatch.setattr(agent, "DEFAULT_CACHE", tmp_path / "no-shipped-replies.jsonl")
     cfg = dataclasses.replace(CFG, strings=("DDDDDD", "AMAMAM"))
     s1 = E.stage1(jax.random.key(0), cfg, None,
                   proposer=Proposer(cache=str(tmp_path / "r.jsonl")))

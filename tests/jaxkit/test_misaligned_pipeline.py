@@ -129,12 +129,15 @@ def test_training_killed_and_resumed_ends_with_the_same_parameters(toy, tmp_path
     train[0, :3] = False
     ts = KILL_TS
     key = jax.random.key(3)
-    full, _ = Mo.train(key, "mlp", arrays, toy.y, train, ts)
+    full, full_hist = Mo.train(key, "mlp", arrays, toy.y, train, ts)
     ck = tmp_path / "ck"
     # "killed" after 1 of 2 chunks: a run with steps=10 leaves its checkpoint behind
     Mo.train(key, "mlp", arrays, toy.y, train, ts._replace(steps=10), checkpoint_dir=ck)
     resumed, hist = Mo.train(key, "mlp", arrays, toy.y, train, ts, checkpoint_dir=ck)
-    assert [h["step"] for h in hist] == [2]  # only the missing chunk ran
+    # the whole history comes back (chunk 1 from the checkpoint), equal to the unbroken run's
+    assert [h["step"] for h in hist] == [1, 2]
+    for a, b in zip(hist, full_hist, strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-6)
     np.testing.assert_allclose(resumed, full, rtol=1e-6, atol=1e-6)
     assert np.all(np.isfinite(full)) and full.shape == (2, toy.n)
 

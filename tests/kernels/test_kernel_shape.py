@@ -867,6 +867,8 @@ NOT_TRACEABLE = {
     "belief.latent_sites": "inspects a model's site structure in Python (names, no arrays)",
     "belief.normalise_tol": "a tolerance for a dtype (a Python float, no arrays)",
     "flow_ot.host_sq_cost": "NumPy on the host (input pipelines); not a JAX function",
+    "flow_ot.default_exact_solver": "names the backend's default solver (a string, no "
+                                    "arrays)",
     "flow_ot.host_assignment": "NumPy on the host; inside jit it is reached through "
                                "exact_coupling's pure_callback (case flow_ot.exact[host])",
     "_auction.auction_assignment": "numba on the host; as host_assignment",

@@ -60,19 +60,26 @@ def mol_properties(mol) -> dict[str, float]:
     return dict(mw=Descriptors.MolWt(mol), logp=Crippen.MolLogP(mol), qed=QED.qed(mol))
 
 
-def check_molecule(smiles: str, rules: MolRules = MolRules()) -> list[str]:
-    """The rules ``smiles`` breaks (an empty list means valid)."""
+def parse_checked(smiles: str):
+    """RDKit's molecule of ``smiles`` (sanitised) and the first rules every verifier
+    shares: ``(None, ["empty"])``, ``(None, ["not parsable / sanitisable by RDKit"])``, or
+    ``(mol, [])`` / ``(mol, ["more than one fragment"])``."""
     from rdkit import Chem, RDLogger
 
     RDLogger.DisableLog("rdApp.*")
     if not smiles:
-        return ["empty"]
+        return None, ["empty"]
     mol = Chem.MolFromSmiles(smiles)
     if mol is None:
-        return ["not parsable / sanitisable by RDKit"]
-    out = []
-    if len(Chem.GetMolFrags(mol)) != 1:
-        out.append("more than one fragment")
+        return None, ["not parsable / sanitisable by RDKit"]
+    return mol, ["more than one fragment"] if len(Chem.GetMolFrags(mol)) != 1 else []
+
+
+def check_molecule(smiles: str, rules: MolRules = MolRules()) -> list[str]:
+    """The rules ``smiles`` breaks (an empty list means valid)."""
+    mol, out = parse_checked(smiles)
+    if mol is None:
+        return out
     if mol.GetNumHeavyAtoms() < rules.min_atoms:
         out.append(f"{mol.GetNumHeavyAtoms()} heavy atoms < {rules.min_atoms}")
     p = mol_properties(mol)

@@ -167,18 +167,14 @@ def check_strict(smiles: str, rules: StrictRules = StrictRules()) -> list[str]:
         Short names of the broken rules, in the module's order (one catalogue hit and one
         MCF hit at most); later rules are not checked when sanitisation fails.
     """
-    from rdkit import Chem, RDLogger
+    from rdkit import Chem
     from rdkit.Chem import QED, Crippen, Descriptors
 
-    RDLogger.DisableLog("rdApp.*")
-    if not smiles:
-        return ["empty"]
-    mol = Chem.MolFromSmiles(smiles)
+    from .molecules import parse_checked
+
+    mol, out = parse_checked(smiles)
     if mol is None:
-        return ["not parsable / sanitisable by RDKit"]
-    out = []
-    if len(Chem.GetMolFrags(mol)) != 1:
-        out.append("more than one fragment")
+        return out
     bad = sorted({a.GetSymbol() for a in mol.GetAtoms()} - ELEMENTS)
     if bad:
         out.append(f"elements {','.join(bad)}")

@@ -33,7 +33,7 @@ from .config import FULL, QUICK, Config
 from .http_run import search_http
 from .instances import load_instances
 from .program_run import program_section, search_programs
-from .real_run import moved, real_section, search_real, shift_claim
+from .real_run import real_section, run_claims, search_real
 
 TITLE = "Ballad: bandit routing of an LLM pool"
 
@@ -116,48 +116,7 @@ def run(ctx: RunContext) -> PipelineResult:
         md.append(f"\nStages reloaded from an earlier run: {', '.join(ctx.reloaded)}.")
     return PipelineResult(name="ballad", title=TITLE, markdown="\n".join(md), figures=figures,
                           metrics=metrics,
-                          claims=_claims(results, pooled, real, cfg))
-
-
-def _claims(results, pooled, real, cfg: Config) -> list:
-    """The claims. With the real-proposer stage, its problem joins each paper claim's
-    family (Holm over the problems), the costlier-models claim is tested on the real pool
-    (the SmolLM2 configurations and the simulated members calibrated from them, priced by
-    tokens) and the shift of the best model is measured per window
-    (:func:`jaxkit.ballad.real_run.shift_claim`) instead of the "not tested" rows. When
-    no real member alone moved off the classic heuristic (:func:`~jaxkit.ballad.real_run.
-    moved`), the real problem stays out of the families (its rows would be vacuous
-    "matches") and the costlier row is "not tested at this size"."""
-    if real is None:
-        return report.claims(results, cfg) + report_pools.pool_claims(pooled, cfg)
-    from jaxkit.claims import Claim
-
-    def starts(c, text):
-        return c.claim.startswith(text)
-
-    cv, cm, ct, cn = report.costlier_verdict([real], cfg)
-    sim = report.costlier_verdict(results, cfg) if results else None
-    informative = moved(real)
-    if not informative:  # every member alone ended at the classic heuristic
-        cv, cn = "not tested at this size", (
-            "no real-pool member alone moved off the classic heuristic on the test set, "
-            "so every comparison is equal by construction; " + cn)
-    out = []
-    family = results + [real] if informative or not results else results
-    for c in report.claims(family, cfg):
-        if starts(c, "The optimal LLM shifts"):
-            continue
-        if c.kind == "paper" and starts(c, "Across problems there is no consistent"):
-            c = Claim(c.paper, c.claim, cm, cv, ct, "measured on the real pool only (the "
-                      "simulated pools' price-quality relation is an input); " + cn)
-        elif starts(c, "In the hand-made simulated pool"):
-            if sim is None:
-                continue
-            c = Claim(c.paper, c.claim, sim[1], sim[0], sim[2], sim[3], kind=c.kind)
-        out.append(c)
-    if not informative and results:  # its setup and extension rows, outside the families
-        out += [c for c in report.claims([real], cfg, simulated=False) if c.kind != "paper"]
-    return out + [shift_claim(real)] + report_pools.pool_claims(pooled, cfg)
+                          claims=run_claims(results, pooled, real, cfg))
 
 
 def _run_http(ctx: RunContext, cfg: Config) -> PipelineResult:

@@ -60,7 +60,7 @@ from .report import PAPER
 from .smol import MEMBERS, Backend, ReplyCache
 
 __all__ = ["search_real", "real_section", "member_stats", "calibrated_members",
-           "real_instances", "shift_claim", "moved", "CAPACITY", "DEFAULT_CACHE",
+           "real_instances", "shift_claim", "moved", "run_claims", "CAPACITY", "DEFAULT_CACHE",
            "FIRST_FIT_SOURCE"]
 
 CAPACITY = {"binpacking_weibull": 100.0, "binpacking_or": 150.0}
@@ -411,3 +411,45 @@ def real_section(res: dict) -> tuple[list[str], dict]:
                        cache_hits=res["cache_hits"], cache_misses=res["cache_misses"],
                        nan_tests=int(np.sum(~np.isfinite(np.asarray(res["test"], float)))),
                        ok=bool(math.isfinite(res["baseline_test"])))
+
+
+def run_claims(results, pooled, real, cfg) -> list:
+    """The claims. With the real-proposer stage, its problem joins each paper claim's
+    family (Holm over the problems), the costlier-models claim is tested on the real pool
+    (the SmolLM2 configurations and the simulated members calibrated from them, priced by
+    tokens) and the shift of the best model is measured per window
+    (:func:`shift_claim`) instead of the "not tested" rows. When no real member alone
+    moved off the classic heuristic (:func:`moved`), the real problem stays out of the
+    families (its rows would be vacuous "matches") and the costlier row is "not tested at
+    this size"."""
+    from . import report, report_pools  # report_pools imports report, as this module does
+
+    if real is None:
+        return report.claims(results, cfg) + report_pools.pool_claims(pooled, cfg)
+
+    def starts(c, text):
+        return c.claim.startswith(text)
+
+    cv, cm, ct, cn = report.costlier_verdict([real], cfg)
+    sim = report.costlier_verdict(results, cfg) if results else None
+    informative = moved(real)
+    if not informative:  # every member alone ended at the classic heuristic
+        cv, cn = "not tested at this size", (
+            "no real-pool member alone moved off the classic heuristic on the test set, "
+            "so every comparison is equal by construction; " + cn)
+    out = []
+    family = results + [real] if informative or not results else results
+    for c in report.claims(family, cfg):
+        if starts(c, "The optimal LLM shifts"):
+            continue
+        if c.kind == "paper" and starts(c, "Across problems there is no consistent"):
+            c = Claim(c.paper, c.claim, cm, cv, ct, "measured on the real pool only (the "
+                      "simulated pools' price-quality relation is an input); " + cn)
+        elif starts(c, "In the hand-made simulated pool"):
+            if sim is None:
+                continue
+            c = Claim(c.paper, c.claim, sim[1], sim[0], sim[2], sim[3], kind=c.kind)
+        out.append(c)
+    if not informative and results:  # its setup and extension rows, outside the families
+        out += [c for c in report.claims([real], cfg, simulated=False) if c.kind != "paper"]
+    return out + [shift_claim(real)] + report_pools.pool_claims(pooled, cfg)

@@ -287,7 +287,7 @@ def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
     assert any("costlier" in c.claim and c.verdict != "not tested" for c in rows)
     assert real_run.shift_claim(again).verdict in ("yes", "no", "not shown",
                                                    "not tested at this size")
-    from jaxkit.ballad.pipeline import _claims
+    from jaxkit.ballad.real_run import run_claims as _claims
 
     paper = [c for c in _claims([], [], again, cfg) if c.kind == "paper"]
     assert sum(c.claim.startswith("The optimal LLM shifts") for c in paper) == 1

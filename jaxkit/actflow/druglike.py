@@ -21,11 +21,11 @@ from functools import lru_cache
 import numpy as np
 
 from .molecules import (
-    _canonical,
     fingerprints,
     internal_diversity,
     scaffold_count,
     selfies_to_smiles,
+    selfies_tokens,
 )
 from .verify_mol import StrictRules, check_strict, describe
 
@@ -48,17 +48,12 @@ def _logp(smiles: str) -> float:
 def _encode(smiles: list[str], max_len: int, rules: StrictRules):
     """``[(tokens, canonical SMILES, logP)]`` of the strict-valid molecules whose SELFIES
     has at most ``max_len`` tokens (duplicates removed)."""
-    import selfies as sf
-
     seen, out = set(), []
     for smi in smiles:
-        k = _canonical(smi)
-        if k is None or k in seen:
+        enc = selfies_tokens(smi)
+        if enc is None or enc[0] in seen:
             continue
-        try:
-            toks = tuple(sf.split_selfies(sf.encoder(k)))
-        except Exception:  # noqa: BLE001 - selfies raises its own EncoderError types
-            continue
+        k, toks = enc
         if not 0 < len(toks) <= max_len:
             continue
         can = selfies_to_smiles(["".join(toks)])[0]

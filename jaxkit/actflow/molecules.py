@@ -130,25 +130,34 @@ def _canonical(smiles: str) -> str | None:
     return Chem.MolToSmiles(mol, kekuleSmiles=True)
 
 
+def selfies_tokens(smiles: str) -> tuple[str, tuple[str, ...]] | None:
+    """``(canonical Kekulé SMILES, SELFIES tokens)`` of ``smiles``, or None when RDKit
+    cannot parse it or SELFIES cannot encode it under its default constraints."""
+    import selfies as sf
+
+    k = _canonical(smiles)
+    if k is None:
+        return None
+    try:
+        return k, tuple(sf.split_selfies(sf.encoder(k)))
+    except Exception:  # noqa: BLE001 - selfies raises its own EncoderError types
+        return None
+
+
 @lru_cache(maxsize=4)
 def load_selfies(max_len: int = 20) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
     """The shipped molecules as SELFIES: ``(alphabet, token tuples)`` of the molecules
     whose SELFIES has at most ``max_len`` tokens (duplicates removed; molecules SELFIES
     cannot encode under its default constraints, e.g. pentavalent N, are skipped)."""
-    import selfies as sf
-
     from jaxkit.data.molecules import load
 
     seen, seqs = set(), []
     for name in ("solubility", "freesolv"):
         for smi in load(name)[0]:
-            k = _canonical(smi)
-            if k is None or k in seen:
+            enc = selfies_tokens(smi)
+            if enc is None or enc[0] in seen:
                 continue
-            try:
-                toks = tuple(sf.split_selfies(sf.encoder(k)))
-            except Exception:  # noqa: BLE001 - selfies raises its own EncoderError types
-                continue
+            k, toks = enc
             if 0 < len(toks) <= max_len:
                 seen.add(k)
                 seqs.append(toks)

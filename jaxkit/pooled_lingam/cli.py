@@ -73,14 +73,15 @@ def lingam_fit(
     else:
         kw.update(apply_prior_knowledge_softly=soft_prior, measure=measure)
     boot = None
+    fit_key, boot_key = jax.random.split(jax.random.key(seed))
     try:
         if method == "ica":
-            res = lingam.ica_lingam(jax.random.key(seed), jnp.asarray(x), **kw)
+            res = lingam.ica_lingam(fit_key, jnp.asarray(x), **kw)
         else:
             res = lingam.direct_lingam(jnp.asarray(x), **kw)
         res = jax.block_until_ready(res)
         if bootstrap:
-            boot = lingam.bootstrap(jax.random.key(seed + 1), jnp.asarray(x), bootstrap,
+            boot = lingam.bootstrap(boot_key, jnp.asarray(x), bootstrap,
                                     method=method, **kw)
             boot_p = jax.device_get(lingam.bootstrap_probabilities(boot))
     except ValueError as e:

@@ -4,13 +4,15 @@ on signals misaligned with the learning objective?
 Position paper: "AI for Drug Discovery Models Often Do Not Learn as Expected"
 (ICML 2026 FM4LS): models often learn dataset biases rather than chemistry; baselines
 built on reductionist information (molecular size), heavily perturbed inputs (scrambled
-labels, shuffled or random features, AddCarbon) or heuristics (train mean,
-1-nearest-neighbour by Tanimoto similarity) expose this when they are competitive. The
-physics descriptors (size, TPSA, Crippen logP) and the fingerprint ridge are aligned
-references beside them; the best misaligned baseline is chosen on validation sets.
+labels, shuffled or random features, carbons inserted into the test inputs) or
+heuristics (train mean, 1-nearest-neighbour by Tanimoto similarity) expose this when
+they are competitive. The physics-aligned references (the descriptor ridge with and
+without Crippen logP, logP alone) and the fingerprint ridge are a separate family beside
+them; the best misaligned baseline is chosen on validation sets. Renz et al.'s AddCarbon
+is a generative baseline (:mod:`~jaxkit.misaligned.addcarbon`).
 
 * :mod:`~jaxkit.misaligned.features`: RDKit featurisation (descriptors, Morgan
-  fingerprints, padded graphs), random and scaffold splits, AddCarbon.
+  fingerprints, padded graphs), random and scaffold splits, carbon insertion.
 * :mod:`~jaxkit.misaligned.baselines`: the baseline family, one pure function vmapped
   over seeds and strengths.
 * :mod:`~jaxkit.misaligned.models`: the MLP on fingerprints and the MPNN, trained for all

@@ -10,12 +10,17 @@ the squared loss (a linear-probability score, :mod:`jaxkit.misaligned.models`); 
 misaligned baselines are the regression family of :mod:`jaxkit.misaligned.baselines`
 fitted to the 0/1 labels, whose predictions are used as scores: train mean (a constant:
 AUROC 1/2 exactly), size only, label scrambling, shuffled inputs (all molecules), random
-features, 1-NN Tanimoto (the neighbour's class), AddCarbon test inputs (strongest). The
+features, 1-NN Tanimoto (the neighbour's class), carbon-inserted test inputs (strongest). The
 noise ceiling does not apply (no stated error for classes); ``ridge_fp`` and the physics
-descriptors (size, TPSA, logP) are reported as aligned references.
+descriptors (with and without logP, and logP alone) are reported as aligned references.
 
-Metrics: AUROC (:func:`jaxkit.misaligned.metrics.auroc`, ties count 1/2) and accuracy
-at the score threshold 1/2, per seed on the test molecules. Gap: model AUROC minus the
+Metrics: AUROC (:func:`jaxkit.misaligned.metrics.auroc`, ties count 1/2), accuracy
+at the score threshold 1/2, and the screening metrics PR-AUC, EF 1%, EF 5% and BEDROC
+(alpha 20) (:func:`jaxkit.misaligned.metrics.screening_metrics`), per seed on the test
+molecules. A test set holding one class is refused (the AUROC is undefined); a
+validation set holding one class is left out of the choice of the best baseline and
+counted (``validation_undefined``), and the choice is refused when every validation set
+is undefined. Gap: model AUROC minus the
 best misaligned baseline's, the best being the one with the highest mean AUROC on the
 validation sets (the family fitted on inner training sets,
 :func:`jaxkit.misaligned.features.validation_splits`); without validation predictions
@@ -41,7 +46,7 @@ __all__ = ["POSITIVE", "CLS_BASELINES", "class_labels", "accuracy", "evaluate_cl
 POSITIVE = "(A) low"
 #: the misaligned baselines that apply to the classification task
 CLS_BASELINES = ("train_mean", "size_only", "label_scramble", "shuffled_inputs",
-                 "random_features", "nn_tanimoto", "add_carbon")
+                 "random_features", "nn_tanimoto", "carbon_inserted")
 
 
 def class_labels(classes: Sequence[str], positive: str = POSITIVE) -> np.ndarray:
@@ -65,7 +70,7 @@ def accuracy(y, score, w):
 @jax.jit
 def _scores(y, pred, test):
     def one(p, w):
-        return {"auroc": Me.auroc(y, p, w), "accuracy": accuracy(y, p, w)}
+        return {**Me.screening_metrics(y, p, w), "accuracy": accuracy(y, p, w)}
 
     return jax.vmap(one)(pred, test)
 
@@ -95,11 +100,14 @@ def evaluate_classes(y01, test, model_preds: dict, base_preds: dict, *,
             (both or neither).
 
     Returns:
-        ``{"metrics": {method: {"auroc"|"accuracy": summary}}, "gaps": {model: {"best",
-        "per_seed", "test", "selected_on"}}, "positive_rate": float}`` (JSON-able).
+        ``{"metrics": {method: {"auroc"|"accuracy"|"pr_auc"|"ef1"|"ef5"|"bedroc":
+        summary}}, "gaps": {model: {"best", "per_seed", "test", "selected_on"}},
+        "positive_rate": float, "validation_undefined": the number of validation sets
+        holding one class}`` (JSON-able).
 
     Raises:
-        ValueError: a test set without both classes, or non-finite model scores.
+        ValueError: a test set without both classes, non-finite model scores, or
+            validation sets that all hold one class.
     """
     y = jnp.asarray(y01, jnp.float32)
     test = np.asarray(test, bool)
@@ -115,17 +123,25 @@ def evaluate_classes(y01, test, model_preds: dict, base_preds: dict, *,
         flat[name] = p
     flat.update(_flat_baselines(base_preds))
     per = {k: {m: np.asarray(v, np.float64) for m, v in
-               _scores(y, jnp.asarray(p, jnp.float32), w).items()} for k, p in flat.items()}
+               _scores(y, jnp.asarray(p, jnp.float32), w).items() if m != "auroc_defined"}
+           for k, p in flat.items()}
     candidates = [b for b in CLS_BASELINES if b in per]
     if (val_test is None) != (val_preds is None):
         raise ValueError("`val_test` and `val_preds` go together")
+    undefined = 0
     if val_preds is not None:
-        wv = jnp.asarray(np.asarray(val_test, bool), jnp.float32)
+        vt = np.asarray(val_test, bool)
+        lab = np.asarray(y01) > 0.5
+        ok = np.array([lab[v].any() and not lab[v].all() for v in vt])
+        undefined = int((~ok).sum())
+        if not ok.any():
+            raise ValueError("every validation set holds one class (the AUROC is "
+                             "undefined): the best baseline cannot be chosen")
+        wv = jnp.asarray(vt[ok], jnp.float32)
         vp = _flat_baselines(val_preds)
-        with np.errstate(all="ignore"):  # a validation set with one class: AUROC nan
-            score = {b: float(np.nanmean(np.asarray(_scores(y, jnp.asarray(vp[b], jnp.float32),
-                                                            wv)["auroc"])))
-                     for b in candidates}
+        score = {b: float(np.mean(np.asarray(_scores(y, jnp.asarray(vp[b][ok], jnp.float32),
+                                                     wv)["auroc"])))
+                 for b in candidates}
         selected_on = "validation"
     else:
         score = {b: float(np.mean(per[b]["auroc"])) for b in candidates}
@@ -137,7 +153,8 @@ def evaluate_classes(y01, test, model_preds: dict, base_preds: dict, *,
         gaps[name] = {"best": best, "per_seed": d.tolist(), "selected_on": selected_on,
                       "test": stats.superiority(d)._asdict()}
     return {"metrics": {k: {m: _summary(v) for m, v in d.items()} for k, d in per.items()},
-            "gaps": gaps, "positive_rate": float(np.mean(y01))}
+            "gaps": gaps, "positive_rate": float(np.mean(y01)),
+            "validation_undefined": undefined}
 
 
 def run_classes(ctx, cfg, ts, fam, data, splits: dict, both, validation=None) -> dict:
@@ -155,8 +172,8 @@ def run_classes(ctx, cfg, ts, fam, data, splits: dict, both, validation=None) ->
     masks = [both.train] + ([] if validation is None else [validation.train])
     preds, _ = ctx.stage("misaligned-solubility-classes-baselines", lambda: A.family_on_masks(
         ctx.key("misaligned-baselines-solubility-classes"), dc, masks, sigma=0.0,
-        settings=fam, add_carbon_strengths=cfg.add_carbon_strengths,
-        add_carbon_variants=cfg.add_carbon_variants, mesh=ctx.mesh))
+        settings=fam, carbon_inserted_strengths=cfg.carbon_inserted_strengths,
+        carbon_inserted_variants=cfg.carbon_inserted_variants, mesh=ctx.mesh))
     base = preds[0]
     arrays = dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
     stage = "misaligned-solubility-classes-mlp"

@@ -6,10 +6,13 @@ subsampled to ``max_molecules``, split ``seeds`` times at random and ``seeds`` t
 scaffold (``test_fraction`` in test); both models train ``steps`` AdamW steps (batch
 ``batch_size``, learning rate ``lr``) in compiled chunks of ``log_every`` steps with a
 checkpoint every ``checkpoint_every`` chunks. The baseline family uses ridge penalty
-``ridge_lambda``, perturbation fractions ``fractions`` and AddCarbon insertions
-``add_carbon_strengths`` (``add_carbon_variants`` random variants each); the best
+``ridge_lambda``, perturbation fractions ``fractions`` and carbon insertions into the test inputs
+``carbon_inserted_strengths`` (``carbon_inserted_variants`` random variants each); the best
 misaligned baseline is chosen on validation sets, ``val_fraction`` of each training set
 split off as the outer split was made. Gaps are bootstrapped ``n_boot`` times.
+Renz et al.'s generative AddCarbon baseline draws ``addcarbon_samples`` molecules from
+each data set's first random training set (:mod:`jaxkit.misaligned.addcarbon`; 0 skips
+it).
 ``classification`` adds the solubility classes task (needs ``solubility`` in
 ``datasets``).
 
@@ -52,13 +55,14 @@ class Config(PipelineConfig):
     mpnn_rounds: int = 3
     ridge_lambda: float = 3.0
     fractions: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
-    add_carbon_strengths: tuple[int, ...] = (1, 2, 3)
-    add_carbon_variants: int = 2
+    carbon_inserted_strengths: tuple[int, ...] = (1, 2, 3)
+    carbon_inserted_variants: int = 2
     n_boot: int = 1000
     val_fraction: float = 0.2
     competitive_fraction: float = 0.33
     auroc_margin: float = 0.02
     classification: bool = True
+    addcarbon_samples: int = 1000
 
     def validate(self) -> None:
         require_distinct("datasets", self.datasets, "data set")
@@ -67,7 +71,7 @@ class Config(PipelineConfig):
         require_at_least(self, ("seeds",), 2)
         require_at_least(self, ("n_bits", "max_atoms", "steps", "batch_size", "log_every",
                                 "checkpoint_every", "mlp_width", "mpnn_width", "mpnn_rounds",
-                                "add_carbon_variants", "n_boot"))
+                                "carbon_inserted_variants", "n_boot"))
         require(self.max_molecules is None or self.max_molecules >= 20, "max_molecules",
                 f"must be None or >= 20; got {self.max_molecules}")
         require(0 < self.test_fraction < 1, "test_fraction",
@@ -79,17 +83,21 @@ class Config(PipelineConfig):
         require(len(self.fractions) >= 1 and all(0 <= f <= 1 for f in self.fractions)
                 and self.fractions[-1] == 1.0, "fractions",
                 f"must be values in [0, 1] ending at 1.0; got {self.fractions}")
-        require(len(self.add_carbon_strengths) >= 1
-                and all(k >= 1 for k in self.add_carbon_strengths), "add_carbon_strengths",
-                f"must be integers >= 1; got {self.add_carbon_strengths}")
+        require(len(self.carbon_inserted_strengths) >= 1
+                and all(k >= 1 for k in self.carbon_inserted_strengths),
+                "carbon_inserted_strengths",
+                f"must be integers >= 1; got {self.carbon_inserted_strengths}")
         for f in ("competitive_fraction", "auroc_margin"):
             require(getattr(self, f) > 0, f, f"must be > 0; got {getattr(self, f)}")
+        require(self.addcarbon_samples >= 0, "addcarbon_samples",
+                f"must be >= 0; got {self.addcarbon_samples}")
         require(0 < self.val_fraction < 1, "val_fraction",
                 f"must lie in (0, 1); got {self.val_fraction}")
 
 
 QUICK = Config(max_molecules=160, seeds=3, n_bits=512, steps=100, batch_size=32,
                log_every=50, checkpoint_every=1, mlp_width=64, mpnn_width=32, mpnn_rounds=2,
-               fractions=(0.0, 0.5, 1.0), add_carbon_strengths=(1, 3),
-               add_carbon_variants=1, n_boot=200, lr=3e-3)
+               fractions=(0.0, 0.5, 1.0), carbon_inserted_strengths=(1, 3),
+               carbon_inserted_variants=1, n_boot=200, lr=3e-3,
+               addcarbon_samples=100)
 FULL = Config()

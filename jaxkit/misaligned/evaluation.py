@@ -94,7 +94,7 @@ class AuditResult:
 
 def add_carbon_fingerprints(data: MolDataset, rng: np.random.Generator,
                             strengths: Sequence[int], variants: int) -> np.ndarray:
-    """``(K, V, n, d)`` fingerprints of every molecule after ``k`` AddCarbon insertions
+    """``(K, V, n, d)`` fingerprints of every molecule after ``k`` carbon insertions
     (``k`` in ``strengths``), ``variants`` random variants each; a molecule where an
     insertion failed keeps its own fingerprint."""
     from rdkit import Chem
@@ -110,8 +110,8 @@ def add_carbon_fingerprints(data: MolDataset, rng: np.random.Generator,
 
 def baseline_predictions(key, data: MolDataset, splits: Splits, *, sigma: float,
                          settings: B.FamilySettings = B.FamilySettings(),
-                         add_carbon_strengths: Sequence[int] = (1, 2, 3),
-                         add_carbon_variants: int = 2, mesh=None) -> tuple[dict, dict]:
+                         carbon_inserted_strengths: Sequence[int] = (1, 2, 3),
+                         carbon_inserted_variants: int = 2, mesh=None) -> tuple[dict, dict]:
     """The baseline family on every seed of ``splits``: ``({name: (S, n) or (S, K, n)},
     strengths)``. ``sigma`` is the experimental error of the noise ceiling. With a
     ``mesh`` of several devices the seeds are split over its ``"data"`` axis
@@ -119,23 +119,23 @@ def baseline_predictions(key, data: MolDataset, splits: Splits, *, sigma: float,
     on any number of devices, so the predictions do not depend on the mesh)."""
     preds, strengths = family_on_masks(key, data, [splits.train], sigma=sigma,
                                        settings=settings,
-                                       add_carbon_strengths=add_carbon_strengths,
-                                       add_carbon_variants=add_carbon_variants, mesh=mesh)
+                                       carbon_inserted_strengths=carbon_inserted_strengths,
+                                       carbon_inserted_variants=carbon_inserted_variants, mesh=mesh)
     return preds[0], strengths
 
 
 def family_on_masks(key, data: MolDataset, masks: Sequence[np.ndarray], *, sigma: float,
                     settings: B.FamilySettings = B.FamilySettings(),
-                    add_carbon_strengths: Sequence[int] = (1, 2, 3),
-                    add_carbon_variants: int = 2, mesh=None) -> tuple[list[dict], dict]:
+                    carbon_inserted_strengths: Sequence[int] = (1, 2, 3),
+                    carbon_inserted_variants: int = 2, mesh=None) -> tuple[list[dict], dict]:
     """:func:`baseline_predictions` for several sets of training masks (e.g. the splits'
-    and their inner validation splits'), sharing the AddCarbon fingerprints and Gram
+    and their inner validation splits'), sharing the carbon-inserted fingerprints and Gram
     matrices: ``([{name: predictions} per set], strengths)``. The first set draws what
     :func:`baseline_predictions` draws; set ``i >= 1`` draws from ``fold_in`` of that
     key with ``i``. Sets of one shape compile once."""
     k_addc, k_fam = jax.random.split(key)
     rng = stats.as_generator(k_addc)
-    addc = add_carbon_fingerprints(data, rng, add_carbon_strengths, add_carbon_variants)
+    addc = add_carbon_fingerprints(data, rng, carbon_inserted_strengths, carbon_inserted_variants)
     fd = B.family_data(data.y, data.desc, data.fp, addc, sigma)
     mesh = jd.data_mesh(mesh)
     # jaxlib's CPU Cholesky / triangular solves run in scipy's OpenBLAS, whose idle
@@ -156,7 +156,7 @@ def family_on_masks(key, data: MolDataset, masks: Sequence[np.ndarray], *, sigma
             outs.append({n: np.asarray(v, np.float64) for n, v in out.items()})
     strengths = {"shuffled_inputs": tuple(settings.fractions),
                  "replaced_bits": tuple(settings.fractions),
-                 "add_carbon": tuple(int(k) for k in add_carbon_strengths)}
+                 "carbon_inserted": tuple(int(k) for k in carbon_inserted_strengths)}
     return outs, strengths
 
 
@@ -286,8 +286,8 @@ def audit(fit_predict: Callable, dataset: MolDataset, splits: Splits,
           baselines: Sequence[str] | None = None, *, key=None, sigma: float | None = None,
           name: str = "model", n_boot: int = 1000,
           settings: B.FamilySettings = B.FamilySettings(),
-          add_carbon_strengths: Sequence[int] = (1, 2, 3),
-          add_carbon_variants: int = 2, val_fraction: float = 0.2) -> AuditResult:
+          carbon_inserted_strengths: Sequence[int] = (1, 2, 3),
+          carbon_inserted_variants: int = 2, val_fraction: float = 0.2) -> AuditResult:
     """Audit a user's model against the misaligned baseline family.
 
     Args:
@@ -305,7 +305,7 @@ def audit(fit_predict: Callable, dataset: MolDataset, splits: Splits,
             ``dataset.info["experimental_error"]``, else 10% of the label deviation).
         name: the model's name in the result.
         n_boot: bootstrap resamples.
-        settings, add_carbon_strengths, add_carbon_variants: the baseline family's
+        settings, carbon_inserted_strengths, carbon_inserted_variants: the baseline family's
             settings (:func:`baseline_predictions`).
         val_fraction: the share of each training set held out to choose the best
             baseline (:func:`jaxkit.misaligned.features.validation_splits`).
@@ -340,7 +340,8 @@ def audit(fit_predict: Callable, dataset: MolDataset, splits: Splits,
                             val_fraction)
     (base, vbase), strengths = family_on_masks(
         k_base, dataset, [splits.train, val.train], sigma=sigma, settings=settings,
-        add_carbon_strengths=add_carbon_strengths, add_carbon_variants=add_carbon_variants)
+        carbon_inserted_strengths=carbon_inserted_strengths,
+        carbon_inserted_variants=carbon_inserted_variants)
     res = evaluate(k_eval, dataset, splits, {name: preds}, base, strengths, n_boot=n_boot,
                    baselines=baselines, val_preds=vbase, val_splits=val)
     if any(dups):

@@ -20,9 +20,11 @@ Splits (:func:`random_split`, :func:`scaffold_split`) are boolean ``(seeds, n)``
 and test masks (:class:`Splits`). The scaffold split puts whole scaffold groups on one
 side: groups larger than half the test size go to train, the rest in a seeded random
 order fill the test set up to ``test_fraction`` (the "balanced scaffold split" of
-chemprop; acyclic molecules share the ``""`` group). :func:`add_carbon` is the AddCarbon
-perturbation (Renz et al., Drug Discov. Today: Technol. 32:55 (2019)): a ``C`` inserted
-at a random position of the SMILES, kept when the result parses to a different molecule.
+chemprop; acyclic molecules share the ``""`` group). :func:`add_carbon` is the carbon
+insertion of Renz et al.'s AddCarbon (Drug Discov. Today: Technol. 32:55 (2019)): a ``C``
+inserted at a random position of the SMILES, kept when the result parses to a different
+molecule; the family applies it to test inputs (``carbon_inserted``), the generative
+baseline of that name to training molecules (:mod:`jaxkit.misaligned.addcarbon`).
 """
 
 from __future__ import annotations
@@ -335,7 +337,7 @@ def check_splits(data: MolDataset, splits: Splits, *, warn: bool = True) -> list
 
 def add_carbon(smiles: str, rng: np.random.Generator, n_carbons: int = 1,
                tries: int = 50) -> str | None:
-    """AddCarbon (module docstring): ``n_carbons`` successive insertions of ``C`` at
+    """Carbon insertion (module docstring): ``n_carbons`` successive insertions of ``C`` at
     random positions of the SMILES, each kept only when the result parses and differs
     from its input. Returns the canonical SMILES, or None when an insertion failed
     ``tries`` times."""

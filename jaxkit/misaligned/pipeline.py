@@ -19,7 +19,10 @@ cached under ``out_dir/.stages``):
    seeds split over ``ctx.mesh``'s ``"data"`` axis (the same models on any mesh).
 4. :func:`jaxkit.misaligned.audit.evaluate` per split; report and claims in
    :mod:`jaxkit.misaligned.report`.
-5. With ``classification`` and the solubility set: its classes ((A) low vs the rest),
+5. ``misaligned-<ds>-addcarbon``: Renz et al.'s generative AddCarbon baseline on the
+   first random training set, scored beside that split's held-out molecules
+   (:mod:`jaxkit.misaligned.addcarbon`).
+6. With ``classification`` and the solubility set: its classes ((A) low vs the rest),
    the baseline family and the MLP on the 0/1 labels, AUROC / accuracy
    (:mod:`jaxkit.misaligned.classification`).
 """
@@ -32,6 +35,7 @@ from jaxkit.data import molecules
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
+from . import addcarbon as G
 from . import classification as C
 from . import evaluation as A
 from . import models as Mo
@@ -64,6 +68,18 @@ def _data(ctx: RunContext, cfg: Config, name: str):
     return data, splits, val
 
 
+def _generative(ctx: RunContext, cfg: Config, data, splits: dict) -> dict:
+    """AddCarbon's samples from the first random training set and the held-out molecules
+    of that split, both scored against the training set."""
+    sp = splits["random"]
+    train = [data.canonical[i] for i in np.flatnonzero(sp.train[0])]
+    held = [data.canonical[i] for i in np.flatnonzero(sp.test[0])]
+    gen = G.generate(train, cfg.addcarbon_samples, ctx.rng(f"misaligned-addcarbon-{data.name}"))
+    n_bits = data.fp.shape[1]
+    return {"addcarbon": G.generative_scores(gen, train, n_bits=n_bits),
+            "held_out": G.generative_scores(held, train, n_bits=n_bits)}
+
+
 def _both(splits: dict) -> Splits:
     return Splits("both", np.concatenate([splits["random"].train, splits["scaffold"].train]),
                   np.concatenate([splits["random"].test, splits["scaffold"].test]))
@@ -80,6 +96,7 @@ def run(ctx: RunContext) -> PipelineResult:
                           mpnn_width=cfg.mpnn_width, mpnn_rounds=cfg.mpnn_rounds)
     fam = FamilySettings(lam=cfg.ridge_lambda, fractions=tuple(cfg.fractions))
     results: dict = {}
+    generative: dict = {}
     kept = ()
     for name in ctx.track(cfg.datasets, "misaligned data sets"):
         data, splits, val = ctx.stage(f"misaligned-data-{name}",
@@ -91,8 +108,11 @@ def run(ctx: RunContext) -> PipelineResult:
             f"misaligned-{name}-baselines", lambda d=data, b=both, bv=both_val:
             A.family_on_masks(ctx.key(f"misaligned-baselines-{d.name}"), d,
                               [b.train, bv.train], sigma=d.info["experimental_error"],
-                              settings=fam, add_carbon_strengths=cfg.add_carbon_strengths,
-                              add_carbon_variants=cfg.add_carbon_variants, mesh=ctx.mesh))
+                              settings=fam, carbon_inserted_strengths=cfg.carbon_inserted_strengths,
+                              carbon_inserted_variants=cfg.carbon_inserted_variants, mesh=ctx.mesh))
+        if cfg.addcarbon_samples:
+            generative[name] = ctx.stage(f"misaligned-{name}-addcarbon",
+                                         lambda d=data, sp=splits: _generative(ctx, cfg, d, sp))
         arrays = dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
         preds = {}
         for kind in Mo.MODELS:
@@ -119,11 +139,11 @@ def run(ctx: RunContext) -> PipelineResult:
     figures = [report.forest_plot(cfg, results, ctx.out_dir),
                report.curve_plot(cfg, results, ctx.out_dir)]
     md = report.markdown(cfg, results, quick=ctx.quick, seed=ctx.seed) + \
-        report.classes_markdown(classes)
+        report.classes_markdown(classes) + report.generative_markdown(generative)
     claims = report.claims(cfg, results, classes)
     metrics = dict(settings=cfg.to_dict(), total_seconds=ctx.elapsed(),
                    results={f"{d}/{s}": r for (d, s), r in results.items()},
-                   classification=classes)
+                   classification=classes, generative=generative)
     warnings = [f"{d} ({s}): {sum(r['duplicates'])} test molecules duplicate a training "
                 "molecule" for (d, s), r in results.items() if sum(r["duplicates"])]
     return PipelineResult("misaligned", TITLE, md, figures=figures, metrics=metrics,

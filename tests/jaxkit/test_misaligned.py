@@ -146,6 +146,27 @@ def test_size_only_equals_least_squares_on_size(mols, family_out):
         np.testing.assert_allclose(out["train_mean"][s], mols.y[t].mean(), rtol=1e-5)
 
 
+def test_physics_references_with_and_without_logp(mols, family_out):
+    """The physics-aligned references: ridge (penalty 1e-3 on the columns standardised on
+    the training rows, in float64 here) on all four descriptors, on size and TPSA
+    without Crippen logP, and on logP alone; all of them aligned references, none
+    misaligned."""
+    splits, _, out = family_out
+    cols = {"descriptors": [0, 1, 2, 3], "descriptors_no_logp": [0, 1, 2], "logp_only": [3]}
+    for name, c in cols.items():
+        assert name in B.PHYSICS and name in B.ALIGNED and name not in B.MISALIGNED
+        for s in range(splits.seeds):
+            t = splits.train[s]
+            x = mols.desc[:, c]
+            x = (x - x[t].mean(0)) / x[t].std(0)
+            lam = 1e-3 + 1e-6 * t.sum()
+            beta = np.linalg.solve(x[t].T @ x[t] + lam * np.eye(len(c)),
+                                   x[t].T @ (mols.y[t] - mols.y[t].mean()))
+            np.testing.assert_allclose(out[name][s], x @ beta + mols.y[t].mean(), atol=2e-3,
+                                       err_msg=name)
+    assert not set(B.MISALIGNED) & set(B.ALIGNED)
+
+
 def test_kernel_ridge_equals_primal_and_sklearn(mols):
     from sklearn.linear_model import Ridge
 
@@ -172,7 +193,7 @@ def test_label_scrambling_gives_chance_and_strength_zero_is_the_ridge(mols, fami
     assert r2(out["shuffled_inputs"][:, -1]).mean() < 0.1
     np.testing.assert_allclose(out["shuffled_inputs"][:, 0], out["ridge_fp"], atol=1e-4)
     np.testing.assert_allclose(out["replaced_bits"][:, 0], out["ridge_fp"], atol=1e-4)
-    assert out["add_carbon"].shape == (4, 2, mols.n)
+    assert out["carbon_inserted"].shape == (4, 2, mols.n)
 
 
 def test_nn_tanimoto_and_noise_ceiling(mols, family_out):
@@ -216,7 +237,7 @@ def test_family_on_eight_devices_equals_one(family_out):
 def _reference_family(key, fd, train, settings):
     """The curves and ridge-based baselines as first written (every strength its own
     kernel ridge from its own Gram matrix, ``jax.random.uniform`` draws, one solve per
-    AddCarbon strength): what :func:`B.baseline_family` must reproduce."""
+    carbon-insertion strength): what :func:`B.baseline_family` must reproduce."""
     n, lam = fd.y.shape[0], settings.lam
     ks = jax.random.split(key, 6)
     fr = jnp.asarray(settings.fractions, jnp.float32)
@@ -242,8 +263,8 @@ def _reference_family(key, fd, train, settings):
     out["replaced_bits"] = each(replaced, jax.random.split(ks[2], fr.shape[0]), fr)
     out["random_features"] = replaced(ks[3], jnp.float32(1.0))
     v = jax.random.randint(ks[4], (), 0, fd.addc_gram.shape[1])
-    out["add_carbon"] = jnp.stack([kr(fd.gram, q=fd.addc_gram[k, v])
-                                   for k in range(fd.addc_gram.shape[0])])
+    out["carbon_inserted"] = jnp.stack([kr(fd.gram, q=fd.addc_gram[k, v])
+                                        for k in range(fd.addc_gram.shape[0])])
     return out
 
 
@@ -337,7 +358,7 @@ def test_audit_oracle_beats_baselines_and_bad_models_are_named(mols):
         return data.y[te] + 0.01
 
     res = E.audit(oracle, mols, splits, key=jax.random.key(1), n_boot=200, settings=SETTINGS,
-                  add_carbon_strengths=(1, 2), add_carbon_variants=2)
+                  carbon_inserted_strengths=(1, 2), carbon_inserted_variants=2)
     g = res.gaps["model"]
     assert g["boot"].lo > 0 and not g["flag"] and g["test"].verdict == "yes"
     assert g["best"] in B.MISALIGNED
@@ -349,7 +370,7 @@ def test_audit_oracle_beats_baselines_and_bad_models_are_named(mols):
         E.audit(lambda d, tr, te: np.full(te.size, np.nan), mols, splits)
     with pytest.raises(ValueError, match="`baselines` must name baselines"):
         E.audit(oracle, mols, splits, baselines=("astrology",), n_boot=200, settings=SETTINGS,
-                add_carbon_strengths=(1, 2), add_carbon_variants=2)
+                carbon_inserted_strengths=(1, 2), carbon_inserted_variants=2)
     empty = F.Splits("user", splits.train, np.zeros_like(splits.test))
     with pytest.raises(ValueError, match="leaves the test set empty"):
         E.audit(oracle, mols, empty)
@@ -389,7 +410,7 @@ def test_negative_control_no_paper_claim_says_yes(mols):
         return data.y[te] + 0.05 * noise.standard_normal(te.size)
 
     res = E.audit(learned, mols, splits, key=jax.random.key(1), n_boot=50, settings=SETTINGS,
-                  add_carbon_strengths=(1, 2), add_carbon_variants=2)
+                  carbon_inserted_strengths=(1, 2), carbon_inserted_variants=2)
     g = res.gaps["model"]
     assert g["selected_on"] == "validation" and g["best"] in B.MISALIGNED
     summary = {**res.summary(), "experimental_error": mols.info["experimental_error"],
@@ -487,7 +508,7 @@ def test_classification_stages_end_to_end_on_a_small_slice(mols, family_jit, tmp
     splits = {k: F.make_splits(data, k, rng, 2, 0.25) for k in ("random", "scaffold")}
     both = F.Splits("both", np.concatenate([splits[k].train for k in splits]),
                     np.concatenate([splits[k].test for k in splits]))
-    cfg = SimpleNamespace(seeds=2, add_carbon_strengths=(1, 2), add_carbon_variants=2)
+    cfg = SimpleNamespace(seeds=2, carbon_inserted_strengths=(1, 2), carbon_inserted_variants=2)
     ts = Mo.TrainSettings(steps=10, log_every=10, checkpoint_every=1, batch_size=8,
                           mlp_width=8, mlp_depth=1)
     val = F.validation_splits(data, both, rng, 0.25)

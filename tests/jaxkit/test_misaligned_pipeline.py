@@ -17,7 +17,7 @@ from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
 
 TINY = QUICK.override(["datasets=freesolv", "max_molecules=40", "seeds=2", "steps=50",
-                       "n_bits=64", "fractions=0,1", "add_carbon_strengths=1",
+                       "n_bits=64", "fractions=0,1", "carbon_inserted_strengths=1",
                        "n_boot=50", "mlp_width=16", "mpnn_width=8", "mpnn_rounds=1"])
 
 
@@ -48,11 +48,19 @@ def test_tiny_pipeline_claims_report_and_figures(tiny_run):
         assert f.is_file() and f.stat().st_size > 1000
     md = res.markdown
     assert "Gap to the best misaligned baseline" in md and "Random versus scaffold" in md
+    # the physics-aligned references (with and without logP) apart from the misaligned
+    # family, and Renz et al.'s generative AddCarbon beside held-out molecules
+    assert "Physics-aligned references (not misaligned baselines)" in md
+    assert "size + TPSA, no logP" in md and "Crippen logP alone" in md
+    assert "AddCarbon, a generative baseline" in md
+    gen = res.metrics["generative"]["freesolv"]
+    assert gen["addcarbon"]["n"] == TINY.addcarbon_samples
+    assert gen["addcarbon"]["novelty"] == 1.0 and gen["addcarbon"]["validity"] == 1.0
     r = res.metrics["results"]["freesolv/scaffold"]
     assert set(r["gaps"]) == {"mlp", "mpnn"}
     assert r["gaps"]["mlp"]["best"] in ("train_mean", "size_only", "label_scramble",
                                         "shuffled_inputs", "random_features", "nn_tanimoto",
-                                        "add_carbon")  # never the physics descriptors
+                                        "carbon_inserted")  # never the physics ones
     assert r["gaps"]["mlp"]["selected_on"] == "validation"
     json.dumps(res.metrics, default=float)  # JSON-able
     assert (out / "checkpoints" / "misaligned-freesolv-mlp").is_dir()

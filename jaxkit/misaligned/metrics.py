@@ -26,7 +26,7 @@ their expectation over random orders):
   :math:`(h / \\lceil x N\\rceil) / (n / N)`;
 * BEDROC (Truchon & Bayly, J. Chem. Inf. Model. 47, 488 (2007), eq. 36) with
   :math:`\\alpha = 20` (80% of the score from the top 8%): from the RIE of the actives'
-  ranks, rescaled to [0, 1]; tied molecules take their mean rank.
+  ranks, rescaled to [0, 1].
 
 :func:`bootstrap_gap` resamples seeds, then test molecules within each drawn seed
 (Davison & Hinkley 1997, sec. 3.8, two-stage resampling), with the same draws for the
@@ -174,8 +174,9 @@ def bedroc(y, score, w, alpha: float = 20.0):
     """BEDROC (Truchon & Bayly 2007, eq. 36; module docstring) of ``score`` for 0/1
     labels ``y`` over the molecules with weight 1.
 
-    With :math:`N` molecules, :math:`n` actives at ranks :math:`r_i` (1 = best; ties
-    their mean rank) and :math:`R_a = n / N`:
+    With :math:`N` molecules, :math:`n` actives at ranks :math:`r_i` (1 = best; for
+    tied molecules :math:`e^{-\\alpha r_i / N}` is its mean over the ranks the tie group
+    holds, the expectation over random orders) and :math:`R_a = n / N`:
     :math:`\\mathrm{RIE} = \\sum_i e^{-\\alpha r_i / N} / (R_a (1 - e^{-\\alpha}) /
     (e^{\\alpha / N} - 1))` and :math:`\\mathrm{BEDROC} = \\mathrm{RIE}\\, R_a
     \\sinh(\\alpha/2) / (\\cosh(\\alpha/2) - \\cosh(\\alpha/2 - \\alpha R_a)) + 1 / (1 -
@@ -193,9 +194,13 @@ def bedroc(y, score, w, alpha: float = 20.0):
     pos = w * (y > 0.5)
     N, n = jnp.sum(w), jnp.sum(pos)
     g, e = _above(score, w)
-    rank = g + (e + 1.0) / 2.0
+    # each active's expected exp(-alpha r / N) over random orders of its tie group, which
+    # holds ranks g + 1 ... g + e: q^(g+1) (1 - q^e) / (e (1 - q)), q = exp(-alpha / N)
+    lq = -alpha / N
+    e1 = jnp.maximum(e, 1.0)
+    term = jnp.exp(lq * (g + 1.0)) * jnp.expm1(lq * e1) / (e1 * jnp.expm1(lq))
     ra = n / N
-    rie = jnp.sum(pos * jnp.exp(-alpha * rank / N)) / (
+    rie = jnp.sum(pos * term) / (
         ra * (1.0 - jnp.exp(-alpha)) / jnp.expm1(alpha / N))
     return (rie * ra * jnp.sinh(alpha / 2) / (jnp.cosh(alpha / 2) - jnp.cosh(alpha / 2
                                                                            - alpha * ra))

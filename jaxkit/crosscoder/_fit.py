@@ -23,6 +23,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from jaxkit import optim
 from jaxkit.kernels import crosscoder as cc
 
 from .train import run
@@ -150,7 +151,7 @@ def fit(
       steps: number of steps.
       batch_size: windows per step.
       lr: Adam learning rate (unless ``optimizer`` is given).
-      optimizer: an optax optimizer instead of ``optax.adam(lr)``.
+      optimizer: an optax optimizer instead of Adam at ``lr`` (:func:`jaxkit.optim.optimizer`).
       k_aux: AuxK latents (``<= n_latents``); default ``min(2k, n_latents)`` for
         TopK/BatchTopK, AuxK off otherwise.
       dead_steps: the dead-latent rule; default ``clip(steps // 10, 1, 1000)``.
@@ -272,7 +273,7 @@ def _runner(optimizer, activation, k, sparsity_coef, sparsity, bandwidth, k_aux,
     of the loss terms since the last logged point. Cached on the static settings so that
     repeated fits (seeds, sweeps over data of the same shape) reuse the compiled step."""
     if isinstance(optimizer, tuple) and optimizer and optimizer[0] == "adam":
-        optimizer = optax.adam(optimizer[1])
+        optimizer = optim.optimizer(optimizer[1])
     init_state, step = cc.make_train_step(
         activation=activation, k=k, optimizer=optimizer, sparsity_coef=sparsity_coef,
         sparsity=sparsity, bandwidth=bandwidth, k_aux=k_aux, dead_steps=dead_steps,

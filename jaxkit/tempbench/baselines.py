@@ -33,10 +33,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from jaxkit import distributed
+from jaxkit import distributed, optim
 from jaxkit.kernels import crosscoder as cc
 from jaxkit.kernels import train as ktrain
 from jaxkit.kernels.crosscoder import temporal_baselines as tb
@@ -99,7 +98,7 @@ def _chunk(spec: _Spec, lr: float, mesh):
         return loss(p, x)
 
     post = tb.tfa_normalize if spec.name == "tfa" else cc.normalize_decoder
-    return chunk_program(ktrain.make_train_step(loss_fn, optax.adam(lr), post_update=post))
+    return chunk_program(ktrain.make_train_step(loss_fn, optim.optimizer(lr), post_update=post))
 
 
 def train_custom(key: PRNGKeyArray, seqs: Float[Array, "n L d"], method: str,
@@ -124,7 +123,7 @@ def train_custom(key: PRNGKeyArray, seqs: Float[Array, "n L d"], method: str,
         params = tb.tfa_init(k_init, d, cfg.n_latents, b=cc.geometric_median(sample[:, 0]))
     else:
         params = cc.init(k_init, d, cfg.n_latents, site=(1,), sample=sample)
-    state = ktrain.init(params, optax.adam(cfg.lr))
+    state = ktrain.init(params, optim.optimizer(cfg.lr))
     return fit_chunks((k_data, k_run), state, _chunk(spec, float(cfg.lr), mesh), x, window,
                       cfg, mesh=mesh, checkpoint_dir=checkpoint_dir, resume=resume)
 

@@ -31,10 +31,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from jaxkit import crosscoder, distributed, training
+from jaxkit import crosscoder, distributed, optim, training
 from jaxkit.kernels import crosscoder as cc
 from jaxkit.kernels import train as ktrain
 
@@ -141,7 +140,7 @@ def _acausal_chunk(target_l0: float, lr: float, eta: float, mesh):
     def update_aux(log_lam, out, state):
         return log_lam + eta * jnp.clip((out.l0 - target_l0) / target_l0, -1.0, 1.0)
 
-    return chunk_program(ktrain.make_train_step(loss, optax.adam(lr), update_aux=update_aux))
+    return chunk_program(ktrain.make_train_step(loss, optim.optimizer(lr), update_aux=update_aux))
 
 
 def chunk_program(step) -> Callable:
@@ -220,7 +219,7 @@ def train_acausal(key: PRNGKeyArray, seqs: Float[Array, "n L d"], *, window: int
     k_init, k_sample, k_data, k_run = jax.random.split(key, 4)
     params = cc.init(k_init, seqs.shape[-1], cfg.n_latents, site=(window,), activation="relu",
                      sample=_windows(k_sample, x, window, 512))
-    opt = optax.adam(cfg.lr)
+    opt = optim.optimizer(cfg.lr)
     state = ktrain.init(params, opt, jnp.log(jnp.asarray(cfg.acausal_lam, jnp.float32)))
     chunk = _acausal_chunk(float(target_l0), float(cfg.lr), float(cfg.acausal_eta), mesh)
     p, curve = fit_chunks((k_data, k_run), state, chunk, x, window, cfg, mesh=mesh,

@@ -64,3 +64,19 @@ def test_the_builder_is_the_hand_built_optimizer(name):
 def test_bad_arguments_are_named(kwargs, word):
     with pytest.raises(ValueError, match=word):
         optimizer(**kwargs)
+
+
+def test_every_training_builds_its_optimizer_here():
+    """No pipeline builds an optax optimizer of its own (issue 70: one optimizer builder);
+    an optax optimizer a user passes in is still accepted by the functions that take one."""
+    import re
+    from pathlib import Path
+
+    import jaxkit
+
+    root = Path(jaxkit.__file__).parent
+    pattern = re.compile(r"\boptax\.(adam|adamw|sgd|rmsprop|lamb|lion|adagrad)\(")
+    found = [f"{p.relative_to(root)}:{i}" for p in sorted(root.rglob("*.py"))
+             if p.name != "optim.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, found

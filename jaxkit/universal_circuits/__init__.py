@@ -9,14 +9,15 @@ receiving model. Here on real digits (scikit-learn) with an MLP and a CNN (flax 
 
 Modules: :mod:`.data` (digits, augmentation), :mod:`.models` (the classifiers and their
 training), :mod:`.transcoder` (recording activations, training the transcoders),
-:mod:`.circuits` (attribution, pruning, intersections, baselines), :mod:`.surgery`,
+:mod:`.circuits` (attribution, pruning, intersections, baselines), :mod:`.universality`
+(universal latents calibrated against a shuffled null), :mod:`.surgery`,
 :mod:`.experiment` (the stages), :mod:`.report`, :mod:`.config`; ``jaxkit run
 universal-circuits`` is :mod:`.pipeline`. The kernels are in
 :mod:`jaxkit.kernels.crosscoder` (``cross_model``, ``attribution``, ``circuits``).
 """
 
-from . import circuits, config, data, experiment, models, surgery, transcoder
+from . import circuits, config, data, experiment, models, surgery, transcoder, universality
 from .config import FULL, QUICK, Config
 
 __all__ = ["circuits", "config", "data", "experiment", "models", "surgery", "transcoder",
-           "Config", "QUICK", "FULL"]
+           "universality", "Config", "QUICK", "FULL"]

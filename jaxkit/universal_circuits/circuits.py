@@ -16,8 +16,11 @@ and ``circuits``):
 4. **Baselines**: random subsets of ``C_m(c)`` of the size of ``I_c`` (the same
    ratio), and the decoder-matched intersection of two independently trained
    single-model CLTs (:func:`matched_ratios`).
-5. **Universal latents** kept by one model's circuit only: universal latents (decoder
-   share >= tau in both models) in ``C_0(c) xor C_1(c)``.
+5. **Universal latents** kept by one model's circuit only: universal latents in
+   ``C_0(c) xor C_1(c)``, universality calibrated against a shuffled null
+   (:mod:`jaxkit.universal_circuits.universality`; the decoder share >= tau in both models
+   is kept as ``decoder_universal``: every latent passes it). A second baseline of the
+   intersection: the top-``|I_c|`` latents of the circuit by attribution.
 6. **Circuit faithfulness** (:func:`faithfulness`), on the test images of class c: a
    circuit's accuracy as a fraction of the full replacement model's, and its normalised
    logit faithfulness ``(mu(C) - mu(0)) / (mu(1) - mu(0))`` (Wang et al. 2023; Marks et
@@ -346,14 +349,35 @@ _universal = analysis_jit(cc.universal_latents, static_argnums=(1, 2))
 
 
 def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x, test_y, *,
-                       k: int, n_random: int, tau: float) -> dict[str, np.ndarray]:
-    """Intersections, their ratios, the random baseline and the universal latents.
+                       k: int, n_random: int, tau: float, universal=None
+                       ) -> dict[str, np.ndarray]:
+    """Intersections, their ratios, the baselines and the universal latents.
+
+    Baselines of the intersection ``I_c`` in model ``m``, each of ``|I_c|`` latents of the
+    circuit ``C_m(c)``: ``n_random`` random subsets, and the top-``|I_c|`` latents of the
+    circuit by model ``m``'s attribution to ``c`` (the circuit's own prefix of that size:
+    what the attribution alone picks when told the intersection's size).
+
+    Args:
+      key: the random subsets' key.
+      params, spec, clfs, mparams: the transcoder and the 2 models.
+      circ: :func:`find_circuits`.
+      test_x, test_y: held-out images.
+      k: TopK.
+      n_random: random subsets per (model, class).
+      tau: decoder-norm share of the uncalibrated universality (``decoder_universal``).
+      universal: ``(N,)`` bool, the calibrated universal latents
+        (:func:`jaxkit.universal_circuits.universality.calibrated_universal`) the
+        one-model-only count uses; None: the decoder-share ones.
 
     Returns:
       ``{"shared" (C,), "ratio" (M, C), "acc_intersection", "acc_circuit", "acc_full"
-      (M, C), "random_ratio" (M, C), "one_only" (M, C), "universal" (N,) bool, "empty"
-      (C,) bool, "precision" (M, C) of the intersection over all test images, "f1" (M, C)
-      the intersection's F1 over the circuit's}``; an empty intersection has ratio 0.
+      (M, C), "random_ratio" (M, C), "top_ratio" (M, C) of the top-``|I|`` attribution
+      subset, "one_only" (M, C) universal latents in ``C_m(c)`` but not the other
+      circuit, "xor" (M, C) all latents so, "universal" (N,) bool (the ones used),
+      "decoder_universal" (N,) bool, "empty" (C,) bool, "precision" (M, C) of the
+      intersection over all test images, "f1" (M, C) the intersection's F1 over the
+      circuit's}``; an empty intersection has ratio 0 (and so have its baselines).
     """
     M, C, N = circ.gates.shape
     if M != 2:
@@ -362,12 +386,18 @@ def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x,
     inter = circ.gates[0] * circ.gates[1]  # (C, N)
     shared = inter.sum(1).astype(int)
     empty = shared == 0
-    gates = np.stack([inter, circ.gates[0], circ.gates[1], np.ones_like(inter)], axis=1)
-    acc, prec = gate_scores(params, spec, clfs, mparams, pc, gates, k)  # (C, 4, M)
+    size = jnp.asarray(np.maximum(shared, 1), jnp.int32)
+    tops = [np.asarray(_top_gates(jnp.asarray(circ.scores[m], jnp.float32),
+                                  jnp.asarray(circ.gates[m], jnp.float32), size))
+            for m in range(M)]
+    gates = np.stack([inter, circ.gates[0], circ.gates[1], np.ones_like(inter), *tops], axis=1)
+    acc, prec = gate_scores(params, spec, clfs, mparams, pc, gates, k)  # (C, 4 + M, M)
     acc_i = acc[:, 0, :].T
     acc_c = np.stack([acc[:, 1, 0], acc[:, 2, 1]])
     acc_f = acc[:, 3, :].T
     ratio = np.where(empty[None], 0.0, acc_i / np.maximum(acc_c, 1e-9))
+    top = np.stack([np.where(empty, 0.0, acc[:, 4 + m, m] / np.maximum(acc_c[m], 1e-9))
+                    for m in range(M)])
     prec_i = prec[:, 0, :].T
     f1_i = f1(acc_i, prec_i)
     f1_c = f1(acc_c, np.stack([prec[:, 1, 0], prec[:, 2, 1]]))
@@ -376,16 +406,24 @@ def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x,
     rand = np.zeros((M, C))
     for m in range(M):
         keys = jax.random.split(jax.random.fold_in(key, m), n_random)
-        g = _random_gates(keys, jnp.asarray(circ.gates[m], jnp.float32),
-                          jnp.asarray(np.maximum(shared, 1), jnp.int32))  # (C, R, N)
+        g = _random_gates(keys, jnp.asarray(circ.gates[m], jnp.float32), size)  # (C, R, N)
         a = gate_accuracy(params, spec, clfs, mparams, pc, g, k)[..., m]
         rand[m] = np.where(empty, 0.0, a.mean(1) / np.maximum(acc_c[m], 1e-9))
-    univ = np.asarray(_universal(params, spec, float(tau))).reshape(-1)
-    one_only = np.stack([((circ.gates[m] > 0) & (circ.gates[1 - m] == 0) & univ[None]).sum(1)
-                         for m in range(M)])
+    dec = np.asarray(_universal(params, spec, float(tau))).reshape(-1)
+    univ = dec if universal is None else np.asarray(universal, bool).reshape(-1)
+    only = [(circ.gates[m] > 0) & (circ.gates[1 - m] == 0) for m in range(M)]
+    one_only = np.stack([(o & univ[None]).sum(1) for o in only])
     return dict(shared=shared, ratio=ratio, acc_intersection=acc_i, acc_circuit=acc_c,
-                acc_full=acc_f, random_ratio=rand, one_only=one_only, universal=univ,
-                empty=empty, precision=prec_i, f1=f1_ratio)
+                acc_full=acc_f, random_ratio=rand, top_ratio=top, one_only=one_only,
+                xor=np.stack([o.sum(1) for o in only]), universal=univ,
+                decoder_universal=dec, empty=empty, precision=prec_i, f1=f1_ratio)
+
+
+@analysis_jit
+def _top_gates(scores, circuit_gates, shared):
+    """``(C, N)``: per class, the top-``shared[c]`` latents of the circuit by score."""
+    sc = jnp.where(circuit_gates > 0, scores, -1e30)
+    return jax.vmap(lambda s, n: cc.prefix_gates(s, n[None])[0])(sc, shared)
 
 
 FAITH_GATES = ("full", "circuit 0", "circuit 1", "intersection", "empty")

@@ -24,12 +24,19 @@ surgery and the claim tests.
 * Circuits: attributions and pruning on up to ``discovery_per_class`` real training
   images per class; the smallest attribution-ordered prefix keeping ``keep_frac`` of the full
   replacement's accuracy on the class, over ``n_sizes`` prefix sizes; universal
-  latents have a decoder-norm share >= ``universal_tau`` in both models; independent
+  latents: both models' encoder readings of the latent correlate on the test images above
+  the ``1 - universal_alpha`` quantile of the shuffled null (latents paired with another
+  latent; :mod:`jaxkit.universal_circuits.universality`), checked on a misaligned pair
+  (a transcoder trained with the second model's rows from other images), which must show
+  about ``universal_alpha`` of them; the uncalibrated decoder-norm share >=
+  ``universal_tau`` in both models is reported beside it; independent
   CLTs are matched at logit-effect cosine >= ``match_cos``; ``n_random`` random subsets.
 * Surgery: class ``surgery_class`` is removed from the receiving model's (CNN) training
   and written back from the MLP's circuit; ``ridge`` of the read-out solve.
-* Claims (fixed before the run): the intersection ratio's null ``claim_low`` (the paper's
-  0.89); surgery: the transferred class's recall must exceed chance by ``surgery_margin``
+* Claims (fixed before the run): the intersection ratio's two ends ``claim_low`` and
+  ``claim_high`` (the paper's 0.89 and 0.98); universal latents must exceed the null's
+  rate by ``universal_margin`` (the fraction of latents at depths both models read);
+  surgery: the transferred class's recall must exceed chance by ``surgery_margin``
   and the other classes' accuracy stay within ``equivalence_margin``.
 * Your own activations: ``--set activations=DIR`` (one subfolder of ``.safetensors`` /
   ``.npy`` site files per model, optional ``activation_models``) trains the transcoder
@@ -76,12 +83,15 @@ class Config(PipelineConfig):
     keep_frac: float = 0.9
     n_sizes: int = 48
     universal_tau: float = 0.1
+    universal_alpha: float = 0.01
+    universal_margin: float = 0.1
     match_cos: float = 0.5
     discovery_per_class: int = 100
     n_random: int = 8
     surgery_class: int = 7
     ridge: float = 1e-2
     claim_low: float = 0.89
+    claim_high: float = 0.98
     surgery_margin: float = 0.2
     equivalence_margin: float = 0.02
     # your own activations (:mod:`.userdata`): a folder of per-model site files
@@ -122,6 +132,12 @@ class Config(PipelineConfig):
         require(0 <= self.surgery_class <= 9, "surgery_class",
                 f"must be a digit class 0..9; got {self.surgery_class}")
         require(0 < self.claim_low < 1, "claim_low", f"must lie in (0, 1); got {self.claim_low}")
+        require(self.claim_low < self.claim_high <= 1, "claim_high",
+                f"must lie in (claim_low, 1]; got {self.claim_high}")
+        require(0 < self.universal_alpha < 0.5, "universal_alpha",
+                f"must lie in (0, 0.5); got {self.universal_alpha}")
+        require(0 <= self.universal_margin < 1, "universal_margin",
+                f"must lie in [0, 1); got {self.universal_margin}")
         require(0 <= self.surgery_margin < 0.9, "surgery_margin",
                 f"must lie in [0, 0.9) (recall above chance 0.1); got {self.surgery_margin}")
         require(self.elastic_sigma > 0, "elastic_sigma", f"must be > 0; got {self.elastic_sigma}")

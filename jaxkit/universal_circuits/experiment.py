@@ -22,14 +22,15 @@ from jaxkit.stats import as_generator
 
 from . import circuits as C
 from . import surgery as S
+from . import universality as U
 from .config import Config
 from .data import N_CLASSES, Digits, augmented_stream
 from .models import Arch, Classifier, accuracy, train_classifier
 from .transcoder import model_sites, record, single_masks, train_uc
 
 __all__ = ["aug_kwargs", "archs", "stream", "train_model", "train_pair", "pair_analysis",
-           "single_baseline", "surgery", "uc_eval", "circuit_faithfulness", "seed_params",
-           "stream_size"]
+           "single_baseline", "surgery", "uc_eval", "universality", "circuit_faithfulness",
+           "seed_params", "stream_size"]
 
 
 def aug_kwargs(cfg: Config) -> dict:
@@ -128,16 +129,20 @@ def load(cfg: Config, names, models: dict) -> tuple[list[Classifier], list[Any]]
 
 def train_pair(key, stream_key, cfg: Config, names, models: dict, digits: Digits, out: Path,
                tag: str, *, resume: bool, mesh, n_seeds: int | None = None,
-               single: int | None = None) -> dict:
+               single: int | None = None, misaligned: bool = False) -> dict:
     """Record the models' activations on the first ``n_record`` images of the run's
     augmented stream (``stream_key``) and train a transcoder over them (``single``: a
     single-model CLT of that model in the same shapes; ``n_seeds``: that many
-    independent transcoders, stacked)."""
+    independent transcoders, stacked; ``misaligned``: the second model's rows are
+    another image's, a fixed permutation drawn from ``key``'s named stream
+    ``"misalign"``: the negative control of universality)."""
     clfs, ps = load(cfg, names, models)
     train_key = key
     x, y = stream(stream_key, cfg, digits)
     x, y = x[:cfg.n_record], y[:cfg.n_record]
-    folder = record(out / "stores" / tag, names, clfs, ps, x, y)
+    perm = (as_generator(jax.random.fold_in(key, zlib.crc32(b"misalign"))).permutation(len(x))
+            if misaligned else None)
+    folder = record(out / "stores" / tag, names, clfs, ps, x, y, misalign=perm)
     store = SiteStore(folder, batch_size=cfg.uc_batch, seed=0, models=names,
                       n_classes=N_CLASSES)
     spec, params, hist = train_uc(train_key, store, clfs, ps, n_latents=cfg.uc_latents,
@@ -244,6 +249,7 @@ def pair_analysis(key, cfg: Config, names, models: dict, uc: dict, digits: Digit
     clfs, ps = load(cfg, names, models)
     spec = uc["spec"]
     dx, dy = discovery(cfg, digits)
+    univ = universality(jax.random.fold_in(key, 10_000), cfg, names, models, uc, digits)
     per_seed = []
     for s in range(n_seeds(uc)):
         params = seed_params(uc["params"], s)
@@ -251,7 +257,11 @@ def pair_analysis(key, cfg: Config, names, models: dict, uc: dict, digits: Digit
                                keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
         st = C.intersection_stats(jax.random.fold_in(key, s), params, spec, clfs, ps, circ,
                                   digits.x_test, digits.y_test, k=cfg.uc_k,
-                                  n_random=cfg.n_random, tau=cfg.universal_tau)
+                                  n_random=cfg.n_random, tau=cfg.universal_tau,
+                                  universal=univ["universal"][s])
+        valid = np.repeat(np.isfinite(univ["threshold"][s]), spec.n_latents)
+        st["xor_valid"] = np.stack([((circ.gates[m] > 0) & (circ.gates[1 - m] == 0)
+                                     & valid[None]).sum(1) for m in range(2)])
         per_seed.append(dict(circuits=circ._asdict(), **st))
     res = {k: np.stack([r[k] for r in per_seed]) for k in per_seed[0] if k != "circuits"}
     res["circuits"] = {k: np.stack([r["circuits"][k] for r in per_seed])
@@ -262,7 +272,29 @@ def pair_analysis(key, cfg: Config, names, models: dict, uc: dict, digits: Digit
     score = inter.sum(0) + 1e-3 * np.abs(c0["scores"]).sum((0, 1))
     top = np.argsort(-score)[:8]
     imgs = C.decoder_images(seed_params(uc["params"], 0), spec, clfs, ps, dx, top.tolist())
-    return dict(res, top_latents=top, top_images=imgs)
+    return dict(res, top_latents=top, top_images=imgs,
+                **{f"univ_{k}": v for k, v in univ.items() if k != "universal"})
+
+
+def universality(key, cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
+    """The calibrated universal latents of every seed of a transcoder stack
+    (:func:`jaxkit.universal_circuits.universality.calibrated_universal` at
+    ``cfg.universal_alpha``, the readings on the test images), stacked on a leading seed
+    axis: ``universal (S, N)``, ``rho (S, D, F)``, ``threshold (S, D)``, ``fraction``,
+    ``null_fraction``, ``valid_universal_fraction`` ``(S,)`` and ``decoder_fraction``
+    ``(S,)`` (the uncalibrated decoder-share universality's)."""
+    clfs, ps = load(cfg, names, models)
+    sites = model_sites(clfs, ps, digits.x_test)
+    rng = as_generator(key)
+    per = []
+    for s in range(n_seeds(uc)):
+        params = seed_params(uc["params"], s)
+        r = U.calibrated_universal(*U.read_correlation(params, uc["spec"], sites),
+                                   cfg.universal_alpha, rng)
+        r["decoder_fraction"] = float(np.mean(np.asarray(
+            cc.universal_latents(params, uc["spec"], cfg.universal_tau))))
+        per.append(r)
+    return {k: np.stack([np.asarray(r[k]) for r in per]) for k in per[0]}
 
 
 def single_baseline(cfg: Config, names, models: dict, singles: list[dict], digits: Digits

@@ -12,7 +12,10 @@ Stages (each cached with ``ctx.stage``; every training checkpointed under
    and KL fidelity against a mean ablation), the class circuits of both models, their
    intersection and baselines, and the circuits' faithfulness (``uc-faithful``, a cheap
    stage on the saved circuits);
-3. two single-model CLTs (the baseline of joint training), each trained in the pair's
+3. the misaligned pair: the main pair's transcoder trained with the second model's rows
+   from other images, whose calibrated universality is the negative control
+   (:mod:`.universality`);
+   two single-model CLTs (the baseline of joint training), each trained in the pair's
    shapes with the other model masked out (one compiled step for every transcoder);
 4. the surgery pair (MLP giving, CNN-without-the-class receiving) and the transfer.
 
@@ -76,6 +79,12 @@ def _run(ctx: RunContext) -> PipelineResult:
         faith[tag] = ctx.stage(f"uc-faithful-{tag}", lambda pn=pn, uc=uc, pa=pa:
                                E.circuit_faithfulness(cfg, pn, models, uc, pa, digits))
         pairs[tag] = (pn, pa)
+    main_names = pair_names["mlp-cnn"]
+    mis = ctx.stage("uc-train-misaligned", lambda: E.train_pair(
+        ctx.key("uc-misaligned"), ctx.key("model-stream"), cfg, main_names, models, digits,
+        out, "misaligned", **common, n_seeds=cfg.uc_seeds, misaligned=True))
+    mis_univ = ctx.stage("uc-universal-misaligned", lambda: E.universality(
+        ctx.key("universal-misaligned"), cfg, main_names, models, mis, digits))
     singles = [ctx.stage(f"uc-single-{n}", lambda m=m, n=n: E.train_pair(
         ctx.key(f"single-{n}"), ctx.key("model-stream"), cfg, ["mlp", "cnn"], models, digits,
         out, f"single-{n}", **common, n_seeds=cfg.uc_seeds, single=m))
@@ -88,8 +97,8 @@ def _run(ctx: RunContext) -> PipelineResult:
     surg = ctx.stage("uc-surgery", lambda: E.surgery(cfg, ["mlp", "cnn-minus"], models, suc,
                                                      digits))
     figures = report.figures(pairs, surg, cfg.image_size, out)
-    claims = report.claims(cfg, models, pairs, single, surg)
-    md = report.markdown(cfg, models, evals, pairs, single, surg, faith)
+    claims = report.claims(cfg, models, pairs, single, surg, misaligned=mis_univ)
+    md = report.markdown(cfg, models, evals, pairs, single, surg, faith, misaligned=mis_univ)
     warnings = [] if not ctx.quick else [
         f"quick run: tiny models and transcoders (see the settings); {cfg.uc_seeds} "
         "transcoder seeds are the replicates of the circuit claims"]
@@ -105,10 +114,15 @@ def _run(ctx: RunContext) -> PipelineResult:
                                 for t, e in evals.items()},
                    faithfulness={t: report.faithfulness_summary(f) for t, f in faith.items()},
                    pairs={t: dict(ratio=p["ratio"], random_ratio=p["random_ratio"],
+                                  top_ratio=p["top_ratio"],
+                                  universal_fraction=p["univ_valid_universal_fraction"],
+                                  universal_null=p["univ_null_fraction"],
                                   shared=p["shared"], one_only=p["one_only"],
                                   precision=p["precision"], f1=p["f1"],
                                   circuit_sizes=p["circuits"]["sizes"])
                           for t, (_, p) in pairs.items()},
+                   misaligned=dict(universal_fraction=mis_univ["valid_universal_fraction"],
+                                   decoder_fraction=mis_univ["decoder_fraction"]),
                    single_matched=dict(ratio=single["ratio"], shared=single["shared"]),
                    surgery={k: (surg[k]["recall"], surg[k]["other"])
                             for k in ("before", "after", "probe")},

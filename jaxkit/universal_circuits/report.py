@@ -10,16 +10,19 @@ replicates of the circuit and surgery claims):
     ratio over ``cfg.claim_low`` (0.89), Holm over every (pair, model) test of the run,
     "yes" iff both models of the pair say yes;
   - a complementary set of universal latents is kept by one model only
-    (:func:`complement_claim`): "not tested", since "universal" (decoder share >=
-    ``universal_tau`` in both models) is passed by every latent;
+    (:func:`complement_claim`): universality calibrated against a shuffled null
+    (:mod:`jaxkit.universal_circuits.universality`; the decoder share >= ``universal_tau``
+    in both models is passed by every latent), the universal fraction above the null's
+    rate by a margin and the one-model-only count above its null expectation;
   - surgery transfers a class with no gradient step (:func:`surgery_claim`): the class's
     recall above chance by ``cfg.surgery_margin`` and the other classes' accuracy
     equivalent within ``cfg.equivalence_margin``, both over the seeds, "yes" iff both;
 * setup rows (``kind="setup"``): both models reach >= 95% test accuracy (superiority of
   per-image correctness over 0.95);
 * jaxkit's own rows (``kind="extension"``): the intersection by F1, against random
-  subsets of the model's circuit of the same size, the one-model-only count (which holds
-  by construction), and joint training against decoder-matched single-model CLTs.
+  subsets of the model's circuit of the same size and against its top-``|I|`` attribution
+  subset, the misaligned pair's universality (the negative control: must say no), and
+  joint training against decoder-matched single-model CLTs.
 
 Faithfulness, reported beside the claims (the measures of the circuit-tracing family,
 :mod:`jaxkit.kernels.crosscoder.faithfulness`): per model, the replacement model's top-1
@@ -41,7 +44,8 @@ from jaxkit.stats import all_of, equivalence, holm_superiority, superiority
 
 from .config import Config
 
-__all__ = ["PAPER", "claims", "intersection_claims", "complement_claim", "surgery_claim",
+__all__ = ["PAPER", "claims", "intersection_claims", "complement_claim", "misaligned_claim",
+           "surgery_claim",
            "markdown", "figures", "faithfulness_summary"]
 
 PAPER = "Universal Circuits (cross-model CLTs between vision models)"
@@ -63,38 +67,50 @@ SURGERY = ("a class is successfully transferred from one model to another with n
 
 def intersection_claims(cfg: Config, pairs: dict) -> list[Claim]:
     """One paper row per pair: the intersection's accuracy ratio (per seed the mean over
-    the classes) above ``cfg.claim_low`` in both models; Holm over every (pair, model)
-    test of the run, "yes" iff both models of the pair say yes, "no" iff either says
-    no."""
-    tests = [(tag, m, n, pa["ratio"][:, m].mean(-1) - cfg.claim_low)
-             for tag, (names, pa) in pairs.items() for m, n in enumerate(names)]
+    the classes) inside the paper's band in both models: above ``cfg.claim_low`` and
+    below ``cfg.claim_high`` (both ends), Holm over every (pair, model, end) test of the
+    run; "yes" iff every test of the pair says yes, "no" iff any says no. The note gives
+    the two baselines of the same size (random subsets of the circuit, the top-``|I|``
+    attribution subset)."""
+    tests = [(tag, m, n, end, (pa["ratio"][:, m].mean(-1) - cfg.claim_low) if end == "low"
+              else (cfg.claim_high - pa["ratio"][:, m].mean(-1)))
+             for tag, (names, pa) in pairs.items() for m, n in enumerate(names)
+             for end in ("low", "high")]
     vs = holm_superiority([d for *_, d in tests])
     out = []
-    for tag, (_, pa) in pairs.items():
-        mine = [(n, v) for (t, _, n, _), v in zip(tests, vs, strict=True) if t == tag]
+    for tag, (names, pa) in pairs.items():
+        mine = [(n, end, v) for (t, _, n, end, _), v in zip(tests, vs, strict=True)
+                if t == tag]
+        low = [(n, v) for n, end, v in mine if end == "low"]
+        high = {n: v for n, end, v in mine if end == "high"}
         S = _n(pa)
         sizes = pa["circuits"]["sizes"].mean((0, 2))
+        base = "; ".join(f"{n}: random {pa['random_ratio'][:, m].mean():.3f}, top-|I| "
+                         f"{pa['top_ratio'][:, m].mean():.3f}" for m, n in enumerate(names)
+                         if "top_ratio" in pa)
         out.append(Claim(
-            PAPER, f"[{tag}] {INTERSECTION} (mean accuracy ratio intersection / circuit > "
-            f"{cfg.claim_low}).",
+            PAPER, f"[{tag}] {INTERSECTION} (mean accuracy ratio intersection / circuit in "
+            f"({cfg.claim_low}, {cfg.claim_high})).",
             "; ".join(f"{n} {v.estimate + cfg.claim_low:.3f} [{v.lo + cfg.claim_low:.3f}, "
-                      f"{v.hi + cfg.claim_low:.3f}]" for n, v in mine),
-            all_of([v.verdict for _, v in mine]),
-            f"per model, paired t over {S} transcoder seeds (per seed the mean over 10 "
-            f"classes) of ratio - {cfg.claim_low} (cfg.claim_low, the paper's lower end), "
-            f"Holm over the run's {len(tests)} (pair, model) tests (one-sided 2.5% each "
-            "way); yes iff both models say yes, no iff either says no",
-            f"per model: {', '.join(f'{n} {v.verdict}' for n, v in mine)}; shared latents "
-            f"per class {pa['shared'].mean():.1f} (paper: a few hundred) against circuits of "
-            f"{', '.join(f'{z:.1f}' for z in sizes)}: at this size the intersection is "
-            f"nearly the smaller circuit; {int(pa['empty'].sum())} empty (seed, class) "
-            "intersections count as 0; the paper's upper end (0.98) is not tested"))
+                      f"{v.hi + cfg.claim_low:.3f}]" for n, v in low),
+            all_of([v.verdict for *_, v in mine]),
+            f"per model and end, paired t over {S} transcoder seeds (per seed the mean over "
+            f"10 classes) of ratio - {cfg.claim_low} (cfg.claim_low) and {cfg.claim_high} - "
+            "ratio (cfg.claim_high), the paper's two ends, Holm over the run's "
+            f"{len(tests)} (pair, model, end) tests (one-sided 2.5% each way); yes iff every "
+            "test of the pair says yes, no iff any says no",
+            "per model (low end, high end): "
+            + ", ".join(f"{n} {v.verdict}/{high[n].verdict}" for n, v in low)
+            + f"; shared latents per class {pa['shared'].mean():.1f} (paper: a few hundred) "
+            f"against circuits of {', '.join(f'{z:.1f}' for z in sizes)}; "
+            f"{int(pa['empty'].sum())} empty (seed, class) intersections count as 0; "
+            f"baselines of the intersection's size (ratio): {base or 'n/a'}"))
     return out
 
 
 def _extension_pair(cfg: Config, tag: str, names, pa: dict, out: list):
     """jaxkit's own rows of a pair (``kind="extension"``): the intersection by F1, against
-    random subsets of the same size, and the vacuous one-model-only count."""
+    random subsets of the same size and against the top-``|I|`` attribution subset."""
     S = _n(pa)
     f = pa["f1"].mean((1, 2))
     out.append(Claim.from_verdict(
@@ -111,29 +127,77 @@ def _extension_pair(cfg: Config, tag: str, names, pa: dict, out: list):
         "model's own circuit of the same size (ratio difference > 0).", superiority(d),
         note=f"{cfg.n_random} random subsets per (model, class); per seed the mean over "
              f"models and classes; {S} seeds as replicates", kind="extension"))
-    cnt = pa["one_only"].sum(1).mean(-1).astype(float)
-    univ = pa["universal"][0]
-    out.append(Claim.from_verdict(
-        PAPER, f"[{tag}] Universal latents kept by one model's circuit only exist (count per "
-               "class > 0).", superiority(cnt), fmt="{:.2f}",
-        note=f"holds by construction: 'universal' (decoder share >= {cfg.universal_tau} in "
-             f"both models) is passed by {int(univ.sum())} of {univ.size} latents (seed 0), "
-             "so the count only says that two circuits differ; per seed the mean count per "
-             f"class; {S} seeds as replicates", kind="extension"))
+    if "top_ratio" in pa:
+        d = (pa["ratio"] - pa["top_ratio"]).mean((1, 2))
+        out.append(Claim.from_verdict(
+            PAPER, f"[{tag}] The intersection beats the top-|I| attribution subset of the "
+            "model's circuit (the same size, picked by attribution alone; ratio difference "
+            "> 0).", superiority(d),
+            note=f"per seed the mean over models and classes; {S} seeds as replicates; "
+                 "top-|I| ratio " + ", ".join(f"{n} {pa['top_ratio'][:, m].mean():.3f}"
+                                              for m, n in enumerate(names)),
+            kind="extension"))
 
 
 def complement_claim(cfg: Config, pairs: dict) -> Claim:
-    """The abstract's one-model-only sentence: not tested while "universal" is vacuous."""
-    univ = [pa["universal"][0] for _, pa in pairs.values()]
+    """The abstract's one-model-only sentence, with universality calibrated against the
+    shuffled null (:mod:`jaxkit.universal_circuits.universality`): per pair, (a) the
+    universal fraction (over the latents of the depths both models read) exceeds the
+    null's rate ``cfg.universal_alpha`` by ``cfg.universal_margin``, and (b) the count per
+    class of universal latents kept by one model's circuit only exceeds its null
+    expectation, ``universal_alpha`` times the circuits' symmetric difference at those
+    depths (what a null universality would put there); both over the transcoder seeds,
+    "yes" iff every test says yes, "no" iff any says no."""
+    parts, notes, measured, tests = [], [], [], 0
+    for tag, (_, pa) in pairs.items():
+        if "univ_valid_universal_fraction" not in pa:
+            continue
+        frac = np.asarray(pa["univ_valid_universal_fraction"], float)
+        va = superiority(frac - cfg.universal_alpha, margin=cfg.universal_margin)
+        xor_valid = pa.get("xor_valid", pa["xor"]).sum(1).mean(-1)
+        cnt = pa["one_only"].sum(1).mean(-1).astype(float)
+        vb = superiority(cnt - cfg.universal_alpha * xor_valid)
+        parts += [va.verdict, vb.verdict]
+        tests += 2
+        measured.append(f"{tag}: universal {frac.mean():.3f} of the latents both models read "
+                        f"(null {np.mean(pa['univ_null_fraction']):.3f}, decoder share "
+                        f"{np.mean(pa['univ_decoder_fraction']):.3f}); one model only "
+                        f"{cnt.mean():.2f} per class (null "
+                        f"{cfg.universal_alpha * xor_valid.mean():.2f})")
+        notes.append(f"{tag}: universal above the null {va.verdict}, one-model-only above its "
+                     f"null {vb.verdict}")
+    if not parts:
+        return Claim(PAPER, COMPLEMENT + ".", "n/a", "not tested", "",
+                     "no calibrated universality in this run")
+    S = _n(next(iter(pairs.values()))[1])
     return Claim(
-        PAPER, COMPLEMENT + ".",
-        ", ".join(f"{tag}: {int(u.sum())} of {u.size} latents universal"
-                  for tag, u in zip(pairs, univ, strict=True)), "not tested", "",
-        f"'universal' (decoder share >= {cfg.universal_tau} in both models) is not calibrated "
-        "against a null: every latent of a jointly trained transcoder writes to both models "
-        "(also on a misaligned pair of random networks), so 'kept by one model only' would "
-        "only ask whether two circuits differ (that count is an extension row); a universality "
-        "calibrated on a misaligned pair is issue 60")
+        PAPER, COMPLEMENT + f" (universality calibrated against a shuffled null at rate "
+        f"{cfg.universal_alpha:g}).", "; ".join(measured), all_of(parts),
+        f"per pair over {S} transcoder seeds: superiority of the universal fraction - "
+        f"{cfg.universal_alpha:g} (cfg.universal_alpha) with margin {cfg.universal_margin:g} "
+        "(cfg.universal_margin), and superiority of the one-model-only count per class over "
+        "universal_alpha x the circuits' symmetric difference; yes iff all "
+        f"{tests} say yes, no iff any says no",
+        "; ".join(notes) + ". Universal: both models' encoder readings of the latent "
+        "correlate on the test images above the 1 - alpha quantile of latents paired with "
+        "another latent (the shuffled transcoder); the decoder share >= "
+        f"{cfg.universal_tau} is passed by (nearly) every latent and is not used")
+
+
+def misaligned_claim(cfg: Config, mis: dict) -> Claim:
+    """The negative control of universality (``kind="extension"``): a transcoder trained on
+    the misaligned pair (the second model's rows from other images) has universal latents
+    beyond the null by ``cfg.universal_margin``; it must come out "no"."""
+    frac = np.asarray(mis["valid_universal_fraction"], float)
+    v = superiority(frac - cfg.universal_alpha, margin=cfg.universal_margin)
+    return Claim.from_verdict(
+        PAPER, "[mlp-cnn misaligned] Negative control: a transcoder trained with the second "
+        "model's rows from other images has universal latents above the shuffled null's "
+        f"rate {cfg.universal_alpha:g} by more than {cfg.universal_margin:g} (must say no).", v,
+        note=f"universal fraction per seed {', '.join(f'{x:.3f}' for x in frac)}; its "
+             f"decoder-share universality (uncalibrated) "
+             f"{np.mean(mis['decoder_fraction']):.3f}; {len(frac)} seeds as replicates",
+        kind="extension")
 
 
 def surgery_claim(cfg: Config, surg: dict) -> Claim:
@@ -163,9 +227,11 @@ def surgery_claim(cfg: Config, surg: dict) -> Claim:
         f"{a['other']:.3f} (per seed {', '.join(f'{o:.3f}' for o in surg['seed_other'])})")
 
 
-def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: dict) -> list:
+def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: dict,
+           misaligned: dict | None = None) -> list:
     """The paper rows (intersection per pair, the one-model-only sentence, surgery), the
-    models' accuracy (``kind="setup"``) and jaxkit's own rows (``kind="extension"``)."""
+    models' accuracy (``kind="setup"``) and jaxkit's own rows (``kind="extension"``,
+    with the misaligned pair's negative control when ``misaligned`` is given)."""
     out = intersection_claims(cfg, pairs)
     if "mlp-mlp2" not in pairs:
         out.append(Claim(PAPER, f"[mlp-mlp2] {INTERSECTION} (a same-architecture pair, two "
@@ -181,6 +247,8 @@ def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: di
             kind="setup"))
     for tag, (names, pa) in pairs.items():
         _extension_pair(cfg, tag, names, pa, out)
+    if misaligned is not None:
+        out.append(misaligned_claim(cfg, misaligned))
     main = next(iter(pairs))
     if single is not None:
         d = (pairs[main][1]["ratio"] - single["ratio"]).mean((1, 2))
@@ -305,8 +373,31 @@ def _faith_bullet(tag: str, names, ev: dict | None, f: dict | None) -> list[str]
     return out
 
 
+def _universality_md(cfg: Config, pairs: dict, mis: dict | None) -> list[str]:
+    rows = [[tag, float(np.mean(pa["univ_valid_universal_fraction"])),
+             float(np.mean(pa["univ_null_fraction"])),
+             float(np.mean(pa["univ_decoder_fraction"]))]
+            for tag, (_, pa) in pairs.items() if "univ_valid_universal_fraction" in pa]
+    if mis is not None:
+        rows.append(["mlp-cnn misaligned (negative control)",
+                     float(np.mean(mis["valid_universal_fraction"])),
+                     float(np.mean(mis["null_fraction"])), float(np.mean(mis["decoder_fraction"]))])
+    if not rows:
+        return []
+    return ["### Universal latents, calibrated against a shuffled null", "",
+            "A latent is universal when both models' encoder readings of it correlate on the "
+            f"test images above the {1 - cfg.universal_alpha:g} quantile of latents paired with "
+            "another latent of the same depth (the shuffled transcoder); fraction over the "
+            "latents of the depths both models read, mean over seeds. The shuffled pairing's "
+            f"own rate should be about {cfg.universal_alpha:g}; the decoder share >= "
+            f"{cfg.universal_tau} in both models (uncalibrated) is passed by nearly every "
+            "latent, also on the misaligned pair.", "",
+            markdown_table(["transcoder", "universal fraction", "shuffled null's rate",
+                            "decoder share >= tau (all latents)"], rows), ""]
+
+
 def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict | None,
-             surg: dict, faith: dict | None = None) -> str:
+             surg: dict, faith: dict | None = None, misaligned: dict | None = None) -> str:
     rows = [[n, f"{m['correct'].mean():.3f}"] for n, m in models.items()]
     data = ("Real images: scikit-learn's 1,797 8x8 handwritten digits" if cfg.task == "digits"
             else "The second task: 1,800 procedurally drawn shapes of ten classes (bars, "
@@ -331,12 +422,15 @@ def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict |
         c = pa["circuits"]
         hdr = ["class", "shared", *(f"{n} circuit" for n in names),
                *(f"{n} ratio" for n in names), *(f"{n} F1 ratio" for n in names),
-               *(f"{n} random" for n in names), *(f"{n} one-only univ." for n in names)]
+               *(f"{n} random" for n in names), *(f"{n} top-|I|" for n in names),
+               *(f"{n} one-only univ." for n in names)]
         rows = [[k, float(pa["shared"][:, k].mean()),
                  *(float(c["sizes"][:, m, k].mean()) for m in range(2)),
                  *(float(pa["ratio"][:, m, k].mean()) for m in range(2)),
                  *(float(pa["f1"][:, m, k].mean()) for m in range(2)),
                  *(float(pa["random_ratio"][:, m, k].mean()) for m in range(2)),
+                 *(float(pa["top_ratio"][:, m, k].mean()) if "top_ratio" in pa else
+                   float("nan") for m in range(2)),
                  *(float(pa["one_only"][:, m, k].mean()) for m in range(2))]
                 for k in range(pa["ratio"].shape[-1])]
         md += [f"### Class circuits and intersections ({tag}, mean of {_n(pa)} seeds)", "",
@@ -350,6 +444,7 @@ def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict |
                            for m, n in enumerate(names)), ""]
         if faith is not None and tag in faith:
             md += _faith_md(tag, names, faith[tag])
+    md += _universality_md(cfg, pairs, misaligned)
     if single is not None:
         md += ["### Baseline: independently trained single-model CLTs", "",
                markdown_table(["model", "mean matched ratio", "mean matched latents"],

@@ -60,11 +60,19 @@ def model_sites(clfs: Sequence[Classifier], mparams: Sequence[Any], x) -> tuple:
 
 
 def record(directory: Path, names: Sequence[str], clfs: Sequence[Classifier],
-           mparams: Sequence[Any], x, y, *, chunk: int = 4096) -> Path:
-    """Write every model's sites on images ``x`` (labels ``y``) as one store."""
+           mparams: Sequence[Any], x, y, *, chunk: int = 4096, misalign=None) -> Path:
+    """Write every model's sites on images ``x`` (labels ``y``, model 0's) as one store.
+
+    ``misalign``: a permutation of the rows; every model after the first then sees image
+    ``misalign[i]`` in row ``i`` (the misaligned pair, the negative control of
+    universality: no row shows the two models the same image)."""
     parts = [model_sites(clfs, mparams, x[i:i + chunk]) for i in range(0, len(x), chunk)]
     sites = {n: [np.concatenate([p[m][t] for p in parts]) for t in range(clfs[m].n_layers + 1)]
              for m, n in enumerate(names)}
+    if misalign is not None:
+        misalign = np.asarray(misalign)
+        for n in list(names)[1:]:
+            sites[n] = [a[misalign] for a in sites[n]]
     return write_sites(directory, sites, np.asarray(y, np.int32))
 
 

@@ -380,9 +380,12 @@ def _fake(ratio, rand, single_ratio, recall_hits, other_before, other_after):
     S = ratio.shape[0]
     y = np.array([7] * len(recall_hits) + [0] * len(other_before))
     models = {"mlp": {"correct": np.ones(50)}, "cnn": {"correct": np.r_[np.ones(40), 0]}}
-    pa = dict(ratio=ratio, random_ratio=rand, one_only=np.ones((S, 2, 10)), f1=ratio,
+    pa = dict(ratio=ratio, random_ratio=rand, top_ratio=rand, one_only=np.ones((S, 2, 10)),
+              xor=np.full((S, 2, 10), 2), xor_valid=np.full((S, 2, 10), 2), f1=ratio,
               precision=ratio, universal=np.ones((S, 5), bool), empty=np.zeros((S, 10), bool),
-              shared=np.ones((S, 10), int), circuits=dict(sizes=np.full((S, 2, 10), 5)))
+              shared=np.ones((S, 10), int), circuits=dict(sizes=np.full((S, 2, 10), 5)),
+              univ_valid_universal_fraction=0.3 + 0.01 * np.arange(S),
+              univ_null_fraction=np.full(S, 0.01), univ_decoder_fraction=np.ones(S))
     surg = dict(before=dict(correct=np.r_[np.zeros(len(recall_hits)), other_before], recall=0,
                             other=other_before.mean()),
                 after=dict(correct=np.r_[recall_hits, other_after], recall=recall_hits.mean(),
@@ -404,24 +407,24 @@ def test_claims_can_say_yes_and_no():
                                         np.ones(100), np.ones(100))
     cl = report.claims(QUICK, models, pairs, single, surg)
     paper = _kinds(cl, "paper")  # intersection (mlp-cnn, mlp-mlp2), one-model-only, surgery
-    assert [c.verdict for c in paper] == ["yes", "not tested at this size", "not tested",
-                                          "yes"]
-    assert "Holm over the run's 2 (pair, model) tests" in paper[0].test
+    assert [c.verdict for c in paper] == ["yes", "not tested at this size", "yes", "yes"]
+    assert "Holm over the run's 4 (pair, model, end) tests" in paper[0].test
     assert "n=4" not in paper[0].test and "4 transcoder seeds" in paper[0].test
-    assert "5 of 5 latents universal" in paper[2].measured
+    assert "universal 0.315 of the latents both models read" in paper[2].measured
     assert "margin 0.2 (cfg.surgery_margin)" in paper[3].test
     assert [c.verdict for c in _kinds(cl, "setup")] == ["yes", "not shown"]
     ext = _kinds(cl, "extension")
     assert [c.verdict for c in ext if "F1" in c.claim] == ["yes"]
     assert all(c.verdict == "yes" for c in ext if "beats" in c.claim)
-    assert "holds by construction" in next(c.note for c in ext if "one model" in c.claim)
     bad = 0.5 + 0.01 * rng.standard_normal((4, 2, 10))
     other_after = np.r_[np.zeros(30), np.ones(70)]
     models, pairs, single, surg = _fake(bad, bad + 0.3, bad + 0.3, np.zeros(30), np.ones(100),
                                         other_after)
     cl = report.claims(QUICK, models, pairs, single, surg)
+    pairs["mlp-cnn"][1]["univ_valid_universal_fraction"] = 0.01 + 0.001 * np.arange(4)
+    cl = report.claims(QUICK, models, pairs, single, surg)
     assert [c.verdict for c in _kinds(cl, "paper")] == ["no", "not tested at this size",
-                                                        "not tested", "no"]
+                                                        "no", "no"]
     assert [c.verdict for c in _kinds(cl, "extension") if "F1" in c.claim] == ["no"]
     assert all(c.verdict == "no" for c in cl if "beats" in c.claim)
 

@@ -38,6 +38,7 @@ from jaxkit.kernels import (
     graph,
     ica,
     lingam,
+    md,
     nets,
     sem,
     wasserstein,
@@ -46,7 +47,7 @@ from jaxkit.kernels import (
 MODULES = {"ica": ica, "lingam": lingam, "sem": sem, "graph": graph, "flow": flow,
            "flow_ot": flow_ot, "flow_discrete": flow_discrete, "bandit": bandit, "belief": belief,
            "nets": nets, "_batching": _batching, "_auction": _auction, "checks": checks,
-           "assignment": assignment, "wasserstein": wasserstein}
+           "assignment": assignment, "wasserstein": wasserstein, "md": md}
 F32 = jnp.float32
 BATCH = 3  # examples per vmap batch
 
@@ -457,6 +458,35 @@ def _dynamic_arms(key, arms, rewards):
     return state, pol.index(key, state), pol.select(key, state)
 
 
+def _md_args(key):
+    """8 atoms (2 cations, 5 anions, 1 padding) jittered around a 2.5 A cubic lattice."""
+    g = jnp.stack(jnp.meshgrid(*[jnp.arange(2.0)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    pos = 2.0 + 2.5 * g + 0.1 * jax.random.normal(key, (8, 3), jnp.float64)
+    return pos, jax.random.fold_in(key, 1)
+
+
+def _md(pos, key):
+    box, species = 10.0, jnp.array([0, 1, 1, 0, 1, 1, 1, 1])
+    mask = jnp.arange(8) < 7
+    z = jnp.zeros((2, 2))
+    table = md.PairTable(jnp.array([2.4, -1.2]), jnp.array([[0.0, 18003.8], [18003.8, 1388.8]]),
+                         jnp.array([[0.0, 4.873], [4.873, 2.76]]),
+                         jnp.array([[0.0, 133.5], [133.5, 175.0]]), z + 0.03, z + 2.0,
+                         z + 2.5, z + 1.0, z + 1e-3, z + 1.0, 4.5, 5.0, 0.2)
+    masses = jnp.where(species == 0, 28.0, 16.0)
+
+    def force_fn(x):
+        return md.forces(x, box, species, mask, table)
+
+    x = md.descend(pos, box, mask, force_fn, 3)
+    s0 = md.init_state(key, x, masses, mask, 1000.0, force_fn)
+    s1, trace = md.run(s0, box, masses, mask, force_fn, jnp.full(3, 1000.0))
+    pt = md.pair_terms(jnp.linspace(1.0, 3.0, 4), jnp.zeros(4, int), jnp.ones(4, int), table)
+    return (md.energy(pos, box, species, mask, table), force_fn(pos)[0],
+            md.virial(pos, box, species, mask, table), pt, s1.pos, trace["temperature"],
+            md.kinetic_energy(s1.vel, masses), md.temperature(s1.vel, masses, mask))
+
+
 def _wasserstein(x0, x1):
     return (wasserstein.wasserstein(x0, x1), wasserstein.wasserstein(x0, x1[:2], 1),
             wasserstein.wasserstein(x0, x1, solver="auction"))
@@ -796,6 +826,9 @@ CASES = [
          ("bandit.sliding_window_ucb", "bandit.qomax", "bandit.threshold_ascent",
           "bandit.cost_aware")),
     Case("bandit.dynamic_arms", _dynamic_arms, _bandit_args, ("bandit.dynamic_arms",)),
+    Case("md", _md, _md_args,
+         ("md.energy", "md.forces", "md.virial", "md.pair_terms", "md.descend", "md.init_state",
+          "md.run", "md.kinetic_energy", "md.temperature"), rtol=1e-7, atol=1e-7),
     Case("wasserstein", _wasserstein,
          lambda k: (_normal(k, (4, 2)), _normal(jax.random.fold_in(k, 1), (4, 2))),
          ("wasserstein.wasserstein",)),

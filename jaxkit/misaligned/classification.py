@@ -41,7 +41,8 @@ from jaxkit import stats
 from . import metrics as Me
 from .baselines import ALIGNED, CURVES
 
-__all__ = ["POSITIVE", "CLS_BASELINES", "class_labels", "accuracy", "evaluate_classes"]
+__all__ = ["POSITIVE", "CLS_BASELINES", "class_labels", "accuracy", "evaluate_classes",
+           "audit_classes"]
 
 POSITIVE = "(A) low"
 #: the misaligned baselines that apply to the classification task
@@ -188,4 +189,58 @@ def run_classes(ctx, cfg, ts, fam, data, splits: dict, both, validation=None) ->
             val_test=validation.test[sl], val_preds={b: p[sl] for b, p in preds[1].items()})
         out[kind] = evaluate_classes(y01, splits[kind].test, {"mlp": pred[sl]},
                                      {b: p[sl] for b, p in base.items()}, **val)
+    return out
+
+
+def audit_classes(key, data, splits, preds, *, name: str = "model", n_boot: int = 1000,
+                  val_fraction: float = 0.2, settings=None,
+                  carbon_inserted_strengths: Sequence[int] = (1, 2, 3),
+                  carbon_inserted_variants: int = 2) -> dict:
+    """An external model's scores for 0/1 labels against the misaligned family.
+
+    The family is fitted to the 0/1 labels on ``splits.train`` and on inner validation
+    splits of it (:func:`jaxkit.misaligned.features.validation_splits`), the best
+    baseline chosen by validation AUROC (:func:`evaluate_classes`), and the AUROC gap
+    bootstrapped over seeds and test molecules
+    (:func:`jaxkit.misaligned.metrics.bootstrap_gap`).
+
+    Args:
+        key: PRNG key.
+        data: a :class:`~jaxkit.misaligned.features.MolDataset` with 0/1 labels ``y``.
+        splits: ``(S, n)`` train / test masks.
+        preds: ``(S, n)`` the model's scores (read on the test rows; higher = active).
+        name: the model's name.
+        n_boot: bootstrap resamples.
+        val_fraction: share of each training set held out to choose the best baseline.
+        settings, carbon_inserted_strengths, carbon_inserted_variants: the family's
+            settings (:func:`jaxkit.misaligned.evaluation.family_on_masks`).
+
+    Returns:
+        :func:`evaluate_classes`' dict with ``"boot"`` (the AUROC gap's
+        :class:`~jaxkit.misaligned.metrics.BootGap` as a dict) in ``gaps[name]``.
+
+    Raises:
+        ValueError: labels other than 0/1, a test set holding one class, non-finite
+            scores.
+    """
+    from . import evaluation as A
+    from .baselines import FamilySettings
+    from .features import validation_splits
+
+    y01 = np.asarray(data.y, np.float64)
+    if not np.isin(y01, (0.0, 1.0)).all():
+        raise ValueError("classification labels must be 0 or 1")
+    k_val, k_fam, k_boot = jax.random.split(key, 3)
+    val = validation_splits(data, splits, stats.as_generator(k_val), val_fraction)
+    (base, vbase), _ = A.family_on_masks(
+        k_fam, data, [splits.train, val.train], sigma=0.0,
+        settings=settings or FamilySettings(),
+        carbon_inserted_strengths=carbon_inserted_strengths,
+        carbon_inserted_variants=carbon_inserted_variants)
+    out = evaluate_classes(y01, splits.test, {name: preds}, base, val_test=val.test,
+                           val_preds=vbase)
+    g = out["gaps"][name]
+    best = np.asarray(_flat_baselines(base)[g["best"]])
+    g["boot"] = Me.bootstrap_gap(k_boot, y01, preds, best, splits.test, metric="auroc",
+                                 n_boot=n_boot)._asdict()
     return out

@@ -26,7 +26,9 @@ from jaxkit.report import PipelineResult
 from . import report, userdata
 from .config import FULL, QUICK, Config
 from .data import INDEPENDENT, TrialConfig
+from .report import TWO_TARGETS
 from .sachs import sachs_eval
+from .sachs_labels import sachs_compare
 from .sweeps import run_ablations, run_sweep, sweep
 from .theory import theory_check
 
@@ -69,7 +71,8 @@ def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
 
     d_rows = ctx.stage("d", lambda: run_sweep(
         ctx.key("d"), ds=cfg.ds, n_per_env=cfg.n_per_env, strength=cfg.strength,
-        edges_per_node=cfg.edges_per_node, methods=cfg.d_methods, **gies))
+        edges_per_node=cfg.edges_per_node, methods=cfg.d_methods,
+        **dict(gies, gies_seeds=cfg.gies_d_seeds)))
     env_rows = ctx.stage("n_envs", lambda: sweep(
         ctx.key("n_envs"), "n_envs", cfg.env_values,
         base=dataclasses.replace(base, n_total=(d0 + 1) * cfg.n_per_env), **common))
@@ -85,6 +88,13 @@ def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
         ind_rows = ctx.stage("independent", lambda: sweep(
             ctx.key("ablations"), "perturb_all", (True,), base=base, **dict(
                 common, methods=("pooled-ica",))))
+    if cfg.two_targets and not any(r["setting"] == TWO_TARGETS for r in abl_rows):
+        # the scope condition of the synthetic match (2 targets per environment), on the
+        # ablations' key so that it is the ablation's row when both run
+        abl_rows = abl_rows + ctx.stage("two_targets", lambda: [
+            dict(r, setting=TWO_TARGETS) for r in sweep(
+                ctx.key("ablations"), "targets_per_env", (2,), base=base,
+                **dict(common, methods=("pooled-ica", "gies")))])
     th = ctx.stage("theory", lambda: theory_check(
         ctx.key("theory"), ds=cfg.theory_ds, strengths=cfg.theory_strengths,
         n_per_env=cfg.theory_npe, n_seeds=cfg.theory_seeds, tail_from=cfg.theory_tail_from,
@@ -92,17 +102,20 @@ def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
     sachs_rows = ctx.stage("sachs", lambda: sachs_eval(
         ctx.key("sachs"), n_restarts=cfg.sachs_restarts, mesh=ctx.mesh,
         direct=cfg.sachs_direct))
+    labels = ctx.stage("sachs-labels", lambda: sachs_compare(
+        ctx.key("sachs-labels"), n_boot=cfg.sachs_boot, transform=cfg.sachs_transform,
+        chunk=2 * cfg.sachs_restarts, chance_graphs=cfg.sachs_chance_graphs, mesh=ctx.mesh))
 
     figures = report.figures(ctx.out_dir, cfg, d_rows, env_rows, npe_rows, str_rows, th)
     tested = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs_rows,
-                           independent_rows=ind_rows, abl_rows=abl_rows)
+                           independent_rows=ind_rows, abl_rows=abl_rows, sachs_labels=labels)
     synthetic = [c for c in tested if c.kind == "paper" and c.verdict != "not tested"]
     holds = all(c.verdict == "yes" for c in synthetic)
     seconds = ctx.elapsed()
     md = report.markdown(cfg, quick=ctx.quick, seed=ctx.seed, tested=tested, d_rows=d_rows,
                          env_rows=env_rows, npe_rows=npe_rows, str_rows=str_rows,
                          abl_rows=abl_rows, th=th, sachs_rows=sachs_rows, seconds=seconds,
-                         reloaded=ctx.reloaded, ind_rows=ind_rows)
+                         reloaded=ctx.reloaded, ind_rows=ind_rows, sachs_labels=labels)
     warnings = [] if holds else [
         "pooled ICA-LiNGAM did not meet every tested paper claim (independent "
         "perturbations, moments, rates, recovery, match with GIES); see the verdicts"]
@@ -117,6 +130,7 @@ def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
         "theory": {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v)
                    for k, v in th.items()},
         "sachs": report.clean_rows(sachs_rows),
+        "sachs_labels": labels,
         "seconds": seconds,
     }
     return PipelineResult(name="pooled-lingam", title=TITLE, markdown=md, figures=figures,

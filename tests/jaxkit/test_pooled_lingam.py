@@ -144,7 +144,7 @@ def test_full_keeps_the_recorded_full_run_settings():
     recorded = dict(
         n_seeds=16, ds=(5, 10, 20, 30, 40, 50), n_per_env=200, sweep_d=20,
         env_values=(5, 10, 20, 40, 80), samples_values=(25, 50, 100, 200, 400, 800),
-        strengths=(1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 8.0), gies_seeds=8, gies_max_d=20,
+        strengths=(1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 8.0), gies_seeds=8, gies_max_d=30,
         theory_ds=(5, 10, 20, 40, 80, 160), theory_npe=1000, theory_seeds=8,
         theory_strengths=(3.0, 1.5), sachs_restarts=8, ablations=True, strength=3.0,
         edges_per_node=2.0)
@@ -285,7 +285,7 @@ _TINY = Config(
     n_seeds=3, ds=(4,), n_per_env=30, sweep_d=4, env_values=(2, 4), samples_values=(30,),
     strengths=(1.0, 3.0), gies_seeds=1, gies_max_d=4, theory_ds=(5, 10), theory_npe=150,
     theory_seeds=2, theory_strengths=(3.0,), theory_tail_from=5, sachs_restarts=1,
-    ablations=False,
+    ablations=False, sachs_boot=2, sachs_chance_graphs=2,
 )
 
 
@@ -304,14 +304,15 @@ def test_pipeline_tiny_run(tmp_path):
         assert heading in res.markdown
     assert "| d |" in res.markdown
     assert set(res.metrics) >= {"claim_holds", "d_sweep", "theory", "sachs"}
-    assert [c.kind for c in res.claims] == ["paper"] * 6 + ["setup"] + ["extension"] * 4
+    assert [c.kind for c in res.claims] == ["paper"] * 6 + ["setup"] * 2 + ["extension"] * 4
+    assert res.claims[5].verdict != "not tested" and res.metrics["sachs_labels"]["n_boot"] == 2
     assert {c.verdict for c in res.claims} <= {"yes", "no", "not shown", "not tested",
                                                "not tested at this size"}
     assert res.metrics["independent"] and res.claims[0].verdict != "not tested at this size"
     report_md = write_report(tmp_path, [res], quick=True)
     text = report_md.read_text()
     assert "pooled_lingam_f1_vs_d.png" in text and "## Claims" in text
-    assert len(json.loads((tmp_path / "metrics.json").read_text())["claims"]) == 11
+    assert len(json.loads((tmp_path / "metrics.json").read_text())["claims"]) == 12
 
 
 def test_killed_run_resumes_from_saved_stages(tmp_path, monkeypatch):
@@ -326,7 +327,8 @@ def test_killed_run_resumes_from_saved_stages(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         pipeline.run(_ctx(tmp_path))
     saved = sorted(p.name.split("-")[0] for p in (tmp_path / ".stages").glob("*.pkl"))
-    assert saved == ["ablations", "d", "independent", "n_envs", "n_per_env", "strength"]
+    assert saved == ["ablations", "d", "independent", "n_envs", "n_per_env", "strength",
+                     "two_targets"]
     assert not list((tmp_path / ".stages").glob("*.tmp*"))
 
     def must_not_run(*a, **k):
@@ -338,7 +340,7 @@ def test_killed_run_resumes_from_saved_stages(tmp_path, monkeypatch):
     ctx = _ctx(tmp_path)
     res = pipeline.run(ctx)
     assert ctx.reloaded == ["d", "n_envs", "n_per_env", "strength", "ablations",
-                            "independent"]
+                            "independent", "two_targets"]
     assert "reloaded from an earlier run" in res.markdown
     # a different seed does not reuse them
     with pytest.raises(AssertionError, match="recomputed"):

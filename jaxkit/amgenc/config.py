@@ -19,6 +19,12 @@ class Config(PipelineConfig):
 
     Attributes:
         kind: composition family of the glass cells (``"silica"`` or ``"multi"``).
+        dataset: how the cells are made: ``"recipe"`` (the toy pair potential and
+            overdamped melt-quench of :mod:`jaxkit.amgenc.glass`) or ``"published"``
+            (molecular-dynamics melt-quench with published potentials, BKS for silica and
+            Pedone 2006 for multi-component silicates, :mod:`jaxkit.amgenc.melt_quench`;
+            a cached stage like the recipe's).
+        md_steps: velocity-Verlet steps (1 fs) of the ``"published"`` melt-quench.
         other_kinds: further datasets run the same way after ``kind`` (each with its own
             data, held-out split, model and report section).
         user_train: extended XYZ / CIF file of your training cells ("" = generate
@@ -74,6 +80,8 @@ class Config(PipelineConfig):
     """
 
     kind: Literal["silica", "multi"] = "multi"
+    dataset: Literal["recipe", "published"] = "recipe"
+    md_steps: int = 12000
     other_kinds: tuple[str, ...] = ("silica",)
     user_train: str = ""
     user_test: str = ""
@@ -126,6 +134,7 @@ class Config(PipelineConfig):
                                 "sample_steps", "timing_runs", "post_relax_steps",
                                 "pressure_steps", "timing_cells", "scale_runs"))
         require_at_least(self, ("relax_steps",), 2)
+        require_at_least(self, ("md_steps",), 4)
         require_at_least(self, ("min_steps", "corrector_steps", "scale_cells"), 0)
         require_at_least(self, ("scale_steps",))
         require(N_ATOMS_RANGE[0] <= self.scale_atoms <= N_ATOMS_RANGE[1], "scale_atoms",
@@ -150,5 +159,5 @@ QUICK = Config(
     other_kinds=(), n_train=24, n_test=8, n_atoms=(100, 128), relax_steps=400, min_steps=100,
     hidden=32, layers=2, train_steps=300, batch=8, lr=3e-3, checkpoint_every=100,
     samples_per_target=2, sample_steps=20, corrector_steps=0, timing_runs=4, timing_cells=8,
-    post_relax_steps=150, pressure_steps=25, scale_cells=0, scale_steps=5)
+    post_relax_steps=150, pressure_steps=25, scale_cells=0, scale_steps=5, md_steps=3000)
 FULL = Config(n_atoms=(100, 800))

@@ -55,19 +55,37 @@ def make_data(cfg: Config, rng: np.random.Generator) -> Data:
     :func:`jaxkit.amgenc.userdata.read_cells`) replace the generated training / held-out
     cells. A held-out user cell whose species make whole oxide units gets a recipe twin;
     one that does not is its own twin (its twin distances are 0, so its ratios are not
-    defined and the report shows them empty)."""
+    defined and the report shows them empty).
+
+    ``cfg.dataset == "published"`` makes the generated cells and the twins by molecular
+    dynamics with published potentials (:mod:`jaxkit.amgenc.melt_quench`, ``cfg.md_steps``
+    steps); a user cell with species outside those potentials is its own twin."""
+    from . import melt_quench
     from .userdata import read_cells
 
+    published = cfg.dataset == "published"
+    protocol = melt_quench.Protocol(steps=cfg.md_steps)
     n_gen = (0 if cfg.user_train else cfg.n_train) + (0 if cfg.user_test else cfg.n_test)
-    cells = (glass.generate(cfg.kind, n_gen, rng=rng, n_atoms=cfg.n_atoms,
-                            steps=cfg.relax_steps, min_steps=cfg.min_steps) if n_gen else [])
+    if not n_gen:
+        cells = []
+    elif published:
+        cells = melt_quench.generate(cfg.kind, n_gen, rng=rng, n_atoms=cfg.n_atoms,
+                                     protocol=protocol)
+    else:
+        cells = glass.generate(cfg.kind, n_gen, rng=rng, n_atoms=cfg.n_atoms,
+                               steps=cfg.relax_steps, min_steps=cfg.min_steps)
     train = read_cells(cfg.user_train) if cfg.user_train else cells[:cfg.n_train]
     test = read_cells(cfg.user_test) if cfg.user_test else cells[len(cells) - cfg.n_test:]
     twins = []
     for c in test:
         seed = int(rng.integers(2**31))
-        if c.oxide_counts.sum() == 0:
+        if c.oxide_counts.sum() == 0 or (published
+                                         and not melt_quench.supports(c.oxide_counts)):
             twins.append(c)
+            continue
+        if published:
+            twins.append(melt_quench.cell_from_counts(c.oxide_counts, seed=seed,
+                                                      protocol=protocol))
             continue
         twins.append(glass.cell_from_counts(c.oxide_counts, seed=seed, steps=cfg.relax_steps,
                                             min_steps=cfg.min_steps))

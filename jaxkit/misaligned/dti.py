@@ -239,12 +239,13 @@ def run_dti(key, rng: np.random.Generator, data: DTIData, *, seeds: int,
 
 
 def claims(results: dict, margin: float) -> list[Claim]:
-    """The branch's paper row (with one extension row per split) and its negative
-    control (an extension row that must say "no")."""
+    """The branch's row (an extension: it decides this branch's part of the paper's
+    multiple-branches row, :mod:`jaxkit.misaligned.branches`), one row per split, and its
+    negative control (must say "no")."""
     cases = [dict(label=f"Davis DTI, {k.replace('_', '-')} split", best=LABELS[r["best"]],
                   advantage=r["advantage"]) for k, r in results.items()]
     rows = E.competitive_claims(
-        PAPER, C_DTI, cases, margin,
+        PAPER, C_DTI, cases, margin, kind="extension",
         note="best misaligned baseline chosen on validation splits made inside each "
              f"training set among {', '.join(MISALIGNED)}; the pair ridge is an aligned "
              "reference, never chosen; binary Davis labels as MolTrans ships them")

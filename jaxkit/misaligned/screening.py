@@ -243,12 +243,13 @@ def run_screening(key, rng: np.random.Generator, data: ScreenData, *, seeds: int
 
 
 def claims(results: dict, margin: float, chance_margin: float) -> list[Claim]:
-    """The branch's paper row (with one extension row per target), the decoy-bias row
-    (extension) and the negative control (extension, must say "no")."""
+    """The branch's row (an extension: it decides this branch's part of the paper's
+    multiple-branches row, :mod:`jaxkit.misaligned.branches`), one row per target, the
+    decoy-bias row and the negative control (must say "no"); all extensions."""
     cases = [dict(label=f"DUD-E {t}", best=LABELS[r["best"]], advantage=r["advantage"])
              for t, r in results.items()]
     rows = E.competitive_claims(
-        PAPER, C_SCREEN, cases, margin,
+        PAPER, C_SCREEN, cases, margin, kind="extension",
         note="best misaligned baseline chosen on validation splits inside each training "
              f"set among {', '.join(MISALIGNED)}; the fingerprint ridge is an aligned "
              "reference, never chosen; 10 decoys per active (a subset of DUD-E's 50)")

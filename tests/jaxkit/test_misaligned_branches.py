@@ -3,15 +3,20 @@ shipped data, the grouped ridge against the plain one, cold and stratified split
 degree on a case with a known answer, the claims (a negative control that must say "no"),
 and both branches end to end at tiny size."""
 
+from types import SimpleNamespace
+
 import jax
 import numpy as np
 import pytest
 
+from jaxkit.claims import Claim
 from jaxkit.data import drug_discovery as DD
 from jaxkit.misaligned import branch_eval as E
+from jaxkit.misaligned import branches as B
 from jaxkit.misaligned import dti as D
 from jaxkit.misaligned import models as Mo
 from jaxkit.misaligned import screening as S
+from jaxkit.registry import RunContext
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")  # tests/jaxkit/conftest.py
 
@@ -167,17 +172,34 @@ def test_stratified_splits_per_target():
         S.stratified_splits(data, rng, 3, 1.5)
 
 
-def test_screening_branch_shows_the_decoy_bias_tiny():
-    data = S.load_screening(("ada",), n_bits=64)
-    assert data.props.shape == (1023, 17) and data.fp.shape == (1023, 64)
-    res = S.run_screening(jax.random.key(1), np.random.default_rng(6), data, seeds=2,
-                          test_fraction=0.25, val_fraction=0.25, lam=3.0, ts=TINY)
+def test_screening_branch_shows_the_decoy_bias_tiny(tmp_path):
+    """Through the pipeline's glue (a stage that reloads), at tiny size."""
+    cfg = SimpleNamespace(branches=("screening",), dude_targets=("ada",), seeds=2,
+                          test_fraction=0.25, val_fraction=0.25, ridge_lambda=3.0, n_bits=64,
+                          auroc_margin=0.02, chance_margin=0.1)
+    ctx = RunContext(out_dir=tmp_path, quick=True)
+    res = B.run_branches(ctx, cfg, TINY)["screening"]
     r = res["ada"]
     assert r["test"]["all_properties"]["auroc"]["mean"] > 0.9  # DUD-E's decoy bias
     assert abs(r["test"]["properties_permuted"]["auroc"]["mean"] - 0.5) < 0.15
     assert r["test"]["train_mean"]["ef1"]["mean"] == pytest.approx(1.0)
-    rows = S.claims(res, 0.02, 0.1)
+    rows = B.claims(cfg, {"screening": res})
+    assert all(c.kind == "extension" for c in rows)
     bias = [c for c in rows if c.claim == S.C_BIAS]
     control = [c for c in rows if c.claim.startswith("Negative control")]
     assert bias[0].verdict == "yes" and control[0].verdict == "no"
-    assert "| MLP (fingerprints) |" in S.markdown(res)
+    assert "| MLP (fingerprints) |" in B.markdown({"screening": res})
+    again = B.run_branches(RunContext(out_dir=tmp_path, quick=True), cfg, TINY)
+    assert again["screening"]["ada"]["advantage"] == r["advantage"]
+
+
+def test_branches_claim():
+    rows = [Claim("P", D.C_DTI, "", "yes", kind="extension"),
+            Claim("P", S.C_SCREEN, "", "not shown", kind="extension")]
+    c = B.branches_claim("P", "multi", "yes", rows)
+    assert (c.kind, c.verdict) == ("paper", "not shown")
+    assert c.measured == ("molecular property prediction: yes; drug-target interaction: "
+                          "yes; virtual screening: not shown")
+    assert B.branches_claim("P", "multi", "no", rows[:1]).verdict == "no"
+    assert B.branches_claim("P", "multi", "yes", rows[:1]).verdict == "yes"
+    assert B.branches_claim("P", "multi", "yes", []).verdict == "not tested"

@@ -59,3 +59,26 @@ def test_kl_score_and_errors():
         G.generate(["not a smiles"], 3, rng)
     with pytest.raises(ValueError, match="generated"):
         G.generative_scores([], TRAIN)
+
+
+def test_report_sections_generative_and_physics():
+    """The report's generative AddCarbon table (beside held-out molecules) and the
+    physics-aligned table (descriptor ridge with and without logP, logP alone)."""
+    from jaxkit.misaligned import report
+
+    gen = G.generate(TRAIN, 10, np.random.default_rng(2))
+    g = {"toy": {"addcarbon": G.generative_scores(gen, TRAIN, n_bits=64),
+                 "held_out": G.generative_scores(["CCCO", "CCCN"], TRAIN, n_bits=64)}}
+    md = report.generative_markdown(g)
+    assert "| toy | AddCarbon (generative baseline) | 10 | 1.000 |" in md
+    assert "| toy | held-out real molecules | 2 | 1.000 | 1.000 | 1.000 |" in md
+    assert report.generative_markdown({}) == ""
+    s = {"mean": 1.0, "ci95": 0.1}
+    res = {("toy", "random"): {"metrics": {m: {"rmse": {**s, "mean": v}} for m, v in
+                                           (("descriptors", 0.9), ("descriptors_no_logp", 1.2),
+                                            ("logp_only", 1.1), ("mlp", 1.0))}}}
+    rows = report.physics_rows(res)
+    assert len(rows) == 1 and len(rows[0]) == 5 + len(report.MODELS)
+    assert rows[0][:5] == ["toy", "random", "0.900 ± 0.100", "1.200 ± 0.100", "1.100 ± 0.100"]
+    assert rows[0][5 + report.MODELS.index("mlp")] == "1.000 ± 0.100"
+    assert rows[0].count("-") == len(report.MODELS) - 1  # models without results

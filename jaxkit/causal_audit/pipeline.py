@@ -96,13 +96,16 @@ def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
     res = ctx.stage("user-data", lambda: userdata.audit_table(
         ctx.key("user-data"), data, cfg.methods, resamples=cfg.user_resamples,
         host_resamples=cfg.host_datasets))
-    props = scope.data_properties(data.x, data.env)
+    props = scope.data_properties(data.x, data.env, targets=data.targets
+                                  if cfg.intervention_column else None)
     graphs = {m: r["full"] for m, r in res.items()}
     table = scope.markdown(props, data.names, cfg.methods, graphs, data.x,
                            targets_given=bool(cfg.intervention_column))
     metrics = dict(data=str(data.path), variables=data.names,
                    scope=scope.scope_rows(props, cfg.methods,
                                           targets_given=bool(cfg.intervention_column)),
+                   conditions=scope.condition_rows(props, cfg.methods, {
+                       m: scope.graph_sortability(data.x, g) for m, g in graphs.items()}),
                    methods={m: {k: (v.tolist() if isinstance(v, np.ndarray) else v)
                                 for k, v in r.items()} for m, r in res.items()})
     md = userdata.markdown(data, res, cfg.user_resamples) + "\n\n" + table

@@ -88,6 +88,7 @@ def _cmp(ica, gies, jci, chance, shd=10.0):
 def test_sachs_claims_can_say_yes_and_no_and_the_control_bites():
     yes, ctrl = rs.sachs_claims("P", 0.05, _cmp(0.35, 0.34, 0.36, 0.16))
     assert yes.verdict == "yes" and yes.kind == "paper" and yes.claim.startswith(rs.REAL_DATA)
+    assert "basic (bias-reversed)" in yes.note and "0.350 / 0.350" in yes.note
     assert ctrl.verdict == "no" and ctrl.kind == "setup"
     no, _ = rs.sachs_claims("P", 0.05, _cmp(0.20, 0.34, 0.36, 0.16))
     assert no.verdict == "no"

@@ -249,7 +249,7 @@ def _sort_row(label, family, methods, sort: dict, i: int, failure: str) -> list[
     high = [m for m, v in vals.items() if v >= SORT_BAR]
     meas = "; ".join(f"{m} {v:.2f}" for m, v in vals.items())
     return [label, _affects(family, methods), meas,
-            f"present ({', '.join(high)})" if high else "absent", failure]
+            f"present (graphs of {', '.join(high)})" if high else "absent", failure]
 
 
 def condition_rows(props: dict, methods, sort: dict | None = None) -> list[list[str]]:
@@ -280,8 +280,9 @@ def condition_rows(props: dict, methods, sort: dict | None = None) -> list[list[
     sort = sort or {}
     rows.append(_sort_row(f"graph follows the variance order (var-sortability >= "
                           f"{SORT_BAR:g})", _SCALE, methods, sort, 0,
-                          "least-squares / sort-and-regress results read the measurement "
-                          "scale: artefacts that vanish after standardising"))
+                          "the scale-reading methods (NOTEARS, Var-SortnRegress) return "
+                          "such graphs on raw data whatever the mechanism: their results may "
+                          "be artefacts that vanish after standardising (the scale check)"))
     rows.append(_sort_row(f"graph follows the R^2 order (R^2-sortability >= {SORT_BAR:g})",
                           _R2, methods, sort, 1,
                           "R^2-SortnRegress succeeds only where R^2 rises along the order; "

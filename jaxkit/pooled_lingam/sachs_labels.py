@@ -28,8 +28,9 @@ resample keeps the conditions' sizes and the fits' shapes):
 * ``chance``: the negative control, the mean F1 of ``chance_graphs`` random DAGs with
   as many edges as the consensus (a random order, then that many of its forward pairs).
 
-Every graph is scored against the 18-edge consensus (:func:`jaxkit.kernels.graph.
-edge_metrics`: F1 over directed edges, SHD counting a reversal once).
+Every graph is scored against the 18-edge consensus
+(:func:`jaxkit.kernels.graph.edge_metrics`: F1 over directed edges, SHD counting a
+reversal once).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def test_sortability_of_a_method_graph_flags_scale_artefacts():
             "direct-lingam": scope.graph_sortability(x, chain.T)}
     rows = scope.condition_rows(p, METHODS, sort)
     var = _row(rows, "graph follows the variance order")
-    assert var[3] == "present (var-sort-regress)" and "direct-lingam 0.00" in var[2]
+    assert var[3] == "present (graphs of var-sort-regress)" and "direct-lingam 0.00" in var[2]
     none = _row(scope.condition_rows(p, METHODS, {"pc": (np.nan, np.nan)}),
                 "graph follows the R^2 order")
     assert none[3] == "not measurable"

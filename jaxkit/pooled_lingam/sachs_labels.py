@@ -6,7 +6,9 @@ The shipped file (:mod:`jaxkit.data.sachs`) concatenates nine conditions without
 its row blocks (``SACHS_CHANGE_POINTS``) have 853, 902, 911, 723, 810, 799, 848, 913 and
 707 rows, the row counts of Sachs et al.'s nine files of the main result in their
 published order (1. cd3cd28, 2. cd3cd28icam2, 3. +aktinhib, 4. +g0076, 5. +psitect,
-6. +u0126, 7. +ly, 8. pma, 9. b2camp). Two signatures check the mapping in the tests:
+6. +u0126, 7. +ly, 8. pma, 9. b2camp; the same nine counts are asserted by other
+readers of the original files, e.g. J. L. Gamella's 2020 Sachs loader). Two signatures
+check the mapping in the tests:
 the psitectorigenin block (a PIP2 inhibitor) has the lowest PIP2 median and the U0126
 block (a MEK inhibitor) the lowest p44/42 (Erk) median. The targets are the reagents'
 intended targets (Sachs et al. 2005, Table 1): Akt inhibitor -> pakts473, G06976 ->

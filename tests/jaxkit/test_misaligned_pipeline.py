@@ -120,6 +120,20 @@ def test_claims_decide_from_the_per_seed_gaps():
     assert cl[0].verdict == "not shown"  # the MLP's lead straddles the margin
 
 
+def test_a_best_baseline_chosen_on_test_sets_cannot_decide_the_claim():
+    """The protocol chooses the best baseline on validation data: a case whose baseline
+    was chosen on its test sets makes the paper row and that case 'not tested'."""
+    from jaxkit.misaligned import report
+
+    cfg = QUICK.override(["datasets=freesolv"])
+    res = _fake_results([0.01, -0.01, 0.0], [-0.5, -0.6, -0.4], 0.0)
+    assert report.claims(cfg, res)[0].verdict == "yes"
+    res[("freesolv", "random")]["gaps"]["mlp"]["selected_on"] = "test"
+    cl = report.claims(cfg, res)
+    assert cl[0].verdict == "not tested" and "1 case(s) chose" in cl[0].note
+    assert [c.verdict for c in cl[1:5]] == ["not tested", "yes", "yes", "yes"]
+
+
 @pytest.fixture(scope="module")
 def toy():
     s = ["CCO", "CCCO", "CCCCO", "c1ccccc1", "c1ccccc1C", "c1ccccc1O", "C1CCCCC1", "CC(=O)O",

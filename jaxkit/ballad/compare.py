@@ -108,13 +108,20 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
         best_theta=best_theta)
 
 
-def with_optimum(res: dict, cfg: Config, keys: dict[str, Any], test=None) -> dict:
-    """``res`` of :func:`search_problem` with ``optimum_test``, the mean exact optimum of
-    its test instances (``test``, else regenerated from ``keys["test"]`` as the search
-    made them), where the problem has an exact solver (knapsack:
-    :func:`jaxkit.ballad.reference.knapsack_optimum`); ``res`` unchanged otherwise."""
+def with_optimum(res: dict, cfg: Config, keys: dict[str, Any], test=None,
+                 optimum: float | None = None) -> dict:
+    """``res`` of :func:`search_problem` with ``optimum_test``, the mean best objective of
+    its test instances, and ``optimum_source``: ``optimum`` where given (the best known
+    values a standard or user instance file records,
+    :func:`jaxkit.ballad.instances.instance_optimum`), else the exact optimum where the
+    problem has an exact solver (knapsack: :func:`jaxkit.ballad.reference.knapsack_optimum`
+    on ``test``, or on the test instances regenerated from ``keys["test"]`` as the search
+    made them); ``res`` unchanged otherwise."""
     from .reference import knapsack_optimum
 
+    if optimum is not None:
+        return dict(res, optimum_test=float(optimum),
+                    optimum_source="best known values of the instance file")
     if res["problem"] != "knapsack":
         return res
     if test is None:
@@ -122,7 +129,8 @@ def with_optimum(res: dict, cfg: Config, keys: dict[str, Any], test=None) -> dic
             keys["test"], cfg.test_instances)
     opt = [knapsack_optimum(w, v, problems.KNAPSACK_CAPACITY)
            for w, v in zip(np.asarray(test["weights"]), np.asarray(test["values"]), strict=True)]
-    return dict(res, optimum_test=float(np.mean(opt)))
+    return dict(res, optimum_test=float(np.mean(opt)),
+                optimum_source="exact optimum by dynamic programming")
 
 
 def _test_scores(score, thetas, instances):

@@ -88,6 +88,9 @@ class Config(PipelineConfig):
             ("": generated).
         instances_problem: the problem the instances are for (one of ``problems``;
             empty: the ``problem`` a JSON file names).
+        standard_test: also score every run's best heuristic on the published instances
+            that ship with jaxkit (OR-Library u-class bin packing, TSPLIB; see
+            :mod:`jaxkit.ballad.standard`), a table beside the claims.
         real_problem: the problem of the real-proposer experiment
             (:mod:`jaxkit.ballad.real_run`: SmolLM2-135M writing heuristics):
             ``binpacking_weibull`` (FunSearch's Weibull set) or ``binpacking_or``
@@ -168,6 +171,7 @@ class Config(PipelineConfig):
     program_timeout: float = 10.0
     instances: str = ""
     instances_problem: str = ""
+    standard_test: bool = True
     real_problem: Literal["binpacking_weibull", "binpacking_or"] = "binpacking_weibull"
     real_calls: int = 12
     real_seeds: int = 3

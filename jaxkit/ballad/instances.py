@@ -27,6 +27,14 @@ problem                arrays
 Errors name the file and the instance (and the array): unreadable files, a missing or
 unexpected array, instances of different sizes, wrong shapes, non-finite numbers,
 infeasible items or demands.
+
+Standard instances ship with jaxkit (``jaxkit/data/standard``, sources and licences in its
+README): ``standard:or-u120`` and ``standard:or-u500`` (OR-Library's bin-packing u classes
+of Falkenauer 1996, 20 instances each, capacity 150) and ``standard:tsplib-100`` (the six
+100-city EUC_2D instances of TSPLIB, scaled into the unit square). Pass such a name
+wherever a file is expected. A JSON file may also carry ``"optimum"``: one number per
+instance, the best known value of the problem's objective (read by
+:func:`instance_optimum`).
 """
 
 from __future__ import annotations
@@ -41,16 +49,41 @@ from jaxkit.io import DataError
 
 from .problems import CVRP_CAPACITY, KNAPSACK_CAPACITY, NAMES
 
-__all__ = ["ARRAYS", "load_instances", "file_problem"]
+__all__ = ["ARRAYS", "STANDARD", "load_instances", "file_problem", "instance_optimum",
+           "resolve"]
 
 ARRAYS = {"tsp": ("coords",), "cvrp": ("coords", "demands"), "binpacking_or": ("items",),
           "binpacking_weibull": ("items",), "knapsack": ("weights", "values")}
 _BIN_CAPACITY = {"binpacking_or": 150.0, "binpacking_weibull": 100.0}
 
 
+#: The shipped standard instance sets: ``standard:NAME`` -> file in jaxkit/data/standard.
+STANDARD = {"or-u120": "or_u120.json", "or-u500": "or_u500.json",
+            "tsplib-100": "tsplib_100.json"}
+
+
+def resolve(path: str | Path) -> Path:
+    """The file of ``path``: a shipped set for ``standard:NAME`` (:data:`STANDARD`), else
+    ``path`` itself.
+
+    Raises:
+        DataError: an unknown standard set.
+    """
+    text = str(path)
+    if not text.startswith("standard:"):
+        return Path(path)
+    name = text.split(":", 1)[1]
+    if name not in STANDARD:
+        raise DataError(f"{text}: no such standard instance set; known: "
+                        + ", ".join(f"standard:{k}" for k in STANDARD))
+    from importlib import resources
+
+    return Path(str(resources.files("jaxkit.data.standard") / STANDARD[name]))
+
+
 def file_problem(path: str | Path) -> str | None:
     """The ``problem`` a JSON instance file names, or None (other formats, or none)."""
-    path = Path(path)
+    path = resolve(path)
     if path.suffix.lower() != ".json" or not path.is_file():
         return None
     try:
@@ -178,7 +211,7 @@ def load_instances(path: str | Path, problem: str = "") -> tuple[str, dict[str, 
     Raises:
         DataError: naming the file and instance (module docstring).
     """
-    path = Path(path)
+    path = resolve(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     named = file_problem(path)
@@ -189,3 +222,30 @@ def load_instances(path: str | Path, problem: str = "") -> tuple[str, dict[str, 
         raise DataError(f"{path}: say which problem the instances are for "
                         f"(instances_problem = one of {', '.join(NAMES)}); got {problem!r}")
     return problem, _check(path, problem, _read(path, problem))
+
+
+def instance_optimum(path: str | Path) -> float | None:
+    """The mean best known objective of the instances in ``path`` (its JSON ``"optimum"``,
+    one finite number per instance), or None where the file gives none.
+
+    Raises:
+        DataError: an ``"optimum"`` that is not one finite number per instance.
+    """
+    path = resolve(path)
+    if path.suffix.lower() != ".json":
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or "optimum" not in doc:
+        return None
+    opt, n = doc["optimum"], len(doc.get("instances", []))
+    try:
+        arr = np.asarray(opt, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = np.asarray([np.nan])
+    if arr.shape != (n,) or not np.all(np.isfinite(arr)):
+        raise DataError(f"{path}: \"optimum\" must hold one finite number per instance "
+                        f"({n}); got {str(opt)[:60]}")
+    return float(arr.mean())

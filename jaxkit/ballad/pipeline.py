@@ -31,9 +31,10 @@ from . import report, report_pools
 from .compare import search_pools, search_problem, with_optimum
 from .config import FULL, QUICK, Config
 from .http_run import search_http
-from .instances import load_instances
+from .instances import instance_optimum, load_instances
 from .program_run import program_section, search_programs
 from .real_run import real_section, run_claims, search_real
+from .standard import standard_section
 
 TITLE = "Ballad: bandit routing of an LLM pool"
 
@@ -45,6 +46,7 @@ def run(ctx: RunContext) -> PipelineResult:
     if cfg.pool == "http":
         return _run_http(ctx, cfg)
     user = load_instances(cfg.instances, cfg.instances_problem) if cfg.instances else None
+    user_opt = instance_optimum(cfg.instances) if user else None
     results = []
     for name in cfg.problems:
         keys = {k: ctx.key(f"{k}-{name}") for k in ("train", "test", "search", "val")}
@@ -53,7 +55,7 @@ def run(ctx: RunContext) -> PipelineResult:
             f"ballad-{name}",
             lambda name=name, keys=keys, test=test: search_problem(
                 cfg, name, keys, ctx.rng(f"init-{name}"), track=ctx.track, mesh=ctx.mesh,
-                test=test)), cfg, keys, test))
+                test=test)), cfg, keys, test, user_opt if test is not None else None))
     pooled = []
     for name in cfg.pool_problems:
         keys = {k: ctx.key(f"pools-{k}-{name}") for k in ("train", "test", "search", "val")}
@@ -96,6 +98,9 @@ def run(ctx: RunContext) -> PipelineResult:
         metrics[res["problem"]] = rows
         if "optimum_test" in res:
             metrics[f"{res['problem']}-optimum"] = res["optimum_test"]
+    if cfg.standard_test:
+        lines, metrics["standard"] = standard_section(results, cfg)
+        md += lines
     if pooled:
         md += ["## The claim over random pools", "",
                f"Each run searches on {cfg.pool_train_instances} training instances of the "

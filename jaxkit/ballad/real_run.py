@@ -265,7 +265,7 @@ def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> dict:
     return dict(
         problem=f"{prob} (real models)", objective="excess bins over L1 (%)",
         lower_is_better=True, routers=[r.name for r in solo + routers], models=names,
-        model_cost=[S_._price_per_call(m) for m in pool], n_seeds=len(seeds),
+        cost_unit="k tokens", model_cost=[S_._price_per_call(m) for m in pool], n_seeds=len(seeds),
         best=-np.stack([log.best for log in logs]), cost=np.stack([log.cost for log in logs]),
         arms=np.stack([log.arms for log in logs]),
         failures=np.array([log.failures for log in logs]),

@@ -292,7 +292,8 @@ def section(res: dict, cfg: Config) -> tuple[list[str], list[dict]]:
     md = [f"### {res['problem']} ({res['objective']}, {arrow})", "",
           f"Classic heuristic on the test set: {res['baseline_test']:.4g}; best initial "
           f"heuristic on the training set: {res['init_best']:.4g}.", ""]
-    header = (["router", "train best", "validation", "test", "cost $", "saving", "reached target",
+    cost = f"cost ({res.get('cost_unit', '$')})"  # dollars, or k tokens for real models
+    header = (["router", "train best", "validation", "test", cost, "saving", "reached target",
                "cost to target"] + [f"% {m}" for m in res["models"]] + ["failures"])
     body = [[r["router"], _fmt_ci(r["final"]), _fmt_ci(r["val"]), _fmt_ci(r["test"]),
              r["cost"],
@@ -305,13 +306,25 @@ def section(res: dict, cfg: Config) -> tuple[list[str], list[dict]]:
 
 
 def _ceiling(res: dict, rows: list[dict]) -> str:
-    """How close the classic heuristic and the routers come to the exact optimum."""
+    """How close the classic heuristic and the routers come to the optimum of the test
+    instances (exact, or the best known values of an instance file): shares of it for a
+    maximised objective, differences from it for a minimised one (whose optimum, such as
+    0 excess bins, need not be positive)."""
     opt = res["optimum_test"]
-    best = max(rows, key=lambda r: r["test"][0])
-    return (f"Exact optimum of the test instances (dynamic programming): {opt:.4g}. The "
+    source = res.get("optimum_source", "exact optimum by dynamic programming")
+    tests = [r["test"][0] for r in rows]
+    if res.get("lower_is_better", False):
+        best = rows[int(np.argmin(tests))]
+        return (f"Optimum of the test instances ({source}): {opt:.4g}. Above it (lower is "
+                f"better): the classic heuristic by {res['baseline_test'] - opt:.4g}, the best "
+                f"router ({best['router']}) by {best['test'][0] - opt:.4g}, the worst by "
+                f"{max(tests) - opt:.4g} (means over seeds). A router cannot beat the classic "
+                "heuristic by more than the gap between them.")
+    best = rows[int(np.argmax(tests))]
+    return (f"Optimum of the test instances ({source}): {opt:.4g}. The "
             f"classic heuristic reaches {100 * res['baseline_test'] / opt:.2f}% of it; the "
             f"best router ({best['router']}) {100 * best['test'][0] / opt:.2f}%, the worst "
-            f"{100 * min(r['test'][0] for r in rows) / opt:.2f}% (means over seeds). A "
+            f"{100 * min(tests) / opt:.2f}% (means over seeds). A "
             "router cannot beat the classic heuristic by more than the gap between them.")
 
 

@@ -108,11 +108,13 @@ class Config(PipelineConfig):
 
 # FULL estimate of what issue 66 added (measured on this shared 2-core machine, busy):
 # the Sachs comparison with labels ~1.3 s per resample (GIES 0.6 s, JCI-DirectLiNGAM
-# 0.6 s, ICA 0.03 s; 16 resamples: 21 s) -> 200 resamples ~4-5 min; GIES in the d sweep
+# 0.6 s, ICA 0.03 s; 16 resamples: 21 s); the stage itself at FULL size (200 resamples,
+# batches of 16 ICA fits) measured 149 s here (GIES 50 s, JCI 76 s, ICA 21 s with its
+# compile); GIES in the d sweep
 # on 16 instead of 8 datasets up to d = 30 instead of 20: one GIES fit took 6 s at d = 20
 # here and 111 s at d = 30 (the recorded run's d = 20 cell: 704 s for 8), so ~+12 min at
 # d = 20 (8 more fits at the recorded rate) and ~+30 min at d = 30 (16 fits): FULL grows
-# from the recorded 98 min to about 2 h 20 min.
+# from the recorded 98 min to about 2 h 15 min.
 FULL = Config()
 
 # A first look (about 30 s of CPU on a quiet 2-core machine, compilation included): every

@@ -85,3 +85,26 @@ def test_bad_input_fails_with_one_line_naming_it():
         melt_quench.cell_from_counts(np.ones(3))
     with pytest.raises(ValueError, match="n_cells"):
         melt_quench.generate("silica", 0, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("make", [melt_quench.bks_table, melt_quench.pedone_table])
+def test_published_tables_forces_equal_jax_grad_in_float64(make):
+    import jax
+    from jaxkit.kernels import md
+
+    names = ("Si", "O") if make is melt_quench.bks_table else ("Si", "Na", "Ca", "Al", "O")
+    rng = np.random.default_rng(0)
+    box = 11.0
+    g = np.stack(np.meshgrid(*[np.arange(4)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    pos = g[rng.permutation(64)[:30]] * (box / 4) + rng.normal(0, 0.2, (30, 3))
+    species = np.array([ELEMENTS.index(names[i % len(names)]) for i in range(30)])
+    table = make(5.5, 5.5)
+    mask = np.ones(30, bool)
+    f, e = jax.jit(md.forces)(pos, box, species, mask, table)
+    grad = jax.jit(jax.grad(md.energy))(pos, box, species, mask, table)
+    assert f.dtype == np.float64
+    np.testing.assert_allclose(f, -grad, rtol=1e-9, atol=1e-9)
+    q = np.asarray(table.charge)
+    assert all(abs(q[ELEMENTS.index(n)]) > 0 for n in names)  # every species is charged
+    np.testing.assert_array_equal(np.asarray(table.buck_a), np.asarray(table.buck_a).T)
+    np.testing.assert_array_equal(np.asarray(table.morse_d), np.asarray(table.morse_d).T)

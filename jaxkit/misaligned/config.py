@@ -13,6 +13,10 @@ split off as the outer split was made. Gaps are bootstrapped ``n_boot`` times.
 Renz et al.'s generative AddCarbon baseline draws ``addcarbon_samples`` molecules from
 each data set's first random training set (:mod:`jaxkit.misaligned.addcarbon`; 0 skips
 it).
+``models`` picks the models under audit out of ``mlp`` (fingerprint MLP), ``mpnn``
+(atom-only MPNN, ``mpnn_width`` / ``mpnn_rounds``) and ``dmpnn`` (chemprop's bond-aware
+directed MPNN, :mod:`jaxkit.misaligned.dmpnn`: ``dmpnn_width``, ``dmpnn_steps`` message
+steps, ``dmpnn_aggregation`` "mean" or "sum" over atoms).
 ``classification`` adds the solubility classes task (needs ``solubility`` in
 ``datasets``).
 
@@ -32,6 +36,7 @@ from jaxkit.config import PipelineConfig, require, require_at_least, require_dis
 __all__ = ["Config", "QUICK", "FULL"]
 
 _DATASETS = ("solubility", "freesolv", "chembl")
+_MODELS = ("mlp", "mpnn", "dmpnn")
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,10 @@ class Config(PipelineConfig):
     mlp_width: int = 256
     mpnn_width: int = 64
     mpnn_rounds: int = 3
+    models: tuple[str, ...] = _MODELS
+    dmpnn_width: int = 64
+    dmpnn_steps: int = 3
+    dmpnn_aggregation: str = "mean"
     ridge_lambda: float = 3.0
     fractions: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
     carbon_inserted_strengths: tuple[int, ...] = (1, 2, 3)
@@ -68,9 +77,16 @@ class Config(PipelineConfig):
         require_distinct("datasets", self.datasets, "data set")
         bad = [d for d in self.datasets if d not in _DATASETS]
         require(not bad, "datasets", f"must be out of {', '.join(_DATASETS)}; got {bad}")
+        require_distinct("models", self.models, "model")
+        bad = [m for m in self.models if m not in _MODELS]
+        require(not bad, "models",
+                f"must be one or more of {', '.join(_MODELS)}; got {list(self.models)}")
+        require(self.dmpnn_aggregation in ("mean", "sum"), "dmpnn_aggregation",
+                f"must be 'mean' or 'sum'; got {self.dmpnn_aggregation!r}")
         require_at_least(self, ("seeds",), 2)
         require_at_least(self, ("n_bits", "max_atoms", "steps", "batch_size", "log_every",
                                 "checkpoint_every", "mlp_width", "mpnn_width", "mpnn_rounds",
+                                "dmpnn_width", "dmpnn_steps",
                                 "carbon_inserted_variants", "n_boot"))
         require(self.max_molecules is None or self.max_molecules >= 20, "max_molecules",
                 f"must be None or >= 20; got {self.max_molecules}")
@@ -97,6 +113,7 @@ class Config(PipelineConfig):
 
 QUICK = Config(max_molecules=160, seeds=3, n_bits=512, steps=100, batch_size=32,
                log_every=50, checkpoint_every=1, mlp_width=64, mpnn_width=32, mpnn_rounds=2,
+               dmpnn_width=32, dmpnn_steps=2,
                fractions=(0.0, 0.5, 1.0), carbon_inserted_strengths=(1, 3),
                carbon_inserted_variants=1, n_boot=200, lr=3e-3,
                addcarbon_samples=100)

@@ -8,6 +8,10 @@ padded molecular graph (equinox), trained for all seeds at once through the one 
   :math:`h^{t+1}_v = \\mathrm{ReLU}(W_s^t h^t_v + W_m^t \\sum_{u \\in N(v)} h^t_u +
   b^t)` (the GraphConv / GIN-style sum aggregation of Gilmer et al. 2017), masked to
   the real atoms; readout :math:`\\mathrm{MLP}(\\sum_v h^T_v)`.
+* :class:`~jaxkit.misaligned.dmpnn.DMPNN` (``"dmpnn"``): chemprop's bond-aware directed
+  MPNN (Yang et al. 2019) on the padded directed-bond graphs of
+  :func:`~jaxkit.misaligned.dmpnn.bond_graphs` (arrays ``atoms``, ``atom_mask``,
+  ``bonds``, ``src``, ``dst``, ``rev``, ``bond_mask``).
 
 Seeds are a leading axis of the parameters: ``S`` models (one per seed and split) are
 initialised with ``eqx.filter_vmap`` and trained together, the loss being the sum of the
@@ -46,10 +50,12 @@ from jaxkit import distributed as jd
 from jaxkit import optim, training
 from jaxkit.kernels import train as ktrain
 
+from .dmpnn import DMPNN, dmpnn_inputs
+
 __all__ = ["MODELS", "FingerprintMLP", "MPNN", "TrainSettings", "make_models", "train",
            "predict"]
 
-MODELS = ("mlp", "mpnn")
+MODELS = ("mlp", "mpnn", "dmpnn")
 
 
 class FingerprintMLP(eqx.Module):
@@ -104,14 +110,22 @@ class TrainSettings(NamedTuple):
     mlp_depth: int = 2
     mpnn_width: int = 64
     mpnn_rounds: int = 3
+    dmpnn_width: int = 64
+    dmpnn_steps: int = 3
+    dmpnn_aggregation: str = "mean"
 
 
-def make_models(kind: str, keys, n_bits: int, n_features: int, ts: TrainSettings):
-    """``len(keys)`` models of ``kind`` stacked on a leading axis."""
+def make_models(kind: str, keys, n_bits: int, n_features: int, ts: TrainSettings,
+                n_bond_features: int = 1):
+    """``len(keys)`` models of ``kind`` stacked on a leading axis (``n_bond_features``:
+    the D-MPNN's bond feature count)."""
     if kind == "mlp":
         mk = lambda k: FingerprintMLP(k, n_bits, ts.mlp_width, ts.mlp_depth)  # noqa: E731
     elif kind == "mpnn":
         mk = lambda k: MPNN(k, n_features, ts.mpnn_width, ts.mpnn_rounds)  # noqa: E731
+    elif kind == "dmpnn":
+        mk = lambda k: DMPNN(k, n_features, n_bond_features, ts.dmpnn_width,  # noqa: E731
+                             ts.dmpnn_steps, ts.dmpnn_aggregation)
     else:
         raise ValueError(f"`kind` must be one of {MODELS}; got {kind!r}")
     return eqx.filter_vmap(mk)(keys)
@@ -120,6 +134,8 @@ def make_models(kind: str, keys, n_bits: int, n_features: int, ts: TrainSettings
 def _inputs(kind: str, arrays: dict) -> dict:
     if kind == "mlp":
         return {"fp": jnp.asarray(arrays["fp"], jnp.float32)}
+    if kind == "dmpnn":
+        return dmpnn_inputs(arrays)
     return {"atoms": jnp.asarray(arrays["atoms"], jnp.float32),
             "adj": jnp.asarray(arrays["adj"], jnp.float32),
             "mask": jnp.asarray(arrays["atom_mask"], bool)}
@@ -177,9 +193,10 @@ def train(key, kind: str, arrays: dict, y, train_mask, ts: TrainSettings, *,
 
     Args:
         key: the training key (init, minibatches, steps derive from it).
-        kind: ``"mlp"`` or ``"mpnn"``.
+        kind: ``"mlp"``, ``"mpnn"`` or ``"dmpnn"``.
         arrays: ``fp``; or ``atoms``, ``adj``, ``atom_mask`` (a
-            :class:`~jaxkit.misaligned.features.MolDataset`'s arrays).
+            :class:`~jaxkit.misaligned.features.MolDataset`'s arrays); or, for the
+            D-MPNN, :func:`~jaxkit.misaligned.dmpnn.bond_graphs`' arrays.
         y: ``(n,)`` labels.
         train_mask: ``(S, n)`` boolean training masks.
         ts: the :class:`TrainSettings`.
@@ -206,7 +223,8 @@ def train(key, kind: str, arrays: dict, y, train_mask, ts: TrainSettings, *,
     mols = _inputs(kind, arrays)
     n_bits = arrays["fp"].shape[1] if "fp" in arrays else 1
     n_feat = arrays["atoms"].shape[-1] if "atoms" in arrays else 1
-    models = make_models(kind, jax.random.split(k_init, S), n_bits, n_feat, ts)
+    n_bond = arrays["bonds"].shape[-1] if "bonds" in arrays else 1
+    models = make_models(kind, jax.random.split(k_init, S), n_bits, n_feat, ts, n_bond)
     params, static = eqx.partition(models, eqx.is_array)
     mesh = jd.data_mesh(mesh)
     Sp = S + (-S) % jd.mesh_size(mesh)  # seeds padded to a multiple of the data axis

@@ -14,7 +14,8 @@ cached under ``out_dir/.stages``):
    and again over their inner validation splits (the best baseline is chosen there)
    (split over ``ctx.mesh``'s ``"data"`` axis, one seed at a time per device) and
    vmapped over the perturbation strengths, one compiled call for both.
-3. ``misaligned-<ds>-<model>``: the MLP and the MPNN, all ``2 seeds`` trainings in one
+3. ``misaligned-<ds>-<model>``: the models of ``cfg.models`` (fingerprint MLP, atom-only
+   MPNN, bond-aware D-MPNN of :mod:`jaxkit.misaligned.dmpnn`), all ``2 seeds`` trainings in one
    :func:`jaxkit.training.fit` with checkpoints under ``out_dir/checkpoints/``, the
    seeds split over ``ctx.mesh``'s ``"data"`` axis (the same models on any mesh).
 4. :func:`jaxkit.misaligned.audit.evaluate` per split; report and claims in
@@ -42,6 +43,7 @@ from . import models as Mo
 from . import report
 from .baselines import FamilySettings
 from .config import FULL, QUICK, Config
+from .dmpnn import bond_graphs
 from .features import Splits, featurise, make_splits, validation_splits
 
 TITLE = "Misaligned baselines for AI drug discovery"
@@ -80,6 +82,14 @@ def _generative(ctx: RunContext, cfg: Config, data, splits: dict) -> dict:
             "held_out": G.generative_scores(held, train, n_bits=n_bits)}
 
 
+def _model_arrays(kind: str, data, cfg: Config) -> dict:
+    """The arrays model ``kind`` reads: the D-MPNN's directed-bond graphs (padded to
+    ``cfg.max_atoms`` atoms and the data set's most bonds), the others the data set's."""
+    if kind == "dmpnn":
+        return bond_graphs(data.smiles, max_atoms=cfg.max_atoms)
+    return dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
+
+
 def _both(splits: dict) -> Splits:
     return Splits("both", np.concatenate([splits["random"].train, splits["scaffold"].train]),
                   np.concatenate([splits["random"].test, splits["scaffold"].test]))
@@ -93,7 +103,9 @@ def run(ctx: RunContext) -> PipelineResult:
     ts = Mo.TrainSettings(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
                           weight_decay=cfg.weight_decay, log_every=cfg.log_every,
                           checkpoint_every=cfg.checkpoint_every, mlp_width=cfg.mlp_width,
-                          mpnn_width=cfg.mpnn_width, mpnn_rounds=cfg.mpnn_rounds)
+                          mpnn_width=cfg.mpnn_width, mpnn_rounds=cfg.mpnn_rounds,
+                          dmpnn_width=cfg.dmpnn_width, dmpnn_steps=cfg.dmpnn_steps,
+                          dmpnn_aggregation=cfg.dmpnn_aggregation)
     fam = FamilySettings(lam=cfg.ridge_lambda, fractions=tuple(cfg.fractions))
     results: dict = {}
     generative: dict = {}
@@ -113,13 +125,13 @@ def run(ctx: RunContext) -> PipelineResult:
         if cfg.addcarbon_samples:
             generative[name] = ctx.stage(f"misaligned-{name}-addcarbon",
                                          lambda d=data, sp=splits: _generative(ctx, cfg, d, sp))
-        arrays = dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
         preds = {}
-        for kind in Mo.MODELS:
+        for kind in cfg.models:
             stage = f"misaligned-{name}-{kind}"
-            preds[kind] = ctx.stage(stage, lambda k=kind, s=stage, d=data, a=arrays, b=both:
-                                    Mo.train(ctx.key(f"misaligned-train-{d.name}-{k}"), k, a,
-                                             d.y, b.train, ts, resume=ctx.resume,
+            preds[kind] = ctx.stage(stage, lambda k=kind, s=stage, d=data, b=both:
+                                    Mo.train(ctx.key(f"misaligned-train-{d.name}-{k}"), k,
+                                             _model_arrays(k, d, cfg), d.y, b.train, ts,
+                                             resume=ctx.resume,
                                              checkpoint_dir=ctx.out_dir / "checkpoints" / s,
                                              mesh=ctx.mesh)[0])
         S = cfg.seeds

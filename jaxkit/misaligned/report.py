@@ -52,7 +52,8 @@ __all__ = ["PAPER", "LABELS", "C_NOT_LEARNING", "C_BRANCHES", "fmt", "gap_rows",
            "classes_markdown"]
 
 PAPER = "AI for drug discovery models often do not learn as expected (ICML 2026 FM4LS)"
-LABELS = {"mlp": "MLP (fingerprints)", "mpnn": "MPNN (graph)", "ridge_fp": "ridge (fingerprints)",
+LABELS = {"mlp": "MLP (fingerprints)", "mpnn": "MPNN (graph)",
+          "dmpnn": "D-MPNN (bond-aware, directed)", "ridge_fp": "ridge (fingerprints)",
           "train_mean": "train mean", "size_only": "size only (MolWt, heavy atoms)",
           "descriptors": "4 descriptors: size, TPSA, logP (physics-aligned)",
           "descriptors_no_logp": "size + TPSA, no logP (physics-aligned)",
@@ -86,7 +87,7 @@ def gap_rows(results: dict) -> list[list]:
     interval, t-test verdict, flag."""
     rows = []
     for (ds, split), r in results.items():
-        for m in MODELS:
+        for m in (m for m in MODELS if m in r["gaps"]):
             g = r["gaps"][m]
             b = g["boot"]
             rows.append([ds, split, LABELS[m], fmt(r["metrics"][m]["rmse"]),
@@ -148,7 +149,9 @@ def curve_plot(cfg: Config, results: dict, out: Path) -> Path:
                 x = r["strengths"][c]
                 ax.plot(x, v.mean(0), ls=ls, marker="o", ms=3, color="tab:red",
                         label=f"ridge, {split}")
-                for m, col in zip(MODELS, ("tab:blue", "tab:purple"), strict=True):
+                for m, col in zip(MODELS, ("tab:blue", "tab:purple", "tab:olive"), strict=True):
+                    if m not in r["metrics"]:
+                        continue
                     ax.axhline(_rmse(r, m), ls=ls, color=col, lw=0.8,
                                label=f"{LABELS[m]}, {split}")
             label_axes(ax, {"shuffled_inputs": "fraction of molecules shuffled",
@@ -251,6 +254,17 @@ def claims(cfg: Config, results: dict, classes: dict | None = None) -> list[Clai
     return out
 
 
+def _model_text(cfg: Config) -> dict:
+    return {"mlp": f"MLP on {cfg.n_bits}-bit Morgan fingerprints (radius 2, width "
+                   f"{cfg.mlp_width})",
+            "mpnn": f"an atom-only MPNN ({cfg.mpnn_rounds} rounds, width {cfg.mpnn_width}) "
+                    f"on the graph padded to {cfg.max_atoms} atoms",
+            "dmpnn": f"chemprop's bond-aware directed MPNN (D-MPNN, Yang et al. 2019: "
+                     f"{cfg.dmpnn_steps} message steps on directed bonds with bond type, "
+                     f"conjugation, ring and stereo features, width {cfg.dmpnn_width}, "
+                     f"{cfg.dmpnn_aggregation} over atoms)"}
+
+
 def markdown(cfg: Config, results: dict, *, quick: bool, seed: int) -> str:
     """The report section: setup, gap table, random vs scaffold, per-split tables."""
     rows = gap_rows(results)
@@ -258,7 +272,7 @@ def markdown(cfg: Config, results: dict, *, quick: bool, seed: int) -> str:
     beaten = sum(1 for r in rows if r[-1] == "baseline better")
     rs_rows = []
     for ds in cfg.datasets:
-        for m in MODELS:
+        for m in cfg.models:
             ra, rb = results[(ds, "random")], results[(ds, "scaffold")]
             ga, gb = ra["gaps"][m]["boot"]["estimate"], rb["gaps"][m]["boot"]["estimate"]
             rs_rows.append([ds, LABELS[m], fmt(ra["metrics"][m]["rmse"]),
@@ -269,10 +283,9 @@ def markdown(cfg: Config, results: dict, *, quick: bool, seed: int) -> str:
         f"{', '.join(cfg.datasets)}"
         + (f" (each subsampled to {cfg.max_molecules} molecules)" if cfg.max_molecules else "")
         + f"; {cfg.seeds} random and {cfg.seeds} scaffold splits "
-        f"({cfg.test_fraction:.0%} test) per data set. Models: MLP on {cfg.n_bits}-bit "
-        f"Morgan fingerprints (radius 2, width {cfg.mlp_width}) and an MPNN "
-        f"({cfg.mpnn_rounds} rounds, width {cfg.mpnn_width}) on the graph padded to "
-        f"{cfg.max_atoms} atoms, {cfg.steps} AdamW steps (batch {cfg.batch_size}, lr "
+        f"({cfg.test_fraction:.0%} test) per data set. Models: "
+        + ", ".join(_model_text(cfg)[m] for m in cfg.models)
+        + f", {cfg.steps} AdamW steps (batch {cfg.batch_size}, lr "
         f"{cfg.lr}), all seeds trained in one compiled step. Misaligned baselines (one "
         f"vmapped call over seeds and strengths): train mean, size only, label "
         f"scrambling, shuffled inputs, random features, 1-NN Tanimoto, test inputs with "

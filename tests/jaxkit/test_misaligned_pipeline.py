@@ -18,7 +18,8 @@ from jaxkit.registry import get as get_pipeline
 
 TINY = QUICK.override(["datasets=freesolv", "max_molecules=40", "seeds=2", "steps=50",
                        "n_bits=64", "fractions=0,1", "carbon_inserted_strengths=1",
-                       "n_boot=50", "mlp_width=16", "mpnn_width=8", "mpnn_rounds=1"])
+                       "n_boot=50", "mlp_width=16", "mpnn_width=8", "mpnn_rounds=1",
+                       "dmpnn_width=8", "dmpnn_steps=1"])
 
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")  # tests/jaxkit/conftest.py
@@ -37,11 +38,12 @@ def tiny_run(tmp_path_factory):
 def test_tiny_pipeline_claims_report_and_figures(tiny_run):
     res, out = tiny_run
     assert res.name == "misaligned"
-    # the paper rows (models not learning: decided over the 4 cases; multiple branches:
-    # not tested), then the 4 cases and random-flatters per model (2) as extensions
-    assert len(res.claims) == 8
-    assert [c.kind for c in res.claims] == ["paper", "extension", "extension", "extension",
-                                            "extension", "paper", "extension", "extension"]
+    # the paper rows (models not learning: decided over the 6 cases, 2 splits x 3 models;
+    # multiple branches: not tested), then the 6 cases and random-flatters per model (3)
+    # as extensions
+    assert len(res.claims) == 11
+    assert [c.kind for c in res.claims] == ["paper", *["extension"] * 6, "paper",
+                                            *["extension"] * 3]
     assert all(c.verdict in VERDICTS for c in res.claims)
     assert all(c.measured != "n/a" for c in res.claims if c.verdict != "not tested")
     for f in res.figures:
@@ -57,7 +59,7 @@ def test_tiny_pipeline_claims_report_and_figures(tiny_run):
     assert gen["addcarbon"]["n"] == TINY.addcarbon_samples
     assert gen["addcarbon"]["novelty"] == 1.0 and gen["addcarbon"]["validity"] == 1.0
     r = res.metrics["results"]["freesolv/scaffold"]
-    assert set(r["gaps"]) == {"mlp", "mpnn"}
+    assert set(r["gaps"]) == {"mlp", "mpnn", "dmpnn"}
     assert r["gaps"]["mlp"]["best"] in ("train_mean", "size_only", "label_scramble",
                                         "shuffled_inputs", "random_features", "nn_tanimoto",
                                         "carbon_inserted")  # never the physics ones
@@ -72,7 +74,8 @@ def test_tiny_pipeline_reloads_its_stages(tiny_run):
     ctx = RunContext(out_dir=out, config=TINY, quick=True)
     again = get_pipeline("misaligned").run(ctx)
     assert {"misaligned-data-freesolv", "misaligned-freesolv-baselines",
-            "misaligned-freesolv-mlp", "misaligned-freesolv-mpnn"} <= set(ctx.reloaded)
+            "misaligned-freesolv-mlp", "misaligned-freesolv-mpnn",
+            "misaligned-freesolv-dmpnn"} <= set(ctx.reloaded)
     assert [c.measured for c in again.claims] == [c.measured for c in res.claims]
 
 

@@ -29,8 +29,20 @@ from threadpoolctl import threadpool_limits
 from jaxkit.claims import Claim
 from jaxkit.stats import all_of, holm_superiority, superiority
 
-__all__ = ["ridge_scores", "grouped_ridge_scores", "auroc", "per_seed",
+__all__ = ["check_run_args", "ridge_scores", "grouped_ridge_scores", "auroc", "per_seed",
            "best_on_validation", "competitive_claims", "summary"]
+
+
+def check_run_args(seeds: int, test_fraction: float, val_fraction: float, lam: float) -> None:
+    """A one-line ``ValueError`` naming the first bad argument of a branch run: ``seeds``
+    an integer >= 2, both fractions in (0, 1), ``lam`` > 0."""
+    if int(seeds) != seeds or seeds < 2:
+        raise ValueError(f"`seeds` must be an integer >= 2; got {seeds!r}")
+    for name, f in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
+        if not 0 < f < 1:
+            raise ValueError(f"`{name}` must lie in (0, 1); got {f!r}")
+    if not lam > 0:
+        raise ValueError(f"`lam` must be > 0; got {lam!r}")
 
 
 def _one_blas_thread(fn):

@@ -207,11 +207,16 @@ def run_dti(key, rng: np.random.Generator, data: DTIData, *, seeds: int,
         ts: the MLP's :class:`~jaxkit.misaligned.models.TrainSettings`.
         checkpoint_dir, resume, mesh: passed to :func:`jaxkit.misaligned.models.train`.
 
+    Raises:
+        ValueError: a bad ``seeds``, fraction or ``lam``
+            (:func:`~jaxkit.misaligned.branch_eval.check_run_args`), before any work.
+
     Returns:
         ``{split: {"test": {method: auroc summary}, "val": {baseline: summary}, "best",
         "advantage": per-seed model - best AUROC, "control": per-seed model - control
         AUROC, "n_test": mean test pairs}}``.
     """
+    E.check_run_args(seeds, test_fraction, val_fraction, lam)
     sp = {k: pair_splits(data, k, rng, seeds, test_fraction) for k in SPLITS}
     va = {k: pair_splits(data, k, rng, seeds, val_fraction, within=sp[k].train)
           for k in SPLITS}

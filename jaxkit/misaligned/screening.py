@@ -99,12 +99,20 @@ def load_screening(targets, n_bits: int = 512) -> ScreenData:
     """The shipped DUD-E subsets of ``targets``, featurised (module docstring).
 
     Raises:
-        ValueError: an unknown target (from the loader) or an unparseable SMILES.
+        ValueError: empty, repeated or unknown ``targets`` (before any work), or an
+            unparseable SMILES.
     """
     from rdkit import Chem, RDLogger
 
-    from jaxkit.data.drug_discovery import load_dude
+    from jaxkit.data.drug_discovery import DUDE_TARGETS, load_dude
 
+    if isinstance(targets, str) or not targets or len(set(targets)) != len(targets):
+        raise ValueError(f"`targets` must be a non-empty sequence of distinct DUD-E targets; "
+                         f"got {targets!r}")
+    unknown = [t for t in targets if t not in DUDE_TARGETS]
+    if unknown:
+        raise ValueError(f"`targets`: {unknown} not shipped; choose from "
+                         f"{', '.join(DUDE_TARGETS)}")
     ys, tg, mols = [], [], []
     RDLogger.DisableLog("rdApp.*")
     try:
@@ -212,11 +220,16 @@ def run_screening(key, rng: np.random.Generator, data: ScreenData, *, seeds: int
         ts: the MLP's :class:`~jaxkit.misaligned.models.TrainSettings`.
         checkpoint_dir, resume, mesh: passed to :func:`jaxkit.misaligned.models.train`.
 
+    Raises:
+        ValueError: a bad ``seeds``, fraction or ``lam``
+            (:func:`~jaxkit.misaligned.branch_eval.check_run_args`), before any work.
+
     Returns:
         ``{target: {"test": {method: {metric: summary}}, "val": {baseline: AUROC
         summary}, "best", "advantage" / "control": per-seed AUROC of the MLP minus the
         best baseline's / the control's, "n_test", "n_actives_test"}}``.
     """
+    E.check_run_args(seeds, test_fraction, val_fraction, lam)
     sp = stratified_splits(data, rng, seeds, test_fraction)
     va = stratified_splits(data, rng, seeds, val_fraction, within=sp.train)
     base = baseline_scores(data, np.concatenate([sp.train, va.train]), rng, lam)

@@ -203,3 +203,16 @@ def test_branches_claim():
     assert B.branches_claim("P", "multi", "no", rows[:1]).verdict == "no"
     assert B.branches_claim("P", "multi", "yes", rows[:1]).verdict == "yes"
     assert B.branches_claim("P", "multi", "yes", []).verdict == "not tested"
+
+
+def test_bad_arguments_are_one_line_errors_before_any_work():
+    d = _toy_dti(np.random.default_rng(7))
+    for kw, match in ((dict(seeds=1), "`seeds`"), (dict(test_fraction=0.0), "`test_fraction`"),
+                      (dict(val_fraction=1.0), "`val_fraction`"), (dict(lam=0.0), "`lam`")):
+        args = dict(seeds=2, test_fraction=0.2, val_fraction=0.2, lam=1.0, ts=TINY) | kw
+        with pytest.raises(ValueError, match=match):
+            D.run_dti(jax.random.key(0), np.random.default_rng(0), d, **args)
+    with pytest.raises(ValueError, match="`targets`"):
+        S.load_screening("ada")
+    with pytest.raises(ValueError, match="`targets`: \\['egfr'\\] not shipped"):
+        S.load_screening(("ada", "egfr"))

@@ -160,7 +160,8 @@ def evaluate_classes(y01, test, model_preds: dict, base_preds: dict, *,
 
 def run_classes(ctx, cfg, ts, fam, data, splits: dict, both, validation=None) -> dict:
     """The pipeline's classification stages on the (subsampled) solubility data:
-    ``{split: evaluate_classes(...)}``. ``data.info["classes"]`` holds the classes of the
+    ``{split: evaluate_classes(...)}``, the models of ``cfg.models`` (the MLP alone where
+    ``cfg`` names none) trained on the 0/1 labels. ``data.info["classes"]`` holds the classes of the
     featurised input rows; ``validation`` (the inner splits of ``both``'s training sets,
     :func:`jaxkit.misaligned.features.validation_splits`) chooses the best baseline."""
     from dataclasses import replace
@@ -176,18 +177,19 @@ def run_classes(ctx, cfg, ts, fam, data, splits: dict, both, validation=None) ->
         settings=fam, carbon_inserted_strengths=cfg.carbon_inserted_strengths,
         carbon_inserted_variants=cfg.carbon_inserted_variants, mesh=ctx.mesh))
     base = preds[0]
-    arrays = dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
-    stage = "misaligned-solubility-classes-mlp"
-    pred = ctx.stage(stage, lambda: Mo.train(
-        ctx.key("misaligned-train-solubility-classes-mlp"), "mlp", arrays, y01, both.train, ts,
-        resume=ctx.resume, checkpoint_dir=ctx.out_dir / "checkpoints" / stage,
-        mesh=ctx.mesh)[0])
+    pred = {}
+    for kind in getattr(cfg, "models", ("mlp",)):
+        stage = f"misaligned-solubility-classes-{kind}"
+        pred[kind] = ctx.stage(stage, lambda k=kind, s=stage: Mo.train(
+            ctx.key(f"misaligned-train-solubility-classes-{k}"), k, Mo.model_arrays(k, data),
+            y01, both.train, ts, resume=ctx.resume,
+            checkpoint_dir=ctx.out_dir / "checkpoints" / s, mesh=ctx.mesh)[0])
     S, out = cfg.seeds, {}
     for j, kind in enumerate(("random", "scaffold")):
         sl = slice(j * S, (j + 1) * S)
         val = {} if validation is None else dict(
             val_test=validation.test[sl], val_preds={b: p[sl] for b, p in preds[1].items()})
-        out[kind] = evaluate_classes(y01, splits[kind].test, {"mlp": pred[sl]},
+        out[kind] = evaluate_classes(y01, splits[kind].test, {k: p[sl] for k, p in pred.items()},
                                      {b: p[sl] for b, p in base.items()}, **val)
     return out
 

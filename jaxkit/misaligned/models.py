@@ -50,10 +50,10 @@ from jaxkit import distributed as jd
 from jaxkit import optim, training
 from jaxkit.kernels import train as ktrain
 
-from .dmpnn import DMPNN, dmpnn_inputs
+from .dmpnn import DMPNN, bond_graphs, dmpnn_inputs
 
-__all__ = ["MODELS", "FingerprintMLP", "MPNN", "TrainSettings", "make_models", "train",
-           "predict"]
+__all__ = ["MODELS", "FingerprintMLP", "MPNN", "TrainSettings", "make_models", "model_arrays",
+           "train", "predict"]
 
 MODELS = ("mlp", "mpnn", "dmpnn")
 
@@ -129,6 +129,17 @@ def make_models(kind: str, keys, n_bits: int, n_features: int, ts: TrainSettings
     else:
         raise ValueError(f"`kind` must be one of {MODELS}; got {kind!r}")
     return eqx.filter_vmap(mk)(keys)
+
+
+def model_arrays(kind: str, data) -> dict:
+    """The arrays :func:`train` reads for model ``kind`` from a
+    :class:`~jaxkit.misaligned.features.MolDataset`: the fingerprints and atom graphs, or
+    for ``"dmpnn"`` the directed-bond graphs of its SMILES
+    (:func:`~jaxkit.misaligned.dmpnn.bond_graphs`, padded to the data set's atoms and its
+    most bonds)."""
+    if kind == "dmpnn":
+        return bond_graphs(data.smiles, max_atoms=data.atoms.shape[1])
+    return dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
 
 
 def _inputs(kind: str, arrays: dict) -> dict:

@@ -24,7 +24,7 @@ cached under ``out_dir/.stages``):
    first random training set, scored beside that split's held-out molecules
    (:mod:`jaxkit.misaligned.addcarbon`).
 6. With ``classification`` and the solubility set: its classes ((A) low vs the rest),
-   the baseline family and the MLP on the 0/1 labels, AUROC / accuracy
+   the baseline family and the models of ``cfg.models`` on the 0/1 labels, AUROC / accuracy
    (:mod:`jaxkit.misaligned.classification`).
 """
 
@@ -43,7 +43,6 @@ from . import models as Mo
 from . import report
 from .baselines import FamilySettings
 from .config import FULL, QUICK, Config
-from .dmpnn import bond_graphs
 from .features import Splits, featurise, make_splits, validation_splits
 
 TITLE = "Misaligned baselines for AI drug discovery"
@@ -80,14 +79,6 @@ def _generative(ctx: RunContext, cfg: Config, data, splits: dict) -> dict:
     n_bits = data.fp.shape[1]
     return {"addcarbon": G.generative_scores(gen, train, n_bits=n_bits),
             "held_out": G.generative_scores(held, train, n_bits=n_bits)}
-
-
-def _model_arrays(kind: str, data, cfg: Config) -> dict:
-    """The arrays model ``kind`` reads: the D-MPNN's directed-bond graphs (padded to
-    ``cfg.max_atoms`` atoms and the data set's most bonds), the others the data set's."""
-    if kind == "dmpnn":
-        return bond_graphs(data.smiles, max_atoms=cfg.max_atoms)
-    return dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
 
 
 def _both(splits: dict) -> Splits:
@@ -130,7 +121,7 @@ def run(ctx: RunContext) -> PipelineResult:
             stage = f"misaligned-{name}-{kind}"
             preds[kind] = ctx.stage(stage, lambda k=kind, s=stage, d=data, b=both:
                                     Mo.train(ctx.key(f"misaligned-train-{d.name}-{k}"), k,
-                                             _model_arrays(k, d, cfg), d.y, b.train, ts,
+                                             Mo.model_arrays(k, d), d.y, b.train, ts,
                                              resume=ctx.resume,
                                              checkpoint_dir=ctx.out_dir / "checkpoints" / s,
                                              mesh=ctx.mesh)[0])

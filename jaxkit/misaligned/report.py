@@ -364,22 +364,27 @@ def classes_markdown(classes: dict) -> str:
     """The classification section: AUROC / accuracy per method and split, the gaps."""
     if not classes:
         return ""
-    methods = ["mlp", *[b for b in (*ALIGNED, *MISALIGNED) if b in classes["random"]["metrics"]]]
+    models = [m for m in MODELS if m in classes["random"]["gaps"]]
+    methods = [*models,
+               *[b for b in (*ALIGNED, *MISALIGNED) if b in classes["random"]["metrics"]]]
     rows = [[LABELS.get(m, m), *[fmt(classes[s]["metrics"][m][k]) for s in SPLITS
                                   for k in ("auroc", "accuracy")]] for m in methods]
     gaps = []
-    for s in SPLITS:
-        g = classes[s]["gaps"]["mlp"]
-        t = g["test"]
-        gaps.append([s, LABELS[g["best"]], f"{np.mean(g['per_seed']):+.3f}",
-                     f"[{t['lo']:+.3f}, {t['hi']:+.3f}]", t["verdict"]])
+    for m in models:
+        for s in SPLITS:
+            g = classes[s]["gaps"][m]
+            t = g["test"]
+            gaps.append([LABELS[m], s, LABELS[g["best"]], f"{np.mean(g['per_seed']):+.3f}",
+                         f"[{t['lo']:+.3f}, {t['hi']:+.3f}]", t["verdict"]])
     return "\n".join([
         "", "## Classification: solubility classes ((A) low vs the rest)", "",
-        f"Positive rate {classes['random']['positive_rate']:.2f}; the MLP and the baseline "
+        f"Positive rate {classes['random']['positive_rate']:.2f}; the models "
+        f"({', '.join(LABELS[m] for m in models)}) and the baseline "
         "family fitted to the 0/1 labels, their predictions used as scores (train mean: "
         "AUROC 0.5 by construction). Mean ± 95% t-interval over seeds.", "",
         markdown_table(["method", "AUROC (random)", "accuracy (random)",
                         "AUROC (scaffold)", "accuracy (scaffold)"], rows), "",
-        "MLP AUROC minus its best misaligned baseline's (chosen on validation sets; per "
-        "seed, paired t):", "",
-        markdown_table(["split", "best baseline", "gap", "95% CI", "verdict"], gaps), ""])
+        "Each model's AUROC minus its best misaligned baseline's (chosen on validation "
+        "sets; per seed, paired t):", "",
+        markdown_table(["model", "split", "best baseline", "gap", "95% CI", "verdict"], gaps),
+        ""])

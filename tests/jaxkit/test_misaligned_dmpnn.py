@@ -164,3 +164,27 @@ def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="`graphs` lacks"):
         Mo.train(jax.random.key(0), "dmpnn", {"fp": np.zeros((4, 8))}, np.arange(4.0),
                  np.ones((2, 4), bool), Mo.TrainSettings(steps=10, log_every=10))
+
+
+def test_model_arrays_pad_the_bond_graphs_like_the_data_set():
+    d = F.featurise(["CCO", "c1ccccc1", "CC#N", "OCCO"], [0, 1, 2, 3], n_bits=16, max_atoms=9)
+    g = Mo.model_arrays("dmpnn", d)
+    np.testing.assert_array_equal(g["atoms"], d.atoms)
+    np.testing.assert_array_equal(g["atom_mask"], d.atom_mask)
+    assert g["bonds"].shape == (4, 12, NB)  # benzene's 6 bonds
+    assert set(Mo.model_arrays("mpnn", d)) == {"fp", "atoms", "adj", "atom_mask"}
+
+
+def test_classes_markdown_gives_every_models_gap():
+    from jaxkit.misaligned import report
+
+    summ = {"mean": 0.8, "ci95": 0.1}
+    gap = {"best": "size_only", "per_seed": [0.1, 0.2],
+           "test": {"lo": -0.1, "hi": 0.3, "verdict": "not shown"}}
+    one = {"metrics": {m: {"auroc": summ, "accuracy": summ} for m in ("mlp", "dmpnn")},
+           "gaps": {"mlp": gap, "dmpnn": gap}, "positive_rate": 0.4}
+    md = report.classes_markdown({"random": one, "scaffold": one})
+    rows = [ln for ln in md.splitlines() if ln.startswith("| D-MPNN")]
+    assert len(rows) == 3  # the metrics row and one gap row per split
+    assert "| D-MPNN (bond-aware, directed) | scaffold | size only" in md
+    assert "MPNN (graph)" not in md  # not run: no row

@@ -188,3 +188,21 @@ def test_classes_markdown_gives_every_models_gap():
     assert len(rows) == 3  # the metrics row and one gap row per split
     assert "| D-MPNN (bond-aware, directed) | scaffold | size only" in md
     assert "MPNN (graph)" not in md  # not run: no row
+
+
+def test_dmpnn_training_killed_and_resumed_ends_with_the_same_parameters(tmp_path):
+    g = bond_graphs(["CCO", "CCCO", "c1ccccc1", "CC(=O)O", "CCN", "C=CC=C"])
+    y = np.arange(6.0)
+    train = np.ones((2, 6), bool)
+    train[0, :2] = False
+    ts = Mo.TrainSettings(steps=20, log_every=10, checkpoint_every=1, batch_size=4,
+                          dmpnn_width=8, dmpnn_steps=1)
+    key = jax.random.key(3)
+    full, full_hist = Mo.train(key, "dmpnn", g, y, train, ts)
+    ck = tmp_path / "ck"
+    Mo.train(key, "dmpnn", g, y, train, ts._replace(steps=10), checkpoint_dir=ck)  # "killed"
+    resumed, hist = Mo.train(key, "dmpnn", g, y, train, ts, checkpoint_dir=ck)
+    assert [h["step"] for h in hist] == [1, 2]
+    for a, b in zip(hist, full_hist, strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-6)
+    np.testing.assert_allclose(resumed, full, rtol=1e-6, atol=1e-6)

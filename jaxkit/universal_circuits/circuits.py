@@ -108,7 +108,9 @@ GATE_BLOCK, IMAGE_BLOCK, PRECISION_BLOCK = 16, 64, 4
 
 
 def _replacement_logits(params, spec, clfs, mparams, read, live, x, g, k):
-    sites = tuple((x,) + (None,) * c_.n_layers for c_ in clfs)
+    # a model seen through recorded sites (usercircuits.SiteClassifier) picks its input
+    sites = tuple((c_.first_site(x) if hasattr(c_, "first_site") else x,)
+                  + (None,) * c_.n_layers for c_ in clfs)
     _, logits = cc.uc_replacement(params, sites, spec, _rest(clfs), mparams,
                                   gate=g.reshape(spec.n_depths, spec.n_latents) * live,
                                   k=k, read=read, check=False)

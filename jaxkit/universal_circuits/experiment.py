@@ -29,8 +29,8 @@ from .models import Arch, Classifier, accuracy, train_classifier
 from .transcoder import model_sites, record, single_masks, train_uc
 
 __all__ = ["aug_kwargs", "archs", "stream", "train_model", "train_pair", "pair_analysis",
-           "single_baseline", "surgery", "uc_eval", "universality", "circuit_faithfulness",
-           "seed_params", "stream_size"]
+           "single_baseline", "surgery", "receiver", "held_out", "uc_eval", "universality",
+           "circuit_faithfulness", "seed_params", "stream_size"]
 
 
 def aug_kwargs(cfg: Config) -> dict:
@@ -39,11 +39,22 @@ def aug_kwargs(cfg: Config) -> dict:
 
 
 def archs(cfg: Config) -> dict[str, Arch]:
-    """Architecture of every model name (``mlp2``: the MLP's second seed; ``cnn-minus``:
-    the CNN trained without the surgery class)."""
+    """Architecture of every model name (``mlp2``: the MLP's second seed;
+    ``cnn-minus<c>``: the CNN trained without class ``c``, one per surgery class)."""
     mlp = Arch("mlp", cfg.image_size, widths=tuple(cfg.mlp_widths))
     cnn = Arch("cnn", cfg.image_size, channels=tuple(cfg.cnn_channels), hidden=cfg.cnn_hidden)
-    return {"mlp": mlp, "cnn": cnn, "mlp2": mlp, "cnn-minus": cnn}
+    return {"mlp": mlp, "cnn": cnn, "mlp2": mlp,
+            **{receiver(c): cnn for c in cfg.surgery_classes}}
+
+
+def receiver(cls: int) -> str:
+    """The name of the CNN trained without class ``cls``."""
+    return f"cnn-minus{cls}"
+
+
+def held_out(name: str) -> int | None:
+    """The class model ``name`` was trained without (None: every class)."""
+    return int(name[len("cnn-minus"):]) if name.startswith("cnn-minus") else None
 
 
 _CLF: dict[Arch, Classifier] = {}
@@ -112,7 +123,7 @@ def train_model(key, stream_key, cfg: Config, name: str, digits: Digits, out: Pa
     per-image test correctness."""
     arch = archs(cfg)[name]
     clf = classifier(arch)
-    exclude = cfg.surgery_class if name == "cnn-minus" else None
+    exclude = held_out(name)
     x, y = stream(stream_key, cfg, digits, exclude)
     p, hist = train_classifier(jax.random.fold_in(key, 2), clf, x, y, steps=cfg.model_steps,
                                batch=cfg.model_batch, lr=cfg.model_lr, chunk=cfg.log_every,
@@ -321,33 +332,54 @@ def single_baseline(cfg: Config, names, models: dict, singles: list[dict], digit
     return {k: np.stack([r[k] for r in per_seed]) for k in per_seed[0]}
 
 
-def surgery(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
-    """Write ``cfg.surgery_class`` into the receiver (``names[1]``) from the giver's
-    (``names[0]``) circuit, with every transcoder of the stack; before/after/probe on
-    the test images (``after``: per-image correctness averaged over the seeds, the
-    per-seed recalls and other-class accuracies in ``seed_recall`` / ``seed_other``, the
-    confusion matrix of seed 0)."""
+def surgery(key, cfg: Config, names, models: dict, uc: dict, digits: Digits, cls: int
+            ) -> dict:
+    """Write class ``cls`` into the receiver (``names[1]``, trained without it) from the
+    giver's (``names[0]``) circuit, with every transcoder of the stack, and the controls
+    (:mod:`.surgery`): a random gate of the circuit's size (drawn from ``key``), another
+    class's circuit (``cls + 1``) written as ``cls``, and the receiver-only class-mean
+    head; before / after / probe on the test images.
+
+    Returns:
+      ``before``, ``after`` (per-image correctness averaged over the seeds, the confusion
+      matrix of seed 0), ``probe``, ``class_mean`` (:func:`.surgery.evaluate` dicts);
+      per seed ``seed_recall`` / ``seed_other`` of the surgery and ``random_recall`` /
+      ``random_other``, ``wrong_recall`` / ``wrong_other`` of the controls; ``cls``,
+      ``wrong_cls``, ``chance``, ``circuit_sizes``, ``y_test``.
+    """
     clfs, ps = load(cfg, names, models)
-    spec, cls = uc["spec"], cfg.surgery_class
+    spec = uc["spec"]
+    wrong = (cls + 1) % N_CLASSES
     dx, dy = discovery(cfg, digits)
     xt, yt = jnp.asarray(digits.x_test), digits.y_test
-    afters, sizes = [], []
+    N = spec.n_depths * spec.n_latents
+    runs = {"surgery": [], "random": [], "wrong": []}
+    sizes = []
     for s in range(n_seeds(uc)):
         params = seed_params(uc["params"], s)
         circ = C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc_k,
                                keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
         gate = circ.gates[0, cls]
-        new = S.transfer(params, spec, 0, 1, cls, gate, clfs, ps, cfg.ridge)
-        afters.append(S.evaluate(S.predictions(clfs[1], new, xt), yt, cls, N_CLASSES))
+        rnd = np.zeros(N, np.float32)
+        rnd[as_generator(jax.random.fold_in(key, s)).choice(N, int(gate.sum()),
+                                                              replace=False)] = 1.0
+        for tag, g in (("surgery", gate), ("random", rnd), ("wrong", circ.gates[0, wrong])):
+            new = S.transfer(params, spec, 0, 1, cls, g, clfs, ps, cfg.ridge)
+            runs[tag].append(S.evaluate(S.predictions(clfs[1], new, xt), yt, cls, N_CLASSES))
         sizes.append(int(gate.sum()))
     before = S.evaluate(S.predictions(clfs[1], ps[1], xt), yt, cls, N_CLASSES)
+    afters = runs["surgery"]
     correct = np.mean([a["correct"] for a in afters], axis=0)
     after = dict(afters[0], correct=correct, recall=float(correct[yt == cls].mean()),
                  other=float(correct[yt != cls].mean()))
     pr = S.evaluate(S.probe(clfs[1], ps[1], digits.x_train, digits.y_train, digits.x_test), yt,
                     cls, N_CLASSES)
-    return dict(before=before, after=after, probe=pr, circuit_size=sizes[0],
+    mean_head = S.class_mean_head(clfs[1], ps[1], dx, dy, cls)
+    cm = S.evaluate(S.predictions(clfs[1], mean_head, xt), yt, cls, N_CLASSES)
+    per = {f"{p}_{k}": np.array([a[k] for a in runs[tag]])
+           for tag, p in (("random", "random"), ("wrong", "wrong")) for k in ("recall", "other")}
+    return dict(before=before, after=after, probe=pr, class_mean=cm, circuit_size=sizes[0],
                 circuit_sizes=np.asarray(sizes),
                 seed_recall=np.array([a["recall"] for a in afters]),
-                seed_other=np.array([a["other"] for a in afters]),
-                cls=cls, chance=1.0 / N_CLASSES, y_test=np.asarray(yt))
+                seed_other=np.array([a["other"] for a in afters]), **per,
+                cls=cls, wrong_cls=wrong, chance=1.0 / N_CLASSES, y_test=np.asarray(yt))

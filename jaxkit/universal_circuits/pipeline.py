@@ -5,7 +5,7 @@ Stages (each cached with ``ctx.stage``; every training checkpointed under
 ``out_dir/checkpoints/`` so a killed run resumes to the same parameters):
 
 1. the models: an MLP and a CNN (flax nnx) on augmented real digits, a second MLP seed
-   (same-architecture pair) and the CNN trained without the surgery class;
+   (same-architecture pair) and one CNN trained without each surgery class;
 2. per pair: activations recorded into one multi-model store, the universal-circuit
    transcoder (UC) trained on it (data-parallel on ``ctx.mesh``), its reconstruction and
    fidelity (``uc-eval``: FVU, spliced KL, and the replacement model's top-1 agreement
@@ -17,7 +17,9 @@ Stages (each cached with ``ctx.stage``; every training checkpointed under
    (:mod:`.universality`);
    two single-model CLTs (the baseline of joint training), each trained in the pair's
    shapes with the other model masked out (one compiled step for every transcoder);
-4. the surgery pair (MLP giving, CNN-without-the-class receiving) and the transfer.
+4. per held-out class: the surgery pair (MLP giving, the CNN trained without that class
+   receiving), the transfer and its controls (random gate, another class's circuit,
+   receiver-only class-mean head).
 
 Your own activations: ``--set activations=DIR`` (:mod:`.userdata`).
 """
@@ -60,7 +62,8 @@ def _run(ctx: RunContext) -> PipelineResult:
         return _run_user(ctx, cfg)
     digits = load_task(cfg.task, cfg.image_size, cfg.test_every)
     out, common = ctx.out_dir, dict(resume=ctx.resume, mesh=ctx.mesh)
-    names = ["mlp", "cnn", "cnn-minus"] + (["mlp2"] if cfg.same_arch_pair else [])
+    names = (["mlp", "cnn"] + [E.receiver(c) for c in cfg.surgery_classes]
+             + (["mlp2"] if cfg.same_arch_pair else []))
     models = {n: ctx.stage(f"uc-model-{n}", lambda n=n: E.train_model(
         ctx.key(f"model-{n}"), ctx.key("model-stream"), cfg, n, digits, out, **common))
         for n in ctx.track(names, "models")}
@@ -91,11 +94,14 @@ def _run(ctx: RunContext) -> PipelineResult:
         for m, n in enumerate(("mlp", "cnn"))]
     single = ctx.stage("uc-single-matched", lambda: E.single_baseline(
         cfg, ["mlp", "cnn"], models, singles, digits))
-    suc = ctx.stage("uc-train-surgery", lambda: E.train_pair(
-        ctx.key("uc-surgery"), ctx.key("model-stream"), cfg, ["mlp", "cnn-minus"], models,
-        digits, out, "surgery", **common, n_seeds=cfg.uc_seeds))
-    surg = ctx.stage("uc-surgery", lambda: E.surgery(cfg, ["mlp", "cnn-minus"], models, suc,
-                                                     digits))
+    surg = {}
+    for c in ctx.track(list(cfg.surgery_classes), "surgery classes"):
+        rn = ["mlp", E.receiver(c)]
+        suc = ctx.stage(f"uc-train-surgery{c}", lambda c=c, rn=rn: E.train_pair(
+            ctx.key(f"uc-surgery{c}"), ctx.key("model-stream"), cfg, rn, models, digits, out,
+            f"surgery{c}", **common, n_seeds=cfg.uc_seeds))
+        surg[c] = ctx.stage(f"uc-surgery{c}", lambda c=c, rn=rn, suc=suc: E.surgery(
+            ctx.key(f"surgery-random{c}"), cfg, rn, models, suc, digits, c))
     figures = report.figures(pairs, surg, cfg.image_size, out)
     claims = report.claims(cfg, models, pairs, single, surg, misaligned=mis_univ)
     md = report.markdown(cfg, models, evals, pairs, single, surg, faith, misaligned=mis_univ)
@@ -124,8 +130,13 @@ def _run(ctx: RunContext) -> PipelineResult:
                    misaligned=dict(universal_fraction=mis_univ["valid_universal_fraction"],
                                    decoder_fraction=mis_univ["decoder_fraction"]),
                    single_matched=dict(ratio=single["ratio"], shared=single["shared"]),
-                   surgery={k: (surg[k]["recall"], surg[k]["other"])
-                            for k in ("before", "after", "probe")},
+                   surgery={str(c): dict(
+                       **{k: (sg[k]["recall"], sg[k]["other"])
+                          for k in ("before", "after", "probe", "class_mean")},
+                       random=(float(sg["random_recall"].mean()),
+                               float(sg["random_other"].mean())),
+                       wrong=(float(sg["wrong_recall"].mean()), float(sg["wrong_other"].mean())))
+                       for c, sg in surg.items()},
                    total_seconds=ctx.elapsed())
     return PipelineResult("universal-circuits", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)
@@ -143,6 +154,43 @@ def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
         n_latents=cfg.uc_latents, k=cfg.uc_k, steps=cfg.uc_steps, batch=cfg.uc_batch,
         lr=cfg.uc_lr, chunk=cfg.log_every, tau=cfg.universal_tau,
         eval_rows=cfg.user_eval_rows, resume=ctx.resume, mesh=ctx.mesh))
-    return PipelineResult("universal-circuits", TITLE, userdata.markdown(res, cfg.activations),
-                          metrics={k: v for k, v in res.items()},
+    md = userdata.markdown(res, cfg.activations)
+    metrics = {k: v for k, v in res.items() if k != "spec"}
+    for tag in ("aligned", "misaligned"):
+        metrics[tag] = {k: v for k, v in res[tag].items() if k != "params"}
+    if _has_labels(ctx.out_dir):
+        from . import usercircuits
+
+        uc = ctx.stage("uc-user-circuits", lambda: _user_circuits(ctx, cfg, res))
+        md += "\n\n" + usercircuits.markdown(uc, res["models"])
+        metrics["circuits"] = uc
+    return PipelineResult("universal-circuits", TITLE, md, metrics=metrics,
                           claims=userdata.claims(res, cfg.universal_tau))
+
+
+def _has_labels(out) -> bool:
+    import json
+
+    man = out / "stores" / "user" / "sites.json"
+    return man.is_file() and bool(json.loads(man.read_text()).get("labels"))
+
+
+def _user_circuits(ctx: RunContext, cfg: Config, res: dict) -> dict:
+    """Circuits, intersections, universality and surgery on the user's labelled rows
+    (:func:`.usercircuits.user_circuits`, the first ``4 user_eval_rows`` rows)."""
+    import numpy as np
+
+    from jaxkit.crosscoder.store import SiteStore
+
+    from .usercircuits import check_labels, user_circuits
+
+    store = SiteStore(ctx.out_dir / "stores" / "user", batch_size=1, seed=0)
+    ids = np.arange(min(store.n, 4 * cfg.user_eval_rows))
+    sites = store.read(ids)[0]
+    y = check_labels(cfg.activations, store.labels, store.n)[ids]
+    return user_circuits(ctx.key("uc-user-circuits"), cfg.activations, store.models,
+                         res["spec"], res["aligned"]["params"], sites, y, k=cfg.uc_k,
+                         keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes, n_random=cfg.n_random,
+                         tau=cfg.universal_tau, alpha=cfg.universal_alpha,
+                         test_every=cfg.test_every, per_class=cfg.discovery_per_class,
+                         classes=cfg.surgery_classes, ridge=cfg.ridge)

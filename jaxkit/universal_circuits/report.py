@@ -43,6 +43,7 @@ from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import all_of, equivalence, holm_superiority, superiority
 
 from .config import Config
+from .experiment import held_out
 
 __all__ = ["PAPER", "claims", "intersection_claims", "complement_claim", "misaligned_claim",
            "surgery_claim",
@@ -200,31 +201,67 @@ def misaligned_claim(cfg: Config, mis: dict) -> Claim:
         kind="extension")
 
 
-def surgery_claim(cfg: Config, surg: dict) -> Claim:
-    """The surgery sentence: the transferred class's recall above chance by
-    ``cfg.surgery_margin`` and the other classes' accuracy within
-    ``cfg.equivalence_margin`` of the receiver's before, both with the transcoder seeds as
-    replicates; "yes" iff both hold, "no" iff either says no. Recall alone would call a
-    head that answers the class for every image a success."""
-    b, a, c = surg["before"], surg["after"], surg["cls"]
-    vr = superiority(surg["seed_recall"] - surg["chance"], margin=cfg.surgery_margin)
-    vo = equivalence(surg["seed_other"] - b["other"], margin=cfg.equivalence_margin)
-    S = len(surg["seed_other"])
+def surgery_claim(cfg: Config, surgs: dict) -> Claim:
+    """The surgery sentence over the held-out classes (``surgs[c]``: one receiver trained
+    without class ``c`` each, :func:`jaxkit.universal_circuits.experiment.surgery`): the
+    transferred class's recall above the random-gate control's (a gate of the circuit's
+    size) by ``cfg.surgery_margin``, and the other classes' accuracy within
+    ``cfg.equivalence_margin`` of the receiver's before; per transcoder seed the mean over
+    the held-out classes (the seeds are the replicates); "yes" iff both hold, "no" iff
+    either says no. Recall alone would call a head that answers the class for every image
+    a success; the random gate asks whether the circuit, not the solve, carries the class."""
+    cs = list(surgs)
+    rec = np.mean([surgs[c]["seed_recall"] - surgs[c]["random_recall"] for c in cs], 0)
+    oth = np.mean([surgs[c]["seed_other"] - surgs[c]["before"]["other"] for c in cs], 0)
+    vr = superiority(rec, margin=cfg.surgery_margin)
+    vo = equivalence(oth, margin=cfg.equivalence_margin)
+    S = len(oth)
+
+    def per_class(key):
+        return ", ".join(f"{c}: {np.mean(surgs[c][key]):.2f}" for c in cs)
+
     return Claim(
-        PAPER, f"{SURGERY} (class {c}: its recall above chance by more than "
+        PAPER, f"{SURGERY} (held-out classes {', '.join(map(str, cs))}, each into a receiver "
+        f"trained without it: recall above a random gate of the circuit's size by more than "
         f"{cfg.surgery_margin:g}, and the other classes' accuracy kept within "
         f"±{cfg.equivalence_margin:g}).",
-        f"recall - chance {vr.estimate:.3g} [{vr.lo:.3g}, {vr.hi:.3g}]; other classes "
-        f"after - before {vo.estimate:.3g} [{vo.lo:.3g}, {vo.hi:.3g}]",
+        f"recall - random-gate recall {vr.estimate:.3g} [{vr.lo:.3g}, {vr.hi:.3g}]; other "
+        f"classes after - before {vo.estimate:.3g} [{vo.lo:.3g}, {vo.hi:.3g}]",
         all_of([vr.verdict, vo.verdict]),
-        f"both over {S} transcoder seeds (giver and receiver trained once): {vr.test}, margin "
-        f"{cfg.surgery_margin:g} (cfg.surgery_margin); {vo.test} (cfg.equivalence_margin); "
-        "yes iff both say yes (intersection-union), no iff either says no",
-        f"transfer {vr.verdict}, other classes kept {vo.verdict}; recall before "
-        f"{b['recall']:.3f}, after {a['recall']:.3f} (per seed "
-        f"{', '.join(f'{r:.2f}' for r in surg['seed_recall'])}), linear probe "
-        f"{surg['probe']['recall']:.3f}; other-class accuracy before {b['other']:.3f}, after "
-        f"{a['other']:.3f} (per seed {', '.join(f'{o:.3f}' for o in surg['seed_other'])})")
+        f"both over {S} transcoder seeds, per seed the mean over the {len(cs)} held-out "
+        f"classes (models trained once): {vr.test}, margin {cfg.surgery_margin:g} "
+        f"(cfg.surgery_margin); {vo.test} (cfg.equivalence_margin); yes iff both say yes "
+        "(intersection-union), no iff either says no",
+        f"transfer above the random gate {vr.verdict}, other classes kept {vo.verdict}; "
+        f"recall per class after {per_class('seed_recall')}; random gate "
+        f"{per_class('random_recall')}; another class's circuit {per_class('wrong_recall')}; "
+        "class-mean head (receiver only) "
+        + ", ".join(f"{c}: {surgs[c]['class_mean']['recall']:.2f}" for c in cs)
+        + "; linear probe " + ", ".join(f"{c}: {surgs[c]['probe']['recall']:.2f}" for c in cs)
+        + "; other-class accuracy before "
+        + ", ".join(f"{c}: {surgs[c]['before']['other']:.3f}" for c in cs) + ", after "
+        + per_class("seed_other"))
+
+
+def _surgery_extensions(cfg: Config, surgs: dict) -> list[Claim]:
+    """The surgery against its other controls (``kind="extension"``): another class's
+    circuit, and the receiver-only class-mean head (which sees the class's images in the
+    receiver: the receiver's own features may already separate the class)."""
+    cs = list(surgs)
+    wrong = np.mean([surgs[c]["seed_recall"] - surgs[c]["wrong_recall"] for c in cs], 0)
+    mean = np.mean([surgs[c]["seed_recall"] - surgs[c]["class_mean"]["recall"] for c in cs], 0)
+    S = len(wrong)
+    return [Claim.from_verdict(
+        PAPER, "Surgery: the class's own circuit transfers it better than another class's "
+        "circuit written in its place (recall difference > 0).", superiority(wrong),
+        note=f"another class: c + 1; per seed the mean over {len(cs)} held-out classes; "
+             f"{S} seeds as replicates", kind="extension"),
+        Claim.from_verdict(
+        PAPER, "Surgery beats a receiver-only class-mean head (the receiver's own features "
+        "of the class's discovery images, no giver; recall difference > 0).",
+        superiority(mean),
+        note=f"per seed the mean over {len(cs)} held-out classes; the class-mean head is one "
+             f"per class (no seed); {S} seeds as replicates", kind="extension")]
 
 
 def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: dict,
@@ -239,8 +276,9 @@ def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: di
                          "the pair runs with same_arch_pair=True (FULL)"))
     out += [complement_claim(cfg, pairs), surgery_claim(cfg, surg)]
     for n, m in models.items():
-        sel = slice(None) if n != "cnn-minus" else _mask(surg, False)
-        what = "" if n != "cnn-minus" else f" on the 9 classes it learnt (all but {surg['cls']})"
+        cls = held_out(n)
+        sel = slice(None) if cls is None else surg_mask(surg[cls]["y_test"], cls)
+        what = "" if cls is None else f" on the 9 classes it learnt (all but {cls})"
         out.append(Claim.from_verdict(
             PAPER, f"Model {n} reaches >= 95% test accuracy{what} (the setup of the claims).",
             superiority(m["correct"][sel] - 0.95), note="measured: accuracy - 0.95, per image",
@@ -249,6 +287,7 @@ def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: di
         _extension_pair(cfg, tag, names, pa, out)
     if misaligned is not None:
         out.append(misaligned_claim(cfg, misaligned))
+    out += _surgery_extensions(cfg, surg)
     main = next(iter(pairs))
     if single is not None:
         d = (pairs[main][1]["ratio"] - single["ratio"]).mean((1, 2))
@@ -261,9 +300,9 @@ def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: di
     return out
 
 
-def _mask(surg: dict, cls: bool) -> np.ndarray:
-    y = surg["y_test"]
-    return (y == surg["cls"]) if cls else (y != surg["cls"])
+def surg_mask(y: np.ndarray, cls: int) -> np.ndarray:
+    """The test images of the classes other than ``cls``."""
+    return np.asarray(y) != cls
 
 
 def figures(pairs: dict, surg: dict, image_size: int, out: Path) -> list[Path]:
@@ -288,11 +327,13 @@ def figures(pairs: dict, surg: dict, image_size: int, out: Path) -> list[Path]:
         a.set_xticks(cls)
     legend_outside(fig, where="below", ncol=4)
     figs.append(save_figure(fig, out / "uc_intersection.png"))
-    fig, ax = new_figure(ncols=3, size=(3.4, 3.2))
+    fig, ax = new_figure(ncols=4, size=(3.4, 3.2))
+    sg = next(iter(surg.values()))
     for i, (key, title) in enumerate((("before", "receiver before"), ("after", "after surgery"),
+                                      ("class_mean", "class-mean head"),
                                       ("probe", "linear probe"))):
-        ax[0, i].imshow(surg[key]["confusion"], cmap="Blues")
-        ax[0, i].set(title=f"{title} (class {surg['cls']})", xlabel="predicted", ylabel="true")
+        ax[0, i].imshow(sg[key]["confusion"], cmap="Blues")
+        ax[0, i].set(title=f"{title} (class {sg['cls']})", xlabel="predicted", ylabel="true")
     figs.append(save_figure(fig, out / "uc_surgery_confusion.png"))
     imgs = pa["top_images"]  # (M, n, P): decoders mapped back to each model's input space
     fig, ax = new_figure(nrows=imgs.shape[0], ncols=imgs.shape[1], size=(1.3, 1.5))
@@ -371,6 +412,33 @@ def _faith_bullet(tag: str, names, ev: dict | None, f: dict | None) -> list[str]
                    + ", ".join(f"{v:.3f}" for v in sm["inter_acc"]) + " (logit faithfulness "
                    + ", ".join(f"{v:.3f}" for v in sm["inter_logit"]) + ").")
     return out
+
+
+def _surgery_md(surg: dict) -> list[str]:
+    """The surgery tables: per held-out class, the recall of the class and the other
+    classes' accuracy of the receiver before, after surgery and under each control."""
+    md = ["### Surgery: each held-out class into a CNN trained without it", "",
+          "Recall of the held-out class / accuracy on the other classes (test images); "
+          "'after surgery', 'random gate' (a random gate of the circuit's size) and 'another "
+          "class's circuit' (class c + 1 written as c) are means over the transcoder seeds; "
+          "the class-mean head uses the receiver alone; the linear probe (trained with "
+          "gradients on all classes) is the upper reference; no gradient of the receiver is "
+          "taken otherwise (one ridge solve on transcoder weights).", ""]
+    cols = ["class", "circuit size", "before", "after surgery", "random gate",
+            "another class's circuit", "class-mean head", "linear probe"]
+    for what, k in (("recall of the class", 0), ("other classes' accuracy", 1)):
+        rows = []
+        for c, sg in surg.items():
+            pairs = [(sg["before"]["recall"], sg["before"]["other"]),
+                     (sg["seed_recall"].mean(), sg["seed_other"].mean()),
+                     (sg["random_recall"].mean(), sg["random_other"].mean()),
+                     (sg["wrong_recall"].mean(), sg["wrong_other"].mean()),
+                     (sg["class_mean"]["recall"], sg["class_mean"]["other"]),
+                     (sg["probe"]["recall"], sg["probe"]["other"])]
+            rows.append([c, float(np.mean(sg["circuit_sizes"])),
+                         *(float(p[k]) for p in pairs)])
+        md += [f"{what.capitalize()}:", "", markdown_table(cols, rows), ""]
+    return md
 
 
 def _universality_md(cfg: Config, pairs: dict, mis: dict | None) -> list[str]:
@@ -477,17 +545,5 @@ def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict |
            "- Figure uc_top_shared_latents.png: the decoders of seed 0's most shared latents "
            "mapped back to each model's input space (input gradient of the decoder's "
            "direction at the site it writes, averaged over the discovery images).", ""]
-    b, a, p = surg["before"], surg["after"], surg["probe"]
-    md += [f"### Surgery: class {surg['cls']} into the CNN trained without it", "",
-           markdown_table(["receiver", f"recall of {surg['cls']}", "other classes"],
-                          [["before", b["recall"], b["other"]], ["after surgery", a["recall"],
-                                                                 a["other"]],
-                           ["linear probe (gradients)", p["recall"], p["other"]],
-                           ["chance", surg["chance"], "-"]]), "",
-           f"Giver's circuit: {surg['circuit_size']} latents (seed 0; per seed "
-           f"{surg['circuit_sizes'].tolist()}); 'after surgery' averages the per-image "
-           "correctness over the transcoder seeds (recall per seed "
-           f"{', '.join(f'{r:.3f}' for r in surg['seed_recall'])}; other classes per "
-           f"seed {', '.join(f'{o:.3f}' for o in surg['seed_other'])}); no gradient of the "
-           "receiver is taken (one ridge solve on transcoder weights)."]
+    md += _surgery_md(surg)
     return "\n".join(md)

@@ -10,7 +10,10 @@ ridge least-squares solve on transcoder weights
 (:func:`jaxkit.kernels.crosscoder.surgery_head`): no gradient of the receiver is ever
 taken. Reported: recall of ``c`` and accuracy on the other classes before and after,
 against chance and against a linear probe trained (with gradients, on all classes) on
-the receiver's last layer, the upper reference.
+the receiver's last layer, the upper reference. Controls: the same solve with a random
+gate of the circuit's size or with another class's circuit, and a receiver-only
+class-mean head (:func:`class_mean_head`: no giver, no transcoder, the receiver's own
+features of a few labelled images of the class).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from jaxkit.kernels import crosscoder as cc
 from .models import Classifier, _logits_jit
 from .transcoder import model_sites
 
-__all__ = ["transfer", "probe", "evaluate"]
+__all__ = ["transfer", "probe", "evaluate", "class_mean_head", "predictions"]
 
 
 _surgery_head = analysis_jit(cc.surgery_head, static_argnums=(1, 2, 3, 4, 10))
@@ -65,3 +68,45 @@ def probe(clf: Classifier, params, x_train, y_train, x_test) -> np.ndarray:
     scale = max(float(np.abs(h_tr).max()), 1e-9)
     lr = LogisticRegression(max_iter=2000, C=1.0).fit(h_tr / scale, y_train)
     return lr.predict(h_te / scale)
+
+
+def class_mean_head(clf: Classifier, params, x, y, cls: int) -> Any:
+    """The receiver with a class-mean (prototype) head column for ``cls``: the control that
+    uses no giver and no transcoder, only the receiver's last layer ``h`` on labelled
+    images ``x, y`` (the discovery images; ``cls`` among them) and no gradient.
+
+    With ``mu_c`` the mean of ``h`` over the images of ``cls`` and ``mu_o`` over the
+    others, ``v = mu_c - mu_o``, the centred logit of ``cls`` (its logit minus the mean
+    of the other classes' logits, as :func:`jaxkit.kernels.crosscoder.surgery_head`
+    writes it) is set to ``M (2 (h - mu_o) . v / |v|^2 - 1)``: ``+M`` at ``mu_c``, ``-M``
+    at ``mu_o``, where ``M`` is the receiver's own mean centred logit of each other class
+    on that class's images (its typical margin).
+
+    Args:
+        clf, params: the receiver.
+        x, y: labelled images (every class present).
+        cls: the class to write.
+
+    Returns:
+        The receiver's parameters with column ``cls`` of its head replaced.
+
+    Raises:
+        ValueError: naming ``y`` when it has no image of ``cls``.
+    """
+    y = np.asarray(y)
+    if not (y == cls).any():
+        raise ValueError(f"`y` has no image of class {cls}")
+    h = np.asarray(model_sites([clf], [params], x)[0][-1], np.float64)
+    W, b = (np.asarray(a, np.float64) for a in clf.head(params))
+    C = W.shape[1]
+    others = np.arange(C) != cls
+    mean_W, mean_b = W[:, others].mean(1), b[others].mean()
+    centred = h @ W + b - (h @ mean_W + mean_b)[:, None]
+    M = float(np.mean([centred[y == k, k].mean() for k in np.flatnonzero(others)
+                       if (y == k).any()]))
+    mu_c, mu_o = h[y == cls].mean(0), h[y != cls].mean(0)
+    v = mu_c - mu_o
+    w = 2 * M * v / max(float(v @ v), 1e-12)
+    W2, b2 = W.copy(), b.copy()
+    W2[:, cls], b2[cls] = mean_W + w, mean_b - M - w @ mu_o
+    return clf.with_head(params, np.asarray(W2, np.float32), np.asarray(b2, np.float32))

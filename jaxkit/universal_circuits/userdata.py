@@ -6,7 +6,9 @@ subfolder per model; each subfolder holds that model's sites as activation files
 order: the first file is the input site (what the first layer reads), each next one a
 layer's output. Every model's files hold the same ``n`` inputs in the same order (that
 alignment is what makes a latent "universal"). An optional ``labels.npy`` (integers,
-``(n,)``) in ``DIR`` is carried along. A folder written by
+``(n,)``) in ``DIR`` adds class circuits, their intersection, calibrated universality and
+surgery on the user's rows (:mod:`.usercircuits`; each model's head is the user's own
+``DIR/<model>_head.safetensors`` or a read-out fitted to the labels). A folder written by
 :func:`jaxkit.crosscoder.store.write_sites` (with its ``sites.json``) is read as it is.
 ``activation_models`` picks and orders models (default: every subfolder, sorted).
 Files are never loaded whole: :class:`jaxkit.crosscoder.store.SiteStore` reads batches.
@@ -21,7 +23,9 @@ depths. Reported: per-site FVU (fraction of variance unexplained, on ``user_eval
 rows) of both, and the universal-latent counts per depth.
 
 Errors name the folder or file: a missing folder, a model with fewer than 2 site files,
-a file that is not 2-D, row counts that differ between files, NaN activations.
+a file that is not 2-D, row counts that differ between files, NaN activations, labels
+that are not one integer per row (or a class with fewer than 2 rows), a head file of the
+wrong shape.
 """
 
 from __future__ import annotations
@@ -155,6 +159,14 @@ def check_user(directory, out: Path, *, models=(), batch: int, chunk: int = 4096
     if len(store.models) < 2:
         raise DataError(f"`activations` {directory}: {len(store.models)} model; universal "
                         f"latents need at least 2")
+    if store.labels is not None:
+        from .usercircuits import check_labels, load_head
+
+        y = check_labels(directory, store.labels, store.n)
+        for m, d in zip(store.models, store.d_sites, strict=True):
+            f = Path(directory) / f"{m}_head.safetensors"
+            if f.is_file():
+                load_head(f, d[-1], int(y.max()) + 1)
     if store.n < batch:
         raise DataError(f"`activations` {directory}: {store.n} rows per file; training "
                         f"needs at least uc_batch = {batch}")
@@ -192,6 +204,8 @@ def fit_user(key, directory, out: Path, *, models=(), n_latents: int, k: int, st
                                       resume=resume, mesh=mesh)
         res[tag] = _evaluate(spec, params, st, eval_rows, k, tau)
         res[tag]["history"] = hist
+        res[tag]["params"] = jax.tree.map(np.asarray, params)
+    res["spec"] = spec
     res["layers"] = [f"{store.models[m]}/{j + 1}" for m, j, _ in spec.layers()]
     return res
 

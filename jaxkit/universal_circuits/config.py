@@ -164,4 +164,8 @@ QUICK = Config(image_size=8, mlp_widths=(64, 64), cnn_channels=(6, 12), cnn_hidd
                checkpoint_every=4, n_sizes=12, n_random=4, same_arch_pair=False, uc_seeds=3,
                discovery_per_class=30, surgery_classes=(7, 3, 5))
 # FULL: 2000 transcoder steps (3000 took the recorded run past an hour on the 2-core CPU).
+# With the misaligned control and one receiver per surgery class (4) the run trains 7
+# models and 9 transcoder stacks of 3 seeds (the recorded run: 4 and 5, 1,170 s). One
+# stack at full size measured 32 s per 200 steps after compilation on the shared 2-core
+# machine (load ~3-6), so ~330 s per stack: about 45-65 min in all (estimated, not run).
 FULL = Config(uc_steps=2000)

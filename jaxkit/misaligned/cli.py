@@ -3,7 +3,7 @@
 ``jaxkit misaligned audit data.csv --smiles-column smiles --label-column y`` (a CSV with a
 header row, or a Parquet file ``data.parquet``) featurises
 the molecules, makes ``--seeds`` random or scaffold splits, trains jaxkit's model
-(``--model mlp|mpnn|ridge``) on each, runs the whole misaligned baseline family on the
+(``--model mlp|mpnn|dmpnn|ridge``) on each, runs the whole misaligned baseline family on the
 same splits and writes ``audit.md`` and ``audit.json`` into ``--out`` (atomically).
 Unparseable SMILES are an error listing their rows unless ``--skip-invalid``; train/test
 duplicates are warned about and counted.
@@ -73,7 +73,7 @@ def audit_cmd(
     split: Annotated[str, typer.Option(help="random or scaffold")] = "scaffold",
     seeds: Annotated[int, typer.Option(min=2, help="splits (and trainings)")] = 5,
     test_fraction: Annotated[float, typer.Option(help="share of molecules in test")] = 0.2,
-    model: Annotated[str, typer.Option(help="mlp, mpnn or ridge")] = "mlp",
+    model: Annotated[str, typer.Option(help="mlp, mpnn, dmpnn (bond-aware) or ridge")] = "mlp",
     steps: Annotated[int, typer.Option(min=50, help="training steps (multiple of 50)")] = 500,
     n_bits: Annotated[int, typer.Option(min=8, help="Morgan fingerprint bits")] = 2048,
     sigma: Annotated[float | None, typer.Option(
@@ -103,8 +103,8 @@ def audit_cmd(
         _fail("give DATA (molecules to train jaxkit's model on) or --predictions PATH")
     if split not in ("random", "scaffold"):
         _fail(f"--split must be 'random' or 'scaffold'; got {split!r}")
-    if model not in ("mlp", "mpnn", "ridge"):
-        _fail(f"--model must be 'mlp', 'mpnn' or 'ridge'; got {model!r}")
+    if model not in ("mlp", "mpnn", "dmpnn", "ridge"):
+        _fail(f"--model must be 'mlp', 'mpnn', 'dmpnn' or 'ridge'; got {model!r}")
     if steps % 50:
         _fail(f"--steps must be a multiple of 50; got {steps}")
     if not 0 < test_fraction < 1:

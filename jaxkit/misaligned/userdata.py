@@ -150,7 +150,8 @@ def read_ids(path: str | Path, id_column: str) -> list[str]:
 def model_fit_predict(kind: str = "mlp", ts: Mo.TrainSettings = Mo.TrainSettings(),
                       key=None):
     """A ``fit_predict(dataset, train_idx, test_idx)`` training jaxkit's ``kind`` model
-    (``"mlp"``, ``"mpnn"``; ``"ridge"``: the fingerprint ridge) on ``train_idx``; each
+    (``"mlp"``, ``"mpnn"``, ``"dmpnn"``; ``"ridge"``: the fingerprint ridge) on
+    ``train_idx``; each
     call uses the next key ``fold_in(key, call)``."""
     key = jax.random.key(0) if key is None else key
     calls = [0]
@@ -167,8 +168,7 @@ def model_fit_predict(kind: str = "mlp", ts: Mo.TrainSettings = Mo.TrainSettings
             p = kernel_ridge(f @ f.T, jax.numpy.asarray(data.y, jax.numpy.float32),
                              jax.numpy.asarray(mask[0]), 3.0)
             return np.asarray(p)[test_idx]
-        arrays = dict(fp=data.fp, atoms=data.atoms, adj=data.adj, atom_mask=data.atom_mask)
-        pred, _ = Mo.train(k, kind, arrays, data.y, mask, ts)
+        pred, _ = Mo.train(k, kind, Mo.model_arrays(kind, data), data.y, mask, ts)
         return pred[0, test_idx]
 
     return fit_predict

@@ -206,3 +206,16 @@ def test_dmpnn_training_killed_and_resumed_ends_with_the_same_parameters(tmp_pat
     for a, b in zip(hist, full_hist, strict=True):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-6)
     np.testing.assert_allclose(resumed, full, rtol=1e-6, atol=1e-6)
+
+
+def test_users_audit_can_train_the_dmpnn():
+    """``jaxkit misaligned ... --model dmpnn``: the user path trains the bond-aware model
+    on the training rows and predicts the test rows (finite, one per test molecule)."""
+    from jaxkit.misaligned.features import featurise
+    from jaxkit.misaligned.userdata import model_fit_predict
+
+    smiles = ["CCO", "CCN", "CCC", "c1ccccc1", "CC(=O)O", "CCCl", "OCCO", "CNC"]
+    data = featurise(smiles, np.arange(8.0), n_bits=64)
+    fp = model_fit_predict("dmpnn", Mo.TrainSettings(steps=10, log_every=10, batch_size=4))
+    pred = fp(data, np.arange(6), np.array([6, 7]))
+    assert pred.shape == (2,) and np.all(np.isfinite(pred))

@@ -91,7 +91,7 @@ def audit_cmd(
     from jaxkit.io import DataError, atomic_write
     from jaxkit.stats import as_generator
 
-    from . import evaluation, models, report
+    from . import evaluation, models
     from .features import featurise, make_splits
     from .userdata import model_fit_predict, read_molecules
 
@@ -130,30 +130,39 @@ def audit_cmd(
     except (DataError, ValueError) as e:
         _fail(str(e))
     summ = res.summary()
-    g = res.gaps[model]
-    b = g["boot"]
-    rows = [[report.LABELS.get(m, m), *(report.fmt(summ["metrics"][m][k])
-                                       for k in ("rmse", "mae", "r2", "spearman"))]
-            for m in summ["metrics"]]
-    from jaxkit.report import markdown_table
-
-    verdict = ("not significant" if g["flag"] else "model better" if b.lo > 0
-               else "baseline better")
-    md = "\n".join([
-        f"# Misaligned-baseline audit of {data.name} ({ds.n} molecules, {split} split, "
-        f"{seeds} seeds, model {model})", "",
-        f"Best misaligned baseline (chosen on {g['selected_on']} sets): "
-        f"{report.LABELS[g['best']]}; gap (baseline RMSE - model "
-        f"RMSE) {b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}] (two-level bootstrap), paired "
-        f"t test over seeds: {g['test'].verdict}; **{verdict}**.", "",
-        f"Train/test duplicates per seed: {res.duplicates}.", "",
-        markdown_table(["method", "RMSE", "MAE", "R2", "Spearman"], rows), ""])
+    md = _regression_md(
+        res, summ, model, f"# Misaligned-baseline audit of {data.name} ({ds.n} molecules, "
+        f"{split} split, {seeds} seeds, model {model})")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "audit.md", md)
     atomic_write(out / "audit.json", json.dumps(summ, indent=2, default=lambda v: (
         np.asarray(v).tolist())) + "\n")
     console.print(md, markup=False, highlight=False)
     console.print(f"written: {out / 'audit.md'}, {out / 'audit.json'}")
+
+
+def _regression_md(res, summ: dict, model: str, head: str) -> str:
+    """The regression audit's markdown: ``head``, the best misaligned baseline (chosen on
+    validation sets) against ``model`` with the bootstrap gap and the paired t verdict,
+    the duplicates and the metrics table."""
+    from jaxkit.report import markdown_table
+
+    from . import report
+
+    g = res.gaps[model]
+    b = g["boot"]
+    rows = [[report.LABELS.get(m, m), *(report.fmt(summ["metrics"][m][k])
+                                       for k in ("rmse", "mae", "r2", "spearman"))]
+            for m in summ["metrics"]]
+    verdict = ("not significant" if g["flag"] else "model better" if b.lo > 0
+               else "baseline better")
+    return "\n".join([
+        head, "", f"Best misaligned baseline (chosen on {g['selected_on']} sets): "
+        f"{report.LABELS.get(g['best'], g['best'])}; gap (baseline RMSE - model RMSE) "
+        f"{b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}] (two-level bootstrap), paired t "
+        f"test over seeds: {g['test'].verdict}; **{verdict}**.", "",
+        f"Train/test duplicates per seed: {res.duplicates}.", "",
+        markdown_table(["method", "RMSE", "MAE", "R2", "Spearman"], rows), ""])
 
 
 def _audit_predictions(predictions: Path, data: Path | None, smiles_column: str,
@@ -241,20 +250,7 @@ def _audit_predictions(predictions: Path, data: Path | None, smiles_column: str,
         summ = res
     else:
         summ = res.summary()
-        g = res.gaps["model"]
-        b = g["boot"]
-        rows = [[report.LABELS.get(m, m), *(report.fmt(summ["metrics"][m][k])
-                                           for k in ("rmse", "mae", "r2", "spearman"))]
-                for m in summ["metrics"]]
-        verdict = ("not significant" if g["flag"] else "model better" if b.lo > 0
-                   else "baseline better")
-        md = "\n".join([
-            head, "", f"Best misaligned baseline (chosen on {g['selected_on']} sets): "
-            f"{report.LABELS.get(g['best'], g['best'])}; gap (baseline RMSE - model RMSE) "
-            f"{b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}] (two-level bootstrap), paired t "
-            f"over seeds: {g['test'].verdict}; **{verdict}**.", "",
-            f"Train/test duplicates per seed: {res.duplicates}.", "",
-            markdown_table(["method", "RMSE", "MAE", "R2", "Spearman"], rows), ""])
+        md = _regression_md(res, summ, "model", head)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "audit.md", md)
     atomic_write(out / "audit.json", json.dumps(

@@ -18,7 +18,11 @@ it).
 directed MPNN, :mod:`jaxkit.misaligned.dmpnn`: ``dmpnn_width``, ``dmpnn_steps`` message
 steps, ``dmpnn_aggregation`` "mean" or "sum" over atoms).
 ``classification`` adds the solubility classes task (needs ``solubility`` in
-``datasets``).
+``datasets``). ``branches`` adds the other branches of drug discovery
+(:mod:`jaxkit.misaligned.branches`): ``dti`` (Davis drug-target interactions, random /
+cold-drug / cold-target splits) and ``screening`` (DUD-E actives vs property-matched
+decoys of ``dude_targets``); ``chance_margin`` is the decoy-bias row's margin (AUROC above
+1/2 + it), fixed like the others.
 
 The paper claim's margins, fixed before the run (never from measured data): a misaligned
 baseline is *competitive* with a model when the model's RMSE advantage over it is below
@@ -37,6 +41,8 @@ __all__ = ["Config", "QUICK", "FULL"]
 
 _DATASETS = ("solubility", "freesolv", "chembl")
 _MODELS = ("mlp", "mpnn", "dmpnn")
+_BRANCHES = ("dti", "screening")
+_DUDE = ("ada", "fak1", "hs90a")  # jaxkit.data.drug_discovery.DUDE_TARGETS
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,9 @@ class Config(PipelineConfig):
     auroc_margin: float = 0.02
     classification: bool = True
     addcarbon_samples: int = 1000
+    branches: tuple[str, ...] = _BRANCHES
+    dude_targets: tuple[str, ...] = _DUDE
+    chance_margin: float = 0.1
 
     def validate(self) -> None:
         require_distinct("datasets", self.datasets, "data set")
@@ -109,6 +118,15 @@ class Config(PipelineConfig):
                 f"must be >= 0; got {self.addcarbon_samples}")
         require(0 < self.val_fraction < 1, "val_fraction",
                 f"must lie in (0, 1); got {self.val_fraction}")
+        for f, allowed in (("branches", _BRANCHES), ("dude_targets", _DUDE)):
+            v = getattr(self, f)  # may be empty: no branch, or no screening target
+            bad = [b for b in v if b not in allowed]
+            require(not bad and len(set(v)) == len(v), f,
+                    f"must be distinct values out of {', '.join(allowed)}; got {list(v)}")
+        require("screening" not in self.branches or len(self.dude_targets) >= 1,
+                "dude_targets", "must name at least one target when screening runs")
+        require(0 < self.chance_margin < 0.5, "chance_margin",
+                f"must lie in (0, 0.5); got {self.chance_margin}")
 
 
 QUICK = Config(max_molecules=160, seeds=3, n_bits=512, steps=100, batch_size=32,
@@ -116,5 +134,5 @@ QUICK = Config(max_molecules=160, seeds=3, n_bits=512, steps=100, batch_size=32,
                dmpnn_width=32, dmpnn_steps=2,
                fractions=(0.0, 0.5, 1.0), carbon_inserted_strengths=(1, 3),
                carbon_inserted_variants=1, n_boot=200, lr=3e-3,
-               addcarbon_samples=100)
+               addcarbon_samples=100, dude_targets=("ada",))
 FULL = Config()

@@ -26,6 +26,9 @@ cached under ``out_dir/.stages``):
 6. With ``classification`` and the solubility set: its classes ((A) low vs the rest),
    the baseline family and the models of ``cfg.models`` on the 0/1 labels, AUROC / accuracy
    (:mod:`jaxkit.misaligned.classification`).
+7. With ``branches``: drug-target interaction (Davis, cold splits) and virtual screening
+   (DUD-E decoys), one stage each (:mod:`jaxkit.misaligned.branches`); they decide the
+   multiple-branches paper row.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
 from . import addcarbon as G
+from . import branches as Br
 from . import classification as C
 from . import evaluation as A
 from . import models as Mo
@@ -139,14 +143,16 @@ def run(ctx: RunContext) -> PipelineResult:
             results[(name, kind)]["n"] = data.n
     classes = (C.run_classes(ctx, cfg, ts, fam, *kept) if cfg.classification and kept
                else {})
+    branch_res = Br.run_branches(ctx, cfg, ts)  # DTI and virtual screening
     figures = [report.forest_plot(cfg, results, ctx.out_dir),
                report.curve_plot(cfg, results, ctx.out_dir)]
     md = report.markdown(cfg, results, quick=ctx.quick, seed=ctx.seed) + \
-        report.classes_markdown(classes) + report.generative_markdown(generative)
-    claims = report.claims(cfg, results, classes)
+        report.classes_markdown(classes) + report.generative_markdown(generative) + \
+        Br.markdown(branch_res)
+    claims = report.claims(cfg, results, classes, Br.claims(cfg, branch_res))
     metrics = dict(settings=cfg.to_dict(), total_seconds=ctx.elapsed(),
                    results={f"{d}/{s}": r for (d, s), r in results.items()},
-                   classification=classes, generative=generative)
+                   classification=classes, generative=generative, branches=branch_res)
     warnings = [f"{d} ({s}): {sum(r['duplicates'])} test molecules duplicate a training "
                 "molecule" for (d, s), r in results.items() if sum(r["duplicates"])]
     return PipelineResult("misaligned", TITLE, md, figures=figures, metrics=metrics,

@@ -20,8 +20,10 @@ replicate. "yes" always means the run supports the paper's sentence.
   cases (:func:`jaxkit.stats.holm_superiority` on the negated advantages,
   :func:`jaxkit.stats.all_of`).
 * "By examining case studies across multiple branches of AIDD, we demonstrate that
-  misaligned baselines have consistently exposed such failure modes": not tested (one
-  branch, molecular property prediction, runs here).
+  misaligned baselines have consistently exposed such failure modes": with the other
+  branches of ``cfg.branches`` (drug-target interaction, virtual screening), yes if every
+  branch's competitive verdict is yes, no if any is no
+  (:func:`jaxkit.misaligned.branches.branches_claim`); not tested with one branch.
 
 *Extension* rows: each case's Holm-adjusted verdict; "random splits flatter the model"
 per data set and model (scaffold - random RMSE; scaffold splits are harder for every
@@ -44,6 +46,7 @@ from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import all_of, holm_superiority, superiority
 
 from .baselines import ALIGNED, CURVES, MISALIGNED, PHYSICS
+from .branches import branches_claim
 from .config import Config
 from .models import MODELS
 
@@ -182,10 +185,14 @@ def cases(cfg: Config, results: dict, classes: dict | None = None) -> list[dict]
     return out
 
 
-def claims(cfg: Config, results: dict, classes: dict | None = None) -> list[Claim]:
-    """The claims of the module docstring, each from a test that can say no."""
+def claims(cfg: Config, results: dict, classes: dict | None = None,
+           branch_rows: list[Claim] | None = None) -> list[Claim]:
+    """The claims of the module docstring, each from a test that can say no;
+    ``branch_rows`` (:func:`jaxkit.misaligned.branches.claims`) decide the
+    multiple-branches row and follow the other rows."""
     cs = cases(cfg, results, classes)
     out: list[Claim] = []
+    verdict = None
     if cs:
         # "competitive": the advantage below the margin, i.e. -advantage above -margin
         vs = holm_superiority([-c["advantage"] for c in cs], margin=[-c["margin"] for c in cs])
@@ -232,13 +239,14 @@ def claims(cfg: Config, results: dict, classes: dict | None = None) -> list[Clai
                 f"both ways, {len(cs)} cases); interval: 95% t CI of the mean advantage, "
                 f"n={v.n}", f"best baseline chosen on the {c['selected_on']} sets",
                 kind="extension"))
-    out.append(Claim(PAPER, C_BRANCHES, "n/a", "not tested",
-                     note="one branch runs here (molecular property prediction: solubility, "
-                          "hydration free energy, ChEMBL potency); the branches the paper "
-                          "examines (docking and virtual screening, drug-target "
-                          "interaction, protein-ligand affinity) have no data set or model "
-                          "in this pipeline, and the literature's use of the baselines is "
-                          "a historical claim"))
+    if branch_rows:
+        out.append(branches_claim(PAPER, C_BRANCHES, verdict, branch_rows))
+    else:
+        out.append(Claim(PAPER, C_BRANCHES, "n/a", "not tested",
+                         note="one branch ran (molecular property prediction); the "
+                              "drug-target-interaction and virtual-screening branches are "
+                              "off (`branches` in the configuration), and the literature's "
+                              "use of the baselines is a historical claim"))
     for ds in dict.fromkeys(d for d, _ in results):
         if (ds, "random") not in results or (ds, "scaffold") not in results:
             continue
@@ -251,7 +259,7 @@ def claims(cfg: Config, results: dict, classes: dict | None = None) -> list[Clai
                 note="jaxkit's question: scaffold splits are harder for every method, so "
                      "this does not single out a model that failed to learn; different "
                      "splits per seed, pairing by seed index only orders them"))
-    return out
+    return out + list(branch_rows or [])
 
 
 def _model_text(cfg: Config) -> dict:

@@ -216,3 +216,32 @@ def test_bad_arguments_are_one_line_errors_before_any_work():
         S.load_screening("ada")
     with pytest.raises(ValueError, match="`targets`: \\['egfr'\\] not shipped"):
         S.load_screening(("ada", "egfr"))
+
+
+def test_report_decides_the_multiple_branches_row_from_the_branches():
+    """The pipeline's paper row on multiple branches: 'not tested' without branch rows,
+    otherwise every branch's verdict (property prediction's paper row included), and the
+    branch rows follow the pipeline's own rows."""
+    from jaxkit.misaligned import report
+    from jaxkit.misaligned.config import QUICK
+
+    cfg = QUICK.override(["datasets=freesolv"])
+    # one property case whose MLP is within the margin (0.33 x 1.0): that branch says yes
+    res = {("freesolv", "random"): {
+        "metrics": {"mlp": {"rmse": {"mean": 1.0, "ci95": 0.1, "seeds": [1.0, 1.1, 0.9]}}},
+        "gaps": {"mlp": {"best": "size_only", "per_seed": [0.01, -0.01, 0.0],
+                         "selected_on": "validation"}},
+        "label_std": 2.0, "experimental_error": 1.0}}
+    plain = report.claims(cfg, res)
+    row = next(c for c in plain if c.claim == report.C_BRANCHES)
+    assert row.verdict == "not tested"
+    branch = [Claim("P", D.C_DTI, "", "yes", kind="extension"),
+              Claim("P", S.C_SCREEN, "", "yes", kind="extension")]
+    cl = report.claims(cfg, res, None, branch)
+    row = next(c for c in cl if c.claim == report.C_BRANCHES)
+    assert (row.kind, row.verdict) == ("paper", "yes") and cl[-2:] == branch
+    assert len(cl) == len(plain) + 2
+    branch[1] = Claim("P", S.C_SCREEN, "", "no", kind="extension")
+    row = next(c for c in report.claims(cfg, res, None, branch) if c.claim == report.C_BRANCHES)
+    assert row.verdict == "no"
+    assert row.measured.endswith("virtual screening: no")

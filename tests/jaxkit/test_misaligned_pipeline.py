@@ -19,7 +19,7 @@ from jaxkit.registry import get as get_pipeline
 TINY = QUICK.override(["datasets=freesolv", "max_molecules=40", "seeds=2", "steps=50",
                        "n_bits=64", "fractions=0,1", "carbon_inserted_strengths=1",
                        "n_boot=50", "mlp_width=16", "mpnn_width=8", "mpnn_rounds=1",
-                       "dmpnn_width=8", "dmpnn_steps=1"])
+                       "dmpnn_width=8", "dmpnn_steps=1", "branches="])
 
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")  # tests/jaxkit/conftest.py

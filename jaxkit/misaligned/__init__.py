@@ -18,6 +18,10 @@ is a generative baseline (:mod:`~jaxkit.misaligned.addcarbon`).
 * :mod:`~jaxkit.misaligned.models`: the MLP on fingerprints and the MPNN, trained for all
   seeds at once through the one training step and loop.
 * :mod:`~jaxkit.misaligned.metrics`: masked metrics and the two-level bootstrap.
+* :mod:`~jaxkit.misaligned.branches`: the other branches of drug discovery,
+  drug-target interaction (:mod:`~jaxkit.misaligned.dti`: Davis, cold-drug and
+  cold-target splits, node-degree and one-side-only baselines) and virtual screening
+  (:mod:`~jaxkit.misaligned.screening`: DUD-E actives against property-matched decoys).
 * :func:`audit` (:mod:`~jaxkit.misaligned.evaluation`): a user's ``fit_predict`` against the family;
   ``jaxkit misaligned audit data.csv --smiles-column S --label-column Y``
   (:mod:`~jaxkit.misaligned.cli`); ``jaxkit run misaligned`` is

@@ -112,6 +112,8 @@ def pair_terms(r: jax.Array, si: jax.Array, sj: jax.Array,
 
     Returns:
         ``(phi, dphi)`` of the shape of ``r``.
+
+    Differentiable: yes, in r (piecewise smooth: the cutoffs are the kinks).
     """
     dt = r.dtype
     p = [jnp.asarray(t, dt)[si, sj] for t in (table.buck_a, table.buck_b, table.buck_c6,
@@ -156,6 +158,8 @@ def energy(pos: jax.Array, box: jax.Array | float, species: jax.Array, mask: jax
 
     Returns:
         Scalar energy: pair sum plus the DSF self term.
+
+    Differentiable: yes, in pos (``-grad`` is :func:`forces`).
     """
     box = jnp.asarray(box, pos.dtype)
     _, r, pair = _pairs(pos, box, mask)
@@ -172,10 +176,17 @@ def forces(pos: jax.Array, box: jax.Array | float, species: jax.Array, mask: jax
            table: PairTable) -> tuple[jax.Array, jax.Array]:
     """Closed-form forces ``F_i = -dE/dr_i`` (eV/A) and the energy, in one pass.
 
-    Args: as :func:`energy`.
+    Args:
+        pos: (N, 3) positions (A).
+        box: cubic edge (A), at least twice both cutoffs.
+        species: (N,) int species indices into ``table``.
+        mask: (N,) bool, real (non-padding) atoms.
+        table: the :class:`PairTable`.
 
     Returns:
         ``(forces (N, 3), energy)``; padding atoms get zero force.
+
+    Differentiable: yes, in pos (the Hessian of the energy, for normal modes).
     """
     box = jnp.asarray(box, pos.dtype)
     d, r, pair = _pairs(pos, box, mask)
@@ -196,10 +207,17 @@ def virial(pos: jax.Array, box: jax.Array | float, species: jax.Array, mask: jax
     ``P = (2 K + W) / (3 V)`` with ``K`` the kinetic energy (``W = -3 V dE/dV`` under a
     uniform scaling of the cell, the potential's cutoffs held fixed).
 
-    Args: as :func:`energy`.
+    Args:
+        pos: (N, 3) positions (A).
+        box: cubic edge (A), at least twice both cutoffs.
+        species: (N,) int species indices into ``table``.
+        mask: (N,) bool, real (non-padding) atoms.
+        table: the :class:`PairTable`.
 
     Returns:
         Scalar virial (eV).
+
+    Differentiable: yes, in pos.
     """
     box = jnp.asarray(box, pos.dtype)
     _, r, pair = _pairs(pos, box, mask)

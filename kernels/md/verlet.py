@@ -48,12 +48,33 @@ class MDState(NamedTuple):
 
 
 def kinetic_energy(vel: jax.Array, masses: jax.Array) -> jax.Array:
-    """``K = sum m v^2 / 2`` in eV (``masses`` (N,) amu, zero for padding)."""
+    """``K = sum m v^2 / 2`` in eV.
+
+    Args:
+        vel: (N, 3) velocities (A/fs).
+        masses: (N,) masses (amu), zero for padding.
+
+    Returns:
+        The scalar kinetic energy.
+
+    Differentiable: yes, in vel and masses.
+    """
     return 0.5 * jnp.sum(masses[:, None] * vel * vel) / ACCEL
 
 
 def temperature(vel: jax.Array, masses: jax.Array, mask: jax.Array) -> jax.Array:
-    """Kinetic temperature ``2 K / (3 N kB)`` (K) over the ``N`` masked atoms."""
+    """Kinetic temperature ``2 K / (3 N kB)`` (K) over the ``N`` masked atoms.
+
+    Args:
+        vel: (N, 3) velocities (A/fs).
+        masses: (N,) masses (amu), zero for padding.
+        mask: (N,) bool, real atoms.
+
+    Returns:
+        The scalar temperature.
+
+    Differentiable: yes, in vel and masses.
+    """
     n = jnp.maximum(jnp.sum(mask), 1)
     return 2.0 * kinetic_energy(vel, masses) / (3.0 * n * KB)
 
@@ -73,6 +94,8 @@ def init_state(key: jax.Array, pos: jax.Array, masses: jax.Array, mask: jax.Arra
 
     Returns:
         The :class:`MDState`.
+
+    Differentiable: no: it draws random velocities (differentiate the energy instead).
     """
     m = jnp.where(mask, masses, 1.0).astype(pos.dtype)
     sd = jnp.sqrt(KB * temp * ACCEL / m)[:, None]
@@ -103,6 +126,9 @@ def run(state: MDState, box: jax.Array | float, masses: jax.Array, mask: jax.Arr
     Returns:
         ``(final state, trace)``; the trace holds the per-step ``potential``,
         ``kinetic`` (eV) and ``temperature`` (K), each (S,).
+
+    Differentiable: no: not supported (the wrap into the cell and the thermostat's
+    clipped rescaling make trajectory gradients piecewise and chaotic over long runs).
     """
     dtype = state.pos.dtype
     box = jnp.asarray(box, dtype)
@@ -144,6 +170,8 @@ def descend(pos: jax.Array, box: jax.Array | float, mask: jax.Array,
 
     Returns:
         (N, 3) positions.
+
+    Differentiable: no: not supported (capped steps and the wrap into the cell).
     """
     box = jnp.asarray(box, pos.dtype)
     mk = mask[:, None].astype(pos.dtype)

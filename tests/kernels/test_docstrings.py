@@ -50,6 +50,7 @@ from jaxkit.kernels import (
     ica,
     ica_transform,
     lingam,
+    md,
     nets,
     sem,
     seq,
@@ -243,6 +244,37 @@ case("fingerprint.nearest_neighbour_predict",
      lambda s, y: fingerprint.nearest_neighbour_predict(jax.lax.stop_gradient(s), y),
      lambda r: (_n(r, 3, 4), _n(r, 4)))
 case("wasserstein.wasserstein", wasserstein.wasserstein, lambda r: (_n(r, 4, 2), _n(r, 4, 2)))
+
+# --- molecular dynamics: a BKS-like two-species table (Buckingham + wall + DSF Coulomb)
+_MD_SYM = lambda v: jnp.asarray(np.asarray(v) + np.asarray(v).T - np.diag(np.diag(v)))  # noqa: E731
+_MD_Z = jnp.zeros((2, 2))
+_MD_TABLE = md.PairTable(
+    jnp.array([2.4, -1.2]), _MD_SYM([[0.0, 18003.7572], [0, 1388.773]]),
+    _MD_SYM([[0.0, 4.87318], [0, 2.76]]), _MD_SYM([[0.0, 133.5381], [0, 175.0]]),
+    _MD_Z, _MD_Z, _MD_Z, _MD_Z, _MD_SYM([[1.277e-3, 3e-3], [0, 1.2e-3]]),
+    _MD_SYM([[0.4, 1.313], [0, 1.779]]), 5.5, 6.0, 0.2)
+_MD_BOX, _MD_SPECIES = 12.5, jnp.array([0, 0, 1, 1, 1, 1, 1])
+_MD_MASK = jnp.array([True] * 6 + [False])
+
+
+def _md_pos(r):
+    """Six atoms on a jittered 3 A lattice (no close pairs) and one padding atom."""
+    g = np.array([[0, 0, 0], [1, 1, 1], [0, 1, 0], [1, 0, 0], [0, 0, 1], [1, 1, 0], [2, 2, 2]])
+    return jnp.asarray(3.0 * g + 2.0 + 0.1 * r.standard_normal((7, 3)))
+
+
+case("md.pair.pair_terms", lambda d: md.pair_terms(d, _MD_SPECIES[:3], _MD_SPECIES[3:6],
+                                                  _MD_TABLE), lambda r: (_u(r, 3, lo=1.6, hi=5.0),))
+case("md.pair.energy", lambda x: md.energy(x, _MD_BOX, _MD_SPECIES, _MD_MASK, _MD_TABLE),
+     lambda r: (_md_pos(r),))
+case("md.pair.forces", lambda x: md.forces(x, _MD_BOX, _MD_SPECIES, _MD_MASK, _MD_TABLE)[0],
+     lambda r: (_md_pos(r),))
+case("md.pair.virial", lambda x: md.virial(x, _MD_BOX, _MD_SPECIES, _MD_MASK, _MD_TABLE),
+     lambda r: (_md_pos(r),))
+case("md.verlet.kinetic_energy", md.kinetic_energy,
+     lambda r: (_n(r, 7, 3, scale=0.01), _u(r, 7, lo=10.0, hi=30.0)))
+case("md.verlet.temperature", lambda v, m: md.temperature(v, m, _MD_MASK),
+     lambda r: (_n(r, 7, 3, scale=0.01), _u(r, 7, lo=10.0, hi=30.0)))
 
 
 # --- belief: probabilities inside (0, 1); log probabilities normalised by the case

@@ -158,39 +158,12 @@ def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
     metrics = {k: v for k, v in res.items() if k != "spec"}
     for tag in ("aligned", "misaligned"):
         metrics[tag] = {k: v for k, v in res[tag].items() if k != "params"}
-    if _has_labels(ctx.out_dir):
-        from . import usercircuits
+    from . import usercircuits
 
-        uc = ctx.stage("uc-user-circuits", lambda: _user_circuits(ctx, cfg, res))
+    if usercircuits.has_labels(ctx.out_dir):
+        uc = ctx.stage("uc-user-circuits", lambda: usercircuits.circuits_of_store(
+            ctx.key("uc-user-circuits"), cfg, res, ctx.out_dir))
         md += "\n\n" + usercircuits.markdown(uc, res["models"])
         metrics["circuits"] = uc
     return PipelineResult("universal-circuits", TITLE, md, metrics=metrics,
                           claims=userdata.claims(res, cfg.universal_tau))
-
-
-def _has_labels(out) -> bool:
-    import json
-
-    man = out / "stores" / "user" / "sites.json"
-    return man.is_file() and bool(json.loads(man.read_text()).get("labels"))
-
-
-def _user_circuits(ctx: RunContext, cfg: Config, res: dict) -> dict:
-    """Circuits, intersections, universality and surgery on the user's labelled rows
-    (:func:`.usercircuits.user_circuits`, the first ``4 user_eval_rows`` rows)."""
-    import numpy as np
-
-    from jaxkit.crosscoder.store import SiteStore
-
-    from .usercircuits import check_labels, user_circuits
-
-    store = SiteStore(ctx.out_dir / "stores" / "user", batch_size=1, seed=0)
-    ids = np.arange(min(store.n, 4 * cfg.user_eval_rows))
-    sites = store.read(ids)[0]
-    y = check_labels(cfg.activations, store.labels, store.n)[ids]
-    return user_circuits(ctx.key("uc-user-circuits"), cfg.activations, store.models,
-                         res["spec"], res["aligned"]["params"], sites, y, k=cfg.uc_k,
-                         keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes, n_random=cfg.n_random,
-                         tau=cfg.universal_tau, alpha=cfg.universal_alpha,
-                         test_every=cfg.test_every, per_class=cfg.discovery_per_class,
-                         classes=cfg.surgery_classes, ridge=cfg.ridge)

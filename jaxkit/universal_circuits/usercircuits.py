@@ -253,3 +253,29 @@ def markdown(res: dict, models) -> str:
                                                  for t in ("before", "after", "random"))]
                                 for c, s in res["surgery"].items()]), ""]
     return "\n".join(out)
+
+
+def has_labels(out_dir: Path) -> bool:
+    """Whether the user's activation store under ``out_dir`` carries labels."""
+    import json
+
+    man = Path(out_dir) / "stores" / "user" / "sites.json"
+    return man.is_file() and bool(json.loads(man.read_text()).get("labels"))
+
+
+def circuits_of_store(key, cfg, res: dict, out_dir: Path) -> dict:
+    """:func:`user_circuits` on the first ``4 user_eval_rows`` labelled rows of the user's
+    store under ``out_dir``, with the transcoder ``res`` of
+    :func:`jaxkit.universal_circuits.userdata.fit_user` and the settings of ``cfg``."""
+    from jaxkit.crosscoder.store import SiteStore
+
+    store = SiteStore(Path(out_dir) / "stores" / "user", batch_size=1, seed=0)
+    ids = np.arange(min(store.n, 4 * cfg.user_eval_rows))
+    sites = store.read(ids)[0]
+    y = check_labels(cfg.activations, store.labels, store.n)[ids]
+    return user_circuits(key, cfg.activations, store.models, res["spec"],
+                         res["aligned"]["params"], sites, y, k=cfg.uc_k,
+                         keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes, n_random=cfg.n_random,
+                         tau=cfg.universal_tau, alpha=cfg.universal_alpha,
+                         test_every=cfg.test_every, per_class=cfg.discovery_per_class,
+                         classes=cfg.surgery_classes, ridge=cfg.ridge)

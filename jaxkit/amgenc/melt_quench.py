@@ -13,7 +13,12 @@ Potentials (the kernels in :mod:`jaxkit.kernels.md`):
   s_SiO = 1.313, s_OO = 1.779, s_SiSi = 0.4 A and eps_SiO = 3.0e-3, eps_OO = 1.2e-3,
   eps_SiSi = 1.277e-3 eV (values as recalled from that paper, not re-checked against
   it; the wall changes the pair energy by less than 0.2 eV above 1.2 A (Si-O) and
-  1.5 A (O-O), i.e. it leaves the glass's bonded distances alone);
+  1.5 A (O-O), i.e. it leaves the glass's bonded distances alone). One public
+  implementation of the modified BKS (OpenMD's ``BKS.modified.frc``) lists
+  (sigma 1.3136 A, eps 3.10e-3 eV) under O-O and (1.7792 A, 1.05e-3 eV) under Si-O,
+  the other way round: a 30-6 wall at 1.78 A on Si-O would push on the 1.61 A bond
+  (about 0.08 eV), so the assignment here keeps the tighter wall on Si-O; which one the
+  paper prints is unverified;
 * **every other composition**: Pedone, Malavasi, Menziani, Cormack and Segre, J. Phys.
   Chem. B 110, 11780 (2006): partial charges 0.6 x formal (O -1.2, Si 2.4, Al 1.8,
   P 3.0, Na/Li/K 0.6, Ca/Mg/Ba/Zn/Fe2+ 1.2, Fe3+ 1.8); cation-O Morse

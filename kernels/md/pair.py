@@ -145,6 +145,16 @@ def _pairs(pos, box, mask):
     return d, r, pair
 
 
+def _self_energy(species, mask, table: PairTable, dtype) -> jax.Array:
+    """The DSF self term ``-(erfc(alpha rc) / (2 rc) + alpha / sqrt(pi)) k sum_i q_i^2``
+    over the masked atoms (Fennell & Gezelter 2006)."""
+    q = jnp.asarray(table.charge, dtype)[species]
+    a = jnp.asarray(table.alpha, dtype)
+    rc = jnp.asarray(table.r_coul, dtype)
+    return -(erfc(a * rc) / (2.0 * rc) + a / _SQRT_PI) * COULOMB * jnp.sum(
+        jnp.where(mask, q * q, 0.0))
+
+
 def energy(pos: jax.Array, box: jax.Array | float, species: jax.Array, mask: jax.Array,
            table: PairTable) -> jax.Array:
     """Potential energy (eV) of the masked atoms of a periodic cubic cell.
@@ -164,11 +174,7 @@ def energy(pos: jax.Array, box: jax.Array | float, species: jax.Array, mask: jax
     box = jnp.asarray(box, pos.dtype)
     _, r, pair = _pairs(pos, box, mask)
     e, _ = pair_terms(r, species[:, None], species[None, :], table)
-    q = jnp.asarray(table.charge, pos.dtype)[species]
-    a = jnp.asarray(table.alpha, pos.dtype)
-    rc = jnp.asarray(table.r_coul, pos.dtype)
-    self_e = -(erfc(a * rc) / (2.0 * rc) + a / _SQRT_PI) * COULOMB * jnp.sum(
-        jnp.where(mask, q * q, 0.0))
+    self_e = _self_energy(species, mask, table, pos.dtype)
     return 0.5 * jnp.sum(jnp.where(pair, e, 0.0)) + self_e
 
 
@@ -193,11 +199,7 @@ def forces(pos: jax.Array, box: jax.Array | float, species: jax.Array, mask: jax
     e, de = pair_terms(r, species[:, None], species[None, :], table)
     w = jnp.where(pair, de / r, 0.0)
     f = jnp.stack([-jnp.sum(w * dc, axis=1) for dc in d], axis=-1)
-    q = jnp.asarray(table.charge, pos.dtype)[species]
-    a = jnp.asarray(table.alpha, pos.dtype)
-    rc = jnp.asarray(table.r_coul, pos.dtype)
-    self_e = -(erfc(a * rc) / (2.0 * rc) + a / _SQRT_PI) * COULOMB * jnp.sum(
-        jnp.where(mask, q * q, 0.0))
+    self_e = _self_energy(species, mask, table, pos.dtype)
     return f, 0.5 * jnp.sum(jnp.where(pair, e, 0.0)) + self_e
 
 

@@ -1,7 +1,8 @@
 """Rigid-ion pair potentials of oxide glasses: Buckingham, Morse, inverse-power walls and
 damped shifted-force Coulomb, on a dense minimum-image pair matrix with masks.
 
-The energy of a periodic cubic cell of edge ``L`` is a sum over distinct pairs ``i < j``
+The energy of a periodic cubic cell of edge ``L`` (or an orthorhombic one of edges
+``(Lx, Ly, Lz)``, the minimum image taken per axis) is a sum over distinct pairs ``i < j``
 at minimum-image distance ``r`` (padding atoms masked out):
 
 ``E = sum_{i<j} [phi_sr(r) + phi_c(r)] + E_self``
@@ -21,9 +22,9 @@ at minimum-image distance ``r`` (padding atoms masked out):
   :data:`COULOMB` eV A; the self term ``E_self = -(erfc(a Rc)/(2 Rc) + a/sqrt(pi)) k sum
   qi^2`` is a constant of the charges.
 
-Both cutoffs must be at most ``L / 2`` (each pair is counted once, at its minimum image);
-the caller checks that. Forces are written in closed form (:func:`forces`:
-``F_i = -sum_j phi'(r_ij) (r_i - r_j) / r_ij``); the tests check them against
+Both cutoffs must be at most ``L / 2`` (half the shortest edge; each pair is counted
+once, at its minimum image); the caller checks that. Forces are written in closed form
+(:func:`forces`: ``F_i = -sum_j phi'(r_ij) (r_i - r_j) / r_ij``); the tests check them against
 ``jax.grad`` of :func:`energy` in float64. Units: Angstrom, eV, elementary charges.
 """
 
@@ -137,9 +138,10 @@ def _pairs(pos, box, mask):
     n = pos.shape[0]
     pair = mask[:, None] & mask[None, :] & ~jnp.eye(n, dtype=bool)
     d = []
+    edges = box if box.ndim else jnp.broadcast_to(box, (3,))  # cubic or orthorhombic
     for c in range(3):
         x = pos[:, None, c] - pos[None, :, c]
-        d.append(x - box * jnp.round(x / box))
+        d.append(x - edges[c] * jnp.round(x / edges[c]))
     r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
     r = jnp.sqrt(jnp.where(pair, r2, 1.0))  # safe on the diagonal and the padding
     return d, r, pair
@@ -161,7 +163,8 @@ def energy(pos: jax.Array, box: jax.Array | float, species: jax.Array, mask: jax
 
     Args:
         pos: (N, 3) positions (A).
-        box: cubic edge (A), at least twice both cutoffs.
+        box: cubic edge (A), or (3,) orthorhombic edges; each at least twice both
+            cutoffs.
         species: (N,) int species indices into ``table``.
         mask: (N,) bool, real (non-padding) atoms.
         table: the :class:`PairTable`.
@@ -184,7 +187,8 @@ def forces(pos: jax.Array, box: jax.Array | float, species: jax.Array, mask: jax
 
     Args:
         pos: (N, 3) positions (A).
-        box: cubic edge (A), at least twice both cutoffs.
+        box: cubic edge (A), or (3,) orthorhombic edges; each at least twice both
+            cutoffs.
         species: (N,) int species indices into ``table``.
         mask: (N,) bool, real (non-padding) atoms.
         table: the :class:`PairTable`.
@@ -211,7 +215,8 @@ def virial(pos: jax.Array, box: jax.Array | float, species: jax.Array, mask: jax
 
     Args:
         pos: (N, 3) positions (A).
-        box: cubic edge (A), at least twice both cutoffs.
+        box: cubic edge (A), or (3,) orthorhombic edges; each at least twice both
+            cutoffs.
         species: (N,) int species indices into ``table``.
         mask: (N,) bool, real (non-padding) atoms.
         table: the :class:`PairTable`.

@@ -7,7 +7,13 @@ logits are ``head(site L)`` with a linear ``head``.
 
 * :class:`MLP`: ``h_{t+1} = relu(h_t W_t + b_t)`` for the hidden widths.
 * :class:`CNN`: layer 0 a 3x3 convolution (``SAME``, ReLU), layer 1 a 3x3 convolution with
-  stride 2 (ReLU), layer 2 dense + ReLU; conv outputs are flattened (HWC) sites.
+  stride 2 (ReLU), layer 2 dense + ReLU; conv outputs are flattened (HWC) sites
+  (``strides`` sets both convolutions' strides, default ``(1, 2)``).
+* :class:`ViT`: a small vision transformer (Dosovitskiy et al. 2021) with pre-LN blocks:
+  layer 0 the patch embedding ``z_0 = patches(x) E + pos`` (non-overlapping ``p x p``
+  patches, row-major), layers ``1..n`` the blocks ``z' = z + MHA(LN(z))``,
+  ``z'' = z' + W_2 gelu(W_1 LN(z'))``, the last layer the mean-pooled head input
+  ``relu(LN(mean_t z_n) W + b)``; token sites are flattened ``(tokens, dim)``.
 
 :class:`Classifier` wraps a model's graph definition into the pure functions the
 kernels take (``sites``, ``rest``, ``logits``, ``head``) of an ``nnx.State``; training is
@@ -35,7 +41,7 @@ from jaxkit.kernels import train as ktrain
 
 from . import data as D
 
-__all__ = ["MLP", "CNN", "Arch", "Classifier", "train_classifier", "accuracy"]
+__all__ = ["MLP", "CNN", "ViT", "Arch", "Classifier", "train_classifier", "accuracy"]
 
 
 class MLP(nnx.Module):
@@ -56,27 +62,93 @@ class CNN(nnx.Module):
     """Two 3x3 convolutions (the second with stride 2), a dense layer and a linear head."""
 
     def __init__(self, size: int, channels: tuple[int, int], hidden: int, n_classes: int, *,
-                 rngs: nnx.Rngs):
+                 rngs: nnx.Rngs, strides: tuple[int, int] = (1, 2)):
         c1, c2 = channels
-        self.size, self.c1, self.c2 = size, c1, c2
-        self.conv1 = nnx.Conv(1, c1, (3, 3), padding="SAME", rngs=rngs)
-        self.conv2 = nnx.Conv(c1, c2, (3, 3), strides=(2, 2), padding="SAME", rngs=rngs)
-        self.fc = nnx.Linear((size // 2) ** 2 * c2, hidden, rngs=rngs)
+        s1, s2 = strides
+        S1 = -(-size // s1)
+        S2 = -(-S1 // s2)
+        self.size, self.c1, self.c2, self.S1 = size, c1, c2, S1
+        self.conv1 = nnx.Conv(1, c1, (3, 3), strides=(s1, s1), padding="SAME", rngs=rngs)
+        self.conv2 = nnx.Conv(c1, c2, (3, 3), strides=(s2, s2), padding="SAME", rngs=rngs)
+        self.fc = nnx.Linear(S2 ** 2 * c2, hidden, rngs=rngs)
         self.head = nnx.Linear(hidden, n_classes, rngs=rngs)
-        self.widths = (size * size, size * size * c1, (size // 2) ** 2 * c2, hidden)
+        self.widths = (size * size, S1 * S1 * c1, S2 ** 2 * c2, hidden)
 
     def layer(self, j: int, h):
         B, S = h.shape[0], self.size
         if j == 0:
             return jax.nn.relu(self.conv1(h.reshape(B, S, S, 1))).reshape(B, -1)
         if j == 1:
-            return jax.nn.relu(self.conv2(h.reshape(B, S, S, self.c1))).reshape(B, -1)
+            return jax.nn.relu(self.conv2(h.reshape(B, self.S1, self.S1, self.c1))
+                               ).reshape(B, -1)
         return jax.nn.relu(self.fc(h))
+
+
+def patches(x, size: int, patch: int):
+    """Non-overlapping ``patch x patch`` patches of flattened ``size x size`` images, in
+    row-major patch order: ``(B, size * size) -> (B, (size / patch) ** 2, patch ** 2)``."""
+    g = size // patch
+    x = x.reshape(x.shape[0], g, patch, g, patch)
+    return x.transpose(0, 1, 3, 2, 4).reshape(x.shape[0], g * g, patch * patch)
+
+
+class _Block(nnx.Module):
+    """One pre-LN transformer block: multi-head self-attention and a GELU MLP, each
+    added to the residual stream."""
+
+    def __init__(self, dim: int, heads: int, mlp: int, *, rngs: nnx.Rngs):
+        self.heads = heads
+        self.ln1 = nnx.LayerNorm(dim, epsilon=1e-5, rngs=rngs)
+        self.qkv = nnx.Linear(dim, 3 * dim, rngs=rngs)
+        self.proj = nnx.Linear(dim, dim, rngs=rngs)
+        self.ln2 = nnx.LayerNorm(dim, epsilon=1e-5, rngs=rngs)
+        self.fc1 = nnx.Linear(dim, mlp, rngs=rngs)
+        self.fc2 = nnx.Linear(mlp, dim, rngs=rngs)
+
+    def __call__(self, z):
+        B, T, D = z.shape
+        H = self.heads
+        q, k, v = jnp.split(self.qkv(self.ln1(z)), 3, axis=-1)
+        q, k, v = (a.reshape(B, T, H, D // H) for a in (q, k, v))
+        att = jax.nn.softmax(jnp.einsum("bthd,bshd->bhts", q, k) / np.sqrt(D // H), axis=-1)
+        z = z + self.proj(jnp.einsum("bhts,bshd->bthd", att, v).reshape(B, T, D))
+        return z + self.fc2(jax.nn.gelu(self.fc1(self.ln2(z)), approximate=False))
+
+
+class ViT(nnx.Module):
+    """A small vision transformer (module docstring): patch embedding, ``depth`` pre-LN
+    blocks, a mean-pooled LayerNorm + dense + ReLU layer and a linear head."""
+
+    def __init__(self, size: int, patch: int, dim: int, depth: int, heads: int, mlp: int,
+                 hidden: int, n_classes: int, *, rngs: nnx.Rngs):
+        if size % patch or dim % heads:
+            raise ValueError(f"`patch` ({patch}) must divide the image size ({size}) and "
+                             f"`heads` ({heads}) the width ({dim})")
+        self.size, self.patch, self.dim = size, patch, dim
+        self.tokens = (size // patch) ** 2
+        self.embed = nnx.Linear(patch * patch, dim, rngs=rngs)
+        self.pos = nnx.Param(jnp.zeros((self.tokens, dim)))
+        self.blocks = nnx.List([_Block(dim, heads, mlp, rngs=rngs) for _ in range(depth)])
+        self.ln_f = nnx.LayerNorm(dim, epsilon=1e-5, rngs=rngs)
+        self.fc = nnx.Linear(dim, hidden, rngs=rngs)
+        self.head = nnx.Linear(hidden, n_classes, rngs=rngs)
+        self.widths = (size * size, *[self.tokens * dim] * (depth + 1), hidden)
+
+    def layer(self, j: int, h):
+        B, T, D = h.shape[0], self.tokens, self.dim
+        if j == 0:
+            return (self.embed(patches(h, self.size, self.patch)) + self.pos[...]
+                    ).reshape(B, -1)
+        if j <= len(self.blocks):
+            return self.blocks[j - 1](h.reshape(B, T, D)).reshape(B, -1)
+        return jax.nn.relu(self.fc(self.ln_f(jnp.mean(h.reshape(B, T, D), axis=1))))
 
 
 @dataclass(frozen=True)
 class Arch:
-    """A model's architecture (hashable): ``kind`` "mlp" or "cnn"."""
+    """A model's architecture (hashable): ``kind`` "mlp", "cnn" or "vit" (``patch``,
+    ``dim``, ``depth``, ``heads``, ``mlp``: the ViT's; ``hidden``: the CNN's and the
+    ViT's last layer; ``strides``: the CNN's)."""
 
     kind: str
     size: int
@@ -84,14 +156,24 @@ class Arch:
     channels: tuple[int, int] = (8, 16)
     hidden: int = 32
     n_classes: int = D.N_CLASSES
+    strides: tuple[int, int] = (1, 2)
+    patch: int = 4
+    dim: int = 32
+    depth: int = 2
+    heads: int = 4
+    mlp: int = 64
 
     def build(self, seed: int = 0) -> nnx.Module:
         rngs = nnx.Rngs(seed)
         if self.kind == "mlp":
             return MLP(self.size ** 2, self.widths, self.n_classes, rngs=rngs)
         if self.kind == "cnn":
-            return CNN(self.size, self.channels, self.hidden, self.n_classes, rngs=rngs)
-        raise ValueError(f"`kind` must be 'mlp' or 'cnn'; got {self.kind!r}")
+            return CNN(self.size, self.channels, self.hidden, self.n_classes, rngs=rngs,
+                       strides=self.strides)
+        if self.kind == "vit":
+            return ViT(self.size, self.patch, self.dim, self.depth, self.heads, self.mlp,
+                       self.hidden, self.n_classes, rngs=rngs)
+        raise ValueError(f"`kind` must be 'mlp', 'cnn' or 'vit'; got {self.kind!r}")
 
 
 class Classifier:
@@ -103,17 +185,21 @@ class Classifier:
         self.graphdef, state = nnx.split(model)
         self.treedef = jax.tree.structure(state)
         self.shapes = [tuple(v.shape) for v in jax.tree.leaves(state)]
+        # LayerNorm scales start at one (every other 1-D leaf, a bias, at zero)
+        self.ones = [any(getattr(k, "key", None) == "scale" for k in p)
+                     for p, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
         self.d_sites = tuple(model.widths)
         self.n_layers = len(self.d_sites) - 1
 
     def init(self, key) -> Any:
         """Fresh parameters drawn on the host from ``key`` (no compilation): weights
-        ``N(0, 1 / fan_in)`` (fan-in: every axis but the last), biases zero."""
+        ``N(0, 1 / fan_in)`` (fan-in: every axis but the last; the ViT's position
+        embedding likewise), biases zero, LayerNorm scales one."""
         seed = np.asarray(jax.random.key_data(key)).ravel().tolist()
         rng = np.random.default_rng(seed)
-        leaves = [np.zeros(s, np.float32) if len(s) < 2 else
+        leaves = [(np.ones if one else np.zeros)(s, np.float32) if len(s) < 2 else
                   (rng.standard_normal(s) / np.sqrt(np.prod(s[:-1]))).astype(np.float32)
-                  for s in self.shapes]
+                  for s, one in zip(self.shapes, self.ones, strict=True)]
         return self.from_numpy(leaves)
 
     def from_numpy(self, leaves) -> Any:

@@ -31,7 +31,9 @@ __all__ = ["make_domain", "make_token_domain", "compare_domain", "compare_discre
 def make_token_domain(name: str, cfg: Config) -> discrete.TokenDomain:
     """The discrete task ``name`` of :data:`jaxkit.actflow.config.DISCRETE`."""
     if name == "peptides-discrete":
-        return peptides.peptide_token_domain(max_charge_data=cfg.peptide_max_charge)
+        return peptides.peptide_token_domain(cfg.amp_windows(),
+                                             max_charge_data=cfg.peptide_max_charge,
+                                             novelty_share=cfg.seq_novelty_share)
     if name == "molecules":
         from .molecules import molecule_domain
 
@@ -50,7 +52,8 @@ def make_token_domain(name: str, cfg: Config) -> discrete.TokenDomain:
     if name == "proteins":
         from .proteins import protein_domain
 
-        return protein_domain(max_moment_data=cfg.protein_max_moment)
+        return protein_domain(cfg.soluble_windows(), max_moment_data=cfg.protein_max_moment,
+                              novelty_share=cfg.seq_novelty_share)
     if name == "user":
         from .user import user_domain
 
@@ -100,7 +103,8 @@ def make_domain(name: str, cfg: Config) -> domains.Domain:
     """The task ``name``: a continuous domain of :data:`jaxkit.actflow.domains.CONTINUOUS`
     or the peptide domain with pre-training data of net charge <= ``peptide_max_charge``."""
     if name == "peptides":
-        return peptides.peptide_domain(max_charge_data=cfg.peptide_max_charge)
+        return peptides.peptide_domain(cfg.amp_windows(),
+                                       max_charge_data=cfg.peptide_max_charge)
     return domains.CONTINUOUS[name]()
 
 
@@ -155,8 +159,8 @@ def compare_domain(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
     """
     lcfg = cfg.loop(name)
     dom = make_domain(name, cfg)
-    ck = _checkpoints(checkpoint_root, name, (lcfg.digest(), cfg.peptide_max_charge), keys,
-                      resume)
+    ck = _checkpoints(checkpoint_root, name, (lcfg.digest(), cfg.peptide_max_charge,
+                                              repr(cfg.amp_windows())), keys, resume)
     shared = {} if shared is None else shared
     pre = loop.pretrain(dom, lcfg, keys["pretrain"], mesh=mesh,
                         checkpoint_dir=ck("pretrain"), resume=resume,

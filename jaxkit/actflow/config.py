@@ -25,6 +25,12 @@ not installed) pre-trains on ``druglike_n_data`` molecules with logP <=
 rings and the discrete peptides at tiny size (the 40 s budget); molecules, druglike,
 proteins, torus, sphere and the relaxed peptides (the ablation of the discrete arm) run
 in FULL (``--quick --set domains=druglike`` runs one at QUICK size).
+The peptide domains are checked by the antimicrobial-peptide-like verifier with the
+``amp_*`` windows and the proteins by the soluble-protein-like one with the
+``soluble_*`` windows (:mod:`jaxkit.actflow.peptide_verifier`; net charges from the
+``pka_set`` pKa values); the held-out regions are net charge at pH 7 above
+``peptide_max_charge`` and hydrophobic moment above ``protein_max_moment``; a sequence
+is novel beyond a Hamming radius of ``seq_novelty_share`` of its padded length.
 """
 
 from __future__ import annotations
@@ -153,7 +159,21 @@ class Config(_LoopSettings):
     druglike_max_logp: float = 2.5
     druglike_novelty: float = 0.6
     druglike_arch: Literal["mlp", "transformer"] = "mlp"
-    protein_max_moment: float = 0.12
+    protein_max_moment: float = 0.15
+    seq_novelty_share: float = 0.4
+    pka_set: Literal["EMBOSS", "Lehninger"] = "EMBOSS"
+    amp_length: tuple[int, int] = (8, 20)
+    amp_charge: tuple[float, float] = (1.0, 10.0)
+    amp_min_moment: float = 0.15
+    amp_gravy: tuple[float, float] = (-1.0, 1.6)
+    amp_max_instability: float = 40.0
+    amp_max_aggregation: float = 0.8
+    soluble_length: tuple[int, int] = (24, 48)
+    soluble_max_instability: float = 40.0
+    soluble_gravy: tuple[float, float] = (-2.0, 0.0)
+    soluble_charge: tuple[float, float] = (-10.0, 10.0)
+    soluble_max_aggregation: float = 0.5
+    soluble_max_share: float = 0.25
     user_data: str = ""
     user_verifier: str = ""
     user_column: str = "sequence"
@@ -173,6 +193,19 @@ class Config(_LoopSettings):
             require(getattr(self, f) >= 6, f, f"must be >= 6; got {getattr(self, f)}")
         require(0.0 < self.druglike_novelty < 1.0, "druglike_novelty",
                 f"must lie in (0, 1) (a Tanimoto distance); got {self.druglike_novelty}")
+        require(0.0 < self.seq_novelty_share < 1.0, "seq_novelty_share",
+                f"must lie in (0, 1) (a share of the padded length); got "
+                f"{self.seq_novelty_share}")
+        for f in ("amp_length", "soluble_length"):
+            lo, hi = getattr(self, f)
+            require(1 <= lo <= hi, f, f"must be (min, max) with 1 <= min <= max; got {lo, hi}")
+        for f in ("amp_charge", "amp_gravy", "soluble_gravy", "soluble_charge"):
+            lo, hi = getattr(self, f)
+            require(lo <= hi, f, f"must be a window (low, high) with low <= high; got "
+                                 f"{lo, hi}")
+        for f in ("amp_max_aggregation", "soluble_max_aggregation", "soluble_max_share"):
+            v = getattr(self, f)
+            require(0.0 <= v <= 1.0, f, f"must lie in [0, 1]; got {v}")
         for f in ("expansion_margin", "baseline_margin"):
             v = getattr(self, f)
             require(0.0 <= v < 1.0, f, f"must lie in [0, 1); got {v}")
@@ -195,6 +228,27 @@ class Config(_LoopSettings):
                 if v is not None:
                     shared[f] = v
         return ActFlowConfig(**shared)
+
+    def amp_windows(self):
+        """The antimicrobial-peptide-like verifier's windows (the ``amp_*`` fields and
+        ``pka_set``): :class:`jaxkit.actflow.peptide_verifier.AMPWindows`."""
+        from .peptide_verifier import AMPWindows
+
+        return AMPWindows(length=self.amp_length, charge=self.amp_charge,
+                          min_moment=self.amp_min_moment, gravy=self.amp_gravy,
+                          max_instability=self.amp_max_instability,
+                          max_aggregation=self.amp_max_aggregation, pka=self.pka_set)
+
+    def soluble_windows(self):
+        """The soluble-protein-like verifier's windows (the ``soluble_*`` fields and
+        ``pka_set``): :class:`jaxkit.actflow.peptide_verifier.SolubleWindows`."""
+        from .peptide_verifier import SolubleWindows
+
+        return SolubleWindows(length=self.soluble_length,
+                              max_instability=self.soluble_max_instability,
+                              gravy=self.soluble_gravy, charge=self.soluble_charge,
+                              max_aggregation=self.soluble_max_aggregation,
+                              max_share=self.soluble_max_share, pka=self.pka_set)
 
     def discrete(self, domain: str | None = None):
         """The :class:`~jaxkit.actflow.discrete.DiscreteSettings` of the discrete domains

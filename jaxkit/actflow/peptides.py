@@ -1,17 +1,16 @@
-"""Peptide domain: real antimicrobial / anticancer peptide sequences, a rule-based
-verifier and a continuous relaxation for flow matching.
+"""Peptide domain: real antimicrobial / anticancer peptide sequences, the
+antimicrobial-peptide-like verifier and a continuous relaxation for flow matching.
 
 Data: ``jaxkit/data/peptides.csv.gz`` (6110 sequences from the modlAMP 4.3.3 wheel's
 data folder, BSD-3-Clause; provenance in ``jaxkit/data/PEPTIDES.md``), read by
 :func:`load_peptides`.
 
-Verifier (:func:`check_rules`, :class:`Rules`): only the 20 canonical residues; length
-in a window; net charge at pH 7 from residue counts (+1 per K and R, -1 per D and E,
-+0.1 per H: Henderson-Hasselbalch with pKa(His) = 6.0 gives 0.09; termini ignored) in a
-window; mean hydrophobicity on the Eisenberg consensus scale (Eisenberg, Schwarz,
-Komaromy & Wall 1984, "Analysis of membrane and surface protein sequences with the
-hydrophobic moment plot", J. Mol. Biol. 179:125-142) in a window; no forbidden motif
-(default: ``DP``, acid-labile Asp-Pro bond; ``NG``, deamidation-prone Asn-Gly).
+Verifier: :func:`jaxkit.actflow.peptide_verifier.check_amp` with the windows of
+:class:`~jaxkit.actflow.peptide_verifier.AMPWindows` (net charge at pH 7 from EMBOSS
+pKa values, Eisenberg hydrophobic moment, GRAVY, Guruprasad instability index,
+AGGRESCAN hot-spot share, length, forbidden motifs). Held-out region: the valid AMPs
+with net charge at pH 7 above ``max_charge_data``; pre-training data: the valid AMPs at
+or below it.
 
 Relaxation: the ActFlow loop explores in the flow's noise space (it inverts the ODE,
 perturbs and steers the latent, and integrates forward), which needs a continuous,
@@ -29,39 +28,23 @@ from __future__ import annotations
 
 import csv
 import gzip
-from dataclasses import dataclass
 from importlib import resources
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import seqprops as S
 from .domains import Domain
+from .peptide_verifier import AMPWindows, check_amp
 from .verifiers import Verifier
 
-__all__ = ["AMINO", "EISENBERG", "Rules", "load_peptides", "net_charge", "hydrophobicity",
-           "check_rules", "encode", "decode", "peptide_domain"]
+__all__ = ["AMINO", "load_peptides", "net_charge", "mean_hydrophobicity", "encode", "decode",
+           "novelty_radius", "peptide_domain", "peptide_token_domain"]
 
 AMINO = "ACDEFGHIKLMNPQRSTVWY"
 PAD = len(AMINO)  # token index of the padding symbol
 VOCAB = PAD + 1
-#: Eisenberg et al. (1984) normalised consensus hydrophobicity scale.
-EISENBERG = dict(A=0.62, R=-2.53, N=-0.78, D=-0.90, C=0.29, Q=-0.85, E=-0.74, G=0.48,
-                 H=-0.40, I=1.38, L=1.06, K=-1.50, M=0.64, F=1.19, P=0.12, S=-0.18,
-                 T=-0.05, W=0.81, Y=0.26, V=1.08)
-
-
-@dataclass(frozen=True)
-class Rules:
-    """Validity windows (inclusive) of the rule-based peptide verifier."""
-
-    min_len: int = 8
-    max_len: int = 20
-    min_charge: float = 1.0
-    max_charge: float = 10.0
-    min_hydro: float = -0.6
-    max_hydro: float = 0.8
-    forbidden: tuple[str, ...] = ("DP", "NG")
 
 
 def load_peptides(classes: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
@@ -78,34 +61,18 @@ def load_peptides(classes: tuple[str, ...] | None = None) -> dict[str, np.ndarra
                 source=np.array([r["source"] for r in rows]))
 
 
-def net_charge(seq: str) -> float:
-    """Net charge at pH 7 from residue counts (K, R: +1; D, E: -1; H: +0.1)."""
-    return (seq.count("K") + seq.count("R") - seq.count("D") - seq.count("E")
-            + 0.1 * seq.count("H"))
+def net_charge(seq: str, pka: str = "EMBOSS") -> float:
+    """Net charge at pH 7 (:func:`jaxkit.actflow.seqprops.net_charge`, free termini);
+    NaN for an empty or non-canonical sequence."""
+    if not seq or set(seq) - set(AMINO):
+        return float("nan")
+    return S.net_charge(seq, 7.0, pka)
 
 
-def hydrophobicity(seq: str) -> float:
-    """Mean Eisenberg consensus hydrophobicity (NaN for an empty sequence)."""
-    vals = [EISENBERG[c] for c in seq if c in EISENBERG]
-    return float(np.mean(vals)) if vals else float("nan")
-
-
-def check_rules(seq: str, rules: Rules = Rules()) -> list[str]:
-    """The rules ``seq`` breaks (an empty list means valid)."""
-    bad = sorted(set(seq) - set(AMINO))
-    if bad:
-        return [f"non-canonical residues {''.join(bad)}"]
-    out = []
-    if not rules.min_len <= len(seq) <= rules.max_len:
-        out.append(f"length {len(seq)} outside [{rules.min_len}, {rules.max_len}]")
-    q = net_charge(seq)
-    if not rules.min_charge <= q <= rules.max_charge:
-        out.append(f"net charge {q:+.1f} outside [{rules.min_charge}, {rules.max_charge}]")
-    h = hydrophobicity(seq)
-    if not rules.min_hydro <= h <= rules.max_hydro:
-        out.append(f"hydrophobicity {h:.2f} outside [{rules.min_hydro}, {rules.max_hydro}]")
-    out += [f"forbidden motif {m}" for m in rules.forbidden if m in seq]
-    return out
+def mean_hydrophobicity(seq: str) -> float:
+    """Mean Eisenberg consensus hydrophobicity (0 for an empty sequence; for plots)."""
+    vals = [S.EISENBERG[c] for c in seq if c in S.EISENBERG]
+    return float(np.mean(vals)) if vals else 0.0
 
 
 def encode(seqs, max_len: int) -> np.ndarray:
@@ -128,16 +95,39 @@ def _tokens(x, max_len: int):
     return jnp.argmax(jnp.reshape(x, (x.shape[0], max_len, VOCAB)), axis=-1)
 
 
-def peptide_domain(rules: Rules = Rules(), *, max_charge_data: float = 3.0,
+def novelty_radius(share: float, length: int) -> int:
+    """The Hamming novelty radius scaled to the padded sequence length:
+    ``max(1, round(share * length))`` substitutions.
+
+    Args:
+        share: the share of positions that must differ, in (0, 1).
+        length: the padded length.
+
+    Returns:
+        The radius (novel: Hamming distance above it).
+    """
+    if not 0.0 < share < 1.0:
+        raise ValueError(f"`share` must lie in (0, 1); got {share}")
+    return max(1, int(round(share * length)))
+
+
+def _valid_amps(windows: AMPWindows) -> list[str]:
+    """The distinct shipped AMP sequences that ``windows`` accepts, sorted."""
+    return sorted({s for s in load_peptides(("AMP",))["sequence"]
+                   if not check_amp(s, windows)})
+
+
+def peptide_domain(windows: AMPWindows = AMPWindows(), *, max_charge_data: float = 3.0,
                    novelty_hamming: int = 2) -> Domain:
-    """Relaxed peptide domain: pre-training data are the AMP sequences that satisfy
-    ``rules`` *and* have net charge <= ``max_charge_data`` (part of the valid set); the
-    verifier decodes and applies ``rules`` on the host (a NumPy verifier through
-    ``jax.pure_callback``); novel = more than ``novelty_hamming`` substitutions away."""
-    L = rules.max_len
-    seqs = [s for s in load_peptides(("AMP",))["sequence"]
-            if not check_rules(s, rules) and net_charge(s) <= max_charge_data]
-    seqs = sorted(set(seqs))
+    """Relaxed peptide domain: pre-training data are the AMP sequences that ``windows``
+    accepts *and* that have net charge at pH 7 <= ``max_charge_data`` (part of the valid
+    set); the verifier decodes and applies :func:`check_amp` on the host (a NumPy
+    verifier through ``jax.pure_callback``); novel = more than ``novelty_hamming``
+    substitutions away; ``outside``: the decoded sequence's net charge (traceable: at a
+    fixed pH the charge is linear in the residue counts,
+    :func:`jaxkit.actflow.seqprops.charge_terms`) above ``max_charge_data``."""
+    L = windows.length[1]
+    seqs = [s for s in _valid_amps(windows) if net_charge(s, windows.pka) <= max_charge_data]
     onehot = jnp.asarray(np.eye(VOCAB, dtype=np.float32)[encode(seqs, L)].reshape(len(seqs), -1))
 
     def data(key, n):
@@ -145,49 +135,53 @@ def peptide_domain(rules: Rules = Rules(), *, max_charge_data: float = 3.0,
 
     def host_verify(x):
         toks = np.argmax(np.asarray(x).reshape(x.shape[0], L, VOCAB), -1)
-        return np.array([not check_rules(s, rules) for s in decode(toks)], bool)
+        return np.array([not check_amp(s, windows) for s in decode(toks)], bool)
 
     def embed(x):
         return jax.nn.one_hot(_tokens(x, L), VOCAB).reshape(x.shape[0], -1)
 
     def view(x):
         s = decode(np.asarray(_tokens(jnp.asarray(x), L)))
-        return np.array([[net_charge(q), hydrophobicity(q) if q else 0.0] for q in s])
+        return np.array([[net_charge(q, windows.pka) if q else 0.0, mean_hydrophobicity(q)]
+                         for q in s])
 
-    weight = np.zeros(VOCAB, np.float32)  # net charge per residue (padding 0)
-    for c, q in (("K", 1.0), ("R", 1.0), ("D", -1.0), ("E", -1.0), ("H", 0.1)):
-        weight[AMINO.index(c)] = q
+    w, const = S.charge_terms(7.0, windows.pka)
+    weight = np.array([w[c] for c in AMINO] + [0.0], np.float32)  # padding 0
 
     def outside(x):  # net charge of the decoded sequence beyond the pre-training range
-        return jnp.sum(jnp.asarray(weight)[_tokens(x, L)], axis=1) > max_charge_data + 1e-6
+        return jnp.sum(jnp.asarray(weight)[_tokens(x, L)], axis=1) + const \
+            > max_charge_data + 1e-6
 
     thr = float(np.sqrt(2 * novelty_hamming + 1))  # Hamming > novelty_hamming
-    return Domain("peptides", L * VOCAB, Verifier(host_verify, "peptide-rules", host=True),
+    return Domain("peptides", L * VOCAB, Verifier(host_verify, "amp-like", host=True),
                   data, None, None, radius=thr, novelty=thr, embed=embed, view=view,
                   outside=outside)
 
 
-def peptide_token_domain(rules: Rules = Rules(), *, max_charge_data: float = 3.0,
-                         novelty_hamming: int = 8):
+def peptide_token_domain(windows: AMPWindows = AMPWindows(), *, max_charge_data: float = 3.0,
+                         novelty_share: float = 0.4):
     """Discrete peptide domain (:class:`jaxkit.actflow.discrete.TokenDomain`): tokens of
-    :data:`AMINO` plus padding (length ``rules.max_len``); pre-training data are the
-    valid AMPs with net charge <= ``max_charge_data``; the reference (k-NN coverage) is
-    the valid AMPs above it (valid region outside the pre-training region); novel =
-    Hamming distance > ``novelty_hamming`` on the padded tokens."""
+    :data:`AMINO` plus padding (length ``windows.length[1]``); pre-training data are the
+    AMPs :func:`check_amp` accepts with net charge at pH 7 <= ``max_charge_data``; the
+    reference (k-NN coverage), the held-out region fixed before the run, is the valid
+    AMPs above it; novel = Hamming distance on the padded tokens above
+    :func:`novelty_radius` (``novelty_share`` of the padded length)."""
     from .discrete import TokenDomain
 
-    L = rules.max_len
-    valid = sorted({s for s in load_peptides(("AMP",))["sequence"] if not check_rules(s, rules)})
-    inside = [s for s in valid if net_charge(s) <= max_charge_data]
-    outside = [s for s in valid if net_charge(s) > max_charge_data]
+    L = windows.length[1]
+    radius = novelty_radius(novelty_share, L)
+    valid = _valid_amps(windows)
+    inside = [s for s in valid if net_charge(s, windows.pka) <= max_charge_data]
+    outside = [s for s in valid if net_charge(s, windows.pka) > max_charge_data]
 
     def verify(tokens):
-        return np.array([not check_rules(s, rules) for s in decode(tokens)], bool)
+        return np.array([not check_amp(s, windows) for s in decode(tokens)], bool)
 
     return TokenDomain("peptides-discrete", L, VOCAB, encode(inside, L), verify, decode,
-                       float(novelty_hamming), reference=encode(outside, L),
-                       outside=lambda t: np.array([net_charge(q) > max_charge_data
+                       float(radius), reference=encode(outside, L),
+                       outside=lambda t: np.array([net_charge(q, windows.pka) > max_charge_data
                                                    for q in decode(t)], bool),
-                       description=f"{len(inside)} valid AMPs with net charge <= "
-                       f"+{max_charge_data:g} (pre-training), {len(outside)} above it "
-                       f"(reference); rules {rules}; novel: Hamming > {novelty_hamming}")
+                       description=f"{len(inside)} antimicrobial-peptide-like AMPs with net "
+                       f"charge at pH 7 <= +{max_charge_data:g} (pre-training), "
+                       f"{len(outside)} above it (held-out reference); verifier {windows}; "
+                       f"novel: Hamming > {radius} ({novelty_share:g} of length {L})")

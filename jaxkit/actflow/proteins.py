@@ -1,4 +1,4 @@
-"""Protein-sequence domain: UniProt fragments, a rule-based verifier, discrete tokens.
+"""Protein-sequence domain: UniProt fragments, the soluble-protein-like verifier, tokens.
 
 Data: the 2,102 UniProt sequences (length 10-50) that modlAMP 4.3.3 ships as the
 negatives of its AMP set (``AMPvsUniProt.csv``; the ``UniProt`` rows of
@@ -6,16 +6,19 @@ negatives of its AMP set (``AMPvsUniProt.csv``; the ``UniProt`` rows of
 protein set ships in an installed package (checked: modlAMP, RDKit, datamol data
 folders), so the domain is short protein fragments, not full-length proteins.
 
-Verifier (:func:`check_protein`, :class:`ProteinRules`): canonical residues; length in
-a window; composition (no residue above ``max_share`` of the sequence; share of
-hydrophobic residues A I L M F V W in a window); net charge (as for peptides:
-K, R +1, D, E -1, H +0.1) in a window; helical hydrophobic moment (Eisenberg, Weiss &
-Terwilliger 1982, Nature 299:371: ``mu_H = |sum_n h_n exp(i n 100 deg)| / N`` on the
-Eisenberg consensus scale) at most ``max_moment``; no forbidden motif (``DP``, ``NG``,
-``CCC``). Pre-training data: the valid fragments with ``mu_H <= max_moment_data``
-(weakly amphipathic); the valid ones above it are the reference of the region to reach.
+Verifier: :func:`jaxkit.actflow.peptide_verifier.check_soluble` with the windows of
+:class:`~jaxkit.actflow.peptide_verifier.SolubleWindows` (Guruprasad instability index
+below 40, GRAVY, net charge at pH 7 from EMBOSS pKa values, AGGRESCAN hot-spot share,
+composition, length, forbidden motifs). Held-out region: the valid fragments whose
+helical hydrophobic moment (Eisenberg, Weiss & Terwilliger 1982, on the Eisenberg
+consensus scale, :func:`jaxkit.actflow.seqprops.hydrophobic_moment`) exceeds
+``max_moment_data``, fixed before the run; pre-training data: the valid ones at or below
+it (weakly amphipathic). Novel: Hamming distance on the padded tokens above
+``novelty_share`` of the padded length.
 
-Result so far (not a reproduction of the claim): the recorded FULL run gave ActFlow
+Result so far, under the earlier composition-rule verifier (length, residue shares,
+count charge, moment at most 0.35; replaced by the physicochemical one above), not a
+reproduction of the claim: the recorded FULL run gave ActFlow
 minus retrain+filter +0.7 [-29, 30] #Circles of valid novel fragments. Levers tried on a
 smaller setting (``dfm_hidden=128``, 600 pre-training steps, 4 rounds of 128 samples, 3
 training seeds of 4 evaluation draws each; mean #Circles of valid novel samples;
@@ -33,93 +36,43 @@ setting of 3 seeds: a lever to try at FULL size (``--set dfm_replay=0.75``), not
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from .peptides import AMINO, EISENBERG, VOCAB, decode, encode, load_peptides, net_charge
+from .peptide_verifier import SolubleWindows, check_soluble
+from .peptides import VOCAB, decode, encode, load_peptides, novelty_radius
+from .seqprops import CANONICAL, hydrophobic_moment
 
-__all__ = ["ProteinRules", "hydrophobic_moment", "check_protein", "protein_domain"]
-
-HYDROPHOBIC = "AILMFVW"
-
-
-@dataclass(frozen=True)
-class ProteinRules:
-    """Validity windows (inclusive) of the protein verifier."""
-
-    min_len: int = 24
-    max_len: int = 48
-    max_share: float = 0.25
-    min_hydrophobic: float = 0.2
-    max_hydrophobic: float = 0.6
-    min_charge: float = -6.0
-    max_charge: float = 8.0
-    max_moment: float = 0.35
-    forbidden: tuple[str, ...] = ("DP", "NG", "CCC")
+__all__ = ["protein_domain", "hydrophobic_moment"]
 
 
-def hydrophobic_moment(seq: str, angle: float = 100.0) -> float:
-    """Mean helical hydrophobic moment on the Eisenberg scale (0 for an empty sequence)."""
-    if not seq:
-        return 0.0
-    h = np.array([EISENBERG[c] for c in seq])
-    ph = np.deg2rad(angle) * np.arange(len(seq))
-    return float(np.abs(np.sum(h * np.exp(1j * ph))) / len(seq))
-
-
-def check_protein(seq: str, rules: ProteinRules = ProteinRules()) -> list[str]:
-    """The rules ``seq`` breaks (an empty list means valid)."""
-    bad = sorted(set(seq) - set(AMINO))
-    if bad:
-        return [f"non-canonical residues {''.join(bad)}"]
-    out = []
-    n = len(seq)
-    if not rules.min_len <= n <= rules.max_len:
-        out.append(f"length {n} outside [{rules.min_len}, {rules.max_len}]")
-    if n == 0:
-        return out
-    top = max(seq.count(c) for c in set(seq)) / n
-    if top > rules.max_share:
-        out.append(f"one residue is {top:.0%} of the sequence (> {rules.max_share:.0%})")
-    hf = sum(seq.count(c) for c in HYDROPHOBIC) / n
-    if not rules.min_hydrophobic <= hf <= rules.max_hydrophobic:
-        out.append(f"hydrophobic share {hf:.2f} outside [{rules.min_hydrophobic}, "
-                   f"{rules.max_hydrophobic}]")
-    q = net_charge(seq)
-    if not rules.min_charge <= q <= rules.max_charge:
-        out.append(f"net charge {q:+.1f} outside [{rules.min_charge}, {rules.max_charge}]")
-    mu = hydrophobic_moment(seq)
-    if mu > rules.max_moment:
-        out.append(f"hydrophobic moment {mu:.2f} > {rules.max_moment}")
-    out += [f"forbidden motif {m}" for m in rules.forbidden if m in seq]
-    return out
-
-
-def protein_domain(rules: ProteinRules = ProteinRules(), *, max_moment_data: float = 0.12,
-                   novelty_hamming: int = 24):
+def protein_domain(windows: SolubleWindows = SolubleWindows(), *,
+                   max_moment_data: float = 0.12, novelty_share: float = 0.4):
     """The protein :class:`~jaxkit.actflow.discrete.TokenDomain` (tokens of
-    :data:`~jaxkit.actflow.peptides.AMINO` plus padding, length ``rules.max_len``);
-    novel = Hamming distance > ``novelty_hamming`` on the padded tokens."""
+    :data:`~jaxkit.actflow.peptides.AMINO` plus padding, length ``windows.length[1]``):
+    pre-training data the shipped UniProt fragments that :func:`check_soluble` accepts
+    with hydrophobic moment <= ``max_moment_data``, reference the valid ones above it;
+    novel = Hamming distance on the padded tokens above
+    :func:`~jaxkit.actflow.peptides.novelty_radius` (``novelty_share`` of the length)."""
     from .discrete import TokenDomain
 
-    L = rules.max_len
+    L = windows.length[1]
+    radius = novelty_radius(novelty_share, L)
     valid = sorted({s for s in load_peptides(("UniProt",))["sequence"]
-                    if not check_protein(s, rules)})
+                    if not check_soluble(s, windows)})
     inside = [s for s in valid if hydrophobic_moment(s) <= max_moment_data]
     outside = [s for s in valid if hydrophobic_moment(s) > max_moment_data]
 
     def verify(tokens):
-        return np.array([not check_protein(s, rules) for s in decode(tokens)], bool)
+        return np.array([not check_soluble(s, windows) for s in decode(tokens)], bool)
 
     def out_region(tokens):
-        return np.array([hydrophobic_moment(s) > max_moment_data for s in decode(tokens)],
+        return np.array([bool(s) and not set(s) - set(CANONICAL)
+                         and hydrophobic_moment(s) > max_moment_data for s in decode(tokens)],
                         bool)
 
     return TokenDomain("proteins", L, VOCAB, encode(inside, L), verify, decode,
-                       float(novelty_hamming), reference=encode(outside, L),
-                       outside=out_region,
-                       description=f"{len(inside)} valid UniProt fragments with mu_H <= "
-                       f"{max_moment_data:g} (pre-training), {len(outside)} above it "
-                       f"(reference); rules {rules}; novel: Hamming > {novelty_hamming}; "
-                       f"net charge as {net_charge.__name__}")
+                       float(radius), reference=encode(outside, L), outside=out_region,
+                       description=f"{len(inside)} soluble-protein-like UniProt fragments "
+                       f"with mu_H <= {max_moment_data:g} (pre-training), {len(outside)} "
+                       f"above it (held-out reference); verifier {windows}; novel: Hamming "
+                       f"> {radius} ({novelty_share:g} of length {L})")

@@ -43,7 +43,7 @@ from jaxkit.report import markdown_table, new_figure, save_figure
 from jaxkit.stats import holm_superiority, paired_difference, superiority, t_interval
 
 from . import discrete as D
-from . import moses, peptides
+from . import moses
 from .compare import make_domain
 from .config import Config
 
@@ -384,8 +384,8 @@ def tables(cfg: Config, results: dict[str, list[dict]]) -> tuple[list[str], list
         pre = res["pretrain"]
         about = res.get("description", "")
         if name == "peptides":
-            about = (f"Continuous relaxation (ablation of the discrete arm). Rules: "
-                     f"{peptides.Rules()}; pre-training data: valid AMPs with net charge <= "
+            about = (f"Continuous relaxation (ablation of the discrete arm). Verifier: "
+                     f"{cfg.amp_windows()}; pre-training data: valid AMPs with net charge <= "
                      f"+{cfg.peptide_max_charge:g}; #Circles at Hamming distance > 2 is the "
                      "coverage measure and 'valid, charge > ...' the share of samples that "
                      "are valid and outside the pre-training charge range.")

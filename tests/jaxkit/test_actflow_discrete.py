@@ -79,21 +79,18 @@ def test_molecule_metrics_on_hand_made_cases():
     assert fp[0].sum() > 0 and fp[1].sum() == 0 and fp[2].sum() == 0
 
 
-def test_protein_rules_and_moment():
-    seq = "L" * 9
-    th = np.deg2rad(100.0)
-    closed = 1.06 * abs(math.sin(9 * th / 2) / math.sin(th / 2)) / 9
-    assert P.hydrophobic_moment(seq) == pytest.approx(closed, rel=1e-9)
-    # an ideal amphipathic helix (hydrophobic on one face) has a large moment
-    helix = "".join("L" if (i * 100) % 360 < 180 else "K" for i in range(36))
-    assert P.hydrophobic_moment(helix) > 0.8
-    assert any("hydrophobic moment" in r for r in P.check_protein(helix))
-    good = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEV"
-    assert P.check_protein(good) == []
-    assert any("length" in r for r in P.check_protein(good[:20]))
-    assert any("one residue" in r for r in P.check_protein("A" * 30))
-    assert P.check_protein(good[:-4] + "NGDP") == ["forbidden motif DP", "forbidden motif NG"]
-    assert P.check_protein("X" + good) == ["non-canonical residues X"]
+def test_protein_domain_uses_the_soluble_verifier():
+    from jaxkit.actflow.peptide_verifier import SolubleWindows, check_soluble
+
+    dom = P.protein_domain(max_moment_data=0.15)
+    assert dom.novelty == 19.0  # 0.4 of the padded length 48
+    seqs = dom.decode(np.concatenate([dom.data, dom.reference]))
+    assert all(check_soluble(s) == [] for s in seqs)
+    assert dom.check(dom.data).all() and dom.check(dom.reference).all()
+    assert not dom.outside(dom.data).any() and dom.outside(dom.reference).all()
+    strict = P.protein_domain(SolubleWindows(max_instability=20.0), max_moment_data=0.15)
+    assert len(strict.data) < len(dom.data)  # the windows reach the data
+    assert not dom.outside(np.full((1, 48), dom.vocab - 1)).any()  # empty decoded sequence
 
 
 def test_discrete_loop_keep_rule_and_feedback(toy_pre, toy_actflow):
@@ -170,6 +167,7 @@ def test_peptide_token_domain_split():
     from jaxkit.actflow import peptides
 
     dom = peptides.peptide_token_domain(max_charge_data=3.0)
+    assert dom.novelty == 8.0  # 0.4 of the padded length 20
     assert dom.check(dom.data).all() and dom.check(dom.reference).all()
     assert not dom.outside(dom.data).any() and dom.outside(dom.reference).all()
 

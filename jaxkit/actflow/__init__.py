@@ -8,7 +8,10 @@ coverage metrics, :mod:`jaxkit.actflow.domains`, :mod:`jaxkit.actflow.peptides`,
 :mod:`jaxkit.actflow.moses` from the molsets wheel when it is installed, with the strict
 verifier of :mod:`jaxkit.actflow.verify_mol`: sanitised, neutral, no radicals, ring
 strain, PAINS/Brenk/MCF, SA score and QED windows) and :mod:`jaxkit.actflow.proteins`
-for the tasks, :mod:`jaxkit.actflow.user` for your own
+for the tasks, :mod:`jaxkit.actflow.seqprops` (net charge, hydrophobic moment,
+instability index, GRAVY, aggregation) and :mod:`jaxkit.actflow.peptide_verifier`
+(antimicrobial-peptide-like and soluble-protein-like windows) for the peptide and
+protein verifiers, :mod:`jaxkit.actflow.user` for your own
 sequences and verifier, :mod:`jaxkit.actflow.config` for the settings, and
 ``jaxkit run actflow`` (:mod:`jaxkit.actflow.pipeline`) for the pipeline."""
 

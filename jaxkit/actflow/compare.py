@@ -58,7 +58,7 @@ def make_token_domain(name: str, cfg: Config) -> discrete.TokenDomain:
         from .user import user_domain
 
         return user_domain(cfg.user_data, cfg.user_verifier, column=cfg.user_column,
-                           novelty=cfg.user_novelty)
+                           novelty=cfg.user_novelty, novelty_share=cfg.user_novelty_share)
     raise ValueError(f"`name` must be one of {DISCRETE}; got {name!r}")
 
 

@@ -16,7 +16,8 @@ The discrete domains (``peptides-discrete``, ``molecules``, ``proteins``, ``user
 :mod:`jaxkit.actflow.discrete` with the ``dfm_*`` settings (:meth:`Config.discrete`);
 ``n_seeds`` training seeds per domain (FULL: 5) give the intervals and the claim tests;
 ``user_data`` / ``user_verifier`` / ``user_column`` / ``user_novelty`` define the
-``user`` domain (:mod:`jaxkit.actflow.user`). The ``druglike`` domain
+``user`` domain (``user_novelty_share``, when set, replaces ``user_novelty`` by that share
+of the padded length) (:mod:`jaxkit.actflow.user`). The ``druglike`` domain
 (:mod:`jaxkit.actflow.druglike`, MOSES; skipped with a note when the molsets wheel is
 not installed) pre-trains on ``druglike_n_data`` molecules with logP <=
 ``druglike_max_logp`` (the split, fixed here before the run) and measures coverage of
@@ -178,6 +179,7 @@ class Config(_LoopSettings):
     user_verifier: str = ""
     user_column: str = "sequence"
     user_novelty: int = 4
+    user_novelty_share: float | None = None
 
     def validate(self) -> None:
         require_distinct("domains", self.domains, "domain")
@@ -193,6 +195,9 @@ class Config(_LoopSettings):
             require(getattr(self, f) >= 6, f, f"must be >= 6; got {getattr(self, f)}")
         require(0.0 < self.druglike_novelty < 1.0, "druglike_novelty",
                 f"must lie in (0, 1) (a Tanimoto distance); got {self.druglike_novelty}")
+        require(self.user_novelty_share is None or 0.0 < self.user_novelty_share < 1.0,
+                "user_novelty_share", f"must be none or lie in (0, 1) (a share of the padded "
+                                      f"length); got {self.user_novelty_share}")
         require(0.0 < self.seq_novelty_share < 1.0, "seq_novelty_share",
                 f"must lie in (0, 1) (a share of the padded length); got "
                 f"{self.seq_novelty_share}")

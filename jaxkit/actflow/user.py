@@ -11,8 +11,14 @@ token is added), the length the longest string. The verifier is a Python entry p
 ``module:function`` (importable from the working directory or an installed package)
 called as ``function(list_of_strings) -> sequence of bools`` (one per string, True =
 valid). Novel = more than ``novelty`` substitutions (Hamming on padded tokens) from
-every training string. There is no "outside the pre-training region" for your data,
-so the coverage measure is #Circles of valid novel samples.
+every training string; with ``novelty_share`` (``--set user_novelty_share=0.3``) the
+radius is that share of the padded length instead, so that it stays reachable for short
+strings and meaningful for long ones. Peptides or protein fragments (a FASTA file, say)
+can use jaxkit's physicochemical verifiers:
+``--set user_verifier=jaxkit.actflow.peptide_verifier:amp_like`` (antimicrobial-peptide-
+like) or ``...:soluble_like`` (soluble-protein-like), with their default windows.
+There is no "outside the pre-training region" for your data, so the coverage measure
+is #Circles of valid novel samples.
 
 Bad input raises :class:`jaxkit.io.DataError` naming the file and line (a missing
 column, an empty cell, a string longer than ``max_len``) or a
@@ -154,9 +160,13 @@ def read_sequences(path: str | Path, column: str = "sequence") -> tuple[list[str
 
 
 def user_domain(path: str | Path, verifier: str | Callable, *, column: str = "sequence",
-                novelty: int = 4, max_len: int | None = None):
-    """The :class:`~jaxkit.actflow.discrete.TokenDomain` of your file and verifier."""
+                novelty: int = 4, max_len: int | None = None,
+                novelty_share: float | None = None):
+    """The :class:`~jaxkit.actflow.discrete.TokenDomain` of your file and verifier; the
+    novelty radius is ``novelty`` substitutions, or with ``novelty_share``
+    :func:`~jaxkit.actflow.peptides.novelty_radius` of the padded length."""
     from .discrete import TokenDomain
+    from .peptides import novelty_radius
 
     seqs, rows = read_sequences(path, column)
     alphabet = sorted({c for s in seqs for c in s})
@@ -170,6 +180,8 @@ def user_domain(path: str | Path, verifier: str | Callable, *, column: str = "se
     tokens = np.full((len(seqs), L), pad, np.int32)
     for i, s in enumerate(seqs):
         tokens[i, :len(s)] = [index[c] for c in s]
+    if novelty_share is not None:
+        novelty = novelty_radius(novelty_share, L)
     fn = load_verifier(verifier) if isinstance(verifier, str) else verifier
     name = verifier if isinstance(verifier, str) else getattr(fn, "__name__", "verifier")
 

@@ -155,7 +155,8 @@ def test_config_windows_reach_the_verifiers():
     assert cfg.soluble_windows().gravy == (-1.0, 0.5)
     for bad, field in (("amp_charge=3,1", "amp_charge"), ("amp_length=0,20", "amp_length"),
                        ("seq_novelty_share=1.5", "seq_novelty_share"),
-                       ("soluble_max_share=2", "soluble_max_share")):
+                       ("soluble_max_share=2", "soluble_max_share"),
+                       ("user_novelty_share=0", "user_novelty_share")):
         with pytest.raises(ValueError, match=f"`{field}`"):
             Config().override([bad])
 
@@ -169,6 +170,10 @@ def test_fasta_user_file_with_the_amp_verifier(tmp_path):
     dom = user_domain(fa, "jaxkit.actflow.peptide_verifier:amp_like")
     assert dom.decode(dom.data) == [KR12, MAGAININ2, "LLVLLAVLLGALLIVLALFL"]
     assert dom.check(dom.data).tolist() == [True, False, False]  # magainin 2: 23 > 20
+    assert dom.novelty == 4.0
+    scaled = user_domain(fa, "jaxkit.actflow.peptide_verifier:soluble_like", novelty_share=0.3)
+    assert scaled.novelty == 7.0  # 0.3 of the longest record, 23
+    assert scaled.check(scaled.data).tolist() == [False, False, False]  # all < 24 residues
 
 
 def test_protein_domain_tiny_comparison():

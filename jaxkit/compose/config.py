@@ -121,6 +121,28 @@ class Config(PipelineConfig):
     # in stage 1 beside the searches, stacked into stage 2 (all seeds) and onto the scaling
     # grid as families "user1", "user2", ...
     strings: tuple[str, ...] = ()
+    # Fair baselines and readable scaling (jaxkit.compose.fair; issue 62 parts 2-3): six
+    # families (the found Transformer and hybrid, the Composer-found ones, the Llama-style
+    # model of jaxkit.lm's layers and the Nemotron-style hybrid, parameter-matched),
+    # strings stacked to `scale_depth` layers at each width of `scale_widths`, each trained
+    # for each step count of `scale_steps` as its own run (cosine to its own length) from
+    # `scale_seeds` initialisations, `scale_batch` windows of `scale_context` bytes.
+    scale_depth: int = 16
+    scale_widths: tuple[int, ...] = (24, 32, 48, 80)
+    scale_steps: tuple[int, ...] = (200, 400, 800, 2000)
+    scale_seeds: int = 3
+    scale_batch: int = 16
+    scale_context: int = 128
+    scale_lr: float = 3e-3
+    scale_chunk: int = 50
+    # The variable-projection fit (jaxkit.compose.vpfit): both exponents bounded to
+    # `fit_bounds`; `n_boot` bootstrap resamples of the seeds; the synthetic check must
+    # recover every parameter within `fit_tolerance` (relative) at `synth_noise`
+    # log-normal noise. Fixed here before any run.
+    fit_bounds: tuple[float, float] = (0.02, 2.0)
+    n_boot: int = 200
+    fit_tolerance: float = 0.2
+    synth_noise: float = 0.002
 
     def validate(self) -> None:
         require_at_least(self, ("depth", "width", "heads", "d_state", "context", "steps",
@@ -176,6 +198,7 @@ class Config(PipelineConfig):
         require_positive(self, ("outperform_margin", "frontier_margin"))
         require(self.dtype in ("float32", "bfloat16"), "dtype",
                 f"must be 'float32' or 'bfloat16'; got {self.dtype!r}")
+        self._validate_scale()
         d2 = self.depth * self.depth_factor
         require(all(1 <= d <= d2 for d in self.scaling_depths), "scaling_depths",
                 f"must lie in [1, depth * depth_factor = {d2}]; got {self.scaling_depths}")
@@ -189,6 +212,29 @@ class Config(PipelineConfig):
                 f"fit; got {n_points}")
 
 
+    def _validate_scale(self) -> None:
+        require_at_least(self, ("scale_depth", "scale_seeds", "scale_batch", "scale_chunk",
+                                "n_boot"))
+        require_at_least(self, ("scale_context",), 4)
+        require_positive(self, ("scale_lr", "fit_tolerance"))
+        require(self.synth_noise >= 0, "synth_noise", f"must be >= 0; got {self.synth_noise}")
+        w = self.scale_widths
+        require(len(w) >= 2 and len(set(w)) == len(w) and all(
+            isinstance(x, int) and x % self.heads == 0 and (x // self.heads) % 2 == 0
+            and (2 * x) % self.ssd_head_dim == 0 for x in w), "scale_widths",
+            f">= 2 distinct widths, each divisible by heads ({self.heads}) with an even "
+            f"head dimension (RoPE) and 2 x width divisible by ssd_head_dim "
+            f"({self.ssd_head_dim}); got {w}")
+        st = self.scale_steps
+        require(len(st) >= 2 and len(set(st)) == len(st) and all(
+            isinstance(x, int) and x > 0 and x % self.scale_chunk == 0 for x in st),
+            "scale_steps", f">= 2 distinct positive multiples of scale_chunk "
+            f"({self.scale_chunk}); got {st}")
+        b = self.fit_bounds
+        require(len(b) == 2 and 0 < b[0] < b[1], "fit_bounds",
+                f"must be (lo, hi) with 0 < lo < hi; got {b}")
+
+
 # A first look: the full pipeline at toy size on a space too large to enumerate: strings
 # of 6 layers over {A, M, D} (729; the Mamba-2 block: FULL searches all four letters),
 # each round's new strings trained together, 3 seeds x 12 evaluations per policy, the
@@ -197,11 +243,16 @@ class Config(PipelineConfig):
 # stage 2 (depth 6, every architecture and seed in one more compile); width 16 and
 # 16-byte contexts so that the trainings take seconds once compiled; the scaling fits
 # (whose claims are not tested at this size: too few (N, D) points) at 300 L-BFGS
-# iterations, Llama's family only.
+# iterations, Llama's family only. The fair baselines and readable scaling at 2 x 2
+# (widths 16 and 24 at depth 6, 20 and 40 steps of 8 windows of 32 bytes, 2 seeds, 20
+# bootstrap resamples): their frontier claims are not tested at this size (a 2 x 2 grid
+# spanning 2x cannot identify five parameters); FULL runs 4 x 4 spanning about 10x each.
 QUICK = Config(alphabet="AMD", depth=6, width=16, heads=2, d_state=4, context=16, steps=40,
                batch=8, lr=6e-3, warmup=10, chunk=20, budget=12, search_seeds=3,
                search_batch=4, population=4, tournament=2, top_k=1, depth_factor=1,
                width2=16, steps2=60, seeds2=3, scaling_depths=(3,), scaling_budgets=(20, 40, 60),
                n_val=32, fit_maxiter=300, scaling_families=("llama",), agent_seeds=3,
-               promote_seeds=3)
+               promote_seeds=3, scale_depth=6, scale_widths=(16, 24), scale_steps=(20, 40),
+               scale_seeds=2, scale_batch=8, scale_context=32, scale_lr=6e-3, scale_chunk=20,
+               n_boot=20)
 FULL = Config()

@@ -26,6 +26,7 @@ search; the found architecture against the Nemotron-style hybrid at a fixed toke
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -401,8 +402,31 @@ def _setup_rows(cfg, sc: dict, synth: dict | None) -> list[Claim]:
     return out
 
 
-def claims(cfg, s1: dict, s2: dict, sc: dict, synth: dict | None = None) -> list[Claim]:
-    """The paper rows, then the setup and extension rows (module docstring)."""
+def claims(cfg, s1: dict, s2: dict, sc: dict, synth: dict | None = None,
+           fair: dict | None = None) -> list[Claim]:
+    """The paper rows, then the setup and extension rows (module docstring). With
+    ``fair`` (the fair baselines and readable scaling of :mod:`jaxkit.compose.fair`),
+    the fixed-budget and frontier paper rows are decided there
+    (:func:`jaxkit.compose.fair_report.fair_claims`); the stage-2 fixed-budget row
+    becomes an extension and the stage-2 intermediate-read fits decide nothing."""
+    out = _claims(cfg, s1, s2, sc, synth)
+    if fair is None:
+        return out
+    from .fair_report import fair_claims
+
+    paper, setup = fair_claims(cfg, fair)
+    keep = [c for c in out if c.kind == "paper"]
+    old_fixed = keep[1 + sum(c.kind == "paper" for c in _agent_rows(cfg, s1, s2))]
+    rows = [keep[0], *[c for c in _agent_rows(cfg, s1, s2) if c.kind == "paper"],
+            paper[0], keep[-5], *paper[1:], *setup]
+    rows += [c for c in out if c.kind == "extension"]
+    rows.append(dataclasses.replace(
+        old_fixed, kind="extension", claim="Stage 2 (depth x width of the stacked best "
+        "string against the A/M-alternating string, the same block kinds): " + old_fixed.claim))
+    return rows
+
+
+def _claims(cfg, s1: dict, s2: dict, sc: dict, synth: dict | None = None) -> list[Claim]:
     hybrid = bool(set(cfg.composer_alphabet) & set("SD"))  # Composer searched hybrids
     comp = "{" + ", ".join(cfg.composer_alphabet) + "}"
     out = [

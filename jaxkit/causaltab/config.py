@@ -10,10 +10,11 @@ variables than the model's ``max_vars`` is scored over covering subsets of ``max
 variables (the cell says ``chunked``). Each synthetic benchmark cell has ``n_datasets``
 datasets of ``n`` rows at every ``d`` in ``ds``; ``int_fracs`` are the interventional
 fractions of the mixed-interventional sweep; ``semantic_seeds`` datasets per expert
-network; GIES runs up to ``gies_max_d`` variables. The paper claims' margins, fixed
-before the run (AUROC units, :mod:`jaxkit.causaltab.report`): ``beat_margin`` (CausalTab
-minus each baseline), ``int_margin`` (interventional minus observational) and
-``ablation_margin`` (broad minus narrow prior).
+network; GIES and causal-learn's GES run up to ``gies_max_d`` variables (PC at every
+d). The paper claims' margins, fixed before the run (AUROC units,
+:mod:`jaxkit.causaltab.report`): ``beat_margin`` (CausalTab minus each baseline),
+``int_margin`` (interventional minus observational) and ``ablation_margin`` (broad minus
+narrow prior).
 
 The prior ablation (``ablation_steps > 0``; off in QUICK): two models of the shipped
 architecture (``max_vars = 20``) trained from the main training's key (the same initial
@@ -46,7 +47,7 @@ class Config(PipelineConfig):
     n_datasets: int = 10
     int_fracs: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75)
     methods: tuple[str, ...] = ("causaltab", "notears", "direct-lingam", "var-sort-regress",
-                                "r2-sort-regress", "gies", "random")
+                                "r2-sort-regress", "gies", "pc", "ges", "random")
     networks: tuple[str, ...] = ("sachs", "asia", "child", "insurance", "alarm", "Polzer_2012",
                                  "Shrier_2008")
     semantic_seeds: int = 5
@@ -95,7 +96,7 @@ class Config(PipelineConfig):
 QUICK = Config(ds=(10,), n=64, n_datasets=6, int_fracs=(0.0, 0.5), semantic_seeds=4,
                semantic_n=64, networks=("sachs",), sachs_rows=64, train_steps=0,
                ablation_steps=0, methods=("causaltab", "direct-lingam", "var-sort-regress",
-                                          "r2-sort-regress", "random"))
+                                          "r2-sort-regress", "pc", "ges", "random"))
 # The full run retrains from scratch. FULL = Config(): the shipped weights' recipe
 # (16 tasks a step, d <= 20, n <= 64, 3600 steps; python -m jaxkit.causaltab.make_weights)
 # trained once on the broad prior from the first step, which is also the prior

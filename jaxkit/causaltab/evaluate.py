@@ -9,7 +9,9 @@ is the greedy DAG projection of the ``round(sum p)`` most probable edges: edges 
 decreasing probability unless they close a cycle), NOTEARS (:func:`jaxkit.kernels.sem.notears`),
 DirectLiNGAM, the var- and R2-sort-regress floors (:mod:`jaxkit.kernels.sem.sortability`),
 GIES (``gies.fit_bic`` given the per-row targets; observational data as one environment:
-GES), and random
+GES), PC (Fisher-z, alpha 0.05) and GES (BIC) from causal-learn on all rows pooled
+(:func:`causallearn_scores`: a CPDAG, an undirected edge counted in both directions in
+the binary graph and scored 0.5 each way), and random
 (uniform scores, edges where the score exceeds ``1 - 2 / (d - 1)``: about ``d`` edges).
 Metrics per dataset: SHD, F1 (directed edges), AUROC and AUPRC of the scores
 (:mod:`jaxkit.kernels.graph`), SID (gadjid, normalised by ``d (d - 1)``: a fraction).
@@ -32,10 +34,10 @@ from jaxkit.kernels import lingam, sem
 from jaxkit.kernels.sem import sortability as srt
 
 __all__ = ["METHODS", "Bench", "make_bench", "run_method", "evaluate", "dag_projection",
-           "sid", "gies_fit"]
+           "sid", "gies_fit", "causallearn_scores"]
 
 METHODS = ("causaltab", "notears", "direct-lingam", "var-sort-regress", "r2-sort-regress",
-           "gies", "random")
+           "gies", "pc", "ges", "random")
 
 
 class Bench(NamedTuple):
@@ -106,6 +108,38 @@ def gies_fit(x: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return (np.asarray(est) != 0).T.astype(np.float64)
 
 
+def _cpdag_scores(g: np.ndarray) -> np.ndarray:
+    """causal-learn's graph matrix (``g[a, b] = -1, g[b, a] = 1``: ``a -> b``; both -1:
+    undirected) as scores ``s[child, parent]``: 1 directed, 0.5 each way undirected."""
+    g = np.asarray(g)
+    directed = (g == -1) & (g.T == 1)  # [a, b]: a -> b
+    undirected = (g == -1) & (g.T == -1)
+    s = directed.T.astype(np.float64) + 0.5 * undirected.T
+    np.fill_diagonal(s, 0.0)
+    return s
+
+
+def causallearn_scores(method: str, x: np.ndarray) -> np.ndarray:
+    """PC (Fisher-z, alpha 0.05; Spirtes et al. 2000) or GES (BIC; Chickering 2002) from
+    causal-learn on ``x`` ``(n, d)``: edge scores ``[i, j]`` for ``j -> i`` (1 a directed
+    edge of the CPDAG, 0.5 each way an undirected one).
+
+    Raises:
+        ValueError: ``method`` is not ``"pc"`` or ``"ges"``.
+    """
+    if method == "pc":
+        from causallearn.search.ConstraintBased.PC import pc
+
+        cg = pc(np.asarray(x, np.float64), 0.05, "fisherz", show_progress=False)
+        return _cpdag_scores(cg.G.graph)
+    if method == "ges":
+        from causallearn.search.ScoreBased.GES import ges
+
+        rec = ges(np.asarray(x, np.float64), score_func="local_score_BIC")
+        return _cpdag_scores(rec["G"].graph)
+    raise ValueError(f"`method` must be 'pc' or 'ges'; got {method!r}")
+
+
 @functools.lru_cache(maxsize=16)
 def _compiled(method: str, cfg=None):
     if method == "causaltab":
@@ -152,6 +186,12 @@ def run_method(method: str, x: np.ndarray, ind: np.ndarray, targets: np.ndarray,
         except np.linalg.LinAlgError:  # singular covariance, e.g. a do-clamped column
             est = np.full((d, d), np.nan)
         return est, est
+    if method in ("pc", "ges"):
+        try:
+            sc = causallearn_scores(method, x)
+        except (np.linalg.LinAlgError, ValueError, ZeroDivisionError):  # singular data
+            sc = np.full((d, d), np.nan)
+        return (sc > 0).astype(np.float64), sc
     if method == "random":
         rng = rng if rng is not None else np.random.default_rng(0)
         s = rng.random((d, d))
@@ -173,7 +213,7 @@ def evaluate(bench: Bench, methods, *, model=None, gies_max_d: int = 20,
              seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
     """Every method on every dataset of ``bench``: ``{method: {metric: (B,) array,
     "seconds": (B,) array}}`` (NaN where a method does not apply, e.g. GIES above
-    ``gies_max_d`` variables, or a GIES fit that hit a singular covariance). The first
+    ``gies_max_d`` variables (GES too), or a GIES fit that hit a singular covariance). The first
     dataset's time includes compilation and is reported as ``compile_seconds``
     instead."""
     rng = np.random.default_rng(seed)
@@ -182,7 +222,7 @@ def evaluate(bench: Bench, methods, *, model=None, gies_max_d: int = 20,
     mf = _metrics_fn()
     for m in methods:
         rec = {k: np.full(B, np.nan) for k in ("shd", "f1", "auroc", "auprc", "sid", "seconds")}
-        if m == "gies" and bench.x.shape[2] > gies_max_d:
+        if m in ("gies", "ges") and bench.x.shape[2] > gies_max_d:
             out[m] = rec
             continue
         for b in range(B):

@@ -26,6 +26,7 @@ from . import problems
 from . import search as S_
 from .config import Config
 from .llm import Candidate
+from .results import PoolRouter, PoolRuns, PoolTable, RouterRuns, RouterSummary
 
 __all__ = ["initial_population", "search_problem", "search_pools", "summarise",
            "match_verdict", "pool_table", "POOL_ROUTERS"]
@@ -44,7 +45,7 @@ def initial_population(problem, n: int, rng: np.random.Generator) -> list[Candid
 
 def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.Generator,
                    *, track=None, mesh=None, test: dict | None = None,
-                   pool: list | None = None, problem=None) -> dict:
+                   pool: list | None = None, problem=None) -> RouterRuns:
     """Run every router x seed on problem ``name``.
 
     Args:
@@ -95,7 +96,7 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
     test_scores, base_test = scored[:-1], float(scored[-1])
     val_scores = np.asarray(_test_scores(test_prob.score, best_theta, val))
     sign = -1.0 if prob.lower_is_better_objective else 1.0
-    return dict(
+    return RouterRuns(
         problem=name, objective=prob.objective, lower_is_better=prob.lower_is_better_objective,
         routers=[r.name for r in routers], models=[m.name for m in pool],
         model_cost=[m.cost for m in pool], n_seeds=len(seeds),
@@ -108,8 +109,8 @@ def search_problem(cfg: Config, name: str, keys: dict[str, Any], rng: np.random.
         best_theta=best_theta)
 
 
-def with_optimum(res: dict, cfg: Config, keys: dict[str, Any], test=None,
-                 optimum: float | None = None) -> dict:
+def with_optimum(res: RouterRuns, cfg: Config, keys: dict[str, Any], test=None,
+                 optimum: float | None = None) -> RouterRuns:
     """``res`` of :func:`search_problem` with ``optimum_test``, the mean best objective of
     its test instances, and ``optimum_source``: ``optimum`` where given (the best known
     values a standard or user instance file records,
@@ -120,16 +121,16 @@ def with_optimum(res: dict, cfg: Config, keys: dict[str, Any], test=None,
     from .reference import knapsack_optimum
 
     if optimum is not None:
-        return dict(res, optimum_test=float(optimum),
+        return res.replace(optimum_test=float(optimum),
                     optimum_source="best known values of the instance file")
-    if res["problem"] != "knapsack":
+    if res.problem != "knapsack":
         return res
     if test is None:
         test = problems.get("knapsack", quick=not cfg.full_test).generate(
             keys["test"], cfg.test_instances)
     opt = [knapsack_optimum(w, v, problems.KNAPSACK_CAPACITY)
            for w, v in zip(np.asarray(test["weights"]), np.asarray(test["values"]), strict=True)]
-    return dict(res, optimum_test=float(np.mean(opt)),
+    return res.replace(optimum_test=float(np.mean(opt)),
                 optimum_source="exact optimum by dynamic programming")
 
 
@@ -172,7 +173,7 @@ def match_verdict(gain, margin: float) -> tuple[str, str, Verdict, Verdict]:
     return "not shown", "is neither shown to beat nor to match", sup, ni
 
 
-def summarise(res: dict) -> list[dict]:
+def summarise(res: RouterRuns) -> list[RouterSummary]:
     """Per-router statistics over seeds (objective in the problem's own direction):
     95% t intervals of the final training, validation and test objectives (results
     without validation scores, recorded before they existed, use the test ones), mean
@@ -180,27 +181,27 @@ def summarise(res: dict) -> list[dict]:
     that model's mean final objective and the median cost to reach it, share of calls per
     model, and the per-seed validation and test objectives and costs (for the paired
     claim tests)."""
-    n_r, n_s = len(res["routers"]), res["n_seeds"]
-    lower = res["lower_is_better"]
-    best = res["best"].reshape(n_r, n_s, -1)
-    cost = res["cost"].reshape(n_r, n_s, -1)
-    arms = res["arms"].reshape(n_r, n_s, -1)
-    test = res["test"].reshape(n_r, n_s)
-    val = np.asarray(res.get("val", res["test"])).reshape(n_r, n_s)
-    fails = res["failures"].reshape(n_r, n_s)
-    costs = np.asarray(res["model_cost"])
+    n_r, n_s = len(res.routers), res.n_seeds
+    lower = res.lower_is_better
+    best = res.best.reshape(n_r, n_s, -1)
+    cost = res.cost.reshape(n_r, n_s, -1)
+    arms = res.arms.reshape(n_r, n_s, -1)
+    test = res.test.reshape(n_r, n_s)
+    val = np.asarray(res.test if res.val is None else res.val).reshape(n_r, n_s)
+    fails = res.failures.reshape(n_r, n_s)
+    costs = np.asarray(res.model_cost)
     strongest = int(np.argmax(costs))
-    ref = res["routers"].index(f"only {res['models'][strongest]}")
+    ref = res.routers.index(f"only {res.models[strongest]}")
     target = best[ref, :, -1].mean()
     ref_cost = cost[ref, :, -1].mean()
     rows = []
-    for r, name in enumerate(res["routers"]):
+    for r, name in enumerate(res.routers):
         final = best[r, :, -1]
         reached = (best[r] <= target) if lower else (best[r] >= target)
         first = np.where(reached.any(1), reached.argmax(1), -1)
         cost_to = np.array([cost[r, s, f] if f >= 0 else np.nan for s, f in enumerate(first)])
         share = np.bincount(arms[r].ravel(), minlength=len(costs)) / arms[r].size
-        rows.append(dict(
+        rows.append(RouterSummary(
             router=name, final=t_interval(final), test=t_interval(test[r]),
             val=t_interval(val[r]),
             cost=float(cost[r, :, -1].mean()),
@@ -214,7 +215,7 @@ def summarise(res: dict) -> list[dict]:
 
 
 def search_pools(cfg: Config, name: str, keys: dict[str, Any], rng_pools: np.random.Generator,
-                 rng_init: np.random.Generator, *, track=None, mesh=None) -> dict:
+                 rng_init: np.random.Generator, *, track=None, mesh=None) -> PoolRuns:
     """Every router of :data:`POOL_ROUTERS` (and every proposer alone) on ``cfg.pools``
     random pools (:func:`jaxkit.ballad.pools.draw_pools`) x ``cfg.pool_seeds`` seeds of
     problem ``name`` with ``cfg.pool_calls`` calls each, all runs in one lockstep loop
@@ -263,7 +264,7 @@ def search_pools(cfg: Config, name: str, keys: dict[str, Any], rng_pools: np.ran
     val_scores = np.asarray(_test_scores(test_prob.score, best_theta, val))
     sign = -1.0 if prob.lower_is_better_objective else 1.0
     shape = (len(routers), cfg.pools, cfg.pool_seeds)
-    return dict(
+    return PoolRuns(
         problem=name, objective=prob.objective, lower_is_better=prob.lower_is_better_objective,
         routers=[r.name for r in routers], scenarios=[s for s, _ in drawn],
         prices=np.array([[m.cost for m in p] for _, p in drawn]),
@@ -275,11 +276,11 @@ def search_pools(cfg: Config, name: str, keys: dict[str, Any], rng_pools: np.ran
         pools=[[vars(m) for m in p] for _, p in drawn])
 
 
-def _oriented(res: dict, x):
-    return -np.asarray(x) if res["lower_is_better"] else np.asarray(x)
+def _oriented(res: PoolRuns, x):
+    return -np.asarray(x) if res.lower_is_better else np.asarray(x)
 
 
-def pool_table(res: dict, margin: float) -> dict:
+def pool_table(res: PoolRuns, margin: float) -> PoolTable:
     """Per-pool statistics of the over-pools experiment.
 
     For each pool ``p`` the best single proposer in hindsight is the one with the best
@@ -296,22 +297,22 @@ def pool_table(res: dict, margin: float) -> dict:
     curve first reaches ``q`` of the way from the initial best to ``ref``'s final value
     (q = 0.5, 0.9, 1.0), relative to the cost of ``top`` alone (inf: never).
     """
-    names = res["routers"]
-    n_models = res["prices"].shape[1]
-    test = _oriented(res, res["test"])  # larger is better from here on
-    val = _oriented(res, res.get("val", res["test"]))
-    best = _oriented(res, res["best"])
+    names = res.routers
+    n_models = res.prices.shape[1]
+    test = _oriented(res, res.test)  # larger is better from here on
+    val = _oriented(res, res.test if res.val is None else res.val)
+    best = _oriented(res, res.best)
     n_pools = test.shape[1]
     single = test[:n_models].mean(2)  # (K, P)
     ref = val[:n_models].mean(2).argmax(0)  # ties go to the lowest proposer index
-    top = res["prices"].argmax(1)
+    top = res.prices.argmax(1)
     ties = np.ptp(single, axis=0) <= 1e-9 * np.maximum(np.abs(single).max(0), 1e-12)
-    out = {"ref": ref.tolist(), "top": top.tolist(), "ties": int(ties.sum()), "routers": {}}
+    per_router = {}
     levels = (0.5, 0.9, 1.0)
     for r, name in enumerate(names):
         rel, verdicts, saving, reach = [], [], [], []
         for p in range(n_pools):
-            scale = max(abs(float(res["baseline_test"])) if "baseline_test" in res
+            scale = max(abs(float(res.baseline_test)) if res.baseline_test is not None
                         else abs(single[ref[p], p]), 1e-12)
             gain = test[r, p] - test[ref[p], p]
             rel.append(float(np.mean(gain) / scale))
@@ -319,17 +320,18 @@ def pool_table(res: dict, margin: float) -> dict:
             verdicts.append("beats" if status == "beats" else "matches"
                             if status.startswith("matches") else "short"
                             if verdict == "no" else "not shown")
-            top_cost = res["cost"][top[p], p].mean()
-            saving.append(float(1 - res["cost"][r, p].mean() / top_cost))
+            top_cost = res.cost[top[p], p].mean()
+            saving.append(float(1 - res.cost[r, p].mean() / top_cost))
             curve = best[r, p].mean(0)
             start, goal = best[ref[p], p, :, 0].mean(), best[ref[p], p, :, -1].mean()
-            cc = res["cost_curve"][r, p].mean(0)
+            cc = res.cost_curve[r, p].mean(0)
             row = []
             for q in levels:
                 hit = np.nonzero(curve >= start + q * (goal - start) - 1e-12)[0]
-                row.append(float(cc[hit[0]] / res["cost_curve"][top[p], p, :, -1].mean())
+                row.append(float(cc[hit[0]] / res.cost_curve[top[p], p, :, -1].mean())
                            if hit.size else math.inf)
             reach.append(row)
-        out["routers"][name] = dict(rel=rel, verdicts=verdicts, saving=saving,
-                                    reach=reach, levels=levels)
-    return out
+        per_router[name] = PoolRouter(rel=rel, verdicts=verdicts, saving=saving,
+                                      reach=reach, levels=levels)
+    return PoolTable(ref=ref.tolist(), top=top.tolist(), ties=int(ties.sum()),
+                     routers=per_router)

@@ -24,13 +24,14 @@ from . import search as S_
 from .config import Config
 from .llm import Candidate, pool_from_env
 from .program import program_source
+from .results import RouterRuns
 
 __all__ = ["search_http", "CAPACITY"]
 
 CAPACITY = 100.0
 
 
-def search_http(cfg: Config, keys: dict[str, Any], out_dir: Path, *, track=None) -> dict:
+def search_http(cfg: Config, keys: dict[str, Any], out_dir: Path, *, track=None) -> RouterRuns:
     """Every router x ``cfg.http_seeds`` seeds over the HTTP pool; see the module
     docstring. ``keys``: ``train`` / ``val`` / ``test`` (the instances; the best single
     model is chosen on ``val``) and ``search``."""
@@ -65,7 +66,7 @@ def search_http(cfg: Config, keys: dict[str, Any], out_dir: Path, *, track=None)
     test_scores = np.array([r.score if r.ok else np.nan for r in scored])
     val_scores = np.array([r.score if r.ok else np.nan
                            for r in evaluate_many(best_src, val, CAPACITY)])
-    return dict(
+    return RouterRuns(
         problem="binpacking_weibull (HTTP models)", objective="excess bins over L1 (%)",
         lower_is_better=True, routers=[r.name for r in routers], models=names,
         model_cost=[S_._price_per_call(m) for m in pool], n_seeds=len(seeds),

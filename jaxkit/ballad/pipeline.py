@@ -95,9 +95,9 @@ def run(ctx: RunContext) -> PipelineResult:
     for res in results:
         lines, rows = report.section(res, cfg)
         md += lines
-        metrics[res["problem"]] = rows
-        if "optimum_test" in res:
-            metrics[f"{res['problem']}-optimum"] = res["optimum_test"]
+        metrics[res.problem] = rows
+        if res.optimum_test is not None:
+            metrics[f"{res.problem}-optimum"] = res.optimum_test
     if cfg.standard_test:
         lines, metrics["standard"] = standard_section(results, cfg)
         md += lines
@@ -108,14 +108,14 @@ def run(ctx: RunContext) -> PipelineResult:
     for res in pooled:
         lines, rows = report_pools.pool_section(res, cfg)
         md += lines
-        metrics[f"pools-{res['problem']}"] = rows
+        metrics[f"pools-{res.problem}"] = rows
     if prog is not None:
         lines, metrics["program"] = program_section(prog)
         md += lines
     if real is not None:
         lines, metrics["real"] = real_section(real)
         md += lines
-        lines, metrics[real["problem"]] = report.section(real, cfg)
+        lines, metrics[real.problem] = report.section(real, cfg)
         md += lines
     if ctx.reloaded:
         md.append(f"\nStages reloaded from an earlier run: {', '.join(ctx.reloaded)}.")
@@ -129,12 +129,12 @@ def _run_http(ctx: RunContext, cfg: Config) -> PipelineResult:
     keys = {k: ctx.key(f"http-{k}") for k in ("train", "test", "search", "val")}
     res = ctx.stage("ballad-http", lambda: search_http(cfg, keys, ctx.out_dir, track=ctx.track))
     lines, rows = report.section(res, cfg)
-    md = [f"Mode: HTTP models ({', '.join(res['models'])}); {cfg.http_seeds} seeds x "
+    md = [f"Mode: HTTP models ({', '.join(res.models)}); {cfg.http_seeds} seeds x "
           f"{cfg.http_calls} calls per router; programs run in the sandbox on "
           f"{cfg.train_instances} Weibull instances of {cfg.http_items} items, scored on "
           f"{cfg.test_instances} held-out ones; cost from the tokens each server reports. "
-          f"Responses cached ({res['cache_hits']} replayed, {res['cache_misses']} fetched).",
+          f"Responses cached ({res.cache_hits} replayed, {res.cache_misses} fetched).",
           ""] + lines
     return PipelineResult(name="ballad", title=TITLE, markdown="\n".join(md), figures=[],
-                          metrics={res["problem"]: rows},
+                          metrics={res.problem: rows},
                           claims=report.claims([res], cfg, simulated=False))

@@ -30,6 +30,7 @@ from .config import Config
 from .llm import Candidate
 from .pools import default_pool
 from .program import SourceEditor, program_source
+from .results import ProgramRuns
 
 __all__ = ["search_programs", "program_section", "CAPACITY", "ROUTERS"]
 
@@ -37,7 +38,7 @@ CAPACITY = 100.0
 ROUTERS = ("only frontier", "uniform", "ballad", "ballad-cost")
 
 
-def search_programs(cfg: Config, keys: dict[str, Any]) -> dict:
+def search_programs(cfg: Config, keys: dict[str, Any]) -> ProgramRuns:
     """Run :data:`ROUTERS` x ``cfg.program_seeds`` seeds for ``cfg.program_calls`` calls
     each in program space (module docstring). ``keys``: ``train`` / ``test`` (the
     instances) and ``search``.
@@ -73,7 +74,7 @@ def search_programs(cfg: Config, keys: dict[str, Any]) -> dict:
                            timeout=cfg.program_timeout, max_workers=2)
     test_scores = [r.score if r.ok else float("nan") for r in scored]
     errors = [[n.error for n in log.genealogy.nodes[len(init):] if not n.ok] for log in logs]
-    return dict(
+    return ProgramRuns(
         routers=[r.name for r in routers], models=names, n_seeds=len(seeds),
         isolation=isolation_level(), n_calls=cfg.program_calls, n_items=cfg.program_items,
         train_best=[-float(log.best[-1]) for log in logs],
@@ -92,21 +93,21 @@ def _kind(error: str) -> str:
     return "refused by the jail"
 
 
-def program_section(res: dict) -> tuple[list[str], dict]:
+def program_section(res: ProgramRuns) -> tuple[list[str], dict]:
     """Markdown lines and metrics rows of :func:`search_programs`' result."""
-    S, M = res["n_seeds"], len(res["models"])
+    S, M = res.n_seeds, len(res.models)
     rows, metrics = [], {}
-    for ri, name in enumerate(res["routers"]):
+    for ri, name in enumerate(res.routers):
         runs = range(ri * S, (ri + 1) * S)
-        errs = [e for j in runs for e in res["errors"][j]]
+        errs = [e for j in runs for e in res.errors[j]]
         kinds = {k: sum(_kind(e) == k for e in errs) for k in
                  ("refused by the jail", "time limit", "proposer failure")}
-        arms = np.concatenate([np.asarray(res["arms"][j], int) for j in runs])
+        arms = np.concatenate([np.asarray(res.arms[j], int) for j in runs])
         share = np.bincount(arms, minlength=M) / max(arms.size, 1)
-        row = dict(train=float(np.mean([res["train_best"][j] for j in runs])),
-                   test=float(np.nanmean([res["test"][j] for j in runs])),
-                   ok=int(sum(res["edits_ok"][j] for j in runs)), failed=kinds,
-                   cost=float(np.mean([res["cost"][j] for j in runs])), share=share.tolist())
+        row = dict(train=float(np.mean([res.train_best[j] for j in runs])),
+                   test=float(np.nanmean([res.test[j] for j in runs])),
+                   ok=int(sum(res.edits_ok[j] for j in runs)), failed=kinds,
+                   cost=float(np.mean([res.cost[j] for j in runs])), share=share.tolist())
         metrics[name] = row
         rows.append([name, row["train"], row["test"], row["ok"],
                      kinds["refused by the jail"], kinds["time limit"],
@@ -115,14 +116,14 @@ def program_section(res: dict) -> tuple[list[str], dict]:
     lines = [
         "## Program space: source-editing proposers through the jail", "",
         f"Each proposer of the hand-made pool edits Python source; every child ran in the "
-        f"sandbox (isolation: {res['isolation']}) on {res['n_items']}-item Weibull "
-        f"instances, {res['n_calls']} calls x {S} seed(s) per router; the best program "
+        f"sandbox (isolation: {res.isolation}) on {res.n_items}-item Weibull "
+        f"instances, {res.n_calls} calls x {S} seed(s) per router; the best program "
         f"of each run ran again in the jail on held-out instances. Objective: excess bins "
         f"over L1 (%), lower is better; hand-written best fit on the same test instances: "
-        f"{res['baseline_test']:.3f}. Shares in the order {' / '.join(res['models'])}. "
+        f"{res.baseline_test:.3f}. Shares in the order {' / '.join(res.models)}. "
         "An end-to-end check of the source path, too small to test a claim.", "",
         markdown_table(["router", "train best", "test (best program)", "edits scored",
                         "refused by the jail", "time limit", "proposer failures",
                         "cost ($)", "share"], rows), ""]
-    return lines, dict(rows=metrics, baseline_test=res["baseline_test"],
-                       isolation=res["isolation"])
+    return lines, dict(rows=metrics, baseline_test=res.baseline_test,
+                       isolation=res.isolation)

@@ -57,6 +57,7 @@ from .llm import Candidate
 from .pools import SimulatedLLM
 from .program import SourceEditor, program_source, program_terms
 from .report import PAPER
+from .results import RealRuns
 from .smol import MEMBERS, Backend, ReplyCache
 
 __all__ = ["search_real", "real_section", "member_stats", "calibrated_members",
@@ -204,7 +205,7 @@ def calibrated_members(stats: dict[str, dict], capacity: float) -> list[Calibrat
     return out
 
 
-def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> dict:
+def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> RealRuns:
     """Both phases (module docstring). ``keys``: ``train`` / ``val`` / ``test`` /
     ``search``; with ``cfg.real_plugin`` the plug-in's instances and description are used
     (:mod:`jaxkit.ballad.plugin`). Replies are read from the committed cache
@@ -262,7 +263,7 @@ def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> dict:
 
     t = scores(best_src + [BEST_FIT_SOURCE, FIRST_FIT_SOURCE], data["test"])
     v = scores(best_src, data["val"])
-    return dict(
+    return RealRuns(
         problem=f"{prob} (real models)", objective="excess bins over L1 (%)",
         lower_is_better=True, routers=[r.name for r in solo + routers], models=names,
         cost_unit="k tokens", model_cost=[S_._price_per_call(m) for m in pool], n_seeds=len(seeds),
@@ -297,7 +298,7 @@ def _improved(log) -> list[bool]:
             for nd in nodes if nd.step >= 0]
 
 
-def shift_claim(res: dict, windows: int = 2) -> Claim:
+def shift_claim(res: RealRuns, windows: int = 2) -> Claim:
     """"The optimal LLM shifts over a run", measured on the uniform router's runs (every
     member sampled at every stage): per window of calls, each member's improvement rate
     (child above its best parent); A = the best member of the first window, B = the best
@@ -306,11 +307,11 @@ def shift_claim(res: dict, windows: int = 2) -> Claim:
     verdict is :func:`jaxkit.stats.superiority` of d at 90% (one-sided 5%)."""
     from jaxkit.stats import superiority
 
-    ri = res["routers"].index("uniform")
-    S, M = res["n_seeds"], len(res["models"])
+    ri = res.routers.index("uniform")
+    S, M = res.n_seeds, len(res.models)
     runs = range(ri * S, (ri + 1) * S)
-    arms = np.asarray(res["arms"])[list(runs)]
-    imp = np.asarray(res["improved"])[list(runs)]
+    arms = np.asarray(res.arms)[list(runs)]
+    imp = np.asarray(res.improved)[list(runs)]
     edges = np.linspace(0, arms.shape[1], windows + 1).astype(int)
 
     def rates(j, w):  # (M,) improvement rate per member in window w of run j (nan: none)
@@ -326,28 +327,28 @@ def shift_claim(res: dict, windows: int = 2) -> Claim:
             "(rate_A - rate_B) first minus last window; one-sided t at 5%")
     if not np.any(imp):
         return Claim(PAPER, claim, "no call improved on its parent", "not tested at this size",
-                     test, f"{res['problem']}: with no improvement by any member there is no "
+                     test, f"{res.problem}: with no improvement by any member there is no "
                      f"best member to shift, n={S} seeds")
     if a == b:
-        return Claim(PAPER, claim, f"{res['models'][a]} best in the first and last window",
-                     "no", test, f"{res['problem']}, n={S} seeds")
+        return Claim(PAPER, claim, f"{res.models[a]} best in the first and last window",
+                     "no", test, f"{res.problem}, n={S} seeds")
     d = np.array([(rates(j, 0)[a] - rates(j, 0)[b])
                   - (rates(j, windows - 1)[a] - rates(j, windows - 1)[b]) for j in range(S)])
     v = superiority(d[np.isfinite(d)], level=0.9)
     return Claim.from_verdict(PAPER, claim, v, fmt="{:+.3g}",
-                              note=f"{res['problem']}: {res['models'][a]} first, "
-                              f"{res['models'][b]} last (chosen on the same runs), n={S}")
+                              note=f"{res.problem}: {res.models[a]} first, "
+                              f"{res.models[b]} last (chosen on the same runs), n={S}")
 
 
-def moved(res: dict) -> bool:
+def moved(res: RealRuns) -> bool:
     """Whether some member alone ended on the test set away from the classic heuristic
     (on some seed): otherwise every solo outcome equals it and a comparison between
     members or against Ballad is vacuous (equal by construction, not by evidence)."""
-    test = np.asarray(res["test"], float)
-    solo = [i for i, r in enumerate(res["routers"]) if r.startswith("only ")]
-    S = res["n_seeds"]
+    test = np.asarray(res.test, float)
+    solo = [i for i, r in enumerate(res.routers) if r.startswith("only ")]
+    S = res.n_seeds
     vals = np.concatenate([test[i * S:(i + 1) * S] for i in solo])
-    return bool(np.any(np.abs(vals - float(res["baseline_test"])) > 1e-9))
+    return bool(np.any(np.abs(vals - float(res.baseline_test)) > 1e-9))
 
 
 def jax_fold(key):
@@ -365,10 +366,10 @@ def _shown(path: str) -> str:
         return str(path)
 
 
-def real_section(res: dict) -> tuple[list[str], dict]:
+def real_section(res: RealRuns) -> tuple[list[str], dict]:
     """Markdown lines on what the real members wrote, and their statistics as metrics."""
     rows = []
-    for name, st in res["stats"].items():
+    for name, st in res.stats.items():
         rows.append([name, st["calls"], f"{100 * st['failure_rate']:.0f}%",
                      f"{100 * st['improve_rate']:.0f}%", f"{100 * st['beats_rate']:.0f}%",
                      f"{100 * st['new_beats_rate']:.0f}%",
@@ -376,8 +377,8 @@ def real_section(res: dict) -> tuple[list[str], dict]:
                      f"{st['tokens']:.2f}",
                      "; ".join(f"{k} x{v}" for k, v in st["errors"].items()) or "-"])
     cal = [[k, f"{c['fail_prob']:.2f}", f"{c['insight']:.2f}", f"{c['step']:.3f}",
-            f"{c['cost']:.2f}"] for k, c in res["calibration"].items()]
-    sts = res["stats"].values()
+            f"{c['cost']:.2f}"] for k, c in res.calibration.items()]
+    sts = res.stats.values()
     n_calls = sum(st["calls"] for st in sts)
     share = lambda k: sum(st[k] * st["calls"] for st in sts) / max(n_calls, 1)  # noqa: E731
     can = (f"What a 135M model can write (phase 1, {n_calls} calls): "
@@ -387,14 +388,14 @@ def real_section(res: dict) -> tuple[list[str], dict]:
            f"{100 * share('improve_rate'):.0f}% improve on their parent.")
     lines = [
         "## Real proposers: SmolLM2-135M-Instruct writing heuristics", "",
-        f"{res['problem']}, {res['n_items']} items per instance; phase 1: each real member "
-        f"alone, {res['n_seeds']} seed(s) x {res['n_calls']} calls; every program ran in the "
-        f"jail. Replies from the committed cache and `{_shown(res['cache'])}` "
-        f"({res['cache_hits']} replayed, {res['cache_misses']} generated or missing). "
+        f"{res.problem}, {res.n_items} items per instance; phase 1: each real member "
+        f"alone, {res.n_seeds} seed(s) x {res.n_calls} calls; every program ran in the "
+        f"jail. Replies from the committed cache and `{_shown(res.cache)}` "
+        f"({res.cache_hits} replayed, {res.cache_misses} generated or missing). "
         f"Cost: thousands of tokens. First fit "
-        f"on the training instances: {res['first_fit_train']:.3f}% excess over L1 (test "
-        f"{res['first_fit_test']:.3f}%; best fit test {res['baseline_test']:.3f}%). L1 "
-        f"lower bounds of the test instances: {', '.join(map(str, res['l1_test']))} bins.",
+        f"on the training instances: {res.first_fit_train:.3f}% excess over L1 (test "
+        f"{res.first_fit_test:.3f}%; best fit test {res.baseline_test:.3f}%). L1 "
+        f"lower bounds of the test instances: {', '.join(map(str, res.l1_test))} bins.",
         "",
         markdown_table(["member", "calls", "failed", "improved on parent",
                         "beat first fit", "beat it, not a copy", "novel", "copied a parent",
@@ -406,11 +407,11 @@ def real_section(res: dict) -> tuple[list[str], dict]:
         "Simulated members calibrated from these statistics (fail = failure rate, insight "
         "= improvement rate, step = 0.02 + 0.3 x novelty, price = tokens per call):", "",
         markdown_table(["member", "fail", "insight", "step", "price"], cal), ""]
-    return lines, dict(stats=res["stats"], calibration=res["calibration"],
-                       first_fit_test=res["first_fit_test"],
-                       cache_hits=res["cache_hits"], cache_misses=res["cache_misses"],
-                       nan_tests=int(np.sum(~np.isfinite(np.asarray(res["test"], float)))),
-                       ok=bool(math.isfinite(res["baseline_test"])))
+    return lines, dict(stats=res.stats, calibration=res.calibration,
+                       first_fit_test=res.first_fit_test,
+                       cache_hits=res.cache_hits, cache_misses=res.cache_misses,
+                       nan_tests=int(np.sum(~np.isfinite(np.asarray(res.test, float)))),
+                       ok=bool(math.isfinite(res.baseline_test)))
 
 
 def run_claims(results, pooled, real, cfg) -> list:

@@ -33,6 +33,7 @@ from jaxkit.stats import superiority, t_interval
 from .compare import pool_table
 from .config import Config
 from .report import PAPER, _measured, match_verdict
+from .results import PoolRuns
 
 __all__ = ["pool_section", "pool_claims"]
 
@@ -49,18 +50,18 @@ def _median_reach(reach, j: int) -> str:
     return "never" if not math.isfinite(med) else f"{med:.2f}"
 
 
-def pool_section(res: dict, cfg: Config) -> tuple[list[str], dict]:
+def pool_section(res: PoolRuns, cfg: Config) -> tuple[list[str], dict]:
     """Markdown of one problem's over-pools table and its metrics."""
-    match_margin = cfg.margin(res["problem"])
+    match_margin = cfg.margin(res.problem)
     tab = pool_table(res, match_margin)
-    n_pools = len(res["scenarios"])
-    n_seeds = res["test"].shape[2]
-    arrow = "lower is better" if res["lower_is_better"] else "higher is better"
-    md = [f"### Over {n_pools} random pools: {res['problem']} ({res['objective']}, {arrow})",
-          "", f"{n_seeds} seeds per pool and router; pools of {res['prices'].shape[1]} "
+    n_pools = len(res.scenarios)
+    n_seeds = res.test.shape[2]
+    arrow = "lower is better" if res.lower_is_better else "higher is better"
+    md = [f"### Over {n_pools} random pools: {res.problem} ({res.objective}, {arrow})",
+          "", f"{n_seeds} seeds per pool and router; pools of {res.prices.shape[1]} "
           "proposers drawn from the priors of `jaxkit.ballad.pools` (scenarios in turn: "
-          + ", ".join(f"{s} x{res['scenarios'].count(s)}" for s in dict.fromkeys(
-              res["scenarios"])) + "). Per pool: relative test improvement over the best "
+          + ", ".join(f"{s} x{res.scenarios.count(s)}" for s in dict.fromkeys(
+              res.scenarios)) + "). Per pool: relative test improvement over the best "
           "single proposer in hindsight (chosen on the validation instances; mean over "
           "seeds, as a fraction of the classic heuristic's test objective) and the "
           f"seed-level verdict (beats: superiority; matches: non-inferiority within "
@@ -73,43 +74,43 @@ def pool_section(res: dict, cfg: Config) -> tuple[list[str], dict]:
     header = ["router", "improvement vs best single", "beats", "matches", "short",
               "not shown", "saving", "cost to 50%", "to 90%", "to 100%"]
     body = []
-    for name, row in tab["routers"].items():
-        v = row["verdicts"]
-        body.append([name, _ci(row["rel"])] + [f"{100 * v.count(w) / n_pools:.0f}%" for w in
+    for name, row in tab.routers.items():
+        v = row.verdicts
+        body.append([name, _ci(row.rel)] + [f"{100 * v.count(w) / n_pools:.0f}%" for w in
                                               ("beats", "matches", "short", "not shown")]
-                    + [_ci(row["saving"]) + " (quartiles " + "/".join(
-                        f"{100 * q:.0f}" for q in np.percentile(row["saving"], [25, 50, 75]))
-                       + ")"] + [_median_reach(row["reach"], j)
+                    + [_ci(row.saving) + " (quartiles " + "/".join(
+                        f"{100 * q:.0f}" for q in np.percentile(row.saving, [25, 50, 75]))
+                       + ")"] + [_median_reach(row.reach, j)
                                               for j in range(3)])
     md += [markdown_table(header, body), ""]
-    refs = [f"m{j}" for j in tab["ref"]]
-    cheap = sum(int(r == int(np.argmin(p))) for r, p in zip(tab["ref"], res["prices"],
+    refs = [f"m{j}" for j in tab.ref]
+    cheap = sum(int(r == int(np.argmin(p))) for r, p in zip(tab.ref, res.prices,
                                                             strict=True))
-    dearest = sum(int(a == b) for a, b in zip(tab["ref"], tab["top"], strict=True))
+    dearest = sum(int(a == b) for a, b in zip(tab.ref, tab.top, strict=True))
     md += [f"Best single proposer in hindsight: the cheapest in {cheap} of {n_pools} pools, "
            f"the most expensive in {dearest} (per pool: {', '.join(refs)}). Every "
-           f"proposer alone ends at the same test value in {tab['ties']} of {n_pools} pools "
+           f"proposer alone ends at the same test value in {tab.ties} of {n_pools} pools "
            "(there the heuristic space leaves no room to tell routers apart).", ""]
-    metrics = {name: dict(rel_mean=float(np.mean(r["rel"])), saving_mean=float(
-        np.mean(r["saving"])), **{w: r["verdicts"].count(w) / n_pools for w in
+    metrics = {name: dict(rel_mean=float(np.mean(r.rel)), saving_mean=float(
+        np.mean(r.saving)), **{w: r.verdicts.count(w) / n_pools for w in
                                   ("beats", "matches", "short", "not shown")})
-               for name, r in tab["routers"].items()}
+               for name, r in tab.routers.items()}
     return md, metrics
 
 
-def pool_claims(results: list[dict], cfg: Config) -> list[Claim]:
+def pool_claims(results: list[PoolRuns], cfg: Config) -> list[Claim]:
     """The over-pools rows of each problem (extension rows; module docstring)."""
     out = []
     for res in results:
-        match_margin = cfg.margin(res["problem"])
-        tab = pool_table(res, match_margin)["routers"]
-        p, n = res["problem"], len(res["scenarios"])
-        rel = {k: np.asarray(v["rel"]) for k, v in tab.items()}
-        sav = {k: np.asarray(v["saving"]) for k, v in tab.items()}
+        match_margin = cfg.margin(res.problem)
+        tab = pool_table(res, match_margin).routers
+        p, n = res.problem, len(res.scenarios)
+        rel = {k: np.asarray(v.rel) for k, v in tab.items()}
+        sav = {k: np.asarray(v.saving) for k, v in tab.items()}
         note = (f"per-pool improvement as a fraction of the classic heuristic's test "
                 f"objective (positive: better), n={n} pools")
         verdict, status, sup, ni = match_verdict(rel["ballad"], match_margin)
-        beat = tab["ballad"]["verdicts"]
+        beat = tab["ballad"].verdicts
         ext = dict(kind="extension")
         out.append(Claim(PAPER, f"{p}, over random pools: Ballad matches or beats the best "
                          "single proposer in hindsight (chosen on validation)", _measured(sup),

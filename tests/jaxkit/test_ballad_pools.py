@@ -6,6 +6,7 @@ over-pools statistics and claims on hand-made results with known answers."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from jaxkit.ballad.config import QUICK
 from jaxkit.ballad.llm import Candidate
 from jaxkit.ballad.pools import SimulatedLLM
 from jaxkit.ballad.report_pools import pool_claims, pool_section
+from jaxkit.ballad.results import PoolRuns
 
 PRIOR = PL.PoolPrior()
 CFG = QUICK.override(["margin_tsp=0.02"])  # the fake results below are labelled tsp
@@ -181,7 +183,7 @@ def _fake_pools(gains, n_pools=8, n_seeds=4, seed=0):
     curve = np.repeat(test[..., None], 5, axis=3)
     curve[..., 0] = 7.0
     cost_curve = np.cumsum(np.repeat((cost / 5)[..., None], 5, axis=3), axis=3)
-    return dict(problem="tsp", objective="score", lower_is_better=False, routers=names,
+    return PoolRuns(problem="tsp", objective="score", lower_is_better=False, routers=names,
                 scenarios=list(PL.SCENARIOS) + list(PL.SCENARIOS[:3]),
                 prices=np.tile([1.0, 0.1], (n_pools, 1)), test=test, cost=cost, best=curve,
                 cost_curve=cost_curve)
@@ -191,16 +193,16 @@ def test_pool_table_and_claims_on_known_answers():
     res = _fake_pools({"uniform": -0.2, "ucb1": 0.0, "ballad": 0.1, "ballad -credit": 0.1,
                        "ballad-cost": 0.1, "ballad-budget": -0.001})
     tab = pool_table(res, 0.02)
-    assert tab["ref"] == [0] * 8 and tab["top"] == [0] * 8 and tab["ties"] == 0
-    r = tab["routers"]
-    assert r["ballad"]["verdicts"] == ["beats"] * 8
-    assert r["ucb1"]["verdicts"] == ["matches"] * 8
-    assert r["uniform"]["verdicts"] == ["short"] * 8
-    np.testing.assert_allclose(r["ballad"]["rel"], 0.1, atol=0.01)
-    np.testing.assert_allclose(r["ballad"]["saving"], 0.8)
+    assert tab.ref == [0] * 8 and tab.top == [0] * 8 and tab.ties == 0
+    r = tab.routers
+    assert r["ballad"].verdicts == ["beats"] * 8
+    assert r["ucb1"].verdicts == ["matches"] * 8
+    assert r["uniform"].verdicts == ["short"] * 8
+    np.testing.assert_allclose(r["ballad"].rel, 0.1, atol=0.01)
+    np.testing.assert_allclose(r["ballad"].saving, 0.8)
     # ballad reaches the single model's final value on its 2nd call (cost 0.4 of 5)
-    assert r["ballad"]["reach"][0][2] == pytest.approx(0.4 / 5)
-    assert r["only m1"]["reach"][0][0] == math.inf  # it never gets half way
+    assert r["ballad"].reach[0][2] == pytest.approx(0.4 / 5)
+    assert r["only m1"].reach[0][0] == math.inf  # it never gets half way
     rows = pool_claims([res], CFG)
     assert {c.kind for c in rows} == {"extension"}  # the paper's claims: the named pool
     claims = {c.claim.split(": ", 1)[1]: c.verdict for c in rows}
@@ -216,15 +218,15 @@ def test_pool_table_and_claims_on_known_answers():
     assert "| ballad |" in "\n".join(md) and metrics["ballad"]["beats"] == 1.0
     assert "same test value in 0 of 8 pools" in "\n".join(md)
     # the best single proposer is chosen on validation, not on the test values
-    val = res["test"].copy()
+    val = res.test.copy()
     val[1] += 5.0  # m1 is the better one on the validation instances
-    assert pool_table({**res, "val": val}, 0.02)["ref"] == [1] * 8
+    assert pool_table(replace(res, val=val), 0.02).ref == [1] * 8
     # the unit of the relative numbers: the classic heuristic's test objective
-    np.testing.assert_allclose(pool_table({**res, "baseline_test": 20.0}, 0.02)[
-        "routers"]["ballad"]["rel"], 0.05, atol=0.005)
-    tied = {**res, "test": res["test"].copy()}
-    tied["test"][1] = tied["test"][0]  # both proposers alone end at the same value
-    assert pool_table(tied, 0.02)["ties"] == 8
+    np.testing.assert_allclose(pool_table(replace(res, baseline_test=20.0), 0.02).routers[
+        "ballad"].rel, 0.05, atol=0.005)
+    tied = replace(res, test=res.test.copy())
+    tied.test[1] = tied.test[0]  # both proposers alone end at the same value
+    assert pool_table(tied, 0.02).ties == 8
 
     worse = _fake_pools({"uniform": 0.0, "ucb1": 0.0, "ballad": -0.1, "ballad -credit": 0.0,
                          "ballad-cost": -0.3, "ballad-budget": 0.0}, seed=1)
@@ -237,7 +239,7 @@ def test_pool_table_and_claims_on_known_answers():
     # pools that disagree: neither a match nor a difference can be shown
     mixed = _fake_pools({"uniform": 0.0, "ucb1": 0.0, "ballad": 0.0, "ballad -credit": 0.0,
                          "ballad-cost": 0.0, "ballad-budget": 0.0}, n_pools=4, seed=2)
-    mixed["test"][4] += np.array([3.0, -3.0, 2.0, -2.5])[:, None]
+    mixed.test[4] += np.array([3.0, -3.0, 2.0, -2.5])[:, None]
     claims = {c.claim.split(": ", 1)[1]: c.verdict for c in pool_claims([mixed], CFG)}
     assert claims["Ballad matches or beats the best single proposer in hindsight (chosen on "
                   "validation)"] == "not shown"

@@ -161,13 +161,25 @@ def test_knapsack_report_states_the_exact_ceiling():
     test = P.get("knapsack", quick=not QUICK.full_test).generate(key, QUICK.test_instances)
     opt = np.mean([R.knapsack_optimum(w, v, 100) for w, v in
                    zip(np.asarray(test["weights"]), np.asarray(test["values"]), strict=True)])
-    res = with_optimum({"problem": "knapsack", "baseline_test": 0.9 * opt}, QUICK,
-                       {"test": key})
-    assert res["optimum_test"] == opt
-    assert with_optimum({"problem": "knapsack"}, QUICK, {}, test)["optimum_test"] == opt
-    assert with_optimum({"problem": "tsp"}, QUICK, {"test": key}) == {"problem": "tsp"}
-    rows = [{"router": "ballad", "test": (0.95 * opt, 0, 0)},
-            {"router": "uniform", "test": (0.8 * opt, 0, 0)}]
+    from types import SimpleNamespace
+
+    from jaxkit.ballad.results import RouterRuns
+
+    z = np.zeros(1)
+
+    def runs(problem, baseline_test=1.0):
+        return RouterRuns(problem=problem, objective="value", lower_is_better=False,
+                          routers=[], models=[], model_cost=[], n_seeds=1, best=z, cost=z,
+                          arms=z, failures=z, test=z, val=z, baseline_test=baseline_test,
+                          init_best=0.0)
+
+    res = with_optimum(runs("knapsack", 0.9 * opt), QUICK, {"test": key})
+    assert res.optimum_test == opt
+    assert with_optimum(runs("knapsack"), QUICK, {}, test).optimum_test == opt
+    tsp = runs("tsp")
+    assert with_optimum(tsp, QUICK, {"test": key}) is tsp
+    rows = [SimpleNamespace(router="ballad", test=(0.95 * opt, 0, 0)),
+            SimpleNamespace(router="uniform", test=(0.8 * opt, 0, 0))]
     line = _ceiling(res, rows)
     assert "90.00% of it" in line and "(ballad) 95.00%" in line and "worst 80.00%" in line
 

@@ -118,11 +118,11 @@ def test_program_space_experiment_runs_every_child_in_the_jail():
                               program_items=20, program_bug_prob=0.0, program_timeout=20.0)
     keys = {k: jax.random.key(i) for i, k in enumerate(("train", "test", "search"))}
     res = search_programs(cfg, keys)
-    assert res["routers"] == list(ROUTERS) and res["n_seeds"] == 1
-    assert res["edits_ok"] == [2, 2, 2, 2] and res["errors"] == [[], [], [], []]
-    assert all(math.isfinite(t) and t >= 0 for t in res["test"] + [res["baseline_test"]])
-    assert res["cost"][0] == pytest.approx(2.0)  # only frontier: $1 a call
-    for src in res["best_source"]:
+    assert res.routers == list(ROUTERS) and res.n_seeds == 1
+    assert res.edits_ok == [2, 2, 2, 2] and res.errors == [[], [], [], []]
+    assert all(math.isfinite(t) and t >= 0 for t in res.test + [res.baseline_test])
+    assert res.cost[0] == pytest.approx(2.0)  # only frontier: $1 a call
+    for src in res.best_source:
         PG.program_terms(src, CAP)  # every best program is a readable program
     lines, m = program_section(res)
     assert "## Program space" in lines[0] and set(m["rows"]) == set(ROUTERS)

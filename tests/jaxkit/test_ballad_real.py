@@ -3,6 +3,7 @@ offline replay, batched proposer calls in the search loop, the recorded statisti
 the simulated members calibrated from them. No model is loaded here."""
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -163,8 +164,8 @@ def test_member_stats_and_calibration():
 def _shift_res(improved):
     S = len(improved)
     arms = np.tile(np.array([0, 1, 0, 1, 0, 1, 0, 1]), (S, 1))
-    return dict(routers=["uniform"], models=["a", "b"], n_seeds=S, arms=arms,
-                improved=np.array(improved, bool), problem="p")
+    return SimpleNamespace(routers=["uniform"], models=["a", "b"], n_seeds=S, arms=arms,
+                           improved=np.array(improved, bool), problem="p")
 
 
 def test_shift_claim_is_measured_per_window():
@@ -185,10 +186,10 @@ def test_shift_claim_is_measured_per_window():
 def test_moved_tells_a_vacuous_comparison():
     from jaxkit.ballad.real_run import moved
 
-    res = dict(routers=["only a", "only b", "ballad"], n_seeds=2, baseline_test=4.0,
-               test=[4.0, 4.0, 4.0, 4.0, 3.0, 3.0])
+    res = SimpleNamespace(routers=["only a", "only b", "ballad"], n_seeds=2, baseline_test=4.0,
+                          test=[4.0, 4.0, 4.0, 4.0, 3.0, 3.0])
     assert not moved(res)  # only Ballad moved: the members alone all equal the heuristic
-    res["test"] = [4.0, 3.9, 4.0, 4.0, 3.0, 3.0]
+    res.test = [4.0, 3.9, 4.0, 4.0, 3.0, 3.0]
     assert moved(res)
 
 
@@ -274,15 +275,15 @@ def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
     live = real_run.search_real(cfg, keys)
     monkeypatch.setattr(real_run, "Backend", Backend)  # the real one, offline below
     again = real_run.search_real(replace(cfg, real_offline=True), keys)
-    assert live["cache_misses"] > 0 and again["cache_misses"] == 0
-    assert again["cache_hits"] == live["cache_misses"]
-    np.testing.assert_array_equal(again["arms"], live["arms"])
-    np.testing.assert_allclose(again["cost"], live["cost"])
-    np.testing.assert_allclose(again["test"], live["test"])
-    st = again["stats"]
+    assert live.cache_misses > 0 and again.cache_misses == 0
+    assert again.cache_hits == live.cache_misses
+    np.testing.assert_array_equal(again.arms, live.arms)
+    np.testing.assert_allclose(again.cost, live.cost)
+    np.testing.assert_allclose(again.test, live.test)
+    st = again.stats
     assert set(st) == {"smol-fewshot", "smol-free", "smol-fewshot-hot"}
     assert all(0 <= s["failure_rate"] <= 1 for s in st.values())
-    assert len(again["l1_test"]) == 2 and all(b >= 1 for b in again["l1_test"])
+    assert len(again.l1_test) == 2 and all(b >= 1 for b in again.l1_test)
     rows = report.claims([again], cfg, simulated=False)
     assert any("costlier" in c.claim and c.verdict != "not tested" for c in rows)
     assert real_run.shift_claim(again).verdict in ("yes", "no", "not shown",
@@ -297,9 +298,9 @@ def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
     # offline with an empty cache: every real call fails, the run still completes
     empty = real_run.search_real(replace(cfg, real_offline=True, real_seeds=1,
                                          real_cache=str(tmp_path / "none.jsonl")), keys)
-    assert all(s["failure_rate"] == 1.0 for s in empty["stats"].values())
+    assert all(s["failure_rate"] == 1.0 for s in empty.stats.values())
     assert all(s["errors"] == {"not in the cache": s["calls"]}
-               for s in empty["stats"].values())
+               for s in empty.stats.values())
 
 
 def test_a_copy_is_spotted_up_to_docstrings_annotations_and_layout():

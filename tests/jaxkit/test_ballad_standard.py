@@ -2,6 +2,7 @@
 (Falkenauer 1996) and TSPLIB's 100-city EUC_2D instances (jaxkit/data/standard)."""
 
 import json
+from types import SimpleNamespace
 
 import jax.numpy as jnp
 import numpy as np
@@ -12,6 +13,7 @@ from jaxkit.ballad.compare import with_optimum
 from jaxkit.ballad.config import QUICK, Config
 from jaxkit.ballad.instances import instance_optimum, load_instances, resolve
 from jaxkit.ballad.report import _ceiling
+from jaxkit.ballad.results import RouterRuns
 from jaxkit.ballad.standard import standard_scores, standard_section
 from jaxkit.io import DataError
 
@@ -86,31 +88,35 @@ def test_unknown_set_and_bad_optimum_are_one_line_errors(tmp_path):
 def _fake(problem, n_seeds=2):
     base = np.asarray(P.make(problem, 20).baseline)
     thetas = np.stack([base, base, base + 0.3, base + 0.3])
-    return {"problem": problem, "routers": ["ballad", "uniform"], "n_seeds": n_seeds,
-            "best_theta": thetas}
+    return SimpleNamespace(problem=problem, routers=["ballad", "uniform"], n_seeds=n_seeds,
+                           best_theta=thetas)
 
 
 def test_the_standard_table_scores_each_runs_heuristic():
     res = _fake("tsp")
     sc = standard_scores(res, QUICK)
-    assert sc["values"].shape == (2, 2) and sc["n_instances"] == 6
+    assert sc.values.shape == (2, 2) and sc.n_instances == 6
     # ballad's runs carry the classic heuristic itself: the same objective as its row
-    np.testing.assert_allclose(sc["values"][0], sc["baseline"], rtol=1e-6)
-    assert sc["baseline"] > sc["optimum"]
-    md, metrics = standard_section([res, {"problem": "knapsack"}], QUICK)
+    np.testing.assert_allclose(sc.values[0], sc.baseline, rtol=1e-6)
+    assert sc.baseline > sc.optimum
+    no_set = SimpleNamespace(problem="knapsack", best_theta=None)
+    md, metrics = standard_section([res, no_set], QUICK)
     text = "\n".join(md)
     assert "## On standard instances" in text and "`standard:tsplib-100`" in text
     assert set(metrics) == {"tsp"}
-    gap = 100 * (sc["baseline"] / sc["optimum"] - 1)
-    assert f"| classic heuristic | {sc['baseline']:.4g} | {gap:.3g} |" in text
-    assert standard_section([{"problem": "cvrp"}], QUICK) == ([], {})
+    gap = 100 * (sc.baseline / sc.optimum - 1)
+    assert f"| classic heuristic | {sc.baseline:.4g} | {gap:.3g} |" in text
+    assert standard_section([SimpleNamespace(problem="cvrp", best_theta=None)], QUICK) == ([], {})
 
 
 def test_a_minimised_objective_with_optimum_zero_reports_differences():
-    res = with_optimum({"problem": "binpacking_or", "baseline_test": 2.5,
-                        "lower_is_better": True}, QUICK, {}, optimum=0.0)
-    assert res["optimum_test"] == 0.0 and "best known" in res["optimum_source"]
-    line = _ceiling(res, [{"router": "ballad", "test": (1.5, 0, 0)},
-                          {"router": "uniform", "test": (2.0, 0, 0)}])
+    z = np.zeros(1)
+    res = with_optimum(RouterRuns(problem="binpacking_or", objective="excess", baseline_test=2.5,
+                                  lower_is_better=True, routers=[], models=[], model_cost=[],
+                                  n_seeds=1, best=z, cost=z, arms=z, failures=z, test=z,
+                                  val=z, init_best=0.0), QUICK, {}, optimum=0.0)
+    assert res.optimum_test == 0.0 and "best known" in res.optimum_source
+    line = _ceiling(res, [SimpleNamespace(router="ballad", test=(1.5, 0, 0)),
+                          SimpleNamespace(router="uniform", test=(2.0, 0, 0))])
     assert "classic heuristic by 2.5" in line and "(ballad) by 1.5" in line
     assert "worst by 2" in line

@@ -25,11 +25,15 @@ __all__ = ["Data", "Norm", "make_data", "element_fractions", "raw_targets", "con
 class Data:
     """Training and held-out cells (:class:`jaxkit.amgenc.glass.Cell` lists) and one
     *twin* per held-out cell: the same recipe (oxide counts, box) with another packing
-    and melt-quench seed, the yardstick of :mod:`jaxkit.amgenc.plausibility`."""
+    and melt-quench seed, the yardstick of :mod:`jaxkit.amgenc.plausibility`;
+    ``twin_source`` says where each twin came from (``"user"``: another of your cells
+    with the same element counts; ``"recipe"`` / ``"published"``: generated; ``"self"``:
+    the cell itself, no yardstick; empty in data made before it existed)."""
 
     train: list
     test: list
     twins: list = field(default_factory=list)
+    twin_source: list = field(default_factory=list)
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,9 +57,11 @@ def make_data(cfg: Config, rng: np.random.Generator) -> Data:
 
     ``cfg.user_train`` / ``cfg.user_test`` (paths of extended XYZ or CIF files,
     :func:`jaxkit.amgenc.userdata.read_cells`) replace the generated training / held-out
-    cells. A held-out user cell whose species make whole oxide units gets a recipe twin;
-    one that does not is its own twin (its twin distances are 0, so its ratios are not
-    defined and the report shows them empty).
+    cells. The twin of a held-out user cell is another of your cells (training or
+    held-out) with the same species counts and box when there is one; else, when its
+    species make whole oxide units, a twin made by the generator; else the cell itself
+    (its twin distances are 0, so its ratios are not defined and the report shows them
+    empty).
 
     ``cfg.dataset == "published"`` makes the generated cells and the twins by molecular
     dynamics with published potentials (:mod:`jaxkit.amgenc.melt_quench`, ``cfg.md_steps``
@@ -76,20 +82,42 @@ def make_data(cfg: Config, rng: np.random.Generator) -> Data:
                                steps=cfg.relax_steps, min_steps=cfg.min_steps)
     train = read_cells(cfg.user_train) if cfg.user_train else cells[:cfg.n_train]
     test = read_cells(cfg.user_test) if cfg.user_test else cells[len(cells) - cfg.n_test:]
-    twins = []
+    twins, source = [], []
+    pool = (train if cfg.user_train else []) + (test if cfg.user_test else [])
     for c in test:
         seed = int(rng.integers(2**31))
+        mate = _user_twin(c, pool) if cfg.user_test else None
+        if mate is not None:  # the yardstick from your own cells
+            twins.append(mate)
+            source.append("user")
+            continue
         if c.oxide_counts.sum() == 0 or (published
                                          and not melt_quench.supports(c.oxide_counts)):
             twins.append(c)
+            source.append("self")
             continue
+        source.append(cfg.dataset)
         if published:
             twins.append(melt_quench.cell_from_counts(c.oxide_counts, seed=seed,
                                                       protocol=protocol))
             continue
         twins.append(glass.cell_from_counts(c.oxide_counts, seed=seed, steps=cfg.relax_steps,
                                             min_steps=cfg.min_steps))
-    return Data(train=train, test=test, twins=twins)
+    return Data(train=train, test=test, twins=twins, twin_source=source)
+
+
+def _user_twin(cell, pool):
+    """Another cell of ``pool`` with the same species counts and box (to 1%) as ``cell``
+    (the first one), or None."""
+    k = int(max(cell.elements.max(), max((int(c.elements.max()) for c in pool), default=0)))
+    counts = np.bincount(cell.elements, minlength=k + 1)
+    for other in pool:
+        if other is cell or other.n_atoms != cell.n_atoms:
+            continue
+        if (np.array_equal(np.bincount(other.elements, minlength=k + 1), counts)
+                and abs(other.box - cell.box) <= 0.01 * cell.box):
+            return other
+    return None
 
 
 def element_fractions(species: np.ndarray, k: int) -> np.ndarray:

@@ -68,6 +68,10 @@ class Evaluation:
         design: per arm (and ``twin``), the design accuracy on the cells relaxed at the
             recipe's pressure: mean ``density_error`` (relative), ``composition_l1`` and
             ``former_cn_error`` (absolute), and their per-cell arrays (``per_cell``).
+        judge: the independent judge's scores
+            (:func:`jaxkit.amgenc.judging.judge_evaluation`), None until attached.
+        methods: the existing methods' per-draw results
+            (:func:`jaxkit.amgenc.baselines.existing_methods`), None until attached.
     """
 
     rows: dict
@@ -79,6 +83,8 @@ class Evaluation:
     conditioning: dict
     plausibility: dict
     design: dict
+    judge: dict | None = None
+    methods: dict | None = None
 
 
 def _rdf_l1(g: np.ndarray, g_ref: np.ndarray, dr: float) -> float:

@@ -4,10 +4,10 @@ or off.
 Mechanisms: (1) charge-balanced element noise, (2) the soft charge projection at every
 ODE step, (3) the final exact discrete projection
 (:func:`jaxkit.kernels.charge.project_discrete`, cost ``-log p``). Arms: none; final
-discrete only; soft only; all three. All arms use the same keys, so they differ only by
-the mechanisms. One more arm, *all three, at the target composition*, replaces the final
-projection by :func:`jaxkit.kernels.charge.project_composition` with each target's
-element counts.
+discrete only; soft only; balanced noise only (:data:`NOISE_ARM`); all three. All arms
+use the same keys, so they differ only by the mechanisms. One more arm, *all three, at
+the target composition*, replaces the final projection by
+:func:`jaxkit.kernels.charge.project_composition` with each target's element counts.
 
 The cells of a call are split over the mesh's ``"data"`` axis
 (:func:`jaxkit.distributed.sharded_vmap`). The cells are sampled once per mechanism, one
@@ -37,16 +37,20 @@ from .data import Data, pad_cells
 from .potential import padded_size
 from .train import Trained
 
-__all__ = ["ARMS", "COMPOSITION_ARM", "AMGENC_ARM", "Arm", "Samples", "timed", "sample_cells",
-           "sampler", "size_groups", "timing_indices", "project_cells", "sample_all"]
+__all__ = ["ARMS", "COMPOSITION_ARM", "AMGENC_ARM", "NOISE_ARM", "Arm", "Samples", "timed",
+           "sample_cells", "sampler", "size_groups", "timing_indices", "project_cells",
+           "sample_all"]
 
 #: (name, balanced noise, soft projection, final discrete projection)
 ARMS: tuple[tuple[str, bool, bool, bool], ...] = (
     ("none", False, False, False),
     ("final discrete only", False, False, True),
     ("soft only", False, True, False),
+    ("balanced noise only", True, False, False),
     ("all three (AMGenC)", True, True, True),
 )
+#: the arm with the charge-balanced element noise alone (no projection)
+NOISE_ARM = "balanced noise only"
 AMGENC_ARM = "all three (AMGenC)"
 #: the AMGenC arm again, its final projection at each target's element counts
 COMPOSITION_ARM = "all three, at the target composition"

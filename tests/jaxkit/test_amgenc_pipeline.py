@@ -152,7 +152,8 @@ def _tiny(kinds=""):
 TINY_SETS = ["n_train=4", "n_test=2", "relax_steps=60", "min_steps=20", "hidden=16",
              "layers=1", "train_steps=15", "batch=4", "checkpoint_every=5",
              "samples_per_target=1", "sample_steps=4", "pressure_steps=5", "timing_runs=2",
-             "scale_atoms=128", "scale_cells=2", "scale_steps=4", "post_relax_steps=150"]
+             "scale_atoms=128", "scale_cells=2", "scale_steps=4", "post_relax_steps=150",
+             "judge_steps=20", "judge_rounds=1", "min_cells=2"]
 
 
 class Run(NamedTuple):
@@ -233,7 +234,25 @@ def _check_run(run, kinds):
     assert [c.kind for c in res.claims[:3]] == ["paper"] * 3
     assert {c.kind for c in res.claims[3:]} == {"setup", "extension"}
     assert "inverse-design accuracy" in res.claims[0].claim
-    assert "overhead" in res.claims[1].claim and res.claims[2].verdict == "not tested"
+    assert "overhead" in res.claims[1].claim and "under whatever load" in res.claims[1].note
+    # the existing methods are run and decide the third paper row
+    assert "existing method" in res.claims[2].claim and res.claims[2].verdict != "not tested"
+    assert "`mitigate_share`" in res.claims[2].test
+    # the design row is scored by the independent judge, which did not make the data
+    assert "scored by: multi: pedone:" in res.claims[0].note
+    jd = res.metrics["judge"]
+    assert jd["name"] == "pedone" and jd["made_by"] == "recipe"
+    assert {"twin", "none", "balanced noise only", "all three (AMGenC)",
+            "post-hoc repair (fewest species changes)", "uniform random positions"
+            } == set(jd["rows"])
+    assert "relaxation used for scoring" in md and "Independent judge" in md
+    assert set(res.metrics["methods"]) == {"rejection sampling",
+                                           "oxidation-state filter (SMACT-like)",
+                                           "post-hoc repair (fewest species changes)"}
+    assert res.metrics["methods"]["post-hoc repair (fewest species changes)"]["balanced"] == 1
+    rewritten = [c.claim for c in res.claims]
+    assert any("after the same relaxation" in c for c in rewritten)
+    assert any("charge left out of validity" in c for c in rewritten)
     exact = [c for c in res.claims if "every generated cell is exactly" in c.claim]
     assert len(exact) == 1 + bool(kinds) and all(c.verdict == "yes" for c in exact)
     assert all(c.kind == "extension" for c in exact)
@@ -275,7 +294,7 @@ def _check_run(run, kinds):
     assert all(p.is_file() for p in res.figures)
     files = sorted(tmp_path.glob("amgenc_*.xyz"))
     n_sil = len(list(tmp_path.glob("amgenc_silica_*.xyz")))
-    assert n_sil == (5 if kinds else 0) and len(files) == 5 + n_sil
+    assert n_sil == (6 if kinds else 0) and len(files) == 6 + n_sil
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files
     _, q = M.species_charges()
     charge_of = dict(zip(glass.ELEMENTS, q.tolist(), strict=True))
@@ -314,8 +333,9 @@ def _check_run(run, kinds):
     ctx2 = RunContext(out_dir=tmp_path, config=tiny, quick=True, mesh=mesh)
     res2 = pipeline.run(ctx2)
     assert ctx2.reloaded == ["amgenc-data", "amgenc-samples", "amgenc-relaxed",
-                             "amgenc-scale"] + ["amgenc-data-silica", "amgenc-samples-silica",
-                                                "amgenc-relaxed-silica"] * bool(kinds)
+                             "amgenc-judge", "amgenc-scale"] + [
+        "amgenc-data-silica", "amgenc-samples-silica", "amgenc-relaxed-silica",
+        "amgenc-judge-silica"] * bool(kinds)
     assert res2.metrics["train_resumed_from"] == tiny.train_steps
     assert res2.metrics["final_loss"] == res.metrics["final_loss"]
     assert res2.metrics["arms"]["none"]["balanced"] == arms["none"]["balanced"]

@@ -106,3 +106,21 @@ def test_the_judge_never_made_the_data():
         J.judge_name("recipe", "multi", "chgnet")
     assert not J.judgeable("bks", np.array([SI, OX, ELEMENTS.index("Na")]))
     assert J.judgeable("pedone", np.array([SI, OX, ELEMENTS.index("Na")]))
+
+
+def test_the_toy_potential_as_judge_of_published_multi_cells():
+    # Pedone made the published multi cells; the toy potential judges them (cubic only)
+    from jaxkit.amgenc import design
+    from jaxkit.amgenc import potential as P
+
+    assert J.judge_name("published", "multi") == "recipe"
+    pos, box, el = cristobalite(jitter=0.1, seed=2)
+    res = J.judge_cells("recipe", [(pos, A, el)], steps=100)
+    ref = float(P.pair_energy(jnp.asarray(pos, jnp.float32), A, jnp.asarray(el),
+                              jnp.ones(len(el), bool)))
+    np.testing.assert_allclose(res.e_before[0], ref / len(el), rtol=1e-4)
+    assert res.e_after[0] < res.e_before[0]
+    np.testing.assert_allclose(res.pressure[0], design.pressure(res.relaxed[0], A, el),
+                               rtol=1e-3, atol=1e-5)
+    with pytest.raises(ValueError, match="cubic cells only"):
+        J.judge_cells("recipe", [cristobalite((2, 1, 1))], steps=1)

@@ -16,6 +16,11 @@ d). The paper claims' margins, fixed before the run (AUROC units,
 ``int_margin`` (interventional minus observational) and ``ablation_margin`` (broad minus
 narrow prior).
 
+Per-axis out-of-distribution cells (``ood_axes``; none in QUICK): the in-distribution
+prior with only its graph families, mechanisms or noise laws swapped for the held-out
+ones, at ``ood_axes_d`` variables, observational and at the largest interventional
+fraction; extension rows of the claims.
+
 The prior ablation (``ablation_steps > 0``; off in QUICK): two models of the shipped
 architecture (``max_vars = 20``) trained from the main training's key (the same initial
 parameters and step keys) for ``ablation_steps`` steps of ``ablation_batch`` tasks of at
@@ -35,7 +40,10 @@ from dataclasses import dataclass
 
 from jaxkit.config import PipelineConfig, require, require_at_least
 
-__all__ = ["Config", "QUICK", "FULL"]
+__all__ = ["Config", "QUICK", "FULL", "OOD_AXES"]
+
+#: The axes held out one at a time in the per-axis out-of-distribution cells.
+OOD_AXES = ("graph", "mechanism", "noise")
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,8 @@ class Config(PipelineConfig):
     train_d_max: int = 20
     train_curriculum: bool = False
     gies_max_d: int = 20
+    ood_axes: tuple[str, ...] = OOD_AXES
+    ood_axes_d: int = 10
     beat_margin: float = 0.0
     int_margin: float = 0.0
     ablation_margin: float = 0.0
@@ -81,6 +91,9 @@ class Config(PipelineConfig):
         require(all(0.0 <= f < 1.0 for f in self.int_fracs) and len(self.int_fracs) >= 2,
                 "int_fracs", f"must hold >= 2 fractions in [0, 1); got {self.int_fracs}")
         require("causaltab" in self.methods, "methods", "must include 'causaltab'")
+        require(all(a in OOD_AXES for a in self.ood_axes), "ood_axes",
+                f"must be a subset of {OOD_AXES}; got {self.ood_axes}")
+        require_at_least(self, ("ood_axes_d",), 3)
         for f in ("train_steps", "ablation_steps"):
             require(getattr(self, f) % 25 == 0, f,
                     f"must be a multiple of 25 (the compiled chunk); got {getattr(self, f)}")
@@ -94,7 +107,7 @@ class Config(PipelineConfig):
 # quick run), which the full run includes. No prior ablation (two trainings: the full run
 # has it).
 QUICK = Config(ds=(10,), n=64, n_datasets=6, int_fracs=(0.0, 0.5), semantic_seeds=4,
-               semantic_n=64, networks=("sachs",), sachs_rows=64, train_steps=0,
+               semantic_n=64, networks=("sachs",), sachs_rows=64, train_steps=0, ood_axes=(),
                ablation_steps=0, methods=("causaltab", "direct-lingam", "var-sort-regress",
                                           "r2-sort-regress", "pc", "ges", "random"))
 # The full run retrains from scratch. FULL = Config(): the shipped weights' recipe

@@ -21,9 +21,10 @@ from jaxkit.kernels import sem
 from jaxkit.kernels.sem import sortability as srt
 
 from . import semantic
+from .config import OOD_AXES
 from .evaluate import Bench, evaluate, make_bench
 
-__all__ = ["ood_prior", "cell_prior", "synthetic", "semantic_envs", "sachs_real",
+__all__ = ["ood_prior", "ood_axis_prior", "cell_prior", "synthetic", "semantic_envs", "sachs_real",
            "sortabilities", "prior_ablation"]
 
 
@@ -41,6 +42,28 @@ def id_prior() -> sem.Prior:
                           mechanisms={"linear": 2, "mlp": 1, "sigmoid": 1},
                           noises={"gaussian": 1, "laplace": 1, "uniform": 1},
                           k_range=(1.0, 2.5))
+
+
+def ood_axis_prior(axis: str) -> sem.Prior:
+    """:func:`id_prior` with one axis (``"graph"``, ``"mechanism"`` or ``"noise"``) swapped
+    for :func:`ood_prior`'s held-out families, the others in distribution.
+
+    Raises:
+        ValueError: an unknown ``axis``.
+    """
+    fields = {"graph": "graph_w", "mechanism": "mech_w", "noise": "noise_w"}
+    if axis not in OOD_AXES:
+        raise ValueError(f"`axis` must be one of {OOD_AXES}; got {axis!r}")
+    return id_prior()._replace(**{fields[axis]: getattr(ood_prior(), fields[axis])})
+
+
+def prior_of(which: str) -> sem.Prior:
+    """The prior of a cell kind: ``"id"``, ``"ood"`` or ``"ood-AXIS"``."""
+    if which == "id":
+        return id_prior()
+    if which == "ood":
+        return ood_prior()
+    return ood_axis_prior(which.removeprefix("ood-"))
 
 
 def cell_prior(base: sem.Prior, int_frac: float) -> sem.Prior:
@@ -85,10 +108,11 @@ def sortabilities(bench: Bench) -> dict:
 
 def synthetic(key, *, which: str, d: int, n: int, n_datasets: int, int_frac: float,
               methods, model, gies_max_d: int) -> dict:
-    """One cell: ``which`` in ``{"id", "ood"}``, ``d`` variables, ``n`` rows, a fraction
-    ``int_frac`` of interventional rows. ``key`` must be the same for every fraction of a
-    (which, d) pair (pairing)."""
-    base = id_prior() if which == "id" else ood_prior()
+    """One cell: ``which`` in ``{"id", "ood", "ood-graph", "ood-mechanism", "ood-noise"}``
+    (:func:`prior_of`), ``d`` variables, ``n`` rows, a fraction ``int_frac`` of
+    interventional rows. ``key`` must be the same for every fraction of a (which, d)
+    pair (pairing)."""
+    base = prior_of(which)
     bench = make_bench(key, cell_prior(base, int_frac), n_datasets, d, n)
     res = evaluate(bench, methods, model=model, gies_max_d=gies_max_d)
     return {"which": which, "d": d, "n": n, "int_frac": int_frac, **sortabilities(bench),

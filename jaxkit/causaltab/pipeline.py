@@ -5,7 +5,8 @@ Stages: the model (``train_steps = 0``: the shipped weights, unchanged; otherwis
 from scratch on the broad prior, :func:`.recipes.main_recipe`, checkpointed under
 ``out_dir/checkpoints/train`` so a killed run resumes; the stage's cache key carries the
 :class:`.recipes.Recipe`), one stage per synthetic cell (in/out of distribution x d x
-interventional fraction, :mod:`.experiments`; d above the model's ``max_vars`` scored
+interventional fraction, plus the per-axis out-of-distribution cells of ``ood_axes``,
+:mod:`.experiments`; d above the model's ``max_vars`` scored
 over covering variable subsets), the semantic environments and the real Sachs data, the
 prior ablation (``ablation_steps > 0``: one model trained on the broad prior and one on
 the narrow prior, same architecture, steps and seed, each checkpointed under
@@ -41,6 +42,8 @@ def run(ctx: RunContext) -> PipelineResult:
     common = dict(methods=cfg.methods, model=model, gies_max_d=cfg.gies_max_d)
     synth = []
     cells = [(w, d, f) for w in ("id", "ood") for d in ds for f in cfg.int_fracs]
+    cells += [(f"ood-{a}", cfg.ood_axes_d, f) for a in cfg.ood_axes
+              for f in (cfg.int_fracs[0], cfg.int_fracs[-1])]
     for which, d, f in ctx.track(cells, "causaltab synthetic"):
         key = ctx.key(f"causaltab-{which}-d{d}")  # the same for every fraction: paired
         synth.append(ctx.stage(f"causaltab-{which}-d{d}-int{f:g}", lambda w=which, d=d, f=f,

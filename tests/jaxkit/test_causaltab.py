@@ -179,11 +179,13 @@ def test_claims_say_yes_no_and_not_tested():
     abl = [_abl("id", 0.0, bad, good), _abl("ood", 0.0, good, bad),
            _abl("ood", 0.5, good, bad)]
     c = report.claims(synth, [_row("id", 0.0, good[:2], bad[:2])], abl)
-    assert [x.kind for x in c] == ["paper"] * 6 + ["setup"]
+    assert [x.kind for x in c] == ["paper"] * 6 + ["setup"] + ["extension"] * 2
     # other CDFMs; broad prior; in distribution; out of distribution; semantic (2
-    # datasets); interventional evidence; better than chance
+    # datasets); interventional evidence; better than chance; then the extension rows
+    # observational and mixed interventional (in distribution)
     assert [x.verdict for x in c] == ["not tested", "yes", "yes", "no",
-                                      "not tested at this size", "yes", "yes"]
+                                      "not tested at this size", "yes", "yes", "yes", "yes"]
+    assert "observational" in c[7].claim and "mixed interventional" in c[8].claim
     assert "vs notears" in c[2].measured and "none is picked" in c[2].note
     assert "in distribution: mean -0.2" in c[1].note  # reported, not tested
     noise = 0.05 * rng.normal(size=8)  # broad minus narrow centred near 0: not shown

@@ -12,8 +12,12 @@ and on domain-grounded (expert-network) environments.
   ``jaxkit.causaltab.model`` / ``.predict`` still import);
   :mod:`~jaxkit.causaltab.train`: training on tasks drawn on the device each step from
   :mod:`jaxkit.kernels.sem.prior`; :mod:`~jaxkit.causaltab.make_weights`: the command that
-  trained the shipped weights. ``jaxkit causaltab predict data.csv``
-  (:mod:`~jaxkit.causaltab.cli`).
+  trained the first shipped weights; :mod:`~jaxkit.causaltab.longtrain`: the long
+  training (curriculum over d and n, narrow-to-broad prior, warm-up cosine, segmented
+  :func:`jaxkit.training.fit` with exact resume) with its validation curve against
+  DirectLiNGAM, NOTEARS, PC and GES on the fixed set of :mod:`~jaxkit.causaltab.validation`;
+  :mod:`~jaxkit.causaltab.ship`: scoring and writing such weights in the shipped format.
+  ``jaxkit causaltab predict data.csv`` (:mod:`~jaxkit.causaltab.cli`).
 * :mod:`~jaxkit.causaltab.evaluate` (methods, metrics), :mod:`~jaxkit.causaltab.semantic`
   (expert networks), :mod:`~jaxkit.causaltab.experiments`, :mod:`~jaxkit.causaltab.report`,
   ``jaxkit run causaltab`` (:mod:`~jaxkit.causaltab.pipeline`).

@@ -13,7 +13,8 @@ from the narrow one (linear ER, mostly observational,
 (:func:`jaxkit.causaltab.train.train_prior`: three graph families, linear / MLP /
 sigmoid mechanisms, Gaussian / Laplace / uniform noise, observational, atomic and
 multi-node interventions of three types, known or unknown targets, all drawn on the fly
-each step) over the first half of the steps (:func:`jaxkit.kernels.sem.mix_priors`).
+each step) over the first half of the steps (:func:`jaxkit.kernels.sem.mix_priors`; the
+mix starts at ``start_t``, 0 the narrow prior, 1 the broad one from the first step).
 
 Training goes through :func:`jaxkit.training.fit` in segments of ``eval_every`` chunks
 (``initial_step`` continuing the previous segment in the same checkpoint folder, so the
@@ -45,7 +46,14 @@ from jaxkit.kernels import sem
 from jaxkit.kernels import train as ktrain
 
 from . import validation as val
-from .train import TrainSettings, _chunk_fn, narrow_prior, save_weights, train_prior
+from .train import (
+    TrainSettings,
+    _chunk_fn,
+    load_weights,
+    narrow_prior,
+    save_weights,
+    train_prior,
+)
 
 __all__ = ["LongRecipe", "phase_of", "train_long", "main"]
 
@@ -69,6 +77,8 @@ class LongRecipe:
     small_frac: float = 0.3
     chunk: int = 25
     seed: int = 0
+    init: str = ""  # a weights folder to start from (same architecture); "" = random
+    start_t: float = 0.0  # the prior mix at step 0 (0: narrow, 1: broad from the start)
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
@@ -77,6 +87,8 @@ class LongRecipe:
                              f"`chunk` ({self.chunk})")
         if self.dim % self.heads:
             raise ValueError(f"`dim` ({self.dim}) must be divisible by `heads` ({self.heads})")
+        if not 0.0 <= self.start_t <= 1.0:
+            raise ValueError(f"`start_t` must lie in [0, 1]; got {self.start_t}")
         if not 0.0 <= self.small_frac < 1.0:
             raise ValueError(f"`small_frac` must lie in [0, 1); got {self.small_frac}")
         if not (3 <= self.small_d <= self.d_max and 8 <= self.small_n <= self.n_max):
@@ -130,7 +142,7 @@ def train_long(r: LongRecipe, out: Path, *, eval_every: int = 8, val_tasks: int 
 
     def batch_fn(i):
         ph = phase_of(r, i)
-        p = sem.mix_priors(*priors[ph], min(i / half, 1.0))
+        p = sem.mix_priors(*priors[ph], min(r.start_t + (1 - r.start_t) * i / half, 1.0))
         return ph, jax.tree.map(lambda a: np.broadcast_to(a, (r.chunk, *a.shape)), p)
 
     def step(key, state, b):
@@ -144,7 +156,13 @@ def train_long(r: LongRecipe, out: Path, *, eval_every: int = 8, val_tasks: int 
     log(json.dumps({"baselines": base_mean}))
     k_init, k_run = jax.random.split(jax.random.key(r.seed))
     _, opt = _chunk_fn(cfg, r.settings(r.d_max, r.n_max), None)
-    state = ktrain.init(init_params(k_init, cfg), opt)
+    if r.init:
+        p0, c0, _ = load_weights(Path(r.init))
+        if c0._replace(max_vars=cfg.max_vars) != cfg:
+            raise ValueError(f"`init` weights {r.init} have config {c0}, not {cfg}")
+    else:
+        p0 = init_params(k_init, cfg)
+    state = ktrain.init(p0, opt)
     ckdir = out / "checkpoints"
     with Checkpointer(ckdir) as ck:
         done = max(ck.steps(), default=0)
@@ -189,7 +207,8 @@ def train_long(r: LongRecipe, out: Path, *, eval_every: int = 8, val_tasks: int 
                            "diff_95ci": [mean_diff - 1.96 * se, mean_diff + 1.96 * se]},
             "cpu_seconds": curve[-1]["cpu_s"] if curve else 0.0,
             "command": "python -m jaxkit.causaltab.longtrain " + " ".join(
-                f"--{k.replace('_', '-')} {v}" for k, v in dataclasses.asdict(r).items())}
+                f"--{k.replace('_', '-')} {v}" for k, v in dataclasses.asdict(r).items()
+                if v != "")}
     save_weights(out, params, cfg, meta)
     return meta
 

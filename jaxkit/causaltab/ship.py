@@ -52,7 +52,8 @@ def summarize(weights, baselines: dict[str, list[float]], *, cells=val.CELLS,
 
 def ship(run_dir: Path, dest: Path, baselines_path: Path, *, compare: Path | None = None
          ) -> dict:
-    """Write ``run_dir``'s weights to ``dest`` (module docstring); ``compare``: also score
+    """Write ``run_dir``'s weights to ``dest`` (module docstring), scored on the validation
+    cells and task count its ``model.json`` records; ``compare``: also score
     the weights there (e.g. the currently shipped ones) and record them under
     ``validation["previous"]``. Returns the written ``model.json`` content.
 
@@ -67,10 +68,13 @@ def ship(run_dir: Path, dest: Path, baselines_path: Path, *, compare: Path | Non
     w = load_weights(run_dir)
     meta = dict(w[2])
     base = json.loads(baselines_path.read_text())["auroc"]
-    n_tasks = int(meta.get("validation", {}).get("tasks_per_cell", 24))
-    summary = summarize(w, base, n_tasks=n_tasks)
+    v = meta.get("validation", {})
+    n_tasks = int(v.get("tasks_per_cell", 24))
+    cells = tuple(tuple(c) for c in v.get("cells", val.CELLS))
+    summary = summarize(w, base, cells=cells, n_tasks=n_tasks)
     if compare is not None:
-        summary["previous"] = summarize(load_weights(compare), base, n_tasks=n_tasks)
+        summary["previous"] = summarize(load_weights(compare), base, cells=cells,
+                                        n_tasks=n_tasks)
         summary["previous"]["source"] = str(compare)
     r = meta.get("recipe", {})
     meta["settings"] = {"n_max": r.get("n_max"), "d_max": r.get("d_max"),

@@ -75,3 +75,33 @@ def test_segmented_training_resumes_exactly(tmp_path):
     assert [c["step"] for c in curve] == [25, 50]
     assert all(0.0 <= c["val_auroc"] <= 1.0 for c in curve)
     assert full["validation"]["model_auroc"] == resumed["validation"]["model_auroc"]
+
+
+def test_ship_scores_and_writes_the_shipped_format(tmp_path):
+    import jax
+
+    from jaxkit.causal_model.model import init_params
+    from jaxkit.causal_model.weights_io import save_weights
+    from jaxkit.causaltab import ship, validation
+
+    cfg = TINY.model()
+    params = init_params(jax.random.key(0), cfg)
+    run = tmp_path / "run"
+    save_weights(run, params, cfg, {"recipe": {"n_max": 16, "d_max": 5},
+                                    "validation": {"cells": [[4, 16]], "tasks_per_cell": 2}})
+    (run / "curve.json").write_text(json.dumps([{"step": 25, "val_auroc": 0.5}]))
+    truth = validation.model_aurocs(params, cfg, validation.validation_set(CELLS, n_tasks=2))
+    base = tmp_path / "b.json"
+    base.write_text(json.dumps({"key": "", "auroc": {"pc": [0.0, 0.0], "ges": [0.1, 0.1]}}))
+    with pytest.raises(FileNotFoundError, match="nope.json"):
+        ship.ship(run, tmp_path / "dest", tmp_path / "nope.json")
+    meta = ship.ship(run, tmp_path / "dest", base, compare=run)
+    v = meta["validation"]
+    assert v["strongest"] == "ges" and v["baselines_auroc"] == {"pc": 0.0, "ges": 0.1}
+    assert v["model_auroc"] == pytest.approx(np.mean(truth))
+    assert v["diff_vs_strongest"] == pytest.approx(np.mean(truth) - 0.1)
+    assert v["previous"]["model_auroc"] == v["model_auroc"]
+    assert meta["settings"]["n_max"] == 16
+    p2, cfg2, meta2 = load_weights(tmp_path / "dest")  # the format predict() loads
+    assert cfg2 == cfg and meta2["validation"]["n_paired"] == 2
+    assert json.loads((tmp_path / "dest" / "curve.json").read_text())[0]["step"] == 25

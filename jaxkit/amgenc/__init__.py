@@ -17,8 +17,18 @@ The paper package:
   (800-atom throughput), :mod:`~jaxkit.amgenc.evaluate` (metrics),
   :mod:`~jaxkit.amgenc.plausibility` (close pairs, partial RDFs and bond angles against
   twin cells), :mod:`~jaxkit.amgenc.design` (pressure, relaxation at the recipe's
-  pressure, design accuracy);
-* :mod:`~jaxkit.amgenc.report` (files, figure, tables, claims) and
+  pressure, design accuracy), :mod:`~jaxkit.amgenc.melt_quench` (glasses from the
+  published BKS and Pedone potentials, ``dataset="published"``);
+* the independent judge: :mod:`~jaxkit.amgenc.judge` (a published potential that did not
+  make the data, on :mod:`jaxkit.kernels.md` with FIRE) and
+  :mod:`~jaxkit.amgenc.judging` (plausibility before and after its relaxation against
+  the twins, design accuracy at the target's judged pressure: the scores of the paper
+  row on design accuracy);
+* the existing methods: :mod:`~jaxkit.amgenc.baselines` (rejection sampling, a
+  SMACT-like oxidation-state filter, post-hoc repair, on the unconstrained draws);
+* :mod:`~jaxkit.amgenc.report` (files, figure, tables, claims),
+  :mod:`~jaxkit.amgenc.report_more` (the judge's and the methods' tables, the row on
+  existing methods, the rewritten rows, rows withheld below ``min_cells``) and
   :mod:`~jaxkit.amgenc.pipeline` (the registered run).
 """
 

@@ -9,7 +9,9 @@ Six families, each trained as separate runs per (model size, token budget):
 * ``found-H`` (AIRAhybrid): their best hybrid string (an A and a Mamba letter);
 * ``composer-T``: the Composer-like policy's best pure-attention string (same budget);
 * ``composer-H``: its best hybrid, or, when Composer's alphabet has no Mamba letter,
-  random search's best hybrid at the same budget (stated in the report);
+  random search's best hybrid at the same budget (stated in the report); both stacked
+  with depth, width and MLP ratio matched to the found family's parameters
+  (:func:`~jaxkit.compose.runs.match_compose`);
 * ``llama``: the Llama-style model of :mod:`jaxkit.compose.llama` (jaxkit.lm's RMSNorm,
   RoPE, grouped-query attention, SwiGLU), ``scale_depth // 2`` blocks at each width,
   its SwiGLU width matched to ``found-T``'s parameters;
@@ -76,6 +78,8 @@ def choose_strings(cfg, s1: dict) -> dict:
         notes["composer-H"] = (f"Composer's alphabet {{{', '.join(cfg.composer_alphabet)}}} "
                                "has no Mamba letter: random search's best hybrid at the "
                                "same budget")
+    notes["llama"] = "jaxkit.lm's layers, SwiGLU width matched to found-T"
+    notes["nemotron"] = "Nemotron-H-style string, matched to found-H"
     for k, v in out.items():
         if v is None:
             notes[k] = "none evaluated: " + notes[k]
@@ -90,16 +94,18 @@ def fair_plan(cfg, s1: dict) -> dict:
     ctx, depth = cfg.scale_context, cfg.scale_depth
     mamba = "D" if "D" in cfg.alphabet else "S"
     specs = {f: [] for f in FAMILIES}
+    patterns = dict(st, nemotron=nemotron_style(depth, mamba))
     for w in cfg.scale_widths:
-        for f in ("found-T", "found-H", "composer-T", "composer-H"):
+        for f in ("found-T", "found-H"):
             specs[f].append(None if st[f] is None else compose_spec(
                 stack(st[f], depth), w, cfg, ctx))
         t = specs["found-T"][-1]
         specs["llama"].append(None if t is None else match_llama(
             t.n_params, w, max(1, depth // 2), cfg.heads, ctx))
-        h = specs["found-H"][-1]
-        specs["nemotron"].append(None if h is None else match_compose(
-            nemotron_style(depth, mamba), h.n_params, w, cfg, ctx, depth=depth))
+        for b in ("composer-T", "composer-H", "nemotron"):
+            ref = specs[AGAINST[b]][-1]
+            specs[b].append(None if ref is None or patterns[b] is None else match_compose(
+                patterns[b], ref.n_params, w, cfg, ctx, depth=depth))
     return dict(specs=specs, strings=st, notes=ch["notes"],
                 n_params={f: [None if s is None else s.n_params for s in v]
                           for f, v in specs.items()},
@@ -164,7 +170,7 @@ def fit_grid(cfg, grid: dict, rng: np.random.Generator) -> dict:
         N, D, L = _cells(grid[f])
         mean = vpfit.vp_fit(N, D, L.mean(1), **kw)
         seeds = [vpfit.vp_fit(N, D, L[:, j], **kw) for j in range(k)]
-        boot = [vpfit.vp_fit(N, D, L[:, i].mean(1), grid=16, zooms=7, **kw) for i in idx]
+        boot = [vpfit.vp_fit(N, D, L[:, i].mean(1), **kw) for i in idx]
         q = (5.0, 95.0)
         out[f] = dict(fit=mean._asdict(), gamma=mean.gamma,
                       seeds=[s._asdict() for s in seeds], gamma_seeds=[s.gamma for s in seeds],

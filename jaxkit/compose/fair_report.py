@@ -175,7 +175,7 @@ def fair_markdown(cfg, fair: dict) -> str:
     rows = []
     for f in FAMILIES:
         d = plan["describe"][f]
-        rows.append((f, plan["notes"].get(f, "matched baseline"),
+        rows.append((f, plan["notes"].get(f, ""),
                      d[-1] if d[-1] else "none",
                      ", ".join("-" if n is None else f"{n:,}" for n in plan["n_params"][f]),
                      _ci(_largest(grid, f)) if grid.get(f) else "-"))
@@ -196,8 +196,9 @@ def fair_markdown(cfg, fair: dict) -> str:
         f"Strings stacked to {cfg.scale_depth} layers at widths {tuple(cfg.scale_widths)}; "
         f"the Llama-style model has {max(1, cfg.scale_depth // 2)} blocks of jaxkit.lm's "
         "RMSNorm, RoPE, grouped-query attention and SwiGLU, its SwiGLU width matched to "
-        "found-T's parameters; the Nemotron-style hybrid's depth and width matched to "
-        f"found-H's. Budgets {tuple(cfg.scale_steps)} steps of {cfg.scale_batch} x "
+        "found-T's parameters; the Nemotron-style and Composer-found strings' depth, width and "
+        "MLP ratio matched to their found family's (found-H; found-T for composer-T). "
+        f"Budgets {tuple(cfg.scale_steps)} steps of {cfg.scale_batch} x "
         f"{cfg.scale_context} bytes ({', '.join(f'{t:,}' for t in tokens)} tokens), each "
         f"its own run with a cosine schedule to its own length, {cfg.scale_seeds} seeds; "
         "test split of the held-out bytes. 'Composer-found' strings are the Composer-like "

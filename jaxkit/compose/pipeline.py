@@ -12,7 +12,14 @@ scaling fits (AIRA-Compose, Pepe et al. 2026; Composer, Acun et al. 2025).
    against Llama-style and Nemotron-style baselines, with the scaling grid, all trained
    together for several seeds; each policy's own per-seed bests (one initialisation) and
    the user's ``strings`` beside them.
-3. **Scaling** (``aira-compose-scaling``): Chinchilla approach-3 fits and frontier slopes.
+3. **Scaling** (``aira-compose-scaling``): Chinchilla approach-3 fits and frontier slopes
+   of the stage-2 intermediate reads (reported; they decide no claim).
+4. **Fair baselines and readable scaling** (``aira-compose-fair``,
+   :mod:`jaxkit.compose.fair`): the found Transformer and hybrid, the Composer-found
+   ones, a Llama-style model of jaxkit.lm's layers and a Nemotron-style hybrid,
+   parameter-matched, each (size, budget) its own run with its own cosine schedule;
+   bounded variable-projection fits with bootstrap intervals over seeds
+   (:mod:`jaxkit.compose.vpfit`). The fixed-budget and frontier claims are decided here.
 
 Trainings run through :func:`jaxkit.training.fit` with checkpoints under
 ``out_dir/checkpoints``, so a killed run resumes to the same parameters; randomness from
@@ -32,10 +39,12 @@ from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
 from . import experiments as E
+from . import fair as F
 from . import report
 from .agent import Proposer
 from .config import FULL, QUICK, Config
 from .data import Corpus, load_corpus, load_text, split_heldout
+from .fair_report import fair_markdown
 from .model import extract, save_lm, supernet_from_params
 
 
@@ -79,6 +88,15 @@ def run(ctx: RunContext) -> PipelineResult:
     sc = ctx.stage("aira-compose-scaling", lambda: E.scaling(s2, cfg),
                    config=tuple(plan.items()))
     synth = E.synthetic_check(ctx.rng("aira-compose-synthetic"))
+    # fair baselines and readable scaling: separate runs per (N, D), bounded fits
+    fplan = F.fair_plan(cfg, s1)
+    grid = ctx.stage("aira-compose-fair", lambda: F.run_grid(
+        ctx.key("aira-compose-fair"), cfg, test, fplan, checkpoint_dir=ck / "fair",
+        resume=ctx.resume), config=tuple((f, tuple(map(str, d)))
+                                         for f, d in fplan["describe"].items()))
+    fair = dict(plan={k: v for k, v in fplan.items() if k != "specs"}, grid=grid,
+                fits=F.fit_grid(cfg, grid, ctx.rng("aira-compose-fair-fits")),
+                synthetic=F.synthetic(cfg, ctx.rng("aira-compose-fair-synthetic"), grid))
 
     a = s2["arch"]
     sup_arch = E.arch_of(cfg, a["depth"], a["width"])
@@ -90,7 +108,8 @@ def run(ctx: RunContext) -> PipelineResult:
                            val_bpb_seed0=s2["bpb"]["best1-stack"][-1][0]))
     figures = [report.plot_search(s1, ctx.out_dir), report.plot_frontier(s2, sc, ctx.out_dir)]
     md = report.markdown(cfg, s1, s2, sc, synth, lm_path=str(lm.relative_to(ctx.out_dir)))
-    claims = report.claims(cfg, s1, s2, sc, synth)
+    md += "\n\n" + fair_markdown(cfg, fair)
+    claims = report.claims(cfg, s1, s2, sc, synth, fair=fair)
     warnings = [] if cfg.seeds2 >= 3 else [
         f"{cfg.seeds2} stage-2 seeds: the t-intervals have {cfg.seeds2 - 1} degree(s) of "
         "freedom"]
@@ -102,6 +121,6 @@ def run(ctx: RunContext) -> PipelineResult:
                    stage2={k: s2[k] for k in (
                        "labels", "strings", "n_params", "steps", "tokens", "bpb",
                        "tokens_per_s", "flops_per_s", "compile_s", "promoted")},
-                   scaling=sc, synthetic=synth, total_seconds=ctx.elapsed())
+                   scaling=sc, synthetic=synth, fair=fair, total_seconds=ctx.elapsed())
     return PipelineResult("aira-compose", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)

@@ -19,6 +19,12 @@ guided search: each policy's own best string per search seed, stacked and traine
 stage 2, compared on the test split paired over search seeds against
 ``cfg.search_margin``; the agent against the other policies are extension rows (Holm).
 
+The pipeline passes the fair stage (:mod:`jaxkit.compose.fair`): then the fixed-budget
+and the four frontier paper rows, and the setup rows, are those of
+:mod:`jaxkit.compose.fair_report` (separate runs per (N, D), parameter-matched baselines,
+bounded variable-projection fits), and the stage-2 rows below are reported as an
+extension (fixed budget) or dropped (the intermediate-read frontier fits).
+
 Setup rows: the fit recovers a known frontier slope on synthetic losses; every fit is
 interior (no exponent at its bound). Extension rows: each search policy against random
 search; the found architecture against the Nemotron-style hybrid at a fixed token budget.

@@ -107,8 +107,8 @@ def match_compose(pattern: str, target: int, width: int, cfg, context: int, *,
     """The stacked ``pattern`` whose non-embedding parameters are closest to ``target``:
     depths ``depth // 2 .. 2 depth`` and widths multiples of ``width_step`` (and of
     ``heads``) from ``width / 2`` to ``2 width``, MLP hidden ratios ``mlp_ratios``; among
-    those within the same 2% of ``target``, the ratio nearest 4, then the depth nearest
-    ``depth``, then the width nearest ``width``."""
+    those within the same 2% of ``target``, the width nearest ``width``, then the depth
+    nearest ``depth``, then the ratio nearest 4."""
     step = math.lcm(width_step, cfg.heads)
     best = None
     for d in range(max(1, depth // 2), 2 * depth + 1):
@@ -116,10 +116,10 @@ def match_compose(pattern: str, target: int, width: int, cfg, context: int, *,
             for r in mlp_ratios:
                 s = compose_spec(stack(pattern, d), w, cfg, context)
                 s = dataclasses.replace(s, arch=dataclasses.replace(s.arch, mlp_ratio=r))
-                # within 2% of the target counts as matched; then the MLP ratio nearest
-                # 4, the nearest depth and width
+                # within 2% of the target counts as matched; then the nearest width,
+                # depth and MLP ratio
                 key = (round(abs(s.n_params - target) / max(target, 1) / 0.02),
-                       abs(r - 4), abs(d - depth), abs(w - width),
+                       abs(w - width), abs(d - depth), abs(r - 4),
                        abs(s.n_params - target))
                 if best is None or key < best[0]:
                     best = (key, s)

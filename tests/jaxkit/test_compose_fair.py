@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from jaxkit import training
 from jaxkit.compose import fair as F
 from jaxkit.compose import vpfit
 from jaxkit.compose.config import QUICK, Config
@@ -140,7 +141,7 @@ def test_vp_fit_flags_degenerate_fits():
 
 
 @pytest.mark.slow
-def test_train_runs_tiny():
+def test_train_runs_tiny_and_killed_then_resumed(tmp_path):
     spec = match_llama(1000, 8, 1, 2, 8)
     s = RunSettings(batch=2, chunk=2, n_val=4, checkpoint_every=1)
     corpus = load_corpus(max_bytes=200_000)
@@ -151,6 +152,21 @@ def test_train_runs_tiny():
     assert r4["tokens"] == 2 * r2["tokens"] == 4 * 2 * 8
     with pytest.raises(ValueError, match="`steps`"):
         train_runs(jax.random.key(0), spec, corpus, 3, s)
+
+    # killed after the checkpoint of chunk 2 of 4, resumed: the same losses bit for bit
+    # (the run's own schedule length is restored with the optimiser state)
+    def run(folder):
+        return train_runs(jax.random.key(3), spec, corpus, 8, s, seeds=2,
+                          checkpoint_dir=folder)
+
+    ref = run(tmp_path / "ref")
+    with training.interrupt_after(2) as hook, pytest.raises(training.Interrupted):
+        run(tmp_path / "run")
+    assert hook["fired"]
+    seen: list = []
+    with training.record_resumes(seen):
+        out = run(tmp_path / "run")
+    assert out["bpb"] == ref["bpb"] and [r["resumed_from"] for r in seen] == [2]
 
 
 def _fair(cfg, found_slope: float, seed=0, noise=0.003):

@@ -17,6 +17,9 @@ TINY = Config(depth=2, width=8, heads=2, d_state=2, context=8, steps=4, batch=2,
               budget=3, search_seeds=2, search_batch=1, population=2, tournament=1,
               top_k=1, depth_factor=2, width2=8, steps2=6, seeds2=2, scaling_depths=(2,),
               scaling_budgets=(2, 4, 6), n_val=4, checkpoint_every=1,
+              # the fair grid at 2 x 2 (widths 8, 16 at depth 2; 2 and 4 steps)
+              scale_depth=2, scale_widths=(8, 16), scale_steps=(2, 4), scale_seeds=2,
+              scale_batch=2, scale_context=8, scale_chunk=2, n_boot=4,
               # the agent replays only, from a cache that has nothing: every proposal a
               # counted fallback (the model is never loaded)
               agent_offline=True, agent_cache="/nonexistent/aira-compose-replies.jsonl")
@@ -44,16 +47,24 @@ def tiny(tmp_path_factory):
 def test_pipeline_report_claims_and_lm(tiny):
     result, out = tiny
     json.dumps(result.metrics, default=float)
-    # eight paper rows, two setup rows (the fit check, interior fits); four search
-    # policies against random at stage 1, the Nemotron comparison and the agent against
-    # four other policies at stage 2 as extensions
+    # eight paper rows, three setup rows of the fair grid (the synthetic fit check,
+    # parameter matching, interior fits); four search policies against random at stage
+    # 1, the Nemotron comparison, the agent against four other policies and the stage-2
+    # fixed-budget comparison as extensions
     kinds = [c.kind for c in result.claims]
-    assert kinds.count("paper") == 8 and kinds.count("setup") == 2
-    assert kinds.count("extension") == 9
+    assert kinds.count("paper") == 8 and kinds.count("setup") == 3
+    assert kinds.count("extension") == 10
     agent = result.metrics["stage1"]["agent"]
     assert all(r["agent"]["fallbacks"] == TINY.budget for r in agent)
     assert len(result.metrics["stage2"]["promoted"]) == 2 * len(result.metrics["stage1"])
-    assert sum(c.verdict == "not tested at this size" for c in result.claims) == 3
+    # a 2 x 2 grid tests no frontier claim (or a family had no string to train)
+    frontier = [c for c in result.claims if "scales" in c.claim and c.kind == "paper"]
+    assert len(frontier) == 4 and all(c.verdict.startswith("not tested") for c in frontier)
+    fair = result.metrics["fair"]
+    assert fair["fits"]["shape"] == (2, 2) and "Fair baselines" in result.markdown
+    for g in fair["grid"].values():
+        if g is not None:
+            assert np.asarray(g["bpb"]).shape == (2, 2, 2)
     assert all(f.is_file() and f.stat().st_size > 1000 for f in result.figures)
     assert "scales X% faster" in result.markdown
     # the saved LM is the stage-2 best model: its validation loss is the recorded one

@@ -35,7 +35,7 @@ from scipy import stats as sps
 
 from jaxkit.stats import Verdict, as_generator, fisher_z_interval, superiority, t_interval
 
-from .scoring import agent_usefulness, score
+from .scoring import Scores, agent_usefulness, score
 
 __all__ = ["pearson", "correlation_summary", "nested_bootstrap_r", "permutation_p",
            "correlation_verdict", "correlation_equivalence", "heldout_usefulness",
@@ -197,7 +197,7 @@ def heldout_usefulness(per_target_voi: np.ndarray, per_target_use: np.ndarray, *
     return superiority(d, level=level), d
 
 
-def evaluate(key_or_rng, scores: dict, quality: np.ndarray, *, n_boot: int = 2000,
+def evaluate(key_or_rng, scores: Scores, quality: np.ndarray, *, n_boot: int = 2000,
              n_perm: int = 10000) -> dict:
     """The statistics of one scored benchmark (:func:`jaxkit.cruxbench.scoring.score`):
     for each VOI metric its correlation with ``quality`` and with the agent's Brier
@@ -211,7 +211,7 @@ def evaluate(key_or_rng, scores: dict, quality: np.ndarray, *, n_boot: int = 200
         ``n_quality`` counts them).
     """
     rng = as_generator(key_or_rng)
-    per, prop = scores["per_target"], scores["per_proposer"]
+    per, prop = scores.per_target, scores.per_proposer
     metrics = ("ex_ante_abs", "ex_ante_mi", "realised_abs", "realised_sq",
                "realised_log_score")
     q = np.asarray(quality, float)
@@ -287,8 +287,8 @@ def seed_stats(ds, forecast_p1, forecast_p0, *, window: float = 0.0,
         answered questions whose price moved the way the answer says.
     """
     sc = score(ds, window=window, clip=clip)
-    voi = sc["per_target"]["realised_abs"]
-    use = forecaster_usefulness(ds, sc["questions"], forecast_p1, forecast_p0)
+    voi = sc.per_target["realised_abs"]
+    use = forecaster_usefulness(ds, sc.questions, forecast_p1, forecast_p0)
     _, d = heldout_usefulness(voi, use)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -296,11 +296,11 @@ def seed_stats(ds, forecast_p1, forecast_p0, *, window: float = 0.0,
         u = np.nanmean(use, 0)
         held = float(np.nanmean(d)) if np.isfinite(d).any() else math.nan
     q = np.asarray(ds.quality, float)
-    sign = sc["questions"]["sign_agree"]
+    sign = sc.questions["sign_agree"]
     return dict(r_quality=pearson(v, q), r_forecaster=pearson(v, u),
-                r_own_agent=pearson(v, sc["per_proposer"]["brier_gain"]),
+                r_own_agent=pearson(v, sc.per_proposer["brier_gain"]),
                 heldout_forecaster=held, n_quality=float(np.isfinite(q).sum()),
-                r_quality_controlled=pearson(sc["per_proposer"]["realised_controlled"], q),
+                r_quality_controlled=pearson(sc.per_proposer["realised_controlled"], q),
                 sign_agree=float(np.nanmean(sign)) if np.isfinite(sign).any() else math.nan)
 
 

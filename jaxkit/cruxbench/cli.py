@@ -52,7 +52,7 @@ def score_file(
     import jax
 
     st = evaluate(jax.random.key(seed), sc, ds.quality, n_boot=2000, n_perm=10000)
-    prop = sc["per_proposer"]
+    prop = sc.per_proposer
     t = Table(title=f"CruxBench scores: {len(ds.q)} questions, {len(ds.target_ids)} targets")
     cols = ("proposer", "quality", "ex-ante E|dp|", "realised |dp|", "agent Brier gain")
     for c in cols:

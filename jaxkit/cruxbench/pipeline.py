@@ -79,7 +79,7 @@ def run(ctx: RunContext) -> PipelineResult:
     sim = ctx.stage("cruxbench-sim", lambda: simulate(keys[0], cfg.sim_settings()))
     seeds = ctx.stage("cruxbench-seeds", lambda: _seeds(ctx, cfg, keys, sim))
     scores = score(sim.data, window=cfg.window, clip=clip)
-    fore = forecaster_usefulness(sim.data, scores["questions"], sim.forecast_p1,
+    fore = forecaster_usefulness(sim.data, scores.questions, sim.forecast_p1,
                                  sim.forecast_p0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column gives NaN
@@ -106,7 +106,7 @@ def run(ctx: RunContext) -> PipelineResult:
     figures = [report.plot(scores, sim.data.quality, ctx.out_dir, usefulness=fore_prop,
                            usefulness_label="separate forecaster's Brier improvement")]
     metrics = dict(settings=cfg.to_dict(), per_proposer={k: v.tolist() for k, v in
-                                                         scores["per_proposer"].items()},
+                                                         scores.per_proposer.items()},
                    separate_forecaster=fore_prop.tolist(),
                    quality=sim.data.quality.tolist(), simulator_check=check,
                    seeds={k: v.tolist() for k, v in seeds.items()},

@@ -53,6 +53,7 @@ from .analysis import (
     seed_correlation_equivalence,
 )
 from .config import Config
+from .scoring import Scores
 
 __all__ = ["PAPER", "C_QUALITY", "C_USEFUL", "C_TEXT", "claims", "data_claims",
            "seeds_markdown", "links_markdown", "markdown", "plot", "text_claims",
@@ -266,13 +267,13 @@ def _corr_rows(block: dict) -> list[list]:
              _f(s["perm_p"], "{:.3g}"), s["n"]] for m, s in block.items()]
 
 
-def markdown(scores: dict, stats: dict, names: list[str], quality: np.ndarray, *,
+def markdown(scores: Scores, stats: dict, names: list[str], quality: np.ndarray, *,
              traits: dict | None = None, check: list[list] | None = None,
              forecaster: np.ndarray | None = None,
              title: str = "Simulated benchmark") -> str:
     """The report section of one scored benchmark (``forecaster``: the separate
     forecaster's per-proposer Brier gain, a column when given)."""
-    prop = scores["per_proposer"]
+    prop = scores.per_proposer
     header = ["proposer", *(["knowledge noise", "vagueness", "threshold spread"]
                             if traits else []), "quality", "ex-ante E abs(dp)", "realised abs(dp)",
               "realised log-score", "own-number agent Brier gain", "own-number agent log gain",
@@ -310,12 +311,12 @@ def markdown(scores: dict, stats: dict, names: list[str], quality: np.ndarray, *
     return "\n".join(parts)
 
 
-def plot(scores: dict, quality: np.ndarray, out: Path, name: str = "cruxbench", *,
+def plot(scores: Scores, quality: np.ndarray, out: Path, name: str = "cruxbench", *,
          usefulness: np.ndarray | None = None,
          usefulness_label: str = "agent Brier improvement") -> Path:
     """Per-proposer realised VOI against quality and against the usefulness measure
     (default: the agent's Brier gain)."""
-    prop = scores["per_proposer"]
+    prop = scores.per_proposer
     use = prop["brier_gain"] if usefulness is None else usefulness
     fig, axes = new_figure(ncols=2, size=(4.0, 3.4))
     for ax, y, lab in ((axes[0, 0], quality, "quality measure"),

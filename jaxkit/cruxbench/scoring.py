@@ -38,6 +38,7 @@ price: ``Brier(p) - Brier(f)`` and ``log f(y) - log p(y)``, larger is better.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -47,7 +48,7 @@ from jaxkit.kernels.belief import cohere, realised_updates, update_between, voi
 
 from .data import Dataset
 
-__all__ = ["QUESTION_METRICS", "question_scores", "matched_moves", "per_target_proposer",
+__all__ = ["QUESTION_METRICS", "Scores", "question_scores", "matched_moves", "per_target_proposer",
            "agent_usefulness", "score"]
 
 QUESTION_METRICS = ("ex_ante_abs", "ex_ante_sq", "ex_ante_mi", "realised_abs",
@@ -190,18 +191,34 @@ def agent_usefulness(ds: Dataset, qs: dict[str, np.ndarray], *,
                 forecast=np.where(known, f, np.nan), start=start)
 
 
+class Scores(NamedTuple):
+    """All scores of a dataset (:func:`score`).
+
+    Attributes:
+        questions: per question, every metric of :func:`question_scores` (``(Q,)``).
+        per_target: ``(N, M)`` matrices (target x proposer) of every question metric
+            and of the own-number agent's ``brier_gain`` / ``log_gain``.
+        per_proposer: ``(M,)`` means of ``per_target`` over targets, NaN-ignoring.
+        forecast: ``(N, M)`` the own-number agent's forecasts (NaN where unknown).
+    """
+
+    questions: dict[str, np.ndarray]
+    per_target: dict[str, np.ndarray]
+    per_proposer: dict[str, np.ndarray]
+    forecast: np.ndarray
+
+
 def score(ds: Dataset, *, window: float = 0.0,
-          clip: tuple[float, float] = (0.01, 0.99)) -> dict:
-    """All scores of ``ds``: ``questions`` (per question), ``per_target`` (``(N, M)``
-    matrices of every question metric and of the agent's ``brier_gain`` /
-    ``log_gain``) and ``per_proposer`` (``(M,)`` means over targets, NaN-ignoring)."""
+          clip: tuple[float, float] = (0.01, 0.99)) -> Scores:
+    """All scores of ``ds`` (:class:`Scores`): per question, per (target, proposer)
+    and per proposer."""
     qs = question_scores(ds, window=window, clip=clip)
     per = {k: per_target_proposer(ds, qs[k]) for k in QUESTION_METRICS}
     agent = agent_usefulness(ds, qs)
     per["brier_gain"], per["log_gain"] = agent["brier_gain"], agent["log_gain"]
     with np.errstate(invalid="ignore"), _quiet():
         prop = {k: np.nanmean(v, 0) for k, v in per.items()}
-    return dict(questions=qs, per_target=per, per_proposer=prop, forecast=agent["forecast"])
+    return Scores(questions=qs, per_target=per, per_proposer=prop, forecast=agent["forecast"])
 
 
 class _quiet:

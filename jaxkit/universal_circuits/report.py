@@ -185,14 +185,14 @@ def complement_claim(cfg: Config, pairs: dict) -> Claim:
         f"{cfg.universal_tau} is passed by (nearly) every latent and is not used")
 
 
-def misaligned_claim(cfg: Config, mis: dict) -> Claim:
+def misaligned_claim(cfg: Config, mis: dict, tag: str = "mlp-cnn") -> Claim:
     """The negative control of universality (``kind="extension"``): a transcoder trained on
     the misaligned pair (the second model's rows from other images) has universal latents
     beyond the null by ``cfg.universal_margin``; it must come out "no"."""
     frac = np.asarray(mis["valid_universal_fraction"], float)
     v = superiority(frac - cfg.universal_alpha, margin=cfg.universal_margin)
     return Claim.from_verdict(
-        PAPER, "[mlp-cnn misaligned] Negative control: a transcoder trained with the second "
+        PAPER, f"[{tag} misaligned] Negative control: a transcoder trained with the second "
         "model's rows from other images has universal latents above the shuffled null's "
         f"rate {cfg.universal_alpha:g} by more than {cfg.universal_margin:g} (must say no).", v,
         note=f"universal fraction per seed {', '.join(f'{x:.3f}' for x in frac)}; its "
@@ -270,10 +270,12 @@ def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: di
     models' accuracy (``kind="setup"``) and jaxkit's own rows (``kind="extension"``,
     with the misaligned pair's negative control when ``misaligned`` is given)."""
     out = intersection_claims(cfg, pairs)
-    if "mlp-mlp2" not in pairs:
-        out.append(Claim(PAPER, f"[mlp-mlp2] {INTERSECTION} (a same-architecture pair, two "
+    main = next(iter(pairs))
+    fam = pairs[main][0][0]
+    if f"{fam}-{fam}2" not in pairs:
+        out.append(Claim(PAPER, f"[{fam}-{fam}2] {INTERSECTION} (a same-architecture pair, two "
                          "seeds).", "n/a", "not tested at this size", "same_arch_pair=False",
-                         "the pair runs with same_arch_pair=True (FULL)"))
+                         "the pair runs with --set same_arch_pair=true"))
     out += [complement_claim(cfg, pairs), surgery_claim(cfg, surg)]
     for n, m in models.items():
         cls = held_out(n)
@@ -286,9 +288,8 @@ def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: di
     for tag, (names, pa) in pairs.items():
         _extension_pair(cfg, tag, names, pa, out)
     if misaligned is not None:
-        out.append(misaligned_claim(cfg, misaligned))
+        out.append(misaligned_claim(cfg, misaligned, main))
     out += _surgery_extensions(cfg, surg)
-    main = next(iter(pairs))
     if single is not None:
         d = (pairs[main][1]["ratio"] - single["ratio"]).mean((1, 2))
         out.append(Claim.from_verdict(
@@ -447,7 +448,7 @@ def _universality_md(cfg: Config, pairs: dict, mis: dict | None) -> list[str]:
              float(np.mean(pa["univ_decoder_fraction"]))]
             for tag, (_, pa) in pairs.items() if "univ_valid_universal_fraction" in pa]
     if mis is not None:
-        rows.append(["mlp-cnn misaligned (negative control)",
+        rows.append([f"{next(iter(pairs))} misaligned (negative control)",
                      float(np.mean(mis["valid_universal_fraction"])),
                      float(np.mean(mis["null_fraction"])), float(np.mean(mis["decoder_fraction"]))])
     if not rows:

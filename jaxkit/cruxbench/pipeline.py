@@ -126,7 +126,7 @@ def run(ctx: RunContext) -> PipelineResult:
         md.append(report.markdown(sc, st, ds.proposers, ds.quality, title=f"Data: {cfg.data}"))
         figures.append(report.plot(sc, ds.quality, ctx.out_dir, "cruxbench_data"))
         metrics["data"] = dict(per_proposer={k: v.tolist() for k, v in
-                                             sc["per_proposer"].items()},
+                                             sc.per_proposer.items()},
                                correlations={k: st[k] for k in ("quality", "usefulness")})
     warns = [] if cfg.n_proposers >= 8 else [
         f"{cfg.n_proposers} proposers: the correlation intervals are very wide"]

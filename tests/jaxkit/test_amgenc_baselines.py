@@ -146,3 +146,26 @@ def test_rows_are_withheld_below_the_minimum_number_of_cells():
         Config(mitigate_share=1.5)
     with pytest.raises(ValueError, match="`judge`"):
         Config(dataset="published", kind="silica", other_kinds=(), judge="bks")
+
+
+def test_design_row_is_scored_by_the_judge_when_attached():
+    from jaxkit.amgenc import report
+
+    rng = np.random.default_rng(1)
+    n = 30
+    good = {p: rng.uniform(0.0, 0.01, n) for p in report.DESIGN_PROPERTIES}
+    bad = {p: v + 1.0 for p, v in good.items()}  # AMGenC far worse
+    # the data potential's own scores say AMGenC is no worse; the judge's say it is
+    jd = {"rows": {"none": {"design": {"per_cell": good}},
+                   AMGENC_ARM: {"design": {"per_cell": bad}}},
+          "relaxation": {"design": "pedone: 2 rounds x 60 FIRE steps"}}
+    ev = SimpleNamespace(design={"none": {"per_cell": good}, AMGENC_ARM: {"per_cell": good}},
+                         judge=jd)
+    c = report.design_claim(QUICK, [("multi", ev)])
+    assert c.verdict == "no" and "scored by: multi: pedone: 2 rounds" in c.note
+    # a judge that could score no cell: too few pairs, said so, not shown
+    nan = {p: np.full(n, np.nan) for p in report.DESIGN_PROPERTIES}
+    jd["rows"] = {"none": {"design": {"per_cell": nan}},
+                  AMGENC_ARM: {"design": {"per_cell": nan}}}
+    c = report.design_claim(QUICK, [("multi", ev)])
+    assert c.verdict == "not shown" and "too few scored pairs (n=0" in c.measured

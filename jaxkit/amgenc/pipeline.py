@@ -125,7 +125,8 @@ def run(ctx: RunContext) -> PipelineResult:
     cfg: Config = ctx.config
     for setting in ("user_train", "user_test"):  # the user's files first: one line each
         if getattr(cfg, setting):                # for a bad one, before any work
-            with user_data(setting, getattr(cfg, setting), text=True) as path:
+            path = getattr(cfg, setting)
+            with user_data(setting, path, text=not str(path).endswith(".npz")) as path:
                 read_cells(path)
     md, claims, metrics, figures, warnings, first = _dataset(ctx, cfg, "")
     metrics["datasets"] = {}

@@ -1,5 +1,6 @@
-"""Your own amorphous cells for AMGenC: extended XYZ or CIF files read with ase, turned
-into :class:`jaxkit.amgenc.glass.Cell` objects for training (``user_train``) or as
+"""Your own amorphous cells for AMGenC: extended XYZ or CIF files read with ase (or the
+pipeline's own ``.npz`` of :func:`jaxkit.amgenc.glass.save_cells`), turned into
+:class:`jaxkit.amgenc.glass.Cell` objects for training (``user_train``) or as
 held-out targets (``user_test``).
 
 Requirements of a frame: a cubic periodic cell (three equal, orthogonal lattice
@@ -135,17 +136,50 @@ def oxide_counts(elements: np.ndarray) -> np.ndarray | None:
     return counts if n_o == int((elements == ELEMENTS.index("O")).sum()) else None
 
 
+def _read_npz(path: Path) -> list[glass.Cell]:
+    """Cells of the pipeline's own format (:func:`jaxkit.amgenc.glass.save_cells`), with
+    the checks of the text formats (atom count, balanced species, a positive box)."""
+    try:
+        cells = glass.load_cells(path)
+    except (ValueError, KeyError, OSError, IndexError) as e:
+        raise UserDataError(f"{path}: not a jaxkit.amgenc cell file ({e})") from None
+    if not cells:
+        raise UserDataError(f"{path}: no structure in the file")
+    out = []
+    for f, c in enumerate(cells):
+        where = f"{path}: cell {f}"
+        if not N_ATOMS_RANGE[0] <= c.n_atoms <= N_ATOMS_RANGE[1]:
+            raise UserDataError(f"{where}: {c.n_atoms} atoms; the model handles "
+                                f"{N_ATOMS_RANGE}")
+        if not np.isfinite(c.box) or c.box <= 0 or not np.all(np.isfinite(c.positions)):
+            raise UserDataError(f"{where}: the box and positions must be finite, box > 0")
+        if np.any(c.elements < 0) or np.any(c.elements >= len(ELEMENTS)):
+            raise UserDataError(f"{where}: species outside the glass vocabulary")
+        if int(_Q[c.elements].sum()) != 0:
+            raise UserDataError(f"{where}: total charge {int(_Q[c.elements].sum()):+d} with "
+                                "the formal oxidation states; the cells must be balanced")
+        out.append(glass.Cell(c.elements, np.mod(c.positions, c.box), c.box,
+                              c.oxide_counts, dict(c.properties)))
+    return out
+
+
 def read_cells(path: str | Path) -> list[glass.Cell]:
-    """Every frame of an extended XYZ (``.xyz``/``.extxyz``) or CIF (``.cif``) file as a
-    :class:`jaxkit.amgenc.glass.Cell` (see the module docstring for the requirements)."""
+    """Every frame of an extended XYZ (``.xyz``/``.extxyz``) or CIF (``.cif``) file, or
+    every cell of the pipeline's own ``.npz`` (:func:`jaxkit.amgenc.glass.save_cells`),
+    as a :class:`jaxkit.amgenc.glass.Cell` (see the module docstring for the
+    requirements)."""
     from ase.io import read
 
     path = Path(path)
     if not path.is_file():
         raise UserDataError(f"{path}: no such file")
-    fmt = {".xyz": "extxyz", ".extxyz": "extxyz", ".cif": "cif"}.get(path.suffix.lower())
+    fmt = {".xyz": "extxyz", ".extxyz": "extxyz", ".cif": "cif",
+           ".npz": "npz"}.get(path.suffix.lower())
     if fmt is None:
-        raise UserDataError(f"{path}: unknown format; use .xyz / .extxyz or .cif")
+        raise UserDataError(f"{path}: unknown format; use .xyz / .extxyz, .cif or the "
+                            "pipeline's own .npz (jaxkit.amgenc.glass.save_cells)")
+    if fmt == "npz":
+        return _read_npz(path)
     text = path.read_text(errors="replace")
     (_check_xyz if fmt == "extxyz" else _check_cif)(path, text)
     try:

@@ -38,3 +38,29 @@ def test_user_twins_come_from_the_users_cells(tmp_path):
     text = twin_text(data)
     assert text.startswith("Twins of the 3 held-out cells: 2 are other cells of yours")
     assert "1 were made by the toy recipe" in text
+
+
+def test_the_pipelines_own_npz_is_a_user_format(tmp_path):
+    import pytest
+
+    from jaxkit.amgenc import userdata as U
+
+    cells = [glass.cell_from_counts(_counts(SiO2=34), seed=s, steps=20, min_steps=5)
+             for s in (0, 1)]
+    path = tmp_path / "mine.npz"
+    glass.save_cells(path, cells)
+    back = U.read_cells(path)
+    assert len(back) == 2
+    for a, b in zip(cells, back, strict=True):
+        np.testing.assert_array_equal(a.elements, b.elements)
+        np.testing.assert_allclose(a.positions, b.positions)
+        assert a.box == b.box
+    # an unbalanced cell is named with the file and its index
+    bad = glass.Cell(cells[1].elements[:-1], cells[1].positions[:-1], cells[1].box,
+                     cells[1].oxide_counts, dict(cells[1].properties))
+    glass.save_cells(tmp_path / "bad.npz", [cells[0], bad])
+    with pytest.raises(U.UserDataError, match=r"bad\.npz: cell 1: total charge \+2"):
+        U.read_cells(tmp_path / "bad.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(U.UserDataError, match=r"junk\.npz: not a jaxkit.amgenc cell file"):
+        U.read_cells(tmp_path / "junk.npz")

@@ -35,7 +35,10 @@ ctmc_euler_sample`, unmasking only). Every method gets the same per-round budget
 
 Evaluation (every method, the same keys and ``n_eval`` samples at temperature 1) adds
 ``vnu_yield``: distinct valid samples farther than ``novelty`` from the pre-training data,
-per sample drawn (the same novelty filter for every method). Distances are in the
+per sample drawn (the same novelty filter for every method), and ``heldout_recall``: the
+share of the held-out reference sequences within the novelty distance of a valid
+sample (a fixed radius, where ``knn_coverage``'s radius grows with the sparsity of the
+reference). Distances are in the
 domain's metric: Hamming on tokens, or Tanimoto on host features
 (molecular fingerprints). Pre-training and the rounds are :func:`jaxkit.training.fit`
 runs through the one training step (:mod:`jaxkit.kernels.train`), checkpointed after
@@ -76,7 +79,8 @@ METHODS = ("pretrained", "retrain", "retrain+filter", "tempered+filter", "actflo
 FILTERED = ("retrain+filter", "tempered+filter", "actflow-noexplore")
 _INFOS = ("n_valid", "n_novel", "n_kept", "updated", "loss", "restart")
 EVAL_KEYS = ("validity", "uniqueness", "novelty", "circles", "novel_circles",
-             "outside", "outside_circles", "vendi", "knn_coverage", "vnu_yield")
+             "outside", "outside_circles", "vendi", "knn_coverage", "vnu_yield",
+             "heldout_recall")
 
 
 @dataclass(frozen=True)
@@ -273,7 +277,10 @@ class DKernels:
                        vendi=M.vendi_score(f, valid, 1.0, met),
                        knn_coverage=(jnp.float32(jnp.nan) if ref_f is None
                                      else M.knn_coverage(ref_f, f, 5, valid, met,
-                                                         radii=self.ref_radii)))
+                                                         radii=self.ref_radii)),
+                       heldout_recall=(jnp.float32(jnp.nan) if ref_f is None
+                                       else M.knn_coverage(ref_f, f, 5, valid, met,
+                                                           radii=self.ref_fixed)))
             return {k: v.astype(jnp.float32) for k, v in out.items()}
 
         self.metrics = jax.jit(metrics)
@@ -282,6 +289,8 @@ class DKernels:
         self.ref_f = None if dom.reference is None else jnp.asarray(dom.feats(dom.reference))
         self.ref_radii = None if self.ref_f is None else jax.jit(
             M.knn_radii, static_argnums=(1, 2))(self.ref_f, 5, met)
+        self.ref_fixed = None if self.ref_f is None else jnp.full(
+            (self.ref_f.shape[0],), thr, jnp.float32)  # heldout_recall's fixed radius
         self.start = None  # pretrain's jitted (model, train state) draw, set there
 
         def store(bank, bank_f, bank_mask, slot, x, f):  # kept rows into their slots

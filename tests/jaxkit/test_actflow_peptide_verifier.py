@@ -190,13 +190,27 @@ def test_protein_domain_tiny_comparison():
                  dfm_adapt_steps=5, dfm_n_eval=16, dfm_sample_steps=3)
     keys = dict(zip(("pretrain", "rounds", "draws"), jax.random.split(jax.random.key(0), 3),
                     strict=True))
-    res = compare_discrete(cfg, "proteins", keys)
+    shared = {}
+    res = compare_discrete(cfg, "proteins", keys, shared=shared)
     assert "soluble-protein-like" in res["description"] and "Hamming > 19" in res["description"]
     assert set(res["draws"]) == set(D.METHODS)
     for m in D.METHODS:
         cov, vnu = res["draws"][m]["knn_coverage"], res["draws"][m]["vnu_yield"]
         assert cov.shape == (2,) and np.all((cov >= 0) & (cov <= 1))
         assert np.all((vnu >= 0) & (vnu <= 1))
+        assert np.all((res["draws"][m]["heldout_recall"] >= 0)
+                      & (res["draws"][m]["heldout_recall"] <= 1))
+    # the held-out recall by hand: share of reference rows within Hamming 19 of a valid
+    # sample (on the padded tokens); samples: six reference rows, three of them shifted
+    dom, kern = shared[("domain", "proteins")], shared[("kernels", "proteins")]
+    x = dom.reference[:6].copy()
+    x[3:, :30] = (x[3:, :30] + 1) % 20
+    valid = np.array([True, True, False, True, True, True])
+    got = kern.metrics(jax.numpy.asarray(dom.feats(x)), valid, np.zeros(6, bool),
+                       kern.data_f, kern.ref_f)["heldout_recall"]
+    ham = (dom.reference[:, None, :] != x[None, valid, :]).sum(-1)
+    want = float(np.mean((ham <= 19).any(axis=1)))
+    assert 0 < want < 1 and float(got) == pytest.approx(want, abs=1e-6)
     for seq, ok in zip(res["runs"]["actflow"]["decoded"],
                        res["runs"]["actflow"]["decoded_valid"], strict=True):
         assert ok == (V.check_soluble(seq) == [])

@@ -16,6 +16,11 @@ d). The paper claims' margins, fixed before the run (AUROC units,
 ``int_margin`` (interventional minus observational) and ``ablation_margin`` (broad minus
 narrow prior).
 
+A training smoke run (``smoke_steps > 0``; QUICK 50): a tiny model (8 features, one
+layer, d <= 6, n <= 16, 4 tasks a step) trained by :mod:`jaxkit.causaltab.longtrain`'s
+curriculum for ``smoke_steps`` steps, its loss and validation AUROC in the report (it
+shows the training path runs; the scored model stays the main one).
+
 Per-axis out-of-distribution cells (``ood_axes``; none in QUICK): the in-distribution
 prior with only its graph families, mechanisms or noise laws swapped for the held-out
 ones, at ``ood_axes_d`` variables, observational and at the largest interventional
@@ -77,13 +82,14 @@ class Config(PipelineConfig):
     ablation_d: int = 10
     ablation_n: int = 64
     ablation_datasets: int = 20
+    smoke_steps: int = 0
 
     def validate(self) -> None:
         require_at_least(self, ("n_datasets", "semantic_seeds", "train_batch",
                                 "ablation_batch", "ablation_datasets"), 2)
         require_at_least(self, ("n", "semantic_n", "sachs_rows", "train_n_max", "ablation_n"),
                          8)
-        require_at_least(self, ("train_steps", "ablation_steps"), 0)
+        require_at_least(self, ("train_steps", "ablation_steps", "smoke_steps"), 0)
         require_at_least(self, ("train_d_max",), 3)
         require_at_least(self, ("beat_margin", "int_margin", "ablation_margin"), 0)
         require(len(self.ds) >= 1 and all(d >= 3 for d in self.ds), "ds",
@@ -94,7 +100,7 @@ class Config(PipelineConfig):
         require(all(a in OOD_AXES for a in self.ood_axes), "ood_axes",
                 f"must be a subset of {OOD_AXES}; got {self.ood_axes}")
         require_at_least(self, ("ood_axes_d",), 3)
-        for f in ("train_steps", "ablation_steps"):
+        for f in ("train_steps", "ablation_steps", "smoke_steps"):
             require(getattr(self, f) % 25 == 0, f,
                     f"must be a multiple of 25 (the compiled chunk); got {getattr(self, f)}")
         require(3 <= self.ablation_d <= 10, "ablation_d",
@@ -108,8 +114,9 @@ class Config(PipelineConfig):
 # has it).
 QUICK = Config(ds=(10,), n=64, n_datasets=6, int_fracs=(0.0, 0.5), semantic_seeds=4,
                semantic_n=64, networks=("sachs",), sachs_rows=64, train_steps=0, ood_axes=(),
-               ablation_steps=0, methods=("causaltab", "direct-lingam", "var-sort-regress",
-                                          "r2-sort-regress", "pc", "ges", "random"))
+               ablation_steps=0, smoke_steps=50,
+               methods=("causaltab", "direct-lingam", "var-sort-regress", "r2-sort-regress",
+                        "pc", "ges", "random"))
 # The full run retrains from scratch. FULL = Config(): the shipped weights' recipe
 # (16 tasks a step, d <= 20, n <= 64, 3600 steps; python -m jaxkit.causaltab.make_weights)
 # trained once on the broad prior from the first step, which is also the prior

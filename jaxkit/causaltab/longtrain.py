@@ -152,7 +152,8 @@ def train_long(r: LongRecipe, out: Path, *, eval_every: int = 8, val_tasks: int 
     base = val.cached_baselines(out / "baselines.json", benches,
                                 key=f"{tuple(val_cells)} x {val_tasks}, seed 7") if baselines else {
         "none": [float("nan")] * sum(b.x.shape[0] for b in benches)}
-    base_mean = {m: float(np.nanmean(v)) for m, v in base.items()}
+    base_mean = {m: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
+                 for m, v in base.items()}
     log(json.dumps({"baselines": base_mean}))
     k_init, k_run = jax.random.split(jax.random.key(r.seed))
     _, opt = _chunk_fn(cfg, r.settings(r.d_max, r.n_max), None)

@@ -17,6 +17,8 @@ claims in :mod:`.report`.
 
 from __future__ import annotations
 
+import json
+
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
 
@@ -28,6 +30,24 @@ from .recipes import get_model, train_ablation
 __all__ = ["run"]
 
 TITLE = "CausalTab: amortised causal discovery from broad causal priors"
+
+#: The training smoke run's recipe (``Config.smoke_steps`` sets its steps).
+SMOKE = dict(dim=8, heads=2, layers=1, ffn=2, batch=4, warmup=5, d_max=6, n_max=16,
+             small_d=4, small_n=8, small_frac=0.5, chunk=25)
+
+
+def _smoke(ctx: RunContext, steps: int) -> dict:
+    """A tiny training through :func:`jaxkit.causaltab.longtrain.train_long` (no
+    baselines): its curve (step, loss, validation AUROC on 4 tasks of d = 5, n = 16)."""
+    from .longtrain import LongRecipe, train_long
+
+    r = LongRecipe(steps=steps, seed=ctx.seed, **SMOKE)
+    out = ctx.out_dir / "smoke-train"
+    train_long(r, out, eval_every=max(1, steps // 25 // 2), val_tasks=4, baselines=False,
+               val_cells=((5, 16),), log=lambda s: None)
+    curve = json.loads((out / "curve.json").read_text())
+    return {"recipe": SMOKE | {"steps": steps},
+            "curve": [{k: c[k] for k in ("step", "loss", "val_auroc")} for c in curve]}
 
 
 @register("causaltab", quick=QUICK, full=FULL, title=TITLE)
@@ -66,6 +86,9 @@ def run(ctx: RunContext) -> PipelineResult:
             int_fracs=(cfg.int_fracs[0], cfg.int_fracs[-1])),
             config=(abl_info["broad"]["shared_with_main"],))
 
+    if cfg.smoke_steps > 0:
+        info["smoke_training"] = ctx.stage("causaltab-smoke-train",
+                                           lambda: _smoke(ctx, cfg.smoke_steps))
     tested = report.claims(synth, sem_rows, ablation, cfg=cfg)
     figures = report.figures(synth, ctx.out_dir)
     md = report.markdown(cfg, synth=synth, sem_rows=sem_rows, sachs=sachs, tested=tested,

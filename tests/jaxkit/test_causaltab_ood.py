@@ -35,6 +35,9 @@ def test_bad_axis_is_a_one_line_error():
     with pytest.raises(ValueError, match="ood_axes"):
         dataclasses.replace(QUICK, ood_axes=("regime",))
     assert QUICK.ood_axes == () and FULL.ood_axes == ("graph", "mechanism", "noise")
+    with pytest.raises(ValueError, match="smoke_steps"):  # the QUICK training smoke run
+        dataclasses.replace(QUICK, smoke_steps=30)
+    assert QUICK.smoke_steps == 50 and FULL.smoke_steps == 0
 
 
 def _row(which, frac, ct, base, chunked=False):

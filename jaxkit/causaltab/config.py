@@ -133,5 +133,9 @@ QUICK = Config(ds=(10,), n=64, n_datasets=6, int_fracs=(0.0, 0.5), semantic_seed
 # min; wall is at most that on a quiet 2-core machine). NOTEARS runs at every d (3.5 s
 # a dataset at d = 50), GIES up to gies_max_d = 20 as before. The former FULL (32 tasks
 # a step at d <= 50, n <= 200: 19.9 s CPU a step, 20000 steps = 110 h, plus two
-# 2000-step ablation models and 20 datasets per cell) could not run here.
+# 2000-step ablation models and 20 datasets per cell) could not run here. Added since
+# (issue 65), estimated, not measured as a whole: PC and GES (causal-learn) on every
+# dataset (about 0.4 s each at d = 10, n = 64 in QUICK under load; GES up to gies_max_d,
+# PC at every d, a few s at d = 50) and the 6 per-axis out-of-distribution cells at
+# d = 10 (60 datasets x about 2 s): about 900 s more, so about 6200 s (105 min) in all.
 FULL = Config()

@@ -24,16 +24,20 @@ within ``MATCH_TOL`` of its found family at each width), every fit interior.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from jaxkit import stats
 from jaxkit.claims import Claim
-from jaxkit.report import markdown_table
+from jaxkit.plotting import label_axes, legend_outside
+from jaxkit.report import markdown_table, new_figure, save_figure
 
+from . import scaling as S
 from .fair import AGAINST, FAMILIES
 
-__all__ = ["fair_claims", "fair_markdown", "MATCH_TOL", "FRONTIER"]
+__all__ = ["fair_claims", "fair_markdown", "plot_fair", "MATCH_TOL", "FRONTIER"]
 
 PAPER = "AIRA-Compose (Pepe et al. 2026)"
 MATCH_TOL = 0.05  # parameter matching: within 5% of the found family's count
@@ -220,3 +224,32 @@ def fair_markdown(cfg, fair: dict) -> str:
         + "; fitted " + ", ".join(f"{k} {syn['fit'][k]:.4g}" for k in ("E", "A", "a", "B", "b"))
         + f" ({'passes' if syn['ok'] else 'FAILS'} at {100 * cfg.fit_tolerance:g}%).",
     ])
+
+
+def plot_fair(fair: dict, out_dir: Path) -> Path:
+    """Each family's runs (seed means) against compute ``C = 6 N D`` and the
+    compute-optimal frontier of its fit (:func:`jaxkit.compose.scaling.frontier`)."""
+    fig, axes = new_figure()
+    ax = axes[0, 0]
+    fits = fair["fits"]
+    for i, fam in enumerate(fits["families"]):
+        g = fair["grid"][fam]
+        N, D = np.meshgrid(np.asarray(g["N"], float), np.asarray(g["D"], float),
+                           indexing="ij")
+        C = 6 * N.ravel() * D.ravel()
+        L = np.asarray(g["bpb"], float).mean(-1).ravel()
+        ax.scatter(C, L, color=f"C{i}", s=12, label=f"{fam} runs")
+        f = fits[fam]["fit"]
+        fit = S.ScalingFit(f["E"], f["A"], f["B"], f["a"], f["b"], f["rms"],
+                           not f["degenerate"])
+        cs = np.geomspace(C.min(), C.max(), 50)
+        ax.plot(cs, S.frontier(fit, cs)[2], color=f"C{i}",
+                linestyle="--" if f["degenerate"] else "-",
+                label=f"{fam} frontier, gamma={fits[fam]['gamma']:.3f}"
+                + (" (degenerate)" if f["degenerate"] else ""))
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # a grid within a decade: no crowding
+    label_axes(ax, "compute C = 6 N D (FLOPs)", "test bits/byte",
+               title="fair grid: runs and fitted frontiers")
+    legend_outside(ax)
+    return save_figure(fig, Path(out_dir) / "aira_compose_fair_frontier.png")

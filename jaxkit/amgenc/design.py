@@ -25,7 +25,7 @@ import numpy as np
 
 from . import potential as P
 from .analysis import coordination_numbers
-from .tables import _MASS, ELEMENTS
+from .tables import ELEMENTS, box_edges, mass_density
 
 __all__ = ["BULK_MODULUS", "pressure", "relax_at_pressure", "former_cn", "properties"]
 
@@ -36,7 +36,8 @@ _O = ELEMENTS.index("O")
 
 def _pressure(pos, box, params):
     e = lambda s: P._energy(pos * s, box * s, params)  # noqa: E731
-    return -jax.grad(e)(jnp.asarray(1.0, pos.dtype)) / (3.0 * box ** 3)
+    vol = box ** 3 if jnp.ndim(box) == 0 else jnp.prod(box)  # cubic or orthorhombic
+    return -jax.grad(e)(jnp.asarray(1.0, pos.dtype)) / (3.0 * vol)
 
 
 def pressure(pos: np.ndarray, box: float, elements: np.ndarray) -> float:
@@ -102,7 +103,9 @@ def relax_at_pressure(cells: list[tuple[np.ndarray, float, np.ndarray]],
         for i, j in enumerate(rows):
             p, _, e = cells[j]
             pos[i, :len(e)], el[i, :len(e)], mask[i, :len(e)] = p, e, True
-        box = np.array([cells[j][1] for j in rows], np.float32)
+        box = (np.array([cells[j][1] for j in rows], np.float32)
+               if all(np.ndim(cells[j][1]) == 0 for j in rows)
+               else np.stack([box_edges(cells[j][1]) for j in rows]).astype(np.float32))
         args = (jnp.asarray(pos), jnp.asarray(box), jnp.asarray(el), jnp.asarray(mask),
                 jnp.asarray(p_target[rows]))
         cap = P.list_capacity(int(size))
@@ -111,7 +114,8 @@ def relax_at_pressure(cells: list[tuple[np.ndarray, float, np.ndarray]],
             x, bx, pr, _ = _relax_batch(*args, iters=int(iters), steps=int(steps), capacity=0)
         x, bx, pr = np.asarray(x, np.float64), np.asarray(bx, np.float64), np.asarray(pr)
         for i, j in enumerate(members):
-            out[j] = (x[i, :len(cells[j][2])], float(bx[i]), float(pr[i]))
+            out[j] = (x[i, :len(cells[j][2])], float(bx[i]) if bx.ndim == 1 else bx[i],
+                      float(pr[i]))
     return out
 
 
@@ -127,5 +131,5 @@ def former_cn(pos: np.ndarray, box: float, elements: np.ndarray) -> float:
 def properties(pos: np.ndarray, box: float, elements: np.ndarray) -> dict[str, float]:
     """``density`` (g/cm^3) and ``former_cn`` of a cell."""
     el = np.asarray(elements)
-    dens = float(_MASS[el].sum() / 6.02214076e23 / (box * 1e-8) ** 3)
+    dens = mass_density(el, box)
     return {"density": dens, "former_cn": former_cn(pos, box, el)}

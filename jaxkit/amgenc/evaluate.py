@@ -32,7 +32,7 @@ from .data import Data, Norm, element_fractions, raw_targets
 from .sample import AMGENC_ARM, Samples
 
 __all__ = ["FORMER_SYMBOLS", "MIN_DISTANCE", "R_MAX", "ANGLES", "ANGLE_CUTOFF",
-           "RELAXED", "Evaluation", "relax_cells", "evaluate"]
+           "RELAXED", "Evaluation", "relax_cells", "evaluate", "box_of"]
 
 FORMER_SYMBOLS = ("Si", "B", "Al", "P")
 MIN_DISTANCE = 1.0  # A
@@ -85,6 +85,12 @@ class Evaluation:
     design: dict
     judge: dict | None = None
     methods: dict | None = None
+
+
+def box_of(row):
+    """One sampled cell's box: its cubic edge as a float, or its (3,) edges."""
+    row = np.asarray(row, np.float64)
+    return float(row) if row.ndim == 0 else row
 
 
 def _rdf_l1(g: np.ndarray, g_ref: np.ndarray, dr: float) -> float:
@@ -143,7 +149,7 @@ def relax_cells(cfg: Config, samples: Samples, arm: str) -> tuple[np.ndarray, fl
     t0 = time.perf_counter()
     for i in range(x.shape[0]):
         m = samples.mask[i]
-        box = float(samples.box[i])
+        box = box_of(samples.box[i])
         pos, _ = glass.minimize(x[i][m] * box, box, a.species[i][m],
                                 steps=cfg.post_relax_steps)
         x[i][m] = pos / box
@@ -163,7 +169,7 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
     oc = lambda f: f[o] / max(1 - f[o], 1e-9)  # noqa: E731
     train_oc = [oc(element_fractions(c.elements, k)) for c in data.train]
     oc_lo, oc_hi = min(train_oc), max(train_oc)
-    r_max = min(R_MAX, 0.5 * min(c.box for c in data.test))
+    r_max = min(R_MAX, 0.5 * min(float(glass.box_edges(c.box).min()) for c in data.test))
     r, g_ref, _ = _mean_rdf([(c.positions, c.box) for c in data.test], r_max)
     dr = r[1] - r[0]
     ref_cells = [(c.positions, c.box, c.elements) for c in data.test]
@@ -216,7 +222,7 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
             target = data.test[t]
             m = samples.mask[i]
             sp = arm.species[i][m]
-            box = float(samples.box[i])
+            box = box_of(samples.box[i])
             pos = xs[i][m] * box
             ok = bool(np.all(sp >= 0))
             tot = int(q[np.maximum(sp, 0)].sum()) if ok else math.inf

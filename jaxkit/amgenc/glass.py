@@ -91,6 +91,9 @@ from .tables import (
     OXIDE_NAMES,
     OXIDES,
     SYMBOLS,
+    box_edges,
+    box_volume,
+    is_cubic,
     mass_density,
 )
 from .tables import BOND_LENGTHS as BOND_LENGTHS
@@ -227,14 +230,15 @@ class Cell:
     """One periodic cubic amorphous cell.
 
     ``elements``: (N,) int indices into :data:`ELEMENTS` (cations first, O last);
-    ``positions``: (N, 3) Angstrom in [0, box); ``box``: cubic edge (A);
+    ``positions``: (N, 3) Angstrom in [0, box); ``box``: cubic edge (A), or the (3,)
+    edges of an orthorhombic box (your own cells only; :func:`box_edges`);
     ``oxide_counts``: formula units per oxide of :data:`OXIDES`;
     ``properties``: float descriptors (see :func:`cell_properties`).
     """
 
     elements: np.ndarray
     positions: np.ndarray
-    box: float
+    box: float | np.ndarray
     oxide_counts: np.ndarray
     properties: dict[str, float] = field(default_factory=dict)
 
@@ -284,8 +288,8 @@ def cell_properties(elements: np.ndarray, positions: np.ndarray, box: float,
     formers = np.array([o.former for o in OXIDES])
     props: dict[str, float] = {
         "n_atoms": float(elements.shape[0]),
-        "density": float(_MASS[elements].sum() / _AVOGADRO / (box * 1e-8) ** 3),
-        "number_density": float(elements.shape[0] / box**3),
+        "density": mass_density(elements, box),
+        "number_density": float(elements.shape[0] / box_volume(box)),
     }
     props.update({f"x_{n}": float(v) for n, v in zip(OXIDE_NAMES, x, strict=True)})
     props["modifier_former_ratio"] = float(x[~formers].sum() / x[formers].sum())
@@ -395,7 +399,10 @@ def save_cells(path: str | Path, cells: list[Cell]) -> None:
         "offsets": np.cumsum([0] + [c.n_atoms for c in cells]),
         "elements": np.concatenate([c.elements for c in cells]).astype(np.int64),
         "positions": np.concatenate([c.positions for c in cells]).astype(np.float64),
-        "box": np.array([c.box for c in cells], dtype=np.float64),
+        # cubic edges (n,), or (n, 3) edges when a cell is orthorhombic
+        "box": (np.array([c.box for c in cells], dtype=np.float64)
+                if all(np.ndim(c.box) == 0 for c in cells)
+                else np.stack([box_edges(c.box) for c in cells])),
         "oxide_counts": np.stack([c.oxide_counts for c in cells]).astype(np.int64),
         "property_names": np.array(keys),
         "properties": np.array([[c.properties[k] for k in keys] for c in cells],
@@ -403,6 +410,14 @@ def save_cells(path: str | Path, cells: list[Cell]) -> None:
     }
     with atomic_open(path, "wb") as fh:
         np.savez_compressed(fh, **arrays)
+
+
+def _box_of(row: np.ndarray):
+    """A stored box: the cubic edge as a float, or the (3,) orthorhombic edges."""
+    row = np.asarray(row, np.float64)
+    if row.ndim == 0:
+        return float(row)
+    return float(row[0]) if is_cubic(row) else row.copy()
 
 
 def load_cells(path: str | Path) -> list[Cell]:
@@ -415,7 +430,7 @@ def load_cells(path: str | Path) -> list[Cell]:
         names = [str(k) for k in z["property_names"]]
         return [
             Cell(z["elements"][off[i]:off[i + 1]].copy(), z["positions"][off[i]:off[i + 1]].copy(),
-                 float(z["box"][i]), z["oxide_counts"][i].copy(),
+                 _box_of(z["box"][i]), z["oxide_counts"][i].copy(),
                  {k: float(v) for k, v in zip(names, z["properties"][i], strict=True)})
             for i in range(len(off) - 1)
         ]

@@ -31,8 +31,9 @@ from .baselines import METHODS
 from .config import Config
 from .data import Data
 from .design import former_cn
-from .evaluate import R_MAX, Evaluation
+from .evaluate import R_MAX, Evaluation, box_of
 from .sample import AMGENC_ARM, NOISE_ARM, Samples
+from .tables import box_edges, is_cubic
 
 __all__ = ["JUDGED_ARMS", "REPAIR", "RANDOM", "relaxation_text", "judge_evaluation"]
 
@@ -53,13 +54,15 @@ def _cells_of(samples: Samples, species: np.ndarray, x: np.ndarray) -> list:
     out = []
     for i in range(samples.mask.shape[0]):
         m = samples.mask[i]
-        box = float(samples.box[i])
+        box = box_of(samples.box[i])
         out.append((x[i][m] * box, box, species[i][m]))
     return out
 
 
-def _edge(box) -> float:
-    return float(np.asarray(box).reshape(-1)[0])
+def _edge(box):
+    """A box as the analysis takes it: a float when cubic, else the (3,) edges."""
+    e = box_edges(box)
+    return float(e[0]) if is_cubic(e) else e
 
 
 def judge_evaluation(cfg: Config, data: Data, samples: Samples, ev: Evaluation,
@@ -90,7 +93,7 @@ def judge_evaluation(cfg: Config, data: Data, samples: Samples, ev: Evaluation,
     t_all = np.arange(n_t)
     tgt = J.judge_cells(name, [(c.positions, c.box, c.elements) for c in tests], steps=steps)
     p_t = np.nan_to_num(tgt.pressure)
-    r_max = min(R_MAX, 0.5 * min(c.box for c in tests))
+    r_max = min(R_MAX, 0.5 * min(float(box_edges(c.box).min()) for c in tests))
 
     def struct(pos, box, el):
         return PL.structure(pos, _edge(box), el, r_max)

@@ -113,10 +113,15 @@ def neighbours(x: jax.Array, box, mask: jax.Array, k: int):
     # squared distances one Cartesian component at a time: (N, N) planes, not an
     # (N, N, 3) array with a short last axis (several times faster on CPU)
     r2 = 0.0
-    for c in range(3):
-        dc = wrap(x[None, :, c] - x[:, None, c])
-        r2 = r2 + dc * dc
-    r2 = r2 * jnp.square(box)
+    if jnp.ndim(box) == 0:  # cubic: one edge
+        for c in range(3):
+            dc = wrap(x[None, :, c] - x[:, None, c])
+            r2 = r2 + dc * dc
+        r2 = r2 * jnp.square(box)
+    else:  # orthorhombic: (3,) edges
+        for c in range(3):
+            dc = wrap(x[None, :, c] - x[:, None, c]) * box[c]
+            r2 = r2 + dc * dc
     ok = mask[:, None] & mask[None, :] & ~jnp.eye(n, dtype=bool)
     neg, idx = jax.lax.top_k(jnp.where(ok, -r2, -jnp.inf), k)
     valid = jnp.isfinite(neg) & mask[:, None]
@@ -231,12 +236,13 @@ def _element_noise(key, mask, q, balanced):
     return jnp.where(balanced, b, g)
 
 
-def augment(key, x: jax.Array) -> jax.Array:
+def augment(key, x: jax.Array, permute: bool = True) -> jax.Array:
     """A random symmetry of the periodic cubic cell applied to fractional ``x`` (N, 3): a
     lattice translation, a permutation of the axes and sign flips (the 48 operations of
-    the cubic point group), wrapped into [0, 1)."""
+    the cubic point group), wrapped into [0, 1). ``permute=False`` (an orthorhombic
+    cell, whose axes differ): translation and sign flips only."""
     kp, ks, kt = jax.random.split(key, 3)
-    perm = jax.random.permutation(kp, 3)
+    perm = jax.random.permutation(kp, 3) if permute else jnp.arange(3)
     signs = jnp.where(jax.random.bernoulli(ks, 0.5, (3,)), -1.0, 1.0)
     return jnp.mod(x[:, perm] * signs + jax.random.uniform(kt, (3,)), 1.0)
 
@@ -286,7 +292,7 @@ def loss(model: Denoiser, batch: Batch, key, q, *, balanced_share: float = 0.5,
     def one(x1, h1, mask, box, cond, k):
         kt, kx, kh, kb, ka = jax.random.split(k, 5)
         if augment_cells:
-            x1 = augment(ka, x1)
+            x1 = augment(ka, x1, permute=jnp.ndim(box) == 0)
         t = noise_time(kt, focus_share)
         s = sigma(t)
         xt = jnp.mod(x1 + s * jax.random.normal(kx, x1.shape) / box, 1.0)

@@ -87,8 +87,9 @@ def _squared_distances(pos: jax.Array, box: jax.Array) -> jax.Array:
     on CPU, the same values as from :func:`_min_image`)."""
     r2 = 0.0
     for c in range(3):
+        b = box if jnp.ndim(box) == 0 else box[c]  # cubic, or orthorhombic edges
         d = pos[:, None, c] - pos[None, :, c]
-        d = d - box * jnp.round(d / box)
+        d = d - b * jnp.round(d / b)
         r2 = r2 + d * d
     return r2
 

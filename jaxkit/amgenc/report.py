@@ -53,7 +53,7 @@ from . import model as M
 from . import plausibility as PL
 from .config import Config
 from .data import Data, raw_targets
-from .evaluate import ANGLE_CUTOFF, MIN_DISTANCE, RELAXED, Evaluation
+from .evaluate import ANGLE_CUTOFF, MIN_DISTANCE, RELAXED, Evaluation, box_of
 from .sample import AMGENC_ARM, ARMS, COMPOSITION_ARM, Samples
 from .train import Trained
 
@@ -77,12 +77,13 @@ LARGE_PORTION = 0.25
 def write_cells(stem: Path, frames: list[tuple[list[str], np.ndarray, float, str]]
                 ) -> list[Path]:
     """Write cells with ase, atomically: ``STEM.xyz`` (extended XYZ, one frame per cell,
-    periodic cubic lattice) and ``STEM.cif`` (one data block per cell). ``frames``:
-    (symbols, Cartesian positions, box edge, comment) per cell."""
+    periodic cubic or orthorhombic lattice) and ``STEM.cif`` (one data block per cell).
+    ``frames``: (symbols, Cartesian positions, box edge or (3,) edges, comment) per
+    cell."""
     from ase import Atoms
     from ase.io import write
 
-    atoms = [Atoms(symbols=symbols, positions=pos, cell=[box, box, box], pbc=True,
+    atoms = [Atoms(symbols=symbols, positions=pos, cell=glass.box_edges(box), pbc=True,
                    info={"comment": comment}) for symbols, pos, box, comment in frames]
     paths = [stem.with_suffix(".xyz"), stem.with_suffix(".cif")]
     for path, fmt, mode in zip(paths, ("extxyz", "cif"), ("w", "wb"), strict=True):
@@ -108,7 +109,7 @@ def cell_files(out: Path, samples: Samples, ev: Evaluation, prefix: str = "amgen
         for i, t in enumerate(samples.target_index):
             m = samples.mask[i]
             sp = arm.species[i][m]
-            box = float(samples.box[i])
+            box = box_of(samples.box[i])
             frames.append(([glass.SYMBOLS[s] if s >= 0 else "X" for s in sp],
                            arm.x[i][m] * box, box,
                            f"arm={_slug(name)} target={int(t)} "

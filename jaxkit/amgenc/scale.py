@@ -58,11 +58,14 @@ def sized_sampler(cfg: Config, data: Data, trained: Trained, key, n: int, b: int
     Returns:
         ``(run, mask, box)``: ``run(balanced, soft_eta) -> (x, h)`` with fractional
         positions ``x`` (b, n, 3) and species logits ``h``; the (b, n) mask; the (b,) box
-        edges in angstrom.
+        edges in angstrom ((b, 3) when a target is orthorhombic).
     """
     _, q = M.species_charges()
     targets = [data.test[i % len(data.test)] for i in range(b)]
-    box = jnp.asarray([c.box * (n / c.n_atoms) ** (1 / 3) for c in targets], jnp.float32)
+    scaled = [np.asarray(c.box, np.float64) * (n / c.n_atoms) ** (1 / 3) for c in targets]
+    if any(s.ndim for s in scaled):  # an orthorhombic target: (b, 3) edges
+        scaled = [np.broadcast_to(s, (3,)) for s in scaled]
+    box = jnp.asarray(np.stack(scaled), jnp.float32)
     cond = jnp.asarray(condition(targets, trained.norm, q.size))
     mask = jnp.ones((b, n), bool)
     keys = jax.random.split(key, b)

@@ -25,6 +25,9 @@ __all__ = [
     "OXIDE_NAMES",
     "TYPICAL_CN",
     "Oxide",
+    "box_edges",
+    "box_volume",
+    "is_cubic",
     "mass_density",
 ]
 
@@ -125,8 +128,29 @@ _CHARGE = np.array([OXIDATION_STATES[e] for e in ELEMENTS], dtype=np.int64)
 _OXIDE_ELEMENT = np.array([ELEMENTS.index(o.cation) for o in OXIDES])
 
 
-def mass_density(elements: np.ndarray, box: float) -> float:
+def box_edges(box) -> np.ndarray:
+    """The three edges (A) of a cell's box: a cubic edge (a number) or the (3,) edges of
+    an orthorhombic box."""
+    b = np.asarray(box, np.float64)
+    return np.full(3, float(b)) if b.ndim == 0 else b.reshape(3)
+
+
+def box_volume(box) -> float:
+    """Volume (A^3) of a cubic (edge) or orthorhombic ((3,) edges) box."""
+    b = np.asarray(box, np.float64)
+    return float(b**3) if b.ndim == 0 else float(np.prod(b))
+
+
+def is_cubic(box) -> bool:
+    """Whether a box is cubic (a number, or three equal edges)."""
+    e = box_edges(box)
+    return bool(np.ptp(e) <= 1e-9 * e.max())
+
+
+def mass_density(elements: np.ndarray, box) -> float:
     """Mass density (g/cm^3) of atoms with element indices ``elements`` (into
-    :data:`ELEMENTS`) in a cubic box of edge ``box`` Angstrom."""
-    return float(_MASS[np.asarray(elements)].sum() / _AVOGADRO / (box * 1e-8) ** 3)
+    :data:`ELEMENTS`) in a cubic box of edge ``box`` Angstrom (or an orthorhombic box of
+    (3,) edges)."""
+    vol = (box * 1e-8) ** 3 if np.ndim(box) == 0 else box_volume(box) * 1e-24  # cm^3
+    return float(_MASS[np.asarray(elements)].sum() / _AVOGADRO / vol)
 

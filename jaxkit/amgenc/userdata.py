@@ -3,14 +3,17 @@ pipeline's own ``.npz`` of :func:`jaxkit.amgenc.glass.save_cells`), turned into
 :class:`jaxkit.amgenc.glass.Cell` objects for training (``user_train``) or as
 held-out targets (``user_test``).
 
-Requirements of a frame: a cubic periodic cell (three equal, orthogonal lattice
-vectors), elements of the glass vocabulary (:data:`jaxkit.amgenc.glass.SYMBOLS`), an atom
-count within [100, 800], and a charge-balanced assignment of oxidation states: iron
-(Fe2+ or Fe3+) gets its states from the exact discrete projection
+Requirements of a frame: a periodic cubic or orthorhombic cell (three orthogonal
+lattice vectors along x, y, z; a triclinic cell is a one-line error naming the file),
+elements of the glass vocabulary (:data:`jaxkit.amgenc.glass.SYMBOLS`), an atom count
+within [100, 800], and a charge-balanced assignment of oxidation states: iron (Fe2+ or
+Fe3+) gets its states from the exact discrete projection
 (:func:`jaxkit.kernels.charge.project_discrete` over the species each atom's element
 allows), every other element has one state. The formula units of the cell (its
 ``oxide_counts``) follow from the species when they are whole numbers; the twin of a
-held-out user cell (the plausibility yardstick) is then built with the data recipe.
+held-out user cell (the plausibility yardstick) is another of your cells of the same
+species counts and box, else a cell the data recipe builds
+(:func:`jaxkit.amgenc.data.make_data`).
 
 Errors name the file and, for extended XYZ and CIF atom-site rows, the line
 (``cells.xyz:14: ...``); a frame-level problem names the frame.
@@ -151,7 +154,8 @@ def _read_npz(path: Path) -> list[glass.Cell]:
         if not N_ATOMS_RANGE[0] <= c.n_atoms <= N_ATOMS_RANGE[1]:
             raise UserDataError(f"{where}: {c.n_atoms} atoms; the model handles "
                                 f"{N_ATOMS_RANGE}")
-        if not np.isfinite(c.box) or c.box <= 0 or not np.all(np.isfinite(c.positions)):
+        if not (np.all(np.isfinite(c.box)) and np.all(np.asarray(c.box) > 0)
+                and np.all(np.isfinite(c.positions))):
             raise UserDataError(f"{where}: the box and positions must be finite, box > 0")
         if np.any(c.elements < 0) or np.any(c.elements >= len(ELEMENTS)):
             raise UserDataError(f"{where}: species outside the glass vocabulary")
@@ -192,11 +196,18 @@ def read_cells(path: str | Path) -> list[glass.Cell]:
     for f, atoms in enumerate(frames):
         where = f"{path}: frame {f}"
         lat = np.asarray(atoms.cell.array, float)
-        box = float(np.linalg.norm(lat[0])) if lat.any() else 0.0
-        if not atoms.pbc.all() or box <= 0 or not np.allclose(lat, box * np.eye(3),
-                                                               atol=1e-4 * max(box, 1)):
-            raise UserDataError(f"{where}: the cell must be cubic and periodic (lattice "
-                                f"{np.round(lat, 3).tolist()}, pbc {atoms.pbc.tolist()})")
+        edges = np.diag(lat).copy()
+        scale = max(float(np.abs(lat).max()), 1.0)
+        if not atoms.pbc.all() or np.any(edges <= 0):
+            raise UserDataError(f"{where}: the cell must be periodic with positive edges "
+                                f"(lattice {np.round(lat, 3).tolist()}, pbc "
+                                f"{atoms.pbc.tolist()})")
+        if not np.allclose(lat, np.diag(edges), atol=1e-4 * scale):
+            raise UserDataError(f"{where}: a triclinic (non-orthogonal) cell is not supported: "
+                                "the minimum image of jaxkit.kernels.md and of the model is "
+                                "orthorhombic (lattice "
+                                f"{np.round(lat, 3).tolist()}); give a cubic or orthorhombic cell")
+        box = float(edges[0]) if np.ptp(edges) <= 1e-4 * scale else edges
         n = len(atoms)
         if not N_ATOMS_RANGE[0] <= n <= N_ATOMS_RANGE[1]:
             raise UserDataError(f"{where}: {n} atoms; the model handles {N_ATOMS_RANGE}")

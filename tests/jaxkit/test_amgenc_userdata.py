@@ -131,7 +131,9 @@ def test_frames_that_cannot_be_used_are_named(tmp_path):
     rng = np.random.default_rng(0)
     cases = {
         "tilted": (Atoms("SiO2" * 40, positions=rng.uniform(0, 9, (120, 3)),
-                         cell=[9, 10, 9], pbc=True), "cubic and periodic"),
+                         cell=[[9, 0, 0], [2, 10, 0], [0, 0, 9]], pbc=True), "triclinic"),
+        "open": (Atoms("SiO2" * 40, positions=rng.uniform(0, 9, (120, 3)),
+                       cell=[9, 10, 9], pbc=[True, True, False]), "periodic"),
         "alien": (Atoms("UO2" * 40, positions=rng.uniform(0, 9, (120, 3)), cell=[9, 9, 9],
                         pbc=True), r"\['U'\]"),
         "charged": (Atoms("SiO" * 60, positions=rng.uniform(0, 9, (120, 3)),

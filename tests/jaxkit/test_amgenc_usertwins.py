@@ -3,6 +3,7 @@ the user's cells of the same species counts when there is one (the recipe only
 otherwise), and the report says where the twins came from."""
 
 import numpy as np
+import pytest
 
 from jaxkit.amgenc import glass
 from jaxkit.amgenc.report import write_cells
@@ -64,3 +65,84 @@ def test_the_pipelines_own_npz_is_a_user_format(tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(U.UserDataError, match=r"junk\.npz: not a jaxkit.amgenc cell file"):
         U.read_cells(tmp_path / "junk.npz")
+
+
+def _stretched(cell, f=1.2):
+    """A cubic cell stretched along x by ``f`` and shrunk along y, z (same volume): an
+    orthorhombic cell of the same density."""
+    s = np.array([f, f ** -0.5, f ** -0.5])
+    return glass.Cell(cell.elements, cell.positions * s, cell.box * s, cell.oxide_counts,
+                      dict(cell.properties))
+
+
+def test_orthorhombic_cells_read_measure_and_pad(tmp_path):
+    import jax.numpy as jnp
+
+    from jaxkit.amgenc import model as M
+    from jaxkit.amgenc import userdata as U
+    from jaxkit.amgenc.analysis import rdf
+    from jaxkit.amgenc.data import conditioning, pad_cells
+
+    cubic = glass.cell_from_counts(_counts(SiO2=34), seed=0, steps=20, min_steps=5)
+    ortho = _stretched(cubic)
+    assert not glass.is_cubic(ortho.box) and abs(ortho.density - cubic.density) < 1e-9
+    # extended XYZ with an orthorhombic lattice reads back as (3,) edges
+    stem = tmp = tmp_path / "o"
+    write_cells(stem, [(ortho.symbols, ortho.positions, ortho.box, "o"),
+                       (cubic.symbols, cubic.positions, cubic.box, "c")])
+    back = U.read_cells(stem.with_suffix(".xyz"))
+    np.testing.assert_allclose(back[0].box, ortho.box, rtol=1e-6)
+    assert np.ndim(back[1].box) == 0  # a cubic cell stays one edge
+    glass.save_cells(tmp.with_suffix(".npz"), back)
+    again = glass.load_cells(tmp.with_suffix(".npz"))
+    np.testing.assert_allclose(again[0].box, back[0].box)
+    assert np.ndim(again[1].box) == 0
+    # the RDF of the stretched cell uses its volume: g -> 1 far out, as for the cube
+    r, g = rdf(ortho.positions, ortho.box, r_max=4.0, n_bins=20)
+    assert 0.6 < g[-5:].mean() < 1.4
+    # the model's neighbours use each edge: equal to brute force on Cartesian distances
+    b = pad_cells([ortho], 128, len(glass.ELEMENTS), conditioning([cubic], 14))
+    assert b.box.shape == (1, 3)
+    idx, disp, valid = M.neighbours(jnp.asarray(b.x[0]), jnp.asarray(b.box[0]),
+                                    jnp.asarray(b.mask[0]), 4)
+    d = ortho.positions[:, None] - ortho.positions[None]
+    d -= ortho.box * np.rint(d / ortho.box)
+    r = np.sqrt((d * d).sum(-1))
+    np.fill_diagonal(r, np.inf)
+    n = ortho.n_atoms
+    np.testing.assert_allclose(np.sort(np.linalg.norm(np.asarray(disp)[:n], axis=-1), 1),
+                               np.sort(r, 1)[:, :4], atol=1e-3)
+
+
+@pytest.mark.slow  # a tiny pipeline run: about 3 minutes on a loaded 2-core machine
+def test_tiny_pipeline_on_orthorhombic_user_cells(tmp_path):
+    from jaxkit.amgenc import pipeline
+    from jaxkit.distributed import make_mesh
+    from jaxkit.registry import RunContext
+
+    from .test_amgenc_pipeline import TINY_SETS
+
+    make = lambda seed, **k: _stretched(glass.cell_from_counts(  # noqa: E731
+        _counts(**k), seed=seed, steps=20, min_steps=5), 1.1 + 0.05 * (seed % 3))
+    train = [make(s, SiO2=34) for s in range(4)]
+    test = [make(10, SiO2=34), make(11, SiO2=36)]
+    for name, cells in (("train", train), ("test", test)):
+        write_cells(tmp_path / name, [(c.symbols, c.positions, c.box, name) for c in cells])
+    from jaxkit.amgenc.config import QUICK
+
+    cfg = QUICK.override(TINY_SETS + ["kind=silica", "scale_cells=0",
+                                      f"user_train={tmp_path / 'train.xyz'}",
+                                      f"user_test={tmp_path / 'test.xyz'}"])
+    res = pipeline.run(RunContext(out_dir=tmp_path / "out", config=cfg, quick=True,
+                                  mesh=make_mesh()))
+    m = res.metrics
+    assert m["arms"]["all three (AMGenC)"]["balanced"] == 1.0
+    assert np.isfinite(m["arms"]["none"]["rdf_l1"])
+    assert m["judge"]["name"] == "bks" and m["judge"]["rows"]["twin"]["judged"] == 1.0
+    assert "from your file" in res.markdown
+    # the written cells keep the orthorhombic boxes of their targets
+    from ase.io import read
+
+    frames = read(tmp_path / "out" / "amgenc_all_three.xyz", index=":")
+    lengths = frames[0].cell.lengths()
+    np.testing.assert_allclose(lengths, glass.box_edges(test[0].box), rtol=1e-5)

@@ -27,8 +27,9 @@ class Config(PipelineConfig):
         md_steps: velocity-Verlet steps (1 fs) of the ``"published"`` melt-quench.
         other_kinds: further datasets run the same way after ``kind`` (each with its own
             data, held-out split, model and report section).
-        user_train: extended XYZ / CIF file of your training cells ("" = generate
-            ``n_train`` recipe cells; :mod:`jaxkit.amgenc.userdata`).
+        user_train: extended XYZ / CIF file (or the pipeline's own ``.npz``) of your
+            training cells, cubic or orthorhombic ("" = generate ``n_train`` recipe
+            cells; :mod:`jaxkit.amgenc.userdata`).
         user_test: the same for the held-out targets ("" = generate ``n_test``).
         n_train: training cells.
         n_test: held-out cells (the sampling targets and the RDF reference).

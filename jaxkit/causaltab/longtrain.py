@@ -124,12 +124,14 @@ def _commit() -> str:
 
 def train_long(r: LongRecipe, out: Path, *, eval_every: int = 8, val_tasks: int = 24,
                max_cpu_s: float | None = None, baselines: bool = True, val_cells=val.CELLS,
-               log=print) -> dict:
+               export: bool = False, log=print) -> dict:
     """Train ``r`` into ``out`` (module docstring); returns the summary written to
     ``out/model.json``. ``max_cpu_s``: stop after the segment that passes this many CPU
     seconds (the schedule still assumes ``r.steps``; the summary says where it stopped).
     ``baselines=False``: no classical baselines (a size scan's short runs); ``val_cells``
-    the validation set's ``(d, n)`` cells (:func:`jaxkit.causaltab.validation.validation_set`).
+    the validation set's ``(d, n)`` cells (:func:`jaxkit.causaltab.validation.validation_set`);
+    ``export``: train nothing, write the newest checkpoint's weights (a run still going or
+    killed) with the summary.
     """
     r.validate()
     out = Path(out)
@@ -174,7 +176,12 @@ def train_long(r: LongRecipe, out: Path, *, eval_every: int = 8, val_tasks: int 
     t0 = time.process_time()
     first = True
     stopped = None
-    while done < n_chunks:
+    if export and done > 0:  # restore only: fit runs no step when steps == the checkpoint
+        state = training.fit(k_run, state, step, batch_fn, steps=done, checkpoint_dir=ckdir,
+                             checkpoint_every=eval_every, progress=None,
+                             fingerprint=None).state
+        stopped = done * r.chunk if done < n_chunks else None
+    while done < n_chunks and not export:
         nxt = min((done // eval_every + 1) * eval_every, n_chunks)
         res = training.fit(k_run, state, step, batch_fn, steps=nxt,
                            checkpoint_dir=ckdir, checkpoint_every=eval_every,
@@ -223,16 +230,18 @@ def main(argv=None) -> None:
     ap.add_argument("--val-tasks", type=int, default=24)
     ap.add_argument("--max-cpu-s", type=float, default=None)
     ap.add_argument("--no-baselines", action="store_true")
+    ap.add_argument("--export", action="store_true",
+                    help="write the newest checkpoint's weights, train nothing")
     a = vars(ap.parse_args(argv))
     out, ev, vt, mc = a.pop("out"), a.pop("eval_every"), a.pop("val_tasks"), a.pop("max_cpu_s")
-    nb = a.pop("no_baselines")
+    nb, ex = a.pop("no_baselines"), a.pop("export")
     r = LongRecipe(**a)
     try:
         r.validate()
     except ValueError as e:
         ap.error(str(e))
     print(json.dumps(train_long(r, out, eval_every=ev, val_tasks=vt, max_cpu_s=mc,
-                                baselines=not nb)))
+                                baselines=not nb, export=ex)))
 
 
 if __name__ == "__main__":

@@ -62,6 +62,12 @@ def test_segmented_training_resumes_exactly(tmp_path):
     full = train_long(TINY, tmp_path / "full", **kw)
     stop = train_long(TINY, tmp_path / "cut", max_cpu_s=0.0, **kw)  # stops after chunk 1
     assert stop["stopped_at_step"] == 25
+    import shutil
+
+    shutil.copytree(tmp_path / "cut", tmp_path / "export")
+    ex = train_long(TINY, tmp_path / "export", export=True, **kw)  # restore, no training
+    assert ex["stopped_at_step"] == 25
+    assert ex["validation"]["model_auroc"] == stop["validation"]["model_auroc"]
     resumed = train_long(TINY, tmp_path / "cut", **kw)
     assert resumed["stopped_at_step"] is None
     pa, cfg_a, _ = load_weights(tmp_path / "full")

@@ -15,7 +15,8 @@ their floor ``E`` traded against them).
 A fit is **degenerate** (:attr:`VPFit.degenerate`) when an exponent sits at its bound
 (within one grid step: the bound, not the data, chose it) or when the ``A`` or ``B``
 term changes by less than :data:`FLAT` of the mean loss over the data (it vanished; its
-exponent is not identified). Degenerate fits are reported and
+exponent is not identified), or when the floor ``E`` is below that share of the loss
+(at its bound 0: the data do not show where the loss levels off). Degenerate fits are reported and
 never decide a claim.
 
 :func:`bootstrap_seeds` resamples the seeds of every (N, D) cell with replacement and
@@ -153,6 +154,8 @@ def vp_fit(N, D, L, *, bounds=(0.02, 2.0), grid: int = 32, zooms: int = 5) -> VP
         if c * (x.min() ** -v - x.max() ** -v) < FLAT * L.mean():
             reasons.append(f"{name} = {c:.3g}: the {'N' if name == 'A' else 'D'} term "
                            f"vanished (changes under {FLAT:.0e} of the loss)")
+    if E < FLAT * L.mean():
+        reasons.append(f"E = {E:.3g}: the floor at its bound 0")
     rms = float(np.sqrt(sse[i] / L.size))
     return VPFit(E, A, a, B, b, rms, bool(reasons), tuple(reasons))
 

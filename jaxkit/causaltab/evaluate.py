@@ -7,7 +7,9 @@ model's ``max_vars`` variables, the mean over subsets of ``max_vars`` variables 
 cover every pair, :func:`jaxkit.causal_model.predict.edge_probabilities`; the binary graph
 is the greedy DAG projection of the ``round(sum p)`` most probable edges: edges added by
 decreasing probability unless they close a cycle), NOTEARS (:func:`jaxkit.kernels.sem.notears`),
-DirectLiNGAM, the var- and R2-sort-regress floors (:mod:`jaxkit.kernels.sem.sortability`),
+DirectLiNGAM, ICA-LiNGAM (:func:`jaxkit.kernels.lingam.ica_lingam`, FastICA started from a
+draw of the run's generator), the var- and R2-sort-regress floors
+(:mod:`jaxkit.kernels.sem.sortability`),
 GIES (``gies.fit_bic`` given the per-row targets; observational data as one environment:
 GES), PC (Fisher-z, alpha 0.05) and GES (BIC) from causal-learn on all rows pooled
 (:func:`causallearn_scores`: a CPDAG, an undirected edge counted in both directions in
@@ -36,8 +38,8 @@ from jaxkit.kernels.sem import sortability as srt
 __all__ = ["METHODS", "Bench", "make_bench", "run_method", "evaluate", "dag_projection",
            "sid", "gies_fit", "causallearn_scores"]
 
-METHODS = ("causaltab", "notears", "direct-lingam", "var-sort-regress", "r2-sort-regress",
-           "gies", "pc", "ges", "random")
+METHODS = ("causaltab", "notears", "direct-lingam", "ica-lingam", "var-sort-regress",
+           "r2-sort-regress", "gies", "pc", "ges", "random")
 
 
 class Bench(NamedTuple):
@@ -149,6 +151,8 @@ def _compiled(method: str, cfg=None):
         return jax.jit(lambda x: sem.notears(x))
     if method == "direct-lingam":
         return jax.jit(lambda x: lingam.direct_lingam(x))
+    if method == "ica-lingam":
+        return jax.jit(lambda k, x: lingam.ica_lingam(k, x))
     if method == "var-sort-regress":
         return jax.jit(lambda x: srt.var_sort_regress(x))
     if method == "r2-sort-regress":
@@ -173,9 +177,13 @@ def run_method(method: str, x: np.ndarray, ind: np.ndarray, targets: np.ndarray,
     if method == "notears":
         r = _compiled("notears")(jnp.asarray(x, jnp.float32))
         return np.asarray(r.b, np.float64), np.abs(np.asarray(r.b_raw, np.float64))
-    if method in ("direct-lingam", "var-sort-regress", "r2-sort-regress"):
-        r = _compiled(method)(jnp.asarray(x, jnp.float64 if jax.config.jax_enable_x64
-                                          else jnp.float32))
+    if method in ("direct-lingam", "ica-lingam", "var-sort-regress", "r2-sort-regress"):
+        xj = jnp.asarray(x, jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+        if method == "ica-lingam":
+            rng = rng if rng is not None else np.random.default_rng(0)
+            r = _compiled(method)(jax.random.key(int(rng.integers(2**31))), xj)
+        else:
+            r = _compiled(method)(xj)
         a = np.asarray(r.adjacency, np.float64)
         # scores: pruned weights first, unpruned OLS weights break the ties below them
         u = np.abs(np.asarray(r.adjacency_unpruned, np.float64))

@@ -8,6 +8,7 @@ from scratch on the broad prior, :func:`.recipes.main_recipe`, checkpointed unde
 interventional fraction, plus the per-axis out-of-distribution cells of ``ood_axes``,
 :mod:`.experiments`; d above the model's ``max_vars`` scored
 over covering variable subsets), the semantic environments and the real Sachs data, the
+LLM audit of the expert networks (:mod:`.audit`; ``audit_model`` empty skips it), the
 prior ablation (``ablation_steps > 0``: one model trained on the broad prior and one on
 the narrow prior, same architecture, steps and seed, each checkpointed under
 ``out_dir/checkpoints/NAME``, the broad one being the main model when the recipes
@@ -77,6 +78,18 @@ def run(ctx: RunContext) -> PipelineResult:
     sachs = ctx.stage("causaltab-sachs", lambda: E.sachs_real(
         ctx.key("causaltab-sachs"), rows=cfg.sachs_rows, **common))
 
+    audit_rows, warnings = None, []
+    if cfg.audit_model:
+        from jaxkit.lm import LMError
+
+        from .audit import audit
+        try:
+            audit_rows = ctx.stage("causaltab-audit", lambda: audit(
+                cfg.audit_networks, model=cfg.audit_model, templates=cfg.audit_templates,
+                seed=ctx.seed))
+        except LMError as e:  # the model is not installed: the rows say "not tested"
+            warnings.append(f"LLM audit skipped: {e}")
+
     ablation = abl_info = None
     if cfg.ablation_steps > 0:
         models, abl_info = train_ablation(ctx, cfg, trained)
@@ -89,12 +102,11 @@ def run(ctx: RunContext) -> PipelineResult:
     if cfg.smoke_steps > 0:
         info["smoke_training"] = ctx.stage("causaltab-smoke-train",
                                            lambda: _smoke(ctx, cfg.smoke_steps))
-    tested = report.claims(synth, sem_rows, ablation, cfg=cfg)
+    tested = report.claims(synth, sem_rows, ablation, cfg=cfg, audit_rows=audit_rows)
     figures = report.figures(synth, ctx.out_dir)
     md = report.markdown(cfg, synth=synth, sem_rows=sem_rows, sachs=sachs, tested=tested,
                          training=info, quick=ctx.quick, ablation=ablation,
-                         ablation_training=abl_info)
-    warnings = []
+                         ablation_training=abl_info, audit_rows=audit_rows)
     if any(d > mcfg.max_vars for d in ds):
         warnings.append(f"d > max_vars={mcfg.max_vars}: CausalTab scored over covering "
                         f"subsets of {mcfg.max_vars} variables at d = "
@@ -102,7 +114,8 @@ def run(ctx: RunContext) -> PipelineResult:
     if cfg.n_datasets < 5:
         warnings.append(f"{cfg.n_datasets} datasets per cell: intervals are wide")
     metrics = dict(settings=cfg.to_dict(), model=info, synthetic=synth, semantic=sem_rows,
-                   sachs=sachs, ablation=ablation, ablation_training=abl_info,
+                   sachs=sachs, audit=audit_rows, ablation=ablation,
+                   ablation_training=abl_info,
                    total_seconds=ctx.elapsed())
     return PipelineResult("causaltab", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=tested)

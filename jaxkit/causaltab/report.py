@@ -170,10 +170,51 @@ def ablation_claim(rows: list[dict] | None, *, min_n: int = 5, margin: float = 0
                    what="ablation")
 
 
+def audit_claims(audit_rows: list[dict] | None, *, margin: float, min_n: int = 5
+                 ) -> list[Claim]:
+    """The setup rows of the LLM audit (:mod:`.audit`): its edge AUROC above 0.5 by
+    ``margin`` over networks x templates, and the shuffled-name control, which must not
+    be (a "yes" there means the measure, not the names, carries the agreement)."""
+    if audit_rows is None:
+        return [Claim(PAPER, "The local language model's audit of the semantic environments "
+                      "agrees with the expert graphs.", "n/a", "not tested",
+                      note="not run (`audit_model` is empty or the model is not installed)",
+                      kind="setup")]
+    real = np.asarray([r["auroc"] for r in audit_rows], float) - 0.5
+    sh = np.asarray([r["shuffled_auroc"] for r in audit_rows], float) - 0.5
+    what = f"{len(audit_rows)} network x template audits"
+    return [_all_of("The local language model's audit of the semantic environments agrees "
+                    "with the expert graphs (edge AUROC above 0.5).",
+                    [("AUROC - 0.5", real, margin)],
+                    f"a precondition of calling the benchmark LLM-audited; replicates: "
+                    f"networks x prompt templates; margin `audit_margin` = {margin:g}",
+                    min_n, kind="setup", what=what),
+            _all_of("Negative control: the same audit with the variables' names permuted "
+                    "agrees with the expert graphs (must be no or not shown).",
+                    [("AUROC - 0.5", sh, margin)],
+                    f"names deranged within each network, scored against the unpermuted "
+                    f"graph; margin `audit_margin` = {margin:g}", min_n, kind="setup",
+                    what=what)]
+
+
+def audit_table(audit_rows: list[dict]) -> str:
+    """One row per network x template of the LLM audit, then the means."""
+    keys = ("auroc", "orientation", "yes_rate", "edges_affirmed", "shuffled_auroc",
+            "shuffled_orientation")
+    body = [[r["network"], r["template"], r["n_vars"], r["n_edges"],
+             *[f"{r[k]:.3f}" for k in keys]] for r in audit_rows]
+    body.append(["mean", "", "", "", *[_mean([r[k] for r in audit_rows]) for k in keys]])
+    return markdown_table(["network", "template", "d", "expert edges", "AUROC",
+                           "orientation", "yes rate", "edges affirmed", "shuffled AUROC",
+                           "shuffled orientation"], body)
+
+
 def claims(synth: list[dict], sem_rows: list[dict], ablation: list[dict] | None = None, *,
-           cfg: Config | None = None, min_n: int = 5) -> list[Claim]:
-    """The paper rows of the module docstring, in its order, then the setup row and the
-    extension rows (:func:`extension_claims`); the margins from ``cfg`` (default:
+           cfg: Config | None = None, min_n: int = 5, audit_rows: list[dict] | None = None
+           ) -> list[Claim]:
+    """The paper rows of the module docstring, in its order, then the setup rows (the
+    model above chance, the LLM audit: :func:`audit_claims`) and the extension rows
+    (:func:`extension_claims`); the margins from ``cfg`` (default:
     :class:`~.config.Config`'s)."""
     cfg = Config() if cfg is None else cfg
     idr = [r for r in synth if r["which"] == "id"]
@@ -222,6 +263,7 @@ def claims(synth: list[dict], sem_rows: list[dict], ablation: list[dict] | None 
                          0.0)],
                        "A precondition of the comparisons (the shipped or trained weights "
                        "do something), not a paper claim.", min_n, kind="setup"))
+    out += audit_claims(audit_rows, margin=cfg.audit_margin, min_n=min_n)
     return out + extension_claims(synth, margin=cfg.beat_margin, min_n=min_n)
 
 
@@ -303,7 +345,8 @@ def figures(synth: list[dict], out_dir: Path) -> list[Path]:
 
 def markdown(cfg, *, synth, sem_rows, sachs, tested: list[Claim], training: dict,
              quick: bool, ablation: list[dict] | None = None,
-             ablation_training: dict | None = None) -> str:
+             ablation_training: dict | None = None,
+             audit_rows: list[dict] | None = None) -> str:
     """The report section."""
     parts = [f"Paper: {PAPER}. Quick run: {quick}. Edge probabilities are scored as "
              "``[i, j]`` = P(j -> i); CausalTab's binary graph is the greedy DAG projection "
@@ -333,6 +376,19 @@ def markdown(cfg, *, synth, sem_rows, sachs, tested: list[Claim], training: dict
         parts += [f"### {r['network']} ({r['kind']}, d={r['d']}, interventional fraction "
                   f"{r['int_frac']:g}{chunk}; variables: {', '.join(r['variables'])})", "",
                   method_table([r]), ""]
+    parts += ["## LLM audit of the semantic environments", ""]
+    if audit_rows:
+        parts += [f"The local model `{cfg.audit_model}` asked of every ordered pair of "
+                  "variables whether one directly causes the other (score: logit(Yes) - "
+                  "logit(No) at the first token of its reply), scored against the expert "
+                  "graph: AUROC of the directed expert edges against every other pair, "
+                  "orientation (expert edges scored above their reverse), the fraction of "
+                  "all pairs and of expert edges answered Yes; the shuffled columns are the "
+                  "negative control (names permuted within the network). How much the "
+                  "audit is worth is the AUROC: 0.5 is none.", "", audit_table(audit_rows),
+                  ""]
+    else:
+        parts += ["Not run (`audit_model` is empty, or the model is not installed).", ""]
     parts += ["## Real Sachs data (pooled, log, no intervention labels; 18-edge consensus)",
               "", f"{sachs['rows']} rows drawn at random. SID is undefined here: the "
               "consensus graph has a cycle.", "", method_table([sachs]), ""]

@@ -60,6 +60,18 @@ def _forward(module, tokens, capture, replace, stop_layer, logits):
                      logits=logits)
 
 
+@functools.partial(jax.jit, static_argnames=("among",))
+def _next_logits(module, tokens, last, among):
+    """Logits after position ``last[b]`` of each right-padded row, at vocabulary ids
+    ``among`` (``None``: all): the blocks run once, the unembedding on one position."""
+    L = module.config.n_layers
+    _, acts = M.forward(module, tokens, capture={"resid": (L - 1,)}, stop_layer=L,
+                        logits=False)
+    h = jnp.take_along_axis(acts[f"resid.{L - 1}"], last[:, None, None], axis=1)[:, 0]
+    out = M.unembed(module, h)
+    return out if among is None else out[:, jnp.asarray(among)]
+
+
 @functools.partial(jax.jit, static_argnames=("cache_len", "max_new"))
 def _start(module, key, tokens, pad, limit, temperature, top_p, eos, cache_len, max_new):
     return gen.start(module, key, tokens, pad, limit, temperature, top_p, eos,
@@ -158,6 +170,54 @@ class LanguageModel:
           float32 ``(batch, seq, vocab)``.
         """
         out, _ = _forward(self.module, self._tokens(tokens), None, None, None, True)
+        return out
+
+    def next_logits(self, prompts: Sequence[str] | Sequence[Sequence[int]], *,
+                    among: Sequence[int] | None = None, batch: int = 16) -> np.ndarray:
+        """Next-token logits after each prompt (rows of any lengths), as a scorer reads
+        them: for instance ``logit("Yes") - logit("No")`` after a chat prompt.
+
+        Rows are right-padded to a multiple of 16 positions and run ``batch`` at a time
+        (the last group padded with copies), so a list of prompts compiles once per
+        length bucket; each row's logits are those of its own last token, which padding
+        after it cannot change (attention is causal).
+
+        Args:
+          prompts: strings (encoded with the tokenizer) or token-id lists, none empty.
+          among: vocabulary ids to keep (default all ``vocab_size``).
+          batch: rows per forward pass.
+
+        Returns:
+          float32 ``(len(prompts), len(among) or vocab_size)``.
+        """
+        ids = [self.tokenizer.encode(p) if isinstance(p, str) else [int(x) for x in p]
+               for p in prompts]
+        if not ids:
+            raise ValueError("prompts is empty")
+        for i, t in enumerate(ids):
+            if not t:
+                raise ValueError(f"prompts[{i}] is empty")
+            self._tokens(np.asarray([t]), f"prompts[{i}]")
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1, got {batch}")
+        sel = None if among is None else tuple(int(a) for a in among)
+        V = self.config.vocab_size
+        if sel is not None and (not sel or min(sel) < 0 or max(sel) >= V):
+            raise ValueError(f"among must hold ids in [0, {V}), got {list(sel)[:8]}")
+        order = np.argsort([len(t) for t in ids], kind="stable")  # similar lengths together
+        out = np.zeros((len(ids), V if sel is None else len(sel)), np.float32)
+        for s in range(0, len(ids), batch):
+            rows = list(order[s:s + batch])
+            rows += [rows[-1]] * (batch - len(rows))
+            S = _round_up(max(len(ids[r]) for r in rows), PROMPT_BUCKET)
+            tok = np.zeros((batch, S), np.int32)
+            for b, r in enumerate(rows):
+                tok[b, :len(ids[r])] = ids[r]
+            last = np.asarray([len(ids[r]) - 1 for r in rows], np.int32)
+            got = np.asarray(_next_logits(self.module, self._place(jnp.asarray(tok)),
+                                          self._place(jnp.asarray(last)), sel))
+            n_real = min(batch, len(ids) - s)
+            out[order[s:s + n_real]] = got[:n_real]
         return out
 
     def activations(self, tokens: Any, layers: Sequence[int] | int,

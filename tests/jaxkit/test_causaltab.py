@@ -151,8 +151,9 @@ def test_baselines_recover_a_known_chain():
     x[:, 2] = -1.2 * x[:, 1] + e[:, 2]
     true = np.zeros((3, 3))
     true[1, 0] = true[2, 1] = 1
-    for m in ("direct-lingam", "var-sort-regress"):
-        est, scores = ev.run_method(m, x, np.zeros_like(x), np.zeros(x.shape, bool))
+    for m in ("direct-lingam", "ica-lingam", "var-sort-regress"):
+        est, scores = ev.run_method(m, x, np.zeros_like(x), np.zeros(x.shape, bool),
+                                    rng=np.random.default_rng(2))
         assert np.array_equal(est != 0, true != 0), m
     est, _ = ev.run_method("random", x, None, None, rng=np.random.default_rng(1))
     assert np.all(np.diag(est) == 0)
@@ -179,13 +180,14 @@ def test_claims_say_yes_no_and_not_tested():
     abl = [_abl("id", 0.0, bad, good), _abl("ood", 0.0, good, bad),
            _abl("ood", 0.5, good, bad)]
     c = report.claims(synth, [_row("id", 0.0, good[:2], bad[:2])], abl)
-    assert [x.kind for x in c] == ["paper"] * 6 + ["setup"] + ["extension"] * 2
+    assert [x.kind for x in c] == ["paper"] * 6 + ["setup"] * 2 + ["extension"] * 2
     # other CDFMs; broad prior; in distribution; out of distribution; semantic (2
-    # datasets); interventional evidence; better than chance; then the extension rows
-    # observational and mixed interventional (in distribution)
+    # datasets); interventional evidence; better than chance; the LLM audit (not run);
+    # then the extension rows observational and mixed interventional (in distribution)
     assert [x.verdict for x in c] == ["not tested", "yes", "yes", "no",
-                                      "not tested at this size", "yes", "yes", "yes", "yes"]
-    assert "observational" in c[7].claim and "mixed interventional" in c[8].claim
+                                      "not tested at this size", "yes", "yes", "not tested",
+                                      "yes", "yes"]
+    assert "observational" in c[8].claim and "mixed interventional" in c[9].claim
     assert "vs notears" in c[2].measured and "none is picked" in c[2].note
     assert "in distribution: mean -0.2" in c[1].note  # reported, not tested
     noise = 0.05 * rng.normal(size=8)  # broad minus narrow centred near 0: not shown

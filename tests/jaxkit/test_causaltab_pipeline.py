@@ -39,7 +39,8 @@ def test_tiny_run_reports_every_claim_and_resumes(tmp_path):
                                                        "random"))
     ctx = RunContext(out_dir=tmp_path, config=tiny, quick=True)
     res = P.run(ctx)
-    assert [c.kind for c in res.claims] == ["paper"] * 6 + ["setup"]
+    assert [c.kind for c in res.claims] == ["paper"] * 6 + ["setup"] * 3  # chance, LLM audit
+    assert res.metrics["audit"][0]["network"] == "asia"
     assert res.claims[1].verdict == "not tested at this size"  # no ablation in QUICK
     assert "## Semantic environments" in res.markdown and len(res.figures) == 3
     json.dumps(res.metrics, default=float)

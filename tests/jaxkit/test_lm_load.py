@@ -129,6 +129,22 @@ def test_generate_api_on_the_tiny_model(tiny_path):
                                                                         abs=1e-5)
 
 
+def test_next_logits_equal_the_full_forward_at_each_rows_last_token(tiny_path):
+    model = lm.load(tiny_path)
+    prompts = ["the cat sat", "a", "the dog and the cat ran far away", "b c"]
+    ids = [model.tokenizer.encode(p) for p in prompts]
+    full = np.stack([np.asarray(model.logits([t]))[0, -1] for t in ids])
+    # batch 3: rows sorted by length, the last group padded with copies
+    got = model.next_logits(prompts, batch=3)
+    np.testing.assert_allclose(got, full, atol=1e-5, rtol=1e-5)
+    sub = model.next_logits(ids, among=[5, 7], batch=16)
+    np.testing.assert_allclose(sub, full[:, [5, 7]], atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"prompts\[1\] is empty"):
+        model.next_logits(["a", ""])
+    with pytest.raises(ValueError, match="among must hold ids"):
+        model.next_logits(["a"], among=[10**6])
+
+
 @pytest.mark.parametrize("bad, match", [
     (dict(max_new_tokens=0), "max_new_tokens must be >= 1"),
     (dict(temperature=-1.0), "temperature"),

@@ -3,7 +3,8 @@
 :func:`run_domain` draws ``seeds x questions`` questions of a domain
 (:func:`jaxkit.contrastive.simulate.questions`); :func:`compare` runs all methods on
 them (:func:`jaxkit.contrastive.methods.run_methods`; also on questions built by hand,
-e.g. the negative control of the tests) and returns plain NumPy summaries:
+e.g. the negative control of the tests) and returns a
+:class:`~jaxkit.contrastive.results.DomainResult` of NumPy summaries:
 
 * ``rates[method]`` (also ``random``, :func:`jaxkit.contrastive.methods.random_design`,
   when ``compare`` has an ``order_key``): per-seed fractions of questions ``correct``
@@ -24,7 +25,7 @@ Methods: ``contrastive``, the pointwise agents (:data:`~jaxkit.contrastive.metho
 POINTWISE`, stopping at acceptance), the same agents without early stopping
 (:data:`~jaxkit.contrastive.methods.FULL_SPEND`) and ``random``.
 
-Misspecified arms (``arms[name]``, each a :func:`compare` dict on the same questions and
+Misspecified arms (``arms[name]``, each a :func:`compare` result on the same questions and
 outcomes; only the tables the agents read change, :func:`misspecified`):
 
 * ``missing``: the true explanation is removed from every question's set (K - 1 = 3
@@ -46,6 +47,7 @@ import numpy as np
 from .config import ARMS, Config
 from .domains import DOMAINS
 from .methods import FULL_SPEND, POINTWISE, run_methods
+from .results import Candidates, DomainResult, Rates, Trajectory
 from .simulate import Questions, questions
 
 __all__ = ["ARMS", "max_steps", "run_domain", "compare", "misspecified"]
@@ -97,20 +99,19 @@ def misspecified(key, q: Questions, arm: str, noise: float) -> Questions:
     raise ValueError(f"`arm` must be one of {', '.join(ARMS)}; got {arm!r}")
 
 
-def run_domain(key, name: str, cfg: Config) -> dict:
+def run_domain(key, name: str, cfg: Config) -> DomainResult:
     """All methods on ``cfg.seeds x cfg.questions`` questions of domain ``name``, well
-    specified and in each arm of ``cfg.arms`` (``out["arms"][arm]``; module docstring)."""
+    specified and in each arm of ``cfg.arms`` (``out.arms[arm]``; module docstring)."""
     q = questions(key, DOMAINS[name], cfg.seeds * cfg.questions, n_samples=cfg.n_samples,
                   n_nuisance=cfg.n_nuisance if "nuisance" in cfg.arms else 0)
     order_key = jax.random.fold_in(key, 2**20)
     out = compare(q, name, cfg, order_key=order_key)
-    out["arms"] = {arm: compare(misspecified(jax.random.fold_in(key, 2**21), q, arm,
-                                             cfg.table_noise), name, cfg, order_key=order_key)
-                   for arm in cfg.arms}
-    return out
+    return out.with_arms({arm: compare(misspecified(jax.random.fold_in(key, 2**21), q, arm,
+                                                    cfg.table_noise), name, cfg,
+                                       order_key=order_key) for arm in cfg.arms})
 
 
-def compare(q: Questions, name: str, cfg: Config, *, order_key=None) -> dict:
+def compare(q: Questions, name: str, cfg: Config, *, order_key=None) -> DomainResult:
     """All methods on the ``cfg.seeds x cfg.questions`` questions ``q`` (seed-major) of the
     domain ``name`` (see the module docstring); ``order_key`` adds the random design."""
     S, Q = cfg.seeds, cfg.questions
@@ -136,19 +137,20 @@ def compare(q: Questions, name: str, cfg: Config, *, order_key=None) -> dict:
             alt = rej & (ca >= 0) & (ca != o["focal"])
             alt_ok = alt & (ca == truth[:, None])
             if m in FULL_SPEND:
-                rates[m] = r
+                rates[m] = Rates(**r)
                 continue
-            cands[m] = {k: rs(v).reshape(S, -1).sum(1).astype(float) for k, v in
-                        dict(high=hi, high_rejections=rej, alt_resolved=alt,
-                             alt_correct=alt_ok).items()}
-        rates[m] = r
+            cands[m] = Candidates(**{k: rs(v).reshape(S, -1).sum(1).astype(float) for k, v in
+                                     dict(high=hi, high_rejections=rej, alt_resolved=alt,
+                                          alt_correct=alt_ok).items()})
+        rates[m] = Rates(**r)
         if known:
             p = rs(_truth_prob(o["traj"], truth))  # (S, Q, T + 1)
-            traj[m] = dict(mean=p.mean((0, 1)), per_seed=p.mean(1))
+            traj[m] = Trajectory(mean=p.mean((0, 1)), per_seed=p.mean(1))
     if "random" in out:
         o = out["random"]
-        rates["random"] = {**_rates(rs(o["answer"]), tr), "spent": rs(o["spent"]).mean(1),
-                           "steps": rs(o["steps"]).mean(1)}
-    return dict(domain=name, rates=rates, candidates=cands, trajectory=traj,
-                n_questions=Q, n_seeds=S,
-                truth_counts=np.bincount(truth[truth >= 0], minlength=q.log_lik.shape[2]))
+        rates["random"] = Rates(**_rates(rs(o["answer"]), tr), spent=rs(o["spent"]).mean(1),
+                                steps=rs(o["steps"]).mean(1))
+    return DomainResult(domain=name, rates=rates, candidates=cands, trajectory=traj,
+                        n_questions=Q, n_seeds=S,
+                        truth_counts=np.bincount(truth[truth >= 0],
+                                                 minlength=q.log_lik.shape[2]))

@@ -54,8 +54,9 @@ def run(ctx: RunContext) -> PipelineResult:
         f"{cfg.seeds} seeds: the t intervals have {cfg.seeds - 1} degrees of freedom, so small "
         "differences cannot be decided at this size"]
     metrics = dict(settings=cfg.to_dict(), max_steps=max_steps(cfg), **summary,
-                   per_domain={r["domain"]: {m: {k: v.tolist() for k, v in s.items()}
-                                             for m, s in r["rates"].items()} for r in results},
+                   per_domain={r.domain: {m: {k: v.tolist() for k, v in s.items()}
+                                          for m, s in r.rates_dict().items()}
+                               for r in results},
                    total_seconds=ctx.elapsed())
     if cfg.real_lm:
         metrics["real"] = {k: v for k, v in rr.items() if k != "questions"}

@@ -1,6 +1,7 @@
 """Contrastive-discovery report: tables, figures and the paper's claims.
 
-Results come in as :func:`jaxkit.contrastive.experiment.run_domain` dicts, one per
+Results come in as :func:`jaxkit.contrastive.experiment.run_domain` results
+(:class:`~jaxkit.contrastive.results.DomainResult`), one per
 domain. A question counts as *resolved* for a method when its own rule resolves it to
 the true explanation (resolutions to a wrong explanation are reported apart). The unit
 of replication is the seed (a fresh draw of every domain's questions). Claims, quoting
@@ -53,6 +54,7 @@ from jaxkit.stats import all_of, holm_superiority, superiority, t_interval
 
 from .config import Config
 from .methods import FULL_SPEND, POINTWISE
+from .results import DomainResult
 
 __all__ = ["PAPER", "LABELS", "ARM_LABELS", "C_RESOLVED", "C_CAP", "C_REJECTIONS",
            "C_ALTERNATIVES", "fmt", "overall", "claims", "markdown", "plot_trajectories",
@@ -78,15 +80,15 @@ def fmt(x) -> str:
     return f"{m:.2f}" if not math.isfinite(h) else f"{m:.2f} ± {h:.2f}"
 
 
-def overall(results: list[dict], method: str, key: str = "correct") -> np.ndarray:
+def overall(results: list[DomainResult], method: str, key: str = "correct") -> np.ndarray:
     """Per-seed ``key`` rate of ``method`` over all domains (equal weight per domain)."""
-    return np.mean([r["rates"][method][key] for r in results], axis=0)
+    return np.mean([getattr(r.rates[method], key) for r in results], axis=0)
 
 
-def _shares(results: list[dict], num: str, den: str) -> np.ndarray:
+def _shares(results: list[DomainResult], num: str, den: str) -> np.ndarray:
     """Per-seed ``sum num / sum den`` over domains and pointwise agents (nan if 0)."""
-    n = sum(r["candidates"][m][num] for r in results for m in POINTWISE)
-    d = sum(r["candidates"][m][den] for r in results for m in POINTWISE)
+    n = sum(getattr(r.candidates[m], num) for r in results for m in POINTWISE)
+    d = sum(getattr(r.candidates[m], den) for r in results for m in POINTWISE)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(d > 0, n / np.maximum(d, 1), np.nan)
 
@@ -104,13 +106,13 @@ C_ALTERNATIVES = ("... yet many [high-surprisal pointwise rejections] become res
                   "alternatives when evaluated contrastively")
 
 
-def _spending(results: list[dict], methods=METHODS) -> str:
+def _spending(results: list[DomainResult], methods=METHODS) -> str:
     return ", ".join(f"{LABELS[m].replace('pointwise ', '')} "
-                     f"{np.mean([r['rates'][m]['spent'] for r in results]):.2f}"
-                     for m in methods if m in results[0]["rates"])
+                     f"{np.mean([r.rates[m].spent for r in results]):.2f}"
+                     for m in methods if m in results[0].rates)
 
 
-def _resolved_row(cfg: Config, results: list[dict], baselines, claim: str, how: str,
+def _resolved_row(cfg: Config, results: list[DomainResult], baselines, claim: str, how: str,
                   kind: str) -> Claim:
     """Contrastive minus each of ``baselines`` in the fraction resolved correctly per seed,
     Holm over them against ``resolved_margin``; yes if every one is beaten."""
@@ -134,7 +136,7 @@ def _resolved_row(cfg: Config, results: list[dict], baselines, claim: str, how: 
         f"the {len(baselines)} at family-wise 2.5% one-sided; yes if every baseline is "
         f"beaten by more than the margin, no if one is shown below it; n={v.n} seeds; "
         f"interval: the closest baseline's 95% t CI",
-        f"{len(results)} domain(s) ({', '.join(r['domain'] for r in results)}), "
+        f"{len(results)} domain(s) ({', '.join(r.domain for r in results)}), "
         f"{cfg.questions} questions per domain and seed; differences: {per}; budget "
         f"{cfg.budget:g}, mean spent per question: "
         f"{_spending(results, ('contrastive', *baselines))}; resolved to a wrong "
@@ -143,14 +145,14 @@ def _resolved_row(cfg: Config, results: list[dict], baselines, claim: str, how: 
         kind=kind)
 
 
-def _arm_claims(cfg: Config, results: list[dict]) -> list[Claim]:
+def _arm_claims(cfg: Config, results: list[DomainResult]) -> list[Claim]:
     """The misspecified arms' rows (module docstring), kind extension."""
     out = []
     for arm in cfg.arms:
-        if not all(arm in r.get("arms", {}) for r in results):
+        if not all(arm in r.arms for r in results):
             continue
-        res = [r["arms"][arm] for r in results]
-        base = [*FULL_SPEND, *(["random"] if all("random" in r["rates"] for r in res) else [])]
+        res = [r.arms[arm] for r in results]
+        base = [*FULL_SPEND, *(["random"] if all("random" in r.rates for r in res) else [])]
         if arm != "missing":
             out.append(_resolved_row(
                 cfg, res, base, f"With {ARM_LABELS[arm]}, contrastive discovery still "
@@ -178,7 +180,7 @@ def _arm_claims(cfg: Config, results: list[dict]) -> list[Claim]:
     return out
 
 
-def claims(cfg: Config, results: list[dict]) -> list[Claim]:
+def claims(cfg: Config, results: list[DomainResult]) -> list[Claim]:
     """The claims of the module docstring: three paper rows, then the extensions (same
     budget cap, per domain, random design, the misspecified arms)."""
     out = [_resolved_row(cfg, results, FULL_SPEND, C_RESOLVED,
@@ -199,12 +201,12 @@ def claims(cfg: Config, results: list[dict]) -> list[Claim]:
         cfg, results, POINTWISE, C_CAP, "the paper-style pointwise agents that stop when "
         "they accept a hypothesis, so they spend less of the same budget cap", "extension"))
     c = overall(results, "contrastive")
-    fam = [(r["domain"], m, r["rates"]["contrastive"]["correct"] - r["rates"][m]["correct"])
+    fam = [(r.domain, m, r.rates["contrastive"].correct - r.rates[m].correct)
            for r in results for m in FULL_SPEND]
     vs = holm_superiority([d for *_, d in fam], margin=cfg.resolved_margin)
     verdict = all_of(v.verdict for v in vs)
     above = [v.verdict == "yes" for v in vs]
-    ok = {r["domain"]: all(above[i] for i, f in enumerate(fam) if f[0] == r["domain"])
+    ok = {r.domain: all(above[i] for i, f in enumerate(fam) if f[0] == r.domain)
           for r in results}
     out.append(Claim(
         PAPER, "In every domain separately, contrastive discovery resolves substantially "
@@ -216,9 +218,9 @@ def claims(cfg: Config, results: list[dict]) -> list[Claim]:
         f"n={cfg.seeds} seeds",
         "domains where every baseline is beaten: "
         + (", ".join(d for d, v in ok.items() if v) or "none"), kind="extension"))
-    if all("random" in r["rates"] for r in results):
+    if all("random" in r.rates for r in results):
         v = superiority(c - overall(results, "random"), margin=cfg.resolved_margin)
-        spent = {m: np.mean([r["rates"][m]["spent"] for r in results])
+        spent = {m: np.mean([r.rates[m].spent for r in results])
                  for m in ("contrastive", "random")}
         out.append(Claim.from_verdict(
             PAPER, "Contrastive (EIG per cost) selection resolves substantially more "
@@ -240,19 +242,19 @@ def _share_claim(x: np.ndarray, margin: float, text: str, note: str) -> Claim:
     return Claim.from_verdict(PAPER, text, superiority(x, margin=margin), fmt="{:.3f}", note=note)
 
 
-def markdown(cfg: Config, results: list[dict]) -> tuple[str, dict]:
+def markdown(cfg: Config, results: list[DomainResult]) -> tuple[str, dict]:
     """The report section and a JSON-able summary."""
     header = ["domain", "method", "resolved (correct)", "resolved wrong", "experiments",
               "spent", "its data, contrastively: correct"]
     rows, summary = [], {}
     shown = [*METHODS, *FULL_SPEND,
-             *(["random"] if all("random" in r["rates"] for r in results) else [])]
+             *(["random"] if all("random" in r.rates for r in results) else [])]
     for r in results:
         for m in shown:
-            s = r["rates"][m]
-            rows.append([r["domain"], LABELS[m], fmt(s["correct"]), fmt(s["wrong"]),
-                         f"{s['steps'].mean():.1f}", f"{s['spent'].mean():.2f}",
-                         fmt(s.get("contrastive_correct", s["correct"]))])
+            s = r.rates[m]
+            cc = s.correct if s.contrastive_correct is None else s.contrastive_correct
+            rows.append([r.domain, LABELS[m], fmt(s.correct), fmt(s.wrong),
+                         f"{s.steps.mean():.1f}", f"{s.spent.mean():.2f}", fmt(cc)])
     for m in shown:
         summary[m] = dict(correct=overall(results, m).tolist(),
                           wrong=overall(results, m, "wrong").tolist())
@@ -262,19 +264,19 @@ def markdown(cfg: Config, results: list[dict]) -> tuple[str, dict]:
                          if m in (*POINTWISE, *FULL_SPEND) else overall(results, m))])
     arm_rows = []
     for arm in cfg.arms:
-        if not all(arm in r.get("arms", {}) for r in results):
+        if not all(arm in r.arms for r in results):
             continue
-        res = [r["arms"][arm] for r in results]
+        res = [r.arms[arm] for r in results]
         summary[f"arm_{arm}"] = {}
         for m in shown:
             summary[f"arm_{arm}"][m] = dict(correct=overall(res, m).tolist(),
                                             wrong=overall(res, m, "wrong").tolist())
             arm_rows.append([ARM_LABELS[arm], LABELS[m], fmt(overall(res, m)),
                              fmt(overall(res, m, "wrong")),
-                             f"{np.mean([r['rates'][m]['spent'] for r in res]):.2f}"])
+                             f"{np.mean([r.rates[m].spent for r in res]):.2f}"])
     cand_rows = []
     for m in POINTWISE:
-        tot = {k: sum(r["candidates"][m][k] for r in results) for k in
+        tot = {k: sum(getattr(r.candidates[m], k) for r in results) for k in
                ("high", "high_rejections", "alt_resolved", "alt_correct")}
         h, rj = tot["high"].sum(), tot["high_rejections"].sum()
         cand_rows.append([LABELS[m], int(h), f"{rj / h:.2f}" if h else "n/a",
@@ -309,7 +311,7 @@ def markdown(cfg: Config, results: list[dict]) -> tuple[str, dict]:
     return md, summary
 
 
-def plot_trajectories(results: list[dict], out: Path) -> Path:
+def plot_trajectories(results: list[DomainResult], out: Path) -> Path:
     """Mean posterior probability of the true explanation against the experiment index,
     one panel per domain (pointwise agents: their data evaluated contrastively)."""
     n = len(results)
@@ -317,13 +319,13 @@ def plot_trajectories(results: list[dict], out: Path) -> Path:
     fig, axes = new_figure(cols, math.ceil(n / cols), size=(4.0, 3.0))
     for ax, r in zip(axes.ravel(), results, strict=False):
         for m in METHODS:
-            t = r["trajectory"][m]
-            ps = t["per_seed"]
+            t = r.trajectory[m]
+            ps = t.per_seed
             lo, hi = np.percentile(ps, [10, 90], axis=0)
             x = np.arange(ps.shape[1])
-            (line,) = ax.plot(x, t["mean"], label=LABELS[m])
+            (line,) = ax.plot(x, t.mean, label=LABELS[m])
             ax.fill_between(x, lo, hi, alpha=0.15, color=line.get_color(), linewidth=0)
-        label_axes(ax, "experiments run", "P(true explanation)", title=r["domain"],
+        label_axes(ax, "experiments run", "P(true explanation)", title=r.domain,
                    bounds=(0, 1))
     for ax in axes.ravel()[n:]:
         ax.axis("off")
@@ -333,15 +335,15 @@ def plot_trajectories(results: list[dict], out: Path) -> Path:
     return save_figure(fig, Path(out) / "contrastive_trajectories.png")
 
 
-def plot_resolved(results: list[dict], out: Path) -> Path:
+def plot_resolved(results: list[DomainResult], out: Path) -> Path:
     """Fraction resolved correctly per domain and method, with 95% t intervals."""
     fig, axes = new_figure(1, 1, size=(7.0, 3.5))
     ax = axes[0, 0]
     series = {}
     for m in METHODS:
-        st = np.array([t_interval(r["rates"][m]["correct"]) for r in results], float)
+        st = np.array([t_interval(r.rates[m].correct) for r in results], float)
         series[LABELS[m]] = (st[:, 0], st[:, 0] - st[:, 1], st[:, 0] + st[:, 1])
-    bars(ax, [r["domain"] for r in results], series, bounds=(0, 1))  # a rate: 0..1
+    bars(ax, [r.domain for r in results], series, bounds=(0, 1))  # a rate: 0..1
     label_axes(ax, "domain", "fraction resolved correctly (95% t interval)", bounds=(0, 1))
     legend_outside(ax)
     return save_figure(fig, Path(out) / "contrastive_resolved.png")

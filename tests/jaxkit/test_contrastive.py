@@ -19,6 +19,7 @@ from jaxkit.contrastive import pipeline as P
 from jaxkit.contrastive import report as R
 from jaxkit.contrastive import simulate as S
 from jaxkit.contrastive.config import FULL, QUICK, Config
+from jaxkit.contrastive.results import Candidates, DomainResult, Rates
 from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
 
@@ -220,16 +221,19 @@ def test_nuisance_tables_marginalise_the_prior_and_leave_the_rest(gene_questions
     assert np.abs(q.log_lik_nuisance - q.log_lik).max() > 1e-3
 
 
-def _fake(rates: dict, high=4.0, rej=4.0, alt=2.0):
-    cands = {m: dict(high=np.full(3, high), high_rejections=np.full(3, rej),
-                     alt_resolved=np.full(3, alt), alt_correct=np.full(3, alt))
+def _fake(rates: dict, high=4.0, rej=4.0, alt=2.0, arms=None, wrong=None):
+    cands = {m: Candidates(high=np.full(3, high), high_rejections=np.full(3, rej),
+                           alt_resolved=np.full(3, alt), alt_correct=np.full(3, alt))
              for m in M.POINTWISE}
     rates = {**rates, **{f: rates[r] for r, f in zip(M.POINTWISE, M.FULL_SPEND, strict=True)
                          if f not in rates}}
-    full = {m: dict(correct=np.asarray(v), wrong=np.zeros(3), unresolved=1 - np.asarray(v),
-                    spent=np.ones(3), steps=np.ones(3), contrastive_correct=np.asarray(v))
+    full = {m: Rates(correct=np.asarray(v), wrong=np.asarray((wrong or {}).get(m, np.zeros(3))),
+                     unresolved=1 - np.asarray(v), spent=np.ones(3), steps=np.ones(3),
+                     contrastive_correct=np.asarray(v))
             for m, v in rates.items()}
-    return dict(domain="toy", rates=full, candidates=cands)
+    return DomainResult(domain="toy", rates=full, candidates=cands, trajectory={},
+                        n_questions=1, n_seeds=3, truth_counts=np.zeros(4),
+                        arms=arms or {})
 
 
 def test_paper_row_uses_the_full_spend_baselines_and_the_cap_row_the_stopping_ones():
@@ -253,10 +257,10 @@ def test_arm_claims_can_say_no():
     cfg = Config(seeds=3, arms=("missing", "noisy"))
     good = _fake({"contrastive": [0.8, 0.82, 0.79], **{m: [0.3, 0.31, 0.3]
                                                        for m in M.POINTWISE}})
-    bad = _fake({m: [0.0] * 3 for m in ("contrastive", *M.POINTWISE)})
-    bad["rates"]["contrastive"]["wrong"] = np.array([0.9, 0.92, 0.91])
-    good["arms"] = {"missing": bad, "noisy": _fake({m: [0.3, 0.31, 0.3] for m in
-                                                    ("contrastive", *M.POINTWISE)})}
+    bad = _fake({m: [0.0] * 3 for m in ("contrastive", *M.POINTWISE)},
+                wrong={"contrastive": [0.9, 0.92, 0.91]})
+    good = good.with_arms({"missing": bad, "noisy": _fake({m: [0.3, 0.31, 0.3] for m in
+                                                           ("contrastive", *M.POINTWISE)})})
     cl = R.claims(cfg, [good])
     arm = [c for c in cl if "missing" in c.claim or "noisy" in c.claim]
     assert [c.kind for c in arm] == ["extension"] * 2
@@ -324,8 +328,8 @@ def test_negative_control_no_paper_claim_says_yes():
         assert len(paper) == 3
         must_fail = [R.C_RESOLVED, R.C_ALTERNATIVES] + ([] if wrong else [R.C_REJECTIONS])
         assert [c for c in must_fail if paper[c] == "yes"] == [], cl
-        assert res["rates"]["contrastive"]["correct"].max() == 0  # never resolves
-        assert res["rates"]["shannon-full"]["spent"].min() == cfg.budget  # all of it
+        assert res.rates["contrastive"].correct.max() == 0  # never resolves
+        assert res.rates["shannon-full"].spent.min() == cfg.budget  # all of it
 
 
 @pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI

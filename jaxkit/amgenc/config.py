@@ -36,6 +36,11 @@ class Config(PipelineConfig):
         n_atoms: (lo, hi) inclusive range of the atom-count target of a cell.
         relax_steps: melt-quench steps of the data recipe.
         min_steps: FIRE steps after the quench.
+        condition_cn: condition the generator on the target's network-former O
+            coordination too (z-scored like the density; :mod:`jaxkit.amgenc.data`), so
+            the design-accuracy rows ask for a density, a composition and a coordination
+            (inverse design on properties); False conditions on density and composition
+            only, as the records made before it.
         hidden: width of the denoiser.
         layers: message-passing layers.
         k_nbr: nearest neighbours per atom in the graph.
@@ -104,6 +109,7 @@ class Config(PipelineConfig):
     n_atoms: tuple[int, int] = (100, 256)
     relax_steps: int = 3000
     min_steps: int = 300
+    condition_cn: bool = True
     hidden: int = 64
     layers: int = 3
     k_nbr: int = 12

@@ -1,10 +1,13 @@
 """The AMGenC data: training and held-out glass cells, their condition vectors and their
 padded arrays.
 
-The condition of a cell is ``(density z-score, element fractions)``: the density
-normalised by the training cells' mean and standard deviation, the fractions of each
-element among the atoms as they are. Cells are padded to one size (a bucket of
-:func:`jaxkit.amgenc.potential.padded_size`) with an atom mask.
+The condition of a cell is ``(density z-score, element fractions)``, and with
+``Config.condition_cn`` also the z-score of its network formers' mean O coordination
+(:func:`jaxkit.amgenc.design.former_cn`; 0, the training mean, for a cell without
+formers): the density and the coordination normalised by the training cells' mean and
+standard deviation, the fractions of each element among the atoms as they are. Cells are
+padded to one size (a bucket of :func:`jaxkit.amgenc.potential.padded_size`) with an atom
+mask.
 """
 
 from __future__ import annotations
@@ -39,12 +42,17 @@ class Data:
 @dataclass(frozen=True, eq=False)
 class Norm:
     """Normalisation of the condition vector: density mean and std of the training cells,
-    and the training range (``lo``, ``hi``) of every raw target (density, fractions)."""
+    and the training range (``lo``, ``hi``) of every raw target (density, fractions, and
+    the former coordination when ``with_cn``, whose mean and std are ``cn_mean`` and
+    ``cn_std``)."""
 
     mean: float
     std: float
     lo: np.ndarray
     hi: np.ndarray
+    with_cn: bool = False
+    cn_mean: float = 0.0
+    cn_std: float = 1.0
 
     def outside(self, raw: np.ndarray) -> np.ndarray:
         """(n, d) bool: raw targets outside the training range."""
@@ -128,22 +136,38 @@ def element_fractions(species: np.ndarray, k: int) -> np.ndarray:
     return np.bincount(s, minlength=k) / max(s.size, 1)
 
 
-def raw_targets(cells, k: int) -> np.ndarray:
-    """(n, 1 + k): density (g/cm^3) and element fractions of each cell."""
-    return np.array([[c.density, *element_fractions(c.elements, k)] for c in cells])
+def raw_targets(cells, k: int, *, cn: bool = False) -> np.ndarray:
+    """(n, 1 + k): density (g/cm^3) and element fractions of each cell; with ``cn`` a last
+    column, the mean O coordination of its network formers (NaN without formers)."""
+    from .design import former_cn
+
+    return np.array([[c.density, *element_fractions(c.elements, k),
+                      *([former_cn(c.positions, c.box, c.elements)] if cn else [])]
+                     for c in cells], np.float64).reshape(len(cells), 1 + k + int(cn))
 
 
-def conditioning(train_cells, k: int) -> Norm:
-    """The :class:`Norm` of the training cells (density std floored at 1e-3)."""
-    raw = raw_targets(train_cells, k)
+def conditioning(train_cells, k: int, *, cn: bool = False) -> Norm:
+    """The :class:`Norm` of the training cells (density and coordination stds floored at
+    1e-3); ``cn`` adds the former coordination to the condition."""
+    raw = raw_targets(train_cells, k, cn=cn)
+    extra = {}
+    if cn:
+        c = raw[:, -1]
+        if not np.isfinite(c).any():
+            raise ValueError("condition_cn: no training cell has network-former cations "
+                             "(Si, B, Al, P), so there is no coordination to condition on")
+        extra = dict(with_cn=True, cn_mean=float(np.nanmean(c)),
+                     cn_std=float(max(np.nanstd(c), 1e-3)))
     return Norm(mean=float(raw[:, 0].mean()), std=float(max(raw[:, 0].std(), 1e-3)),
-                lo=raw.min(0), hi=raw.max(0))
+                lo=np.nanmin(raw, 0), hi=np.nanmax(raw, 0), **extra)
 
 
 def condition(cells, norm: Norm, k: int) -> np.ndarray:
-    """(n, 1 + k) float32 condition vectors."""
-    raw = raw_targets(cells, k)
+    """(n, 1 + k) float32 condition vectors ((n, 2 + k) when ``norm.with_cn``)."""
+    raw = raw_targets(cells, k, cn=norm.with_cn)
     raw[:, 0] = (raw[:, 0] - norm.mean) / norm.std
+    if norm.with_cn:
+        raw[:, -1] = np.nan_to_num((raw[:, -1] - norm.cn_mean) / norm.cn_std, nan=0.0)
     return raw.astype(np.float32)
 
 

@@ -207,7 +207,7 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
     rand = [(rng.uniform(0, c.box, (c.n_atoms, 3)), c.box) for c in data.test]
     _, g_rand, g_rand_each = _mean_rdf(rand, r_max)
     test_f = np.array([element_fractions(c.elements, k) for c in data.test])
-    outside = np.any(norm.outside(raw_targets(data.test, k)), axis=1)
+    outside = np.any(norm.outside(raw_targets(data.test, k, cn=norm.with_cn)), axis=1)
     rows, per_cell, cond = {}, {}, {}
     curves = {"r": r, "reference": g_ref, "uniform random": g_rand}
     angle_curves = {"reference": ref_angles["O-T-O"]}

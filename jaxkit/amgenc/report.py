@@ -454,9 +454,10 @@ def markdown(cfg: Config, *, quick: bool, seed: int, data: Data, trained: Traine
     """The report section."""
     _, q = M.species_charges()
     b, ov, rows = ev.baselines, ev.overhead, ev.rows
-    raw = raw_targets(data.test, q.size)
+    raw = raw_targets(data.test, q.size, cn=trained.norm.with_cn)
     bad = trained.norm.outside(raw)
-    out_what = [f"target {t}: " + ", ".join("density" if j == 0 else
+    out_what = [f"target {t}: " + ", ".join("density" if j == 0 else "former coordination"
+                                           if j == q.size + 1 else
                                            f"x({glass.ELEMENTS[j - 1]})"
                                            for j in np.flatnonzero(bad[t]))
                 for t in b["outside_targets"]]
@@ -466,6 +467,7 @@ def markdown(cfg: Config, *, quick: bool, seed: int, data: Data, trained: Traine
     nodisc_rows = [rows[n] for n, _, _, d in ARMS if not d]
     all_ok = all(r["balanced"] == 1.0 for r in disc_rows)
     c_all = ev.conditioning[AMGENC_ARM]
+    cond_cn = ", network-former O coordination" if trained.norm.with_cn else ""
     steers = c_all["own"] < c_all["other"]
     n_cells = rows["none"]["n_cells"]
     resumed = ("" if trained.resumed_from == 0 else
@@ -478,11 +480,13 @@ def markdown(cfg: Config, *, quick: bool, seed: int, data: Data, trained: Traine
         f"{cfg.train_steps} Adam steps (batch {cfg.batch}, {trained.seconds:.1f} s"
         f"{resumed}, final loss {np.mean(trained.losses[-20:]):.3f}). Sampling: {n_cells} "
         f"cells per arm ({cfg.samples_per_target} per held-out target, with its atom count, "
-        f"box, density and element fractions as the condition), {cfg.sample_steps} "
+        f"box, density{cond_cn} and element fractions as the condition), "
+        f"{cfg.sample_steps} "
         f"reverse-SDE noise levels with {cfg.corrector_steps} Langevin corrector step(s) "
         f"each, soft projection of the {cfg.soft_target} channels with "
         f"eta = {cfg.soft_eta}. {len(out_what)} of {len(data.test)} held-out targets lie "
-        "outside the training range of density or of some element fraction "
+        "outside the training range of density, of some element fraction or of the "
+        "former coordination "
         f"(extrapolation; flagged, not refused{': ' + '; '.join(out_what) if out_what else ''}"
         "; their cells carry `extrapolated=1` in the XYZ comment).", "",
         ablation_table(ev), "",
@@ -508,7 +512,7 @@ def markdown(cfg: Config, *, quick: bool, seed: int, data: Data, trained: Traine
         f"{1e3 * samples.arms[COMPOSITION_ARM].discrete_seconds:.1f} ms for all {n_cells} "
         "cells (one compiled solve per target).", "",
         "Property conditioning: each cell is sampled for one held-out target (its box, "
-        "density and element fractions). If the condition steers the model, a cell's "
+        f"density{cond_cn} and element fractions). If the condition steers the model, a cell's "
         "composition is closer to its own target than to the other held-out targets:", "",
         conditioning_table(ev), "",
         f"With all three mechanisms the composition L1 to the own target is "

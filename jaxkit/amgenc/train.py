@@ -178,7 +178,7 @@ def fit_denoiser(cfg: Config, data: Data, key, *, mesh=None,
         A :class:`Trained`.
     """
     _, q = M.species_charges()
-    norm = conditioning(data.train, q.size)
+    norm = conditioning(data.train, q.size, cn=cfg.condition_cn)
     size = n_pad(data)
     k_init, k_batch, k_step = jax.random.split(key, 3)
     buckets, indices = bucket_indices(k_batch, cfg.train_steps,

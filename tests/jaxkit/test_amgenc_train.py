@@ -119,3 +119,36 @@ def test_focus_draws_noise_levels_in_the_band():
     assert 0.55 < inside.mean() < 0.95  # half forced in, plus the uniform draws' own share
     with pytest.raises(ValueError, match="`focus_share`"):
         QUICK.override(["focus_share=1.5"])
+
+
+def test_condition_carries_the_former_coordination_as_a_z_score():
+    """Inverse design on properties: with ``condition_cn`` the condition vector ends with
+    the z-score of the cell's network-former O coordination (a formerless cell at the
+    training mean), and the model's condition width follows."""
+    from jaxkit.amgenc.design import former_cn
+    from jaxkit.amgenc.glass import ELEMENTS
+
+    cfg = QUICK.override(["n_train=4", "n_test=1", "relax_steps=40", "min_steps=10"])
+    data = D.make_data(cfg, np.random.default_rng(1))
+    k = len(ELEMENTS)
+    cn = np.array([former_cn(c.positions, c.box, c.elements) for c in data.train])
+    assert np.all(np.isfinite(cn)) and cn.std() > 0
+    norm = D.conditioning(data.train, k, cn=True)
+    assert norm.with_cn and norm.cn_mean == pytest.approx(cn.mean())
+    cond = D.condition(data.train, norm, k)
+    assert cond.shape == (4, 2 + k)
+    np.testing.assert_allclose(cond[:, -1], (cn - cn.mean()) / cn.std(), rtol=1e-5)
+    np.testing.assert_allclose(cond[:, :-1], D.condition(
+        data.train, D.conditioning(data.train, k), k), rtol=1e-6)
+    # a cell without formers (all O atoms): NaN coordination, conditioned at the mean
+    import dataclasses
+
+    c0 = data.train[0]
+    no_formers = dataclasses.replace(c0, elements=np.full_like(c0.elements,
+                                                               ELEMENTS.index("O")))
+    assert D.condition([no_formers], norm, k)[0, -1] == 0.0
+    with pytest.raises(ValueError, match="condition_cn: no training cell"):
+        D.conditioning([no_formers], k, cn=True)
+    # the range check covers the new column, and old Norms (pickled without it) read False
+    assert norm.lo.shape == norm.hi.shape == (2 + k,)
+    assert not D.Norm(mean=0.0, std=1.0, lo=np.zeros(1), hi=np.ones(1)).with_cn

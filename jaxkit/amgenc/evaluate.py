@@ -67,7 +67,9 @@ class Evaluation:
             :func:`jaxkit.amgenc.plausibility.plausibility` of its cells.
         design: per arm (and ``twin``), the design accuracy on the cells relaxed at the
             recipe's pressure: mean ``density_error`` (relative), ``composition_l1`` and
-            ``former_cn_error`` (absolute), and their per-cell arrays (``per_cell``).
+            ``former_cn_error`` (absolute), and their per-cell arrays (``per_cell``, with
+            ``density_other`` / ``former_cn_other``: the same errors against the other
+            held-out targets, averaged).
         judge: the independent judge's scores
             (:func:`jaxkit.amgenc.judging.judge_evaluation`), None until attached.
         methods: the existing methods' per-draw results
@@ -184,6 +186,7 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
                          for c in data.test])
     tgt_cn = np.array([design.former_cn(c.positions, c.box, c.elements) for c in data.test])
     t_all = np.arange(len(data.test))
+    tgt_rho = np.array([c.density for c in data.test])
 
     def accuracy(cells, t_idx, comp_l1):
         relaxed = design.relax_at_pressure([(p, b, el) for p, b, el in cells],
@@ -194,11 +197,18 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
                          for pr, t in zip(props, t_idx, strict=True)])
         cn = np.array([abs(pr["former_cn"] - tgt_cn[t]) for pr, t in zip(props, t_idx,
                                                                          strict=True)])
+        # the same errors against every other held-out target (the condition's control)
+        others = [np.delete(t_all, t) for t in t_idx]
+        dens_o = np.array([np.mean(np.abs(pr["density"] - tgt_rho[o]) / tgt_rho[o])
+                           if len(o) else np.nan for pr, o in zip(props, others, strict=True)])
+        cn_o = np.array([PL._nanmean(np.abs(pr["former_cn"] - tgt_cn[o])) if len(o)
+                         else np.nan for pr, o in zip(props, others, strict=True)])
         comp_l1 = np.asarray(comp_l1, float)
         return dict(density_error=float(np.mean(dens)), composition_l1=float(comp_l1.mean()),
                     former_cn_error=PL._nanmean(cn),
                     per_cell=dict(density_error=dens, composition_l1=comp_l1,
-                                  former_cn_error=cn))
+                                  former_cn_error=cn, density_other=dens_o,
+                                  former_cn_other=cn_o))
 
     plaus, acc = {}, {}
     plaus["twin"] = PL.plausibility(twin_s, t_all, ref_s, twin_s)

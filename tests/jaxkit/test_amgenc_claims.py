@@ -87,3 +87,21 @@ def test_overhead_runs_add_the_final_projection_of_the_timing_batch():
                               AMGENC_ARM: arm((1.1, 2.2), 0.4, 8)})
     # 0.4 s for 8 cells -> 0.2 s for the 4-cell timing batch
     np.testing.assert_allclose(report.overhead_runs(s), [0.3, 0.2])
+
+
+def test_property_steering_rows_can_say_yes_and_no():
+    """Inverse design on properties: a cell whose density and coordination sit at its own
+    target's says yes; a condition that pulls towards the other targets says no."""
+    R = report
+    rng = np.random.default_rng(0)
+    own, other = 0.02 + 0.005 * rng.random(12), 0.10 + 0.005 * rng.random(12)
+
+    def ev(a, b):
+        return SimpleNamespace(design={R.AMGENC_ARM: {"per_cell": dict(
+            density_error=a, density_other=b, former_cn_error=a,
+            former_cn_other=np.r_[b[:-1], np.nan])}})  # a NaN (no formers) is dropped
+
+    good = R._property_steering(ev(own, other))
+    assert [c.verdict for c in good] == ["yes", "yes"] and good[1].test.endswith("n=11")
+    assert [c.verdict for c in R._property_steering(ev(other, own))] == ["no", "no"]
+    assert R._property_steering(SimpleNamespace(design=None)) == []

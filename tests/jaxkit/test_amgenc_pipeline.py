@@ -229,8 +229,11 @@ def _check_run(run, kinds):
     assert f"| {COMPOSITION_ARM} |" in md
     assert res.metrics["claim_ok"] and not res.warnings
     # claims: three paper rows over every dataset, then each dataset's setup and extension
-    # rows; the exact balance (an extension row: structural) holds; known verdicts only
-    assert len(res.claims) == 3 + 8 * (1 + bool(kinds))
+    # rows (with the two property-steering rows of the inverse design); the exact balance
+    # (an extension row: structural) holds; known verdicts only
+    assert len(res.claims) == 3 + 10 * (1 + bool(kinds))
+    steer = [c for c in res.claims if c.claim.startswith("Inverse design on properties")]
+    assert len(steer) == 2 * (1 + bool(kinds)) and {c.kind for c in steer} == {"extension"}
     assert [c.kind for c in res.claims[:3]] == ["paper"] * 3
     assert {c.kind for c in res.claims[3:]} == {"setup", "extension"}
     assert "inverse-design accuracy" in res.claims[0].claim

@@ -28,6 +28,7 @@ import numpy as np
 from . import scaling as S
 from .arch import Arch, llama_style, nemotron_style, stack, stretch
 from .policies import make_policy
+from .results import SearchRun
 from .train import TrainSettings, train_candidates
 
 __all__ = ["arch_of", "settings", "stage1", "stage2_plan", "stage2", "scaling",
@@ -88,16 +89,12 @@ def _search_all(cfg, key, evaluate: Callable[[list[str]], dict], proposer=None,
                 r["strings"].append(s)
                 r["losses"].append(known[s])
         rnd += 1
-    out = {}
+    out: dict[str, list[SearchRun]] = {}
     for (p, _seed), r in runs.items():
-        losses = np.asarray(r["losses"])
-        i = int(np.argmin(losses))
-        out.setdefault(p, []).append(dict(
-            strings=r["strings"], losses=losses.tolist(),
-            best_curve=np.minimum.accumulate(losses).tolist(), best=r["strings"][i],
-            best_loss=float(losses[i]),
-            pulls=getattr(r["policy"], "pulls", np.zeros(0)).tolist(),
-            **({"agent": r["policy"].counts()} if hasattr(r["policy"], "counts") else {})))
+        pol = r["policy"]
+        out.setdefault(p, []).append(SearchRun.from_history(
+            r["strings"], r["losses"], pulls=getattr(pol, "pulls", ()),
+            agent=pol.counts() if hasattr(pol, "counts") else None))
     res = dict(runs=out, evaluated=known)
     if proposer is not None:
         res["agent"] = dict(model=proposer.model, endpoint=proposer.endpoint,
@@ -155,7 +152,7 @@ def stage2_plan(cfg, s1: dict) -> dict[str, str]:
     d2 = cfg.depth * cfg.depth_factor
     guided = [p for p in cfg.policies if p != "composer"]
     found = {s: v for p in guided for r in s1["runs"][p] for s, v in
-             zip(r["strings"], r["losses"], strict=True)}
+             zip(r.strings, r.losses, strict=True)}
     top = sorted(found, key=found.get)[:cfg.top_k]
     plan = {}
     for i, s in enumerate(top):
@@ -164,7 +161,7 @@ def stage2_plan(cfg, s1: dict) -> dict[str, str]:
     comp_best = None
     if "composer" in s1["runs"]:
         comp = {s: v for r in s1["runs"]["composer"] for s, v in
-                zip(r["strings"], r["losses"], strict=True)}
+                zip(r.strings, r.losses, strict=True)}
         comp_best = min(comp, key=comp.get)
         plan["composer-stack"] = stack(comp_best, d2)
     mamba = "D" if "D" in cfg.alphabet else "S"
@@ -195,7 +192,7 @@ def promoted_plan(cfg, s1: dict) -> dict[str, str]:
     stacked to the stage-2 depth}`` for the first ``cfg.promote_seeds`` seeds."""
     d2 = cfg.depth * cfg.depth_factor
     k = getattr(cfg, "promote_seeds", 0)
-    return {f"{PROMOTED}{p}/{i}": stack(r["best"], d2) for p, runs in s1["runs"].items()
+    return {f"{PROMOTED}{p}/{i}": stack(r.best, d2) for p, runs in s1["runs"].items()
             for i, r in enumerate(runs[:k])}
 
 

@@ -57,7 +57,7 @@ def _is_H(s: str) -> bool:
 
 def _best(s1: dict, policies, keep) -> str | None:
     seen = {s: v for p in policies if p in s1["runs"] for r in s1["runs"][p]
-            for s, v in zip(r["strings"], r["losses"], strict=True) if keep(s)}
+            for s, v in zip(r.strings, r.losses, strict=True) if keep(s)}
     return min(seen, key=seen.get) if seen else None
 
 

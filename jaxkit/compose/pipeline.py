@@ -115,9 +115,7 @@ def run(ctx: RunContext) -> PipelineResult:
         f"{cfg.seeds2} stage-2 seeds: the t-intervals have {cfg.seeds2 - 1} degree(s) of "
         "freedom"]
     metrics = dict(settings=cfg.to_dict(), plan=plan,
-                   stage1={p: [{k: r[k] for k in ("best", "best_loss", "best_curve", "pulls",
-                                                  "agent") if k in r}
-                               for r in runs] for p, runs in s1["runs"].items()},
+                   stage1={p: [r.summary() for r in runs] for p, runs in s1["runs"].items()},
                    table=s1["table"], agent=s1.get("agent"), user=s1.get("user"),
                    stage2={k: s2[k] for k in (
                        "labels", "strings", "n_params", "steps", "tokens", "bpb",

@@ -60,7 +60,7 @@ def plot_search(s1: dict, out_dir: Path) -> Path:
     fig, axes = new_figure()
     ax = axes[0, 0]
     for p, runs in s1["runs"].items():
-        c = np.asarray([r["best_curve"] for r in runs])
+        c = np.asarray([r.best_curve for r in runs])
         x = np.arange(1, c.shape[1] + 1)
         (line,) = ax.plot(x, c.mean(0), label=p)
         ax.fill_between(x, np.percentile(c, 25, 0), np.percentile(c, 75, 0), alpha=0.15,
@@ -114,8 +114,8 @@ def corpus_description(cfg) -> str:
 def markdown(cfg, s1: dict, s2: dict, sc: dict, synth: dict, *, lm_path: str) -> str:
     rows = []
     for p, runs in s1["runs"].items():
-        best = [r["best_loss"] for r in runs]
-        strings = [r["best"] for r in runs]
+        best = [r.best_loss for r in runs]
+        strings = [r.best for r in runs]
         top = max(set(strings), key=strings.count)
         rows.append((p, len(runs), _mean_ci(best), top, strings.count(top)))
     table_best = sorted(s1["table"].items(), key=lambda kv: kv[1])[:5]
@@ -254,7 +254,7 @@ def promoted_final(s2: dict, policy: str) -> list[float]:
 def agent_counts(s1: dict) -> dict:
     """The agent's proposals over its seeds: ``proposed``, ``fallbacks``, ``invalid``,
     ``failed_calls`` and ``fallback_rate`` (fallbacks over all its evaluations)."""
-    runs = [r["agent"] for r in s1["runs"].get("agent", []) if "agent" in r]
+    runs = [r.agent for r in s1["runs"].get("agent", []) if r.agent is not None]
     tot = {k: sum(r[k] for r in runs) for k in ("proposed", "fallbacks", "invalid",
                                                   "failed_calls")}
     n = tot["proposed"] + tot["fallbacks"]
@@ -309,8 +309,8 @@ def _agent_rows(cfg, s1: dict, s2: dict) -> list[Claim]:
 def _search_claim(s1, policy):
     if policy not in s1["runs"]:
         return None
-    a = [r["best_loss"] for r in s1["runs"]["random"]]
-    b = [r["best_loss"] for r in s1["runs"][policy]]
+    a = [r.best_loss for r in s1["runs"]["random"]]
+    b = [r.best_loss for r in s1["runs"][policy]]
     v = stats.superiority(stats.paired_difference(a, b))
     note = (("the language-model agent's own stage-1 selection loss (the paper row "
              "compares on the test split); " if policy == "agent" else

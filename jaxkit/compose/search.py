@@ -42,6 +42,7 @@ import numpy as np
 from jaxkit.kernels import bandit
 
 from .arch import LETTERS, mutate, mutation_ops, random_string
+from .results import SearchRun
 
 __all__ = ["RandomSearch", "Evolution", "BanditEvolution", "run_search"]
 
@@ -134,14 +135,13 @@ class BanditEvolution(Evolution):
 
 
 def run_search(policy, evaluate: Callable[[Sequence[str]], Sequence[float]], budget: int,
-               rng: np.random.Generator, *, batch: int = 1) -> dict:
+               rng: np.random.Generator, *, batch: int = 1) -> SearchRun:
     """Run ``policy`` for ``budget`` evaluations, ``batch`` proposals per round (all
     asked before any is told, as candidates trained together).
 
     Returns:
-      ``{"strings", "losses", "best_curve", "best", "best_loss"}``: the evaluated
-      strings and losses in order, the best loss after each evaluation, the best string
-      and its loss.
+      A :class:`~jaxkit.compose.results.SearchRun`: the evaluated strings and losses in
+      order, the best loss after each evaluation, the best string and its loss.
     """
     strings, losses = [], []
     while len(strings) < budget:
@@ -151,7 +151,4 @@ def run_search(policy, evaluate: Callable[[Sequence[str]], Sequence[float]], bud
             policy.tell(s, v)
             strings.append(s)
             losses.append(float(v))
-    curve = np.minimum.accumulate(np.asarray(losses))
-    i = int(np.argmin(losses))
-    return {"strings": strings, "losses": losses, "best_curve": curve.tolist(),
-            "best": strings[i], "best_loss": losses[i]}
+    return SearchRun.from_history(strings, losses, pulls=getattr(policy, "pulls", ()))

@@ -26,6 +26,7 @@ from jaxkit.compose import scaling as S
 from jaxkit.compose.arch import llama_style, mutate, mutation_ops, nemotron_style
 from jaxkit.compose.model import SuperLM, identity_kinds, lm_loss
 from jaxkit.compose.policies import POLICIES, make_policy
+from jaxkit.compose.results import SearchRun
 from jaxkit.compose.search import run_search
 
 KW = dict(width=16, heads=2, d_state=4, context=8)
@@ -164,10 +165,10 @@ def test_search_policies_on_a_synthetic_landscape():
         for seed in range(6):
             p = make_policy(name, 8, jax.random.key(seed), population=6, sample=3)
             r = run_search(p, evaluate, 40, np.random.default_rng(seed), batch=2)
-            assert len(r["losses"]) == 40 and r["best_curve"][-1] == min(r["losses"])
+            assert len(r.losses) == 40 and r.best_curve[-1] == min(r.losses)
             if name == "composer":
-                assert all("S" not in s and "D" not in s for s in r["strings"])
-            vals.append(r["best_loss"])
+                assert all("S" not in s and "D" not in s for s in r.strings)
+            vals.append(r.best_loss)
         best[name] = np.mean(vals)
     # a smooth landscape: evolution (and its bandit variants) beat random search
     assert best["evolution"] < best["random"]
@@ -178,10 +179,10 @@ def test_search_policies_on_a_synthetic_landscape():
 
 def _fake_results(found_better: bool):
     rng = np.random.default_rng(1)
-    runs = {p: [dict(best_loss=float(3.0 + rng.normal(0, 0.01) - (0.1 if p != "random"
-                                                                 else 0)),
-                     best="MSM", best_curve=[3.2, 3.0], strings=["MSM"], losses=[3.0],
-                     pulls=[]) for _ in range(5)] for p in POLICIES}
+    runs = {p: [SearchRun(best_loss=float(3.0 + rng.normal(0, 0.01) - (0.1 if p != "random"
+                                                                      else 0)),
+                          best="MSM", best_curve=[3.2, 3.0], strings=["MSM"], losses=[3.0],
+                          pulls=[]) for _ in range(5)] for p in POLICIES}
     s1 = dict(runs=runs, exhaustive=True, table={"MSM": 3.0})
     delta = -0.2 if found_better else 0.2
     bpb = {lab: [[4.0 + rng.normal(0, 0.01) for _ in range(3)]] for lab in
@@ -260,8 +261,8 @@ def test_negative_control_no_paper_claim_says_yes_on_a_null_effect():
     from jaxkit.compose import experiments as E
 
     cfg, s2 = _null_effect()
-    s1 = dict(runs={p: [dict(best_loss=3.0, best="AM", best_curve=[3.0], strings=["AM"],
-                             losses=[3.0], pulls=[])] * 4 for p in POLICIES},
+    s1 = dict(runs={p: [SearchRun(best_loss=3.0, best="AM", best_curve=[3.0], strings=["AM"],
+                                  losses=[3.0], pulls=[])] * 4 for p in POLICIES},
               exhaustive=True, table={"AM": 3.0})
     # every policy's promoted best (the agent's too) on the test split: one distribution
     rng = np.random.default_rng(5)

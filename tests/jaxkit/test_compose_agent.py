@@ -14,6 +14,7 @@ from jaxkit.compose import experiments as E
 from jaxkit.compose import report as R
 from jaxkit.compose.agent import AgentSearch, Proposer, agent_messages, parse_proposals
 from jaxkit.compose.config import QUICK
+from jaxkit.compose.results import SearchRun
 from jaxkit.lm import replies as lm_replies
 
 CFG = dataclasses.replace(QUICK, budget=8, search_seeds=3, search_batch=4,
@@ -97,7 +98,7 @@ def test_agent_search_replays_from_the_cache_without_the_model(tmp_path, monkeyp
     # one batched call per round for both agent seeds: budget 8 / 4 per round
     assert calls == [2, 2]
     assert len(first["runs"]["agent"]) == 2 and len(first["runs"]["random"]) == 3
-    ag = first["runs"]["agent"][0]["agent"]
+    ag = first["runs"]["agent"][0].agent
     assert ag["proposed"] + ag["fallbacks"] == CFG.budget and ag["proposed"] == 3
     assert first["agent"]["misses"] == 4 and first["agent"]["hits"] == 0
     assert len(cache.read_text().splitlines()) == 4
@@ -112,9 +113,9 @@ def test_agent_search_replays_from_the_cache_without_the_model(tmp_path, monkeyp
     # offline with an empty cache: every call fails, every proposal is a counted fallback
     empty = E._search_all(CFG, key, _evaluate,
                           Proposer(cache=str(tmp_path / "none.jsonl"), offline=True))
-    c = [r["agent"] for r in empty["runs"]["agent"]]
+    c = [r.agent for r in empty["runs"]["agent"]]
     assert all(x["fallbacks"] == CFG.budget and x["failed_calls"] == 2 for x in c)
-    assert all(len(set(r["strings"])) == CFG.budget for r in empty["runs"]["agent"])
+    assert all(len(set(r.strings)) == CFG.budget for r in empty["runs"]["agent"])
 
 
 def test_new_replies_go_to_the_users_file_not_the_package(tmp_path, monkeypatch):
@@ -146,10 +147,10 @@ def _results(agent_gain: float, seeds: int = 4, noise: float = 0.01):
     ``agent_gain`` below every other policy's, per search seed."""
     rng = np.random.default_rng(3)
     pols = ("random", "evolution", "bandit-ducb", "agent")
-    runs = {p: [dict(best_loss=3.0, best="AMDAMD", best_curve=[3.0], strings=["AMDAMD"],
-                     losses=[3.0], pulls=[],
-                     **({"agent": dict(proposed=6, fallbacks=2, invalid=1, failed_calls=0,
-                                       fallback_rate=0.25)} if p == "agent" else {}))
+    runs = {p: [SearchRun(best_loss=3.0, best="AMDAMD", best_curve=[3.0], strings=["AMDAMD"],
+                          losses=[3.0], pulls=[],
+                          agent=dict(proposed=6, fallbacks=2, invalid=1, failed_calls=0,
+                                     fallback_rate=0.25) if p == "agent" else None)
                 for _ in range(seeds)] for p in pols}
     s1 = dict(runs=runs, exhaustive=False, table={"AMDAMD": 3.0},
               agent=dict(model="smollm2-135m", endpoint="", cache="c", hits=8, misses=0))
@@ -192,7 +193,7 @@ def test_user_strings_are_validated_and_planned(tmp_path):
     with pytest.raises(ValueError, match=r"`strings`.*'AMD'.*depth=6"):
         QUICK.override(["strings=AMD"])
     cfg = QUICK.override(["strings=DDDDDD,AMDAMD"])
-    s1 = dict(runs={p: [dict(best="MMMMMM", strings=["MMMMMM"], losses=[3.0])] * 3
+    s1 = dict(runs={p: [SearchRun.from_history(["MMMMMM"], [3.0])] * 3
                     for p in cfg.policies})
     plan = E.stage2_plan(cfg, s1)
     assert plan["user1"] == "DDDDDD" and plan["user2"] == "AMDAMD"
@@ -256,7 +257,7 @@ def test_stage1_trains_user_strings_once_and_runs_the_agent(monkeypatch, tmp_pat
     assert s1["user"] == {"DDDDDD": _loss("DDDDDD"), "AMAMAM": _loss("AMAMAM")}
     flat = [x for t in trained for x in t]
     assert len(flat) == len(set(flat)) == len(s1["table"])  # nothing trained twice
-    assert all(len(r["strings"]) == cfg.budget for runs in s1["runs"].values() for r in runs)
+    assert all(len(r.strings) == cfg.budget for runs in s1["runs"].values() for r in runs)
     assert s1["agent"]["misses"] == 4 and len(s1["runs"]["agent"]) == 2
     md = "\n".join(R._agent_markdown(cfg, s1, {}))
     assert "user1 `DDDDDD`" in md and "generated: 4" in md

@@ -18,6 +18,7 @@ from jaxkit.compose.config import QUICK, Config
 from jaxkit.compose.data import load_corpus
 from jaxkit.compose.fair_report import fair_claims, fair_markdown, plot_fair
 from jaxkit.compose.llama import build_llama, llama_apply, llama_config, llama_n_params
+from jaxkit.compose.results import SearchRun
 from jaxkit.compose.runs import (
     RunSettings,
     horizon_cosine,
@@ -77,8 +78,8 @@ def test_parameter_matching():
     h = match_compose("DMAMDM", 50_000, 32, cfg, 32, depth=6)
     assert abs(h.n_params / 50_000 - 1) < 0.05 and set(h.arch.layers) == set("ADM")
     # the plan matches each baseline to its found family at every width
-    s1 = dict(runs={p: [dict(strings=["AMAMAM", "ADMADM", "AMMAMM", "DAMDAM"],
-                             losses=[3.0, 2.9, 3.1, 3.2])] for p in QUICK.policies})
+    s1 = dict(runs={p: [SearchRun.from_history(["AMAMAM", "ADMADM", "AMMAMM", "DAMDAM"],
+                                               [3.0, 2.9, 3.1, 3.2])] for p in QUICK.policies})
     plan = F.fair_plan(QUICK, s1)
     assert plan["strings"] == {"found-T": "AMAMAM", "found-H": "ADMADM",
                                "composer-T": "AMAMAM", "composer-H": "ADMADM"}

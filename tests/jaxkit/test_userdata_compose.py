@@ -22,11 +22,12 @@ def test_compose_reads_the_users_text(tmp_path):
 def _report_markdown(cfg) -> str:
     """AIRA-Compose's report section on small made-up results."""
     from jaxkit.compose import report as R
+    from jaxkit.compose.results import SearchRun
 
     fam = dict(fit=dict(E=1.0, A=1.0, B=1.0, alpha=0.3, beta=0.3), gamma=0.15,
                gamma_seeds=[0.15, 0.16])
-    s1 = dict(runs={"random": [dict(best_loss=3.0, best="AM"), dict(best_loss=3.1,
-                                                                   best="AM")]},
+    s1 = dict(runs={"random": [SearchRun.from_history(["AM"], [3.0]),
+                               SearchRun.from_history(["AM"], [3.1])]},
               exhaustive=True, table={"AM": 3.0})
     labels = ["best1-stack", "llama", "nemotron"]
     s2 = dict(labels=labels, strings=["AMAM", "AMAM", "DMAM"], n_params=[1, 1, 1],

@@ -194,14 +194,20 @@ class LanguageModel:
                for p in prompts]
         if not ids:
             raise ValueError("prompts is empty")
-        for i, t in enumerate(ids):
+        V, C = self.config.vocab_size, self.config.context_length
+        for i, t in enumerate(ids):  # host checks only: no device array per prompt
             if not t:
                 raise ValueError(f"prompts[{i}] is empty")
-            self._tokens(np.asarray([t]), f"prompts[{i}]")
+            if min(t) < 0 or max(t) >= V:
+                bad = min(t) if min(t) < 0 else max(t)
+                raise ValueError(f"prompts[{i}]: token id {bad} is outside the vocabulary "
+                                 f"[0, {V})")
+            if len(t) > C:
+                raise ValueError(f"prompts[{i}]: {len(t)} positions exceed the context length "
+                                 f"{C}")
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
         sel = None if among is None else tuple(int(a) for a in among)
-        V = self.config.vocab_size
         if sel is not None and (not sel or min(sel) < 0 or max(sel) >= V):
             raise ValueError(f"among must hold ids in [0, {V}), got {list(sel)[:8]}")
         order = np.argsort([len(t) for t in ids], kind="stable")  # similar lengths together

@@ -143,6 +143,8 @@ def test_next_logits_equal_the_full_forward_at_each_rows_last_token(tiny_path):
         model.next_logits(["a", ""])
     with pytest.raises(ValueError, match="among must hold ids"):
         model.next_logits(["a"], among=[10**6])
+    with pytest.raises(ValueError, match=r"prompts\[0\]: token id 99999 is outside"):
+        model.next_logits([[1, 99999]])
 
 
 @pytest.mark.parametrize("bad, match", [

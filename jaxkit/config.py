@@ -24,8 +24,13 @@ always runs. :meth:`PipelineConfig.digest` keys the stage cache on the whole
 configuration and the jaxkit version.
 
 Supported field types: ``int``, ``float``, ``bool``, ``str``, ``Path``, ``Literal[...]``,
-``tuple[T, ...]`` of those (comma-separated on the command line), and ``X | None``
-(``none`` on the command line and in TOML).
+``tuple[T, ...]`` of those (comma-separated on the command line), ``X | None``
+(``none`` on the command line and in TOML), and *sections*: a field whose type is itself a
+``PipelineConfig`` subclass, which groups settings that travel together (ActFlow's
+``dfm`` settings of the discrete domains). A section's fields are set by a dotted path,
+``--set dfm.hidden=128`` (``--set actflow.dfm.hidden=128`` with ``all``), or a TOML
+sub-table (``[dfm]``, ``[actflow.dfm]``); only the fields named change, the others keep
+the section's current values, and errors name the dotted path.
 """
 
 from __future__ import annotations
@@ -89,7 +94,15 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid TOML: {e}") from None
 
 
+def _is_section(tp) -> bool:
+    """Whether the annotation ``tp`` is a section (a ``PipelineConfig`` subclass)."""
+    return isinstance(tp, type) and issubclass(tp, PipelineConfig)
+
+
 def _type_name(tp, cli: bool = False) -> str:
+    if _is_section(tp):
+        return (f"the section {tp.__name__} (set its fields as NAME.field=value)" if cli
+                else f"a table of {tp.__name__}'s fields")
     if tp is bool and cli:
         return "bool (true/false/yes/no/1/0)"
     if tp is type(None):
@@ -209,6 +222,12 @@ def _coerce(tp, v: Any) -> Any:
         raise _Bad
     if tp is Path and isinstance(v, str | Path):
         return Path(v)
+    if _is_section(tp):
+        if isinstance(v, tp):
+            return v
+        if isinstance(v, Mapping):
+            return tp().merged(v)
+        raise _Bad
     if isinstance(tp, type):
         if isinstance(v, tp):
             return v
@@ -217,6 +236,8 @@ def _coerce(tp, v: Any) -> Any:
 
 
 def _jsonable(v: Any) -> Any:
+    if isinstance(v, PipelineConfig):
+        return v.to_dict()
     if isinstance(v, tuple | list):
         return [_jsonable(x) for x in v]
     if isinstance(v, Mapping):
@@ -280,12 +301,20 @@ class PipelineConfig:
     def field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls) if f.init]
 
-    def _unknown(self, name: str) -> ValueError:
-        known = self.field_names()
-        close = difflib.get_close_matches(name, known, n=3)
+    def _paths(self, prefix: str = "") -> list[str]:
+        """Every settable name: the fields, and ``section.field`` inside sections."""
+        out = []
+        for n in self.field_names():
+            v = getattr(self, n)
+            out += v._paths(f"{prefix}{n}.") if isinstance(v, PipelineConfig) else [prefix + n]
+        return out
+
+    def _unknown(self, name: str, prefix: str = "") -> ValueError:
+        known = self._paths(prefix)
+        close = difflib.get_close_matches(prefix + name, known, n=3)
         hint = (f"; did you mean {', '.join(close)}?" if close
                 else f"; fields: {', '.join(known) or '(none)'}")
-        return ValueError(f"unknown field `{name}` for {type(self).__name__}{hint}")
+        return ValueError(f"unknown field `{prefix}{name}` for {type(self).__name__}{hint}")
 
     # -- changing a configuration ---------------------------------------------------
 
@@ -319,22 +348,39 @@ class PipelineConfig:
         return self._replaced(mapping.items(), _coerce, cli=False)
 
     def _replaced(self, pairs: Iterable[tuple[str, Any]],
-                  convert: Callable[[Any, Any], Any], cli: bool) -> Self:
+                  convert: Callable[[Any, Any], Any], cli: bool, prefix: str = "") -> Self:
         """A copy with each ``(field, value)`` of ``pairs`` applied as
-        ``convert(field_type, value)``; an unknown field or a value that does not fit is a
-        ValueError naming the field (and the type, spelled for the command line when
-        ``cli``)."""
+        ``convert(field_type, value)``; a dotted ``section.field`` name, or a mapping given
+        to a section, changes those fields of the section only. An unknown field or a value
+        that does not fit is a ValueError naming the field's path (``prefix`` + name) and
+        the type (spelled for the command line when ``cli``)."""
         hints = self._hints()
         changes: dict[str, Any] = {}
+        nested: dict[str, list[tuple[str, Any]]] = {}
         for name, v in pairs:
-            if name not in self.field_names():
-                raise self._unknown(name)
+            head, dot, rest = name.partition(".")
+            if head not in self.field_names():
+                raise self._unknown(name, prefix)
+            if _is_section(hints[head]) and (dot or isinstance(v, Mapping)):
+                nested.setdefault(head, []).extend([(rest, v)] if dot else v.items())
+                continue
+            if dot:
+                raise self._unknown(name, prefix)
             try:
                 changes[name] = convert(hints[name], v)
             except _Bad:
-                raise ValueError(f"`{name}` expects {_type_name(hints[name], cli=cli)}; got "
-                                 f"{v!r}") from None
-        return dataclasses.replace(self, **changes)
+                raise ValueError(f"`{prefix}{name}` expects {_type_name(hints[name], cli=cli)}; "
+                                 f"got {v!r}") from None
+        for head, items in nested.items():
+            changes[head] = getattr(self, head)._replaced(items, convert, cli,
+                                                          prefix=f"{prefix}{head}.")
+        try:
+            return dataclasses.replace(self, **changes)
+        except ValueError as e:  # validate() names the field inside the section
+            msg = str(e)
+            if prefix and msg.startswith("`") and not msg.startswith(f"`{prefix}"):
+                raise ValueError(f"`{prefix}{msg[1:]}") from None
+            raise
 
     @classmethod
     def from_toml(cls, path: str | Path, base: PipelineConfig | None = None) -> Self:
@@ -362,17 +408,26 @@ class PipelineConfig:
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=True)
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def to_toml(self) -> str:
+    def to_toml(self, table: str = "") -> str:
         """The fields as TOML lines (``none`` as the string "none", which
-        :meth:`merged` reads back as None)."""
-        return "\n".join(f"{n} = {_toml_value(v)}" for n, v in self.to_dict().items())
+        :meth:`merged` reads back as None), each section as the sub-table
+        ``[table.section]`` after them (``[section]`` when ``table`` is empty)."""
+        lines, subs = [], []
+        for n in self.field_names():
+            v = getattr(self, n)
+            if isinstance(v, PipelineConfig):
+                path = f"{table}.{n}" if table else n
+                subs += ["", f"[{path}]", v.to_toml(path)]
+            else:
+                lines.append(f"{n} = {_toml_value(_jsonable(v))}")
+        return "\n".join(lines + subs)
 
 
 def to_toml(tables: Mapping[str, PipelineConfig]) -> str:
     """Several configurations as TOML tables named after their pipelines."""
     out = []
     for name, cfg in tables.items():
-        out += [f"[{name}]", cfg.to_toml(), ""]
+        out += [f"[{name}]", cfg.to_toml(name), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -129,3 +129,62 @@ def test_path_fields():
     assert WithPath().merged({"data": "d.csv"}).data == Path("d.csv")
     assert WithPath(data="e.csv").data == Path("e.csv")
     assert 'data = "b/c.csv"' in c.to_toml()
+
+
+@dataclass(frozen=True)
+class Inner(PipelineConfig):
+    hidden: int = 8
+    rate: float = 0.5
+    steps: int | None = None
+
+    def validate(self):
+        require(0 <= self.rate <= 1, "rate", f"must lie in [0, 1]; got {self.rate}")
+
+
+@dataclass(frozen=True)
+class Outer(PipelineConfig):
+    rounds: int = 3
+    dfm: Inner = Inner()
+    peptide: Inner = Inner(hidden=16)
+
+
+def test_section_set_by_dotted_path_keeps_the_other_fields():
+    c = Outer().override(["dfm.hidden=32", "peptide.steps=4", "rounds=2", "dfm.rate=0.25"])
+    assert c == Outer(rounds=2, dfm=Inner(hidden=32, rate=0.25), peptide=Inner(hidden=16, steps=4))
+    assert c.override(["peptide.rate=1"]).peptide == Inner(hidden=16, rate=1.0, steps=4)
+    assert Outer(dfm={"hidden": 2}).dfm == Inner(hidden=2)  # a mapping builds the section
+    assert hash(c) == hash(Outer().override(["dfm.hidden=32", "peptide.steps=4", "rounds=2",
+                                             "dfm.rate=0.25"]))
+
+
+@pytest.mark.parametrize(("assignment", "match"), [
+    ("dfm.hiden=1", r"unknown field `dfm.hiden` for Inner; did you mean dfm.hidden\?"),
+    ("dfm_hidden=1", r"unknown field `dfm_hidden` for Outer; did you mean dfm.hidden"),
+    ("dfm.hidden=x", r"`dfm.hidden` expects int; got 'x'"),
+    ("peptide.rate=2", r"`peptide.rate` must lie in \[0, 1\]; got 2.0"),
+    ("rounds.x=1", r"unknown field `rounds.x` for Outer"),
+    ("dfm=3", r"`dfm` expects the section Inner \(set its fields as NAME.field=value\)"),
+])
+def test_section_errors_name_the_dotted_path(assignment, match):
+    with pytest.raises(ValueError, match=match):
+        Outer().override([assignment])
+
+
+def test_section_toml_round_trip_and_digest(tmp_path):
+    c = Outer(rounds=5, dfm=Inner(hidden=3, steps=None), peptide=Inner(steps=7))
+    path = tmp_path / "c.toml"
+    path.write_text(c.to_toml() + "\n")
+    assert read_toml(path)["dfm"] == {"hidden": 3, "rate": 0.5, "steps": "none"}
+    assert Outer.from_toml(path) == c
+    path.write_text("[dfm]\nrate = 0.75\n")  # a partial table changes those fields only
+    assert Outer.from_toml(path, base=c) == Outer(rounds=5, dfm=Inner(hidden=3, rate=0.75),
+                                                  peptide=Inner(steps=7))
+    path.write_text("[peptide]\nrate = 3\n")
+    with pytest.raises(ValueError, match=r"c.toml: `peptide.rate` must lie in \[0, 1\]"):
+        Outer.from_toml(path)
+    text = to_toml({"outer": c})
+    assert "[outer]\nrounds = 5" in text and "[outer.dfm]\nhidden = 3" in text
+    (tmp_path / "all.toml").write_text(text)
+    assert Outer().merged(read_toml(tmp_path / "all.toml")["outer"]) == c
+    assert c.to_dict()["dfm"] == {"hidden": 3, "rate": 0.5, "steps": None}
+    assert c.digest() != c.override(["peptide.hidden=17"]).digest()

@@ -6,16 +6,17 @@ budget (:func:`jaxkit.actflow.loop.run_method`), and evaluates every method's fi
 model on ``n_draws`` independent batches of ``n_eval`` samples drawn with the same keys
 (:func:`jaxkit.actflow.loop.evaluate_draws`), the paired samples of the claim tests.
 Checkpoints (pre-training chunks, rounds) live under ``checkpoint_root``, so a killed
-run resumes where it stopped. The result holds NumPy arrays and floats only.
+run resumes where it stopped. The result, a :class:`~jaxkit.actflow.results.DomainRun`,
+holds NumPy arrays and plain values only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import equinox as eqx
 import numpy as np
@@ -23,6 +24,7 @@ from jaxtyping import PRNGKeyArray
 
 from . import discrete, domains, loop, peptides
 from .config import DISCRETE, Config
+from .results import DomainRun, Pretraining
 
 __all__ = ["make_domain", "make_token_domain", "compare_domain", "compare_discrete",
            "measure_of"]
@@ -65,14 +67,15 @@ def make_token_domain(name: str, cfg: Config) -> discrete.TokenDomain:
 def compare_discrete(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
                      checkpoint_root: str | Path | None = None, resume: bool = True,
                      track=None, domain: discrete.TokenDomain | None = None,
-                     shared: dict | None = None) -> dict[str, Any]:
+                     shared: dict | None = None) -> DomainRun:
     """:func:`compare_domain` for a discrete domain (:mod:`jaxkit.actflow.discrete`):
     pre-train the denoiser, run the four methods with the same keys, and evaluate each
-    final model on ``n_draws`` draws. Returns the same keys as :func:`compare_domain`
-    (``runs[method]`` with the final evaluation draw decoded, ``decoded`` strings (molecules:
-    canonical SMILES) and ``decoded_valid``, and up to 5 valid ``examples``, instead of
-    token samples) plus ``description``. ``shared``: a dict kept
-    across the seeds of one run, holding the domain and its compiled kernels."""
+    final model on ``n_draws`` draws. Returns a :class:`~jaxkit.actflow.results.DomainRun`
+    like :func:`compare_domain`'s (``runs[method]`` with the final evaluation draw decoded,
+    ``decoded`` strings (molecules: canonical SMILES) and ``decoded_valid``, and up to 5
+    valid ``examples``, instead of token samples; ``description`` instead of ``data``).
+    ``shared``: a dict kept across the seeds of one run, holding the domain and its
+    compiled kernels."""
     dcfg = cfg.discrete(name)
     shared = {} if shared is None else shared
     if domain is None:
@@ -84,19 +87,21 @@ def compare_discrete(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
     shared[("kernels", name)] = pre.kernels
     runs, draws = {}, {}
     for method in discrete.METHODS:
-        res = discrete.run_method(pre, method, keys["rounds"], resume=resume, track=track,
-                                  checkpoint_dir=ck(method.replace("+", "_")))
-        draws[method] = discrete.evaluate_draws(pre.kernels, res.pop("params"), keys["draws"],
-                                                cfg.n_draws)
-        smp, val = res.pop("samples"), res.pop("valid")
-        res["decoded"] = [] if smp is None else dom.decode(smp)  # final evaluation draw
-        res["decoded_valid"] = [] if smp is None else [bool(v) for v in val]
-        res["examples"] = [s for s, v in zip(res["decoded"], res["decoded_valid"],
-                                             strict=True) if v][:5]
-        runs[method] = res
-    return dict(measure="novel_circles", runs=runs, draws=draws, description=dom.description,
-                pretrain=dict(loss=pre.loss, seconds=pre.seconds, n_data=int(dom.data.shape[0]),
-                              resumed_from=pre.resumed_from))
+        run, params = discrete.run_method(pre, method, keys["rounds"], resume=resume,
+                                          track=track,
+                                          checkpoint_dir=ck(method.replace("+", "_")))
+        draws[method] = discrete.evaluate_draws(pre.kernels, params, keys["draws"], cfg.n_draws)
+        smp, val = run.samples, run.valid
+        decoded = [] if smp is None else dom.decode(smp)  # final evaluation draw
+        ok = [] if smp is None else [bool(v) for v in val]
+        runs[method] = dataclasses.replace(
+            run, samples=None, valid=None, decoded=decoded, decoded_valid=ok,
+            examples=[s for s, v in zip(decoded, ok, strict=True) if v][:5])
+    return DomainRun(measure="novel_circles", runs=runs, draws=draws,
+                     description=dom.description,
+                     pretrain=Pretraining(loss=pre.loss, seconds=pre.seconds,
+                                          n_data=int(dom.data.shape[0]),
+                                          resumed_from=pre.resumed_from))
 
 
 def make_domain(name: str, cfg: Config) -> domains.Domain:
@@ -138,7 +143,7 @@ def _checkpoints(root: str | Path | None, name: str, settings: tuple,
 
 def compare_domain(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
                    checkpoint_root: str | Path | None = None, resume: bool = True,
-                   mesh=None, track=None, shared: dict | None = None) -> dict[str, Any]:
+                   mesh=None, track=None, shared: dict | None = None) -> DomainRun:
     """Pre-train on domain ``name`` and run every method.
 
     Args:
@@ -153,9 +158,10 @@ def compare_domain(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
         shared: a dict kept across the seeds of one run (the compiled kernels).
 
     Returns:
-        ``dict(measure, pretrain=dict(loss, seconds, n_data, resumed_from), data,
-        runs={method: dict(history, samples, valid, seconds, resumed_from)},
-        draws={method: {metric: (n_draws,) array}})``.
+        A :class:`~jaxkit.actflow.results.DomainRun`: ``measure``, ``pretrain``,
+        ``data`` (the pre-training data), ``runs[method]`` (a
+        :class:`~jaxkit.actflow.results.MethodRun` with every round's samples),
+        ``draws[method][metric]`` ``(n_draws,)``.
     """
     lcfg = cfg.loop(name)
     dom = make_domain(name, cfg)
@@ -169,17 +175,21 @@ def compare_domain(cfg: Config, name: str, keys: dict[str, PRNGKeyArray], *,
     data = np.asarray(pre.data)
     runs, draws = {}, {}
     for method in loop.METHODS:
-        res = loop.run_method(dom, pre.model, pre.data, method, lcfg, keys["rounds"],
-                              checkpoint_dir=ck(method.replace("+", "_")), resume=resume,
-                              kernels=pre.kernels, track=track)
+        run, state = loop.run_method(dom, pre.model, pre.data, method, lcfg, keys["rounds"],
+                                     checkpoint_dir=ck(method.replace("+", "_")),
+                                     resume=resume, kernels=pre.kernels, track=track)
         if name == "peptides":  # expansion beyond the pre-training charge range
-            for h, x, v in zip(res["history"], res["samples"], res["valid"], strict=True):
+            hist = []
+            for h, x, v in zip(run.history, run.samples, run.valid, strict=True):
                 beyond = dom.view(x)[:, 0] > cfg.peptide_max_charge
-                h["valid_beyond_data_charge"] = float(np.mean(v & beyond))
-        params = eqx.filter(res.pop("state").params, eqx.is_array)
+                hist.append(dataclasses.replace(
+                    h, valid_beyond_data_charge=float(np.mean(v & beyond))))
+            run = dataclasses.replace(run, history=hist)
+        params = eqx.filter(state.params, eqx.is_array)
         draws[method] = loop.evaluate_draws(pre.kernels, params, pre.data, keys["draws"],
                                             cfg.n_draws)
-        runs[method] = res
-    return dict(measure=measure_of(dom), data=data, runs=runs, draws=draws,
-                pretrain=dict(loss=pre.loss, seconds=pre.seconds, n_data=int(data.shape[0]),
-                              resumed_from=pre.resumed_from))
+        runs[method] = run
+    return DomainRun(measure=measure_of(dom), data=data, runs=runs, draws=draws,
+                     pretrain=Pretraining(loss=pre.loss, seconds=pre.seconds,
+                                          n_data=int(data.shape[0]),
+                                          resumed_from=pre.resumed_from))

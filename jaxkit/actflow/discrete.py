@@ -69,6 +69,7 @@ from jaxkit.kernels.nets import sinusoidal_embedding
 from jaxkit.training import fit
 
 from . import metrics as M
+from .results import DiscreteRound, MethodRun
 
 __all__ = ["DiscreteSettings", "TokenDomain", "Denoiser", "DKernels", "DPretrained",
            "pretrain", "run_method", "evaluate_draws", "EVAL_KEYS"]
@@ -444,13 +445,16 @@ def _explore(kern: DKernels, st: DState, key):
 
 def run_method(pre: DPretrained, method: str, key: PRNGKeyArray, *,
                checkpoint_dir: str | Path | None = None, resume: bool = True,
-               track=None) -> dict:
+               track=None) -> tuple[MethodRun, object]:
     """Run ``cfg.rounds`` rounds of ``method`` from the pre-trained denoiser (round ``r``
     evaluated with ``fold_in(k_eval, r)``, the same keys for every method).
 
     Returns:
-        ``dict(history=[per-round metrics; round 0 = pre-trained], params, seconds,
-        resumed_from, samples=final evaluation tokens, valid)``.
+        The :class:`~jaxkit.actflow.results.MethodRun` (``history``: one
+        :class:`~jaxkit.actflow.results.DiscreteRound` per round, round 0 = pre-trained;
+        ``seconds``, ``resumed_from``; ``samples (n_eval, L)``: the final evaluation
+        tokens, None without a round run here; ``valid (n_eval,)``) and the final
+        denoiser's parameters.
     """
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}; got {method!r}")
@@ -527,28 +531,30 @@ def run_method(pre: DPretrained, method: str, key: PRNGKeyArray, *,
               meta_fn=lambda done: dict(expected, seconds=prev["seconds"]
                                         + time.perf_counter() - t0))
     st = res.state
-    return dict(history=history(st, method), params=st.train.params,
-                seconds=prev["seconds"] + time.perf_counter() - t0,
-                resumed_from=res.resumed_from, samples=last.get("samples"),
-                valid=last.get("valid"))
+    run = MethodRun(history=history(st, method),
+                    seconds=prev["seconds"] + time.perf_counter() - t0,
+                    resumed_from=res.resumed_from, samples=last.get("samples"),
+                    valid=last.get("valid"))
+    return run, st.train.params
 
 
-def history(st: DState, method: str) -> list[dict]:
-    """Per-round metric dictionaries (round 0: the pre-trained model)."""
+def history(st: DState, method: str) -> list[DiscreteRound]:
+    """Per-round :class:`~jaxkit.actflow.results.DiscreteRound` records (round 0: the
+    pre-trained model)."""
     evals = {k: np.asarray(v) for k, v in st.evals.items()}
     infos = {k: np.asarray(v) for k, v in st.infos.items()}
     rows = []
     for r in range(len(evals["validity"])):
-        row = dict(round=r, method=method, **{k: float(v[r]) for k, v in evals.items()})
+        metrics = {k: float(v[r]) for k, v in evals.items()}
         if r == 0:
-            row.update(n_kept_round=None, updated=False, restart=None)
-        else:
-            row.update(n_valid_round=float(infos["n_valid"][r]),
-                       n_novel_round=float(infos["n_novel"][r]),
-                       n_kept_round=float(infos["n_kept"][r]),
-                       updated=bool(infos["updated"][r]),
-                       restart=float(infos["restart"][r]) if method == "actflow" else None)
-        rows.append(row)
+            rows.append(DiscreteRound(round=r, method=method, metrics=metrics,
+                                      n_kept_round=None, updated=False, restart=None))
+            continue
+        rows.append(DiscreteRound(
+            round=r, method=method, metrics=metrics,
+            n_valid_round=float(infos["n_valid"][r]), n_novel_round=float(infos["n_novel"][r]),
+            n_kept_round=float(infos["n_kept"][r]), updated=bool(infos["updated"][r]),
+            restart=float(infos["restart"][r]) if method == "actflow" else None))
     return rows
 
 

@@ -62,6 +62,7 @@ from jaxkit.training import fit
 from . import metrics as M
 from .config import ActFlowConfig
 from .domains import Domain
+from .results import MethodRun, Round
 
 __all__ = ["METHODS", "ActFlowConfig", "Kernels", "Pretrained", "make_model", "LoopState",
            "RoundInfo", "RunState", "pretrain", "init", "make_round", "make_sampler",
@@ -492,7 +493,7 @@ _INFO = ("n_valid", "n_novel", "n_kept", "updated", "loss", "n_kept_total")
 def run_method(domain: Domain, model: nets.MLP, data: Array, method: str,
                cfg: ActFlowConfig, key: PRNGKeyArray, *, mesh=None,
                checkpoint_dir: str | Path | None = None, resume: bool = True,
-               kernels: Kernels | None = None, track=None) -> dict:
+               kernels: Kernels | None = None, track=None) -> tuple[MethodRun, LoopState]:
     """Run ``cfg.rounds`` rounds of ``method`` from the pre-trained ``model``.
 
     The rounds are one :func:`jaxkit.training.fit` whose step is a round: round ``r``
@@ -504,8 +505,10 @@ def run_method(domain: Domain, model: nets.MLP, data: Array, method: str,
     wraps the rounds (a progress bar).
 
     Returns:
-        ``dict(history=[per-round metrics, round 0 = pre-trained], samples=(R+1, n_eval,
-        d), valid=(R+1, n_eval), state=LoopState, resumed_from=int, seconds=float)``.
+        The :class:`~jaxkit.actflow.results.MethodRun` (``history``: one
+        :class:`~jaxkit.actflow.results.Round` per round, round 0 = pre-trained;
+        ``samples (R+1, n_eval, d)``, ``valid (R+1, n_eval)``, ``resumed_from``,
+        ``seconds``) and the final :class:`LoopState`.
     """
     params, static = _split(model)
     params = uncommitted(params)  # a restored pre-training: no second compilation
@@ -539,9 +542,10 @@ def run_method(domain: Domain, model: nets.MLP, data: Array, method: str,
               meta_fn=lambda done: dict(expected, seconds=prev["seconds"]
                                         + time.perf_counter() - t0))
     st = res.state
-    return dict(history=history(st, method), samples=np.asarray(st.xs),
-                valid=np.asarray(st.vs), state=st.loop, resumed_from=res.resumed_from,
-                seconds=prev["seconds"] + time.perf_counter() - t0)
+    run = MethodRun(history=history(st, method), samples=np.asarray(st.xs),
+                    valid=np.asarray(st.vs), resumed_from=res.resumed_from,
+                    seconds=prev["seconds"] + time.perf_counter() - t0)
+    return run, st.loop
 
 
 def _tracked(track, n: int, text: str, data):
@@ -555,24 +559,25 @@ def _tracked(track, n: int, text: str, data):
     return batch_fn
 
 
-def history(st: RunState, method: str) -> list[dict]:
-    """The per-round metric dictionaries of a :class:`RunState` (round 0: the
-    pre-trained model, with no round counts)."""
+def history(st: RunState, method: str) -> list[Round]:
+    """The per-round :class:`~jaxkit.actflow.results.Round` records of a
+    :class:`RunState` (round 0: the pre-trained model, with no round counts)."""
     evals = {k: np.asarray(v) for k, v in st.evals.items()}
     infos = {k: np.asarray(v) for k, v in st.infos.items()}
     rows = []
     for r in range(len(next(iter(evals.values())))):
-        row = dict(round=r, method=method, **{k: float(v[r]) for k, v in evals.items()})
+        metrics = {k: float(v[r]) for k, v in evals.items()}
         if r == 0:
-            row.update(n_valid_round=None, n_novel_round=None, n_kept_round=None,
-                       updated=False, adapt_loss=None, n_kept_total=0)
-        else:
-            loss = float(infos["loss"][r])
-            row.update(n_valid_round=float(infos["n_valid"][r]),
-                       n_novel_round=float(infos["n_novel"][r]),
-                       n_kept_round=float(infos["n_kept"][r]),
-                       updated=bool(infos["updated"][r]),
-                       adapt_loss=None if math.isnan(loss) else loss,
-                       n_kept_total=int(infos["n_kept_total"][r]))
-        rows.append(row)
+            rows.append(Round(round=r, method=method, metrics=metrics, n_valid_round=None,
+                              n_novel_round=None, n_kept_round=None, updated=False,
+                              adapt_loss=None, n_kept_total=0))
+            continue
+        loss = float(infos["loss"][r])
+        rows.append(Round(round=r, method=method, metrics=metrics,
+                          n_valid_round=float(infos["n_valid"][r]),
+                          n_novel_round=float(infos["n_novel"][r]),
+                          n_kept_round=float(infos["n_kept"][r]),
+                          updated=bool(infos["updated"][r]),
+                          adapt_loss=None if math.isnan(loss) else loss,
+                          n_kept_total=int(infos["n_kept_total"][r])))
     return rows

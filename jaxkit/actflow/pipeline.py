@@ -104,8 +104,7 @@ def run(ctx: RunContext) -> PipelineResult:
                   f"this size): {', '.join(skipped)}.")
     if ctx.reloaded:
         md.append(f"\nStages reloaded from an earlier run: {', '.join(ctx.reloaded)}.")
-    metrics = {name: {m: run["history"] for m, run in seeds[0]["runs"].items()}
-               for name, seeds in results.items()}
+    metrics = {name: seeds[0].histories() for name, seeds in results.items()}
     metrics["final"] = {name: report.per_unit_all(seeds) for name, seeds in results.items()}
     metrics["total_seconds"] = ctx.elapsed()
     return PipelineResult("actflow", TITLE, "\n".join(md), figures=figures, metrics=metrics,

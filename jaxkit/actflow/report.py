@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -47,6 +46,7 @@ from . import discrete as D
 from . import moses
 from .compare import make_domain
 from .config import Config
+from .results import DomainRun
 
 __all__ = ["PAPER", "PAPER_DOMAINS", "claims", "kept_nothing", "paper_claims", "extension_claims",
            "validation_best", "tables", "final_table", "per_unit", "per_unit_all",
@@ -92,39 +92,39 @@ def _fmtv(measure: str):
     return (lambda v: f"{100 * v:.1f}%") if measure == "coverage" else (lambda v: f"{v:.0f}")
 
 
-def per_unit(seeds: list[dict], metric: str) -> tuple[dict[str, np.ndarray], str]:
+def per_unit(seeds: list[DomainRun], metric: str) -> tuple[dict[str, np.ndarray], str]:
     """The paired units of a domain's tests: with two or more seeds, one value per seed
     (the mean over that seed's evaluation draws of the final model); with one seed, the
     evaluation draws. Returns ({method: (n,) values}, description)."""
     if len(seeds) >= 2:
-        vals = {k: np.array([float(np.nanmean(r["draws"][k][metric])) for r in seeds])
-                for k in seeds[0]["draws"]}
+        vals = {k: np.array([float(np.nanmean(r.draws[k][metric])) for r in seeds])
+                for k in seeds[0].draws}
         return vals, (f"{len(seeds)} training seeds (each the mean of "
-                      f"{len(seeds[0]['draws']['actflow'][metric])} evaluation draws)")
-    d = seeds[0]["draws"]
+                      f"{len(seeds[0].draws['actflow'][metric])} evaluation draws)")
+    d = seeds[0].draws
     return ({k: np.asarray(v[metric]) for k, v in d.items()},
             f"{len(d['actflow'][metric])} evaluation draws of the final models (same keys), "
             "one training run: training-seed variance not included")
 
 
-def per_unit_all(seeds: list[dict]) -> dict[str, dict[str, list]]:
+def per_unit_all(seeds: list[DomainRun]) -> dict[str, dict[str, list]]:
     """``{method: {metric: per-unit values}}`` of every metric (NaN as None), for
     ``metrics.json``."""
     out: dict[str, dict[str, list]] = {}
-    for k in seeds[0]["draws"]["actflow"]:
+    for k in seeds[0].draws["actflow"]:
         vals, _ = per_unit(seeds, k)
         for meth, v in vals.items():
             out.setdefault(meth, {})[k] = [None if math.isnan(x) else float(x) for x in v]
     return out
 
 
-def best_baseline(seeds: list[dict] | dict, metric: str | None = None) -> str:
+def best_baseline(seeds: list[DomainRun] | DomainRun, metric: str | None = None) -> str:
     """The method other than ActFlow with the highest mean ``metric`` (default: the
     domain's measure) over the draws (and seeds) of the final models."""
     seeds = seeds if isinstance(seeds, list) else [seeds]
-    m = metric or seeds[0]["measure"]
-    return max((k for k in seeds[0]["draws"] if k != "actflow"),
-               key=lambda k: float(np.mean([np.nanmean(r["draws"][k][m]) for r in seeds])))
+    m = metric or seeds[0].measure
+    return max((k for k in seeds[0].draws if k != "actflow"),
+               key=lambda k: float(np.mean([np.nanmean(r.draws[k][m]) for r in seeds])))
 
 
 _UNITS = {"coverage": "exact coverage", "circles": "#Circles",
@@ -158,24 +158,24 @@ _INDEPENDENT = ("held-out coverage: k-NN coverage (k = 5) of the valid sequences
                 "samples (no novelty filter for any method)")
 
 
-def validation_best(seeds: list[dict], metric: str, methods=SYNTHETIC) -> str:
+def validation_best(seeds: list[DomainRun], metric: str, methods=SYNTHETIC) -> str:
     """The method of ``methods`` with the highest ``metric`` on validation data: the final
     round's own evaluation sample of every seed (``history[-1]``, drawn with the rounds'
     keys, independent of the test draws that decide the claims)."""
     def val(m):
-        v = [r["runs"][m]["history"][-1].get(metric, math.nan) for r in seeds]
+        v = [r.runs[m].history[-1].metrics.get(metric, math.nan) for r in seeds]
         v = np.asarray(v, np.float64)
         return float(np.nanmean(v)) if np.isfinite(v).any() else -math.inf
 
     return max(methods, key=val)
 
 
-def _seeds_of(results, name) -> list[dict]:
+def _seeds_of(results, name) -> list[DomainRun]:
     seeds = results[name]
     return seeds if isinstance(seeds, list) else [seeds]
 
 
-def paper_claims(cfg: Config, results: dict[str, list[dict]]) -> list[Claim]:
+def paper_claims(cfg: Config, results: dict[str, list[DomainRun]]) -> list[Claim]:
     """The abstract's result sentences, per paper domain (:data:`PAPER_DOMAINS`), on the
     independent held-out coverage: ActFlow against the pre-trained model (margin
     ``cfg.expansion_margin``) and against the synthetic pre-training baseline chosen on
@@ -218,7 +218,7 @@ def paper_claims(cfg: Config, results: dict[str, list[dict]]) -> list[Claim]:
     return out
 
 
-def extension_claims(results: dict[str, list[dict]]) -> list[Claim]:
+def extension_claims(results: dict[str, list[DomainRun]]) -> list[Claim]:
     """jaxkit's own rows (``kind="extension"``): the toy and relaxed domains (and the
     user's) on their measure against the pre-trained model and the validation-chosen
     synthetic baseline; on the paper domains the keep-rule measures (#Circles of valid
@@ -229,13 +229,13 @@ def extension_claims(results: dict[str, list[dict]]) -> list[Claim]:
     paper = {d for d, _ in PAPER_DOMAINS}
     for name in results:
         seeds = _seeds_of(results, name)
-        m = seeds[0]["measure"]
-        every = [k for k in seeds[0]["draws"] if k != "actflow"]
+        m = seeds[0].measure
+        every = [k for k in seeds[0].draws if k != "actflow"]
         if name in paper:
             tests = [(m, "pretrained"), ("outside_circles", None)]
             if set(D.FILTERED) <= set(every):  # the independent measures, every baseline
                 tests += [("knn_coverage", tuple(every)), ("vnu_yield", tuple(every))]
-                if "heldout_recall" in seeds[0]["draws"]["actflow"]:
+                if "heldout_recall" in seeds[0].draws["actflow"]:
                     tests += [("heldout_recall", tuple(every))]
             why = ("keep-rule measure: ActFlow keeps exactly the valid samples beyond the "
                    "novelty radius, the baselines get no such filter")
@@ -264,14 +264,13 @@ def extension_claims(results: dict[str, list[dict]]) -> list[Claim]:
     return out
 
 
-def kept_nothing(results: dict[str, list[dict]]) -> list[str]:
+def kept_nothing(results: dict[str, list[DomainRun]]) -> list[str]:
     """The domains where ActFlow's keep rule kept no sample in any round of any seed
     (its loop then never updated the model: ActFlow is the pre-trained model there)."""
     out = []
     for name in results:
-        rows = [h for r in _seeds_of(results, name)
-                for h in r["runs"]["actflow"].get("history", [])[1:]]
-        if rows and all(not h.get("n_kept_round") for h in rows):
+        rows = [h for r in _seeds_of(results, name) for h in r.runs["actflow"].history[1:]]
+        if rows and all(not h.n_kept_round for h in rows):
             out.append(name)
     return out
 
@@ -285,7 +284,7 @@ def _nothing_kept_claim(name: str) -> Claim:
                  "it) or the verifier rejects every sample", kind="extension")
 
 
-def claims(cfg: Config, results: dict[str, list[dict]]) -> list[Claim]:
+def claims(cfg: Config, results: dict[str, list[DomainRun]]) -> list[Claim]:
     """The paper rows (:func:`paper_claims`), then jaxkit's own (:func:`extension_claims`;
     a "no" row per domain where ActFlow kept nothing (:func:`kept_nothing`); the peptide
     ablation :func:`ablation_claim` when both peptide arms run)."""
@@ -297,7 +296,7 @@ def claims(cfg: Config, results: dict[str, list[dict]]) -> list[Claim]:
     return out
 
 
-def ablation_claim(discrete: list[dict], relaxed: list[dict]) -> Claim:
+def ablation_claim(discrete: list[DomainRun], relaxed: list[DomainRun]) -> Claim:
     """The discrete arm against its continuous relaxation (the ablation), on the one
     measure both define the same way: the share of a final ActFlow model's samples that
     are valid peptides with net charge above the pre-training range (``outside``).
@@ -323,13 +322,13 @@ def _ci(x) -> str:
     return f"{mean:.3g}" if math.isnan(half) else f"{mean:.3g} ± {half:.2g}"
 
 
-def final_table(seeds: list[dict]) -> str:
+def final_table(seeds: list[DomainRun]) -> str:
     """Every metric of every method's final model: mean ± 95% t half-width over the
     paired units (:func:`per_unit`)."""
-    metrics = [k for k in seeds[0]["draws"]["actflow"]
-               if not np.all(np.isnan(seeds[0]["draws"]["actflow"][k]))]
+    metrics = [k for k in seeds[0].draws["actflow"]
+               if not np.all(np.isnan(seeds[0].draws["actflow"][k]))]
     rows = []
-    for meth in seeds[0]["draws"]:
+    for meth in seeds[0].draws:
         rows.append([meth] + [_ci(per_unit(seeds, k)[0][meth]) for k in metrics])
     return markdown_table(["method", *metrics], rows)
 
@@ -340,34 +339,34 @@ def _round_rows(name: str, cfg: Config, runs: dict, discrete: bool) -> tuple[lis
                             "outside_circles", "knn_coverage", "heldout_recall",
                             "vnu_yield", "vendi",
                             "scaffolds", "int_div")
-                if k in runs["actflow"]["history"][0]]
+                if k in runs["actflow"].history[0].metrics]
         hdr = ["method", "round", *keys, "kept (round)", "restart t", "updated"]
-        rows = [[meth, h["round"], *[h[k] for k in keys],
-                 "" if h.get("n_kept_round") is None else int(h["n_kept_round"]),
-                 "" if h.get("restart") is None else f"{h['restart']:.2f}",
-                 "yes" if h["updated"] else "no"]
-                for meth, run in runs.items() for h in run["history"]]
+        rows = [[meth, h.round, *[h.metrics[k] for k in keys],
+                 "" if h.n_kept_round is None else int(h.n_kept_round),
+                 "" if h.restart is None else f"{h.restart:.2f}",
+                 "yes" if h.updated else "no"]
+                for meth, run in runs.items() for h in run.history]
         return hdr, rows
-    has_cov = "coverage" in runs["actflow"]["history"][0]
+    has_cov = "coverage" in runs["actflow"].history[0].metrics
     hdr = ["method", "round"] + (["coverage", "k-NN cov."] if has_cov else []) + [
         "validity", "uniqueness", "novelty", "#Circles", "Vendi"] + (
         [f"valid, charge > +{cfg.peptide_max_charge:g}"] if name == "peptides" else []) + [
         "kept (round)", "updated"]
     rows = []
     for meth, run in runs.items():
-        for h in run["history"]:
-            rows.append([meth, h["round"]]
-                        + ([_pct(h["coverage"]), _pct(h["knn_coverage"])] if has_cov else [])
-                        + [_pct(h["validity"]), _pct(h["uniqueness"]), _pct(h["novelty"]),
-                           int(h["circles"]), h["vendi"]]
-                        + ([_pct(h["valid_beyond_data_charge"])] if name == "peptides"
-                           else [])
-                        + ["" if h["n_kept_round"] is None else int(h["n_kept_round"]),
-                           "yes" if h["updated"] else "no"])
+        for h in run.history:
+            e = h.metrics
+            rows.append([meth, h.round]
+                        + ([_pct(e["coverage"]), _pct(e["knn_coverage"])] if has_cov else [])
+                        + [_pct(e["validity"]), _pct(e["uniqueness"]), _pct(e["novelty"]),
+                           int(e["circles"]), e["vendi"]]
+                        + ([_pct(h.valid_beyond_data_charge)] if name == "peptides" else [])
+                        + ["" if h.n_kept_round is None else int(h.n_kept_round),
+                           "yes" if h.updated else "no"])
     return hdr, rows
 
 
-def tables(cfg: Config, results: dict[str, list[dict]]) -> tuple[list[str], list[str]]:
+def tables(cfg: Config, results: dict[str, list[DomainRun]]) -> tuple[list[str], list[str]]:
     """The report's Markdown lines (summary table, then one section per domain: the
     final models of every method with intervals, the per-round table of the first seed)
     and its warnings."""
@@ -376,8 +375,8 @@ def tables(cfg: Config, results: dict[str, list[dict]]) -> tuple[list[str], list
     summary = []
     for name, seeds in results.items():
         seeds = seeds if isinstance(seeds, list) else [seeds]
-        res, m = seeds[0], seeds[0]["measure"]
-        discrete = "description" in res
+        res, m = seeds[0], seeds[0].measure
+        discrete = res.discrete
         vals, unit_note = per_unit(seeds, m)
         base = best_baseline(seeds)
         fmtv = _fmtv(m)
@@ -386,10 +385,10 @@ def tables(cfg: Config, results: dict[str, list[dict]]) -> tuple[list[str], list
             warnings.append(f"actflow/{name}: ActFlow does not beat the best baseline ({base}) "
                             f"on {m}: {fmtv(means['actflow'])} vs {fmtv(means[base])}")
         summary.append([name, m] + [_ci(vals[k]) if k in vals else "" for k in D.METHODS])
-        hdr, rows = _round_rows(name, cfg, res["runs"], discrete)
-        secs = {k: round(run["seconds"], 1) for k, run in res["runs"].items()}
-        pre = res["pretrain"]
-        about = res.get("description", "")
+        hdr, rows = _round_rows(name, cfg, res.runs, discrete)
+        secs = {k: round(run.seconds, 1) for k, run in res.runs.items()}
+        pre = res.pretrain
+        about = res.description or ""
         if name == "peptides":
             about = (f"Continuous relaxation (ablation of the discrete arm). Verifier: "
                      f"{cfg.amp_windows()}; pre-training data: valid AMPs with net charge <= "
@@ -397,8 +396,8 @@ def tables(cfg: Config, results: dict[str, list[dict]]) -> tuple[list[str], list
                      "coverage measure and 'valid, charge > ...' the share of samples that "
                      "are valid and outside the pre-training charge range.")
         md += [f"### {name}", "",
-               f"Pre-training (seed 0): {pre['n_data']} points, final loss {pre['loss']:.3f}, "
-               f"{pre['seconds']:.1f} s. Seconds per method (all rounds incl. evaluation): "
+               f"Pre-training (seed 0): {pre.n_data} points, final loss {pre.loss:.3f}, "
+               f"{pre.seconds:.1f} s. Seconds per method (all rounds incl. evaluation): "
                f"{secs}. {about}", "",
                f"Final models, mean ± 95% t half-width over {unit_note}:", "",
                final_table(seeds), "",
@@ -408,8 +407,8 @@ def tables(cfg: Config, results: dict[str, list[dict]]) -> tuple[list[str], list
             what = "RDKit canonical SMILES" if name in _MOLS else "sequences"
             md += [f"Valid samples of the final models (seed 0, {what}; every final sample "
                    f"of every seed in `actflow_{name}_samples.csv`): "
-                   + "; ".join(f"{k}: {', '.join(r.get('examples', [])[:3]) or '-'}"
-                               for k, r in res["runs"].items()), ""]
+                   + "; ".join(f"{k}: {', '.join(r.examples[:3]) or '-'}"
+                               for k, r in res.runs.items()), ""]
     for n in kept_nothing(results):
         warnings.append(f"actflow/{n}: ActFlow kept nothing in any round (no sample was "
                         "valid and beyond the novelty radius): its model is the pre-trained "
@@ -420,7 +419,7 @@ def tables(cfg: Config, results: dict[str, list[dict]]) -> tuple[list[str], list
     return head + md, warnings
 
 
-def write_samples(results: dict[str, list[dict]], out: Path) -> list[Path]:
+def write_samples(results: dict[str, list[DomainRun]], out: Path) -> list[Path]:
     """Per discrete domain, ``actflow_DOMAIN_samples.csv``: the final evaluation draw of
     every method and seed (columns ``seed, method, valid, sequence``; molecules as RDKit
     canonical SMILES), written atomically. Returns the paths."""
@@ -429,33 +428,33 @@ def write_samples(results: dict[str, list[dict]], out: Path) -> list[Path]:
 
     paths = []
     for name, seeds in results.items():
-        if "description" not in seeds[0]:
+        if not seeds[0].discrete:
             continue
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["seed", "method", "valid", "smiles" if name in _MOLS else "sequence"])
         for s, res in enumerate(seeds):
-            for meth, run in res["runs"].items():
-                for seq, v in zip(run["decoded"], run["decoded_valid"], strict=True):
+            for meth, run in res.runs.items():
+                for seq, v in zip(run.decoded, run.decoded_valid, strict=True):
                     w.writerow([s, meth, int(v), seq])
         paths.append(atomic_write(out / f"actflow_{name}_samples.csv", buf.getvalue()))
     return paths
 
 
-def plot_scatter(cfg: Config, name: str, res: dict, out: Path) -> Path:
+def plot_scatter(cfg: Config, name: str, res: DomainRun, out: Path) -> Path:
     """Samples per method at the first, middle and last round."""
     dom = make_domain(name, cfg)
-    runs = res["runs"]
+    runs = res.runs
     methods = list(runs)
-    n_rounds = runs[methods[0]]["samples"].shape[0]
+    n_rounds = runs[methods[0]].samples.shape[0]
     cols = sorted({0, n_rounds // 2, n_rounds - 1})
     fig, axes = new_figure(ncols=len(cols), nrows=len(methods), size=(2.6, 2.4))
-    dv = dom.view(res["data"])
+    dv = dom.view(res.data)
     ref = None if dom.reference is None else dom.view(dom.reference)
     for i, meth in enumerate(methods):
         for j, r in enumerate(cols):
             ax = axes[i, j]
-            x, v = runs[meth]["samples"][r], runs[meth]["valid"][r]
+            x, v = runs[meth].samples[r], runs[meth].valid[r]
             p = dom.view(x)
             if ref is not None:
                 ax.scatter(ref[:, 0], ref[:, 1], s=0.3, c="0.85")
@@ -473,14 +472,14 @@ def plot_scatter(cfg: Config, name: str, res: dict, out: Path) -> Path:
     return save_figure(fig, out / f"actflow_{name}_scatter.png")
 
 
-def plot_curves(results: dict[str, list[dict[str, Any]]], out: Path) -> Path:
+def plot_curves(results: dict[str, list[DomainRun]], out: Path) -> Path:
     """Coverage (or #Circles) versus round, per domain and method (first seed)."""
     fig, axes = new_figure(ncols=len(results), size=(3.4, 2.8))
     for ax, (name, seeds) in zip(axes[0], results.items(), strict=True):
         res = seeds[0] if isinstance(seeds, list) else seeds
-        key = res["measure"]
-        for meth, run in res["runs"].items():
-            ax.plot([h["round"] for h in run["history"]], [h[key] for h in run["history"]],
+        key = res.measure
+        for meth, run in res.runs.items():
+            ax.plot([h.round for h in run.history], [h.metrics[key] for h in run.history],
                     marker="o", ms=3, label=meth)
         ax.set_title(name, fontsize=8)
         ax.set_xlabel("round")

@@ -42,7 +42,7 @@ def toy_pre():
 def toy_actflow(toy_pre):
     """ActFlow's rounds on the toy domain (key 1), uninterrupted: the keep-rule test's run
     and the kill-and-resume test's reference."""
-    return D.run_method(toy_pre[1], "actflow", jax.random.key(1))
+    return D.run_method(toy_pre[1], "actflow", jax.random.key(1))  # (MethodRun, params)
 
 
 def test_rdkit_verifier_on_known_molecules():
@@ -96,22 +96,25 @@ def test_protein_domain_uses_the_soluble_verifier():
 def test_discrete_loop_keep_rule_and_feedback(toy_pre, toy_actflow):
     dom, pre = toy_pre
     assert np.isfinite(pre.loss)
-    res = toy_actflow
-    for h in res["history"][1:]:
-        assert h["n_kept_round"] <= h["n_novel_round"] <= h["n_valid_round"] <= TINY.budget
-        assert 0.05 <= h["restart"] <= 0.95
-        assert abs(h["restart"] - TINY.restart) <= TINY.remask_step * h["round"] + 1e-6
-    base = D.run_method(pre, "pretrained", jax.random.key(1))
-    assert all(h["n_kept_round"] == 0 and not h["updated"] for h in base["history"][1:])
+    res, _ = toy_actflow
+    for h in res.history[1:]:
+        assert h.n_kept_round <= h.n_novel_round <= h.n_valid_round <= TINY.budget
+        assert 0.05 <= h.restart <= 0.95
+        assert abs(h.restart - TINY.restart) <= TINY.remask_step * h.round + 1e-6
+    assert res.history[0].n_valid_round is None and "n_valid_round" not in \
+        res.history[0].as_dict() and "n_valid_round" in res.history[1].as_dict()
+    base, base_params = D.run_method(pre, "pretrained", jax.random.key(1))
+    assert all(h.n_kept_round == 0 and not h.updated for h in base.history[1:])
+    assert all(h.restart is None for h in base.history)
     # the pre-trained model does not change: its rounds differ only by the eval key
-    for a, b in zip(jax.tree.leaves(base["params"]),
+    for a, b in zip(jax.tree.leaves(base_params),
                     jax.tree.leaves(eqx.filter(pre.model, eqx.is_array)), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_discrete_round_killed_resumes_exactly(toy_pre, toy_actflow, tmp_path):
     _, pre = toy_pre
-    full = toy_actflow  # the same run (key 1), uninterrupted
+    full, full_params = toy_actflow  # the same run (key 1), uninterrupted
 
     class Killed(Exception):
         pass
@@ -125,11 +128,11 @@ def test_discrete_round_killed_resumes_exactly(toy_pre, toy_actflow, tmp_path):
     with pytest.raises(Killed):
         D.run_method(pre, "actflow", jax.random.key(1), checkpoint_dir=tmp_path / "ck",
                      track=killing_track)
-    resumed = D.run_method(pre, "actflow", jax.random.key(1), checkpoint_dir=tmp_path / "ck")
-    assert resumed["resumed_from"] == 1
-    assert repr(resumed["history"]) == repr(full["history"])  # repr: NaN == NaN
-    for a, b in zip(jax.tree.leaves(full["params"]), jax.tree.leaves(resumed["params"]),
-                    strict=True):
+    resumed, params = D.run_method(pre, "actflow", jax.random.key(1),
+                                   checkpoint_dir=tmp_path / "ck")
+    assert resumed.resumed_from == 1
+    assert repr(resumed.history) == repr(full.history)  # repr: NaN == NaN
+    for a, b in zip(jax.tree.leaves(full_params), jax.tree.leaves(params), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     with pytest.raises(ValueError, match="`checkpoint_dir`"):
         D.run_method(pre, "actflow", jax.random.key(4), checkpoint_dir=tmp_path / "ck")
@@ -187,15 +190,16 @@ def test_selfies_decode_to_rdkit_canonical_smiles():
 
 
 def _fake(n_seeds, outside, discrete):
-    runs = {m: dict(history=[], seconds=0.0, decoded=["AK", "KK"], decoded_valid=[True, False])
+    from jaxkit.actflow.results import DomainRun, MethodRun, Pretraining
+
+    runs = {m: MethodRun(history=[], seconds=0.0, decoded=["AK", "KK"],
+                         decoded_valid=[True, False])
             for m in D.METHODS}
-    res = [dict(measure="novel_circles", runs=runs,
-                draws={m: {"outside": np.array(outside[m]) + s} for m in D.METHODS})
-           for s in range(n_seeds)]
-    if discrete:
-        for r in res:
-            r["description"] = "toy"
-    return res
+    pre = Pretraining(loss=0.0, seconds=0.0, n_data=2, resumed_from=0)
+    return [DomainRun(measure="novel_circles", runs=runs, pretrain=pre,
+                      draws={m: {"outside": np.array(outside[m]) + s} for m in D.METHODS},
+                      description="toy" if discrete else None)
+            for s in range(n_seeds)]
 
 
 def test_ablation_claim_and_sample_files(tmp_path):

@@ -44,15 +44,15 @@ def pretrained(rings, tmp_path_factory):
 @pytest.fixture(scope="module")
 def finals(rings, pretrained):
     """Every method's rounds from the pre-trained model (key 11; the claim test and the
-    resume test's uninterrupted reference), with 4 evaluation draws of the final models."""
+    resume test's uninterrupted reference), with 4 evaluation draws of the final models:
+    ``{method: (MethodRun, final LoopState, draws)}``."""
     out = {}
     for m in ("retrain", "retrain+filter", "actflow"):
-        run = loop.run_method(rings, pretrained.model, pretrained.data, m, TINY,
-                              jax.random.key(11), kernels=pretrained.kernels)
-        run["draws"] = loop.evaluate_draws(
-            pretrained.kernels, eqx.filter(run["state"].params, eqx.is_array),
-            pretrained.data, jax.random.key(12), 4)
-        out[m] = run
+        run, state = loop.run_method(rings, pretrained.model, pretrained.data, m, TINY,
+                                     jax.random.key(11), kernels=pretrained.kernels)
+        draws = loop.evaluate_draws(pretrained.kernels, eqx.filter(state.params, eqx.is_array),
+                                    pretrained.data, jax.random.key(12), 4)
+        out[m] = (run, state, draws)
     return out
 
 
@@ -69,15 +69,18 @@ def test_empty_round_is_logged_without_update(rings, pretrained):
     model, data = pretrained.model, pretrained.data
     reject = replace(rings, verifier=Verifier(lambda x: jnp.zeros(x.shape[0], bool), "none"))
     cfg = replace(TINY, steer_steps=0)  # its own kernels: no gradient to compile
-    out = loop.run_method(reject, model, data, "actflow", cfg, jax.random.key(3))
-    hist = out["history"]
-    assert [h["round"] for h in hist] == [0, 1, 2, 3]
+    out, state = loop.run_method(reject, model, data, "actflow", cfg, jax.random.key(3))
+    hist = out.history
+    assert [h.round for h in hist] == [0, 1, 2, 3]
     for h in hist[1:]:
-        assert h["n_kept_round"] == 0 and h["updated"] is False and h["adapt_loss"] is None
-        assert h["validity"] == 0.0
-    for a, b in zip(leaves(model), leaves(out["state"].params), strict=True):
+        assert h.n_kept_round == 0 and h.updated is False and h.adapt_loss is None
+        assert h.metrics["validity"] == 0.0
+    row = hist[1].as_dict()  # the row metrics.json records: evaluation metrics inline
+    assert row["round"] == 1 and row["validity"] == 0.0 and row["n_kept_round"] == 0
+    assert "valid_beyond_data_charge" not in row
+    for a, b in zip(leaves(model), leaves(state.params), strict=True):
         np.testing.assert_array_equal(a, b)
-    assert not bool(out["state"].bank_mask.any())
+    assert not bool(state.bank_mask.any())
 
 
 def test_actflow_keeps_only_valid_novel_separated(rings, pretrained):
@@ -99,7 +102,7 @@ def test_actflow_keeps_only_valid_novel_separated(rings, pretrained):
 
 def test_round_checkpoint_resume_is_exact(rings, pretrained, finals, tmp_path):
     model, data, kern = pretrained.model, pretrained.data, pretrained.kernels
-    full = finals["retrain+filter"]  # the same run, uninterrupted
+    full, full_state, _ = finals["retrain+filter"]  # the same run, uninterrupted
 
     def killing_track(it, desc):
         for r in it:
@@ -110,13 +113,13 @@ def test_round_checkpoint_resume_is_exact(rings, pretrained, finals, tmp_path):
     with pytest.raises(Killed):
         loop.run_method(rings, model, data, "retrain+filter", TINY, jax.random.key(11),
                         kernels=kern, checkpoint_dir=tmp_path / "ck", track=killing_track)
-    resumed = loop.run_method(rings, model, data, "retrain+filter", TINY, jax.random.key(11),
-                              kernels=kern, checkpoint_dir=tmp_path / "ck")
-    assert resumed["resumed_from"] == 2
-    assert resumed["history"] == full["history"]
-    np.testing.assert_array_equal(full["samples"], resumed["samples"])
-    for a, b in zip(leaves(full["state"].params), leaves(resumed["state"].params),
-                    strict=True):
+    resumed, state = loop.run_method(rings, model, data, "retrain+filter", TINY,
+                                     jax.random.key(11), kernels=kern,
+                                     checkpoint_dir=tmp_path / "ck")
+    assert resumed.resumed_from == 2
+    assert resumed.history == full.history
+    np.testing.assert_array_equal(full.samples, resumed.samples)
+    for a, b in zip(leaves(full_state.params), leaves(state.params), strict=True):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="`checkpoint_dir`"):  # another key: no reuse
         loop.run_method(rings, model, data, "retrain+filter", TINY, jax.random.key(5),
@@ -162,7 +165,7 @@ def test_actflow_coverage_beats_both_baselines_tiny(finals):
     evaluation draws of the final models, ActFlow's exact coverage of the rings beats
     retraining with and without the verifier filter (same keys and budget; the QUICK
     rings configuration)."""
-    cov = {m: run["draws"]["coverage"] for m, run in finals.items()}
+    cov = {m: draws["coverage"] for m, (_, _, draws) in finals.items()}
     # measured (keys 10, 11, 12): ActFlow 0.267, retrain 0.202, retrain+filter 0.199
     assert cov["actflow"].mean() > max(cov["retrain"].mean(), cov["retrain+filter"].mean()) \
         + 0.03, cov
@@ -211,8 +214,8 @@ def test_actflow_increases_exact_coverage_beyond_retraining():
     final = {}
     for m in ("retrain", "retrain+filter", "actflow"):
         hist = loop.run_method(dom, pre.model, pre.data, m, cfg, jax.random.key(1),
-                               kernels=pre.kernels)["history"]
-        final[m] = hist[-1]["coverage"]
-    start = hist[0]["coverage"]
+                               kernels=pre.kernels)[0].history
+        final[m] = hist[-1].metrics["coverage"]
+    start = hist[0].metrics["coverage"]
     assert final["actflow"] > start + 0.03
     assert final["actflow"] > max(final["retrain"], final["retrain+filter"]) + 0.05

@@ -3,6 +3,8 @@ rejected molecules, the MOSES reader (skipped without the molsets wheel), the dr
 domain's split, the two new baselines, and the claims (every baseline on the independent
 measures; negative control) at tiny size."""
 
+from dataclasses import replace
+
 import jax
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from jaxkit.actflow import discrete as D
 from jaxkit.actflow import molecules as Mo
 from jaxkit.actflow import moses
 from jaxkit.actflow import verify_mol as V
+from jaxkit.actflow.results import DiscreteRound, DomainRun, MethodRun, Pretraining
 
 needs_moses = pytest.mark.skipif(not moses.available(), reason="the MOSES data (molsets "
                                  "wheel) are not installed: pip install --no-deps "
@@ -121,14 +124,14 @@ def test_new_baselines_keep_what_their_rule_says():
     its valid novel ones; both report the valid-novel-unique yield."""
     pre = D.pretrain(_toy(), TINY, jax.random.key(0))
     for m in ("tempered+filter", "actflow-noexplore"):
-        h = D.run_method(pre, m, jax.random.key(1))["history"]
+        h = D.run_method(pre, m, jax.random.key(1))[0].history
         for row in h[1:]:
-            assert row["n_kept_round"] <= row["n_valid_round"]
+            assert row.n_kept_round <= row.n_valid_round
             if m == "tempered+filter":
-                assert row["n_kept_round"] == row["n_valid_round"]
+                assert row.n_kept_round == row.n_valid_round
             else:
-                assert row["n_kept_round"] <= row["n_novel_round"]
-        assert all(0.0 <= r["vnu_yield"] <= r["validity"] for r in h)
+                assert row.n_kept_round <= row.n_novel_round
+        assert all(0.0 <= r.metrics["vnu_yield"] <= r.metrics["validity"] for r in h)
 
 
 def _fake(shift: dict, *, same=False, n=4, rng_seed=0,
@@ -142,10 +145,19 @@ def _fake(shift: dict, *, same=False, n=4, rng_seed=0,
         draws = {m: {k: base[k] + (0 if same else 0.02 * base[k].mean() * rng.normal(size=n))
                      + shift.get(m, 0.0) * (100 if "circles" in k else 1) for k in keys}
                  for m in D.METHODS}
-        runs = {m: {"history": [{k: float(np.mean(v)) + 0.001 * i for k, v in
-                                 draws[m].items()}]} for i, m in enumerate(D.METHODS)}
-        out[d] = [dict(measure="novel_circles", draws=draws, runs=runs, description=d)]
+        runs = {m: MethodRun(history=[_row(0, {k: float(np.mean(v)) + 0.001 * i
+                                               for k, v in draws[m].items()})], seconds=0.0)
+                for i, m in enumerate(D.METHODS)}
+        out[d] = [DomainRun(measure="novel_circles", draws=draws, runs=runs, description=d,
+                            pretrain=Pretraining(loss=0.0, seconds=0.0, n_data=1,
+                                                 resumed_from=0))]
     return out
+
+
+def _row(r, metrics, kept=None):
+    """A :class:`DiscreteRound` of round ``r`` with these evaluation metrics."""
+    return DiscreteRound(round=r, method="m", metrics=metrics, n_kept_round=kept,
+                         updated=bool(kept), restart=None)
 
 
 def test_claims_every_baseline_and_negative_control():
@@ -193,8 +205,8 @@ def test_actflow_keeping_nothing_warns_and_says_no():
     for d, kept in (("peptides-discrete", 0.0), ("proteins", 3.0)):
         for r in res[d]:
             for m in D.METHODS:
-                r["runs"][m]["history"] = [{"round": 0, "n_kept_round": None}] + [
-                    {"round": i, "n_kept_round": kept} for i in (1, 2)]
+                r.runs[m] = replace(r.runs[m], history=[_row(0, {})] + [
+                    _row(i, {}, kept) for i in (1, 2)])
     assert report.kept_nothing(res) == ["peptides-discrete"]
     rows = [c for c in report.claims(QUICK, res) if "keep rule accepts" in c.claim]
     assert len(rows) == 1 and rows[0].verdict == "no" and rows[0].kind == "extension"

@@ -192,14 +192,15 @@ def test_protein_domain_tiny_comparison():
                     strict=True))
     shared = {}
     res = compare_discrete(cfg, "proteins", keys, shared=shared)
-    assert "soluble-protein-like" in res["description"] and "Hamming > 19" in res["description"]
-    assert set(res["draws"]) == set(D.METHODS)
+    assert "soluble-protein-like" in res.description and "Hamming > 19" in res.description
+    assert res.discrete and res.data is None and set(res.draws) == set(D.METHODS)
     for m in D.METHODS:
-        cov, vnu = res["draws"][m]["knn_coverage"], res["draws"][m]["vnu_yield"]
+        cov, vnu = res.draws[m]["knn_coverage"], res.draws[m]["vnu_yield"]
         assert cov.shape == (2,) and np.all((cov >= 0) & (cov <= 1))
         assert np.all((vnu >= 0) & (vnu <= 1))
-        assert np.all((res["draws"][m]["heldout_recall"] >= 0)
-                      & (res["draws"][m]["heldout_recall"] <= 1))
+        assert np.all((res.draws[m]["heldout_recall"] >= 0)
+                      & (res.draws[m]["heldout_recall"] <= 1))
+        assert res.runs[m].samples is None and res.runs[m].valid is None  # decoded instead
     # the held-out recall by hand: share of reference rows within Hamming 19 of a valid
     # sample (on the padded tokens); samples: six reference rows, three of them shifted
     dom, kern = shared[("domain", "proteins")], shared[("kernels", "proteins")]
@@ -211,6 +212,6 @@ def test_protein_domain_tiny_comparison():
     ham = (dom.reference[:, None, :] != x[None, valid, :]).sum(-1)
     want = float(np.mean((ham <= 19).any(axis=1)))
     assert 0 < want < 1 and float(got) == pytest.approx(want, abs=1e-6)
-    for seq, ok in zip(res["runs"]["actflow"]["decoded"],
-                       res["runs"]["actflow"]["decoded_valid"], strict=True):
+    for seq, ok in zip(res.runs["actflow"].decoded, res.runs["actflow"].decoded_valid,
+                       strict=True):
         assert ok == (V.check_soluble(seq) == [])

@@ -1,11 +1,13 @@
 """The ActFlow pipeline: configuration, report sections, PNGs, claims and resume."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from jaxkit.actflow.config import DISCRETE, FULL, QUICK, Config
+from jaxkit.actflow.results import DiscreteRound, DomainRun, MethodRun, Pretraining
 from jaxkit.registry import RunContext
 
 TINY = Config(domains=("rings", "peptides-discrete"), hidden=16, depth=2, n_data=128,
@@ -136,10 +138,14 @@ def _fake(shift: dict[str, float], *, same: bool = False, n: int = 4, seeds: int
                                         for k in _KEYS}
                 draws[m] = {k: base[k] + (0 if same else noise[k]) + shift.get(m, 0.0)
                             * (1 if k == "knn_coverage" else 100) for k in _KEYS}
-            runs = {m: {"history": [{k: float(np.mean(v)) + 0.001 * i for k, v in
-                                     draws[m].items()}]} for i, m in enumerate(METHODS)}
-            res.append(dict(measure="novel_circles", draws=draws, runs=runs,
-                            description=d))
+            runs = {m: MethodRun(history=[DiscreteRound(
+                round=0, method=m, metrics={k: float(np.mean(v)) + 0.001 * i
+                                            for k, v in draws[m].items()},
+                n_kept_round=None, updated=False, restart=None)], seconds=0.0)
+                for i, m in enumerate(METHODS)}
+            res.append(DomainRun(measure="novel_circles", draws=draws, runs=runs,
+                                 description=d, pretrain=Pretraining(
+                                     loss=0.0, seconds=0.0, n_data=1, resumed_from=0)))
         out[d] = res
     return out
 
@@ -178,10 +184,13 @@ def test_claims_keep_rule_measures_are_extensions_and_baseline_is_chosen_on_vali
     res = _fake({}, same=True)
     for seeds in res.values():
         for r in seeds:
-            r["draws"]["actflow"]["novel_circles"] = r["draws"]["actflow"]["novel_circles"] + 50
-            r["draws"]["retrain+filter"]["knn_coverage"] = (
-                r["draws"]["retrain+filter"]["knn_coverage"] + 0.1)
-            r["runs"]["retrain"]["history"][-1]["knn_coverage"] = 0.99
+            r.draws["actflow"]["novel_circles"] = r.draws["actflow"]["novel_circles"] + 50
+            r.draws["retrain+filter"]["knn_coverage"] = (
+                r.draws["retrain+filter"]["knn_coverage"] + 0.1)
+            run = r.runs["retrain"]
+            last = run.history[-1]
+            r.runs["retrain"] = replace(run, history=[*run.history[:-1], replace(
+                last, metrics={**last.metrics, "knn_coverage": 0.99})])
     cl = report.claims(QUICK, res)
     paper = [c for c in cl if c.kind == "paper" and not c.verdict.startswith("not tested")]
     assert all(c.verdict == "no" for c in paper)

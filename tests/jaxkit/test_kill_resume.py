@@ -290,9 +290,9 @@ def test_actflow_pretraining_and_rounds_resume(tmp_path):
         assert [r["resumed_from"] for r in seen] == [at]
 
     def rounds(folder):
-        r = loop.run_method(rings, p.model, p.data, "actflow", cfg, jax.random.key(11),
-                            checkpoint_dir=folder, kernels=p.kernels)
-        return repr(r["history"]), r["samples"], r["valid"], _arrays(r["state"].params)
+        r, state = loop.run_method(rings, p.model, p.data, "actflow", cfg, jax.random.key(11),
+                                   checkpoint_dir=folder, kernels=p.kernels)
+        return repr(r.history), r.samples, r.valid, _arrays(state.params)
 
     ref = rounds(tmp_path / "run-ref")
     for at, name in ((1, "run-mid"), (3, "run-end")):
@@ -325,8 +325,8 @@ def test_actflow_discrete_pretraining_and_rounds_resume(tmp_path):
         assert [r["resumed_from"] for r in seen] == [at]
 
     def rounds(folder):
-        r = D.run_method(p, "actflow", jax.random.key(1), checkpoint_dir=folder)
-        return repr(r["history"]), _arrays(r["params"])
+        r, params = D.run_method(p, "actflow", jax.random.key(1), checkpoint_dir=folder)
+        return repr(r.history), _arrays(params)
 
     ref = rounds(tmp_path / "run-ref")
     for at, name in ((1, "run-mid"), (2, "run-end")):

@@ -23,9 +23,10 @@ The held-out bytes are split in two: stage 1 ranks the strings on the first half
 selection split), stage 2 and the claims compare on the second (the test split), so the
 found string is not scored on the windows it was chosen on.
 
-The agent (policy ``agent``, :mod:`jaxkit.compose.agent`): a chat model (``agent_model``
-in process, or at ``agent_endpoint``) proposing strings from the history, its replies
-cached (``agent_cache``) and replayed; ``agent_seeds`` seeds. Every policy's best string
+The agent (policy ``agent``, :mod:`jaxkit.compose.agent`; the section ``agent``,
+:class:`AgentSettings`): a chat model (``agent.model`` in process, or at
+``agent.endpoint``) proposing strings from the history, its replies cached
+(``agent.cache``) and replayed; ``agent.seeds`` seeds. Every policy's best string
 of each of its first ``promote_seeds`` seeds goes to stage 2 (the search claims compare
 those on the test split against ``search_margin``). Your own architectures:
 ``--set strings=AMDAMD,DDMMAA`` (``depth`` letters each) enter every stage.
@@ -44,7 +45,66 @@ from jaxkit.config import PipelineConfig, require, require_at_least, require_pos
 
 from .policies import POLICIES
 
-__all__ = ["Config", "QUICK", "FULL"]
+__all__ = ["AgentSettings", "ScaleSettings", "Config", "QUICK", "FULL"]
+
+
+@dataclass(frozen=True)
+class AgentSettings(PipelineConfig):
+    """The agent policy (:mod:`jaxkit.compose.agent`), the section ``agent`` of
+    :class:`Config` (``--set agent.endpoint=URL``): a chat model proposing strings from the
+    history.
+
+    ``endpoint`` "": ``model`` (SmolLM2) in process, the committed
+    ``jaxkit/compose/replies/smollm2-135m.jsonl`` read first, new replies appended to
+    ``cache`` ("": OUT/agent-replies.jsonl); a URL: any OpenAI-compatible server, replies
+    cached in the folder ``cache`` ("": OUT/agent-cache). ``offline``: replay only (a
+    missing reply makes that round's proposals counted fallbacks). ``seeds``: the agent's
+    search seeds (the first ones of every policy); ``temperature`` 0 is greedy (the most
+    valid proposals of SmolLM2-135M); at most ``max_tokens`` tokens a reply; the best
+    ``shown`` strings of the history shown in each request."""
+
+    model: str = "smollm2-135m"
+    endpoint: str = ""
+    cache: str = ""
+    offline: bool = False
+    seeds: int = 3
+    temperature: float = 0.0
+    max_tokens: int = 48
+    shown: int = 12
+
+    def validate(self) -> None:
+        require_at_least(self, ("seeds", "max_tokens", "shown"))
+        require(self.temperature >= 0, "temperature", f"must be >= 0; got {self.temperature}")
+
+
+@dataclass(frozen=True)
+class ScaleSettings(PipelineConfig):
+    """The fair baselines' scaling grid (:mod:`jaxkit.compose.fair`), the section ``scale``
+    of :class:`Config` (``--set scale.widths=16,24,32,48``): strings stacked to ``depth``
+    layers at each width of ``widths``, each trained for each step count of ``steps`` as
+    its own run (cosine to its own length, learning rate ``lr``, compiled ``chunk`` steps
+    at a time) from ``seeds`` initialisations, ``batch`` windows of ``context`` bytes.
+    (:class:`Config` checks the widths against ``heads`` and ``ssd_head_dim``.)"""
+
+    depth: int = 16
+    widths: tuple[int, ...] = (24, 32, 48, 80)
+    steps: tuple[int, ...] = (200, 400, 800, 2000)
+    seeds: int = 3
+    batch: int = 16
+    context: int = 128
+    lr: float = 3e-3
+    chunk: int = 50
+
+    def validate(self) -> None:
+        require_at_least(self, ("depth", "seeds", "batch", "chunk"))
+        require_at_least(self, ("context",), 4)
+        require_positive(self, ("lr",))
+        require(len(self.widths) >= 2 and len(set(self.widths)) == len(self.widths),
+                "widths", f"must be >= 2 distinct widths; got {self.widths}")
+        st = self.steps
+        require(len(st) >= 2 and len(set(st)) == len(st) and all(
+            x > 0 and x % self.chunk == 0 for x in st),
+            "steps", f">= 2 distinct positive multiples of chunk ({self.chunk}); got {st}")
 
 
 @dataclass(frozen=True)
@@ -98,19 +158,7 @@ class Config(PipelineConfig):
     # so a verdict of "yes" is not the fit's noise around equal slopes).
     frontier_margin: float = 10.0
     # The agent (jaxkit.compose.agent): a chat model proposing strings from the history.
-    # "" endpoint: SmolLM2 in process, the committed jaxkit/compose/replies/smollm2-135m.jsonl
-    # read first, new replies appended to `agent_cache` ("": OUT/agent-replies.jsonl);
-    # an URL: any OpenAI-compatible server,
-    # replies cached in the folder `agent_cache` ("": OUT/agent-cache). `agent_offline`:
-    # replay only (a missing reply makes that round's proposals counted fallbacks).
-    agent_model: str = "smollm2-135m"
-    agent_endpoint: str = ""
-    agent_cache: str = ""
-    agent_offline: bool = False
-    agent_seeds: int = 3  # the agent's search seeds (the first ones of every policy)
-    agent_temperature: float = 0.0  # greedy: the most valid proposals of SmolLM2-135M
-    agent_max_tokens: int = 48
-    agent_shown: int = 12  # the best strings of the history shown in each request
+    agent: AgentSettings = AgentSettings()
     # Each policy's own best string of each of its first `promote_seeds` search seeds is
     # stacked to the stage-2 depth and trained (one initialisation) on the test split; the
     # search claims compare these, paired over search seeds, one-sided (alpha 0.05)
@@ -123,18 +171,9 @@ class Config(PipelineConfig):
     strings: tuple[str, ...] = ()
     # Fair baselines and readable scaling (jaxkit.compose.fair; issue 62 parts 2-3): six
     # families (the found Transformer and hybrid, the Composer-found ones, the Llama-style
-    # model of jaxkit.lm's layers and the Nemotron-style hybrid, parameter-matched),
-    # strings stacked to `scale_depth` layers at each width of `scale_widths`, each trained
-    # for each step count of `scale_steps` as its own run (cosine to its own length) from
-    # `scale_seeds` initialisations, `scale_batch` windows of `scale_context` bytes.
-    scale_depth: int = 16
-    scale_widths: tuple[int, ...] = (24, 32, 48, 80)
-    scale_steps: tuple[int, ...] = (200, 400, 800, 2000)
-    scale_seeds: int = 3
-    scale_batch: int = 16
-    scale_context: int = 128
-    scale_lr: float = 3e-3
-    scale_chunk: int = 50
+    # model of jaxkit.lm's layers and the Nemotron-style hybrid, parameter-matched) on the
+    # grid of the section `scale` (ScaleSettings).
+    scale: ScaleSettings = ScaleSettings()
     # The variable-projection fit (jaxkit.compose.vpfit): both exponents bounded to
     # `fit_bounds`; `n_boot` bootstrap resamples of the seeds; the synthetic check must
     # recover every parameter within `fit_tolerance` (relative) at `synth_noise`
@@ -149,8 +188,7 @@ class Config(PipelineConfig):
                                 "batch", "chunk", "budget", "search_seeds", "search_batch",
                                 "population", "tournament", "top_k", "depth_factor",
                                 "width2", "steps2", "seeds2", "n_val", "checkpoint_every",
-                                "fit_maxiter", "ssd_head_dim", "ssd_chunk", "agent_seeds",
-                                "agent_max_tokens", "agent_shown", "promote_seeds"))
+                                "fit_maxiter", "ssd_head_dim", "ssd_chunk", "promote_seeds"))
         letters = set(self.alphabet) | set(self.composer_alphabet)
         for s in self.strings:
             require(isinstance(s, str) and len(s) == self.depth and set(s) <= letters,
@@ -160,8 +198,6 @@ class Config(PipelineConfig):
                 f"must be distinct; got {self.strings}")
         require(self.search_margin >= 0, "search_margin",
                 f"must be >= 0; got {self.search_margin}")
-        require(self.agent_temperature >= 0, "agent_temperature",
-                f"must be >= 0; got {self.agent_temperature}")
         for f in ("alphabet", "composer_alphabet"):
             v = getattr(self, f)
             require(isinstance(v, str) and len(v) >= 2 and set(v) <= set("AMSD")
@@ -213,23 +249,15 @@ class Config(PipelineConfig):
 
 
     def _validate_scale(self) -> None:
-        require_at_least(self, ("scale_depth", "scale_seeds", "scale_batch", "scale_chunk",
-                                "n_boot"))
-        require_at_least(self, ("scale_context",), 4)
-        require_positive(self, ("scale_lr", "fit_tolerance"))
+        require_at_least(self, ("n_boot",))
+        require_positive(self, ("fit_tolerance",))
         require(self.synth_noise >= 0, "synth_noise", f"must be >= 0; got {self.synth_noise}")
-        w = self.scale_widths
-        require(len(w) >= 2 and len(set(w)) == len(w) and all(
-            isinstance(x, int) and x % self.heads == 0 and (x // self.heads) % 2 == 0
-            and (2 * x) % self.ssd_head_dim == 0 for x in w), "scale_widths",
-            f">= 2 distinct widths, each divisible by heads ({self.heads}) with an even "
-            f"head dimension (RoPE) and 2 x width divisible by ssd_head_dim "
-            f"({self.ssd_head_dim}); got {w}")
-        st = self.scale_steps
-        require(len(st) >= 2 and len(set(st)) == len(st) and all(
-            isinstance(x, int) and x > 0 and x % self.scale_chunk == 0 for x in st),
-            "scale_steps", f">= 2 distinct positive multiples of scale_chunk "
-            f"({self.scale_chunk}); got {st}")
+        w = self.scale.widths
+        require(all(x % self.heads == 0 and (x // self.heads) % 2 == 0
+                    and (2 * x) % self.ssd_head_dim == 0 for x in w), "scale.widths",
+                f"each must be divisible by heads ({self.heads}) with an even head dimension "
+                f"(RoPE) and 2 x width divisible by ssd_head_dim ({self.ssd_head_dim}); "
+                f"got {w}")
         b = self.fit_bounds
         require(len(b) == 2 and 0 < b[0] < b[1], "fit_bounds",
                 f"must be (lo, hi) with 0 < lo < hi; got {b}")
@@ -251,8 +279,9 @@ QUICK = Config(alphabet="AMD", depth=6, width=16, heads=2, d_state=4, context=16
                batch=8, lr=6e-3, warmup=10, chunk=20, budget=12, search_seeds=3,
                search_batch=4, population=4, tournament=2, top_k=1, depth_factor=1,
                width2=16, steps2=60, seeds2=3, scaling_depths=(3,), scaling_budgets=(20, 40, 60),
-               n_val=32, fit_maxiter=300, scaling_families=("llama",), agent_seeds=3,
-               promote_seeds=3, scale_depth=6, scale_widths=(16, 24), scale_steps=(20, 40),
-               scale_seeds=2, scale_batch=8, scale_context=32, scale_lr=6e-3, scale_chunk=20,
+               n_val=32, fit_maxiter=300, scaling_families=("llama",),
+               agent=AgentSettings(seeds=3), promote_seeds=3,
+               scale=ScaleSettings(depth=6, widths=(16, 24), steps=(20, 40), seeds=2, batch=8,
+                                   context=32, lr=6e-3, chunk=20),
                n_boot=20)
 FULL = Config()

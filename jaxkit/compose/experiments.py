@@ -49,13 +49,13 @@ def settings(cfg, steps: int, eval_at=()) -> TrainSettings:
 def _search_all(cfg, key, evaluate: Callable[[list[str]], dict], proposer=None,
                 known: dict[str, float] | None = None) -> dict:
     """All policies x seeds in lockstep rounds; ``evaluate(new strings) -> {s: loss}``.
-    The agent runs ``agent_seeds`` seeds (the first ones, paired with the others'), its
+    The agent runs ``agent.seeds`` seeds (the first ones, paired with the others'), its
     round's chat requests of all seeds sent together to ``proposer``
     (:class:`jaxkit.compose.agent.Proposer`; None: every proposal a fallback)."""
     runs = {}
     for p in cfg.policies:
-        n_seeds = (min(cfg.search_seeds, getattr(cfg, "agent_seeds", cfg.search_seeds))
-                   if p == "agent" else cfg.search_seeds)
+        n_seeds = (min(cfg.search_seeds, cfg.agent.seeds) if p == "agent"
+                   else cfg.search_seeds)
         for seed in range(n_seeds):
             k = jax.random.fold_in(jax.random.fold_in(key, seed), zlib.crc32(p.encode()))
             rng = np.random.default_rng([seed, sum(map(ord, p))])

@@ -13,15 +13,15 @@ Six families, each trained as separate runs per (model size, token budget):
   with depth, width and MLP ratio matched to the found family's parameters
   (:func:`~jaxkit.compose.runs.match_compose`);
 * ``llama``: the Llama-style model of :mod:`jaxkit.compose.llama` (jaxkit.lm's RMSNorm,
-  RoPE, grouped-query attention, SwiGLU), ``scale_depth // 2`` blocks at each width,
+  RoPE, grouped-query attention, SwiGLU), ``scale.depth // 2`` blocks at each width,
   its SwiGLU width matched to ``found-T``'s parameters;
 * ``nemotron``: the Nemotron-H-style hybrid string (:func:`~jaxkit.compose.arch.nemotron_style`,
   Mamba/MLP with one mixer in four attention), depth and width matched to ``found-H``.
 
-Strings are stacked to ``scale_depth`` layers; the sizes are the widths
-``scale_widths``, the budgets the step counts ``scale_steps`` (tokens: steps x
-``scale_batch`` x ``scale_context`` bytes), every run with its own cosine schedule
-(:mod:`jaxkit.compose.runs`), ``scale_seeds`` initialisations, on the training bytes, scored
+Strings are stacked to ``scale.depth`` layers; the sizes are the widths
+``scale.widths``, the budgets the step counts ``scale.steps`` (tokens: steps x
+``scale.batch`` x ``scale.context`` bytes), every run with its own cosine schedule
+(:mod:`jaxkit.compose.runs`), ``scale.seeds`` initialisations, on the training bytes, scored
 on the test half of the held-out bytes. The fair comparison at a fixed budget reads the
 largest cell; the scaling fits (:mod:`jaxkit.compose.vpfit`) use every cell.
 """
@@ -91,11 +91,11 @@ def fair_plan(cfg, s1: dict) -> dict:
     the chosen strings, notes and each spec's non-embedding parameters."""
     ch = choose_strings(cfg, s1)
     st = ch["strings"]
-    ctx, depth = cfg.scale_context, cfg.scale_depth
+    ctx, depth = cfg.scale.context, cfg.scale.depth
     mamba = "D" if "D" in cfg.alphabet else "S"
     specs = {f: [] for f in FAMILIES}
     patterns = dict(st, nemotron=nemotron_style(depth, mamba))
-    for w in cfg.scale_widths:
+    for w in cfg.scale.widths:
         for f in ("found-T", "found-H"):
             specs[f].append(None if st[f] is None else compose_spec(
                 stack(st[f], depth), w, cfg, ctx))
@@ -114,13 +114,13 @@ def fair_plan(cfg, s1: dict) -> dict:
 
 
 def settings(cfg) -> RunSettings:
-    return RunSettings(batch=cfg.scale_batch, lr=cfg.scale_lr, chunk=cfg.scale_chunk,
+    return RunSettings(batch=cfg.scale.batch, lr=cfg.scale.lr, chunk=cfg.scale.chunk,
                        checkpoint_every=cfg.checkpoint_every, n_val=cfg.n_val)
 
 
 def run_grid(key, cfg, corpus, plan: dict, *, checkpoint_dir: str | Path | None = None,
              resume: bool = True, log=None) -> dict:
-    """Train every (family, width, steps) cell of ``plan`` for ``cfg.scale_seeds``
+    """Train every (family, width, steps) cell of ``plan`` for ``cfg.scale.seeds``
     seeds: ``{family: {"bpb": (widths, budgets, seeds) list, "N", "D", "seconds"}}``
     (None for a family without a string). The same initialisation and batch keys for
     every family (paired over seeds)."""
@@ -133,20 +133,20 @@ def run_grid(key, cfg, corpus, plan: dict, *, checkpoint_dir: str | Path | None 
         bpb, secs = [], 0.0
         for i, sp in enumerate(specs):
             row = []
-            for steps in cfg.scale_steps:
+            for steps in cfg.scale.steps:
                 ck = None if checkpoint_dir is None else (
-                    Path(checkpoint_dir) / f"{f}-w{cfg.scale_widths[i]}-s{steps}")
+                    Path(checkpoint_dir) / f"{f}-w{cfg.scale.widths[i]}-s{steps}")
                 r = train_runs(jax.random.fold_in(key, i), sp, corpus, int(steps), s,
-                               seeds=cfg.scale_seeds, checkpoint_dir=ck, resume=resume)
+                               seeds=cfg.scale.seeds, checkpoint_dir=ck, resume=resume)
                 row.append(r["bpb"])
                 secs += r["seconds"]
                 if log is not None:
-                    log(f"{f} width {cfg.scale_widths[i]} steps {steps}: "
+                    log(f"{f} width {cfg.scale.widths[i]} steps {steps}: "
                         f"{np.mean(r['bpb']):.3f} bits/byte")
             bpb.append(row)
         out[f] = dict(bpb=bpb, N=[sp.n_params for sp in specs],
-                      D=[int(st) * cfg.scale_batch * cfg.scale_context
-                         for st in cfg.scale_steps], seconds=secs)
+                      D=[int(st) * cfg.scale.batch * cfg.scale.context
+                         for st in cfg.scale.steps], seconds=secs)
     return out
 
 
@@ -164,7 +164,7 @@ def fit_grid(cfg, grid: dict, rng: np.random.Generator) -> dict:
     kw = dict(bounds=tuple(cfg.fit_bounds))
     fams = [f for f in FAMILIES if grid.get(f) is not None]
     out = {"families": fams}
-    k = cfg.scale_seeds
+    k = cfg.scale.seeds
     idx = [rng.integers(0, k, k) for _ in range(cfg.n_boot)]
     for f in fams:
         N, D, L = _cells(grid[f])
@@ -197,7 +197,7 @@ def fit_grid(cfg, grid: dict, rng: np.random.Generator) -> dict:
     N = np.asarray(grid[fams[0]]["N"]) if fams else np.ones(1)
     D = np.asarray(grid[fams[0]]["D"]) if fams else np.ones(1)
     out["span"] = (float(N.max() / N.min()), float(D.max() / D.min()))
-    out["shape"] = (len(cfg.scale_widths), len(cfg.scale_steps))
+    out["shape"] = (len(cfg.scale.widths), len(cfg.scale.steps))
     return out
 
 

@@ -80,9 +80,9 @@ def _outperform(cfg, fair: dict) -> Claim:
                                 margin=cfg.outperform_margin, level=0.90)
     meas = "; ".join(f"{f} vs {b}: {_fmt(v)}" for (f, b), v in zip(pairs, vs, strict=True))
     n = fair["plan"]["n_params"]
-    note = (f"bytes (no tokenizer); width {cfg.scale_widths[-1]}, "
-            f"{cfg.scale_steps[-1] * cfg.scale_batch * cfg.scale_context:,} tokens, context "
-            f"{cfg.scale_context}; non-embedding params " + ", ".join(
+    note = (f"bytes (no tokenizer); width {cfg.scale.widths[-1]}, "
+            f"{cfg.scale.steps[-1] * cfg.scale.batch * cfg.scale.context:,} tokens, context "
+            f"{cfg.scale.context}; non-embedding params " + ", ".join(
                 f"{f} {n[f][-1]:,}" for f in FAMILIES if n[f][-1] is not None))
     if missing:
         return Claim(PAPER, text, meas, "not tested", test,
@@ -145,7 +145,7 @@ def _setup_rows(cfg, fair: dict) -> list[Claim]:
         for i, (nb, nf) in enumerate(zip(plan["n_params"][b], plan["n_params"][f],
                                          strict=True)):
             if nb is not None and nf is not None and abs(nb / nf - 1) > MATCH_TOL:
-                off.append(f"{b} at width {cfg.scale_widths[i]}: {nb:,} vs {nf:,}")
+                off.append(f"{b} at width {cfg.scale.widths[i]}: {nb:,} vs {nf:,}")
     rows.append(Claim(PAPER, "Every baseline is parameter-matched to its found family at "
                       "every size", f"{len(off)} cell(s) off", "no" if off else "yes",
                       f"non-embedding parameters within {100 * MATCH_TOL:g}%",
@@ -192,19 +192,19 @@ def fair_markdown(cfg, fair: dict) -> str:
                    f"{fit['b']:.3f} [{ci['b'][0]:.3f}, {ci['b'][1]:.3f}]",
                    f"{g['gamma']:.3f} [{ci['gamma'][0]:.3f}, {ci['gamma'][1]:.3f}]",
                    f"{fit['rms']:.4f}", "; ".join(fit["reasons"]) or "no"))
-    tokens = [s * cfg.scale_batch * cfg.scale_context for s in cfg.scale_steps]
+    tokens = [s * cfg.scale.batch * cfg.scale.context for s in cfg.scale.steps]
     syn = fair["synthetic"]
     return "\n".join([
         "## Fair baselines and readable scaling", "",
         f"Tokenisation: bytes (256 symbols), the same text and windows for every family. "
-        f"Strings stacked to {cfg.scale_depth} layers at widths {tuple(cfg.scale_widths)}; "
-        f"the Llama-style model has {max(1, cfg.scale_depth // 2)} blocks of jaxkit.lm's "
+        f"Strings stacked to {cfg.scale.depth} layers at widths {tuple(cfg.scale.widths)}; "
+        f"the Llama-style model has {max(1, cfg.scale.depth // 2)} blocks of jaxkit.lm's "
         "RMSNorm, RoPE, grouped-query attention and SwiGLU, its SwiGLU width matched to "
         "found-T's parameters; the Nemotron-style and Composer-found strings' depth, width and "
         "MLP ratio matched to their found family's (found-H; found-T for composer-T). "
-        f"Budgets {tuple(cfg.scale_steps)} steps of {cfg.scale_batch} x "
-        f"{cfg.scale_context} bytes ({', '.join(f'{t:,}' for t in tokens)} tokens), each "
-        f"its own run with a cosine schedule to its own length, {cfg.scale_seeds} seeds; "
+        f"Budgets {tuple(cfg.scale.steps)} steps of {cfg.scale.batch} x "
+        f"{cfg.scale.context} bytes ({', '.join(f'{t:,}' for t in tokens)} tokens), each "
+        f"its own run with a cosine schedule to its own length, {cfg.scale.seeds} seeds; "
         "test split of the held-out bytes. 'Composer-found' strings are the Composer-like "
         "search's best (and, without Mamba letters in its alphabet, random search's best "
         "hybrid) at the same stage-1 budget as the guided policies.", "",

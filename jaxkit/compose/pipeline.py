@@ -62,9 +62,9 @@ def proposer_of(cfg: Config, out_dir) -> Proposer | None:
     ``agent_*`` settings, or None when ``policies`` has no agent."""
     if "agent" not in cfg.policies:
         return None
-    return Proposer(cfg.agent_model, endpoint=cfg.agent_endpoint, cache=cfg.agent_cache,
-                    offline=cfg.agent_offline, temperature=cfg.agent_temperature,
-                    max_tokens=cfg.agent_max_tokens, out_dir=out_dir)
+    return Proposer(cfg.agent.model, endpoint=cfg.agent.endpoint, cache=cfg.agent.cache,
+                    offline=cfg.agent.offline, temperature=cfg.agent.temperature,
+                    max_tokens=cfg.agent.max_tokens, out_dir=out_dir)
 
 
 TITLE = "AIRA-Compose: composed Attention/MLP/Mamba architectures, search and scaling"

@@ -194,8 +194,8 @@ def _agent_markdown(cfg, s1: dict, s2: dict) -> list[str]:
         where = ag["endpoint"] or "in process (jaxkit.lm)"
         parts += [
             f"Agent: {ag['model']} {where}, {ac['seeds']} seeds (the first of every "
-            f"policy's), the best {cfg.agent_shown} of its history shown per request, "
-            f"temperature {cfg.agent_temperature:g}, at most {cfg.agent_max_tokens} tokens "
+            f"policy's), the best {cfg.agent.shown} of its history shown per request, "
+            f"temperature {cfg.agent.temperature:g}, at most {cfg.agent.max_tokens} tokens "
             f"per reply; replies from the cache `{ag['cache']}`: {ag['hits']}, "
             + (f"not in it (offline: failed calls): {ag['misses']}" if ag.get("offline")
                else f"generated: {ag['misses']}")

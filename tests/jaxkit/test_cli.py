@@ -196,6 +196,22 @@ def test_run_all_show_config_and_per_pipeline_settings(toy, tmp_path):
     assert "[pooled-lingam]" in r.output
 
 
+def test_run_all_sets_and_reads_back_a_section(tmp_path):
+    """A section of a real pipeline (aira-compose's ``scale``) set by a dotted path with
+    ``all``, printed as ``[NAME.section]`` and read back from that output."""
+    r = runner.invoke(app, ["run", "all", "--quick", "--set", "aira-compose.scale.seeds=4",
+                            "--set", "aira-compose.agent.offline=yes", "--show-config"])
+    assert r.exit_code == 0, r.output
+    assert "[aira-compose.scale]\ndepth = 6\nwidths = [16, 24]" in r.output
+    assert "seeds = 4" in r.output and "offline = true" in r.output
+    toml = tmp_path / "all.toml"
+    toml.write_text(r.output)
+    again = runner.invoke(app, ["run", "all", "--quick", "--config", str(toml), "--show-config"])
+    assert again.output == r.output
+    bad = runner.invoke(app, ["run", "aira-compose", "--quick", "--set", "scale.seeds=0"])
+    assert bad.exit_code == 2 and "`scale.seeds` must be >= 1; got 0" in bad.output
+
+
 @pytest.mark.parametrize(("args", "match"), [
     (["--set", "rond=2"], "toy-cli: --set: unknown field `rond` for ToyConfig; did you "
                           "mean rounds?"),

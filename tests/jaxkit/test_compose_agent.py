@@ -18,7 +18,8 @@ from jaxkit.compose.results import SearchRun
 from jaxkit.lm import replies as lm_replies
 
 CFG = dataclasses.replace(QUICK, budget=8, search_seeds=3, search_batch=4,
-                          policies=("random", "evolution", "agent"), agent_seeds=2,
+                          policies=("random", "evolution", "agent"),
+                          agent=dataclasses.replace(QUICK.agent, seeds=2),
                           promote_seeds=2)
 
 
@@ -138,8 +139,8 @@ def test_committed_quick_cache_is_readable():
     from jaxkit.compose.agent import DEFAULT_CACHE
 
     recs = [json.loads(x) for x in DEFAULT_CACHE.read_text().splitlines()]
-    assert len(recs) >= QUICK.agent_seeds and all(r["model"] == "smollm2-135m" for r in recs)
-    assert {r["settings"]["max_tokens"] for r in recs} == {QUICK.agent_max_tokens}
+    assert len(recs) >= QUICK.agent.seeds and all(r["model"] == "smollm2-135m" for r in recs)
+    assert {r["settings"]["max_tokens"] for r in recs} == {QUICK.agent.max_tokens}
 
 
 def _results(agent_gain: float, seeds: int = 4, noise: float = 0.01):

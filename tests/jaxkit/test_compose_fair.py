@@ -3,7 +3,6 @@ Llama-style model against a direct computation with jaxkit.lm's layers, paramete
 matching, each run's own cosine schedule, the bounded variable-projection fit
 (recovery and degeneracy), and the claims with their negative control."""
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -178,13 +177,13 @@ def _fair(cfg, found_slope: float, seed=0, noise=0.003):
     s = 0.3, every seed its own noise."""
     rng = np.random.default_rng(seed)
     N = np.geomspace(2e4, 2e5, 4)
-    steps = np.asarray(cfg.scale_steps)
-    D = steps * cfg.scale_batch * cfg.scale_context
+    steps = np.asarray(cfg.scale.steps)
+    D = steps * cfg.scale.batch * cfg.scale.context
     grid, n_params = {}, {}
     for f in F.FAMILIES:
         s = found_slope if f.startswith("found") else 0.3
         law = 1.5 * (1 + (N[:, None] / N[0]) ** -s + (D[None] / D[0]) ** -s)
-        bpb = law[..., None] * np.exp(noise * rng.standard_normal((4, 4, cfg.scale_seeds)))
+        bpb = law[..., None] * np.exp(noise * rng.standard_normal((4, 4, cfg.scale.seeds)))
         grid[f] = dict(bpb=bpb.tolist(), N=N.astype(int).tolist(), D=D.tolist(), seconds=0.0)
         n_params[f] = N.astype(int).tolist()
     plan = dict(strings={"found-T": "AMAM", "found-H": "ADAM", "composer-T": "AAMM",
@@ -194,8 +193,8 @@ def _fair(cfg, found_slope: float, seed=0, noise=0.003):
                 synthetic=F.synthetic(cfg, rng, grid))
 
 
-CFG = dataclasses.replace(QUICK, scale_widths=(16, 24, 32, 48), scale_steps=(20, 40, 80, 200),
-                          scale_seeds=3, n_boot=5)
+CFG = QUICK.override(["scale.widths=16,24,32,48", "scale.steps=20,40,80,200", "scale.seeds=3",
+                      "n_boot=5"])
 
 
 def test_fair_claims_say_yes_and_negative_control_says_no(tmp_path):
@@ -220,10 +219,14 @@ def test_fair_claims_say_yes_and_negative_control_says_no(tmp_path):
 
 
 def test_config_checks_scale_settings():
-    with pytest.raises(ValueError, match="`scale_widths`"):
-        QUICK.override(["scale_widths=16,20"])
-    with pytest.raises(ValueError, match="`scale_steps`"):
-        QUICK.override(["scale_steps=20,30"])
+    with pytest.raises(ValueError, match="`scale.widths` each must be divisible by heads"):
+        QUICK.override(["scale.widths=16,20"])
+    with pytest.raises(ValueError, match="`scale.widths` must be >= 2 distinct"):
+        QUICK.override(["scale.widths=16,16"])
+    with pytest.raises(ValueError, match="`scale.steps` >= 2 distinct positive multiples"):
+        QUICK.override(["scale.steps=20,30"])
+    with pytest.raises(ValueError, match=r"unknown field `scale_steps`.*did you mean scale.steps"):
+        QUICK.override(["scale_steps=20,40"])
     with pytest.raises(ValueError, match="`fit_bounds`"):
         QUICK.override(["fit_bounds=1.0,0.5"])
     assert isinstance(Config(), Config)

@@ -8,7 +8,7 @@ import pytest
 
 from jaxkit.compose import BITS, lm_loss, load_corpus, load_lm
 from jaxkit.compose import pipeline as P
-from jaxkit.compose.config import FULL, QUICK, Config
+from jaxkit.compose.config import FULL, QUICK, AgentSettings, Config, ScaleSettings
 from jaxkit.compose.data import split_heldout, validation_windows
 from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
@@ -18,11 +18,11 @@ TINY = Config(depth=2, width=8, heads=2, d_state=2, context=8, steps=4, batch=2,
               top_k=1, depth_factor=2, width2=8, steps2=6, seeds2=2, scaling_depths=(2,),
               scaling_budgets=(2, 4, 6), n_val=4, checkpoint_every=1,
               # the fair grid at 2 x 2 (widths 8, 16 at depth 2; 2 and 4 steps)
-              scale_depth=2, scale_widths=(8, 16), scale_steps=(2, 4), scale_seeds=2,
-              scale_batch=2, scale_context=8, scale_chunk=2, n_boot=4,
+              scale=ScaleSettings(depth=2, widths=(8, 16), steps=(2, 4), seeds=2, batch=2,
+                                  context=8, chunk=2), n_boot=4,
               # the agent replays only, from a cache that has nothing: every proposal a
               # counted fallback (the model is never loaded)
-              agent_offline=True, agent_cache="/nonexistent/aira-compose-replies.jsonl")
+              agent=AgentSettings(offline=True, cache="/nonexistent/aira-compose-replies.jsonl"))
 
 
 def test_registered_and_config_checks():

@@ -39,12 +39,14 @@ backtracking behaviour (the paper's DeepSeek-R1 distillations).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from .probes import auroc_columns, candidate_columns, detection_at_fpr
+from .results import Backtracking
 from .steer import atom_of, steer_deltas, target_logprob
 
 __all__ = ["Traces", "make_traces", "detect_and_steer", "CAPITALS", "WAIT"]
@@ -132,7 +134,7 @@ def _select(codes_fit: np.ndarray, y_fit: np.ndarray) -> int:
 def detect_and_steer(key, method: str, params, codes: dict, labels: dict, *, window: int,
                      fpr: float, lm=None, layer: int = 0, scale: float = 1.0,
                      docs: np.ndarray | None = None, norm: float = 1.0,
-                     max_sites: int = 64) -> dict[str, float]:
+                     max_sites: int = 64) -> Backtracking:
     """The backtracking measures of one dictionary (module docstring).
 
     Args:
@@ -151,23 +153,24 @@ def detect_and_steer(key, method: str, params, codes: dict, labels: dict, *, win
       max_sites: the most steering positions (evenly spaced over the test half).
 
     Returns:
-      ``{"detect", "detect_fpr", "detect_hard"}`` and with ``lm`` ``{"steer_sel", "steer_rand",
-      "steer"}``.
+      The :class:`~jaxkit.tempbench.results.Backtracking` measures: ``detect``,
+      ``detect_fpr``, ``detect_hard`` and with ``lm`` ``steer_sel``, ``steer_rand``,
+      ``steer``.
     """
     bt_fit, _ = labels["fit"]
     bt_test, site_test = labels["test"]
     best = _select(codes["fit"], bt_fit)
     det, f = detection_at_fpr(codes["fit"][:, best], bt_fit, codes["test"][:, best], bt_test,
                               fpr)
-    out = {"detect": det, "detect_fpr": f}
     site_fit = labels["fit"][1]
     hf, ht = bt_fit | site_fit, bt_test | site_test  # step ends only: wrong vs right
     if bt_fit[hf].any() and (~bt_fit[hf]).any():
         hb = _select(codes["fit"][hf], bt_fit[hf])
-        out["detect_hard"] = detection_at_fpr(codes["fit"][hf, hb], bt_fit[hf],
-                                              codes["test"][ht, hb], bt_test[ht], fpr)[0]
+        hard = detection_at_fpr(codes["fit"][hf, hb], bt_fit[hf], codes["test"][ht, hb],
+                                bt_test[ht], fpr)[0]
     else:
-        out["detect_hard"] = float("nan")
+        hard = float("nan")
+    out = Backtracking(detect=det, detect_fpr=f, detect_hard=hard)
     if lm is None:
         return out
     T = window
@@ -175,8 +178,8 @@ def detect_and_steer(key, method: str, params, codes: dict, labels: dict, *, win
     W = L - T + 1
     flat = np.flatnonzero(site_test)
     if not len(flat):
-        return {**out, "steer_sel": float("nan"), "steer_rand": float("nan"),
-                "steer": float("nan")}
+        return dataclasses.replace(out, steer_sel=float("nan"), steer_rand=float("nan"),
+                                   steer=float("nan"))
     flat = flat[np.unique(np.linspace(0, len(flat) - 1, min(max_sites, len(flat))).astype(int))]
     rows, ts = flat // W, flat % W + T - 1 + 1  # +1: position 0 is the context token
     alive = np.flatnonzero((codes["fit"] != 0).any(0))
@@ -194,5 +197,5 @@ def detect_and_steer(key, method: str, params, codes: dict, labels: dict, *, win
         delta = steer_deltas(atom_of(method, params, col, T), where, L + 1, norm)
         got = target_logprob(lm, layer, toks, delta * np.float32(scale), ts, target)
         res[tag] = float(np.mean(got - clean))
-    return {**out, "steer_sel": res["sel"], "steer_rand": res["rand"],
-            "steer": res["sel"] - res["rand"]}
+    return dataclasses.replace(out, steer_sel=res["sel"], steer_rand=res["rand"],
+                               steer=res["sel"] - res["rand"])

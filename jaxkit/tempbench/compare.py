@@ -50,7 +50,7 @@ every position, SAE p's at position p):
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -61,6 +61,7 @@ from jaxkit.kernels import crosscoder as cc
 from jaxkit.stats import t_interval
 
 from . import tasks
+from .results import HMMReferences, Panel, Summary, WindowScores, summarise
 from .train import METHODS, TrainConfig, Trainer, train_method, view_norm_penalty
 
 __all__ = ["METHODS", "LABELS", "TrainConfig", "MarkovSetting", "HMMSetting", "ChainSetting",
@@ -283,16 +284,7 @@ def _hmm_refs(task, window, amplitude, sigma):
 
 
 interval = t_interval  # mean and 95% t-interval half-width over seeds
-
-
-def summarise(per_seed: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """``{metric: {"mean", "ci95", "seeds": [...]}}`` from per-seed arrays."""
-    out = {}
-    for m, v in per_seed.items():
-        v = np.asarray(v, float).ravel()
-        mean, half = interval(v)
-        out[m] = dict(mean=mean, ci95=half, seeds=[float(a) for a in v])
-    return out
+# summarise: {metric: per-seed values} -> {metric: Summary} (jaxkit.tempbench.results)
 
 
 # ------------------------------------------------------------------ experiments
@@ -402,11 +394,20 @@ def _run_methods(seed_keys, train_x, windows, k, cfg_base, methods, ev, trainer,
     return out
 
 
+def _panel(out: dict[int, dict[str, dict]], refs: dict | None = None) -> Panel:
+    """The :class:`~jaxkit.tempbench.results.Panel` of :func:`_run_methods`' per-seed
+    metrics (``refs[T]``: the HMM references of window T)."""
+    return Panel(windows={T: WindowScores(methods={m: summarise(v) for m, v in per.items()},
+                                          references=None if refs is None else refs[T])
+                          for T, per in out.items()})
+
+
 def compare_markov(key: PRNGKeyArray, rho: float, setting: MarkovSetting, cfg: TrainConfig,
                    *, windows=(2,), k: int = 2, n_seeds: int = 3, methods=METHODS,
-                   trainer: Trainer = Trainer(), name: str = "markov"):
-    """Markov-features comparison at persistence ``rho``: ``{T: {method: {metric:
-    per-seed array}}}``. Seed i draws its own directions and data from
+                   trainer: Trainer = Trainer(), name: str = "markov") -> Panel:
+    """Markov-features comparison at persistence ``rho``: a
+    :class:`~jaxkit.tempbench.results.Panel` (``windows[T].methods[method][metric]``,
+    a summary of the per-seed values). Seed i draws its own directions and data from
     ``fold_in(key, i)``; train and test sequences share the directions. ``trainer``:
     mesh, checkpoints and the cache of finished trainings (named after ``name``)."""
     s = setting
@@ -419,14 +420,15 @@ def compare_markov(key: PRNGKeyArray, rho: float, setting: MarkovSetting, cfg: T
         truth_w = jax.vmap(lambda u: tasks.persistent_atoms(u, T))(data.directions)
         return evaluate(m, params, _test_windows(test_x, T), cfg, data.directions, truth_w)
 
-    return _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev, trainer, name)
+    return _panel(_run_methods(seed_keys, train_x, windows, k, cfg, methods, ev, trainer, name))
 
 
 def compare_chains(key: PRNGKeyArray, setting: ChainSetting, cfg: TrainConfig, *,
                    windows=(3,), k: int = 1, n_seeds: int = 3, methods=METHODS,
-                   trainer: Trainer = Trainer(), name: str = "chains"):
+                   trainer: Trainer = Trainer(), name: str = "chains") -> Panel:
     """Ordered-features comparison: token truth = the C m chain-feature directions,
-    window truth = :func:`tasks.chain_atoms`."""
+    window truth = :func:`tasks.chain_atoms`; a :class:`~jaxkit.tempbench.results.Panel`
+    as :func:`compare_markov`'s."""
     s = setting
     seed_keys = _seed_keys(key, n_seeds)
     data = _chain_data(seed_keys, s)
@@ -438,15 +440,16 @@ def compare_chains(key: PRNGKeyArray, setting: ChainSetting, cfg: TrainConfig, *
         truth_w = jax.vmap(lambda u: tasks.chain_atoms(u, T))(data.directions)
         return evaluate(m, params, _test_windows(test_x, T), cfg, flat, truth_w)
 
-    return _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev, trainer, name)
+    return _panel(_run_methods(seed_keys, train_x, windows, k, cfg, methods, ev, trainer, name))
 
 
 def compare_hmm(key: PRNGKeyArray, setting: HMMSetting, cfg: TrainConfig, *, windows=(2,),
                 k: int = 1, n_seeds: int = 3, methods=METHODS, trainer: Trainer = Trainer(),
-                name: str = "hmm"):
-    """HMM denoising comparison; also returns the references of :func:`hmm_references`
-    per window under the key ``"references"`` (per-seed arrays), with ``window_probe``:
-    the latent probe of :func:`evaluate` on the raw window (same fit and test windows)."""
+                name: str = "hmm") -> Panel:
+    """HMM denoising comparison: a :class:`~jaxkit.tempbench.results.Panel` as
+    :func:`compare_markov`'s with, per window, the references of :func:`hmm_references`
+    (:class:`~jaxkit.tempbench.results.HMMReferences`) and ``window_probe``: the latent
+    probe of :func:`evaluate` on the raw window (same fit and test windows)."""
     s = setting
     seed_keys = _seed_keys(key, n_seeds)
     data = _hmm_data(seed_keys, s)
@@ -465,12 +468,14 @@ def compare_hmm(key: PRNGKeyArray, setting: HMMSetting, cfg: TrainConfig, *, win
                         states=state_windows(test.states, T), probe_fit=fit)
 
     out = _run_methods(seed_keys, train_x, windows, k, cfg, methods, ev, trainer, name)
+    references = {}
     for T in windows:
         refs = [hmm_references(jax.tree_util.tree_map(functools.partial(_take, i=i), test), T,
                                amplitude=s.amplitude, sigma=s.sigma) for i in range(n_seeds)]
-        out[T]["references"] = {r: np.array([ref[r] for ref in refs]) for r in refs[0]}
-        out[T]["references"]["window_probe"] = _probe_seeds(
+        per = {r: np.array([ref[r] for ref in refs]) for r in refs[0]}
+        per["window_probe"] = _probe_seeds(
             _test_windows(train_x, T), state_windows(data.states[:, :s.n_train], T),
             _test_windows(test.x, T), state_windows(test.states, T), s.n_states,
             _probe_width(cfg._replace(window=T), s.d))
-    return out
+        references[T] = HMMReferences(**{r: Summary.of(v) for r, v in per.items()})
+    return _panel(out, references)

@@ -30,6 +30,7 @@ from jaxkit.registry import RunContext
 from . import lm_acts, real, stream
 from .baselines import ALL_METHODS
 from .config import Config
+from .results import RealResult, StoreMeta, StoreRun
 from .train import TrainConfig, Trainer
 
 __all__ = ["run_real", "record_stage", "load_model"]
@@ -58,10 +59,12 @@ def record_stage(ctx: RunContext, cfg: Config, lm) -> Path:
     return acts
 
 
-def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) -> dict:
-    """The real-activation stages (module docstring): ``{"source", "meta", "real",
-    "store"}`` (JSON-able summaries). ``tc``: the training settings of the synthetic
-    panel (latents, budget and steps are replaced by the ``real_*`` fields)."""
+def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) -> RealResult:
+    """The real-activation stages (module docstring): a
+    :class:`~jaxkit.tempbench.results.RealResult` (the source, the store's metadata, the
+    panel of stage ``tempbench-real`` and, with ``store_steps``, the streamed training of
+    stage ``tempbench-store``). ``tc``: the training settings of the synthetic panel
+    (latents, budget and steps are replaced by the ``real_*`` fields)."""
     from . import backtracking as BT
 
     lm = None
@@ -78,11 +81,6 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
     meta = docs.meta
     if lm is None and meta.get("model") and "scale" in meta and "layer" in meta:
         lm = load_model(str(meta["model"]))
-    info: dict = {"source": cfg.acts_dir or f"{cfg.lm_model} over {cfg.corpus}",
-                  "meta": {k: meta.get(k) for k in ("model", "layers", "layer", "scale",
-                                                    "doc_len", "n_docs", "tokens",
-                                                    "provenance", "vocab_size")},
-                  "tokens": int(docs.tokens.size)}
     tc = tc._replace(n_latents=cfg.real_latents, k=cfg.real_k, steps=cfg.real_steps)
     lmc = None
     if lm is not None:
@@ -94,14 +92,15 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
             tr = BT.make_traces(lm.tokenizer, ctx.seed, n_docs=cfg.bt_docs,
                                 doc_len=cfg.doc_len)
             traces = (lm_acts.stream_of(lm, tr.docs, lmc.layer, lmc.scale), tr)
-        return real.summarise_real(real.compare_real(
+        return real.compare_real(
             ctx.key("tempbench-real"), docs, tc, windows=cfg.real_windows,
             methods=cfg.real_methods or ALL_METHODS, n_seeds=cfg.real_seeds, trainer=trainer,
             name="tempbench-real", k_probe=cfg.k_probe, lmc=lmc, splice_docs=cfg.splice_docs,
             traces=traces, fpr=cfg.bt_fpr,
             steer_norm=cfg.steer_scale * float(np.sqrt(docs.acts.shape[-1])),
-            steer_sites=cfg.steer_sites, probe_docs=cfg.probe_docs))
-    info["real"] = ctx.stage("tempbench-real", compare)
+            steer_sites=cfg.steer_sites, probe_docs=cfg.probe_docs)
+    panel = ctx.stage("tempbench-real", compare)
+    store_run = None
     if cfg.store_steps:
         T = cfg.real_windows[0]
 
@@ -112,8 +111,10 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
                 mesh=ctx.mesh, checkpoint_dir=ctx.out_dir / "checkpoints" / "store",
                 resume=ctx.resume)
             held = real.held_out_windows(docs, T, probe_docs=cfg.probe_docs)
-            return dict(fvu=stream.window_fvu(r.params, held, cfg.real_k * T),
-                        mesh=r.config["mesh"], steps=cfg.store_steps,
-                        shards=len(list(acts.glob("*.safetensors"))))
-        info["store"] = ctx.stage("tempbench-store", store)
-    return info
+            return StoreRun(fvu=stream.window_fvu(r.params, held, cfg.real_k * T),
+                            mesh=r.config["mesh"], steps=cfg.store_steps,
+                            shards=len(list(acts.glob("*.safetensors"))))
+        store_run = ctx.stage("tempbench-store", store)
+    return RealResult(source=cfg.acts_dir or f"{cfg.lm_model} over {cfg.corpus}",
+                      meta=StoreMeta.of(meta), tokens=int(docs.tokens.size), real=panel,
+                      store=store_run)

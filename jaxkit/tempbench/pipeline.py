@@ -38,6 +38,7 @@ from . import report, report_real, report_ref
 from .config import FULL, QUICK, Config
 from .panel import run_real
 from .reference import REF_METHODS, RefSetting, compare_reference
+from .results import MarkovSweep
 from .train import TrainConfig, Trainer
 
 TITLE = "TempBench: temporal crosscoders vs per-token SAEs"
@@ -49,11 +50,6 @@ def train_config(cfg: Config) -> TrainConfig:
                        batch_size=cfg.batch_size, lr=cfg.lr, acausal_lam=cfg.acausal_lam,
                        acausal_eta=cfg.acausal_eta, log_every=cfg.log_every,
                        checkpoint_every=cfg.checkpoint_every)
-
-
-def _summ(res: dict) -> dict:
-    """``{T: {method: per-seed arrays}}`` -> JSON-able ``{"T=..": {method: summary}}``."""
-    return {f"T={T}": {m: C.summarise(v) for m, v in per.items()} for T, per in res.items()}
 
 
 @register("tempbench", quick=QUICK, full=FULL, title=TITLE)
@@ -70,34 +66,31 @@ def run(ctx: RunContext) -> PipelineResult:
 
     real_res = run_real(ctx, cfg, trainer, train_config(cfg)) if cfg.panel != "synthetic" \
         else None
-    markov: dict = {f"T={T}": {f"k={k}": {} for k in cfg.ks} for T in cfg.windows}
+    panels: dict = {}  # per (k, rho): the Markov panel
     hmm = chains = ref = None
     if cfg.panel != "real":
         jobs = [(k, r) for k in cfg.ks for r in cfg.rhos]
         for k, rho in ctx.track(jobs, "tempbench markov"):
             name = f"tempbench-markov-k{k}-rho{rho}"
-            res = ctx.stage(name, lambda k=k, rho=rho, name=name: _summ(C.compare_markov(
+            panels[(k, rho)] = ctx.stage(name, lambda k=k, rho=rho, name=name: C.compare_markov(
                 ctx.key("tempbench-markov"), rho, mk, tc, windows=cfg.windows, k=k,
-                n_seeds=cfg.seeds, trainer=trainer, name=name)))
-            for T in cfg.windows:
-                markov[f"T={T}"][f"k={k}"][f"rho={rho}"] = res[f"T={T}"]
-        hmm = ctx.stage("tempbench-hmm", lambda: _summ(C.compare_hmm(
+                n_seeds=cfg.seeds, trainer=trainer, name=name))
+        hmm = ctx.stage("tempbench-hmm", lambda: C.compare_hmm(
             ctx.key("tempbench-hmm"), hs, tc, windows=cfg.hmm_windows, k=1,
-            n_seeds=cfg.seeds, trainer=trainer, name="tempbench-hmm")))
-        chains = ctx.stage("tempbench-chains", lambda: _summ(C.compare_chains(
+            n_seeds=cfg.seeds, trainer=trainer, name="tempbench-hmm"))
+        chains = ctx.stage("tempbench-chains", lambda: C.compare_chains(
             ctx.key("tempbench-chains"), cs, tc, windows=cfg.chain_windows, k=1,
-            n_seeds=cfg.seeds, trainer=trainer, name="tempbench-chains")))
+            n_seeds=cfg.seeds, trainer=trainer, name="tempbench-chains"))
         if cfg.reference:
             rs = RefSetting(d=cfg.ref_d, n_features=cfg.ref_features, pi=cfg.pi,
                             length=cfg.length, n_train=cfg.n_train, n_test=cfg.n_test)
-            ref = ctx.stage("tempbench-reference", lambda: {
-                cell: {m: C.summarise(v) for m, v in per.items()}
-                for cell, per in compare_reference(
-                    ctx.key("tempbench-reference"), cfg.ref_rho, rs,
-                    tc._replace(n_latents=cfg.ref_latents), windows=cfg.ref_windows,
-                    ks=cfg.ref_ks, n_seeds=cfg.seeds, methods=cfg.ref_methods or REF_METHODS,
-                    trainer=trainer, name="tempbench-reference").items()})
+            ref = ctx.stage("tempbench-reference", lambda: compare_reference(
+                ctx.key("tempbench-reference"), cfg.ref_rho, rs,
+                tc._replace(n_latents=cfg.ref_latents), windows=cfg.ref_windows,
+                ks=cfg.ref_ks, n_seeds=cfg.seeds, methods=cfg.ref_methods or REF_METHODS,
+                trainer=trainer, name="tempbench-reference"))
 
+    markov = MarkovSweep(windows=tuple(cfg.windows), ks=tuple(cfg.ks), panels=panels)
     figures, md, summary, claims = [], "", {}, []
     if hmm is not None:
         figures = [report.plot_markov(cfg, markov, ctx.out_dir),
@@ -117,8 +110,10 @@ def run(ctx: RunContext) -> PipelineResult:
     warnings = [] if cfg.seeds >= 3 else [
         f"{cfg.seeds} seeds per setting: the t-intervals have {cfg.seeds - 1} degree(s) of "
         "freedom, so most claims cannot be decided at this size"]
-    metrics = dict(settings=cfg.to_dict(), markov=markov, hmm=hmm, chains=chains,
-                   reference=ref, real=real_res, **summary,
+    plain = {k: None if v is None else v.as_dict() for k, v in (
+        ("markov", markov), ("hmm", hmm), ("chains", chains), ("reference", ref),
+        ("real", real_res))}
+    metrics = dict(settings=cfg.to_dict(), **plain, **summary,
                    total_seconds=ctx.elapsed())
     return PipelineResult("tempbench", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import rankdata
 
+from .results import ProbeScores
+
 __all__ = ["auroc_columns", "logistic_fit", "probe_scores", "detection_at_fpr",
            "candidate_columns"]
 
@@ -69,23 +71,24 @@ def candidate_columns(fit_x: np.ndarray, fit_y: np.ndarray, max_columns: int) ->
 
 def probe_scores(fit_x: np.ndarray, fit_y: np.ndarray, test_x: np.ndarray,
                  test_y: np.ndarray, k_probe: int, max_columns: int = 512
-                 ) -> dict[str, float]:
-    """``auroc_best`` and ``probe_k`` (module docstring) of one representation; the best
-    latent is chosen among :func:`candidate_columns`."""
+                 ) -> ProbeScores:
+    """``auroc_best`` and ``probe_k`` (module docstring) of one representation
+    (:class:`~jaxkit.tempbench.results.ProbeScores`); the best latent is chosen among
+    :func:`candidate_columns`."""
     fit_y, test_y = np.asarray(fit_y, bool), np.asarray(test_y, bool)
     if fit_y.all() or not fit_y.any() or test_y.all() or not test_y.any():
-        return {"auroc_best": float("nan"), "probe_k": float("nan")}
+        return ProbeScores(auroc_best=float("nan"), probe_k=float("nan"))
     cand = candidate_columns(fit_x, fit_y, max_columns)
     au = auroc_columns(fit_x[:, cand], fit_y)
     best = int(cand[int(np.nanargmax(au))])
-    out = {"auroc_best": float(auroc_columns(test_x[:, best:best + 1], test_y)[0])}
+    auroc_best = float(auroc_columns(test_x[:, best:best + 1], test_y)[0])
     diff = np.abs(fit_x[fit_y].mean(0) - fit_x[~fit_y].mean(0))
     cols = np.argsort(-diff, kind="stable")[:k_probe]
     mu, sd = fit_x[:, cols].mean(0), fit_x[:, cols].std(0) + 1e-6
     w, b = logistic_fit((fit_x[:, cols] - mu) / sd, fit_y)
     score = ((test_x[:, cols] - mu) / sd) @ w + b
-    out["probe_k"] = float(auroc_columns(score[:, None], test_y)[0])
-    return out
+    return ProbeScores(auroc_best=auroc_best,
+                       probe_k=float(auroc_columns(score[:, None], test_y)[0]))
 
 
 def detection_at_fpr(fit_score: np.ndarray, fit_y: np.ndarray, test_score: np.ndarray,

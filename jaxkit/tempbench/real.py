@@ -37,6 +37,7 @@ from jaxkit.kernels import crosscoder as cc
 from . import baselines as B
 from .lm_acts import Documents
 from .probes import auroc_columns, logistic_fit, probe_scores
+from .results import LMLoss, RealPanel, TaskLabels, TraceInfo, WindowScores, summarise
 from .train import TrainConfig, Trainer
 
 __all__ = ["auroc_columns", "logistic_fit", "probe_scores", "compare_real", "summarise_real",
@@ -85,7 +86,7 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
                  name: str = "real", test_every: int = 4, k_probe: int = 5,
                  lmc: LMContext | None = None, splice_docs: int = 8,
                  traces: Any = None, fpr: float = 0.05, steer_norm: float = 8.0,
-                 steer_sites: int = 64, probe_docs: int | None = None) -> dict[str, Any]:
+                 steer_sites: int = 64, probe_docs: int | None = None) -> RealPanel:
     """Train every method for every window and seed on the training documents and probe
     the held-out ones on every task of ``docs.labels`` (module docstring). With ``lmc``
     (the recorded model) each dictionary is also spliced into it
@@ -98,9 +99,11 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
     are probed (half fit, half test; None: all).
 
     Returns:
-      ``{"T=..": {method or reference: {"<task>/<metric>": per-seed array, "fvu", "l0",
-      "ce_spliced", "kl", "loss_recovered", "bt/..."}}, "tasks": {task: {"positives",
-      "valid"}}, "lm": {"T=..": {"ce_clean", "ce_zero"}}}``; references have one value.
+      A :class:`~jaxkit.tempbench.results.RealPanel` (:func:`summarise_real` of the
+      per-seed values ``{"T=..": {method or reference: {"<task>/<metric>": per-seed
+      array, "fvu", "l0", "ce_spliced", "kl", "loss_recovered", "bt/..."}}, "tasks":
+      {task: {"positives", "valid"}}, "lm": {"T=..": LMLoss}}``; references have one
+      value).
     """
     from . import backtracking as BT
     from . import splice as SP
@@ -160,8 +163,7 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
         if splice_tok is not None:
             z = SP.splice_losses(lmc.lm, lmc.layer, lmc.scale, splice_tok, "zero", None, c,
                                  start=start)
-            out["lm"][f"T={T}"] = {"ce_clean": float(z["ce_clean"]),
-                                   "ce_zero": float(z["ce_spliced"])}
+            out["lm"][f"T={T}"] = LMLoss(ce_clean=float(z.ce_clean), ce_zero=float(z.ce_spliced))
         for m in methods:
             per_seed = []
             for i in range(n_seeds):
@@ -182,9 +184,9 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
                     s = SP.splice_losses(lmc.lm, lmc.layer, lmc.scale, splice_tok, m, params,
                                          c, start=start)
                     z = out["lm"][f"T={T}"]
-                    met.update(ce_spliced=s["ce_spliced"], kl=s["kl"],
-                               loss_recovered=SP.loss_recovered(z["ce_clean"], s["ce_spliced"],
-                                                                z["ce_zero"]))
+                    met.update(ce_spliced=s.ce_spliced, kl=s.kl,
+                               loss_recovered=SP.loss_recovered(z.ce_clean, s.ce_spliced,
+                                                                z.ce_zero))
                 if bt is not None and m != "mlc":
                     bcodes, blab = {}, {}
                     for p in ("fit", "test"):
@@ -199,12 +201,12 @@ def compare_real(key: PRNGKeyArray, docs: Documents, cfg: TrainConfig, *, window
                         lm=lmc.lm if steer else None, layer=lmc.layer if lmc else 0,
                         scale=lmc.scale if lmc else 1.0, docs=bt["docs"], norm=steer_norm,
                         max_sites=steer_sites)
-                    met.update({f"bt/{k_}": v_ for k_, v_ in r.items()})
+                    met.update({f"bt/{k_}": v_ for k_, v_ in r.as_dict().items()})
                 per_seed.append(met)
             res[m] = {key_: np.asarray([s[key_] for s in per_seed], np.float64)
                       for key_ in per_seed[0]}
         out[f"T={T}"] = res
-    return out
+    return summarise_real(out)
 
 
 def _task_metrics(reps: dict, parts: dict, k_probe: int, tasks) -> dict[str, float]:
@@ -213,7 +215,7 @@ def _task_metrics(reps: dict, parts: dict, k_probe: int, tasks) -> dict[str, flo
         fv, tv = parts["fit"]["v"][t], parts["test"]["v"][t]
         s = probe_scores(reps["fit"][fv], parts["fit"]["y"][t][fv], reps["test"][tv],
                          parts["test"]["y"][t][tv], k_probe)
-        met.update({f"{t}/{k}": v for k, v in s.items()})
+        met.update({f"{t}/{k}": v for k, v in s.as_dict().items()})
     return met
 
 
@@ -225,16 +227,17 @@ def held_out_windows(docs: Documents, T: int, test_every: int = 4,
     return w.reshape(-1, T, w.shape[-1])
 
 
-def summarise_real(out: dict) -> dict:
-    """Per-seed arrays -> ``{"mean", "ci95", "seeds"}`` summaries (references: one
-    value, interval nan); ``"tasks"`` kept."""
-    from .compare import summarise
-
-    res: dict[str, Any] = {"tasks": out["tasks"]}
-    for T, per in out.items():
-        if T in ("tasks", "lm", "backtracking"):
-            res[T] = per
-            continue
-        res[T] = {m: summarise({k: np.atleast_1d(v) for k, v in met.items()})
-                  for m, met in per.items()}
-    return res
+def summarise_real(out: dict) -> RealPanel:
+    """The :class:`~jaxkit.tempbench.results.RealPanel` of :func:`compare_real`'s
+    per-seed values (the mapping its Returns names; ``"lm"`` and ``"backtracking"``
+    optional): per window, method and metric a
+    :class:`~jaxkit.tempbench.results.Summary` (references: one value, interval nan)."""
+    bt = out.get("backtracking")
+    return RealPanel(
+        tasks={t: TaskLabels(**v) for t, v in out["tasks"].items()},
+        lm={int(T.split("=")[1]): v for T, v in out.get("lm", {}).items()},
+        backtracking=None if bt is None else TraceInfo(**bt),
+        windows={int(T.split("=")[1]): WindowScores(methods={
+            m: summarise({k: np.atleast_1d(v) for k, v in met.items()})
+            for m, met in per.items()})
+            for T, per in out.items() if T.startswith("T=")})

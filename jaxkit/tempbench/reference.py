@@ -39,6 +39,7 @@ from jaxkit.kernels import crosscoder as cc
 from . import baselines as B
 from . import compare as C
 from . import tasks
+from .results import ReferencePanel, WindowScores, summarise
 from .train import TrainConfig, Trainer
 
 __all__ = ["REF_METHODS", "WINDOW_SPANNING", "RefSetting", "ref_atoms", "compare_reference"]
@@ -93,7 +94,7 @@ def _evaluate(method, params, x, directions, cfg):
 def compare_reference(key: PRNGKeyArray, rho: float, setting: RefSetting, cfg: TrainConfig,
                       *, windows=(2,), ks=(1,), n_seeds: int = 3, methods=REF_METHODS,
                       trainer: Trainer = Trainer(), name: str = "reference"
-                      ) -> dict[str, dict[str, dict[str, np.ndarray]]]:
+                      ) -> ReferencePanel:
     """Every method at every (T, k) on orthogonal Markov features (module docstring).
 
     Args:
@@ -109,7 +110,8 @@ def compare_reference(key: PRNGKeyArray, rho: float, setting: RefSetting, cfg: T
       name: prefix of the trainings' cache names.
 
     Returns:
-      ``{"T=.. k=..": {method: {metric: per-seed array}}}``.
+      A :class:`~jaxkit.tempbench.results.ReferencePanel`: ``cells[(T, k)].methods[method]
+      [metric]``, a summary of the per-seed values.
     """
     bad = set(methods) - set(REF_METHODS)
     if bad:
@@ -120,7 +122,7 @@ def compare_reference(key: PRNGKeyArray, rho: float, setting: RefSetting, cfg: T
                          f"{s.d}")
     seed_keys = C._seed_keys(key, n_seeds)
     data = _data(seed_keys, jnp.float32(rho), s)
-    out: dict = {}
+    out: dict[tuple[int, int], WindowScores] = {}
     for T in windows:
         for k in ks:
             c = cfg._replace(window=T, k=k)
@@ -135,6 +137,7 @@ def compare_reference(key: PRNGKeyArray, rho: float, setting: RefSetting, cfg: T
                     win = win.reshape(-1, T, s.d)
                     per.append({key_: float(v) for key_, v in _evaluate(
                         m, params, win, data.directions[i], c).items()})
-                cell[m] = {key_: np.asarray([p[key_] for p in per]) for key_ in per[0]}
-            out[f"T={T} k={k}"] = cell
-    return out
+                cell[m] = summarise({key_: np.asarray([p[key_] for p in per])
+                                     for key_ in per[0]})
+            out[(T, k)] = WindowScores(methods=cell)
+    return ReferencePanel(cells=out)

@@ -1,8 +1,10 @@
 """TempBench report: tables, figures, the interval summary and the paper's claims.
 
-Results come in as summaries ``{"T=..": {method: {metric: {"mean", "ci95", "seeds"}}}}``
-(:func:`jaxkit.tempbench.compare.summarise`); Markov results one level deeper,
-``markov["T=.."]["k=.."]["rho=.."]``.
+Results come in as the typed results of :mod:`jaxkit.tempbench.results`: a
+:class:`~jaxkit.tempbench.results.Panel` per setting (``windows[T].methods[method]
+[metric]``, a :class:`~jaxkit.tempbench.results.Summary` over seeds; the HMM's
+``references``), the Markov panels as a :class:`~jaxkit.tempbench.results.MarkovSweep`
+(``markov.cell(T, k, rho)``).
 
 * The *interval summary* (kept from the first version of the pipeline): a "win" of the
   temporal crosscoder (TC) on a metric is a setting where its 95% t-interval over seeds
@@ -39,6 +41,7 @@ from jaxkit.stats import all_of, equivalence, holm_superiority, superiority
 
 from .compare import LABELS, METHODS
 from .config import Config
+from .results import MarkovSweep, Panel, ReferencePanel, Summary
 
 __all__ = ["PAPER", "FEATURE_METRICS", "HMM_METRICS", "fmt", "verdict", "plot_markov",
            "plot_other", "claims", "paper_synthetic", "markdown", "not_run_synthetic"]
@@ -55,19 +58,21 @@ HMM_METRICS = (("probe_acc", "state acc. (latent probe)", True),
                ("l0", "L0 / window", None))
 
 
-def fmt(s: dict) -> str:
+def fmt(s: Summary) -> str:
     """``mean ± half-width`` of a summary (the mean alone when the interval is nan)."""
-    mean, half = s["mean"], s["ci95"]
+    mean, half = s.mean, s.ci95
     return f"{mean:.3f}" if not math.isfinite(half) else f"{mean:.3f} ± {half:.3f}"
 
 
-def verdict(summ: dict[str, dict], metric: str, higher: bool, tc: str = "tc") -> str:
+def verdict(summ: dict[str, dict[str, Summary]], metric: str, higher: bool,
+            tc: str = "tc") -> str:
     """``win`` / ``loss`` / ``tie`` of ``tc`` on ``metric`` against every other method
-    (non-overlapping 95% intervals; a nan interval (one seed) counts as width 0)."""
+    of ``summ`` (``{method: {metric: Summary}}``; non-overlapping 95% intervals; a nan
+    interval (one seed) counts as width 0)."""
     def lo_hi(m):
         s = summ[m][metric]
-        h = s["ci95"] if math.isfinite(s["ci95"]) else 0.0
-        return s["mean"] - h, s["mean"] + h
+        h = s.ci95 if math.isfinite(s.ci95) else 0.0
+        return s.mean - h, s.mean + h
 
     t_lo, t_hi = lo_hi(tc)
     others = [lo_hi(m) for m in summ if m != tc and metric in summ[m]]
@@ -80,16 +85,16 @@ def verdict(summ: dict[str, dict], metric: str, higher: bool, tc: str = "tc") ->
     return "win" if win else "loss" if loss else "tie"
 
 
-def _rows(summ_T: dict, metrics, prefix: list) -> list[list]:
+def _rows(summ_T: dict[str, dict[str, Summary]], metrics, prefix: list) -> list[list]:
     return [[*prefix, LABELS[m], *(fmt(s[key]) for key, _, _ in metrics)]
-            for m, s in summ_T.items() if m != "references"]
+            for m, s in summ_T.items()]
 
 
 def _half(h: float) -> float:
     return h if math.isfinite(h) else 0.0
 
 
-def plot_markov(cfg: Config, markov: dict, out: Path) -> Path:
+def plot_markov(cfg: Config, markov: MarkovSweep, out: Path) -> Path:
     """Token and temporal recovery AUC against the persistence, one column per window."""
     k = cfg.ks[0]
     fig, axes = new_figure(ncols=len(cfg.windows), nrows=2, size=(4.2, 3.2))
@@ -98,9 +103,9 @@ def plot_markov(cfg: Config, markov: dict, out: Path) -> Path:
                                              ("temporal_auc", "temporal recovery AUC"))):
             ax = axes[i, j]
             for m in METHODS:
-                ss = [markov[f"T={T}"][f"k={k}"][f"rho={r}"][m][metric] for r in cfg.rhos]
-                ax.errorbar(cfg.rhos, [s["mean"] for s in ss],
-                            yerr=[_half(s["ci95"]) for s in ss], marker="o", ms=3,
+                ss = [markov.cell(T, k, r).methods[m][metric] for r in cfg.rhos]
+                ax.errorbar(cfg.rhos, [s.mean for s in ss],
+                            yerr=[_half(s.ci95) for s in ss], marker="o", ms=3,
                             capsize=2, label=LABELS[m])
             if metric == "temporal_auc":
                 reference_line(ax, 1 / math.sqrt(T), "per-token atom bound 1/sqrt(T)")
@@ -110,7 +115,7 @@ def plot_markov(cfg: Config, markov: dict, out: Path) -> Path:
     return save_figure(fig, out / "tempbench_markov_auc.png")
 
 
-def plot_other(hmm: dict, chains: dict, out: Path) -> Path:
+def plot_other(hmm: Panel, chains: Panel, out: Path) -> Path:
     """HMM state accuracy of the latent probe (with the raw-window probe and
     forward-backward references) and of the x_hat readout (raw-token, window-mean and
     forward-backward references), and the chains' temporal AUC, one bar group per
@@ -120,24 +125,24 @@ def plot_other(hmm: dict, chains: dict, out: Path) -> Path:
               (axes[0, 1], hmm, "state_acc", "HMM: state accuracy of x_hat readout"),
               (axes[0, 2], chains, "temporal_auc", "Chains: temporal (chain) AUC"))
     for ax, res, metric, title in panels:
-        Ts = list(res)
+        Ts = list(res.windows)
         width = 0.8 / len(METHODS)
         for i, m in enumerate(METHODS):
             ax.bar(np.arange(len(Ts)) + (i - 1.5) * width,
-                   [res[T][m][metric]["mean"] for T in Ts], width,
-                   yerr=[_half(res[T][m][metric]["ci95"]) for T in Ts], capsize=2,
-                   label=LABELS[m])
+                   [res.windows[T].methods[m][metric].mean for T in Ts], width,
+                   yerr=[_half(res.windows[T].methods[m][metric].ci95) for T in Ts],
+                   capsize=2, label=LABELS[m])
         lines = {"state_acc": (("single_token", ":", "raw single token"),
                                ("window_mean", "-.", "raw window mean"),
                                ("forward_backward", "--", "forward-backward")),
                  "probe_acc": (("window_probe", (0, (5, 1, 1, 1, 1, 1)),
                                 "probe on the raw window"),)}.get(metric, ())
         for T_i, T in enumerate(Ts):
-            refs = res[T].get("references", {})
+            refs = res.windows[T].references
             for ref, ls, name in lines:
-                ax.hlines(refs[ref]["mean"], T_i - 0.45, T_i + 0.45, colors="k",
+                ax.hlines(getattr(refs, ref).mean, T_i - 0.45, T_i + 0.45, colors="k",
                           linestyles=ls, lw=0.8, label=name if T_i == 0 else None)
-        ax.set_xticks(np.arange(len(Ts)), Ts)
+        ax.set_xticks(np.arange(len(Ts)), [f"T={T}" for T in Ts])
         ax.set_title(title, fontsize=8)
         label_axes(ax, "window", "AUC" if metric == "temporal_auc" else "state accuracy",
                    bounds=(0, 1))
@@ -145,10 +150,11 @@ def plot_other(hmm: dict, chains: dict, out: Path) -> Path:
     return save_figure(fig, out / "tempbench_hmm_chains.png")
 
 
-def _diffs(summ: dict, metric: str, higher: bool = True, other: str = "sae") -> np.ndarray:
+def _diffs(summ: dict[str, dict[str, Summary]], metric: str, higher: bool = True,
+           other: str = "sae") -> np.ndarray:
     """Per-seed paired differences TC - ``other`` (default the per-token SAE; other - TC
-    when lower is better)."""
-    d = np.asarray(summ["tc"][metric]["seeds"]) - np.asarray(summ[other][metric]["seeds"])
+    when lower is better) of ``summ`` (``{method: {metric: Summary}}``)."""
+    d = np.asarray(summ["tc"][metric].seeds) - np.asarray(summ[other][metric].seeds)
     return d if higher else -d
 
 
@@ -183,8 +189,8 @@ def _family_claim(cfg: Config, claim: str, comps: list[tuple[str, np.ndarray]],
           "sae_kT, Matryoshka, T-SAE and TFA")
 
 
-def paper_synthetic(cfg: Config, markov: dict, hmm: dict, ref: dict | None = None
-                    ) -> list[Claim]:
+def paper_synthetic(cfg: Config, markov: MarkovSweep, hmm: Panel,
+                    ref: ReferencePanel | None = None) -> list[Claim]:
     """The two synthetic paper rows: Markov features and HMM denoising (the TC against
     every other method on the measures every method can reach); setting 1 also holds the
     reference setting's comparisons with every baseline when ``ref`` is given
@@ -195,7 +201,7 @@ def paper_synthetic(cfg: Config, markov: dict, hmm: dict, ref: dict | None = Non
     comps = []
     for T in cfg.windows:
         for k in cfg.ks:
-            s = markov[f"T={T}"][f"k={k}"][f"rho={hi}"]
+            s = markov.cell(T, k, hi).methods
             comps += [(f"token AUC vs {o}, T={T} k={k}", _diffs(s, "token_auc", other=o))
                       for o in OTHERS]
             comps.append((f"temporal AUC vs acausal, T={T} k={k}",
@@ -206,8 +212,8 @@ def paper_synthetic(cfg: Config, markov: dict, hmm: dict, ref: dict | None = Non
                          "features better than every other method.", comps,
                          "token AUC vs each method; temporal AUC vs the acausal crosscoder "
                          "only, the per-token / stacked SAEs' atoms cannot span the window")]
-    comps = [(f"probe accuracy vs {o}, {T}", _diffs(s, "probe_acc", other=o))
-             for T, s in hmm.items() for o in OTHERS]
+    comps = [(f"probe accuracy vs {o}, T={T}", _diffs(w.methods, "probe_acc", other=o))
+             for T, w in hmm.windows.items() for o in OTHERS]
     out.append(_family_claim(cfg, f"{SYNTHETIC_CLAIM} (setting 2: HMM denoising): the "
                              "temporal crosscoder's latents track the hidden state better "
                              "than every other method's.", comps,
@@ -223,8 +229,8 @@ def not_run_synthetic() -> list[Claim]:
             for i, name in ((1, "Markov features in superposition"), (2, "HMM denoising"))]
 
 
-def claims(cfg: Config, markov: dict, hmm: dict, chains: dict, ref: dict | None = None
-           ) -> list[Claim]:
+def claims(cfg: Config, markov: MarkovSweep, hmm: Panel, chains: Panel,
+           ref: ReferencePanel | None = None) -> list[Claim]:
     """The synthetic claims: the paper's two rows (:func:`paper_synthetic`), then
     jaxkit's own paired tests against the per-token SAE and the raw references
     (``kind="extension"``; the temporal AUC against the SAE is structural)."""
@@ -241,7 +247,7 @@ def claims(cfg: Config, markov: dict, hmm: dict, chains: dict, ref: dict | None 
     hi, lo = max(cfg.rhos), min(cfg.rhos)
     for T in cfg.windows:
         for k in cfg.ks:
-            s = markov[f"T={T}"][f"k={k}"][f"rho={hi}"]
+            s = markov.cell(T, k, hi).methods
             add(f"Persistent Markov features (rho={hi}, T={T}, k={k}/token): the temporal "
                 "crosscoder recovers the window-level features better than the per-token "
                 "SAE (temporal AUC, TC - SAE > 0).", test(_diffs(s, "temporal_auc")),
@@ -252,43 +258,43 @@ def claims(cfg: Config, markov: dict, hmm: dict, chains: dict, ref: dict | None 
                 "SAE (token AUC, TC - SAE > 0).", test(_diffs(s, "token_auc")),
                 note="like-for-like comparison of per-token atoms")
             if lo < hi:
-                s0 = markov[f"T={T}"][f"k={k}"][f"rho={lo}"]
+                s0 = markov.cell(T, k, lo).methods
                 m = cfg.equivalence_margin
                 add(f"Without persistence (rho={lo}, T={T}, k={k}/token) the temporal "
                     f"crosscoder matches the per-token SAE on token recovery (token AUC "
                     f"within ±{m:g}).", equivalence(_diffs(s0, "token_auc"), margin=m))
-    for T, s in hmm.items():
-        add(f"HMM denoising ({T}): the temporal crosscoder's reconstruction reads the "
+    for T, w in hmm.windows.items():
+        s, r = w.methods, w.references
+        add(f"HMM denoising (T={T}): the temporal crosscoder's reconstruction reads the "
             "hidden state better than the per-token SAE's (state accuracy, TC - SAE > 0).",
             test(_diffs(s, "state_acc")))
-        wm = np.asarray(s["references"]["window_mean"]["seeds"])
-        bf = s["references"]["bayes_filter"]["mean"]
-        add(f"HMM denoising ({T}): the temporal crosscoder's readout beats simply averaging "
-            "the raw window (state accuracy, TC - raw window mean > 0).",
-            test(np.asarray(s["tc"]["state_acc"]["seeds"]) - wm),
+        wm = np.asarray(r.window_mean.seeds)
+        bf = r.bayes_filter.mean
+        add(f"HMM denoising (T={T}): the temporal crosscoder's readout beats simply "
+            "averaging the raw window (state accuracy, TC - raw window mean > 0).",
+            test(np.asarray(s["tc"]["state_acc"].seeds) - wm),
             note=f"the causal Bayes filter reaches {bf:.3f}, forward-backward "
-                 f"{s['references']['forward_backward']['mean']:.3f}; the readout goes "
+                 f"{r.forward_backward.mean:.3f}; the readout goes "
                  f"through x_hat, which FVU training at k·T active latents makes keep "
-                 f"noise (held-out FVU {s['tc']['fvu']['mean']:.2f}), while the window "
+                 f"noise (held-out FVU {s['tc']['fvu'].mean:.2f}), while the window "
                  "mean averages it away")
-        wp = s["references"]["window_probe"]
-        add(f"HMM denoising ({T}): the temporal crosscoder's latents track the hidden state "
-            "better than the per-token SAE's (held-out state accuracy of a linear probe on "
-            "the window's codes, TC - SAE > 0).", test(_diffs(s, "probe_acc")),
+        wp = r.window_probe
+        add(f"HMM denoising (T={T}): the temporal crosscoder's latents track the hidden "
+            "state better than the per-token SAE's (held-out state accuracy of a linear "
+            "probe on the window's codes, TC - SAE > 0).", test(_diffs(s, "probe_acc")),
             note=f"probe: ridge onto the one-hot state, one per window position, fitted on "
-                 f"the training sequences; SAE probe {s['sae']['probe_acc']['mean']:.3f}, "
-                 f"TC {s['tc']['probe_acc']['mean']:.3f}")
+                 f"the training sequences; SAE probe {s['sae']['probe_acc'].mean:.3f}, "
+                 f"TC {s['tc']['probe_acc'].mean:.3f}")
         m = cfg.equivalence_margin
-        add(f"HMM denoising ({T}): a linear probe on the temporal crosscoder's latents "
+        add(f"HMM denoising (T={T}): a linear probe on the temporal crosscoder's latents "
             f"reaches the same probe on the raw window (TC - raw-window probe > -{m:g}).",
-            test(np.asarray(s["tc"]["probe_acc"]["seeds"]) - np.asarray(wp["seeds"]),
-                 margin=-m),
-            note=f"non-inferiority; raw-window probe {wp['mean']:.3f}, causal Bayes filter "
-                 f"{bf:.3f}, forward-backward {s['references']['forward_backward']['mean']:.3f}")
-    for T, s in chains.items():
-        add(f"Ordered feature chains ({T}): the temporal crosscoder recovers the chains "
+            test(np.asarray(s["tc"]["probe_acc"].seeds) - np.asarray(wp.seeds), margin=-m),
+            note=f"non-inferiority; raw-window probe {wp.mean:.3f}, causal Bayes filter "
+                 f"{bf:.3f}, forward-backward {r.forward_backward.mean:.3f}")
+    for T, w in chains.windows.items():
+        add(f"Ordered feature chains (T={T}): the temporal crosscoder recovers the chains "
             "better than the per-token SAE (temporal AUC, TC - SAE > 0).",
-            test(_diffs(s, "temporal_auc")),
+            test(_diffs(w.methods, "temporal_auc")),
             note="structural: an SAE atom sits on one position of the chain's window")
     return out
 
@@ -297,13 +303,12 @@ def _beats(a: float, b: float) -> str:
     return "beats" if a > b else "does not beat"
 
 
-def _settings(cfg: Config, markov: dict, hmm: dict, chains: dict):
-    """``(name, summary without references, metrics)`` of every setting."""
-    out = [(f"markov T={T} k={k} rho={r}", markov[f"T={T}"][f"k={k}"][f"rho={r}"],
+def _settings(cfg: Config, markov: MarkovSweep, hmm: Panel, chains: Panel):
+    """``(name, {method: {metric: Summary}}, metrics)`` of every setting."""
+    out = [(f"markov T={T} k={k} rho={r}", markov.cell(T, k, r).methods,
             FEATURE_METRICS) for T in cfg.windows for k in cfg.ks for r in cfg.rhos]
-    out += [(f"hmm {T}", {m: v for m, v in s.items() if m != "references"}, HMM_METRICS)
-            for T, s in hmm.items()]
-    out += [(f"chains {T}", s, FEATURE_METRICS) for T, s in chains.items()]
+    out += [(f"hmm T={T}", w.methods, HMM_METRICS) for T, w in hmm.windows.items()]
+    out += [(f"chains T={T}", w.methods, FEATURE_METRICS) for T, w in chains.windows.items()]
     return out
 
 
@@ -313,7 +318,7 @@ def _counts(verdicts: dict) -> dict:
             for key in sorted({key for d in verdicts.values() for key in d})}
 
 
-def markdown(cfg: Config, markov: dict, hmm: dict, chains: dict, *, quick: bool,
+def markdown(cfg: Config, markov: MarkovSweep, hmm: Panel, chains: Panel, *, quick: bool,
              seed: int) -> tuple[str, dict]:
     """The report section and the interval-summary metrics (verdicts and their counts,
     against all methods and against the per-token SAE alone)."""
@@ -331,23 +336,22 @@ def markdown(cfg: Config, markov: dict, hmm: dict, chains: dict, *, quick: bool,
               for n, s, mets in settings}
     counts, counts_sae = _counts(verdicts), _counts(vs_sae)
     m_rows = [row for T in cfg.windows for k in cfg.ks for r in cfg.rhos
-              for row in _rows(markov[f"T={T}"][f"k={k}"][f"rho={r}"], FEATURE_METRICS,
-                               [T, k, r])]
+              for row in _rows(markov.cell(T, k, r).methods, FEATURE_METRICS, [T, k, r])]
     head = ["T", "method"]
     m_table = markdown_table(["T", "k/token", "rho", "method",
                               *(n for _, n, _ in FEATURE_METRICS)], m_rows)
     h_table = markdown_table([*head, *(n for _, n, _ in HMM_METRICS)],
-                             [r for T, s in hmm.items()
-                              for r in _rows(s, HMM_METRICS, [T.split("=")[1]])])
+                             [r for T, w in hmm.windows.items()
+                              for r in _rows(w.methods, HMM_METRICS, [str(T)])])
     refs = ("window_probe", "single_token", "window_mean", "bayes_filter", "forward_backward")
     ref_table = markdown_table(["T", "probe on the raw window", "raw single token",
                                 "raw window mean", "Bayes filter (causal)",
                                 "forward-backward (Bayes)"],
-                               [[T.split("=")[1], *(fmt(s["references"][r]) for r in refs)]
-                                for T, s in hmm.items()])
+                               [[str(T), *(fmt(getattr(w.references, r)) for r in refs)]
+                                for T, w in hmm.windows.items()])
     c_table = markdown_table([*head, *(n for _, n, _ in FEATURE_METRICS)],
-                             [r for T, s in chains.items()
-                              for r in _rows(s, FEATURE_METRICS, [T.split("=")[1]])])
+                             [r for T, w in chains.windows.items()
+                              for r in _rows(w.methods, FEATURE_METRICS, [str(T)])])
     names = {key: name for key, name, _ in FEATURE_METRICS + HMM_METRICS}
     plain = []
     for T in cfg.windows:
@@ -360,30 +364,31 @@ def markdown(cfg: Config, markov: dict, hmm: dict, chains: dict, *, quick: bool,
                 parts.append(f"{names[key]} wins at rho {', '.join(got['win']) or '-'}, "
                              f"loses at rho {', '.join(got['loss']) or '-'}")
             plain.append(f"- Markov T={T}, k={k}/token: " + "; ".join(parts) + ".")
-    for T, s in hmm.items():
-        best = max((m for m in s if m != "references"), key=lambda m: s[m]["state_acc"]["mean"])
-        r = s["references"]
+    for T, w in hmm.windows.items():
+        s, r = w.methods, w.references
+        best = max(s, key=lambda m: s[m]["state_acc"].mean)
         plain.append(
-            f"- HMM {T}: state accuracy TC {s['tc']['state_acc']['mean']:.3f} "
-            f"({verdicts[f'hmm {T}']['state_acc']}), best method {best} "
-            f"{s[best]['state_acc']['mean']:.3f}; raw single token "
-            f"{r['single_token']['mean']:.3f}, raw window mean {r['window_mean']['mean']:.3f}, "
-            f"Bayes filter {r['bayes_filter']['mean']:.3f}, "
-            f"forward-backward {r['forward_backward']['mean']:.3f}: the TC "
-            f"{_beats(s['tc']['state_acc']['mean'], r['window_mean']['mean'])} the raw "
+            f"- HMM T={T}: state accuracy TC {s['tc']['state_acc'].mean:.3f} "
+            f"({verdicts[f'hmm T={T}']['state_acc']}), best method {best} "
+            f"{s[best]['state_acc'].mean:.3f}; raw single token "
+            f"{r.single_token.mean:.3f}, raw window mean {r.window_mean.mean:.3f}, "
+            f"Bayes filter {r.bayes_filter.mean:.3f}, "
+            f"forward-backward {r.forward_backward.mean:.3f}: the TC "
+            f"{_beats(s['tc']['state_acc'].mean, r.window_mean.mean)} the raw "
             "window mean.")
-        pb = max((m for m in s if m != "references"), key=lambda m: s[m]["probe_acc"]["mean"])
+        pb = max(s, key=lambda m: s[m]["probe_acc"].mean)
         plain.append(
-            f"- HMM {T}, latent probe: TC {s['tc']['probe_acc']['mean']:.3f} "
-            f"({verdicts[f'hmm {T}']['probe_acc']}), per-token SAE "
-            f"{s['sae']['probe_acc']['mean']:.3f}, best method {pb} "
-            f"{s[pb]['probe_acc']['mean']:.3f}; the same probe on the raw window "
-            f"{r['window_probe']['mean']:.3f}: the probe on the TC's latents "
-            f"{_beats(s['tc']['probe_acc']['mean'], r['window_probe']['mean'])} the probe "
+            f"- HMM T={T}, latent probe: TC {s['tc']['probe_acc'].mean:.3f} "
+            f"({verdicts[f'hmm T={T}']['probe_acc']}), per-token SAE "
+            f"{s['sae']['probe_acc'].mean:.3f}, best method {pb} "
+            f"{s[pb]['probe_acc'].mean:.3f}; the same probe on the raw window "
+            f"{r.window_probe.mean:.3f}: the probe on the TC's latents "
+            f"{_beats(s['tc']['probe_acc'].mean, r.window_probe.mean)} the probe "
             "on the raw window.")
-    for T, s in chains.items():
-        v = verdicts[f"chains {T}"]
-        plain.append(f"- Chains {T}: temporal AUC TC {s['tc']['temporal_auc']['mean']:.3f} "
+    for T, w in chains.windows.items():
+        v = verdicts[f"chains T={T}"]
+        plain.append(f"- Chains T={T}: temporal AUC TC "
+                     f"{w.methods['tc']['temporal_auc'].mean:.3f} "
                      f"({v['temporal_auc']}), token AUC {v['token_auc']}, FVU {v['fvu']}.")
     n_struct = {v: sum(1 for d in structural.values() if d == v) for v in ("win", "tie", "loss")}
     lines = [f"- **{names[key]}**: against all three other methods TC wins {c['win']}, ties "

@@ -1,7 +1,9 @@
 """The real-activation section of the TempBench report: tables, fair tallies, claims.
 
-Input: the ``info`` dict of :func:`jaxkit.tempbench.panel.run_real` (``info["real"]``
-holds ``{"T=..": {method: {"<task>/<metric>": summary}}, "tasks": ...}``).
+Input: the :class:`~jaxkit.tempbench.results.RealResult` of
+:func:`jaxkit.tempbench.panel.run_real` (``info.real``, a
+:class:`~jaxkit.tempbench.results.RealPanel`, holds ``windows[T].methods[method]
+["<task>/<metric>"]``, a :class:`~jaxkit.tempbench.results.Summary`, and the tasks).
 
 *Fair tallies.* Both probe metrics (best-latent AUROC, k-sparse probe AUROC) are
 reachable by every method (each represents the window ending at the token), so TC
@@ -38,6 +40,7 @@ from .baselines import LABELS
 from .config import Config
 from .real import PROBE_METRICS, REFERENCES
 from .report import PAPER, fmt
+from .results import RealPanel, RealResult, Summary
 
 __all__ = ["real_markdown", "real_claims", "real_paper_claim", "task_wins", "tally",
            "backtracking_claims", "tasks_of"]
@@ -45,17 +48,21 @@ __all__ = ["real_markdown", "real_claims", "real_paper_claim", "task_wins", "tal
 METRIC_NAMES = {"auroc_best": "best-latent AUROC", "probe_k": "k-sparse probe AUROC"}
 
 
-def tasks_of(real: dict) -> tuple[str, ...]:
-    """The task names of a real-panel result (``real["tasks"]``)."""
-    return tuple(real["tasks"])
+Rows = dict[str, dict[str, Summary]]  # {method or reference: {metric: Summary}}
 
 
-def _windows(real: dict) -> list[str]:
-    return [k for k in real if k.startswith("T=")]
+def tasks_of(real: RealPanel) -> tuple[str, ...]:
+    """The task names of a real-panel result (``real.tasks``)."""
+    return tuple(real.tasks)
 
 
-def _seeds(s: dict, m: str, key: str) -> np.ndarray:
-    return np.asarray(s[m][key]["seeds"], np.float64)
+def _windows(real: RealPanel) -> dict[str, Rows]:
+    """``{"T=..": rows}`` of every window."""
+    return {f"T={T}": w.methods for T, w in real.windows.items()}
+
+
+def _seeds(s: Rows, m: str, key: str) -> np.ndarray:
+    return np.asarray(s[m][key].seeds, np.float64)
 
 
 def _pair_verdict(a: np.ndarray, b: np.ndarray) -> str:
@@ -67,7 +74,7 @@ def _pair_verdict(a: np.ndarray, b: np.ndarray) -> str:
     return "tie"
 
 
-def tally(res_T: dict, tasks) -> dict[str, dict[str, dict[str, int]]]:
+def tally(res_T: Rows, tasks) -> dict[str, dict[str, dict[str, int]]]:
     """``{other method: {metric: {"win", "tie", "loss"}}}`` of TC over ``tasks``."""
     others = [m for m in res_T if m not in (*REFERENCES, "tc")]
     out: dict = {}
@@ -84,24 +91,24 @@ def tally(res_T: dict, tasks) -> dict[str, dict[str, dict[str, int]]]:
     return out
 
 
-def real_markdown(cfg: Config, info: dict) -> tuple[str, dict]:
+def real_markdown(cfg: Config, info: RealResult) -> tuple[str, dict]:
     """The report section and its summary metrics (tallies)."""
-    real = info["real"]
+    real = info.real
     TASKS = tasks_of(real)
-    meta = info.get("meta") or {}
+    meta = info.meta
     md = ["### Real activations", ""]
     if not cfg.acts_dir:
-        md += [f"Source: `{meta.get('model')}` (jaxkit.lm), the residual stream after block "
-               f"{meta.get('layer')} (recorded blocks {meta.get('layers')}; the multi-layer "
-               f"crosscoder reads all of them) over {meta.get('n_docs')} documents of "
-               f"{meta.get('doc_len')} tokens ({meta.get('tokens')} tokens; each document's "
+        md += [f"Source: `{meta.model}` (jaxkit.lm), the residual stream after block "
+               f"{meta.layer} (recorded blocks {meta.layers}; the multi-layer "
+               f"crosscoder reads all of them) over {meta.n_docs} documents of "
+               f"{meta.doc_len} tokens ({meta.tokens} tokens; each document's "
                "first token is context only: position 0 is the attention sink) of "
-               f"{meta.get('provenance')}. Activations divided by their RMS over the first "
-               f"shard ({meta.get('scale'):.4g}), safetensors shards of "
+               f"{meta.provenance}. Activations divided by their RMS over the first "
+               f"shard ({meta.scale:.4g}), safetensors shards of "
                f"{cfg.real_docs_per_shard} documents.", ""]
     else:
-        md += [f"Source: the user's activations in `{info['source']}` ({info.get('tokens')} "
-               f"tokens; model {meta.get('model') or 'not named'}).", ""]
+        md += [f"Source: the user's activations in `{info.source}` ({info.tokens} "
+               f"tokens; model {meta.model or 'not named'}).", ""]
     md += [f"Every method: {cfg.real_latents} latents, {cfg.real_k} active per token (k·T "
            f"per window; `sae_kT` and `mlc`: k·T on their one token), {cfg.real_steps} "
            f"Adam steps, {cfg.real_seeds} seeds (mean ± 95% t-interval). Probing: every "
@@ -109,14 +116,13 @@ def real_markdown(cfg: Config, info: dict) -> tuple[str, dict]:
            "probe-test half; best latent chosen on the fit half, scored on the test half; "
            f"k-sparse probe with k = {cfg.k_probe} (class-mean difference, logistic "
            "regression). References: raw activations of the token and of the window.", ""]
-    tasks = real["tasks"]
+    tasks = real.tasks
     md += [markdown_table(["task", "positives", "labelled tokens"],
-                          [[t, f"{tasks[t]['positives']:.3f}", tasks[t]["valid"]]
+                          [[t, f"{tasks[t].positives:.3f}", tasks[t].valid]
                            for t in TASKS]), ""]
     summary: dict = {"real_tallies": {}}
-    lmref = real.get("lm", {})
-    for T in _windows(real):
-        res = real[T]
+    for Tn, w in real.windows.items():
+        T, res = f"T={Tn}", w.methods
         for met in PROBE_METRICS:
             rows = [[LABELS.get(m, m), *(fmt(res[m][f"{t}/{met}"]) for t in TASKS)]
                     for m in res]
@@ -126,14 +132,14 @@ def real_markdown(cfg: Config, info: dict) -> tuple[str, dict]:
         keys = [("FVU (window)", "fvu"), ("L0 / representation", "l0"),
                 ("CE spliced (nats)", "ce_spliced"), ("KL(clean ‖ spliced)", "kl"),
                 ("loss recovered", "loss_recovered")]
-        other = [[lab, *(fmt(res[m][k]) if k in res[m] and np.isfinite(res[m][k]["mean"])
+        other = [[lab, *(fmt(res[m][k]) if k in res[m] and np.isfinite(res[m][k].mean)
                          else "n/a" for m in dicts)] for lab, k in keys]
         md += [f"#### {T}: reconstruction, sparsity and language-model loss", "",
                markdown_table(["", *dicts], other), ""]
-        if T in lmref:
-            z = lmref[T]
-            md += [f"Clean cross-entropy {z['ce_clean']:.4f} nats, zero-ablated "
-                   f"{z['ce_zero']:.4f}, on the predictions at positions >= "
+        if Tn in real.lm:
+            z = real.lm[Tn]
+            md += [f"Clean cross-entropy {z.ce_clean:.4f} nats, zero-ablated "
+                   f"{z.ce_zero:.4f}, on the predictions at positions >= "
                    f"{max(cfg.real_windows)} of {cfg.splice_docs} held-out documents; loss "
                    "recovered = (zero - spliced) / (zero - clean). The MLC is not spliced "
                    "(it reads other layers).", ""]
@@ -162,11 +168,11 @@ def real_markdown(cfg: Config, info: dict) -> tuple[str, dict]:
                                   [[LABELS.get(m, m), *(fmt(res[m][k]) if k in res[m]
                                                         else "n/a" for _, k in cols)]
                                    for m in bt]), ""]
-    if "backtracking" in real:
-        b = real["backtracking"]
-        md += [f"Backtracking traces: {b['docs']} documents, {b['positives']} backtracking "
-               f"positions, {b['sites']} steering sites (first half fits, second half "
-               "tests). Example:", "", "```", b["example"].strip(), "```", "",
+    if real.backtracking is not None:
+        b = real.backtracking
+        md += [f"Backtracking traces: {b.docs} documents, {b.positives} backtracking "
+               f"positions, {b.sites} steering sites (first half fits, second half "
+               "tests). Example:", "", "```", b.example.strip(), "```", "",
                "What this stand-in can show: whether a dictionary trained on general text "
                "has a latent that marks a wrong step from its context (the marked token is "
                "a `.` like every other step's end), and whether adding that latent moves a "
@@ -174,11 +180,11 @@ def real_markdown(cfg: Config, info: dict) -> tuple[str, dict]:
                "no reasoning model and never learned to backtrack; the traces are "
                "templated; so it says nothing about a reasoning model's own backtracking "
                "(the paper's setting).", ""]
-    if "store" in info:
-        s = info["store"]
-        md += [f"Scale: the temporal crosscoder streamed from the {s['shards']} store shards "
-               f"(never loaded whole) with the dictionary sharded over mesh {s['mesh']}, "
-               f"{s['steps']} steps: held-out FVU {s['fvu']:.3f}.", ""]
+    if info.store is not None:
+        s = info.store
+        md += [f"Scale: the temporal crosscoder streamed from the {s.shards} store shards "
+               f"(never loaded whole) with the dictionary sharded over mesh {s.mesh}, "
+               f"{s.steps} steps: held-out FVU {s.fvu:.3f}.", ""]
     md += ["Structural differences, reported and not tallied: TFA reconstructs with dense "
            "predicted codes besides its k·T novel ones; `sae_kT` and `mlc` represent one "
            "token with k·T latents (the per-window budget) and the MLC also reads every "
@@ -187,10 +193,10 @@ def real_markdown(cfg: Config, info: dict) -> tuple[str, dict]:
     return "\n".join(md), summary
 
 
-def _beats_all(res: dict, t: str, met: str) -> bool:
+def _beats_all(res: Rows, t: str, met: str) -> bool:
     key = f"{t}/{met}"
-    tc = res["tc"][key]["mean"]
-    others = [res[m][key]["mean"] for m in res if m not in (*REFERENCES, "tc")]
+    tc = res["tc"][key].mean
+    others = [res[m][key].mean for m in res if m not in (*REFERENCES, "tc")]
     return math.isfinite(tc) and all(tc > o for o in others if math.isfinite(o))
 
 
@@ -206,18 +212,18 @@ BACKTRACKING = (
     "backtracking.")
 
 
-def task_wins(real: dict, margin: float, level: float = 0.95) -> dict[str, dict[str, list]]:
+def task_wins(real: RealPanel, margin: float, level: float = 0.95
+              ) -> dict[str, dict[str, list]]:
     """``{"T=..": {method: [tasks it wins]}}``. A method wins a task at a window when
     its best-latent AUROC beats every other method's (references aside) by more than
     ``margin``: each comparison a one-sided paired t test at ``(1 - level) / 2``, the
     task's p-value the largest of them (intersection-union); Holm over every (window,
     task) cell of the method (:func:`jaxkit.stats.holm_superiority`)."""
-    Ts = _windows(real)
-    out: dict = {T: {m: [] for m in real[T] if m not in REFERENCES} for T in Ts}
-    for m in {m for T in Ts for m in out[T]}:
+    rows = _windows(real)
+    out: dict = {T: {m: [] for m in res if m not in REFERENCES} for T, res in rows.items()}
+    for m in {m for T in rows for m in out[T]}:
         cells, ps = [], []
-        for T in Ts:
-            res = real[T]
+        for T, res in rows.items():
             if m not in res:
                 continue
             for t in tasks_of(real):
@@ -235,7 +241,7 @@ def task_wins(real: dict, margin: float, level: float = 0.95) -> dict[str, dict[
     return out
 
 
-def real_paper_claim(cfg: Config, info: dict | None) -> Claim:
+def real_paper_claim(cfg: Config, info: RealResult | None) -> Claim:
     """The abstract's real-task claim (module docstring): at every window of the real
     panel, the TC wins more tasks (:func:`task_wins`) than every other method ("yes");
     "no" when another method wins more than the TC at some window."""
@@ -245,8 +251,8 @@ def real_paper_claim(cfg: Config, info: dict | None) -> Claim:
     if cfg.real_seeds < 2:
         return Claim(PAPER, REAL_CLAIM, "n/a", "not tested at this size",
                      f"{cfg.real_seeds} seed(s)", "")
-    n_tasks = len(tasks_of(info["real"]))
-    wins = task_wins(info["real"], cfg.real_margin)
+    n_tasks = len(tasks_of(info.real))
+    wins = task_wins(info.real, cfg.real_margin)
     parts, ok, bad = [], [], []
     for T, w in wins.items():
         n_tc = len(w.get("tc", []))
@@ -273,12 +279,13 @@ def real_paper_claim(cfg: Config, info: dict | None) -> Claim:
         "settings")
 
 
-def _family(cfg: Config, claim: str, real: dict, key: str, what: str,
+def _family(cfg: Config, claim: str, real: RealPanel, key: str, what: str,
             kind: str = "paper", other: str = "sae") -> Claim:
     """TC - ``other`` on per-seed ``key`` above ``cfg.bt_margin`` at every window (Holm
     over the windows): "yes" iff every window says yes, "no" iff any says no."""
-    Ts = [T for T in _windows(real) if "tc" in real[T] and other in real[T]
-          and key in real[T]["tc"] and key in real[T][other]]
+    rows = _windows(real)
+    Ts = [T for T, res in rows.items() if "tc" in res and other in res
+          and key in res["tc"] and key in res[other]]
     if not Ts:
         return Claim(PAPER, claim, "n/a", "not tested", "",
                      f"no {what} in this run (needs the recorded model and the TC and "
@@ -286,10 +293,10 @@ def _family(cfg: Config, claim: str, real: dict, key: str, what: str,
     if cfg.real_seeds < 2:
         return Claim(PAPER, claim, "n/a", "not tested at this size",
                      f"{cfg.real_seeds} seed(s)", "", kind)
-    diffs = [_seeds(real[T], "tc", key) - _seeds(real[T], other, key) for T in Ts]
+    diffs = [_seeds(rows[T], "tc", key) - _seeds(rows[T], other, key) for T in Ts]
     vs = holm_superiority(diffs, margin=cfg.bt_margin)
     per = "; ".join(
-        f"{T}: TC {real[T]['tc'][key]['mean']:.3g} vs {other} {real[T][other][key]['mean']:.3g}"
+        f"{T}: TC {rows[T]['tc'][key].mean:.3g} vs {other} {rows[T][other][key].mean:.3g}"
         f", diff {v.estimate:.3g} [{v.lo:.3g}, {v.hi:.3g}] {v.verdict}"
         for T, v in zip(Ts, vs, strict=True))
     return Claim(PAPER, claim, per, all_of([v.verdict for v in vs]),
@@ -299,12 +306,12 @@ def _family(cfg: Config, claim: str, real: dict, key: str, what: str,
                  "it at any", what, kind)
 
 
-def backtracking_claims(cfg: Config, info: dict | None) -> list[Claim]:
+def backtracking_claims(cfg: Config, info: RealResult | None) -> list[Claim]:
     """The abstract's backtracking pair on the SmolLM2 stand-in (module docstring)."""
     if info is None:
         return [Claim(PAPER, c, "n/a", "not tested", "", "panel=synthetic")
                 for c in BACKTRACKING]
-    real = info["real"]
+    real = info.real
     det = _family(cfg, BACKTRACKING[0] + " (Stand-in: detection rate of the marked "
                   f"wrong-step positions at FPR {cfg.bt_fpr:g}, TC - per-token SAE > 0.)",
                   real, "bt/detect",
@@ -326,7 +333,7 @@ def backtracking_claims(cfg: Config, info: dict | None) -> list[Claim]:
     return [det, steer]
 
 
-def real_claims(cfg: Config, info: dict | None) -> list[Claim]:
+def real_claims(cfg: Config, info: RealResult | None) -> list[Claim]:
     """The real-task paper row (:func:`real_paper_claim`, every window), the
     backtracking pair (:func:`backtracking_claims`), jaxkit's extension rows (loss
     recovered, steering control) and the setup row (a dictionary's probe against the
@@ -334,17 +341,18 @@ def real_claims(cfg: Config, info: dict | None) -> list[Claim]:
     out = [real_paper_claim(cfg, info), *backtracking_claims(cfg, info)]
     if info is None:
         return out
-    real = info["real"]
+    real = info.real
     out.append(_family(cfg, "Real activations: the TC's reconstruction spliced into the "
                        "model recovers more of the language-model loss than the per-token "
                        "SAE's at the same L0 per window (loss recovered, TC - SAE > 0).",
                        real, "loss_recovered", "SAELens' CE loss score on held-out "
                        "documents", kind="extension"))
-    ctl = [T for T in _windows(real) if "bt/steer" in real[T].get("tc", {})]
+    rows = _windows(real)
+    ctl = [T for T, res in rows.items() if "bt/steer" in res.get("tc", {})]
     c = ("Backtracking steering control: the TC latent selected for backtracking raises "
          "log p(' Wait') more than a random live TC latent of the same norm.")
     if ctl and cfg.real_seeds >= 2:
-        vs = holm_superiority([_seeds(real[T], "tc", "bt/steer") for T in ctl])
+        vs = holm_superiority([_seeds(rows[T], "tc", "bt/steer") for T in ctl])
         out.append(Claim(PAPER, c, "; ".join(f"{T}: {v.estimate:.3g} [{v.lo:.3g}, {v.hi:.3g}]"
                                              for T, v in zip(ctl, vs, strict=True)),
                          all_of([v.verdict for v in vs]), "paired t over seeds, Holm over "
@@ -356,15 +364,14 @@ def real_claims(cfg: Config, info: dict | None) -> list[Claim]:
     return out
 
 
-def _setup_row(real: dict) -> Claim:
+def _setup_row(real: RealPanel) -> Claim:
     """Does some dictionary's k-sparse probe reach the raw token's probe (mean over tasks
     and windows)?"""
     tasks = tasks_of(real)
     rows = []
-    for T in _windows(real):
-        res = real[T]
-        raw = np.nanmean([res["raw_token"][f"{t}/probe_k"]["mean"] for t in tasks])
-        best = max(((m, np.nanmean([res[m][f"{t}/probe_k"]["mean"] for t in tasks]))
+    for T, res in _windows(real).items():
+        raw = np.nanmean([res["raw_token"][f"{t}/probe_k"].mean for t in tasks])
+        best = max(((m, np.nanmean([res[m][f"{t}/probe_k"].mean for t in tasks]))
                     for m in res if m not in REFERENCES), key=lambda x: x[1])
         rows.append((T, raw, *best))
     ok = all(b >= r for _, r, _, b in rows)

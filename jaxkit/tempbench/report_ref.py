@@ -2,11 +2,12 @@
 (:mod:`jaxkit.tempbench.reference`): its table, and the comparisons the paper's
 synthetic row (setting 1) adds from it.
 
-Input: ``{"T=.. k=..": {method: {metric: summary}}}`` (summaries of
-:func:`jaxkit.tempbench.compare.summarise`). The TC is compared with every other method
-on token AUC (reachable by all) and with the acausal crosscoder on temporal AUC (the
-only other method with window atoms); the temporal AUC of per-token atoms against
-persisting features is structural (at most ``1/sqrt(T)``) and is listed, never tallied.
+Input: a :class:`~jaxkit.tempbench.results.ReferencePanel` (``cells[(T, k)].methods
+[method][metric]``, a :class:`~jaxkit.tempbench.results.Summary`). The TC is compared
+with every other method on token AUC (reachable by all) and with the acausal crosscoder
+on temporal AUC (the only other method with window atoms); the temporal AUC of
+per-token atoms against persisting features is structural (at most ``1/sqrt(T)``) and is
+listed, never tallied.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from jaxkit.report import markdown_table
 from .baselines import LABELS
 from .config import Config
 from .reference import WINDOW_SPANNING
+from .results import ReferencePanel, Summary
 
 __all__ = ["ref_comparisons", "ref_markdown"]
 
@@ -25,16 +27,18 @@ _METRICS = (("token_auc", "token AUC"), ("temporal_auc", "temporal AUC"), ("fvu"
             ("l0", "L0 / window"))
 
 
-def _d(cell: dict, other: str, metric: str) -> np.ndarray:
-    return (np.asarray(cell["tc"][metric]["seeds"], np.float64)
-            - np.asarray(cell[other][metric]["seeds"], np.float64))
+def _d(cell: dict[str, dict[str, Summary]], other: str, metric: str) -> np.ndarray:
+    return (np.asarray(cell["tc"][metric].seeds, np.float64)
+            - np.asarray(cell[other][metric].seeds, np.float64))
 
 
-def ref_comparisons(ref: dict | None) -> list[tuple[str, np.ndarray]]:
+def ref_comparisons(ref: ReferencePanel | None) -> list[tuple[str, np.ndarray]]:
     """``(label, per-seed TC - other)`` for the paper's setting-1 row: token AUC against
     every other method in every (T, k) cell, temporal AUC against the acausal crosscoder."""
     out: list[tuple[str, np.ndarray]] = []
-    for cell_name, cell in (ref or {}).items():
+    cells = {} if ref is None else ref.cells
+    for (T, k), w in cells.items():
+        cell_name, cell = ReferencePanel.label(T, k), w.methods
         for m in cell:
             if m != "tc":
                 out.append((f"reference {cell_name}: token AUC vs {m}", _d(cell, m, "token_auc")))
@@ -44,11 +48,11 @@ def ref_comparisons(ref: dict | None) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def _fmt(s: dict) -> str:
-    return f"{s['mean']:.3f} ± {s['ci95']:.3f}" if np.isfinite(s["mean"]) else "n/a"
+def _fmt(s: Summary) -> str:
+    return f"{s.mean:.3f} ± {s.ci95:.3f}" if np.isfinite(s.mean) else "n/a"
 
 
-def ref_markdown(cfg: Config, ref: dict) -> str:
+def ref_markdown(cfg: Config, ref: ReferencePanel) -> str:
     """The section: one table per (T, k) cell and the window-spanning tally."""
     md = [f"### Reference setting: orthogonal Markov features, every baseline (d={cfg.ref_d}, "
           f"{cfg.ref_features} orthogonal features, pi={cfg.pi}, rho={cfg.ref_rho}, "
@@ -60,12 +64,13 @@ def ref_markdown(cfg: Config, ref: dict) -> str:
           "atoms is structural (at most 1/sqrt(T)) and compared only with the acausal "
           "crosscoder.", ""]
     lines = []
-    for cell_name, cell in ref.items():
+    for (T, k), w in ref.cells.items():
+        cell_name, cell = ReferencePanel.label(T, k), w.methods
         md += [f"#### {cell_name}", "", markdown_table(
             ["method", *(n for _, n in _METRICS)],
             [[LABELS.get(m, m), *(_fmt(cell[m][k]) for k, _ in _METRICS)] for m in cell]), ""]
-        ahead = [m for m in cell if m != "tc" and cell["tc"]["token_auc"]["mean"]
-                 > cell[m]["token_auc"]["mean"]]
+        ahead = [m for m in cell if m != "tc" and cell["tc"]["token_auc"].mean
+                 > cell[m]["token_auc"].mean]
         span = [m for m in WINDOW_SPANNING if m in cell]
         lines.append(f"- {cell_name}: the TC's mean token AUC is above {len(ahead)} of "
                      f"{len(cell) - 1} other methods ({', '.join(ahead) or 'none'}); of the "

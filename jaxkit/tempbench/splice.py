@@ -32,6 +32,7 @@ from jaxkit.kernels import crosscoder as cc
 from jaxkit.lm import model as M
 
 from . import baselines as B
+from .results import SpliceLoss
 
 __all__ = ["token_reconstruction", "splice_losses", "loss_recovered", "SPLICE_METHODS"]
 
@@ -82,8 +83,9 @@ def _sums(module, tokens, w, params, scale, *, method, cfg, layer, start):
 
 
 def splice_losses(lm, layer: int, scale: float, tokens: np.ndarray, method: str, params,
-                  cfg, *, start: int, batch: int = 4) -> dict[str, float]:
-    """``{"ce_clean", "ce_spliced", "kl"}`` (module docstring) of one dictionary on
+                  cfg, *, start: int, batch: int = 4) -> SpliceLoss:
+    """The :class:`~jaxkit.tempbench.results.SpliceLoss` (``ce_clean``, ``ce_spliced``,
+    ``kl``; module docstring) of one dictionary on
     documents ``tokens (n, L + 1)`` (``method="zero"``: zero ablation, ``params`` unused).
 
     Args:
@@ -114,7 +116,7 @@ def splice_losses(lm, layer: int, scale: float, tokens: np.ndarray, method: str,
                                 params, jnp.float32(scale), method=method, cfg=cfg,
                                 layer=int(layer), start=int(start)), np.float64)
     n = max(tot[3], 1.0)
-    return {"ce_clean": tot[0] / n, "ce_spliced": tot[1] / n, "kl": tot[2] / n}
+    return SpliceLoss(ce_clean=tot[0] / n, ce_spliced=tot[1] / n, kl=tot[2] / n)
 
 
 def loss_recovered(ce_clean: float, ce_spliced: float, ce_zero: float) -> float:

@@ -25,6 +25,7 @@ from jaxkit.tempbench import report as R
 from jaxkit.tempbench import tasks as T
 from jaxkit.tempbench import train as TR
 from jaxkit.tempbench.config import FULL, QUICK, Config
+from jaxkit.tempbench.results import MarkovSweep, Panel, RealResult, Summary
 
 RBG = functools.partial(jax.random.key, impl="rbg")  # compiles much faster than threefry
 
@@ -324,16 +325,20 @@ def test_compare_markov_keys_and_finite(tiny_pipeline):
                          length=TINY.length, n_train=TINY.n_train, n_test=TINY.n_test)
     res = C.compare_markov(jax.random.key(7), 0.5, mk, P.train_config(TINY), windows=(2,), k=1,
                            n_seeds=2)
-    assert set(res) == {2} and set(res[2]) == set(C.METHODS)
-    for m, v in res[2].items():
-        assert set(v) == METRIC_KEYS, m
+    assert set(res.windows) == {2} and set(res.windows[2].methods) == set(C.METHODS)
+    assert res.windows[2].references is None  # the HMM's only
+    for m, met in res.windows[2].methods.items():
+        assert set(met) == METRIC_KEYS, m
+        v = {key: np.asarray(s.seeds) for key, s in met.items()}
         for key, arr in v.items():
             assert arr.shape == (2,) and np.all(np.isfinite(arr)), (m, key)
+            assert met[key].mean == pytest.approx(arr.mean()), (m, key)
         assert np.all((v["token_auc"] >= 0) & (v["token_auc"] <= 1))
     for m in ("sae", "stacked", "tc"):  # TopK: exactly k T active per window
-        np.testing.assert_allclose(res[2][m]["l0"], 2.0)
+        np.testing.assert_allclose(res.windows[2].methods[m]["l0"].seeds, 2.0)
     # per-token atoms cannot exceed 1/sqrt(T) against a persisting feature
-    assert np.all(res[2]["sae"]["temporal_mmcs"] <= 1 / np.sqrt(2) + 1e-5)
+    assert np.all(np.asarray(res.windows[2].methods["sae"]["temporal_mmcs"].seeds)
+                  <= 1 / np.sqrt(2) + 1e-5)
 
 
 def test_pipeline_report_consistent(tiny_pipeline):
@@ -353,7 +358,7 @@ def test_pipeline_report_consistent(tiny_pipeline):
             T_, k, rho, label, auc, mcc, tauc, fvu, l0 = cells
             summ = result.metrics["markov"][f"T={T_}"][f"k={k}"][f"rho={float(rho)}"]
             s = summ[by_label[label]]
-            assert [auc, mcc, tauc, fvu, l0] == [R.fmt(s[m]) for m in (
+            assert [auc, mcc, tauc, fvu, l0] == [R.fmt(Summary.from_dict(s[m])) for m in (
                 "token_auc", "token_mcc", "temporal_auc", "fvu", "l0")]
             n_rows += 1
     assert n_rows == len(TINY.rhos) * len(C.METHODS)
@@ -512,7 +517,9 @@ def _paper_verdicts(markov, hmm, chains, real_info):
     from jaxkit.tempbench import report_real
 
     cfg = TINY.merged({"real_seeds": 3, "real_windows": (3,)})
-    cl = R.claims(cfg, markov, hmm, chains) + report_real.real_claims(cfg, real_info)
+    # the plain mappings of metrics.json, read back into the typed results
+    cl = R.claims(cfg, MarkovSweep.from_dict(markov), Panel.from_dict(hmm),
+                  Panel.from_dict(chains)) + report_real.real_claims(cfg, real_info)
     return [c.verdict for c in cl if c.kind == "paper"]
 
 
@@ -531,8 +538,8 @@ def test_negative_control_a_tc_that_is_the_sae_wins_no_paper_claim(tiny_pipeline
     parts = [copy.deepcopy(result.metrics[k]) for k in ("markov", "hmm", "chains")]
     for s in _settings_of(*parts):
         s["tc"] = copy.deepcopy(s["sae"])
-    null_real = {"real": real.summarise_real(
-        _fake_real(copy_tc_from="sae"))}
+    null_real = RealResult(source="x", tokens=0,
+                           real=real.summarise_real(_fake_real(copy_tc_from="sae")))
     got = _paper_verdicts(*parts, null_real)
     assert "yes" not in got and len(got) == 5
     assert got[:2] == ["no", "no"] and got[2] in ("no", "not shown")
@@ -547,7 +554,8 @@ def test_negative_control_a_tc_that_is_the_sae_wins_no_paper_claim(tiny_pipeline
                 for m in C.METHODS:
                     s[m][key]["seeds"] = list(base + (m == "tc") * (0.2 + 0.001 * np.arange(
                         len(base))))
-    good_real = {"real": real.summarise_real(_fake_real(tc_shift=0.2))}
+    good_real = RealResult(source="x", tokens=0,
+                           real=real.summarise_real(_fake_real(tc_shift=0.2)))
     assert _paper_verdicts(*parts, good_real) == ["yes"] * 5
 
 

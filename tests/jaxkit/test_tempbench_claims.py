@@ -12,6 +12,7 @@ import pytest
 
 from jaxkit.tempbench import report as R
 from jaxkit.tempbench.config import QUICK
+from jaxkit.tempbench.results import ReferencePanel, Summary
 from jaxkit.tempbench.train import TrainConfig
 
 RBG = functools.partial(jax.random.key, impl="rbg")
@@ -19,7 +20,7 @@ RBG = functools.partial(jax.random.key, impl="rbg")
 
 def test_claims_can_say_no():
     def summ(tc, sae):
-        return {m: {"x": {"mean": float(np.mean(v)), "ci95": 0.0, "seeds": list(v)}}
+        return {m: {"x": Summary(mean=float(np.mean(v)), ci95=0.0, seeds=list(v))}
                 for m, v in (("tc", tc), ("sae", sae))}
 
     better = R._diffs(summ([0.9, 0.91, 0.92], [0.5, 0.52, 0.5]), "x")
@@ -33,7 +34,7 @@ def test_claims_can_say_no():
 
 def test_verdict_rule():
     def s(mean, ci):
-        return {"x": {"mean": mean, "ci95": ci}}
+        return {"x": Summary(mean=mean, ci95=ci, seeds=[mean])}
 
     assert R.verdict({"tc": s(0.9, 0.01), "sae": s(0.5, 0.1)}, "x", True) == "win"
     assert R.verdict({"tc": s(0.9, 0.01), "sae": s(0.5, 0.1)}, "x", False) == "loss"
@@ -51,14 +52,18 @@ def test_reference_setting_every_baseline_on_orthogonal_features():
                       log_every=20, checkpoint_every=2)
     out = RF.compare_reference(RBG(1), 0.9, s, cfg, windows=(2,), ks=(1,), n_seeds=2,
                                methods=("tc", "sae_kT", "tfa"))
-    cell = out["T=2 k=1"]
+    assert set(out.cells) == {(2, 1)} and set(out.as_dict()) == {"T=2 k=1"}
+    cell = out.cells[(2, 1)].methods
     assert set(cell) == {"tc", "sae_kT", "tfa"}
     for m, met in cell.items():
         assert set(met) == {"token_auc", "temporal_auc", "fvu", "l0"}
-        assert all(np.isfinite(v).all() and v.shape == (2,) for v in met.values()), m
-        assert ((met["token_auc"] >= 0) & (met["token_auc"] <= 1)).all()
+        seeds = {k: np.asarray(s.seeds) for k, s in met.items()}
+        assert all(np.isfinite(v).all() and v.shape == (2,) for v in seeds.values()), m
+        assert met["token_auc"].mean == pytest.approx(seeds["token_auc"].mean())
+        assert ((seeds["token_auc"] >= 0) & (seeds["token_auc"] <= 1)).all()
     for m in ("tc", "sae_kT"):  # TopK k T (sae_kT: on its one token); ReLU may drop some
-        assert (cell[m]["l0"] <= 2.0 + 1e-6).all() and (cell[m]["l0"] > 1.0).all(), m
+        l0 = np.asarray(cell[m]["l0"].seeds)
+        assert (l0 <= 2.0 + 1e-6).all() and (l0 > 1.0).all(), m
     with pytest.raises(ValueError, match="n_features"):
         RF.compare_reference(RBG(1), 0.9, s._replace(n_features=9), cfg)
     from jaxkit.kernels import crosscoder as cc
@@ -79,12 +84,12 @@ def test_reference_comparisons_enter_the_setting_1_row():
     def summ(vals):
         return {"mean": float(np.mean(vals)), "ci95": 0.0, "seeds": list(vals)}
 
-    def cell(tfa_gap):
+    def cell(tfa_gap):  # read back from the plain mapping metrics.json records
         base = np.asarray([0.6, 0.61, 0.62])
-        return {"T=2 k=1": {
+        return ReferencePanel.from_dict({"T=2 k=1": {
             "tc": {"token_auc": summ(base + 0.3), "temporal_auc": summ(base + 0.3)},
             "acausal": {"token_auc": summ(base), "temporal_auc": summ(base)},
-            "tfa": {"token_auc": summ(base + 0.3 - tfa_gap), "temporal_auc": summ(base)}}}
+            "tfa": {"token_auc": summ(base + 0.3 - tfa_gap), "temporal_auc": summ(base)}}})
 
     comps = report_ref.ref_comparisons(cell(0.3))
     assert [c[0].split(": ")[1] for c in comps] == ["token AUC vs acausal", "token AUC vs tfa",

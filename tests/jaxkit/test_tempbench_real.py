@@ -17,6 +17,7 @@ from jaxkit.crosscoder.store import ActivationStore, iter_tensors
 from jaxkit.tempbench import lm_acts, probes, real, report_real, stream
 from jaxkit.tempbench import text_tasks as TT
 from jaxkit.tempbench.config import QUICK
+from jaxkit.tempbench.results import LMLoss, RealResult, StoreMeta
 from jaxkit.tempbench.train import TrainConfig
 from tests.jaxkit.lm_fixtures import write_tiny_gguf
 
@@ -221,15 +222,15 @@ def test_splice_exact_dictionary_recovers_all_and_zero_ablation_costs(tiny):
     np.testing.assert_allclose(splice.token_reconstruction("sae", p, x, cfg), x, atol=1e-5)
     s = splice.splice_losses(lm, 1, 2.5, toks, "sae", p, cfg, start=1, batch=2)
     z = splice.splice_losses(lm, 1, 2.5, toks, "zero", None, cfg, start=1, batch=2)
-    assert s["ce_spliced"] == pytest.approx(s["ce_clean"], abs=1e-4) and s["kl"] < 1e-5
-    assert z["ce_clean"] == pytest.approx(s["ce_clean"], abs=1e-6)
-    assert z["kl"] > 1e-3 and z["ce_spliced"] != pytest.approx(z["ce_clean"], abs=1e-3)
+    assert s.ce_spliced == pytest.approx(s.ce_clean, abs=1e-4) and s.kl < 1e-5
+    assert z.ce_clean == pytest.approx(s.ce_clean, abs=1e-6)
+    assert z.kl > 1e-3 and z.ce_spliced != pytest.approx(z.ce_clean, abs=1e-3)
     # the clean cross-entropy is the model's own loss on the same predictions
     mask = np.zeros(toks.shape, bool)
     mask[:, 2:-1] = True  # predictions made at positions >= 1 + start
     lp = np.asarray(jax.nn.log_softmax(np.asarray(lm.logits(toks)), -1), np.float64)
     nll = -np.take_along_axis(lp[:, :-1], toks[:, 1:, None], -1)[..., 0]
-    assert s["ce_clean"] == pytest.approx(nll[mask[:, :-1]].mean(), rel=1e-4)
+    assert s.ce_clean == pytest.approx(nll[mask[:, :-1]].mean(), rel=1e-4)
     assert splice.loss_recovered(2.0, 2.0, 5.0) == 1.0
     assert splice.loss_recovered(2.0, 5.0, 5.0) == 0.0
 
@@ -312,8 +313,9 @@ def test_detection_at_a_fixed_false_positive_rate():
     labels = {p: (y[sl], np.zeros(1000, bool)) for p, sl in (("fit", slice(0, 1000)),
                                                                ("test", slice(1000, 2000)))}
     out = BT.detect_and_steer(jax.random.key(0), "tc", None, codes, labels, window=2, fpr=0.05)
-    assert out["detect"] == 1.0 and out["detect_fpr"] == 0.0
-    assert np.isnan(out["detect_hard"])  # no step ends marked: nothing to tell apart
+    assert out.detect == 1.0 and out.detect_fpr == 0.0
+    assert np.isnan(out.detect_hard)  # no step ends marked: nothing to tell apart
+    assert out.as_dict().keys() == {"detect", "detect_fpr", "detect_hard"}  # no model
     # step ends: a latent on every step end detects all of them among all tokens but
     # cannot tell wrong from right; latent 1 knows which are wrong
     ends = np.zeros(2000, bool)
@@ -324,10 +326,10 @@ def test_detection_at_a_fixed_false_positive_rate():
     labels = {p: (wrong[sl], (ends & ~wrong)[sl]) for p, sl in (("fit", slice(0, 1000)),
                                                                 ("test", slice(1000, 2000)))}
     out = BT.detect_and_steer(jax.random.key(0), "tc", None, codes, labels, window=2, fpr=0.05)
-    assert out["detect"] == 1.0 and out["detect_hard"] == 1.0
+    assert out.detect == 1.0 and out.detect_hard == 1.0
     codes = {p: c[:, :1] for p, c in codes.items()}  # only the step-end latent
     out = BT.detect_and_steer(jax.random.key(0), "tc", None, codes, labels, window=2, fpr=0.05)
-    assert out["detect_hard"] == 0.0  # threshold above every step end: nothing told apart
+    assert out.detect_hard == 0.0  # threshold above every step end: nothing told apart
 
 
 def test_auroc_and_probe_scores_against_sklearn():
@@ -348,7 +350,8 @@ def test_auroc_and_probe_scores_against_sklearn():
     assert b == pytest.approx(float(ref.intercept_[0]), rel=1e-4, abs=1e-6)
     codes = np.concatenate([y[:, None] * 2.0, rng.random((300, 5))], 1)  # latent 0 = label
     sc = real.probe_scores(codes[:150], y[:150], codes[150:], y[150:], k_probe=2)
-    assert sc["auroc_best"] == pytest.approx(1.0) and sc["probe_k"] > 0.99
+    assert sc.auroc_best == pytest.approx(1.0) and sc.probe_k > 0.99
+    assert list(sc.as_dict()) == list(real.PROBE_METRICS)
 
 
 def _fake_summary(tc_shift: float = 0.0, seeds=3, shifts=None, copy=None, bt=True):
@@ -371,15 +374,20 @@ def _fake_summary(tc_shift: float = 0.0, seeds=3, shifts=None, copy=None, bt=Tru
         if copy is not None:
             res[copy[0]] = {k: v.copy() for k, v in res[copy[1]].items()}
         out[T] = res
-        out["lm"][T] = {"ce_clean": 3.0, "ce_zero": 9.0}
+        out["lm"][T] = LMLoss(ce_clean=3.0, ce_zero=9.0)
     return out
+
+
+def _info(panel) -> RealResult:
+    """The real stages' result around a :class:`RealPanel` (no store metadata)."""
+    return RealResult(source="x", tokens=0, real=panel)
 
 
 @pytest.mark.parametrize("shift,verdict,tally", [(0.2, "yes", "win"), (-0.2, "not shown", "loss")])
 def test_real_claims_and_fair_tally(shift, verdict, tally):
-    info = {"source": "x", "real": real.summarise_real(_fake_summary(shift)),
-            "meta": {"model": "m", "layer": 3, "layers": [3], "scale": 2.0, "n_docs": 9,
-                     "doc_len": 8, "tokens": 72, "provenance": "p"}}
+    info = RealResult(source="x", tokens=72, real=real.summarise_real(_fake_summary(shift)),
+                      meta=StoreMeta(model="m", layer=3, layers=[3], scale=2.0, n_docs=9,
+                                     doc_len=8, tokens=72, provenance="p"))
     cfg = QUICK.merged({"real_seeds": 3, "real_windows": (3,)})
     claims = report_real.real_claims(cfg, info)
     # the task-count row, the backtracking pair, loss recovered and the steering control
@@ -390,7 +398,7 @@ def test_real_claims_and_fair_tally(shift, verdict, tally):
     want_bt = "yes" if shift > 0 else "no"
     assert [c.verdict for c in claims[1:4]] == [want_bt] * 3
     assert "stand-in" in claims[1].note.lower() and "margin 0.01" in claims[1].test
-    tl = report_real.tally(info["real"]["T=3"], TT.TASKS)
+    tl = report_real.tally(info.real.windows[3].methods, TT.TASKS)
     assert set(tl) == {"sae", "tfa"}  # references and TC itself are not tallied
     assert tl["sae"]["auroc_best"][tally] == len(TT.TASKS)
     md, summ = report_real.real_markdown(cfg, info)
@@ -404,7 +412,7 @@ def test_negative_control_a_tc_that_is_the_sae_wins_no_real_claim():
     = 0 is not above the margin fixed in the configuration)."""
     fake = _fake_summary(copy=("tc", "sae"))
     cfg = QUICK.merged({"real_seeds": 3, "real_windows": (3,)})
-    claims = report_real.real_claims(cfg, {"real": real.summarise_real(fake)})
+    claims = report_real.real_claims(cfg, _info(real.summarise_real(fake)))
     paper = [c for c in claims if c.kind == "paper"]
     assert [c.verdict for c in paper] == [paper[0].verdict, "no", "no"]
     assert paper[0].verdict in ("no", "not shown")
@@ -415,7 +423,7 @@ def test_real_task_count_is_decided_at_every_window():
     not reported at the window that suits the TC)."""
     cfg = QUICK.merged({"real_seeds": 3, "real_windows": (2, 5)})
     fake = _fake_summary(shifts={"T=2": {"tc": 0.2}, "T=5": {"tfa": 0.2}})
-    (row,) = [c for c in report_real.real_claims(cfg, {"real": real.summarise_real(fake)})
+    (row,) = [c for c in report_real.real_claims(cfg, _info(real.summarise_real(fake)))
               if c.kind == "paper" and c.claim == report_real.REAL_CLAIM]
     assert row.verdict == "no"
     assert "T=2: TC 6 of 6" in row.measured and "T=5: TC 0 of 6" in row.measured
@@ -482,10 +490,11 @@ def test_every_baseline_trains_and_probes(store_dir):
                       log_every=10, checkpoint_every=1)
     out = real.compare_real(jax.random.key(0), docs, cfg, windows=(2,), n_seeds=2,
                             test_every=2)
-    assert set(out["T=2"]) == {*real.REFERENCES, *BL.ALL_METHODS}
+    rows = out.windows[2].methods
+    assert set(rows) == {*real.REFERENCES, *BL.ALL_METHODS}
     for m in BL.ALL_METHODS:  # the acausal crosscoder's L0 is steered, not exact
         if m != "acausal":
-            np.testing.assert_allclose(out["T=2"][m]["l0"], 2.0, atol=0.6, err_msg=m)
+            np.testing.assert_allclose(rows[m]["l0"].seeds, 2.0, atol=0.6, err_msg=m)
 
 
 @pytest.mark.slow
@@ -518,18 +527,24 @@ def test_pipeline_stage_reads_a_user_directory(store_dir, tmp_path, monkeypatch)
     def fake(key, docs, cfg, **kw):
         seen.update(n=docs.acts.shape[0], layers=docs.layers, windows=kw["windows"],
                     lmc=kw["lmc"], traces=kw["traces"])
-        return _fake_summary(0.1)
+        return real.summarise_real(_fake_summary(0.1))
 
     monkeypatch.setattr(real, "compare_real", fake)
     monkeypatch.setattr(panel, "load_model", lambda *a: pytest.fail("model loaded"))
-    cfg = QUICK.merged({"acts_dir": str(store_dir), "store_steps": 0, "panel": "real"})
+    cfg = QUICK.merged({"acts_dir": str(store_dir), "store_steps": 2, "panel": "real",
+                        "real_latents": 8, "real_k": 1, "batch_size": 8})
     ctx = RunContext(out_dir=tmp_path, config=cfg, quick=True)
     info = panel.run_real(ctx, cfg, Trainer(), train_config(cfg))
     assert seen == {"n": 24, "layers": None, "windows": cfg.real_windows, "lmc": None,
                     "traces": None}
-    assert info["source"] == str(store_dir)
+    assert info.source == str(store_dir) and info.tokens > 0
+    assert info.store.steps == 2 and info.store.shards == 3 and np.isfinite(info.store.fvu)
+    plain = info.as_dict()
+    assert plain["real"]["T=3"]["tc"]["fvu"]["seeds"] == [0.2, 0.2, 0.2]
+    assert plain["store"]["shards"] == 3 and plain["meta"]["model"] is None
     md, _ = report_real.real_markdown(cfg, info)
     assert f"the user's activations in `{store_dir}`" in md
+    assert "streamed from the 3 store shards" in md
 
 
 # slow (about 20 s of CPU, mostly compilation): the pieces (recording, splicing, steering,

@@ -46,6 +46,7 @@ import numpy as np
 from jaxkit.analysis_jit import analysis_jit
 from jaxkit.kernels import crosscoder as cc
 
+from .results import Faithfulness, IntersectionStats
 from .transcoder import model_sites, single_masks
 
 __all__ = ["PerClass", "per_class", "Circuits", "find_circuits", "gate_accuracy", "gate_scores",
@@ -352,7 +353,7 @@ _universal = analysis_jit(cc.universal_latents, static_argnums=(1, 2))
 
 def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x, test_y, *,
                        k: int, n_random: int, tau: float, universal=None
-                       ) -> dict[str, np.ndarray]:
+                       ) -> IntersectionStats:
     """Intersections, their ratios, the baselines and the universal latents.
 
     Baselines of the intersection ``I_c`` in model ``m``, each of ``|I_c|`` latents of the
@@ -373,13 +374,14 @@ def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x,
         one-model-only count uses; None: the decoder-share ones.
 
     Returns:
-      ``{"shared" (C,), "ratio" (M, C), "acc_intersection", "acc_circuit", "acc_full"
-      (M, C), "random_ratio" (M, C), "top_ratio" (M, C) of the top-``|I|`` attribution
-      subset, "one_only" (M, C) universal latents in ``C_m(c)`` but not the other
-      circuit, "xor" (M, C) all latents so, "universal" (N,) bool (the ones used),
-      "decoder_universal" (N,) bool, "empty" (C,) bool, "precision" (M, C) of the
-      intersection over all test images, "f1" (M, C) the intersection's F1 over the
-      circuit's}``; an empty intersection has ratio 0 (and so have its baselines).
+      An :class:`.results.IntersectionStats`: ``shared`` (C,), ``ratio`` (M, C),
+      ``acc_intersection``, ``acc_circuit``, ``acc_full`` (M, C), ``random_ratio`` (M, C),
+      ``top_ratio`` (M, C) of the top-``|I|`` attribution subset, ``one_only`` (M, C)
+      universal latents in ``C_m(c)`` but not the other circuit, ``xor`` (M, C) all
+      latents so, ``universal`` (N,) bool (the ones used), ``decoder_universal`` (N,)
+      bool, ``empty`` (C,) bool, ``precision`` (M, C) of the intersection over all test
+      images, ``f1`` (M, C) the intersection's F1 over the circuit's; an empty
+      intersection has ratio 0 (and so have its baselines).
     """
     M, C, N = circ.gates.shape
     if M != 2:
@@ -415,10 +417,12 @@ def intersection_stats(key, params, spec, clfs, mparams, circ: Circuits, test_x,
     univ = dec if universal is None else np.asarray(universal, bool).reshape(-1)
     only = [(circ.gates[m] > 0) & (circ.gates[1 - m] == 0) for m in range(M)]
     one_only = np.stack([(o & univ[None]).sum(1) for o in only])
-    return dict(shared=shared, ratio=ratio, acc_intersection=acc_i, acc_circuit=acc_c,
-                acc_full=acc_f, random_ratio=rand, top_ratio=top, one_only=one_only,
-                xor=np.stack([o.sum(1) for o in only]), universal=univ,
-                decoder_universal=dec, empty=empty, precision=prec_i, f1=f1_ratio)
+    return IntersectionStats(shared=shared, ratio=ratio, acc_intersection=acc_i,
+                             acc_circuit=acc_c, acc_full=acc_f, random_ratio=rand,
+                             top_ratio=top, one_only=one_only,
+                             xor=np.stack([o.sum(1) for o in only]), universal=univ,
+                             decoder_universal=dec, empty=empty, precision=prec_i,
+                             f1=f1_ratio)
 
 
 @analysis_jit
@@ -432,7 +436,7 @@ FAITH_GATES = ("full", "circuit 0", "circuit 1", "intersection", "empty")
 
 
 def faithfulness(params, spec, clfs, mparams, gates, test_x, test_y, *, k: int
-                 ) -> dict[str, np.ndarray]:
+                 ) -> Faithfulness:
     """Circuit faithfulness on held-out images (module docstring, 6.).
 
     For class ``c`` and model ``m`` the metric ``mu(g)`` is, under gate ``g`` of the
@@ -448,14 +452,14 @@ def faithfulness(params, spec, clfs, mparams, gates, test_x, test_y, *, k: int
       k: TopK.
 
     Returns:
-      ``{"acc", "logit"}`` ``(M, C, 5)``: the metrics of model ``m`` under the gates of
-      :data:`FAITH_GATES`; ``"circuit_acc"``, ``"inter_acc"`` ``(M, C)``: the accuracy of
-      model ``m``'s own circuit / of the intersection as a fraction of the full
-      replacement's, ``mu(C) / mu(1)`` (0 where ``mu(1)`` is 0); ``"circuit_logit"``,
-      ``"inter_logit"`` ``(M, C)``: the normalised logit faithfulness
+      A :class:`.results.Faithfulness`: ``acc``, ``logit`` ``(M, C, 5)``: the metrics of
+      model ``m`` under the gates of :data:`FAITH_GATES`; ``circuit_acc``, ``inter_acc``
+      ``(M, C)``: the accuracy of model ``m``'s own circuit / of the intersection as a
+      fraction of the full replacement's, ``mu(C) / mu(1)`` (0 where ``mu(1)`` is 0);
+      ``circuit_logit``, ``inter_logit`` ``(M, C)``: the normalised logit faithfulness
       ``(mu(C) - mu(0)) / (mu(1) - mu(0))``
       (:func:`jaxkit.kernels.crosscoder.circuit_faithfulness`; 0 where
-      ``mu(1) = mu(0)``, ``"logit_valid"`` False there).
+      ``mu(1) = mu(0)``, ``logit_valid`` False there).
     """
     gates = np.asarray(gates, np.float32)
     M, C, N = gates.shape
@@ -473,10 +477,11 @@ def faithfulness(params, spec, clfs, mparams, gates, test_x, test_y, *, k: int
     c_logit, valid = (np.asarray(v) for v in cc.circuit_faithfulness(own[1], full[1],
                                                                        empty[1]))
     i_logit, _ = cc.circuit_faithfulness(logit[..., 3], full[1], empty[1])
-    return dict(acc=acc, logit=logit,
-                circuit_acc=own[0] / np.maximum(full[0], 1e-9),
-                inter_acc=acc[..., 3] / np.maximum(full[0], 1e-9),
-                circuit_logit=c_logit, inter_logit=np.asarray(i_logit), logit_valid=valid)
+    return Faithfulness(acc=acc, logit=logit,
+                        circuit_acc=own[0] / np.maximum(full[0], 1e-9),
+                        inter_acc=acc[..., 3] / np.maximum(full[0], 1e-9),
+                        circuit_logit=c_logit, inter_logit=np.asarray(i_logit),
+                        logit_valid=valid)
 
 
 _logit_effects = analysis_jit(cc.logit_effects, static_argnums=(1, 2))
@@ -484,7 +489,8 @@ _match = analysis_jit(cc.match_by_decoder)
 
 
 def matched_ratios(spec, clfs, mparams, singles: Sequence[tuple], circs: Sequence[Circuits],
-                   test_x, test_y, *, k: int, threshold: float) -> dict[str, np.ndarray]:
+                   test_x, test_y, *, k: int, threshold: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """The decoder-matched intersection of two single-model CLTs.
 
     Args:
@@ -499,8 +505,9 @@ def matched_ratios(spec, clfs, mparams, singles: Sequence[tuple], circs: Sequenc
       threshold: logit-effect cosine for a match.
 
     Returns:
-      ``{"ratio" (2, C), "shared" (2, C)}``: each model's accuracy with its matched
-      latents over its accuracy with its circuit (0 where nothing matched).
+      ``ratio (2, C)``, each model's accuracy with its matched latents over its accuracy
+      with its circuit (0 where nothing matched), and ``shared (2, C)``, its matched
+      latents.
     """
     C = circs[0].gates.shape[1]
     pc = per_class(test_x, test_y, C)
@@ -522,7 +529,7 @@ def matched_ratios(spec, clfs, mparams, singles: Sequence[tuple], circs: Sequenc
         acc = gate_accuracy(p, spec, clfs, mparams, pc, g, k, read, live)[..., m]
         shared[m] = sh.sum(1)
         ratio[m] = np.where(shared[m] == 0, 0.0, acc[:, 0] / np.maximum(acc[:, 1], 1e-9))
-    return dict(ratio=ratio, shared=shared)
+    return ratio, shared
 
 
 @functools.lru_cache(maxsize=16)

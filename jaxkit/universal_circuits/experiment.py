@@ -1,11 +1,13 @@
 """The stages of ``jaxkit run universal-circuits``, each a function of the config, keys
-and earlier stages' results, returning picklable NumPy results (``ctx.stage`` caches
-them): the models, a pair's transcoder with its circuits and intersections, the
-single-model CLT baseline and the surgery.
+and earlier stages' results, returning the typed results of :mod:`.results` (frozen
+dataclasses of NumPy arrays, picklable: ``ctx.stage`` caches them): the models, a pair's
+transcoder with its circuits and intersections, the single-model CLT baseline and the
+surgery.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import zlib
 from pathlib import Path
@@ -26,6 +28,17 @@ from . import universality as U
 from .config import Config
 from .data import N_CLASSES, Digits, augmented_stream
 from .models import Arch, Classifier, accuracy, train_classifier
+from .results import (
+    Faithfulness,
+    ModelRun,
+    PairAnalysis,
+    SingleBaseline,
+    SurgeryResult,
+    TranscoderEval,
+    TranscoderRun,
+    Universality,
+    stack,
+)
 from .transcoder import model_sites, record, single_masks, train_uc
 
 __all__ = ["aug_kwargs", "archs", "model_names", "stream", "train_model", "train_pair",
@@ -147,18 +160,19 @@ def train_model(key, stream_key, cfg: Config, name: str, digits: Digits, out: Pa
                                batch=cfg.model_batch, lr=cfg.model_lr, chunk=cfg.log_every,
                                checkpoint_dir=out / "checkpoints" / f"model-{name}",
                                checkpoint_every=cfg.checkpoint_every, resume=resume, mesh=mesh)
-    return dict(leaves=Classifier.to_numpy(p), history=hist,
-                correct=accuracy(clf, p, digits.x_test, digits.y_test))
+    return ModelRun(leaves=Classifier.to_numpy(p), history=hist,
+                    correct=accuracy(clf, p, digits.x_test, digits.y_test))
 
 
-def load(cfg: Config, names, models: dict) -> tuple[list[Classifier], list[Any]]:
+def load(cfg: Config, names, models: dict[str, ModelRun]
+         ) -> tuple[list[Classifier], list[Any]]:
     clfs = [classifier(archs(cfg)[n]) for n in names]
-    return clfs, [c.from_numpy(models[n]["leaves"]) for c, n in zip(clfs, names, strict=True)]
+    return clfs, [c.from_numpy(models[n].leaves) for c, n in zip(clfs, names, strict=True)]
 
 
 def train_pair(key, stream_key, cfg: Config, names, models: dict, digits: Digits, out: Path,
                tag: str, *, resume: bool, mesh, n_seeds: int | None = None,
-               single: int | None = None, misaligned: bool = False) -> dict:
+               single: int | None = None, misaligned: bool = False) -> TranscoderRun:
     """Record the models' activations on the first ``n_record`` images of the run's
     augmented stream (``stream_key``) and train a transcoder over them (``single``: a
     single-model CLT of that model in the same shapes; ``n_seeds``: that many
@@ -180,7 +194,8 @@ def train_pair(key, stream_key, cfg: Config, names, models: dict, digits: Digits
                                   checkpoint_dir=out / "checkpoints" / f"uc-{tag}",
                                   checkpoint_every=cfg.checkpoint_every, resume=resume,
                                   mesh=mesh, n_seeds=n_seeds, single=single)
-    return dict(spec=spec, params=jax.tree.map(np.asarray, params), history=hist, single=single)
+    return TranscoderRun(spec=spec, params=jax.tree.map(np.asarray, params), history=hist,
+                         single=single)
 
 
 def discovery(cfg: Config, digits: Digits) -> tuple[np.ndarray, np.ndarray]:
@@ -194,10 +209,6 @@ def discovery(cfg: Config, digits: Digits) -> tuple[np.ndarray, np.ndarray]:
 def seed_params(params, s: int):
     """Transcoder ``s`` of a stack trained with ``n_seeds``."""
     return jax.tree.map(lambda a: a[s], params)
-
-
-def n_seeds(uc: dict) -> int:
-    return int(jax.tree.leaves(uc["params"])[0].shape[0])
 
 
 @functools.lru_cache(maxsize=16)
@@ -220,7 +231,8 @@ def _eval_fn(spec: cc.UCSpec, clfs: tuple, k: int):
     return analysis_jit(ev)
 
 
-def uc_eval(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
+def uc_eval(cfg: Config, names, models: dict, uc: TranscoderRun, digits: Digits
+            ) -> TranscoderEval:
     """Per-site FVU, fidelity KL, replacement accuracy and the replacement model's output
     fidelity on the test images, for every seed of the stack.
 
@@ -234,124 +246,122 @@ def uc_eval(cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
     (constant logits ``head(mean h_L)``).
 
     Returns:
-      ``fvu (S, n_layers)``, ``kl (S,)`` (mean over single spliced sites), ``l0 (S,)``,
-      ``replacement_acc (S, M)``, ``agreement``, ``kl_replacement``, ``kl_fidelity``
-      ``(S, M)``, ``baseline_agreement``, ``baseline_kl`` ``(M,)`` (the mean ablation's)
-      and ``layers``.
+      A :class:`.results.TranscoderEval`.
     """
     clfs, ps = load(cfg, names, models)
-    spec = uc["spec"]
+    spec = uc.spec
     sites = model_sites(clfs, ps, digits.x_test)
     ev = _eval_fn(spec, tuple(clfs), int(cfg.uc_k))
     res = []
-    for s in range(n_seeds(uc)):
-        out, logits, fid = ev(seed_params(uc["params"], s), sites, tuple(ps))
+    for s in range(uc.n_seeds):
+        out, logits, fid = ev(seed_params(uc.params, s), sites, tuple(ps))
         res.append((np.asarray(out.fvu), float(out.kl), float(out.l0),
                     [float(np.mean(np.argmax(np.asarray(lg), -1) == digits.y_test))
                      for lg in logits], jax.tree.map(np.asarray, fid)))
     fvu, kl, l0, acc = (np.asarray(v) for v in zip(*[r[:4] for r in res], strict=True))
     fid = [r[4] for r in res]
-    return dict(fvu=fvu, kl=kl, l0=l0, replacement_acc=acc, layers=spec.layers(),
-                agreement=np.stack([f.agreement for f in fid]),
-                kl_replacement=np.stack([f.kl for f in fid]),
-                kl_fidelity=np.stack([f.kl_fidelity for f in fid]),
-                baseline_agreement=fid[0].baseline_agreement,
-                baseline_kl=fid[0].baseline_kl)
+    return TranscoderEval(fvu=fvu, kl=kl, l0=l0, replacement_acc=acc, layers=spec.layers(),
+                          agreement=np.stack([f.agreement for f in fid]),
+                          kl_replacement=np.stack([f.kl for f in fid]),
+                          kl_fidelity=np.stack([f.kl_fidelity for f in fid]),
+                          baseline_agreement=fid[0].baseline_agreement,
+                          baseline_kl=fid[0].baseline_kl)
 
 
-def circuit_faithfulness(cfg: Config, names, models: dict, uc: dict, pa: dict,
-                         digits: Digits) -> dict:
+def circuit_faithfulness(cfg: Config, names, models: dict, uc: TranscoderRun,
+                         pa: PairAnalysis, digits: Digits) -> Faithfulness:
     """The faithfulness of the class circuits of :func:`pair_analysis` (``pa``) on the test
     images, for every seed (:func:`jaxkit.universal_circuits.circuits.faithfulness`,
     results stacked on a leading seed axis): a cheap stage on the saved circuits."""
     clfs, ps = load(cfg, names, models)
-    per_seed = [C.faithfulness(seed_params(uc["params"], s), uc["spec"], clfs, ps,
-                               pa["circuits"]["gates"][s], digits.x_test, digits.y_test,
-                               k=cfg.uc_k) for s in range(n_seeds(uc))]
-    return {k: np.stack([r[k] for r in per_seed]) for k in per_seed[0]}
+    return stack([C.faithfulness(seed_params(uc.params, s), uc.spec, clfs, ps,
+                                 pa.circuits.gates[s], digits.x_test, digits.y_test,
+                                 k=cfg.uc_k) for s in range(uc.n_seeds)])
 
 
-def pair_analysis(key, cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
+def pair_analysis(key, cfg: Config, names, models: dict, uc: TranscoderRun, digits: Digits
+                  ) -> PairAnalysis:
     """Circuits of every class in both models, intersections and baselines, for every
     seed of the transcoder stack (results stacked on a leading seed axis), and the
     decoder images of the first seed's most shared latents."""
     clfs, ps = load(cfg, names, models)
-    spec = uc["spec"]
+    spec = uc.spec
     dx, dy = discovery(cfg, digits)
     univ = universality(jax.random.fold_in(key, 10_000), cfg, names, models, uc, digits)
-    per_seed = []
-    for s in range(n_seeds(uc)):
-        params = seed_params(uc["params"], s)
+    circs, stats, xor_valid = [], [], []
+    for s in range(uc.n_seeds):
+        params = seed_params(uc.params, s)
         circ = C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc_k,
                                keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
-        st = C.intersection_stats(jax.random.fold_in(key, s), params, spec, clfs, ps, circ,
-                                  digits.x_test, digits.y_test, k=cfg.uc_k,
-                                  n_random=cfg.n_random, tau=cfg.universal_tau,
-                                  universal=univ["universal"][s])
-        valid = np.repeat(np.isfinite(univ["threshold"][s]), spec.n_latents)
-        st["xor_valid"] = np.stack([((circ.gates[m] > 0) & (circ.gates[1 - m] == 0)
-                                     & valid[None]).sum(1) for m in range(2)])
-        per_seed.append(dict(circuits=circ._asdict(), **st))
-    res = {k: np.stack([r[k] for r in per_seed]) for k in per_seed[0] if k != "circuits"}
-    res["circuits"] = {k: np.stack([r["circuits"][k] for r in per_seed])
-                       for k in per_seed[0]["circuits"]}
+        stats.append(C.intersection_stats(jax.random.fold_in(key, s), params, spec, clfs, ps,
+                                          circ, digits.x_test, digits.y_test, k=cfg.uc_k,
+                                          n_random=cfg.n_random, tau=cfg.universal_tau,
+                                          universal=univ.universal[s]))
+        valid = np.repeat(np.isfinite(univ.threshold[s]), spec.n_latents)
+        xor_valid.append(np.stack([((circ.gates[m] > 0) & (circ.gates[1 - m] == 0)
+                                    & valid[None]).sum(1) for m in range(2)]))
+        circs.append(circ)
     # the latents shared by most classes' intersections (seed 0) and their decoder images
-    c0 = per_seed[0]["circuits"]
-    inter = c0["gates"][0] * c0["gates"][1]
-    score = inter.sum(0) + 1e-3 * np.abs(c0["scores"]).sum((0, 1))
+    c0 = circs[0]
+    inter = c0.gates[0] * c0.gates[1]
+    score = inter.sum(0) + 1e-3 * np.abs(c0.scores).sum((0, 1))
     top = np.argsort(-score)[:8]
-    imgs = C.decoder_images(seed_params(uc["params"], 0), spec, clfs, ps, dx, top.tolist())
-    return dict(res, top_latents=top, top_images=imgs,
-                **{f"univ_{k}": v for k, v in univ.items() if k != "universal"})
+    imgs = C.decoder_images(seed_params(uc.params, 0), spec, clfs, ps, dx, top.tolist())
+    st = stack(stats)
+    return PairAnalysis(**{f.name: getattr(st, f.name) for f in dataclasses.fields(st)},
+                        xor_valid=np.stack(xor_valid),
+                        circuits=C.Circuits(*(np.stack(a) for a in zip(*circs, strict=True))),
+                        univ=univ, top_latents=top, top_images=imgs)
 
 
-def universality(key, cfg: Config, names, models: dict, uc: dict, digits: Digits) -> dict:
+def universality(key, cfg: Config, names, models: dict, uc: TranscoderRun, digits: Digits
+                 ) -> Universality:
     """The calibrated universal latents of every seed of a transcoder stack
     (:func:`jaxkit.universal_circuits.universality.calibrated_universal` at
     ``cfg.universal_alpha``, the readings on the test images), stacked on a leading seed
-    axis: ``universal (S, N)``, ``rho (S, D, F)``, ``threshold (S, D)``, ``fraction``,
-    ``null_fraction``, ``valid_universal_fraction`` ``(S,)`` and ``decoder_fraction``
-    ``(S,)`` (the uncalibrated decoder-share universality's)."""
+    axis (:class:`.results.Universality`: ``universal (S, N)``, ``rho (S, D, F)``,
+    ``threshold (S, D)``, the fractions ``(S,)``) with ``decoder_fraction`` ``(S,)`` (the
+    uncalibrated decoder-share universality's)."""
     clfs, ps = load(cfg, names, models)
     sites = model_sites(clfs, ps, digits.x_test)
     rng = as_generator(key)
     per = []
-    for s in range(n_seeds(uc)):
-        params = seed_params(uc["params"], s)
-        r = U.calibrated_universal(*U.read_correlation(params, uc["spec"], sites),
+    for s in range(uc.n_seeds):
+        params = seed_params(uc.params, s)
+        r = U.calibrated_universal(*U.read_correlation(params, uc.spec, sites),
                                    cfg.universal_alpha, rng)
-        r["decoder_fraction"] = float(np.mean(np.asarray(
-            cc.universal_latents(params, uc["spec"], cfg.universal_tau))))
-        per.append(r)
-    return {k: np.stack([np.asarray(r[k]) for r in per]) for k in per[0]}
+        per.append(dataclasses.replace(r, decoder_fraction=float(np.mean(np.asarray(
+            cc.universal_latents(params, uc.spec, cfg.universal_tau))))))
+    return stack(per)
 
 
-def single_baseline(cfg: Config, names, models: dict, singles: list[dict], digits: Digits
-                    ) -> dict:
+def single_baseline(cfg: Config, names, models: dict, singles: list[TranscoderRun],
+                    digits: Digits) -> SingleBaseline:
     """Circuits of two independently trained single-model CLTs (``singles[m]``: of model
     ``m``, a stack of seeds, in the pair's shapes), matched by decoder (logit-effect)
     similarity; results stacked over seeds."""
     clfs, ps = load(cfg, names, models)
     dx, dy = discovery(cfg, digits)
-    spec = singles[0]["spec"]
+    spec = singles[0].spec
     per_seed = []
-    for s in range(n_seeds(singles[0])):
+    for s in range(singles[0].n_seeds):
         out, circs = [], []
         for m, uc in enumerate(singles):
             read, live = single_masks(spec, m)
-            params = seed_params(uc["params"], s)
+            params = seed_params(uc.params, s)
             circs.append(C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc_k,
                                          keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes,
                                          read=read, live=live))
             out.append((params, read, live))
-        res = C.matched_ratios(spec, clfs, ps, out, circs, digits.x_test, digits.y_test,
-                               k=cfg.uc_k, threshold=cfg.match_cos)
-        per_seed.append(dict(**res, sizes=np.stack([c.sizes[m] for m, c in enumerate(circs)])))
-    return {k: np.stack([r[k] for r in per_seed]) for k in per_seed[0]}
+        ratio, shared = C.matched_ratios(spec, clfs, ps, out, circs, digits.x_test,
+                                         digits.y_test, k=cfg.uc_k, threshold=cfg.match_cos)
+        per_seed.append(SingleBaseline(ratio=ratio, shared=shared, sizes=np.stack(
+            [c.sizes[m] for m, c in enumerate(circs)])))
+    return stack(per_seed)
 
 
-def surgery(key, cfg: Config, names, models: dict, uc: dict, digits: Digits, cls: int
-            ) -> dict:
+def surgery(key, cfg: Config, names, models: dict, uc: TranscoderRun, digits: Digits,
+            cls: int) -> SurgeryResult:
     """Write class ``cls`` into the receiver (``names[1]``, trained without it) from the
     giver's (``names[0]``) circuit, with every transcoder of the stack, and the controls
     (:mod:`.surgery`): a random gate of the circuit's size (drawn from ``key``), another
@@ -359,22 +369,18 @@ def surgery(key, cfg: Config, names, models: dict, uc: dict, digits: Digits, cls
     head; before / after / probe on the test images.
 
     Returns:
-      ``before``, ``after`` (per-image correctness averaged over the seeds, the confusion
-      matrix of seed 0), ``probe``, ``class_mean`` (:func:`.surgery.evaluate` dicts);
-      per seed ``seed_recall`` / ``seed_other`` of the surgery and ``random_recall`` /
-      ``random_other``, ``wrong_recall`` / ``wrong_other`` of the controls; ``cls``,
-      ``wrong_cls``, ``chance``, ``circuit_sizes``, ``y_test``.
+      A :class:`.results.SurgeryResult`.
     """
     clfs, ps = load(cfg, names, models)
-    spec = uc["spec"]
+    spec = uc.spec
     wrong = (cls + 1) % N_CLASSES
     dx, dy = discovery(cfg, digits)
     xt, yt = jnp.asarray(digits.x_test), digits.y_test
     N = spec.n_depths * spec.n_latents
     runs = {"surgery": [], "random": [], "wrong": []}
     sizes = []
-    for s in range(n_seeds(uc)):
-        params = seed_params(uc["params"], s)
+    for s in range(uc.n_seeds):
+        params = seed_params(uc.params, s)
         circ = C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc_k,
                                keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
         gate = circ.gates[0, cls]
@@ -387,17 +393,19 @@ def surgery(key, cfg: Config, names, models: dict, uc: dict, digits: Digits, cls
         sizes.append(int(gate.sum()))
     before = S.evaluate(S.predictions(clfs[1], ps[1], xt), yt, cls, N_CLASSES)
     afters = runs["surgery"]
-    correct = np.mean([a["correct"] for a in afters], axis=0)
-    after = dict(afters[0], correct=correct, recall=float(correct[yt == cls].mean()),
-                 other=float(correct[yt != cls].mean()))
+    correct = np.mean([a.correct for a in afters], axis=0)
+    after = dataclasses.replace(afters[0], correct=correct,
+                                recall=float(correct[yt == cls].mean()),
+                                other=float(correct[yt != cls].mean()))
     pr = S.evaluate(S.probe(clfs[1], ps[1], digits.x_train, digits.y_train, digits.x_test), yt,
                     cls, N_CLASSES)
     mean_head = S.class_mean_head(clfs[1], ps[1], dx, dy, cls)
     cm = S.evaluate(S.predictions(clfs[1], mean_head, xt), yt, cls, N_CLASSES)
-    per = {f"{p}_{k}": np.array([a[k] for a in runs[tag]])
-           for tag, p in (("random", "random"), ("wrong", "wrong")) for k in ("recall", "other")}
-    return dict(before=before, after=after, probe=pr, class_mean=cm, circuit_size=sizes[0],
-                circuit_sizes=np.asarray(sizes),
-                seed_recall=np.array([a["recall"] for a in afters]),
-                seed_other=np.array([a["other"] for a in afters]), **per,
-                cls=cls, wrong_cls=wrong, chance=1.0 / N_CLASSES, y_test=np.asarray(yt))
+    per = {f"{tag}_{k}": np.array([getattr(a, k) for a in runs[tag]])
+           for tag in ("random", "wrong") for k in ("recall", "other")}
+    return SurgeryResult(before=before, after=after, probe=pr, class_mean=cm,
+                         circuit_size=sizes[0], circuit_sizes=np.asarray(sizes),
+                         seed_recall=np.array([a.recall for a in afters]),
+                         seed_other=np.array([a.other for a in afters]), **per,
+                         cls=cls, wrong_cls=wrong, chance=1.0 / N_CLASSES,
+                         y_test=np.asarray(yt))

@@ -109,34 +109,12 @@ def _run(ctx: RunContext) -> PipelineResult:
         f"quick run: tiny models and transcoders (see the settings); {cfg.uc_seeds} "
         "transcoder seeds are the replicates of the circuit claims"]
     metrics = dict(settings=cfg.to_dict(),
-                   model_accuracy={n: float(m["correct"].mean()) for n, m in models.items()},
-                   transcoders={t: dict(fvu=e["fvu"], kl=e["kl"], l0=e["l0"],
-                                        replacement_acc=e["replacement_acc"],
-                                        agreement=e["agreement"],
-                                        kl_replacement=e["kl_replacement"],
-                                        kl_fidelity=e["kl_fidelity"],
-                                        baseline_agreement=e["baseline_agreement"],
-                                        baseline_kl=e["baseline_kl"])
-                                for t, e in evals.items()},
-                   faithfulness={t: report.faithfulness_summary(f) for t, f in faith.items()},
-                   pairs={t: dict(ratio=p["ratio"], random_ratio=p["random_ratio"],
-                                  top_ratio=p["top_ratio"],
-                                  universal_fraction=p["univ_valid_universal_fraction"],
-                                  universal_null=p["univ_null_fraction"],
-                                  shared=p["shared"], one_only=p["one_only"],
-                                  precision=p["precision"], f1=p["f1"],
-                                  circuit_sizes=p["circuits"]["sizes"])
-                          for t, (_, p) in pairs.items()},
-                   misaligned=dict(universal_fraction=mis_univ["valid_universal_fraction"],
-                                   decoder_fraction=mis_univ["decoder_fraction"]),
-                   single_matched=dict(ratio=single["ratio"], shared=single["shared"]),
-                   surgery={str(c): dict(
-                       **{k: (sg[k]["recall"], sg[k]["other"])
-                          for k in ("before", "after", "probe", "class_mean")},
-                       random=(float(sg["random_recall"].mean()),
-                               float(sg["random_other"].mean())),
-                       wrong=(float(sg["wrong_recall"].mean()), float(sg["wrong_other"].mean())))
-                       for c, sg in surg.items()},
+                   model_accuracy={n: m.accuracy for n, m in models.items()},
+                   transcoders={t: e.as_dict() for t, e in evals.items()},
+                   faithfulness={t: f.as_dict() for t, f in faith.items()},
+                   pairs={t: p.as_dict() for t, (_, p) in pairs.items()},
+                   misaligned=mis_univ.control_dict(), single_matched=single.as_dict(),
+                   surgery={str(c): sg.as_dict() for c, sg in surg.items()},
                    total_seconds=ctx.elapsed())
     return PipelineResult("universal-circuits", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)
@@ -155,15 +133,13 @@ def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
         lr=cfg.uc_lr, chunk=cfg.log_every, tau=cfg.universal_tau,
         eval_rows=cfg.user_eval_rows, resume=ctx.resume, mesh=ctx.mesh))
     md = userdata.markdown(res, cfg.activations)
-    metrics = {k: v for k, v in res.items() if k != "spec"}
-    for tag in ("aligned", "misaligned"):
-        metrics[tag] = {k: v for k, v in res[tag].items() if k != "params"}
+    metrics = res.as_dict()
     from . import usercircuits
 
     if usercircuits.has_labels(ctx.out_dir):
         uc = ctx.stage("uc-user-circuits", lambda: usercircuits.circuits_of_store(
             ctx.key("uc-user-circuits"), cfg, res, ctx.out_dir))
-        md += "\n\n" + usercircuits.markdown(uc, res["models"])
-        metrics["circuits"] = uc
+        md += "\n\n" + usercircuits.markdown(uc, res.models)
+        metrics["circuits"] = uc.as_dict()
     return PipelineResult("universal-circuits", TITLE, md, metrics=metrics,
                           claims=userdata.claims(res, cfg.universal_tau))

@@ -1,5 +1,6 @@
 """Universal Circuits report: tables, figures and the paper's claims (no computation of
-results: everything comes from :mod:`jaxkit.universal_circuits.experiment`).
+results: everything comes from :mod:`jaxkit.universal_circuits.experiment`, as the typed
+results of :mod:`jaxkit.universal_circuits.results`).
 
 Claims and their tests (independently trained transcoders, the seeds, are the
 replicates of the circuit and surgery claims):
@@ -44,16 +45,27 @@ from jaxkit.stats import all_of, equivalence, holm_superiority, superiority
 
 from .config import Config
 from .experiment import held_out
+from .results import (
+    Faithfulness,
+    ModelRun,
+    PairAnalysis,
+    SingleBaseline,
+    SurgeryResult,
+    TranscoderEval,
+    Universality,
+)
 
 __all__ = ["PAPER", "claims", "intersection_claims", "complement_claim", "misaligned_claim",
            "surgery_claim",
-           "markdown", "figures", "faithfulness_summary"]
+           "markdown", "figures"]
 
 PAPER = "Universal Circuits (cross-model CLTs between vision models)"
+# tag -> (the pair's model names, its analysis)
+Pairs = dict[str, tuple[list[str], PairAnalysis]]
 
 
-def _n(pa: dict) -> int:
-    return int(pa["ratio"].shape[0])
+def _n(pa: PairAnalysis) -> int:
+    return pa.n_seeds
 
 
 INTERSECTION = ("a compact cross-model intersection of pruned class circuits, typically a "
@@ -66,15 +78,15 @@ SURGERY = ("a class is successfully transferred from one model to another with n
            "steps taken in the new model")
 
 
-def intersection_claims(cfg: Config, pairs: dict) -> list[Claim]:
+def intersection_claims(cfg: Config, pairs: Pairs) -> list[Claim]:
     """One paper row per pair: the intersection's accuracy ratio (per seed the mean over
     the classes) inside the paper's band in both models: above ``cfg.claim_low`` and
     below ``cfg.claim_high`` (both ends), Holm over every (pair, model, end) test of the
     run; "yes" iff every test of the pair says yes, "no" iff any says no. The note gives
     the two baselines of the same size (random subsets of the circuit, the top-``|I|``
     attribution subset)."""
-    tests = [(tag, m, n, end, (pa["ratio"][:, m].mean(-1) - cfg.claim_low) if end == "low"
-              else (cfg.claim_high - pa["ratio"][:, m].mean(-1)))
+    tests = [(tag, m, n, end, (pa.ratio[:, m].mean(-1) - cfg.claim_low) if end == "low"
+              else (cfg.claim_high - pa.ratio[:, m].mean(-1)))
              for tag, (names, pa) in pairs.items() for m, n in enumerate(names)
              for end in ("low", "high")]
     vs = holm_superiority([d for *_, d in tests])
@@ -85,10 +97,9 @@ def intersection_claims(cfg: Config, pairs: dict) -> list[Claim]:
         low = [(n, v) for n, end, v in mine if end == "low"]
         high = {n: v for n, end, v in mine if end == "high"}
         S = _n(pa)
-        sizes = pa["circuits"]["sizes"].mean((0, 2))
-        base = "; ".join(f"{n}: random {pa['random_ratio'][:, m].mean():.3f}, top-|I| "
-                         f"{pa['top_ratio'][:, m].mean():.3f}" for m, n in enumerate(names)
-                         if "top_ratio" in pa)
+        sizes = pa.circuits.sizes.mean((0, 2))
+        base = "; ".join(f"{n}: random {pa.random_ratio[:, m].mean():.3f}, top-|I| "
+                         f"{pa.top_ratio[:, m].mean():.3f}" for m, n in enumerate(names))
         out.append(Claim(
             PAPER, f"[{tag}] {INTERSECTION} (mean accuracy ratio intersection / circuit in "
             f"({cfg.claim_low}, {cfg.claim_high})).",
@@ -102,45 +113,44 @@ def intersection_claims(cfg: Config, pairs: dict) -> list[Claim]:
             "test of the pair says yes, no iff any says no",
             "per model (low end, high end): "
             + ", ".join(f"{n} {v.verdict}/{high[n].verdict}" for n, v in low)
-            + f"; shared latents per class {pa['shared'].mean():.1f} (paper: a few hundred) "
+            + f"; shared latents per class {pa.shared.mean():.1f} (paper: a few hundred) "
             f"against circuits of {', '.join(f'{z:.1f}' for z in sizes)}; "
-            f"{int(pa['empty'].sum())} empty (seed, class) intersections count as 0; "
+            f"{int(pa.empty.sum())} empty (seed, class) intersections count as 0; "
             f"baselines of the intersection's size (ratio): {base or 'n/a'}"))
     return out
 
 
-def _extension_pair(cfg: Config, tag: str, names, pa: dict, out: list):
+def _extension_pair(cfg: Config, tag: str, names, pa: PairAnalysis, out: list):
     """jaxkit's own rows of a pair (``kind="extension"``): the intersection by F1, against
     random subsets of the same size and against the top-``|I|`` attribution subset."""
     S = _n(pa)
-    f = pa["f1"].mean((1, 2))
+    f = pa.f1.mean((1, 2))
     out.append(Claim.from_verdict(
         PAPER, f"[{tag}] Scored by F1 (precision over all test images, not recall alone), the "
         f"intersection still gives >= {cfg.claim_low} of the circuit's F1 (both models).",
         superiority(f - cfg.claim_low),
         note=f"measured: mean F1 ratio - {cfg.claim_low}; {S} seeds as replicates; "
              "intersection precision (mean) "
-             + ", ".join(f"{n} {pa['precision'][:, m].mean():.3f}" for m, n in enumerate(names)),
+             + ", ".join(f"{n} {pa.precision[:, m].mean():.3f}" for m, n in enumerate(names)),
         kind="extension"))
-    d = (pa["ratio"] - pa["random_ratio"]).mean((1, 2))
+    d = (pa.ratio - pa.random_ratio).mean((1, 2))
     out.append(Claim.from_verdict(
         PAPER, f"[{tag}] The intersection is special: it beats random subsets of the "
         "model's own circuit of the same size (ratio difference > 0).", superiority(d),
         note=f"{cfg.n_random} random subsets per (model, class); per seed the mean over "
              f"models and classes; {S} seeds as replicates", kind="extension"))
-    if "top_ratio" in pa:
-        d = (pa["ratio"] - pa["top_ratio"]).mean((1, 2))
-        out.append(Claim.from_verdict(
-            PAPER, f"[{tag}] The intersection beats the top-|I| attribution subset of the "
-            "model's circuit (the same size, picked by attribution alone; ratio difference "
-            "> 0).", superiority(d),
-            note=f"per seed the mean over models and classes; {S} seeds as replicates; "
-                 "top-|I| ratio " + ", ".join(f"{n} {pa['top_ratio'][:, m].mean():.3f}"
-                                              for m, n in enumerate(names)),
-            kind="extension"))
+    d = (pa.ratio - pa.top_ratio).mean((1, 2))
+    out.append(Claim.from_verdict(
+        PAPER, f"[{tag}] The intersection beats the top-|I| attribution subset of the "
+        "model's circuit (the same size, picked by attribution alone; ratio difference "
+        "> 0).", superiority(d),
+        note=f"per seed the mean over models and classes; {S} seeds as replicates; "
+             "top-|I| ratio " + ", ".join(f"{n} {pa.top_ratio[:, m].mean():.3f}"
+                                          for m, n in enumerate(names)),
+        kind="extension"))
 
 
-def complement_claim(cfg: Config, pairs: dict) -> Claim:
+def complement_claim(cfg: Config, pairs: Pairs) -> Claim:
     """The abstract's one-model-only sentence, with universality calibrated against the
     shuffled null (:mod:`jaxkit.universal_circuits.universality`): per pair, (a) the
     universal fraction (over the latents of the depths both models read) exceeds the
@@ -151,18 +161,16 @@ def complement_claim(cfg: Config, pairs: dict) -> Claim:
     "yes" iff every test says yes, "no" iff any says no."""
     parts, notes, measured, tests = [], [], [], 0
     for tag, (_, pa) in pairs.items():
-        if "univ_valid_universal_fraction" not in pa:
-            continue
-        frac = np.asarray(pa["univ_valid_universal_fraction"], float)
+        frac = np.asarray(pa.univ.valid_universal_fraction, float)
         va = superiority(frac - cfg.universal_alpha, margin=cfg.universal_margin)
-        xor_valid = pa.get("xor_valid", pa["xor"]).sum(1).mean(-1)
-        cnt = pa["one_only"].sum(1).mean(-1).astype(float)
+        xor_valid = pa.xor_valid.sum(1).mean(-1)
+        cnt = pa.one_only.sum(1).mean(-1).astype(float)
         vb = superiority(cnt - cfg.universal_alpha * xor_valid)
         parts += [va.verdict, vb.verdict]
         tests += 2
         measured.append(f"{tag}: universal {frac.mean():.3f} of the latents both models read "
-                        f"(null {np.mean(pa['univ_null_fraction']):.3f}, decoder share "
-                        f"{np.mean(pa['univ_decoder_fraction']):.3f}); one model only "
+                        f"(null {np.mean(pa.univ.null_fraction):.3f}, decoder share "
+                        f"{np.mean(pa.univ.decoder_fraction):.3f}); one model only "
                         f"{cnt.mean():.2f} per class (null "
                         f"{cfg.universal_alpha * xor_valid.mean():.2f})")
         notes.append(f"{tag}: universal above the null {va.verdict}, one-model-only above its "
@@ -185,11 +193,11 @@ def complement_claim(cfg: Config, pairs: dict) -> Claim:
         f"{cfg.universal_tau} is passed by (nearly) every latent and is not used")
 
 
-def misaligned_claim(cfg: Config, mis: dict, tag: str = "mlp-cnn") -> Claim:
+def misaligned_claim(cfg: Config, mis: Universality, tag: str = "mlp-cnn") -> Claim:
     """The negative control of universality (``kind="extension"``): a transcoder trained on
     the misaligned pair (the second model's rows from other images) has universal latents
     beyond the null by ``cfg.universal_margin``; it must come out "no"."""
-    frac = np.asarray(mis["valid_universal_fraction"], float)
+    frac = np.asarray(mis.valid_universal_fraction, float)
     v = superiority(frac - cfg.universal_alpha, margin=cfg.universal_margin)
     return Claim.from_verdict(
         PAPER, f"[{tag} misaligned] Negative control: a transcoder trained with the second "
@@ -197,11 +205,11 @@ def misaligned_claim(cfg: Config, mis: dict, tag: str = "mlp-cnn") -> Claim:
         f"rate {cfg.universal_alpha:g} by more than {cfg.universal_margin:g} (must say no).", v,
         note=f"universal fraction per seed {', '.join(f'{x:.3f}' for x in frac)}; its "
              f"decoder-share universality (uncalibrated) "
-             f"{np.mean(mis['decoder_fraction']):.3f}; {len(frac)} seeds as replicates",
+             f"{np.mean(mis.decoder_fraction):.3f}; {len(frac)} seeds as replicates",
         kind="extension")
 
 
-def surgery_claim(cfg: Config, surgs: dict) -> Claim:
+def surgery_claim(cfg: Config, surgs: dict[int, SurgeryResult]) -> Claim:
     """The surgery sentence over the held-out classes (``surgs[c]``: one receiver trained
     without class ``c`` each, :func:`jaxkit.universal_circuits.experiment.surgery`): the
     transferred class's recall above the random-gate control's (a gate of the circuit's
@@ -211,14 +219,14 @@ def surgery_claim(cfg: Config, surgs: dict) -> Claim:
     either says no. Recall alone would call a head that answers the class for every image
     a success; the random gate asks whether the circuit, not the solve, carries the class."""
     cs = list(surgs)
-    rec = np.mean([surgs[c]["seed_recall"] - surgs[c]["random_recall"] for c in cs], 0)
-    oth = np.mean([surgs[c]["seed_other"] - surgs[c]["before"]["other"] for c in cs], 0)
+    rec = np.mean([surgs[c].seed_recall - surgs[c].random_recall for c in cs], 0)
+    oth = np.mean([surgs[c].seed_other - surgs[c].before.other for c in cs], 0)
     vr = superiority(rec, margin=cfg.surgery_margin)
     vo = equivalence(oth, margin=cfg.equivalence_margin)
     S = len(oth)
 
     def per_class(key):
-        return ", ".join(f"{c}: {np.mean(surgs[c][key]):.2f}" for c in cs)
+        return ", ".join(f"{c}: {np.mean(getattr(surgs[c], key)):.2f}" for c in cs)
 
     return Claim(
         PAPER, f"{SURGERY} (held-out classes {', '.join(map(str, cs))}, each into a receiver "
@@ -236,20 +244,20 @@ def surgery_claim(cfg: Config, surgs: dict) -> Claim:
         f"recall per class after {per_class('seed_recall')}; random gate "
         f"{per_class('random_recall')}; another class's circuit {per_class('wrong_recall')}; "
         "class-mean head (receiver only) "
-        + ", ".join(f"{c}: {surgs[c]['class_mean']['recall']:.2f}" for c in cs)
-        + "; linear probe " + ", ".join(f"{c}: {surgs[c]['probe']['recall']:.2f}" for c in cs)
+        + ", ".join(f"{c}: {surgs[c].class_mean.recall:.2f}" for c in cs)
+        + "; linear probe " + ", ".join(f"{c}: {surgs[c].probe.recall:.2f}" for c in cs)
         + "; other-class accuracy before "
-        + ", ".join(f"{c}: {surgs[c]['before']['other']:.3f}" for c in cs) + ", after "
+        + ", ".join(f"{c}: {surgs[c].before.other:.3f}" for c in cs) + ", after "
         + per_class("seed_other"))
 
 
-def _surgery_extensions(cfg: Config, surgs: dict) -> list[Claim]:
+def _surgery_extensions(cfg: Config, surgs: dict[int, SurgeryResult]) -> list[Claim]:
     """The surgery against its other controls (``kind="extension"``): another class's
     circuit, and the receiver-only class-mean head (which sees the class's images in the
     receiver: the receiver's own features may already separate the class)."""
     cs = list(surgs)
-    wrong = np.mean([surgs[c]["seed_recall"] - surgs[c]["wrong_recall"] for c in cs], 0)
-    mean = np.mean([surgs[c]["seed_recall"] - surgs[c]["class_mean"]["recall"] for c in cs], 0)
+    wrong = np.mean([surgs[c].seed_recall - surgs[c].wrong_recall for c in cs], 0)
+    mean = np.mean([surgs[c].seed_recall - surgs[c].class_mean.recall for c in cs], 0)
     S = len(wrong)
     return [Claim.from_verdict(
         PAPER, "Surgery: the class's own circuit transfers it better than another class's "
@@ -264,8 +272,9 @@ def _surgery_extensions(cfg: Config, surgs: dict) -> list[Claim]:
              f"per class (no seed); {S} seeds as replicates", kind="extension")]
 
 
-def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: dict,
-           misaligned: dict | None = None) -> list:
+def claims(cfg: Config, models: dict[str, ModelRun], pairs: Pairs,
+           single: SingleBaseline | None, surg: dict[int, SurgeryResult],
+           misaligned: Universality | None = None) -> list:
     """The paper rows (intersection per pair, the one-model-only sentence, surgery), the
     models' accuracy (``kind="setup"``) and jaxkit's own rows (``kind="extension"``,
     with the misaligned pair's negative control when ``misaligned`` is given)."""
@@ -279,11 +288,11 @@ def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: di
     out += [complement_claim(cfg, pairs), surgery_claim(cfg, surg)]
     for n, m in models.items():
         cls = held_out(n)
-        sel = slice(None) if cls is None else surg_mask(surg[cls]["y_test"], cls)
+        sel = slice(None) if cls is None else surg_mask(surg[cls].y_test, cls)
         what = "" if cls is None else f" on the 9 classes it learnt (all but {cls})"
         out.append(Claim.from_verdict(
             PAPER, f"Model {n} reaches >= 95% test accuracy{what} (the setup of the claims).",
-            superiority(m["correct"][sel] - 0.95), note="measured: accuracy - 0.95, per image",
+            superiority(m.correct[sel] - 0.95), note="measured: accuracy - 0.95, per image",
             kind="setup"))
     for tag, (names, pa) in pairs.items():
         _extension_pair(cfg, tag, names, pa, out)
@@ -291,7 +300,7 @@ def claims(cfg: Config, models: dict, pairs: dict, single: dict | None, surg: di
         out.append(misaligned_claim(cfg, misaligned, main))
     out += _surgery_extensions(cfg, surg)
     if single is not None:
-        d = (pairs[main][1]["ratio"] - single["ratio"]).mean((1, 2))
+        d = (pairs[main][1].ratio - single.ratio).mean((1, 2))
         out.append(Claim.from_verdict(
             PAPER, f"[{main}] Training jointly adds: the UC intersection ratio beats that of "
             "two independently trained CLTs matched by decoder similarity.", superiority(d),
@@ -306,18 +315,19 @@ def surg_mask(y: np.ndarray, cls: int) -> np.ndarray:
     return np.asarray(y) != cls
 
 
-def figures(pairs: dict, surg: dict, image_size: int, out: Path) -> list[Path]:
+def figures(pairs: Pairs, surg: dict[int, SurgeryResult], image_size: int, out: Path
+            ) -> list[Path]:
     figs = []
     tag, (names, pa) = next(iter(pairs.items()))
     fig, ax = new_figure(ncols=2, size=(5.0, 3.4))
-    cls = np.arange(pa["ratio"].shape[-1])
+    cls = np.arange(pa.ratio.shape[-1])
     S = _n(pa)
     for m, n in enumerate(names):
-        r = np.clip(pa["ratio"][:, m], 0, 1.1)
-        sz = pa["circuits"]["sizes"][:, m]
+        r = np.clip(pa.ratio[:, m], 0, 1.1)
+        sz = pa.circuits.sizes[:, m]
         ax[0, 0].bar(cls + (m - 0.5) * 0.4, r.mean(0), 0.4, label=f"{n} (mean of {S} seeds)")
         ax[0, 1].bar(cls + (m - 0.5) * 0.4, sz.mean(0), 0.4, label=n)
-    sh = pa["shared"].mean(0)
+    sh = pa.shared.mean(0)
     ax[0, 0].plot(cls, sh / max(sh.max(), 1), "k.", label="shared latents (scaled to max 1)")
     reference_line(ax[0, 0], 0.89, "paper's lowest ratio (0.89)")
     label_axes(ax[0, 0], "class", "intersection / circuit accuracy",
@@ -333,45 +343,28 @@ def figures(pairs: dict, surg: dict, image_size: int, out: Path) -> list[Path]:
     for i, (key, title) in enumerate((("before", "receiver before"), ("after", "after surgery"),
                                       ("class_mean", "class-mean head"),
                                       ("probe", "linear probe"))):
-        ax[0, i].imshow(sg[key]["confusion"], cmap="Blues")
-        ax[0, i].set(title=f"{title} (class {sg['cls']})", xlabel="predicted", ylabel="true")
+        ax[0, i].imshow(getattr(sg, key).confusion, cmap="Blues")
+        ax[0, i].set(title=f"{title} (class {sg.cls})", xlabel="predicted", ylabel="true")
     figs.append(save_figure(fig, out / "uc_surgery_confusion.png"))
-    imgs = pa["top_images"]  # (M, n, P): decoders mapped back to each model's input space
+    imgs = pa.top_images  # (M, n, P): decoders mapped back to each model's input space
     fig, ax = new_figure(nrows=imgs.shape[0], ncols=imgs.shape[1], size=(1.3, 1.5))
     for m in range(imgs.shape[0]):
         for i, im in enumerate(imgs[m]):
             v = max(float(np.abs(im).max()), 1e-9)
             ax[m, i].imshow(im.reshape(image_size, image_size), cmap="RdBu_r", vmin=-v, vmax=v)
-            ax[m, i].set_title(f"{names[m]}: latent {int(pa['top_latents'][i])}", fontsize=5)
+            ax[m, i].set_title(f"{names[m]}: latent {int(pa.top_latents[i])}", fontsize=5)
             ax[m, i].axis("off")
     figs.append(save_figure(fig, out / "uc_top_shared_latents.png"))
     return figs
 
 
-def faithfulness_summary(f: dict) -> dict:
-    """Per model, the means over seeds and classes of a pair's circuit faithfulness
-    (:func:`jaxkit.universal_circuits.experiment.circuit_faithfulness`); the logit
-    faithfulness over the (seed, class) cells where it is defined (``n_undefined`` the
-    others: the full and the empty replacement give the class the same logit)."""
-    valid = np.asarray(f["logit_valid"], bool)
-
-    def vmean(a):
-        a = np.asarray(a, np.float64)
-        return (np.where(valid, a, 0).sum((0, 2)) / np.maximum(valid.sum((0, 2)), 1)).tolist()
-
-    return dict(circuit_acc=np.mean(f["circuit_acc"], (0, 2)).tolist(),
-                inter_acc=np.mean(f["inter_acc"], (0, 2)).tolist(),
-                circuit_logit=vmean(f["circuit_logit"]), inter_logit=vmean(f["inter_logit"]),
-                n_undefined=(~valid).sum((0, 2)).tolist())
-
-
-def _fidelity_md(ev: dict, names) -> list[str]:
-    rows = [[n, float(np.mean(ev["agreement"][:, m])), float(ev["baseline_agreement"][m]),
-             float(np.mean(ev["kl_replacement"][:, m])), float(ev["baseline_kl"][m]),
-             float(np.mean(ev["kl_fidelity"][:, m]))] for m, n in enumerate(names)]
+def _fidelity_md(ev: TranscoderEval, names) -> list[str]:
+    rows = [[n, float(np.mean(ev.agreement[:, m])), float(ev.baseline_agreement[m]),
+             float(np.mean(ev.kl_replacement[:, m])), float(ev.baseline_kl[m]),
+             float(np.mean(ev.kl_fidelity[:, m]))] for m, n in enumerate(names)]
     return ["Replacement model (every layer of both models replaced by the transcoder, no "
             "error terms), per model on the test images, mean of "
-            f"{len(ev['kl'])} seeds: top-1 agreement with the model (the circuit-tracing "
+            f"{len(ev.kl)} seeds: top-1 agreement with the model (the circuit-tracing "
             "evaluation of CLTs) and KL fidelity 1 - KL(model || replacement) / KL(model || "
             "mean ablation), the mean ablation replacing the model's last site by its mean "
             "(1: the model's output distribution; 0: no closer than the ablation).", "",
@@ -380,12 +373,12 @@ def _fidelity_md(ev: dict, names) -> list[str]:
                             "KL fidelity"], rows), ""]
 
 
-def _faith_md(tag: str, names, f: dict) -> list[str]:
-    sm = faithfulness_summary(f)
-    rows = [[n, sm["circuit_acc"][m], sm["circuit_logit"][m], sm["inter_acc"][m],
-             sm["inter_logit"][m], sm["n_undefined"][m]] for m, n in enumerate(names)]
+def _faith_md(tag: str, names, f: Faithfulness) -> list[str]:
+    sm = f.summary()
+    rows = [[n, sm.circuit_acc[m], sm.circuit_logit[m], sm.inter_acc[m], sm.inter_logit[m],
+             sm.n_undefined[m]] for m, n in enumerate(names)]
     return [f"Circuit faithfulness ({tag}, test images of each class, mean over classes and "
-            f"{f['circuit_acc'].shape[0]} seeds): accuracy as a fraction of the full "
+            f"{f.circuit_acc.shape[0]} seeds): accuracy as a fraction of the full "
             "replacement model's, mu(C) / mu(1), and normalised logit faithfulness "
             "(mu(C) - mu(0)) / (mu(1) - mu(0)) with mu the class's mean centred logit, 1 the "
             "full replacement and 0 the empty circuit (Wang et al. 2023; Marks et al. 2024).",
@@ -395,27 +388,28 @@ def _faith_md(tag: str, names, f: dict) -> list[str]:
                                 "(seed, class) logit undefined"], rows), ""]
 
 
-def _faith_bullet(tag: str, names, ev: dict | None, f: dict | None) -> list[str]:
+def _faith_bullet(tag: str, names, ev: TranscoderEval | None, f: Faithfulness | None
+                  ) -> list[str]:
     out = []
-    if ev is not None and "agreement" in ev:
+    if ev is not None:
         out.append(f"- Faithfulness of the replacement model ({tag}): top-1 agreement with the "
-                   "model " + ", ".join(f"{n} {np.mean(ev['agreement'][:, m]):.3f}"
+                   "model " + ", ".join(f"{n} {np.mean(ev.agreement[:, m]):.3f}"
                                          for m, n in enumerate(names))
                    + "; KL fidelity against a mean ablation "
-                   + ", ".join(f"{np.mean(ev['kl_fidelity'][:, m]):.3f}"
+                   + ", ".join(f"{np.mean(ev.kl_fidelity[:, m]):.3f}"
                                for m in range(len(names))) + ".")
     if f is not None:
-        sm = faithfulness_summary(f)
+        sm = f.summary()
         out.append("- Circuit faithfulness (test images): each model's circuit keeps "
-                   + ", ".join(f"{n} {sm['circuit_acc'][m]:.3f}" for m, n in enumerate(names))
+                   + ", ".join(f"{n} {sm.circuit_acc[m]:.3f}" for m, n in enumerate(names))
                    + " of the full replacement's class accuracy (logit faithfulness "
-                   + ", ".join(f"{v:.3f}" for v in sm["circuit_logit"]) + "); the intersection "
-                   + ", ".join(f"{v:.3f}" for v in sm["inter_acc"]) + " (logit faithfulness "
-                   + ", ".join(f"{v:.3f}" for v in sm["inter_logit"]) + ").")
+                   + ", ".join(f"{v:.3f}" for v in sm.circuit_logit) + "); the intersection "
+                   + ", ".join(f"{v:.3f}" for v in sm.inter_acc) + " (logit faithfulness "
+                   + ", ".join(f"{v:.3f}" for v in sm.inter_logit) + ").")
     return out
 
 
-def _surgery_md(surg: dict) -> list[str]:
+def _surgery_md(surg: dict[int, SurgeryResult]) -> list[str]:
     """The surgery tables: per held-out class, the recall of the class and the other
     classes' accuracy of the receiver before, after surgery and under each control."""
     md = ["### Surgery: each held-out class into a CNN trained without it", "",
@@ -430,27 +424,27 @@ def _surgery_md(surg: dict) -> list[str]:
     for what, k in (("recall of the class", 0), ("other classes' accuracy", 1)):
         rows = []
         for c, sg in surg.items():
-            pairs = [(sg["before"]["recall"], sg["before"]["other"]),
-                     (sg["seed_recall"].mean(), sg["seed_other"].mean()),
-                     (sg["random_recall"].mean(), sg["random_other"].mean()),
-                     (sg["wrong_recall"].mean(), sg["wrong_other"].mean()),
-                     (sg["class_mean"]["recall"], sg["class_mean"]["other"]),
-                     (sg["probe"]["recall"], sg["probe"]["other"])]
-            rows.append([c, float(np.mean(sg["circuit_sizes"])),
+            pairs = [(sg.before.recall, sg.before.other),
+                     (sg.seed_recall.mean(), sg.seed_other.mean()),
+                     (sg.random_recall.mean(), sg.random_other.mean()),
+                     (sg.wrong_recall.mean(), sg.wrong_other.mean()),
+                     (sg.class_mean.recall, sg.class_mean.other),
+                     (sg.probe.recall, sg.probe.other)]
+            rows.append([c, float(np.mean(sg.circuit_sizes)),
                          *(float(p[k]) for p in pairs)])
         md += [f"{what.capitalize()}:", "", markdown_table(cols, rows), ""]
     return md
 
 
-def _universality_md(cfg: Config, pairs: dict, mis: dict | None) -> list[str]:
-    rows = [[tag, float(np.mean(pa["univ_valid_universal_fraction"])),
-             float(np.mean(pa["univ_null_fraction"])),
-             float(np.mean(pa["univ_decoder_fraction"]))]
-            for tag, (_, pa) in pairs.items() if "univ_valid_universal_fraction" in pa]
+def _universality_md(cfg: Config, pairs: Pairs, mis: Universality | None) -> list[str]:
+    rows = [[tag, float(np.mean(pa.univ.valid_universal_fraction)),
+             float(np.mean(pa.univ.null_fraction)),
+             float(np.mean(pa.univ.decoder_fraction))]
+            for tag, (_, pa) in pairs.items()]
     if mis is not None:
         rows.append([f"{next(iter(pairs))} misaligned (negative control)",
-                     float(np.mean(mis["valid_universal_fraction"])),
-                     float(np.mean(mis["null_fraction"])), float(np.mean(mis["decoder_fraction"]))])
+                     float(np.mean(mis.valid_universal_fraction)),
+                     float(np.mean(mis.null_fraction)), float(np.mean(mis.decoder_fraction))])
     if not rows:
         return []
     return ["### Universal latents, calibrated against a shuffled null", "",
@@ -465,9 +459,11 @@ def _universality_md(cfg: Config, pairs: dict, mis: dict | None) -> list[str]:
                             "decoder share >= tau (all latents)"], rows), ""]
 
 
-def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict | None,
-             surg: dict, faith: dict | None = None, misaligned: dict | None = None) -> str:
-    rows = [[n, f"{m['correct'].mean():.3f}"] for n, m in models.items()]
+def markdown(cfg: Config, models: dict[str, ModelRun], evals: dict[str, TranscoderEval],
+             pairs: Pairs, single: SingleBaseline | None, surg: dict[int, SurgeryResult],
+             faith: dict[str, Faithfulness] | None = None,
+             misaligned: Universality | None = None) -> str:
+    rows = [[n, f"{m.correct.mean():.3f}"] for n, m in models.items()]
     data = ("Real images: scikit-learn's 1,797 8x8 handwritten digits" if cfg.task == "digits"
             else "The second task: 1,800 procedurally drawn shapes of ten classes (bars, "
             "diagonals, crosses, squares, a ring, a triangle)")
@@ -477,31 +473,30 @@ def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict |
           markdown_table(["model", "accuracy"], rows), ""]
     for tag, ev in evals.items():
         md += [f"### Transcoder {tag}: reconstruction and fidelity (test images, mean of "
-               f"{len(ev['kl'])} seeds)", "",
+               f"{len(ev.kl)} seeds)", "",
                markdown_table(["(model, layer, depth)", "FVU"],
                               [[str(lay), float(f)] for lay, f in
-                               zip(ev["layers"], np.mean(ev["fvu"], 0), strict=True)]), "",
-               f"Fidelity KL (mean over spliced sites) {np.mean(ev['kl']):.4f}; L0 "
-               f"{np.mean(ev['l0']):.1f} active latents per image; replacement accuracy "
+                               zip(ev.layers, np.mean(ev.fvu, 0), strict=True)]), "",
+               f"Fidelity KL (mean over spliced sites) {np.mean(ev.kl):.4f}; L0 "
+               f"{np.mean(ev.l0):.1f} active latents per image; replacement accuracy "
                "(transcoder alone) "
-               f"{', '.join(f'{a:.3f}' for a in np.mean(ev['replacement_acc'], 0))}.", ""]
-        if "agreement" in ev and tag in pairs:
+               f"{', '.join(f'{a:.3f}' for a in np.mean(ev.replacement_acc, 0))}.", ""]
+        if tag in pairs:
             md += _fidelity_md(ev, pairs[tag][0])
     for tag, (names, pa) in pairs.items():
-        c = pa["circuits"]
+        c = pa.circuits
         hdr = ["class", "shared", *(f"{n} circuit" for n in names),
                *(f"{n} ratio" for n in names), *(f"{n} F1 ratio" for n in names),
                *(f"{n} random" for n in names), *(f"{n} top-|I|" for n in names),
                *(f"{n} one-only univ." for n in names)]
-        rows = [[k, float(pa["shared"][:, k].mean()),
-                 *(float(c["sizes"][:, m, k].mean()) for m in range(2)),
-                 *(float(pa["ratio"][:, m, k].mean()) for m in range(2)),
-                 *(float(pa["f1"][:, m, k].mean()) for m in range(2)),
-                 *(float(pa["random_ratio"][:, m, k].mean()) for m in range(2)),
-                 *(float(pa["top_ratio"][:, m, k].mean()) if "top_ratio" in pa else
-                   float("nan") for m in range(2)),
-                 *(float(pa["one_only"][:, m, k].mean()) for m in range(2))]
-                for k in range(pa["ratio"].shape[-1])]
+        rows = [[k, float(pa.shared[:, k].mean()),
+                 *(float(c.sizes[:, m, k].mean()) for m in range(2)),
+                 *(float(pa.ratio[:, m, k].mean()) for m in range(2)),
+                 *(float(pa.f1[:, m, k].mean()) for m in range(2)),
+                 *(float(pa.random_ratio[:, m, k].mean()) for m in range(2)),
+                 *(float(pa.top_ratio[:, m, k].mean()) for m in range(2)),
+                 *(float(pa.one_only[:, m, k].mean()) for m in range(2))]
+                for k in range(pa.ratio.shape[-1])]
         md += [f"### Class circuits and intersections ({tag}, mean of {_n(pa)} seeds)", "",
                f"Circuit: smallest attribution-ordered prefix keeping {cfg.keep_frac} of the "
                "full replacement's class accuracy (discovery images); ratio: accuracy (recall) "
@@ -509,7 +504,7 @@ def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict |
                "ratio: the same with F1 (precision over all test images).", "",
                markdown_table(hdr, rows), "",
                "Per seed (mean over classes): ratio "
-               + "; ".join(f"{n} " + ", ".join(f"{v:.3f}" for v in pa["ratio"][:, m].mean(-1))
+               + "; ".join(f"{n} " + ", ".join(f"{v:.3f}" for v in pa.ratio[:, m].mean(-1))
                            for m, n in enumerate(names)), ""]
         if faith is not None and tag in faith:
             md += _faith_md(tag, names, faith[tag])
@@ -517,24 +512,24 @@ def markdown(cfg: Config, models: dict, evals: dict, pairs: dict, single: dict |
     if single is not None:
         md += ["### Baseline: independently trained single-model CLTs", "",
                markdown_table(["model", "mean matched ratio", "mean matched latents"],
-                              [[n, float(single["ratio"][:, m].mean()),
-                                float(single["shared"][:, m].mean())]
+                              [[n, float(single.ratio[:, m].mean()),
+                                float(single.shared[:, m].mean())]
                                for m, n in enumerate(next(iter(pairs.values()))[0])]), ""]
     tag, (names, pa) = next(iter(pairs.items()))
     md += ["### Do the paper's claims reproduce?", "",
            f"- Intersection / full-circuit accuracy ({tag}): mean "
-           + ", ".join(f"{n} {pa['ratio'][:, m].mean():.3f}" for m, n in enumerate(names))
+           + ", ".join(f"{n} {pa.ratio[:, m].mean():.3f}" for m, n in enumerate(names))
            + " (paper: 0.89-0.98); by F1 "
-           + ", ".join(f"{pa['f1'][:, m].mean():.3f}" for m in range(2))
+           + ", ".join(f"{pa.f1[:, m].mean():.3f}" for m in range(2))
            + "; random subsets of the same size "
-           + ", ".join(f"{pa['random_ratio'][:, m].mean():.3f}" for m in range(2))
+           + ", ".join(f"{pa.random_ratio[:, m].mean():.3f}" for m in range(2))
            + ("; independently trained CLTs matched by decoder similarity "
-              + ", ".join(f"{single['ratio'][:, m].mean():.3f}" for m in range(2))
+              + ", ".join(f"{single.ratio[:, m].mean():.3f}" for m in range(2))
               if single is not None else "") + ".",
-           f"- Shared latents per class: mean {pa['shared'].mean():.1f} of "
-           f"{pa['universal'].shape[-1]} (paper: a few hundred of tens of thousands); "
+           f"- Shared latents per class: mean {pa.shared.mean():.1f} of "
+           f"{pa.universal.shape[-1]} (paper: a few hundred of tens of thousands); "
            f"universal latents kept by one model's circuit only: mean "
-           f"{pa['one_only'].sum(1).mean():.1f} per class.",
+           f"{pa.one_only.sum(1).mean():.1f} per class.",
            *_faith_bullet(tag, names, evals.get(tag), (faith or {}).get(tag)),
            "- A circuit's accuracy is its recall on the class's images with only its latents "
            "active (the transcoder alone, no error terms); a tiny circuit that pushes every "

@@ -26,6 +26,7 @@ from jaxkit.analysis_jit import analysis_jit
 from jaxkit.kernels import crosscoder as cc
 
 from .models import Classifier, _logits_jit
+from .results import SurgeryEval
 from .transcoder import model_sites
 
 __all__ = ["transfer", "probe", "evaluate", "class_mean_head", "predictions"]
@@ -44,14 +45,15 @@ def transfer(params, spec, giver: int, receiver: int, cls: int, gate, clfs, mpar
     return clfs[receiver].with_head(mparams[receiver], W, b)
 
 
-def evaluate(pred: np.ndarray, y: np.ndarray, cls: int, n_classes: int) -> dict:
-    """Recall of ``cls``, accuracy on the other classes and the confusion matrix."""
+def evaluate(pred: np.ndarray, y: np.ndarray, cls: int, n_classes: int) -> SurgeryEval:
+    """Recall of ``cls``, accuracy on the other classes, per-image correctness and the
+    confusion matrix."""
     pred, y = np.asarray(pred), np.asarray(y)
     conf = np.zeros((n_classes, n_classes), int)
     np.add.at(conf, (y, pred), 1)
     hit = (pred == y).astype(np.float64)
-    return dict(recall=float(hit[y == cls].mean()), other=float(hit[y != cls].mean()),
-                correct=hit, confusion=conf)
+    return SurgeryEval(recall=float(hit[y == cls].mean()), other=float(hit[y != cls].mean()),
+                       correct=hit, confusion=conf)
 
 
 def predictions(clf: Classifier, params, x) -> np.ndarray:

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .results import Universality
+
 __all__ = ["encoder_readings", "read_correlation", "calibrated_universal"]
 
 
@@ -91,7 +93,8 @@ def read_correlation(params, spec, inputs) -> tuple[np.ndarray, np.ndarray]:
     return R, valid
 
 
-def calibrated_universal(R: np.ndarray, valid: np.ndarray, alpha: float, rng) -> dict:
+def calibrated_universal(R: np.ndarray, valid: np.ndarray, alpha: float, rng
+                         ) -> Universality:
     """The universal latents of one transcoder, calibrated on its shuffled null.
 
     Args:
@@ -101,11 +104,12 @@ def calibrated_universal(R: np.ndarray, valid: np.ndarray, alpha: float, rng) ->
         rng: a NumPy generator (the fresh shuffled pairing).
 
     Returns:
-        ``{"universal" (D * F,) bool, "rho" (D, F) matched correlations, "threshold"
-        (D,) (inf at a depth one model does not read), "fraction" universal over all
-        latents, "null_fraction" (the shuffled pairing's rate against the same
-        thresholds, over the latents of the depths both models read, so comparable with
-        ``alpha``), "valid_fraction" (latents at such depths)}``.
+        A :class:`.results.Universality`: ``universal`` (D * F,) bool, ``rho`` (D, F)
+        matched correlations, ``threshold`` (D,) (inf at a depth one model does not
+        read), ``fraction`` universal over all latents, ``null_fraction`` (the shuffled
+        pairing's rate against the same thresholds, over the latents of the depths both
+        models read, so comparable with ``alpha``), ``valid_fraction`` (latents at such
+        depths) and ``valid_universal_fraction`` (universal among them).
 
     Raises:
         ValueError: naming ``alpha`` outside ``(0, 1)``.
@@ -125,8 +129,8 @@ def calibrated_universal(R: np.ndarray, valid: np.ndarray, alpha: float, rng) ->
         order = rng.permutation(F)  # pair order[i] with order[i - 1]: never itself
         null.append(np.mean(R[s, order, np.roll(order, 1)] > thr[s]))
     nv = int(valid.sum())
-    return dict(universal=univ.reshape(-1), rho=rho, threshold=thr,
-                fraction=float(univ.mean()),
-                null_fraction=float(np.mean(null)) if null else 0.0,
-                valid_fraction=nv / max(D, 1),
-                valid_universal_fraction=float(univ[valid].mean()) if nv else 0.0)
+    return Universality(universal=univ.reshape(-1), rho=rho, threshold=thr,
+                        fraction=float(univ.mean()),
+                        null_fraction=float(np.mean(null)) if null else 0.0,
+                        valid_fraction=nv / max(D, 1),
+                        valid_universal_fraction=float(univ[valid].mean()) if nv else 0.0)

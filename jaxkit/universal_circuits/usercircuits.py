@@ -31,6 +31,7 @@ from jaxkit.io import DataError
 from . import circuits as C
 from . import surgery as S
 from . import universality as U
+from .results import SurgeryEval, UserCircuits, UserFit, UserSurgery
 
 __all__ = ["SiteClassifier", "check_labels", "load_head", "fit_head", "user_circuits",
            "markdown"]
@@ -140,7 +141,7 @@ def fit_head(h: np.ndarray, y: np.ndarray, n_classes: int, ridge: float) -> dict
 
 def user_circuits(key, directory, models, spec, params, sites, y, *, k: int, keep_frac: float,
                   n_sizes: int, n_random: int, tau: float, alpha: float, test_every: int,
-                  per_class: int, classes, ridge: float) -> dict:
+                  per_class: int, classes, ridge: float) -> UserCircuits:
     """Circuits, intersections, universality and surgery on the user's rows.
 
     Args:
@@ -157,11 +158,11 @@ def user_circuits(key, directory, models, spec, params, sites, y, *, k: int, kee
         ridge: the surgery solve's and the fitted head's ridge.
 
     Returns:
-        ``{"heads" (per model "user" or "fitted"), "head_acc" (M,) on the held-out rows,
-        "circuits" (sizes (M, C)), intersection statistics of
-        :func:`.circuits.intersection_stats`, "universality" of
-        :func:`.universality.calibrated_universal`, "surgery" {class: recall / other
-        before, after, random gate}}``.
+        A :class:`.results.UserCircuits`: ``heads`` (per model "user" or "fitted"),
+        ``head_acc`` (M,) on the held-out rows, ``circuit_sizes`` (M, C), intersection
+        statistics of :func:`.circuits.intersection_stats`, ``universality`` of
+        :func:`.universality.calibrated_universal`, ``surgery`` {class: recall / other
+        before, after, random gate}.
     """
     directory = Path(directory)
     n_cls = int(y.max()) + 1
@@ -191,7 +192,7 @@ def user_circuits(key, directory, models, spec, params, sites, y, *, k: int, kee
     un = U.calibrated_universal(R, valid, alpha, np.random.default_rng(
         np.asarray(jax.random.key_data(key)).ravel().tolist()))
     st = C.intersection_stats(key, params, spec, clfs, ps, circ, xt, yt, k=k,
-                              n_random=n_random, tau=tau, universal=un["universal"])
+                              n_random=n_random, tau=tau, universal=un.universal)
     surg = {}
     rng = np.random.default_rng(np.asarray(jax.random.key_data(jax.random.fold_in(key, 1)))
                                 .ravel().tolist())
@@ -207,51 +208,49 @@ def user_circuits(key, directory, models, spec, params, sites, y, *, k: int, kee
         gate = circ.gates[0, c]
         rnd = np.zeros(N, np.float32)
         rnd[rng.choice(N, int(gate.sum()), replace=False)] = 1.0
-        res = {"size": int(gate.sum()),
-               "before": S.evaluate(S.predictions(clfs[1], forgot, xt), yt, c, n_cls)}
+        res = {"before": S.evaluate(S.predictions(clfs[1], forgot, xt), yt, c, n_cls)}
         for tag, g in (("after", gate), ("random", rnd)):
             new = S.transfer(params, spec, 0, 1, c, g, clfs, [ps[0], forgot], ridge)
             res[tag] = S.evaluate(S.predictions(clfs[1], new, xt), yt, c, n_cls)
-        surg[c] = {t: v if t == "size" else dict(recall=v["recall"], other=v["other"])
-                   for t, v in res.items()}
-    return dict(heads=kinds, head_acc=head_acc, circuit_sizes=circ.sizes,
-                universality={k_: v for k_, v in un.items() if k_ != "universal"},
-                **{k_: v for k_, v in st.items()
-                   if k_ in ("shared", "ratio", "random_ratio", "top_ratio", "one_only",
-                             "empty")}, surgery=surg)
+        surg[c] = UserSurgery(size=int(gate.sum()), **{
+            t: SurgeryEval(recall=v.recall, other=v.other) for t, v in res.items()})
+    return UserCircuits(heads=kinds, head_acc=head_acc, circuit_sizes=circ.sizes,
+                        universality=un, shared=st.shared, ratio=st.ratio,
+                        random_ratio=st.random_ratio, top_ratio=st.top_ratio,
+                        one_only=st.one_only, empty=st.empty, surgery=surg)
 
 
-def markdown(res: dict, models) -> str:
+def markdown(res: UserCircuits, models) -> str:
     """The report section of :func:`user_circuits`."""
     from jaxkit.report import markdown_table
 
     names = list(models)[:2]
-    C = res["ratio"].shape[-1]
-    rows = [[c, int(res["shared"][c]), *(int(res["circuit_sizes"][m, c]) for m in range(2)),
-             *(float(res["ratio"][m, c]) for m in range(2)),
-             *(float(res["random_ratio"][m, c]) for m in range(2)),
-             *(float(res["top_ratio"][m, c]) for m in range(2))] for c in range(C)]
-    u = res["universality"]
+    C = res.ratio.shape[-1]
+    rows = [[c, int(res.shared[c]), *(int(res.circuit_sizes[m, c]) for m in range(2)),
+             *(float(res.ratio[m, c]) for m in range(2)),
+             *(float(res.random_ratio[m, c]) for m in range(2)),
+             *(float(res.top_ratio[m, c]) for m in range(2))] for c in range(C)]
+    u = res.universality
     out = ["### Class circuits on your activations (labels.npy)", "",
            "Heads: " + ", ".join(f"{n} {h} (held-out accuracy {a:.3f})" for n, h, a in
-                                 zip(names, res["heads"], res["head_acc"], strict=False))
+                                 zip(names, res.heads, res.head_acc, strict=False))
            + "; 'fitted': a ridge read-out of the last site fitted to your labels, 'user': "
            "your <model>_head.safetensors.", "",
            markdown_table(["class", "shared", *(f"{n} circuit" for n in names),
                            *(f"{n} ratio" for n in names), *(f"{n} random" for n in names),
                            *(f"{n} top-|I|" for n in names)], rows), "",
            f"Universal latents (calibrated against the shuffled null): "
-           f"{float(u['valid_universal_fraction']):.3f} of the latents both models read "
-           f"(the shuffled pairing's rate {float(u['null_fraction']):.3f}).", ""]
-    if res["surgery"]:
+           f"{float(u.valid_universal_fraction):.3f} of the latents both models read "
+           f"(the shuffled pairing's rate {float(u.null_fraction):.3f}).", ""]
+    if res.surgery:
         out += ["Surgery (the class removed from the second model's head, written back from "
                 "the first model's circuit; recall of the class / other classes' accuracy on "
                 "the held-out rows):", "",
                 markdown_table(["class", "circuit size", "head without it", "after surgery",
                                 "random gate"],
-                               [[c, s["size"], *(f"{s[t]['recall']:.3f} / {s[t]['other']:.3f}"
-                                                 for t in ("before", "after", "random"))]
-                                for c, s in res["surgery"].items()]), ""]
+                               [[c, s.size, *(f"{e.recall:.3f} / {e.other:.3f}"
+                                              for e in (s.before, s.after, s.random))]
+                                for c, s in res.surgery.items()]), ""]
     return "\n".join(out)
 
 
@@ -263,7 +262,7 @@ def has_labels(out_dir: Path) -> bool:
     return man.is_file() and bool(json.loads(man.read_text()).get("labels"))
 
 
-def circuits_of_store(key, cfg, res: dict, out_dir: Path) -> dict:
+def circuits_of_store(key, cfg, res: UserFit, out_dir: Path) -> UserCircuits:
     """:func:`user_circuits` on the first ``4 user_eval_rows`` labelled rows of the user's
     store under ``out_dir``, with the transcoder ``res`` of
     :func:`jaxkit.universal_circuits.userdata.fit_user` and the settings of ``cfg``."""
@@ -273,8 +272,8 @@ def circuits_of_store(key, cfg, res: dict, out_dir: Path) -> dict:
     ids = np.arange(min(store.n, 4 * cfg.user_eval_rows))
     sites = store.read(ids)[0]
     y = check_labels(cfg.activations, store.labels, store.n)[ids]
-    return user_circuits(key, cfg.activations, store.models, res["spec"],
-                         res["aligned"]["params"], sites, y, k=cfg.uc_k,
+    return user_circuits(key, cfg.activations, store.models, res.spec,
+                         res.aligned.params, sites, y, k=cfg.uc_k,
                          keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes, n_random=cfg.n_random,
                          tau=cfg.universal_tau, alpha=cfg.universal_alpha,
                          test_every=cfg.test_every, per_class=cfg.discovery_per_class,

@@ -45,6 +45,7 @@ from jaxkit.kernels import crosscoder as cc
 from jaxkit.report import markdown_table
 from jaxkit.stats import superiority
 
+from .results import UserFit, UserTranscoder
 from .transcoder import train_uc
 
 __all__ = ["site_manifest", "check_user", "fit_user", "claims", "markdown"]
@@ -133,6 +134,8 @@ class _Misaligned:
 
 
 def _evaluate(spec, params, store, rows: int, k: int, tau: float) -> dict:
+    """FVU, reconstruction and decoder-share universal latents per depth (the
+    :class:`.results.UserTranscoder` fields of :func:`fit_user`)."""
     ids = np.arange(min(rows, store.n))
     sites = jax.tree.map(jnp.asarray, store.read(ids)[0])
     _, out = cc.uc_loss(params, sites, spec, k=k)
@@ -185,7 +188,7 @@ def check_user(directory, out: Path, *, models=(), batch: int, chunk: int = 4096
 
 def fit_user(key, directory, out: Path, *, models=(), n_latents: int, k: int, steps: int,
              batch: int, lr: float, chunk: int, tau: float, eval_rows: int, resume: bool,
-             mesh=None) -> dict:
+             mesh=None) -> UserFit:
     """Train the transcoder on the aligned and on the misaligned activations (module
     docstring); checkpoints under ``out/checkpoints/uc-user-*``."""
     folder = site_manifest(directory, out / "stores" / "user", tuple(models))
@@ -194,27 +197,25 @@ def fit_user(key, directory, out: Path, *, models=(), n_latents: int, k: int, st
         raise DataError(f"{directory}: {len(store.models)} model; universal latents need "
                         f"at least 2")
     frozen = [_Frozen(len(d) - 1) for d in store.d_sites]
-    res = {"models": list(store.models), "d_sites": [list(d) for d in store.d_sites],
-           "n": int(store.n)}
+    fits = {}
     for tag, st in (("aligned", store), ("misaligned", _Misaligned(store, 1))):
         spec, params, hist = train_uc(key, st, frozen, [None] * len(frozen),
                                       n_latents=n_latents, k=k, steps=steps, lr=lr,
                                       fidelity_coef=0.0, chunk=chunk,
                                       checkpoint_dir=out / "checkpoints" / f"uc-user-{tag}",
                                       resume=resume, mesh=mesh)
-        res[tag] = _evaluate(spec, params, st, eval_rows, k, tau)
-        res[tag]["history"] = hist
-        res[tag]["params"] = jax.tree.map(np.asarray, params)
-    res["spec"] = spec
-    res["layers"] = [f"{store.models[m]}/{j + 1}" for m, j, _ in spec.layers()]
-    return res
+        fits[tag] = UserTranscoder(**_evaluate(spec, params, st, eval_rows, k, tau),
+                                   history=hist, params=jax.tree.map(np.asarray, params))
+    return UserFit(models=list(store.models), d_sites=[list(d) for d in store.d_sites],
+                   n=int(store.n), **fits, spec=spec,
+                   layers=[f"{store.models[m]}/{j + 1}" for m, j, _ in spec.layers()])
 
 
-def claims(res: dict, tau: float) -> list[Claim]:
+def claims(res: UserFit, tau: float) -> list[Claim]:
     """Aligned training shares more latents than the misaligned control (jaxkit's own
     question on your data: ``kind="extension"``)."""
-    a = np.asarray(res["aligned"]["universal_per_depth"], float)
-    b = np.asarray(res["misaligned"]["universal_per_depth"], float)
+    a = np.asarray(res.aligned.universal_per_depth, float)
+    b = np.asarray(res.misaligned.universal_per_depth, float)
     v = superiority(a - b)
     return [Claim.from_verdict(
         PAPER, "A transcoder trained jointly on your models' aligned activations has more "
@@ -223,17 +224,16 @@ def claims(res: dict, tau: float) -> list[Claim]:
         "fewer than 2 depths the t test cannot decide (not shown).", kind="extension")]
 
 
-def markdown(res: dict, directory) -> str:
+def markdown(res: UserFit, directory) -> str:
     """The report section of the user-activations run."""
-    lines = [f"Your activations: `{directory}`: models {', '.join(res['models'])}, "
-             f"{res['n']} aligned inputs; site widths {res['d_sites']}.", "",
+    lines = [f"Your activations: `{directory}`: models {', '.join(res.models)}, "
+             f"{res.n} aligned inputs; site widths {res.d_sites}.", "",
              markdown_table(["site", "FVU aligned", "FVU misaligned"],
-                            [[s, a, b] for s, a, b in zip(res["layers"],
-                                                          res["aligned"]["fvu"],
-                                                          res["misaligned"]["fvu"],
+                            [[s, a, b] for s, a, b in zip(res.layers, res.aligned.fvu,
+                                                          res.misaligned.fvu,
                                                           strict=True)]), "",
              markdown_table(["depth", "universal latents (aligned)", "(misaligned)"],
                             [[d, a, b] for d, (a, b) in enumerate(zip(
-                                res["aligned"]["universal_per_depth"],
-                                res["misaligned"]["universal_per_depth"], strict=True))])]
+                                res.aligned.universal_per_depth,
+                                res.misaligned.universal_per_depth, strict=True))])]
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 training (resume, mesh), circuits, their faithfulness, claims, and the quick pipeline
 (slow)."""
 
+import dataclasses
 import gc
 import json
 
@@ -18,7 +19,15 @@ from jaxkit.universal_circuits import experiment as E
 from jaxkit.universal_circuits import report
 from jaxkit.universal_circuits.config import QUICK
 from jaxkit.universal_circuits.models import Arch, Classifier
+from jaxkit.universal_circuits.results import (
+    ModelRun,
+    PairAnalysis,
+    SingleBaseline,
+    TranscoderRun,
+    stack,
+)
 from jaxkit.universal_circuits.transcoder import default_depth_map, model_sites, record, train_uc
+from tests.jaxkit.uc_fakes import fake_model, fake_pair, fake_surgery, fake_universality
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -256,11 +265,11 @@ def test_circuits_and_intersection_on_a_tiny_transcoder(tiny, trained):
     np.testing.assert_array_equal(circ.gates.sum(-1), circ.sizes)
     st = C.intersection_stats(jax.random.key(0), params, spec, clfs, ps, circ, d.x_test,
                               d.y_test, k=2, n_random=2, tau=0.1)
-    np.testing.assert_array_equal(st["shared"], (circ.gates[0] * circ.gates[1]).sum(1))
-    assert np.all((st["ratio"] >= 0) & np.isfinite(st["ratio"]))
-    assert np.all(st["ratio"][:, st["empty"]] == 0)
-    assert np.all((st["precision"] >= 0) & (st["precision"] <= 1 + 1e-9))
-    assert np.all(st["f1"][:, st["empty"]] == 0) and np.all(np.isfinite(st["f1"]))
+    np.testing.assert_array_equal(st.shared, (circ.gates[0] * circ.gates[1]).sum(1))
+    assert np.all((st.ratio >= 0) & np.isfinite(st.ratio))
+    assert np.all(st.ratio[:, st.empty] == 0)
+    assert np.all((st.precision >= 0) & (st.precision <= 1 + 1e-9))
+    assert np.all(st.f1[:, st.empty] == 0) and np.all(np.isfinite(st.f1))
     # the full gate gives every image one prediction: predicted-c counts sum to the images
     pc = C.per_class(d.x_test, d.y_test, 10)
     rec, prec = C.gate_scores(params, spec, clfs, ps, pc, np.ones((10, 1, N)), 2)
@@ -286,7 +295,7 @@ def test_circuit_faithfulness_against_a_direct_evaluation(tiny, trained):
     circ[0, 3] = 1.0  # model 0's circuit of class 3 is the full replacement
     circ[1, 4] = 0.0  # model 1's circuit of class 4 is empty
     f = C.faithfulness(params, spec, clfs, ps, circ, d.x_test, d.y_test, k=2)
-    assert f["acc"].shape == (2, 10, 5) and f["circuit_logit"].shape == (2, 10)
+    assert f.acc.shape == (2, 10, 5) and f.circuit_logit.shape == (2, 10)
     rest = tuple(c.rest for c in clfs)
     x = jnp.asarray(d.x_test)
     sites = tuple((x,) + (None,) * cl.n_layers for cl in clfs)
@@ -297,27 +306,29 @@ def test_circuit_faithfulness_against_a_direct_evaluation(tiny, trained):
         col = {3: 1, 4: 2, 7: 3}[c]  # the FAITH_GATES column of that gate
         for m, lg in enumerate(run(jnp.asarray(g))):
             lg = np.asarray(lg, np.float64)[d.y_test == c]
-            np.testing.assert_allclose(f["acc"][m, c, col], np.mean(lg.argmax(1) == c),
+            np.testing.assert_allclose(f.acc[m, c, col], np.mean(lg.argmax(1) == c),
                                        atol=1e-6)
-            np.testing.assert_allclose(f["logit"][m, c, col],
+            np.testing.assert_allclose(f.logit[m, c, col],
                                        np.mean(lg[:, c] - lg.mean(1)), rtol=1e-4, atol=1e-5)
     for m, cl in enumerate(clfs):  # the empty circuit: every image gets head(b_dec[m][-1])
         W, b = (np.asarray(a, np.float64) for a in cl.head(ps[m]))
         lg0 = np.asarray(params.b_dec[m][-1], np.float64) @ W + b
-        np.testing.assert_allclose(f["logit"][m, :, 4], lg0 - lg0.mean(), rtol=1e-4, atol=1e-5)
-    assert f["circuit_logit"][0, 3] == 1.0  # the circuit is the full replacement
-    assert f["circuit_acc"][0, 3] == (1.0 if f["acc"][0, 3, 0] > 0 else 0.0)  # 0 if undefined
-    assert f["circuit_logit"][1, 4] == 0.0 and bool(f["logit_valid"][1, 4])
-    own = np.stack([f["logit"][m, :, 1 + m] for m in range(2)])
-    full, empty, ok = f["logit"][..., 0], f["logit"][..., 4], f["logit_valid"]
-    np.testing.assert_allclose(f["circuit_logit"], np.where(
+        np.testing.assert_allclose(f.logit[m, :, 4], lg0 - lg0.mean(), rtol=1e-4, atol=1e-5)
+    assert f.circuit_logit[0, 3] == 1.0  # the circuit is the full replacement
+    assert f.circuit_acc[0, 3] == (1.0 if f.acc[0, 3, 0] > 0 else 0.0)  # 0 if undefined
+    assert f.circuit_logit[1, 4] == 0.0 and bool(f.logit_valid[1, 4])
+    own = np.stack([f.logit[m, :, 1 + m] for m in range(2)])
+    full, empty, ok = f.logit[..., 0], f.logit[..., 4], f.logit_valid
+    np.testing.assert_allclose(f.circuit_logit, np.where(
         ok, (own - empty) / np.where(ok, full - empty, 1), 0), rtol=1e-9)
     pc = C.per_class(d.x_test, d.y_test, 10)
     g = np.stack([circ[0], circ[1]], 1)
     np.testing.assert_allclose(C.gate_accuracy(params, spec, clfs, ps, pc, g, 2),
                                C.gate_scores(params, spec, clfs, ps, pc, g, 2)[0], atol=1e-12)
-    sm = report.faithfulness_summary({k: v[None] for k, v in f.items()})
-    np.testing.assert_allclose(sm["circuit_acc"], f["circuit_acc"].mean(1))
+    sm = stack([f])  # one seed
+    assert sm.circuit_acc.shape == (1, 2, 10)
+    np.testing.assert_allclose(sm.as_dict()["circuit_acc"], f.circuit_acc.mean(1))
+    np.testing.assert_allclose(sm.summary().inter_acc, f.inter_acc.mean(1))
 
 
 def test_replacement_output_fidelity_in_the_evaluation(tiny, trained):
@@ -379,24 +390,17 @@ def _fake(ratio, rand, single_ratio, recall_hits, other_before, other_after):
     ``(S, M, C)``."""
     S = ratio.shape[0]
     y = np.array([7] * len(recall_hits) + [0] * len(other_before))
-    models = {"mlp": {"correct": np.ones(50)}, "cnn": {"correct": np.r_[np.ones(40), 0]}}
-    pa = dict(ratio=ratio, random_ratio=rand, top_ratio=rand, one_only=np.ones((S, 2, 10)),
-              xor=np.full((S, 2, 10), 2), xor_valid=np.full((S, 2, 10), 2), f1=ratio,
-              precision=ratio, universal=np.ones((S, 5), bool), empty=np.zeros((S, 10), bool),
-              shared=np.ones((S, 10), int), circuits=dict(sizes=np.full((S, 2, 10), 5)),
-              univ_valid_universal_fraction=0.3 + 0.01 * np.arange(S),
-              univ_null_fraction=np.full(S, 0.01), univ_decoder_fraction=np.ones(S))
-    sg = dict(before=dict(correct=np.r_[np.zeros(len(recall_hits)), other_before], recall=0,
-                          other=other_before.mean()),
-              after=dict(correct=np.r_[recall_hits, other_after], recall=recall_hits.mean(),
-                         other=other_after.mean()),
-              probe=dict(recall=1.0), class_mean=dict(recall=0.5), cls=7, chance=0.1, y_test=y,
-              seed_recall=recall_hits.mean() + 0.01 * np.arange(S),
-              seed_other=other_after.mean() + 0.001 * np.arange(S),
-              random_recall=0.1 + 0.01 * np.arange(S), wrong_recall=0.2 + 0.01 * np.arange(S))
-    surg = {7: sg}
-    models["cnn-minus7"] = {"correct": np.ones(len(y))}
-    return models, {"mlp-cnn": (["mlp", "cnn"], pa)}, dict(ratio=single_ratio), surg
+    models = {"mlp": fake_model(np.ones(50)), "cnn": fake_model(np.r_[np.ones(40), 0]),
+              "cnn-minus7": fake_model(np.ones(len(y)))}
+    univ = fake_universality(S, valid_universal_fraction=0.3 + 0.01 * np.arange(S),
+                             null_fraction=np.full(S, 0.01))
+    pa = fake_pair(S, ratio=ratio, random_ratio=rand, top_ratio=rand,
+                   one_only=np.ones((S, 2, 10)), xor=np.full((S, 2, 10), 2),
+                   xor_valid=np.full((S, 2, 10), 2), f1=ratio, precision=ratio, univ=univ)
+    surg = {7: fake_surgery(S, y, recall_hits, other_before, other_after)}
+    single = SingleBaseline(ratio=single_ratio, shared=np.ones_like(single_ratio),
+                            sizes=np.full(single_ratio.shape, 5))
+    return models, {"mlp-cnn": (["mlp", "cnn"], pa)}, single, surg
 
 
 def _kinds(cl, kind):
@@ -424,7 +428,9 @@ def test_claims_can_say_yes_and_no():
     models, pairs, single, surg = _fake(bad, bad + 0.3, bad + 0.3, np.zeros(30), np.ones(100),
                                         other_after)
     cl = report.claims(QUICK, models, pairs, single, surg)
-    pairs["mlp-cnn"][1]["univ_valid_universal_fraction"] = 0.01 + 0.001 * np.arange(4)
+    names, pa = pairs["mlp-cnn"]
+    pairs["mlp-cnn"] = (names, dataclasses.replace(pa, univ=dataclasses.replace(
+        pa.univ, valid_universal_fraction=0.01 + 0.001 * np.arange(4))))
     cl = report.claims(QUICK, models, pairs, single, surg)
     assert [c.verdict for c in _kinds(cl, "paper")] == ["no", "not tested at this size",
                                                         "no", "no"]
@@ -440,12 +446,13 @@ def test_surgery_claims_take_the_transcoder_seeds_as_replicates():
     models, pairs, single, surg = _fake(good, good - 0.3, good - 0.4, np.ones(30),
                                         np.ones(100), np.r_[np.zeros(10), np.ones(90)])
     sg = surg[7]
-    sg["before"]["other"] = 0.94
-    sg["seed_other"] = np.array([0.707, 0.940, 0.853])
+    surg[7] = sg = dataclasses.replace(sg, before=dataclasses.replace(sg.before, other=0.94),
+                                       seed_other=np.array([0.707, 0.940, 0.853]))
     row = report.surgery_claim(QUICK, surg)
     assert row.verdict == "not shown" and "n=3" in row.test
     assert "7: 0.83" in row.note and "other classes kept not shown" in row.note
-    sg["seed_other"] = np.array([0.700, 0.705, 0.71])  # all seeds lose 0.23-0.24: "no"
+    # all seeds lose 0.23-0.24: "no"
+    surg[7] = dataclasses.replace(sg, seed_other=np.array([0.700, 0.705, 0.71]))
     assert report.surgery_claim(QUICK, surg).verdict == "no"
 
 
@@ -455,11 +462,11 @@ def test_surgery_is_tested_against_the_random_gate_over_held_out_classes():
     circuit, carries it); two held-out classes are averaged per seed."""
     good = 0.95 + np.zeros((3, 2, 10))
     _, _, _, surg = _fake(good, good, good, np.ones(30), np.ones(100), np.ones(100))
-    surg[3] = dict(surg[7], cls=3)
+    surg[3] = dataclasses.replace(surg[7], cls=3, wrong_cls=4)
     assert report.surgery_claim(QUICK, surg).verdict == "yes"
     assert "held-out classes 7, 3" in report.surgery_claim(QUICK, surg).claim
     for c in (7, 3):
-        surg[c] = dict(surg[c], random_recall=np.array([0.95, 0.97, 0.99]))
+        surg[c] = dataclasses.replace(surg[c], random_recall=np.array([0.95, 0.97, 0.99]))
     row = report.surgery_claim(QUICK, surg)
     assert row.verdict == "no" and "transfer above the random gate no" in row.note
     ext = report._surgery_extensions(QUICK, surg)
@@ -494,15 +501,13 @@ def test_negative_control_a_misaligned_pair_of_random_models(tiny, trained):
     none of the latents is universal, and the surgery head answers the class for nearly
     every image (a "transfer" by recall alone) while the other classes drop, so the
     surgery row says "no"."""
-    import dataclasses
-
     from jaxkit.universal_circuits import universality as U
 
     d, clfs, ps = tiny
     spec, stacked, _ = trained
     cfg = dataclasses.replace(QUICK, mlp_widths=(6, 5), cnn_channels=(2, 3), cnn_hidden=5,
                               uc_k=2, n_sizes=5, discovery_per_class=6, surgery_classes=(7, 3))
-    per_seed = []
+    stats, univs, circs = [], [], []
     x, y = d.x_train[:200], d.y_train[:200]
     sites = model_sites(clfs, ps, d.x_test)
     for s in range(2):
@@ -511,33 +516,39 @@ def test_negative_control_a_misaligned_pair_of_random_models(tiny, trained):
                                cap=6)
         un = U.calibrated_universal(*U.read_correlation(params, spec, sites),
                                     cfg.universal_alpha, np.random.default_rng(s))
-        st = C.intersection_stats(jax.random.key(s), params, spec, clfs, ps, circ, d.x_test,
-                                  d.y_test, k=2, n_random=2, tau=0.1,
-                                  universal=un["universal"])
-        per_seed.append(dict(st, circuits=dict(sizes=circ.sizes), xor_valid=st["xor"],
-                             **{f"univ_{k}": v for k, v in un.items() if k != "universal"},
-                             univ_decoder_fraction=1.0))
-    pa = {k: np.stack([r[k] for r in per_seed]) for k in per_seed[0] if k != "circuits"}
-    pa["circuits"] = dict(sizes=np.stack([r["circuits"]["sizes"] for r in per_seed]))
-    leaves = {n: {"leaves": Classifier.to_numpy(p)} for n, p in
-              (("mlp", ps[0]), ("cnn-minus7", ps[1]), ("cnn-minus3", ps[1]))}
-    uc = dict(spec=spec, params=jax.tree.map(np.asarray, stacked))
+        stats.append(C.intersection_stats(jax.random.key(s), params, spec, clfs, ps, circ,
+                                          d.x_test, d.y_test, k=2, n_random=2, tau=0.1,
+                                          universal=un.universal))
+        univs.append(dataclasses.replace(un, decoder_fraction=1.0))
+        circs.append(circ)
+    st = stack(stats)
+    pa = PairAnalysis(**{f.name: getattr(st, f.name) for f in dataclasses.fields(st)},
+                      xor_valid=st.xor, univ=stack(univs),
+                      circuits=C.Circuits(*(np.stack(a) for a in zip(*circs, strict=True))),
+                      top_latents=np.arange(8), top_images=np.zeros((2, 8, 64)))
+    assert pa.ratio.shape == (2, 2, 10) and pa.circuits.sizes.shape == (2, 2, 10)
+    leaves = {n: ModelRun(leaves=Classifier.to_numpy(p), history=[], correct=np.zeros(5))
+              for n, p in (("mlp", ps[0]), ("cnn-minus7", ps[1]), ("cnn-minus3", ps[1]))}
+    uc = TranscoderRun(spec=spec, params=jax.tree.map(np.asarray, stacked), history=[])
     surg = {c: E.surgery(jax.random.key(c), cfg, ["mlp", f"cnn-minus{c}"], leaves, uc, d, c)
             for c in cfg.surgery_classes}
-    models = {"mlp": {"correct": np.zeros(5)}, "cnn": {"correct": np.zeros(5)}}
+    models = {"mlp": fake_model(np.zeros(5)), "cnn": fake_model(np.zeros(5))}
     cl = report.claims(cfg, models, {"mlp-cnn": (["mlp", "cnn"], pa)}, None, surg)
     paper = _kinds(cl, "paper")
     assert "yes" not in [c.verdict for c in paper]
     assert [c.verdict for c in paper if c.verdict != "not tested at this size"][0] == "no"
     assert paper[-1].verdict == "no" and "other classes kept no" in paper[-1].note
-    assert np.all(pa["ratio"].mean(-1) < 0.5)
-    assert np.all(pa["univ_valid_universal_fraction"] < 0.2)
+    assert np.all(pa.ratio.mean(-1) < 0.5)
+    assert np.all(pa.univ.valid_universal_fraction < 0.2)
     for sg in surg.values():  # the controls ran on the same receiver
-        assert sg["random_recall"].shape == (2,) and sg["wrong_cls"] == (sg["cls"] + 1) % 10
-        assert 0 <= sg["class_mean"]["recall"] <= 1
+        assert sg.random_recall.shape == (2,) and sg.wrong_cls == (sg.cls + 1) % 10
+        assert 0 <= sg.class_mean.recall <= 1
+        assert sg.after.confusion.shape == (10, 10) and sg.after.correct.shape == d.y_test.shape
+        assert set(sg.as_dict()) == {"before", "after", "probe", "class_mean", "random",
+                                     "wrong"}
     # by recall alone the surgery would pass: the other-class test is what says no
-    assert max(sg["seed_recall"].mean() for sg in surg.values()) > 0.5
-    assert np.mean([sg["seed_other"].mean() for sg in surg.values()]) < 0.3
+    assert max(sg.seed_recall.mean() for sg in surg.values()) > 0.5
+    assert np.mean([sg.seed_other.mean() for sg in surg.values()]) < 0.3
 
 
 @pytest.mark.slow

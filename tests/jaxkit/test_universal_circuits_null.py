@@ -1,6 +1,8 @@
 """Universal Circuits: universality calibrated against a shuffled null, the misaligned pair
 (negative control), the intersection's baselines and both ends of the paper's band."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -13,7 +15,9 @@ from jaxkit.universal_circuits import report
 from jaxkit.universal_circuits import universality as U
 from jaxkit.universal_circuits.config import QUICK
 from jaxkit.universal_circuits.models import Arch, Classifier
+from jaxkit.universal_circuits.results import stack
 from jaxkit.universal_circuits.transcoder import model_sites, record, train_uc
+from tests.jaxkit.uc_fakes import fake_pair, fake_universality
 
 
 def _shared_readings(n=400, d=6, F=32, shared=12, seed=0):
@@ -40,15 +44,15 @@ def test_calibrated_universality_against_the_shuffled_null():
     R, valid = U.read_correlation(params, spec, sites)
     assert R.shape == (1, 32, 32) and valid.tolist() == [True]
     r = U.calibrated_universal(R, valid, 0.01, np.random.default_rng(0))
-    univ = r["universal"]
+    univ = r.universal
     assert univ[:12].all() and univ[12:].mean() < 0.15  # the shared readings, about no other
-    assert r["null_fraction"] <= 0.1
+    assert r.null_fraction <= 0.1
     # the misaligned pair: model 1's rows from other inputs -> about none universal
     perm = np.random.default_rng(1).permutation(400)
     mis = (sites[0], tuple(a[perm] for a in sites[1]))
     rm = U.calibrated_universal(*U.read_correlation(params, spec, mis), 0.01,
                                 np.random.default_rng(0))
-    assert rm["universal"].mean() <= 0.1
+    assert rm.universal.mean() <= 0.1
     # the uncalibrated decoder share calls every latent of both universal
     assert np.asarray(cc.universal_latents(params, spec, 0.1)).all()
 
@@ -62,13 +66,13 @@ def test_a_depth_one_model_does_not_read_has_no_universal_latent():
     R, valid = U.read_correlation(params, spec, sites)
     assert valid.tolist() == [True, False]
     r = U.calibrated_universal(R, valid, 0.05, np.random.default_rng(0))
-    assert not r["universal"][8:].any() and np.isinf(r["threshold"][1])
+    assert not r.universal[8:].any() and np.isinf(r.threshold[1])
     # identical inputs and encoders at depth 0: every latent there is universal
     W = params.W_enc[0][0]
     p2 = params._replace(W_enc=((W, params.W_enc[0][1]), (W,)))
     r2 = U.calibrated_universal(*U.read_correlation(p2, spec, sites), 0.05,
                                 np.random.default_rng(0))
-    assert r2["universal"][:8].all() and r2["valid_universal_fraction"] == 1.0
+    assert r2.universal[:8].all() and r2.valid_universal_fraction == 1.0
     with pytest.raises(ValueError, match="`alpha`"):
         U.calibrated_universal(R, valid, 1.5, np.random.default_rng(0))
     with pytest.raises(ValueError, match="`inputs` must hold at least 3 rows"):
@@ -109,14 +113,17 @@ def test_negative_control_the_misaligned_pair_says_no(misaligned):
         per.append(U.calibrated_universal(*U.read_correlation(p, spec, sites),
                                           QUICK.universal_alpha, rng))
         dec.append(float(np.mean(np.asarray(cc.universal_latents(p, spec, 0.1)))))
-    mis = {k: np.stack([np.asarray(r[k]) for r in per]) for k in per[0]}
-    mis["decoder_fraction"] = np.asarray(dec)
-    assert np.all(mis["valid_universal_fraction"] < 0.06) and min(dec) > 0.9
+    mis = dataclasses.replace(stack(per), decoder_fraction=np.asarray(dec))
+    assert mis.universal.shape == (3, spec.n_depths * 64) and mis.rho.shape[0] == 3
+    assert np.all(mis.valid_universal_fraction < 0.06) and min(dec) > 0.9
+    assert mis.control_dict() == dict(universal_fraction=mis.valid_universal_fraction,
+                                      decoder_fraction=mis.decoder_fraction)
     row = report.misaligned_claim(QUICK, mis)
     assert row.verdict == "no" and row.kind == "extension"
     # the same fractions as a pair's universality: the paper's complement row says no
     pa = _fake_pa(0.95)
-    pa["univ_valid_universal_fraction"] = mis["valid_universal_fraction"]
+    pa = dataclasses.replace(pa, univ=dataclasses.replace(
+        pa.univ, valid_universal_fraction=mis.valid_universal_fraction))
     assert report.complement_claim(QUICK, {"mlp-cnn": (["mlp", "cnn"], pa)}).verdict == "no"
 
 
@@ -128,26 +135,25 @@ def test_top_attribution_subset_is_the_circuit_prefix(misaligned):
     st = C.intersection_stats(jax.random.key(0), p, spec, clfs, ps, circ, d.x_test, d.y_test,
                               k=4, n_random=2, tau=0.1,
                               universal=np.zeros(spec.n_depths * 64, bool))
-    assert st["top_ratio"].shape == (2, 10) and np.all(st["one_only"] == 0)
-    assert np.all(st["xor"] >= st["one_only"]) and st["decoder_universal"].mean() > 0.9
+    assert st.top_ratio.shape == (2, 10) and np.all(st.one_only == 0)
+    assert np.all(st.xor >= st.one_only) and st.decoder_universal.mean() > 0.9
     # a class whose intersection is a whole circuit: its top-|I| subset is that circuit
     for m in range(2):
-        full = st["shared"] == circ.sizes[m]
-        np.testing.assert_allclose(st["top_ratio"][m][full & ~st["empty"]],
-                                   st["ratio"][m][full & ~st["empty"]])
+        full = st.shared == circ.sizes[m]
+        np.testing.assert_allclose(st.top_ratio[m][full & ~st.empty],
+                                   st.ratio[m][full & ~st.empty])
 
 
 def _fake_pa(level, S=3, univ=0.3, top=None):
     rng = np.random.default_rng(0)
     ratio = level + 0.005 * rng.standard_normal((S, 2, 10))
-    return dict(ratio=ratio, random_ratio=ratio - 0.3,
-                top_ratio=ratio - 0.2 if top is None else top, f1=ratio, precision=ratio,
-                one_only=np.full((S, 2, 10), 3), xor=np.full((S, 2, 10), 6),
-                xor_valid=np.full((S, 2, 10), 6), universal=np.ones((S, 5), bool),
-                empty=np.zeros((S, 10), bool), shared=np.ones((S, 10), int),
-                circuits=dict(sizes=np.full((S, 2, 10), 5)),
-                univ_valid_universal_fraction=univ + 0.01 * np.arange(S),
-                univ_null_fraction=np.full(S, 0.01), univ_decoder_fraction=np.ones(S))
+    return fake_pair(S, ratio=ratio, random_ratio=ratio - 0.3,
+                     top_ratio=ratio - 0.2 if top is None else top, f1=ratio, precision=ratio,
+                     one_only=np.full((S, 2, 10), 3), xor=np.full((S, 2, 10), 6),
+                     xor_valid=np.full((S, 2, 10), 6),
+                     univ=fake_universality(S, valid_universal_fraction=univ
+                                            + 0.01 * np.arange(S),
+                                            null_fraction=np.full(S, 0.01)))
 
 
 def test_intersection_band_has_two_ends():
@@ -165,8 +171,8 @@ def test_intersection_band_has_two_ends():
 def test_complement_and_top_subset_rows_can_say_yes_and_no():
     pairs = {"mlp-cnn": (["mlp", "cnn"], _fake_pa(0.95))}
     assert report.complement_claim(QUICK, pairs).verdict == "yes"
-    pa = _fake_pa(0.95)
-    pa["one_only"] = np.zeros((3, 2, 10))  # universal, but never kept by one model only
+    # universal, but never kept by one model only
+    pa = dataclasses.replace(_fake_pa(0.95), one_only=np.zeros((3, 2, 10)))
     assert report.complement_claim(QUICK, {"p": (["a", "b"], pa)}).verdict == "no"
     ext = []
     report._extension_pair(QUICK, "p", ["a", "b"], _fake_pa(0.95), ext)

@@ -46,13 +46,15 @@ def test_circuits_and_surgery_use_the_labels(folder):
     res = UC.user_circuits(jax.random.key(1), folder, ["alpha", "beta"], spec, params, sites, y,
                            k=4, keep_frac=0.9, n_sizes=6, n_random=2, tau=0.1, alpha=0.05,
                            test_every=5, per_class=20, classes=(7, 1), ridge=1e-2)
-    assert res["heads"] == ["fitted", "fitted"] and min(res["head_acc"]) > 0.9
-    assert res["ratio"].shape == (2, 3) and res["circuit_sizes"].shape == (2, 3)
-    assert list(res["surgery"]) == [1]  # class 7 is not among the user's 3 classes
-    s = res["surgery"][1]
-    assert s["before"]["recall"] < 0.5  # the head without the class forgets it
-    assert set(s) == {"size", "before", "after", "random"}
-    assert 0 <= res["universality"]["valid_universal_fraction"] <= 1
+    assert res.heads == ["fitted", "fitted"] and min(res.head_acc) > 0.9
+    assert res.ratio.shape == (2, 3) and res.circuit_sizes.shape == (2, 3)
+    assert list(res.surgery) == [1]  # class 7 is not among the user's 3 classes
+    s = res.surgery[1]
+    assert s.before.recall < 0.5  # the head without the class forgets it
+    assert set(s.as_dict()) == {"size", "before", "after", "random"}
+    assert set(s.as_dict()["after"]) == {"recall", "other"} and s.size > 0
+    assert 0 <= res.universality.valid_universal_fraction <= 1
+    assert "universal" not in res.as_dict()["universality"]
     md = UC.markdown(res, ["alpha", "beta"])
     assert "labels.npy" in md and "alpha fitted" in md
 
@@ -83,7 +85,7 @@ def test_the_users_own_head_is_loaded(folder, tmp_path):
                            cc.uc_init(jax.random.key(0), spec), _sites(folder), y, k=2,
                            keep_frac=0.9, n_sizes=4, n_random=2, tau=0.1, alpha=0.05,
                            test_every=5, per_class=10, classes=(), ridge=1e-2)
-    assert res["heads"] == ["fitted", "user"]
+    assert res.heads == ["fitted", "user"]
 
 
 def test_bad_labels_and_heads_are_one_line_before_any_work(folder, tmp_path):

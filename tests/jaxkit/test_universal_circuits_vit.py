@@ -2,6 +2,7 @@
 independence, a training above chance) and the MNIST loader (shapes, labels, split,
 exclusion, the restricted unpickler, the provenance note)."""
 
+import dataclasses
 import gzip
 import math
 import os
@@ -234,6 +235,7 @@ def test_negative_control_on_a_vit_cnn_misaligned_pair(tmp_path):
     from jaxkit.universal_circuits import report
     from jaxkit.universal_circuits import universality as U
     from jaxkit.universal_circuits.config import QUICK
+    from jaxkit.universal_circuits.results import stack
     from jaxkit.universal_circuits.transcoder import model_sites, record, train_uc
 
     d = load_task("digits", 8, 5)
@@ -252,10 +254,9 @@ def test_negative_control_on_a_vit_cnn_misaligned_pair(tmp_path):
     seeds = [jax.tree.map(lambda a, s=s: a[s], params) for s in range(3)]
     per = [U.calibrated_universal(*U.read_correlation(p, spec, sites), QUICK.universal_alpha,
                                   rng) for p in seeds]
-    mis = {k: np.stack([np.asarray(r[k]) for r in per]) for k in per[0]}
-    mis["decoder_fraction"] = np.asarray([float(np.mean(np.asarray(cc.universal_latents(
-        p, spec, 0.1)))) for p in seeds])
-    assert np.all(mis["valid_universal_fraction"] < 0.06) and mis["decoder_fraction"].min() > 0.9
+    mis = dataclasses.replace(stack(per), decoder_fraction=np.asarray([float(np.mean(
+        np.asarray(cc.universal_latents(p, spec, 0.1)))) for p in seeds]))
+    assert np.all(mis.valid_universal_fraction < 0.06) and mis.decoder_fraction.min() > 0.9
     row = report.misaligned_claim(QUICK, mis, "vit-cnn")
     assert row.verdict == "no" and row.claim.startswith("[vit-cnn misaligned]")
 

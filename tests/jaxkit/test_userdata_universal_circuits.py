@@ -12,6 +12,7 @@ from jaxkit.io import DataError
 from jaxkit.registry import RunContext, get
 from jaxkit.universal_circuits import userdata
 from jaxkit.universal_circuits.config import QUICK
+from jaxkit.universal_circuits.results import UserFit, UserTranscoder
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +58,24 @@ def test_bad_folders_are_named(folder, tmp_path):
         userdata.site_manifest(tmp_path / "u", tmp_path / "m")
 
 
+def _fit(aligned, misaligned) -> UserFit:
+    """A :class:`UserFit` with these universal latents per depth."""
+    def tc(per_depth):
+        return UserTranscoder(fvu=[0.1, 0.2], recon=0.1, universal_per_depth=per_depth,
+                              history=[], params=None)
+
+    return UserFit(models=["a", "b"], d_sites=[[2, 3], [2, 3]], n=10, aligned=tc(aligned),
+                   misaligned=tc(misaligned), spec=None, layers=["a/1", "b/1"])
+
+
 def test_claim_compares_aligned_with_misaligned():
-    res = {"aligned": {"universal_per_depth": [5, 6, 7]},
-           "misaligned": {"universal_per_depth": [0, 1, 1]}}
+    res = _fit([5, 6, 7], [0, 1, 1])
     assert userdata.claims(res, 0.1)[0].verdict == "yes"
     assert userdata.claims(res, 0.1)[0].kind == "extension"  # not a sentence of the paper
-    res["aligned"]["universal_per_depth"] = [0, 1, 1]
-    res["misaligned"]["universal_per_depth"] = [5, 6, 8]
-    assert userdata.claims(res, 0.1)[0].verdict == "no"
+    assert userdata.claims(_fit([0, 1, 1], [5, 6, 8]), 0.1)[0].verdict == "no"
+    m = res.as_dict()  # what metrics.json records: no spec, no parameters
+    assert list(m) == ["models", "d_sites", "n", "aligned", "misaligned", "layers"]
+    assert list(m["aligned"]) == ["fvu", "recon", "universal_per_depth", "history"]
 
 
 @pytest.mark.slow

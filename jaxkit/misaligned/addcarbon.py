@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .features import add_carbon, fingerprints
+from .results import GenerativeScores
 
 __all__ = ["generate", "generative_scores", "kl_score"]
 
@@ -120,7 +121,7 @@ def _descriptors(mols) -> np.ndarray:
 
 
 def generative_scores(generated: Sequence[str], train_smiles: Sequence[str], *,
-                      n_bits: int = 2048) -> dict:
+                      n_bits: int = 2048) -> GenerativeScores:
     """Distribution-learning scores of a generator's output against its training set.
 
     Args:
@@ -130,11 +131,12 @@ def generative_scores(generated: Sequence[str], train_smiles: Sequence[str], *,
         n_bits: Morgan fingerprint bits (radius 2) of the similarity.
 
     Returns:
-        ``{"n", "validity", "uniqueness" (unique / valid), "novelty" (unique valid
-        molecules not in training / unique valid), "kl_score"}`` (:func:`kl_score` over
-        the descriptors ``MolWt, HeavyAtomCount, TPSA, MolLogP``), ``"nn_similarity"``
-        (mean over unique valid molecules of the Tanimoto similarity to the nearest
-        training molecule), ``"nn_similarity_ge_0.7"`` (the share above 0.7).
+        A :class:`jaxkit.misaligned.results.GenerativeScores`: ``n``, ``validity``,
+        ``uniqueness`` (unique / valid), ``novelty`` (unique valid molecules not in
+        training / unique valid), ``kl_score`` (:func:`kl_score` over the descriptors
+        ``MolWt, HeavyAtomCount, TPSA, MolLogP``), ``nn_similarity`` (mean over unique
+        valid molecules of the Tanimoto similarity to the nearest training molecule),
+        ``nn_similarity_ge_07`` (the share at or above 0.7).
 
     Raises:
         ValueError: no generated or no parseable training molecule.
@@ -152,18 +154,19 @@ def generative_scores(generated: Sequence[str], train_smiles: Sequence[str], *,
     out = dict(n=len(generated), validity=len(valid) / len(generated),
                uniqueness=len(uniq) / max(1, len(valid)))
     if not uniq:
-        return {**out, "novelty": float("nan"), "kl_score": float("nan"),
-                "nn_similarity": float("nan"), "nn_similarity_ge_0.7": float("nan")}
+        nan = float("nan")
+        return GenerativeScores(**out, novelty=nan, kl_score=nan, nn_similarity=nan,
+                                nn_similarity_ge_07=nan)
     seen = set(train)
-    out["novelty"] = sum(s not in seen for s in uniq) / len(uniq)
+    novelty = sum(s not in seen for s in uniq) / len(uniq)
     tm = [Chem.MolFromSmiles(s) for s in train]
     gm = [Chem.MolFromSmiles(s) for s in uniq]
-    out["kl_score"] = kl_score(_descriptors(tm), _descriptors(gm))
+    kl = kl_score(_descriptors(tm), _descriptors(gm))
     a = fingerprints(gm, n_bits).astype(np.float64)
     b = fingerprints(tm, n_bits).astype(np.float64)
     inter = a @ b.T
     union = a.sum(1)[:, None] + b.sum(1)[None, :] - inter
     nn = np.max(np.where(union > 0, inter / np.where(union > 0, union, 1.0), 1.0), axis=1)
-    out["nn_similarity"] = float(nn.mean())
-    out["nn_similarity_ge_0.7"] = float(np.mean(nn >= 0.7))
-    return out
+    return GenerativeScores(**out, novelty=novelty, kl_score=kl,
+                            nn_similarity=float(nn.mean()),
+                            nn_similarity_ge_07=float(np.mean(nn >= 0.7)))

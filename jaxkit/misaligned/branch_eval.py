@@ -29,6 +29,8 @@ from threadpoolctl import threadpool_limits
 from jaxkit.claims import Claim
 from jaxkit.stats import all_of, holm_superiority, superiority
 
+from .results import SeedMean
+
 __all__ = ["check_run_args", "ridge_scores", "grouped_ridge_scores", "auroc", "per_seed",
            "best_on_validation", "competitive_claims", "summary"]
 
@@ -169,10 +171,11 @@ def best_on_validation(val_auroc: dict[str, np.ndarray], candidates) -> str:
     return max(cands, key=lambda c: (np.nanmean(val_auroc[c]), -cands.index(c)))
 
 
-def summary(v) -> dict:
-    """``{"mean", "per_seed"}`` of a per-seed array (nan-free lists for JSON)."""
+def summary(v) -> SeedMean:
+    """The :class:`~jaxkit.misaligned.results.SeedMean` (nan-ignoring mean, values) of a
+    per-seed array."""
     v = np.asarray(v, float)
-    return {"mean": float(np.nanmean(v)), "per_seed": v.tolist()}
+    return SeedMean(mean=float(np.nanmean(v)), per_seed=v.tolist())
 
 
 def competitive_claims(paper: str, claim: str, cases: list[dict], margin: float, *,

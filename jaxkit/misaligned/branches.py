@@ -33,6 +33,7 @@ from jaxkit.stats import all_of
 from . import dti as D
 from . import models as Mo
 from . import screening as S
+from .results import Branches
 
 __all__ = ["BRANCHES", "run_branches", "markdown", "claims", "branches_claim"]
 
@@ -42,8 +43,8 @@ _NAMES = {"property": "molecular property prediction", "dti": "drug-target inter
           "screening": "virtual screening"}
 
 
-def run_branches(ctx: RunContext, cfg, ts: Mo.TrainSettings) -> dict:
-    """``{branch: results}`` for every branch of ``cfg.branches`` (module docstring)."""
+def run_branches(ctx: RunContext, cfg, ts: Mo.TrainSettings) -> Branches:
+    """The results of every branch of ``cfg.branches`` (module docstring)."""
     out = {}
     common = dict(seeds=cfg.seeds, test_fraction=cfg.test_fraction,
                   val_fraction=cfg.val_fraction, lam=cfg.ridge_lambda, ts=ts,
@@ -58,22 +59,22 @@ def run_branches(ctx: RunContext, cfg, ts: Mo.TrainSettings) -> dict:
             ctx.key("misaligned-train-screening"), ctx.rng("misaligned-screening"),
             S.load_screening(cfg.dude_targets, cfg.n_bits),
             checkpoint_dir=ck / "misaligned-screening", **common))
-    return out
+    return Branches(**out)
 
 
-def markdown(results: dict) -> str:
+def markdown(results: Branches) -> str:
     """The branches' tables."""
-    md = D.markdown(results["dti"]) if "dti" in results else ""
-    return md + (S.markdown(results["screening"]) if "screening" in results else "")
+    md = D.markdown(results.dti) if results.dti is not None else ""
+    return md + (S.markdown(results.screening) if results.screening is not None else "")
 
 
-def claims(cfg, results: dict) -> list[Claim]:
+def claims(cfg, results: Branches) -> list[Claim]:
     """Every branch's rows (all extensions, module docstring)."""
     rows: list[Claim] = []
-    if "dti" in results:
-        rows += D.claims(results["dti"], cfg.auroc_margin)
-    if "screening" in results:
-        rows += S.claims(results["screening"], cfg.auroc_margin, cfg.chance_margin)
+    if results.dti is not None:
+        rows += D.claims(results.dti, cfg.auroc_margin)
+    if results.screening is not None:
+        rows += S.claims(results.screening, cfg.auroc_margin, cfg.chance_margin)
     return rows
 
 

@@ -30,6 +30,7 @@ it is chosen on the test sets (which favours the baselines, and says so). Tested
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import jax
@@ -40,6 +41,7 @@ from jaxkit import stats
 
 from . import metrics as Me
 from .baselines import ALIGNED, CURVES
+from .results import ClassGap, ClassResult, MeanCI
 
 __all__ = ["POSITIVE", "CLS_BASELINES", "class_labels", "accuracy", "evaluate_classes",
            "audit_classes"]
@@ -76,18 +78,13 @@ def _scores(y, pred, test):
     return jax.vmap(one)(pred, test)
 
 
-def _summary(v) -> dict:
-    m, h = stats.t_interval(v)
-    return {"mean": m, "ci95": h, "seeds": np.asarray(v, float).tolist()}
-
-
 def _flat_baselines(base_preds: dict) -> dict:
     return {name: np.asarray(p)[:, -1] if name in CURVES else np.asarray(p)
             for name, p in base_preds.items() if name in CLS_BASELINES or name in ALIGNED}
 
 
 def evaluate_classes(y01, test, model_preds: dict, base_preds: dict, *,
-                     val_test=None, val_preds: dict | None = None) -> dict:
+                     val_test=None, val_preds: dict | None = None) -> ClassResult:
     """AUROC / accuracy per method and seed, and each model's gap to its best baseline.
 
     Args:
@@ -101,10 +98,10 @@ def evaluate_classes(y01, test, model_preds: dict, base_preds: dict, *,
             (both or neither).
 
     Returns:
-        ``{"metrics": {method: {"auroc"|"accuracy"|"pr_auc"|"ef1"|"ef5"|"bedroc":
-        summary}}, "gaps": {model: {"best", "per_seed", "test", "selected_on"}},
-        "positive_rate": float, "validation_undefined": the number of validation sets
-        holding one class}`` (JSON-able).
+        A :class:`jaxkit.misaligned.results.ClassResult`: ``metrics`` ``{method:
+        {"auroc"|"accuracy"|"pr_auc"|"ef1"|"ef5"|"bedroc": MeanCI}}``, ``gaps`` ``{model:
+        ClassGap}`` (best, per seed, test, selected_on), ``positive_rate`` and
+        ``validation_undefined`` (the number of validation sets holding one class).
 
     Raises:
         ValueError: a test set without both classes, non-finite model scores, or
@@ -151,14 +148,16 @@ def evaluate_classes(y01, test, model_preds: dict, base_preds: dict, *,
     gaps = {}
     for name in model_preds:
         d = per[name]["auroc"] - per[best]["auroc"]
-        gaps[name] = {"best": best, "per_seed": d.tolist(), "selected_on": selected_on,
-                      "test": stats.superiority(d)._asdict()}
-    return {"metrics": {k: {m: _summary(v) for m, v in d.items()} for k, d in per.items()},
-            "gaps": gaps, "positive_rate": float(np.mean(y01)),
-            "validation_undefined": undefined}
+        gaps[name] = ClassGap(best=best, per_seed=d.tolist(), selected_on=selected_on,
+                              test=stats.superiority(d))
+    return ClassResult(metrics={k: {m: MeanCI.of(v) for m, v in d.items()}
+                                for k, d in per.items()},
+                       gaps=gaps, positive_rate=float(np.mean(y01)),
+                       validation_undefined=undefined)
 
 
-def run_classes(ctx, cfg, ts, fam, data, splits: dict, both, validation=None) -> dict:
+def run_classes(ctx, cfg, ts, fam, data, splits: dict, both, validation=None
+                ) -> dict[str, ClassResult]:
     """The pipeline's classification stages on the (subsampled) solubility data:
     ``{split: evaluate_classes(...)}``, the models of ``cfg.models`` (the MLP alone where
     ``cfg`` names none) trained on the 0/1 labels. ``data.info["classes"]`` holds the classes of the
@@ -197,7 +196,7 @@ def run_classes(ctx, cfg, ts, fam, data, splits: dict, both, validation=None) ->
 def audit_classes(key, data, splits, preds, *, name: str = "model", n_boot: int = 1000,
                   val_fraction: float = 0.2, settings=None,
                   carbon_inserted_strengths: Sequence[int] = (1, 2, 3),
-                  carbon_inserted_variants: int = 2) -> dict:
+                  carbon_inserted_variants: int = 2) -> ClassResult:
     """An external model's scores for 0/1 labels against the misaligned family.
 
     The family is fitted to the 0/1 labels on ``splits.train`` and on inner validation
@@ -218,8 +217,9 @@ def audit_classes(key, data, splits, preds, *, name: str = "model", n_boot: int 
             settings (:func:`jaxkit.misaligned.evaluation.family_on_masks`).
 
     Returns:
-        :func:`evaluate_classes`' dict with ``"boot"`` (the AUROC gap's
-        :class:`~jaxkit.misaligned.metrics.BootGap` as a dict) in ``gaps[name]``.
+        :func:`evaluate_classes`' :class:`~jaxkit.misaligned.results.ClassResult` with
+        ``boot`` (the AUROC gap's :class:`~jaxkit.misaligned.metrics.BootGap`) in
+        ``gaps[name]``.
 
     Raises:
         ValueError: labels other than 0/1, a test set holding one class, non-finite
@@ -241,8 +241,8 @@ def audit_classes(key, data, splits, preds, *, name: str = "model", n_boot: int 
         carbon_inserted_variants=carbon_inserted_variants)
     out = evaluate_classes(y01, splits.test, {name: preds}, base, val_test=val.test,
                            val_preds=vbase)
-    g = out["gaps"][name]
-    best = np.asarray(_flat_baselines(base)[g["best"]])
-    g["boot"] = Me.bootstrap_gap(k_boot, y01, preds, best, splits.test, metric="auroc",
-                                 n_boot=n_boot)._asdict()
-    return out
+    g = out.gaps[name]
+    best = np.asarray(_flat_baselines(base)[g.best])
+    boot = Me.bootstrap_gap(k_boot, y01, preds, best, splits.test, metric="auroc",
+                            n_boot=n_boot)
+    return dataclasses.replace(out, gaps={**out.gaps, name: dataclasses.replace(g, boot=boot)})

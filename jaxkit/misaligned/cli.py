@@ -129,19 +129,19 @@ def audit_cmd(
             err_console.print(f"warning: {w.message}")
     except (DataError, ValueError) as e:
         _fail(str(e))
-    summ = res.summary()
+    summ = res.summarise()
     md = _regression_md(
         res, summ, model, f"# Misaligned-baseline audit of {data.name} ({ds.n} molecules, "
         f"{split} split, {seeds} seeds, model {model})")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "audit.md", md)
-    atomic_write(out / "audit.json", json.dumps(summ, indent=2, default=lambda v: (
+    atomic_write(out / "audit.json", json.dumps(summ.as_dict(), indent=2, default=lambda v: (
         np.asarray(v).tolist())) + "\n")
     console.print(md, markup=False, highlight=False)
     console.print(f"written: {out / 'audit.md'}, {out / 'audit.json'}")
 
 
-def _regression_md(res, summ: dict, model: str, head: str) -> str:
+def _regression_md(res, summ, model: str, head: str) -> str:
     """The regression audit's markdown: ``head``, the best misaligned baseline (chosen on
     validation sets) against ``model`` with the bootstrap gap and the paired t verdict,
     the duplicates and the metrics table."""
@@ -150,17 +150,17 @@ def _regression_md(res, summ: dict, model: str, head: str) -> str:
     from . import report
 
     g = res.gaps[model]
-    b = g["boot"]
-    rows = [[report.LABELS.get(m, m), *(report.fmt(summ["metrics"][m][k])
+    b = g.boot
+    rows = [[report.LABELS.get(m, m), *(report.fmt(summ.metrics[m][k])
                                        for k in ("rmse", "mae", "r2", "spearman"))]
-            for m in summ["metrics"]]
-    verdict = ("not significant" if g["flag"] else "model better" if b.lo > 0
+            for m in summ.metrics]
+    verdict = ("not significant" if g.flag else "model better" if b.lo > 0
                else "baseline better")
     return "\n".join([
-        head, "", f"Best misaligned baseline (chosen on {g['selected_on']} sets): "
-        f"{report.LABELS.get(g['best'], g['best'])}; gap (baseline RMSE - model RMSE) "
+        head, "", f"Best misaligned baseline (chosen on {g.selected_on} sets): "
+        f"{report.LABELS.get(g.best, g.best)}; gap (baseline RMSE - model RMSE) "
         f"{b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}] (two-level bootstrap), paired t "
-        f"test over seeds: {g['test'].verdict}; **{verdict}**.", "",
+        f"test over seeds: {g.test.verdict}; **{verdict}**.", "",
         f"Train/test duplicates per seed: {res.duplicates}.", "",
         markdown_table(["method", "RMSE", "MAE", "R2", "Spearman"], rows), ""])
 
@@ -229,28 +229,29 @@ def _audit_predictions(predictions: Path, data: Path | None, smiles_column: str,
             f"{[int(t.sum()) for t in us.test]}, training molecules per seed "
             f"{[int(t.sum()) for t in us.train]})")
     if kind == "classification":
-        g = res["gaps"]["model"]
-        b = g["boot"]
+        g = res.gaps["model"]
+        b = g.boot
         keys = (*SCREENING, "accuracy")
-        undefined = (f", {b['undefined']} resamples with one class left out"
-                     if b["undefined"] else "")
-        rows = [[report.LABELS.get(m, m), *(report.fmt(res["metrics"][m][k]) for k in keys)]
-                for m in res["metrics"]]
+        undefined = (f", {b.undefined} resamples with one class left out"
+                     if b.undefined else "")
+        rows = [[report.LABELS.get(m, m), *(report.fmt(res.metrics[m][k]) for k in keys)]
+                for m in res.metrics]
         md = "\n".join([
-            head, "", f"Best misaligned baseline (chosen on {g['selected_on']} sets by AUROC"
-            f"; {res['validation_undefined']} validation set(s) with one class left out): "
-            f"{report.LABELS.get(g['best'], g['best'])}; AUROC gap (model - baseline) "
-            f"{b['estimate']:+.3f} [{b['lo']:+.3f}, {b['hi']:+.3f}] (two-level bootstrap"
-            f"{undefined}); paired t over seeds: {g['test']['verdict']}.", "",
+            head, "", f"Best misaligned baseline (chosen on {g.selected_on} sets by AUROC"
+            f"; {res.validation_undefined} validation set(s) with one class left out): "
+            f"{report.LABELS.get(g.best, g.best)}; AUROC gap (model - baseline) "
+            f"{b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}] (two-level bootstrap"
+            f"{undefined}); paired t over seeds: {g.test.verdict}.", "",
             "Scores: higher = predicted active" + (" (y_pred negated: --lower-is-better)"
                                                    if lower_is_better else "")
             + "; EF at 1% and 5%, BEDROC at alpha 20; accuracy at score > 1/2.", "",
             markdown_table(["method", "AUROC", "PR-AUC", "EF 1%", "EF 5%", "BEDROC",
                             "accuracy"], rows), ""])
-        summ = res
+        summ = res.as_dict()
     else:
-        summ = res.summary()
+        summ = res.summarise()
         md = _regression_md(res, summ, "model", head)
+        summ = summ.as_dict()
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "audit.md", md)
     atomic_write(out / "audit.json", json.dumps(

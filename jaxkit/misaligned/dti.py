@@ -47,6 +47,7 @@ from jaxkit.claims import Claim
 from . import branch_eval as E
 from . import models as Mo
 from .features import Splits, fingerprints
+from .results import DTISplit
 
 __all__ = ["SPLITS", "MISALIGNED", "AMINO_ACIDS", "DTIData", "protein_features",
            "load_dti", "pair_splits", "baseline_scores", "run_dti", "claims", "markdown"]
@@ -193,7 +194,8 @@ def _permuted(rng, y, t):
 
 def run_dti(key, rng: np.random.Generator, data: DTIData, *, seeds: int,
             test_fraction: float, val_fraction: float, lam: float, ts: Mo.TrainSettings,
-            checkpoint_dir: Path | None = None, resume: bool = False, mesh=None) -> dict:
+            checkpoint_dir: Path | None = None, resume: bool = False, mesh=None
+            ) -> dict[str, DTISplit]:
     """Every split kind x seed: the family, the reference, the control and the MLP.
 
     Args:
@@ -212,9 +214,9 @@ def run_dti(key, rng: np.random.Generator, data: DTIData, *, seeds: int,
             (:func:`~jaxkit.misaligned.branch_eval.check_run_args`), before any work.
 
     Returns:
-        ``{split: {"test": {method: auroc summary}, "val": {baseline: summary}, "best",
-        "advantage": per-seed model - best AUROC, "control": per-seed model - control
-        AUROC, "n_test": mean test pairs}}``.
+        ``{split: DTISplit}`` (:class:`jaxkit.misaligned.results.DTISplit`: test and
+        validation AUROC, the best baseline, the per-seed advantage of the model over it
+        and over the control, the mean test pairs).
     """
     E.check_run_args(seeds, test_fraction, val_fraction, lam)
     sp = {k: pair_splits(data, k, rng, seeds, test_fraction) for k in SPLITS}
@@ -235,27 +237,27 @@ def run_dti(key, rng: np.random.Generator, data: DTIData, *, seeds: int,
         val = {b: E.per_seed(E.auroc, data.y, p[vsl], va[k].test) for b, p in base.items()
                if b in MISALIGNED}
         best = E.best_on_validation(val, MISALIGNED)
-        out[k] = dict(test={m: E.summary(v) for m, v in test.items()},
-                      val={b: E.summary(v) for b, v in val.items()}, best=best,
-                      advantage=(test["mlp"] - test[best]).tolist(),
-                      control=(test["mlp"] - test["degree_scrambled"]).tolist(),
-                      n_test=float(sp[k].test.sum(1).mean()))
+        out[k] = DTISplit(test={m: E.summary(v) for m, v in test.items()},
+                          val={b: E.summary(v) for b, v in val.items()}, best=best,
+                          advantage=(test["mlp"] - test[best]).tolist(),
+                          control=(test["mlp"] - test["degree_scrambled"]).tolist(),
+                          n_test=float(sp[k].test.sum(1).mean()))
     return out
 
 
-def claims(results: dict, margin: float) -> list[Claim]:
+def claims(results: dict[str, DTISplit], margin: float) -> list[Claim]:
     """The branch's row (an extension: it decides this branch's part of the paper's
     multiple-branches row, :mod:`jaxkit.misaligned.branches`), one row per split, and its
     negative control (must say "no")."""
-    cases = [dict(label=f"Davis DTI, {k.replace('_', '-')} split", best=LABELS[r["best"]],
-                  advantage=r["advantage"]) for k, r in results.items()]
+    cases = [dict(label=f"Davis DTI, {k.replace('_', '-')} split", best=LABELS[r.best],
+                  advantage=r.advantage) for k, r in results.items()]
     rows = E.competitive_claims(
         PAPER, C_DTI, cases, margin, kind="extension",
         note="best misaligned baseline chosen on validation splits made inside each "
              f"training set among {', '.join(MISALIGNED)}; the pair ridge is an aligned "
              "reference, never chosen; binary Davis labels as MolTrans ships them")
     ctrl = [dict(label=f"negative control, {k.replace('_', '-')} split",
-                 best=LABELS["degree_scrambled"], advantage=r["control"])
+                 best=LABELS["degree_scrambled"], advantage=r.control)
             for k, r in results.items()]
     c = E.competitive_claims(PAPER, "Negative control (DTI): node degree fitted to permuted "
                              "training labels is competitive with the pair model",
@@ -264,15 +266,15 @@ def claims(results: dict, margin: float) -> list[Claim]:
     return rows + c
 
 
-def markdown(results: dict) -> str:
+def markdown(results: dict[str, DTISplit]) -> str:
     """Test AUROC per split and method (mean over seeds), the chosen baseline."""
     methods = ["mlp", *MISALIGNED, "ridge_pair", "degree_scrambled"]
     head = "| method | " + " | ".join(k.replace("_", "-") for k in results) + " |\n"
     head += "|---|" + "---|" * len(results) + "\n"
     body = "".join(f"| {LABELS[m]} | " + " | ".join(
-        f"{results[k]['test'][m]['mean']:.3f}" for k in results) + " |\n" for m in methods)
+        f"{results[k].test[m].mean:.3f}" for k in results) + " |\n" for m in methods)
     best = "| best misaligned (validation) | " + " | ".join(
-        LABELS[r["best"]] for r in results.values()) + " |\n"
+        LABELS[r.best] for r in results.values()) + " |\n"
     return ("\n## Drug-target interaction (Davis, binary): test AUROC\n\n"
             + head + body + best)
 

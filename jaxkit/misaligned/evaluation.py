@@ -40,6 +40,7 @@ from .features import (
     fingerprints,
     validation_splits,
 )
+from .results import MeanCI, RegressionGap, SplitSummary
 
 __all__ = ["AuditResult", "add_carbon_fingerprints", "baseline_predictions", "family_on_masks",
            "evaluate", "audit"]
@@ -54,8 +55,8 @@ class AuditResult:
         metrics: ``{method: {metric: (S,) per-seed values}}`` (models, baselines,
             ``ridge_fp`` and ``noise_ceiling``).
         curves: ``{curve: {metric: (S, strengths)}}`` with ``strengths[curve]``.
-        gaps: ``{model: {"best": name, "per_seed": (S,), "boot": BootGap, "test":
-            stats.Verdict, "flag": bool}}``.
+        gaps: ``{model: RegressionGap}`` (:class:`jaxkit.misaligned.results.RegressionGap`:
+            best baseline, per-seed gap, bootstrap, t test, flag).
         duplicates: train/test duplicate molecules per seed.
         models: the names of the models under audit.
     """
@@ -66,30 +67,28 @@ class AuditResult:
     metrics: dict
     curves: dict
     strengths: dict
-    gaps: dict
+    gaps: dict[str, RegressionGap]
     duplicates: list
     models: list
     notes: list = field(default_factory=list)
 
-    def summary(self) -> dict:
-        """JSON-able means and t-intervals per method and metric, and the gaps."""
-        def s(v):
-            m, h = stats.t_interval(v)
-            return {"mean": m, "ci95": h, "seeds": np.asarray(v, float).tolist()}
+    def summarise(self, **extra) -> SplitSummary:
+        """Means and t-intervals per method and metric, the curves and the gaps
+        (:class:`jaxkit.misaligned.results.SplitSummary`; ``extra``: its ``label_std``,
+        ``experimental_error`` and ``n``)."""
+        return SplitSummary(
+            dataset=self.dataset, split=self.split, seeds=self.seeds,
+            metrics={k: {m: MeanCI.of(v) for m, v in d.items()}
+                     for k, d in self.metrics.items()},
+            curves={k: {m: np.asarray(v).tolist() for m, v in d.items()}
+                    for k, d in self.curves.items()},
+            strengths={k: list(v) for k, v in self.strengths.items()},
+            gaps=dict(self.gaps), duplicates=self.duplicates, notes=self.notes, **extra)
 
-        return {
-            "dataset": self.dataset, "split": self.split, "seeds": self.seeds,
-            "metrics": {k: {m: s(v) for m, v in d.items()} for k, d in self.metrics.items()},
-            "curves": {k: {m: np.asarray(v).tolist() for m, v in d.items()}
-                       for k, d in self.curves.items()},
-            "strengths": {k: list(v) for k, v in self.strengths.items()},
-            "gaps": {k: {"best": g["best"], "per_seed": np.asarray(g["per_seed"]).tolist(),
-                         "boot": g["boot"]._asdict(), "test": g["test"]._asdict(),
-                         "flag": g["flag"], "selected_on": g.get("selected_on", "test"),
-                         "selection_rmse": g.get("selection_rmse", {})}
-                     for k, g in self.gaps.items()},
-            "duplicates": self.duplicates, "notes": self.notes,
-        }
+    def summary(self) -> dict:
+        """JSON-able means and t-intervals per method and metric, and the gaps
+        (:meth:`summarise` as a plain mapping)."""
+        return self.summarise().as_dict()
 
 
 def add_carbon_fingerprints(data: MolDataset, rng: np.random.Generator,
@@ -274,9 +273,9 @@ def evaluate(key, data: MolDataset, splits: Splits, model_preds: dict, base_pred
         d = metrics[best]["rmse"] - metrics[name]["rmse"]
         boot = Me.bootstrap_gap(k, data.y, flat[name], flat[best], test, metric="rmse",
                                 n_boot=n_boot)
-        gaps[name] = {"best": best, "per_seed": d, "boot": boot, "selected_on": selected_on,
-                      "selection_rmse": score,
-                      "test": stats.superiority(d), "flag": not boot.significant}
+        gaps[name] = RegressionGap(best=best, per_seed=d, boot=boot, selected_on=selected_on,
+                                   selection_rmse=score, test=stats.superiority(d),
+                                   flag=not boot.significant)
     dups = [int(x) for x in check_splits(data, splits, warn=False)]
     return AuditResult(data.name, splits.kind, S, metrics, curves, dict(strengths), gaps,
                        dups, list(model_preds))

@@ -48,6 +48,7 @@ from . import report
 from .baselines import FamilySettings
 from .config import FULL, QUICK, Config
 from .features import Splits, featurise, make_splits, validation_splits
+from .results import ClassResult, GenerativeComparison, SplitSummary
 
 TITLE = "Misaligned baselines for AI drug discovery"
 
@@ -73,7 +74,7 @@ def _data(ctx: RunContext, cfg: Config, name: str):
     return data, splits, val
 
 
-def _generative(ctx: RunContext, cfg: Config, data, splits: dict) -> dict:
+def _generative(ctx: RunContext, cfg: Config, data, splits: dict) -> GenerativeComparison:
     """AddCarbon's samples from the first random training set and the held-out molecules
     of that split, both scored against the training set."""
     sp = splits["random"]
@@ -81,8 +82,8 @@ def _generative(ctx: RunContext, cfg: Config, data, splits: dict) -> dict:
     held = [data.canonical[i] for i in np.flatnonzero(sp.test[0])]
     gen = G.generate(train, cfg.addcarbon_samples, ctx.rng(f"misaligned-addcarbon-{data.name}"))
     n_bits = data.fp.shape[1]
-    return {"addcarbon": G.generative_scores(gen, train, n_bits=n_bits),
-            "held_out": G.generative_scores(held, train, n_bits=n_bits)}
+    return GenerativeComparison(addcarbon=G.generative_scores(gen, train, n_bits=n_bits),
+                                held_out=G.generative_scores(held, train, n_bits=n_bits))
 
 
 def _both(splits: dict) -> Splits:
@@ -102,8 +103,8 @@ def run(ctx: RunContext) -> PipelineResult:
                           dmpnn_width=cfg.dmpnn_width, dmpnn_steps=cfg.dmpnn_steps,
                           dmpnn_aggregation=cfg.dmpnn_aggregation)
     fam = FamilySettings(lam=cfg.ridge_lambda, fractions=tuple(cfg.fractions))
-    results: dict = {}
-    generative: dict = {}
+    results: dict[tuple[str, str], SplitSummary] = {}
+    generative: dict[str, GenerativeComparison] = {}
     kept = ()
     for name in ctx.track(cfg.datasets, "misaligned data sets"):
         data, splits, val = ctx.stage(f"misaligned-data-{name}",
@@ -137,12 +138,11 @@ def run(ctx: RunContext) -> PipelineResult:
                              {b: p[sl] for b, p in base.items()}, strengths,
                              n_boot=cfg.n_boot, val_preds={b: p[sl] for b, p in vbase.items()},
                              val_splits=val[kind])
-            results[(name, kind)] = res.summary()
-            results[(name, kind)]["label_std"] = float(np.std(data.y))
-            results[(name, kind)]["experimental_error"] = float(data.info["experimental_error"])
-            results[(name, kind)]["n"] = data.n
-    classes = (C.run_classes(ctx, cfg, ts, fam, *kept) if cfg.classification and kept
-               else {})
+            results[(name, kind)] = res.summarise(
+                label_std=float(np.std(data.y)),
+                experimental_error=float(data.info["experimental_error"]), n=data.n)
+    classes: dict[str, ClassResult] = (C.run_classes(ctx, cfg, ts, fam, *kept)
+                                       if cfg.classification and kept else {})
     branch_res = Br.run_branches(ctx, cfg, ts)  # DTI and virtual screening
     figures = [report.forest_plot(cfg, results, ctx.out_dir),
                report.curve_plot(cfg, results, ctx.out_dir)]
@@ -151,9 +151,11 @@ def run(ctx: RunContext) -> PipelineResult:
         Br.markdown(branch_res)
     claims = report.claims(cfg, results, classes, Br.claims(cfg, branch_res))
     metrics = dict(settings=cfg.to_dict(), total_seconds=ctx.elapsed(),
-                   results={f"{d}/{s}": r for (d, s), r in results.items()},
-                   classification=classes, generative=generative, branches=branch_res)
-    warnings = [f"{d} ({s}): {sum(r['duplicates'])} test molecules duplicate a training "
-                "molecule" for (d, s), r in results.items() if sum(r["duplicates"])]
+                   results={f"{d}/{s}": r.as_dict() for (d, s), r in results.items()},
+                   classification={k: c.as_dict() for k, c in classes.items()},
+                   generative={k: g.as_dict() for k, g in generative.items()},
+                   branches=branch_res.as_dict())
+    warnings = [f"{d} ({s}): {sum(r.duplicates)} test molecules duplicate a training "
+                "molecule" for (d, s), r in results.items() if sum(r.duplicates)]
     return PipelineResult("misaligned", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=claims)

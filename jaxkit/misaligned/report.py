@@ -1,8 +1,10 @@
 """Misaligned-baselines report: gap tables, metric tables, random vs scaffold, figures,
 and the paper's claims (no computation of results here).
 
-Results come in as ``{(dataset, split): AuditResult.summary()}`` (plus the
-classification task's ``{split: evaluate_classes(...)}``). A *case* is a data set x
+Results come in typed (:mod:`jaxkit.misaligned.results`): ``{(dataset, split):
+SplitSummary}`` (:meth:`AuditResult.summarise`) plus the classification task's ``{split:
+ClassResult}`` (:func:`~jaxkit.misaligned.classification.evaluate_classes`) and the
+generative baseline's ``{dataset: GenerativeComparison}``. A *case* is a data set x
 split x model (and the solubility-class task x split, MLP); its per-seed *advantage* is
 the model's lead over its best misaligned baseline, chosen on validation sets (RMSE:
 baseline - model; AUROC: model - baseline); the baseline is *competitive* when the
@@ -49,6 +51,7 @@ from .baselines import ALIGNED, CURVES, MISALIGNED, PHYSICS
 from .branches import branches_claim
 from .config import Config
 from .models import MODELS
+from .results import ClassResult, GenerativeComparison, MeanCI, SplitSummary
 
 __all__ = ["PAPER", "LABELS", "C_NOT_LEARNING", "C_BRANCHES", "fmt", "gap_rows", "physics_rows",
            "cases", "generative_markdown", "forest_plot", "curve_plot", "claims", "markdown",
@@ -75,42 +78,40 @@ C_BRANCHES = ("Across case studies in multiple branches of AIDD, misaligned base
               "improvement of the models")
 
 
-def fmt(s: dict, digits: int = 3) -> str:
+def fmt(s: MeanCI, digits: int = 3) -> str:
     """``mean ± half-width`` of a summary entry."""
-    m, h = s["mean"], s["ci95"]
+    m, h = s.mean, s.ci95
     return f"{m:.{digits}f}" if not math.isfinite(h) else f"{m:.{digits}f} ± {h:.{digits}f}"
 
 
-def _rmse(r: dict, method: str) -> float:
-    return r["metrics"][method]["rmse"]["mean"]
+Results = dict[tuple[str, str], SplitSummary]
 
 
-def gap_rows(results: dict) -> list[list]:
+def gap_rows(results: Results) -> list[list]:
     """One row per data set, split and model: best baseline, RMSEs, gap with bootstrap
     interval, t-test verdict, flag."""
     rows = []
     for (ds, split), r in results.items():
-        for m in (m for m in MODELS if m in r["gaps"]):
-            g = r["gaps"][m]
-            b = g["boot"]
-            rows.append([ds, split, LABELS[m], fmt(r["metrics"][m]["rmse"]),
-                         LABELS[g["best"]], fmt(r["metrics"][g["best"]]["rmse"]),
-                         f"{b['estimate']:+.3f} [{b['lo']:+.3f}, {b['hi']:+.3f}]",
-                         g["test"]["verdict"],
-                         "**not significant**" if g["flag"] else "model better"
-                         if b["lo"] > 0 else "baseline better"])
+        for m in (m for m in MODELS if m in r.gaps):
+            g = r.gaps[m]
+            b = g.boot
+            rows.append([ds, split, LABELS[m], fmt(r.rmse(m)), LABELS[g.best],
+                         fmt(r.rmse(g.best)),
+                         f"{b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}]", g.test.verdict,
+                         "**not significant**" if g.flag else "model better"
+                         if b.lo > 0 else "baseline better"])
     return rows
 
 
-def physics_rows(results: dict) -> list[list]:
+def physics_rows(results: Results) -> list[list]:
     """Test RMSE of the physics-aligned references (the descriptor ridge with and without
     Crippen logP, logP alone) beside the models', per data set and split."""
-    return [[ds, split, *(fmt(r["metrics"][m]["rmse"]) if m in r["metrics"] else "-"
+    return [[ds, split, *(fmt(r.rmse(m)) if m in r.metrics else "-"
                           for m in (*PHYSICS, *MODELS))]
             for (ds, split), r in results.items()]
 
 
-def forest_plot(cfg: Config, results: dict, out: Path) -> Path:
+def forest_plot(cfg: Config, results: Results, out: Path) -> Path:
     """Per data set (columns) and split (rows): test RMSE (mean ± 95% t-interval over
     seeds) of the models, the aligned ridge, every baseline and the noise ceiling."""
     methods = [*MODELS, *ALIGNED, *MISALIGNED, "replaced_bits", "noise_ceiling"]
@@ -118,9 +119,9 @@ def forest_plot(cfg: Config, results: dict, out: Path) -> Path:
     for j, ds in enumerate(cfg.datasets):
         for i, split in enumerate(SPLITS):
             ax, r = axes[i, j], results[(ds, split)]
-            ms = [m for m in methods if m in r["metrics"]]
-            means = [r["metrics"][m]["rmse"]["mean"] for m in ms]
-            half = [r["metrics"][m]["rmse"]["ci95"] for m in ms]
+            ms = [m for m in methods if m in r.metrics]
+            means = [r.rmse(m).mean for m in ms]
+            half = [r.rmse(m).ci95 for m in ms]
             half = [h if math.isfinite(h) else 0.0 for h in half]
             colours = ["tab:blue" if m in MODELS else "tab:green" if m in ALIGNED
                        else "grey" if m == "noise_ceiling" else "tab:red" for m in ms]
@@ -138,7 +139,7 @@ def forest_plot(cfg: Config, results: dict, out: Path) -> Path:
     return save_figure(fig, out / "misaligned_forest.png")
 
 
-def curve_plot(cfg: Config, results: dict, out: Path) -> Path:
+def curve_plot(cfg: Config, results: Results, out: Path) -> Path:
     """RMSE against perturbation strength (shuffled fraction, replaced-bit fraction,
     carbons inserted into the test inputs) per data set, both splits, with the models'
     RMSE as lines."""
@@ -148,14 +149,14 @@ def curve_plot(cfg: Config, results: dict, out: Path) -> Path:
             ax = axes[i, j]
             for split, ls in zip(SPLITS, ("-", "--"), strict=True):
                 r = results[(ds, split)]
-                v = np.asarray(r["curves"][c]["rmse"])
-                x = r["strengths"][c]
+                v = np.asarray(r.curves[c]["rmse"])
+                x = r.strengths[c]
                 ax.plot(x, v.mean(0), ls=ls, marker="o", ms=3, color="tab:red",
                         label=f"ridge, {split}")
                 for m, col in zip(MODELS, ("tab:blue", "tab:purple", "tab:olive"), strict=True):
-                    if m not in r["metrics"]:
+                    if m not in r.metrics:
                         continue
-                    ax.axhline(_rmse(r, m), ls=ls, color=col, lw=0.8,
+                    ax.axhline(r.rmse(m).mean, ls=ls, color=col, lw=0.8,
                                label=f"{LABELS[m]}, {split}")
             label_axes(ax, {"shuffled_inputs": "fraction of molecules shuffled",
                             "replaced_bits": "fraction of bits replaced",
@@ -165,27 +166,27 @@ def curve_plot(cfg: Config, results: dict, out: Path) -> Path:
     return save_figure(fig, out / "misaligned_curves.png")
 
 
-def cases(cfg: Config, results: dict, classes: dict | None = None) -> list[dict]:
+def cases(cfg: Config, results: Results, classes: dict[str, ClassResult] | None = None
+          ) -> list[dict]:
     """Every case of the module docstring: ``{"label", "advantage" (per seed), "margin",
     "metric", "best", "selected_on"}``, regression cases first."""
     out = []
     for (ds, split), r in results.items():
-        margin = cfg.competitive_fraction * float(r["experimental_error"])
-        for m, g in r["gaps"].items():
+        margin = cfg.competitive_fraction * float(r.experimental_error)
+        for m, g in r.gaps.items():
             out.append(dict(label=f"{ds}, {split} split, {LABELS.get(m, m)}",
-                            advantage=np.asarray(g["per_seed"], float), margin=margin,
-                            metric="RMSE", best=g["best"],
-                            selected_on=g.get("selected_on", "test")))
+                            advantage=np.asarray(g.per_seed, float), margin=margin,
+                            metric="RMSE", best=g.best, selected_on=g.selected_on))
     for split, c in (classes or {}).items():
-        for m, g in c["gaps"].items():
+        for m, g in c.gaps.items():
             out.append(dict(label=f"solubility classes, {split} split, {LABELS.get(m, m)}",
-                            advantage=np.asarray(g["per_seed"], float),
-                            margin=cfg.auroc_margin, metric="AUROC", best=g["best"],
-                            selected_on=g.get("selected_on", "test")))
+                            advantage=np.asarray(g.per_seed, float),
+                            margin=cfg.auroc_margin, metric="AUROC", best=g.best,
+                            selected_on=g.selected_on))
     return out
 
 
-def claims(cfg: Config, results: dict, classes: dict | None = None,
+def claims(cfg: Config, results: Results, classes: dict[str, ClassResult] | None = None,
            branch_rows: list[Claim] | None = None) -> list[Claim]:
     """The claims of the module docstring, each from a test that can say no;
     ``branch_rows`` (:func:`jaxkit.misaligned.branches.claims`) decide the
@@ -250,9 +251,9 @@ def claims(cfg: Config, results: dict, classes: dict | None = None,
     for ds in dict.fromkeys(d for d, _ in results):
         if (ds, "random") not in results or (ds, "scaffold") not in results:
             continue
-        for m in results[(ds, "scaffold")]["gaps"]:
-            d = (np.asarray(results[(ds, "scaffold")]["metrics"][m]["rmse"]["seeds"])
-                 - np.asarray(results[(ds, "random")]["metrics"][m]["rmse"]["seeds"]))
+        for m in results[(ds, "scaffold")].gaps:
+            d = (np.asarray(results[(ds, "scaffold")].rmse(m).seeds)
+                 - np.asarray(results[(ds, "random")].rmse(m).seeds))
             out.append(Claim.from_verdict(
                 PAPER, f"{ds}: random splits flatter the {LABELS.get(m, m)} (test RMSE "
                 "scaffold - random > 0).", superiority(d), kind="extension",
@@ -273,7 +274,7 @@ def _model_text(cfg: Config) -> dict:
                      f"{cfg.dmpnn_aggregation} over atoms)"}
 
 
-def markdown(cfg: Config, results: dict, *, quick: bool, seed: int) -> str:
+def markdown(cfg: Config, results: Results, *, quick: bool, seed: int) -> str:
     """The report section: setup, gap table, random vs scaffold, per-split tables."""
     rows = gap_rows(results)
     flagged = sum(1 for r in rows if r[-1] == "**not significant**")
@@ -282,9 +283,9 @@ def markdown(cfg: Config, results: dict, *, quick: bool, seed: int) -> str:
     for ds in cfg.datasets:
         for m in cfg.models:
             ra, rb = results[(ds, "random")], results[(ds, "scaffold")]
-            ga, gb = ra["gaps"][m]["boot"]["estimate"], rb["gaps"][m]["boot"]["estimate"]
-            rs_rows.append([ds, LABELS[m], fmt(ra["metrics"][m]["rmse"]),
-                            fmt(rb["metrics"][m]["rmse"]), f"{ga:+.3f}", f"{gb:+.3f}",
+            ga, gb = ra.gaps[m].boot.estimate, rb.gaps[m].boot.estimate
+            rs_rows.append([ds, LABELS[m], fmt(ra.rmse(m)), fmt(rb.rmse(m)), f"{ga:+.3f}",
+                            f"{gb:+.3f}",
                             f"{gb - ga:+.3f}"])
     md = [
         f"Mode: {'quick' if quick else 'full'}; seed {seed}; data sets "
@@ -331,11 +332,10 @@ def markdown(cfg: Config, results: dict, *, quick: bool, seed: int) -> str:
         ms = [*MODELS, *ALIGNED, *MISALIGNED, "replaced_bits", "noise_ceiling"]
         table = markdown_table(
             ["method", "RMSE", "MAE", "R2", "Spearman"],
-            [[LABELS[m], *(fmt(r["metrics"][m][k]) for k in ("rmse", "mae", "r2",
-                                                             "spearman"))]
-             for m in ms if m in r["metrics"]])
-        md += [f"### {ds}, {split} split (n = {r['n']}, label s.d. {r['label_std']:.3f}; "
-               f"train/test duplicates per seed {r['duplicates']})", "", table, ""]
+            [[LABELS[m], *(fmt(r.metrics[m][k]) for k in ("rmse", "mae", "r2", "spearman"))]
+             for m in ms if m in r.metrics])
+        md += [f"### {ds}, {split} split (n = {r.n}, label s.d. {r.label_std:.3f}; "
+               f"train/test duplicates per seed {r.duplicates})", "", table, ""]
     md += ["Where models do and do not beat their misaligned baselines: see the gap table; "
            "the per-split tables give every baseline (mean ± 95% t-interval over seeds). "
            "Curves (`misaligned_curves.png`) show the fingerprint ridge as inputs are "
@@ -343,17 +343,17 @@ def markdown(cfg: Config, results: dict, *, quick: bool, seed: int) -> str:
     return "\n".join(md)
 
 
-def generative_markdown(generative: dict) -> str:
+def generative_markdown(generative: dict[str, GenerativeComparison]) -> str:
     """The generative AddCarbon section: Renz et al.'s baseline beside the held-out
     molecules of the same split, by the distribution-learning scores."""
     if not generative:
         return ""
     keys = ("validity", "uniqueness", "novelty", "kl_score", "nn_similarity",
-            "nn_similarity_ge_0.7")
-    rows = [[ds, {"addcarbon": "AddCarbon (generative baseline)",
-                  "held_out": "held-out real molecules"}[w], g[w]["n"],
-             *(f"{g[w][k]:.3f}" for k in keys)]
-            for ds, g in generative.items() for w in ("addcarbon", "held_out")]
+            "nn_similarity_ge_07")
+    rows = [[ds, what, s.n, *(f"{getattr(s, k):.3f}" for k in keys)]
+            for ds, g in generative.items()
+            for what, s in (("AddCarbon (generative baseline)", g.addcarbon),
+                            ("held-out real molecules", g.held_out))]
     return "\n".join([
         "", "## Renz et al.'s AddCarbon, a generative baseline", "",
         "Renz et al. (Drug Discov. Today: Technol. 2019): draw a training molecule, insert "
@@ -368,25 +368,25 @@ def generative_markdown(generative: dict) -> str:
                         "KL score", "NN similarity", "share NN >= 0.7"], rows), ""])
 
 
-def classes_markdown(classes: dict) -> str:
+def classes_markdown(classes: dict[str, ClassResult]) -> str:
     """The classification section: AUROC / accuracy per method and split, the gaps."""
     if not classes:
         return ""
-    models = [m for m in MODELS if m in classes["random"]["gaps"]]
+    models = [m for m in MODELS if m in classes["random"].gaps]
     methods = [*models,
-               *[b for b in (*ALIGNED, *MISALIGNED) if b in classes["random"]["metrics"]]]
-    rows = [[LABELS.get(m, m), *[fmt(classes[s]["metrics"][m][k]) for s in SPLITS
+               *[b for b in (*ALIGNED, *MISALIGNED) if b in classes["random"].metrics]]
+    rows = [[LABELS.get(m, m), *[fmt(classes[s].metrics[m][k]) for s in SPLITS
                                   for k in ("auroc", "accuracy")]] for m in methods]
     gaps = []
     for m in models:
         for s in SPLITS:
-            g = classes[s]["gaps"][m]
-            t = g["test"]
-            gaps.append([LABELS[m], s, LABELS[g["best"]], f"{np.mean(g['per_seed']):+.3f}",
-                         f"[{t['lo']:+.3f}, {t['hi']:+.3f}]", t["verdict"]])
+            g = classes[s].gaps[m]
+            t = g.test
+            gaps.append([LABELS[m], s, LABELS[g.best], f"{np.mean(g.per_seed):+.3f}",
+                         f"[{t.lo:+.3f}, {t.hi:+.3f}]", t.verdict])
     return "\n".join([
         "", "## Classification: solubility classes ((A) low vs the rest)", "",
-        f"Positive rate {classes['random']['positive_rate']:.2f}; the models "
+        f"Positive rate {classes['random'].positive_rate:.2f}; the models "
         f"({', '.join(LABELS[m] for m in models)}) and the baseline "
         "family fitted to the 0/1 labels, their predictions used as scores (train mean: "
         "AUROC 0.5 by construction). Mean ± 95% t-interval over seeds.", "",

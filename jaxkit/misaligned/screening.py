@@ -44,6 +44,7 @@ from . import branch_eval as E
 from . import metrics as Me
 from . import models as Mo
 from .features import Splits, fingerprints
+from .results import ScreenTarget
 
 __all__ = ["MATCHED", "OTHER", "MISALIGNED", "ScreenData", "properties", "load_screening",
            "stratified_splits", "baseline_scores", "run_screening", "claims", "markdown"]
@@ -206,7 +207,7 @@ def per_seed_metrics(y, preds, masks) -> dict:
 def run_screening(key, rng: np.random.Generator, data: ScreenData, *, seeds: int,
                   test_fraction: float, val_fraction: float, lam: float,
                   ts: Mo.TrainSettings, checkpoint_dir: Path | None = None,
-                  resume: bool = False, mesh=None) -> dict:
+                  resume: bool = False, mesh=None) -> dict[str, ScreenTarget]:
     """Every target x seed: the family, the reference, the control and the MLP.
 
     Args:
@@ -225,9 +226,9 @@ def run_screening(key, rng: np.random.Generator, data: ScreenData, *, seeds: int
             (:func:`~jaxkit.misaligned.branch_eval.check_run_args`), before any work.
 
     Returns:
-        ``{target: {"test": {method: {metric: summary}}, "val": {baseline: AUROC
-        summary}, "best", "advantage" / "control": per-seed AUROC of the MLP minus the
-        best baseline's / the control's, "n_test", "n_actives_test"}}``.
+        ``{target: ScreenTarget}`` (:class:`jaxkit.misaligned.results.ScreenTarget`: test
+        metrics, validation AUROC, the best baseline, the per-seed AUROC of the MLP minus
+        the best baseline's / the control's, the mean test molecules and actives).
     """
     E.check_run_args(seeds, test_fraction, val_fraction, lam)
     sp = stratified_splits(data, rng, seeds, test_fraction)
@@ -245,7 +246,7 @@ def run_screening(key, rng: np.random.Generator, data: ScreenData, *, seeds: int
         sl = slice(t * seeds, (t + 1) * seeds)
         best = E.best_on_validation({b: v[sl] for b, v in val.items()}, MISALIGNED)
         a = {m: r["auroc"][sl] for m, r in test.items()}
-        out[name] = dict(
+        out[name] = ScreenTarget(
             test={m: {k: E.summary(v[sl]) for k, v in r.items()} for m, r in test.items()},
             val={b: E.summary(v[sl]) for b, v in val.items()}, best=best,
             advantage=(a["mlp"] - a[best]).tolist(),
@@ -255,18 +256,19 @@ def run_screening(key, rng: np.random.Generator, data: ScreenData, *, seeds: int
     return out
 
 
-def claims(results: dict, margin: float, chance_margin: float) -> list[Claim]:
+def claims(results: dict[str, ScreenTarget], margin: float, chance_margin: float
+           ) -> list[Claim]:
     """The branch's row (an extension: it decides this branch's part of the paper's
     multiple-branches row, :mod:`jaxkit.misaligned.branches`), one row per target, the
     decoy-bias row and the negative control (must say "no"); all extensions."""
-    cases = [dict(label=f"DUD-E {t}", best=LABELS[r["best"]], advantage=r["advantage"])
+    cases = [dict(label=f"DUD-E {t}", best=LABELS[r.best], advantage=r.advantage)
              for t, r in results.items()]
     rows = E.competitive_claims(
         PAPER, C_SCREEN, cases, margin, kind="extension",
         note="best misaligned baseline chosen on validation splits inside each training "
              f"set among {', '.join(MISALIGNED)}; the fingerprint ridge is an aligned "
              "reference, never chosen; 10 decoys per active (a subset of DUD-E's 50)")
-    above = [np.asarray(r["test"]["all_properties"]["auroc"]["per_seed"]) - 0.5
+    above = [np.asarray(r.test["all_properties"]["auroc"].per_seed) - 0.5
              for r in results.values()]
     verdict, vs, test = every_part_above(above, [chance_margin] * len(above))
     rows.append(Claim(
@@ -278,7 +280,7 @@ def claims(results: dict, margin: float, chance_margin: float) -> list[Claim]:
         "the baseline is fixed before the run (not chosen); the six matched properties "
         "alone are in the table", kind="extension"))
     ctrl = [dict(label=f"negative control, {t}", best=LABELS["properties_permuted"],
-                 advantage=r["control"]) for t, r in results.items()]
+                 advantage=r.control) for t, r in results.items()]
     rows += E.competitive_claims(
         PAPER, "Negative control (screening): properties permuted across molecules are "
         "competitive with the fingerprint model", ctrl, margin, kind="extension",
@@ -286,18 +288,18 @@ def claims(results: dict, margin: float, chance_margin: float) -> list[Claim]:
     return rows
 
 
-def markdown(results: dict) -> str:
+def markdown(results: dict[str, ScreenTarget]) -> str:
     """Test AUROC / EF 1% / BEDROC per target and method (means over seeds)."""
     methods = ["mlp", *MISALIGNED, "ridge_fp", "properties_permuted"]
     head = ("| method | " + " | ".join(f"{t} AUROC | {t} EF1% | {t} BEDROC" for t in results)
             + " |\n|---|" + "---|" * (3 * len(results)) + "\n")
     body = "".join(
         f"| {LABELS[m]} | " + " | ".join(
-            " | ".join(f"{r['test'][m][k]['mean']:.3f}" for k in ("auroc", "ef1", "bedroc"))
+            " | ".join(f"{r.test[m][k].mean:.3f}" for k in ("auroc", "ef1", "bedroc"))
             for r in results.values()) + " |\n" for m in methods)
     best = "| best misaligned (validation) |" + "".join(
-        f" {LABELS[r['best']]} | | |" for r in results.values()) + "\n"
-    sizes = ", ".join(f"{t}: {r['n_test']:.0f} test molecules ({r['n_actives_test']:.0f} "
+        f" {LABELS[r.best]} | | |" for r in results.values()) + "\n"
+    sizes = ", ".join(f"{t}: {r.n_test:.0f} test molecules ({r.n_actives_test:.0f} "
                       "actives)" for t, r in results.items())
     return ("\n## Virtual screening (DUD-E actives vs property-matched decoys)\n\n"
             + head + body + best + f"\nPer seed: {sizes}.\n")

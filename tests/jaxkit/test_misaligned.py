@@ -360,8 +360,8 @@ def test_audit_oracle_beats_baselines_and_bad_models_are_named(mols):
     res = E.audit(oracle, mols, splits, key=jax.random.key(1), n_boot=200, settings=SETTINGS,
                   carbon_inserted_strengths=(1, 2), carbon_inserted_variants=2)
     g = res.gaps["model"]
-    assert g["boot"].lo > 0 and not g["flag"] and g["test"].verdict == "yes"
-    assert g["best"] in B.MISALIGNED
+    assert g.boot.lo > 0 and not g.flag and g.test.verdict == "yes"
+    assert g.best in B.MISALIGNED
     np.testing.assert_allclose(res.metrics["model"]["rmse"], 0.01, rtol=1e-3)
     with pytest.raises(ValueError, match=r"`fit_predict` must return one prediction per test "
                                          r"molecule, shape \(10,\); got shape \(9,\) on seed 0"):
@@ -412,9 +412,14 @@ def test_negative_control_no_paper_claim_says_yes(mols):
     res = E.audit(learned, mols, splits, key=jax.random.key(1), n_boot=50, settings=SETTINGS,
                   carbon_inserted_strengths=(1, 2), carbon_inserted_variants=2)
     g = res.gaps["model"]
-    assert g["selected_on"] == "validation" and g["best"] in B.MISALIGNED
-    summary = {**res.summary(), "experimental_error": mols.info["experimental_error"],
-               "label_std": float(np.std(mols.y)), "n": mols.n}
+    assert g.selected_on == "validation" and g.best in B.MISALIGNED
+    summary = res.summarise(experimental_error=mols.info["experimental_error"],
+                            label_std=float(np.std(mols.y)), n=mols.n)
+    d = summary.as_dict()  # what metrics.json records: the plain summary and the extras
+    assert set(d) == set(res.summary()) | {"experimental_error", "label_std", "n"}
+    assert d["n"] == mols.n and d["gaps"]["model"]["best"] == g.best
+    assert d["gaps"]["model"]["per_seed"] == pytest.approx(list(g.per_seed))
+    assert d["metrics"]["model"]["rmse"]["mean"] == summary.rmse("model").mean
     claims = report.claims(QUICK, {("toy", "random"): summary})
     paper = [c for c in claims if c.kind == "paper"]
     assert len(paper) == 2 and not [c.claim for c in paper if c.verdict == "yes"], paper
@@ -470,14 +475,14 @@ def test_classification_metrics_and_gap_on_known_cases():
     base = {"train_mean": np.full((S, n), 0.3), "size_only": noisy,
             "shuffled_inputs": np.stack([rng.random((S, n)), noisy], axis=1)}
     res = C.evaluate_classes(y, test, {"mlp": np.broadcast_to(y, (S, n))}, base)
-    m = res["metrics"]
-    assert m["train_mean"]["auroc"]["mean"] == pytest.approx(0.5)
-    assert m["mlp"]["auroc"]["mean"] == pytest.approx(1.0)
+    m = res.metrics
+    assert m["train_mean"]["auroc"].mean == pytest.approx(0.5)
+    assert m["mlp"]["auroc"].mean == pytest.approx(1.0)
     acc = [np.mean((noisy[s, test[s]] > 0.5) == (y[test[s]] > 0.5)) for s in range(S)]
-    np.testing.assert_allclose(m["size_only"]["accuracy"]["seeds"], acc, rtol=1e-6)
-    g = res["gaps"]["mlp"]
-    assert g["best"] in ("size_only", "shuffled_inputs")
-    np.testing.assert_allclose(g["per_seed"], 1.0 - np.asarray(m[g["best"]]["auroc"]["seeds"]),
+    np.testing.assert_allclose(m["size_only"]["accuracy"].seeds, acc, rtol=1e-6)
+    g = res.gaps["mlp"]
+    assert g.best in ("size_only", "shuffled_inputs")
+    np.testing.assert_allclose(g.per_seed, 1.0 - np.asarray(m[g.best]["auroc"].seeds),
                                rtol=1e-6)
     bad = test.copy()
     bad[0] = False
@@ -517,19 +522,19 @@ def test_classification_stages_end_to_end_on_a_small_slice(mols, family_jit, tmp
     assert family_jit._cache_size() == 1  # the fixture's compiled family, reused
     assert set(out) == {"random", "scaffold"}
     for kind, res in out.items():
-        m = res["metrics"]
+        m = res.metrics
         assert set(m) == {"mlp", *B.ALIGNED, *C.CLS_BASELINES}
         for name, d in m.items():
             for metric in ("auroc", "accuracy"):
-                v = np.asarray(d[metric]["seeds"])
+                v = np.asarray(d[metric].seeds)
                 assert v.shape == (2,) and np.all((v >= 0) & (v <= 1)), (kind, name)
-        assert m["size_only"]["auroc"]["seeds"] == pytest.approx([1.0, 1.0])
-        assert m["size_only"]["accuracy"]["seeds"] == pytest.approx([1.0, 1.0])
-        assert m["train_mean"]["auroc"]["seeds"] == pytest.approx([0.5, 0.5])
-        assert abs(m["label_scramble"]["auroc"]["mean"] - 0.5) < 0.3, kind
-        g = res["gaps"]["mlp"]
-        assert g["selected_on"] == "validation"
-        assert m[g["best"]]["auroc"]["mean"] == pytest.approx(1.0)  # size only (or tied)
-        np.testing.assert_allclose(g["per_seed"],
-                                   np.asarray(m["mlp"]["auroc"]["seeds"]) - 1.0, atol=1e-6)
-        assert res["positive_rate"] == pytest.approx(0.5)
+        assert m["size_only"]["auroc"].seeds == pytest.approx([1.0, 1.0])
+        assert m["size_only"]["accuracy"].seeds == pytest.approx([1.0, 1.0])
+        assert m["train_mean"]["auroc"].seeds == pytest.approx([0.5, 0.5])
+        assert abs(m["label_scramble"]["auroc"].mean - 0.5) < 0.3, kind
+        g = res.gaps["mlp"]
+        assert g.selected_on == "validation"
+        assert m[g.best]["auroc"].mean == pytest.approx(1.0)  # size only (or tied)
+        np.testing.assert_allclose(g.per_seed,
+                                   np.asarray(m["mlp"]["auroc"].seeds) - 1.0, atol=1e-6)
+        assert res.positive_rate == pytest.approx(0.5)

@@ -17,6 +17,7 @@ from jaxkit.misaligned import dti as D
 from jaxkit.misaligned import models as Mo
 from jaxkit.misaligned import screening as S
 from jaxkit.registry import RunContext
+from tests.jaxkit.misaligned_fakes import fake_gap, fake_split, mean_ci
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")  # tests/jaxkit/conftest.py
 
@@ -146,8 +147,9 @@ def test_dti_branch_end_to_end_tiny():
                     val_fraction=0.25, lam=1.0, ts=TINY)
     assert set(res) == set(D.SPLITS)
     r = res["random"]
-    assert r["best"] in D.MISALIGNED and len(r["advantage"]) == 3
-    assert r["test"]["node_degree"]["mean"] > 0.85
+    assert r.best in D.MISALIGNED and len(r.advantage) == 3
+    assert r.test["node_degree"].mean > 0.85
+    assert r.as_dict()["test"]["node_degree"]["per_seed"] == r.test["node_degree"].per_seed
     rows = D.claims(res, 0.02)
     control = [c for c in rows if c.claim.startswith("Negative control")]
     assert len(control) == 1 and control[0].verdict == "no"  # the MLP learns the drugs
@@ -178,19 +180,21 @@ def test_screening_branch_shows_the_decoy_bias_tiny(tmp_path):
                           test_fraction=0.25, val_fraction=0.25, ridge_lambda=3.0, n_bits=64,
                           auroc_margin=0.02, chance_margin=0.1)
     ctx = RunContext(out_dir=tmp_path, quick=True)
-    res = B.run_branches(ctx, cfg, TINY)["screening"]
+    branches = B.run_branches(ctx, cfg, TINY)
+    assert branches.dti is None and list(branches.as_dict()) == ["screening"]
+    res = branches.screening
     r = res["ada"]
-    assert r["test"]["all_properties"]["auroc"]["mean"] > 0.9  # DUD-E's decoy bias
-    assert abs(r["test"]["properties_permuted"]["auroc"]["mean"] - 0.5) < 0.15
-    assert r["test"]["train_mean"]["ef1"]["mean"] == pytest.approx(1.0)
-    rows = B.claims(cfg, {"screening": res})
+    assert r.test["all_properties"]["auroc"].mean > 0.9  # DUD-E's decoy bias
+    assert abs(r.test["properties_permuted"]["auroc"].mean - 0.5) < 0.15
+    assert r.test["train_mean"]["ef1"].mean == pytest.approx(1.0)
+    rows = B.claims(cfg, branches)
     assert all(c.kind == "extension" for c in rows)
     bias = [c for c in rows if c.claim == S.C_BIAS]
     control = [c for c in rows if c.claim.startswith("Negative control")]
     assert bias[0].verdict == "yes" and control[0].verdict == "no"
-    assert "| MLP (fingerprints) |" in B.markdown({"screening": res})
+    assert "| MLP (fingerprints) |" in B.markdown(branches)
     again = B.run_branches(RunContext(out_dir=tmp_path, quick=True), cfg, TINY)
-    assert again["screening"]["ada"]["advantage"] == r["advantage"]
+    assert again.screening["ada"].advantage == r.advantage
 
 
 def test_branches_claim():
@@ -227,11 +231,10 @@ def test_report_decides_the_multiple_branches_row_from_the_branches():
 
     cfg = QUICK.override(["datasets=freesolv"])
     # one property case whose MLP is within the margin (0.33 x 1.0): that branch says yes
-    res = {("freesolv", "random"): {
-        "metrics": {"mlp": {"rmse": {"mean": 1.0, "ci95": 0.1, "seeds": [1.0, 1.1, 0.9]}}},
-        "gaps": {"mlp": {"best": "size_only", "per_seed": [0.01, -0.01, 0.0],
-                         "selected_on": "validation"}},
-        "label_std": 2.0, "experimental_error": 1.0}}
+    res = {("freesolv", "random"): fake_split(
+        {"mlp": {"rmse": mean_ci(1.0, seeds=[1.0, 1.1, 0.9])}},
+        {"mlp": fake_gap([0.01, -0.01, 0.0])}, dataset="freesolv", label_std=2.0,
+        experimental_error=1.0)}
     plain = report.claims(cfg, res)
     row = next(c for c in plain if c.claim == report.C_BRANCHES)
     assert row.verdict == "not tested"

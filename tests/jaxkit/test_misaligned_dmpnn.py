@@ -12,6 +12,8 @@ from jaxkit.io import DataError
 from jaxkit.misaligned import features as F
 from jaxkit.misaligned import models as Mo
 from jaxkit.misaligned.dmpnn import BOND_FEATURES, DMPNN, bond_graphs, dmpnn_inputs
+from jaxkit.misaligned.results import ClassGap, ClassResult, MeanCI
+from jaxkit.stats import Verdict
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")  # tests/jaxkit/conftest.py
 
@@ -178,11 +180,12 @@ def test_model_arrays_pad_the_bond_graphs_like_the_data_set():
 def test_classes_markdown_gives_every_models_gap():
     from jaxkit.misaligned import report
 
-    summ = {"mean": 0.8, "ci95": 0.1}
-    gap = {"best": "size_only", "per_seed": [0.1, 0.2],
-           "test": {"lo": -0.1, "hi": 0.3, "verdict": "not shown"}}
-    one = {"metrics": {m: {"auroc": summ, "accuracy": summ} for m in ("mlp", "dmpnn")},
-           "gaps": {"mlp": gap, "dmpnn": gap}, "positive_rate": 0.4}
+    summ = MeanCI(mean=0.8, ci95=0.1, seeds=[0.7, 0.9])
+    gap = ClassGap(best="size_only", per_seed=[0.1, 0.2], selected_on="validation",
+                   test=Verdict("not shown", 0.15, -0.1, 0.3, 2, "paired t"))
+    one = ClassResult(metrics={m: {"auroc": summ, "accuracy": summ} for m in ("mlp", "dmpnn")},
+                      gaps={"mlp": gap, "dmpnn": gap}, positive_rate=0.4)
+    assert one.as_dict()["gaps"]["mlp"]["test"]["verdict"] == "not shown"
     md = report.classes_markdown({"random": one, "scaffold": one})
     rows = [ln for ln in md.splitlines() if ln.startswith("| D-MPNN")]
     assert len(rows) == 3  # the metrics row and one gap row per split

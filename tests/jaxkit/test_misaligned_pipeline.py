@@ -3,6 +3,7 @@ models' kill-and-resume and their training sharded over 8 devices, the MPNN's pa
 invariance, the CLI sub-app's errors, and
 the benchmark script's smoke run."""
 
+import dataclasses
 import json
 
 import jax
@@ -15,6 +16,7 @@ from jaxkit.misaligned import models as Mo
 from jaxkit.misaligned.config import QUICK
 from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
+from tests.jaxkit.misaligned_fakes import fake_gap, fake_split, mean_ci
 
 TINY = QUICK.override(["datasets=freesolv", "max_molecules=40", "seeds=2", "steps=50",
                        "n_bits=64", "fractions=0,1", "carbon_inserted_strengths=1",
@@ -82,22 +84,16 @@ def test_tiny_pipeline_reloads_its_stages(tiny_run):
 def _fake_results(gap_mlp, gap_mpnn, shift):
     """Hand-made evaluation summaries: per-seed RMSE gaps and a scaffold shift; stated
     experimental error 1.0, so the competitive margin is 0.33."""
-    from jaxkit.misaligned.metrics import BootGap
-    from jaxkit.stats import superiority
-
     out = {}
     for split, extra in (("random", 0.0), ("scaffold", shift)):
         metrics, gaps = {}, {}
         for m, gap in (("mlp", gap_mlp), ("mpnn", gap_mpnn)):
             seeds = [1.0 + extra, 1.1 + extra, 0.9 + extra]
-            metrics[m] = {"rmse": {"mean": float(np.mean(seeds)), "ci95": 0.1, "seeds": seeds}}
-            d = np.asarray(gap)
-            gaps[m] = {"best": "size_only", "per_seed": d.tolist(), "selected_on": "validation",
-                       "boot": BootGap(d.mean(), d.min(), d.max(), 0.0, True)._asdict(),
-                       "test": superiority(d)._asdict(), "flag": False}
-        metrics["size_only"] = {"rmse": {"mean": 1.0, "ci95": 0.1, "seeds": [1.0] * 3}}
-        out[("freesolv", split)] = {"metrics": metrics, "gaps": gaps, "label_std": 2.0,
-                                    "experimental_error": 1.0}
+            metrics[m] = {"rmse": mean_ci(float(np.mean(seeds)), seeds=seeds)}
+            gaps[m] = fake_gap(gap)
+        metrics["size_only"] = {"rmse": mean_ci(1.0)}
+        out[("freesolv", split)] = fake_split(metrics, gaps, dataset="freesolv", split=split,
+                                              label_std=2.0, experimental_error=1.0)
     return out
 
 
@@ -131,7 +127,9 @@ def test_a_best_baseline_chosen_on_test_sets_cannot_decide_the_claim():
     cfg = QUICK.override(["datasets=freesolv"])
     res = _fake_results([0.01, -0.01, 0.0], [-0.5, -0.6, -0.4], 0.0)
     assert report.claims(cfg, res)[0].verdict == "yes"
-    res[("freesolv", "random")]["gaps"]["mlp"]["selected_on"] = "test"
+    r = res[("freesolv", "random")]
+    res[("freesolv", "random")] = dataclasses.replace(r, gaps={
+        **r.gaps, "mlp": dataclasses.replace(r.gaps["mlp"], selected_on="test")})
     cl = report.claims(cfg, res)
     assert cl[0].verdict == "not tested" and "1 case(s) chose" in cl[0].note
     assert [c.verdict for c in cl[1:5]] == ["not tested", "yes", "yes", "yes"]

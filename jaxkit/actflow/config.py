@@ -7,13 +7,15 @@ configuration of ``jaxkit run actflow``: the domains, the loop settings shared b
 domain, the paper claims' margins (``expansion_margin``: ActFlow's held-out coverage above
 the pre-trained model's; ``baseline_margin``: above the better synthetic pre-training
 baseline's; shares of the held-out valid set, fixed before the run;
-:mod:`jaxkit.actflow.report`), and ``peptide_*`` fields that replace a shared setting
-for the peptide domain (``none``: the shared value). ``jaxkit run actflow --set
-rounds=2`` sets the rounds of the continuous domains; the peptide domain runs
-``peptide_rounds`` (QUICK: 2, FULL: 5) unless that is set to none (``--set rounds=2 --set
-peptide_rounds=none``: 2 everywhere).
+:mod:`jaxkit.actflow.report`), and the section ``peptide`` (:class:`PeptideOverrides`)
+whose fields replace a shared setting for the peptide domain (``none``: the shared
+value). ``jaxkit run actflow --set rounds=2`` sets the rounds of the continuous domains;
+the peptide domain runs ``peptide.rounds`` (QUICK: 2, FULL: 5) unless that is set to none
+(``--set rounds=2 --set peptide.rounds=none``: 2 everywhere).
 The discrete domains (``peptides-discrete``, ``molecules``, ``proteins``, ``user``) run
-:mod:`jaxkit.actflow.discrete` with the ``dfm_*`` settings (:meth:`Config.discrete`);
+:mod:`jaxkit.actflow.discrete` with the section ``dfm``
+(:class:`~jaxkit.actflow.discrete.DiscreteSettings`; ``--set dfm.rounds=3``;
+:meth:`Config.discrete`);
 ``n_seeds`` training seeds per domain (FULL: 5) give the intervals and the claim tests;
 ``user_data`` / ``user_verifier`` / ``user_column`` / ``user_novelty`` define the
 ``user`` domain (``user_novelty_share``, when set, replaces ``user_novelty`` by that share
@@ -27,9 +29,10 @@ rings and the discrete peptides at tiny size (the 40 s budget); molecules, drugl
 proteins, torus, sphere and the relaxed peptides (the ablation of the discrete arm) run
 in FULL (``--quick --set domains=druglike`` runs one at QUICK size).
 The peptide domains are checked by the antimicrobial-peptide-like verifier with the
-``amp_*`` windows and the proteins by the soluble-protein-like one with the
-``soluble_*`` windows (:mod:`jaxkit.actflow.peptide_verifier`; net charges from the
-``pka_set`` pKa values); the held-out regions are net charge at pH 7 above
+windows of the section ``amp`` (:class:`AMPSettings`) and the proteins by the
+soluble-protein-like one with those of ``soluble`` (:class:`SolubleSettings`)
+(:mod:`jaxkit.actflow.peptide_verifier`; net charges from the ``pka_set`` pKa values);
+the held-out regions are net charge at pH 7 above
 ``peptide_max_charge`` and hydrophobic moment above ``protein_max_moment``; a sequence
 is novel beyond a Hamming radius of ``seq_novelty_share`` of its padded length.
 """
@@ -43,19 +46,17 @@ from typing import Literal
 from jaxkit.config import PipelineConfig, require, require_at_least, require_distinct
 from jaxkit.kernels import flow
 
-__all__ = ["ActFlowConfig", "Config", "QUICK", "FULL", "DOMAINS", "DISCRETE", "DFM_FIELDS",
-           "PEPTIDE_FIELDS"]
+from .discrete import DiscreteSettings
+
+__all__ = ["ActFlowConfig", "Config", "QUICK", "FULL", "DOMAINS", "DISCRETE", "PEPTIDE_FIELDS",
+           "PeptideOverrides", "AMPSettings", "SolubleSettings", "DiscreteSettings"]
 
 DOMAINS = ("rings", "torus", "sphere", "peptides", "peptides-discrete", "molecules",
            "druglike", "proteins", "user")
 #: the discrete (token) domains, run by :mod:`jaxkit.actflow.discrete`
 DISCRETE = ("peptides-discrete", "molecules", "druglike", "proteins", "user")
-#: the discrete settings a ``dfm_<name>`` field sets (:class:`DiscreteSettings`)
-DFM_FIELDS = ("hidden", "depth", "pretrain_steps", "batch", "rounds", "budget",
-              "adapt_steps", "n_eval", "sample_steps", "temperature", "perturb", "restart",
-              "frontier", "replay")
-#: the loop settings a ``peptide_<name>`` field can replace for the peptide domain
-PEPTIDE_FIELDS = ("hidden", "depth", "n_data", "pretrain_steps", "batch", "budget",
+#: the loop settings the section ``peptide`` can replace for the peptide domain
+PEPTIDE_FIELDS = ("hidden", "depth", "n_data", "pretrain_steps", "batch", "rounds", "budget",
                   "adapt_steps", "n_eval", "sample_steps", "steer_steps")
 _POSITIVE = ("hidden", "depth", "n_data", "batch", "rounds", "budget", "sample_steps",
              "n_eval", "pretrain_steps", "adapt_steps")
@@ -111,6 +112,85 @@ class ActFlowConfig(_LoopSettings):
 
 
 @dataclass(frozen=True)
+class PeptideOverrides(PipelineConfig):
+    """The section ``peptide`` of :class:`Config`: loop settings (:class:`ActFlowConfig`'s
+    fields of the same names) that replace the shared ones for the peptide domain;
+    ``none`` keeps the shared value (``--set peptide.rounds=none``)."""
+
+    hidden: int | None = None
+    depth: int | None = None
+    n_data: int | None = None
+    pretrain_steps: int | None = None
+    batch: int | None = None
+    rounds: int | None = None
+    budget: int | None = None
+    adapt_steps: int | None = None
+    n_eval: int | None = None
+    sample_steps: int | None = None
+    steer_steps: int | None = None
+
+    def validate(self) -> None:
+        for f in PEPTIDE_FIELDS:
+            v, lo = getattr(self, f), 0 if f == "steer_steps" else 1
+            require(v is None or v >= lo, f, f"must be none or a "
+                    f"{'non-negative' if lo == 0 else 'positive'} integer; got {v}")
+
+
+def _window(s: PipelineConfig, f: str, lo_min: float | None = None) -> None:
+    lo, hi = getattr(s, f)
+    require(lo <= hi and (lo_min is None or lo >= lo_min), f,
+            f"must be a window (low, high) with {'' if lo_min is None else f'{lo_min} <= '}"
+            f"low <= high; got {lo, hi}")
+
+
+@dataclass(frozen=True)
+class AMPSettings(PipelineConfig):
+    """The section ``amp`` of :class:`Config`: the antimicrobial-peptide-like verifier's
+    windows (:class:`jaxkit.actflow.peptide_verifier.AMPWindows`; inclusive): ``length``
+    in residues, net ``charge`` at pH 7, hydrophobic moment at least ``min_moment``,
+    ``gravy``, instability index at most ``max_instability``, aggregation share at most
+    ``max_aggregation``."""
+
+    length: tuple[int, int] = (8, 20)
+    charge: tuple[float, float] = (1.0, 10.0)
+    min_moment: float = 0.15
+    gravy: tuple[float, float] = (-1.0, 1.6)
+    max_instability: float = 40.0
+    max_aggregation: float = 0.8
+
+    def validate(self) -> None:
+        _window(self, "length", 1)
+        for f in ("charge", "gravy"):
+            _window(self, f)
+        require(0.0 <= self.max_aggregation <= 1.0, "max_aggregation",
+                f"must lie in [0, 1]; got {self.max_aggregation}")
+
+
+@dataclass(frozen=True)
+class SolubleSettings(PipelineConfig):
+    """The section ``soluble`` of :class:`Config`: the soluble-protein-like verifier's
+    windows (:class:`jaxkit.actflow.peptide_verifier.SolubleWindows`): ``length`` in
+    residues, instability index below ``max_instability``, ``gravy``, net ``charge`` at
+    pH 7, aggregation share at most ``max_aggregation``, no residue above a share
+    ``max_share``."""
+
+    length: tuple[int, int] = (24, 48)
+    max_instability: float = 40.0
+    gravy: tuple[float, float] = (-2.0, 0.0)
+    charge: tuple[float, float] = (-10.0, 10.0)
+    max_aggregation: float = 0.5
+    max_share: float = 0.25
+
+    def validate(self) -> None:
+        _window(self, "length", 1)
+        for f in ("charge", "gravy"):
+            _window(self, f)
+        for f in ("max_aggregation", "max_share"):
+            v = getattr(self, f)
+            require(0.0 <= v <= 1.0, f, f"must lie in [0, 1]; got {v}")
+
+
+@dataclass(frozen=True)
 class Config(_LoopSettings):
     """``jaxkit run actflow``: domains, shared loop settings (see
     :class:`ActFlowConfig`; ``pretrain_steps``, ``rounds``, ``budget`` and ``n_eval``
@@ -123,36 +203,13 @@ class Config(_LoopSettings):
     n_eval: int = 768
     domains: tuple[Literal["rings", "torus", "sphere", "peptides", "peptides-discrete",
                            "molecules", "druglike", "proteins", "user"], ...] = DOMAINS[:-1]
-    peptide_hidden: int | None = None
-    peptide_depth: int | None = None
-    peptide_n_data: int | None = None
-    peptide_pretrain_steps: int | None = None
-    peptide_batch: int | None = None
-    peptide_rounds: int | None = None
-    peptide_budget: int | None = None
-    peptide_adapt_steps: int | None = None
-    peptide_n_eval: int | None = None
-    peptide_sample_steps: int | None = None
-    peptide_steer_steps: int | None = None
+    peptide: PeptideOverrides = PeptideOverrides()
     peptide_max_charge: float = 3.0
     n_draws: int = 8
     n_seeds: int = 1
     expansion_margin: float = 0.05
     baseline_margin: float = 0.02
-    dfm_hidden: int = 256
-    dfm_depth: int = 2
-    dfm_pretrain_steps: int = 1500
-    dfm_batch: int = 128
-    dfm_rounds: int = 5
-    dfm_budget: int = 256
-    dfm_adapt_steps: int = 100
-    dfm_n_eval: int = 256
-    dfm_sample_steps: int = 12
-    dfm_temperature: float = 1.5
-    dfm_perturb: float = 0.75
-    dfm_restart: float = 0.6
-    dfm_frontier: float = 0.5
-    dfm_replay: float = 0.5
+    dfm: DiscreteSettings = DiscreteSettings()
     molecule_max_mw: float = 160.0
     druglike_n_data: int = 4000
     druglike_n_ref: int = 512
@@ -163,18 +220,8 @@ class Config(_LoopSettings):
     protein_max_moment: float = 0.15
     seq_novelty_share: float = 0.4
     pka_set: Literal["EMBOSS", "Lehninger"] = "EMBOSS"
-    amp_length: tuple[int, int] = (8, 20)
-    amp_charge: tuple[float, float] = (1.0, 10.0)
-    amp_min_moment: float = 0.15
-    amp_gravy: tuple[float, float] = (-1.0, 1.6)
-    amp_max_instability: float = 40.0
-    amp_max_aggregation: float = 0.8
-    soluble_length: tuple[int, int] = (24, 48)
-    soluble_max_instability: float = 40.0
-    soluble_gravy: tuple[float, float] = (-2.0, 0.0)
-    soluble_charge: tuple[float, float] = (-10.0, 10.0)
-    soluble_max_aggregation: float = 0.5
-    soluble_max_share: float = 0.25
+    amp: AMPSettings = AMPSettings()
+    soluble: SolubleSettings = SolubleSettings()
     user_data: str = ""
     user_verifier: str = ""
     user_column: str = "sequence"
@@ -190,7 +237,6 @@ class Config(_LoopSettings):
             require(bool(self.user_verifier), "user_verifier",
                     "must name your verifier as 'module:function' when domains include "
                     "'user'")
-        self.discrete()  # validates the dfm_* fields
         for f in ("druglike_n_data", "druglike_n_ref", "druglike_max_len"):
             require(getattr(self, f) >= 6, f, f"must be >= 6; got {getattr(self, f)}")
         require(0.0 < self.druglike_novelty < 1.0, "druglike_novelty",
@@ -201,80 +247,60 @@ class Config(_LoopSettings):
         require(0.0 < self.seq_novelty_share < 1.0, "seq_novelty_share",
                 f"must lie in (0, 1) (a share of the padded length); got "
                 f"{self.seq_novelty_share}")
-        for f in ("amp_length", "soluble_length"):
-            lo, hi = getattr(self, f)
-            require(1 <= lo <= hi, f, f"must be (min, max) with 1 <= min <= max; got {lo, hi}")
-        for f in ("amp_charge", "amp_gravy", "soluble_gravy", "soluble_charge"):
-            lo, hi = getattr(self, f)
-            require(lo <= hi, f, f"must be a window (low, high) with low <= high; got "
-                                 f"{lo, hi}")
-        for f in ("amp_max_aggregation", "soluble_max_aggregation", "soluble_max_share"):
-            v = getattr(self, f)
-            require(0.0 <= v <= 1.0, f, f"must lie in [0, 1]; got {v}")
         for f in ("expansion_margin", "baseline_margin"):
             v = getattr(self, f)
             require(0.0 <= v < 1.0, f, f"must lie in [0, 1); got {v}")
         require(self.n_draws >= 2, "n_draws", f"must be >= 2 (a t interval); got "
                                               f"{self.n_draws}")
         super().validate()
-        for f in (*PEPTIDE_FIELDS, "rounds"):
-            v = getattr(self, f"peptide_{f}")
-            require(v is None or v >= (0 if f == "steer_steps" else 1), f"peptide_{f}",
-                    f"must be none or a {'non-negative' if f == 'steer_steps' else 'positive'}"
-                    f" integer; got {v}")
 
     def loop(self, domain: str) -> ActFlowConfig:
-        """The loop settings of ``domain`` (the shared ones, with the ``peptide_*``
+        """The loop settings of ``domain`` (the shared ones, with the section ``peptide``'s
         overrides for the peptide domain)."""
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(_LoopSettings)}
         if domain == "peptides":
-            for f in (*PEPTIDE_FIELDS, "rounds"):
-                v = getattr(self, f"peptide_{f}")
+            for f in PEPTIDE_FIELDS:
+                v = getattr(self.peptide, f)
                 if v is not None:
                     shared[f] = v
         return ActFlowConfig(**shared)
 
     def amp_windows(self):
-        """The antimicrobial-peptide-like verifier's windows (the ``amp_*`` fields and
+        """The antimicrobial-peptide-like verifier's windows (the section ``amp`` and
         ``pka_set``): :class:`jaxkit.actflow.peptide_verifier.AMPWindows`."""
         from .peptide_verifier import AMPWindows
 
-        return AMPWindows(length=self.amp_length, charge=self.amp_charge,
-                          min_moment=self.amp_min_moment, gravy=self.amp_gravy,
-                          max_instability=self.amp_max_instability,
-                          max_aggregation=self.amp_max_aggregation, pka=self.pka_set)
+        return AMPWindows(**_fields(self.amp), pka=self.pka_set)
 
     def soluble_windows(self):
-        """The soluble-protein-like verifier's windows (the ``soluble_*`` fields and
+        """The soluble-protein-like verifier's windows (the section ``soluble`` and
         ``pka_set``): :class:`jaxkit.actflow.peptide_verifier.SolubleWindows`."""
         from .peptide_verifier import SolubleWindows
 
-        return SolubleWindows(length=self.soluble_length,
-                              max_instability=self.soluble_max_instability,
-                              gravy=self.soluble_gravy, charge=self.soluble_charge,
-                              max_aggregation=self.soluble_max_aggregation,
-                              max_share=self.soluble_max_share, pka=self.pka_set)
+        return SolubleWindows(**_fields(self.soluble), pka=self.pka_set)
 
     def discrete(self, domain: str | None = None):
-        """The :class:`~jaxkit.actflow.discrete.DiscreteSettings` of the discrete domains
-        (the ``dfm_*`` fields; ``lr`` shared); for ``domain="druglike"`` the denoiser is
-        ``druglike_arch``."""
-        from .discrete import DiscreteSettings
+        """The :class:`~jaxkit.actflow.discrete.DiscreteSettings` of the discrete domains:
+        the section ``dfm`` (its own ``lr``), whose denoiser ``arch`` is replaced by
+        ``druglike_arch`` for ``domain="druglike"``."""
+        if domain == "druglike":
+            return dataclasses.replace(self.dfm, arch=self.druglike_arch)
+        return self.dfm
 
-        arch = self.druglike_arch if domain == "druglike" else "mlp"
-        return DiscreteSettings(lr=self.lr, arch=arch,
-                                **{f: getattr(self, f"dfm_{f}") for f in DFM_FIELDS})
+
+def _fields(section: PipelineConfig) -> dict:
+    return {f: getattr(section, f) for f in section.field_names()}
 
 
 QUICK = Config(domains=("rings", "peptides-discrete"), hidden=64, depth=3, n_data=512,
                pretrain_steps=1000, batch=128, rounds=3, budget=128, adapt_steps=100,
                n_eval=128, sample_steps=8, steer_steps=1,
-               peptide_hidden=128, peptide_depth=2, peptide_pretrain_steps=600,
-               peptide_batch=64, peptide_rounds=2, peptide_budget=64, peptide_adapt_steps=50,
-               peptide_n_eval=128, peptide_sample_steps=8, peptide_steer_steps=0,
-               dfm_hidden=128, dfm_pretrain_steps=300, dfm_batch=64, dfm_rounds=2,
-               dfm_budget=64, dfm_adapt_steps=50, dfm_n_eval=128, dfm_sample_steps=8,
+               peptide=PeptideOverrides(hidden=128, depth=2, pretrain_steps=600, batch=64,
+                                        rounds=2, budget=64, adapt_steps=50, n_eval=128,
+                                        sample_steps=8, steer_steps=0),
+               dfm=DiscreteSettings(hidden=128, pretrain_steps=300, batch=64, rounds=2,
+                                    budget=64, adapt_steps=50, n_eval=128, sample_steps=8),
                n_draws=4, druglike_n_data=300, druglike_n_ref=64)
-FULL = Config(n_seeds=5, peptide_hidden=256, peptide_pretrain_steps=3000, peptide_batch=128,
-              peptide_rounds=5, peptide_adapt_steps=200, peptide_n_eval=512,
-              peptide_sample_steps=12, peptide_steer_steps=0)
+FULL = Config(n_seeds=5, peptide=PeptideOverrides(hidden=256, pretrain_steps=3000, batch=128,
+                                                  rounds=5, adapt_steps=200, n_eval=512,
+                                                  sample_steps=12, steer_steps=0))

@@ -20,18 +20,18 @@ Result so far, under the earlier composition-rule verifier (length, residue shar
 count charge, moment at most 0.35; replaced by the physicochemical one above), not a
 reproduction of the claim: the recorded FULL run gave ActFlow
 minus retrain+filter +0.7 [-29, 30] #Circles of valid novel fragments. Levers tried on a
-smaller setting (``dfm_hidden=128``, 600 pre-training steps, 4 rounds of 128 samples, 3
+smaller setting (``dfm.hidden=128``, 600 pre-training steps, 4 rounds of 128 samples, 3
 training seeds of 4 evaluation draws each; mean #Circles of valid novel samples;
 ActFlow minus retrain+filter with its 95% t interval over seeds): default settings
 ActFlow 75.5 vs retrain 68.0, retrain+filter 56.1 (+19.4 [-25.5, 64.3]);
-``dfm_perturb=0.25`` (fewer re-masked anchors, more tempered samples) 81.5 (+25.4
-[-42.7, 93.5]); ``dfm_temperature=2.0`` 80.2 (+24.1 [-32.1, 80.3]); ``dfm_restart=0.3``
-(re-mask more) 75.9 (+19.8 [-52.3, 91.9]); ``dfm_replay=0.75`` (a larger share of kept
+``dfm.perturb=0.25`` (fewer re-masked anchors, more tempered samples) 81.5 (+25.4
+[-42.7, 93.5]); ``dfm.temperature=2.0`` 80.2 (+24.1 [-32.1, 80.3]); ``dfm.restart=0.3``
+(re-mask more) 75.9 (+19.8 [-52.3, 91.9]); ``dfm.replay=0.75`` (a larger share of kept
 samples per minibatch, every method) ActFlow 98.3 vs retrain 85.2, retrain+filter 79.2
 (+19.1 [0.5, 37.7], "yes" against retrain+filter, but retrain is the best baseline
 there and its difference was not tested). ActFlow's mean is the highest in every
 variant; only the replay lever separates it from retrain+filter, and that is one small
-setting of 3 seeds: a lever to try at FULL size (``--set dfm_replay=0.75``), not a result.
+setting of 3 seeds: a lever to try at FULL size (``--set dfm.replay=0.75``), not a result.
 """
 
 from __future__ import annotations

@@ -262,9 +262,9 @@ def test_pipeline_druglike_tiny(tmp_path):
     from jaxkit.registry import RunContext
 
     cfg = QUICK.override(["domains=druglike", "druglike_n_data=40", "druglike_n_ref=16",
-                          "dfm_hidden=16", "dfm_depth=1", "dfm_pretrain_steps=10",
-                          "dfm_batch=16", "dfm_rounds=1", "dfm_budget=16",
-                          "dfm_adapt_steps=5", "dfm_n_eval=16", "dfm_sample_steps=3",
+                          "dfm.hidden=16", "dfm.depth=1", "dfm.pretrain_steps=10",
+                          "dfm.batch=16", "dfm.rounds=1", "dfm.budget=16",
+                          "dfm.adapt_steps=5", "dfm.n_eval=16", "dfm.sample_steps=3",
                           "n_draws=2"])
     res = pipeline.run(RunContext(out_dir=tmp_path, config=cfg, quick=True))
     assert "### druglike" in res.markdown and set(res.metrics["druglike"]) == set(D.METHODS)

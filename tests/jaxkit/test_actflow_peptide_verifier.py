@@ -150,12 +150,12 @@ def test_config_windows_reach_the_verifiers():
 
     assert QUICK.amp_windows() == FULL.amp_windows() == V.AMPWindows()
     assert QUICK.soluble_windows() == V.SolubleWindows()
-    cfg = Config().override(["amp_charge=2,9", "pka_set=Lehninger", "soluble_gravy=-1,0.5"])
+    cfg = Config().override(["amp.charge=2,9", "pka_set=Lehninger", "soluble.gravy=-1,0.5"])
     assert cfg.amp_windows().charge == (2.0, 9.0) and cfg.amp_windows().pka == "Lehninger"
     assert cfg.soluble_windows().gravy == (-1.0, 0.5)
-    for bad, field in (("amp_charge=3,1", "amp_charge"), ("amp_length=0,20", "amp_length"),
+    for bad, field in (("amp.charge=3,1", "amp.charge"), ("amp.length=0,20", "amp.length"),
                        ("seq_novelty_share=1.5", "seq_novelty_share"),
-                       ("soluble_max_share=2", "soluble_max_share"),
+                       ("soluble.max_share=2", "soluble.max_share"),
                        ("user_novelty_share=0", "user_novelty_share")):
         with pytest.raises(ValueError, match=f"`{field}`"):
             Config().override([bad])
@@ -185,9 +185,9 @@ def test_protein_domain_tiny_comparison():
     from jaxkit.actflow.compare import compare_discrete
     from jaxkit.actflow.config import Config
 
-    cfg = Config(domains=("proteins",), n_draws=2, dfm_hidden=16, dfm_depth=1,
-                 dfm_pretrain_steps=10, dfm_batch=16, dfm_rounds=1, dfm_budget=16,
-                 dfm_adapt_steps=5, dfm_n_eval=16, dfm_sample_steps=3)
+    cfg = Config(domains=("proteins",), n_draws=2).override([
+        "dfm.hidden=16", "dfm.depth=1", "dfm.pretrain_steps=10", "dfm.batch=16", "dfm.rounds=1",
+        "dfm.budget=16", "dfm.adapt_steps=5", "dfm.n_eval=16", "dfm.sample_steps=3"])
     keys = dict(zip(("pretrain", "rounds", "draws"), jax.random.split(jax.random.key(0), 3),
                     strict=True))
     shared = {}

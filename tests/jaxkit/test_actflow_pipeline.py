@@ -6,15 +6,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxkit.actflow.config import DISCRETE, FULL, QUICK, Config
+from jaxkit.actflow.config import DISCRETE, FULL, QUICK, Config, DiscreteSettings
 from jaxkit.actflow.results import DiscreteRound, DomainRun, MethodRun, Pretraining
 from jaxkit.registry import RunContext
 
 TINY = Config(domains=("rings", "peptides-discrete"), hidden=16, depth=2, n_data=128,
               pretrain_steps=20, batch=32, rounds=1, budget=32, adapt_steps=5, n_eval=32,
-              sample_steps=4, steer_steps=1, n_draws=2, n_seeds=2, dfm_hidden=16,
-              dfm_depth=1, dfm_pretrain_steps=10, dfm_batch=16, dfm_rounds=1, dfm_budget=16,
-              dfm_adapt_steps=5, dfm_n_eval=16, dfm_sample_steps=3)
+              sample_steps=4, steer_steps=1, n_draws=2, n_seeds=2,
+              dfm=DiscreteSettings(hidden=16, depth=1, pretrain_steps=10, batch=16, rounds=1,
+                                   budget=16, adapt_steps=5, n_eval=16, sample_steps=3))
 
 
 def _check(res, out: Path, domains):
@@ -59,12 +59,15 @@ def test_config_fields_and_validation():
     assert FULL.loop("peptides").hidden == 256 and FULL.loop("torus").hidden == 128
     two = QUICK.override(["rounds=2"])
     assert two.loop("rings").rounds == 2 and two.loop("peptides").rounds == 2
-    both = FULL.override(["rounds=2", "peptide_rounds=none"])
+    both = FULL.override(["rounds=2", "peptide.rounds=none"])
     assert both.loop("peptides").rounds == 2
     with pytest.raises(ValueError, match="`replay`"):
         Config(replay=2.0)
-    with pytest.raises(ValueError, match="`peptide_batch`"):
-        Config(peptide_batch=0)
+    with pytest.raises(ValueError, match="`peptide.batch` must be none or a positive"):
+        Config().override(["peptide.batch=0"])
+    with pytest.raises(ValueError, match="`dfm.restart` must lie in"):
+        QUICK.override(["dfm.restart=0.99"])
+    assert QUICK.override(["dfm.rounds=4"]).discrete("molecules").rounds == 4
     with pytest.raises(ValueError, match="`domains`"):
         Config(domains=("rings", "rings"))
     with pytest.raises(ValueError, match="`domains`"):
@@ -77,8 +80,8 @@ def test_config_fields_and_validation():
     assert QUICK.baseline_margin == FULL.baseline_margin > 0
     with pytest.raises(ValueError, match="`user_data`"):
         Config(domains=("user",))
-    with pytest.raises(ValueError, match="`restart`"):
-        Config(dfm_restart=1.0)
+    with pytest.raises(ValueError, match="`dfm.restart`"):
+        Config().override(["dfm.restart=1.0"])
     assert FULL.n_seeds >= 5 and FULL.discrete().rounds == 5
     assert set(FULL.domains) >= {"rings", "torus", "sphere", "peptides", "peptides-discrete",
                                  "molecules", "proteins"}

@@ -16,12 +16,123 @@ from jaxkit.config import (
     require_positive,
 )
 
-__all__ = ["Config", "QUICK", "FULL", "PROBLEMS", "MARGINS"]
+__all__ = ["HttpSettings", "ProgramSettings", "RealSettings", "Config", "QUICK", "FULL",
+           "PROBLEMS", "MARGINS"]
 
 PROBLEMS = ("binpacking_or", "binpacking_weibull", "tsp", "knapsack", "cvrp")
 #: the fields of the "matches" margins, one per problem
 MARGINS = tuple(f"margin_{p}" for p in PROBLEMS)
 _Problem = Literal["binpacking_or", "binpacking_weibull", "tsp", "knapsack", "cvrp"]
+
+
+@dataclass(frozen=True)
+class HttpSettings(PipelineConfig):
+    """The comparison over real models (:mod:`jaxkit.ballad.http_run`), the section
+    ``http`` of :class:`Config` (``--set pool=http --set http.models=...``), used with
+    ``pool=http``. (:class:`Config` checks that ``models`` and ``base_url`` are given
+    then.)
+
+    Attributes:
+        models: the HTTP pool, ``"model:price_in:price_out,..."`` (empty: env
+            ``JAXKIT_LLM_POOL``).
+        base_url: the endpoint (empty: env ``JAXKIT_LLM_BASE_URL``).
+        cache: response cache folder (empty: ``<out>/llm-cache``).
+        offline: replay from the cache only (a miss is a failed call).
+        calls, seeds, items, timeout: calls per run, seeds per router, items per Weibull
+            instance, seconds per request.
+    """
+
+    models: str = ""
+    base_url: str = ""
+    cache: str = ""
+    offline: bool = False
+    calls: int = 20
+    seeds: int = 2
+    items: int = 200
+    timeout: float = 60.0
+
+    def validate(self) -> None:
+        require_at_least(self, ("calls", "seeds"))
+        require_at_least(self, ("items",), 2)
+        require_positive(self, ("timeout",))
+
+
+@dataclass(frozen=True)
+class ProgramSettings(PipelineConfig):
+    """The program-space experiment (:mod:`jaxkit.ballad.program_run`: source-editing
+    proposers, every child run in the sandbox), the section ``program`` of :class:`Config`
+    (``--set program.calls=0`` skips it).
+
+    Attributes:
+        calls: proposer calls per run; 0 skips the experiment.
+        seeds: seeds per router.
+        items: items per Weibull instance.
+        bug_prob: probability that a source edit carries a bug.
+        timeout: seconds per sandboxed evaluation (the real-proposer experiment's
+            evaluations too).
+    """
+
+    calls: int = 40
+    seeds: int = 3
+    items: int = 500
+    bug_prob: float = 0.1
+    timeout: float = 10.0
+
+    def validate(self) -> None:
+        require_at_least(self, ("calls",), 0)
+        require_at_least(self, ("seeds",))
+        require_at_least(self, ("items",), 2)
+        require_positive(self, ("timeout",))
+        require(0 <= self.bug_prob <= 1, "bug_prob",
+                f"must be in [0, 1]; got {self.bug_prob}")
+
+
+@dataclass(frozen=True)
+class RealSettings(PipelineConfig):
+    """The real-proposer experiment (:mod:`jaxkit.ballad.real_run`: SmolLM2-135M writing
+    heuristics), the section ``real`` of :class:`Config` (``--set real.offline=true``).
+
+    Attributes:
+        problem: ``binpacking_weibull`` (FunSearch's Weibull set) or ``binpacking_or``
+            (OR-Library u classes).
+        calls: calls per run (0 skips the experiment); seeds: seeds per router;
+            items: items per instance (with ``binpacking_or`` a u class: 120, 250, 500 or
+            1000).
+        cache: the JSON-lines file new replies are appended to (empty:
+            ``<out>/replies.jsonl``); the committed
+            ``jaxkit/ballad/replies/smollm2-135m.jsonl`` is read first and never written
+            (name it here to record into it, as a maintainer does).
+        offline: replay only (a reply not in the cache is a failed call; the model
+            is never loaded).
+        plugin: your own problem, a Python file (:mod:`jaxkit.ballad.plugin`:
+            CAPACITY, TRAIN, TEST, optional VAL and DESCRIPTION): its instances drive the
+            search and the test of the experiment, its description is the prompt's task;
+            checked (one-line errors) before anything runs. Its replies go to
+            ``<out>/replies.jsonl`` unless ``cache`` names a file.
+    """
+
+    problem: Literal["binpacking_weibull", "binpacking_or"] = "binpacking_weibull"
+    calls: int = 12
+    seeds: int = 3
+    items: int = 5000
+    cache: str = ""
+    offline: bool = False
+    plugin: str = ""
+
+    def validate(self) -> None:
+        require_at_least(self, ("calls",), 0)
+        require_at_least(self, ("seeds",))
+        require_at_least(self, ("items",), 2)
+        require(self.problem != "binpacking_or" or self.items in (120, 250, 500, 1000),
+                "items", "must be an OR-Library u class (120, 250, 500 or 1000) with "
+                f"problem=binpacking_or; got {self.items}")
+        if self.plugin:
+            from .plugin import load_plugin
+
+            try:
+                load_plugin(self.plugin)
+            except ValueError as e:
+                raise ValueError(f"`plugin`: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -47,7 +158,7 @@ class Config(PipelineConfig):
             objective (a property of the test instances that no router changes, so the
             margin is fixed before the run and scales with your own instances); see the
             comment at the fields for the values.
-        margin_plugin: the same for the user's plug-in problem (``real_plugin``).
+        margin_plugin: the same for the user's plug-in problem (``real.plugin``).
         surpass_margin: the improvement over a single model (same units) that
             "surpasses every individual model" needs.
         several: how many problems "in several cases" needs.
@@ -68,20 +179,12 @@ class Config(PipelineConfig):
             always calling the most expensive proposer.
         pool: "offline" (simulated proposers) or "http" (real models through
             :mod:`jaxkit.ballad.http_run`; the offline stages are then skipped).
-        http_models: the HTTP pool, ``"model:price_in:price_out,..."`` (empty: env
-            ``JAXKIT_LLM_POOL``).
-        http_base_url: the endpoint (empty: env ``JAXKIT_LLM_BASE_URL``).
-        http_cache: response cache folder (empty: ``<out>/llm-cache``).
-        http_offline: replay from the cache only (a miss is a failed call).
-        http_calls, http_seeds, http_items, http_timeout: calls per run, seeds per
-            router, items per Weibull instance, seconds per request.
-        program_calls: proposer calls per run of the program-space experiment
-            (:mod:`jaxkit.ballad.program_run`: source-editing proposers, every child run
-            in the sandbox); 0 skips it.
-        program_seeds: seeds per router there.
-        program_items: items per Weibull instance there.
-        program_bug_prob: probability that a source edit carries a bug.
-        program_timeout: seconds per sandboxed evaluation.
+        http: the comparison over real models (:class:`HttpSettings`: ``http.models``,
+            ``http.base_url``, ``http.cache``, ``http.offline``, ``http.calls``,
+            ``http.seeds``, ``http.items``, ``http.timeout``), used with ``pool=http``.
+        program: the program-space experiment (:class:`ProgramSettings`:
+            ``program.calls``, ``program.seeds``, ``program.items``, ``program.bug_prob``,
+            ``program.timeout``; ``program.calls=0`` skips it).
         instances: your own test instances (``.json`` / ``.npy`` / ``.npz``, see
             :mod:`jaxkit.ballad.instances`): the best heuristic of each run on
             ``instances_problem`` is scored on them instead of generated test instances
@@ -91,23 +194,9 @@ class Config(PipelineConfig):
         standard_test: also score every run's best heuristic on the published instances
             that ship with jaxkit (OR-Library u-class bin packing, TSPLIB; see
             :mod:`jaxkit.ballad.standard`), a table beside the claims.
-        real_problem: the problem of the real-proposer experiment
-            (:mod:`jaxkit.ballad.real_run`: SmolLM2-135M writing heuristics):
-            ``binpacking_weibull`` (FunSearch's Weibull set) or ``binpacking_or``
-            (OR-Library u classes).
-        real_calls: calls per run there (0 skips it); real_seeds: seeds per router;
-            real_items: items per instance.
-        real_cache: the JSON-lines file new replies are appended to (empty:
-            ``<out>/replies.jsonl``); the committed
-            ``jaxkit/ballad/replies/smollm2-135m.jsonl`` is read first and never written
-            (name it here to record into it, as a maintainer does).
-        real_offline: replay only (a reply not in the cache is a failed call; the model
-            is never loaded).
-        real_plugin: your own problem, a Python file (:mod:`jaxkit.ballad.plugin`:
-            CAPACITY, TRAIN, TEST, optional VAL and DESCRIPTION): its instances drive the
-            search and the test of the real-proposer experiment, its description is the
-            prompt's task; checked (one-line errors) before anything runs. Its replies go
-            to ``<out>/replies.jsonl`` unless ``real_cache`` names a file.
+        real: the real-proposer experiment (:class:`RealSettings`: ``real.problem``,
+            ``real.calls``, ``real.seeds``, ``real.items``, ``real.cache``,
+            ``real.offline``, ``real.plugin``; ``real.calls=0`` skips it).
     """
 
     problems: tuple[_Problem, ...] = PROBLEMS
@@ -134,7 +223,7 @@ class Config(PipelineConfig):
     margin_tsp: float = 0.01
     margin_knapsack: float = 0.0025
     margin_cvrp: float = 0.01
-    # the user's plug-in problem (`real_plugin`) is bin packing scored as excess over L1,
+    # the user's plug-in problem (`real.plugin`) is bin packing scored as excess over L1,
     # so it gets the bin-packing margin: 2% of the classic heuristic's excess
     margin_plugin: float = 0.02
     # "surpasses every individual model": any improvement over each single model shown
@@ -156,29 +245,12 @@ class Config(PipelineConfig):
     cost_weight: float = 0.5
     budget: float = 0.3
     pool: Literal["offline", "http"] = "offline"
-    http_models: str = ""
-    http_base_url: str = ""
-    http_cache: str = ""
-    http_offline: bool = False
-    http_calls: int = 20
-    http_seeds: int = 2
-    http_items: int = 200
-    http_timeout: float = 60.0
-    program_calls: int = 40
-    program_seeds: int = 3
-    program_items: int = 500
-    program_bug_prob: float = 0.1
-    program_timeout: float = 10.0
+    http: HttpSettings = HttpSettings()
+    program: ProgramSettings = ProgramSettings()
     instances: str = ""
     instances_problem: str = ""
     standard_test: bool = True
-    real_problem: Literal["binpacking_weibull", "binpacking_or"] = "binpacking_weibull"
-    real_calls: int = 12
-    real_seeds: int = 3
-    real_items: int = 5000
-    real_cache: str = ""
-    real_offline: bool = False
-    real_plugin: str = ""
+    real: RealSettings = RealSettings()
 
     def validate(self) -> None:
         require_distinct("problems", self.problems, "problem")
@@ -186,29 +258,20 @@ class Config(PipelineConfig):
             require_distinct("pool_problems", self.pool_problems, "problem")
         require_at_least(self, ("seeds", "calls", "train_instances", "test_instances",
                                 "val_instances", "several", "n_init",
-                                "pools", "pool_seeds", "pool_calls", "pool_train_instances",
-                                "http_calls", "http_seeds"))
-        require_at_least(self, ("http_items",), 2)
-        require_positive(self, ("http_timeout",))
-        require_positive(self, ("budget", "program_timeout", "margin_plugin") + MARGINS)
+                                "pools", "pool_seeds", "pool_calls", "pool_train_instances"))
+        require_positive(self, ("budget", "margin_plugin") + MARGINS)
         require(0 <= self.surpass_margin, "surpass_margin",
                 f"must be >= 0; got {self.surpass_margin}")
         require(0 <= self.saving_margin < 1, "saving_margin",
                 f"must be in [0, 1); got {self.saving_margin}")
-        require_at_least(self, ("program_calls", "real_calls"), 0)
-        require_at_least(self, ("real_seeds",))
-        require_at_least(self, ("real_items",), 2)
-        require_at_least(self, ("program_seeds",))
-        require_at_least(self, ("program_items",), 2)
-        require(0 <= self.program_bug_prob <= 1, "program_bug_prob",
-                f"must be in [0, 1]; got {self.program_bug_prob}")
         if self.pool == "http":  # checked here so that the run stops before any stage
-            require(bool(self.http_models or os.environ.get("JAXKIT_LLM_POOL")), "http_models",
+            http = self.http
+            require(bool(http.models or os.environ.get("JAXKIT_LLM_POOL")), "http.models",
                     "must name the HTTP models ('model:price_in:price_out,...') with "
                     "pool=http (or set JAXKIT_LLM_POOL)")
-            require(bool(self.http_offline or self.http_base_url
+            require(bool(http.offline or http.base_url
                          or os.environ.get("JAXKIT_LLM_BASE_URL")
-                         or os.environ.get("OPENAI_BASE_URL")), "http_base_url",
+                         or os.environ.get("OPENAI_BASE_URL")), "http.base_url",
                     "must give the endpoint with pool=http (or set JAXKIT_LLM_BASE_URL)")
         if self.instances:
             from .instances import file_problem
@@ -217,16 +280,6 @@ class Config(PipelineConfig):
             require(prob in self.problems, "instances_problem",
                     f"must name the problem of `instances` among `problems` "
                     f"({', '.join(self.problems)}); got {prob!r}")
-        require(self.real_problem != "binpacking_or" or self.real_items in (120, 250, 500, 1000),
-                "real_items", "must be an OR-Library u class (120, 250, 500 or 1000) with "
-                f"real_problem=binpacking_or; got {self.real_items}")
-        if self.real_plugin:
-            from .plugin import load_plugin
-
-            try:
-                load_plugin(self.real_plugin)
-            except ValueError as e:
-                raise ValueError(f"`real_plugin`: {e}") from None
         if not self.cost_weight >= 0:
             raise ValueError(f"`cost_weight` must be >= 0; got {self.cost_weight}")
 
@@ -242,8 +295,8 @@ class Config(PipelineConfig):
 QUICK = Config(problems=("tsp",), seeds=3, calls=30, test_instances=4, val_instances=4,
                full_test=False,
                train_full=(), pool_problems=("tsp",), pools=5, pool_seeds=2, pool_calls=30,
-               program_calls=6, program_seeds=1, program_items=200, program_timeout=5.0,
-               real_calls=3, real_seeds=1, real_items=200)
+               program=ProgramSettings(calls=6, seeds=1, items=200, timeout=5.0),
+               real=RealSettings(calls=3, seeds=1, items=200))
 # searched at full size; Weibull (5000 items) on 1000-item cells. 16 training instances:
 # with 4, knapsack heuristics overfit (+2.5% on the training set, -0.2% on the test set
 # against greedy value/weight; with 32 the test gap is +0.0 +- 0.2%). The shortfall is a

@@ -1,12 +1,12 @@
 """The routing comparison with real models: ``jaxkit run ballad --set pool=http``.
 
 The proposers are OpenAI-compatible endpoints (:class:`jaxkit.ballad.llm.OpenAIChat`,
-``http_models`` as for :func:`jaxkit.ballad.llm.pool_from_env`: ``"model:price_in:
+``http.models`` as for :func:`jaxkit.ballad.llm.pool_from_env`: ``"model:price_in:
 price_out,..."``, dollars per million tokens) that edit Python bin-packing heuristics;
 every child runs in the sandbox (:mod:`jaxkit.jail.sandbox`) on Weibull instances
 (capacity 100) and the best program of each run is scored on held-out instances. Every
-response is cached on disk (``http_cache``, default ``<out>/llm-cache``), so a run can
-be replayed call for call with no server (``http_offline=true``). The result has the
+response is cached on disk (``http.cache``, default ``<out>/llm-cache``), so a run can
+be replayed call for call with no server (``http.offline=true``). The result has the
 shape of :func:`jaxkit.ballad.compare.search_problem`'s, so the same report and claims
 apply; the cost of a call is the tokens the server reports, priced per model.
 """
@@ -32,31 +32,31 @@ CAPACITY = 100.0
 
 
 def search_http(cfg: Config, keys: dict[str, Any], out_dir: Path, *, track=None) -> RouterRuns:
-    """Every router x ``cfg.http_seeds`` seeds over the HTTP pool; see the module
+    """Every router x ``cfg.http.seeds`` seeds over the HTTP pool; see the module
     docstring. ``keys``: ``train`` / ``val`` / ``test`` (the instances; the best single
     model is chosen on ``val``) and ``search``."""
     from jaxkit.jail.sandbox import evaluate_many
 
     from .discover import BEST_FIT_SOURCE, weibull_items
 
-    cache = Path(cfg.http_cache) if cfg.http_cache else Path(out_dir) / "llm-cache"
-    pool = pool_from_env(cfg.http_models or None, base_url=cfg.http_base_url or None,
-                         cache=cache, offline=cfg.http_offline, timeout=cfg.http_timeout)
+    cache = Path(cfg.http.cache) if cfg.http.cache else Path(out_dir) / "llm-cache"
+    pool = pool_from_env(cfg.http.models or None, base_url=cfg.http.base_url or None,
+                         cache=cache, offline=cfg.http.offline, timeout=cfg.http.timeout)
     seed_of = lambda k: int(as_generator(k).integers(2**31 - 1))
-    n_items = cfg.http_items
+    n_items = cfg.http.items
     train = weibull_items(seed_of(keys["train"]), cfg.train_instances, n_items)
     test = weibull_items(seed_of(keys["test"]), cfg.test_instances, n_items)
     val = weibull_items(seed_of(keys["val"]), cfg.val_instances, n_items)
     init = [Candidate(source=BEST_FIT_SOURCE, note="best fit"),
             Candidate(source=program_source(-np.eye(10)[0], CAPACITY), note="best fit terms")]
     names = [m.name for m in pool]
-    routers = S_.standard_routers(len(pool), len(init) + cfg.http_calls, names, ablations=(),
+    routers = S_.standard_routers(len(pool), len(init) + cfg.http.calls, names, ablations=(),
                                   cost_weight=cfg.cost_weight, budget=cfg.budget)
-    seeds = list(range(cfg.http_seeds))
-    bar = (iter(track(range(cfg.http_calls), "ballad http", total=cfg.http_calls))
+    seeds = list(range(cfg.http.seeds))
+    bar = (iter(track(range(cfg.http.calls), "ballad http", total=cfg.http.calls))
            if track else None)
     logs = S_.search(S_.source_evaluator(train, CAPACITY), pool, routers, seeds, init=init,
-                     n_calls=cfg.http_calls, key=keys["search"],
+                     n_calls=cfg.http.calls, key=keys["search"],
                      progress=(lambda t: next(bar, None)) if bar else None)
     if bar is not None:
         for _ in bar:

@@ -66,11 +66,11 @@ def run(ctx: RunContext) -> PipelineResult:
                 track=ctx.track, mesh=ctx.mesh)))
     prog = ctx.stage("ballad-program", lambda: search_programs(
         cfg, {k: ctx.key(f"program-{k}") for k in ("train", "test", "search")})) \
-        if cfg.program_calls else None
+        if cfg.program.calls else None
     real = ctx.stage("ballad-real", lambda: search_real(
         cfg, {k: ctx.key(f"real-{k}") for k in ("train", "val", "test", "search")},
         out_dir=ctx.out_dir)) \
-        if cfg.real_calls else None
+        if cfg.real.calls else None
     figures = [report.plot(results, ctx.out_dir)]
 
     train_sizes = ("full-size for " + ", ".join(cfg.train_full) + ", small for the rest"
@@ -129,9 +129,9 @@ def _run_http(ctx: RunContext, cfg: Config) -> PipelineResult:
     keys = {k: ctx.key(f"http-{k}") for k in ("train", "test", "search", "val")}
     res = ctx.stage("ballad-http", lambda: search_http(cfg, keys, ctx.out_dir, track=ctx.track))
     lines, rows = report.section(res, cfg)
-    md = [f"Mode: HTTP models ({', '.join(res.models)}); {cfg.http_seeds} seeds x "
-          f"{cfg.http_calls} calls per router; programs run in the sandbox on "
-          f"{cfg.train_instances} Weibull instances of {cfg.http_items} items, scored on "
+    md = [f"Mode: HTTP models ({', '.join(res.models)}); {cfg.http.seeds} seeds x "
+          f"{cfg.http.calls} calls per router; programs run in the sandbox on "
+          f"{cfg.train_instances} Weibull instances of {cfg.http.items} items, scored on "
           f"{cfg.test_instances} held-out ones; cost from the tokens each server reports. "
           f"Responses cached ({res.cache_hits} replayed, {res.cache_misses} fetched).",
           ""] + lines

@@ -1,5 +1,5 @@
 """The user's own problem for the real-proposer experiment: a Python plug-in file
-(``jaxkit run ballad --set real_plugin=my_problem.py``).
+(``jaxkit run ballad --set real.plugin=my_problem.py``).
 
 The file is imported (it is the user's own trusted code; the model-written programs
 still run only in :mod:`jaxkit.jail`) and must define::

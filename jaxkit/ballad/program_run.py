@@ -5,7 +5,7 @@ The pipeline's other experiments search in parameter space (a proposer edits a
 coefficient vector that a jitted JAX heuristic scores). Here each proposer of the
 hand-made offline pool (:func:`jaxkit.ballad.pools.default_pool`) is wrapped as a
 :class:`~jaxkit.ballad.program.SourceEditor`: it reads its parents' Python source, edits
-the terms and writes a child program, with probability ``program_bug_prob`` a buggy one
+the terms and writes a child program, with probability ``program.bug_prob`` a buggy one
 (a wrong shape, an exception, an endless loop). Every child is run by
 :func:`jaxkit.jail.sandbox.evaluate_many` (separate process, resource limits, time
 limit, and the namespace / seccomp jail where the kernel allows it) on Weibull
@@ -39,7 +39,7 @@ ROUTERS = ("only frontier", "uniform", "ballad", "ballad-cost")
 
 
 def search_programs(cfg: Config, keys: dict[str, Any]) -> ProgramRuns:
-    """Run :data:`ROUTERS` x ``cfg.program_seeds`` seeds for ``cfg.program_calls`` calls
+    """Run :data:`ROUTERS` x ``cfg.program.seeds`` seeds for ``cfg.program.calls`` calls
     each in program space (module docstring). ``keys``: ``train`` / ``test`` (the
     instances) and ``search``.
 
@@ -53,30 +53,30 @@ def search_programs(cfg: Config, keys: dict[str, Any]) -> ProgramRuns:
     from .discover import BEST_FIT_SOURCE, weibull_items
 
     seed_of = lambda k: int(as_generator(k).integers(2**31 - 1))  # noqa: E731
-    train = weibull_items(seed_of(keys["train"]), cfg.train_instances, cfg.program_items)
-    test = weibull_items(seed_of(keys["test"]), cfg.test_instances, cfg.program_items)
-    pool = [SourceEditor(m, CAPACITY, bug_prob=cfg.program_bug_prob) for m in default_pool()]
+    train = weibull_items(seed_of(keys["train"]), cfg.train_instances, cfg.program.items)
+    test = weibull_items(seed_of(keys["test"]), cfg.test_instances, cfg.program.items)
+    pool = [SourceEditor(m, CAPACITY, bug_prob=cfg.program.bug_prob) for m in default_pool()]
     names = [m.name for m in pool]
     init = [Candidate(source=program_source(-np.eye(10)[0], CAPACITY), note="best fit"),
             Candidate(source=program_source(np.r_[-1.0, 0.5, np.zeros(8)], CAPACITY),
                       note="best fit + s^2")]
-    routers = [r for r in S_.standard_routers(len(pool), len(init) + cfg.program_calls,
+    routers = [r for r in S_.standard_routers(len(pool), len(init) + cfg.program.calls,
                                               names, ablations=(),
                                               cost_weight=cfg.cost_weight, budget=cfg.budget)
                if r.name in ROUTERS]
-    seeds = list(range(cfg.program_seeds))
-    evaluate = S_.source_evaluator(train, CAPACITY, timeout=cfg.program_timeout,
+    seeds = list(range(cfg.program.seeds))
+    evaluate = S_.source_evaluator(train, CAPACITY, timeout=cfg.program.timeout,
                                    max_workers=2)
-    logs = S_.search(evaluate, pool, routers, seeds, init=init, n_calls=cfg.program_calls,
+    logs = S_.search(evaluate, pool, routers, seeds, init=init, n_calls=cfg.program.calls,
                      key=keys["search"])
     best_src = [log.genealogy.best().candidate.source for log in logs]
     scored = evaluate_many(best_src + [BEST_FIT_SOURCE], test, CAPACITY,
-                           timeout=cfg.program_timeout, max_workers=2)
+                           timeout=cfg.program.timeout, max_workers=2)
     test_scores = [r.score if r.ok else float("nan") for r in scored]
     errors = [[n.error for n in log.genealogy.nodes[len(init):] if not n.ok] for log in logs]
     return ProgramRuns(
         routers=[r.name for r in routers], models=names, n_seeds=len(seeds),
-        isolation=isolation_level(), n_calls=cfg.program_calls, n_items=cfg.program_items,
+        isolation=isolation_level(), n_calls=cfg.program.calls, n_items=cfg.program.items,
         train_best=[-float(log.best[-1]) for log in logs],
         test=[-float(s) for s in test_scores[:-1]], baseline_test=-float(test_scores[-1]),
         edits_ok=[int(sum(n.ok for n in log.genealogy.nodes[len(init):])) for log in logs],

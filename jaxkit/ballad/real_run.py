@@ -7,7 +7,7 @@ Instances (generated exactly as specified; no download):
   sizes Weibull(scale 45, shape 3), rounded and clipped to [1, 100], capacity 100
   (5000 items at full size); :func:`jaxkit.ballad.discover.weibull_items`;
 * ``binpacking_or``: the OR-Library "u" classes binpack1-4 (Falkenauer 1996; u120, u250,
-  u500, u1000): integer sizes uniform on [20, 100], capacity 150 (``real_items`` is the
+  u500, u1000): integer sizes uniform on [20, 100], capacity 150 (``real.items`` is the
   class: 120, 250, 500 or 1000 items).
 
 The instances are drawn by :mod:`jaxkit.ballad.problems`' generators from the run's keys
@@ -23,7 +23,7 @@ Two phases, both from the initial population {best fit, best fit written as libr
 terms}:
 
 1. each real member alone (``only smol-fewshot``, ``only smol-free``, ``only
-   smol-fewshot-hot``) for ``real_seeds`` x ``real_calls``; their recorded statistics
+   smol-fewshot-hot``) for ``real.seeds`` x ``real.calls``; their recorded statistics
    (:func:`member_stats`: failure rate, improvement over the parent, novelty, tokens per
    call) calibrate the simulated members;
 2. the pool of the real members plus one simulated member per real one
@@ -87,7 +87,7 @@ def real_instances(problem: str, seed: int, n: int, items: int) -> np.ndarray:
     if problem == "binpacking_or":
         inst = problems.make("binpacking_or", items).generate(jax.random.key(seed), n)
         return np.asarray(inst["items"], np.float64)
-    raise ValueError(f"`real_problem` must be one of {', '.join(CAPACITY)}; got {problem!r}")
+    raise ValueError(f"`real.problem` must be one of {', '.join(CAPACITY)}; got {problem!r}")
 
 
 def member_stats(logs: list, names: list[str], baseline: float) -> dict[str, dict]:
@@ -207,10 +207,10 @@ def calibrated_members(stats: dict[str, dict], capacity: float) -> list[Calibrat
 
 def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> RealRuns:
     """Both phases (module docstring). ``keys``: ``train`` / ``val`` / ``test`` /
-    ``search``; with ``cfg.real_plugin`` the plug-in's instances and description are used
+    ``search``; with ``cfg.real.plugin`` the plug-in's instances and description are used
     (:mod:`jaxkit.ballad.plugin`). Replies are read from the committed cache
-    (:data:`DEFAULT_CACHE`, bin packing only) and ``cfg.real_cache``; new ones are appended
-    to ``cfg.real_cache`` or ``out_dir/replies.jsonl``, never to the package. Returns
+    (:data:`DEFAULT_CACHE`, bin packing only) and ``cfg.real.cache``; new ones are appended
+    to ``cfg.real.cache`` or ``out_dir/replies.jsonl``, never to the package. Returns
     the result in :func:`jaxkit.ballad.compare.search_problem`'s shape plus ``stats``
     (phase 1), ``calibration``, ``first_fit_test`` and cache counts."""
     from jaxkit.jail.sandbox import evaluate_many
@@ -218,30 +218,30 @@ def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> RealRuns:
     from .discover import BEST_FIT_SOURCE
 
     task = None
-    if cfg.real_plugin:
+    if cfg.real.plugin:
         from .plugin import load_plugin
 
-        plug = load_plugin(cfg.real_plugin)
+        plug = load_plugin(cfg.real.plugin)
         prob, cap, task = f"plugin:{plug.name}", plug.capacity, plug.description or None
         data = {"train": plug.train, "val": plug.val, "test": plug.test}
-        cache = cfg.real_cache or Path(out_dir or ".") / "replies.jsonl"
+        cache = cfg.real.cache or Path(out_dir or ".") / "replies.jsonl"
     else:
-        prob, cap = cfg.real_problem, CAPACITY[cfg.real_problem]
+        prob, cap = cfg.real.problem, CAPACITY[cfg.real.problem]
         seed_of = lambda k: int(as_generator(k).integers(2**31 - 1))  # noqa: E731
-        data = {s: real_instances(prob, seed_of(keys[s]), n, cfg.real_items)
+        data = {s: real_instances(prob, seed_of(keys[s]), n, cfg.real.items)
                 for s, n in (("train", cfg.train_instances), ("val", cfg.val_instances),
                              ("test", cfg.test_instances))}
-        cache = cfg.real_cache or Path(out_dir or ".") / "replies.jsonl"
+        cache = cfg.real.cache or Path(out_dir or ".") / "replies.jsonl"
     _disjoint(data)
     # the committed replies are read, never written (new ones go to `cache`, the user's)
-    shipped = None if cfg.real_plugin or Path(cache) == DEFAULT_CACHE else DEFAULT_CACHE
-    backend = Backend(ReplyCache(cache, shipped=shipped), offline=cfg.real_offline)
+    shipped = None if cfg.real.plugin or Path(cache) == DEFAULT_CACHE else DEFAULT_CACHE
+    backend = Backend(ReplyCache(cache, shipped=shipped), offline=cfg.real.offline)
     real = MEMBERS(backend)
     init = [Candidate(source=BEST_FIT_SOURCE, note="best fit"),
             Candidate(source=program_source(-np.eye(10)[0], cap), note="best fit terms")]
-    evaluate = S_.source_evaluator(data["train"], cap, timeout=cfg.program_timeout)
+    evaluate = S_.source_evaluator(data["train"], cap, timeout=cfg.program.timeout)
     ff_train = evaluate([Candidate(source=FIRST_FIT_SOURCE)])[0].score
-    seeds, n = list(range(cfg.real_seeds)), cfg.real_calls
+    seeds, n = list(range(cfg.real.seeds)), cfg.real.calls
     solo = [S_.Router(f"only {m.name}", kind="fixed", arm=i) for i, m in enumerate(real)]
     logs1 = S_.search(evaluate, real, solo, seeds, init=init, n_calls=n,
                       key=keys["search"], context={"task": task})
@@ -258,7 +258,7 @@ def search_real(cfg: Config, keys: dict[str, Any], *, out_dir=None) -> RealRuns:
     def scores(sources, items):  # each distinct program once, in the jail
         distinct = list(dict.fromkeys(sources))
         res = dict(zip(distinct, evaluate_many(distinct, items, cap,
-                                               timeout=cfg.program_timeout), strict=True))
+                                               timeout=cfg.program.timeout), strict=True))
         return np.array([res[s].score if res[s].ok else np.nan for s in sources])
 
     t = scores(best_src + [BEST_FIT_SOURCE, FIRST_FIT_SOURCE], data["test"])

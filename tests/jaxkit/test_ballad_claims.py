@@ -60,7 +60,7 @@ def dominated():
     where one member dominates: the others never return a usable heuristic and cost
     nearly as much. Routing can only lose calls here, and save almost nothing."""
     cfg = QUICK.override(["seeds=4", "calls=8", "train_instances=2", "test_instances=2",
-                          "val_instances=2", "n_init=3", "pool_problems=", "program_calls=0"])
+                          "val_instances=2", "n_init=3", "pool_problems=", "program.calls=0"])
     pool = [SimulatedLLM("dominant", cost=1.0, step=0.1, insight=0.7)] + [
         SimulatedLLM(f"dud{j}", cost=0.9, step=0.1, fail_prob=1.0) for j in (1, 2, 3)]
     results, bowl = [], _bowl()

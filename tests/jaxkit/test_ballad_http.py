@@ -158,9 +158,9 @@ def test_pipeline_pool_http_records_then_replays(editor_server, tmp_path):
     from jaxkit.ballad.config import QUICK
     from jaxkit.registry import RunContext
 
-    cfg = QUICK.override(["pool=http", "http_models=editor-large:3:15,editor-small:0.1:0.4",
-                          f"http_base_url={editor_server.url}", "http_calls=3",
-                          "http_seeds=2", "http_items=30", "train_instances=1",
+    cfg = QUICK.override(["pool=http", "http.models=editor-large:3:15,editor-small:0.1:0.4",
+                          f"http.base_url={editor_server.url}", "http.calls=3",
+                          "http.seeds=2", "http.items=30", "train_instances=1",
                           "test_instances=2"])
     res = pipeline.run(RunContext(out_dir=tmp_path / "a", config=cfg, quick=True))
     sent = len(editor_server.requests)
@@ -174,8 +174,8 @@ def test_pipeline_pool_http_records_then_replays(editor_server, tmp_path):
     assert "0 replayed, 42 fetched" in res.markdown
     editor_server.shutdown()
     cache = tmp_path / "a" / "llm-cache"
-    again = cfg.override(["http_offline=true", f"http_cache={cache}",
-                          "http_base_url=http://127.0.0.1:9/v1"])
+    again = cfg.override(["http.offline=true", f"http.cache={cache}",
+                          "http.base_url=http://127.0.0.1:9/v1"])
     res2 = pipeline.run(RunContext(out_dir=tmp_path / "b", config=again, quick=True))
     assert res2.metrics == res.metrics and res2.claims == res.claims
     assert "42 replayed, 0 fetched" in res2.markdown
@@ -186,12 +186,15 @@ def test_pool_http_config_errors_name_the_field(monkeypatch):
 
     for var in ("JAXKIT_LLM_POOL", "JAXKIT_LLM_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
-    with pytest.raises(ValueError, match="`http_models` must name the HTTP models"):
+    with pytest.raises(ValueError, match="`http.models` must name the HTTP models"):
         QUICK.override(["pool=http"])
-    with pytest.raises(ValueError, match="`http_base_url` must give the endpoint"):
-        QUICK.override(["pool=http", "http_models=a:1:2"])
+    with pytest.raises(ValueError, match="`http.base_url` must give the endpoint"):
+        QUICK.override(["pool=http", "http.models=a:1:2"])
     # replaying offline needs no endpoint; the environment can name the models
-    assert QUICK.override(["pool=http", "http_models=a:1:2", "http_offline=true"]).http_offline
+    assert QUICK.override(["pool=http", "http.models=a:1:2", "http.offline=true"]).http.offline
+    # the section's own checks name the dotted path
+    with pytest.raises(ValueError, match="`http.items` must be >= 2; got 1"):
+        QUICK.override(["http.items=1"])
     monkeypatch.setenv("JAXKIT_LLM_POOL", "a:1:2")
     monkeypatch.setenv("JAXKIT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     assert QUICK.override(["pool=http"]).pool == "http"

@@ -114,8 +114,9 @@ def test_program_space_experiment_runs_every_child_in_the_jail():
     from jaxkit.ballad.config import QUICK
     from jaxkit.ballad.program_run import ROUTERS, program_section, search_programs
 
-    cfg = dataclasses.replace(QUICK, train_instances=1, test_instances=1, program_calls=2,
-                              program_items=20, program_bug_prob=0.0, program_timeout=20.0)
+    cfg = dataclasses.replace(QUICK, train_instances=1, test_instances=1,
+                              program=dataclasses.replace(QUICK.program, calls=2, items=20,
+                                                          bug_prob=0.0, timeout=20.0))
     keys = {k: jax.random.key(i) for i, k in enumerate(("train", "test", "search"))}
     res = search_programs(cfg, keys)
     assert res.routers == list(ROUTERS) and res.n_seeds == 1

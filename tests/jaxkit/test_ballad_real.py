@@ -229,22 +229,49 @@ def test_plugin_loads_and_splits_validation_from_train(tmp_path):
     ("import nosuchmodule_xyz\n", "cannot be imported"),
 ])
 def test_plugin_errors_are_one_line_naming_the_file(tmp_path, text, why):
-    from jaxkit.ballad.config import Config
+    from jaxkit.ballad.config import QUICK
 
     f = tmp_path / "mine.py"
     f.write_text(text)
     with pytest.raises(ValueError, match=why) as e:
-        Config(real_plugin=str(f))
+        QUICK.override([f"real.plugin={f}"])
     assert "\n" not in str(e.value) and "mine.py" in str(e.value)
-    assert "`real_plugin`" in str(e.value)
+    assert str(e.value).startswith("`real.plugin`: ")
 
 
 def test_or_library_classes_only(tmp_path):
-    from jaxkit.ballad.config import Config
+    from jaxkit.ballad.config import QUICK, RealSettings
 
-    with pytest.raises(ValueError, match="`real_items`"):
-        Config(real_problem="binpacking_or", real_items=200)
-    assert Config(real_problem="binpacking_or", real_items=120).real_items == 120
+    with pytest.raises(ValueError, match="^`real.items` must be an OR-Library u class"):
+        QUICK.override(["real.problem=binpacking_or", "real.items=200"])
+    cfg = QUICK.override(["real.problem=binpacking_or", "real.items=120"])
+    assert cfg.real == RealSettings(problem="binpacking_or", calls=3, seeds=1, items=120)
+    with pytest.raises(ValueError, match="^`items` must be an OR-Library u class"):
+        RealSettings(problem="binpacking_or", items=200)  # the section alone: its own name
+
+
+def test_sections_by_dotted_path_and_toml(tmp_path):
+    """The http / program / real settings are sections: a dotted path changes one field
+    (the others keep QUICK's values), a section's check names the dotted path, an old
+    flat name suggests the dotted one, and --show-config's TOML reads back the same."""
+    from jaxkit.ballad.config import QUICK, Config, ProgramSettings
+
+    cfg = QUICK.override(["real.calls=5", "program.bug_prob=0.5", "http.timeout=3"])
+    assert (cfg.real.calls, cfg.real.seeds, cfg.real.items) == (5, 1, 200)
+    assert cfg.program == ProgramSettings(calls=6, seeds=1, items=200, bug_prob=0.5,
+                                          timeout=5.0)
+    assert cfg.http.timeout == 3.0 and cfg.seeds == QUICK.seeds
+    with pytest.raises(ValueError, match=r"^`program.bug_prob` must be in \[0, 1\]; got 2"):
+        QUICK.override(["program.bug_prob=2"])
+    with pytest.raises(ValueError, match="^`real.seeds` must be >= 1; got 0"):
+        QUICK.merged({"real": {"seeds": 0}})
+    with pytest.raises(ValueError, match="unknown field `real_calls`.*did you mean real.calls"):
+        QUICK.override(["real_calls=3"])
+    toml = tmp_path / "c.toml"
+    toml.write_text(cfg.to_toml())
+    text = toml.read_text()
+    assert "[http]" in text and "[program]" in text and "[real]" in text
+    assert Config.from_toml(toml) == cfg
 
 
 # ------------------------------------------------------------------ the stage, replayed
@@ -264,9 +291,10 @@ def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
     from jaxkit.ballad import real_run, report
     from jaxkit.ballad.config import QUICK
 
-    cfg = replace(QUICK, real_calls=1, real_seeds=2, real_items=12, train_instances=1,
-                  val_instances=1, test_instances=2, program_timeout=20.0,
-                  real_cache=str(tmp_path / "r.jsonl"))
+    cfg = replace(QUICK, train_instances=1, val_instances=1, test_instances=2,
+                  program=replace(QUICK.program, timeout=20.0),
+                  real=replace(QUICK.real, calls=1, seeds=2, items=12,
+                               cache=str(tmp_path / "r.jsonl")))
     keys = {k: jax.random.fold_in(jax.random.key(3), i)
             for i, k in enumerate(("train", "val", "test", "search"))}
     canned = lambda cache, offline: _Canned(cache, _GOOD_REPLIES * 200)  # noqa: E731
@@ -274,7 +302,7 @@ def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(real_run, "DEFAULT_CACHE", tmp_path / "no-shipped-replies.jsonl")
     live = real_run.search_real(cfg, keys)
     monkeypatch.setattr(real_run, "Backend", Backend)  # the real one, offline below
-    again = real_run.search_real(replace(cfg, real_offline=True), keys)
+    again = real_run.search_real(replace(cfg, real=replace(cfg.real, offline=True)), keys)
     assert live.cache_misses > 0 and again.cache_misses == 0
     assert again.cache_hits == live.cache_misses
     np.testing.assert_array_equal(again.arms, live.arms)
@@ -296,8 +324,8 @@ def test_real_stage_replays_from_its_cache(tmp_path, monkeypatch):
     lines, metrics = real_run.real_section(again)
     assert "copied a parent" in "\n".join(lines) and metrics["cache_misses"] == 0
     # offline with an empty cache: every real call fails, the run still completes
-    empty = real_run.search_real(replace(cfg, real_offline=True, real_seeds=1,
-                                         real_cache=str(tmp_path / "none.jsonl")), keys)
+    empty = real_run.search_real(replace(cfg, real=replace(
+        cfg.real, offline=True, seeds=1, cache=str(tmp_path / "none.jsonl"))), keys)
     assert all(s["failure_rate"] == 1.0 for s in empty.stats.values())
     assert all(s["errors"] == {"not in the cache": s["calls"]}
                for s in empty.stats.values())

@@ -247,13 +247,16 @@ def test_default_pool_prices_and_names():
 @pytest.mark.slow  # test-time budget: 30-145 s under load; the quick runs cover it in CI
 def test_pipeline_quick_and_resume(tmp_path):
     from jaxkit.ballad import pipeline
-    from jaxkit.ballad.config import Config
+    from jaxkit.ballad.config import Config, ProgramSettings, RealSettings
     from jaxkit.registry import RunContext
 
+    # the real-proposer stage is off (its default, 12 calls on 5000-item instances, loads
+    # SmolLM2 and took 27 min here; test_ballad_real covers it)
     cfg = Config(problems=("tsp",), seeds=2, calls=6, train_instances=2, test_instances=2,
                  n_init=3, full_test=False, train_full=(), pool_problems=("tsp",), pools=2,
                  pool_seeds=1, pool_calls=6,  # 2 x 1 runs per router, like the 2 seeds
-                 program_calls=2, program_seeds=1, program_items=20, program_timeout=5.0)
+                 program=ProgramSettings(calls=2, seeds=1, items=20, timeout=5.0),
+                 real=RealSettings(calls=0))
     ctx = RunContext(out_dir=tmp_path, config=cfg, quick=True)
     res = pipeline.run(ctx)
     rows = res.metrics["tsp"]

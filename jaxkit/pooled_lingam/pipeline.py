@@ -6,7 +6,8 @@ non-Gaussian (excess kurtosis ~ O(1/n), n = number of variables) while their dep
 decays faster (~ O(1/n^2)), so classical ICA-LiNGAM on the *pooled, unlabeled* rows
 recovers the DAG, matching label-aware methods. Stages: F1 / SHD vs d, environments,
 samples per environment and strength, ablations (:mod:`.sweeps`), the moments vs n
-(:mod:`.theory`), the Sachs data (:mod:`.sachs`); claims and tables in :mod:`.report`.
+(:mod:`.theory`), the Sachs data (:mod:`.sachs`), each returning the typed results of
+:mod:`.results`; claims and tables in :mod:`.report`.
 
 Your own data: ``jaxkit run pooled-lingam --set data=FILE.csv --set env_column=NAME``
 (CSV or Parquet, one column naming each row's environment) runs pooled ICA-LiNGAM on
@@ -18,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 
 import jax
-import numpy as np
 
 from jaxkit.registry import RunContext, register
 from jaxkit.report import PipelineResult
@@ -52,10 +52,9 @@ def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
     data = userdata.read_pooled(cfg.data, cfg.env_column)
     fit = ctx.stage("user-data", lambda: userdata.fit_pooled(
         ctx.key("user-data"), data, restarts=cfg.data_restarts))
-    tested = userdata.claims(data, fit)
+    tested = userdata.claims(data, fit.diagnostic)
     metrics = {"data": str(data.path), "variables": data.names,
-               "environments": data.env_names,
-               **{k: np.asarray(v).tolist() for k, v in fit.items()}}
+               "environments": data.env_names, **fit.as_dict()}
     return PipelineResult(name="pooled-lingam", title=TITLE, claims=tested, metrics=metrics,
                           markdown=userdata.markdown(data, fit, cfg.data_restarts))
 
@@ -82,17 +81,17 @@ def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
         ctx.key("strength"), "strength", cfg.strengths, base=base, **common))
     abl_rows = ctx.stage("ablations", lambda: run_ablations(
         ctx.key("ablations"), base, **common) if cfg.ablations else [])
-    ind_rows = [dict(r) for r in abl_rows if r["setting"] == INDEPENDENT]
+    ind_rows = [r for r in abl_rows if r.setting == INDEPENDENT]
     if not ind_rows and cfg.independent:
         # the every-node-perturbed setting alone (its paper claim), on the ablations' key
         ind_rows = ctx.stage("independent", lambda: sweep(
             ctx.key("ablations"), "perturb_all", (True,), base=base, **dict(
                 common, methods=("pooled-ica",))))
-    if cfg.two_targets and not any(r["setting"] == TWO_TARGETS for r in abl_rows):
+    if cfg.two_targets and not any(r.setting == TWO_TARGETS for r in abl_rows):
         # the scope condition of the synthetic match (2 targets per environment), on the
         # ablations' key so that it is the ablation's row when both run
         abl_rows = abl_rows + ctx.stage("two_targets", lambda: [
-            dict(r, setting=TWO_TARGETS) for r in sweep(
+            r.named(TWO_TARGETS) for r in sweep(
                 ctx.key("ablations"), "targets_per_env", (2,), base=base,
                 **dict(common, methods=("pooled-ica", "gies")))])
     th = ctx.stage("theory", lambda: theory_check(
@@ -121,16 +120,15 @@ def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
         "perturbations, moments, rates, recovery, match with GIES); see the verdicts"]
     metrics = {
         "claim_holds": bool(holds),
-        "d_sweep": report.clean_rows(d_rows),
-        "env_sweep": report.clean_rows(env_rows),
-        "samples_sweep": report.clean_rows(npe_rows),
-        "strength_sweep": report.clean_rows(str_rows),
-        "ablations": report.clean_rows(abl_rows),
-        "independent": report.clean_rows(ind_rows),
-        "theory": {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v)
-                   for k, v in th.items()},
-        "sachs": report.clean_rows(sachs_rows),
-        "sachs_labels": labels,
+        "d_sweep": [r.as_dict() for r in d_rows],
+        "env_sweep": [r.as_dict() for r in env_rows],
+        "samples_sweep": [r.as_dict() for r in npe_rows],
+        "strength_sweep": [r.as_dict() for r in str_rows],
+        "ablations": [r.as_dict() for r in abl_rows],
+        "independent": [r.as_dict() for r in ind_rows],
+        "theory": th.as_dict(),
+        "sachs": [r.as_dict() for r in sachs_rows],
+        "sachs_labels": labels.as_dict(),
         "seconds": seconds,
     }
     return PipelineResult(name="pooled-lingam", title=TITLE, markdown=md, figures=figures,

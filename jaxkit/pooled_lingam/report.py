@@ -36,8 +36,9 @@ from jaxkit.stats import Verdict, every_part_above, paired_difference
 from .config import Config
 from .methods import LABELS
 from .report_sachs import sachs_claims, sachs_label_table
+from .results import SachsComparison, SachsRow, SweepRow, Theory
 
-__all__ = ["PAPER", "claims", "figures", "markdown", "sweep_table", "clean_rows"]
+__all__ = ["PAPER", "claims", "figures", "markdown", "sweep_table"]
 
 PAPER = "ICA-LiNGAM on pooled interventional data (NeurIPS 2026)"
 NOT_TESTED = "not tested at this size"
@@ -46,9 +47,9 @@ NOT_TESTED = "not tested at this size"
 # ------------------------------------------------------------------------------- claims
 
 
-def _find(rows: list[dict], method: str, param: str, value) -> dict | None:
+def _find(rows: Sequence[SweepRow], method: str, param: str, value) -> SweepRow | None:
     for r in rows:
-        if r["method"] == method and r[param] == value:
+        if r.method == method and r.param == param and r.value == value:
             return r
     return None
 
@@ -81,14 +82,15 @@ def _all_of(claim: str, parts: Sequence[tuple[str, Any, float]], note: str = "",
     return Claim(PAPER, claim, measured, verdict, test, note, kind)
 
 
-def _gain(rows: list[dict], param: str, value, other) -> list[tuple[str, Any, float]]:
+def _gain(rows: Sequence[SweepRow], param: str, value,
+          other) -> list[tuple[str, Any, float]]:
     """The paired F1 difference of pooled ICA-LiNGAM at ``param == value`` over
     ``param == other`` as one part (none when a row is missing)."""
     a = _find(rows, "pooled-ica", param, value)
     b = None if other is None else _find(rows, "pooled-ica", param, other)
     if a is None or b is None:
         return []
-    return [(f"{value:g} vs {other:g}", paired_difference(a["f1_seeds"], b["f1_seeds"]), 0.0)]
+    return [(f"{value:g} vs {other:g}", paired_difference(a.f1_seeds, b.f1_seeds), 0.0)]
 
 
 RECOVERS = ("Under certain conditions the classical ICA-LiNGAM algorithm consistently "
@@ -96,9 +98,10 @@ RECOVERS = ("Under certain conditions the classical ICA-LiNGAM algorithm consist
             "data")
 
 
-def claims(cfg: Config, d_rows, env_rows, str_rows, th: dict, sachs_rows,
-           independent_rows: Sequence[dict] = (), abl_rows: Sequence[dict] = (),
-           sachs_labels: dict | None = None) -> list[Claim]:
+def claims(cfg: Config, d_rows: Sequence[SweepRow], env_rows: Sequence[SweepRow],
+           str_rows: Sequence[SweepRow], th: Theory, sachs_rows: Sequence[SachsRow],
+           independent_rows: Sequence[SweepRow] = (), abl_rows: Sequence[SweepRow] = (),
+           sachs_labels: SachsComparison | None = None) -> list[Claim]:
     """The paper's claims (kind "paper": the result sentences of the abstract, in its
     order), then the setup check and jaxkit's own questions (kind "setup" /
     "extension", not tallied). Margins come from ``cfg`` (fixed before the run).
@@ -114,38 +117,38 @@ def claims(cfg: Config, d_rows, env_rows, str_rows, th: dict, sachs_rows,
     d0 = cfg.sweep_d
 
     # 1. independent perturbations: exactly independent non-Gaussian sources -> ICA works
-    r = next((r for r in independent_rows if r["method"] == "pooled-ica"), None)
+    r = next((r for r in independent_rows if r.method == "pooled-ica"), None)
     out.append(_all_of(
         "In linear Gaussian SEMs where interventions independently perturb the noise of "
         "every node, pooling produces exactly independent, non-Gaussian sources, the "
         f"setting of ICA: pooled ICA-LiNGAM recovers the DAG there (mean F1 > {t:g}).",
-        [] if r is None else [(f"d={d0}", r["f1_seeds"], t)],
+        [] if r is None else [(f"d={d0}", r.f1_seeds, t)],
         f"d={d0}; every node's noise sd scaled in every environment (the 'every node "
         "perturbed' setting); the margin is `f1_target`."))
 
     # 2. atomic pooling: non-Gaussian, but dependent sources
-    m, n0 = cfg.moment_margin, th["ds"][0]
+    m, n0 = cfg.moment_margin, th.ds[0]
     parts = []
-    for i, s in enumerate(th["strengths"]):
-        parts.append((f"kurtosis s={s:g}", np.asarray(th["kurtosis_seeds"])[i, 0], m))
-        parts.append((f"dependence s={s:g}", np.asarray(th["dependence_seeds"])[i, 0], m))
+    for i, s in enumerate(th.strengths):
+        parts.append((f"kurtosis s={s:g}", np.asarray(th.kurtosis.seeds)[i, 0], m))
+        parts.append((f"dependence s={s:g}", np.asarray(th.dependence.seeds)[i, 0], m))
     out.append(_all_of(
         "Pooling atomic (single-node) interventions induces the necessary non-Gaussianity "
         "but also source dependence (excess kurtosis and dependence of the pooled sources "
         f"both above {m:g}).", parts,
         f"Sources only, n = {n0} variables (the smallest of the theory check), "
-        f"{th['n_per_env']} rows per environment; per-seed mean excess kurtosis and minus "
+        f"{th.n_per_env} rows per environment; per-seed mean excess kurtosis and minus "
         "the mean correlation of the squared sources; the margin is `moment_margin`."))
 
     # 3. the rates: dependence O(1/n^2), non-Gaussianity O(1/n)
-    tail = [d for d in th["ds"] if d >= th["tail_from"]]
+    tail = [d for d in th.ds if d >= th.tail_from]
     parts = []
-    for i, s in enumerate(th["strengths"]):
+    for i, s in enumerate(th.strengths):
         parts.append((f"-slope kurtosis s={s:g}",
-                      -np.asarray(th["seed_slope_kurtosis"][i]), 0.0))
+                      -np.asarray(th.kurtosis.seed_slope[i]), 0.0))
         if len(tail) >= 2:
             parts.append((f"slope gap s={s:g}", paired_difference(
-                th["seed_tail_slope_kurtosis"][i], th["seed_tail_slope_dependence"][i]),
+                th.kurtosis.seed_tail_slope[i], th.dependence.seed_tail_slope[i]),
                 cfg.rate_margin))
     if len(tail) < 2:
         parts = []
@@ -154,12 +157,12 @@ def claims(cfg: Config, d_rows, env_rows, str_rows, th: dict, sachs_rows,
         "non-Gaussianity decays only as O(1/n): the kurtosis falls with n and the "
         f"dependence's log-log slope is steeper than the kurtosis's by more than "
         f"{cfg.rate_margin:g}.", parts,
-        f"Per-seed log-log slopes: kurtosis over n = {th['ds']}, the gap (kurtosis slope "
+        f"Per-seed log-log slopes: kurtosis over n = {th.ds}, the gap (kurtosis slope "
         f"minus dependence slope) over n = {tail}; a seed whose dependence is not positive "
         "at some n (sampling noise) is dropped; the gap's margin is `rate_margin`."))
 
     # 4. recovery in the atomic setting at moderate n
-    parts = [(f"d={d}", r["f1_seeds"], t) for d in ds
+    parts = [(f"d={d}", r.f1_seeds, t) for d in ds
              if (r := _find(d_rows, "pooled-ica", "d", d)) is not None]
     out.append(_all_of(
         f"{RECOVERS}: in the mildly misspecified atomic regime at moderate n the sources "
@@ -173,11 +176,10 @@ def claims(cfg: Config, d_rows, env_rows, str_rows, th: dict, sachs_rows,
     for d in ds:
         a, g = _find(d_rows, "pooled-ica", "d", d), _find(d_rows, "gies", "d", d)
         if a is not None and g is not None:
-            k = len(g["f1_seeds"])
-            parts.append((f"d={d} vs GIES", paired_difference(a["f1_seeds"][:k],
-                                                              g["f1_seeds"]),
+            k = len(g.f1_seeds)
+            parts.append((f"d={d} vs GIES", paired_difference(a.f1_seeds[:k], g.f1_seeds),
                           -cfg.gies_margin))
-            parts.append((f"d={d} F1", a["f1_seeds"][:k], t))
+            parts.append((f"d={d} F1", a.f1_seeds[:k], t))
     out.append(_all_of(
         "In synthetic experiments pooled across many environments the label-free approach "
         "matches or exceeds label-aware methods: pooled ICA-LiNGAM recovers the DAG (F1 > "
@@ -200,7 +202,7 @@ def claims(cfg: Config, d_rows, env_rows, str_rows, th: dict, sachs_rows,
     for d in ds:
         a, b = _find(d_rows, "pooled-ica", "d", d), _find(d_rows, "obs-ica", "d", d)
         if a is not None and b is not None:
-            parts.append((f"d={d}", paired_difference(a["f1_seeds"], b["f1_seeds"]), 0.0))
+            parts.append((f"d={d}", paired_difference(a.f1_seeds, b.f1_seeds), 0.0))
     out.append(_all_of(
         "Control: the base noise is Gaussian, so observational-only ICA-LiNGAM on the same "
         "graphs and base noise does worse than pooled ICA-LiNGAM at every d.", parts,
@@ -226,15 +228,14 @@ def claims(cfg: Config, d_rows, env_rows, str_rows, th: dict, sachs_rows,
         _gain(str_rows, "strength", cfg.strength, weak[0] if weak else None),
         f"d={d0}; paired F1 difference over the same graphs and base noise.",
         kind="extension"))
-    two = next((r for r in abl_rows if r.get("setting") == TWO_TARGETS
-                and r["method"] == "pooled-ica"), None)
-    g2 = next((r for r in abl_rows if r.get("setting") == TWO_TARGETS
-               and r["method"] == "gies"), None)
+    two = next((r for r in abl_rows if r.setting == TWO_TARGETS
+                and r.method == "pooled-ica"), None)
+    g2 = next((r for r in abl_rows if r.setting == TWO_TARGETS and r.method == "gies"), None)
     parts = []
     if two is not None and g2 is not None:
-        k = len(g2["f1_seeds"])
-        parts = [("2 targets vs GIES", paired_difference(two["f1_seeds"][:k],
-                                                          g2["f1_seeds"]), -cfg.gies_margin)]
+        k = len(g2.f1_seeds)
+        parts = [("2 targets vs GIES", paired_difference(two.f1_seeds[:k], g2.f1_seeds),
+                  -cfg.gies_margin)]
     out.append(_all_of(
         "Scope condition of the synthetic match: with two targets per environment "
         f"(outside the atomic setting) pooled ICA-LiNGAM still stays within "
@@ -242,12 +243,12 @@ def claims(cfg: Config, d_rows, env_rows, str_rows, th: dict, sachs_rows,
         "interventions).", parts,
         f"'{TWO_TARGETS}' (d={d0}, the ablations' datasets; GIES on the first "
         f"{cfg.gies_seeds}), non-inferiority margin `gies_margin`.", kind="extension"))
-    r = next((r for r in sachs_rows if r["method"] == "pooled-ica" and r["transform"] == "raw"),
+    r = next((r for r in sachs_rows if r.method == "pooled-ica" and r.transform == "raw"),
              None)
     out.append(_all_of(
         "On the Sachs data (pooled, no labels) ICA-LiNGAM ranks the consensus edges above "
         "chance (AUPRC minus chance > 0).",
-        [] if r is None else [("raw", np.asarray(r["auprc_reps"]) - r["chance_auprc"], 0.0)],
+        [] if r is None else [("raw", np.asarray(r.auprc.reps) - r.chance_auprc, 0.0)],
         "The interval is over FastICA restarts only (one dataset), so it shows the "
         "initialisation's spread, not the data's; not the paper's real-data claim (that "
         "needs a label-aware comparison).", kind="extension"))
@@ -260,13 +261,10 @@ TWO_TARGETS = "2 targets per environment"
 # ------------------------------------------------------------------------------ figures
 
 
-def _by_method(rows: list[dict], param: str):
-    out: dict[str, tuple[list, dict[str, list]]] = {}
+def _by_method(rows: Sequence[SweepRow]) -> dict[str, list[SweepRow]]:
+    out: dict[str, list[SweepRow]] = {}
     for r in rows:
-        xs, ms = out.setdefault(r["method"], ([], {}))
-        xs.append(r[param])
-        for k in ("f1", "f1_sd", "shd", "shd_sd"):
-            ms.setdefault(k, []).append(r[k])
+        out.setdefault(r.method, []).append(r)
     return out
 
 
@@ -280,34 +278,36 @@ def _int_ticks(ax, values):
 
 
 METRIC_BOUNDS = {"f1": (0, 1), "shd": (0, None)}  # interval clipping (F1 <= 1, SHD >= 0)
+#: a plotted metric's (mean, sd) of a row
+_MEAN_SD = {"f1": lambda r: (r.f1, r.f1_sd), "shd": lambda r: (r.shd, r.shd_sd)}
 
 
-def _plot_metric(ax, rows, param, metric, *, logx=False):
-    for method, (xs, ms) in _by_method(rows, param).items():
-        interval(ax, xs, ms[metric], half=ms[metric + "_sd"],
+def _plot_metric(ax, rows: Sequence[SweepRow], param: str, metric: str, *, logx=False):
+    for method, rs in _by_method(rows).items():
+        mean, sd = zip(*(_MEAN_SD[metric](r) for r in rs), strict=True)
+        interval(ax, [r.value for r in rs], list(mean), half=list(sd),
                  bounds=METRIC_BOUNDS[metric], label=LABELS[method])
     label_axes(ax, param, f"{metric.upper()} (mean +- sd over seeds)",
                bounds=METRIC_BOUNDS[metric])
     if logx:
         ax.set_xscale("log")
-    _int_ticks(ax, sorted({r[param] for r in rows}))
+    _int_ticks(ax, sorted({r.value for r in rows}))
 
 
-def _theory_figure(th: dict, path: Path) -> Path:
+def _theory_figure(th: Theory, path: Path) -> Path:
     fig, ax = new_figure(ncols=2)
-    for j, (name, ylab) in enumerate((("kurtosis", "mean excess kurtosis"),
-                                      ("dependence", "-mean corr(e_i^2, e_j^2)"))):
+    for j, (m, ref, ylab) in enumerate(((th.kurtosis, -1, "mean excess kurtosis"),
+                                        (th.dependence, -2, "-mean corr(e_i^2, e_j^2)"))):
         a = ax[0, j]
-        for i, s in enumerate(th["strengths"]):
-            line = a.loglog(th["ds"], th[name][i], "o", label=f"measured, s={s:g} "
-                            f"(slope {th['slope_' + name][i]:.2f})")[0]
-            a.loglog(th["ds"], th[name + "_theory"][i], "-", color=line.get_color(),
+        for i, s in enumerate(th.strengths):
+            line = a.loglog(th.ds, m.mean[i], "o", label=f"measured, s={s:g} "
+                            f"(slope {m.slope[i]:.2f})")[0]
+            a.loglog(th.ds, m.theory[i], "-", color=line.get_color(),
                      label=f"closed form, s={s:g}")
-        ref = -1 if name == "kurtosis" else -2
-        dd = np.asarray(th["ds"], float)
-        y0 = th[name + "_theory"][-1][-1]
+        dd = np.asarray(th.ds, float)
+        y0 = m.theory[-1][-1]
         a.loglog(dd, y0 * (dd / dd[-1]) ** ref, "k:", label=f"slope {ref}")
-        _int_ticks(a, th["ds"])
+        _int_ticks(a, th.ds)
         a.set_xlabel("number of variables n")
         a.set_ylabel(ylab)
         a.grid(alpha=0.3, which="both")
@@ -315,7 +315,9 @@ def _theory_figure(th: dict, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def figures(out: Path, cfg: Config, d_rows, env_rows, npe_rows, str_rows, th) -> list[Path]:
+def figures(out: Path, cfg: Config, d_rows: Sequence[SweepRow], env_rows: Sequence[SweepRow],
+            npe_rows: Sequence[SweepRow], str_rows: Sequence[SweepRow],
+            th: Theory) -> list[Path]:
     """The six PNGs: F1 and SHD vs d, the three one-knob sweeps, the theory slopes."""
     d0, paths = cfg.sweep_d, []
     for metric in ("f1", "shd"):
@@ -342,13 +344,14 @@ def figures(out: Path, cfg: Config, d_rows, env_rows, npe_rows, str_rows, th) ->
 # ------------------------------------------------------------------------------- tables
 
 
-def sweep_table(rows: list[dict], param: str) -> str:
-    """Mean ± sd over datasets per (setting, method)."""
+def sweep_table(rows: Sequence[SweepRow], param: str) -> str:
+    """Mean ± sd over datasets per (setting, method); the first column, headed
+    ``param``, is each row's :attr:`~.results.SweepRow.label`."""
     header = [param, "N rows", "method", "reps", "F1", "SHD", "precision", "recall",
               "AUPRC", "ICA conv.", "time s"]
-    body = [[r[param], r["n_samples"], r["method"], r["n_reps"],
-             f"{r['f1']:.2f} ± {r['f1_sd']:.2f}", f"{r['shd']:.1f} ± {r['shd_sd']:.1f}",
-             r["precision"], r["recall"], r["auprc"], r.get("converged", "-"), r["seconds"]]
+    body = [[r.label, r.n_samples, r.method, r.n_reps, f"{r.f1:.2f} ± {r.f1_sd:.2f}",
+             f"{r.shd:.1f} ± {r.shd_sd:.1f}", r.precision, r.recall, r.auprc,
+             "-" if r.converged is None else r.converged, r.seconds]
             for r in rows]
     return markdown_table(header, body)
 
@@ -356,25 +359,23 @@ def sweep_table(rows: list[dict], param: str) -> str:
 def _caveats(str_rows, env_rows, abl_rows, d0: int) -> list[str]:
     """Findings that qualify the claims (numbers from this run)."""
     lines = []
-    pooled = [r for r in str_rows if r["method"] == "pooled-ica" and r["strength"] > 1]
-    strong = sorted(r["strength"] for r in pooled if r["f1"] >= 0.9)
-    weak = [(r["strength"], r["f1"]) for r in pooled if r["f1"] < 0.9]
+    pooled = [r for r in str_rows if r.method == "pooled-ica" and r.value > 1]
+    strong = sorted(r.value for r in pooled if r.f1 >= 0.9)
+    weak = [(r.value, r.f1) for r in pooled if r.f1 < 0.9]
     one = _find(str_rows, "pooled-ica", "strength", 1.0)
     if strong:
         lines.append(f"- Strength (d={d0}): pooled ICA-LiNGAM reaches F1 >= 0.9 from noise-sd "
                      f"factor {strong[0]:g}; weaker interventions "
                      + (", ".join(f"s={s:g}: F1 {f:.2f}" for s, f in weak) if weak else "none")
                      + ("" if one is None else
-                        f" (no intervention, s=1: F1 {one['f1']:.2f})")
+                        f" (no intervention, s=1: F1 {one.f1:.2f})")
                      + ": too little non-Gaussianity.")
-    few = [(r["n_envs"], r["f1"]) for r in env_rows
-           if r["method"] == "pooled-ica" and r["n_envs"] < d0]
+    few = [(r.value, r.f1) for r in env_rows if r.method == "pooled-ica" and r.value < d0]
     if few:
         lines.append(f"- Fewer interventional environments than nodes (d={d0}): F1 "
                      + ", ".join(f"{k} envs: {f:.2f}" for k, f in few)
                      + " -- untargeted nodes keep Gaussian sources, as theory predicts.")
-    bad = [(r["setting"], r["f1"]) for r in abl_rows
-           if r["method"] == "pooled-ica" and r["f1"] < 0.9]
+    bad = [(r.setting, r.f1) for r in abl_rows if r.method == "pooled-ica" and r.f1 < 0.9]
     if bad:
         lines.append("- Ablations where pooled ICA-LiNGAM falls below F1 0.9: "
                      + "; ".join(f"{n}: {f:.2f}" for n, f in bad) + ".")
@@ -388,23 +389,23 @@ def _caveats(str_rows, env_rows, abl_rows, d0: int) -> list[str]:
     return lines
 
 
-def _theory_tables(th: dict) -> list[str]:
+def _theory_tables(th: Theory) -> list[str]:
     rows = []
-    for i, s in enumerate(th["strengths"]):
-        for name, asym in (("kurtosis", -1), ("dependence", -2)):
-            rows.append([s, name, th[f"slope_{name}"][i], th[f"slope_{name}_theory"][i],
-                         th[f"tail_slope_{name}"][i], th[f"tail_slope_{name}_theory"][i], asym])
-    vals = [[s, d, th["kurtosis"][i][j], th["kurtosis_theory"][i][j], th["dependence"][i][j],
-             th["dependence_theory"][i][j]]
-            for i, s in enumerate(th["strengths"]) for j, d in enumerate(th["ds"])]
-    t = th["tail_from"]
+    for i, s in enumerate(th.strengths):
+        for (name, m), asym in zip(th.moments(), (-1, -2), strict=True):
+            rows.append([s, name, m.slope[i], m.slope_theory[i], m.tail_slope[i],
+                         m.tail_slope_theory[i], asym])
+    k, dep = th.kurtosis, th.dependence
+    vals = [[s, d, k.mean[i][j], k.theory[i][j], dep.mean[i][j], dep.theory[i][j]]
+            for i, s in enumerate(th.strengths) for j, d in enumerate(th.ds)]
+    t = th.tail_from
     return [
         "### Theory check: pooled-source moments vs n", "",
         f"Sources only (Gaussian, atomic variance scaling, n environments + 1 observational, "
-        f"{th['n_per_env']} rows each, {th['n_seeds']} seeds): mean excess kurtosis and "
+        f"{th.n_per_env} rows each, {th.n_seeds} seeds): mean excess kurtosis and "
         "dependence = minus the mean off-diagonal correlation of the squared sources (the "
         "closed form is negative: -p^2 (s^2-1)^2 / (3 m4 - m2^2), p = 1/(n+1)). Log-log "
-        f"slopes of the seed means over n = {th['ds']} and over n >= {t}:", "",
+        f"slopes of the seed means over n = {th.ds} and over n >= {t}:", "",
         markdown_table(["strength", "quantity", "slope (all n)", "closed form (all n)",
                         f"slope (n>={t})", f"closed form (n>={t})", "asymptotic"], rows), "",
         markdown_table(["strength", "n", "kurtosis", "closed form", "dependence",
@@ -413,12 +414,12 @@ def _theory_tables(th: dict) -> list[str]:
         "range shown is pre-asymptotic and the fitted slopes are shallower.", ""]
 
 
-def _sachs_table(sachs_rows) -> list[str]:
-    tab = [[r["method"], r["transform"], r["n_reps"], f"{r['f1']:.2f} ± {r['f1_sd']:.2f}",
-            f"{r['shd']:.1f}", r["n_edges_est"], r["precision"], r["recall"],
-            f"{r['auprc']:.2f} ± {r['auprc_sd']:.2f}", r["auroc"], r["topk_f1"],
-            r["topk_shd"]] for r in sachs_rows]
-    chance = sachs_rows[0]["chance_auprc"] if sachs_rows else float("nan")
+def _sachs_table(sachs_rows: Sequence[SachsRow]) -> list[str]:
+    tab = [[r.method, r.transform, r.n_reps, f"{r.f1.mean:.2f} ± {r.f1.sd:.2f}",
+            f"{r.shd.mean:.1f}", r.n_edges_est.mean, r.precision.mean, r.recall.mean,
+            f"{r.auprc.mean:.2f} ± {r.auprc.sd:.2f}", r.auroc.mean, r.topk_f1.mean,
+            r.topk_shd.mean] for r in sachs_rows]
+    chance = sachs_rows[0].chance_auprc if sachs_rows else float("nan")
     return [
         "### Sachs et al. (2005), pooled without labels (7466 x 11, 18 consensus edges)", "",
         markdown_table(["method", "data", "restarts", "F1 (BIC-pruned)", "SHD", "edges est.",
@@ -431,10 +432,13 @@ def _sachs_table(sachs_rows) -> list[str]:
         "The label-aware comparison on the same data follows.", ""]
 
 
-def markdown(cfg: Config, *, quick: bool, seed: int, tested: list[Claim], d_rows, env_rows,
-             npe_rows, str_rows, abl_rows, th, sachs_rows, seconds: float,
-             reloaded: Sequence[str] = (), ind_rows: Sequence[dict] = (),
-             sachs_labels: dict | None = None) -> str:
+def markdown(cfg: Config, *, quick: bool, seed: int, tested: list[Claim],
+             d_rows: Sequence[SweepRow], env_rows: Sequence[SweepRow],
+             npe_rows: Sequence[SweepRow], str_rows: Sequence[SweepRow],
+             abl_rows: Sequence[SweepRow], th: Theory, sachs_rows: Sequence[SachsRow],
+             seconds: float, reloaded: Sequence[str] = (),
+             ind_rows: Sequence[SweepRow] = (),
+             sachs_labels: SachsComparison | None = None) -> str:
     """The report section (without its title)."""
     d0 = cfg.sweep_d
     md = [
@@ -478,9 +482,3 @@ def markdown(cfg: Config, *, quick: bool, seed: int, tested: list[Claim], d_rows
         md.append(f"Stages reloaded from an earlier run of this configuration (their time "
                   f"is not included): {', '.join(reloaded)}.")
     return "\n".join(md)
-
-
-def clean_rows(rows: list[dict]) -> list[dict[str, Any]]:
-    """Rows with NumPy scalars as Python numbers (for metrics.json)."""
-    return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in r.items()}
-            for r in rows]

@@ -24,6 +24,7 @@ from jaxkit.claims import Claim
 from jaxkit.report import markdown_table
 from jaxkit.stats import Verdict
 
+from .results import SachsComparison
 from .sachs_labels import LABEL_METHODS, bootstrap_equivalence
 
 __all__ = ["REAL_DATA", "sachs_claims", "sachs_label_table"]
@@ -40,11 +41,12 @@ def _fmt(v: Verdict) -> str:
     return f"{f(v.estimate)} [{f(v.lo)}, {f(v.hi)}]"
 
 
-def _diff(cmp: dict, metric: str, a: str, b: str) -> np.ndarray:
-    return np.asarray(cmp[metric][a], float) - np.asarray(cmp[metric][b], float)
+def _diff(values: dict[str, np.ndarray], a: str, b: str) -> np.ndarray:
+    return np.asarray(values[a], float) - np.asarray(values[b], float)
 
 
-def sachs_claims(paper: str, margin: float, cmp: dict | None) -> tuple[Claim, Claim | None]:
+def sachs_claims(paper: str, margin: float,
+                 cmp: SachsComparison | None) -> tuple[Claim, Claim | None]:
     """``(the paper's real-data claim, the negative control or None)`` (module
     docstring); ``cmp`` is :func:`.sachs_labels.sachs_compare`'s result, None when the
     stage did not run (the claim is then "not tested")."""
@@ -52,17 +54,17 @@ def sachs_claims(paper: str, margin: float, cmp: dict | None) -> tuple[Claim, Cl
         return Claim(paper, REAL_DATA, "-", "not tested", "",
                      "The Sachs comparison with methods given the environment labels did "
                      "not run."), None
-    vs = {m: bootstrap_equivalence(_diff(cmp, "f1", "pooled-ica", m), margin=margin)
+    vs = {m: bootstrap_equivalence(_diff(cmp.f1, "pooled-ica", m), margin=margin)
           for m in LABEL_METHODS}
-    shd = {m: bootstrap_equivalence(_diff(cmp, "shd", "pooled-ica", m), margin=1e9)
+    shd = {m: bootstrap_equivalence(_diff(cmp.shd, "pooled-ica", m), margin=1e9)
            for m in LABEL_METHODS}
     verdicts = [v.verdict for v in vs.values()]
     verdict = ("yes" if all(v == "yes" for v in verdicts) else
                "no" if "no" in verdicts else "not shown")
-    f1 = {m: cmp["f1"][m][0] for m in cmp["f1"]}
+    f1 = {m: cmp.f1[m][0] for m in cmp.f1}
     measured = "; ".join(f"F1 minus {NAMES[m]}: {_fmt(v)}" for m, v in vs.items())
     claim = Claim(
-        paper, REAL_DATA + f" Sachs et al. (2005), {cmp['transform']} data: pooled "
+        paper, REAL_DATA + f" Sachs et al. (2005), {cmp.transform} data: pooled "
         f"ICA-LiNGAM without labels has an F1 within ±{margin:g} of GIES and of "
         "JCI-style DirectLiNGAM, both given the nine conditions (and GIES their targets).",
         measured, verdict,
@@ -74,13 +76,13 @@ def sachs_claims(paper: str, margin: float, cmp: dict | None) -> tuple[Claim, Cl
         + "; ".join(f"{NAMES[m]} {_fmt(v)}" for m, v in shd.items())
         + ". Bootstrap bias check (the verdict keeps the percentile interval, fixed "
         "before the run): ICA F1 on all rows vs its resample median "
-        f"{f1['pooled-ica']:.3f} / {np.median(cmp['f1']['pooled-ica'][1:]):.3f}; basic "
+        f"{f1['pooled-ica']:.3f} / {np.median(cmp.f1['pooled-ica'][1:]):.3f}; basic "
         "(bias-reversed) 90% intervals of the F1 difference: "
         + "; ".join(f"{NAMES[m]} [{2 * v.estimate - v.hi:.3g}, {2 * v.estimate - v.lo:.3g}]"
                     for m, v in vs.items())
         + ". Conditions mapped to the file's row blocks by their sizes (see "
         "`sachs_labels`); the margin is `sachs_margin`, fixed before the run.")
-    ctrl = bootstrap_equivalence(_diff(cmp, "f1", "chance", "gies"), margin=margin)
+    ctrl = bootstrap_equivalence(_diff(cmp.f1, "chance", "gies"), margin=margin)
     control = Claim(
         paper, "Negative control: a chance-level graph (random DAGs with the consensus's "
         f"18 edges) is comparable to GIES on Sachs (F1 within ±{margin:g}); must be 'no' "
@@ -91,25 +93,24 @@ def sachs_claims(paper: str, margin: float, cmp: dict | None) -> tuple[Claim, Cl
     return claim, control
 
 
-def sachs_label_table(cmp: dict | None, margin: float) -> list[str]:
+def sachs_label_table(cmp: SachsComparison | None, margin: float) -> list[str]:
     """The Markdown lines of the comparison: per method its F1 and SHD on all rows and
     the 90% bootstrap intervals over the resamples."""
     if cmp is None:
         return []
     rows = []
-    for m in cmp["methods"]:
-        f1 = np.asarray(cmp["f1"][m], float)
+    for m in cmp.methods:
+        f1 = np.asarray(cmp.f1[m], float)
         lo, hi = np.quantile(f1[1:], [0.05, 0.95])
-        s = cmp["shd"].get(m)
+        s = cmp.shd.get(m)
         shd = "-" if s is None else (f"{s[0]:.0f} [{np.quantile(s[1:], 0.05):.0f}, "
                                      f"{np.quantile(s[1:], 0.95):.0f}]")
         rows.append([m, f"{f1[0]:.3f} [{lo:.3f}, {hi:.3f}]", shd,
-                     f"{cmp['seconds'][m]:.1f}"])
-    conds = ", ".join(f"{c} ({n})" for c, n in zip(cmp["conditions"], cmp["n_rows"],
-                                                    strict=True))
+                     f"{cmp.seconds[m]:.1f}"])
+    conds = ", ".join(f"{c} ({n})" for c, n in zip(cmp.conditions, cmp.n_rows, strict=True))
     return [
         f"### Sachs et al. (2005) with its conditions: label-free vs label-aware "
-        f"({cmp['transform']} data, {cmp['n_boot']} resamples within conditions)", "",
+        f"({cmp.transform} data, {cmp.n_boot} resamples within conditions)", "",
         markdown_table(["method", "F1 on all rows [90% bootstrap]",
                         "SHD on all rows [90% bootstrap]", "time s"], rows), "",
         f"Conditions (rows): {conds}. pooled-ica sees the pooled rows only; gies gets the "

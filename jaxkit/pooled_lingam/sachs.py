@@ -4,7 +4,6 @@ the 18-edge consensus graph."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +13,7 @@ from jaxkit import distributed as jd
 from jaxkit.kernels import graph as gm
 
 from .methods import fit_direct, fit_ica
+from .results import SachsRow, Spread
 
 __all__ = ["sachs_eval", "topk_metrics"]
 
@@ -39,7 +39,8 @@ def _fit(fn, args, mesh):
     return jax.tree.map(lambda a: np.asarray(a)[:n], jax.device_get(out))
 
 
-def sachs_eval(key, *, n_restarts: int = 4, mesh=None, direct: bool = True) -> list[dict]:
+def sachs_eval(key, *, n_restarts: int = 4, mesh=None,
+               direct: bool = True) -> list[SachsRow]:
     """Pooled ICA-LiNGAM (``n_restarts`` FastICA initialisations) and DirectLiNGAM on the
     Sachs data, raw and ``log``-transformed, scored against the consensus graph.
 
@@ -51,11 +52,12 @@ def sachs_eval(key, *, n_restarts: int = 4, mesh=None, direct: bool = True) -> l
         direct: also fit DirectLiNGAM (False: its rows are left out).
 
     Returns:
-        One row per (method, transform): ``n_reps``, ``seconds`` and the mean over
-        restarts (with ``*_sd`` and the per-restart values ``*_reps``) of the
-        BIC-pruned graph's ``f1, shd, precision, recall, n_edges_est``, the AUPRC and
-        AUROC of ``|adjacency_unpruned|``, the top-k graph's ``topk_f1`` / ``topk_shd``
-        (k = the consensus's 18 edges) and ``converged``; plus ``chance_auprc``.
+        One :class:`~.results.SachsRow` per (method, transform): ``n_reps``,
+        ``seconds`` and, over the restarts (a :class:`~.results.Spread`: mean, sd and
+        the per-restart values), the BIC-pruned graph's ``f1, shd, precision, recall,
+        n_edges_est, n_edges_true``, the AUPRC and AUROC of ``|adjacency_unpruned|``,
+        the top-k graph's ``topk_f1`` / ``topk_shd`` (k = the consensus's 18 edges) and
+        ``converged``; plus ``chance_auprc``.
     """
     from jaxkit.data.sachs import load_sachs
 
@@ -93,11 +95,8 @@ def sachs_eval(key, *, n_restarts: int = 4, mesh=None, direct: bool = True) -> l
                 m["topk_f1"], m["topk_shd"] = top["f1"], top["shd"]
                 m["converged"] = float(res.converged[i])
                 recs.append(m)
-            row: dict[str, Any] = dict(method=method, transform=tf, n_reps=len(recs),
-                                       seconds=secs, chance_auprc=chance)
-            for name in recs[0]:
-                v = np.array([r[name] for r in recs])
-                row[name], row[name + "_sd"] = float(v.mean()), float(v.std())
-                row[name + "_reps"] = v.tolist()
-            rows.append(row)
+            rows.append(SachsRow(method=method, transform=tf, n_reps=len(recs),
+                                 seconds=secs, chance_auprc=chance,
+                                 **{name: Spread.of([r[name] for r in recs])
+                                    for name in recs[0]}))
     return rows

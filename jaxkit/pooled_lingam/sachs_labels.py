@@ -50,6 +50,7 @@ from jaxkit.kernels import lingam
 from jaxkit.stats import Verdict, as_generator
 
 from .methods import fit_ica, gies_fit
+from .results import SachsComparison
 
 __all__ = ["CONDITIONS", "LABEL_METHODS", "sachs_environments", "resample_within",
            "jci_direct", "chance_f1", "sachs_compare", "bootstrap_equivalence"]
@@ -157,7 +158,7 @@ def _metrics(truth, est) -> tuple[float, float]:
 
 
 def sachs_compare(key, *, n_boot: int, transform: str = "log", chunk: int = 4,
-                  chance_graphs: int = 64, mesh=None) -> dict:
+                  chance_graphs: int = 64, mesh=None) -> SachsComparison:
     """Every method of the module docstring on the Sachs rows (replicate 0) and on
     ``n_boot`` resamples within the conditions (replicates 1 .. n_boot).
 
@@ -172,9 +173,9 @@ def sachs_compare(key, *, n_boot: int, transform: str = "log", chunk: int = 4,
         mesh: a mesh whose ``"data"`` axis splits the ICA fits, or None.
 
     Returns:
-        ``dict(methods, f1, shd, seconds, n_boot, transform, conditions, n_rows)``:
-        ``f1[m]`` and ``shd[m]`` are ``(n_boot + 1,)`` lists, index 0 the full data
-        (``shd`` has no ``chance`` entry).
+        A :class:`~.results.SachsComparison`: ``f1[m]`` and ``shd[m]`` are
+        ``(n_boot + 1,)`` arrays, index 0 the full data (``shd`` has no ``chance``
+        entry).
     """
     from jaxkit.data.sachs import SACHS_CHANGE_POINTS, load_sachs
 
@@ -219,9 +220,11 @@ def sachs_compare(key, *, n_boot: int, transform: str = "log", chunk: int = 4,
         t0 = time.perf_counter()
         f1["chance"].append(chance_f1(rng, truth, chance_graphs))
         secs["chance"] += time.perf_counter() - t0
-    return dict(methods=list(f1), f1=f1, shd=shd, seconds=secs, n_boot=n_boot,
-                transform=transform, conditions=[c for c, _ in CONDITIONS],
-                n_rows=[int((env == k).sum()) for k in range(len(CONDITIONS))])
+    return SachsComparison(
+        methods=list(f1), f1={m: np.asarray(v, np.float64) for m, v in f1.items()},
+        shd={m: np.asarray(v, np.float64) for m, v in shd.items()}, seconds=secs,
+        n_boot=n_boot, transform=transform, conditions=[c for c, _ in CONDITIONS],
+        n_rows=[int((env == k).sum()) for k in range(len(CONDITIONS))])
 
 
 def bootstrap_equivalence(diffs, *, margin: float, level: float = 0.90) -> Verdict:

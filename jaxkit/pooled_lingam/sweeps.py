@@ -25,7 +25,8 @@ from jaxkit.kernels import graph as gm
 from jaxkit.kernels.sem.pc import dag_to_cpdag
 
 from .data import TrialConfig, ablations, simulate_batch
-from .methods import METHODS, METRICS, fit_direct, fit_ica, gies_fit, score
+from .methods import METHODS, fit_direct, fit_ica, gies_fit, score
+from .results import SweepRow
 
 __all__ = ["evaluate", "summarise", "sweep", "run_sweep", "run_ablations"]
 
@@ -143,38 +144,47 @@ def evaluate(
     return result
 
 
-def summarise(res: dict[str, dict[str, np.ndarray]], extra: dict[str, Any]) -> list[dict]:
-    """One row per method of :func:`evaluate`'s result: ``extra``, ``method``,
-    ``n_reps``, the mean and sd over datasets of each metric (``f1``, ``f1_sd``, ...),
-    the per-dataset F1 and SHD (``f1_seeds``, ``shd_seeds``, for paired claim tests),
-    ``converged`` (fraction, ICA fits) and ``seconds``."""
+def _mean_sd(values) -> tuple[float, float]:
+    """Mean and sd over the finite values (nan, nan when none is finite)."""
+    v = np.asarray(values, np.float64)
+    if not np.isfinite(v).any():
+        return float("nan"), float("nan")
+    return float(np.nanmean(v)), float(np.nanstd(v))
+
+
+def summarise(res: dict[str, dict[str, np.ndarray]], param: str, value: Any,
+              n_samples: int) -> list[SweepRow]:
+    """One :class:`~.results.SweepRow` per method of :func:`evaluate`'s result on the
+    setting ``param == value`` (``n_samples`` pooled rows): the mean and sd over datasets
+    of each metric, the per-dataset F1 and SHD (for paired claim tests), ``converged``
+    (fraction, ICA fits) and ``seconds``."""
     rows = []
     for method, mets in res.items():
-        row = dict(extra, method=method, n_reps=int(len(mets["f1"])))
-        for name in METRICS:
-            v = np.asarray(mets[name], np.float64)
-            ok = np.isfinite(v).any()
-            row[name] = float(np.nanmean(v)) if ok else float("nan")
-            row[name + "_sd"] = float(np.nanstd(v)) if ok else float("nan")
-        row["f1_seeds"] = [float(v) for v in mets["f1"]]
-        row["shd_seeds"] = [float(v) for v in mets["shd"]]
-        if "converged" in mets:
-            row["converged"] = float(np.mean(mets["converged"]))
-        row["seconds"] = float(mets["seconds"])
-        rows.append(row)
+        (f1, f1_sd), (shd, shd_sd), (prec, prec_sd), (rec, rec_sd), (auprc, auprc_sd) = (
+            _mean_sd(mets[name]) for name in ("f1", "shd", "precision", "recall", "auprc"))
+        rows.append(SweepRow(
+            param=param, value=value, n_samples=n_samples, method=method,
+            n_reps=int(len(mets["f1"])), f1=f1, f1_sd=f1_sd, shd=shd, shd_sd=shd_sd,
+            precision=prec, precision_sd=prec_sd, recall=rec, recall_sd=rec_sd,
+            auprc=auprc, auprc_sd=auprc_sd,
+            f1_seeds=np.asarray(mets["f1"], np.float64),
+            shd_seeds=np.asarray(mets["shd"], np.float64),
+            converged=float(np.mean(mets["converged"])) if "converged" in mets else None,
+            seconds=float(mets["seconds"])))
     return rows
 
 
-def _scored(key, items: list, setting: Callable[[Any], tuple[TrialConfig, dict]],
-            description: str, track: Callable | None, evaluate_kw: dict) -> list[dict]:
+def _scored(key, items: list, param: str,
+            setting: Callable[[Any], tuple[TrialConfig, Any]], description: str,
+            track: Callable | None, evaluate_kw: dict) -> list[SweepRow]:
     """:func:`summarise` rows of :func:`evaluate` (on the same ``key``, with
     ``evaluate_kw``) for each of ``items``, whose ``setting(item)`` is the setting and
-    the extra row fields (``n_samples`` is added)."""
-    rows: list[dict] = []
+    the value of ``param`` the rows record."""
+    rows: list[SweepRow] = []
     for item in (items if track is None else track(items, description)):
-        cfg, extra = setting(item)
+        cfg, value = setting(item)
         res = evaluate(key, cfg, **evaluate_kw)
-        rows += summarise(res, {**extra, "n_samples": cfg.n_samples})
+        rows += summarise(res, param, value, cfg.n_samples)
     return rows
 
 
@@ -187,9 +197,9 @@ def sweep(
     n_seeds: int = 4,
     track: Callable | None = None,
     **evaluate_kw,
-) -> list[dict]:
+) -> list[SweepRow]:
     """Vary one :class:`.data.TrialConfig` field; one :func:`summarise` row per
-    (value, method), with ``param`` and ``n_samples``. ``evaluate_kw`` (``methods``,
+    (value, method). ``evaluate_kw`` (``methods``,
     ``mesh``, ``gies_seeds``, ``gies_max_d``) go to :func:`evaluate`.
 
     The same ``key`` is used for every value, so values are compared on the same
@@ -197,8 +207,8 @@ def sweep(
     """
     if param not in {f.name for f in dataclasses.fields(TrialConfig)}:
         raise ValueError(f"`param` must be a TrialConfig field; got {param!r}")
-    return _scored(key, list(values),
-                   lambda v: (dataclasses.replace(base, **{param: v}), {param: v}),
+    return _scored(key, list(values), param,
+                   lambda v: (dataclasses.replace(base, **{param: v}), v),
                    f"pooled-lingam: {param}", track, dict(evaluate_kw, n_seeds=n_seeds))
 
 
@@ -213,7 +223,7 @@ def run_sweep(
     gies_max_d: int = 10,
     track: Callable | None = None,
     **config,
-) -> list[dict]:
+) -> list[SweepRow]:
     """F1 / SHD vs number of variables ``ds``; ``config`` overrides
     :class:`.data.TrialConfig` fields (e.g. ``n_per_env=50, strength=3.0``). See
     :func:`sweep` for the rows and :func:`evaluate` for the other arguments."""
@@ -227,11 +237,13 @@ def run_ablations(
     *,
     track: Callable | None = None,
     **evaluate_kw,
-) -> list[dict]:
+) -> list[SweepRow]:
     """Every :func:`.data.ablations` setting applied to ``base``, on the same keys;
-    :func:`summarise` rows with ``setting`` (the ablation's name) and ``n_samples``.
+    :func:`summarise` rows with ``param`` ``"setting"`` and the ablation's name as value
+    and ``setting``.
     ``evaluate_kw`` (``n_seeds``, ``methods``, ``mesh``, ``gies_seeds``, ``gies_max_d``)
     go to :func:`evaluate`."""
-    return _scored(key, ablations(),
-                   lambda item: (dataclasses.replace(base, **item[1]), {"setting": item[0]}),
+    rows = _scored(key, ablations(), "setting",
+                   lambda item: (dataclasses.replace(base, **item[1]), item[0]),
                    "pooled-lingam: ablations", track, evaluate_kw)
+    return [r.named(r.value) for r in rows]

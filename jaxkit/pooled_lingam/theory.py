@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +17,8 @@ import numpy as np
 
 from jaxkit import distributed as jd
 from jaxkit.kernels import sem
+
+from .results import Moment, Theory
 
 __all__ = ["theory_check", "loglog_slope"]
 
@@ -77,7 +78,7 @@ def theory_check(
     tail_from: int = 20,
     mesh=None,
     track: Callable | None = None,
-) -> dict[str, Any]:
+) -> Theory:
     """Pooled-source moments vs number of variables.
 
     Args:
@@ -92,15 +93,16 @@ def theory_check(
         track: optional progress wrapper ``track(iterable, description)``.
 
     Returns:
-        ``ds``, ``strengths``; per strength (rows) and d (columns) the measured mean
-        excess kurtosis ``kurtosis`` and minus the mean off-diagonal correlation of
-        squares ``dependence`` (expected positive), averaged over seeds, with their
-        per-seed values ``kurtosis_seeds`` / ``dependence_seeds`` ``(S, D, n_seeds)``;
-        their closed forms ``kurtosis_theory`` / ``dependence_theory``; log-log slopes
-        of the seed means over all ``ds`` (``slope_*``) and over ``d >= tail_from``
-        (``tail_slope_*``), measured and theoretical (``*_theory``), and per seed
-        (``seed_slope_*``, ``seed_tail_slope_*``: ``(S, n_seeds)``, nan where a value
-        is not positive). The asymptotic slopes are -1 (kurtosis) and -2 (dependence).
+        A :class:`~.results.Theory`: ``ds``, ``strengths`` and two
+        :class:`~.results.Moment` values, the measured mean excess kurtosis
+        ``kurtosis`` and minus the mean off-diagonal correlation of squares
+        ``dependence`` (expected positive): per strength (rows) and d (columns) the
+        seed mean ``mean``, the per-seed values ``seeds`` ``(S, D, n_seeds)``, the
+        closed form ``theory``; log-log slopes of the seed means over all ``ds``
+        (``slope``) and over ``d >= tail_from`` (``tail_slope``), measured and
+        theoretical (``*_theory``), and per seed (``seed_slope``, ``seed_tail_slope``:
+        ``(S, n_seeds)``, nan where a value is not positive). The asymptotic slopes are
+        -1 (kurtosis) and -2 (dependence).
     """
     ds = [int(d) for d in ds]
     strengths = [float(s) for s in strengths]
@@ -120,16 +122,17 @@ def theory_check(
     dep_t = -ct
     tail = np.asarray(ds) >= tail_from
     dt = np.asarray(ds)[tail]
-    out: dict[str, Any] = dict(
-        ds=ds, strengths=strengths, kurtosis=kurt.mean(-1), dependence=dep.mean(-1),
-        kurtosis_seeds=kurt, dependence_seeds=dep, kurtosis_theory=kt,
-        dependence_theory=dep_t, n_per_env=n_per_env, n_seeds=n_seeds, tail_from=tail_from)
-    for name, meas, th in (("kurtosis", kurt, kt), ("dependence", dep, dep_t)):
+    def moment(meas, th) -> Moment:
         mean = meas.mean(-1)
-        out[f"slope_{name}"] = [loglog_slope(ds, m) for m in mean]
-        out[f"slope_{name}_theory"] = [loglog_slope(ds, t) for t in th]
-        out[f"tail_slope_{name}"] = [loglog_slope(dt, m[tail]) for m in mean]
-        out[f"tail_slope_{name}_theory"] = [loglog_slope(dt, t[tail]) for t in th]
-        out[f"seed_slope_{name}"] = np.array([_slopes(ds, m) for m in meas])
-        out[f"seed_tail_slope_{name}"] = np.array([_slopes(dt, m[tail]) for m in meas])
-    return out
+        return Moment(
+            mean=mean, seeds=meas, theory=th,
+            slope=np.array([loglog_slope(ds, m) for m in mean]),
+            slope_theory=np.array([loglog_slope(ds, t) for t in th]),
+            tail_slope=np.array([loglog_slope(dt, m[tail]) for m in mean]),
+            tail_slope_theory=np.array([loglog_slope(dt, t[tail]) for t in th]),
+            seed_slope=np.array([_slopes(ds, m) for m in meas]),
+            seed_tail_slope=np.array([_slopes(dt, m[tail]) for m in meas]))
+
+    return Theory(ds=ds, strengths=strengths, kurtosis=moment(kurt, kt),
+                  dependence=moment(dep, dep_t), n_per_env=n_per_env, n_seeds=n_seeds,
+                  tail_from=tail_from)

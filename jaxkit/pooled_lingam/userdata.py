@@ -40,6 +40,8 @@ from jaxkit.kernels import lingam
 from jaxkit.report import markdown_table
 from jaxkit.stats import superiority
 
+from .results import KurtosisDiagnostic, UserFit
+
 __all__ = ["PooledTable", "read_pooled", "kurtosis_diagnostic", "fit_pooled", "claims",
            "markdown"]
 
@@ -94,8 +96,9 @@ def _abs_kurtosis(x: np.ndarray) -> np.ndarray:
     return np.abs(np.mean(c ** 4, axis=0) / (m2 * m2) - 3.0)
 
 
-def kurtosis_diagnostic(data: PooledTable) -> dict:
-    """``kurtosis_pooled`` ``(d,)``: |excess kurtosis| of the pooled rows;
+def kurtosis_diagnostic(data: PooledTable) -> KurtosisDiagnostic:
+    """A :class:`~.results.KurtosisDiagnostic`: ``kurtosis_pooled`` ``(d,)``: |excess
+    kurtosis| of the pooled rows;
     ``kurtosis_within`` ``(d,)``: its mean over the environments with at least 8 rows
     (NaN with fewer than 2 environments or none that large); ``env_rows``: rows per
     environment. The excess kurtosis is ``m4 / m2^2 - 3`` of the central moments, as
@@ -105,21 +108,23 @@ def kurtosis_diagnostic(data: PooledTable) -> dict:
               for e in np.nonzero(counts >= _MIN_ENV_ROWS)[0]]
     k_within = (np.mean(within, axis=0) if len(data.env_names) > 1 and within
                 else np.full(data.x.shape[1], np.nan))
-    return dict(kurtosis_pooled=_abs_kurtosis(data.x), kurtosis_within=k_within,
-                env_rows=counts.tolist())
+    return KurtosisDiagnostic(kurtosis_pooled=_abs_kurtosis(data.x),
+                              kurtosis_within=k_within, env_rows=counts.tolist())
 
 
-def fit_pooled(key, data: PooledTable, *, restarts: int = 8) -> dict:
+def fit_pooled(key, data: PooledTable, *, restarts: int = 8) -> UserFit:
     """Pooled ICA-LiNGAM (``restarts`` FastICA starts from ``split(key, restarts)``, one
     compiled vmapped fit) and DirectLiNGAM on ``data.x`` (labels unused), and the
     kurtosis diagnostic (module docstring).
 
     Returns:
-        ``adjacency`` (first start), ``edge_frequency`` ``(d, d)`` (share of starts with
-        the edge ``j -> i`` at ``[i, j]``), ``causal_order``, ``converged`` (per start),
-        ``direct_adjacency``, ``direct_order``, ``kurtosis_pooled`` ``(d,)``,
-        ``kurtosis_within`` ``(d,)`` (mean |excess kurtosis| over the environments with
-        at least 8 rows; NaN with none), ``env_rows`` (rows per environment).
+        A :class:`~.results.UserFit`: ``adjacency`` (first start), ``edge_frequency``
+        ``(d, d)`` (share of starts with the edge ``j -> i`` at ``[i, j]``),
+        ``causal_order``, ``converged`` (per start), ``direct_adjacency``,
+        ``direct_order`` and the :func:`kurtosis_diagnostic` (``kurtosis_pooled``
+        ``(d,)``, ``kurtosis_within`` ``(d,)``: mean |excess kurtosis| over the
+        environments with at least 8 rows, NaN with none; ``env_rows``: rows per
+        environment).
     """
     if restarts < 1:
         raise ValueError(f"`restarts` must be >= 1; got {restarts}")
@@ -128,28 +133,27 @@ def fit_pooled(key, data: PooledTable, *, restarts: int = 8) -> dict:
     ica = jax.device_get(jax.jit(_ica_restarts)(keys, x))
     direct = jax.device_get(jax.jit(lingam.direct_lingam)(x))
     adj = np.asarray(ica.adjacency)
-    diag = kurtosis_diagnostic(data)
-    return dict(adjacency=adj[0], edge_frequency=(adj != 0).mean(axis=0),
-                causal_order=np.asarray(ica.causal_order[0]),
-                converged=np.asarray(ica.converged),
-                direct_adjacency=np.asarray(direct.adjacency),
-                direct_order=np.asarray(direct.causal_order),
-                **diag)
+    return UserFit(adjacency=adj[0], edge_frequency=(adj != 0).mean(axis=0),
+                   causal_order=np.asarray(ica.causal_order[0]),
+                   converged=np.asarray(ica.converged),
+                   direct_adjacency=np.asarray(direct.adjacency),
+                   direct_order=np.asarray(direct.causal_order),
+                   diagnostic=kurtosis_diagnostic(data))
 
 
-def claims(data: PooledTable, fit: dict) -> list[Claim]:
-    """The premise of pooling, tested on the user's data (module docstring): a ``"setup"``
-    row (a precondition of the pooled fit on this table, not a paper claim)."""
+def claims(data: PooledTable, diag: KurtosisDiagnostic) -> list[Claim]:
+    """The premise of pooling, tested on the user's data (module docstring; ``diag``:
+    :func:`kurtosis_diagnostic`, a fit's ``diagnostic``): a ``"setup"`` row (a
+    precondition of the pooled fit on this table, not a paper claim)."""
     claim = ("Pooling the environments makes the variables more non-Gaussian than within "
              "an environment (log ratio of |excess kurtosis| pooled to within > 0, over "
              "variables).")
-    if len(data.env_names) < 2 or not np.isfinite(fit["kurtosis_within"]).all():
+    if len(data.env_names) < 2 or not np.isfinite(diag.kurtosis_within).all():
         return [Claim(PAPER, claim, "n/a", "not tested at this size",
                       note=f"needs >= 2 environments with >= {_MIN_ENV_ROWS} rows each",
                       kind="setup")]
-    floor = np.sqrt(24.0 / np.median([c for c in fit["env_rows"] if c >= _MIN_ENV_ROWS]))
-    v = superiority(np.log((fit["kurtosis_pooled"] + floor)
-                           / (fit["kurtosis_within"] + floor)))
+    floor = np.sqrt(24.0 / np.median([c for c in diag.env_rows if c >= _MIN_ENV_ROWS]))
+    v = superiority(np.log((diag.kurtosis_pooled + floor) / (diag.kurtosis_within + floor)))
     return [Claim.from_verdict(
         PAPER, claim, v, note="No ground truth: the graph itself is not scored. A 'no' means "
         "pooling adds little non-Gaussianity here, so the pooled fit rests on the noise "
@@ -164,25 +168,26 @@ def _edges(names, adj, freq=None) -> list[list]:
     return sorted(rows, key=lambda r: -abs(r[2]))
 
 
-def markdown(data: PooledTable, fit: dict, restarts: int) -> str:
+def markdown(data: PooledTable, fit: UserFit, restarts: int) -> str:
     """The report section of the user-data run."""
     n, d = data.x.shape
-    envs = ", ".join(f"{name} ({c})" for name, c in zip(data.env_names, fit["env_rows"],
+    diag = fit.diagnostic
+    envs = ", ".join(f"{name} ({c})" for name, c in zip(data.env_names, diag.env_rows,
                                                            strict=True))
-    conv = int(np.sum(fit["converged"]))
+    conv = int(np.sum(fit.converged))
     lines = [f"Your data: `{data.path}`, {n} rows x {d} variables; environments (rows): "
              f"{envs}. The environment labels are not given to the fits.", "",
              f"### Pooled ICA-LiNGAM (first of {restarts} FastICA starts; {conv}/{restarts} "
              "converged)", "",
              markdown_table(["cause", "effect", "weight", f"frequency over {restarts} starts"],
-                            _edges(data.names, fit["adjacency"], fit["edge_frequency"])),
-             "", "causal order: " + " -> ".join(data.names[i] for i in fit["causal_order"]),
+                            _edges(data.names, fit.adjacency, fit.edge_frequency)),
+             "", "causal order: " + " -> ".join(data.names[i] for i in fit.causal_order),
              "", "### DirectLiNGAM on the same pooled rows", "",
              markdown_table(["cause", "effect", "weight"],
-                            _edges(data.names, fit["direct_adjacency"])),
+                            _edges(data.names, fit.direct_adjacency)),
              "", "### |excess kurtosis|: pooled vs within environments", "",
              markdown_table(["variable", "pooled", "within (mean)"],
                             [[v, float(a), float(b)] for v, a, b in
-                             zip(data.names, fit["kurtosis_pooled"], fit["kurtosis_within"],
+                             zip(data.names, diag.kurtosis_pooled, diag.kurtosis_within,
                                  strict=True)])]
     return "\n".join(lines)

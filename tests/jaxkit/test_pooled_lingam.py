@@ -14,6 +14,7 @@ from jaxkit import distributed as jd
 from jaxkit import stats
 from jaxkit.pooled_lingam import pipeline, report
 from jaxkit.pooled_lingam.config import FULL, QUICK, Config
+from jaxkit.pooled_lingam.results import Moment, SachsRow, Spread, SweepRow, Theory
 from jaxkit.registry import RunContext, get
 from jaxkit.report import PipelineResult, write_report
 
@@ -37,12 +38,18 @@ def test_run_sweep_rows_and_gies():
     # and of the tiny pipeline's sweeps, so one compile of each fit serves them all
     rows = pl.run_sweep(jax.random.key(1), ds=(4,), n_seeds=3, n_per_env=30,
                         methods=("pooled-ica", "pooled-direct", "gies"), gies_seeds=2)
-    assert {r["method"] for r in rows} == {"pooled-ica", "pooled-direct", "gies"}
+    assert {r.method for r in rows} == {"pooled-ica", "pooled-direct", "gies"}
     for r in rows:
-        n = 2 if r["method"] == "gies" else 3
-        assert r["d"] == 4 and r["n_samples"] == 5 * 30 and r["n_reps"] == n
-        assert 0.0 <= r["f1"] <= 1.0 and r["shd"] >= 0
-        assert len(r["f1_seeds"]) == n and np.isclose(np.mean(r["f1_seeds"]), r["f1"])
+        n = 2 if r.method == "gies" else 3
+        assert (r.param, r.value) == ("d", 4) and r.n_samples == 5 * 30 and r.n_reps == n
+        assert 0.0 <= r.f1 <= 1.0 and r.shd >= 0
+        assert r.f1_seeds.shape == r.shd_seeds.shape == (n,)
+        assert np.isclose(np.mean(r.f1_seeds), r.f1)
+        assert (r.converged is None) == (r.method == "gies")
+        # metrics.json's row: the swept field first, plain numbers, no converged for GIES
+        rec = r.as_dict()
+        assert list(rec)[:3] == ["d", "n_samples", "method"] and rec["n_reps"] == n
+        assert type(rec["f1_seeds"]) is list and ("converged" in rec) == (r.method != "gies")
 
 
 def test_evaluate_rejects_unknown_method():
@@ -93,11 +100,15 @@ def test_gies_is_scored_against_what_its_targets_identify():
 def test_theory_slopes():
     th = pl.theory_check(jax.random.key(2), ds=(5, 10, 20), strengths=(1.5,),
                          n_per_env=150, n_seeds=2, tail_from=10)
-    assert th["kurtosis"].shape == (1, 3) and th["kurtosis_seeds"].shape == (1, 3, 2)
-    assert th["seed_slope_kurtosis"].shape == (1, 2)
-    assert th["slope_kurtosis"][0] < 0
-    assert th["slope_dependence"][0] < th["slope_kurtosis"][0]
-    np.testing.assert_allclose(th["kurtosis"], th["kurtosis_theory"], rtol=0.35)
+    k = th.kurtosis
+    assert k.mean.shape == (1, 3) and k.seeds.shape == (1, 3, 2)
+    assert k.seed_slope.shape == (1, 2) and k.slope.shape == (1,)
+    assert k.slope[0] < 0
+    assert th.dependence.slope[0] < k.slope[0]
+    np.testing.assert_allclose(k.mean, k.theory, rtol=0.35)
+    rec = th.as_dict()  # metrics.json's flat mapping
+    assert rec["kurtosis"] == k.mean.tolist() and rec["slope_dependence"][0] < 0
+    assert list(rec)[-1] == "seed_tail_slope_dependence" and rec["ds"] == [5, 10, 20]
 
 
 def test_sharded_matches_unsharded():
@@ -114,7 +125,7 @@ def test_sharded_matches_unsharded():
     # to the 8 devices), so the unsharded moments reuse its compile
     ta = pl.theory_check(jax.random.key(4), ds=(5,), n_per_env=150, n_seeds=2, mesh=mesh)
     tb = pl.theory_check(jax.random.key(4), ds=(5,), n_per_env=150, n_seeds=2)
-    np.testing.assert_allclose(ta["kurtosis_seeds"], tb["kurtosis_seeds"], rtol=1e-12)
+    np.testing.assert_allclose(ta.kurtosis.seeds, tb.kurtosis.seeds, rtol=1e-12)
 
 
 def test_settings_of_one_shape_share_one_compile():
@@ -156,16 +167,37 @@ def test_full_keeps_the_recorded_full_run_settings():
 
 
 def _row(method, param, value, f1):
-    return {"method": method, param: value, "f1_seeds": list(f1), "f1": float(np.mean(f1))}
+    f1 = np.asarray(f1, float)
+    m, sd = float(f1.mean()), float(f1.std())
+    return SweepRow(param=param, value=value, n_samples=100, method=method,
+                    n_reps=f1.size, f1=m, f1_sd=sd, shd=1.0, shd_sd=0.5, precision=m,
+                    precision_sd=sd, recall=m, recall_sd=sd, auprc=m, auprc_sd=sd,
+                    f1_seeds=f1, shd_seeds=np.ones_like(f1), converged=1.0, seconds=0.1)
 
 
-def _theory(kurt_slope, dep_slope, kurt0=(4.0, 4.2, 3.9), dep0=(0.05, 0.06, 0.055)):
-    s = np.asarray([kurt_slope]), np.asarray([dep_slope])
-    return {"strengths": [3.0], "ds": [5, 10, 20], "tail_from": 10, "n_per_env": 100,
-            "seed_slope_kurtosis": s[0], "seed_tail_slope_kurtosis": s[0],
-            "seed_tail_slope_dependence": s[1],
-            "kurtosis_seeds": np.asarray(kurt0)[None, None, :],
-            "dependence_seeds": np.asarray(dep0)[None, None, :]}
+def _sachs(auprc_reps):
+    one = Spread.of([0.5, 0.5])
+    return SachsRow(method="pooled-ica", transform="raw", n_reps=len(auprc_reps), seconds=1.0,
+                    chance_auprc=18 / 110, f1=one, n_edges_est=one, n_edges_true=one,
+                    precision=one, recall=one, shd=one, auprc=Spread.of(auprc_reps),
+                    auroc=one, topk_f1=one, topk_shd=one, converged=one)
+
+
+def _theory(kurt_slope, dep_slope, kurt0=(4.0, 4.2, 3.9), dep0=(0.05, 0.06, 0.055),
+            ds=(5, 10, 20)):
+    """Theory values for the claims: one strength; only the per-seed moments at the first
+    d and the per-seed slopes matter (the rest filled with the same numbers)."""
+    def moment(seed_slope, first):
+        s = np.asarray([seed_slope], float)  # (1, seeds)
+        seeds = np.repeat(np.asarray(first, float)[None, None, :], len(ds), axis=1)
+        mean = seeds.mean(-1)
+        return Moment(mean=mean, seeds=seeds, theory=mean, slope=s.mean(1),
+                      slope_theory=s.mean(1), tail_slope=s.mean(1),
+                      tail_slope_theory=s.mean(1), seed_slope=s, seed_tail_slope=s)
+
+    return Theory(ds=list(ds), strengths=[3.0], kurtosis=moment(kurt_slope, kurt0),
+                  dependence=moment(dep_slope, dep0), n_per_env=100, n_seeds=len(kurt0),
+                  tail_from=10)
 
 
 _CLAIMS_CFG = Config(n_seeds=4, ds=(5,), sweep_d=5, n_per_env=20, env_values=(2, 5),
@@ -181,8 +213,7 @@ def test_claims_can_say_yes_and_no():
     str_rows = [_row("pooled-ica", "strength", 3.0, good),
                 _row("pooled-ica", "strength", 1.5, bad)]
     ind = [_row("pooled-ica", "perturb_all", True, good)]
-    sachs = [{"method": "pooled-ica", "transform": "raw", "auprc_reps": [0.3, 0.31],
-              "chance_auprc": 18 / 110}]
+    sachs = [_sachs([0.3, 0.31])]
     th = _theory([-0.8, -0.7, -0.9], [-1.5, -1.6, -1.4])
     yes = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs, independent_rows=ind)
     kinds = [c.kind for c in yes]
@@ -197,14 +228,15 @@ def test_claims_can_say_yes_and_no():
     str_rows = [_row("pooled-ica", "strength", 3.0, bad),
                 _row("pooled-ica", "strength", 1.5, good)]
     ind = [_row("pooled-ica", "perturb_all", True, bad)]
-    sachs = [dict(sachs[0], auprc_reps=[0.1, 0.11, 0.1])]
+    sachs = [_sachs([0.1, 0.11, 0.1])]
     th = _theory([0.8, 0.7, 0.9], [1.5, 1.6, 1.4], kurt0=(-0.1, -0.12, -0.09))
     no = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs, independent_rows=ind)
     assert [c.verdict for c in no] == ["no"] * 5 + ["not tested"] + ["no"] * 3 + [
         "not tested at this size", "no"]
     # no GIES cell, no environments below d, a single theory tail point: not tested
     cfg2 = dataclasses.replace(cfg, env_values=(5,), gies_max_d=4)
-    th2 = dict(_theory([-0.8, -0.7], [-1.5, -1.6]), ds=[5, 10], tail_from=10)
+    th2 = _theory([-0.8, -0.7], [-1.5, -1.6], kurt0=(4.0, 4.2), dep0=(0.05, 0.06),
+                  ds=(5, 10))
     few = report.claims(cfg2, d_rows[:2], env_rows[:1], str_rows, th2, sachs)
     assert [few[i].verdict for i in (0, 2, 4, 7)] == ["not tested at this size"] * 4
 
@@ -253,7 +285,8 @@ def test_negative_control_no_paper_claim_says_yes(monkeypatch):
                           strength=1.0, methods=("pooled-ica", "gies"), gies_seeds=4,
                           gies_max_d=6)
     # with strength 1 perturbing every node changes nothing either: the same data
-    ind = [dict(r, perturb_all=True) for r in d_rows if r["method"] == "pooled-ica"]
+    ind = [dataclasses.replace(r, param="perturb_all", value=True) for r in d_rows
+           if r.method == "pooled-ica"]
     th = pl.theory_check(jax.random.key(12), ds=(5, 10), strengths=(1.0,), n_per_env=150,
                          n_seeds=2, tail_from=5)
     cfg = dataclasses.replace(_CLAIMS_CFG, ds=(6,), sweep_d=6, env_values=(2, 6),
@@ -267,8 +300,8 @@ def test_negative_control_no_paper_claim_says_yes(monkeypatch):
     assert len(verdicts) == 6 and "yes" not in verdicts, verdicts
     # GIES fails here too (the interventions it is told of do nothing): non-inferiority
     # alone says "yes", which is why recovery is part of the "matches" claim
-    a, g = (next(r for r in d_rows if r["method"] == m) for m in ("pooled-ica", "gies"))
-    bare = report._all_of("c", [("vs GIES", np.subtract(a["f1_seeds"][:4], g["f1_seeds"]),
+    a, g = (next(r for r in d_rows if r.method == m) for m in ("pooled-ica", "gies"))
+    bare = report._all_of("c", [("vs GIES", np.subtract(a.f1_seeds[:4], g.f1_seeds),
                                  -cfg.gies_margin)])
     assert bare.verdict == "yes"
     # the control has teeth: the same rows under a test that always says yes do say yes

@@ -8,6 +8,7 @@ import pytest
 from jaxkit.data.sachs import SACHS_CHANGE_POINTS, load_sachs
 from jaxkit.pooled_lingam import report_sachs as rs
 from jaxkit.pooled_lingam import sachs_labels as sl
+from jaxkit.pooled_lingam.results import SachsComparison
 
 
 def test_conditions_match_the_row_blocks_and_their_signatures():
@@ -74,15 +75,16 @@ def test_bootstrap_equivalence_says_yes_no_and_not_shown():
 
 def _cmp(ica, gies, jci, chance, shd=10.0):
     def arr(v):
-        return [float(v)] * 1 + list(np.full(20, v) + np.linspace(-0.01, 0.01, 20))
+        return np.concatenate([[float(v)], np.full(20, v) + np.linspace(-0.01, 0.01, 20)])
 
-    return dict(methods=["pooled-ica", "gies", "jci-direct", "chance"],
-                f1={"pooled-ica": arr(ica), "gies": arr(gies), "jci-direct": arr(jci),
-                    "chance": arr(chance)},
-                shd={m: [shd] * 21 for m in ("pooled-ica", "gies", "jci-direct")},
-                seconds=dict.fromkeys(("pooled-ica", "gies", "jci-direct", "chance"), 1.0),
-                n_boot=20, transform="log", conditions=[c for c, _ in sl.CONDITIONS],
-                n_rows=[1] * 9)
+    return SachsComparison(
+        methods=["pooled-ica", "gies", "jci-direct", "chance"],
+        f1={"pooled-ica": arr(ica), "gies": arr(gies), "jci-direct": arr(jci),
+            "chance": arr(chance)},
+        shd={m: np.full(21, shd) for m in ("pooled-ica", "gies", "jci-direct")},
+        seconds=dict.fromkeys(("pooled-ica", "gies", "jci-direct", "chance"), 1.0),
+        n_boot=20, transform="log", conditions=[c for c, _ in sl.CONDITIONS],
+        n_rows=[1] * 9)
 
 
 def test_sachs_claims_can_say_yes_and_no_and_the_control_bites():
@@ -99,3 +101,9 @@ def test_sachs_claims_can_say_yes_and_no_and_the_control_bites():
     assert untested.verdict == "not tested" and none is None
     md = "\n".join(rs.sachs_label_table(_cmp(0.35, 0.34, 0.36, 0.16), 0.05))
     assert "| jci-direct |" in md and "cd3cd28+psitect (1)" in md and "±0.05" in md
+    # metrics.json's mapping: plain lists in the recorded key order, chance without SHD
+    rec = _cmp(0.35, 0.34, 0.36, 0.16).as_dict()
+    assert list(rec) == ["methods", "f1", "shd", "seconds", "n_boot", "transform",
+                         "conditions", "n_rows"]
+    assert type(rec["f1"]["gies"]) is list and rec["f1"]["gies"][0] == 0.34
+    assert "chance" in rec["f1"] and "chance" not in rec["shd"]

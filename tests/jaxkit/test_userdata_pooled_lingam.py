@@ -44,7 +44,8 @@ def result(table, tmp_path_factory):
 def test_pooling_adds_kurtosis_on_the_users_table(table):
     data = userdata.read_pooled(table[0], "regime")
     diag = userdata.kurtosis_diagnostic(data)
-    assert diag["env_rows"] == [100] * (D + 1)
+    assert diag.env_rows == [100] * (D + 1)
+    assert diag.kurtosis_pooled.shape == diag.kurtosis_within.shape == (D,)
     (c,) = userdata.claims(data, diag)
     assert c.verdict == "yes", c
     # one environment: pooling is not tested

@@ -1,9 +1,9 @@
 """What the grid shows: heatmaps with scopes, ranking instability, sort-and-regress
 floors beating methods, consistency rates, and per-method findings.
 
-All functions take :class:`~.grid.CellResult` values and return arrays, dicts and
-:class:`jaxkit.stats.Verdict` values (no plotting or text layout: that is
-:mod:`.report`).
+All functions take :class:`~.grid.CellResult` values and return arrays,
+:class:`jaxkit.stats.Verdict` values and the typed results of :mod:`.results` (no
+plotting or text layout: that is :mod:`.report`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from jaxkit.stats import Verdict, bootstrap_interval, holm_reject, paired_differ
 from .axes import CellSpec
 from .grid import CellResult, Pair, pair_cells
 from .methods import get_method, in_scope
+from .results import Consistency, FloorWin, RankComparison, Reversal, ScopeFindings
 
 __all__ = ["heatmap", "kendall_tau", "ranking", "rank_comparison", "floor_wins",
            "consistency", "scope_findings", "mean_sd", "p_above", "p_below",
@@ -71,13 +72,14 @@ def ranking(result: CellResult, methods: Sequence[str]) -> list[str]:
 
 
 def rank_comparison(key, a: CellResult, b: CellResult, methods: Sequence[str], *,
-                    n_boot: int = 500, margin: float = 0.9) -> dict:
+                    n_boot: int = 500, margin: float = 0.9) -> RankComparison:
     """Kendall tau between the method rankings (by mean F1) of two benchmark choices,
     with a percentile bootstrap interval over datasets (resampled jointly: the cells
     share their datasets' graphs and noise draws), and whether the rankings are stable.
 
-    Verdict on "the ranking changes with the benchmark choice": "yes" when the 95%
-    interval lies below ``margin``, "no" when it lies above it, else "not shown".
+    Verdict on "the ranking changes with the benchmark choice" (the
+    :class:`~.results.RankComparison`'s ``tau``): "yes" when the 95% interval lies below
+    ``margin``, "no" when it lies above it, else "not shown".
     """
     fa = np.stack([a.f1[m] for m in methods], 1)
     fb = np.stack([b.f1[m] for m in methods], 1)
@@ -97,11 +99,11 @@ def rank_comparison(key, a: CellResult, b: CellResult, methods: Sequence[str], *
         v = Verdict(verdict, est, lo, hi, int(rows.size),
                     f"Kendall tau of mean-F1 rankings, 95% bootstrap CI over {rows.size} "
                     f"datasets vs {margin:g}")
-    return {"tau": v, "rank_a": ranking(a, methods), "rank_b": ranking(b, methods)}
+    return RankComparison(tau=v, rank_a=ranking(a, methods), rank_b=ranking(b, methods))
 
 
 def floor_wins(results: dict[CellSpec, CellResult], methods: Sequence[str],
-               floors: Sequence[str]) -> list[dict]:
+               floors: Sequence[str]) -> list[FloorWin]:
     """Cells where a sort-and-regress floor beats a method: paired superiority test of
     the per-dataset F1 difference (floor minus method) says "yes"."""
     out = []
@@ -112,12 +114,12 @@ def floor_wins(results: dict[CellSpec, CellResult], methods: Sequence[str],
                     continue
                 v = superiority(paired_difference(r.f1[f], r.f1[m]))
                 if v.verdict == "yes":
-                    out.append(dict(spec=spec, method=m, floor=f, diff=v.estimate, lo=v.lo,
-                                    hi=v.hi))
+                    out.append(FloorWin(spec=spec, method=m, floor=f, diff=v.estimate,
+                                        lo=v.lo, hi=v.hi))
     return out
 
 
-def consistency(results: Sequence[CellResult], method: str) -> dict:
+def consistency(results: Sequence[CellResult], method: str) -> Consistency:
     """Error versus sample size: per dataset (the same graph at every ``n``), the
     least-squares slope of ``log(SHD + 1)`` on ``log n``; its mean is the fitted rate
     with a 95% t interval, and ``superiority(-slope)`` decides "the error falls with
@@ -131,9 +133,9 @@ def consistency(results: Sequence[CellResult], method: str) -> dict:
     mean_shd = np.nanmean(shd, 1)
     pooled = float(np.polyfit(ln, np.log(mean_shd + 1.0), 1)[0]) if np.isfinite(
         mean_shd).all() else math.nan
-    return dict(ns=ns.astype(int).tolist(), mean_shd=mean_shd.tolist(),
-                mean_f1=[float(np.nanmean(r.f1[method])) for r in results],
-                slopes=slopes, pooled_rate=pooled, falls=superiority(-slopes))
+    return Consistency(ns=ns.astype(int).tolist(), mean_shd=mean_shd,
+                       mean_f1=np.array([float(np.nanmean(r.f1[method])) for r in results]),
+                       slopes=slopes, pooled_rate=pooled, falls=superiority(-slopes))
 
 
 def mean_sd(x) -> tuple[float, float]:
@@ -145,7 +147,8 @@ def mean_sd(x) -> tuple[float, float]:
 
 
 def scope_findings(results: dict[CellSpec, CellResult], method: str, *,
-                   fail_below: float = 0.5, succeed_above: float | None = None) -> dict:
+                   fail_below: float = 0.5,
+                   succeed_above: float | None = None) -> ScopeFindings:
     """Where ``method`` fails inside its declared scope and succeeds outside it.
 
     ``fail_below``: a cell in scope with mean F1 below this is a failure in scope;
@@ -170,8 +173,9 @@ def scope_findings(results: dict[CellSpec, CellResult], method: str, *,
         for a in m.record.assumptions:
             if not a.holds(s):
                 broken[a.name] = broken.get(a.name, 0) + 1
-    return dict(n_cells=len(rows), n_in=len(ins), in_mean=float(np.mean(ins)) if ins else
-                math.nan, bar=bar, fail_in=fail_in, win_out=win_out, broken=broken)
+    return ScopeFindings(n_cells=len(rows), n_in=len(ins),
+                         in_mean=float(np.mean(ins)) if ins else math.nan, bar=bar,
+                         fail_in=fail_in, win_out=win_out, broken=broken)
 
 
 # ------------------------------------------------------------- tests that can fail
@@ -220,7 +224,7 @@ def distinct(methods: Sequence[str], cells: Sequence[CellResult]) -> list[str]:
 
 
 def reversals(a: CellResult, b: CellResult, methods: Sequence[str],
-              margin: float) -> list[dict]:
+              margin: float) -> list[Reversal]:
     """Does the benchmark choice ``a`` -> ``b`` reverse a comparison? For every ordered
     pair ``(u, v)`` of ``methods`` the hypothesis "u beats v by more than ``margin`` F1 on
     ``a`` and v beats u by more than ``margin`` on ``b``": ``p`` is its intersection-union
@@ -238,15 +242,14 @@ def reversals(a: CellResult, b: CellResult, methods: Sequence[str],
             qa, qb = p_below(da, margin), p_below(db, margin)
             p_not = min(1.0, 2 * np.nanmin([qa, qb])) if np.isfinite([qa, qb]).any() \
                 else math.nan
-            out.append(dict(u=u, v=v, gap_a=float(np.nanmean(da)) if np.isfinite(da).any()
-                            else math.nan,
-                            gap_b=float(np.nanmean(db)) if np.isfinite(db).any() else math.nan,
-                            p=max(pa, pb) if np.isfinite([pa, pb]).all() else math.nan,
-                            p_not=p_not))
+            out.append(Reversal(
+                u=u, v=v, gap_a=float(np.nanmean(da)) if np.isfinite(da).any() else math.nan,
+                gap_b=float(np.nanmean(db)) if np.isfinite(db).any() else math.nan,
+                p=max(pa, pb) if np.isfinite([pa, pb]).all() else math.nan, p_not=p_not))
     return out
 
 
-def reversal_verdict(choices: Sequence[tuple[str, list[dict]]],
+def reversal_verdict(choices: Sequence[tuple[str, list[Reversal]]],
                      alpha: float = 0.025) -> tuple[str, str, str]:
     """``(verdict, measured, test)`` of "some benchmark choice reverses some comparison"
     over every hypothesis of every choice (``(name, reversals(...))``): "yes" when a
@@ -256,14 +259,14 @@ def reversal_verdict(choices: Sequence[tuple[str, list[dict]]],
     hyps = [(name, h) for name, hs in choices for h in hs]
     if not hyps:
         return "not tested at this size", "-", ""
-    rej = holm_reject([h["p"] for _, h in hyps], alpha)
-    absent = all(np.isfinite(h["p_not"]) and h["p_not"] < alpha for _, h in hyps)
+    rej = holm_reject([h.p for _, h in hyps], alpha)
+    absent = all(np.isfinite(h.p_not) and h.p_not < alpha for _, h in hyps)
     verdict = "yes" if rej.any() else "no" if absent else "not shown"
-    best_i = int(np.nanargmin([h["p"] if np.isfinite(h["p"]) else np.inf for _, h in hyps]))
+    best_i = int(np.nanargmin([h.p if np.isfinite(h.p) else np.inf for _, h in hyps]))
     name, h = hyps[best_i]
     measured = (f"{int(rej.sum())} of {len(hyps)} reversals significant; strongest: "
-                f"{name}: {h['u']} over {h['v']} by {h['gap_a']:.3g}, then {h['v']} over "
-                f"{h['u']} by {h['gap_b']:.3g} (p={h['p']:.2g})")
+                f"{name}: {h.u} over {h.v} by {h.gap_a:.3g}, then {h.v} over "
+                f"{h.u} by {h.gap_b:.3g} (p={h.p:.2g})")
     test = (f"each ordered pair of methods, per choice: both gaps above the margin (two "
             f"one-sided paired t tests, intersection-union p); 'yes' if one survives Holm "
             f"over the {len(hyps)} at one-sided alpha {alpha:g}; 'no' if every reversal's "

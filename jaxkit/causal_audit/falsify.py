@@ -40,6 +40,7 @@ import numpy as np
 from jaxkit.stats import as_generator, holm_reject, one_sided_p
 
 from .analysis import kendall_tau
+from .results import ChoiceInstability, FamilyCurves
 
 __all__ = ["discordance", "instability_vs_null", "rank_correlation", "family_curves",
            "family_verdict"]
@@ -66,7 +67,8 @@ def _boot_p(boot: np.ndarray, margin: float) -> float:
 
 def instability_vs_null(key, choices: Sequence[tuple[str, object, object]], null,
                         methods: Sequence[str], *, margin: float, n_boot: int = 500,
-                        alpha: float = 0.05) -> tuple[str, str, str, list[dict]]:
+                        alpha: float = 0.05
+                        ) -> tuple[str, str, str, list[ChoiceInstability]]:
     """Ranking instability of benchmark choices against the null cell (module docstring).
 
     Args:
@@ -80,8 +82,9 @@ def instability_vs_null(key, choices: Sequence[tuple[str, object, object]], null
         alpha: one-sided level.
 
     Returns:
-        ``(verdict, measured, test, rows)``; ``rows`` per choice: name, estimate, lower
-        and upper one-sided bounds, p.
+        ``(verdict, measured, test, rows)``; ``rows`` per choice a
+        :class:`~.results.ChoiceInstability` (name, estimate, lower and upper one-sided
+        bounds, p, dataset pairs).
     """
     if len(methods) < 2 or not choices:
         return "not tested at this size", "-", "fewer than 2 ranked methods", []
@@ -96,8 +99,8 @@ def instability_vs_null(key, choices: Sequence[tuple[str, object, object]], null
         k = min(h1.size, h2.size)
         h1, h2 = h1[:k], h2[:k]
         if k < 2:
-            rows.append(dict(name=name, est=math.nan, lo=math.nan, hi=math.nan, p=math.nan,
-                             pairs=k))
+            rows.append(ChoiceInstability(name=name, est=math.nan, lo=math.nan, hi=math.nan,
+                                          p=math.nan, pairs=k))
             continue
 
         def delta(j, fa=fa, fb=fb, h1=h1, h2=h2):
@@ -108,14 +111,13 @@ def instability_vs_null(key, choices: Sequence[tuple[str, object, object]], null
         boot = np.array([delta(rng.integers(0, k, k)) for _ in range(n_boot)])
         fin = boot[np.isfinite(boot)]
         lo, hi = (np.quantile(fin, [alpha, 1 - alpha]) if fin.size else (math.nan,) * 2)
-        rows.append(dict(name=name, est=delta(np.arange(k)), lo=float(lo), hi=float(hi),
-                         p=_boot_p(boot, margin), pairs=k))
-    ps = [r["p"] if np.isfinite(r["p"]) else 1.0 for r in rows]
+        rows.append(ChoiceInstability(name=name, est=delta(np.arange(k)), lo=float(lo),
+                                      hi=float(hi), p=_boot_p(boot, margin), pairs=k))
+    ps = [r.p if np.isfinite(r.p) else 1.0 for r in rows]
     rej = holm_reject(ps, alpha)
-    absent = all(np.isfinite(r["hi"]) and r["hi"] < margin for r in rows)
+    absent = all(np.isfinite(r.hi) and r.hi < margin for r in rows)
     verdict = "yes" if rej.any() else "no" if absent else "not shown"
-    measured = "; ".join(f"{r['name']}: {r['est']:.3g} [{r['lo']:.3g}, {r['hi']:.3g}]"
-                         for r in rows)
+    measured = "; ".join(f"{r.name}: {r.est:.3g} [{r.lo:.3g}, {r.hi:.3g}]" for r in rows)
     test = (f"discordance excess over the null cell (D = (1 - tau_b)/2 of mean-F1 rankings "
             f"on disjoint dataset halves), {n_boot} bootstrap resamples of the half-pairs; "
             f"'yes' if some choice's one-sided p survives Holm over {len(rows)} at "
@@ -167,21 +169,22 @@ def rank_correlation(key, cells: dict, methods: Sequence[str], *, margin: float,
     return verdict, measured, test
 
 
-def family_curves(family: dict, method: str) -> dict:
-    """``{"members": [n_k], "ns": [n], "shd": (members, sizes, batch)}`` of ``family``
-    (``{(n_k, n): CellResult}``, member ``n_k`` at sample size ``n``)."""
+def family_curves(family: dict, method: str) -> FamilyCurves:
+    """The :class:`~.results.FamilyCurves` (members ``[n_k]``, sizes ``[n]``, SHD
+    ``(members, sizes, batch)``) of ``family`` (``{(n_k, n): CellResult}``, member
+    ``n_k`` at sample size ``n``)."""
     members = sorted({k for k, _ in family})
     ns = sorted({n for _, n in family})
     shd = np.stack([np.stack([np.asarray(family[(k, n)].shd[method], float) for n in ns])
                     for k in members])
-    return dict(members=members, ns=ns, shd=shd)
+    return FamilyCurves(members=members, ns=ns, shd=shd)
 
 
 def family_verdict(family: dict, method: str, *, floor: float,
                    alpha: float = 0.05) -> tuple[str, str, str]:
     """Argument (ii) on the family (module docstring). ``floor``: mean SHD (edges)."""
     c = family_curves(family, method)
-    members, ns, shd = c["members"], c["ns"], c["shd"]
+    members, ns, shd = c.members, c.ns, c.shd
     if len(ns) < 2 or len(members) < 1:
         return "not tested at this size", "-", "needs two sizes and a member"
     ln = np.log(np.asarray(ns, float))

@@ -8,7 +8,8 @@ the uniform-consistency family (the same datasets with edge weights shrunk as
 1/sqrt(n); every member at every size: the family stage) and the negative control (the
 null cell's datasets in another unit: the placebo stage), then ICA-LiNGAM raw and
 standardised against a float64 reference (the reference stage). Analyses in :mod:`.analysis`
-and :mod:`.falsify`, claims, figures and the written findings in :mod:`.report`. Nothing
+and :mod:`.falsify` (typed results: :mod:`.results`), claims, figures and the written
+findings in :mod:`.report`. Nothing
 is trained, so there is no checkpoint: a killed run resumes at its first unfinished
 stage.
 
@@ -76,13 +77,9 @@ def run(ctx: RunContext) -> PipelineResult:
                     else None,
                     r2_sortability=float(r.r2_sort[r.valid].mean()) if r.valid.any()
                     else None, failures=r.failures) for s, r in results.items()],
-        rankings={n: dict(tau=c["tau"].estimate, lo=c["tau"].lo, hi=c["tau"].hi,
-                          rank_a=c["rank_a"], rank_b=c["rank_b"]) for n, c in comps},
-        consistency={m: {k: v for k, v in consistency(sizes, m).items()
-                         if k in ("ns", "mean_shd", "mean_f1", "pooled_rate")}
-                     for m in cfg.consistency_methods},
-        uniform_family={m: {k: v for k, v in consistency(uniform, m).items()
-                            if k in ("ns", "mean_shd", "mean_f1", "pooled_rate")}
+        rankings={n: c.as_dict() for n, c in comps},
+        consistency={m: consistency(sizes, m).as_dict() for m in cfg.consistency_methods},
+        uniform_family={m: consistency(uniform, m).as_dict()
                         for m in cfg.consistency_methods},
         family={f"{k}@{n}": float(np.nanmean(r.shd[cfg.family_method]))
                 for (k, n), r in family.items()})
@@ -98,7 +95,7 @@ def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
         host_resamples=cfg.host_datasets))
     props = scope.data_properties(data.x, data.env, targets=data.targets
                                   if cfg.intervention_column else None)
-    graphs = {m: r["full"] for m, r in res.items()}
+    graphs = {m: r.full for m, r in res.items()}
     table = scope.markdown(props, data.names, cfg.methods, graphs, data.x,
                            targets_given=bool(cfg.intervention_column))
     metrics = dict(data=str(data.path), variables=data.names,
@@ -106,8 +103,7 @@ def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
                                           targets_given=bool(cfg.intervention_column)),
                    conditions=scope.condition_rows(props, cfg.methods, {
                        m: scope.graph_sortability(data.x, g) for m, g in graphs.items()}),
-                   methods={m: {k: (v.tolist() if isinstance(v, np.ndarray) else v)
-                                for k, v in r.items()} for m, r in res.items()})
+                   methods={m: r.as_dict() for m, r in res.items()})
     md = userdata.markdown(data, res, cfg.user_resamples) + "\n\n" + table
     return PipelineResult("causal-audit", TITLE, md,
                           metrics=metrics, claims=userdata.claims(res, cfg.user_shd_margin))

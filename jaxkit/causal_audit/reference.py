@@ -37,6 +37,7 @@ from jaxkit.kernels import graph as gm
 from jaxkit.kernels import lingam
 from jaxkit.stats import equivalence, paired_difference, superiority
 
+from .results import StandardisationCheck
 from .scm import simulate
 
 __all__ = ["ica_lingam_reference", "standardisation_check", "claim"]
@@ -119,7 +120,7 @@ def _f1(true, est) -> float:
     return float(gm.edge_metrics(jnp.asarray(true), jnp.asarray(est))["f1"])
 
 
-def standardisation_check(key, spec, k: int) -> dict:
+def standardisation_check(key, spec, k: int) -> StandardisationCheck:
     """jaxkit's ICA-LiNGAM and the reference on the first ``k`` datasets of ``spec``
     (raw), and on the same datasets standardised (unit variance per column).
 
@@ -129,8 +130,8 @@ def standardisation_check(key, spec, k: int) -> dict:
         k: datasets (>= 2).
 
     Returns:
-        ``{"jaxkit": (raw (k,), std (k,)), "reference": (raw, std)}`` per-dataset F1
-        (NaN for invalid datasets).
+        A :class:`~.results.StandardisationCheck`: per-dataset F1 ``(k,)`` of jaxkit and
+        the reference, raw and standardised (NaN for invalid datasets).
     """
     if k < 2:
         raise ValueError(f"`k` must be >= 2; got {k}")
@@ -140,21 +141,23 @@ def standardisation_check(key, spec, k: int) -> dict:
     valid = np.asarray(data.valid)
     keys = jax.random.split(jax.random.fold_in(key, 1), k)
     fit = jax.jit(jax.vmap(lambda kk, xx: lingam.ica_lingam(kk, xx).adjacency))
-    out = {"jaxkit": ([], []), "reference": ([], [])}
+    ours, ref = ([], []), ([], [])  # (raw, standardised) per-dataset F1
     for s, xs in enumerate((x, std)):
         adj = np.asarray(fit(keys, jnp.asarray(xs, data.x.dtype)))
         for i in range(k):
             b = np.asarray(data.b[i])
             if not valid[i]:
-                out["jaxkit"][s].append(np.nan)
-                out["reference"][s].append(np.nan)
+                ours[s].append(np.nan)
+                ref[s].append(np.nan)
                 continue
-            out["jaxkit"][s].append(_f1(b, adj[i]))
-            out["reference"][s].append(_f1(b, ica_lingam_reference(xs[i], seed=i)))
-    return {m: tuple(np.asarray(v, float) for v in vs) for m, vs in out.items()}
+            ours[s].append(_f1(b, adj[i]))
+            ref[s].append(_f1(b, ica_lingam_reference(xs[i], seed=i)))
+    return StandardisationCheck(
+        jaxkit_raw=np.asarray(ours[0], float), jaxkit_std=np.asarray(ours[1], float),
+        reference_raw=np.asarray(ref[0], float), reference_std=np.asarray(ref[1], float))
 
 
-def claim(check: dict | None, margin: float, paper: str) -> Claim:
+def claim(check: StandardisationCheck | None, margin: float, paper: str) -> Claim:
     """The extension row: jaxkit's drop (raw minus standardised F1) equals the
     reference's within ``margin`` (TOST), with both drops reported."""
     text = ("ICA-LiNGAM's F1 change after standardisation (Reisach Gaussian cell) is the "
@@ -163,8 +166,8 @@ def claim(check: dict | None, margin: float, paper: str) -> Claim:
     if check is None:
         return Claim(paper, text, "-", "not tested at this size", "", "no reference stage",
                      "extension")
-    jr, js = check["jaxkit"]
-    rr, rs = check["reference"]
+    jr, js = check.jaxkit_raw, check.jaxkit_std
+    rr, rs = check.reference_raw, check.reference_std
     dj, dr = paired_difference(jr, js), paired_difference(rr, rs)
     v = equivalence(dj - dr, margin=margin)
     sj, sr = superiority(dj), superiority(dr)

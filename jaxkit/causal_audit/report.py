@@ -19,6 +19,7 @@ from . import falsify as F
 from .audit import ANM_CELL, EV_CELL, LINGAM_CELL, assumption_cells, null_cell, reisach_cells
 from .config import Config
 from .methods import get_method, in_scope
+from .results import RankComparison
 
 __all__ = ["claims", "figures", "markdown", "rank_comparisons", "striking", "placebo_methods"]
 
@@ -68,7 +69,8 @@ def _ranked(cfg: Config, *cells) -> list[str]:
     return A.distinct([m for m in _reisach_methods(cfg) if not get_method(m).floor], cells)
 
 
-def rank_comparisons(key, cfg: Config, results, sizes) -> list[tuple[str, dict]]:
+def rank_comparisons(key, cfg: Config, results,
+                     sizes) -> list[tuple[str, RankComparison]]:
     """Kendall tau between the contenders' rankings under different benchmark choices
     (jax contenders scored on every dataset, each counted once; a descriptive table: the
     claims use :func:`.analysis.reversals`)."""
@@ -239,17 +241,17 @@ def claims(cfg: Config, results, sizes, comps, uniform=None, family=None, placeb
             "after a trial in which 1.0, strong edges at n0, made the family easy)."))
     elif uniform and meth in cfg.consistency_methods and len(sizes) >= 2:
         fixed, fam = A.consistency(sizes, meth), A.consistency(uniform, meth)
-        v = superiority(fam["slopes"] - fixed["slopes"], margin=cfg.uniform_margin)
+        v = superiority(fam.slopes - fixed.slopes, margin=cfg.uniform_margin)
         out.append(Claim.from_verdict(
             POSITION, "Uniform consistency requires further untestable assumptions: along "
             "a family of in-scope linear non-Gaussian models whose edge weights shrink as "
             "1/sqrt(n), pointwise consistent DirectLiNGAM's error does not fall as it does "
             "at a fixed model (log-log SHD slope along the family above the fixed model's "
             f"by more than {cfg.uniform_margin:g}).", v,
-            note=f"n = {fixed['ns']}; per-dataset slope of log(SHD + 1) on log n, the same "
+            note=f"n = {fixed.ns}; per-dataset slope of log(SHD + 1) on log n, the same "
             f"graphs and noise draws (weights x sqrt({min(cfg.sizes)}/n)); mean SHD fixed "
-            f"{' / '.join(f'{x:.2f}' for x in fixed['mean_shd'])}, family "
-            f"{' / '.join(f'{x:.2f}' for x in fam['mean_shd'])}; margin "
+            f"{' / '.join(f'{x:.2f}' for x in fixed.mean_shd)}, family "
+            f"{' / '.join(f'{x:.2f}' for x in fam.mean_shd)}; margin "
             "`uniform_margin`."))
     else:
         out.append(Claim(POSITION, "Uniform consistency requires further untestable "
@@ -284,10 +286,10 @@ def claims(cfg: Config, results, sizes, comps, uniform=None, family=None, placeb
         c = A.consistency(sizes, "direct-lingam")
         out.append(_all_of(
             SHIMIZU, "Inside its scope (linear, non-Gaussian, no confounders) DirectLiNGAM "
-            f"is pointwise consistent: its SHD falls with n (n = {c['ns']}).",
-            [("-slope", c["falls"])],
+            f"is pointwise consistent: its SHD falls with n (n = {c.ns}).",
+            [("-slope", c.falls)],
             f"Per-dataset slope of log(SHD + 1) on log n (same graph at every n); pooled "
-            f"rate of the mean SHD {c['pooled_rate']:.3g}. The fixed-model side of claim "
+            f"rate of the mean SHD {c.pooled_rate:.3g}. The fixed-model side of claim "
             "(ii).", kind="setup"))
     else:
         out.append(Claim(SHIMIZU, "DirectLiNGAM is consistent inside its scope.", "-",
@@ -384,16 +386,16 @@ def _consistency_figure(cfg: Config, sizes, out_dir: Path, uniform=None) -> Path
     ax = axes[0, 0]
     for m in cfg.consistency_methods:
         c = A.consistency(sizes, m)
-        line = ax.loglog(c["ns"], np.asarray(c["mean_shd"]) + 1e-3, "o-",
-                         label=f"{m} (rate {c['falls'].estimate * -1:.2f})")[0]
+        line = ax.loglog(c.ns, np.asarray(c.mean_shd) + 1e-3, "o-",
+                         label=f"{m} (rate {c.falls.estimate * -1:.2f})")[0]
         if uniform:
             u = A.consistency(uniform, m)
-            ax.loglog(u["ns"], np.asarray(u["mean_shd"]) + 1e-3, "s--",
+            ax.loglog(u.ns, np.asarray(u.mean_shd) + 1e-3, "s--",
                       color=line.get_color(), label=f"{m}, family (rate "
-                      f"{u['falls'].estimate * -1:.2f})")
+                      f"{u.falls.estimate * -1:.2f})")
     from matplotlib.ticker import NullFormatter
 
-    ns = sorted({int(n) for m in cfg.consistency_methods for n in A.consistency(sizes, m)["ns"]})
+    ns = sorted({int(n) for m in cfg.consistency_methods for n in A.consistency(sizes, m).ns})
     ax.set_xticks(ns, [f"{n:g}" for n in ns])
     ax.xaxis.set_minor_formatter(NullFormatter())
     label_axes(ax, "sample size n", "mean SHD (+0.001 for the log axis)",
@@ -406,11 +408,10 @@ def _family_figure(cfg: Config, family, out_dir: Path) -> Path:
     c = F.family_curves(family, cfg.family_method)
     fig, axes = new_figure()
     ax = axes[0, 0]
-    mean = np.nanmean(c["shd"], 2)
-    for i, k in enumerate(c["members"]):
-        ax.loglog(c["ns"], mean[i] + 1e-3, "o-", label=f"member built for n={k}")
-    diag = [(k, mean[i, c["ns"].index(k)]) for i, k in enumerate(c["members"])
-            if k in c["ns"]]
+    mean = np.nanmean(c.shd, 2)
+    for i, k in enumerate(c.members):
+        ax.loglog(c.ns, mean[i] + 1e-3, "o-", label=f"member built for n={k}")
+    diag = [(k, mean[i, c.ns.index(k)]) for i, k in enumerate(c.members) if k in c.ns]
     ax.loglog([k for k, _ in diag], [v + 1e-3 for _, v in diag], "k--", lw=2,
               label="worst case (member at its own n)")
     ax.axhline(cfg.uniform_floor, color="r", ls=":", label=f"floor {cfg.uniform_floor:g}")
@@ -440,11 +441,11 @@ def striking(cfg: Config, results) -> tuple[str, str, float, float] | None:
     best = None
     for m in _contenders(cfg):
         f = A.scope_findings(results, m)
-        for spec, v in f["win_out"]:
-            gap = v - (f["in_mean"] if np.isfinite(f["in_mean"]) else 0.0)
+        for spec, v in f.win_out:
+            gap = v - (f.in_mean if np.isfinite(f.in_mean) else 0.0)
             if best is None or gap > best[0]:
                 label = ", ".join(f"{a}={getattr(spec, a)}" for a in _moved(cfg, spec))
-                best = (gap, m, label or "base cell", v, f["in_mean"])
+                best = (gap, m, label or "base cell", v, f.in_mean)
     return None if best is None else best[1:]
 
 
@@ -488,20 +489,20 @@ def _findings(cfg: Config, results) -> list[str]:
         rec = meth.record
         head = (f"- **{m}** ({rec.label}; {rec.citation}; assumes "
                 f"{', '.join(a.name for a in rec.assumptions)}; identifies {rec.identifies}): ")
-        if f["n_cells"] == 0:
+        if f.n_cells == 0:
             lines.append(head + "not scored in any cell.")
             continue
-        s = (f"in scope in {f['n_in']} of {f['n_cells']} cells"
-             + (f" (mean F1 {f['in_mean']:.2f})" if f["n_in"] else "") + ". ")
-        if f["fail_in"]:
+        s = (f"in scope in {f.n_in} of {f.n_cells} cells"
+             + (f" (mean F1 {f.in_mean:.2f})" if f.n_in else "") + ". ")
+        if f.fail_in:
             s += "Fails inside its scope (F1 < 0.5) at " + "; ".join(
-                f"{_label(cfg, c)} ({v:.2f})" for c, v in f["fail_in"][:3]) + ". "
-        if f["win_out"]:
-            s += (f"Succeeds outside it (F1 >= {f['bar']:.2f}) at " + "; ".join(
-                f"{_label(cfg, c)} ({v:.2f})" for c, v in f["win_out"][:3])
-                  + f": the grid says it does not need {', '.join(sorted(f['broken']))} "
+                f"{_label(cfg, c)} ({v:.2f})" for c, v in f.fail_in[:3]) + ". "
+        if f.win_out:
+            s += (f"Succeeds outside it (F1 >= {f.bar:.2f}) at " + "; ".join(
+                f"{_label(cfg, c)} ({v:.2f})" for c, v in f.win_out[:3])
+                  + f": the grid says it does not need {', '.join(sorted(f.broken))} "
                   "there. ")
-        if not f["fail_in"] and not f["win_out"]:
+        if not f.fail_in and not f.win_out:
             s += "Its declared scope matches where it works in this grid."
         lines.append(head + s)
     return lines
@@ -546,8 +547,8 @@ def markdown(cfg: Config, results, sizes, comps, tested, *, quick: bool, seed: i
     out += ["### Ranking instability (Kendall tau between mean-F1 rankings)", "",
             markdown_table(("benchmark choice", "tau [95% CI]", "verdict", "ranking A",
                             "ranking B"),
-                           [(n, _fmt(c["tau"]), c["tau"].verdict, " > ".join(c["rank_a"]),
-                             " > ".join(c["rank_b"])) for n, c in comps]), ""]
+                           [(n, _fmt(c.tau), c.tau.verdict, " > ".join(c.rank_a),
+                             " > ".join(c.rank_b)) for n, c in comps]), ""]
 
     floors = [m for m in cfg.methods if get_method(m).floor and m != "random-sort-regress"]
     wins = A.floor_wins(results, _contenders(cfg), floors)
@@ -555,8 +556,8 @@ def markdown(cfg: Config, results, sizes, comps, tested, *, quick: bool, seed: i
             "paired t, 95%): a benchmark artefact, not a discovery", ""]
     if wins:
         out.append(markdown_table(("cell", "method", "floor", "F1 gain [95% CI]"), [
-            (_label(cfg, w["spec"]), w["method"], w["floor"],
-             f"{w['diff']:.2f} [{w['lo']:.2f}, {w['hi']:.2f}]") for w in wins[:40]]))
+            (_label(cfg, w.spec), w.method, w.floor,
+             f"{w.diff:.2f} [{w.lo:.2f}, {w.hi:.2f}]") for w in wins[:40]]))
         out.append("")
 
     if sizes:
@@ -566,10 +567,10 @@ def markdown(cfg: Config, results, sizes, comps, tested, *, quick: bool, seed: i
                 if not curve:
                     continue
                 c = A.consistency(curve, m)
-                v = c["falls"]
-                rows.append((m, model, " / ".join(f"{x:.2f}" for x in c["mean_shd"]),
+                v = c.falls
+                rows.append((m, model, " / ".join(f"{x:.2f}" for x in c.mean_shd),
                              f"{-v.estimate:.3g} [{-v.hi:.3g}, {-v.lo:.3g}]",
-                             c["pooled_rate"], in_scope(get_method(m), curve[-1].spec)))
+                             c.pooled_rate, in_scope(get_method(m), curve[-1].spec)))
         out += [f"### Consistency (n = {[s.spec.n for s in sizes]})", "",
                 "The fixed model (pointwise consistency) and the uniform family: the same "
                 "graphs with edge weights shrunk by sqrt(n0/n), every member in scope.", "",

@@ -38,6 +38,7 @@ from jaxkit.report import markdown_table
 from jaxkit.stats import equivalence
 
 from .methods import batch_fit, get_method
+from .results import MethodAudit
 
 __all__ = ["AuditTable", "read_audit_table", "audit_table", "claims", "markdown"]
 
@@ -88,7 +89,7 @@ def _shd(a, b):
 
 
 def audit_table(key, data: AuditTable, methods, *, resamples: int = 32,
-                host_resamples: int = 8) -> dict:
+                host_resamples: int = 8) -> dict[str, MethodAudit]:
     """Every method on ``resamples`` bootstrap resamples of the rows, raw and
     standardised, and on all rows (module docstring).
 
@@ -101,9 +102,10 @@ def audit_table(key, data: AuditTable, methods, *, resamples: int = 32,
         host_resamples: of which the host peers (GES, GIES) fit the first ones.
 
     Returns:
-        ``{method: {"full": (d, d) graph on all rows, "frequency": (d, d) edge share
-        over the raw resamples, "shd": (r,) raw-vs-standardised SHD per resample,
-        "failed": str or None}}``.
+        ``{method: MethodAudit}`` (:class:`~.results.MethodAudit`: ``full`` the
+        ``(d, d)`` graph on all rows, ``frequency`` the ``(d, d)`` edge share over the
+        raw resamples, ``shd`` ``(r,)`` the raw-vs-standardised SHD per resample,
+        ``failed`` str or None).
     """
     n, d = data.x.shape
     idx = jax.random.randint(jax.random.fold_in(key, 0), (resamples, n), 0, n)
@@ -113,7 +115,7 @@ def audit_table(key, data: AuditTable, methods, *, resamples: int = 32,
     std = x / jnp.std(x, axis=1, keepdims=True)
     full = jnp.asarray(data.x, jnp.float32)
     keys = jax.random.split(jax.random.fold_in(key, 1), resamples)
-    out = {}
+    out: dict[str, MethodAudit] = {}
     for name in methods:
         m = get_method(name)
         e, t = (env, tg) if m.uses_targets else (jnp.zeros_like(env), jnp.zeros_like(tg))
@@ -140,31 +142,32 @@ def audit_table(key, data: AuditTable, methods, *, resamples: int = 32,
                 ok = np.isfinite(raw).all(axis=(1, 2)) & np.isfinite(sd).all(axis=(1, 2))
             shd = np.asarray(jax.vmap(_shd)(jnp.asarray(np.nan_to_num(raw)),
                                             jnp.asarray(np.nan_to_num(sd))), float)
-            out[name] = dict(full=np.nan_to_num(whole), frequency=(raw != 0).mean(axis=0),
-                             shd=np.where(ok, shd, np.nan),
-                             failed=None if ok.all() else f"{int((~ok).sum())} non-finite")
+            out[name] = MethodAudit(
+                full=np.nan_to_num(whole), frequency=(raw != 0).mean(axis=0),
+                shd=np.where(ok, shd, np.nan),
+                failed=None if ok.all() else f"{int((~ok).sum())} non-finite")
         except Exception as exc:  # a method that raises is a reported failure
-            out[name] = dict(full=np.zeros((d, d)), frequency=np.zeros((d, d)),
-                             shd=np.full(resamples, np.nan),
-                             failed=f"raised {type(exc).__name__}: {exc}")
+            out[name] = MethodAudit(full=np.zeros((d, d)), frequency=np.zeros((d, d)),
+                                    shd=np.full(resamples, np.nan),
+                                    failed=f"raised {type(exc).__name__}: {exc}")
     return out
 
 
-def claims(res: dict, margin: float) -> list[Claim]:
+def claims(res: dict[str, MethodAudit], margin: float) -> list[Claim]:
     """Per method: its graph does not depend on the scale (module docstring); kind
     ``"extension"`` (a scope check on the user's table, not a paper claim)."""
     out = []
     for name, r in res.items():
-        v = equivalence(r["shd"], margin=margin)
+        v = equivalence(r.shd, margin=margin)
         out.append(Claim.from_verdict(
             PAPER, f"{name}: its graph on your data does not depend on the measurement "
             f"scale (raw vs standardised SHD within {margin:g} edges).", v,
-            note="Bootstrap resamples of your rows; " + (r["failed"] or "no failures"),
+            note="Bootstrap resamples of your rows; " + (r.failed or "no failures"),
             kind="extension"))
     return out
 
 
-def markdown(data: AuditTable, res: dict, resamples: int) -> str:
+def markdown(data: AuditTable, res: dict[str, MethodAudit], resamples: int) -> str:
     """The report section of the user-data audit."""
     n, d = data.x.shape
     k = int(data.targets.any(axis=1).sum())
@@ -173,14 +176,14 @@ def markdown(data: AuditTable, res: dict, resamples: int) -> str:
              "standardised; no ground truth, so no F1.", "",
              markdown_table(["method", "mean SHD raw vs standardised", "edges (all rows)",
                              "mean edge stability", "failures"],
-                            [[m, float(np.nanmean(r["shd"])) if np.isfinite(r["shd"]).any()
-                              else float("nan"), int((r["full"] != 0).sum()),
-                              float(r["frequency"][r["full"] != 0].mean())
-                              if (r["full"] != 0).any() else float("nan"),
-                              r["failed"] or "-"] for m, r in res.items()])]
+                            [[m, float(np.nanmean(r.shd)) if np.isfinite(r.shd).any()
+                              else float("nan"), int((r.full != 0).sum()),
+                              float(r.frequency[r.full != 0].mean())
+                              if (r.full != 0).any() else float("nan"),
+                              r.failed or "-"] for m, r in res.items()])]
     for m, r in res.items():
-        edges = [[data.names[j], data.names[i], float(r["frequency"][i, j])]
-                 for i in range(d) for j in range(d) if r["full"][i, j] != 0]
+        edges = [[data.names[j], data.names[i], float(r.frequency[i, j])]
+                 for i in range(d) for j in range(d) if r.full[i, j] != 0]
         lines += ["", f"### {m}: graph on all rows (edge frequency over resamples)", "",
                   markdown_table(["cause", "effect", "frequency"], edges) if edges
                   else "(no edges)"]

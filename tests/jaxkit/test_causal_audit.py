@@ -173,9 +173,12 @@ def test_rank_comparison_stable_and_reversed():
     key = jax.random.key(0)
     s = A.rank_comparison(key, a, same, ["m1", "m2", "m3"], n_boot=100)
     f = A.rank_comparison(key, a, flip, ["m1", "m2", "m3"], n_boot=100)
-    assert s["tau"].estimate == 1.0 and s["tau"].verdict == "no"
-    assert f["tau"].estimate == -1.0 and f["tau"].verdict == "yes"
-    assert f["rank_a"] == ["m1", "m2", "m3"] and f["rank_b"] == ["m3", "m2", "m1"]
+    assert s.tau.estimate == 1.0 and s.tau.verdict == "no"
+    assert f.tau.estimate == -1.0 and f.tau.verdict == "yes"
+    assert f.rank_a == ["m1", "m2", "m3"] and f.rank_b == ["m3", "m2", "m1"]
+    # metrics.json's "rankings" entry
+    assert f.as_dict() == dict(tau=-1.0, lo=f.tau.lo, hi=f.tau.hi, rank_a=f.rank_a,
+                               rank_b=f.rank_b)
 
 
 def test_floor_wins_and_consistency_rate():
@@ -183,15 +186,20 @@ def test_floor_wins_and_consistency_rate():
     c = _hand_cell({"vsr": 0.9 + rng.normal(0, 0.02, 12), "m": 0.5 + rng.normal(0, 0.02, 12),
                     "m2": 0.95 + rng.normal(0, 0.02, 12)})
     wins = A.floor_wins({c.spec: c}, ["m", "m2"], ["vsr"])
-    assert [(w["method"], w["floor"]) for w in wins] == [("m", "vsr")]
+    assert [(w.method, w.floor, w.spec) for w in wins] == [("m", "vsr", c.spec)]
+    assert wins[0].lo <= wins[0].diff <= wins[0].hi and wins[0].lo > 0
     cells = []
     for n in (100, 400, 1600):
         r = _hand_cell({"m": np.zeros(10)}, n=n)
         r.shd["m"] = np.full(10, 64.0 / math.sqrt(n)) - 1.0  # log(SHD + 1) = c - 0.5 log n
         cells.append(r)
     out = A.consistency(cells, "m")
-    np.testing.assert_allclose(out["slopes"], -0.5, atol=1e-12)
-    assert out["falls"].verdict == "yes" and out["falls"].estimate == pytest.approx(0.5)
+    np.testing.assert_allclose(out.slopes, -0.5, atol=1e-12)
+    assert out.falls.verdict == "yes" and out.falls.estimate == pytest.approx(0.5)
+    assert out.ns == [100, 400, 1600] and out.pooled_rate == pytest.approx(-0.5)
+    rec = out.as_dict()  # metrics.json's "consistency" entry: plain lists, this order
+    assert list(rec) == ["ns", "mean_shd", "mean_f1", "pooled_rate"]
+    assert rec["mean_shd"] == out.mean_shd.tolist() and rec["mean_f1"] == [0.0] * 3
 
 
 def test_scope_outlines():

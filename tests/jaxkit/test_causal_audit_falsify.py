@@ -45,7 +45,8 @@ def test_instability_against_the_null_says_yes_and_no():
     flipped = _cell((0.2, 0.5, 0.8), rng)
     v, measured, test, rows = F.instability_vs_null(
         rng, [("flip", a, flipped)], null, MS, margin=0.1, n_boot=200)
-    assert v == "yes" and rows[0]["est"] == pytest.approx(1.0) and "Holm" in test
+    assert v == "yes" and rows[0].est == pytest.approx(1.0) and "Holm" in test
+    assert rows[0].name == "flip" and rows[0].lo <= rows[0].est and rows[0].pairs == K // 2
     same = _cell((0.8, 0.5, 0.2), rng)
     v, *_ = F.instability_vs_null(rng, [("same", a, same)], null, MS, margin=0.1,
                                   n_boot=200)
@@ -91,7 +92,7 @@ def test_family_verdict_yes_no_and_floor():
     fam = _family(rng, ns, ns, lambda k, n: 300.0 / n)
     assert F.family_verdict(fam, "m", floor=1.0)[0] == "no"
     c = F.family_curves(fam, "m")
-    assert c["members"] == ns and c["shd"].shape == (3, 3, K)
+    assert c.members == c.ns == ns and c.shd.shape == (3, 3, K)
 
 
 def test_family_members_spread_over_the_sizes():

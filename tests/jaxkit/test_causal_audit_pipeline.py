@@ -183,6 +183,10 @@ def test_report_lists_findings_floors_and_failures(tmp_path):
     results, sizes, uniform = _fake(True)
     next(iter(results.values())).failures["(simulator)"] = "2 of 24 datasets are invalid"
     comps = R.rank_comparisons(jax.random.key(0), CFG, results, sizes)
+    assert [n for n, _ in comps][:2] == ["raw vs standardised (Gaussian)",
+                                         "raw vs iSCM (Gaussian)"]
+    assert all(c.tau.verdict in VERDICTS and sorted(c.rank_a) == sorted(c.rank_b)
+               for _, c in comps)
     claims = R.claims(CFG, results, sizes, comps, uniform)
     md = R.markdown(CFG, results, sizes, comps, claims, quick=True, seed=0, seconds=1.0,
                     uniform=uniform)

@@ -7,6 +7,7 @@ import pytest
 
 from jaxkit.causal_audit import userdata
 from jaxkit.causal_audit.config import QUICK
+from jaxkit.causal_audit.results import MethodAudit
 from jaxkit.io import DataError
 from jaxkit.registry import RunContext, get
 
@@ -61,11 +62,14 @@ def test_bad_intervention_names_the_line(tmp_path):
 
 
 def test_claims_say_yes_and_no():
-    flat = {"full": np.zeros((3, 3)), "frequency": np.zeros((3, 3)), "failed": None}
-    res = {"same": dict(flat, shd=np.array([0.0, 0, 1, 0, 0, 0, 0, 1])),
-           "moves": dict(flat, shd=np.array([3.0, 4, 5, 3, 4, 4, 5, 3]))}
+    flat = dict(full=np.zeros((3, 3)), frequency=np.zeros((3, 3)), failed=None)
+    res = {"same": MethodAudit(**flat, shd=np.array([0.0, 0, 1, 0, 0, 0, 0, 1])),
+           "moves": MethodAudit(**flat, shd=np.array([3.0, 4, 5, 3, 4, 4, 5, 3]))}
     v = {c.claim.split(":")[0]: c.verdict for c in userdata.claims(res, 1.0)}
     assert v == {"same": "yes", "moves": "no"}
+    # metrics.json's per-method entry: plain lists in this order
+    rec = res["moves"].as_dict()
+    assert list(rec) == ["full", "frequency", "shd", "failed"] and rec["shd"][0] == 3.0
 
 
 @pytest.mark.slow
@@ -77,8 +81,8 @@ def test_scale_reading_method_is_caught(table):
     # R^2 is scale-free: the same graph raw and standardised; sorting by variance is not
     assert v["r2-sort-regress"] == "yes"
     assert v["var-sort-regress"] != "yes"
-    assert np.nanmean(res["var-sort-regress"]["shd"]) > 1.0
-    f = res["r2-sort-regress"]["frequency"]
+    assert np.nanmean(res["var-sort-regress"].shd) > 1.0
+    f = res["r2-sort-regress"].frequency
     assert f.shape == (4, 4) and f[1, 0] + f[0, 1] > 0.5  # a - b found in most resamples
 
 

@@ -26,7 +26,10 @@ The paper package:
   row on design accuracy);
 * the existing methods: :mod:`~jaxkit.amgenc.baselines` (rejection sampling, a
   SMACT-like oxidation-state filter, post-hoc repair, on the unconstrained draws);
-* :mod:`~jaxkit.amgenc.report` (files, figure, tables, claims),
+* :mod:`~jaxkit.amgenc.results` (the typed results the experiment modules hand to the
+  report and the pipeline: :class:`~jaxkit.amgenc.results.Evaluation`,
+  :class:`~jaxkit.amgenc.results.JudgeScores`, ...),
+  :mod:`~jaxkit.amgenc.report` (files, figure, tables, claims),
   :mod:`~jaxkit.amgenc.report_more` (the judge's and the methods' tables, the row on
   existing methods, the rewritten rows, rows withheld below ``min_cells``) and
   :mod:`~jaxkit.amgenc.pipeline` (the registered run).

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .data import Data, element_fractions
+from .results import MethodDraws
 from .sample import Samples, project_cells
 from .tables import ELEMENTS, OXIDATION_STATES, SYMBOLS
 
@@ -79,7 +80,7 @@ def oxidation_filter(species: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def existing_methods(samples: Samples, data: Data, mesh=None) -> dict:
+def existing_methods(samples: Samples, data: Data, mesh=None) -> dict[str, MethodDraws]:
     """Run every method of :data:`METHODS` on the unconstrained arm's draws.
 
     Args:
@@ -88,12 +89,13 @@ def existing_methods(samples: Samples, data: Data, mesh=None) -> dict:
         mesh: the mesh of the repair's projection (None: every device).
 
     Returns:
-        name -> ``delivered`` (B,) 0/1 (a balanced cell came out of the draw),
-        ``composition_l1`` (B,) to the own target (NaN where nothing was delivered),
-        ``changed`` (B,) atoms whose species changed, ``species`` (B, N) (-1 where
-        nothing was delivered or on padding), ``balanced`` (B,) 0/1 (delivered and
-        balanced under the vocabulary's formal states: the filter may keep a cell that
-        is neutral only with P +3), ``seconds`` (the method's own time).
+        name -> :class:`jaxkit.amgenc.results.MethodDraws`: ``delivered`` (B,) 0/1 (a
+        balanced cell came out of the draw), ``composition_l1`` (B,) to the own target
+        (NaN where nothing was delivered), ``changed`` (B,) atoms whose species changed,
+        ``species`` (B, N) (-1 where nothing was delivered or on padding), ``balanced``
+        (B,) 0/1 (delivered and balanced under the vocabulary's formal states: the filter
+        may keep a cell that is neutral only with P +3), ``seconds`` (the method's own
+        time).
     """
     none = samples.arms["none"]
     mask = np.asarray(samples.mask, bool)
@@ -105,15 +107,14 @@ def existing_methods(samples: Samples, data: Data, mesh=None) -> dict:
         f = element_fractions(sp_row[mask[i]], k)
         return float(np.abs(f - test_f[samples.target_index[i]]).sum())
 
-    out = {}
+    out = {}  # name -> (delivered, species, seconds)
     # rejection sampling
     t0 = time.perf_counter()
     sp = np.where(mask, none.species, -1)
     tot = np.where(mask, _Q[np.maximum(sp, 0)], 0).sum(1)
     keep = (tot == 0) & np.all(np.where(mask, sp >= 0, True), axis=1)
     rej = np.where(keep[:, None], sp, -1)
-    out[METHODS[0]] = dict(delivered=keep.astype(float), species=rej,
-                           seconds=time.perf_counter() - t0)
+    out[METHODS[0]] = (keep.astype(float), rej, time.perf_counter() - t0)
     # oxidation-state filter
     t0 = time.perf_counter()
     filt = np.full_like(sp, -1)
@@ -123,8 +124,7 @@ def existing_methods(samples: Samples, data: Data, mesh=None) -> dict:
         if got is not None:
             passed[i] = True
             filt[i][mask[i]] = got
-    out[METHODS[1]] = dict(delivered=passed.astype(float), species=filt,
-                           seconds=time.perf_counter() - t0)
+    out[METHODS[1]] = (passed.astype(float), filt, time.perf_counter() - t0)
     # post-hoc repair: fewest species changes (Hamming cost), positions kept
     cost = 1.0 - jax.nn.one_hot(jnp.asarray(np.maximum(sp, 0)), k, dtype=jnp.float32)
     project_cells(cost, jnp.asarray(mask), mesh)  # compile apart from the timing
@@ -134,14 +134,15 @@ def existing_methods(samples: Samples, data: Data, mesh=None) -> dict:
     rep = np.where(mask, np.asarray(res.assignment), -1)
     ok = np.asarray(res.feasible, bool)
     rep = np.where(ok[:, None], rep, -1)
-    out[METHODS[2]] = dict(delivered=ok.astype(float), species=rep, seconds=sec)
-    for m in out.values():
-        d = m["delivered"] > 0
-        m["composition_l1"] = np.array([comp(m["species"][i], i) if d[i] else np.nan
-                                        for i in range(b)])
-        s_ = m["species"]
-        m["balanced"] = np.array([float(d[i] and _Q[s_[i][mask[i]]].sum() == 0)
-                                  for i in range(b)])
-        m["changed"] = np.array([int(((m["species"][i] != sp[i]) & mask[i]).sum()) if d[i]
-                                 else 0 for i in range(b)], float)
-    return out
+    out[METHODS[2]] = (ok.astype(float), rep, sec)
+    methods = {}
+    for name, (delivered, s_, seconds) in out.items():
+        d = delivered > 0
+        methods[name] = MethodDraws(
+            delivered=delivered, species=s_, seconds=seconds,
+            composition_l1=np.array([comp(s_[i], i) if d[i] else np.nan for i in range(b)]),
+            balanced=np.array([float(d[i] and _Q[s_[i][mask[i]]].sum() == 0)
+                               for i in range(b)]),
+            changed=np.array([int(((s_[i] != sp[i]) & mask[i]).sum()) if d[i] else 0
+                              for i in range(b)], float))
+    return methods

@@ -25,6 +25,7 @@ import numpy as np
 
 from . import potential as P
 from .analysis import coordination_numbers
+from .results import CellProperties
 from .tables import ELEMENTS, box_edges, mass_density
 
 __all__ = ["BULK_MODULUS", "pressure", "relax_at_pressure", "former_cn", "properties"]
@@ -128,8 +129,8 @@ def former_cn(pos: np.ndarray, box: float, elements: np.ndarray) -> float:
     return float(coordination_numbers(pos, box, el)[f].mean())
 
 
-def properties(pos: np.ndarray, box: float, elements: np.ndarray) -> dict[str, float]:
+def properties(pos: np.ndarray, box: float, elements: np.ndarray) -> CellProperties:
     """``density`` (g/cm^3) and ``former_cn`` of a cell."""
     el = np.asarray(elements)
     dens = mass_density(el, box)
-    return {"density": dens, "former_cn": former_cn(pos, box, el)}
+    return CellProperties(density=dens, former_cn=former_cn(pos, box, el))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,10 +28,21 @@ from . import model as M
 from . import plausibility as PL
 from .config import Config
 from .data import Data, Norm, element_fractions, raw_targets
+from .results import (
+    ArmCells,
+    ArmRow,
+    Baselines,
+    Conditioning,
+    Curves,
+    DesignAccuracy,
+    DesignCells,
+    Evaluation,
+    Overhead,
+)
 from .sample import AMGENC_ARM, Samples
 
 __all__ = ["FORMER_SYMBOLS", "MIN_DISTANCE", "R_MAX", "ANGLES", "ANGLE_CUTOFF",
-           "RELAXED", "Evaluation", "relax_cells", "evaluate", "box_of"]
+           "RELAXED", "relax_cells", "evaluate", "box_of"]
 
 FORMER_SYMBOLS = ("Si", "B", "Al", "P")
 MIN_DISTANCE = 1.0  # A
@@ -44,49 +54,6 @@ ANGLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "O-T-O": (FORMER_SYMBOLS, ("O",)), "T-O-T": (("O",), FORMER_SYMBOLS)}
 ANGLE_CUTOFF = 2.0  # A: T-O bonds (1.37-1.75 A in the recipe) but no O-O or T-T pairs
 RELAXED = f"{AMGENC_ARM} + FIRE relaxation"
-
-
-@dataclass(frozen=True, eq=False)
-class Evaluation:
-    """What :func:`evaluate` returns.
-
-    Attributes:
-        rows: per arm (and the relaxed AMGenC row), the mean metrics.
-        per_cell: per arm, (B,) arrays of the per-cell metrics ``balanced``,
-            ``soft_charge``, ``composition_l1``, ``composition_other``, ``valid``,
-            ``rdf_l1``.
-        curves: RDF curves: ``r``, ``reference``, ``uniform random`` and one per arm.
-        angle_curves: O-T-O densities: ``degrees``, ``reference``, ``uniform random``,
-            one per arm.
-        baselines: the uniform-random-position baselines (raw and FIRE-relaxed), the
-            reference's close-pair share, ``r_max``, ``outside_targets`` and
-            ``random_rdf_l1`` (per held-out target).
-        overhead: ``soft``, ``soft_all`` (relative ODE time) and ``discrete``.
-        conditioning: per arm, the composition L1 to the own and the other targets.
-        plausibility: per arm (and ``uniform random``, ``twin``),
-            :func:`jaxkit.amgenc.plausibility.plausibility` of its cells.
-        design: per arm (and ``twin``), the design accuracy on the cells relaxed at the
-            recipe's pressure: mean ``density_error`` (relative), ``composition_l1`` and
-            ``former_cn_error`` (absolute), and their per-cell arrays (``per_cell``, with
-            ``density_other`` / ``former_cn_other``: the same errors against the other
-            held-out targets, averaged).
-        judge: the independent judge's scores
-            (:func:`jaxkit.amgenc.judging.judge_evaluation`), None until attached.
-        methods: the existing methods' per-draw results
-            (:func:`jaxkit.amgenc.baselines.existing_methods`), None until attached.
-    """
-
-    rows: dict
-    per_cell: dict
-    curves: dict
-    angle_curves: dict
-    baselines: dict
-    overhead: dict
-    conditioning: dict
-    plausibility: dict
-    design: dict
-    judge: dict | None = None
-    methods: dict | None = None
 
 
 def box_of(row):
@@ -126,9 +93,10 @@ def _angle_l1(cells, ref: dict) -> dict:
 
 def overhead_intervals(samples: Samples) -> dict:
     """Paired per-round overheads of the soft projection (``soft only`` and AMGenC over
-    ``none``, the same timing round) with 95 % intervals: ``<name>_runs`` (per-round
-    relative extra time) and ``<name>_ci`` (95 % t interval of their mean; NaN with fewer
-    than 2 rounds)."""
+    ``none``, the same timing round) with 95 % intervals, as keyword arguments of
+    :class:`jaxkit.amgenc.results.Overhead`: ``<name>_runs`` (per-round relative extra
+    time) and ``<name>_ci`` (95 % t interval of their mean; NaN with fewer than 2
+    rounds)."""
     base = np.asarray(samples.arms["none"].ode_times, float)
     out = {}
     for key, name in (("soft", "soft only"), ("soft_all", AMGENC_ARM)):
@@ -193,22 +161,23 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
                                            p_target[t_idx], steps=cfg.pressure_steps)
         props = [design.properties(p, b, el) for (p, b, _), (_, _, el)
                  in zip(relaxed, cells, strict=True)]
-        dens = np.array([abs(pr["density"] - data.test[t].density) / data.test[t].density
+        dens = np.array([abs(pr.density - data.test[t].density) / data.test[t].density
                          for pr, t in zip(props, t_idx, strict=True)])
-        cn = np.array([abs(pr["former_cn"] - tgt_cn[t]) for pr, t in zip(props, t_idx,
-                                                                         strict=True)])
+        cn = np.array([abs(pr.former_cn - tgt_cn[t]) for pr, t in zip(props, t_idx,
+                                                                     strict=True)])
         # the same errors against every other held-out target (the condition's control)
         others = [np.delete(t_all, t) for t in t_idx]
-        dens_o = np.array([np.mean(np.abs(pr["density"] - tgt_rho[o]) / tgt_rho[o])
+        dens_o = np.array([np.mean(np.abs(pr.density - tgt_rho[o]) / tgt_rho[o])
                            if len(o) else np.nan for pr, o in zip(props, others, strict=True)])
-        cn_o = np.array([PL._nanmean(np.abs(pr["former_cn"] - tgt_cn[o])) if len(o)
+        cn_o = np.array([PL._nanmean(np.abs(pr.former_cn - tgt_cn[o])) if len(o)
                          else np.nan for pr, o in zip(props, others, strict=True)])
         comp_l1 = np.asarray(comp_l1, float)
-        return dict(density_error=float(np.mean(dens)), composition_l1=float(comp_l1.mean()),
-                    former_cn_error=PL._nanmean(cn),
-                    per_cell=dict(density_error=dens, composition_l1=comp_l1,
-                                  former_cn_error=cn, density_other=dens_o,
-                                  former_cn_other=cn_o))
+        return DesignAccuracy(
+            density_error=float(np.mean(dens)), composition_l1=float(comp_l1.mean()),
+            former_cn_error=PL._nanmean(cn),
+            per_cell=DesignCells(density_error=dens, composition_l1=comp_l1,
+                                 former_cn_error=cn, density_other=dens_o,
+                                 former_cn_other=cn_o))
 
     plaus, acc = {}, {}
     plaus["twin"] = PL.plausibility(twin_s, t_all, ref_s, twin_s)
@@ -219,8 +188,7 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
     test_f = np.array([element_fractions(c.elements, k) for c in data.test])
     outside = np.any(norm.outside(raw_targets(data.test, k, cn=norm.with_cn)), axis=1)
     rows, per_cell, cond = {}, {}, {}
-    curves = {"r": r, "reference": g_ref, "uniform random": g_rand}
-    angle_curves = {"reference": ref_angles["O-T-O"]}
+    curves, angle_curves = {}, {}  # per arm
     runs = [(name, arm, arm.x, arm.seconds) for name, arm in samples.arms.items()]
     for name, (x_rel, sec) in (relaxed or {}).items():
         runs.append((f"{name} + FIRE relaxation", samples.arms[name], x_rel,
@@ -259,7 +227,7 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
         n = len(balanced)
         ang = _angle_l1(cells, ref_angles)
         angle_curves[name] = ang["O-T-O density"]
-        rows[name] = dict(
+        rows[name] = ArmRow(
             balanced=float(np.mean(balanced)), abs_charge=float(np.mean(charges)),
             soft_charge=float(np.mean(arm.soft_charge)),
             density_error=float(np.mean(dens_err)), composition_l1=float(np.mean(comp_err)),
@@ -267,16 +235,17 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
             oto_l1=ang["O-T-O"], tot_l1=ang["T-O-T"],
             min_dist_violation=float(np.mean(viol)), close_pairs=float(np.mean(pairs)),
             ms_per_cell=1e3 * seconds / n, n_cells=n)
-        per_cell[name] = dict(
+        per_cell[name] = ArmCells(
             balanced=np.array(balanced, float), soft_charge=np.asarray(arm.soft_charge),
             composition_l1=np.array(comp_err), composition_other=np.array(comp_other),
             valid=np.array(valid, float),
             rdf_l1=np.array([_rdf_l1(gi, g_ref, dr) for gi in g_each]))
         out_cell = outside[samples.target_index]
         ce = np.array(comp_err)
-        cond[name] = dict(own=float(ce.mean()), other=float(np.nanmean(comp_other)),
-                          in_range=float(ce[~out_cell].mean()) if (~out_cell).any() else None,
-                          out_of_range=float(ce[out_cell].mean()) if out_cell.any() else None)
+        cond[name] = Conditioning(
+            own=float(ce.mean()), other=float(np.nanmean(comp_other)),
+            in_range=float(ce[~out_cell].mean()) if (~out_cell).any() else None,
+            out_of_range=float(ce[out_cell].mean()) if out_cell.any() else None)
     rand_cells = [(p, b, c.elements) for (p, b), c in zip(rand, data.test, strict=True)]
     rand_ang = _angle_l1(rand_cells, ref_angles)
     plaus["uniform random"] = PL.plausibility([struct(*c) for c in rand_cells], t_all, ref_s,
@@ -288,11 +257,9 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
     rand_rel_ang = _angle_l1(rand_rel, ref_angles)
     _, g_rand_rel, _ = _mean_rdf([c[:2] for c in rand_rel], r_max)
     rand_rel_pairs = [_pairs_below(p, b, MIN_DISTANCE) for p, b, _ in rand_rel]
-    angle_curves["uniform random"] = rand_ang["O-T-O density"]
-    angle_curves["degrees"] = rand_ang["degrees"]
     rand_pairs = [_pairs_below(p, b, MIN_DISTANCE) for p, b in rand]
     ref_pairs = [_pairs_below(c.positions, c.box, MIN_DISTANCE) for c in data.test]
-    baselines = dict(
+    baselines = Baselines(
         rdf_l1_random=_rdf_l1(g_rand, g_ref, dr),
         random_rdf_l1=np.array([_rdf_l1(gi, g_ref, dr) for gi in g_rand_each]),
         oto_l1_random=rand_ang["O-T-O"], tot_l1_random=rand_ang["T-O-T"],
@@ -305,11 +272,15 @@ def evaluate(cfg: Config, data: Data, samples: Samples, norm: Norm, rng: np.rand
         min_dist_violation_reference=float(np.mean(np.array(ref_pairs) > 0)),
         r_max=float(r_max), outside_targets=[int(i) for i in np.flatnonzero(outside)])
     ode = {name: a.ode_seconds for name, a in samples.arms.items()}
-    overhead = dict(
+    overhead = Overhead(
         soft=ode["soft only"] / ode["none"] - 1.0,
         soft_all=ode[AMGENC_ARM] / ode["none"] - 1.0,
-        discrete=samples.arms["final discrete only"].discrete_seconds / ode["none"])
-    overhead.update(overhead_intervals(samples))
-    return Evaluation(rows=rows, per_cell=per_cell, curves=curves, angle_curves=angle_curves,
-                      baselines=baselines, overhead=overhead, conditioning=cond,
-                      plausibility=plaus, design=acc)
+        discrete=samples.arms["final discrete only"].discrete_seconds / ode["none"],
+        **overhead_intervals(samples))
+    return Evaluation(
+        rows=rows, per_cell=per_cell,
+        curves=Curves(x=r, reference=g_ref, random=g_rand, arms=curves),
+        angle_curves=Curves(x=rand_ang["degrees"], reference=ref_angles["O-T-O"],
+                            random=rand_ang["O-T-O density"], arms=angle_curves),
+        baselines=baselines, overhead=overhead, conditioning=cond, plausibility=plaus,
+        design=acc)

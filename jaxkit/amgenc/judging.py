@@ -31,7 +31,16 @@ from .baselines import METHODS
 from .config import Config
 from .data import Data
 from .design import former_cn
-from .evaluate import R_MAX, Evaluation, box_of
+from .evaluate import R_MAX, box_of
+from .results import (
+    DesignAccuracy,
+    DesignCells,
+    Evaluation,
+    JudgedRow,
+    JudgeRelaxation,
+    JudgeScores,
+    MethodDraws,
+)
 from .sample import AMGENC_ARM, NOISE_ARM, Samples
 from .tables import box_edges, is_cubic
 
@@ -43,11 +52,12 @@ REPAIR = METHODS[2]
 RANDOM = "uniform random positions"
 
 
-def relaxation_text(name: str, steps: int, rounds: int) -> dict[str, str]:
+def relaxation_text(name: str, steps: int, rounds: int) -> JudgeRelaxation:
     """The relaxation each judged quantity used, stated per row."""
-    return {"plausibility": f"{name}: {steps} FIRE steps at the fixed box",
-            "design": f"{name}: {rounds} rounds x {steps} FIRE steps with box rescaling "
-                      "to the target's judged pressure"}
+    return JudgeRelaxation(
+        plausibility=f"{name}: {steps} FIRE steps at the fixed box",
+        design=f"{name}: {rounds} rounds x {steps} FIRE steps with box rescaling to the "
+               "target's judged pressure")
 
 
 def _cells_of(samples: Samples, species: np.ndarray, x: np.ndarray) -> list:
@@ -66,7 +76,8 @@ def _edge(box):
 
 
 def judge_evaluation(cfg: Config, data: Data, samples: Samples, ev: Evaluation,
-                     methods: dict, rng: np.random.Generator) -> dict:
+                     methods: dict[str, MethodDraws], rng: np.random.Generator
+                     ) -> JudgeScores:
     """The judge's scores (module docstring).
 
     Args:
@@ -79,12 +90,14 @@ def judge_evaluation(cfg: Config, data: Data, samples: Samples, ev: Evaluation,
         rng: the stream of the uniformly random positions.
 
     Returns:
-        ``name``, ``about``, ``made_by``, ``relaxation`` (:func:`relaxation_text`) and
-        ``rows``: per cell set, ``judged`` (share scored), ``energy_before`` and
-        ``energy_after`` (median excess over the twin, eV/atom: a cell with fused atoms
-        is 1e5 eV/atom above it before relaxation) with their per-cell arrays,
-        ``plausibility_before`` / ``plausibility_after`` and ``design`` (mean
-        ``density_error``, ``composition_l1``, ``former_cn_error`` and ``per_cell``).
+        :class:`jaxkit.amgenc.results.JudgeScores`: ``name``, ``about``, ``made_by``,
+        ``relaxation`` (:func:`relaxation_text`) and ``rows``: per cell set a
+        :class:`~jaxkit.amgenc.results.JudgedRow`, ``judged`` (share scored),
+        ``energy_before`` and ``energy_after`` (median excess over the twin, eV/atom: a
+        cell with fused atoms is 1e5 eV/atom above it before relaxation) with their
+        per-cell arrays, ``plausibility_before`` / ``plausibility_after`` and ``design``
+        (mean ``density_error``, ``composition_l1``, ``former_cn_error`` and
+        ``per_cell``).
     """
     name = J.judge_name(cfg.dataset, cfg.kind, cfg.judge)
     steps, rounds = cfg.judge_steps, cfg.judge_rounds
@@ -114,12 +127,12 @@ def judge_evaluation(cfg: Config, data: Data, samples: Samples, ev: Evaluation,
     for arm in JUDGED_ARMS:
         a = samples.arms[arm]
         sets[arm] = (_cells_of(samples, a.species, a.x), samples.target_index,
-                     ev.per_cell[arm]["composition_l1"])
+                     ev.per_cell[arm].composition_l1)
     rep = methods[REPAIR]
-    ok = rep["delivered"] > 0
-    rep_cells = [c for c, k in zip(_cells_of(samples, rep["species"],
+    ok = rep.delivered > 0
+    rep_cells = [c for c, k in zip(_cells_of(samples, rep.species,
                                               samples.arms["none"].x), ok, strict=True) if k]
-    sets[REPAIR] = (rep_cells, samples.target_index[ok], rep["composition_l1"][ok])
+    sets[REPAIR] = (rep_cells, samples.target_index[ok], rep.composition_l1[ok])
     rand = [(rng.uniform(0, c.box, (c.n_atoms, 3)), c.box, c.elements) for c in tests]
     sets[RANDOM] = (rand, t_all, np.zeros(n_t))
 
@@ -132,10 +145,10 @@ def judge_evaluation(cfg: Config, data: Data, samples: Samples, ev: Evaluation,
                    for i, c in enumerate(cells)]
         rows[label] = _row(res, cells, t_idx, comp, e_twin, tests, tgt_cn,
                            (gen_raw, ref_raw, tw_raw), (gen_rel, ref_rel, tw_rel))
-    return {"name": name, "about": J.JUDGES[name][0],
-            "made_by": J.MADE_BY[(cfg.dataset, cfg.kind)],
-            "relaxation": relaxation_text(name, steps, rounds), "rows": rows,
-            "targets_judged": float(tgt.judged.mean()) if n_t else float("nan")}
+    return JudgeScores(name=name, about=J.JUDGES[name][0],
+                       made_by=J.MADE_BY[(cfg.dataset, cfg.kind)],
+                       relaxation=relaxation_text(name, steps, rounds), rows=rows,
+                       targets_judged=float(tgt.judged.mean()) if n_t else float("nan"))
 
 
 def _nanmedian(v) -> float:
@@ -144,7 +157,7 @@ def _nanmedian(v) -> float:
 
 
 def _row(res: J.JudgeResult, cells, t_idx, comp, e_twin, tests, tgt_cn, before,
-         after) -> dict:
+         after) -> JudgedRow:
     """One cell set's judged scores (see :func:`judge_evaluation`)."""
     t_idx = np.asarray(t_idx, int)
     n = len(cells)
@@ -167,12 +180,11 @@ def _row(res: J.JudgeResult, cells, t_idx, comp, e_twin, tests, tgt_cn, before,
             return None
         return PL.plausibility(sub, t_idx[keep], ref, twin)
 
-    return {"judged": float(np.mean(keep)) if n else float("nan"), "n": n,
-            "energy_before": _nanmedian(e_b), "energy_after": _nanmedian(e_a),
-            "per_cell_energy": {"before": e_b, "after": e_a},
-            "plausibility_before": plaus(*before), "plausibility_after": plaus(*after),
-            "design": {"density_error": PL._nanmean(dens), "composition_l1": PL._nanmean(comp),
-                       "former_cn_error": PL._nanmean(cn),
-                       "per_cell": {"density_error": dens, "composition_l1": comp,
-                                    "former_cn_error": cn}},
-            "target_index": t_idx, "judged_target_index": t_idx[keep]}
+    return JudgedRow(
+        judged=float(np.mean(keep)) if n else float("nan"), n=n,
+        energy_before=_nanmedian(e_b), energy_after=_nanmedian(e_a),
+        energy_before_cells=e_b, energy_after_cells=e_a,
+        plausibility_before=plaus(*before), plausibility_after=plaus(*after),
+        design=DesignAccuracy.from_cells(DesignCells(density_error=dens, composition_l1=comp,
+                                                     former_cn_error=cn)),
+        target_index=t_idx, judged_target_index=t_idx[keep])

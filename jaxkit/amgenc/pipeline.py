@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from jaxkit.claims import Claim
 from jaxkit.io import user_data
 from jaxkit.registry import RunContext, register
@@ -30,7 +28,6 @@ from .config import FULL, QUICK, Config
 from .data import make_data
 from .evaluate import RELAXED, evaluate, relax_cells
 from .judging import judge_evaluation
-from .plausibility import _nanmean
 from .sample import AMGENC_ARM, sample_all
 from .scale import sample_large
 from .train import fit_denoiser
@@ -79,44 +76,21 @@ def _dataset(ctx: RunContext, cfg: Config, tag: str
         scale = ctx.stage("amgenc-scale", lambda: sample_large(
             cfg, data, trained, ctx.key("scale"), mesh=ctx.mesh))
         md += "\n\n" + report.scale_text(scale)
-    base = {k: v for k, v in ev.baselines.items() if k != "random_rdf_l1"}
-    metrics = {"kind": cfg.kind, "arms": ev.rows, "baselines": base,
-               "overhead": ev.overhead, "conditioning": ev.conditioning,
-               "plausibility": {k: {f: v[f] for f in ("no_close_pair", "gen", "twin", "ratio",
-                                                      "meets", "all_met")}
-                                for k, v in ev.plausibility.items()},
-               "design": {k: {f: v for f, v in d.items() if f != "per_cell"}
-                          for k, d in ev.design.items()},
+    metrics = {"kind": cfg.kind, "arms": _plain(ev.rows), "baselines": ev.baselines.as_dict(),
+               "overhead": ev.overhead.as_dict(), "conditioning": _plain(ev.conditioning),
+               "plausibility": _plain(ev.plausibility), "design": _plain(ev.design),
                "train_seconds": trained.seconds, "train_resumed_from": trained.resumed_from,
                "final_loss": float(trained.losses[-20:].mean()),
                "relax_seconds": relaxed[1], "claim_ok": balanced,
-               "n_test": len(data.test),
-               "judge": _judge_metrics(judged),
-               "methods": {k: {"delivered": float(np.mean(m["delivered"])),
-                               "balanced": float(np.mean(m["balanced"])),
-                               "composition_l1": _nanmean(m["composition_l1"]),
-                               "seconds": m["seconds"]} for k, m in methods.items()},
-               "relaxed_row": RELAXED,
-               "scale": None if scale is None else {
-                   "cells": scale.n_cells, "atoms": scale.n_atoms, "steps": scale.steps,
-                   "devices": scale.devices, "seconds": scale.seconds,
-                   "cells_per_second": scale.cells_per_second,
-                   "no_close_pair": scale.no_close_pair, "balanced": scale.balanced}}
+               "n_test": len(data.test), "judge": judged.as_dict(),
+               "methods": _plain(methods), "relaxed_row": RELAXED,
+               "scale": None if scale is None else scale.as_dict()}
     return md, claims, metrics, figures, warnings, (cfg.kind, ev, samples)
 
 
-def _judge_metrics(jd: dict) -> dict:
-    """The judge's scores without the per-cell arrays."""
-    def plaus(p):
-        return None if p is None else {f: p[f] for f in ("no_close_pair", "ratio", "all_met")}
-
-    return {"name": jd["name"], "made_by": jd["made_by"], "relaxation": jd["relaxation"],
-            "rows": {k: {"judged": r["judged"], "n": r["n"],
-                         "energy_before": r["energy_before"], "energy_after": r["energy_after"],
-                         "plausibility_before": plaus(r["plausibility_before"]),
-                         "plausibility_after": plaus(r["plausibility_after"]),
-                         "design": {f: v for f, v in r["design"].items() if f != "per_cell"}}
-                     for k, r in jd["rows"].items()}}
+def _plain(results: dict) -> dict:
+    """``{name: result.as_dict()}`` (:mod:`jaxkit.amgenc.results`)."""
+    return {k: r.as_dict() for k, r in results.items()}
 
 
 @register("amgenc", quick=QUICK, full=FULL, title=TITLE)

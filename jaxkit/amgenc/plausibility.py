@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .analysis import angle_distribution, distribution_l1, min_distance, rdf
+from .results import Plausibility, _nanmean
 from .tables import ELEMENTS
 
 __all__ = ["MIN_DISTANCE", "ANGLE_CUTOFF", "TWIN_FACTOR", "PARTIALS", "ANGLES", "groups",
@@ -86,13 +87,8 @@ def distances(a: dict, b: dict) -> dict[str, float]:
     return out
 
 
-def _nanmean(v) -> float:
-    v = np.asarray(v, float)
-    return float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
-
-
 def plausibility(gen: list[dict], target_index: np.ndarray, ref: list[dict],
-                 twin: list[dict]) -> dict:
+                 twin: list[dict]) -> Plausibility:
     """Per-cell and mean plausibility of generated cells.
 
     Args:
@@ -102,11 +98,12 @@ def plausibility(gen: list[dict], target_index: np.ndarray, ref: list[dict],
         twin: :func:`structure` of every target's twin (same recipe, other seed).
 
     Returns:
-        ``no_close_pair`` (share of cells with no pair under 1 A), ``per_cell`` (name ->
-        (B,) distance to the own target; ``no_close_pair`` 0/1), ``gen`` and ``twin``
-        (name -> mean distance to the target, the twin's over the targets of the cells),
-        ``ratio`` (gen / twin), ``meets`` (name -> gen <= TWIN_FACTOR x twin) and
-        ``all_met`` (every quantity and >= 90 % of cells without a close pair).
+        :class:`jaxkit.amgenc.results.Plausibility`: ``no_close_pair`` (share of cells
+        with no pair under 1 A), ``per_cell`` (name -> (B,) distance to the own target;
+        ``no_close_pair`` 0/1), ``gen`` and ``twin`` (name -> mean distance to the
+        target, the twin's over the targets of the cells), ``ratio`` (gen / twin),
+        ``meets`` (name -> gen <= TWIN_FACTOR x twin) and ``all_met`` (every quantity
+        and >= 90 % of cells without a close pair).
     """
     t_idx = np.asarray(target_index)
     twin_d = [distances(twin[t], ref[t]) for t in range(len(ref))]
@@ -123,7 +120,7 @@ def plausibility(gen: list[dict], target_index: np.ndarray, ref: list[dict],
         ratio[name] = g_mean[name] / t_mean[name] if t_mean[name] > 0 else float("nan")
         meets[name] = bool(ok.any() and g_mean[name] <= TWIN_FACTOR * t_mean[name])
     share = float(per["no_close_pair"].mean()) if len(gen) else float("nan")
-    return {"no_close_pair": share, "per_cell": per, "gen": g_mean, "twin": t_mean,
-            "ratio": ratio, "meets": meets,
-            "all_met": bool(share >= 0.9 and all(meets[n] for n in meets
-                                                 if np.isfinite(g_mean[n])))}
+    return Plausibility(no_close_pair=share, per_cell=per, gen=g_mean, twin=t_mean,
+                        ratio=ratio, meets=meets,
+                        all_met=bool(share >= 0.9 and all(meets[n] for n in meets
+                                                          if np.isfinite(g_mean[n]))))

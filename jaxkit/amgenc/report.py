@@ -53,7 +53,8 @@ from . import model as M
 from . import plausibility as PL
 from .config import Config
 from .data import Data, raw_targets
-from .evaluate import ANGLE_CUTOFF, MIN_DISTANCE, RELAXED, Evaluation, box_of
+from .evaluate import ANGLE_CUTOFF, MIN_DISTANCE, RELAXED, box_of
+from .results import ArmRow, Evaluation, Scale
 from .sample import AMGENC_ARM, ARMS, COMPOSITION_ARM, Samples
 from .train import Trained
 
@@ -102,7 +103,7 @@ def cell_files(out: Path, samples: Samples, ev: Evaluation, prefix: str = "amgen
     gives the arm, the target, the total charge and whether the target lies outside the
     training range (``extrapolated=1``)."""
     _, q = M.species_charges()
-    out_set = set(ev.baselines["outside_targets"])
+    out_set = set(ev.baselines.outside_targets)
     files = []
     for name, arm in samples.arms.items():
         frames = []
@@ -124,19 +125,19 @@ def figure(ev: Evaluation, trained: Trained, out: Path, prefix: str = "amgenc") 
     fig, axes = new_figure(ncols=3, size=(5.0, 3.5))
     c = ev.curves
     ax = axes[0, 0]
-    ax.plot(c["r"], c["reference"], "k", lw=2, label="reference (held-out glass)")
-    ax.plot(c["r"], c["uniform random"], ":", color="grey", label="uniform random")
+    ax.plot(c.x, c.reference, "k", lw=2, label="reference (held-out glass)")
+    ax.plot(c.x, c.random, ":", color="grey", label="uniform random")
     colour = {}  # one colour per arm in both panels (they share one legend)
     for name in ev.rows:
-        colour[name] = ax.plot(c["r"], c[name], lw=1, label=name)[0].get_color()
+        colour[name] = ax.plot(c.x, c.arms[name], lw=1, label=name)[0].get_color()
     ax.set_xlabel("r (A)")
     ax.set_ylabel("total g(r)")
     ax = axes[0, 1]
     a = ev.angle_curves
-    ax.plot(a["degrees"], a["reference"], "k", lw=2, label="reference (held-out glass)")
-    ax.plot(a["degrees"], a["uniform random"], ":", color="grey", label="uniform random")
+    ax.plot(a.x, a.reference, "k", lw=2, label="reference (held-out glass)")
+    ax.plot(a.x, a.random, ":", color="grey", label="uniform random")
     for name in (AMGENC_ARM, RELAXED):
-        ax.plot(a["degrees"], a[name], lw=1, label=name, color=colour.get(name))
+        ax.plot(a.x, a.arms[name], lw=1, label=name, color=colour.get(name))
     ax.set_xlabel(f"O-T-O angle (deg), T-O < {ANGLE_CUTOFF} A")
     ax.set_ylabel("density per degree")
     legend_outside(fig, where="below", fontsize=6)  # one legend for both panels
@@ -152,7 +153,7 @@ def exact_balance(ev: Evaluation) -> stats.Verdict:
     """Is every cell of every arm with the final discrete projection balanced? (an exact
     count: one unbalanced cell is a "no")."""
     disc = [n for n, _, _, d in ARMS if d] + [COMPOSITION_ARM]
-    bal = np.concatenate([ev.per_cell[n]["balanced"] for n in disc])
+    bal = np.concatenate([ev.per_cell[n].balanced for n in disc])
     return stats.Verdict("yes" if bal.size and bal.min() == 1.0 else "no",
                          float(bal.mean()), math.nan, math.nan, int(bal.size),
                          f"exact count over {len(disc)} arms, n={bal.size}: one unbalanced "
@@ -186,24 +187,24 @@ def _claims(cfg: Config, ev: Evaluation, samples: Samples) -> list[Claim]:
     setup, ext = dict(kind="setup"), dict(kind="extension")
     am = pc[AMGENC_ARM]
     t_idx = samples.target_index
-    gen = np.array([am["rdf_l1"][t_idx == t].mean() for t in range(t_idx.max() + 1)])
+    gen = np.array([am.rdf_l1[t_idx == t].mean() for t in range(t_idx.max() + 1)])
     return [
         Claim.from_verdict(
             PAPER, "Unconstrained sampling leaves a large portion of the cells charge "
             f"unbalanced (more than {LARGE_PORTION:.0%}; \"a large portion of generated "
             "materials may be charge unbalanced\")",
-            stats.superiority(1.0 - pc["none"]["balanced"], margin=LARGE_PORTION),
+            stats.superiority(1.0 - pc["none"].balanced, margin=LARGE_PORTION),
             note="per-cell unbalanced (0/1), arm none: the problem the method solves",
             **setup),
         Claim.from_verdict(
             PAPER, "The property condition steers the generated composition towards its "
-            "target", stats.superiority(am["composition_other"] - am["composition_l1"]),
+            "target", stats.superiority(am.composition_other - am.composition_l1),
             note="per-cell composition L1 to the other held-out targets - to the own target "
             "(AMGenC arm): inverse design needs a working condition", **setup),
         *_property_steering(ev),
         Claim.from_verdict(
             PAPER, "Generated structures are closer to the glass than random positions",
-            stats.superiority(ev.baselines["random_rdf_l1"] - gen),
+            stats.superiority(ev.baselines.random_rdf_l1 - gen),
             note="per held-out target RDF L1 (A), uniform random - AMGenC (its cells "
             "averaged)", **setup),
         Claim.from_verdict(
@@ -215,24 +216,24 @@ def _claims(cfg: Config, ev: Evaluation, samples: Samples) -> list[Claim]:
         Claim.from_verdict(
             PAPER, "The final discrete projection raises the share of balanced cells over "
             "unconstrained sampling",
-            stats.superiority(pc["final discrete only"]["balanced"] - pc["none"]["balanced"]),
+            stats.superiority(pc["final discrete only"].balanced - pc["none"].balanced),
             note="structural (the projection balances every cell); per-cell balanced (0/1), "
             "discrete only - none", **ext),
         Claim.from_verdict(
             PAPER, "The soft projection lowers the total charge of the final channel "
-            "probabilities", stats.superiority(pc["none"]["soft_charge"]
-                                               - pc["soft only"]["soft_charge"]),
+            "probabilities", stats.superiority(pc["none"].soft_charge
+                                               - pc["soft only"].soft_charge),
             note="self-confirming (the soft projection minimises this quantity); per-cell "
             "|sum q.p| (e), none - soft only; the argmax of unconfident rows does not follow "
             "it", **ext),
         Claim.from_verdict(
             PAPER, "The charge mechanisms keep the structure of unconstrained sampling",
-            stats.equivalence(am["rdf_l1"] - pc["none"]["rdf_l1"], margin=cfg.rdf_margin),
+            stats.equivalence(am.rdf_l1 - pc["none"].rdf_l1, margin=cfg.rdf_margin),
             note=f"per-cell RDF L1 (A), AMGenC - none, margin {cfg.rdf_margin:g} A "
             "(`rdf_margin`)", **ext),
         Claim.from_verdict(
             PAPER, "The charge mechanisms give valid compositions more often",
-            stats.superiority(am["valid"] - pc["none"]["valid"]),
+            stats.superiority(am.valid - pc["none"].valid),
             note="structural (validity includes charge balance, which the projection "
             "enforces); per-cell valid composition (0/1), AMGenC - none", **ext),
     ]
@@ -254,14 +255,15 @@ def design_claim(cfg: Config, datasets: list[tuple[str, Evaluation]]) -> Claim:
     diffs, margins, names, judges = [], [], [], []
     for kind, ev in datasets:
         jd = getattr(ev, "judge", None)
-        src = ev.design if jd is None else {k: jd["rows"][k]["design"]
+        src = ev.design if jd is None else {k: jd.rows[k].design
                                             for k in ("none", AMGENC_ARM)}
         judges.append(f"{kind}: " + ("the data's own potential (the toy recipe), cells "
                                      "relaxed at the recipe's pressure" if jd is None
-                                     else jd["relaxation"]["design"]))
-        none, am = src["none"]["per_cell"], src[AMGENC_ARM]["per_cell"]
-        for prop, (field, label) in DESIGN_PROPERTIES.items():
-            diffs.append(np.asarray(none[prop], float) - np.asarray(am[prop], float))
+                                     else jd.relaxation.design))
+        none, am = src["none"].per_cell, src[AMGENC_ARM].per_cell
+        for prop, (field, label) in DESIGN_PROPERTIES.items():  # DesignCells' fields
+            diffs.append(np.asarray(getattr(none, prop), float)
+                         - np.asarray(getattr(am, prop), float))
             margins.append(-float(getattr(cfg, field)))
             names.append(f"{kind} {label}")
     vs = stats.holm_superiority(diffs, margin=margins, level=0.90)
@@ -347,17 +349,20 @@ def ablation_table(ev: Evaluation) -> str:
     """The per-arm metrics and the uniform-random baselines."""
     rows = []
     for name, r in ev.rows.items():
-        rows.append([name, f"{100 * r['balanced']:.0f}%", r["abs_charge"], r["soft_charge"],
-                     f"{100 * r['density_error']:.1f}%", r["composition_l1"],
-                     f"{100 * r['valid']:.0f}%", r["rdf_l1"], r["oto_l1"], r["tot_l1"],
-                     f"{100 * r['min_dist_violation']:.0f}%", r["close_pairs"],
-                     r["ms_per_cell"]])
+        rows.append([name, f"{100 * r.balanced:.0f}%", r.abs_charge, r.soft_charge,
+                     f"{100 * r.density_error:.1f}%", r.composition_l1,
+                     f"{100 * r.valid:.0f}%", r.rdf_l1, r.oto_l1, r.tot_l1,
+                     f"{100 * r.min_dist_violation:.0f}%", r.close_pairs,
+                     r.ms_per_cell])
     b = ev.baselines
-    for label, sfx in (("(uniform random positions)", "random"),
-                       ("(uniform random positions + FIRE relaxation)", "random_relaxed")):
-        rows.append([label, "", "", "", "", "", "", b[f"rdf_l1_{sfx}"], b[f"oto_l1_{sfx}"],
-                     b[f"tot_l1_{sfx}"], f"{100 * b[f'min_dist_violation_{sfx}']:.0f}%",
-                     b[f"close_pairs_{sfx}"], ""])
+    for label, rdf, oto, tot, viol, pairs in (
+            ("(uniform random positions)", b.rdf_l1_random, b.oto_l1_random,
+             b.tot_l1_random, b.min_dist_violation_random, b.close_pairs_random),
+            ("(uniform random positions + FIRE relaxation)", b.rdf_l1_random_relaxed,
+             b.oto_l1_random_relaxed, b.tot_l1_random_relaxed,
+             b.min_dist_violation_random_relaxed, b.close_pairs_random_relaxed)):
+        rows.append([label, "", "", "", "", "", "", rdf, oto, tot, f"{100 * viol:.0f}%",
+                     pairs, ""])
     return markdown_table(["arm", "balanced", "mean abs charge (e)",
                            "mean abs charge of final p (e)", "density error",
                            "composition L1", "valid composition", "RDF L1",
@@ -371,15 +376,18 @@ def _property_steering(ev: Evaluation) -> list[Claim]:
     pressure, the AMGenC cells' density and former O coordination are closer to their
     own target's than to the other held-out targets' (paired per cell, margin 0, fixed):
     the condition, not the data's average, sets the property."""
-    d = (ev.design or {}).get(AMGENC_ARM, {}).get("per_cell", {})
+    am = (ev.design or {}).get(AMGENC_ARM)
+    if am is None:
+        return []
+    d = am.per_cell
     rows = []
-    for prop, own, other, unit in (("density", "density_error", "density_other",
+    for prop, own, other, unit in (("density", d.density_error, d.density_other,
                                     "relative density error"),
-                                   ("network-former O coordination", "former_cn_error",
-                                    "former_cn_other", "coordination error")):
-        if other not in d:
+                                   ("network-former O coordination", d.former_cn_error,
+                                    d.former_cn_other, "coordination error")):
+        if other is None:
             continue
-        x = np.asarray(d[other], float) - np.asarray(d[own], float)
+        x = np.asarray(other, float) - np.asarray(own, float)
         rows.append(Claim.from_verdict(
             PAPER, f"Inverse design on properties: the generated cells' {prop} follows its "
             "target (own target closer than the other held-out targets)",
@@ -391,8 +399,8 @@ def _property_steering(ev: Evaluation) -> list[Claim]:
 
 def conditioning_table(ev: Evaluation) -> str:
     """Composition L1 to the own and the other targets, per arm."""
-    rows = [[name, c["own"], c["other"], "" if c["in_range"] is None else c["in_range"],
-             "" if c["out_of_range"] is None else c["out_of_range"]]
+    rows = [[name, c.own, c.other, "" if c.in_range is None else c.in_range,
+             "" if c.out_of_range is None else c.out_of_range]
             for name, c in ev.conditioning.items()]
     return markdown_table(["arm", "composition L1 to own target",
                            "to the other held-out targets", "own, targets in range",
@@ -407,12 +415,12 @@ def plausibility_table(ev: Evaluation) -> str:
     rows = []
     for name, p in ev.plausibility.items():
         if name == "twin":
-            cells = [f"{p['twin'][n]:.3f}" if np.isfinite(p["twin"][n]) else "" for n in names]
+            cells = [f"{p.twin[n]:.3f}" if np.isfinite(p.twin[n]) else "" for n in names]
         else:
-            cells = [(f"{p['ratio'][n]:.2f}x" + ("" if p["meets"][n] else " (fails)"))
-                     if np.isfinite(p["ratio"][n]) else "" for n in names]
-        rows.append([name, f"{100 * p['no_close_pair']:.0f}%", *cells,
-                     "yes" if p["all_met"] else "no"])
+            cells = [(f"{p.ratio[n]:.2f}x" + ("" if p.meets[n] else " (fails)"))
+                     if np.isfinite(p.ratio[n]) else "" for n in names]
+        rows.append([name, f"{100 * p.no_close_pair:.0f}%", *cells,
+                     "yes" if p.all_met else "no"])
     return markdown_table(["cells", "no pair < 1 A", *[f"{n} RDF" for n in PL.PARTIALS],
                            *[f"{n} angles" for n in PL.ANGLES], "all targets met"], rows)
 
@@ -420,19 +428,19 @@ def plausibility_table(ev: Evaluation) -> str:
 def design_table(ev: Evaluation) -> str:
     """Design accuracy per arm on the cells relaxed at the recipe's pressure: each
     error's mean over the cells with its 95% t interval."""
-    def cell(d, prop, pct=False):
-        mean, half = stats.t_interval(d["per_cell"][prop])
+    def cell(v, pct=False):
+        mean, half = stats.t_interval(v)
         f = (lambda v: f"{100 * v:.1f}%") if pct else (lambda v: f"{v:.3g}")
         return f(mean) + ("" if not math.isfinite(half) or half == 0
                           else f" [{f(mean - half)}, {f(mean + half)}]")
 
-    rows = [[name, cell(d, "density_error", True), cell(d, "composition_l1"),
-             cell(d, "former_cn_error")] for name, d in ev.design.items()]
+    rows = [[name, cell(d.per_cell.density_error, True), cell(d.per_cell.composition_l1),
+             cell(d.per_cell.former_cn_error)] for name, d in ev.design.items()]
     return markdown_table(["cells", "density error (relaxed at the recipe's pressure)",
                            "composition L1", "former coordination error"], rows)
 
 
-def scale_text(scale) -> str:
+def scale_text(scale: Scale) -> str:
     """The large-cell throughput paragraph (:mod:`jaxkit.amgenc.scale`)."""
     return (f"Scale: {scale.n_cells} cells of {scale.n_atoms} atoms sampled in one batch split "
             f"over {scale.devices} device(s), {scale.steps} noise levels, all three mechanisms: "
@@ -469,8 +477,8 @@ def _data_text(cfg: Config, data: Data) -> str:
     return " and ".join(parts)
 
 
-def _pcts(rows: list[dict]) -> str:
-    return ", ".join(f"{100 * r['balanced']:.0f}%" for r in rows)
+def _pcts(rows: list[ArmRow]) -> str:
+    return ", ".join(f"{100 * r.balanced:.0f}%" for r in rows)
 
 
 def markdown(cfg: Config, *, quick: bool, seed: int, data: Data, trained: Trained,
@@ -484,16 +492,16 @@ def markdown(cfg: Config, *, quick: bool, seed: int, data: Data, trained: Traine
                                            if j == q.size + 1 else
                                            f"x({glass.ELEMENTS[j - 1]})"
                                            for j in np.flatnonzero(bad[t]))
-                for t in b["outside_targets"]]
+                for t in b.outside_targets]
     rel, gen = rows[RELAXED], rows[AMGENC_ARM]
     comp = rows[COMPOSITION_ARM]
     disc_rows = [rows[n] for n, _, _, d in ARMS if d] + [comp]
     nodisc_rows = [rows[n] for n, _, _, d in ARMS if not d]
-    all_ok = all(r["balanced"] == 1.0 for r in disc_rows)
+    all_ok = all(r.balanced == 1.0 for r in disc_rows)
     c_all = ev.conditioning[AMGENC_ARM]
     cond_cn = ", network-former O coordination" if trained.norm.with_cn else ""
-    steers = c_all["own"] < c_all["other"]
-    n_cells = rows["none"]["n_cells"]
+    steers = c_all.own < c_all.other
+    n_cells = rows["none"].n_cells
     resumed = ("" if trained.resumed_from == 0 else
                f", restored from the checkpoint of step {trained.resumed_from}")
     md = [
@@ -517,12 +525,12 @@ def markdown(cfg: Config, *, quick: bool, seed: int, data: Data, trained: Traine
         f"The row `{RELAXED}` is post-processing, not generation: the AMGenC cells after "
         f"{cfg.post_relax_steps} FIRE steps of the data recipe's pair potential (species "
         "unchanged, so charge balance and composition are kept). It takes cells with a pair "
-        f"under {MIN_DISTANCE} A from {100 * gen['min_dist_violation']:.0f}% to "
-        f"{100 * rel['min_dist_violation']:.0f}% and the RDF L1 from {gen['rdf_l1']:.2f} to "
-        f"{rel['rdf_l1']:.2f}; the same relaxation from uniformly random positions (with the "
-        f"reference species) reaches {b['rdf_l1_random_relaxed']:.2f}, so "
+        f"under {MIN_DISTANCE} A from {100 * gen.min_dist_violation:.0f}% to "
+        f"{100 * rel.min_dist_violation:.0f}% and the RDF L1 from {gen.rdf_l1:.2f} to "
+        f"{rel.rdf_l1:.2f}; the same relaxation from uniformly random positions (with the "
+        f"reference species) reaches {b.rdf_l1_random_relaxed:.2f}, so "
         + ("most of that structure comes from the relaxation, not from the generator"
-           if b["rdf_l1_random_relaxed"] < 1.5 * max(rel["rdf_l1"], 1e-9) else
+           if b.rdf_l1_random_relaxed < 1.5 * max(rel.rdf_l1, 1e-9) else
            "the generated starting points do help")
         + ". Bond angles: L1 distance between the pooled angle distributions (5-degree "
         f"bins, neighbours within {ANGLE_CUTOFF} A, T = Si, B, Al, P) of the generated and "
@@ -530,9 +538,9 @@ def markdown(cfg: Config, *, quick: bool, seed: int, data: Data, trained: Traine
         f"The row `{COMPOSITION_ARM}` keeps the AMGenC trajectories and replaces the final "
         "projection by the exact fixed-composition projection (`charge.project_composition`"
         ": the target's element counts, cheapest placement of them on the generated "
-        f"channels): composition L1 {comp['composition_l1']:.3f} (vs "
-        f"{gen['composition_l1']:.3f} free), {100 * comp['balanced']:.0f}% balanced, RDF L1 "
-        f"{comp['rdf_l1']:.2f}; its projection took "
+        f"channels): composition L1 {comp.composition_l1:.3f} (vs "
+        f"{gen.composition_l1:.3f} free), {100 * comp.balanced:.0f}% balanced, RDF L1 "
+        f"{comp.rdf_l1:.2f}; its projection took "
         f"{1e3 * samples.arms[COMPOSITION_ARM].discrete_seconds:.1f} ms for all {n_cells} "
         "cells (one compiled solve per target).", "",
         "Property conditioning: each cell is sampled for one held-out target (its box, "
@@ -540,32 +548,32 @@ def markdown(cfg: Config, *, quick: bool, seed: int, data: Data, trained: Traine
         "composition is closer to its own target than to the other held-out targets:", "",
         conditioning_table(ev), "",
         f"With all three mechanisms the composition L1 to the own target is "
-        f"{c_all['own']:.3f} against {c_all['other']:.3f} to the other targets: on average "
+        f"{c_all.own:.3f} against {c_all.other:.3f} to the other targets: on average "
         f"the conditioning {'does' if steers else 'does NOT'} steer the composition (the "
         "claims table tests the per-cell difference).", "",
         f"Charge balance: with the final discrete projection {_pcts(disc_rows)} of cells are "
         f"exactly balanced ({'as guaranteed' if all_ok else 'NOT all: see warnings'}); "
         f"without it {_pcts(nodisc_rows)}. The soft projection takes the mean |charge| of "
-        f"the final probabilities from {rows['none']['soft_charge']:.2f} e (none) to "
-        f"{rows['soft only']['soft_charge']:.2f} e (soft only), but the argmax of rows that "
+        f"the final probabilities from {rows['none'].soft_charge:.2f} e (none) to "
+        f"{rows['soft only'].soft_charge:.2f} e (soft only), but the argmax of rows that "
         "are not confident does not follow it (mean |charge| after argmax "
-        f"{rows['none']['abs_charge']:.1f} e vs {rows['soft only']['abs_charge']:.1f} e): "
+        f"{rows['none'].abs_charge:.1f} e vs {rows['soft only'].abs_charge:.1f} e): "
         "only the discrete projection gives exact balance.",
         "Projection overhead (steady state, sampling of a timing batch of "
         f"{samples.timing_cells or n_cells} of the sampled cells around the median size "
         f"(padded to {samples.timing_atoms or samples.mask.shape[1]} atoms), split over the "
         f"mesh, {cfg.timing_runs} timing rounds, every arm once per round; medians): soft "
-        f"projection {100 * ov['soft']:+.1f}% of sampling time (95% interval of the paired "
-        f"per-round overhead {_ci(ov['soft_ci'])}), all three {100 * ov['soft_all']:+.1f}% "
-        f"({_ci(ov['soft_all_ci'])}); an interval that contains 0 means the cost is within "
+        f"projection {100 * ov.soft:+.1f}% of sampling time (95% interval of the paired "
+        f"per-round overhead {_ci(ov.soft_ci)}), all three {100 * ov.soft_all:+.1f}% "
+        f"({_ci(ov.soft_all_ci)}); an interval that contains 0 means the cost is within "
         "the timing noise. The final discrete projection adds "
-        f"{100 * ov['discrete']:.1f}% of the unprojected sampling time.", "",
+        f"{100 * ov.discrete:.1f}% of the unprojected sampling time.", "",
         "Plausibility before any relaxation (`jaxkit.amgenc.plausibility`): each generated "
         "cell against its own target, as a multiple of the distance between the target "
         "and its twin (a second cell of the same recipe, other seed); targets: >= 90% of "
         "cells without a pair under 1 A and every distance <= 2x the twin's. T: network "
         "formers, M: modifiers; RDF distances over r <= "
-        f"{b['r_max']:.1f} A.", "",
+        f"{b.r_max:.1f} A.", "",
         plausibility_table(ev), "",
         "Design accuracy from the generated structure: every cell relaxed at its target's "
         f"pressure (the held-out cell's virial pressure; {cfg.pressure_steps} FIRE steps "
@@ -576,10 +584,10 @@ def markdown(cfg: Config, *, quick: bool, seed: int, data: Data, trained: Traine
         design_table(ev), "",
         f"Honest caveats: this is a tiny CPU model trained for {cfg.train_steps} steps on "
         f"{cfg.n_train} cells, so generated *coordinates* are poor: the RDF L1 distance to "
-        f"the held-out reference (r <= {b['r_max']:.1f} A) should be read against uniformly "
-        f"random positions ({b['rdf_l1_random']:.2f}), and "
-        f"{100 * b['min_dist_violation_random']:.0f}% of random cells (vs "
-        f"{100 * b['min_dist_violation_reference']:.0f}% of reference cells) have a pair "
+        f"the held-out reference (r <= {b.r_max:.1f} A) should be read against uniformly "
+        f"random positions ({b.rdf_l1_random:.2f}), and "
+        f"{100 * b.min_dist_violation_random:.0f}% of random cells (vs "
+        f"{100 * b.min_dist_violation_reference:.0f}% of reference cells) have a pair "
         f"closer than {MIN_DISTANCE} A. The density error of the first table uses the target "
         "box, so it measures only the generated composition's mass; the design-accuracy "
         "table relaxes the box. Valid composition: balanced, has O and a "

@@ -39,8 +39,9 @@ from . import plausibility as PL
 from .baselines import METHODS
 from .config import Config
 from .data import element_fractions
-from .evaluate import FORMER_SYMBOLS, Evaluation
+from .evaluate import FORMER_SYMBOLS
 from .judging import RANDOM
+from .results import Evaluation, JudgedRow, JudgeScores, Plausibility
 from .sample import AMGENC_ARM, NOISE_ARM, Samples
 from .tables import ELEMENTS
 
@@ -55,25 +56,25 @@ def _f(v, fmt="{:.3g}") -> str:
     return "" if v is None or not np.isfinite(v) else fmt.format(v)
 
 
-def _worst(p) -> str:
+def _worst(p: Plausibility | None) -> str:
     if p is None:
         return ""
-    r = [v for v in p["ratio"].values() if np.isfinite(v)]
-    return (f"{max(r):.2f}x" if r else "") + (" (all met)" if p["all_met"] else "")
+    r = [v for v in p.ratio.values() if np.isfinite(v)]
+    return (f"{max(r):.2f}x" if r else "") + (" (all met)" if p.all_met else "")
 
 
-def judge_table(jd: dict) -> str:
+def judge_table(jd: JudgeScores) -> str:
     """Per cell set: the share the judge scored, the relaxation, the judged energy
     excess over the relaxed twin before and after it, the share of cells without a pair
     under 1 A and the worst plausibility ratio (distance to the target over the twin's)
     before and after it."""
     rows = []
-    for name, r in jd["rows"].items():
-        pb, pa = r["plausibility_before"], r["plausibility_after"]
-        rows.append([name, r["n"], f"{100 * r['judged']:.0f}%", jd["relaxation"]["plausibility"],
-                     _f(r["energy_before"], "{:+.3f}"), _f(r["energy_after"], "{:+.3f}"),
-                     "" if pb is None else f"{100 * pb['no_close_pair']:.0f}%",
-                     "" if pa is None else f"{100 * pa['no_close_pair']:.0f}%",
+    for name, r in jd.rows.items():
+        pb, pa = r.plausibility_before, r.plausibility_after
+        rows.append([name, r.n, f"{100 * r.judged:.0f}%", jd.relaxation.plausibility,
+                     _f(r.energy_before, "{:+.3f}"), _f(r.energy_after, "{:+.3f}"),
+                     "" if pb is None else f"{100 * pb.no_close_pair:.0f}%",
+                     "" if pa is None else f"{100 * pa.no_close_pair:.0f}%",
                      _worst(pb), _worst(pa)])
     return markdown_table(["cells", "n", "judged", "relaxation used for scoring",
                            "median energy over twin before (eV/atom)", "after (eV/atom)",
@@ -81,13 +82,13 @@ def judge_table(jd: dict) -> str:
                            "after"], rows)
 
 
-def judge_design_table(jd: dict) -> str:
+def judge_design_table(jd: JudgeScores) -> str:
     """Design accuracy as the judge sees it, per cell set, with the relaxation used."""
     rows = []
-    for name, r in jd["rows"].items():
-        d = r["design"]
-        rows.append([name, jd["relaxation"]["design"], _f(d["density_error"], "{:.1%}"),
-                     _f(d["composition_l1"]), _f(d["former_cn_error"])])
+    for name, r in jd.rows.items():
+        d = r.design
+        rows.append([name, jd.relaxation.design, _f(d.density_error, "{:.1%}"),
+                     _f(d.composition_l1), _f(d.former_cn_error)])
     return markdown_table(["cells", "relaxation used for scoring", "density error",
                            "composition L1", "former coordination error"], rows)
 
@@ -97,16 +98,16 @@ def methods_table(ev: Evaluation, samples: Samples) -> str:
     rows = []
     b = samples.mask.shape[0]
     for name, m in ev.methods.items():
-        d = m["delivered"] > 0
-        rows.append([name, b, f"{100 * d.mean():.0f}%", f"{100 * m['balanced'].mean():.0f}%",
-                     _f(PL._nanmean(m["composition_l1"])),
-                     _f(float(m["changed"][d].mean()) if d.any() else float("nan"), "{:.2f}"),
-                     f"{1e3 * m['seconds']:.1f}"])
+        d = m.delivered > 0
+        rows.append([name, b, f"{100 * d.mean():.0f}%", f"{100 * m.balanced.mean():.0f}%",
+                     _f(PL._nanmean(m.composition_l1)),
+                     _f(float(m.changed[d].mean()) if d.any() else float("nan"), "{:.2f}"),
+                     f"{1e3 * m.seconds:.1f}"])
     for arm in (NOISE_ARM, AMGENC_ARM):
         pc = ev.per_cell[arm]
-        rows.append([arm, b, f"{100 * pc['balanced'].mean():.0f}%",
-                     f"{100 * pc['balanced'].mean():.0f}%",
-                     _f(float(np.mean(pc["composition_l1"]))), "", ""])
+        rows.append([arm, b, f"{100 * pc.balanced.mean():.0f}%",
+                     f"{100 * pc.balanced.mean():.0f}%",
+                     _f(float(np.mean(pc.composition_l1))), "", ""])
     return markdown_table(["method", "draws", "draws giving a cell", "balanced cells",
                            "composition L1 of those cells", "atoms changed per cell",
                            "method's own ms"], rows)
@@ -116,9 +117,9 @@ def mitigation_claim(cfg: Config, datasets: list[tuple[str, Evaluation]]) -> Cla
     """The paper row on existing methods (module docstring) over ``datasets``."""
     diffs, margins, names = [], [], []
     for kind, ev in datasets:
-        none = ev.per_cell["none"]["composition_l1"]
+        none = ev.per_cell["none"].composition_l1
         for name, m in ev.methods.items():
-            diffs += [m["delivered"], none - m["composition_l1"]]
+            diffs += [m.delivered, none - m.composition_l1]
             margins += [cfg.mitigate_share, -cfg.margin_composition]
             names += [f"{kind} {name} yield", f"{kind} {name} composition"]
     vs = stats.holm_superiority(diffs, margin=margins, level=0.90)
@@ -176,14 +177,14 @@ def validity_claim(data, samples: Samples) -> Claim:
 
 def random_claim(ev: Evaluation) -> Claim:
     """The rewritten random-positions row (module docstring), on the judge's relaxation."""
-    rows = ev.judge["rows"]
+    rows = ev.judge.rows
 
-    def per_target(row):
-        p = row["plausibility_after"]
+    def per_target(row: JudgedRow):
+        p = row.plausibility_after
         if p is None:
             return {}
-        t_idx = np.asarray(row["judged_target_index"])
-        d = p["per_cell"]["T-O"]
+        t_idx = np.asarray(row.judged_target_index)
+        d = p.per_cell["T-O"]
         return {t: float(np.nanmean(d[t_idx == t])) for t in np.unique(t_idx)
                 if np.isfinite(d[t_idx == t]).any()}
 
@@ -194,7 +195,7 @@ def random_claim(ev: Evaluation) -> Claim:
         PAPER, "Generated structures are closer to the glass than random positions after "
         "the same relaxation", stats.superiority(diffs),
         note="per held-out target, T-O partial RDF L1 (A) to the target, uniformly random "
-        f"positions - AMGenC, both after {ev.judge['relaxation']['plausibility']} (the "
+        f"positions - AMGenC, both after {ev.judge.relaxation.plausibility} (the "
         "targets relaxed alike); replaces the raw-cell comparison", kind="setup")
 
 
@@ -227,13 +228,13 @@ def markdown(cfg: Config, ev: Evaluation, samples: Samples, data=None) -> str:
     jd = ev.judge
     made = {"recipe": "jaxkit's toy pair potential", "bks": "BKS", "pedone": "Pedone"}
     out = [
-        f"Independent judge: **{jd['about']}** scores these cells; the data were made by "
-        f"{made[jd['made_by']]} (`jaxkit.amgenc.judge`). "
-        f"{100 * jd['targets_judged']:.0f}% of the held-out targets have parameters under "
+        f"Independent judge: **{jd.about}** scores these cells; the data were made by "
+        f"{made[jd.made_by]} (`jaxkit.amgenc.judge`). "
+        f"{100 * jd.targets_judged:.0f}% of the held-out targets have parameters under "
         "it (cells it cannot score are left out of its rows and counted in `judged`). "
         "Plausibility before relaxation compares raw cells with the raw targets (yardstick "
         "the raw twins); after, every cell, target and twin relaxed by the judge "
-        f"({jd['relaxation']['plausibility']}). Energies are per atom, above the "
+        f"({jd.relaxation.plausibility}). Energies are per atom, above the "
         "judge-relaxed twin of the cell's target.", "",
         judge_table(jd), "",
         "Design accuracy as the judge sees it (the paper row on design accuracy uses these "

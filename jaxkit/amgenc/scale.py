@@ -13,7 +13,6 @@ cells with no pair under 1 A, and the balanced share.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -25,28 +24,11 @@ from . import model as M
 from .analysis import min_distance
 from .config import Config
 from .data import Data, condition
+from .results import Scale
 from .sample import project_cells, sampler
 from .train import Trained
 
-__all__ = ["Scale", "sample_large", "sized_sampler"]
-
-
-@dataclass(frozen=True, eq=False)
-class Scale:
-    """What :func:`sample_large` measured (see the module docstring)."""
-
-    n_cells: int
-    n_atoms: int
-    steps: int
-    devices: int
-    seconds: float
-    times: tuple
-    no_close_pair: float
-    balanced: float
-
-    @property
-    def cells_per_second(self) -> float:
-        return self.n_cells / self.seconds
+__all__ = ["sample_large", "sized_sampler"]
 
 
 def sized_sampler(cfg: Config, data: Data, trained: Trained, key, n: int, b: int, *,

@@ -16,6 +16,15 @@ from jaxkit.amgenc import report_more as R
 from jaxkit.amgenc.config import QUICK, Config
 from jaxkit.amgenc.data import Data
 from jaxkit.amgenc.glass import Cell
+from jaxkit.amgenc.results import (
+    ArmCells,
+    DesignAccuracy,
+    DesignCells,
+    JudgedRow,
+    JudgeRelaxation,
+    JudgeScores,
+    MethodDraws,
+)
 from jaxkit.amgenc.sample import AMGENC_ARM, Arm, Samples
 from jaxkit.amgenc.tables import ELEMENTS, OXIDES
 from jaxkit.claims import Claim
@@ -68,29 +77,44 @@ def test_rejection_filter_and_repair_on_hand_made_draws():
     s, d = _draws()
     out = B.existing_methods(s, d)
     assert list(out) == list(B.METHODS)
+    assert all(isinstance(m, MethodDraws) for m in out.values())
     rej, filt, rep = (out[m] for m in B.METHODS)
-    np.testing.assert_array_equal(rej["delivered"], [1, 0, 0])
-    np.testing.assert_array_equal(filt["delivered"], [1, 0, 1])
-    np.testing.assert_array_equal(filt["balanced"], [1, 0, 0])  # P2O3 only with P +3
-    assert rej["composition_l1"][0] == pytest.approx(0.0)
-    assert np.isnan(rej["composition_l1"][1])
+    np.testing.assert_array_equal(rej.delivered, [1, 0, 0])
+    np.testing.assert_array_equal(filt.delivered, [1, 0, 1])
+    np.testing.assert_array_equal(filt.balanced, [1, 0, 0])  # P2O3 only with P +3
+    assert rej.composition_l1[0] == pytest.approx(0.0)
+    assert np.isnan(rej.composition_l1[1])
     # repair: every draw balanced with the fewest species changes
-    np.testing.assert_array_equal(rep["delivered"], [1, 1, 1])
-    np.testing.assert_array_equal(rep["balanced"], [1, 1, 1])
-    assert rep["changed"][0] == 0 and rep["changed"][1] == 1  # Si3O3 (+6): one atom
+    np.testing.assert_array_equal(rep.delivered, [1, 1, 1])
+    np.testing.assert_array_equal(rep.balanced, [1, 1, 1])
+    assert rep.changed[0] == 0 and rep.changed[1] == 1  # Si3O3 (+6): one atom
     q = np.array([4, 3, 3, 5, 1, 1, 1, 2, 2, 2, 2, 2, 3, -2])
     for i in range(3):
-        sp = rep["species"][i][s.mask[i]]
+        sp = rep.species[i][s.mask[i]]
         assert q[sp].sum() == 0
-    assert np.all(rep["species"][2][~s.mask[2]] == -1)
+    assert np.all(rep.species[2][~s.mask[2]] == -1)
+    # metrics.json's means: the filter delivers 2 of 3 draws, balanced (P +5) only 1
+    m = filt.as_dict()
+    assert list(m) == ["delivered", "balanced", "composition_l1", "seconds"]
+    assert m["delivered"] == pytest.approx(2 / 3) and m["balanced"] == pytest.approx(1 / 3)
+    assert m["composition_l1"] == pytest.approx(np.nanmean(filt.composition_l1))
+
+
+def _arm_cells(comp):
+    """An arm's per-cell values with the composition errors ``comp`` (the rest zero)."""
+    z = np.zeros(len(comp))
+    return ArmCells(balanced=z, soft_charge=z, composition_l1=np.asarray(comp, float),
+                    composition_other=z, valid=z, rdf_l1=z)
 
 
 def _ev(delivered, comp_method, comp_none):
     n = len(comp_none)
-    m = {"delivered": np.asarray(delivered, float), "composition_l1": np.asarray(comp_method)}
+    d = np.asarray(delivered, float)
+    m = MethodDraws(delivered=d, species=np.zeros((n, 1), int), seconds=0.0,
+                    composition_l1=np.asarray(comp_method), balanced=d, changed=np.zeros(n))
     return SimpleNamespace(methods={"repair": m},
-                           per_cell={"none": {"composition_l1": np.asarray(comp_none)},
-                                     AMGENC_ARM: {"composition_l1": np.zeros(n)}})
+                           per_cell={"none": _arm_cells(comp_none),
+                                     AMGENC_ARM: _arm_cells(np.zeros(n))})
 
 
 def test_mitigation_row_says_no_when_a_method_mitigates():
@@ -155,17 +179,33 @@ def test_design_row_is_scored_by_the_judge_when_attached():
     n = 30
     good = {p: rng.uniform(0.0, 0.01, n) for p in report.DESIGN_PROPERTIES}
     bad = {p: v + 1.0 for p, v in good.items()}  # AMGenC far worse
+
+    def design(errors):
+        return DesignAccuracy.from_cells(DesignCells(**errors))
+
+    def judge(none, am):
+        rows = {k: JudgedRow(judged=1.0, n=n, energy_before=0.0, energy_after=0.0,
+                             energy_before_cells=np.zeros(n), energy_after_cells=np.zeros(n),
+                             plausibility_before=None, plausibility_after=None,
+                             design=design(e), target_index=np.arange(n),
+                             judged_target_index=np.arange(n))
+                for k, e in (("none", none), (AMGENC_ARM, am))}
+        return JudgeScores(name="pedone", about="Pedone", made_by="recipe", rows=rows,
+                           relaxation=JudgeRelaxation(
+                               plausibility="pedone: 60 FIRE steps at the fixed box",
+                               design="pedone: 2 rounds x 60 FIRE steps"),
+                           targets_judged=1.0)
+
     # the data potential's own scores say AMGenC is no worse; the judge's say it is
-    jd = {"rows": {"none": {"design": {"per_cell": good}},
-                   AMGENC_ARM: {"design": {"per_cell": bad}}},
-          "relaxation": {"design": "pedone: 2 rounds x 60 FIRE steps"}}
-    ev = SimpleNamespace(design={"none": {"per_cell": good}, AMGENC_ARM: {"per_cell": good}},
-                         judge=jd)
+    own = {"none": design(good), AMGENC_ARM: design(good)}
+    ev = SimpleNamespace(design=own, judge=judge(good, bad))
+    assert report.design_claim(QUICK, [("multi", SimpleNamespace(design=own, judge=None))]
+                               ).verdict == "yes"
     c = report.design_claim(QUICK, [("multi", ev)])
     assert c.verdict == "no" and "scored by: multi: pedone: 2 rounds" in c.note
     # a judge that could score no cell: too few pairs, said so, not shown
     nan = {p: np.full(n, np.nan) for p in report.DESIGN_PROPERTIES}
-    jd["rows"] = {"none": {"design": {"per_cell": nan}},
-                  AMGENC_ARM: {"design": {"per_cell": nan}}}
+    ev = SimpleNamespace(design=own, judge=judge(nan, nan))
+    assert np.isnan(ev.judge.rows["none"].design.density_error)
     c = report.design_claim(QUICK, [("multi", ev)])
     assert c.verdict == "not shown" and "too few scored pairs (n=0" in c.measured

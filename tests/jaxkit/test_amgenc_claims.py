@@ -9,6 +9,7 @@ import pytest
 
 from jaxkit.amgenc import report
 from jaxkit.amgenc.config import FULL, QUICK, Config
+from jaxkit.amgenc.results import DesignAccuracy, DesignCells
 from jaxkit.amgenc.sample import AMGENC_ARM
 
 
@@ -42,14 +43,14 @@ def _shuffled_targets(rng, n_targets=24, per_target=2):
     cell_n = cn[t] + 0.02 * rng.standard_normal(t.size)
 
     def errors(src):  # the cells of targets ``src`` scored against their own target t
-        return dict(density_error=np.abs(cell_d[src] - dens[t]) / dens[t],
-                    composition_l1=np.abs(cell_c[src] - comp[t]).sum(1),
-                    former_cn_error=np.abs(cell_n[src] - cn[t]))
+        return DesignAccuracy.from_cells(DesignCells(
+            density_error=np.abs(cell_d[src] - dens[t]) / dens[t],
+            composition_l1=np.abs(cell_c[src] - comp[t]).sum(1),
+            former_cn_error=np.abs(cell_n[src] - cn[t])))
 
     idx = np.arange(t.size)
     shuffled = perm[t] * per_target + idx % per_target  # a cell of another target
-    return SimpleNamespace(design={"none": {"per_cell": errors(idx)},
-                                   AMGENC_ARM: {"per_cell": errors(shuffled)}})
+    return SimpleNamespace(design={"none": errors(idx), AMGENC_ARM: errors(shuffled)})
 
 
 def _slow_projection(rng, rounds=6, cells=16):
@@ -96,12 +97,16 @@ def test_property_steering_rows_can_say_yes_and_no():
     rng = np.random.default_rng(0)
     own, other = 0.02 + 0.005 * rng.random(12), 0.10 + 0.005 * rng.random(12)
 
-    def ev(a, b):
-        return SimpleNamespace(design={R.AMGENC_ARM: {"per_cell": dict(
-            density_error=a, density_other=b, former_cn_error=a,
-            former_cn_other=np.r_[b[:-1], np.nan])}})  # a NaN (no formers) is dropped
+    def ev(a, b, others=True):
+        cells = DesignCells(density_error=a, composition_l1=np.zeros_like(a),
+                            former_cn_error=a,
+                            density_other=b if others else None,  # a NaN (no formers)
+                            former_cn_other=np.r_[b[:-1], np.nan] if others else None)
+        return SimpleNamespace(design={R.AMGENC_ARM: DesignAccuracy.from_cells(cells)})
 
     good = R._property_steering(ev(own, other))
     assert [c.verdict for c in good] == ["yes", "yes"] and good[1].test.endswith("n=11")
     assert [c.verdict for c in R._property_steering(ev(other, own))] == ["no", "no"]
     assert R._property_steering(SimpleNamespace(design=None)) == []
+    # errors without the other targets' (the judge's) give no row
+    assert R._property_steering(ev(own, other, others=False)) == []

@@ -33,11 +33,11 @@ def test_identical_cells_have_distance_zero_and_meet_the_target(cells):
     d = PL.distances(ref[0], twin[0])
     assert all(np.isfinite(v) and v > 0 for v in d.values())  # two seeds differ
     res = PL.plausibility([_s(a)], np.array([0]), ref, twin)
-    assert res["no_close_pair"] == 1.0 and res["all_met"]
-    assert all(res["gen"][n] == 0.0 and res["ratio"][n] == 0.0 for n in res["gen"])
+    assert res.no_close_pair == 1.0 and res.all_met
+    assert all(res.gen[n] == 0.0 and res.ratio[n] == 0.0 for n in res.gen)
     # the twin itself is at ratio 1, well within the factor 2
     res_t = PL.plausibility(twin, np.array([0]), ref, twin)
-    assert all(r == pytest.approx(1.0) for r in res_t["ratio"].values())
+    assert all(r == pytest.approx(1.0) for r in res_t.ratio.values())
 
 
 def test_symmetries_of_the_cell_leave_the_structure_unchanged(cells):
@@ -52,12 +52,12 @@ def test_random_positions_fail_and_a_close_pair_is_counted(cells):
     rng = np.random.default_rng(0)
     rand = rng.uniform(0, a.box, a.positions.shape)
     res = PL.plausibility([_s(a, rand)], np.array([0]), [_s(a)], [_s(b)])
-    assert res["no_close_pair"] == 0.0 and not res["all_met"]
-    assert not res["meets"]["T-O"] and res["ratio"]["T-O"] > 2.0
+    assert res.no_close_pair == 0.0 and not res.all_met
+    assert not res.meets["T-O"] and res.ratio["T-O"] > 2.0
     close = a.positions.copy()
     close[1] = close[0] + np.array([0.5, 0, 0])
     assert PL.plausibility([_s(a, close)], np.array([0]), [_s(a)],
-                           [_s(b)])["no_close_pair"] == 0.0
+                           [_s(b)]).no_close_pair == 0.0
 
 
 def test_silica_has_no_modifier_partial(cells):
@@ -65,9 +65,9 @@ def test_silica_has_no_modifier_partial(cells):
     st = _s(s)
     assert st["M-O"] is None and st["T-O"] is not None
     res = PL.plausibility([st], np.array([0]), [st], [st])
-    assert np.isnan(res["gen"]["M-O"]) and res["meets"]["M-O"] is False
+    assert np.isnan(res.gen["M-O"]) and res.meets["M-O"] is False
     # a missing quantity does not block the verdict on the others (0/0 ratios are NaN)
-    assert res["no_close_pair"] == 1.0
+    assert res.no_close_pair == 1.0
 
 
 def test_pressure_is_minus_the_volume_derivative_of_the_energy(cells):
@@ -96,8 +96,9 @@ def test_relaxation_at_its_own_pressure_keeps_a_relaxed_cell(cells):
                                                     np.array([p]), iters=2, steps=20)
     assert box == pytest.approx(a.box, rel=0.02)  # the fixture is only roughly relaxed
     assert p_end == pytest.approx(p, abs=0.01)
-    d = design.properties(pos, box, a.elements)["density"]
-    assert d == pytest.approx(a.density, rel=0.06)
+    props = design.properties(pos, box, a.elements)
+    assert props.density == pytest.approx(a.density, rel=0.06)
+    assert props.former_cn == design.former_cn(pos, box, a.elements)
 
 
 def test_former_coordination_of_a_tetrahedron():

@@ -47,6 +47,9 @@ from jaxkit.config import PipelineConfig, require, require_at_least, require_dis
 from jaxkit.kernels import flow
 
 from .discrete import DiscreteSettings
+from .peptide_verifier import AMPWindows, SolubleWindows
+
+_AMP, _SOLUBLE = AMPWindows(), SolubleWindows()  # the verifiers' defaults, one source
 
 __all__ = ["ActFlowConfig", "Config", "QUICK", "FULL", "DOMAINS", "DISCRETE", "PEPTIDE_FIELDS",
            "PeptideOverrides", "AMPSettings", "SolubleSettings", "DiscreteSettings"]
@@ -151,12 +154,12 @@ class AMPSettings(PipelineConfig):
     ``gravy``, instability index at most ``max_instability``, aggregation share at most
     ``max_aggregation``."""
 
-    length: tuple[int, int] = (8, 20)
-    charge: tuple[float, float] = (1.0, 10.0)
-    min_moment: float = 0.15
-    gravy: tuple[float, float] = (-1.0, 1.6)
-    max_instability: float = 40.0
-    max_aggregation: float = 0.8
+    length: tuple[int, int] = _AMP.length
+    charge: tuple[float, float] = _AMP.charge
+    min_moment: float = _AMP.min_moment
+    gravy: tuple[float, float] = _AMP.gravy
+    max_instability: float = _AMP.max_instability
+    max_aggregation: float = _AMP.max_aggregation
 
     def validate(self) -> None:
         _window(self, "length", 1)
@@ -174,12 +177,12 @@ class SolubleSettings(PipelineConfig):
     pH 7, aggregation share at most ``max_aggregation``, no residue above a share
     ``max_share``."""
 
-    length: tuple[int, int] = (24, 48)
-    max_instability: float = 40.0
-    gravy: tuple[float, float] = (-2.0, 0.0)
-    charge: tuple[float, float] = (-10.0, 10.0)
-    max_aggregation: float = 0.5
-    max_share: float = 0.25
+    length: tuple[int, int] = _SOLUBLE.length
+    max_instability: float = _SOLUBLE.max_instability
+    gravy: tuple[float, float] = _SOLUBLE.gravy
+    charge: tuple[float, float] = _SOLUBLE.charge
+    max_aggregation: float = _SOLUBLE.max_aggregation
+    max_share: float = _SOLUBLE.max_share
 
     def validate(self) -> None:
         _window(self, "length", 1)
@@ -268,15 +271,11 @@ class Config(_LoopSettings):
     def amp_windows(self):
         """The antimicrobial-peptide-like verifier's windows (the section ``amp`` and
         ``pka_set``): :class:`jaxkit.actflow.peptide_verifier.AMPWindows`."""
-        from .peptide_verifier import AMPWindows
-
         return AMPWindows(**_fields(self.amp), pka=self.pka_set)
 
     def soluble_windows(self):
         """The soluble-protein-like verifier's windows (the section ``soluble`` and
         ``pka_set``): :class:`jaxkit.actflow.peptide_verifier.SolubleWindows`."""
-        from .peptide_verifier import SolubleWindows
-
         return SolubleWindows(**_fields(self.soluble), pka=self.pka_set)
 
     def discrete(self, domain: str | None = None):

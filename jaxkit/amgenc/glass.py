@@ -80,11 +80,11 @@ from .potential import relax
 from .tables import (
     _AVOGADRO,
     _CHARGE,
-    _MASS,
     _OXIDE_ELEMENT,
     ELEMENTS,
     FORMERS,
     KINDS,
+    MASS,
     MAX_MODIFIER_FRACTION,
     MODIFIERS,
     N_ATOMS_RANGE,
@@ -331,7 +331,7 @@ def cell_from_counts(counts: np.ndarray, *, seed: int = 0, steps: int = 6000,
     if not N_ATOMS_RANGE[0] <= n <= N_ATOMS_RANGE[1]:
         raise ValueError(f"counts give {n} atoms; need {N_ATOMS_RANGE}")
     rho = additive_density(counts)
-    mass_g = _MASS[elements].sum() / _AVOGADRO
+    mass_g = MASS[elements].sum() / _AVOGADRO
     box = float((mass_g / rho) ** (1.0 / 3.0) * 1e8)
     pos0 = _random_packing(rng, n, box)
     pos, energy = relax(pos0, box, elements, seed=int(rng.integers(2**31)), steps=steps,

@@ -52,7 +52,7 @@ from jaxkit.kernels import md
 from . import potential as P
 from .design import BULK_MODULUS
 from .melt_quench import BKS_CHARGE, PEDONE, R_COUL, R_SHORT, bks_table, pedone_table
-from .tables import _MASS, ELEMENTS
+from .tables import ELEMENTS, MASS
 
 __all__ = ["JUDGES", "MADE_BY", "JudgeResult", "judge_name", "judge_table", "judgeable",
            "judge_cells", "judged_energy"]
@@ -185,7 +185,7 @@ class JudgeResult:
         if self.at_pressure[i] is None:
             return float("nan")
         vol = float(np.prod(self.at_pressure[i][1])) * 1e-24
-        return float(_MASS[np.asarray(elements)].sum() / 6.02214076e23 / vol)
+        return float(MASS[np.asarray(elements)].sum() / 6.02214076e23 / vol)
 
 
 def _edges(box) -> np.ndarray:

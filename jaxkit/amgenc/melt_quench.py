@@ -94,7 +94,7 @@ from jaxkit.kernels import md
 from . import glass
 from .analysis import bond_angles
 from .potential import padded_size
-from .tables import _MASS, ELEMENTS, N_ATOMS_RANGE, OXIDE_NAMES, OXIDES
+from .tables import ELEMENTS, MASS, N_ATOMS_RANGE, OXIDE_NAMES, OXIDES
 
 __all__ = ["ALPHA", "BKS", "PEDONE", "PEDONE_OXIDES", "R_COUL", "R_SHORT", "Protocol",
            "bks_table", "cell_from_counts", "generate", "melt_quench", "pedone_table",
@@ -271,7 +271,7 @@ def melt_quench(positions: np.ndarray, box: float, elements: np.ndarray, *, seed
     el = np.full(size, _O, np.int32)
     el[:n] = elements
     mask = np.arange(size) < n
-    masses = np.where(mask, _MASS[el], 1.0).astype(np.float32)
+    masses = np.where(mask, MASS[el], 1.0).astype(np.float32)
     temps = protocol.temperatures(silica).astype(np.float32)
     table = jax.tree.map(lambda t: jnp.asarray(t, jnp.float32), table)
     t0 = time.perf_counter()
@@ -319,7 +319,7 @@ def cell_from_counts(counts: np.ndarray, *, seed: int = 0,
     if not N_ATOMS_RANGE[0] <= n <= N_ATOMS_RANGE[1]:
         raise ValueError(f"counts give {n} atoms; need {N_ATOMS_RANGE}")
     rho = glass.additive_density(counts)
-    box = float((_MASS[elements].sum() / glass._AVOGADRO / rho) ** (1.0 / 3.0) * 1e8)
+    box = float((MASS[elements].sum() / glass._AVOGADRO / rho) ** (1.0 / 3.0) * 1e8)
     pos0 = glass._random_packing(rng, n, box)
     pos, info = melt_quench(pos0, box, elements, seed=int(rng.integers(2**31)),
                             protocol=protocol)

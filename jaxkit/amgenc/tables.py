@@ -123,7 +123,7 @@ TYPICAL_CN: dict[str, int] = {
     "Zn": 4, "Ba": 8, "Fe2+": 6, "Fe3+": 5,
 }
 _AVOGADRO = 6.02214076e23
-_MASS = np.array([_ATOMIC_MASS[e] for e in ELEMENTS])
+MASS = np.array([_ATOMIC_MASS[e] for e in ELEMENTS])
 _CHARGE = np.array([OXIDATION_STATES[e] for e in ELEMENTS], dtype=np.int64)
 _OXIDE_ELEMENT = np.array([ELEMENTS.index(o.cation) for o in OXIDES])
 
@@ -152,5 +152,5 @@ def mass_density(elements: np.ndarray, box) -> float:
     :data:`ELEMENTS`) in a cubic box of edge ``box`` Angstrom (or an orthorhombic box of
     (3,) edges)."""
     vol = (box * 1e-8) ** 3 if np.ndim(box) == 0 else box_volume(box) * 1e-24  # cm^3
-    return float(_MASS[np.asarray(elements)].sum() / _AVOGADRO / vol)
+    return float(MASS[np.asarray(elements)].sum() / _AVOGADRO / vol)
 

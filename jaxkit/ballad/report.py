@@ -53,7 +53,7 @@ from .compare import match_verdict, summarise
 from .config import Config
 from .results import RouterRuns, RouterSummary
 
-__all__ = ["PAPER", "match_verdict", "claims", "section", "plot"]
+__all__ = ["PAPER", "match_verdict", "measured", "claims", "section", "plot"]
 
 PAPER = "Ballad"
 #: the level of each paper claim's one-sided tests (family-wise, after Holm)
@@ -91,7 +91,8 @@ def _margin(res: RouterRuns, cfg: Config) -> float:
     return cfg.margin(res.problem) * _scale(res)
 
 
-def _measured(v: Verdict) -> str:
+def measured(v: Verdict) -> str:
+    """A verdict's estimate and interval as the claims table's *measured* text."""
     if math.isnan(v.lo):
         return f"{v.estimate:+.3g}"
     return f"{v.estimate:+.3g} [{v.lo:+.3g}, {v.hi:+.3g}]"
@@ -342,12 +343,12 @@ def _sentence(res: RouterRuns, rows: list[RouterSummary], cfg: Config) -> str:
     vu = superiority(_gain(res, ballad, uni))
     return (f"On the test set Ballad {status} the best single model in hindsight, chosen "
             f"on the validation instances ({single.router}: {single.test[0]:.4g}; "
-            f"Ballad {ballad.test[0]:.4g}; improvement {_measured(sup)}, paired 95% t "
+            f"Ballad {ballad.test[0]:.4g}; improvement {measured(sup)}, paired 95% t "
             f"interval over seeds; non-inferiority margin {margin:.3g}, "
             f"{cfg.margin(res.problem):g} of the classic heuristic's objective), at "
             f"{cost} always calling the most expensive model. "
             f"Against uniform random routing ({uni.test[0]:.4g}, "
-            f"{100 * uni.saving:.0f}% saving) the improvement is {_measured(vu)} "
+            f"{100 * uni.saving:.0f}% saving) the improvement is {measured(vu)} "
             f"({vu.verdict}).")
 
 

@@ -32,7 +32,7 @@ from jaxkit.stats import superiority, t_interval
 
 from .compare import pool_table
 from .config import Config
-from .report import PAPER, _measured, match_verdict
+from .report import PAPER, match_verdict, measured
 from .results import PoolRuns
 
 __all__ = ["pool_section", "pool_claims"]
@@ -113,7 +113,7 @@ def pool_claims(results: list[PoolRuns], cfg: Config) -> list[Claim]:
         beat = tab["ballad"].verdicts
         ext = dict(kind="extension")
         out.append(Claim(PAPER, f"{p}, over random pools: Ballad matches or beats the best "
-                         "single proposer in hindsight (chosen on validation)", _measured(sup),
+                         "single proposer in hindsight (chosen on validation)", measured(sup),
                          verdict, f"{sup.test}; non-inferiority: {ni.test}",
                          note + f"; margin {match_margin:g}; per pool beats "
                          f"{beat.count('beats')}, matches {beat.count('matches')}, short "
@@ -128,7 +128,7 @@ def pool_claims(results: list[PoolRuns], cfg: Config) -> list[Claim]:
             note=f"per-pool relative saving, n={n} pools", **ext))
         v2, _, sup2, ni2 = match_verdict(rel["ballad-cost"] - rel["ballad"], match_margin)
         out.append(Claim(PAPER, f"{p}, over random pools: cost-aware Ballad (index per unit "
-                         "cost) matches or beats Ballad's test objective", _measured(sup2), v2,
+                         "cost) matches or beats Ballad's test objective", measured(sup2), v2,
                          f"{sup2.test}; non-inferiority: {ni2.test}",
                          note + f"; margin {match_margin:g}", **ext))
         out.append(Claim.from_verdict(

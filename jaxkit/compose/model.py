@@ -41,8 +41,8 @@ from jaxkit.kernels import seq
 
 from .arch import LETTERS, Arch
 
-__all__ = ["Block", "ComposeLM", "SuperLM", "build", "extract", "lm_loss", "save_lm",
-           "load_lm", "supernet_from_params", "identity_kinds"]
+__all__ = ["Block", "ComposeLM", "Embed", "SuperLayer", "SuperLM", "build", "extract",
+           "lm_loss", "save_lm", "load_lm", "supernet_from_params", "identity_kinds"]
 
 _TYPES = {"A": seq.AttentionParams, "M": seq.MLPParams, "S": seq.MambaParams,
           "D": seq.Mamba2Params}
@@ -101,7 +101,10 @@ class Block(nnx.Module):
         return x + self.residual(x)
 
 
-class _Embed(nnx.Module):
+class Embed(nnx.Module):
+    """Token and learned position embeddings (float32 master weights) and the tied
+    output head after a final layer norm: ``embed(tokens, dtype)``, ``logits(x)``."""
+
     def __init__(self, arch: Arch, rngs: nnx.Rngs):
         f32 = jnp.float32  # float32 master weights (also with jax_enable_x64)
         self.tok = nnx.Param(0.02 * jax.random.normal(rngs.params(), (arch.vocab, arch.width),
@@ -135,7 +138,7 @@ class ComposeLM(nnx.Module):
                  scan_mode: str = "sequential", attn_impl: str = "einsum",
                  ssd_mode: str = "chunked"):
         self.arch, self.dtype = arch, dtype
-        self.embed = _Embed(arch, rngs)
+        self.embed = Embed(arch, rngs)
         self.blocks = nnx.List([Block(c, arch, rngs=rngs, n_layers=arch.depth,
                                       scan_mode=scan_mode, attn_impl=attn_impl,
                                       ssd_mode=ssd_mode)
@@ -162,7 +165,11 @@ def _check_letters(letters: str) -> str:
     return letters
 
 
-class _SuperLayer(nnx.Module):
+class SuperLayer(nnx.Module):
+    """One layer of a :class:`SuperLM`: a block of every kind of ``letters``;
+    ``layer(x, kind)`` runs block ``kind`` (``len(letters)``: the identity) under
+    ``lax.switch``."""
+
     def __init__(self, arch: Arch, rngs: nnx.Rngs, n_layers: int, scan_mode: str,
                  letters: str = LETTERS):
         self.blocks = nnx.List([Block(c, arch, rngs=rngs, n_layers=n_layers,
@@ -182,8 +189,8 @@ class SuperLM(nnx.Module):
     def __init__(self, arch: Arch, *, rngs: nnx.Rngs, dtype=jnp.float32,
                  scan_mode: str = "sequential", letters: str = LETTERS):
         self.arch, self.dtype, self.letters = arch, dtype, _check_letters(letters)
-        self.embed = _Embed(arch, rngs)
-        self.layers = nnx.List([_SuperLayer(arch, rngs, arch.depth, scan_mode, letters)
+        self.embed = Embed(arch, rngs)
+        self.layers = nnx.List([SuperLayer(arch, rngs, arch.depth, scan_mode, letters)
                                 for _ in range(arch.depth)])
 
     def __call__(self, tokens, kinds):

@@ -47,7 +47,7 @@ from .arch import Arch, stack
 from .data import validation_windows
 from .llama import build_llama, llama_apply, llama_config, llama_n_params, match_d_ff
 from .model import BITS, build, lm_loss
-from .train import _sample_chunk
+from .train import sample_chunk
 
 __all__ = ["ModelSpec", "RunSettings", "horizon_cosine", "train_runs", "match_compose",
            "match_llama", "compose_spec"]
@@ -282,7 +282,7 @@ def train_runs(key, spec: ModelSpec, corpus, steps: int, s: RunSettings, *,
     val = jnp.asarray(validation_windows(corpus.val, s.n_val, spec.context))
 
     def batch_fn(i):
-        return _sample_chunk(jax.random.fold_in(k_data, i), data, s.chunk, s.batch,
+        return sample_chunk(jax.random.fold_in(k_data, i), data, s.chunk, s.batch,
                              spec.context)
 
     tmp = tempfile.TemporaryDirectory() if checkpoint_dir is None else None

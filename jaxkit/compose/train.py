@@ -54,10 +54,10 @@ from jaxkit.kernels import train as ktrain
 
 from .arch import LETTERS, Arch, letters_of
 from .data import sample_windows, validation_windows
-from .model import BITS, SuperLM, _Embed, _SuperLayer, identity_kinds, lm_loss
+from .model import BITS, Embed, SuperLayer, SuperLM, identity_kinds, lm_loss
 
-__all__ = ["TrainSettings", "CandidateResult", "CandidateDiverged", "train_candidates",
-           "peak_flops", "to_supernet_params", "routes"]
+__all__ = ["sample_chunk", "TrainSettings", "CandidateResult", "CandidateDiverged",
+           "train_candidates", "peak_flops", "to_supernet_params", "routes"]
 
 
 @dataclass(frozen=True)
@@ -205,9 +205,9 @@ def _programs(arch: Arch, s: TrainSettings, dtype_name: str, letters: str = LETT
     blocks = [nnx.split(b) for b in sup.layers[0].blocks]
     opt = _per_candidate(_optimizer(s))
 
-    init_embed = jax.jit(lambda key: nnx.to_pure_dict(nnx.state(_Embed(
+    init_embed = jax.jit(lambda key: nnx.to_pure_dict(nnx.state(Embed(
         arch, nnx.Rngs(params=key)))))
-    init_layer = jax.jit(lambda key: nnx.to_pure_dict(nnx.state(_SuperLayer(
+    init_layer = jax.jit(lambda key: nnx.to_pure_dict(nnx.state(SuperLayer(
         arch, nnx.Rngs(params=key), arch.depth, "sequential", letters))))
 
     def init(keys, route):
@@ -286,7 +286,9 @@ _COMPILED: dict = {}  # compiled training chunks by (arch, settings, letters, C,
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _sample_chunk(key, data, n, batch, context):
+def sample_chunk(key, data, n, batch, context):
+    """``n`` batches of ``batch`` random windows of ``context`` bytes of ``data``: shape
+    ``(n, batch, context + 1)`` (:func:`sample_windows` per batch key)."""
     return jax.vmap(lambda k: sample_windows(k, data, batch, context))(jax.random.split(key, n))
 
 
@@ -356,7 +358,7 @@ def train_candidates(key, arch: Arch, strings: list[str], corpus, s: TrainSettin
         shard = NamedSharding(dmesh, PartitionSpec(None, "data" if n_data > 1 else None))
 
     def batch_fn(i):
-        b = _sample_chunk(jax.random.fold_in(k_data, i), data, s.chunk, s.batch, arch.context)
+        b = sample_chunk(jax.random.fold_in(k_data, i), data, s.chunk, s.batch, arch.context)
         return b if shard is None else jax.device_put(b, shard)
 
     mesh_key = None if dmesh is None else (tuple(dmesh.shape.items()),

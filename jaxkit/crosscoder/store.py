@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["ActivationStore", "StorePosition", "SUFFIXES", "write_shards", "SiteStore",
-           "write_sites", "iter_tensors"]
+           "write_sites", "iter_tensors", "safetensors_header"]
 
 SUFFIXES = (".npy", ".safetensors")
 
@@ -109,7 +109,7 @@ def _npy_header(p: Path) -> tuple[tuple[int, ...], np.dtype]:
     return tuple(int(n) for n in shape), dtype
 
 
-def _safetensors_header(p: Path, tensor: str | None) -> tuple[tuple[int, ...], str, str]:
+def safetensors_header(p: Path, tensor: str | None) -> tuple[tuple[int, ...], str, str]:
     """Shape, dtype and name of the tensor a ``.safetensors`` shard is read from.
 
     Raises:
@@ -148,7 +148,7 @@ def _open_shard(p: Path, tensor: str | None) -> _Shard:
         shape, dtype = _npy_header(p)
         dtype, name, kind = str(dtype), None, "npy"
     else:
-        shape, dtype, name = _safetensors_header(p, tensor)
+        shape, dtype, name = safetensors_header(p, tensor)
         kind = "safetensors"
     if len(shape) not in (2, 3):
         raise ValueError(f"shard {str(p)!r} has shape {shape}; expected (n_tokens, d) or "
@@ -262,7 +262,10 @@ class ActivationStore:
             self._perm, self._perm_epoch = rng.permutation(self.n_windows), epoch
         return self._perm
 
-    def _normalise(self, position) -> StorePosition:
+    def normalise(self, position) -> StorePosition:
+        """``position`` (an ``(epoch, cursor)`` pair) checked, with a cursor past the end
+        of an epoch carried into the next: a :class:`StorePosition`; a negative entry is
+        a ValueError."""
         epoch, cursor = (int(v) for v in position)
         if epoch < 0 or cursor < 0:
             raise ValueError(f"`position` must be non-negative; got {tuple(position)}")
@@ -271,7 +274,7 @@ class ActivationStore:
 
     def batch_ids(self, position, rows: slice | None = None) -> np.ndarray:
         """Window ids of the global batch at ``position`` (restricted to ``rows``)."""
-        epoch, cursor = self._normalise(position)
+        epoch, cursor = self.normalise(position)
         ids = self.permutation(epoch)[cursor * self.batch_size:(cursor + 1) * self.batch_size]
         return ids if rows is None else ids[rows]
 
@@ -343,14 +346,14 @@ class ActivationStore:
 
         ``rows`` defaults to :meth:`local_rows` (process ``i`` of ``n`` reads rows
         ``[i*B/n, (i+1)*B/n)``); pass ``slice(None)`` for the whole global batch."""
-        pos = self._normalise(position)
+        pos = self.normalise(position)
         x = self.read(self.batch_ids(pos, self.local_rows() if rows is None else rows))
-        return x, self._normalise((pos.epoch, pos.cursor + 1))
+        return x, self.normalise((pos.epoch, pos.cursor + 1))
 
     def iterate(self, position=StorePosition(), rows: slice | None = None
                 ) -> Iterator[tuple[np.ndarray, StorePosition]]:
         """Endless ``(batch, next_position)`` pairs starting at ``position``."""
-        pos = self._normalise(position)
+        pos = self.normalise(position)
         while True:
             x, pos = self.batch(pos, rows)
             yield x, pos
@@ -572,7 +575,7 @@ class SiteStore:
         """``(sites, labels, next_position)``: this process's rows of the global batch at
         ``position`` for every site (the same images everywhere)."""
         first = self.stores[0][0]
-        pos = first._normalise(position)
+        pos = first.normalise(position)
         ids = first.batch_ids(pos, first.local_rows() if rows is None else rows)
         sites, labels = self.read(ids)
-        return sites, labels, first._normalise((pos.epoch, pos.cursor + 1))
+        return sites, labels, first.normalise((pos.epoch, pos.cursor + 1))

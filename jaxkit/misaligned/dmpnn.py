@@ -84,7 +84,7 @@ def bond_graphs(smiles: Sequence[str], max_atoms: int | None = None,
     """
     from rdkit import Chem, RDLogger
 
-    from .features import ATOM_FEATURES, _atom_row
+    from .features import ATOM_FEATURES, atom_row
 
     smiles = list(smiles)
     RDLogger.DisableLog("rdApp.*")
@@ -115,7 +115,7 @@ def bond_graphs(smiles: Sequence[str], max_atoms: int | None = None,
     bond_mask = np.zeros((n, 2 * B), bool)
     for k, m in enumerate(mols):
         for a in m.GetAtoms():
-            atoms[k, a.GetIdx()] = _atom_row(a)
+            atoms[k, a.GetIdx()] = atom_row(a)
         atom_mask[k, :m.GetNumAtoms()] = True
         for b in m.GetBonds():
             i, j, e = b.GetBeginAtomIdx(), b.GetEndAtomIdx(), 2 * b.GetIdx()

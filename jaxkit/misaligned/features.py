@@ -37,7 +37,7 @@ import numpy as np
 
 from jaxkit.io import DataError
 
-__all__ = ["ATOM_FEATURES", "DESCRIPTORS", "MolDataset", "Splits", "featurise",
+__all__ = ["ATOM_FEATURES", "DESCRIPTORS", "MolDataset", "Splits", "featurise", "atom_row",
            "fingerprints", "random_split", "scaffold_split", "make_splits",
            "validation_splits", "add_carbon", "duplicates_across", "check_splits"]
 
@@ -96,7 +96,9 @@ class Splits:
         return self.train.shape[0]
 
 
-def _atom_row(atom) -> list[float]:
+def atom_row(atom) -> list[float]:
+    """An RDKit atom as its feature row: one-hot element, degree, formal-charge sign and
+    hydrogen count, aromatic and in-ring flags (``ATOM_FEATURES`` columns)."""
     sym = atom.GetSymbol()
     el = [float(sym == e) for e in _ELEMENTS] + [float(sym not in _ELEMENTS)]
     d = atom.GetDegree()
@@ -198,7 +200,7 @@ def featurise(smiles: Sequence[str], labels, *, name: str = "data", n_bits: int 
     scaffolds = []
     for k, m in enumerate(mols):
         for a in m.GetAtoms():
-            atoms[k, a.GetIdx()] = _atom_row(a)
+            atoms[k, a.GetIdx()] = atom_row(a)
         mask[k, :m.GetNumAtoms()] = True
         for b in m.GetBonds():
             i, j = b.GetBeginAtomIdx(), b.GetEndAtomIdx()

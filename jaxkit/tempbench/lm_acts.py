@@ -101,7 +101,7 @@ def check_store(directory) -> dict:
     Raises:
       ValueError: one line naming the directory or the file.
     """
-    from jaxkit.crosscoder.store import _safetensors_header
+    from jaxkit.crosscoder.store import safetensors_header
 
     d = Path(directory)
     if not d.is_dir():
@@ -112,7 +112,7 @@ def check_store(directory) -> dict:
     meta, vocab = _meta(d), _vocab(d)
     shapes, user = set(), None
     for f in files:
-        heads = {name: _safetensors_header(f, name)[0] for name in ("activations", "tokens")}
+        heads = {name: safetensors_header(f, name)[0] for name in ("activations", "tokens")}
         a, t = heads["activations"], heads["tokens"]
         if len(a) != 3 or tuple(t) != tuple(a[:2]):
             raise ValueError(f"shard {str(f)!r}: `activations` must be (n, L, d) and "

@@ -41,7 +41,8 @@ from jaxkit.kernels import train as ktrain
 
 from . import data as D
 
-__all__ = ["MLP", "CNN", "ViT", "Arch", "Classifier", "train_classifier", "accuracy"]
+__all__ = ["MLP", "CNN", "ViT", "Arch", "Classifier", "train_classifier", "accuracy",
+           "logits_jit"]
 
 
 class MLP(nnx.Module):
@@ -247,12 +248,13 @@ class Classifier:
 
 def accuracy(clf: Classifier, params, x, y) -> np.ndarray:
     """Per-image correctness (0/1 float64) on ``(x, y)``."""
-    pred = np.asarray(jnp.argmax(_logits_jit(clf)(params, jnp.asarray(x)), -1))
+    pred = np.asarray(jnp.argmax(logits_jit(clf)(params, jnp.asarray(x)), -1))
     return (pred == np.asarray(y)).astype(np.float64)
 
 
 @functools.lru_cache(maxsize=16)
-def _logits_jit(clf: Classifier):
+def logits_jit(clf: Classifier):
+    """``clf.logits`` compiled (one jitted function per classifier)."""
     return jax.jit(clf.logits)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from jaxkit.analysis_jit import analysis_jit
 from jaxkit.kernels import crosscoder as cc
 
-from .models import Classifier, _logits_jit
+from .models import Classifier, logits_jit
 from .results import SurgeryEval
 from .transcoder import model_sites
 
@@ -57,7 +57,7 @@ def evaluate(pred: np.ndarray, y: np.ndarray, cls: int, n_classes: int) -> Surge
 
 
 def predictions(clf: Classifier, params, x) -> np.ndarray:
-    return np.asarray(np.argmax(np.asarray(_logits_jit(clf)(params, x)), -1))
+    return np.asarray(np.argmax(np.asarray(logits_jit(clf)(params, x)), -1))
 
 
 def probe(clf: Classifier, params, x_train, y_train, x_test) -> np.ndarray:

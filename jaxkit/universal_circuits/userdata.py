@@ -126,11 +126,11 @@ class _Misaligned:
 
     def batch(self, position, rows=None):
         first = self._s.stores[0][0]
-        pos = first._normalise(position)
+        pos = first.normalise(position)
         ids = first.batch_ids(pos, first.local_rows() if rows is None else rows)
         sites = tuple(tuple(st.read(p[ids]) for st in row)
                       for row, p in zip(self._s.stores, self._perm, strict=True))
-        return sites, None, first._normalise((pos.epoch, pos.cursor + 1))
+        return sites, None, first.normalise((pos.epoch, pos.cursor + 1))
 
 
 def _evaluate(spec, params, store, rows: int, k: int, tau: float) -> dict:

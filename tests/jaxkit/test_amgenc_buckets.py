@@ -22,7 +22,7 @@ def _cell(rng, n, relaxed=False):
     counts = glass.draw_composition(rng, "multi", n)
     el = glass._elements_from_counts(counts)
     rho = glass.additive_density(counts)
-    box = float((glass._MASS[el].sum() / glass._AVOGADRO / rho) ** (1 / 3) * 1e8)
+    box = float((glass.MASS[el].sum() / glass._AVOGADRO / rho) ** (1 / 3) * 1e8)
     pos = glass._random_packing(rng, len(el), box)
     return glass.Cell(el, pos, box, counts, {"density": rho})
 

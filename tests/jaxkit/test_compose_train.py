@@ -27,7 +27,7 @@ def reference(corpus):
 
 
 def test_kill_and_resume_gives_the_same_parameters(corpus, reference, tmp_path, monkeypatch):
-    real = T._sample_chunk
+    real = T.sample_chunk
     calls = {"n": 0}
 
     def dying(*a):
@@ -36,11 +36,11 @@ def test_kill_and_resume_gives_the_same_parameters(corpus, reference, tmp_path, 
             raise KeyboardInterrupt
         return real(*a)
 
-    monkeypatch.setattr(T, "_sample_chunk", dying)
+    monkeypatch.setattr(T, "sample_chunk", dying)
     with pytest.raises(KeyboardInterrupt):
         train_candidates(jax.random.key(0), ARCH, STRINGS, corpus, SET,
                          checkpoint_dir=tmp_path)
-    monkeypatch.setattr(T, "_sample_chunk", real)
+    monkeypatch.setattr(T, "sample_chunk", real)
     assert any(tmp_path.iterdir())
     resumed = train_candidates(jax.random.key(0), ARCH, STRINGS, corpus, SET,
                                checkpoint_dir=tmp_path)

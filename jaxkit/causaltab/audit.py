@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 
 import jax.numpy as jnp
 import numpy as np
 
 from jaxkit.kernels import graph
 
+from .results import AuditRow
 from .semantic import Network, load_network
 
 __all__ = ["TEMPLATES", "DOMAINS", "AuditRow", "label", "pair_prompts", "audit_scores",
@@ -124,26 +124,6 @@ def label(network: str, name: str) -> str:
     return " ".join(w if (w.upper() == w and len(w) > 1) else w.lower() for w in words) or name
 
 
-@dataclass(frozen=True)
-class AuditRow:
-    """One network x template: the agreement of the audit with the expert graph
-    (module docstring) and the same figures for the shuffled-name control."""
-
-    network: str
-    template: int
-    n_vars: int
-    n_edges: int
-    auroc: float
-    orientation: float
-    yes_rate: float
-    edges_affirmed: float
-    shuffled_auroc: float
-    shuffled_orientation: float
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
 def pair_prompts(net: Network, template: int, names: Sequence[str] | None = None
                  ) -> tuple[list[str], np.ndarray]:
     """The user messages for every ordered pair ``(a, b)``, ``a != b`` (``names``: the
@@ -199,8 +179,10 @@ def audit_network(score: Callable[[list[str]], np.ndarray], net: Network, templa
         raise FloatingPointError(f"audit of {net.name}: non-finite scores")
     real = audit_scores(s[:len(text)], pairs, net.adj)
     sh = audit_scores(s[len(text):], pairs, net.adj)
-    return AuditRow(net.name, template, len(labels), int((net.adj != 0).sum()), *real,
-                    shuffled_auroc=sh[0], shuffled_orientation=sh[1])
+    return AuditRow(network=net.name, template=template, n_vars=len(labels),
+                    n_edges=int((net.adj != 0).sum()), auroc=real[0], orientation=real[1],
+                    yes_rate=real[2], edges_affirmed=real[3], shuffled_auroc=sh[0],
+                    shuffled_orientation=sh[1])
 
 
 def lm_scorer(model, *, batch: int = 16, words: tuple[str, str] = ("Yes", "No")
@@ -225,13 +207,14 @@ def lm_scorer(model, *, batch: int = 16, words: tuple[str, str] = ("Yes", "No")
 
 
 def audit(networks: Sequence[str], *, model: str = "smollm2-135m",
-          templates: int = len(TEMPLATES), seed: int = 0, batch: int = 16) -> list[dict]:
+          templates: int = len(TEMPLATES), seed: int = 0, batch: int = 16
+          ) -> list[AuditRow]:
     """:func:`audit_network` for each network and each of the first ``templates``
-    templates with the local model ``model`` (:func:`jaxkit.lm.load`), as dicts."""
+    templates with the local model ``model`` (:func:`jaxkit.lm.load`)."""
     from jaxkit import lm
 
     if not 1 <= templates <= len(TEMPLATES):
         raise ValueError(f"templates must be in [1, {len(TEMPLATES)}], got {templates}")
     score = lm_scorer(lm.load(model), batch=batch)
-    return [audit_network(score, load_network(n), t, seed=seed + i).as_dict()
+    return [audit_network(score, load_network(n), t, seed=seed + i)
             for i, n in enumerate(networks) for t in range(templates)]

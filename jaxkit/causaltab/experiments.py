@@ -1,6 +1,7 @@
 """The CausalTab experiments: synthetic in- and out-of-distribution cells at every ``d``
 and interventional fraction, semantic environments from expert networks, and the real
-Sachs data. Each returns plain per-dataset arrays (JSON-able lists) for the report.
+Sachs data. Each returns the typed rows of :mod:`.results` (per-dataset arrays per
+method) for the report.
 
 Pairing: within a prior and ``d``, every interventional fraction draws its datasets from
 the same key, so the graphs, mechanisms and noises are identical across fractions
@@ -23,9 +24,10 @@ from jaxkit.kernels.sem import sortability as srt
 from . import semantic
 from .config import OOD_AXES
 from .evaluate import Bench, evaluate, make_bench
+from .results import AblationCell, MethodScores, SachsResult, SemanticRow, SyntheticCell
 
 __all__ = ["ood_prior", "ood_axis_prior", "cell_prior", "synthetic", "semantic_envs", "sachs_real",
-           "sortabilities", "prior_ablation"]
+           "sortabilities", "prior_ablation", "scores"]
 
 
 def ood_prior() -> sem.Prior:
@@ -77,9 +79,10 @@ def cell_prior(base: sem.Prior, int_frac: float) -> sem.Prior:
     return base._replace(regime_w=regime, obs_frac=f, p_known=jnp.asarray(1.0))
 
 
-def _lists(res: dict) -> dict:
-    return {m: {k: np.asarray(v, np.float64).tolist() for k, v in r.items()}
-            for m, r in res.items()}
+def scores(res: dict) -> dict[str, MethodScores]:
+    """:func:`.evaluate.evaluate`'s ``{method: {metric: array}}`` as
+    :class:`.results.MethodScores` per method."""
+    return {m: MethodScores.from_arrays(r) for m, r in res.items()}
 
 
 @functools.cache
@@ -107,7 +110,7 @@ def sortabilities(bench: Bench) -> dict:
 
 
 def synthetic(key, *, which: str, d: int, n: int, n_datasets: int, int_frac: float,
-              methods, model, gies_max_d: int) -> dict:
+              methods, model, gies_max_d: int) -> SyntheticCell:
     """One cell: ``which`` in ``{"id", "ood", "ood-graph", "ood-mechanism", "ood-noise"}``
     (:func:`prior_of`), ``d`` variables, ``n`` rows, a fraction ``int_frac`` of
     interventional rows. ``key`` must be the same for every fraction of a (which, d)
@@ -115,12 +118,12 @@ def synthetic(key, *, which: str, d: int, n: int, n_datasets: int, int_frac: flo
     base = prior_of(which)
     bench = make_bench(key, cell_prior(base, int_frac), n_datasets, d, n)
     res = evaluate(bench, methods, model=model, gies_max_d=gies_max_d)
-    return {"which": which, "d": d, "n": n, "int_frac": int_frac, **sortabilities(bench),
-            "methods": _lists(res)}
+    return SyntheticCell(which=which, d=d, n=n, int_frac=int_frac, **sortabilities(bench),
+                         methods=scores(res))
 
 
 def semantic_envs(key, *, networks, seeds: int, n: int, methods, model, max_vars: int,
-                  gies_max_d: int) -> list[dict]:
+                  gies_max_d: int) -> list[SemanticRow]:
     """Every expert network, observational and half-interventional, ``seeds`` datasets
     each. BIF networks: their own CPTs (discrete states); dagitty DAGs: MLP mechanisms
     with Gaussian noise. CausalTab scores networks with more than ``max_vars`` nodes
@@ -151,15 +154,14 @@ def semantic_envs(key, *, networks, seeds: int, n: int, methods, model, max_vars
             bench = Bench(x, t.astype(np.float64), t,
                           np.broadcast_to(net.adj, (seeds, d, d)).copy(), {})
             res = evaluate(bench, methods, model=model, gies_max_d=gies_max_d)
-            rows.append({"network": name, "d": d, "int_frac": frac,
-                         "kind": "bif" if net.cpt is not None else "dagitty",
-                         "variables": list(net.names), "chunked": d > max_vars,
-                         **sortabilities(bench),
-                         "methods": _lists(res)})
+            rows.append(SemanticRow(network=name, d=d, int_frac=frac,
+                                    kind="bif" if net.cpt is not None else "dagitty",
+                                    variables=list(net.names), chunked=d > max_vars,
+                                    **sortabilities(bench), methods=scores(res)))
     return rows
 
 
-def sachs_real(key, *, rows: int, methods, model, gies_max_d: int) -> dict:
+def sachs_real(key, *, rows: int, methods, model, gies_max_d: int) -> SachsResult:
     """The real Sachs et al. (2005) measurements (pooled, no intervention labels:
     observational input), ``rows`` rows drawn at random, log-transformed; truth: the
     18-edge consensus graph."""
@@ -170,16 +172,16 @@ def sachs_real(key, *, rows: int, methods, model, gies_max_d: int) -> dict:
     bench = Bench(xs[None], np.zeros_like(xs)[None], np.zeros(xs.shape, bool)[None],
                   (truth != 0)[None], {})
     res = evaluate(bench, methods, model=model, gies_max_d=gies_max_d)
-    return {"variables": names, "rows": int(xs.shape[0]), "methods": _lists(res)}
+    return SachsResult(variables=names, rows=int(xs.shape[0]), methods=scores(res))
 
 
 def prior_ablation(key, *, models: dict, d: int, n: int, n_datasets: int,
-                   int_fracs) -> list[dict]:
+                   int_fracs) -> list[AblationCell]:
     """The prior ablation's benchmark: every model of ``models`` (``{name: (params,
     cfg)}``, e.g. trained on the broad and on the narrow prior) on the same datasets, in
     and out of distribution (:func:`id_prior`, :func:`ood_prior`) at every fraction of
-    ``int_fracs``, ``d`` variables and ``n`` rows. One row per cell, as
-    :func:`synthetic` (``methods`` keyed by model name); the fractions of one prior
+    ``int_fracs``, ``d`` variables and ``n`` rows. One :class:`.results.AblationCell`
+    per cell (``methods`` keyed by model name); the fractions of one prior
     share their graphs, mechanisms and noise (paired)."""
     rows = []
     for wi, which in enumerate(("id", "ood")):
@@ -189,6 +191,5 @@ def prior_ablation(key, *, models: dict, d: int, n: int, n_datasets: int,
             bench = make_bench(k, cell_prior(base, f), n_datasets, d, n)
             res = {name: evaluate(bench, ("causaltab",), model=m)["causaltab"]
                    for name, m in models.items()}
-            rows.append({"which": which, "d": d, "n": n, "int_frac": f,
-                         "methods": _lists(res)})
+            rows.append(AblationCell(which=which, d=d, n=n, int_frac=f, methods=scores(res)))
     return rows

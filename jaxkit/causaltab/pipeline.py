@@ -18,6 +18,7 @@ claims in :mod:`.report`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from jaxkit.registry import RunContext, register
@@ -27,6 +28,7 @@ from . import experiments as E
 from . import report
 from .config import FULL, QUICK, Config
 from .recipes import get_model, train_ablation
+from .results import SmokeTraining
 
 __all__ = ["run"]
 
@@ -37,7 +39,7 @@ SMOKE = dict(dim=8, heads=2, layers=1, ffn=2, batch=4, warmup=5, d_max=6, n_max=
              small_d=4, small_n=8, small_frac=0.5, chunk=25)
 
 
-def _smoke(ctx: RunContext, steps: int) -> dict:
+def _smoke(ctx: RunContext, steps: int) -> SmokeTraining:
     """A tiny training through :func:`jaxkit.causaltab.longtrain.train_long` (no
     baselines): its curve (step, loss, validation AUROC on 4 tasks of d = 5, n = 16)."""
     from .longtrain import LongRecipe, train_long
@@ -47,8 +49,9 @@ def _smoke(ctx: RunContext, steps: int) -> dict:
     train_long(r, out, eval_every=max(1, steps // 25 // 2), val_tasks=4, baselines=False,
                val_cells=((5, 16),), log=lambda s: None)
     curve = json.loads((out / "curve.json").read_text())
-    return {"recipe": SMOKE | {"steps": steps},
-            "curve": [{k: c[k] for k in ("step", "loss", "val_auroc")} for c in curve]}
+    return SmokeTraining(recipe=SMOKE | {"steps": steps},
+                         curve=[{k: c[k] for k in ("step", "loss", "val_auroc")}
+                                for c in curve])
 
 
 @register("causaltab", quick=QUICK, full=FULL, title=TITLE)
@@ -56,8 +59,7 @@ def run(ctx: RunContext) -> PipelineResult:
     """Model, synthetic cells, semantic environments, real Sachs; tables, figures, claims."""
     cfg: Config = ctx.config
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
-    model, info = get_model(ctx, cfg)
-    trained = info.pop("trained", None)
+    model, info, trained = get_model(ctx, cfg)
     mcfg = model[1]
     ds = list(cfg.ds)  # d > max_vars: CausalTab over variable subsets (``chunked``)
     common = dict(methods=cfg.methods, model=model, gies_max_d=cfg.gies_max_d)
@@ -67,11 +69,10 @@ def run(ctx: RunContext) -> PipelineResult:
               for f in (cfg.int_fracs[0], cfg.int_fracs[-1])]
     for which, d, f in ctx.track(cells, "causaltab synthetic"):
         key = ctx.key(f"causaltab-{which}-d{d}")  # the same for every fraction: paired
-        synth.append(ctx.stage(f"causaltab-{which}-d{d}-int{f:g}", lambda w=which, d=d, f=f,
-                               k=key: E.synthetic(k, which=w, d=d, n=cfg.n,
-                                                  n_datasets=cfg.n_datasets, int_frac=f,
-                                                  **common)))
-        synth[-1]["chunked"] = d > mcfg.max_vars
+        cell = ctx.stage(f"causaltab-{which}-d{d}-int{f:g}", lambda w=which, d=d, f=f,
+                         k=key: E.synthetic(k, which=w, d=d, n=cfg.n,
+                                            n_datasets=cfg.n_datasets, int_frac=f, **common))
+        synth.append(dataclasses.replace(cell, chunked=d > mcfg.max_vars))
     sem_rows = ctx.stage("causaltab-semantic", lambda: E.semantic_envs(
         ctx.key("causaltab-semantic"), networks=cfg.networks, seeds=cfg.semantic_seeds,
         n=cfg.semantic_n, max_vars=mcfg.max_vars, **common))
@@ -97,11 +98,11 @@ def run(ctx: RunContext) -> PipelineResult:
             ctx.key("causaltab-ablation"), models=models, d=cfg.ablation_d, n=cfg.ablation_n,
             n_datasets=cfg.ablation_datasets,
             int_fracs=(cfg.int_fracs[0], cfg.int_fracs[-1])),
-            config=(abl_info["broad"]["shared_with_main"],))
+            config=(abl_info.arms["broad"].shared_with_main,))
 
     if cfg.smoke_steps > 0:
-        info["smoke_training"] = ctx.stage("causaltab-smoke-train",
-                                           lambda: _smoke(ctx, cfg.smoke_steps))
+        info = dataclasses.replace(info, smoke_training=ctx.stage(
+            "causaltab-smoke-train", lambda: _smoke(ctx, cfg.smoke_steps)))
     tested = report.claims(synth, sem_rows, ablation, cfg=cfg, audit_rows=audit_rows)
     figures = report.figures(synth, ctx.out_dir)
     md = report.markdown(cfg, synth=synth, sem_rows=sem_rows, sachs=sachs, tested=tested,
@@ -113,9 +114,12 @@ def run(ctx: RunContext) -> PipelineResult:
                         f"{[d for d in ds if d > mcfg.max_vars]}")
     if cfg.n_datasets < 5:
         warnings.append(f"{cfg.n_datasets} datasets per cell: intervals are wide")
-    metrics = dict(settings=cfg.to_dict(), model=info, synthetic=synth, semantic=sem_rows,
-                   sachs=sachs, audit=audit_rows, ablation=ablation,
-                   ablation_training=abl_info,
+    metrics = dict(settings=cfg.to_dict(), model=info.as_dict(),
+                   synthetic=[c.as_dict() for c in synth],
+                   semantic=[r.as_dict() for r in sem_rows], sachs=sachs.as_dict(),
+                   audit=None if audit_rows is None else [r.as_dict() for r in audit_rows],
+                   ablation=None if ablation is None else [r.as_dict() for r in ablation],
+                   ablation_training=abl_info and abl_info.as_dict(),
                    total_seconds=ctx.elapsed())
     return PipelineResult("causaltab", TITLE, md, figures=figures, metrics=metrics,
                           warnings=warnings, claims=tested)

@@ -16,6 +16,7 @@ from jaxkit.causal_model.model import ModelConfig
 from jaxkit.registry import RunContext
 
 from .config import Config
+from .results import AblationTraining, ArmTraining, TrainingInfo
 from .train import TrainSettings, narrow_prior, shipped_weights, train_model, train_prior
 
 __all__ = ["get_model", "train_ablation", "Recipe", "main_recipe", "ablation_recipe",
@@ -81,36 +82,36 @@ def _train(ctx: RunContext, stage: str, recipe: Recipe, checkpoints: str):
 
 
 def get_model(ctx: RunContext, cfg: Config):
-    """``((params, model_cfg), info)``: the shipped weights (``train_steps = 0``) or the
-    main training (:func:`main_recipe`); ``info["trained"]``: ``(recipe, (params,
-    history, throughput))`` of a training run here (for :func:`train_ablation`), else
-    absent."""
+    """``((params, model_cfg), info, trained)``: the shipped weights (``train_steps = 0``)
+    or the main training (:func:`main_recipe`); ``info``: a
+    :class:`.results.TrainingInfo`; ``trained``: ``(recipe, (params, history,
+    throughput))`` of a training run here (for :func:`train_ablation`), else None."""
     if cfg.train_steps == 0:
         w = shipped_weights()
         if w is None:
             raise FileNotFoundError("no shipped CausalTab weights; set train_steps > 0")
         params, mcfg, meta = w
-        return (params, mcfg), {"source": "shipped weights (jaxkit/causal_model/weights)",
-                                "config": mcfg._asdict(), **meta}
+        return (params, mcfg), TrainingInfo(
+            source="shipped weights (jaxkit/causal_model/weights)", config=mcfg._asdict(),
+            extra=dict(meta)), None
     recipe = main_recipe(cfg)
     p, hist, thr = _train(ctx, "causaltab-train", recipe, "train")
     curr = f"curriculum from the {recipe.start} prior, " if recipe.start else ""
-    return (p, recipe.model), {
-        "source": f"trained here, {cfg.train_steps} steps x {cfg.train_batch} tasks "
-                  f"({curr}broad prior, d <= {cfg.train_d_max}, n <= {cfg.train_n_max})",
-        "config": recipe.model._asdict(), "settings": dataclasses.asdict(recipe.settings),
-        "throughput": thr, "curve_tail": hist[-3:], "trained": (recipe, (p, hist, thr))}
+    return (p, recipe.model), TrainingInfo(
+        source=f"trained here, {cfg.train_steps} steps x {cfg.train_batch} tasks "
+               f"({curr}broad prior, d <= {cfg.train_d_max}, n <= {cfg.train_n_max})",
+        config=recipe.model._asdict(), settings=dataclasses.asdict(recipe.settings),
+        throughput=thr, curve_tail=hist[-3:]), (recipe, (p, hist, thr))
 
 
-def train_ablation(ctx: RunContext, cfg: Config, trained=None) -> tuple[dict, dict]:
+def train_ablation(ctx: RunContext, cfg: Config, trained=None
+                   ) -> tuple[dict, AblationTraining]:
     """``({"broad": model, "narrow": model}, info)``: the arms of
     :func:`ablation_recipe`, one resumable stage each, except that the broad arm is the
     main training itself when ``trained`` (``(recipe, (params, history, throughput))``
     from :func:`get_model`) has the broad arm's recipe (same key, architecture,
-    settings and priors: the same parameters; ``info["broad"]["shared_with_main"]``)."""
-    models = {}
-    info = {"config": ModelConfig(max_vars=ABLATION_D_MAX)._asdict(),
-            "settings": dataclasses.asdict(ablation_recipe(cfg, "broad").settings)}
+    settings and priors: the same parameters; ``info.arms["broad"].shared_with_main``)."""
+    models, arms = {}, {}
     for name in ("broad", "narrow"):
         recipe = ablation_recipe(cfg, name)
         shared = trained is not None and trained[0] == recipe
@@ -119,6 +120,8 @@ def train_ablation(ctx: RunContext, cfg: Config, trained=None) -> tuple[dict, di
         else:
             p, hist, thr = _train(ctx, f"causaltab-ablation-train-{name}", recipe, name)
         models[name] = (p, recipe.model)
-        info[name] = {"final_bce": hist[-1]["bce"], "final_loss": hist[-1]["loss"],
-                      "tasks_per_s": thr["tasks_per_s"], "shared_with_main": shared}
-    return models, info
+        arms[name] = ArmTraining(final_bce=hist[-1]["bce"], final_loss=hist[-1]["loss"],
+                                 tasks_per_s=thr["tasks_per_s"], shared_with_main=shared)
+    return models, AblationTraining(
+        config=ModelConfig(max_vars=ABLATION_D_MAX)._asdict(),
+        settings=dataclasses.asdict(ablation_recipe(cfg, "broad").settings), arms=arms)

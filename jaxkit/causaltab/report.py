@@ -42,6 +42,15 @@ from jaxkit.plotting import interval, label_axes, legend_outside, reference_line
 from jaxkit.report import markdown_table, new_figure, save_figure
 
 from .config import Config
+from .results import (
+    AblationCell,
+    AblationTraining,
+    AuditRow,
+    SachsResult,
+    SemanticRow,
+    SyntheticCell,
+    TrainingInfo,
+)
 
 __all__ = ["claims", "markdown", "figures", "baselines", "method_table", "ablation_claim",
            "extension_claims"]
@@ -57,21 +66,24 @@ def _mean(v) -> float:
     return float(np.nanmean(a)) if np.isfinite(a).any() else float("nan")
 
 
-def baselines(rows: list[dict]) -> list[str]:
+def baselines(rows) -> list[str]:
     """The classical methods scored in ``rows`` (first-seen order)."""
     out: list[str] = []
     for r in rows:
-        for m in r["methods"]:
+        for m in r.methods:
             if m not in NOT_BASELINES and m not in out:
                 out.append(m)
     return out
 
 
-def _paired(rows: list[dict], a: str, b: str) -> np.ndarray:
+def _paired(rows, a: str, b: str) -> np.ndarray:
+    """AUROC of method ``a`` minus ``b`` over the datasets of ``rows`` (any rows with
+    ``methods``: :class:`.results.SyntheticCell`, :class:`.results.SemanticRow`,
+    :class:`.results.AblationCell`) that score both."""
     out = []
     for r in rows:
-        if a in r["methods"] and b in r["methods"]:
-            out.extend(np.asarray(r["methods"][a]["auroc"]) - np.asarray(r["methods"][b]["auroc"]))
+        if a in r.methods and b in r.methods:
+            out.extend(r.methods[a].auroc - r.methods[b].auroc)
     return np.asarray(out, np.float64)
 
 
@@ -105,14 +117,13 @@ def _all_of(claim: str, parts, note: str, min_n: int, *, kind: str = "paper",
 
 def _versus_each(rows, claim: str, what: str, margin: float, min_n: int, *,
                  kind: str = "paper") -> Claim:
-    rows = [r for r in rows if "methods" in r]
     parts = [(f"vs {b}", _paired(rows, "causaltab", b), margin) for b in baselines(rows)]
     return _all_of(claim, parts, f"AUROC difference, CausalTab minus each baseline ({what}); "
                    f"margin `beat_margin` = {margin:g}; every baseline is compared (none is "
                    "picked), so no choice is made on test data", min_n, what=what, kind=kind)
 
 
-def extension_claims(synth: list[dict], *, margin: float = 0.0, min_n: int = 5
+def extension_claims(synth: list[SyntheticCell], *, margin: float = 0.0, min_n: int = 5
                      ) -> list[Claim]:
     """Extension rows (CausalTab versus each baseline, as the paper rows): one per
     held-out axis of the per-axis out-of-distribution cells (``which = "ood-AXIS"``),
@@ -120,14 +131,14 @@ def extension_claims(synth: list[dict], *, margin: float = 0.0, min_n: int = 5
     (``chunked``), and the in-distribution cells split into observational and mixed
     interventional data. Rows whose cells are absent are left out."""
     out = []
-    for w in sorted({r["which"] for r in synth if r["which"].startswith("ood-")}):
+    for w in sorted({r.which for r in synth if r.which.startswith("ood-")}):
         ax = w.removeprefix("ood-")
-        out.append(_versus_each([r for r in synth if r["which"] == w],
+        out.append(_versus_each([r for r in synth if r.which == w],
                                 f"CausalTab beats the classical baselines with only the {ax} "
                                 "held out (the rest in distribution)", f"{w} cells", margin,
                                 min_n, kind="extension"))
-    idr = [r for r in synth if r["which"] == "id"]
-    big = [r for r in idr if r.get("chunked")]
+    idr = [r for r in synth if r.which == "id"]
+    big = [r for r in idr if r.chunked]
     if big:
         out.append(_versus_each(big, "CausalTab beats the classical baselines on graphs larger "
                                 "than it was trained for (scored over variable subsets)",
@@ -135,7 +146,7 @@ def extension_claims(synth: list[dict], *, margin: float = 0.0, min_n: int = 5
                                 kind="extension"))
     for lab, sel in (("observational", lambda f: f == 0.0),
                      ("mixed interventional", lambda f: f > 0.0)):
-        rows = [r for r in idr if sel(r["int_frac"])]
+        rows = [r for r in idr if sel(r.int_frac)]
         if rows:
             out.append(_versus_each(rows, f"CausalTab beats the classical baselines on {lab} "
                                     "data (in distribution)", f"in-distribution {lab} cells",
@@ -149,19 +160,20 @@ ABLATION_CLAIM = ("The bottleneck lies in how causal pretraining tasks are const
                   "seed)")
 
 
-def ablation_claim(rows: list[dict] | None, *, min_n: int = 5, margin: float = 0.0) -> Claim:
+def ablation_claim(rows: list[AblationCell] | None, *, min_n: int = 5,
+                   margin: float = 0.0) -> Claim:
     """Paired AUROC differences broad minus narrow over the out-of-distribution datasets
     of every fraction of the ablation (``rows`` from
     :func:`jaxkit.causaltab.experiments.prior_ablation`; None: not run) above
     ``margin``."""
-    ood = [r for r in rows or () if r["which"] == "ood"]
+    ood = [r for r in rows or () if r.which == "ood"]
     if not ood:
         return Claim(PAPER, ABLATION_CLAIM, "n/a", NOT_TESTED,
                      note="the ablation did not run (ablation_steps = 0)")
     diffs = _paired(ood, "broad", "narrow")
-    idd = _paired([r for r in rows if r["which"] == "id"], "broad", "narrow")
-    fracs = ", ".join(f"{r['int_frac']:g}" for r in ood)
-    note = (f"AUROC broad minus narrow, out-of-distribution cells (d={ood[0]['d']}, "
+    idd = _paired([r for r in rows if r.which == "id"], "broad", "narrow")
+    fracs = ", ".join(f"{r.int_frac:g}" for r in ood)
+    note = (f"AUROC broad minus narrow, out-of-distribution cells (d={ood[0].d}, "
             f"interventional fractions {fracs}, paired on the same datasets); margin "
             f"`ablation_margin` = {margin:g}")
     if np.isfinite(idd).any():
@@ -170,7 +182,7 @@ def ablation_claim(rows: list[dict] | None, *, min_n: int = 5, margin: float = 0
                    what="ablation")
 
 
-def audit_claims(audit_rows: list[dict] | None, *, margin: float, min_n: int = 5
+def audit_claims(audit_rows: list[AuditRow] | None, *, margin: float, min_n: int = 5
                  ) -> list[Claim]:
     """The setup rows of the LLM audit (:mod:`.audit`): its edge AUROC above 0.5 by
     ``margin`` over networks x templates, and the shuffled-name control, which must not
@@ -180,8 +192,8 @@ def audit_claims(audit_rows: list[dict] | None, *, margin: float, min_n: int = 5
                       "agrees with the expert graphs.", "n/a", "not tested",
                       note="not run (`audit_model` is empty or the model is not installed)",
                       kind="setup")]
-    real = np.asarray([r["auroc"] for r in audit_rows], float) - 0.5
-    sh = np.asarray([r["shuffled_auroc"] for r in audit_rows], float) - 0.5
+    real = np.asarray([r.auroc for r in audit_rows], float) - 0.5
+    sh = np.asarray([r.shuffled_auroc for r in audit_rows], float) - 0.5
     what = f"{len(audit_rows)} network x template audits"
     return [_all_of("The local language model's audit of the semantic environments agrees "
                     "with the expert graphs (edge AUROC above 0.5).",
@@ -197,28 +209,29 @@ def audit_claims(audit_rows: list[dict] | None, *, margin: float, min_n: int = 5
                     what=what)]
 
 
-def audit_table(audit_rows: list[dict]) -> str:
+def audit_table(audit_rows: list[AuditRow]) -> str:
     """One row per network x template of the LLM audit, then the means."""
     keys = ("auroc", "orientation", "yes_rate", "edges_affirmed", "shuffled_auroc",
             "shuffled_orientation")
-    body = [[r["network"], r["template"], r["n_vars"], r["n_edges"],
-             *[f"{r[k]:.3f}" for k in keys]] for r in audit_rows]
-    body.append(["mean", "", "", "", *[_mean([r[k] for r in audit_rows]) for k in keys]])
+    body = [[r.network, r.template, r.n_vars, r.n_edges,
+             *[f"{getattr(r, k):.3f}" for k in keys]] for r in audit_rows]
+    body.append(["mean", "", "", "", *[_mean([getattr(r, k) for r in audit_rows])
+                                       for k in keys]])
     return markdown_table(["network", "template", "d", "expert edges", "AUROC",
                            "orientation", "yes rate", "edges affirmed", "shuffled AUROC",
                            "shuffled orientation"], body)
 
 
-def claims(synth: list[dict], sem_rows: list[dict], ablation: list[dict] | None = None, *,
-           cfg: Config | None = None, min_n: int = 5, audit_rows: list[dict] | None = None
-           ) -> list[Claim]:
+def claims(synth: list[SyntheticCell], sem_rows: list[SemanticRow],
+           ablation: list[AblationCell] | None = None, *, cfg: Config | None = None,
+           min_n: int = 5, audit_rows: list[AuditRow] | None = None) -> list[Claim]:
     """The paper rows of the module docstring, in its order, then the setup rows (the
     model above chance, the LLM audit: :func:`audit_claims`) and the extension rows
     (:func:`extension_claims`); the margins from ``cfg`` (default:
     :class:`~.config.Config`'s)."""
     cfg = Config() if cfg is None else cfg
-    idr = [r for r in synth if r["which"] == "id"]
-    ood = [r for r in synth if r["which"] == "ood"]
+    idr = [r for r in synth if r.which == "id"]
+    ood = [r for r in synth if r.which == "ood"]
     out = [Claim(PAPER, "Existing causal discovery foundation models remain limited, often "
                  "failing to consistently match strong classical methods.", "-",
                  "not tested", note="No other CDFM (AVICI, ...) is shipped with jaxkit, so "
@@ -238,17 +251,17 @@ def claims(synth: list[dict], sem_rows: list[dict], ablation: list[dict] | None 
                             "the classical baselines", "all networks and fractions",
                             cfg.beat_margin, min_n))
     int_claim = "CausalTab recovers structure better under interventional evidence"
-    fr = sorted({r["int_frac"] for r in synth})
+    fr = sorted({r.int_frac for r in synth})
     diffs = []
     if len(fr) >= 2:
         lo, hi = fr[0], fr[-1]
         for which in ("id", "ood"):
-            for d in sorted({r["d"] for r in synth}):
-                a = [r for r in synth if (r["which"], r["d"], r["int_frac"]) == (which, d, hi)]
-                b = [r for r in synth if (r["which"], r["d"], r["int_frac"]) == (which, d, lo)]
+            for d in sorted({r.d for r in synth}):
+                a = [r for r in synth if (r.which, r.d, r.int_frac) == (which, d, hi)]
+                b = [r for r in synth if (r.which, r.d, r.int_frac) == (which, d, lo)]
                 if a and b:
-                    diffs.extend(np.asarray(a[0]["methods"]["causaltab"]["auroc"])
-                                 - np.asarray(b[0]["methods"]["causaltab"]["auroc"]))
+                    diffs.extend(a[0].methods["causaltab"].auroc
+                                 - b[0].methods["causaltab"].auroc)
         out.append(_all_of(int_claim, [(f"{hi:g} - {lo:g}", np.asarray(diffs, float),
                                         cfg.int_margin)],
                            f"AUROC at interventional fraction {hi:g} minus {lo:g}, same "
@@ -257,7 +270,7 @@ def claims(synth: list[dict], sem_rows: list[dict], ablation: list[dict] | None 
     else:
         out.append(Claim(PAPER, int_claim, "n/a", NOT_TESTED,
                          note="needs two interventional fractions"))
-    chance = [np.asarray(r["methods"]["causaltab"]["auroc"], float) - 0.5 for r in idr]
+    chance = [r.methods["causaltab"].auroc - 0.5 for r in idr]
     out.append(_all_of("The model is better than chance in distribution (AUROC above 0.5).",
                        [("AUROC - 0.5", np.concatenate(chance) if chance else np.zeros(0),
                          0.0)],
@@ -267,28 +280,29 @@ def claims(synth: list[dict], sem_rows: list[dict], ablation: list[dict] | None 
     return out + extension_claims(synth, margin=cfg.beat_margin, min_n=min_n)
 
 
-def method_table(rows: list[dict]) -> str:
-    """Mean of each metric per method over ``rows`` (and seconds per dataset)."""
+def method_table(rows) -> str:
+    """Mean of each metric per method over ``rows`` (any rows with ``methods``; and
+    seconds per dataset)."""
     methods = []
     for r in rows:
-        for m in r.get("methods", {}):
+        for m in r.methods:
             if m not in methods:
                 methods.append(m)
     body = []
     for m in methods:
         vals = {k: [] for k in (*METRICS, "seconds")}
         for r in rows:
-            rec = r.get("methods", {}).get(m)
+            rec = r.methods.get(m)
             if rec:
                 for k in vals:
-                    vals[k].extend(rec[k])
+                    vals[k].extend(rec.metric(k))
         body.append([m, *[_mean(vals[k]) for k in METRICS], _mean(vals["seconds"])])
     return markdown_table(["method", "AUROC", "AUPRC", "SHD", "F1", "SID (fraction)",
                            "s / dataset"], body)
 
 
-def _cell_name(r: dict) -> str:
-    return f"{r['which']} d={r['d']} int={r['int_frac']:g}"
+def _cell_name(r: SyntheticCell | AblationCell) -> str:
+    return f"{r.which} d={r.d} int={r.int_frac:g}"
 
 
 BOUNDS = {"auroc": (0, 1), "shd": (0, None)}  # where the metrics' intervals are clipped
@@ -302,22 +316,22 @@ def _ci(v) -> tuple[float, float]:
     return t_interval(a) if np.isfinite(a).any() else (float("nan"), float("nan"))
 
 
-def figures(synth: list[dict], out_dir: Path) -> list[Path]:
+def figures(synth: list[SyntheticCell], out_dir: Path) -> list[Path]:
     """AUROC and SHD versus d (observational and the largest fraction), and versus the
     interventional fraction (at the smallest d); means with 95% t intervals over the
     datasets of each cell, clipped to the metric's range."""
     paths = []
-    ds = sorted({r["d"] for r in synth})
-    fr = sorted({r["int_frac"] for r in synth})
+    ds = sorted({r.d for r in synth})
+    fr = sorted({r.int_frac for r in synth})
 
     def cell(which, d, f, m, metric):
-        return _ci(next(r for r in synth if (r["which"], r["d"], r["int_frac"])
-                        == (which, d, f))["methods"][m][metric])
+        return _ci(next(r for r in synth if (r.which, r.d, r.int_frac)
+                        == (which, d, f)).methods[m].metric(metric))
 
     for metric in ("auroc", "shd"):
         fig, ax = new_figure(2, 1)
         for k, which in enumerate(("id", "ood")):
-            for m in synth[0]["methods"]:
+            for m in synth[0].methods:
                 for f, ls in ((fr[0], "-"), (fr[-1], "--")):
                     mh = np.array([cell(which, d, f, m, metric) for d in ds])
                     interval(ax[0, k], ds, mh[:, 0], half=mh[:, 1], bounds=BOUNDS[metric],
@@ -331,7 +345,7 @@ def figures(synth: list[dict], out_dir: Path) -> list[Path]:
     fig, ax = new_figure(2, 1)
     d0 = ds[0]
     for k, which in enumerate(("id", "ood")):
-        for m in synth[0]["methods"]:
+        for m in synth[0].methods:
             mh = np.array([cell(which, d0, f, m, "auroc") for f in fr])
             interval(ax[0, k], fr, mh[:, 0], half=mh[:, 1], bounds=BOUNDS["auroc"], label=m)
         reference_line(ax[0, k], 0.5, "chance (AUROC 0.5)")
@@ -343,10 +357,11 @@ def figures(synth: list[dict], out_dir: Path) -> list[Path]:
     return paths
 
 
-def markdown(cfg, *, synth, sem_rows, sachs, tested: list[Claim], training: dict,
-             quick: bool, ablation: list[dict] | None = None,
-             ablation_training: dict | None = None,
-             audit_rows: list[dict] | None = None) -> str:
+def markdown(cfg, *, synth: list[SyntheticCell], sem_rows: list[SemanticRow],
+             sachs: SachsResult, tested: list[Claim], training: TrainingInfo,
+             quick: bool, ablation: list[AblationCell] | None = None,
+             ablation_training: AblationTraining | None = None,
+             audit_rows: list[AuditRow] | None = None) -> str:
     """The report section."""
     parts = [f"Paper: {PAPER}. Quick run: {quick}. Edge probabilities are scored as "
              "``[i, j]`` = P(j -> i); CausalTab's binary graph is the greedy DAG projection "
@@ -357,24 +372,24 @@ def markdown(cfg, *, synth, sem_rows, sachs, tested: list[Claim], training: dict
                  ["kind", "claim", "measured", "verdict", "test", "note"],
                  [[c.kind, c.claim, c.measured, f"**{c.verdict}**", c.test, c.note]
                   for c in tested]),
-             "", "## Model and training", "", "```", str(training), "```", ""]
+             "", "## Model and training", "", "```", str(training.as_dict()), "```", ""]
     parts += ["## Synthetic benchmarks", ""]
-    axes = sorted({r["which"] for r in synth} - {"id", "ood"})
+    axes = sorted({r.which for r in synth} - {"id", "ood"})
     for which in ("id", "ood", *axes):
-        rows = [r for r in synth if r["which"] == which]
+        rows = [r for r in synth if r.which == which]
         title = {"id": "in-distribution", "ood": "out-of-distribution"}.get(
             which, f"out-of-distribution, only the {which.removeprefix('ood-')} held out")
         parts += [f"### {title} (all cells)", "", method_table(rows), ""]
         for r in rows:
-            chunk = "; CausalTab over variable subsets of max_vars" if r.get("chunked") else ""
-            parts += [f"#### {_cell_name(r)} (var-sortability {r['var_sortability']:.2f}, "
-                      f"R2-sortability {r['r2_sortability']:.2f}{chunk})", "",
+            chunk = "; CausalTab over variable subsets of max_vars" if r.chunked else ""
+            parts += [f"#### {_cell_name(r)} (var-sortability {r.var_sortability:.2f}, "
+                      f"R2-sortability {r.r2_sortability:.2f}{chunk})", "",
                       method_table([r]), ""]
     parts += ["## Semantic environments (expert networks)", ""]
     for r in sem_rows:
-        chunk = "; CausalTab over variable subsets of max_vars" if r.get("chunked") else ""
-        parts += [f"### {r['network']} ({r['kind']}, d={r['d']}, interventional fraction "
-                  f"{r['int_frac']:g}{chunk}; variables: {', '.join(r['variables'])})", "",
+        chunk = "; CausalTab over variable subsets of max_vars" if r.chunked else ""
+        parts += [f"### {r.network} ({r.kind}, d={r.d}, interventional fraction "
+                  f"{r.int_frac:g}{chunk}; variables: {', '.join(r.variables)})", "",
                   method_table([r]), ""]
     parts += ["## LLM audit of the semantic environments", ""]
     if audit_rows:
@@ -390,7 +405,7 @@ def markdown(cfg, *, synth, sem_rows, sachs, tested: list[Claim], training: dict
     else:
         parts += ["Not run (`audit_model` is empty, or the model is not installed).", ""]
     parts += ["## Real Sachs data (pooled, log, no intervention labels; 18-edge consensus)",
-              "", f"{sachs['rows']} rows drawn at random. SID is undefined here: the "
+              "", f"{sachs.rows} rows drawn at random. SID is undefined here: the "
               "consensus graph has a cycle.", "", method_table([sachs]), ""]
     parts += ["## Prior ablation: broad versus narrow pretraining prior", ""]
     if ablation:
@@ -399,9 +414,10 @@ def markdown(cfg, *, synth, sem_rows, sachs, tested: list[Claim], training: dict
                   "mechanisms on Erdos-Renyi graphs, d <= d_max / 2, mostly observational), "
                   "each scored on the same datasets (rows: the two models); "
                   + ("the broad model is the main model above (the same recipe, trained "
-                     "once). " if (ablation_training or {}).get("broad", {}).get(
-                         "shared_with_main") else "") + "Training:", "",
-                  "```", str(ablation_training), "```", ""]
+                     "once). " if ablation_training is not None
+                     and ablation_training.arms["broad"].shared_with_main else "")
+                  + "Training:", "", "```",
+                  str(ablation_training and ablation_training.as_dict()), "```", ""]
         for r in ablation:
             parts += [f"### {_cell_name(r)}", "", method_table([r]), ""]
     else:

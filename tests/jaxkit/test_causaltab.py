@@ -16,6 +16,7 @@ from jaxkit.causal_model.model import ModelConfig, forward, init_params
 from jaxkit.causal_model.predict import predict, variable_subsets
 from jaxkit.causaltab import evaluate as ev
 from jaxkit.causaltab import experiments, report, semantic
+from jaxkit.causaltab.results import AblationCell, MethodScores, SyntheticCell
 from jaxkit.stats import Verdict
 
 CFG = ModelConfig(dim=8, heads=2, layers=1, ffn=2, max_vars=6)
@@ -160,15 +161,47 @@ def test_baselines_recover_a_known_chain():
     assert ev.sid(true, true) == 0 and ev.sid(true, true.T) > 0
 
 
+def _scores(auroc) -> MethodScores:
+    """AUROCs only (the other metrics NaN): what the claims read."""
+    nan = np.full(len(auroc), np.nan)
+    return MethodScores.from_arrays(dict(shd=nan, f1=nan, auroc=auroc, auprc=nan, sid=nan,
+                                         seconds=nan))
+
+
 def _row(which, frac, ct, base, d=10):
-    return {"which": which, "d": d, "int_frac": frac,
-            "methods": {"causaltab": {"auroc": list(ct)}, "notears": {"auroc": list(base)},
-                        "random": {"auroc": [0.5] * len(ct)}}}
+    return SyntheticCell(which=which, d=d, n=40, int_frac=frac, var_sortability=0.5,
+                         r2_sortability=0.5,
+                         methods={"causaltab": _scores(ct), "notears": _scores(base),
+                                  "random": _scores([0.5] * len(ct))})
 
 
 def _abl(which, frac, broad, narrow):
-    return {"which": which, "d": 10, "int_frac": frac,
-            "methods": {"broad": {"auroc": list(broad)}, "narrow": {"auroc": list(narrow)}}}
+    return AblationCell(which=which, d=10, n=40, int_frac=frac,
+                        methods={"broad": _scores(broad), "narrow": _scores(narrow)})
+
+
+def test_results_pickle_and_record_the_metrics_mapping():
+    """The typed rows survive the stage cache (pickle) and give metrics.json's mapping
+    in its key order; the training info prints as the mapping it records."""
+    import pickle
+
+    from jaxkit.causaltab.results import SmokeTraining, TrainingInfo
+
+    cell = _row("id", 0.5, [0.75, 0.5], [0.5, 0.25])
+    again = pickle.loads(pickle.dumps(cell))
+    assert np.array_equal(again.methods["causaltab"].auroc, [0.75, 0.5])
+    d = again.as_dict()
+    assert list(d) == ["which", "d", "n", "int_frac", "var_sortability", "r2_sortability",
+                       "methods", "chunked"]
+    assert d["methods"]["causaltab"]["auroc"] == [0.75, 0.5]
+    assert "compile_seconds" not in d["methods"]["causaltab"]  # a method skipped at this d
+    info = TrainingInfo(source="shipped", config={"max_vars": 20},
+                        extra={"seed": 0, "settings": {"steps": 1}},
+                        smoke_training=SmokeTraining(recipe={"steps": 2}, curve=[]))
+    assert info.as_dict() == {"source": "shipped", "config": {"max_vars": 20}, "seed": 0,
+                              "settings": {"steps": 1},
+                              "smoke_training": {"recipe": {"steps": 2}, "curve": []}}
+    assert list(info.as_dict()) == ["source", "config", "seed", "settings", "smoke_training"]
 
 
 def test_claims_say_yes_no_and_not_tested():
@@ -210,8 +243,7 @@ def test_claims_beat_every_baseline_with_margins_from_the_config():
 
     def row(other):
         r = _row("id", 0.0, ct, weak)
-        r["methods"]["direct-lingam"] = {"auroc": list(other)}
-        return r
+        return dataclasses.replace(r, methods=r.methods | {"direct-lingam": _scores(other)})
 
     assert report.claims([row(weak)], [])[2].verdict == "yes"
     assert report.claims([row(strong)], [])[2].verdict == "no"
@@ -250,12 +282,13 @@ def test_negative_control_untrained_model_no_paper_claim_says_yes(monkeypatch):
                                experiments.cell_prior(base, f), 3, 4, 40)
             res = ev.evaluate(bench, ("causaltab", "var-sort-regress", "random"),
                               model=untrained)
-            synth.append({"which": which, "d": 4, "int_frac": f,
-                          "methods": experiments._lists(res)})
+            synth.append(SyntheticCell(which=which, d=4, n=40, int_frac=f,
+                                       var_sortability=0.5, r2_sortability=0.5,
+                                       methods=experiments.scores(res)))
     abl = experiments.prior_ablation(jax.random.key(2), models={"broad": untrained,
                                                                 "narrow": untrained},
                                      d=4, n=40, n_datasets=3, int_fracs=(0.0, 0.5))
-    sem = [dict(r, network="fake") for r in synth if r["which"] == "ood"]
+    sem = [r for r in synth if r.which == "ood"]  # the claims read only `methods`
 
     def paper():
         return [c.verdict for c in report.claims(synth, sem, abl) if c.kind == "paper"]
@@ -285,19 +318,22 @@ def test_prior_ablation_scores_the_models_on_the_same_datasets(monkeypatch):
     rows = experiments.prior_ablation(jax.random.key(0), models={"broad": a, "narrow": b,
                                                                  "again": a},
                                       d=4, n=40, n_datasets=3, int_fracs=(0.0, 0.5))
-    assert [(r["which"], r["int_frac"]) for r in rows] == [
+    assert all(isinstance(r, AblationCell) for r in rows)
+    assert [(r.which, r.int_frac) for r in rows] == [
         ("id", 0.0), ("id", 0.5), ("ood", 0.0), ("ood", 0.5)]
     assert calls[0][0] == calls[1][0] != calls[2][0] == calls[3][0]  # paired fractions
     assert np.asarray(calls[2][1].graph_w).tolist() == np.asarray(
         experiments.cell_prior(experiments.ood_prior(), 0.0).graph_w).tolist()
     assert float(calls[1][1].obs_frac[0]) == 0.5 and float(calls[0][1].obs_frac[0]) == 1.0
     for r in rows:
-        m = r["methods"]
-        assert m["again"]["auroc"] == m["broad"]["auroc"]  # same model, same datasets
-        assert np.all((np.asarray(m["narrow"]["auroc"]) >= 0)
-                      & (np.asarray(m["narrow"]["auroc"]) <= 1))
-    diffs = np.concatenate([np.subtract(r["methods"]["broad"]["auroc"],
-                                        r["methods"]["narrow"]["auroc"]) for r in rows[2:]])
+        m = r.methods
+        assert np.array_equal(m["again"].auroc, m["broad"].auroc)  # same model, datasets
+        assert m["broad"].auroc.shape == (3,)
+        assert np.all((m["narrow"].auroc >= 0) & (m["narrow"].auroc <= 1))
+        assert list(r.as_dict()["methods"]["broad"]) == [
+            "shd", "f1", "auroc", "auprc", "sid", "seconds", "compile_seconds"]
+    diffs = np.concatenate([r.methods["broad"].auroc - r.methods["narrow"].auroc
+                            for r in rows[2:]])
     assert np.any(diffs != 0)  # two different models
     c = report.ablation_claim(rows, min_n=2)
     assert c.measured.startswith(f"broad - narrow: {diffs.mean():.3g}") and "n=6" in c.test

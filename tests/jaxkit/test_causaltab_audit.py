@@ -74,8 +74,11 @@ def test_labels_are_readable():
 
 def _rows(auroc, shuffled, n=6):
     rng = np.random.default_rng(0)
-    return [{"auroc": auroc + 0.01 * rng.standard_normal(),
-             "shuffled_auroc": shuffled + 0.01 * rng.standard_normal()} for _ in range(n)]
+    return [A.AuditRow(network="asia", template=0, n_vars=8, n_edges=8,
+                       auroc=auroc + 0.01 * rng.standard_normal(), orientation=0.5,
+                       yes_rate=0.1, edges_affirmed=0.25,
+                       shuffled_auroc=shuffled + 0.01 * rng.standard_normal(),
+                       shuffled_orientation=0.5) for _ in range(n)]
 
 
 def test_audit_claims_say_yes_for_agreement_and_the_control_says_no():
@@ -88,10 +91,13 @@ def test_audit_claims_say_yes_for_agreement_and_the_control_says_no():
     assert real.verdict == "not tested at this size"
     (skipped,) = R.audit_claims(None, margin=0.05)
     assert skipped.verdict == "not tested"
-    md = R.audit_table([{"network": "asia", "template": 0, "n_vars": 8, "n_edges": 8,
-                         "auroc": 0.6, "orientation": 0.5, "yes_rate": 0.1,
-                         "edges_affirmed": 0.25, "shuffled_auroc": 0.45,
-                         "shuffled_orientation": 0.5}])
+    row = A.AuditRow(network="asia", template=0, n_vars=8, n_edges=8, auroc=0.6,
+                     orientation=0.5, yes_rate=0.1, edges_affirmed=0.25,
+                     shuffled_auroc=0.45, shuffled_orientation=0.5)
+    assert list(row.as_dict()) == ["network", "template", "n_vars", "n_edges", "auroc",
+                                   "orientation", "yes_rate", "edges_affirmed",
+                                   "shuffled_auroc", "shuffled_orientation"]
+    md = R.audit_table([row])
     assert "| asia | 0 | 8 | 8 | 0.600 |" in md
 
 

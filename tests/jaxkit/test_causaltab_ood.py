@@ -12,6 +12,7 @@ import pytest
 from jaxkit.causaltab import experiments as E
 from jaxkit.causaltab import report
 from jaxkit.causaltab.config import FULL, QUICK
+from jaxkit.causaltab.results import MethodScores, SyntheticCell
 
 
 @pytest.mark.parametrize("axis,field", [("graph", "graph_w"), ("mechanism", "mech_w"),
@@ -40,10 +41,17 @@ def test_bad_axis_is_a_one_line_error():
     assert QUICK.smoke_steps == 50 and FULL.smoke_steps == 0
 
 
+def _scores(auroc) -> MethodScores:
+    nan = np.full(len(auroc), np.nan)
+    return MethodScores.from_arrays(dict(shd=nan, f1=nan, auroc=auroc, auprc=nan, sid=nan,
+                                         seconds=nan))
+
+
 def _row(which, frac, ct, base, chunked=False):
-    return {"which": which, "d": 10, "int_frac": frac, "chunked": chunked,
-            "methods": {"causaltab": {"auroc": list(ct)}, "notears": {"auroc": list(base)},
-                        "pc": {"auroc": list(base - 0.05)}}}
+    return SyntheticCell(which=which, d=10, n=40, int_frac=frac, var_sortability=0.5,
+                         r2_sortability=0.5, chunked=chunked,
+                         methods={"causaltab": _scores(ct), "notears": _scores(base),
+                                  "pc": _scores(base - 0.05)})
 
 
 def test_extension_rows():

@@ -72,14 +72,18 @@ def test_ablation_broad_arm_is_the_main_training_only_when_the_recipes_coincide(
 
     def run(cfg, folder, resume=True):
         ctx = RunContext(out_dir=tmp_path / folder, config=cfg, resume=resume)
-        (params, _), info = R.get_model(ctx, cfg)
-        models, abl = R.train_ablation(ctx, cfg, info.pop("trained"))
+        (params, _), info, trained = R.get_model(ctx, cfg)
+        assert info.settings == dataclasses.asdict(R.main_recipe(cfg).settings)
+        models, abl = R.train_ablation(ctx, cfg, trained)
         return ctx, params, models, abl
 
     ctx, params, models, abl = run(same, "same")
     assert [c["folder"] for c in calls] == ["train", "narrow"]  # trained twice, not 3x
-    assert models["broad"][0] is params and abl["broad"]["shared_with_main"]
-    assert not abl["narrow"]["shared_with_main"] and models["narrow"][0]["w"][0] == 2.0
+    assert models["broad"][0] is params and abl.arms["broad"].shared_with_main
+    assert not abl.arms["narrow"].shared_with_main and models["narrow"][0]["w"][0] == 2.0
+    assert list(abl.as_dict()) == ["config", "settings", "broad", "narrow"]
+    assert abl.as_dict()["narrow"] == {"final_bce": 0.5, "final_loss": 1.0,
+                                       "tasks_per_s": 2.0, "shared_with_main": False}
     assert calls[0]["key"] == calls[1]["key"] and calls[0]["st"] == calls[1]["st"]
     # the main stage's cache key carries the recipe; a rerun reloads it, trains nothing
     assert ctx.stage_path("causaltab-train",
@@ -95,5 +99,5 @@ def test_ablation_broad_arm_is_the_main_training_only_when_the_recipes_coincide(
         calls.clear()
         _, params, models, abl = run(dataclasses.replace(same, **change), f"diff{i}")
         assert [c["folder"] for c in calls] == ["train", "broad", "narrow"], change
-        assert not abl["broad"]["shared_with_main"] and models["broad"][0] is not params
+        assert not abl.arms["broad"].shared_with_main and models["broad"][0] is not params
         assert not calls[1]["curriculum"] and calls[1]["key"] == calls[2]["key"]

@@ -16,6 +16,8 @@ validated and scored by content),
 (ex-ante and realised VOI, volatility control and sign check, the forecasting agent),
 :mod:`~jaxkit.cruxbench.analysis`
 (correlations, nested bootstrap, permutation, cross-fitted usefulness test),
+:mod:`~jaxkit.cruxbench.results` (the typed results :mod:`~jaxkit.cruxbench.text` and
+:mod:`~jaxkit.cruxbench.analysis` hand on),
 :mod:`~jaxkit.cruxbench.report`, :mod:`~jaxkit.cruxbench.config`; ``jaxkit run
 cruxbench`` is :mod:`~jaxkit.cruxbench.pipeline`; ``jaxkit cruxbench`` (score a file,
 propose questions with a model) is :mod:`~jaxkit.cruxbench.cli`.

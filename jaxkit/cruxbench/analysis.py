@@ -35,6 +35,7 @@ from scipy import stats as sps
 
 from jaxkit.stats import Verdict, as_generator, fisher_z_interval, superiority, t_interval
 
+from .results import Evaluation
 from .scoring import Scores, agent_usefulness, score
 
 __all__ = ["pearson", "correlation_summary", "nested_bootstrap_r", "permutation_p",
@@ -198,36 +199,39 @@ def heldout_usefulness(per_target_voi: np.ndarray, per_target_use: np.ndarray, *
 
 
 def evaluate(key_or_rng, scores: Scores, quality: np.ndarray, *, n_boot: int = 2000,
-             n_perm: int = 10000) -> dict:
+             n_perm: int = 10000) -> Evaluation:
     """The statistics of one scored benchmark (:func:`jaxkit.cruxbench.scoring.score`):
     for each VOI metric its correlation with ``quality`` and with the agent's Brier
     gain across proposers, and the cross-fitted usefulness tests of realised VOI.
 
     Returns:
-        ``{"quality": {metric: summary}, "usefulness": {metric: summary},
-        "heldout": {"brier_gain" | "log_gain": Verdict}, "heldout_diffs": {...},
-        "n_quality": int}`` (summaries as :func:`correlation_summary`; empty when not
-        computable, which needs 3 proposers with a finite quality measure;
-        ``n_quality`` counts them).
+        :class:`~jaxkit.cruxbench.results.Evaluation`: ``quality`` and ``usefulness``
+        (``{metric: summary}``, summaries as :func:`correlation_summary`; empty when not
+        computable, which needs 3 proposers with a finite quality measure, resp. a
+        finite Brier gain), ``heldout`` (``{"brier_gain" | "log_gain": Verdict}``),
+        ``heldout_diffs`` (the same keys: per-target differences) and ``n_quality``
+        (the proposers with a finite quality measure).
     """
     rng = as_generator(key_or_rng)
     per, prop = scores.per_target, scores.per_proposer
     metrics = ("ex_ante_abs", "ex_ante_mi", "realised_abs", "realised_sq",
                "realised_log_score")
     q = np.asarray(quality, float)
-    out: dict = {"quality": {}, "usefulness": {}, "heldout": {}, "heldout_diffs": {},
-                 "n_quality": int(np.isfinite(q).sum())}
-    if out["n_quality"] >= 3:
-        out["quality"] = {m: correlation_summary(rng, per[m], q, n_boot=n_boot, n_perm=n_perm)
-                          for m in metrics}
+    n_quality = int(np.isfinite(q).sum())
+    qual: dict = {}
+    use: dict = {}
+    held: dict = {}
+    diffs: dict = {}
+    if n_quality >= 3:
+        qual = {m: correlation_summary(rng, per[m], q, n_boot=n_boot, n_perm=n_perm)
+                for m in metrics}
     if np.isfinite(prop["brier_gain"]).sum() >= 3:
-        out["usefulness"] = {m: correlation_summary(rng, per[m], per["brier_gain"],
-                                                    n_boot=n_boot,
-                                                    n_perm=n_perm) for m in metrics}
+        use = {m: correlation_summary(rng, per[m], per["brier_gain"], n_boot=n_boot,
+                                      n_perm=n_perm) for m in metrics}
         for u in ("brier_gain", "log_gain"):
-            v, d = heldout_usefulness(per["realised_abs"], per[u])
-            out["heldout"][u], out["heldout_diffs"][u] = v, d
-    return out
+            held[u], diffs[u] = heldout_usefulness(per["realised_abs"], per[u])
+    return Evaluation(quality=qual, usefulness=use, heldout=held, heldout_diffs=diffs,
+                      n_quality=n_quality)
 
 
 def simulator_check(measured: dict[str, np.ndarray], known: dict[str, np.ndarray], *,

@@ -62,20 +62,20 @@ def score_file(
                           (ds.quality[m], prop["ex_ante_abs"][m], prop["realised_abs"][m],
                            prop["brier_gain"][m])))
     console.print(t)
-    s = st["quality"].get("realised_abs")
+    s = st.quality.get("realised_abs")
     if s:
         console.print(f"r(realised VOI, quality) = {s['r']:.3f} [{s['fisher_lo']:.3f}, "
                       f"{s['fisher_hi']:.3f}] (Fisher z 95%), Spearman {s['spearman']:.3f}, "
                       f"permutation p {s['perm_p']:.3g}, n={s['n']}")
-    elif st["n_quality"]:
-        console.print(f"{st['n_quality']} proposer(s) with a quality measure: too few for a "
+    elif st.n_quality:
+        console.print(f"{st.n_quality} proposer(s) with a quality measure: too few for a "
                       "correlation with quality (need >= 3)")
     if json_out:
         payload = {"proposers": ds.proposers,
                    "per_proposer": {k: [_num(x) for x in v] for k, v in prop.items()},
                    "quality": [_num(x) for x in ds.quality],
                    "correlation_with_quality": {k: {a: _num(b) for a, b in v.items()}
-                                                for k, v in st["quality"].items()}}
+                                                for k, v in st.quality.items()}}
         atomic_write(json_out, json.dumps(payload, indent=2) + "\n")
 
 

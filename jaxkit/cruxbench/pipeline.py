@@ -111,12 +111,9 @@ def run(ctx: RunContext) -> PipelineResult:
                    quality=sim.data.quality.tolist(), simulator_check=check,
                    seeds={k: v.tolist() for k, v in seeds.items()},
                    quality_link_sweep={str(k): v.tolist() for k, v in links.items()},
-                   correlations={k: stats[k] for k in ("quality", "usefulness")})
+                   correlations=stats.as_dict())
     if lm is not None:
-        metrics["text"] = dict(model=lm["model"], error=lm["error"], proposers={
-            k: dict(counts=r["counts"], per_target=r["per_target"].tolist(),
-                    baseline=r["baseline"].tolist(), questions=r["questions"])
-            for k, r in lm["proposers"].items()})
+        metrics["text"] = lm.as_dict()
     if cfg.data:
         ds = user_ds
         sc = score(ds, window=cfg.window, clip=clip)
@@ -127,7 +124,7 @@ def run(ctx: RunContext) -> PipelineResult:
         figures.append(report.plot(sc, ds.quality, ctx.out_dir, "cruxbench_data"))
         metrics["data"] = dict(per_proposer={k: v.tolist() for k, v in
                                              sc.per_proposer.items()},
-                               correlations={k: st[k] for k in ("quality", "usefulness")})
+                               correlations=st.as_dict())
     warns = [] if cfg.n_proposers >= 8 else [
         f"{cfg.n_proposers} proposers: the correlation intervals are very wide"]
     metrics["total_seconds"] = ctx.elapsed()

@@ -53,6 +53,7 @@ from .analysis import (
     seed_correlation_equivalence,
 )
 from .config import Config
+from .results import Evaluation, TextRun
 from .scoring import Scores
 
 __all__ = ["PAPER", "C_QUALITY", "C_USEFUL", "C_TEXT", "claims", "data_claims",
@@ -164,19 +165,19 @@ def claims(cfg: Config, seeds: dict, check: list[list] | None = None) -> list[Cl
     return out
 
 
-def data_claims(cfg: Config, stats: dict, *, source: str) -> list[Claim]:
+def data_claims(cfg: Config, stats: Evaluation, *, source: str) -> list[Claim]:
     """The same sentences on the user's markets ``source`` (one draw) from
-    :func:`jaxkit.cruxbench.analysis.evaluate` output ``stats``: *extension* rows (the
+    :func:`jaxkit.cruxbench.analysis.evaluate`'s ``stats``: *extension* rows (the
     simulated rows are the paper rows; a sentence is tallied once)."""
     note = (f"measured on {source}; a second test of the paper's sentence beside the "
             "simulated one, not tallied")
     out = []
-    s = stats["quality"].get("realised_abs")
+    s = stats.quality.get("realised_abs")
     c1 = f"On {source}: {C_QUALITY}"
     c2 = f"On {source}: the correlation of VOI with model quality is r = {cfg.r_paper:g}"
     if s is None or s["n"] < 4:
         # too few for a correlation: say how many the data have (not 0 when there are 2)
-        n = stats.get("n_quality", 0) if s is None else s["n"]
+        n = stats.n_quality if s is None else s["n"]
         for c in (c1, c2):
             out.append(Claim(PAPER, c, "n/a", "not tested at this size",
                              note=f"{n} proposers with a quality measure (need >= 4)",
@@ -192,12 +193,12 @@ def data_claims(cfg: Config, stats: dict, *, source: str) -> list[Claim]:
                                                margin=cfg.r_margin),
             note=note + f"; margin {cfg.r_margin:g} in r", kind="extension"))
     c3 = f"On {source}: {C_USEFUL}"
-    v = stats["heldout"].get("brier_gain")
+    v = stats.heldout.get("brier_gain")
     if v is None:
         out.append(Claim(PAPER, c3, "n/a", "not tested at this size",
                          note="no outcomes or answers to score the agent", kind="extension"))
     else:
-        u = stats["usefulness"].get("realised_abs", {})
+        u = stats.usefulness.get("realised_abs", {})
         out.append(Claim.from_verdict(
             PAPER, c3, v, fmt="{:.4f}", kind="extension",
             note=(f"{note}; the agent pools the proposers' own stated probabilities (the "
@@ -267,7 +268,7 @@ def _corr_rows(block: dict) -> list[list]:
              _f(s["perm_p"], "{:.3g}"), s["n"]] for m, s in block.items()]
 
 
-def markdown(scores: Scores, stats: dict, names: list[str], quality: np.ndarray, *,
+def markdown(scores: Scores, stats: Evaluation, names: list[str], quality: np.ndarray, *,
              traits: dict | None = None, check: list[list] | None = None,
              forecaster: np.ndarray | None = None,
              title: str = "Simulated benchmark") -> str:
@@ -289,15 +290,15 @@ def markdown(scores: Scores, stats: dict, names: list[str], quality: np.ndarray,
     parts = [f"### {title}", "", markdown_table(header, rows), ""]
     ch = ["VOI metric", "r", "Fisher z 95%", "nested bootstrap 95%", "Spearman",
           "permutation p", "proposers"]
-    if stats["quality"]:
+    if stats.quality:
         parts += ["Correlation of per-proposer VOI with the independent quality measure:", "",
-                  markdown_table(ch, _corr_rows(stats["quality"])), ""]
-    if stats["usefulness"]:
+                  markdown_table(ch, _corr_rows(stats.quality)), ""]
+    if stats.usefulness:
         parts += ["Correlation of per-proposer VOI with the Brier improvement of the agent "
                   "that pools the proposer's own probabilities:", "",
-                  markdown_table(ch, _corr_rows(stats["usefulness"])), ""]
+                  markdown_table(ch, _corr_rows(stats.usefulness)), ""]
         rows = [[k, _f(v.estimate, "{:.4f}"), f"[{_f(v.lo, '{:.4f}')}, {_f(v.hi, '{:.4f}')}]",
-                 v.verdict, v.n] for k, v in stats["heldout"].items()]
+                 v.verdict, v.n] for k, v in stats.heldout.items()]
         parts += ["Cross-fitted test (top-VOI half minus bottom half of the proposers, per "
                   "target):", "", markdown_table(["agent score", "mean difference",
                                                   "95% t CI", "superiority", "targets"],
@@ -329,66 +330,65 @@ def plot(scores: Scores, quality: np.ndarray, out: Path, name: str = "cruxbench"
     return save_figure(fig, out / f"{name}_voi.png")
 
 
-def _text_diffs(lm: dict) -> np.ndarray:
+def _text_diffs(lm: TextRun) -> np.ndarray:
     """Per (proposer, target): the mean content VOI of the valid questions (0 where the
     reply gave none: a fallback adds nothing) minus the random-factor baseline."""
-    d = [np.nan_to_num(r["per_target"], nan=0.0) - r["baseline"]
-         for r in lm["proposers"].values()]
+    d = [np.nan_to_num(r.per_target, nan=0.0) - r.baseline for r in lm.proposers.values()]
     return np.concatenate(d) if d else np.zeros(0)
 
 
-def text_claims(cfg: Config, lm: dict | None) -> list[Claim]:
+def text_claims(cfg: Config, lm: TextRun | None) -> list[Claim]:
     """The text block's row (an extension: the paper's proposers are frontier models, not
     this one): per (temperature, target) the content VOI of the model's valid
     subquestions minus that of questions about uniformly random factors, superiority vs 0
     over those pairs."""
     if lm is None:
         return []
-    if lm["error"] or not lm["proposers"]:
+    if lm.error or not lm.proposers:
         return [Claim(PAPER, C_TEXT, "n/a", "not tested", "no replies",
-                      f"language model {lm['model']!r}: {lm['error'] or 'no proposer'}",
+                      f"language model {lm.model!r}: {lm.error or 'no proposer'}",
                       kind="extension")]
     d = _text_diffs(lm)
     v = superiority(d, margin=0.0)
-    n_q = sum(len(r["questions"]) for r in lm["proposers"].values())
-    n_ok = sum(r["counts"]["questions"].get("valid", 0) for r in lm["proposers"].values())
+    n_q = sum(len(r.questions) for r in lm.proposers.values())
+    n_ok = sum(r.n_valid for r in lm.proposers.values())
     return [Claim.from_verdict(
         PAPER, C_TEXT, v._replace(test=f"per (temperature, target): mean content VOI of the "
                                        f"valid subquestions (0 if none) minus the random-"
                                        f"factor baseline; paired t, 95% CI vs 0, n={v.n}"),
         kind="extension",
-        note=(f"model {lm['model']}; {n_ok} of {n_q} parsed subquestions valid; content "
+        note=(f"model {lm.model}; {n_ok} of {n_q} parsed subquestions valid; content "
               f"VOI: the simulator conditioned on the factors a question names, never the "
               f"model's own probabilities; {cfg.lm_targets} targets; replies from the "
-              f"cache: {lm['hits']}, generated: {lm['misses']}"))]
+              f"cache: {lm.hits}, generated: {lm.misses}"))]
 
 
-def text_markdown(lm: dict | None) -> str:
+def text_markdown(lm: TextRun | None) -> str:
     """The text block's tables: replies by how they parsed, questions by validity, the
     content VOI against the random-factor baseline, and example questions."""
     if lm is None:
         return ""
-    if lm["error"] or not lm["proposers"]:
+    if lm.error or not lm.proposers:
         return (f"### Subquestions written by a language model\n\nNot run: "
-                f"{lm['error'] or 'no proposer'}\n")
+                f"{lm.error or 'no proposer'}\n")
     rows, ex = [], []
-    for label, r in lm["proposers"].items():
-        c = r["counts"]
+    for label, r in lm.proposers.items():
+        c = r.counts
         q = c["questions"]
-        stated = np.array([x["stated_voi"] for x in r["questions"]], float)
-        rows.append([label, len(r["how"]), c["replies"]["json"], c["replies"]["lines"],
-                     c["replies"]["none"], len(r["questions"]), q.get("valid", 0),
+        stated = np.array([x["stated_voi"] for x in r.questions], float)
+        rows.append([label, len(r.how), c["replies"]["json"], c["replies"]["lines"],
+                     c["replies"]["none"], len(r.questions), r.n_valid,
                      ", ".join(f"{k} {v}" for k, v in sorted(q.items()) if k != "valid")
                      or "-",
-                     _f(float(np.nanmean(np.nan_to_num(r["per_target"], nan=0.0)))),
-                     _f(float(np.mean(r["baseline"]))),
+                     _f(float(np.nanmean(np.nan_to_num(r.per_target, nan=0.0)))),
+                     _f(float(np.mean(r.baseline))),
                      _f(float(np.nanmean(stated))) if np.isfinite(stated).any() else "n/a"])
         ex += [[label, x["target"], x["text"][:100], x["reason"] or "valid",
-                _f(x["content_voi"])] for x in r["questions"][:4]]
+                _f(x["content_voi"])] for x in r.questions[:4]]
     return "\n".join([
         "### Subquestions written by a language model", "",
-        f"Model {lm['model']} (replies from the cache: {lm['hits']}, generated: "
-        f"{lm['misses']}). A reply is parsed as a JSON list with probabilities, else line "
+        f"Model {lm.model} (replies from the cache: {lm.hits}, generated: "
+        f"{lm.misses}). A reply is parsed as a JSON list with probabilities, else line "
         f"by line; 'none' is the fallback (no question). Content VOI: E|dp| of the "
         f"question read as the factors it names (the simulator conditioned on the text), "
         f"0 for a target without a valid question; baseline: a question about a random "

@@ -43,6 +43,7 @@ from jaxkit.kernels.belief import voi
 
 from .market import question_probs
 from .proposers import parse_questions
+from .results import ProposerText, TextRun
 
 __all__ = ["FACTORS", "TARGETS", "loadings", "parse_reply", "validate", "factors_of",
            "content_voi", "random_factor_voi", "messages", "propose_all", "run_text"]
@@ -204,16 +205,16 @@ def _stated_voi(qs: list[dict]) -> np.ndarray:
 
 
 def propose_all(client, targets: Sequence[tuple[str, str, str]], *, n: int,
-                samples: int = 1, max_tokens: int = 160) -> dict:
+                samples: int = 1, max_tokens: int = 160) -> ProposerText:
     """Ask ``client`` (a :class:`jaxkit.llm.ChatClient`) for ``n`` subquestions per
     target, ``samples`` choices per call (one batched call per target), and score them.
 
     Returns:
-        ``{"replies", "how" (per reply), "questions" (list of dicts: target index,
-        text, reason ("" when valid), factors, content_voi, stated_voi),
-        "per_target" ((N,) mean content VOI of the valid questions, NaN if none),
-        "baseline" ((N,) random-factor VOI), "counts" (replies by how, questions by
-        reason)}``.
+        :class:`~jaxkit.cruxbench.results.ProposerText`: ``replies``, ``how`` (per
+        reply), ``questions`` (list of dicts: target index, text, reason (``""`` when
+        valid), factors, content_voi, stated_voi), ``per_target`` (``(N,)`` mean content
+        VOI of the valid questions, NaN if none), ``baseline`` (``(N,)`` random-factor
+        VOI), ``counts`` (replies by how, questions by reason).
     """
     if n < 1 or samples < 1:
         raise ValueError(f"`n` and `samples` must be >= 1; got {n}, {samples}")
@@ -244,28 +245,32 @@ def propose_all(client, targets: Sequence[tuple[str, str, str]], *, n: int,
     reasons: dict[str, int] = {}
     for r in rows:
         reasons[r["reason"] or "valid"] = reasons.get(r["reason"] or "valid", 0) + 1
-    return dict(replies=replies, how=hows, questions=rows,
-                per_target=np.asarray(per_target), baseline=np.asarray(baseline),
-                counts=dict(replies={h: hows.count(h) for h in ("json", "lines", "none")},
-                            questions=reasons))
+    return ProposerText(
+        counts=dict(replies={h: hows.count(h) for h in ("json", "lines", "none")},
+                    questions=reasons),
+        per_target=np.asarray(per_target), baseline=np.asarray(baseline), questions=rows,
+        how=hows, replies=replies)
 
 
 def run_text(model: str, *, n_targets: int, n: int, temperatures: Sequence[float],
-             samples: int, cache, offline: bool = False, max_tokens: int = 160) -> dict:
+             samples: int, cache, offline: bool = False,
+             max_tokens: int = 160) -> TextRun:
     """The text block of the pipeline: :func:`propose_all` on the first ``n_targets``
     targets for each temperature (one "proposer" per temperature; greedy ``0`` draws one
     choice, others ``samples``), through a :class:`jaxkit.llm.ChatClient` on ``model``
     with its reply cache in ``cache`` (``offline``: replay only).
 
     Returns:
-        ``{"proposers": {label: propose_all(...)}, "model", "error" ("" or the one line
-        saying why no reply came: no model installed, a reply missing from the cache),
-        "hits", "misses"}``.
+        :class:`~jaxkit.cruxbench.results.TextRun`: ``proposers`` (``{label:
+        propose_all(...)}``), ``model``, ``error`` (``""`` or the one line saying why no
+        reply came: no model installed, a reply missing from the cache), ``hits``,
+        ``misses``.
     """
     from jaxkit.llm import ChatClient, LLMError
     from jaxkit.lm import LMError
 
-    out: dict = dict(model=model, proposers={}, error="", hits=0, misses=0)
+    proposers: dict[str, ProposerText] = {}
+    error, hits, misses = "", 0, 0
     for temp in temperatures:
         try:
             client = ChatClient(model, temperature=float(temp), cache=cache, offline=offline)
@@ -273,9 +278,9 @@ def run_text(model: str, *, n_targets: int, n: int, temperatures: Sequence[float
                               samples=1 if float(temp) == 0 else samples,
                               max_tokens=max_tokens)
         except (LMError, LLMError) as exc:
-            out["error"] = str(exc).splitlines()[0]
-            return out
-        out["hits"] += client.hits
-        out["misses"] += client.misses
-        out["proposers"][f"{model} T={float(temp):g}"] = res
-    return out
+            error = str(exc).splitlines()[0]
+            break
+        hits += client.hits
+        misses += client.misses
+        proposers[f"{model} T={float(temp):g}"] = res
+    return TextRun(model=model, error=error, hits=hits, misses=misses, proposers=proposers)

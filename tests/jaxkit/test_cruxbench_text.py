@@ -12,6 +12,7 @@ import pytest
 from jaxkit.cruxbench import report
 from jaxkit.cruxbench import text as T
 from jaxkit.cruxbench.config import QUICK, Config
+from jaxkit.cruxbench.results import ProposerText, TextRun
 from jaxkit.llm import ChatClient
 
 JSON_REPLY = ('Sure:\n[{"question": "Will CPI rise?", "q": 0.4, "p1": 0.7, "p0": 0.2}, '
@@ -87,27 +88,27 @@ def test_cache_replays_without_the_model(monkeypatch, tmp_path):
     url = "http://127.0.0.1:9/v1"  # never contacted: _send is replaced
     calls = _canned(monkeypatch, [[LINES_REPLY], [JSON_REPLY]])
     first = T.propose_all(ChatClient("m", base_url=url, cache=tmp_path), T.TARGETS[:2], n=3)
-    assert len(calls) == 2 and first["counts"]["replies"] == {"json": 1, "lines": 1, "none": 0}
-    assert first["counts"]["questions"] == {"valid": 3, "not yes/no": 1}
+    assert len(calls) == 2 and first.counts["replies"] == {"json": 1, "lines": 1, "none": 0}
+    assert first.counts["questions"] == {"valid": 3, "not yes/no": 1} and first.n_valid == 3
     again = ChatClient("m", base_url=url, cache=tmp_path, offline=True)
     second = T.propose_all(again, T.TARGETS[:2], n=3)
     assert len(calls) == 2 and again.hits == 2 and again.misses == 0
-    assert str(second["questions"]) == str(first["questions"])  # NaN stated VOI: by text
-    np.testing.assert_array_equal(second["per_target"], first["per_target"])
+    assert str(second.questions) == str(first.questions)  # NaN stated VOI: by text
+    np.testing.assert_array_equal(second.per_target, first.per_target)
     out = T.run_text("m", n_targets=3, n=3, temperatures=(1.0,), samples=1,
                      cache=tmp_path / "empty", offline=True)
-    assert out["proposers"] == {} and "not in the cache" in out["error"]
+    assert out.proposers == {} and "not in the cache" in out.error
     (c,) = report.text_claims(QUICK, out)
     assert c.verdict == "not tested" and "not in the cache" in c.note
 
 
 def test_text_claim_can_say_yes_and_no():
     def lm(per_target, baseline):
-        r = dict(per_target=np.asarray(per_target, float), baseline=np.asarray(baseline),
-                 questions=[], how=["lines"], replies=["x"],
-                 counts=dict(questions={"valid": 1},
-                             replies={"json": 0, "lines": 1, "none": 0}))
-        return dict(model="m", error="", hits=0, misses=0, proposers={"m T=1": r})
+        r = ProposerText(per_target=np.asarray(per_target, float),
+                         baseline=np.asarray(baseline), questions=[], how=["lines"],
+                         replies=["x"], counts=dict(questions={"valid": 1},
+                                                    replies={"json": 0, "lines": 1, "none": 0}))
+        return TextRun(model="m", error="", hits=0, misses=0, proposers={"m T=1": r})
 
     base = [0.08] * 6
     assert report.text_claims(QUICK, lm([0.2, 0.24, 0.22, 0.21, 0.2, 0.23], base)
@@ -117,6 +118,29 @@ def test_text_claim_can_say_yes_and_no():
                               )[0].verdict == "no"
     md = report.text_markdown(lm([0.2] * 6, base))
     assert "random-factor VOI" in md and "none (fallback)" in md
+
+
+def test_results_as_dict_and_pickle():
+    """The text block's metrics.json mapping (key order included) and a pickle round trip
+    (the stage cache)."""
+    import pickle
+
+    p = ProposerText(counts=dict(replies={"json": 0, "lines": 1, "none": 0},
+                                 questions={"valid": 1}),
+                     per_target=np.array([0.2, np.nan]), baseline=np.array([0.1, 0.1]),
+                     questions=[dict(target=0, text="Will oil rise?", reason="", factors=[4],
+                                     content_voi=0.2, stated_voi=math.nan)],
+                     how=["lines"], replies=["1. Will oil rise?"])
+    run = TextRun(model="m", error="", hits=1, misses=0, proposers={"m T=0": p})
+    d = run.as_dict()
+    assert list(d) == ["model", "error", "proposers"]
+    assert list(d["proposers"]["m T=0"]) == ["counts", "per_target", "baseline", "questions"]
+    assert d["proposers"]["m T=0"]["baseline"] == [0.1, 0.1]
+    back = pickle.loads(pickle.dumps(run))
+    assert back.as_dict()["proposers"]["m T=0"]["counts"] == p.counts
+    np.testing.assert_array_equal(back.proposers["m T=0"].per_target, p.per_target)
+    with pytest.raises(AttributeError):
+        run.model = "x"  # frozen
 
 
 def test_config_checks_the_text_settings():
@@ -136,5 +160,5 @@ def test_real_model_writes_a_reply(tmp_path):
     except (LMError, ValueError) as exc:
         pytest.skip(f"local model not installed: {exc}")
     r = T.propose_all(client, T.TARGETS[:1], n=2, max_tokens=40)
-    assert len(r["replies"]) == 1 and r["replies"][0].strip()
-    assert sum(r["counts"]["replies"].values()) == 1 and r["baseline"].shape == (1,)
+    assert len(r.replies) == 1 and r.replies[0].strip()
+    assert sum(r.counts["replies"].values()) == 1 and r.baseline.shape == (1,)

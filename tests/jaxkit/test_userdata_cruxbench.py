@@ -82,7 +82,8 @@ def test_claims_count_the_proposers_with_a_quality_measure(tmp_path):
     st = evaluate(jax.random.key(0), score(ds, window=QUICK.window,
                                            clip=(QUICK.clip_lo, QUICK.clip_hi)),
                   ds.quality, n_boot=10, n_perm=10)
-    assert st["n_quality"] == 2 and st["quality"] == {}
+    assert st.n_quality == 2 and st.quality == {}
+    assert st.as_dict() == {"quality": {}, "usefulness": st.usefulness}
     c1, c2, _ = report.data_claims(QUICK, st, source="mine.jsonl")
     for c in (c1, c2):
         assert c.verdict == "not tested at this size"

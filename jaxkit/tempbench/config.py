@@ -12,26 +12,28 @@ method of the synthetic panel by more than this, AUC / accuracy units) and
 ``real_margin`` (a method wins a real task when its best-latent AUROC beats every other
 method's by more than this); :mod:`jaxkit.tempbench.report`.
 
-Reference setting (``reference``, :mod:`jaxkit.tempbench.reference`): orthogonal Markov
-features (``ref_features`` directions in ``ref_d`` dimensions, persistence ``ref_rho``),
-every baseline (``ref_methods``, empty for all) with ``ref_latents`` latents at each
-window of ``ref_windows`` and budget of ``ref_ks``, ``steps`` steps, ``seeds`` seeds.
+Reference setting (``reference``, :mod:`jaxkit.tempbench.reference`; the section ``ref``,
+:class:`ReferenceSettings`): orthogonal Markov features (``ref.features`` directions in
+``ref.d`` dimensions, persistence ``ref.rho``), every baseline (``ref.methods``, empty
+for all) with ``ref.latents`` latents at each window of ``ref.windows`` and budget of
+``ref.ks``, ``steps`` steps, ``seeds`` seeds.
 
 Panels: ``panel`` is ``"all"`` (synthetic and real), ``"real"`` (the real panel only)
 or ``"synthetic"``.
 
 Real activations: the pretrained model ``lm_model`` (:func:`jaxkit.lm.load`;
-SmolLM2-135M-Instruct by default) run over ``real_docs`` documents of ``doc_len`` tokens
+SmolLM2-135M-Instruct by default) run over ``real.docs`` documents of ``doc_len`` tokens
 (plus one context token) of ``corpus`` (``"stdlib"``: English prose shipped with Python,
 :func:`jaxkit.lm.record.stdlib_corpus`; or a UTF-8 file), the residual stream after each
-block of ``lm_layers`` recorded into the activation store (``real_docs_per_shard``
+block of ``lm_layers`` recorded into the activation store (``real.docs_per_shard``
 documents per safetensors shard); the dictionaries read block ``act_layer`` (one of
 ``lm_layers``), the multi-layer crosscoder all of them. With ``acts_dir`` set, a user's
 store instead (checked when the configuration is built, before anything runs:
 :func:`jaxkit.tempbench.lm_acts.check_store`). Every method of
-:data:`jaxkit.tempbench.baselines.ALL_METHODS` (or ``real_methods``, which must include
-``tc``) gets ``real_latents`` latents, ``real_k`` active latents per token, ``real_steps``
-steps, for each window of ``real_windows`` and ``real_seeds`` seeds; probes use
+:data:`jaxkit.tempbench.baselines.ALL_METHODS` (or ``real.methods``, which must include
+``tc``) gets ``real.latents`` latents, ``real.k`` active latents per token, ``real.steps``
+steps, for each window of ``real.windows`` and ``real.seeds`` seeds (the section ``real``,
+:class:`RealSettings`); probes use
 ``k_probe`` latents on at most ``probe_docs`` held-out documents (half fit, half test);
 the loss recovered is measured on ``splice_docs`` held-out documents.
 Backtracking (model runs only): ``bt_docs`` documents of generated traces, detection at
@@ -49,7 +51,101 @@ from dataclasses import dataclass
 
 from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
 
-__all__ = ["Config", "QUICK", "FULL"]
+__all__ = ["ReferenceSettings", "RealSettings", "Config", "QUICK", "FULL"]
+
+
+@dataclass(frozen=True)
+class ReferenceSettings(PipelineConfig):
+    """The reference setting (:mod:`jaxkit.tempbench.reference`, run with
+    ``reference=true``), the section ``ref`` of :class:`Config`
+    (``--set ref.latents=128``): orthogonal Markov features and every baseline, trained
+    with the synthetic panel's ``steps`` and ``seeds``. (:class:`Config` checks the
+    windows against its ``length``.)
+
+    Attributes:
+        d: dimensions of the activations.
+        features: orthogonal feature directions (at most ``d``).
+        rho: the features' persistence, in [-1, 1].
+        windows: the windows T of the crosscoders.
+        ks: the per-token budgets k.
+        latents: latents per dictionary (more than k * T).
+        methods: the baselines of :data:`jaxkit.tempbench.reference.REF_METHODS`
+            compared, including ``tc`` (empty: all).
+    """
+
+    d: int = 32
+    features: int = 24
+    rho: float = 0.9
+    windows: tuple[int, ...] = (2, 5)
+    ks: tuple[int, ...] = (1, 2)
+    latents: int = 64
+    methods: tuple[str, ...] = ()
+
+    def validate(self) -> None:
+        from .reference import REF_METHODS
+
+        require_at_least(self, ("d", "features", "latents"))
+        require(self.features <= self.d, "features",
+                f"must be <= d ({self.d}) (orthogonal features); got {self.features}")
+        require(set(self.methods) <= set(REF_METHODS) and (
+            not self.methods or "tc" in self.methods), "methods",
+            f"must be methods of {REF_METHODS} including 'tc' (or empty: all); got "
+            f"{self.methods}")
+        require(-1 <= self.rho <= 1, "rho", f"must lie in [-1, 1]; got {self.rho}")
+        for f in ("windows", "ks"):
+            v = getattr(self, f)
+            require(len(v) >= 1 and all(w >= 1 for w in v), f,
+                    f"must be a non-empty tuple of ints >= 1; got {v}")
+        require(max(self.windows) * max(self.ks) < self.latents, "latents",
+                f"must exceed k * T (up to {max(self.windows) * max(self.ks)}); got "
+                f"{self.latents}")
+
+
+@dataclass(frozen=True)
+class RealSettings(PipelineConfig):
+    """The dictionaries of the real panel (:mod:`jaxkit.tempbench.panel`), the section
+    ``real`` of :class:`Config` (``--set real.steps=200``). The model, the layers, the
+    corpus, ``doc_len`` and the evaluations (probes, splicing, backtracking) stay in
+    :class:`Config`, which also checks ``steps`` against its ``log_every`` and
+    ``windows`` against its ``doc_len``.
+
+    Attributes:
+        docs: documents recorded into the activation store (at least 8: held-out probe
+            documents).
+        docs_per_shard: documents per safetensors shard of the store.
+        windows: the windows T of the temporal crosscoders.
+        latents: latents per dictionary (more than ``k`` * T).
+        k: active latents per token.
+        steps: Adam steps per training.
+        seeds: seeds per window.
+        methods: the methods of :data:`jaxkit.tempbench.baselines.ALL_METHODS` compared,
+            including ``tc`` (empty: all).
+    """
+
+    docs: int = 4096
+    docs_per_shard: int = 512
+    windows: tuple[int, ...] = (2, 5)
+    latents: int = 768
+    k: int = 8
+    steps: int = 600
+    seeds: int = 3
+    methods: tuple[str, ...] = ()
+
+    def validate(self) -> None:
+        from .baselines import ALL_METHODS
+
+        require_at_least(self, ("docs", "docs_per_shard", "latents", "k", "steps", "seeds"))
+        require(set(self.methods) <= set(ALL_METHODS) and (
+            not self.methods or "tc" in self.methods), "methods",
+            f"must be methods of {ALL_METHODS} including 'tc' (or empty: all); got "
+            f"{self.methods}")
+        require(len(self.windows) >= 1 and all(w >= 2 for w in self.windows), "windows",
+                f"must be windows >= 2; got {self.windows}")
+        require(max(self.windows) * self.k < self.latents, "latents",
+                f"must exceed k * T (up to {max(self.windows) * self.k}); got "
+                f"{self.latents}")
+        require(self.docs >= 8, "docs", f"must be >= 8 (held-out probe documents); "
+                f"got {self.docs}")
 
 
 @dataclass(frozen=True)
@@ -61,7 +157,9 @@ class Config(PipelineConfig):
     rate ``pi``, persistences ``rhos``, windows ``windows``, per-token budgets ``ks``),
     HMM denoising (``n_states`` states, noise ``sigma``, windows ``hmm_windows``),
     ordered chains (``n_chains`` chains of 3, windows ``chain_windows``); ``seeds``
-    independent data sets and trainings per setting."""
+    independent data sets and trainings per setting. ``ref``: the reference setting
+    (:class:`ReferenceSettings`: ``ref.d``, ``ref.latents``, ...); ``real``: the real
+    panel's dictionaries (:class:`RealSettings`: ``real.docs``, ``real.steps``, ...)."""
 
     rhos: tuple[float, ...] = (0.0, 0.5, 0.9)
     windows: tuple[int, ...] = (2, 5)
@@ -91,13 +189,7 @@ class Config(PipelineConfig):
     real_margin: float = 0.01
     bt_margin: float = 0.01
     reference: bool = True
-    ref_d: int = 32
-    ref_features: int = 24
-    ref_rho: float = 0.9
-    ref_windows: tuple[int, ...] = (2, 5)
-    ref_ks: tuple[int, ...] = (1, 2)
-    ref_latents: int = 64
-    ref_methods: tuple[str, ...] = ()
+    ref: ReferenceSettings = ReferenceSettings()
     panel: str = "all"
     acts_dir: str = ""
     lm_model: str = "smollm2-135m"
@@ -105,15 +197,8 @@ class Config(PipelineConfig):
     act_layer: int = 12
     corpus: str = "stdlib"
     doc_len: int = 64
-    real_docs: int = 4096
-    real_docs_per_shard: int = 512
-    real_windows: tuple[int, ...] = (2, 5)
-    real_latents: int = 768
-    real_k: int = 8
-    real_steps: int = 600
-    real_seeds: int = 3
+    real: RealSettings = RealSettings()
     k_probe: int = 5
-    real_methods: tuple[str, ...] = ()
     splice_docs: int = 16
     probe_docs: int = 128
     bt_docs: int = 192
@@ -144,19 +229,11 @@ class Config(PipelineConfig):
         for f in ("windows", "hmm_windows", "chain_windows"):
             require(max(getattr(self, f)) <= self.length, f,
                     f"windows must not exceed length ({self.length}); got {getattr(self, f)}")
-        require_at_least(self, ("doc_len", "real_docs", "real_docs_per_shard",
-                                "real_latents", "real_k", "real_steps", "real_seeds",
-                                "k_probe", "splice_docs", "probe_docs"))
+        require_at_least(self, ("doc_len", "k_probe", "splice_docs", "probe_docs"))
         require_at_least(self, ("act_layer", "store_steps", "bt_docs", "steer_sites",
                                 "bt_margin"), 0)
         require(self.panel in ("all", "real", "synthetic"), "panel",
                 f"must be 'all', 'real' or 'synthetic'; got {self.panel!r}")
-        from .baselines import ALL_METHODS
-
-        require(set(self.real_methods) <= set(ALL_METHODS) and (
-            not self.real_methods or "tc" in self.real_methods), "real_methods",
-            f"must be methods of {ALL_METHODS} including 'tc' (or empty: all); got "
-            f"{self.real_methods}")
         require(self.steer_scale >= 0, "steer_scale", f"must be >= 0; got {self.steer_scale}")
         require(0 < self.bt_fpr < 1, "bt_fpr", f"must lie in (0, 1); got {self.bt_fpr}")
         require(len(self.lm_layers) >= 1 and len(set(self.lm_layers)) == len(self.lm_layers)
@@ -164,36 +241,12 @@ class Config(PipelineConfig):
                 f"must be distinct blocks >= 0; got {self.lm_layers}")
         require(self.act_layer in self.lm_layers, "act_layer",
                 f"must be one of lm_layers {self.lm_layers}; got {self.act_layer}")
-        require(self.real_steps % self.log_every == 0, "real_steps",
-                f"must be a multiple of log_every ({self.log_every}); got {self.real_steps}")
-        require(len(self.real_windows) >= 1 and all(2 <= w < self.doc_len - 1
-                                                    for w in self.real_windows),
-                "real_windows", f"must be windows in [2, doc_len - 1); got {self.real_windows}")
-        require(max(self.real_windows) * self.real_k < self.real_latents, "real_latents",
-                f"must exceed real_k * T (up to {max(self.real_windows) * self.real_k}); got "
-                f"{self.real_latents}")
-        require(self.real_docs >= 8, "real_docs", f"must be >= 8 (held-out probe documents); "
-                f"got {self.real_docs}")
-        from .reference import REF_METHODS
-
-        require_at_least(self, ("ref_d", "ref_features", "ref_latents"))
-        require(self.ref_features <= self.ref_d, "ref_features",
-                f"must be <= ref_d ({self.ref_d}) (orthogonal features); got "
-                f"{self.ref_features}")
-        require(set(self.ref_methods) <= set(REF_METHODS) and (
-            not self.ref_methods or "tc" in self.ref_methods), "ref_methods",
-            f"must be methods of {REF_METHODS} including 'tc' (or empty: all); got "
-            f"{self.ref_methods}")
-        require(-1 <= self.ref_rho <= 1, "ref_rho", f"must lie in [-1, 1]; got {self.ref_rho}")
-        for f in ("ref_windows", "ref_ks"):
-            v = getattr(self, f)
-            require(len(v) >= 1 and all(w >= 1 for w in v), f,
-                    f"must be a non-empty tuple of ints >= 1; got {v}")
-        require(max(self.ref_windows) * max(self.ref_ks) < self.ref_latents, "ref_latents",
-                f"must exceed k * T (up to {max(self.ref_windows) * max(self.ref_ks)}); got "
-                f"{self.ref_latents}")
-        require(max(self.ref_windows) <= self.length, "ref_windows",
-                f"windows must not exceed length ({self.length}); got {self.ref_windows}")
+        require(self.real.steps % self.log_every == 0, "real.steps",
+                f"must be a multiple of log_every ({self.log_every}); got {self.real.steps}")
+        require(all(w < self.doc_len - 1 for w in self.real.windows), "real.windows",
+                f"must be windows in [2, doc_len - 1); got {self.real.windows}")
+        require(max(self.ref.windows) <= self.length, "ref.windows",
+                f"windows must not exceed length ({self.length}); got {self.ref.windows}")
         if self.corpus != "stdlib" and not self.acts_dir:
             from pathlib import Path
 
@@ -220,12 +273,12 @@ class Config(PipelineConfig):
 QUICK = Config(rhos=(0.0, 0.9), windows=(3,), ks=(1,), seeds=2, steps=100, batch_size=64,
                n_latents=32, d=16, n_features=32, pi=0.05, length=64, n_train=72, n_test=4,
                n_states=4, sigma=0.8, n_chains=4, hmm_windows=(3,), chain_windows=(3,),
-               lm_layers=(12,), act_layer=12, doc_len=64, real_docs=64,
-               real_docs_per_shard=32, real_windows=(3,), real_latents=256, real_k=2,
-               real_steps=100, real_seeds=2, store_steps=0, real_methods=("sae", "tc"),
-               splice_docs=4, bt_docs=32, steer_sites=16, ref_d=16, ref_features=12,
-               ref_windows=(3,), ref_ks=(1,), ref_latents=32,
-               ref_methods=("tc", "acausal", "tfa"))
+               lm_layers=(12,), act_layer=12, doc_len=64,
+               real=RealSettings(docs=64, docs_per_shard=32, windows=(3,), latents=256, k=2,
+                                 steps=100, seeds=2, methods=("sae", "tc")),
+               store_steps=0, splice_docs=4, bt_docs=32, steer_sites=16,
+               ref=ReferenceSettings(d=16, features=12, windows=(3,), ks=(1,), latents=32,
+                                     methods=("tc", "acausal", "tfa")))
 # FULL, sized for about an hour on a 2-core CPU (an estimate from single-training timings
 # under load, not a recorded run): the synthetic panel at 3 persistences and 800 steps
 # (the recorded 5-persistence, 1,200-step panel took 81 minutes), the reference setting

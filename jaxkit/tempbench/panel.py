@@ -54,8 +54,8 @@ def record_stage(ctx: RunContext, cfg: Config, lm) -> Path:
     acts = ctx.out_dir / "acts"
     layers = (cfg.act_layer, *(x for x in cfg.lm_layers if x != cfg.act_layer))
     ctx.stage("tempbench-acts", lambda: str(lm_acts.record_corpus(
-        lm, acts, layers=layers, n_docs=cfg.real_docs, doc_len=cfg.doc_len,
-        docs_per_shard=cfg.real_docs_per_shard, text=cfg.corpus)))
+        lm, acts, layers=layers, n_docs=cfg.real.docs, doc_len=cfg.doc_len,
+        docs_per_shard=cfg.real.docs_per_shard, text=cfg.corpus)))
     return acts
 
 
@@ -75,13 +75,13 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
     acts = record_stage(ctx, cfg, lm)
     # the user's store: a bad shard (NaN, ids out of range) is one line naming it
     with user_data("acts_dir", acts, folder=True) if cfg.acts_dir else contextlib.nullcontext():
-        docs = lm_acts.load_documents(acts, max_docs=cfg.real_docs,
-                                      with_layers=not cfg.real_methods
-                                      or "mlc" in cfg.real_methods)
+        docs = lm_acts.load_documents(acts, max_docs=cfg.real.docs,
+                                      with_layers=not cfg.real.methods
+                                      or "mlc" in cfg.real.methods)
     meta = docs.meta
     if lm is None and meta.get("model") and "scale" in meta and "layer" in meta:
         lm = load_model(str(meta["model"]))
-    tc = tc._replace(n_latents=cfg.real_latents, k=cfg.real_k, steps=cfg.real_steps)
+    tc = tc._replace(n_latents=cfg.real.latents, k=cfg.real.k, steps=cfg.real.steps)
     lmc = None
     if lm is not None:
         lmc = real.LMContext(lm, int(meta["layer"]), float(meta["scale"]))
@@ -93,8 +93,8 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
                                 doc_len=cfg.doc_len)
             traces = (lm_acts.stream_of(lm, tr.docs, lmc.layer, lmc.scale), tr)
         return real.compare_real(
-            ctx.key("tempbench-real"), docs, tc, windows=cfg.real_windows,
-            methods=cfg.real_methods or ALL_METHODS, n_seeds=cfg.real_seeds, trainer=trainer,
+            ctx.key("tempbench-real"), docs, tc, windows=cfg.real.windows,
+            methods=cfg.real.methods or ALL_METHODS, n_seeds=cfg.real.seeds, trainer=trainer,
             name="tempbench-real", k_probe=cfg.k_probe, lmc=lmc, splice_docs=cfg.splice_docs,
             traces=traces, fpr=cfg.bt_fpr,
             steer_norm=cfg.steer_scale * float(np.sqrt(docs.acts.shape[-1])),
@@ -102,16 +102,16 @@ def run_real(ctx: RunContext, cfg: Config, trainer: Trainer, tc: TrainConfig) ->
     panel = ctx.stage("tempbench-real", compare)
     store_run = None
     if cfg.store_steps:
-        T = cfg.real_windows[0]
+        T = cfg.real.windows[0]
 
         def store():
             r = stream.train_tc_on_store(
-                ctx.key("tempbench-store"), acts, window=T, n_latents=cfg.real_latents,
-                k=cfg.real_k, steps=cfg.store_steps, batch_size=cfg.batch_size, lr=cfg.lr,
+                ctx.key("tempbench-store"), acts, window=T, n_latents=cfg.real.latents,
+                k=cfg.real.k, steps=cfg.store_steps, batch_size=cfg.batch_size, lr=cfg.lr,
                 mesh=ctx.mesh, checkpoint_dir=ctx.out_dir / "checkpoints" / "store",
                 resume=ctx.resume)
             held = real.held_out_windows(docs, T, probe_docs=cfg.probe_docs)
-            return StoreRun(fvu=stream.window_fvu(r.params, held, cfg.real_k * T),
+            return StoreRun(fvu=stream.window_fvu(r.params, held, cfg.real.k * T),
                             mesh=r.config["mesh"], steps=cfg.store_steps,
                             shards=len(list(acts.glob("*.safetensors"))))
         store_run = ctx.stage("tempbench-store", store)

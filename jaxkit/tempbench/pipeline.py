@@ -82,12 +82,12 @@ def run(ctx: RunContext) -> PipelineResult:
             ctx.key("tempbench-chains"), cs, tc, windows=cfg.chain_windows, k=1,
             n_seeds=cfg.seeds, trainer=trainer, name="tempbench-chains"))
         if cfg.reference:
-            rs = RefSetting(d=cfg.ref_d, n_features=cfg.ref_features, pi=cfg.pi,
+            rs = RefSetting(d=cfg.ref.d, n_features=cfg.ref.features, pi=cfg.pi,
                             length=cfg.length, n_train=cfg.n_train, n_test=cfg.n_test)
             ref = ctx.stage("tempbench-reference", lambda: compare_reference(
-                ctx.key("tempbench-reference"), cfg.ref_rho, rs,
-                tc._replace(n_latents=cfg.ref_latents), windows=cfg.ref_windows,
-                ks=cfg.ref_ks, n_seeds=cfg.seeds, methods=cfg.ref_methods or REF_METHODS,
+                ctx.key("tempbench-reference"), cfg.ref.rho, rs,
+                tc._replace(n_latents=cfg.ref.latents), windows=cfg.ref.windows,
+                ks=cfg.ref.ks, n_seeds=cfg.seeds, methods=cfg.ref.methods or REF_METHODS,
                 trainer=trainer, name="tempbench-reference"))
 
     markov = MarkovSweep(windows=tuple(cfg.windows), ks=tuple(cfg.ks), panels=panels)

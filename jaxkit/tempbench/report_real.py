@@ -105,13 +105,13 @@ def real_markdown(cfg: Config, info: RealResult) -> tuple[str, dict]:
                "first token is context only: position 0 is the attention sink) of "
                f"{meta.provenance}. Activations divided by their RMS over the first "
                f"shard ({meta.scale:.4g}), safetensors shards of "
-               f"{cfg.real_docs_per_shard} documents.", ""]
+               f"{cfg.real.docs_per_shard} documents.", ""]
     else:
         md += [f"Source: the user's activations in `{info.source}` ({info.tokens} "
                f"tokens; model {meta.model or 'not named'}).", ""]
-    md += [f"Every method: {cfg.real_latents} latents, {cfg.real_k} active per token (k·T "
-           f"per window; `sae_kT` and `mlc`: k·T on their one token), {cfg.real_steps} "
-           f"Adam steps, {cfg.real_seeds} seeds (mean ± 95% t-interval). Probing: every "
+    md += [f"Every method: {cfg.real.latents} latents, {cfg.real.k} active per token (k·T "
+           f"per window; `sae_kT` and `mlc`: k·T on their one token), {cfg.real.steps} "
+           f"Adam steps, {cfg.real.seeds} seeds (mean ± 95% t-interval). Probing: every "
            "4th document held out and split by document into a probe-fit and a "
            "probe-test half; best latent chosen on the fit half, scored on the test half; "
            f"k-sparse probe with k = {cfg.k_probe} (class-mean difference, logistic "
@@ -140,7 +140,7 @@ def real_markdown(cfg: Config, info: RealResult) -> tuple[str, dict]:
             z = real.lm[Tn]
             md += [f"Clean cross-entropy {z.ce_clean:.4f} nats, zero-ablated "
                    f"{z.ce_zero:.4f}, on the predictions at positions >= "
-                   f"{max(cfg.real_windows)} of {cfg.splice_docs} held-out documents; loss "
+                   f"{max(cfg.real.windows)} of {cfg.splice_docs} held-out documents; loss "
                    "recovered = (zero - spliced) / (zero - clean). The MLC is not spliced "
                    "(it reads other layers).", ""]
         tl = tally(res, TASKS)
@@ -248,9 +248,9 @@ def real_paper_claim(cfg: Config, info: RealResult | None) -> Claim:
     if info is None:
         return Claim(PAPER, REAL_CLAIM, "n/a", "not tested", "",
                      "panel=synthetic: this run has no real activations")
-    if cfg.real_seeds < 2:
+    if cfg.real.seeds < 2:
         return Claim(PAPER, REAL_CLAIM, "n/a", "not tested at this size",
-                     f"{cfg.real_seeds} seed(s)", "")
+                     f"{cfg.real.seeds} seed(s)", "")
     n_tasks = len(tasks_of(info.real))
     wins = task_wins(info.real, cfg.real_margin)
     parts, ok, bad = [], [], []
@@ -270,7 +270,7 @@ def real_paper_claim(cfg: Config, info: RealResult | None) -> Claim:
         PAPER, REAL_CLAIM, "; ".join(parts), verdict,
         f"per window and task, a method wins when its best-latent AUROC beats every other "
         f"method's by more than {cfg.real_margin:g} (cfg.real_margin; paired t over "
-        f"{cfg.real_seeds} seeds, one-sided 2.5% per comparison, the largest p of the "
+        f"{cfg.real.seeds} seeds, one-sided 2.5% per comparison, the largest p of the "
         f"comparisons); Holm over each method's {len(wins) * n_tasks} (window, task) "
         "cells; yes iff the TC wins more tasks than every other method at every window, "
         "no iff another method wins more than the TC at some window",
@@ -290,9 +290,9 @@ def _family(cfg: Config, claim: str, real: RealPanel, key: str, what: str,
         return Claim(PAPER, claim, "n/a", "not tested", "",
                      f"no {what} in this run (needs the recorded model and the TC and "
                      f"{other} dictionaries)", kind)
-    if cfg.real_seeds < 2:
+    if cfg.real.seeds < 2:
         return Claim(PAPER, claim, "n/a", "not tested at this size",
-                     f"{cfg.real_seeds} seed(s)", "", kind)
+                     f"{cfg.real.seeds} seed(s)", "", kind)
     diffs = [_seeds(rows[T], "tc", key) - _seeds(rows[T], other, key) for T in Ts]
     vs = holm_superiority(diffs, margin=cfg.bt_margin)
     per = "; ".join(
@@ -300,7 +300,7 @@ def _family(cfg: Config, claim: str, real: RealPanel, key: str, what: str,
         f", diff {v.estimate:.3g} [{v.lo:.3g}, {v.hi:.3g}] {v.verdict}"
         for T, v in zip(Ts, vs, strict=True))
     return Claim(PAPER, claim, per, all_of([v.verdict for v in vs]),
-                 f"paired t over {cfg.real_seeds} seeds per window, Holm over {len(Ts)} "
+                 f"paired t over {cfg.real.seeds} seeds per window, Holm over {len(Ts)} "
                  f"window(s) (one-sided 2.5% each way), margin {cfg.bt_margin:g} "
                  "(cfg.bt_margin): yes iff TC - SAE > margin at every window, no iff below "
                  "it at any", what, kind)
@@ -351,7 +351,7 @@ def real_claims(cfg: Config, info: RealResult | None) -> list[Claim]:
     ctl = [T for T, res in rows.items() if "bt/steer" in res.get("tc", {})]
     c = ("Backtracking steering control: the TC latent selected for backtracking raises "
          "log p(' Wait') more than a random live TC latent of the same norm.")
-    if ctl and cfg.real_seeds >= 2:
+    if ctl and cfg.real.seeds >= 2:
         vs = holm_superiority([_seeds(rows[T], "tc", "bt/steer") for T in ctl])
         out.append(Claim(PAPER, c, "; ".join(f"{T}: {v.estimate:.3g} [{v.lo:.3g}, {v.hi:.3g}]"
                                              for T, v in zip(ctl, vs, strict=True)),

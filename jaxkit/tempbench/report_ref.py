@@ -54,9 +54,9 @@ def _fmt(s: Summary) -> str:
 
 def ref_markdown(cfg: Config, ref: ReferencePanel) -> str:
     """The section: one table per (T, k) cell and the window-spanning tally."""
-    md = [f"### Reference setting: orthogonal Markov features, every baseline (d={cfg.ref_d}, "
-          f"{cfg.ref_features} orthogonal features, pi={cfg.pi}, rho={cfg.ref_rho}, "
-          f"{cfg.ref_latents} latents, {cfg.steps} steps, {cfg.seeds} seeds)", "",
+    md = [f"### Reference setting: orthogonal Markov features, every baseline (d={cfg.ref.d}, "
+          f"{cfg.ref.features} orthogonal features, pi={cfg.pi}, rho={cfg.ref.rho}, "
+          f"{cfg.ref.latents} latents, {cfg.steps} steps, {cfg.seeds} seeds)", "",
           "The paper's reference: d 100, 50 orthogonal features, k 2/5/10, 30k steps; this "
           "CPU setting keeps the orthogonality and the sweep over k and T at a smaller size. "
           "Window-spanning baselines (read more than one token): "

@@ -319,6 +319,31 @@ def test_config_validation():
     assert QUICK.override(["seeds=4"]).seeds == 4
 
 
+def test_config_sections_ref_and_real(tmp_path):
+    """``ref`` and ``real`` are sections: set by dotted paths (the other fields keep their
+    values), their errors name the dotted path, and an old flat name suggests the new
+    one; the TOML of ``--show-config`` reads back."""
+    cfg = QUICK.override(["real.steps=200", "ref.latents=48"])
+    assert cfg.real.steps == 200 and cfg.real.k == QUICK.real.k
+    assert cfg.ref.latents == 48 and cfg.ref.methods == QUICK.ref.methods
+    with pytest.raises(ValueError, match="`ref.features` must be <= d"):
+        QUICK.override(["ref.features=40"])
+    with pytest.raises(ValueError, match="`real.methods` must be methods"):
+        QUICK.override(["real.methods=sae"])
+    with pytest.raises(ValueError, match="`real.steps` must be a multiple of log_every"):
+        QUICK.override(["real.steps=150"])
+    with pytest.raises(ValueError, match="did you mean real.steps"):
+        QUICK.override(["real_steps=3"])
+    with pytest.raises(ValueError, match="did you mean ref.latents"):
+        QUICK.override(["ref_latents=3"])
+    from jaxkit.config import read_toml
+
+    toml = QUICK.to_toml()
+    assert "\n[real]\n" in toml and "\n[ref]\n" in toml
+    (tmp_path / "c.toml").write_text(toml)
+    assert Config().merged(read_toml(tmp_path / "c.toml")) == QUICK
+
+
 def test_compare_markov_keys_and_finite(tiny_pipeline):
     """Direct call with the pipeline's tiny config (compiled code is reused)."""
     mk = C.MarkovSetting(d=TINY.d, n_features=TINY.n_features, pi=TINY.pi,
@@ -516,7 +541,7 @@ def _settings_of(markov: dict, hmm: dict, chains: dict) -> list[dict]:
 def _paper_verdicts(markov, hmm, chains, real_info):
     from jaxkit.tempbench import report_real
 
-    cfg = TINY.merged({"real_seeds": 3, "real_windows": (3,)})
+    cfg = TINY.merged({"real.seeds": 3, "real.windows": (3,)})
     # the plain mappings of metrics.json, read back into the typed results
     cl = R.claims(cfg, MarkovSweep.from_dict(markov), Panel.from_dict(hmm),
                   Panel.from_dict(chains)) + report_real.real_claims(cfg, real_info)

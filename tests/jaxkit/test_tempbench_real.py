@@ -388,7 +388,7 @@ def test_real_claims_and_fair_tally(shift, verdict, tally):
     info = RealResult(source="x", tokens=72, real=real.summarise_real(_fake_summary(shift)),
                       meta=StoreMeta(model="m", layer=3, layers=[3], scale=2.0, n_docs=9,
                                      doc_len=8, tokens=72, provenance="p"))
-    cfg = QUICK.merged({"real_seeds": 3, "real_windows": (3,)})
+    cfg = QUICK.merged({"real.seeds": 3, "real.windows": (3,)})
     claims = report_real.real_claims(cfg, info)
     # the task-count row, the backtracking pair, loss recovered and the steering control
     # (extension), the raw-probe precondition (setup)
@@ -411,7 +411,7 @@ def test_negative_control_a_tc_that_is_the_sae_wins_no_real_claim():
     real-panel paper row may say "yes", and the backtracking pair must say "no" (TC - SAE
     = 0 is not above the margin fixed in the configuration)."""
     fake = _fake_summary(copy=("tc", "sae"))
-    cfg = QUICK.merged({"real_seeds": 3, "real_windows": (3,)})
+    cfg = QUICK.merged({"real.seeds": 3, "real.windows": (3,)})
     claims = report_real.real_claims(cfg, _info(real.summarise_real(fake)))
     paper = [c for c in claims if c.kind == "paper"]
     assert [c.verdict for c in paper] == [paper[0].verdict, "no", "no"]
@@ -421,7 +421,7 @@ def test_negative_control_a_tc_that_is_the_sae_wins_no_real_claim():
 def test_real_task_count_is_decided_at_every_window():
     """TC wins every task at T=2 but TFA wins every task at T=5: "no" (the count is
     not reported at the window that suits the TC)."""
-    cfg = QUICK.merged({"real_seeds": 3, "real_windows": (2, 5)})
+    cfg = QUICK.merged({"real.seeds": 3, "real.windows": (2, 5)})
     fake = _fake_summary(shifts={"T=2": {"tc": 0.2}, "T=5": {"tfa": 0.2}})
     (row,) = [c for c in report_real.real_claims(cfg, _info(real.summarise_real(fake)))
               if c.kind == "paper" and c.claim == report_real.REAL_CLAIM]
@@ -532,10 +532,10 @@ def test_pipeline_stage_reads_a_user_directory(store_dir, tmp_path, monkeypatch)
     monkeypatch.setattr(real, "compare_real", fake)
     monkeypatch.setattr(panel, "load_model", lambda *a: pytest.fail("model loaded"))
     cfg = QUICK.merged({"acts_dir": str(store_dir), "store_steps": 2, "panel": "real",
-                        "real_latents": 8, "real_k": 1, "batch_size": 8})
+                        "real.latents": 8, "real.k": 1, "batch_size": 8})
     ctx = RunContext(out_dir=tmp_path, config=cfg, quick=True)
     info = panel.run_real(ctx, cfg, Trainer(), train_config(cfg))
-    assert seen == {"n": 24, "layers": None, "windows": cfg.real_windows, "lmc": None,
+    assert seen == {"n": 24, "layers": None, "windows": cfg.real.windows, "lmc": None,
                     "traces": None}
     assert info.source == str(store_dir) and info.tokens > 0
     assert info.store.steps == 2 and info.store.shards == 3 and np.isfinite(info.store.fvu)
@@ -562,9 +562,9 @@ def test_real_panel_end_to_end_on_a_tiny_model(tiny, tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("The cat (a small one) is not here. \"It is,\" she said, \"gone.\"\n\n" * 40)
     cfg = QUICK.merged({"panel": "real", "lm_model": str(path), "corpus": str(text),
-                        "lm_layers": (1, 0), "act_layer": 1, "doc_len": 16, "real_docs": 32,
-                        "real_docs_per_shard": 16, "real_windows": (2,), "real_latents": 16,
-                        "real_k": 1, "real_steps": 40, "log_every": 20, "batch_size": 32,
+                        "lm_layers": (1, 0), "act_layer": 1, "doc_len": 16, "real.docs": 32,
+                        "real.docs_per_shard": 16, "real.windows": (2,), "real.latents": 16,
+                        "real.k": 1, "real.steps": 40, "log_every": 20, "batch_size": 32,
                         "splice_docs": 2, "probe_docs": 8})
     r = P.run(RunContext(out_dir=tmp_path / "run", config=cfg, quick=True))
     res = r.metrics["real"]["real"]["T=2"]

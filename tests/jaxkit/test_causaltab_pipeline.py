@@ -39,7 +39,13 @@ def test_tiny_run_reports_every_claim_and_resumes(tmp_path):
                                                        "random"))
     ctx = RunContext(out_dir=tmp_path, config=tiny, quick=True)
     res = P.run(ctx)
-    assert [c.kind for c in res.claims] == ["paper"] * 6 + ["setup"] * 3  # chance, LLM audit
+    kinds = [c.kind for c in res.claims]  # paper rows, then chance, LLM audit and its
+    assert kinds[:9] == ["paper"] * 6 + ["setup"] * 3  # control, then the extensions
+    assert set(kinds[9:]) == {"extension"}
+    assert [c.claim for c in res.claims[9:]] == [
+        "CausalTab beats the classical baselines on observational data (in distribution)",
+        "CausalTab beats the classical baselines on mixed interventional data (in "
+        "distribution)"]
     assert res.metrics["audit"][0]["network"] == "asia"
     assert res.claims[1].verdict == "not tested at this size"  # no ablation in QUICK
     assert "## Semantic environments" in res.markdown and len(res.figures) == 3

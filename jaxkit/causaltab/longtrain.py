@@ -4,7 +4,7 @@ classical baselines: ``python -m jaxkit.causaltab.longtrain --out DIR [--dim 64 
 Recipe (:class:`LongRecipe`): ``steps`` steps of ``batch`` tasks; the optimizer is
 :func:`jaxkit.optim.optimizer`'s warm-up + cosine schedule (``warmup`` steps up to
 ``lr``, cosine down to ``0.05 lr`` at ``steps``), AdamW, clipping at norm 1 (the one
-training step, :func:`jaxkit.causaltab.train._chunk_fn`). The curriculum over d and n
+training step, :func:`jaxkit.causaltab.train.chunk_fn`). The curriculum over d and n
 runs in two phases: the first ``small_frac`` of the steps draws tasks padded to
 ``small_d`` variables and ``small_n`` rows (cheaper steps: attention costs scale with
 ``n d^2`` and ``d n^2``), the rest to ``d_max`` x ``n_max``; within the run the prior moves
@@ -48,7 +48,7 @@ from jaxkit.kernels import train as ktrain
 from . import validation as val
 from .train import (
     TrainSettings,
-    _chunk_fn,
+    chunk_fn,
     load_weights,
     narrow_prior,
     save_weights,
@@ -138,7 +138,7 @@ def train_long(r: LongRecipe, out: Path, *, eval_every: int = 8, val_tasks: int 
     out.mkdir(parents=True, exist_ok=True)
     cfg = r.model()
     priors, shapes = _priors(r)
-    fns = [_chunk_fn(cfg, r.settings(d, n), None)[0] for d, n in shapes]
+    fns = [chunk_fn(cfg, r.settings(d, n), None)[0] for d, n in shapes]
     n_chunks = r.steps // r.chunk
     half = max(n_chunks // 2, 1)
 
@@ -158,7 +158,7 @@ def train_long(r: LongRecipe, out: Path, *, eval_every: int = 8, val_tasks: int 
                  for m, v in base.items()}
     log(json.dumps({"baselines": base_mean}))
     k_init, k_run = jax.random.split(jax.random.key(r.seed))
-    _, opt = _chunk_fn(cfg, r.settings(r.d_max, r.n_max), None)
+    _, opt = chunk_fn(cfg, r.settings(r.d_max, r.n_max), None)
     if r.init:
         p0, c0, _ = load_weights(Path(r.init))
         if c0._replace(max_vars=cfg.max_vars) != cfg:

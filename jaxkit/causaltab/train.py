@@ -37,8 +37,8 @@ from jaxkit.causal_model.weights_io import (  # re-exported: their old home
 from jaxkit.kernels import sem
 from jaxkit.kernels import train as ktrain
 
-__all__ = ["TrainSettings", "train_prior", "narrow_prior", "train_model", "save_weights",
-           "load_weights", "shipped_weights", "WEIGHTS_DIR"]
+__all__ = ["TrainSettings", "chunk_fn", "train_prior", "narrow_prior", "train_model",
+           "save_weights", "load_weights", "shipped_weights", "WEIGHTS_DIR"]
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,13 @@ def task_loss(params, cfg: ModelConfig, tasks: sem.Task, acyc_weight: float):
 
 
 @functools.lru_cache(maxsize=8)
-def _chunk_fn(cfg: ModelConfig, st: TrainSettings, mesh):
+def chunk_fn(cfg: ModelConfig, st: TrainSettings, mesh):
+    """The one training step of CausalTab, ``st.chunk`` steps compiled together: returns
+    ``(chunk, optimizer)`` where ``chunk(key, state, priors)`` draws ``st.batch`` tasks a
+    step from that step's prior (``priors`` stacked along a leading axis of ``st.chunk``,
+    so a curriculum can change them) and takes AdamW steps (warm-up + cosine, clipping at
+    norm 1) on the edge BCE plus the acyclicity penalty (cached per model config, settings
+    and mesh)."""
     opt = optim.optimizer(st.lr, schedule_kind="warmup_cosine", warmup=st.warmup,
                           steps=st.steps, end_lr=st.lr * 0.05, weight_decay=1e-4,
                           clip_norm=1.0)
@@ -141,7 +147,7 @@ def train_model(key, cfg: ModelConfig, st: TrainSettings, *, start: sem.Prior | 
     start = start if start is not None else end
     k_init, k_run = jax.random.split(key)
     params = init_params(k_init, cfg) if params is None else jax.tree.map(jnp.asarray, params)
-    chunk, opt = _chunk_fn(cfg, st, mesh)
+    chunk, opt = chunk_fn(cfg, st, mesh)
     state = ktrain.init(params, opt)
     if mesh is not None:
         state = jax.device_put(state, distributed.replicated(mesh))

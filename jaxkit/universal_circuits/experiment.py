@@ -57,8 +57,8 @@ def archs(cfg: Config) -> dict[str, Arch]:
     mlp = Arch("mlp", cfg.image_size, widths=tuple(cfg.mlp_widths))
     cnn = Arch("cnn", cfg.image_size, channels=tuple(cfg.cnn_channels), hidden=cfg.cnn_hidden,
                strides=tuple(cfg.cnn_strides))
-    vit = Arch("vit", cfg.image_size, hidden=cfg.vit_hidden, patch=cfg.vit_patch,
-               dim=cfg.vit_dim, depth=cfg.vit_depth, heads=cfg.vit_heads, mlp=cfg.vit_mlp)
+    vit = Arch("vit", cfg.image_size, hidden=cfg.vit.hidden, patch=cfg.vit.patch,
+               dim=cfg.vit.dim, depth=cfg.vit.depth, heads=cfg.vit.heads, mlp=cfg.vit.mlp)
     return {"mlp": mlp, "cnn": cnn, "mlp2": mlp, "vit": vit, "vit2": vit, "cnn2": cnn,
             **{receiver(c): cnn for c in cfg.surgery_classes}}
 
@@ -186,10 +186,10 @@ def train_pair(key, stream_key, cfg: Config, names, models: dict, digits: Digits
     perm = (as_generator(jax.random.fold_in(key, zlib.crc32(b"misalign"))).permutation(len(x))
             if misaligned else None)
     folder = record(out / "stores" / tag, names, clfs, ps, x, y, misalign=perm)
-    store = SiteStore(folder, batch_size=cfg.uc_batch, seed=0, models=names,
+    store = SiteStore(folder, batch_size=cfg.uc.batch, seed=0, models=names,
                       n_classes=N_CLASSES)
-    spec, params, hist = train_uc(train_key, store, clfs, ps, n_latents=cfg.uc_latents,
-                                  k=cfg.uc_k, steps=cfg.uc_steps, lr=cfg.uc_lr,
+    spec, params, hist = train_uc(train_key, store, clfs, ps, n_latents=cfg.uc.latents,
+                                  k=cfg.uc.k, steps=cfg.uc.steps, lr=cfg.uc.lr,
                                   fidelity_coef=cfg.fidelity_coef, chunk=cfg.log_every,
                                   checkpoint_dir=out / "checkpoints" / f"uc-{tag}",
                                   checkpoint_every=cfg.checkpoint_every, resume=resume,
@@ -251,7 +251,7 @@ def uc_eval(cfg: Config, names, models: dict, uc: TranscoderRun, digits: Digits
     clfs, ps = load(cfg, names, models)
     spec = uc.spec
     sites = model_sites(clfs, ps, digits.x_test)
-    ev = _eval_fn(spec, tuple(clfs), int(cfg.uc_k))
+    ev = _eval_fn(spec, tuple(clfs), int(cfg.uc.k))
     res = []
     for s in range(uc.n_seeds):
         out, logits, fid = ev(seed_params(uc.params, s), sites, tuple(ps))
@@ -276,7 +276,7 @@ def circuit_faithfulness(cfg: Config, names, models: dict, uc: TranscoderRun,
     clfs, ps = load(cfg, names, models)
     return stack([C.faithfulness(seed_params(uc.params, s), uc.spec, clfs, ps,
                                  pa.circuits.gates[s], digits.x_test, digits.y_test,
-                                 k=cfg.uc_k) for s in range(uc.n_seeds)])
+                                 k=cfg.uc.k) for s in range(uc.n_seeds)])
 
 
 def pair_analysis(key, cfg: Config, names, models: dict, uc: TranscoderRun, digits: Digits
@@ -291,10 +291,10 @@ def pair_analysis(key, cfg: Config, names, models: dict, uc: TranscoderRun, digi
     circs, stats, xor_valid = [], [], []
     for s in range(uc.n_seeds):
         params = seed_params(uc.params, s)
-        circ = C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc_k,
+        circ = C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc.k,
                                keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
         stats.append(C.intersection_stats(jax.random.fold_in(key, s), params, spec, clfs, ps,
-                                          circ, digits.x_test, digits.y_test, k=cfg.uc_k,
+                                          circ, digits.x_test, digits.y_test, k=cfg.uc.k,
                                           n_random=cfg.n_random, tau=cfg.universal_tau,
                                           universal=univ.universal[s]))
         valid = np.repeat(np.isfinite(univ.threshold[s]), spec.n_latents)
@@ -349,12 +349,12 @@ def single_baseline(cfg: Config, names, models: dict, singles: list[TranscoderRu
         for m, uc in enumerate(singles):
             read, live = single_masks(spec, m)
             params = seed_params(uc.params, s)
-            circs.append(C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc_k,
+            circs.append(C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc.k,
                                          keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes,
                                          read=read, live=live))
             out.append((params, read, live))
         ratio, shared = C.matched_ratios(spec, clfs, ps, out, circs, digits.x_test,
-                                         digits.y_test, k=cfg.uc_k, threshold=cfg.match_cos)
+                                         digits.y_test, k=cfg.uc.k, threshold=cfg.match_cos)
         per_seed.append(SingleBaseline(ratio=ratio, shared=shared, sizes=np.stack(
             [c.sizes[m] for m, c in enumerate(circs)])))
     return stack(per_seed)
@@ -381,7 +381,7 @@ def surgery(key, cfg: Config, names, models: dict, uc: TranscoderRun, digits: Di
     sizes = []
     for s in range(uc.n_seeds):
         params = seed_params(uc.params, s)
-        circ = C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc_k,
+        circ = C.find_circuits(params, spec, clfs, ps, dx, dy, k=cfg.uc.k,
                                keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes)
         gate = circ.gates[0, cls]
         rnd = np.zeros(N, np.float32)

@@ -73,7 +73,7 @@ def _run(ctx: RunContext) -> PipelineResult:
     for tag, pn in ctx.track(list(pair_names.items()), "pairs"):
         uc = ctx.stage(f"uc-train-{tag}", lambda tag=tag, pn=pn: E.train_pair(
             ctx.key(f"uc-{tag}"), ctx.key("model-stream"), cfg, pn, models, digits, out, tag,
-            **common, n_seeds=cfg.uc_seeds))
+            **common, n_seeds=cfg.uc.seeds))
         evals[tag] = ctx.stage(f"uc-eval-{tag}", lambda pn=pn, uc=uc: E.uc_eval(
             cfg, pn, models, uc, digits), config=EVAL_VERSION)
         pa = ctx.stage(f"uc-circuits-{tag}", lambda tag=tag, pn=pn, uc=uc: E.pair_analysis(
@@ -85,12 +85,12 @@ def _run(ctx: RunContext) -> PipelineResult:
     main_names = pair_names[f"{fam}-cnn"]
     mis = ctx.stage("uc-train-misaligned", lambda: E.train_pair(
         ctx.key("uc-misaligned"), ctx.key("model-stream"), cfg, main_names, models, digits,
-        out, "misaligned", **common, n_seeds=cfg.uc_seeds, misaligned=True))
+        out, "misaligned", **common, n_seeds=cfg.uc.seeds, misaligned=True))
     mis_univ = ctx.stage("uc-universal-misaligned", lambda: E.universality(
         ctx.key("universal-misaligned"), cfg, main_names, models, mis, digits))
     singles = [ctx.stage(f"uc-single-{n}", lambda m=m, n=n: E.train_pair(
         ctx.key(f"single-{n}"), ctx.key("model-stream"), cfg, main_names, models, digits,
-        out, f"single-{n}", **common, n_seeds=cfg.uc_seeds, single=m))
+        out, f"single-{n}", **common, n_seeds=cfg.uc.seeds, single=m))
         for m, n in enumerate(main_names)]
     single = ctx.stage("uc-single-matched", lambda: E.single_baseline(
         cfg, main_names, models, singles, digits))
@@ -99,14 +99,14 @@ def _run(ctx: RunContext) -> PipelineResult:
         rn = [fam, E.receiver(c)]
         suc = ctx.stage(f"uc-train-surgery{c}", lambda c=c, rn=rn: E.train_pair(
             ctx.key(f"uc-surgery{c}"), ctx.key("model-stream"), cfg, rn, models, digits, out,
-            f"surgery{c}", **common, n_seeds=cfg.uc_seeds))
+            f"surgery{c}", **common, n_seeds=cfg.uc.seeds))
         surg[c] = ctx.stage(f"uc-surgery{c}", lambda c=c, rn=rn, suc=suc: E.surgery(
             ctx.key(f"surgery-random{c}"), cfg, rn, models, suc, digits, c))
     figures = report.figures(pairs, surg, cfg.image_size, out)
     claims = report.claims(cfg, models, pairs, single, surg, misaligned=mis_univ)
     md = report.markdown(cfg, models, evals, pairs, single, surg, faith, misaligned=mis_univ)
     warnings = [] if not ctx.quick else [
-        f"quick run: tiny models and transcoders (see the settings); {cfg.uc_seeds} "
+        f"quick run: tiny models and transcoders (see the settings); {cfg.uc.seeds} "
         "transcoder seeds are the replicates of the circuit claims"]
     metrics = dict(settings=cfg.to_dict(),
                    model_accuracy={n: m.accuracy for n, m in models.items()},
@@ -126,11 +126,11 @@ def _run_user(ctx: RunContext, cfg: Config) -> PipelineResult:
 
     # the user's folder first: a bad one is one line, before any work
     userdata.check_user(cfg.activations, ctx.out_dir, models=cfg.activation_models,
-                        batch=cfg.uc_batch)
+                        batch=cfg.uc.batch)
     res = ctx.stage("uc-user", lambda: userdata.fit_user(
         ctx.key("uc-user"), cfg.activations, ctx.out_dir, models=cfg.activation_models,
-        n_latents=cfg.uc_latents, k=cfg.uc_k, steps=cfg.uc_steps, batch=cfg.uc_batch,
-        lr=cfg.uc_lr, chunk=cfg.log_every, tau=cfg.universal_tau,
+        n_latents=cfg.uc.latents, k=cfg.uc.k, steps=cfg.uc.steps, batch=cfg.uc.batch,
+        lr=cfg.uc.lr, chunk=cfg.log_every, tau=cfg.universal_tau,
         eval_rows=cfg.user_eval_rows, resume=ctx.resume, mesh=ctx.mesh))
     md = userdata.markdown(res, cfg.activations)
     metrics = res.as_dict()

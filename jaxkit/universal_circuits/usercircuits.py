@@ -273,7 +273,7 @@ def circuits_of_store(key, cfg, res: UserFit, out_dir: Path) -> UserCircuits:
     sites = store.read(ids)[0]
     y = check_labels(cfg.activations, store.labels, store.n)[ids]
     return user_circuits(key, cfg.activations, store.models, res.spec,
-                         res.aligned.params, sites, y, k=cfg.uc_k,
+                         res.aligned.params, sites, y, k=cfg.uc.k,
                          keep_frac=cfg.keep_frac, n_sizes=cfg.n_sizes, n_random=cfg.n_random,
                          tau=cfg.universal_tau, alpha=cfg.universal_alpha,
                          test_every=cfg.test_every, per_class=cfg.discovery_per_class,

@@ -172,7 +172,7 @@ def check_user(directory, out: Path, *, models=(), batch: int, chunk: int = 4096
                 load_head(f, d[-1], int(y.max()) + 1)
     if store.n < batch:
         raise DataError(f"`activations` {directory}: {store.n} rows per file; training "
-                        f"needs at least uc_batch = {batch}")
+                        f"needs at least uc.batch = {batch}")
     for start in range(0, store.n, chunk):
         try:  # the store itself refuses NaN / inf rows, naming the shard
             sites = store.read(np.arange(start, min(start + chunk, store.n)))[0]

@@ -506,7 +506,8 @@ def test_negative_control_a_misaligned_pair_of_random_models(tiny, trained):
     d, clfs, ps = tiny
     spec, stacked, _ = trained
     cfg = dataclasses.replace(QUICK, mlp_widths=(6, 5), cnn_channels=(2, 3), cnn_hidden=5,
-                              uc_k=2, n_sizes=5, discovery_per_class=6, surgery_classes=(7, 3))
+                              uc=dataclasses.replace(QUICK.uc, k=2), n_sizes=5,
+                              discovery_per_class=6, surgery_classes=(7, 3))
     stats, univs, circs = [], [], []
     x, y = d.x_train[:200], d.y_train[:200]
     sites = model_sites(clfs, ps, d.x_test)
@@ -557,7 +558,7 @@ def test_quick_pipeline_end_to_end(tmp_path):
 
     from jaxkit.cli import app
 
-    sets = ["model_steps=100", "uc_steps=100", "n_record=1024", "uc_latents=16", "uc_k=3",
+    sets = ["model_steps=100", "uc.steps=100", "n_record=1024", "uc.latents=16", "uc.k=3",
             "n_sizes=4", "n_random=2", "discovery_per_class=10"]
     args = ["run", "universal-circuits", "--quick", "--out", str(tmp_path)]
     for s in sets:

@@ -112,8 +112,8 @@ def test_pipeline_runs_circuits_on_labelled_activations(folder, tmp_path):
     from jaxkit.registry import RunContext, get
     from jaxkit.universal_circuits.config import QUICK
 
-    cfg = QUICK.override([f"activations={folder}", "uc_latents=8", "uc_k=2", "uc_steps=100",
-                          "uc_lr=0.02", "uc_batch=32", "log_every=50", "user_eval_rows=128",
+    cfg = QUICK.override([f"activations={folder}", "uc.latents=8", "uc.k=2", "uc.steps=100",
+                          "uc.lr=0.02", "uc.batch=32", "log_every=50", "user_eval_rows=128",
                           "n_sizes=4", "n_random=2", "discovery_per_class=10"])
     res = get("universal-circuits").run(RunContext(out_dir=tmp_path, config=cfg, quick=True))
     c = res.metrics["circuits"]

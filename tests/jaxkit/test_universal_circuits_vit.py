@@ -213,15 +213,39 @@ def test_model_names_and_pairs_of_the_vit_family():
     # the MLP path keeps its names and order
     assert E.model_names(Config())[0] == ["mlp", "cnn", "cnn-minus7", "cnn-minus3",
                                           "cnn-minus5", "cnn-minus1", "mlp2"]
-    assert FULL.task == "mnist" and FULL.uc_latents >= 1000 and FULL.second_seed
+    assert FULL.task == "mnist" and FULL.uc.latents >= 1000 and FULL.second_seed
     full = [Classifier(E.archs(FULL)[n]) for n in ("vit", "cnn")]
     assert full[0].d_sites == (784, 256, 256, 256, 64) and full[1].d_sites == (784, 784, 392, 64)
-    for bad, match in ((dict(family="resnet"), "family"), (dict(vit_patch=3), "vit_patch"),
-                       (dict(vit_heads=3), "vit_heads"),
+    for bad, match in ((dict(family="resnet"), "family"),
                        (dict(task="mnist", image_size=32), "image_size"),
                        (dict(mnist_train=0), "mnist_train")):
         with pytest.raises(ValueError, match=match):
             dataclasses.replace(QUICK, **bad)
+
+
+def test_config_sections_vit_and_uc(tmp_path):
+    """``vit`` and ``uc`` are sections: set by dotted paths (the other fields keep their
+    values), their errors name the dotted path, an old flat name suggests the new one,
+    and the TOML of ``--show-config`` reads back."""
+    from jaxkit.config import read_toml
+    from jaxkit.universal_circuits.config import QUICK, Config
+
+    cfg = QUICK.override(["vit.depth=2", "uc.latents=64"])
+    assert cfg.vit.depth == 2 and cfg.vit.dim == QUICK.vit.dim
+    assert cfg.uc.latents == 64 and cfg.uc.k == QUICK.uc.k
+    for bad, match in (("vit.patch=3", "`vit.patch` must divide image_size"),
+                       ("vit.heads=3", "`vit.heads` must divide dim"),
+                       ("uc.k=48", "`uc.k` must be < latents"),
+                       ("uc.steps=150", "`uc.steps` must be a multiple of log_every"),
+                       ("uc.batch=8192", "`n_record` must be >= uc.batch"),
+                       ("uc_steps=100", "did you mean uc.steps"),
+                       ("vit_patch=2", "did you mean vit.patch")):
+        with pytest.raises(ValueError, match=match):
+            QUICK.override([bad])
+    toml = QUICK.to_toml()
+    assert "\n[vit]\n" in toml and "\n[uc]\n" in toml
+    (tmp_path / "c.toml").write_text(toml)
+    assert Config().merged(read_toml(tmp_path / "c.toml")) == QUICK
 
 
 def test_negative_control_on_a_vit_cnn_misaligned_pair(tmp_path):
@@ -271,7 +295,7 @@ def test_tiny_vit_pipeline_claims(tmp_path):
 
     from jaxkit.cli import app
 
-    sets = ["model_steps=100", "uc_steps=100", "n_record=1024", "uc_latents=16", "uc_k=3",
+    sets = ["model_steps=100", "uc.steps=100", "n_record=1024", "uc.latents=16", "uc.k=3",
             "n_sizes=4", "n_random=2", "discovery_per_class=10", "second_seed=true",
             "surgery_classes=7"]
     args = ["run", "universal-circuits", "--quick", "--out", str(tmp_path)]

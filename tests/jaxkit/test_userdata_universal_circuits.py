@@ -80,8 +80,8 @@ def test_claim_compares_aligned_with_misaligned():
 
 @pytest.mark.slow
 def test_pipeline_on_the_users_activations(folder, tmp_path):
-    cfg = QUICK.override([f"activations={folder}", "uc_latents=8", "uc_k=2", "uc_steps=100",
-                          "uc_lr=0.02", "uc_batch=32", "log_every=50", "user_eval_rows=128"])
+    cfg = QUICK.override([f"activations={folder}", "uc.latents=8", "uc.k=2", "uc.steps=100",
+                          "uc.lr=0.02", "uc.batch=32", "log_every=50", "user_eval_rows=128"])
     res = get("universal-circuits").run(RunContext(out_dir=tmp_path, config=cfg, quick=True))
     m = res.metrics
     assert m["models"] == ["alpha", "beta"] and m["d_sites"] == [[6, 5], [6, 7]]

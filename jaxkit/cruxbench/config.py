@@ -30,11 +30,8 @@ row). Seed 0's detail: ``n_boot`` nested-bootstrap resamples, ``n_perm`` permuta
 (exact for <= 8 proposers). ``data``: a CruxBench JSON Lines file of real markets scored
 by the same code (``""``: none).
 
-Text (:mod:`jaxkit.cruxbench.text`): ``lm_model`` (``""``: skip) writes ``lm_questions``
-subquestions for each of the first ``lm_targets`` plain-language targets at each of
-``lm_temperatures`` (``lm_samples`` choices per call above 0), its replies cached in
-``lm_cache`` (``""``: ``OUT/llm-cache``) and replayed from there; ``lm_offline``: replay
-only (a missing reply is reported, nothing is generated).
+Text (:mod:`jaxkit.cruxbench.text`): the section ``lm`` (:class:`TextSettings`;
+``--set lm.offline=true``, ``--set lm.model=`` skips the block).
 """
 
 from __future__ import annotations
@@ -45,9 +42,38 @@ from jaxkit.config import PipelineConfig, require, require_at_least, require_pos
 
 from .simulate import SimSettings
 
-__all__ = ["Config", "QUICK", "FULL"]
+__all__ = ["TextSettings", "Config", "QUICK", "FULL"]
 
 
+
+@dataclass(frozen=True)
+class TextSettings(PipelineConfig):
+    """The text block (:mod:`jaxkit.cruxbench.text`), the section ``lm`` of
+    :class:`Config`: the language model ``model`` (``""``: skip the block) writes
+    ``questions`` subquestions for each of the first ``targets`` plain-language targets at
+    each of ``temperatures`` (``samples`` choices per call above 0, at most ``max_tokens``
+    tokens a reply), its replies cached in ``cache`` (``""``: ``OUT/llm-cache``) and
+    replayed from there; ``offline``: replay only (a missing reply is reported, nothing is
+    generated)."""
+
+    model: str = "smollm2-135m"
+    targets: int = 12
+    questions: int = 3
+    temperatures: tuple[float, ...] = (0.0, 0.7, 1.0)
+    samples: int = 8
+    max_tokens: int = 160
+    cache: str = ""
+    offline: bool = False
+
+    def validate(self) -> None:
+        from .text import TARGETS
+
+        require(1 <= self.targets <= len(TARGETS), "targets",
+                f"must be in [1, {len(TARGETS)}]; got {self.targets}")
+        require_at_least(self, ("questions", "samples", "max_tokens"))
+        require(len(self.temperatures) >= 1 and all(0 <= t <= 2 for t in self.temperatures),
+                "temperatures",
+                f"must be a non-empty tuple of values in [0, 2]; got {self.temperatures}")
 @dataclass(frozen=True)
 class Config(PipelineConfig):
     """Settings of ``jaxkit run cruxbench`` (see the module docstring)."""
@@ -79,14 +105,7 @@ class Config(PipelineConfig):
     r_paper: float = 0.87
     r_margin: float = 0.15
     data: str = ""
-    lm_model: str = "smollm2-135m"
-    lm_targets: int = 12
-    lm_questions: int = 3
-    lm_temperatures: tuple[float, ...] = (0.0, 0.7, 1.0)
-    lm_samples: int = 8
-    lm_max_tokens: int = 160
-    lm_cache: str = ""
-    lm_offline: bool = False
+    lm: TextSettings = TextSettings()
 
     def validate(self) -> None:
         require_at_least(self, ("n_targets", "n_questions", "n_factors", "n_boot", "n_perm",
@@ -109,14 +128,6 @@ class Config(PipelineConfig):
         for name, v in [("quality_link", self.quality_link),
                         *(("link_sweep", x) for x in self.link_sweep)]:
             require(0 <= v <= 1, name, f"must lie in [0, 1]; got {v}")
-        from .text import TARGETS
-
-        require(1 <= self.lm_targets <= len(TARGETS), "lm_targets",
-                f"must be in [1, {len(TARGETS)}]; got {self.lm_targets}")
-        require_at_least(self, ("lm_questions", "lm_samples", "lm_max_tokens"))
-        require(len(self.lm_temperatures) >= 1
-                and all(0 <= t <= 2 for t in self.lm_temperatures), "lm_temperatures",
-                f"must be a non-empty tuple of values in [0, 2]; got {self.lm_temperatures}")
 
     def sim_settings(self) -> SimSettings:
         """The simulator's (hashable) settings."""
@@ -134,6 +145,6 @@ class Config(PipelineConfig):
 # compilation, and with 8 seeds both paper verdicts flipped across base seeds 0-2
 # (`jaxkit claims stability cruxbench`).
 QUICK = Config(n_targets=64, n_proposers=8, n_steps=24, n_quality_targets=256,
-               n_sim_seeds=20, n_boot=1000, n_perm=2000, lm_targets=3,
-               lm_temperatures=(0.7,), lm_samples=1, link_sweep=(0.0,))
+               n_sim_seeds=20, n_boot=1000, n_perm=2000,
+               lm=TextSettings(targets=3, temperatures=(0.7,), samples=1), link_sweep=(0.0,))
 FULL = Config()

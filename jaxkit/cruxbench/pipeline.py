@@ -8,10 +8,10 @@ then ``n_sim_seeds`` simulated benchmarks (``cruxbench-seeds``: seed 0 and fresh
 each reduced to one number per claim (:func:`jaxkit.cruxbench.analysis.seed_stats`); the
 claims are decided over the seeds (:mod:`jaxkit.cruxbench.report`). The scoring is the
 one real data use (:mod:`jaxkit.cruxbench.scoring`). ``--set data=FILE.jsonl`` also
-scores the user's markets (format: :mod:`jaxkit.cruxbench.data`). With ``lm_model`` set,
+scores the user's markets (format: :mod:`jaxkit.cruxbench.data`). With ``lm.model`` set,
 the stage ``cruxbench-text`` has a language model write subquestions for plain-language
 targets, scored by content (:mod:`jaxkit.cruxbench.text`; replies cached in
-``lm_cache``, default ``OUT/llm-cache``, and replayed from there). Nothing is trained, so
+``lm.cache``, default ``OUT/llm-cache``, and replayed from there). Nothing is trained, so
 there is no checkpoint; a killed run reloads the finished stages.
 """
 
@@ -91,12 +91,12 @@ def run(ctx: RunContext) -> PipelineResult:
     links = ctx.stage("cruxbench-links", lambda: _links(ctx, cfg, keys))
     claims = report.claims(cfg, seeds, check)
     lm = None
-    if cfg.lm_model:
-        cache = cfg.lm_cache or str(ctx.out_dir / "llm-cache")
+    if cfg.lm.model:
+        t = cfg.lm
+        cache = t.cache or str(ctx.out_dir / "llm-cache")
         lm = ctx.stage("cruxbench-text", lambda: run_text(
-            cfg.lm_model, n_targets=cfg.lm_targets, n=cfg.lm_questions,
-            temperatures=cfg.lm_temperatures, samples=cfg.lm_samples, cache=cache,
-            offline=cfg.lm_offline, max_tokens=cfg.lm_max_tokens))
+            t.model, n_targets=t.targets, n=t.questions, temperatures=t.temperatures,
+            samples=t.samples, cache=cache, offline=t.offline, max_tokens=t.max_tokens))
         claims += report.text_claims(cfg, lm)
     md = [report.seeds_markdown(cfg, seeds), report.links_markdown(cfg, seeds, links),
           report.markdown(scores, stats, sim.data.proposers, sim.data.quality,

@@ -359,7 +359,7 @@ def text_claims(cfg: Config, lm: TextRun | None) -> list[Claim]:
         kind="extension",
         note=(f"model {lm.model}; {n_ok} of {n_q} parsed subquestions valid; content "
               f"VOI: the simulator conditioned on the factors a question names, never the "
-              f"model's own probabilities; {cfg.lm_targets} targets; replies from the "
+              f"model's own probabilities; {cfg.lm.targets} targets; replies from the "
               f"cache: {lm.hits}, generated: {lm.misses}"))]
 
 

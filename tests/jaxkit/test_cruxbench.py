@@ -14,7 +14,7 @@ from scipy.special import ndtr
 from scipy.stats import multivariate_normal
 
 from jaxkit.cruxbench import analysis as A
-from jaxkit.cruxbench.config import Config
+from jaxkit.cruxbench.config import Config, TextSettings
 from jaxkit.cruxbench.data import Dataset, parse_records, read_jsonl, to_records, write_jsonl
 from jaxkit.cruxbench.market import (
     bvn_cdf,
@@ -29,7 +29,8 @@ from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
 
 TINY = Config(n_targets=16, n_proposers=6, n_questions=2, n_factors=4, n_steps=8,
-              n_quality_targets=64, n_boot=200, n_perm=500, n_sim_seeds=3, lm_model="")
+              n_quality_targets=64, n_boot=200, n_perm=500, n_sim_seeds=3,
+              lm=TextSettings(model=""))
 
 
 @pytest.fixture(scope="module")

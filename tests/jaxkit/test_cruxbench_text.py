@@ -4,6 +4,7 @@ with no model, the soft failure without a model, and claims that can say no."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -144,11 +145,14 @@ def test_results_as_dict_and_pickle():
 
 
 def test_config_checks_the_text_settings():
-    with pytest.raises(ValueError, match="`lm_targets`"):
-        Config(lm_targets=99)
-    with pytest.raises(ValueError, match="`lm_temperatures`"):
-        Config(lm_temperatures=())
-    assert QUICK.lm_targets * len(QUICK.lm_temperatures) * QUICK.lm_samples <= 4
+    with pytest.raises(ValueError, match="`lm.targets` must be in"):
+        Config().override(["lm.targets=99"])
+    with pytest.raises(ValueError, match="`lm.temperatures` must be a non-empty"):
+        Config().override(["lm.temperatures="])
+    with pytest.raises(ValueError, match="did you mean lm.offline"):
+        Config().override(["lm_offline=true"])
+    assert QUICK.override(["lm.offline=yes"]).lm == dataclasses.replace(QUICK.lm, offline=True)
+    assert QUICK.lm.targets * len(QUICK.lm.temperatures) * QUICK.lm.samples <= 4
 
 
 @pytest.mark.slow  # one short generation with the real local model, if it is installed

@@ -55,7 +55,7 @@ def test_pipeline_scores_the_users_file(tmp_path):
     from jaxkit.registry import RunContext, get
 
     p = _write(tmp_path, DOC)
-    cfg = QUICK.override([f"data={p}", "n_boot=200", "n_perm=200", "lm_model="])
+    cfg = QUICK.override([f"data={p}", "n_boot=200", "n_perm=200", "lm.model="])
     res = get("cruxbench").run(RunContext(out_dir=tmp_path / "o", config=cfg, quick=True))
     assert f"Data: {p}" in res.markdown and "data" in res.metrics
     # the simulated claims (2 paper, 2 setup, 3 extension), then the three claims on the

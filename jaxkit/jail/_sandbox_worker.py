@@ -153,6 +153,11 @@ def _enter_jail(jail: dict) -> None:
     root = jail["root"]
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
+    # the private /tmp first, the binds after: a bind under /tmp (an install or a clone
+    # there) would otherwise be hidden by the tmpfs mounted over it
+    os.makedirs(root + "/tmp", exist_ok=True)
+    _mount("tmpfs", root + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"size={int(jail['tmp_bytes'])},nr_inodes=1024,mode=1777")
     for src in jail["binds"]:
         if os.path.lexists(src):
             _bind(src, root)
@@ -160,9 +165,6 @@ def _enter_jail(jail: dict) -> None:
     for dev in ("null", "zero", "random", "urandom"):
         if os.path.exists("/dev/" + dev):
             _bind("/dev/" + dev, root, device=True)
-    os.makedirs(root + "/tmp", exist_ok=True)
-    _mount("tmpfs", root + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV,
-           f"size={int(jail['tmp_bytes'])},nr_inodes=1024,mode=1777")
     os.chdir(root)
     libc = _libc()
     _check(libc.syscall(ctypes.c_long(nums[0]), b".", b"."), "pivot_root")

@@ -87,6 +87,29 @@ def test_private_tmp_is_writable_and_private():
 
 
 @jailed
+def test_bound_paths_under_tmp_stay_visible_and_read_only(tmp_path, monkeypatch, honest):
+    """An install under /tmp (a clone there) stays readable in the jail: the private /tmp
+    is mounted before the binds, not over them; the bind stays read-only."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "data.txt").write_text("visible")
+    binds = sandbox._jail_binds()
+    monkeypatch.setattr(sandbox, "_jail_binds", lambda: [*binds, str(lib)])
+    src = (f"OK = open({str(lib / 'data.txt')!r}).read() == 'visible'\n"
+           "try:\n"
+           f"    open({str(lib / 'new.txt')!r}, 'w')\n"
+           "    WROTE = True\n"
+           "except OSError:\n"
+           "    WROTE = False\n"
+           "def priority(item, bins):\n"
+           "    return -(bins - item) if OK and not WROTE else (bins - item)\n")
+    res = evaluate_source(src, ITEMS, CAPACITY)
+    assert res.ok and res.isolation == "namespaces", res.error
+    assert res.score == honest.score  # best fit: read, and the write failed
+    assert sorted(p.name for p in lib.iterdir()) == ["data.txt"]
+
+
+@jailed
 def test_no_shell_or_other_programs(tmp_path):
     marker = tmp_path / "shell-ran"
     for body in (f"import subprocess\nsubprocess.run(['/bin/sh', '-c', 'touch {marker}'])\n",

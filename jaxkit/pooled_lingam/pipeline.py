@@ -95,15 +95,15 @@ def _run(ctx: RunContext, cfg: Config) -> PipelineResult:
                 ctx.key("ablations"), "targets_per_env", (2,), base=base,
                 **dict(common, methods=("pooled-ica", "gies")))])
     th = ctx.stage("theory", lambda: theory_check(
-        ctx.key("theory"), ds=cfg.theory_ds, strengths=cfg.theory_strengths,
-        n_per_env=cfg.theory_npe, n_seeds=cfg.theory_seeds, tail_from=cfg.theory_tail_from,
+        ctx.key("theory"), ds=cfg.theory.ds, strengths=cfg.theory.strengths,
+        n_per_env=cfg.theory.npe, n_seeds=cfg.theory.seeds, tail_from=cfg.theory.tail_from,
         mesh=ctx.mesh, track=ctx.track))
     sachs_rows = ctx.stage("sachs", lambda: sachs_eval(
-        ctx.key("sachs"), n_restarts=cfg.sachs_restarts, mesh=ctx.mesh,
-        direct=cfg.sachs_direct))
+        ctx.key("sachs"), n_restarts=cfg.sachs.restarts, mesh=ctx.mesh,
+        direct=cfg.sachs.direct))
     labels = ctx.stage("sachs-labels", lambda: sachs_compare(
-        ctx.key("sachs-labels"), n_boot=cfg.sachs_boot, transform=cfg.sachs_transform,
-        chunk=2 * cfg.sachs_restarts, chance_graphs=cfg.sachs_chance_graphs, mesh=ctx.mesh))
+        ctx.key("sachs-labels"), n_boot=cfg.sachs.boot, transform=cfg.sachs.transform,
+        chunk=2 * cfg.sachs.restarts, chance_graphs=cfg.sachs.chance_graphs, mesh=ctx.mesh))
 
     figures = report.figures(ctx.out_dir, cfg, d_rows, env_rows, npe_rows, str_rows, th)
     tested = report.claims(cfg, d_rows, env_rows, str_rows, th, sachs_rows,

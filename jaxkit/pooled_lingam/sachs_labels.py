@@ -168,7 +168,7 @@ def sachs_compare(key, *, n_boot: int, transform: str = "log", chunk: int = 4,
         n_boot: bootstrap resamples (>= 2).
         transform: ``"raw"`` or ``"log"`` (the same for every method).
         chunk: ICA fits per compiled batch (pass the Sachs stage's batch size, ``2 *
-            sachs_restarts``, to reuse its compile).
+            sachs.restarts``, to reuse its compile).
         chance_graphs: random DAGs averaged per replicate for the chance control.
         mesh: a mesh whose ``"data"`` axis splits the ICA fits, or None.
 

@@ -13,7 +13,7 @@ import jaxkit.pooled_lingam as pl
 from jaxkit import distributed as jd
 from jaxkit import stats
 from jaxkit.pooled_lingam import pipeline, report
-from jaxkit.pooled_lingam.config import FULL, QUICK, Config
+from jaxkit.pooled_lingam.config import FULL, QUICK, Config, SachsSettings, TheorySettings
 from jaxkit.pooled_lingam.results import Moment, SachsRow, Spread, SweepRow, Theory
 from jaxkit.registry import RunContext, get
 from jaxkit.report import PipelineResult, write_report
@@ -151,15 +151,32 @@ def test_config_validation_names_the_field():
     assert QUICK.override(["ds=4,6"]).ds == (4, 6)
 
 
+def test_sections_theory_and_sachs_by_dotted_path(tmp_path):
+    cfg = QUICK.override(["theory.seeds=3", "sachs.transform=raw"])
+    assert cfg.theory.seeds == 3 and cfg.sachs.transform == "raw"
+    assert cfg.theory.ds == QUICK.theory.ds and cfg.sachs.boot == QUICK.sachs.boot
+    toml = tmp_path / "c.toml"
+    toml.write_text("[theory]\nds = [5, 10]\n[sachs]\nboot = 4\n")
+    got = Config.from_toml(toml, base=QUICK)
+    assert got.theory.ds == (5, 10) and got.sachs.boot == 4 and got.theory.npe == 300
+    with pytest.raises(ValueError, match=r"`theory\.seeds`"):
+        QUICK.override(["theory.seeds=0"])
+    with pytest.raises(ValueError, match=r"`sachs\.transform`"):
+        QUICK.override(["sachs.transform=sqrt"])
+    with pytest.raises(ValueError, match=r"did you mean theory\.ds"):
+        QUICK.override(["theory_ds=5,10"])
+
+
 def test_full_keeps_the_recorded_full_run_settings():
     recorded = dict(
         n_seeds=16, ds=(5, 10, 20, 30, 40, 50), n_per_env=200, sweep_d=20,
         env_values=(5, 10, 20, 40, 80), samples_values=(25, 50, 100, 200, 400, 800),
         strengths=(1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 8.0), gies_seeds=8, gies_max_d=30,
-        theory_ds=(5, 10, 20, 40, 80, 160), theory_npe=1000, theory_seeds=8,
-        theory_strengths=(3.0, 1.5), sachs_restarts=8, ablations=True, strength=3.0,
-        edges_per_node=2.0)
+        ablations=True, strength=3.0, edges_per_node=2.0)
     assert {k: getattr(FULL, k) for k in recorded} == recorded
+    assert FULL.theory == TheorySettings(ds=(5, 10, 20, 40, 80, 160), npe=1000, seeds=8,
+                                         strengths=(3.0, 1.5))
+    assert FULL.sachs.restarts == 8
     assert get("pooled-lingam").quick is QUICK and get("pooled-lingam").full is FULL
     # every quick sweep shares the reference shape (one compile per fit serves them)
     assert QUICK.sweep_d in QUICK.ds and QUICK.sweep_d in QUICK.env_values
@@ -201,7 +218,8 @@ def _theory(kurt_slope, dep_slope, kurt0=(4.0, 4.2, 3.9), dep0=(0.05, 0.06, 0.05
 
 
 _CLAIMS_CFG = Config(n_seeds=4, ds=(5,), sweep_d=5, n_per_env=20, env_values=(2, 5),
-                     strengths=(1.5, 3.0), gies_seeds=4, gies_max_d=5, sachs_restarts=2)
+                     strengths=(1.5, 3.0), gies_seeds=4, gies_max_d=5,
+                     sachs=SachsSettings(restarts=2))
 
 
 def test_claims_can_say_yes_and_no():
@@ -316,9 +334,9 @@ def test_negative_control_no_paper_claim_says_yes(monkeypatch):
 # at 150 rows per environment, 2 seeds), so the tiny run compiles little of its own
 _TINY = Config(
     n_seeds=3, ds=(4,), n_per_env=30, sweep_d=4, env_values=(2, 4), samples_values=(30,),
-    strengths=(1.0, 3.0), gies_seeds=1, gies_max_d=4, theory_ds=(5, 10), theory_npe=150,
-    theory_seeds=2, theory_strengths=(3.0,), theory_tail_from=5, sachs_restarts=1,
-    ablations=False, sachs_boot=2, sachs_chance_graphs=2,
+    strengths=(1.0, 3.0), gies_seeds=1, gies_max_d=4,
+    theory=TheorySettings(ds=(5, 10), npe=150, seeds=2, strengths=(3.0,), tail_from=5),
+    sachs=SachsSettings(restarts=1, boot=2, chance_graphs=2), ablations=False,
 )
 
 

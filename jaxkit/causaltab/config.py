@@ -26,21 +26,11 @@ prior with only its graph families, mechanisms or noise laws swapped for the hel
 ones, at ``ood_axes_d`` variables, observational and at the largest interventional
 fraction; extension rows of the claims.
 
-The LLM audit (``audit_model``; ``""`` skips it): the local model (:func:`jaxkit.lm.load`)
-asked of every ordered pair of each network in ``audit_networks`` whether one directly
-causes the other, in ``audit_templates`` paraphrases, scored against the expert graph
-(:mod:`jaxkit.causaltab.audit`); the audit is worth something when its AUROC exceeds 0.5
-by ``audit_margin`` over networks x templates, and its shuffled-name control must not.
-
-The prior ablation (``ablation_steps > 0``; off in QUICK): two models of the shipped
-architecture (``max_vars = 20``) trained from the main training's key (the same initial
-parameters and step keys) for ``ablation_steps`` steps of ``ablation_batch`` tasks of at
-most ``ablation_n`` rows, no curriculum, one on the broad prior and one on the narrow
-prior, then scored on the same ``ablation_datasets`` datasets per cell of ``ablation_d``
-variables (at most 10, inside the narrow prior's range) and ``ablation_n`` rows, in and
-out of distribution, at the smallest and the largest of ``int_fracs``. When the main
-training has the broad arm's recipe (``train_steps``, ``train_batch``, ``train_n_max``
-equal to ``ablation_steps``, ``ablation_batch``, ``ablation_n``; ``train_d_max = 20``;
+The LLM audit: the section ``audit`` (:class:`AuditSettings`; ``--set audit.templates=2``,
+``--set audit.model=`` skips it). The prior ablation: the section ``ablation``
+(:class:`AblationSettings`; ``ablation.steps > 0``, off in QUICK). When the main training
+has the ablation's broad arm's recipe (``train_steps``, ``train_batch``, ``train_n_max``
+equal to ``ablation.steps``, ``ablation.batch``, ``ablation.n``; ``train_d_max = 20``;
 ``train_curriculum`` off) the broad arm *is* the main model, trained once
 (:func:`jaxkit.causaltab.recipes.train_ablation`).
 """
@@ -51,10 +41,62 @@ from dataclasses import dataclass
 
 from jaxkit.config import PipelineConfig, require, require_at_least
 
-__all__ = ["Config", "QUICK", "FULL", "OOD_AXES"]
+__all__ = ["AuditSettings", "AblationSettings", "Config", "QUICK", "FULL", "OOD_AXES"]
 
 #: The axes held out one at a time in the per-axis out-of-distribution cells.
 OOD_AXES = ("graph", "mechanism", "noise")
+
+
+@dataclass(frozen=True)
+class AuditSettings(PipelineConfig):
+    """The LLM audit, the section ``audit`` of :class:`Config` (``model``; ``""`` skips
+    it): the local model (:func:`jaxkit.lm.load`) asked of every ordered pair of each
+    network in ``networks`` whether one directly causes the other, in ``templates``
+    paraphrases, scored against the expert graph (:mod:`jaxkit.causaltab.audit`); the
+    audit is worth something when its AUROC exceeds 0.5 by ``margin`` over networks x
+    templates, and its shuffled-name control must not."""
+
+    model: str = "smollm2-135m"
+    networks: tuple[str, ...] = ("sachs", "asia", "child", "insurance", "alarm",
+                                 "Polzer_2012", "Shrier_2008")
+    templates: int = 3
+    margin: float = 0.05
+
+    def validate(self) -> None:
+        from .semantic import BIF_NETWORKS, DAGITTY_NETWORKS
+
+        known = BIF_NETWORKS + DAGITTY_NETWORKS
+        bad = [n for n in self.networks if n not in known]
+        require(not bad, "networks", f"unknown network(s) {bad}; choose from {known}")
+        require(1 <= self.templates <= 3, "templates",
+                f"must be 1, 2 or 3 (the prompt templates); got {self.templates}")
+        require_at_least(self, ("margin",), 0)
+
+
+@dataclass(frozen=True)
+class AblationSettings(PipelineConfig):
+    """The prior ablation, the section ``ablation`` of :class:`Config` (``steps > 0``; off
+    in QUICK): two models of the shipped architecture (``max_vars = 20``) trained from the
+    main training's key (the same initial parameters and step keys) for ``steps`` steps of
+    ``batch`` tasks of at most ``n`` rows, no curriculum, one on the broad prior and one on
+    the narrow prior, then scored on the same ``datasets`` datasets per cell of ``d``
+    variables (at most 10, inside the narrow prior's range) and ``n`` rows, in and out of
+    distribution, at the smallest and the largest of ``int_fracs``."""
+
+    steps: int = 3600
+    batch: int = 16
+    d: int = 10
+    n: int = 64
+    datasets: int = 20
+
+    def validate(self) -> None:
+        require_at_least(self, ("batch", "datasets"), 2)
+        require_at_least(self, ("n",), 8)
+        require_at_least(self, ("steps",), 0)
+        require(self.steps % 25 == 0, "steps",
+                f"must be a multiple of 25 (the compiled chunk); got {self.steps}")
+        require(3 <= self.d <= 10, "d",
+                f"must lie in [3, 10] (the narrow prior's d range); got {self.d}")
 
 
 @dataclass(frozen=True)
@@ -84,24 +126,14 @@ class Config(PipelineConfig):
     beat_margin: float = 0.0
     int_margin: float = 0.0
     ablation_margin: float = 0.0
-    ablation_steps: int = 3600
-    ablation_batch: int = 16
-    ablation_d: int = 10
-    ablation_n: int = 64
-    ablation_datasets: int = 20
     smoke_steps: int = 0
-    audit_model: str = "smollm2-135m"
-    audit_networks: tuple[str, ...] = ("sachs", "asia", "child", "insurance", "alarm",
-                                       "Polzer_2012", "Shrier_2008")
-    audit_templates: int = 3
-    audit_margin: float = 0.05
+    audit: AuditSettings = AuditSettings()
+    ablation: AblationSettings = AblationSettings()
 
     def validate(self) -> None:
-        require_at_least(self, ("n_datasets", "semantic_seeds", "train_batch",
-                                "ablation_batch", "ablation_datasets"), 2)
-        require_at_least(self, ("n", "semantic_n", "sachs_rows", "train_n_max", "ablation_n"),
-                         8)
-        require_at_least(self, ("train_steps", "ablation_steps", "smoke_steps"), 0)
+        require_at_least(self, ("n_datasets", "semantic_seeds", "train_batch"), 2)
+        require_at_least(self, ("n", "semantic_n", "sachs_rows", "train_n_max"), 8)
+        require_at_least(self, ("train_steps", "smoke_steps"), 0)
         require_at_least(self, ("train_d_max",), 3)
         require_at_least(self, ("beat_margin", "int_margin", "ablation_margin"), 0)
         require(len(self.ds) >= 1 and all(d >= 3 for d in self.ds), "ds",
@@ -112,20 +144,14 @@ class Config(PipelineConfig):
         require(all(a in OOD_AXES for a in self.ood_axes), "ood_axes",
                 f"must be a subset of {OOD_AXES}; got {self.ood_axes}")
         require_at_least(self, ("ood_axes_d",), 3)
-        for f in ("train_steps", "ablation_steps", "smoke_steps"):
+        for f in ("train_steps", "smoke_steps"):
             require(getattr(self, f) % 25 == 0, f,
                     f"must be a multiple of 25 (the compiled chunk); got {getattr(self, f)}")
         from .semantic import BIF_NETWORKS, DAGITTY_NETWORKS
 
         known = BIF_NETWORKS + DAGITTY_NETWORKS
-        for f in ("networks", "audit_networks"):
-            bad = [n for n in getattr(self, f) if n not in known]
-            require(not bad, f, f"unknown network(s) {bad}; choose from {known}")
-        require(1 <= self.audit_templates <= 3, "audit_templates",
-                f"must be 1, 2 or 3 (the prompt templates); got {self.audit_templates}")
-        require_at_least(self, ("audit_margin",), 0)
-        require(3 <= self.ablation_d <= 10, "ablation_d",
-                f"must lie in [3, 10] (the narrow prior's d range); got {self.ablation_d}")
+        bad = [n for n in self.networks if n not in known]
+        require(not bad, "networks", f"unknown network(s) {bad}; choose from {known}")
 
 
 # A first look: d = 10 only, 6 datasets per cell, the Sachs network only, the shipped
@@ -135,7 +161,8 @@ class Config(PipelineConfig):
 # has it).
 QUICK = Config(ds=(10,), n=64, n_datasets=6, int_fracs=(0.0, 0.5), semantic_seeds=4,
                semantic_n=64, networks=("sachs",), sachs_rows=64, train_steps=0, ood_axes=(),
-               ablation_steps=0, smoke_steps=50, audit_networks=("asia",), audit_templates=1,
+               ablation=AblationSettings(steps=0), smoke_steps=50,
+               audit=AuditSettings(networks=("asia",), templates=1),
                methods=("causaltab", "direct-lingam", "ica-lingam", "var-sort-regress",
                         "r2-sort-regress",
                         "pc", "ges", "random"))

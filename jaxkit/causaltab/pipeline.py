@@ -8,8 +8,8 @@ from scratch on the broad prior, :func:`.recipes.main_recipe`, checkpointed unde
 interventional fraction, plus the per-axis out-of-distribution cells of ``ood_axes``,
 :mod:`.experiments`; d above the model's ``max_vars`` scored
 over covering variable subsets), the semantic environments and the real Sachs data, the
-LLM audit of the expert networks (:mod:`.audit`; ``audit_model`` empty skips it), the
-prior ablation (``ablation_steps > 0``: one model trained on the broad prior and one on
+LLM audit of the expert networks (:mod:`.audit`; ``audit.model`` empty skips it), the
+prior ablation (``ablation.steps > 0``: one model trained on the broad prior and one on
 the narrow prior, same architecture, steps and seed, each checkpointed under
 ``out_dir/checkpoints/NAME``, the broad one being the main model when the recipes
 coincide, :func:`.recipes.train_ablation`; then scored on the same datasets); the report and the
@@ -80,23 +80,23 @@ def run(ctx: RunContext) -> PipelineResult:
         ctx.key("causaltab-sachs"), rows=cfg.sachs_rows, **common))
 
     audit_rows, warnings = None, []
-    if cfg.audit_model:
+    if cfg.audit.model:
         from jaxkit.lm import LMError
 
         from .audit import audit
         try:
             audit_rows = ctx.stage("causaltab-audit", lambda: audit(
-                cfg.audit_networks, model=cfg.audit_model, templates=cfg.audit_templates,
+                cfg.audit.networks, model=cfg.audit.model, templates=cfg.audit.templates,
                 seed=ctx.seed))
         except LMError as e:  # the model is not installed: the rows say "not tested"
             warnings.append(f"LLM audit skipped: {e}")
 
     ablation = abl_info = None
-    if cfg.ablation_steps > 0:
+    if cfg.ablation.steps > 0:
         models, abl_info = train_ablation(ctx, cfg, trained)
         ablation = ctx.stage("causaltab-ablation", lambda: E.prior_ablation(
-            ctx.key("causaltab-ablation"), models=models, d=cfg.ablation_d, n=cfg.ablation_n,
-            n_datasets=cfg.ablation_datasets,
+            ctx.key("causaltab-ablation"), models=models, d=cfg.ablation.d, n=cfg.ablation.n,
+            n_datasets=cfg.ablation.datasets,
             int_fracs=(cfg.int_fracs[0], cfg.int_fracs[-1])),
             config=(abl_info.arms["broad"].shared_with_main,))
 

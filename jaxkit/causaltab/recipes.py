@@ -55,10 +55,10 @@ def main_recipe(cfg: Config) -> Recipe:
 def ablation_recipe(cfg: Config, arm: str) -> Recipe:
     """One arm of the prior ablation (``arm`` in :data:`PRIORS`): the shipped
     architecture (``max_vars = ABLATION_D_MAX``) on that prior alone, no curriculum,
-    ``ablation_steps`` x ``ablation_batch`` tasks of at most ``ablation_n`` rows, from the
+    ``ablation.steps`` x ``ablation.batch`` tasks of at most ``ablation.n`` rows, from the
     main training's key stream (both arms start from the same parameters)."""
-    st = TrainSettings(steps=cfg.ablation_steps, batch=cfg.ablation_batch,
-                       d_max=ABLATION_D_MAX, n_max=cfg.ablation_n)
+    st = TrainSettings(steps=cfg.ablation.steps, batch=cfg.ablation.batch,
+                       d_max=ABLATION_D_MAX, n_max=cfg.ablation.n)
     return Recipe(TRAIN_KEY, ModelConfig(max_vars=ABLATION_D_MAX), st, None, arm)
 
 

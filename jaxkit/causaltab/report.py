@@ -169,7 +169,7 @@ def ablation_claim(rows: list[AblationCell] | None, *, min_n: int = 5,
     ood = [r for r in rows or () if r.which == "ood"]
     if not ood:
         return Claim(PAPER, ABLATION_CLAIM, "n/a", NOT_TESTED,
-                     note="the ablation did not run (ablation_steps = 0)")
+                     note="the ablation did not run (ablation.steps = 0)")
     diffs = _paired(ood, "broad", "narrow")
     idd = _paired([r for r in rows if r.which == "id"], "broad", "narrow")
     fracs = ", ".join(f"{r.int_frac:g}" for r in ood)
@@ -190,7 +190,7 @@ def audit_claims(audit_rows: list[AuditRow] | None, *, margin: float, min_n: int
     if audit_rows is None:
         return [Claim(PAPER, "The local language model's audit of the semantic environments "
                       "agrees with the expert graphs.", "n/a", "not tested",
-                      note="not run (`audit_model` is empty or the model is not installed)",
+                      note="not run (`audit.model` is empty or the model is not installed)",
                       kind="setup")]
     real = np.asarray([r.auroc for r in audit_rows], float) - 0.5
     sh = np.asarray([r.shuffled_auroc for r in audit_rows], float) - 0.5
@@ -199,13 +199,13 @@ def audit_claims(audit_rows: list[AuditRow] | None, *, margin: float, min_n: int
                     "with the expert graphs (edge AUROC above 0.5).",
                     [("AUROC - 0.5", real, margin)],
                     f"a precondition of calling the benchmark LLM-audited; replicates: "
-                    f"networks x prompt templates; margin `audit_margin` = {margin:g}",
+                    f"networks x prompt templates; margin `audit.margin` = {margin:g}",
                     min_n, kind="setup", what=what),
             _all_of("Negative control: the same audit with the variables' names permuted "
                     "agrees with the expert graphs (must be no or not shown).",
                     [("AUROC - 0.5", sh, margin)],
                     f"names deranged within each network, scored against the unpermuted "
-                    f"graph; margin `audit_margin` = {margin:g}", min_n, kind="setup",
+                    f"graph; margin `audit.margin` = {margin:g}", min_n, kind="setup",
                     what=what)]
 
 
@@ -276,7 +276,7 @@ def claims(synth: list[SyntheticCell], sem_rows: list[SemanticRow],
                          0.0)],
                        "A precondition of the comparisons (the shipped or trained weights "
                        "do something), not a paper claim.", min_n, kind="setup"))
-    out += audit_claims(audit_rows, margin=cfg.audit_margin, min_n=min_n)
+    out += audit_claims(audit_rows, margin=cfg.audit.margin, min_n=min_n)
     return out + extension_claims(synth, margin=cfg.beat_margin, min_n=min_n)
 
 
@@ -393,7 +393,7 @@ def markdown(cfg, *, synth: list[SyntheticCell], sem_rows: list[SemanticRow],
                   method_table([r]), ""]
     parts += ["## LLM audit of the semantic environments", ""]
     if audit_rows:
-        parts += [f"The local model `{cfg.audit_model}` asked of every ordered pair of "
+        parts += [f"The local model `{cfg.audit.model}` asked of every ordered pair of "
                   "variables whether one directly causes the other (score: logit(Yes) - "
                   "logit(No) at the first token of its reply), scored against the expert "
                   "graph: AUROC of the directed expert edges against every other pair, "
@@ -403,7 +403,7 @@ def markdown(cfg, *, synth: list[SyntheticCell], sem_rows: list[SemanticRow],
                   "audit is worth is the AUROC: 0.5 is none.", "", audit_table(audit_rows),
                   ""]
     else:
-        parts += ["Not run (`audit_model` is empty, or the model is not installed).", ""]
+        parts += ["Not run (`audit.model` is empty, or the model is not installed).", ""]
     parts += ["## Real Sachs data (pooled, log, no intervention labels; 18-edge consensus)",
               "", f"{sachs.rows} rows drawn at random. SID is undefined here: the "
               "consensus graph has a cycle.", "", method_table([sachs]), ""]
@@ -421,6 +421,6 @@ def markdown(cfg, *, synth: list[SyntheticCell], sem_rows: list[SemanticRow],
         for r in ablation:
             parts += [f"### {_cell_name(r)}", "", method_table([r]), ""]
     else:
-        parts += ["Not run (`ablation_steps = 0`; the full run trains both models).", ""]
+        parts += ["Not run (`ablation.steps = 0`; the full run trains both models).", ""]
     parts += ["## Inference time (all synthetic cells)", "", method_table(synth)]
     return "\n".join(parts)

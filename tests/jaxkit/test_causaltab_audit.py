@@ -4,6 +4,7 @@ on the tiny GGUF file."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -102,11 +103,24 @@ def test_audit_claims_say_yes_for_agreement_and_the_control_says_no():
 
 
 def test_config_names_unknown_networks_and_templates():
-    with pytest.raises(ValueError, match="audit_networks.*unknown network"):
-        Config(audit_networks=("nope",)).validate()
-    with pytest.raises(ValueError, match="audit_templates"):
-        Config(audit_templates=4).validate()
+    with pytest.raises(ValueError, match="`audit.networks`.*unknown network"):
+        Config().override(["audit.networks=nope"])
+    with pytest.raises(ValueError, match="`audit.templates` must be 1, 2 or 3"):
+        Config().override(["audit.templates=4"])
+    with pytest.raises(ValueError, match="did you mean audit.templates"):
+        Config().override(["audit_templates=1"])
     QUICK.validate()
+
+
+def test_sections_set_by_dotted_path_and_errors_name_the_path():
+    cfg = QUICK.override(["audit.templates=2", "ablation.d=8"])
+    assert cfg.audit == dataclasses.replace(QUICK.audit, templates=2)
+    assert cfg.ablation == dataclasses.replace(QUICK.ablation, d=8)
+    assert cfg.merged({"audit": {"margin": 0.1}}).audit.margin == 0.1
+    with pytest.raises(ValueError, match="`ablation.d` must lie in"):
+        QUICK.override(["ablation.d=12"])
+    with pytest.raises(ValueError, match="`ablation.steps` must be a multiple of 25"):
+        QUICK.override(["ablation.steps=30"])
 
 
 def test_lm_scorer_on_the_tiny_model_matches_the_logit_difference(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 
 from jaxkit.causaltab import pipeline as P
 from jaxkit.causaltab import recipes as R
-from jaxkit.causaltab.config import QUICK, Config
+from jaxkit.causaltab.config import QUICK, AblationSettings, Config
 from jaxkit.registry import RunContext
 from jaxkit.registry import get as get_pipeline
 
@@ -22,9 +22,9 @@ def test_registered_with_quick_and_full():
         dataclasses.replace(QUICK, int_fracs=(0.0,))
     with pytest.raises(ValueError, match="methods"):
         dataclasses.replace(QUICK, methods=("notears",))
-    with pytest.raises(ValueError, match="ablation_d"):  # beyond the narrow prior's d
-        dataclasses.replace(QUICK, ablation_d=12)
-    assert QUICK.ablation_steps == 0 < e.config(False).ablation_steps
+    with pytest.raises(ValueError, match="`ablation.d`"):  # beyond the narrow prior's d
+        QUICK.override(["ablation.d=12"])
+    assert QUICK.ablation.steps == 0 < e.config(False).ablation.steps
     full = e.config(False)  # retrains once: the main model is the ablation's broad arm
     assert full.train_steps > 0 and R.main_recipe(full) == R.ablation_recipe(full, "broad")
     assert R.ablation_recipe(full, "narrow") != R.main_recipe(full)
@@ -74,7 +74,7 @@ def test_ablation_broad_arm_is_the_main_training_only_when_the_recipes_coincide(
     monkeypatch.setattr(R, "train_model", fake_train)
     same = dataclasses.replace(QUICK, train_steps=50, train_batch=2, train_n_max=16,
                                train_d_max=R.ABLATION_D_MAX, train_curriculum=False,
-                               ablation_steps=50, ablation_batch=2, ablation_n=16)
+                               ablation=AblationSettings(steps=50, batch=2, n=16))
 
     def run(cfg, folder, resume=True):
         ctx = RunContext(out_dir=tmp_path / folder, config=cfg, resume=resume)
@@ -100,8 +100,8 @@ def test_ablation_broad_arm_is_the_main_training_only_when_the_recipes_coincide(
     assert models2["broad"][0]["w"][0] == 1.0
     # any difference in the recipe: the ablation trains its own broad arm
     for i, change in enumerate((dict(train_curriculum=True), dict(train_batch=4),
-                                dict(ablation_steps=75), dict(train_n_max=32),
-                                dict(train_d_max=24))):
+                                dict(ablation=AblationSettings(steps=75, batch=2, n=16)),
+                                dict(train_n_max=32), dict(train_d_max=24))):
         calls.clear()
         _, params, models, abl = run(dataclasses.replace(same, **change), f"diff{i}")
         assert [c["folder"] for c in calls] == ["train", "broad", "narrow"], change

@@ -10,7 +10,32 @@ from jaxkit.config import PipelineConfig, require, require_at_least, require_pos
 
 from .tables import KINDS, N_ATOMS_RANGE
 
-__all__ = ["Config", "QUICK", "FULL"]
+__all__ = ["ScaleSettings", "Config", "QUICK", "FULL"]
+
+
+@dataclass(frozen=True)
+class ScaleSettings(PipelineConfig):
+    """The large-cell throughput run (:mod:`jaxkit.amgenc.scale`), the section ``scale``
+    of :class:`Config` (``--set scale.cells=0``).
+
+    Attributes:
+        cells: cells of the large-cell throughput run (0: none).
+        atoms: atoms per cell of that run.
+        steps: noise levels of that run's sampler.
+        runs: timed sampling calls of that run (compiled ahead; the first timed
+            call's cells are the ones checked; the median is reported).
+    """
+
+    cells: int = 64
+    atoms: int = 800
+    steps: int = 200
+    runs: int = 1
+
+    def validate(self) -> None:
+        require_at_least(self, ("runs", "steps"))
+        require_at_least(self, ("cells",), 0)
+        require(N_ATOMS_RANGE[0] <= self.atoms <= N_ATOMS_RANGE[1], "atoms",
+                f"must lie in {N_ATOMS_RANGE}; got {self.atoms}")
 
 
 @dataclass(frozen=True)
@@ -67,12 +92,8 @@ class Config(PipelineConfig):
         post_relax_steps: FIRE steps of the post-relaxation of the AMGenC cells.
         pressure_steps: FIRE steps per box-rescaling round of the relaxation at the
             recipe's pressure (:func:`jaxkit.amgenc.design.relax_at_pressure`).
-        scale_cells: cells of the large-cell throughput run (0: none;
-            :mod:`jaxkit.amgenc.scale`).
-        scale_atoms: atoms per cell of that run.
-        scale_steps: noise levels of that run's sampler.
-        scale_runs: timed sampling calls of that run (compiled ahead; the first timed
-            call's cells are the ones checked; the median is reported).
+        scale: the large-cell throughput run, the section ``scale``
+            (:class:`ScaleSettings`; ``--set scale.cells=0`` skips it).
         rdf_margin: equivalence margin (RDF L1, A) of "the projections keep the structure".
         margin_density, margin_composition, margin_former_cn: non-inferiority margins of
             "without sacrificing inverse design accuracy": the largest increase of the
@@ -130,10 +151,7 @@ class Config(PipelineConfig):
     timing_cells: int = 4
     post_relax_steps: int = 300
     pressure_steps: int = 100
-    scale_cells: int = 64
-    scale_atoms: int = 800
-    scale_steps: int = 200
-    scale_runs: int = 1
+    scale: ScaleSettings = ScaleSettings()
     rdf_margin: float = 0.25
     judge: Literal["auto", "bks", "pedone", "recipe"] = "auto"
     judge_steps: int = 200
@@ -162,12 +180,11 @@ class Config(PipelineConfig):
         require_at_least(self, ("n_train", "n_test", "hidden", "layers", "k_nbr", "train_steps",
                                 "batch", "checkpoint_every", "samples_per_target",
                                 "sample_steps", "timing_runs", "post_relax_steps",
-                                "pressure_steps", "timing_cells", "scale_runs",
+                                "pressure_steps", "timing_cells",
                                 "judge_steps", "min_cells"))
         require_at_least(self, ("relax_steps",), 2)
         require_at_least(self, ("md_steps",), 4)
-        require_at_least(self, ("min_steps", "corrector_steps", "scale_cells",
-                                "judge_rounds"), 0)
+        require_at_least(self, ("min_steps", "corrector_steps", "judge_rounds"), 0)
         for kind in (self.kind, *self.other_kinds):  # the judge never made the data
             made = "recipe" if self.dataset == "recipe" else (
                 "bks" if kind == "silica" else "pedone")
@@ -176,9 +193,6 @@ class Config(PipelineConfig):
                     "judge must be another potential (or 'auto')")
         require(0.0 < self.mitigate_share <= 1.0, "mitigate_share",
                 f"must lie in (0, 1]; got {self.mitigate_share}")
-        require_at_least(self, ("scale_steps",))
-        require(N_ATOMS_RANGE[0] <= self.scale_atoms <= N_ATOMS_RANGE[1], "scale_atoms",
-                f"must lie in {N_ATOMS_RANGE}; got {self.scale_atoms}")
         lo, hi = self.n_atoms
         require(N_ATOMS_RANGE[0] <= lo <= hi <= N_ATOMS_RANGE[1], "n_atoms",
                 f"must satisfy {N_ATOMS_RANGE[0]} <= lo <= hi <= {N_ATOMS_RANGE[1]}; "
@@ -199,6 +213,6 @@ QUICK = Config(
     other_kinds=(), n_train=24, n_test=8, n_atoms=(100, 128), relax_steps=400, min_steps=100,
     hidden=32, layers=2, train_steps=300, batch=8, lr=3e-3, checkpoint_every=100,
     samples_per_target=2, sample_steps=20, corrector_steps=0, timing_runs=4, timing_cells=8,
-    post_relax_steps=150, pressure_steps=25, scale_cells=0, scale_steps=5, md_steps=3000,
-    judge_steps=60, judge_rounds=2)
+    post_relax_steps=150, pressure_steps=25, scale=ScaleSettings(cells=0, steps=5),
+    md_steps=3000, judge_steps=60, judge_rounds=2)
 FULL = Config(n_atoms=(100, 800))

@@ -72,7 +72,7 @@ def _dataset(ctx: RunContext, cfg: Config, tag: str
                          samples=samples, ev=ev, files=files)
     md += "\n\n" + report_more.markdown(cfg, ev, samples, data)
     scale = None
-    if cfg.scale_cells and not tag:
+    if cfg.scale.cells and not tag:
         scale = ctx.stage("amgenc-scale", lambda: sample_large(
             cfg, data, trained, ctx.key("scale"), mesh=ctx.mesh))
         md += "\n\n" + report.scale_text(scale)

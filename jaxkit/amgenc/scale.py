@@ -1,11 +1,11 @@
-"""Sampling at the largest cell size: ``cfg.scale_cells`` cells of ``cfg.scale_atoms``
+"""Sampling at the largest cell size: ``cfg.scale.cells`` cells of ``cfg.scale.atoms``
 atoms (800 by default, the top of the recipe's range), batched and split over the mesh's
 ``"data"`` axis, with all three AMGenC mechanisms, timed in steady state.
 
 The cells are conditioned on the held-out targets in turn (their density and element
 fractions), each at the target's number density (box ``L_t (N / N_t)^(1/3)``); the final
 species come from the exact discrete projection, so every cell is charge balanced or
-flagged. Reported: cells per second (median of ``cfg.scale_runs`` timed calls of the
+flagged. Reported: cells per second (median of ``cfg.scale.runs`` timed calls of the
 sampler compiled ahead of time; the first timed call's cells are checked), the share of
 cells with no pair under 1 A, and the balanced share.
 """
@@ -58,13 +58,13 @@ def sized_sampler(cfg: Config, data: Data, trained: Trained, key, n: int, b: int
 
 
 def sample_large(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> Scale:
-    """Sample and time ``cfg.scale_cells`` cells of ``cfg.scale_atoms`` atoms."""
-    n, b = cfg.scale_atoms, cfg.scale_cells
+    """Sample and time ``cfg.scale.cells`` cells of ``cfg.scale.atoms`` atoms."""
+    n, b = cfg.scale.atoms, cfg.scale.cells
     # compiled ahead of time, so that every sampling call is a steady-state timed one
-    run, mask, box = sized_sampler(cfg, data, trained, key, n, b, steps=cfg.scale_steps,
+    run, mask, box = sized_sampler(cfg, data, trained, key, n, b, steps=cfg.scale.steps,
                                    mesh=mesh)
     times, out = [], None
-    for _ in range(cfg.scale_runs):
+    for _ in range(cfg.scale.runs):
         t0 = time.perf_counter()
         res = jax.block_until_ready(run(True, cfg.soft_eta))
         times.append(time.perf_counter() - t0)
@@ -73,7 +73,7 @@ def sample_large(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -
     res = project_cells(-jnp.log(M.probabilities(h)), mask, mesh)
     x, boxes = np.asarray(x, np.float64), np.asarray(box, np.float64)
     ok = [min_distance(x[i] * boxes[i], boxes[i]) >= 1.0 for i in range(b)]
-    return Scale(n_cells=b, n_atoms=n, steps=cfg.scale_steps,
+    return Scale(n_cells=b, n_atoms=n, steps=cfg.scale.steps,
                  devices=1 if mesh is None else int(mesh.shape[distributed.DATA]),
                  seconds=float(np.median(times)), times=tuple(times),
                  no_close_pair=float(np.mean(ok)),

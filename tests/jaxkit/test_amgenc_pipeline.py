@@ -152,7 +152,7 @@ def _tiny(kinds=""):
 TINY_SETS = ["n_train=4", "n_test=2", "relax_steps=60", "min_steps=20", "hidden=16",
              "layers=1", "train_steps=15", "batch=4", "checkpoint_every=5",
              "samples_per_target=1", "sample_steps=4", "pressure_steps=5", "timing_runs=2",
-             "scale_atoms=128", "scale_cells=2", "scale_steps=4", "post_relax_steps=150",
+             "scale.atoms=128", "scale.cells=2", "scale.steps=4", "post_relax_steps=150",
              "judge_steps=20", "judge_rounds=1", "min_cells=2"]
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from jaxkit.amgenc import data as D
 from jaxkit.amgenc import train as T
-from jaxkit.amgenc.config import QUICK, Config
+from jaxkit.amgenc.config import FULL, QUICK, Config
 from jaxkit.amgenc.model import Batch
 
 
@@ -100,6 +100,21 @@ def test_config_validation_names_the_field():
     with pytest.raises(ValueError, match="corrector_steps"):
         QUICK.override(["corrector_steps=-1"])
     assert QUICK.train_steps == 300 and QUICK.corrector_steps == 0
+
+
+def test_scale_section_by_dotted_path(tmp_path):
+    cfg = QUICK.override(["scale.cells=2", "scale.atoms=128"])
+    assert (cfg.scale.cells, cfg.scale.atoms, cfg.scale.steps) == (2, 128, QUICK.scale.steps)
+    toml = tmp_path / "c.toml"
+    toml.write_text("[scale]\nruns = 3\n")
+    assert Config.from_toml(toml, base=QUICK).scale.runs == 3
+    assert FULL.scale.cells == 64 and FULL.scale.atoms == 800 and QUICK.scale.cells == 0
+    with pytest.raises(ValueError, match=r"`scale\.atoms`"):
+        QUICK.override(["scale.atoms=5000"])
+    with pytest.raises(ValueError, match=r"`scale\.runs`"):
+        QUICK.override(["scale.runs=0"])
+    with pytest.raises(ValueError, match=r"did you mean scale\.cells"):
+        QUICK.override(["scale_cells=2"])
 
 
 def test_focus_draws_noise_levels_in_the_band():

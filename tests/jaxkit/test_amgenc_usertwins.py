@@ -130,7 +130,7 @@ def test_tiny_pipeline_on_orthorhombic_user_cells(tmp_path):
         write_cells(tmp_path / name, [(c.symbols, c.positions, c.box, name) for c in cells])
     from jaxkit.amgenc.config import QUICK
 
-    cfg = QUICK.override(TINY_SETS + ["kind=silica", "scale_cells=0",
+    cfg = QUICK.override(TINY_SETS + ["kind=silica", "scale.cells=0",
                                       f"user_train={tmp_path / 'train.xyz'}",
                                       f"user_test={tmp_path / 'test.xyz'}"])
     res = pipeline.run(RunContext(out_dir=tmp_path / "out", config=cfg, quick=True,

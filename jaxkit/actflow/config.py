@@ -146,6 +146,17 @@ def _window(s: PipelineConfig, f: str, lo_min: float | None = None) -> None:
             f"low <= high; got {lo, hi}")
 
 
+def _check_windows(s: PipelineConfig, shares: tuple[str, ...]) -> None:
+    """A verifier section's checks: ``length`` a window of at least 1 residue, ``charge``
+    and ``gravy`` windows, each of ``shares`` in [0, 1]."""
+    _window(s, "length", 1)
+    for f in ("charge", "gravy"):
+        _window(s, f)
+    for f in shares:
+        v = getattr(s, f)
+        require(0.0 <= v <= 1.0, f, f"must lie in [0, 1]; got {v}")
+
+
 @dataclass(frozen=True)
 class AMPSettings(PipelineConfig):
     """The section ``amp`` of :class:`Config`: the antimicrobial-peptide-like verifier's
@@ -162,11 +173,7 @@ class AMPSettings(PipelineConfig):
     max_aggregation: float = _AMP.max_aggregation
 
     def validate(self) -> None:
-        _window(self, "length", 1)
-        for f in ("charge", "gravy"):
-            _window(self, f)
-        require(0.0 <= self.max_aggregation <= 1.0, "max_aggregation",
-                f"must lie in [0, 1]; got {self.max_aggregation}")
+        _check_windows(self, ("max_aggregation",))
 
 
 @dataclass(frozen=True)
@@ -185,12 +192,7 @@ class SolubleSettings(PipelineConfig):
     max_share: float = _SOLUBLE.max_share
 
     def validate(self) -> None:
-        _window(self, "length", 1)
-        for f in ("charge", "gravy"):
-            _window(self, f)
-        for f in ("max_aggregation", "max_share"):
-            v = getattr(self, f)
-            require(0.0 <= v <= 1.0, f, f"must lie in [0, 1]; got {v}")
+        _check_windows(self, ("max_aggregation", "max_share"))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ The paper package:
   pressure, design accuracy), :mod:`~jaxkit.amgenc.melt_quench` (glasses from the
   published BKS and Pedone potentials, ``dataset="published"``);
 * the independent judge: :mod:`~jaxkit.amgenc.judge` (a published potential that did not
-  make the data, on :mod:`jaxkit.kernels.md` with FIRE) and
+  make the data, on :mod:`jaxkit.kernels.md` with FIRE; :mod:`~jaxkit.amgenc.teter`, the
+  Teter potential with Deng & Du's boron, judges what Pedone cannot) and
   :mod:`~jaxkit.amgenc.judging` (plausibility before and after its relaxation against
   the twins, design accuracy at the target's judged pressure: the scores of the paper
   row on design accuracy);

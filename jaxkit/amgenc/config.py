@@ -102,7 +102,8 @@ class Config(PipelineConfig):
             coordination); see the comment at the fields.
         judge: the potential that scores plausibility and design accuracy
             (:mod:`jaxkit.amgenc.judge`): ``"auto"`` picks one that did not make the
-            data; naming the generator's potential is an error.
+            data; naming the generator's potential (or a composite judge holding it,
+            ``"pedone+teter"``) is an error.
         judge_steps: FIRE steps of each of the judge's relaxations.
         judge_rounds: box-rescaling rounds of the judge's relaxation at the target's
             pressure (design accuracy).
@@ -153,7 +154,7 @@ class Config(PipelineConfig):
     pressure_steps: int = 100
     scale: ScaleSettings = ScaleSettings()
     rdf_margin: float = 0.25
-    judge: Literal["auto", "bks", "pedone", "recipe"] = "auto"
+    judge: Literal["auto", "bks", "pedone", "teter", "pedone+teter", "recipe"] = "auto"
     judge_steps: int = 200
     judge_rounds: int = 4
     # "Effectively mitigates" (issue 64, fixed before the first run with the existing
@@ -188,7 +189,7 @@ class Config(PipelineConfig):
         for kind in (self.kind, *self.other_kinds):  # the judge never made the data
             made = "recipe" if self.dataset == "recipe" else (
                 "bks" if kind == "silica" else "pedone")
-            require(self.judge != made, "judge",
+            require(made not in self.judge.split("+"), "judge",  # a composite's members
                     f"{self.judge!r} made the {self.dataset} {kind} cells; an independent "
                     "judge must be another potential (or 'auto')")
         require(0.0 < self.mitigate_share <= 1.0, "mitigate_share",

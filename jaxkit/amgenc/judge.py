@@ -7,21 +7,29 @@ Which potential judges (:func:`judge_name`):
 data (``dataset``, ``kind``)    made by                          judged by
 ============================== ================================ ==========================
 ``recipe``, silica              the toy pair potential           BKS (van Beest et al. 1990)
-``recipe``, multi               the toy pair potential           Pedone et al. (2006)
+``recipe``, multi               the toy pair potential           Pedone et al. (2006), else
+                                                                 Teter / Deng & Du (2019)
 ``published``, silica           BKS                              Pedone et al. (2006)
-``published``, multi            Pedone et al. (2006)             the toy pair potential
+``published``, multi            Pedone et al. (2006)             Teter / Deng & Du (2019)
 ============================== ================================ ==========================
 
-The last row is not a published judge: BKS has parameters for Si and O only, so no
-second published potential here covers the modifiers; the toy potential did not make
-those cells, which is all the row can say, and its rows carry the name ``recipe``.
-Cells with a species the judge has no parameters for (B under Pedone or BKS, a cation
-other than Si under BKS) are not judged: their values are NaN and counted apart.
+Teter / Deng & Du (:mod:`jaxkit.amgenc.teter`, ``"teter"``) is the Teter potential of
+J. Du's oxide-glass simulations with the composition-dependent B-O term of Deng and Du
+(J. Am. Ceram. Soc. 102, 2482, 2019): the one published potential here with boron. The
+recipe's multi-component cells are judged by the composite ``"pedone+teter"``: each cell
+by Pedone when Pedone has parameters for every species of its *target* (the held-out
+cell it was generated for; a target by itself), else by Teter (the targets with B2O3),
+so that a generated cell, its target and the target's twin always meet the same
+potential. The toy pair potential (``"recipe"``) is still a judge one may name for the
+published cells it did not make.
+Cells with a species their judge has no parameters for (B under Pedone or BKS, a cation
+other than Si under BKS, Ba or Zn under Teter) are not judged: their values are NaN and
+counted apart.
 
 What the judge does with a cell (:func:`judge_cells`, the potentials of
-:mod:`jaxkit.amgenc.melt_quench` on :mod:`jaxkit.kernels.md`, Coulomb by damped shifted
-force with cutoffs ``min(R, L_min / 2)``; the toy potential of
-:mod:`jaxkit.amgenc.potential`):
+:mod:`jaxkit.amgenc.melt_quench` and :mod:`jaxkit.amgenc.teter` on
+:mod:`jaxkit.kernels.md`, Coulomb by damped shifted force with cutoffs
+``min(R, L_min / 2)``; the toy potential of :mod:`jaxkit.amgenc.potential`):
 
 * its energy per atom as generated (``e_before``, eV);
 * ``steps`` FIRE steps at the fixed box (:func:`jaxkit.kernels.md.fire`): the relaxed
@@ -51,23 +59,33 @@ from jaxkit.kernels import md
 
 from . import potential as P
 from .design import BULK_MODULUS
-from .melt_quench import BKS_CHARGE, PEDONE, R_COUL, R_SHORT, bks_table, pedone_table
+from .melt_quench import ALPHA, BKS_CHARGE, PEDONE, R_COUL, R_SHORT, bks_table, pedone_table
 from .tables import ELEMENTS, MASS
+from .teter import DENG_DU, boron_a, teter_table
+from .teter import SPECIES as TETER_SPECIES
 
-__all__ = ["JUDGES", "MADE_BY", "JudgeResult", "judge_name", "judge_table", "judgeable",
-           "judge_cells", "judged_energy"]
+__all__ = ["COMPOSITE", "JUDGES", "MADE_BY", "JudgeResult", "judge_name", "judge_table",
+           "judgeable", "judge_cells", "judged_energy", "members"]
 
 #: the judges: name -> (what it is, the species it has parameters for)
 JUDGES: dict[str, tuple[str, frozenset]] = {
     "bks": ("BKS (van Beest, Kramer & van Santen 1990) + 30-6 wall, DSF Coulomb",
             frozenset(BKS_CHARGE)),
     "pedone": ("Pedone et al. 2006 (Morse + r^-12 + DSF Coulomb)", frozenset(PEDONE)),
+    "teter": ("Teter (Du) Buckingham with the composition-dependent B-O of Deng & Du 2019 "
+              "(r^-30 core for Teter's short-range form, DSF Coulomb)", TETER_SPECIES),
+    "pedone+teter": ("Pedone et al. 2006 where it has parameters for the target's species, "
+                     "else Teter (Du) with Deng & Du 2019 boron", frozenset(PEDONE)
+                     | TETER_SPECIES),
     "recipe": ("jaxkit's toy pair potential (not published)", frozenset(ELEMENTS)),
 }
+#: judges made of others: name -> its members, in the order a target tries them
+COMPOSITE: dict[str, tuple[str, ...]] = {"pedone+teter": ("pedone", "teter")}
 #: the potential that made each dataset's generated cells
 MADE_BY = {("recipe", "silica"): "recipe", ("recipe", "multi"): "recipe",
            ("published", "silica"): "bks", ("published", "multi"): "pedone"}
 _O = ELEMENTS.index("O")
+_B = ELEMENTS.index("B")
 _SHRINK = 0.97  # the smallest rescaling per round (cutoffs must fit every round's box)
 
 
@@ -78,14 +96,20 @@ def judge_name(dataset: str, kind: str, judge: str = "auto") -> str:
     if made is None:
         raise ValueError(f"dataset/kind: no such data set {dataset!r}/{kind!r}")
     if judge == "auto":
-        return {"recipe": "bks" if kind == "silica" else "pedone",
-                "bks": "pedone", "pedone": "recipe"}[made]
+        return {"recipe": "bks" if kind == "silica" else "pedone+teter",
+                "bks": "pedone", "pedone": "teter"}[made]
     if judge not in JUDGES:
         raise ValueError(f"judge: must be 'auto' or one of {sorted(JUDGES)}; got {judge!r}")
-    if judge == made:
-        raise ValueError(f"judge: {judge!r} made the {dataset}/{kind} cells; an independent "
+    if made in members(judge):
+        who = repr(judge) if judge == made else f"{judge!r} holds {made!r}, which"
+        raise ValueError(f"judge: {who} made the {dataset}/{kind} cells; an independent "
                          "judge must be another potential")
     return judge
+
+
+def members(name: str) -> tuple[str, ...]:
+    """The potentials a judge uses: its :data:`COMPOSITE` members, or itself."""
+    return COMPOSITE.get(name, (name,))
 
 
 def judgeable(name: str, elements: np.ndarray) -> bool:
@@ -95,14 +119,19 @@ def judgeable(name: str, elements: np.ndarray) -> bool:
                 and {ELEMENTS[i] for i in np.unique(el)} <= JUDGES[name][1])
 
 
-def judge_table(name: str, r_short: float = R_SHORT, r_coul: float = R_COUL) -> md.PairTable:
-    """The :class:`jaxkit.kernels.md.PairTable` of a published judge (``"bks"`` or
-    ``"pedone"``)."""
+def judge_table(name: str, r_short: float = R_SHORT, r_coul: float = R_COUL,
+                a_bo: float = DENG_DU["A1"]) -> md.PairTable:
+    """The :class:`jaxkit.kernels.md.PairTable` of a published judge (``"bks"``,
+    ``"pedone"`` or ``"teter"``; ``a_bo`` the Teter B-O ``A``,
+    :func:`jaxkit.amgenc.teter.boron_a` of the cell, eV)."""
     if name == "bks":
         return bks_table(r_short, r_coul)
     if name == "pedone":
         return pedone_table(r_short, r_coul)
-    raise ValueError(f"judge: {name!r} has no pair table (the toy potential has its own)")
+    if name == "teter":
+        return teter_table(r_short, r_coul, ALPHA, a_bo)
+    raise ValueError(f"judge: {name!r} has no pair table (the toy potential has its own; "
+                     "a composite judge uses its members' tables)")
 
 
 def _force_energy(name, table, box, el, m):
@@ -129,12 +158,15 @@ def _pressure(name, table, x, box, el, m):
 
 
 @partial(jax.jit, static_argnames=("name", "steps", "rounds"))
-def _judge_batch(pos, box, el, mask, p_target, cut, *, name, steps, rounds):
+def _judge_batch(pos, box, el, mask, p_target, cut, a_bo, *, name, steps, rounds):
     base = None if name == "recipe" else judge_table(name)
 
-    def one(x, b, e, m, pt, c):
+    def one(x, b, e, m, pt, c, a):
         table = None if base is None else base._replace(r_short=jnp.minimum(R_SHORT, c),
                                                          r_coul=jnp.minimum(R_COUL, c))
+        if name == "teter":  # the cell's own B-O A (Deng & Du 2019)
+            ba = jnp.asarray(base.buck_a, x.dtype).at[_B, _O].set(a).at[_O, _B].set(a)
+            table = table._replace(buck_a=ba)
         fe = _force_energy(name, table, b, e, m)
         e0 = fe(x)[1]
         x1, e1 = md.fire(x, b, m, fe, steps)
@@ -150,7 +182,7 @@ def _judge_batch(pos, box, el, mask, p_target, cut, *, name, steps, rounds):
         (xp, bp), _ = jax.lax.scan(round_, (x1, b), None, length=rounds)
         return e0, x1, e1, p1, xp, bp
 
-    return jax.vmap(one)(pos, box, el, mask, p_target, cut)
+    return jax.vmap(one)(pos, box, el, mask, p_target, cut, a_bo)
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,6 +193,8 @@ class JudgeResult:
     Attributes:
         name: the judge.
         judged: (n,) bool, the cells it could score.
+        member: per cell, the potential that scored it (one of :func:`members`; None
+            where not judged).
         e_before, e_after: (n,) energy per atom (eV) as given and after the fixed-box
             FIRE relaxation.
         pressure: (n,) zero-temperature pressure after it (eV/A^3).
@@ -172,6 +206,7 @@ class JudgeResult:
 
     name: str
     judged: np.ndarray
+    member: list
     e_before: np.ndarray
     e_after: np.ndarray
     pressure: np.ndarray
@@ -193,8 +228,24 @@ def _edges(box) -> np.ndarray:
     return np.full(3, float(b)) if b.ndim == 0 else b.reshape(3)
 
 
+def _route(name: str, cells: list, targets: list | None) -> list:
+    """Per cell, the member of composite judge ``name`` that scores it: the first member
+    with parameters for every species of the cell's target (``targets[i]``, element
+    indices; the cell itself without targets), else the first with parameters for the
+    cell's own species; None where no member has."""
+    out = []
+    for i, (_, _, el) in enumerate(cells):
+        tgt = el if targets is None else targets[i]
+        pick = next((m for m in members(name) if judgeable(m, tgt)), None)
+        if pick is None or not judgeable(pick, el):
+            pick = next((m for m in members(name) if judgeable(m, el)), None)
+        out.append(pick)
+    return out
+
+
 def judge_cells(name: str, cells: list, *, steps: int, rounds: int = 0,
-                p_target: np.ndarray | None = None) -> JudgeResult:
+                p_target: np.ndarray | None = None,
+                targets: list | None = None) -> JudgeResult:
     """Judge cells ((positions A, box edge or (3,) edges, elements) each) with potential
     ``name`` (module docstring): energies before and after ``steps`` FIRE steps at the
     fixed box, the pressure there, and with ``p_target`` (eV/A^3, one per cell) ``rounds``
@@ -202,7 +253,10 @@ def judge_cells(name: str, cells: list, *, steps: int, rounds: int = 0,
 
     Cells are grouped by size bucket (:func:`jaxkit.amgenc.potential.padded_size`), one
     batched call per bucket, the batch padded to a multiple of 4 (calls with the same
-    bucket counts share a compiled program). Float32.
+    bucket counts share a compiled program). Float32. A composite judge
+    (:data:`COMPOSITE`) scores each cell with the member its target routes it to
+    (:func:`_route`), one call per member. The Teter judge takes each cell's own B-O
+    ``A`` (:func:`jaxkit.amgenc.teter.boron_a`).
 
     Args:
         name: a key of :data:`JUDGES`.
@@ -210,6 +264,8 @@ def judge_cells(name: str, cells: list, *, steps: int, rounds: int = 0,
         steps: FIRE steps per relaxation (>= 1).
         rounds: box-rescaling rounds (0: no relaxation at pressure).
         p_target: target pressures (needed when ``rounds`` > 0).
+        targets: per cell, the element indices of its target (only a composite judge
+            reads them; None: each cell is its own target).
 
     Returns:
         The :class:`JudgeResult`.
@@ -220,17 +276,37 @@ def judge_cells(name: str, cells: list, *, steps: int, rounds: int = 0,
         raise ValueError(f"steps must be >= 1 and rounds >= 0; got {steps}, {rounds}")
     if rounds and (p_target is None or len(p_target) != len(cells)):
         raise ValueError("p_target: one target pressure per cell is needed with rounds > 0")
+    if targets is not None and len(targets) != len(cells):
+        raise ValueError(f"targets: one per cell; got {len(targets)} for {len(cells)} cells")
     n = len(cells)
+    if name in COMPOSITE:
+        route = _route(name, cells, targets)
+        out = JudgeResult(name, np.zeros(n, bool), [None] * n, *(np.full(n, np.nan)
+                          for _ in range(3)), [None] * n, [None] * n, int(steps), int(rounds))
+        for m in members(name):
+            idx = [i for i in range(n) if route[i] == m]
+            if not idx:
+                continue
+            sub = judge_cells(m, [cells[i] for i in idx], steps=steps, rounds=rounds,
+                              p_target=None if p_target is None else
+                              np.asarray(p_target)[idx])
+            for k, i in enumerate(idx):
+                out.judged[i], out.member[i] = sub.judged[k], sub.member[k]
+                out.e_before[i], out.e_after[i] = sub.e_before[k], sub.e_after[k]
+                out.pressure[i] = sub.pressure[k]
+                out.relaxed[i], out.at_pressure[i] = sub.relaxed[k], sub.at_pressure[k]
+        return out
     nan = np.full(n, np.nan)
     e0, e1, pr = nan.copy(), nan.copy(), nan.copy()
     relaxed, at_p = [None] * n, [None] * n
     ok = np.array([judgeable(name, el) for _, _, el in cells], bool)
     pt = np.zeros(n) if p_target is None else np.asarray(p_target, np.float64)
+    a_bo = np.array([boron_a(el) if name == "teter" else 0.0 for _, _, el in cells])
     sizes = np.array([P.padded_size(len(el)) for _, _, el in cells], int)
     for size in np.unique(sizes[ok]) if ok.any() else []:
-        members = np.flatnonzero(ok & (sizes == size))
-        b = -(-len(members) // 4) * 4
-        rows = [members[i % len(members)] for i in range(b)]
+        idx = np.flatnonzero(ok & (sizes == size))
+        b = -(-len(idx) // 4) * 4
+        rows = [idx[i % len(idx)] for i in range(b)]
         pos = np.zeros((b, size, 3), np.float32)
         el = np.full((b, size), _O, np.int32)
         mask = np.zeros((b, size), bool)
@@ -245,15 +321,17 @@ def judge_cells(name: str, cells: list, *, steps: int, rounds: int = 0,
         cut = 0.5 * box.min(1) * (_SHRINK ** rounds)
         out = _judge_batch(jnp.asarray(pos), jnp.asarray(box), jnp.asarray(el),
                            jnp.asarray(mask), jnp.asarray(pt[rows], jnp.float32),
-                           jnp.asarray(cut), name=name, steps=int(steps), rounds=int(rounds))
+                           jnp.asarray(cut), jnp.asarray(a_bo[rows], jnp.float32),
+                           name=name, steps=int(steps), rounds=int(rounds))
         a0, x1, a1, p1, xp, bp = (np.asarray(v, np.float64) for v in out)
-        for i, j in enumerate(members):
+        for i, j in enumerate(idx):
             k = len(cells[j][2])
             e0[j], e1[j], pr[j] = a0[i] / k, a1[i] / k, p1[i]
             relaxed[j] = x1[i, :k]
             if rounds:
                 at_p[j] = (xp[i, :k], bp[i])
-    return JudgeResult(name, ok, e0, e1, pr, relaxed, at_p, int(steps), int(rounds))
+    member = [name if k else None for k in ok]
+    return JudgeResult(name, ok, member, e0, e1, pr, relaxed, at_p, int(steps), int(rounds))
 
 
 def judged_energy(name: str, pos: np.ndarray, box, elements: np.ndarray) -> float:

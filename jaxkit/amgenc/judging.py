@@ -17,8 +17,11 @@ with each target's species:
   the mean O coordination of its network formers against the judge-relaxed target's,
   and the composition (no relaxation changes it). The twin row is the noise floor.
 
-A cell the judge has no parameters for (B under Pedone) is NaN in every quantity and
-counted in ``judged`` (the share that was scored).
+A cell the judge has no parameters for (B under Pedone, Ba or Zn under Teter) is NaN in
+every quantity and counted in ``judged`` (the share that was scored). A composite judge
+(``"pedone+teter"``) scores each cell with the member that has parameters for its
+target's species (:func:`jaxkit.amgenc.judge.judge_cells`' ``targets``), so a generated
+cell, its target and the twin meet the same potential.
 """
 
 from __future__ import annotations
@@ -117,7 +120,8 @@ def judge_evaluation(cfg: Config, data: Data, samples: Samples, ev: Evaluation,
     tgt_cn = np.array([former_cn(tgt.relaxed[t], tests[t].box, tests[t].elements)
                        if tgt.judged[t] else np.nan for t in t_all])
     tw_cells = [(c.positions, c.box, c.elements) for c in twins]
-    tw = J.judge_cells(name, tw_cells, steps=steps, rounds=rounds, p_target=p_t)
+    tw = J.judge_cells(name, tw_cells, steps=steps, rounds=rounds, p_target=p_t,
+                       targets=[c.elements for c in tests])
     tw_raw = [struct(*c) for c in tw_cells]
     tw_rel = [struct(tw.relaxed[t], twins[t].box, twins[t].elements)
               if tw.judged[t] else tw_raw[t] for t in t_all]
@@ -139,7 +143,8 @@ def judge_evaluation(cfg: Config, data: Data, samples: Samples, ev: Evaluation,
     rows = {"twin": _row(tw, tw_cells, t_all, np.zeros(n_t), e_twin, tests, tgt_cn,
                          (tw_raw, ref_raw, tw_raw), (tw_rel, ref_rel, tw_rel))}
     for label, (cells, t_idx, comp) in sets.items():
-        res = J.judge_cells(name, cells, steps=steps, rounds=rounds, p_target=p_t[t_idx])
+        res = J.judge_cells(name, cells, steps=steps, rounds=rounds, p_target=p_t[t_idx],
+                            targets=[tests[t].elements for t in t_idx])
         gen_raw = [struct(*c) for c in cells]
         gen_rel = [struct(res.relaxed[i], c[1], c[2]) if res.judged[i] else gen_raw[i]
                    for i, c in enumerate(cells)]

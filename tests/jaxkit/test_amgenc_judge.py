@@ -99,9 +99,12 @@ def test_the_judge_never_made_the_data():
         assert name != made and name in J.JUDGES
     assert J.judge_name("published", "silica") == "pedone"
     assert J.judge_name("recipe", "silica") == "bks"
-    assert J.judge_name("recipe", "multi") == "pedone"
+    assert J.judge_name("recipe", "multi") == "pedone+teter"
+    assert J.judge_name("published", "multi") == "teter"
     with pytest.raises(ValueError, match="judge: 'bks' made"):
         J.judge_name("published", "silica", "bks")
+    with pytest.raises(ValueError, match="holds 'pedone', which made"):
+        J.judge_name("published", "multi", "pedone+teter")  # Pedone, one of its members
     with pytest.raises(ValueError, match="judge: must be"):
         J.judge_name("recipe", "multi", "chgnet")
     assert not J.judgeable("bks", np.array([SI, OX, ELEMENTS.index("Na")]))
@@ -109,11 +112,11 @@ def test_the_judge_never_made_the_data():
 
 
 def test_the_toy_potential_as_judge_of_published_multi_cells():
-    # Pedone made the published multi cells; the toy potential judges them (cubic only)
+    # Pedone made the published multi cells; the toy potential may judge them (cubic only)
     from jaxkit.amgenc import design
     from jaxkit.amgenc import potential as P
 
-    assert J.judge_name("published", "multi") == "recipe"
+    assert J.judge_name("published", "multi", "recipe") == "recipe"
     pos, box, el = cristobalite(jitter=0.1, seed=2)
     res = J.judge_cells("recipe", [(pos, A, el)], steps=100)
     ref = float(P.pair_energy(jnp.asarray(pos, jnp.float32), A, jnp.asarray(el),

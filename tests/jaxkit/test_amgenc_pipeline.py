@@ -242,9 +242,9 @@ def _check_run(run, kinds):
     assert "existing method" in res.claims[2].claim and res.claims[2].verdict != "not tested"
     assert "`mitigate_share`" in res.claims[2].test
     # the design row is scored by the independent judge, which did not make the data
-    assert "scored by: multi: pedone:" in res.claims[0].note
+    assert "scored by: multi: pedone+teter:" in res.claims[0].note
     jd = res.metrics["judge"]
-    assert jd["name"] == "pedone" and jd["made_by"] == "recipe"
+    assert jd["name"] == "pedone+teter" and jd["made_by"] == "recipe"
     assert {"twin", "none", "balanced noise only", "all three (AMGenC)",
             "post-hoc repair (fewest species changes)", "uniform random positions"
             } == set(jd["rows"])

@@ -269,7 +269,7 @@ def design_claim(cfg: Config, datasets: list[tuple[str, Evaluation]]) -> Claim:
     vs = stats.holm_superiority(diffs, margin=margins, level=0.90)
     meas = [f"{n}: {_ci(v, '{:+.3g}')} vs {m:g} (n={v.n})" if v.n >= 2 else
             f"{n}: too few scored pairs (n={v.n}; the judge has no parameters for a "
-            "species of the others, e.g. B under Pedone)"
+            "species of the others, e.g. Ba or Zn under Teter, B under Pedone alone)"
             for n, v, m in zip(names, vs, margins, strict=True)]
     k = len(datasets)
     return Claim(

@@ -1,7 +1,8 @@
 """Saving and loading the causal model's weights (:mod:`jaxkit.causal_model.model`), and
 the weights jaxkit ships in ``jaxkit/causal_model/weights/`` (trained by
-``python -m jaxkit.causaltab.make_weights``, with the command and training curve that
-made them in ``model.json`` and ``curve.json``).
+:mod:`jaxkit.causaltab.longtrain` in the segments ``model.json`` lists, with their
+commands, commits and validation figures, and the last segment's training curve in
+``curve.json``; ``python -m jaxkit.causaltab.make_weights`` retrains them).
 
 A weights folder holds ``params.npz`` (the parameter pytree's leaves in
 ``jax.tree.leaves`` order, float32) and ``model.json`` (the :class:`ModelConfig` under

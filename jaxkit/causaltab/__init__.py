@@ -11,8 +11,9 @@ and on domain-grounded (expert-network) environments.
   (infrastructure: the causal audit runs the same model; the old names
   ``jaxkit.causaltab.model`` / ``.predict`` still import);
   :mod:`~jaxkit.causaltab.train`: training on tasks drawn on the device each step from
-  :mod:`jaxkit.kernels.sem.prior`; :mod:`~jaxkit.causaltab.make_weights`: the command that
-  trained the first shipped weights; :mod:`~jaxkit.causaltab.longtrain`: the long
+  :mod:`jaxkit.kernels.sem.prior`; :mod:`~jaxkit.causaltab.make_weights`: retrains the
+  shipped weights from scratch by replaying the training segments their ``model.json``
+  lists; :mod:`~jaxkit.causaltab.longtrain`: the long
   training (curriculum over d and n, narrow-to-broad prior, warm-up cosine, segmented
   :func:`jaxkit.training.fit` with exact resume) with its validation curve against
   DirectLiNGAM, NOTEARS, PC and GES on the fixed set of :mod:`~jaxkit.causaltab.validation`;

@@ -166,9 +166,11 @@ QUICK = Config(ds=(10,), n=64, n_datasets=6, int_fracs=(0.0, 0.5), semantic_seed
                methods=("causaltab", "direct-lingam", "ica-lingam", "var-sort-regress",
                         "r2-sort-regress",
                         "pc", "ges", "random"))
-# The full run retrains from scratch. FULL = Config(): the shipped weights' recipe
-# (16 tasks a step, d <= 20, n <= 64, 3600 steps; python -m jaxkit.causaltab.make_weights)
-# trained once on the broad prior from the first step, which is also the prior
+# The full run retrains from scratch. FULL = Config(): the first shipped weights' recipe
+# (v1: dim 32, 16 tasks a step, d <= 20, n <= 64, 3600 steps; the weights shipped now are
+# the longer dim-64 training of results/causaltab-training/, which QUICK and `causaltab
+# predict` use and `python -m jaxkit.causaltab.make_weights` retrains) trained once
+# on the broad prior from the first step, which is also the prior
 # ablation's broad arm (shared: same key, architecture, settings and prior), so the two
 # ablation models cost one extra training; d = 50 is scored over covering subsets of 20
 # variables; 10 datasets per synthetic cell (24 cells: 240 per method), 20 per ablation

@@ -207,7 +207,7 @@ def train_long(r: LongRecipe, out: Path, *, eval_every: int = 8, val_tasks: int 
     se = float(np.std(diff[ok], ddof=1) / np.sqrt(ok.sum())) if ok.sum() > 1 else float("nan")
     mean_diff = float(np.mean(diff[ok])) if ok.any() else float("nan")
     meta = {"recipe": dataclasses.asdict(r), "commit": _commit(), "n_params": n_params(params),
-            "stopped_at_step": stopped,
+            "stopped_at_step": stopped, "eval_every": eval_every,
             "validation": {"cells": [list(c) for c in val_cells], "tasks_per_cell": val_tasks,
                            "set_seed": 7, "model_auroc": float(np.nanmean(a)),
                            "baselines_auroc": base_mean, "strongest": best,

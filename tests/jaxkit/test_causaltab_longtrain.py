@@ -111,3 +111,56 @@ def test_ship_scores_and_writes_the_shipped_format(tmp_path):
     p2, cfg2, meta2 = load_weights(tmp_path / "dest")  # the format predict() loads
     assert cfg2 == cfg and meta2["validation"]["n_paired"] == 2
     assert json.loads((tmp_path / "dest" / "curve.json").read_text())[0]["step"] == 25
+
+
+def test_ship_records_the_segments_and_make_weights_replays_them(tmp_path):
+    """A run continued from another (``init``) ships with both segments, first to last,
+    their ``init`` and command naming the previous segment instead of a path; a run
+    continued from a shipped folder inherits its segments; make_weights rebuilds the
+    chain of recipes with each ``init`` the previous segment's folder."""
+    import dataclasses
+
+    import jax
+
+    from jaxkit.causal_model.model import init_params
+    from jaxkit.causal_model.weights_io import save_weights
+    from jaxkit.causaltab import make_weights, ship
+
+    cfg = TINY.model()
+    params = init_params(jax.random.key(0), cfg)
+    first, second = tmp_path / "c", tmp_path / "d"
+    r1 = dataclasses.asdict(TINY)
+    r2 = {**r1, "init": str(first), "steps": 100, "start_t": 1.0}
+    for d, r, ev in ((first, r1, 8), (second, r2, 16)):
+        cmd = "python -m jaxkit.causaltab.longtrain " + " ".join(
+            f"--{k} {v}" for k, v in r.items() if v != "")
+        save_weights(d, params, cfg, {"recipe": r, "command": cmd, "commit": "abc",
+                                      "cpu_seconds": 1.0, "validation": {"model_auroc": 0.6}})
+        (d / "curve.json").write_text(json.dumps([{"chunk": ev, "step": 25 * ev}]))
+    curve: list = []
+    segs = ship.segments(second, curve)
+    assert [g["recipe"]["steps"] for g in segs] == [50, 100]
+    assert [(c["segment"], c["step"]) for c in curve] == [(0, 200), (1, 450)]
+    assert [g["recipe"]["init"] for g in segs] == ["", "segment 0"]
+    assert [g["eval_every"] for g in segs] == [8, 16]
+    assert "--init <segment 0> --start_t 1.0" in segs[1]["command"]
+    assert "--init" not in segs[0]["command"] and str(tmp_path) not in json.dumps(segs)
+    # a third segment continued from a shipped folder holding the first two
+    shipped = tmp_path / "shipped"
+    save_weights(shipped, params, cfg, {"segments": segs})
+    third = tmp_path / "e"
+    save_weights(third, params, cfg, {"recipe": {**r1, "init": str(shipped), "steps": 75}})
+    (shipped / "curve.json").write_text(json.dumps(curve))
+    (third / "curve.json").write_text(json.dumps([{"chunk": 1, "step": 25}]))
+    curve3: list = []
+    assert [g["recipe"]["steps"] for g in ship.segments(third, curve3)] == [50, 100, 75]
+    assert [(c["segment"], c["step"]) for c in curve3] == [(0, 200), (1, 450), (2, 175)]
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        save_weights(third, params, cfg, {"recipe": {**r1, "init": str(tmp_path / "nowhere")}})
+        ship.segments(third)
+    plan = make_weights.recipes({"segments": segs}, tmp_path / "work")
+    assert [(r.steps, r.init, out.name, ev) for r, out, ev in plan] == [
+        (50, "", "segment-0", 8), (100, str(tmp_path / "work" / "segment-0"), "segment-1", 16)]
+    assert plan[1][0].start_t == 1.0
+    with pytest.raises(ValueError, match="no training `segments`"):
+        make_weights.recipes({"settings": {}}, tmp_path / "work")

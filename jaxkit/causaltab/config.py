@@ -1,8 +1,10 @@
 """CausalTab configuration: benchmarks, methods, training and the claim tests.
 
-``jaxkit run causaltab --set ds=10,20 --set n_datasets=20``. ``train_steps = 0`` uses the
-shipped weights (``jaxkit/causal_model/weights/``) unchanged; ``train_steps > 0`` trains
-from scratch (the full run) for that many steps of ``train_batch`` tasks on the broad
+``jaxkit run causaltab --set ds=10,20 --set n_datasets=20``. ``train_steps = 0`` (the
+default: QUICK and FULL) scores the shipped weights (``jaxkit/causal_model/weights/``,
+trained by :mod:`jaxkit.causaltab.longtrain`, recorded in ``results/causaltab-training/``)
+unchanged; ``train_steps > 0`` trains from scratch for that many steps of ``train_batch``
+tasks on the broad
 prior, ``max_vars = train_d_max`` variables and at most ``train_n_max`` rows per task,
 starting from the narrow prior through a curriculum when ``train_curriculum``,
 checkpointed under the run folder so a killed run resumes. A benchmark with more
@@ -115,7 +117,7 @@ class Config(PipelineConfig):
     semantic_seeds: int = 5
     semantic_n: int = 200
     sachs_rows: int = 600
-    train_steps: int = 3600
+    train_steps: int = 0
     train_batch: int = 16
     train_n_max: int = 64
     train_d_max: int = 20
@@ -166,27 +168,22 @@ QUICK = Config(ds=(10,), n=64, n_datasets=6, int_fracs=(0.0, 0.5), semantic_seed
                methods=("causaltab", "direct-lingam", "ica-lingam", "var-sort-regress",
                         "r2-sort-regress",
                         "pc", "ges", "random"))
-# The full run retrains from scratch. FULL = Config(): the first shipped weights' recipe
-# (v1: dim 32, 16 tasks a step, d <= 20, n <= 64, 3600 steps; the weights shipped now are
-# the longer dim-64 training of results/causaltab-training/, which QUICK and `causaltab
-# predict` use and `python -m jaxkit.causaltab.make_weights` retrains) trained once
-# on the broad prior from the first step, which is also the prior
-# ablation's broad arm (shared: same key, architecture, settings and prior), so the two
-# ablation models cost one extra training; d = 50 is scored over covering subsets of 20
-# variables; 10 datasets per synthetic cell (24 cells: 240 per method), 20 per ablation
-# cell. Estimate, CPU seconds measured on this machine (time.process_time around the
-# compiled call, compilation apart; /tmp/proposed_ctfull.md has the table): training
-# 0.48 s a step x 3600 steps x 2 models = 3500 s; synthetic grid 8 cells x 10 datasets x
-# (1.4 s at d=10, 8.2 s at d=20 (GIES 6.6 s), 4.8 s at d=50 (NOTEARS 3.5 s, CausalTab
-# over 10 subsets 1.0 s)) + compilations = 1250 s; semantic environments about 470 s
-# (7 networks x 2 fractions x 5 seeds; NOTEARS and GIES on the dagitty networks ~10 s
-# each), real Sachs 20 s, ablation scoring about 15 s: about 5300 s of CPU in all (88
-# min; wall is at most that on a quiet 2-core machine). NOTEARS runs at every d (3.5 s
-# a dataset at d = 50), GIES up to gies_max_d = 20 as before. The former FULL (32 tasks
-# a step at d <= 50, n <= 200: 19.9 s CPU a step, 20000 steps = 110 h, plus two
-# 2000-step ablation models and 20 datasets per cell) could not run here. Added since
-# (issue 65), estimated, not measured as a whole: PC and GES (causal-learn) on every
-# dataset (about 0.4 s each at d = 10, n = 64 in QUICK under load; GES up to gies_max_d,
-# PC at every d, a few s at d = 50) and the 6 per-axis out-of-distribution cells at
-# d = 10 (60 datasets x about 2 s): about 900 s more, so about 6200 s (105 min) in all.
+# The full run scores the shipped weights (train_steps = 0; dim 64, 143k parameters,
+# 16,000 steps of the long training in two segments, results/causaltab-training/: the
+# training is recorded there, the full run evaluates). The prior ablation trains its two
+# arms here (the first shipped recipe: dim 32, 3600 steps x 16 tasks, d <= 20, n <= 64,
+# no curriculum, one on the broad and one on the narrow prior; `--set train_steps=3600`
+# makes the main model that recipe again, and then its broad arm is the main training,
+# trained once). d = 50 is scored over covering subsets of 20 variables; 10 datasets per
+# synthetic cell (24 cells: 240 per method), 20 per ablation cell. Estimate, CPU seconds
+# measured on this machine (time.process_time around the compiled call, compilation
+# apart): the two ablation arms 0.48 s a step x 3600 steps x 2 = 3500 s; synthetic grid
+# 8 cells x 10 datasets x (1.4 s at d=10, 8.2 s at d=20 (GIES 6.6 s), 4.8 s at d=50
+# (NOTEARS 3.5 s, CausalTab over 10 subsets 1.0 s)) + compilations = 1250 s; semantic
+# environments about 470 s (7 networks x 2 fractions x 5 seeds; NOTEARS and GIES on the
+# dagitty networks ~10 s each), real Sachs 20 s, ablation scoring about 15 s; PC and GES
+# (causal-learn) on every dataset and the 6 per-axis out-of-distribution cells at d = 10
+# about 900 s: about 6200 s of CPU in all (the record of the first recipe, which also
+# trained two models, took 3,238 s of wall on 2 cores). The former FULL (32 tasks a step at
+# d <= 50, n <= 200: 19.9 s CPU a step, 20000 steps = 110 h) could not run here.
 FULL = Config()

@@ -25,9 +25,11 @@ def test_registered_with_quick_and_full():
     with pytest.raises(ValueError, match="`ablation.d`"):  # beyond the narrow prior's d
         QUICK.override(["ablation.d=12"])
     assert QUICK.ablation.steps == 0 < e.config(False).ablation.steps
-    full = e.config(False)  # retrains once: the main model is the ablation's broad arm
-    assert full.train_steps > 0 and R.main_recipe(full) == R.ablation_recipe(full, "broad")
-    assert R.ablation_recipe(full, "narrow") != R.main_recipe(full)
+    full = e.config(False)  # scores the shipped weights; the ablation trains both arms
+    assert full.train_steps == 0 == QUICK.train_steps
+    retrain = full.override(["train_steps=3600"])  # the first recipe: shared broad arm
+    assert R.main_recipe(retrain) == R.ablation_recipe(full, "broad")
+    assert R.ablation_recipe(full, "narrow") != R.main_recipe(retrain)
     with pytest.raises(ValueError, match="train_d_max"):
         dataclasses.replace(QUICK, train_d_max=2)
 

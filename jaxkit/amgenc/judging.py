@@ -44,13 +44,14 @@ from .results import (
     JudgeScores,
     MethodDraws,
 )
-from .sample import AMGENC_ARM, NOISE_ARM, Samples
+from .sample import AMGENC_ARM, BASELINE_ARM, NOISE_ARM, Samples
 from .tables import box_edges, is_cubic
 
 __all__ = ["JUDGED_ARMS", "REPAIR", "RANDOM", "relaxation_text", "judge_evaluation"]
 
-#: the sampled arms the judge scores (the others are the ablation's intermediate arms)
-JUDGED_ARMS = ("none", NOISE_ARM, AMGENC_ARM)
+#: the sampled arms the judge scores (the others are the ablation's intermediate arms),
+#: and the separately trained baseline's where it was sampled
+JUDGED_ARMS = ("none", NOISE_ARM, AMGENC_ARM, BASELINE_ARM)
 REPAIR = METHODS[2]
 RANDOM = "uniform random positions"
 
@@ -128,7 +129,7 @@ def judge_evaluation(cfg: Config, data: Data, samples: Samples, ev: Evaluation,
     e_twin = tw.e_after
 
     sets = {}
-    for arm in JUDGED_ARMS:
+    for arm in (a for a in JUDGED_ARMS if a in samples.arms):
         a = samples.arms[arm]
         sets[arm] = (_cells_of(samples, a.species, a.x), samples.target_index,
                      ev.per_cell[arm].composition_l1)

@@ -4,7 +4,9 @@ with its ablation, on one dataset (``kind``) and then on each of ``other_kinds``
 Stages per dataset: **data** (relaxed, charge-balanced glass cells with a held-out split
 and a twin of every held-out cell, :mod:`jaxkit.amgenc.data`); **train** (the periodic
 graph denoiser, :mod:`jaxkit.amgenc.train`; checkpoints in
-``OUT/checkpoints/train/<config>``, so a killed run resumes to the same parameters);
+``OUT/checkpoints/train/<config>``, so a killed run resumes to the same parameters; with
+``baseline_model`` a second one, the AMDEN-style unconstrained baseline trained with
+plain element noise, in ``OUT/checkpoints/baseline/<config>``);
 **samples** (every held-out target with the three AMGenC mechanisms on or off,
 :mod:`jaxkit.amgenc.sample`); **relaxed** (FIRE post-relaxation of the AMGenC cells);
 then the metrics (:mod:`jaxkit.amgenc.evaluate`: charge, plausibility, design accuracy
@@ -47,8 +49,15 @@ def _dataset(ctx: RunContext, cfg: Config, tag: str
     ckpt = ctx.out_dir / "checkpoints" / "train" / f"{cfg.digest()[:16]}-seed{ctx.seed}"
     trained = fit_denoiser(cfg, data, ctx.key(f"train{tag}"), mesh=ctx.mesh,
                            checkpoint_dir=ckpt, resume=ctx.resume, track=ctx.track)
+    baseline = None
+    if cfg.baseline_model:  # AMDEN-style: the same denoiser, plain element noise
+        base_cfg = dataclasses.replace(cfg, balanced_share=0.0)
+        baseline = fit_denoiser(
+            base_cfg, data, ctx.key(f"train-baseline{tag}"), mesh=ctx.mesh,
+            checkpoint_dir=ctx.out_dir / "checkpoints" / "baseline"
+            / f"{base_cfg.digest()[:16]}-seed{ctx.seed}", resume=ctx.resume, track=ctx.track)
     samples = ctx.stage(f"amgenc-samples{tag}", lambda: sample_all(
-        cfg, data, trained, ctx.key(f"sample{tag}"), mesh=ctx.mesh))
+        cfg, data, trained, ctx.key(f"sample{tag}"), mesh=ctx.mesh, baseline=baseline))
     relaxed = ctx.stage(f"amgenc-relaxed{tag}",
                         lambda: relax_cells(cfg, samples, AMGENC_ARM))
     ev = evaluate(cfg, data, samples, trained.norm, ctx.rng(f"baseline{tag}"),
@@ -81,6 +90,9 @@ def _dataset(ctx: RunContext, cfg: Config, tag: str
                "plausibility": _plain(ev.plausibility), "design": _plain(ev.design),
                "train_seconds": trained.seconds, "train_resumed_from": trained.resumed_from,
                "final_loss": float(trained.losses[-20:].mean()),
+               "baseline_train_seconds": None if baseline is None else baseline.seconds,
+               "baseline_final_loss": None if baseline is None
+               else float(baseline.losses[-20:].mean()),
                "relax_seconds": relaxed[1], "claim_ok": balanced,
                "n_test": len(data.test), "judge": judged.as_dict(),
                "methods": _plain(methods), "relaxed_row": RELAXED,

@@ -8,6 +8,10 @@ discrete only; soft only; balanced noise only (:data:`NOISE_ARM`); all three. Al
 use the same keys, so they differ only by the mechanisms. One more arm, *all three, at
 the target composition*, replaces the final projection by
 :func:`jaxkit.kernels.charge.project_composition` with each target's element counts.
+With a separately trained baseline network (the AMDEN-style unconstrained diffusion
+over positions and elements: the same denoiser trained with plain element noise,
+``balanced_share = 0``), its cells, sampled with no mechanism and the same keys, are the
+arm :data:`BASELINE_ARM`.
 
 The cells of a call are split over the mesh's ``"data"`` axis
 (:func:`jaxkit.distributed.sharded_vmap`). The cells are sampled once per mechanism, one
@@ -37,8 +41,9 @@ from .data import Data, pad_cells
 from .potential import padded_size
 from .train import Trained
 
-__all__ = ["ARMS", "COMPOSITION_ARM", "AMGENC_ARM", "NOISE_ARM", "Arm", "Samples", "timed",
-           "sample_cells", "sampler", "size_groups", "timing_indices", "project_cells",
+__all__ = ["ARMS", "COMPOSITION_ARM", "AMGENC_ARM", "NOISE_ARM", "BASELINE_ARM", "Arm",
+           "Samples", "timed", "sample_cells", "sampler", "size_groups", "timing_indices",
+           "project_cells",
            "sample_all"]
 
 #: (name, balanced noise, soft projection, final discrete projection)
@@ -54,9 +59,13 @@ NOISE_ARM = "balanced noise only"
 AMGENC_ARM = "all three (AMGenC)"
 #: the AMGenC arm again, its final projection at each target's element counts
 COMPOSITION_ARM = "all three, at the target composition"
+#: the separately trained unconstrained model (AMDEN-style), sampled with no mechanism
+BASELINE_ARM = "unconstrained model, separately trained (AMDEN-style)"
 
 
 _Q = np.asarray(M.species_charges()[1])
+#: the baseline network's key among the sampled mechanisms
+BASELINE = "baseline"
 
 
 @eqx.filter_jit
@@ -227,7 +236,8 @@ def timing_indices(cells, n: int) -> np.ndarray:
     return np.sort(order[start:start + n])
 
 
-def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> Samples:
+def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None,
+               baseline: Trained | None = None) -> Samples:
     """Sample ``cfg.samples_per_target`` cells per held-out target for every arm.
 
     Each mechanism's cells are sampled once, one call per size bucket
@@ -245,6 +255,9 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> 
         trained: the trained denoiser.
         key: the PRNG key of the sampling (shared by the arms).
         mesh: a mesh with a ``"data"`` axis, or None (every device on one).
+        baseline: the separately trained unconstrained denoiser (same architecture and
+            training cells), sampled with no mechanism as :data:`BASELINE_ARM` and timed
+            in the same rounds; None: no such arm.
 
     Returns:
         The :class:`Samples`.
@@ -260,32 +273,46 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> 
     settings = dict(steps=cfg.sample_steps, corrector_steps=cfg.corrector_steps, snr=cfg.snr,
                     soft_target=cfg.soft_target, mesh=mesh)
 
-    def compiled(idx):
+    if baseline is not None and baseline.n_pad != trained.n_pad:
+        raise ValueError(f"baseline: padded to {baseline.n_pad} atoms, the model to "
+                         f"{trained.n_pad}; train both on the same cells")
+
+    def compiled(idx, model=net, norm=trained.norm):
         sub = [targets[i] for i in idx]
         size = padded_size(max(c.n_atoms for c in sub))
-        b = pad_cells(sub, size, k, trained.norm)
-        return sampler(net, keys[jnp.asarray(idx)], *(jnp.asarray(a) for a in
-                                                      (b.mask, b.box, b.cond)), **settings)
+        b = pad_cells(sub, size, k, norm)
+        return sampler(model, keys[jnp.asarray(idx)], *(jnp.asarray(a) for a in
+                                                        (b.mask, b.box, b.cond)), **settings)
+
+    def runners(idx):
+        """mechanism -> () -> (x, h) on the cells ``idx``: one compiled program serves
+        every mechanism and the baseline network (same architecture)."""
+        run = compiled(idx)
+        out = {m: (lambda m=m: run(*m)) for m in mechs}
+        if baseline is not None:
+            run_b = compiled(idx, baseline.model, baseline.norm)
+            out[BASELINE] = lambda: run_b(False, 0.0)
+        return out
 
     mechs = list(dict.fromkeys((bal, cfg.soft_eta if soft else 0.0)
                                for _, bal, soft, _ in ARMS))
+    kinds = mechs + ([BASELINE] if baseline is not None else [])
     trajectories = {m: (np.zeros((len(targets), trained.n_pad, 3), np.float32),
                         np.zeros((len(targets), trained.n_pad, k), np.float32))
-                    for m in mechs}
+                    for m in kinds}
     for size, idx in size_groups(targets):
-        run = compiled(idx)  # one compiled program serves every mechanism
-        for mech in mechs:
-            x, h = jax.block_until_ready(run(*mech))
+        for mech, fn in runners(idx).items():
+            x, h = jax.block_until_ready(fn())
             trajectories[mech][0][idx, :size] = np.asarray(x)
             trajectories[mech][1][idx, :size] = np.asarray(h)
 
     t_idx = timing_indices(targets, cfg.timing_cells)
-    run = compiled(t_idx)
-    times = {m: [] for m in mechs}
+    fns = runners(t_idx)
+    times = {m: [] for m in kinds}
     for r in range(cfg.timing_runs):
-        for mech in mechs[r % len(mechs):] + mechs[:r % len(mechs)]:
+        for mech in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
             t0 = time.perf_counter()
-            jax.block_until_ready(run(*mech))
+            jax.block_until_ready(fns[mech]())
             times[mech].append(time.perf_counter() - t0)
     seconds = {m: float(np.median(v)) for m, v in times.items()}
     n_timed = len(t_idx)
@@ -307,6 +334,15 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None) -> 
         arms[name] = Arm(x=x, species=species, soft_charge=soft_charge,
                          ode_seconds=seconds[mech], discrete_seconds=extra,
                          ode_times=tuple(times[mech]), timed_cells=n_timed)
+    if baseline is not None:
+        x, h = trajectories[BASELINE]
+        p = M.probabilities(jnp.asarray(h))
+        species, _ = M.final_species(h, batch.mask, q, discrete=False)
+        soft_charge = np.abs(np.einsum("bnk,k,bn->b", np.asarray(p, np.float64),
+                                       qn.astype(np.float64), batch.mask.astype(np.float64)))
+        arms[BASELINE_ARM] = Arm(x=x, species=species, soft_charge=soft_charge,
+                                 ode_seconds=seconds[BASELINE], discrete_seconds=0.0,
+                                 ode_times=tuple(times[BASELINE]), timed_cells=n_timed)
     target_index = np.repeat(np.arange(len(data.test)), cfg.samples_per_target)
     # fixed composition: each target's species counts, as a traced (B, S, K) array, so
     # one compiled solve serves every target

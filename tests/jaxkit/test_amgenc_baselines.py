@@ -209,3 +209,33 @@ def test_design_row_is_scored_by_the_judge_when_attached():
     assert np.isnan(ev.judge.rows["none"].design.density_error)
     c = report.design_claim(QUICK, [("multi", ev)])
     assert c.verdict == "not shown" and "too few scored pairs (n=0" in c.measured
+
+
+def test_design_row_compares_with_the_separately_trained_baseline():
+    """With the AMDEN-style baseline sampled, the paper row compares AMGenC with it and the
+    same model's unconstrained arm moves to an extension row; the two can disagree."""
+    from jaxkit.amgenc import report
+    from jaxkit.amgenc.sample import BASELINE_ARM
+
+    rng = np.random.default_rng(2)
+    n = 30
+    good = {p: rng.uniform(0.0, 0.01, n) for p in report.DESIGN_PROPERTIES}
+    bad = {p: v + 1.0 for p, v in good.items()}
+
+    def design(errors):
+        return DesignAccuracy.from_cells(DesignCells(**errors))
+
+    # AMGenC as good as its own model's unconstrained arm, far worse than the baseline
+    own = {"none": design(good), AMGENC_ARM: design(good), BASELINE_ARM: design(
+        {p: v - 0.5 for p, v in good.items()})}
+    ev = SimpleNamespace(design=own, judge=None)
+    paper = report.design_claim(QUICK, [("multi", ev)])
+    assert paper.kind == "paper" and paper.verdict == "no"
+    assert "separately trained" in paper.note and "AMDEN" in paper.note
+    same = report.design_claim(QUICK, [("multi", ev)], against="none")
+    assert same.kind == "extension" and same.verdict == "yes"
+    assert "same model" in same.claim and "arm none" in same.note
+    # without the baseline the paper row is the same-model comparison, as before
+    ev = SimpleNamespace(design={"none": design(good), AMGENC_ARM: design(bad)}, judge=None)
+    c = report.design_claim(QUICK, [("multi", ev)])
+    assert c.kind == "paper" and c.verdict == "no" and "arm none" in c.note

@@ -51,8 +51,8 @@ def test_tiny_pedone_sodium_silicate_keeps_silicon_tetrahedral():
     assert 2.1 <= float(np.median(r.min(1))) <= 2.6  # Na-O nearest, published ~2.3-2.4 A
 
 
-def test_published_dataset_is_an_option_of_the_data_stage_and_not_the_default():
-    assert Config().dataset == QUICK.dataset == FULL.dataset == "recipe"
+def test_published_dataset_is_the_default_of_the_data_stage():
+    assert Config().dataset == QUICK.dataset == FULL.dataset == "published"
     cfg = Config(kind="silica", other_kinds=(), dataset="published", n_train=1, n_test=1,
                  n_atoms=(100, 110), md_steps=400)
     d = data.make_data(cfg, np.random.default_rng(0))

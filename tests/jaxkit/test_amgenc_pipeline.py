@@ -153,7 +153,7 @@ TINY_SETS = ["n_train=4", "n_test=2", "relax_steps=60", "min_steps=20", "hidden=
              "layers=1", "train_steps=15", "batch=4", "checkpoint_every=5",
              "samples_per_target=1", "sample_steps=4", "pressure_steps=5", "timing_runs=2",
              "scale.atoms=128", "scale.cells=2", "scale.steps=4", "post_relax_steps=150",
-             "judge_steps=20", "judge_rounds=1", "min_cells=2"]
+             "judge_steps=20", "judge_rounds=1", "min_cells=2", "md_steps=300"]
 
 
 class Run(NamedTuple):
@@ -209,7 +209,7 @@ def test_tiny_pipeline_two_datasets(tmp_path):
 def _check_run(run, kinds):
     from jaxkit import registry
     from jaxkit.amgenc import glass, pipeline
-    from jaxkit.amgenc.sample import ARMS, COMPOSITION_ARM
+    from jaxkit.amgenc.sample import ARMS, BASELINE_ARM, COMPOSITION_ARM
     from jaxkit.claims import VERDICTS
 
     assert registry.get("amgenc").module == "jaxkit.amgenc.pipeline"
@@ -228,24 +228,35 @@ def _check_run(run, kinds):
     assert comp["balanced"] == 1.0 and comp["composition_l1"] == pytest.approx(0, abs=1e-12)
     assert f"| {COMPOSITION_ARM} |" in md
     assert res.metrics["claim_ok"] and not res.warnings
-    # claims: three paper rows over every dataset, then each dataset's setup and extension
-    # rows (with the two property-steering rows of the inverse design); the exact balance
-    # (an extension row: structural) holds; known verdicts only
-    assert len(res.claims) == 3 + 10 * (1 + bool(kinds))
+    # claims: three paper rows over every dataset and the same-model design row, then
+    # each dataset's setup and extension rows (with the two property-steering rows of
+    # the inverse design); the exact balance (an extension row: structural) holds; known
+    # verdicts only
+    assert len(res.claims) == 4 + 10 * (1 + bool(kinds))
     steer = [c for c in res.claims if "Inverse design on properties" in c.claim]  # [silica]
     assert len(steer) == 2 * (1 + bool(kinds)) and {c.kind for c in steer} == {"extension"}
-    assert [c.kind for c in res.claims[:3]] == ["paper"] * 3
+    assert [c.kind for c in res.claims[:4]] == ["paper"] * 3 + ["extension"]
     assert {c.kind for c in res.claims[3:]} == {"setup", "extension"}
     assert "inverse-design accuracy" in res.claims[0].claim
+    # the paper's unconstrained baseline is the separately trained (AMDEN-style) model;
+    # the same model's arm "none" is the extension row that isolates the mechanisms
+    assert "separately trained" in res.claims[0].note
+    assert "same model" in res.claims[3].claim and "arm none" in res.claims[3].note
+    assert res.metrics["baseline_train_seconds"] > 0
+    assert np.isfinite(res.metrics["baseline_final_loss"])
+    assert arms[BASELINE_ARM]["n_cells"] == arms["none"]["n_cells"]
+    assert f"| {BASELINE_ARM} |" in md
+    assert (tmp_path / "checkpoints" / "baseline").is_dir()
     assert "overhead" in res.claims[1].claim and "under whatever load" in res.claims[1].note
     # the existing methods are run and decide the third paper row
     assert "existing method" in res.claims[2].claim and res.claims[2].verdict != "not tested"
     assert "`mitigate_share`" in res.claims[2].test
     # the design row is scored by the independent judge, which did not make the data
-    assert "scored by: multi: pedone+teter:" in res.claims[0].note
+    # (the default data: Pedone-made glasses, judged by Teter)
+    assert "scored by: multi: teter:" in res.claims[0].note
     jd = res.metrics["judge"]
-    assert jd["name"] == "pedone+teter" and jd["made_by"] == "recipe"
-    assert {"twin", "none", "balanced noise only", "all three (AMGenC)",
+    assert jd["name"] == "teter" and jd["made_by"] == "pedone"
+    assert {"twin", "none", "balanced noise only", "all three (AMGenC)", BASELINE_ARM,
             "post-hoc repair (fewest species changes)", "uniform random positions"
             } == set(jd["rows"])
     assert "relaxation used for scoring" in md and "Independent judge" in md
@@ -263,7 +274,7 @@ def _check_run(run, kinds):
             ) in res.claims[0].test
     sil = res.metrics["datasets"].get("silica")
     if kinds:  # the second dataset: its own section, claims, metrics and files
-        assert all(c.claim.startswith("[silica] ") for c in res.claims[3 + 10:])
+        assert all(c.claim.startswith("[silica] ") for c in res.claims[4 + 10:])
         assert "silica" in res.claims[0].measured
         assert sil["kind"] == "silica" and sil["arms"]["final discrete only"]["balanced"] == 1
         assert "### Dataset `silica`" in md
@@ -297,7 +308,7 @@ def _check_run(run, kinds):
     assert all(p.is_file() for p in res.figures)
     files = sorted(tmp_path.glob("amgenc_*.xyz"))
     n_sil = len(list(tmp_path.glob("amgenc_silica_*.xyz")))
-    assert n_sil == (6 if kinds else 0) and len(files) == 6 + n_sil
+    assert n_sil == (7 if kinds else 0) and len(files) == 7 + n_sil
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files
     _, q = M.species_charges()
     charge_of = dict(zip(glass.ELEMENTS, q.tolist(), strict=True))
@@ -341,6 +352,7 @@ def _check_run(run, kinds):
         "amgenc-judge-silica"] * bool(kinds)
     assert res2.metrics["train_resumed_from"] == tiny.train_steps
     assert res2.metrics["final_loss"] == res.metrics["final_loss"]
+    assert res2.metrics["baseline_final_loss"] == res.metrics["baseline_final_loss"]
     assert res2.metrics["arms"]["none"]["balanced"] == arms["none"]["balanced"]
     assert [c.verdict for c in res2.claims] == [c.verdict for c in res.claims]
 

@@ -26,7 +26,7 @@ def test_user_twins_come_from_the_users_cells(tmp_path):
     cells = [make(0, SiO2=34), make(1, SiO2=30, Na2O=4), make(2, SiO2=34)]
     stem = tmp_path / "mine"
     write_cells(stem, [(c.symbols, c.positions, c.box, "user") for c in cells])
-    cfg = QUICK.override(["n_train=2", "relax_steps=20", "min_steps=5",
+    cfg = QUICK.override(["dataset=recipe", "n_train=2", "relax_steps=20", "min_steps=5",
                           f"user_test={stem.with_suffix('.xyz')}"])
     data = make_data(cfg, np.random.default_rng(0))
     assert data.twin_source == ["user", "recipe", "user"]
@@ -130,7 +130,7 @@ def test_tiny_pipeline_on_orthorhombic_user_cells(tmp_path):
         write_cells(tmp_path / name, [(c.symbols, c.positions, c.box, name) for c in cells])
     from jaxkit.amgenc.config import QUICK
 
-    cfg = QUICK.override(TINY_SETS + ["kind=silica", "scale.cells=0",
+    cfg = QUICK.override(TINY_SETS + ["dataset=recipe", "kind=silica", "scale.cells=0",
                                       f"user_train={tmp_path / 'train.xyz'}",
                                       f"user_test={tmp_path / 'test.xyz'}"])
     res = pipeline.run(RunContext(out_dir=tmp_path / "out", config=cfg, quick=True,

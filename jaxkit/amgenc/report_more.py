@@ -238,7 +238,9 @@ def markdown(cfg: Config, ev: Evaluation, samples: Samples, data=None) -> str:
         "judge-relaxed twin of the cell's target.", "",
         judge_table(jd), "",
         "Design accuracy as the judge sees it (the paper row on design accuracy uses these "
-        "errors; the table above it is the data potential's own):", "",
+        "errors; the table above it is "
+        + ("the data potential's own" if cfg.dataset == "recipe"
+           else "jaxkit's toy pair potential's") + "):", "",
         judge_design_table(jd), "",
         "Existing methods on the unconstrained arm's draws (the same model, keys and "
         "number of draws as every arm; `jaxkit.amgenc.baselines`), beside the noise-only "

@@ -13,12 +13,13 @@ The paper package:
   :mod:`~jaxkit.amgenc.userdata` (your cells from extended XYZ / CIF),
   :mod:`~jaxkit.amgenc.model` (the periodic graph denoiser: wrapped-Gaussian position
   noise, element flow), :mod:`~jaxkit.amgenc.train` (through ``jaxkit.training.fit``),
-  :mod:`~jaxkit.amgenc.sample` (the ablation arms), :mod:`~jaxkit.amgenc.scale`
+  :mod:`~jaxkit.amgenc.sample` (the ablation arms and the separately trained
+  unconstrained baseline's), :mod:`~jaxkit.amgenc.scale`
   (800-atom throughput), :mod:`~jaxkit.amgenc.evaluate` (metrics),
   :mod:`~jaxkit.amgenc.plausibility` (close pairs, partial RDFs and bond angles against
   twin cells), :mod:`~jaxkit.amgenc.design` (pressure, relaxation at the recipe's
   pressure, design accuracy), :mod:`~jaxkit.amgenc.melt_quench` (glasses from the
-  published BKS and Pedone potentials, ``dataset="published"``);
+  published BKS and Pedone potentials, ``dataset="published"``, the default data);
 * the independent judge: :mod:`~jaxkit.amgenc.judge` (a published potential that did not
   make the data, on :mod:`jaxkit.kernels.md` with FIRE; :mod:`~jaxkit.amgenc.teter`, the
   Teter potential with Deng & Du's boron, judges what Pedone cannot) and
@@ -30,7 +31,8 @@ The paper package:
 * :mod:`~jaxkit.amgenc.results` (the typed results the experiment modules hand to the
   report and the pipeline: :class:`~jaxkit.amgenc.results.Evaluation`,
   :class:`~jaxkit.amgenc.results.JudgeScores`, ...),
-  :mod:`~jaxkit.amgenc.report` (files, figure, tables, claims),
+  :mod:`~jaxkit.amgenc.report` (figure, tables, claims),
+  :mod:`~jaxkit.amgenc.cellfiles` (the generated cells as extended XYZ and CIF),
   :mod:`~jaxkit.amgenc.report_more` (the judge's and the methods' tables, the row on
   existing methods, the rewritten rows, rows withheld below ``min_cells``) and
   :mod:`~jaxkit.amgenc.pipeline` (the registered run).

@@ -47,16 +47,16 @@ import numpy as np
 
 from jaxkit import stats
 from jaxkit.claims import Claim
-from jaxkit.io import atomic_open
 from jaxkit.plotting import legend_outside
 from jaxkit.report import markdown_table, new_figure, save_figure
 
 from . import glass
 from . import model as M
 from . import plausibility as PL
+from .cellfiles import cell_files, write_cells
 from .config import Config
 from .data import Data, raw_targets
-from .evaluate import ANGLE_CUTOFF, MIN_DISTANCE, RELAXED, box_of
+from .evaluate import ANGLE_CUTOFF, MIN_DISTANCE, RELAXED
 from .results import ArmRow, Evaluation, Scale
 from .sample import AMGENC_ARM, ARMS, BASELINE_ARM, COMPOSITION_ARM, Samples
 from .train import Trained
@@ -76,51 +76,6 @@ DESIGN_PROPERTIES: dict[str, tuple[str, str]] = {
 }
 #: the unbalanced share of unconstrained cells the setup row calls "a large portion"
 LARGE_PORTION = 0.25
-
-
-def write_cells(stem: Path, frames: list[tuple[list[str], np.ndarray, float, str]]
-                ) -> list[Path]:
-    """Write cells with ase, atomically: ``STEM.xyz`` (extended XYZ, one frame per cell,
-    periodic cubic or orthorhombic lattice) and ``STEM.cif`` (one data block per cell).
-    ``frames``: (symbols, Cartesian positions, box edge or (3,) edges, comment) per
-    cell."""
-    from ase import Atoms
-    from ase.io import write
-
-    atoms = [Atoms(symbols=symbols, positions=pos, cell=glass.box_edges(box), pbc=True,
-                   info={"comment": comment}) for symbols, pos, box, comment in frames]
-    paths = [stem.with_suffix(".xyz"), stem.with_suffix(".cif")]
-    for path, fmt, mode in zip(paths, ("extxyz", "cif"), ("w", "wb"), strict=True):
-        with atomic_open(path, mode) as fh:  # ase writes CIF as bytes
-            write(fh, atoms, format=fmt)
-    return paths
-
-
-def _slug(name: str) -> str:
-    return "".join(ch if ch.isalnum() else "_" for ch in name.split(" (")[0]).strip("_")
-
-
-def cell_files(out: Path, samples: Samples, ev: Evaluation, prefix: str = "amgenc"
-               ) -> list[Path]:
-    """The cells of every arm as ``out/<prefix>_<arm>.{xyz,cif}``; each frame's comment
-    gives the arm, the target, the total charge and whether the target lies outside the
-    training range (``extrapolated=1``)."""
-    _, q = M.species_charges()
-    out_set = set(ev.baselines.outside_targets)
-    files = []
-    for name, arm in samples.arms.items():
-        frames = []
-        for i, t in enumerate(samples.target_index):
-            m = samples.mask[i]
-            sp = arm.species[i][m]
-            box = box_of(samples.box[i])
-            frames.append(([glass.SYMBOLS[s] if s >= 0 else "X" for s in sp],
-                           arm.x[i][m] * box, box,
-                           f"arm={_slug(name)} target={int(t)} "
-                           f"charge={int(q[np.maximum(sp, 0)].sum())} "
-                           f"extrapolated={int(t in out_set)}"))
-        files += write_cells(out / f"{prefix}_{_slug(name)}", frames)
-    return files
 
 
 def figure(ev: Evaluation, trained: Trained, out: Path, prefix: str = "amgenc") -> Path:

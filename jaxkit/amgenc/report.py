@@ -221,9 +221,9 @@ def design_claim(cfg: Config, datasets: list[tuple[str, Evaluation]],
     (``ev.judge``, :mod:`jaxkit.amgenc.judging`: cells relaxed by a potential that did
     not make the data, at the target's judged pressure) when it is attached, else those
     of the cells relaxed at the recipe's pressure by the recipe's own potential."""
+    with_baseline = bool(datasets) and all(_has_arm(ev, BASELINE_ARM) for _, ev in datasets)
     if against is None:
-        against = (BASELINE_ARM if datasets and all(_has_arm(ev, BASELINE_ARM)
-                                                    for _, ev in datasets) else "none")
+        against = BASELINE_ARM if with_baseline else "none"
     diffs, margins, names, judges = [], [], [], []
     for kind, ev in datasets:
         jd = getattr(ev, "judge", None)
@@ -245,8 +245,7 @@ def design_claim(cfg: Config, datasets: list[tuple[str, Evaluation]],
             for n, v, m in zip(names, vs, margins, strict=True)]
     k = len(datasets)
     baseline = against == BASELINE_ARM
-    same_model = against == "none" and datasets and all(_has_arm(ev, BASELINE_ARM)
-                                                        for _, ev in datasets)
+    same_model = against == "none" and with_baseline
     if same_model:
         claim = ("The charge mechanisms keep the inverse-design accuracy of the same "
                  "model's unconstrained sampling (mechanisms isolated: same network, keys "

@@ -43,8 +43,7 @@ from .train import Trained
 
 __all__ = ["ARMS", "COMPOSITION_ARM", "AMGENC_ARM", "NOISE_ARM", "BASELINE_ARM", "Arm",
            "Samples", "timed", "sample_cells", "sampler", "size_groups", "timing_indices",
-           "project_cells",
-           "sample_all"]
+           "project_cells", "sample_all"]
 
 #: (name, balanced noise, soft projection, final discrete projection)
 ARMS: tuple[tuple[str, bool, bool, bool], ...] = (
@@ -277,6 +276,10 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None,
         raise ValueError(f"baseline: padded to {baseline.n_pad} atoms, the model to "
                          f"{trained.n_pad}; train both on the same cells")
 
+    mechs = list(dict.fromkeys((bal, cfg.soft_eta if soft else 0.0)
+                               for _, bal, soft, _ in ARMS))
+    kinds = mechs + ([BASELINE] if baseline is not None else [])
+
     def compiled(idx, model=net, norm=trained.norm):
         sub = [targets[i] for i in idx]
         size = padded_size(max(c.n_atoms for c in sub))
@@ -294,9 +297,6 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None,
             out[BASELINE] = lambda: run_b(False, 0.0)
         return out
 
-    mechs = list(dict.fromkeys((bal, cfg.soft_eta if soft else 0.0)
-                               for _, bal, soft, _ in ARMS))
-    kinds = mechs + ([BASELINE] if baseline is not None else [])
     trajectories = {m: (np.zeros((len(targets), trained.n_pad, 3), np.float32),
                         np.zeros((len(targets), trained.n_pad, k), np.float32))
                     for m in kinds}
@@ -318,9 +318,12 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None,
     n_timed = len(t_idx)
 
     discrete = lambda c, m: project_cells(c, m, mesh)  # noqa: E731
+    # (arm, its trajectories' key, final discrete projection); the baseline's arm last
+    specs = [(name, (balanced, cfg.soft_eta if soft else 0.0), disc)
+             for name, balanced, soft, disc in ARMS]
+    specs += [(BASELINE_ARM, BASELINE, False)] if baseline is not None else []
     arms = {}
-    for name, balanced, soft, disc in ARMS:
-        mech = (balanced, cfg.soft_eta if soft else 0.0)
+    for name, mech, disc in specs:
         x, h = trajectories[mech]
         extra = 0.0
         p = M.probabilities(jnp.asarray(h))
@@ -334,15 +337,6 @@ def sample_all(cfg: Config, data: Data, trained: Trained, key, *, mesh=None,
         arms[name] = Arm(x=x, species=species, soft_charge=soft_charge,
                          ode_seconds=seconds[mech], discrete_seconds=extra,
                          ode_times=tuple(times[mech]), timed_cells=n_timed)
-    if baseline is not None:
-        x, h = trajectories[BASELINE]
-        p = M.probabilities(jnp.asarray(h))
-        species, _ = M.final_species(h, batch.mask, q, discrete=False)
-        soft_charge = np.abs(np.einsum("bnk,k,bn->b", np.asarray(p, np.float64),
-                                       qn.astype(np.float64), batch.mask.astype(np.float64)))
-        arms[BASELINE_ARM] = Arm(x=x, species=species, soft_charge=soft_charge,
-                                 ode_seconds=seconds[BASELINE], discrete_seconds=0.0,
-                                 ode_times=tuple(times[BASELINE]), timed_cells=n_timed)
     target_index = np.repeat(np.arange(len(data.test)), cfg.samples_per_target)
     # fixed composition: each target's species counts, as a traced (B, S, K) array, so
     # one compiled solve serves every target

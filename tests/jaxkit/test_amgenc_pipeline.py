@@ -245,6 +245,8 @@ def _check_run(run, kinds):
     assert res.metrics["baseline_train_seconds"] > 0
     assert np.isfinite(res.metrics["baseline_final_loss"])
     assert arms[BASELINE_ARM]["n_cells"] == arms["none"]["n_cells"]
+    # the same keys through another network: other cells than the model's own none arm
+    assert arms[BASELINE_ARM]["rdf_l1"] != arms["none"]["rdf_l1"]
     assert f"| {BASELINE_ARM} |" in md
     assert (tmp_path / "checkpoints" / "baseline").is_dir()
     assert "overhead" in res.claims[1].claim and "under whatever load" in res.claims[1].note

@@ -94,6 +94,7 @@ def whiten(
     n_components: int | None = None,
     *,
     solver: Literal["svd", "eigh"] = "svd",
+    sequential_vmap: bool | None = None,
 ) -> WhitenResult:
     """Centre and whiten (PCA-sphere) the data.
 
@@ -130,6 +131,12 @@ def whiten(
         n_components: number of whitened components ``k <= d`` (static); ``None`` keeps
             all ``d``.
         solver: ``"svd"`` or ``"eigh"`` (static).
+        sequential_vmap: how ``jax.vmap`` batches the whitening (static), as in
+            :func:`fastica`: ``True`` maps the datasets one after another, so each takes
+            the ``"svd"`` branch its own data need (the Gram passes, or LAPACK's SVD only
+            where those are not accurate) and no LAPACK call is batched; ``False``
+            batches them, where a ``vmap``-ed branch runs LAPACK's SVD of every
+            dataset. ``None`` (default): ``True`` on the CPU, ``False`` on GPU/TPU.
 
     Returns:
         A :class:`WhitenResult` ``(z, whitening, mean, rank_deficient)`` with ``z = (x -
@@ -143,12 +150,18 @@ def whiten(
     k = _n_components(n_components, d)
     if solver not in ("svd", "eigh"):
         raise ValueError(f"`solver` must be 'svd' or 'eigh'; got {solver!r}")
-    mean = jnp.mean(x, axis=0)
-    xc = x - mean
-    whitening, deficient = _whitening_matrix(xc, k, solver)
-    _raise_if_rank_deficient(x, deficient, k)
-    return WhitenResult(z=xc @ whitening.T, whitening=whitening, mean=mean,
-                        rank_deficient=deficient)
+    sequential = resolve_sequential_vmap(sequential_vmap)
+
+    def core(x):
+        mean = jnp.mean(x, axis=0)
+        xc = x - mean
+        whitening, deficient = _whitening_matrix(xc, k, solver)
+        return WhitenResult(z=xc @ whitening.T, whitening=whitening, mean=mean,
+                            rank_deficient=deficient)
+
+    res = map_over_batch(core, sequential=sequential)(x)
+    _raise_if_rank_deficient(x, res.rank_deficient, k)
+    return res
 
 
 def _raise_if_rank_deficient(x, deficient, k: int) -> None:

@@ -48,7 +48,7 @@ def resolve_sequential_vmap(sequential_vmap: bool | None) -> bool:
     return sequential_vmap
 
 
-def map_over_batch(f, *, sequential: bool):
+def map_over_batch(f, *, sequential: bool, differentiate=None):
     """``f`` with a custom ``vmap`` rule: sequential (``lax.map``) or plain batching.
 
     Under a plain ``vmap`` a batched ``while_loop`` iterates every member until the
@@ -67,9 +67,19 @@ def map_over_batch(f, *, sequential: bool):
         sequential: the batching rule (static): ``True`` maps the batch members with
             ``lax.map``, ``False`` is plain ``vmap`` batching.
 
-    Reverse mode: JAX cannot transpose a custom ``vmap`` rule, so ``jax.grad`` through
-    the returned function raises a ``ValueError`` saying so (instead of JAX's bare
-    "Linearization failed"); forward mode (``jax.jvp``, ``jax.jacfwd``) works.
+        differentiate: keeps reverse mode: a function with ``f``'s signature that
+            computes the same function and that JAX can differentiate in both modes (no
+            ``while_loop``, no ``lax.cond`` on a value that depends on the inputs: JAX
+            cannot transpose such a ``cond`` inside a custom JVP rule). The mapped
+            function is then wrapped in a ``jax.custom_jvp`` whose rule takes the values
+            from ``f`` under the chosen rule and the tangents from ``differentiate``'s
+            JVP (batched plainly where it runs under ``vmap``), so ``jax.grad`` and
+            ``jax.jvp`` work.
+
+    Reverse mode without ``differentiate``: JAX cannot transpose a custom ``vmap`` rule,
+    so ``jax.grad`` through the returned function raises a ``ValueError`` saying so
+    (instead of JAX's bare "Linearization failed"); forward mode (``jax.jvp``,
+    ``jax.jacfwd``) works.
 
     Returns:
         A function with ``f``'s signature and values and the chosen ``vmap`` rule.
@@ -94,6 +104,14 @@ def map_over_batch(f, *, sequential: bool):
 
         out = jax.lax.map(one, batched)
         return out, jax.tree.map(lambda _: True, out)
+
+    if differentiate is not None:
+        mapped = g
+        g = jax.custom_jvp(lambda *args: mapped(*args))
+
+        @g.defjvp
+        def _jvp(primals, tangents):
+            return mapped(*primals), jax.jvp(differentiate, primals, tangents)[1]
 
     # the enclosing public kernel for a closure ("fastica.<locals>.core" -> "fastica")
     name = getattr(f, "__qualname__", "the kernel").split(".<locals>")[0]

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-__all__ = ["gram_svd"]
+__all__ = ["gram_svd", "gram_svd_t"]
 
 
 def gram_svd(a: Float[Array, "n d"]) -> tuple[Float[Array, "d d"], Float[Array, " d"],
@@ -52,14 +52,31 @@ def gram_svd(a: Float[Array, "n d"]) -> tuple[Float[Array, "d d"], Float[Array, 
     n, d = a.shape
     if n < d:
         raise ValueError(f"gram_svd needs n >= d; got shape {a.shape}")
-    tiny = jnp.finfo(a.dtype).tiny
-    # sample-last layout: every product contracts or streams rows that are contiguous
-    # (measured ~30% faster than the (n, d) layout on XLA:CPU); callers that use a.T
-    # themselves share the transpose (common subexpression)
     at = a.T
-    lam, v = jnp.linalg.eigh(at @ at.T)
+    return gram_svd_t(at, at @ at.T)
+
+
+def gram_svd_t(at: Float[Array, "d n"], gram: Float[Array, "d d"]
+               ) -> tuple[Float[Array, "d d"], Float[Array, " d"], Bool[Array, ""]]:
+    """:func:`gram_svd` of ``a = at^T`` given in the sample-last layout ``at`` (d, n), with
+    its first Gram matrix ``gram = at at^T`` already formed (the caller shares it with
+    other uses). Every product then contracts or streams contiguous rows of ``at``, which
+    XLA:CPU runs as plain products (``a``'s own layout made it transpose an operand
+    inside each product; see benchmarks/RESULTS.md).
+
+    Args:
+        at: the transposed matrix, at most as many rows as columns.
+        gram: ``at @ at.T``.
+
+    Returns:
+        As :func:`gram_svd`.
+    """
+    tiny = jnp.finfo(at.dtype).tiny
+    lam, v = jnp.linalg.eigh(gram)
     lam = jnp.maximum(lam, tiny)
-    q1t = (v * jax.lax.rsqrt(lam)).T @ at
+    # the (d, d) factor in its own row-major copy: folded into the product as a
+    # transposed operand, it made XLA:CPU take a slower product for (d, d) @ (d, n)
+    q1t = jax.lax.optimization_barrier((v * jax.lax.rsqrt(lam)).T) @ at
     mu, w = jnp.linalg.eigh(q1t @ q1t.T)
     # cond(Q1) <= 10: the second pass leaves Q2 orthonormal to about 100 eps (NaN: False)
     accurate = mu[0] >= 1e-2 * mu[-1]

@@ -11,16 +11,15 @@ from .checks import fail_first
 __all__ = ["screened_check", "screened_flags"]
 
 
-def screened_flags(x, mean, xc):
+def screened_flags(x, mean, ss):
     """:func:`check_data_matrix`'s value checks on ``x`` as flags ``(nonfinite,
     constant)``, without their pass over the data in the common case: finite column means
-    and sums of squares ``ss`` prove ``x`` finite, and a column with ``2 sd > 10 eps
+    and sums of squares ``ss`` of the centred columns (the diagonal of the Gram matrix the
+    whitening forms anyway) prove ``x`` finite, and a column with ``2 sd > 10 eps
     max(|mean| + sqrt(ss), 1)`` (``sd = sqrt(ss / n)``) cannot be constant, since its range
     is at least ``2 sd`` and ``|x_ij| <= |mean_j| + sqrt(ss_j)``. Only when that screen
     fails is the exact max/min check run (``lax.cond``)."""
     n = x.shape[0]
-    # a product, not a reduction: see kernels/_rowmeans.py
-    ss = jnp.ones((n,), xc.dtype) @ (xc * xc)
     sd = jnp.sqrt(ss / n)
     eps = jnp.finfo(x.dtype).eps
     fast = (jnp.all(jnp.isfinite(mean)) & jnp.all(jnp.isfinite(ss))
@@ -36,10 +35,10 @@ def screened_flags(x, mean, xc):
     return jax.lax.cond(fast, lambda: (false, false), exact)
 
 
-def screened_check(x, mean, xc, out):
+def screened_check(x, mean, ss, out):
     """:func:`screened_flags` as checks attached to ``out`` (``equinox.error_if`` under
     ``jit``, see :mod:`jaxkit.kernels.checks`)."""
-    nonfinite, const = screened_flags(x, mean, xc)
+    nonfinite, const = screened_flags(x, mean, ss)
     return fail_first(out, [(nonfinite, "`x` contains NaN or inf values"),
                             (const, "`x` has a constant column (zero variance); drop it "
                                     "before fitting")])

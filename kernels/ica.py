@@ -28,7 +28,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._batching import map_over_batch, resolve_sequential_vmap
-from ._gram_svd import gram_svd
+from ._gram_svd import gram_svd_t
 from ._ica_checks import screened_flags
 from ._rowmeans import mean_first as _mean_first
 from ._rowmeans import mean_last as _mean_last
@@ -152,14 +152,15 @@ def whiten(
         raise ValueError(f"`solver` must be 'svd' or 'eigh'; got {solver!r}")
     sequential = resolve_sequential_vmap(sequential_vmap)
 
-    def core(x):
-        mean = jnp.mean(x, axis=0)
-        xc = x - mean
-        whitening, deficient = _whitening_matrix(xc, k, solver)
-        return WhitenResult(z=xc @ whitening.T, whitening=whitening, mean=mean,
+    def core(x, branch):
+        mean, xct, gram = _centred_t(x)
+        whitening, deficient = _whitening_matrix(x, mean, xct, gram, k, solver, branch)
+        return WhitenResult(z=(whitening @ xct).T, whitening=whitening, mean=mean,
                             rank_deficient=deficient)
 
-    res = map_over_batch(core, sequential=sequential)(x)
+    # derivatives of the same whitening through LAPACK's SVD (see _whitening_matrix)
+    res = map_over_batch(lambda x: core(x, "cond"), sequential=sequential,
+                         differentiate=lambda x: core(x, "lapack"))(x)
     _raise_if_rank_deficient(x, res.rank_deficient, k)
     return res
 
@@ -187,20 +188,44 @@ def _raise_if_rank_deficient(x, deficient, k: int) -> None:
         f"them, or ask for fewer components")
 
 
-def _whitening_matrix(xc: Float[Array, "n d"], k: int, solver: str
+def _centred_t(x: Float[Array, "n d"]) -> tuple[Float[Array, " d"], Float[Array, "d n"],
+                                               Float[Array, "d d"]]:
+    """The column means of ``x``, the centred data in the sample-last layout ``xct = (x -
+    mean)^T`` (d, n) and its Gram matrix ``xct xct^T``.
+
+    ``xct`` is one copy of the data, made by the centring itself and kept by an
+    optimisation barrier: without it XLA:CPU folds the transpose back into every product
+    that reads the data, each of which then transposes its operand (the products of the
+    whitening ran 2-4x slower that way, benchmarks/RESULTS.md)."""
+    mean = _mean_first(x)
+    xct = jax.lax.optimization_barrier((x - mean).T)
+    return mean, xct, xct @ xct.T
+
+
+def _whitening_matrix(x: Float[Array, "n d"], mean: Float[Array, " d"],
+                      xct: Float[Array, "d n"], gram: Float[Array, "d d"], k: int,
+                      solver: str, branch: str = "cond"
                       ) -> tuple[Float[Array, "k d"], Bool[Array, ""]]:
-    """The (k, d) PCA-sphering matrix of centred data ``xc`` (see :func:`whiten`) and
-    whether the data are rank-deficient at ``k`` components."""
-    n, d = xc.shape
-    rtol = 10 * d * jnp.finfo(xc.dtype).eps
+    """The (k, d) PCA-sphering matrix of the centred data ``x - mean``, given sample-last,
+    ``xct`` (d, n), with its Gram matrix ``gram = xct xct^T`` (see :func:`whiten`), and
+    whether the data are rank-deficient at ``k`` components. The result is barred from
+    XLA's layout folding (a transposed operand made the product ``K xct`` 3-4x slower).
+    ``branch`` (``svd`` solver): ``"cond"``, the Gram passes and LAPACK's SVD only where
+    those are not accurate; ``"lapack"``, LAPACK's SVD always (the derivatives of
+    :func:`whiten`: the same function, with no ``cond`` for JAX to transpose and no
+    derivative through the second Gram pass, whose eigenvalues all lie near 1)."""
+    d, n = xct.shape
+    rtol = 10 * d * jnp.finfo(xct.dtype).eps
     if solver == "svd":
-        # XLA products and (d, d) LAPACK calls where as accurate as LAPACK's SVD of xc,
+        # XLA products and (d, d) LAPACK calls where as accurate as LAPACK's SVD of xct,
         # that SVD otherwise (a branch per dataset under the sequential vmap rule)
         def lapack():
-            return jnp.linalg.svd(xc.T, full_matrices=False)[:2]
+            # centred again inside the branch: LAPACK wants its own (column-major) copy,
+            # which an operand of the branch would make on every call
+            return jnp.linalg.svd((x - mean).T, full_matrices=False)[:2]
 
-        if n >= d:
-            u, s, accurate = gram_svd(xc)
+        if n >= d and branch == "cond":
+            u, s, accurate = gram_svd_t(xct, gram)
             u, s = jax.lax.cond(accurate, lambda: (u, s), lapack)
         else:
             u, s = lapack()
@@ -208,7 +233,7 @@ def _whitening_matrix(xc: Float[Array, "n d"], k: int, solver: str
         deficient = s[k - 1] <= floor if k <= s.shape[0] else jnp.asarray(True)
         s = jnp.maximum(s, floor)  # finite whitening even when rank-deficient
     elif solver == "eigh":
-        evals, u = jnp.linalg.eigh(xc.T @ xc)
+        evals, u = jnp.linalg.eigh(gram)
         # scikit-learn clamps eigenvalues below 10 eps (absolute); we clamp relative to
         # the largest one, so an ill-conditioned scatter matrix in float32 (whose small
         # eigenvalues are rounding noise, even negative) cannot blow one whitened
@@ -222,7 +247,8 @@ def _whitening_matrix(xc: Float[Array, "n d"], k: int, solver: str
         raise ValueError(f"`solver` must be 'svd' or 'eigh'; got {solver!r}")
     sign = jnp.where(u[0] < 0, -1.0, 1.0).astype(u.dtype)
     u = u * sign
-    return (u / s).T[:k] * jnp.sqrt(jnp.asarray(n, xc.dtype)), deficient
+    whitening = (u / s).T[:k] * jnp.sqrt(jnp.asarray(n, xct.dtype))
+    return jax.lax.optimization_barrier(whitening), deficient
 
 
 def sym_decorrelation(w: Float[Array, "k k"]) -> Float[Array, "k k"]:
@@ -519,12 +545,11 @@ def _fastica_core(x, w_init, alpha, tol, k, fun, fun_args, max_iter, whiten_solv
         nonfinite = ~jnp.all(jnp.isfinite(x))
         zt = x.T
     else:
-        mean = _mean_first(x)
-        xc = x - mean
-        nonfinite, const = screened_flags(x, mean, xc)
-        whitening, deficient = _whitening_matrix(xc, k, whiten_solver)
+        mean, xct, gram = _centred_t(x)
+        nonfinite, const = screened_flags(x, mean, jnp.diagonal(gram))
+        whitening, deficient = _whitening_matrix(x, mean, xct, gram, k, whiten_solver)
         deficient = (deficient | const) & ~nonfinite
-        zt = whitening @ xc.T  # (k, n) whitened data, sample-last
+        zt = whitening @ xct  # (k, n) whitened data, sample-last
     if algorithm == "deflation":
         from .ica_deflation import deflation_loop
 

@@ -228,7 +228,7 @@ def _fit(r):
                              jnp.zeros((), jnp.int32), nan, nan)
 
 
-case("ica.whiten", lambda x: ica.whiten(x)[:3], lambda r: (_mixed(r),))
+case("ica_whiten.whiten", lambda x: ica.whiten(x)[:3], lambda r: (_mixed(r),))
 case("ica.sym_decorrelation", ica.sym_decorrelation, lambda r: (_W(r),))
 case("ica.fixed_point_update", lambda w, x: ica.fixed_point_update(w, ica.whiten(x).z),
      lambda r: (ica.sym_decorrelation(_W(r)), _mixed(r)))

@@ -1,5 +1,5 @@
 """The thin SVD of a tall matrix from two Gram-matrix eigendecompositions in XLA products
-(private helper of :mod:`jaxkit.kernels.ica`'s ``svd`` whitening).
+(private helper of :mod:`jaxkit.kernels.ica_whiten`'s ``svd`` whitening).
 
 Why not ``jnp.linalg.svd`` (or ``qr``) of the tall ``(n, d)`` matrix on CPU: those are
 LAPACK calls into the BLAS that jaxlib links (OpenBLAS), which starts its own threads for a
@@ -15,12 +15,13 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-__all__ = ["gram_svd", "gram_svd_t"]
+__all__ = ["gram_svd"]
 
 
-def gram_svd(a: Float[Array, "n d"]) -> tuple[Float[Array, "d d"], Float[Array, " d"],
-                                              Bool[Array, ""]]:
-    """Right singular vectors and singular values of ``a`` (n >= d) by two Gram passes.
+def gram_svd(at: Float[Array, "d n"], gram: Float[Array, "d d"] | None = None
+             ) -> tuple[Float[Array, "d d"], Float[Array, " d"], Bool[Array, ""]]:
+    """Left singular vectors and singular values of ``at`` (d, n), n >= d, by two Gram
+    passes: the thin SVD of a tall matrix ``a = at^T`` given in the sample-last layout.
 
     First pass: ``a^T a = V diag(l) V^T`` (``eigh``), and ``Q1 = a V diag(l)^{-1/2}``,
     whose columns are orthonormal up to about ``eps l_max / l_min``. Second pass:
@@ -39,38 +40,29 @@ def gram_svd(a: Float[Array, "n d"]) -> tuple[Float[Array, "d d"], Float[Array, 
     in float32 3e-5 at 1e4, the float32 LAPACK SVD's own error (accurate up to 1e4, not at
     1e5); where it is not accurate the caller takes LAPACK's SVD.
 
-    Differentiable: yes, in a (distinct singular values).
+    In the sample-last layout every product contracts or streams contiguous rows of
+    ``at``, which XLA:CPU runs as plain products (the (n, d) layout made it transpose an
+    operand inside each product; see benchmarks/RESULTS.md).
+
+    Differentiable: yes, in at (distinct singular values; the second pass's eigenvalues
+    all lie near 1, so its derivative is ill-conditioned: ``whiten`` differentiates
+    LAPACK's SVD instead).
 
     Args:
-        a: a matrix with at least as many rows as columns.
+        at: the transposed tall matrix, at most as many rows as columns.
+        gram: ``at @ at.T`` where the caller has formed it already (shared with its other
+            uses); ``None`` forms it here.
 
     Returns:
-        ``(u, s, accurate)``: ``u`` (d, d) with the right singular vectors of ``a`` as
-        columns (the left ones of ``a^T``), ``s`` the singular values in descending order,
+        ``(u, s, accurate)``: ``u`` (d, d) with the left singular vectors of ``at`` (the
+        right ones of ``a``) as columns, ``s`` the singular values in descending order,
         and whether they are as accurate as an SVD's (``m_min >= 0.01 m_max``).
     """
-    n, d = a.shape
+    d, n = at.shape
     if n < d:
-        raise ValueError(f"gram_svd needs n >= d; got shape {a.shape}")
-    at = a.T
-    return gram_svd_t(at, at @ at.T)
-
-
-def gram_svd_t(at: Float[Array, "d n"], gram: Float[Array, "d d"]
-               ) -> tuple[Float[Array, "d d"], Float[Array, " d"], Bool[Array, ""]]:
-    """:func:`gram_svd` of ``a = at^T`` given in the sample-last layout ``at`` (d, n), with
-    its first Gram matrix ``gram = at at^T`` already formed (the caller shares it with
-    other uses). Every product then contracts or streams contiguous rows of ``at``, which
-    XLA:CPU runs as plain products (``a``'s own layout made it transpose an operand
-    inside each product; see benchmarks/RESULTS.md).
-
-    Args:
-        at: the transposed matrix, at most as many rows as columns.
-        gram: ``at @ at.T``.
-
-    Returns:
-        As :func:`gram_svd`.
-    """
+        raise ValueError(f"gram_svd needs at least as many columns as rows; got {at.shape}")
+    if gram is None:
+        gram = at @ at.T
     tiny = jnp.finfo(at.dtype).tiny
     lam, v = jnp.linalg.eigh(gram)
     lam = jnp.maximum(lam, tiny)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
 from ._batching import map_over_batch, resolve_sequential_vmap
-from ._gram_svd import gram_svd_t
+from ._gram_svd import gram_svd
 from ._rowmeans import mean_first as _mean_first
 from .checks import check_data_matrix, collinear_columns, is_traced
 
@@ -149,7 +149,7 @@ def _centred_t(x: Float[Array, "n d"]) -> tuple[Float[Array, " d"], Float[Array,
     ``xct`` is one copy of the data, made by the centring itself and kept by an
     optimisation barrier: without it XLA:CPU folds the transpose back into every product
     that reads the data, each of which then transposes its operand (the products of the
-    whitening ran 2-4x slower that way, benchmarks/RESULTS.md)."""
+    whitening ran 4-6x slower that way, benchmarks/RESULTS.md)."""
     mean = _mean_first(x)
     xct = jax.lax.optimization_barrier((x - mean).T)
     return mean, xct, xct @ xct.T
@@ -162,7 +162,7 @@ def _whitening_matrix(x: Float[Array, "n d"], mean: Float[Array, " d"],
     """The (k, d) PCA-sphering matrix of the centred data ``x - mean``, given sample-last,
     ``xct`` (d, n), with its Gram matrix ``gram = xct xct^T`` (see :func:`whiten`), and
     whether the data are rank-deficient at ``k`` components. The result is barred from
-    XLA's layout folding (a transposed operand made the product ``K xct`` 3-4x slower).
+    XLA's layout folding (a transposed operand made the product ``K xct`` about 4x slower).
     ``branch`` (``svd`` solver): ``"cond"``, the Gram passes and LAPACK's SVD only where
     those are not accurate; ``"lapack"``, LAPACK's SVD always (the derivatives of
     :func:`whiten`: the same function, with no ``cond`` for JAX to transpose and no
@@ -178,7 +178,7 @@ def _whitening_matrix(x: Float[Array, "n d"], mean: Float[Array, " d"],
             return jnp.linalg.svd((x - mean).T, full_matrices=False)[:2]
 
         if n >= d and branch == "cond":
-            u, s, accurate = gram_svd_t(xct, gram)
+            u, s, accurate = gram_svd(xct, gram)
             u, s = jax.lax.cond(accurate, lambda: (u, s), lapack)
         else:
             u, s = lapack()
